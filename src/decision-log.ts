@@ -1,0 +1,46 @@
+/**
+ * The one log line per decision that ops read (pino JSON). It carries the key's id, never the key:
+ * the path is logged without its query, and client-supplied strings (path, model) pass through
+ * `printable` (safe-text.ts), so a key pasted into the wrong place still never reaches a log line;
+ * a model that is somebody's key (decide.ts checks) is not logged at all, nor is the path holding it.
+ */
+import type { Decision } from './decision';
+import type { RequestView } from './request-view';
+import { printable } from './safe-text';
+
+export interface DecisionLine {
+  decision: 'allow' | 'deny';
+  status: number;
+  reason: string;
+  keyId?: string;
+  group?: string;
+  model?: string;
+  style: string;
+  method: string;
+  path: string;
+  requestId: string;
+  durUs: number;
+  hint?: string;
+  stale?: true;
+}
+
+/** The log line for a decision: a model of the key's group as is, another requested model bounded and redacted. */
+export function decisionLine(d: Decision, view: RequestView, durUs: number): DecisionLine {
+  const model = d.model === undefined || d.modelIsKey ? undefined : d.modelKnown ? d.model : printable(d.model, 128);
+  const line: DecisionLine = {
+    decision: d.allowed ? 'allow' : 'deny',
+    status: d.status,
+    reason: d.reason,
+    style: d.route.style,
+    method: printable(view.method, 16),
+    path: d.modelIsKey ? '[redacted: the path holds a key]' : printable(view.path, 256),
+    requestId: printable(view.requestId, 128),
+    durUs,
+  };
+  if (d.keyId !== undefined) line.keyId = d.keyId;
+  if (d.group !== undefined) line.group = d.group;
+  if (model !== undefined) line.model = model;
+  if (!d.allowed) line.hint = d.hint;
+  if (d.stale) line.stale = true;
+  return line;
+}

@@ -1,0 +1,33 @@
+/**
+ * Denial bodies in the shape the client's own SDK parses, so the hint becomes the SDK's error
+ * message: OpenAI `{"error":{"message","type","code"}}`, Anthropic
+ * `{"type":"error","error":{"type","message"}}`, Gemini `{"error":{"code","message","status"}}`.
+ */
+import type { Family } from './routes';
+
+const OPENAI_TYPE: Readonly<Record<number, string>> = {
+  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error',
+  405: 'invalid_request_error', 413: 'invalid_request_error', 503: 'server_error',
+};
+const ANTHROPIC_TYPE: Readonly<Record<number, string>> = {
+  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error',
+  405: 'invalid_request_error', 413: 'request_too_large', 503: 'api_error',
+};
+// google.rpc.Code names, as Gemini's REST errors carry them.
+const GEMINI_STATUS: Readonly<Record<number, string>> = {
+  400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND',
+  405: 'UNIMPLEMENTED', 413: 'INVALID_ARGUMENT', 503: 'UNAVAILABLE',
+};
+
+/** The JSON error body for a denial. */
+export function errorBody(family: Family, status: number, reason: string, hint: string): string {
+  const message = `${hint} [modelgate: ${reason}]`;
+  switch (family) {
+    case 'anthropic':
+      return JSON.stringify({ type: 'error', error: { type: ANTHROPIC_TYPE[status] ?? 'api_error', message } });
+    case 'gemini':
+      return JSON.stringify({ error: { code: status, message, status: GEMINI_STATUS[status] ?? 'UNKNOWN' } });
+    default:
+      return JSON.stringify({ error: { message, type: OPENAI_TYPE[status] ?? 'invalid_request_error', param: null, code: reason } });
+  }
+}

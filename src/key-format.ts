@@ -1,0 +1,44 @@
+/**
+ * The shape of keys modelgate issues: `sk-mg-` + 40 base62 characters, the last 6 of which are a
+ * CRC32 checksum (base62, zero-padded) of the first 34. A truncated or mistyped key is recognised
+ * as incomplete without any store lookup. Imported keys (without the prefix) skip this check.
+ */
+import { createHash, randomInt } from 'node:crypto';
+import { crc32 } from 'node:zlib';
+
+export const KEY_PREFIX = 'sk-mg-';
+const BODY_LENGTH = 34;
+const CHECKSUM_LENGTH = 6;
+/** Total length of an issued key: 6 + 40 = 46 characters. */
+export const KEY_LENGTH = KEY_PREFIX.length + BODY_LENGTH + CHECKSUM_LENGTH;
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+function checksum(body: string): string {
+  let n = crc32(body);
+  let out = '';
+  for (let i = 0; i < CHECKSUM_LENGTH; i++) {
+    out = BASE62[n % 62] + out;
+    n = Math.floor(n / 62);
+  }
+  return out;
+}
+
+/** A fresh key from the CSPRNG (34 × log2(62) ≈ 202 bits of entropy). */
+export function generateKey(): string {
+  let body = '';
+  for (let i = 0; i < BODY_LENGTH; i++) body += BASE62[randomInt(62)];
+  return KEY_PREFIX + body + checksum(body);
+}
+
+/** true when `key` (which starts with KEY_PREFIX and is base62 after it) has the right length and checksum. */
+export function isCompleteKey(key: string): boolean {
+  if (key.length !== KEY_LENGTH) return false;
+  const body = key.slice(KEY_PREFIX.length, KEY_PREFIX.length + BODY_LENGTH);
+  return checksum(body) === key.slice(KEY_PREFIX.length + BODY_LENGTH);
+}
+
+/** Lowercase hex SHA-256 of the full key string: the only form in which keys are stored or looked up. */
+export function hashKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}

@@ -1,0 +1,29 @@
+/** Prometheus metrics of one service instance (its own registry, so tests can run several). */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export interface Metrics {
+  readonly registry: Registry;
+  readonly decisions: Counter<'status' | 'reason'>;
+  readonly checkSeconds: Histogram;
+  readonly cache: Counter<'kind' | 'event'>;
+  readonly reloads: Counter<'result'>;
+  readonly storeReady: Gauge;
+}
+
+export function createMetrics(defaultMetrics = true): Metrics {
+  const registry = new Registry();
+  if (defaultMetrics) collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    decisions: new Counter({ name: 'modelgate_decisions_total', help: 'Decisions by HTTP status and reason', labelNames: ['status', 'reason'], registers: [registry] }),
+    checkSeconds: new Histogram({
+      name: 'modelgate_check_duration_seconds',
+      help: 'Time from receiving a CheckRequest to writing its CheckResponse',
+      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5],
+      registers: [registry],
+    }),
+    cache: new Counter({ name: 'modelgate_cache_events_total', help: 'Store cache hits, misses, stale answers and unavailable lookups', labelNames: ['kind', 'event'], registers: [registry] }),
+    reloads: new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }),
+    storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer', registers: [registry] }),
+  };
+}

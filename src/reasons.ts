@@ -1,0 +1,41 @@
+/**
+ * The one catalogue of decision reasons: every reason code modelgate can answer with, its HTTP
+ * status, and when it applies. README.md's reason table is checked against this list by
+ * test/reasons-doc.test.ts, so the code, the docs and the tests cannot drift apart.
+ *
+ * Order follows the spec's order of checks (seed §4.1 rule 4, §7): path (404/405) first, then the
+ * key (401), then group, body, model and balance (403/400), then store failures (503).
+ */
+export const REASONS = {
+  allowed: { status: 200, when: 'every check passed; the request goes upstream' },
+  path_repeated: { status: 404, when: 'an endpoint path or prefix is repeated (Envoy route, ext_authz off)' },
+  prefix_wrong: { status: 404, when: 'a known endpoint under a wrong or missing prefix (Envoy route, ext_authz off)' },
+  path_unknown: { status: 404, when: 'no endpoint of the spec has this path' },
+  method_not_allowed: { status: 405, when: 'a known path with the wrong HTTP method' },
+  key_in_url: { status: 401, when: 'a key in the query string or path: the spec says never in the URL (seed §5.4)' },
+  key_missing: { status: 401, when: 'no key in the headers this route expects' },
+  key_conflict: { status: 401, when: 'two different keys in two accepted headers' },
+  key_malformed: { status: 401, when: 'quotes, a pasted `Bearer `, spaces, control or extra characters, a wrong scheme' },
+  key_incomplete: { status: 401, when: 'the modelgate key prefix with a wrong length or checksum' },
+  key_unknown: { status: 401, when: 'no key with this hash exists' },
+  key_disabled: { status: 401, when: 'the key is disabled' },
+  key_expired: { status: 401, when: 'the key is past its expiresAt' },
+  group_unavailable: { status: 403, when: "the key's group is marked unavailable" },
+  body_too_large: { status: 413, when: 'the gateway cut the body (x-envoy-auth-partial-body: true) so the model cannot be read' },
+  body_invalid: { status: 400, when: 'the body is not a JSON object (empty, invalid JSON or UTF-8, compressed, nested too deep, duplicate model)' },
+  model_missing: { status: 400, when: 'the body has no non-empty string `model`' },
+  model_not_in_group: { status: 403, when: "the key's group lacks the model" },
+  model_wrong_protocol: { status: 403, when: 'the model is in the group but declared for other protocol styles' },
+  model_unavailable: { status: 403, when: 'the model is marked available: false (its channel is down)' },
+  balance_insufficient: { status: 403, when: "the key's balance is <= 0 (not checked for model lists)" },
+  store_unavailable: { status: 503, when: 'the store cannot answer and nothing usable is cached' },
+  internal_error: { status: 503, when: 'an unexpected failure while deciding; the request is denied (fail closed)' },
+} as const;
+
+export type Reason = keyof typeof REASONS;
+export type DenyReason = Exclude<Reason, 'allowed'>;
+
+/** HTTP status for a reason. */
+export function statusOf(reason: Reason): number {
+  return REASONS[reason].status;
+}

@@ -1,0 +1,142 @@
+/**
+ * Wires one modelgate instance together: config, store, cache, the Check pipeline, the gRPC and
+ * HTTP listeners, hot reload and draining. Everything a process needs; nothing reads the
+ * environment after start.
+ */
+import { readFileSync } from 'node:fs';
+import pino, { type DestinationStream, type Logger } from 'pino';
+import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
+import type { CheckResponse } from '../proto/types/envoy/service/auth/v3/CheckResponse';
+import { createCatalogHandler } from './catalog';
+import { writeCheckResponse } from './check-response';
+import { parseConfig, type Config } from './config';
+import { watchConfig } from './config-watcher';
+import { FileStore } from './file-store';
+import { startGrpcServer } from './grpc-server';
+import { startHttpServer } from './http-server';
+import { createMetrics } from './metrics';
+import { openPgStore } from './pg-store';
+import { createPipeline, type CheckResult } from './pipeline';
+import { statusOf } from './reasons';
+import { classify } from './routes';
+import { StoreCache } from './store-cache';
+import type { Store } from './store';
+
+export interface ServiceOptions {
+  readonly configPath: string;
+  readonly grpcAddress?: string;
+  readonly httpAddress?: string;
+  /** Overrides the config's `store` (e.g. --store postgres://...). */
+  readonly storeUrl?: string;
+  /** Where log lines go: a stream, or a file path; default stdout. */
+  readonly logDestination?: DestinationStream | string;
+  readonly env?: NodeJS.ProcessEnv;
+  /** Injected clock for tests (epoch ms). */
+  readonly now?: () => number;
+  /** Watch the config file for changes (default true). */
+  readonly watch?: boolean;
+  /** Poll interval of the config watcher. */
+  readonly watchIntervalMs?: number;
+}
+
+export interface Service {
+  readonly grpcAddress: string;
+  readonly httpAddress: string;
+  readonly logger: Logger;
+  readonly cache: StoreCache;
+  readonly store: Store;
+  /** The full read-decide-write path (the gRPC handler calls exactly this). */
+  check(req: CheckRequest__Output): Promise<CheckResponse>;
+  checkWithDecision(req: CheckRequest__Output): Promise<CheckResult>;
+  config(): Config;
+  /** SIGTERM path: health NOT_SERVING, answer in-flight checks, close, flush logs. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** A redacted form of a store URL for logs (no password). */
+export function describeStore(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return 'postgres://(unparseable URL)';
+  }
+}
+
+export async function startService(opts: ServiceOptions): Promise<Service> {
+  const env = opts.env ?? process.env;
+  let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
+  const destination = typeof opts.logDestination === 'string' ? pino.destination({ dest: opts.logDestination, sync: false }) : opts.logDestination ?? pino.destination({ dest: 1, sync: false });
+  const logger = pino({ level: config.log.level, base: { svc: 'modelgate' } }, destination);
+  const metrics = createMetrics();
+
+  const storeUrl = opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined);
+  let store: Store;
+  let fileStore: FileStore | undefined;
+  if (storeUrl) {
+    store = await openPgStore(storeUrl, { onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
+    logger.info({ store: describeStore(storeUrl) }, 'using the PostgreSQL store');
+  } else {
+    store = fileStore = new FileStore(config.groups, config.keys);
+  }
+  const cache = new StoreCache(store, {
+    ...config.cache,
+    now: opts.now,
+    onEvent: (event, kind) => metrics.cache.inc({ kind, event }),
+  });
+
+  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now });
+  const failClosed = (err: unknown): CheckResponse => {
+    logger.error({ err: err instanceof Error ? err.message : String(err) }, 'check failed; denying (fail closed)');
+    const route = classify('', '', config.routes.altPrefix, false);
+    return writeCheckResponse({ allowed: false, reason: 'internal_error', status: statusOf('internal_error'), hint: 'the authorization service failed to decide; retry shortly', route }, config, { removeHeaders: [] }, undefined);
+  };
+
+  let draining = false;
+  const ready = (): boolean => !draining && store.ready();
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? '127.0.0.1:9191', async (req) => (await check(req)).response, failClosed, config.grpc.maxReceiveMessageBytes);
+  const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
+  const httpServer = await startHttpServer(opts.httpAddress ?? '127.0.0.1:9192', ready, metrics.registry, catalog);
+
+  const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
+    config = next;
+    if (fileStore) fileStore.replace(next.groups, next.keys);
+    metrics.reloads.inc({ result: 'ok' });
+  }, () => config, opts.watchIntervalMs);
+
+  // Health follows the store: SERVING only while it can answer (PostgreSQL may come and go).
+  const healthTimer = setInterval(() => {
+    const ok = ready();
+    grpcServer.setServing(ok);
+    metrics.storeReady.set(ok ? 1 : 0);
+  }, 500);
+  healthTimer.unref();
+  grpcServer.setServing(ready());
+  metrics.storeReady.set(store.ready() ? 1 : 0);
+
+  logger.info({ grpcAddress: grpcServer.address, httpAddress: httpServer.address, store: store.kind, groups: config.groups.size }, 'modelgate listening');
+
+  return {
+    grpcAddress: grpcServer.address,
+    httpAddress: httpServer.address,
+    logger,
+    cache,
+    store,
+    check: async (req) => (await check(req)).response,
+    checkWithDecision: check,
+    config: () => config,
+    async close(graceMs = 5000) {
+      draining = true;
+      grpcServer.setServing(false);
+      clearInterval(healthTimer);
+      unwatch();
+      await grpcServer.drain(graceMs);
+      await httpServer.close();
+      cache.close();
+      await store.close();
+      logger.info('modelgate stopped');
+      await new Promise<void>((resolve) => logger.flush(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,136 @@
+/**
+ * The bounded cache in front of any Store (STYLE.md "Every cache is bounded"):
+ * - lru-cache holds at most `maxEntries` answers per kind (keys, groups);
+ * - "not found" is cached as an explicit answer, so a flood of random keys costs one lookup each;
+ * - concurrent misses for one name share one store call;
+ * - a store failure is never confused with "not found": it yields `unavailable`, unless an answer
+ *   fetched less than ttl + stale ago exists, which is then used (bounded stale window);
+ * - an invalidation drops exactly the touched entries, and a lookup already in flight when it
+ *   arrives does not write its (possibly old) answer back.
+ */
+import { LRUCache } from 'lru-cache';
+import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from './store';
+
+export type Lookup<T> =
+  | { readonly status: 'found'; readonly value: T; readonly stale: boolean }
+  | { readonly status: 'not_found'; readonly stale: boolean }
+  | { readonly status: 'unavailable'; readonly error: string };
+
+export interface CacheOptions {
+  readonly maxEntries: number;
+  readonly ttlMs: number;
+  readonly staleMs: number;
+  /** Injected clock (milliseconds). */
+  readonly now?: () => number;
+  readonly onEvent?: (event: 'hit' | 'miss' | 'stale' | 'unavailable', kind: 'key' | 'group') => void;
+}
+
+interface Entry<T> {
+  readonly value: T | null;
+  readonly at: number;
+}
+
+class CachedLookup<T extends object> {
+  readonly #lru: LRUCache<string, Entry<T>>;
+  readonly #inflight = new Map<string, Promise<Entry<T>>>();
+
+  constructor(
+    readonly kind: 'key' | 'group',
+    readonly load: (name: string) => Promise<T | null>,
+    readonly opts: CacheOptions,
+    readonly now: () => number,
+  ) {
+    this.#lru = new LRUCache<string, Entry<T>>({ max: opts.maxEntries });
+  }
+
+  get(name: string): Lookup<T> | Promise<Lookup<T>> {
+    const entry = this.#lru.get(name);
+    if (entry && this.now() - entry.at < this.opts.ttlMs) {
+      this.opts.onEvent?.('hit', this.kind);
+      return answer(entry, false);
+    }
+    this.opts.onEvent?.('miss', this.kind);
+    return this.#refresh(name, entry);
+  }
+
+  async #refresh(name: string, old: Entry<T> | undefined): Promise<Lookup<T>> {
+    try {
+      return answer(await this.#fetch(name), false);
+    } catch (err) {
+      // A bounded stale window: only an answer younger than ttl + stale may stand in for the store.
+      if (old && this.now() - old.at < this.opts.ttlMs + this.opts.staleMs) {
+        this.opts.onEvent?.('stale', this.kind);
+        return answer(old, true);
+      }
+      this.opts.onEvent?.('unavailable', this.kind);
+      return { status: 'unavailable', error: err instanceof Error ? err.message : String(err) };
+    }
+  }
+
+  #fetch(name: string): Promise<Entry<T>> {
+    const pending = this.#inflight.get(name);
+    if (pending) return pending;
+    const p = this.load(name).then(
+      (value) => {
+        const entry = { value, at: this.now() };
+        // If an invalidation removed us from #inflight meanwhile, the answer may predate the change.
+        if (this.#inflight.get(name) === p) {
+          this.#inflight.delete(name);
+          this.#lru.set(name, entry);
+        }
+        return entry;
+      },
+      (err: unknown) => {
+        if (this.#inflight.get(name) === p) this.#inflight.delete(name);
+        throw err;
+      },
+    );
+    this.#inflight.set(name, p);
+    return p;
+  }
+
+  invalidate(name: string): void {
+    this.#lru.delete(name);
+    this.#inflight.delete(name);
+  }
+
+  clear(): void {
+    this.#lru.clear();
+    this.#inflight.clear();
+  }
+
+  get size(): number {
+    return this.#lru.size;
+  }
+}
+
+function answer<T>(entry: Entry<T>, stale: boolean): Lookup<T> {
+  return entry.value === null ? { status: 'not_found', stale } : { status: 'found', value: entry.value, stale };
+}
+
+/** Keys (by SHA-256) and groups (by name) in front of a Store, invalidated by the store's events. */
+export class StoreCache {
+  readonly keys: CachedLookup<KeyRecord>;
+  readonly groups: CachedLookup<GroupRecord>;
+  readonly #unsubscribe: () => void;
+
+  constructor(readonly store: Store, opts: CacheOptions) {
+    const now = opts.now ?? Date.now;
+    this.keys = new CachedLookup('key', (h) => store.findKey(h), opts, now);
+    this.groups = new CachedLookup('group', (n) => store.findGroup(n), opts, now);
+    this.#unsubscribe = store.onInvalidate((e) => this.invalidate(e));
+  }
+
+  invalidate(e: InvalidationEvent): void {
+    if (e.kind === 'key') this.keys.invalidate(e.sha256);
+    else if (e.kind === 'group') this.groups.invalidate(e.name);
+    else {
+      this.keys.clear();
+      this.groups.clear();
+    }
+  }
+
+  close(): void {
+    this.#unsubscribe();
+  }
+}
