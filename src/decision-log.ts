@@ -8,6 +8,21 @@ import type { Decision } from './decision';
 import type { RequestView } from './request-view';
 import { printable } from './safe-text';
 
+/**
+ * The path as logged. A classified route's path is fixed words plus, at most, a model that decide.ts
+ * checked against the key store. An unclassified path is free text a client may have pasted a key
+ * into, so its long segments (where keys live; short ones stay readable for typos) are logged as
+ * their length only.
+ */
+function logPath(d: Decision, path: string): string {
+  if (d.modelIsKey) return '[redacted: the path holds a key]';
+  const text = printable(path, 256);
+  if (d.route.kind !== 'unknown' && d.route.kind !== 'wrong_method') return text;
+  return text.split('/').map((seg) => (seg.length >= LONG_SEGMENT ? `[${seg.length} chars]` : seg)).join('/');
+}
+
+const LONG_SEGMENT = 16;
+
 export interface DecisionLine {
   decision: 'allow' | 'deny';
   status: number;
@@ -33,7 +48,7 @@ export function decisionLine(d: Decision, view: RequestView, durUs: number): Dec
     reason: d.reason,
     style: d.route.style,
     method: printable(view.method, 16),
-    path: d.modelIsKey ? '[redacted: the path holds a key]' : printable(view.path, 256),
+    path: logPath(d, view.path),
     requestId: printable(view.requestId, 128),
     durUs,
   };

@@ -18,12 +18,41 @@ export interface GrpcServer {
   drain(graceMs: number): Promise<void>;
 }
 
-export async function startGrpcServer(
-  address: string,
-  check: (req: CheckRequest__Output) => Promise<CheckResponse>,
-  failClosed: (err: unknown) => CheckResponse,
-  maxReceiveMessageBytes: number,
-): Promise<GrpcServer> {
+/** What a CheckRequest that protobuf could not decode becomes: the handler denies it. */
+const UNDECODABLE = Symbol('undecodable CheckRequest');
+
+/**
+ * The Authorization service definition with a deserializer that never throws: grpc-js would
+ * answer an undecodable message with a failed RPC (INTERNAL), which Envoy treats as an error and a
+ * fail-open deployment lets through. Here it reaches the handler and is denied like any bad input.
+ */
+function tolerantService(): grpc.ServiceDefinition {
+  const def = authorizationService();
+  const checkDef = def.Check as grpc.MethodDefinition<unknown, unknown>;
+  return {
+    ...def,
+    Check: {
+      ...checkDef,
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          return checkDef.requestDeserialize(bytes);
+        } catch {
+          return { [UNDECODABLE]: true };
+        }
+      },
+    },
+  };
+}
+
+export interface CheckHandlers {
+  check(req: CheckRequest__Output): Promise<CheckResponse>;
+  /** An unexpected failure of `check` (it should never reject): deny. */
+  failClosed(err: unknown): CheckResponse;
+  /** The request bytes were not a CheckRequest: deny. */
+  undecodable(): CheckResponse;
+}
+
+export async function startGrpcServer(address: string, handlers: CheckHandlers, maxReceiveMessageBytes: number): Promise<GrpcServer> {
   const server = new grpc.Server({
     // Envoy sends bodies up to with_request_body.max_request_bytes inside the CheckRequest; grpc-js's
     // 4 MiB default would reject bigger ones as RESOURCE_EXHAUSTED, an Envoy *error* (notes §6).
@@ -32,11 +61,12 @@ export async function startGrpcServer(
   });
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHZ_SERVICE_NAME]: 'NOT_SERVING' });
   health.addToServer(server);
-  server.addService(authorizationService(), {
+  server.addService(tolerantService(), {
     Check(call: grpc.ServerUnaryCall<CheckRequest__Output, CheckResponse>, callback: grpc.sendUnaryData<CheckResponse>) {
-      check(call.request).then(
+      if ((call.request as { [UNDECODABLE]?: true })[UNDECODABLE]) return callback(null, handlers.undecodable());
+      handlers.check(call.request).then(
         (response) => callback(null, response),
-        (err: unknown) => callback(null, failClosed(err)),
+        (err: unknown) => callback(null, handlers.failClosed(err)),
       );
     },
   });

@@ -29,6 +29,7 @@ export const REASONS = {
   model_unavailable: { status: 403, when: 'the model is marked available: false (its channel is down)' },
   balance_insufficient: { status: 403, when: "the key's balance is <= 0 (not checked for model lists)" },
   store_unavailable: { status: 503, when: 'the store cannot answer and nothing usable is cached' },
+  check_request_malformed: { status: 503, when: 'the CheckRequest bytes could not be decoded (not Envoy ext_authz v3?); denied, never a failed RPC' },
   internal_error: { status: 503, when: 'an unexpected failure while deciding; the request is denied (fail closed)' },
 } as const;
 

@@ -33,6 +33,8 @@ export interface ServiceOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** Injected clock for tests (epoch ms). */
   readonly now?: () => number;
+  /** A store to use instead of the configured one (tests inject failing or counting stores). */
+  readonly store?: Store;
   /** Watch the config file for changes (default true). */
   readonly watch?: boolean;
   /** Poll interval of the config watcher. */
@@ -74,7 +76,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const storeUrl = opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined);
   let store: Store;
   let fileStore: FileStore | undefined;
-  if (storeUrl) {
+  if (opts.store) {
+    store = opts.store;
+  } else if (storeUrl) {
     store = await openPgStore(storeUrl, { onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
     logger.info({ store: describeStore(storeUrl) }, 'using the PostgreSQL store');
   } else {
@@ -87,15 +91,21 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   });
 
   const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now });
-  const failClosed = (err: unknown): CheckResponse => {
-    logger.error({ err: err instanceof Error ? err.message : String(err) }, 'check failed; denying (fail closed)');
+  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): CheckResponse => {
+    logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
+    metrics.decisions.inc({ status: statusOf(reason), reason });
     const route = classify('', '', config.routes.altPrefix, false);
-    return writeCheckResponse({ allowed: false, reason: 'internal_error', status: statusOf('internal_error'), hint: 'the authorization service failed to decide; retry shortly', route }, config, { removeHeaders: [] }, undefined);
+    return writeCheckResponse({ allowed: false, reason, status: statusOf(reason), hint, route }, config, { removeHeaders: [] }, undefined);
+  };
+  const handlers = {
+    check: async (req: CheckRequest__Output) => (await check(req)).response,
+    failClosed: () => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly'),
+    undecodable: () => denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest'),
   };
 
   let draining = false;
   const ready = (): boolean => !draining && store.ready();
-  const grpcServer = await startGrpcServer(opts.grpcAddress ?? '127.0.0.1:9191', async (req) => (await check(req)).response, failClosed, config.grpc.maxReceiveMessageBytes);
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? '127.0.0.1:9191', handlers, config.grpc.maxReceiveMessageBytes);
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
   const httpServer = await startHttpServer(opts.httpAddress ?? '127.0.0.1:9192', ready, metrics.registry, catalog);
 
@@ -123,7 +133,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger,
     cache,
     store,
-    check: async (req) => (await check(req)).response,
+    check: handlers.check,
     checkWithDecision: check,
     config: () => config,
     async close(graceMs = 5000) {
