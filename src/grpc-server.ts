@@ -61,12 +61,18 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
   });
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHZ_SERVICE_NAME]: 'NOT_SERVING' });
   health.addToServer(server);
+  let inflight = 0;
+  let onIdle: (() => void) | undefined;
+  const done = (): void => {
+    if (--inflight === 0) onIdle?.();
+  };
   server.addService(tolerantService(), {
     Check(call: grpc.ServerUnaryCall<CheckRequest__Output, CheckResponse>, callback: grpc.sendUnaryData<CheckResponse>) {
       if ((call.request as { [UNDECODABLE]?: true })[UNDECODABLE]) return callback(null, handlers.undecodable());
+      inflight++;
       handlers.check(call.request).then(
-        (response) => callback(null, response),
-        (err: unknown) => callback(null, handlers.failClosed(err)),
+        (response) => (callback(null, response), done()),
+        (err: unknown) => (callback(null, handlers.failClosed(err)), done()),
       );
     },
   });
@@ -82,16 +88,21 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
       health.setStatus(AUTHZ_SERVICE_NAME, status);
     },
     drain(graceMs) {
+      // tryShutdown refuses new calls and waits for the open ones. Health Watch streams never end by
+      // themselves, so once every in-flight Check is answered (and watchers had a moment to see
+      // NOT_SERVING), the rest is closed; graceMs bounds the whole wait.
       return new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
+        const finish = (): void => {
+          clearTimeout(timer);
           server.forceShutdown();
           resolve();
-        }, graceMs);
+        };
+        const timer = setTimeout(finish, graceMs);
         timer.unref();
-        server.tryShutdown(() => {
-          clearTimeout(timer);
-          resolve();
-        });
+        server.tryShutdown(finish);
+        // A call still being received is dispatched later and counts then: finish only when idle at fire time.
+        onIdle = () => setTimeout(() => inflight === 0 && finish(), 250).unref();
+        if (inflight === 0) onIdle();
       });
     },
   };

@@ -8,12 +8,15 @@ export class FakeStore implements Store {
   readonly kind = 'fake';
   mode: 'ok' | 'down' | 'corrupt' = 'ok';
   keyLookups = 0;
+  /** When set, key lookups wait for this promise (a lookup held "in flight"). */
+  gate: Promise<void> | undefined;
   readonly #listeners = new Set<(e: InvalidationEvent) => void>();
 
   constructor(readonly keys: Map<string, KeyRecord>, readonly groups: Map<string, GroupRecord>) {}
 
   async findKey(sha256: string): Promise<KeyRecord | null> {
     this.keyLookups++;
+    if (this.gate) await this.gate;
     if (this.mode === 'down') throw new Error('connection refused');
     return this.keys.get(sha256) ?? null;
   }
