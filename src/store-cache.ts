@@ -6,7 +6,10 @@
  * - a store failure is never confused with "not found": it yields `unavailable`, unless an answer
  *   fetched less than ttl + stale ago exists, which is then used (bounded stale window);
  * - an invalidation drops exactly the touched entries, and a lookup already in flight when it
- *   arrives does not write its (possibly old) answer back.
+ *   arrives does not write its (possibly old) answer back;
+ * - an `all` invalidation (a reload, or a dropped LISTEN connection that may have missed changes)
+ *   does not delete answers but makes every one revalidate: if the store answers, nothing missed
+ *   survives; if it cannot (the usual reason the connection dropped), the stale window applies.
  */
 import { LRUCache } from 'lru-cache';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from './store';
@@ -28,11 +31,14 @@ export interface CacheOptions {
 interface Entry<T> {
   readonly value: T | null;
   readonly at: number;
+  /** The cache epoch it was fetched in; an older one must revalidate before use. */
+  readonly epoch: number;
 }
 
 class CachedLookup<T extends object> {
   readonly #lru: LRUCache<string, Entry<T>>;
   readonly #inflight = new Map<string, Promise<Entry<T>>>();
+  #epoch = 0;
 
   constructor(
     readonly kind: 'key' | 'group',
@@ -45,7 +51,7 @@ class CachedLookup<T extends object> {
 
   get(name: string): Lookup<T> | Promise<Lookup<T>> {
     const entry = this.#lru.get(name);
-    if (entry && this.now() - entry.at < this.opts.ttlMs) {
+    if (entry && entry.epoch === this.#epoch && this.now() - entry.at < this.opts.ttlMs) {
       this.opts.onEvent?.('hit', this.kind);
       return answer(entry, false);
     }
@@ -57,8 +63,9 @@ class CachedLookup<T extends object> {
     try {
       return answer(await this.#fetch(name), false);
     } catch (err) {
-      // A bounded stale window: only an answer younger than ttl + stale may stand in for the store.
-      if (old && this.now() - old.at < this.opts.ttlMs + this.opts.staleMs) {
+      // A bounded stale window: only an answer younger than ttl + stale may stand in for the store,
+      // and only while it is still cached (an invalidation during the failed refetch dropped it).
+      if (old && this.#lru.peek(name) === old && this.now() - old.at < this.opts.ttlMs + this.opts.staleMs) {
         this.opts.onEvent?.('stale', this.kind);
         return answer(old, true);
       }
@@ -70,9 +77,10 @@ class CachedLookup<T extends object> {
   #fetch(name: string): Promise<Entry<T>> {
     const pending = this.#inflight.get(name);
     if (pending) return pending;
+    const epoch = this.#epoch;
     const p = this.load(name).then(
       (value) => {
-        const entry = { value, at: this.now() };
+        const entry = { value, at: this.now(), epoch };
         // If an invalidation removed us from #inflight meanwhile, the answer may predate the change.
         if (this.#inflight.get(name) === p) {
           this.#inflight.delete(name);
@@ -94,8 +102,9 @@ class CachedLookup<T extends object> {
     this.#inflight.delete(name);
   }
 
-  clear(): void {
-    this.#lru.clear();
+  /** Every answer must revalidate before its next use (kept only as a stale fallback). */
+  expireAll(): void {
+    this.#epoch++;
     this.#inflight.clear();
   }
 
@@ -125,8 +134,8 @@ export class StoreCache {
     if (e.kind === 'key') this.keys.invalidate(e.sha256);
     else if (e.kind === 'group') this.groups.invalidate(e.name);
     else {
-      this.keys.clear();
-      this.groups.clear();
+      this.keys.expireAll();
+      this.groups.expireAll();
     }
   }
 
