@@ -47,14 +47,16 @@ async function serve(argv: string[]): Promise<void> {
         cluster.fork();
       }
     });
+    // A signal may reach the whole process group (systemd, a terminal): repeats are ignored, not fatal.
     const stop = (): void => {
+      if (stopping) return;
       stopping = true;
       for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
       setTimeout(() => process.exit(0), 6000).unref();
       cluster.on('exit', () => Object.keys(cluster.workers ?? {}).length === 0 && process.exit(0));
     };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
     return;
   }
   let service;
@@ -70,12 +72,15 @@ async function serve(argv: string[]): Promise<void> {
     fail(err instanceof Error ? err.message : String(err), 1);
   }
   const s = service;
+  let stopping = false;
   const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
     s.logger.info({ signal }, 'draining: health NOT_SERVING, answering in-flight checks');
     void s.close(5000).then(() => process.exit(0));
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 async function explain(argv: string[]): Promise<void> {
