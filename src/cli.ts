@@ -7,6 +7,7 @@ import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { runAdminCommand } from './admin-cli';
+import { serveClusterMetrics } from './cluster-metrics';
 import { ConfigError } from './config';
 import { checkEnvoyConfig } from './envoy-config-check';
 import { renderDecision, sendCheck } from './explain';
@@ -40,6 +41,7 @@ async function serve(argv: string[]): Promise<void> {
   if (workers > 1 && cluster.isPrimary) {
     // node:cluster shares the listening sockets: every worker serves the same gRPC and HTTP ports.
     for (let i = 0; i < workers; i++) cluster.fork();
+    serveClusterMetrics();
     let stopping = false;
     cluster.on('exit', (w, code) => {
       if (!stopping) {

@@ -6,6 +6,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import { metricsText } from './cluster-metrics';
 
 export type RouteHandler = (req: http.IncomingMessage, res: http.ServerResponse) => boolean | Promise<boolean>;
 
@@ -14,9 +15,10 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
-export async function startHttpServer(address: string, ready: () => boolean, registry: Registry, extra?: RouteHandler): Promise<HttpServer> {
+export async function startHttpServer(address: string, ready: () => boolean, registry: Registry, extra?: RouteHandler, onError?: (err: unknown) => void): Promise<HttpServer> {
   const server = http.createServer((req, res) => {
-    void handle(req, res).catch(() => {
+    void handle(req, res).catch((err: unknown) => {
+      onError?.(err);
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
       res.end('internal error\n');
     });
@@ -29,7 +31,7 @@ export async function startHttpServer(address: string, ready: () => boolean, reg
       return void res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ready\n' : 'not ready\n');
     }
     if (path === '/metrics') {
-      const body = await registry.metrics();
+      const body = await metricsText(registry);
       return void res.writeHead(200, { 'content-type': registry.contentType }).end(body);
     }
     if (extra && (await extra(req, res))) return;

@@ -3,7 +3,9 @@
  * HTTP listeners, hot reload and draining. Everything a process needs; nothing reads the
  * environment after start.
  */
+import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
+import { AggregatorRegistry } from 'prom-client';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse } from '../proto/types/envoy/service/auth/v3/CheckResponse';
@@ -72,6 +74,12 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const destination = typeof opts.logDestination === 'string' ? pino.destination({ dest: opts.logDestination, sync: false }) : opts.logDestination ?? pino.destination({ dest: 1, sync: false });
   const logger = pino({ level: config.log.level, base: { svc: 'modelgate' } }, destination);
   const metrics = createMetrics();
+  // Registered at start: a worker's registry must be known before the primary first aggregates,
+  // and constructing an AggregatorRegistry is what makes prom-client answer the primary's requests.
+  if (cluster.isWorker) {
+    new AggregatorRegistry();
+    AggregatorRegistry.setRegistries([metrics.registry]);
+  }
 
   const storeUrl = opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined);
   let store: Store;
@@ -107,7 +115,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const ready = (): boolean => !draining && store.ready();
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? '127.0.0.1:9191', handlers, config.grpc.maxReceiveMessageBytes);
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
-  const httpServer = await startHttpServer(opts.httpAddress ?? '127.0.0.1:9192', ready, metrics.registry, catalog);
+  const httpServer = await startHttpServer(opts.httpAddress ?? '127.0.0.1:9192', ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
     config = next;
