@@ -14,6 +14,7 @@ import type { Config } from './config';
 import type { Decision } from './decision';
 import { errorBody } from './error-body';
 import { keyHeaders } from './extract-key';
+import { PROTOCOLS, type Protocol } from './store';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
 const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 503: 14 };
@@ -49,30 +50,42 @@ function challenge(d: Decision): string {
 }
 
 /**
- * The upstream header plan of an allowed request, computed once per config: key headers removed
- * (Envoy applies removals after sets, so a credential header we set must not also be removed).
+ * The upstream header plan of an allowed request, computed once per config. Every header that can
+ * carry a client key is removed, whichever the route reads; the one exception per protocol style is
+ * the header that style's own upstream credential sets (Envoy applies removals after sets, so
+ * removing it would drop the credential; the set overwrites the client's value instead).
  */
 export interface AllowPlan {
-  /** Every header that can carry a client key, whichever the route reads: none may reach the upstream. */
+  /** Every key header (`routes.bearerHeaders` + `routes.vendorHeaders`). */
   readonly removeHeaders: readonly string[];
+  /** What an allowed request of each protocol style removes. */
+  readonly removeFor: Readonly<Record<Protocol, readonly string[]>>;
 }
 
 export function allowPlan(config: Config): AllowPlan {
-  const credentialHeaders = new Set(Object.values(config.upstream.credentials).map((c) => c!.header));
-  return { removeHeaders: [...new Set(keyHeaders(config.routes, 'both'))].filter((h) => !credentialHeaders.has(h)) };
+  const removeHeaders = [...new Set(keyHeaders(config.routes, 'both'))];
+  const removeFor = {} as Record<Protocol, readonly string[]>;
+  for (const p of PROTOCOLS) {
+    const own = config.upstream.credentials[p]?.header;
+    removeFor[p] = removeHeaders.filter((h) => h !== own);
+  }
+  return { removeHeaders, removeFor };
 }
+
+/** Headers only modelgate may set; a client's copies never reach the upstream. */
+const SPOOFABLE = [HEADER.reason, HEADER.hint];
 
 /** Writes the CheckResponse for a decision. `modelForMetadata` is the log-safe model name, if any. */
 export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined): CheckResponse {
   if (d.allowed) {
     const headers = [header(HEADER.keyId, d.keyId ?? ''), header(HEADER.group, d.group ?? '')];
-    const remove: string[] = [];
+    const remove: string[] = [...SPOOFABLE];
     if (d.model !== undefined && d.modelKnown) headers.push(header(HEADER.model, d.model));
     else remove.push(HEADER.model);
     if (d.route.kind === 'protocol') {
       const cred = config.upstream.credentials[d.route.style];
       if (cred) headers.push(header(cred.header, cred.value));
-      remove.push(...plan.removeHeaders);
+      remove.push(...plan.removeFor[d.route.style]);
     }
     // Model lists keep the key headers: the catalog authenticates the request itself (it trusts no
     // identity header a client could send to its port directly).

@@ -7,6 +7,7 @@ import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { runAdminCommand } from './admin-cli';
+import { resolveStore } from './admin-cli-args';
 import { serveClusterMetrics } from './cluster-metrics';
 import { ConfigError } from './config';
 import { checkEnvoyConfig } from './envoy-config-check';
@@ -63,11 +64,13 @@ async function serve(argv: string[]): Promise<void> {
   }
   let service;
   try {
+    // Same order as the admin commands: --store, MODELGATE_STORE, DATABASE_URL, else the config's `store:`.
+    const override = values.store || process.env.MODELGATE_STORE || process.env.DATABASE_URL ? resolveStore(values.store, process.env) : undefined;
     service = await startService({
       configPath,
       grpcAddress: values.grpc ?? process.env.MODELGATE_GRPC_ADDR ?? '127.0.0.1:9191',
       httpAddress: values.http ?? process.env.MODELGATE_HTTP_ADDR ?? '127.0.0.1:9192',
-      storeUrl: values.store ?? process.env.MODELGATE_STORE ?? undefined,
+      storeUrl: override && (override.mode === 'file' ? 'file' : override.url),
     });
   } catch (err) {
     if (err instanceof ConfigError) fail(`${configPath}: ${err.message}`, 1);

@@ -27,6 +27,8 @@ export interface Config {
   readonly grpc: { readonly maxReceiveMessageBytes: number };
   readonly upstream: { readonly credentials: Readonly<Partial<Record<Protocol, UpstreamCredential>>> };
   readonly store: { readonly kind: 'file' } | { readonly kind: 'postgres'; readonly url: string };
+  /** Bounds of the PostgreSQL store (every wait is bounded, so an outage is a prompt 503, not a stall). */
+  readonly postgres: { readonly queryTimeoutMs: number; readonly connectTimeoutMs: number; readonly poolSize: number; readonly heartbeatMs: number };
   readonly groups: ReadonlyMap<string, GroupRecord>;
   readonly keys: readonly KeyRecord[];
 }
@@ -46,6 +48,10 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 type Obj = Record<string, unknown>;
+
+function isMapping(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
 
 /** Collects problems while walking the document; every check records and continues. */
 class Checker {
@@ -116,9 +122,10 @@ const DEFAULTS = {
 export function parseConfig(text: string, env: NodeJS.ProcessEnv = {}): Config {
   const c = new Checker();
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
-  for (const e of doc.errors) c.fail(`line ${(e.linePos?.[0]?.line ?? '?')}`, e.message.split('\n')[0]);
+  // Without prettyErrors the yaml library sets no linePos; the offset gives the line.
+  for (const e of doc.errors) c.fail(`line ${text.slice(0, e.pos[0]).split('\n').length}`, e.message.split('\n')[0]);
   if (doc.errors.length > 0) throw new ConfigError(c.problems);
-  const root = c.object(doc.toJS() ?? {}, '$', ['routes', 'log', 'cache', 'grpc', 'upstream', 'store', 'groups', 'keys']) ?? {};
+  const root = c.object(doc.toJS() ?? {}, '$', ['routes', 'log', 'cache', 'grpc', 'upstream', 'store', 'postgres', 'groups', 'keys']) ?? {};
 
   const r = c.object(root.routes, 'routes', ['altPrefix', 'bearerHeaders', 'vendorHeaders', 'queryKeyParams', 'maxJsonDepth']) ?? {};
   const altPrefix = r.altPrefix === undefined ? DEFAULTS.altPrefix : c.string(r.altPrefix, 'routes.altPrefix', /^\/[A-Za-z0-9._~-]+$/, 'one path segment with a leading / and no trailing /, e.g. /alt') ?? DEFAULTS.altPrefix;
@@ -152,16 +159,25 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv = {}): Config {
   const upstream = { credentials: parseCredentials(c, root.upstream, env) };
 
   let store: Config['store'] = { kind: 'file' };
-  if (root.store !== undefined && root.store !== 'file') {
+  // `store:` with no value is absent, like every other optional section.
+  if (root.store !== undefined && root.store !== null && root.store !== 'file') {
     const url = c.string(root.store, 'store', /^postgres(ql)?:\/\//, '"file" or a postgres:// URL');
     if (url) store = { kind: 'postgres', url };
   }
+
+  const pgo = c.object(root.postgres, 'postgres', ['queryTimeoutMs', 'connectTimeoutMs', 'poolSize', 'heartbeatMs']) ?? {};
+  const postgres = {
+    queryTimeoutMs: c.int(pgo.queryTimeoutMs, 'postgres.queryTimeoutMs', 1000, 10, 60_000),
+    connectTimeoutMs: c.int(pgo.connectTimeoutMs, 'postgres.connectTimeoutMs', 1000, 10, 60_000),
+    poolSize: c.int(pgo.poolSize, 'postgres.poolSize', 10, 1, 1000),
+    heartbeatMs: c.int(pgo.heartbeatMs, 'postgres.heartbeatMs', 1000, 100, 60_000),
+  };
 
   const groups = parseGroups(c, root.groups);
   const keys = parseKeys(c, root.keys, groups, store.kind === 'file');
 
   if (c.problems.length > 0) throw new ConfigError(c.problems);
-  return deepFreeze({ routes, log, cache, grpc, upstream, store, groups, keys });
+  return deepFreeze({ routes, log, cache, grpc, upstream, store, postgres, groups, keys });
 }
 
 function parseCredentials(c: Checker, v: unknown, env: NodeJS.ProcessEnv): Partial<Record<Protocol, UpstreamCredential>> {
@@ -188,11 +204,12 @@ function parseGroups(c: Checker, v: unknown): Map<string, GroupRecord> {
   const g = c.object(v ?? {}, 'groups', Object.keys((v as Obj) ?? {}));
   for (const [name, raw] of Object.entries(g ?? {})) {
     const path = `groups.${name}`;
-    const o = c.object(raw, path, ['available', 'models']);
-    if (!o) {
+    // One problem per entry: a wrong type is reported here, not also by c.object.
+    if (!isMapping(raw)) {
       c.fail(path, 'must be a mapping with models');
       continue;
     }
+    const o = c.object(raw, path, ['available', 'models'])!;
     const models = new Map<string, ModelRecord>();
     if (!Array.isArray(o.models)) c.fail(`${path}.models`, 'must be a list of model names or {name, protocols, available}');
     else o.models.forEach((m: unknown, i: number) => {
@@ -208,8 +225,8 @@ function parseGroups(c: Checker, v: unknown): Map<string, GroupRecord> {
 
 function parseModel(c: Checker, m: unknown, path: string): ModelRecord | undefined {
   if (typeof m === 'string') return m.length > 0 ? { name: m, protocols: null, available: true } : (c.fail(path, 'must be a non-empty model name'), undefined);
-  const o = c.object(m, path, ['name', 'protocols', 'available']);
-  if (!o) return (c.fail(path, 'must be a model name or {name, protocols, available}'), undefined);
+  if (!isMapping(m)) return (c.fail(path, 'must be a model name or {name, protocols, available}'), undefined);
+  const o = c.object(m, path, ['name', 'protocols', 'available'])!;
   const name = c.string(o.name, `${path}.name`);
   let protocols: Protocol[] | null = null;
   if (o.protocols !== undefined) {
@@ -233,8 +250,8 @@ function parseKeys(c: Checker, v: unknown, groups: ReadonlyMap<string, GroupReco
   const hashes = new Set<string>();
   v.forEach((raw: unknown, i: number) => {
     const path = `keys[${i}]`;
-    const o = c.object(raw, path, ['id', 'sha256', 'group', 'balance', 'disabled', 'expiresAt']);
-    if (!o) return c.fail(path, 'must be a mapping with id, sha256 and group');
+    if (!isMapping(raw)) return c.fail(path, 'must be a mapping with id, sha256 and group');
+    const o = c.object(raw, path, ['id', 'sha256', 'group', 'balance', 'disabled', 'expiresAt'])!;
     const id = c.string(o.id, `${path}.id`, KEY_ID, 'an id of 1-128 characters from A-Z a-z 0-9 . _ @ : -');
     const sha256 = c.string(typeof o.sha256 === 'string' ? o.sha256.toLowerCase() : o.sha256, `${path}.sha256`, SHA256_HEX, 'the 64-hex-digit SHA-256 of the full key');
     const group = c.string(o.group, `${path}.group`);
@@ -246,24 +263,47 @@ function parseKeys(c: Checker, v: unknown, groups: ReadonlyMap<string, GroupReco
     }
     let expiresAt: number | null = null;
     if (o.expiresAt !== undefined && o.expiresAt !== null) {
-      const t = o.expiresAt instanceof Date ? o.expiresAt.getTime() : typeof o.expiresAt === 'string' ? Date.parse(o.expiresAt) : NaN;
+      const t = o.expiresAt instanceof Date ? o.expiresAt.getTime() : typeof o.expiresAt === 'string' ? parseIsoTime(o.expiresAt) : NaN;
       if (Number.isNaN(t)) c.fail(`${path}.expiresAt`, 'must be an ISO 8601 date-time such as 2027-01-01T00:00:00Z');
       else expiresAt = t;
     }
+    // Read before the id/sha256/group test below, so a bad value is reported even when those are bad too.
+    const disabled = c.bool(o.disabled, `${path}.disabled`, false);
     if (id && ids.has(id)) c.fail(`${path}.id`, `duplicate id ${JSON.stringify(id)}`);
     if (sha256 && hashes.has(sha256)) c.fail(`${path}.sha256`, 'duplicate sha256 (the same key listed twice)');
     if (id) ids.add(id);
     if (sha256) hashes.add(sha256);
-    if (id && sha256 && group) keys.push({ id, sha256, group, balance, disabled: c.bool(o.disabled, `${path}.disabled`, false), expiresAt });
+    if (id && sha256 && group) keys.push({ id, sha256, group, balance, disabled, expiresAt });
   });
   return keys;
 }
 
+/**
+ * Date.parse alone reads "1" as the year 2001 and "2027-02-30" as March 2nd: accept only the ISO
+ * 8601 forms the admin CLI accepts (admin-cli-args.ts parseExpires), with a day that exists.
+ */
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+
+function parseIsoTime(text: string): number {
+  const m = ISO_TIME.exec(text);
+  if (!m) return NaN;
+  const day = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  if (day.getUTCMonth() !== Number(m[2]) - 1 || day.getUTCDate() !== Number(m[3])) return NaN;
+  return Date.parse(text);
+}
+
+function readOnlyMap(): never {
+  throw new TypeError('the configuration is frozen: its maps are read-only');
+}
+
+/** Object.freeze does not stop Map#set/delete/clear, so frozen maps get throwing ones of their own. */
 function deepFreeze<T>(o: T): T {
   if (o && typeof o === 'object' && !Object.isFrozen(o)) {
+    if (o instanceof Map) {
+      for (const v of o.values()) deepFreeze(v);
+      for (const name of ['set', 'delete', 'clear']) Object.defineProperty(o, name, { value: readOnlyMap });
+    } else for (const v of Object.values(o)) deepFreeze(v);
     Object.freeze(o);
-    if (o instanceof Map) for (const v of o.values()) deepFreeze(v);
-    else for (const v of Object.values(o)) deepFreeze(v);
   }
   return o;
 }

@@ -31,9 +31,11 @@ export function generateKey(): string {
   return KEY_PREFIX + body + checksum(body);
 }
 
-/** true when `key` (which starts with KEY_PREFIX and is base62 after it) has the right length and checksum. */
+const ISSUED_SHAPE = new RegExp(`^${KEY_PREFIX}[0-9A-Za-z]{${BODY_LENGTH + CHECKSUM_LENGTH}}$`);
+
+/** true when `key` is a whole issued key: the prefix, base62 after it, the right length and checksum. */
 export function isCompleteKey(key: string): boolean {
-  if (key.length !== KEY_LENGTH) return false;
+  if (!ISSUED_SHAPE.test(key)) return false;
   const body = key.slice(KEY_PREFIX.length, KEY_PREFIX.length + BODY_LENGTH);
   return checksum(body) === key.slice(KEY_PREFIX.length + BODY_LENGTH);
 }

@@ -64,7 +64,8 @@ export function classify(method: string, path: string, altPrefix: string, anthro
   if (rest.startsWith('/v1/models/') || rest.startsWith('/v1beta/models/')) {
     const tail = rest.slice(rest.indexOf('/models/') + 8);
     const colon = tail.lastIndexOf(':');
-    if (gemini && colon > 0 && GENERATIVE_METHODS.has(tail.slice(colon + 1))) {
+    // The model is one path segment (as in a model lookup below); `/models/a/b:generateContent` is no endpoint.
+    if (gemini && colon > 0 && !tail.slice(0, colon).includes('/') && GENERATIVE_METHODS.has(tail.slice(colon + 1))) {
       const model = decodeSegment(tail.slice(0, colon));
       if (model === undefined) return { kind: 'unknown', style: 'unknown', detail: 'the model name in the path is not valid percent-encoding', ...base };
       return method === 'POST' ? { kind: 'protocol', style: 'generative', model, ...base } : { kind: 'wrong_method', style: 'unknown', allow: 'POST', ...base };

@@ -10,7 +10,7 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse } from '../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
-import { writeCheckResponse } from './check-response';
+import { allowPlan, writeCheckResponse } from './check-response';
 import { parseConfig, type Config } from './config';
 import { watchConfig } from './config-watcher';
 import { FileStore } from './file-store';
@@ -28,7 +28,7 @@ export interface ServiceOptions {
   readonly configPath: string;
   readonly grpcAddress?: string;
   readonly httpAddress?: string;
-  /** Overrides the config's `store` (e.g. --store postgres://...). */
+  /** Overrides the config's `store`: a postgres:// URL, or `file` for the file store. */
   readonly storeUrl?: string;
   /** Where log lines go: a stream, or a file path; default stdout. */
   readonly logDestination?: DestinationStream | string;
@@ -81,13 +81,13 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     AggregatorRegistry.setRegistries([metrics.registry]);
   }
 
-  const storeUrl = opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined);
+  const storeUrl = opts.storeUrl === 'file' ? undefined : opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined);
   let store: Store;
   let fileStore: FileStore | undefined;
   if (opts.store) {
     store = opts.store;
   } else if (storeUrl) {
-    store = await openPgStore(storeUrl, { onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
+    store = await openPgStore(storeUrl, { ...config.postgres, onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
     logger.info({ store: describeStore(storeUrl) }, 'using the PostgreSQL store');
   } else {
     store = fileStore = new FileStore(config.groups, config.keys);
@@ -103,7 +103,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
     metrics.decisions.inc({ status: statusOf(reason), reason });
     const route = classify('', '', config.routes.altPrefix, false);
-    return writeCheckResponse({ allowed: false, reason, status: statusOf(reason), hint, route }, config, { removeHeaders: [] }, undefined);
+    return writeCheckResponse({ allowed: false, reason, status: statusOf(reason), hint, route }, config, allowPlan(config), undefined);
   };
   const handlers = {
     check: async (req: CheckRequest__Output) => (await check(req)).response,
