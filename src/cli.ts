@@ -122,6 +122,7 @@ async function main(argv: string[]): Promise<void> {
       const r = checkEnvoyConfig(readFileSync(file, 'utf8'));
       if (r.ok) process.stdout.write(`${file}: valid envoy.config.bootstrap.v3.Bootstrap\n`);
       else process.stderr.write(`${file}: ${r.errors.length} problem(s):\n  - ${r.errors.join('\n  - ')}\n`);
+      if (r.warnings.length > 0) process.stderr.write(`${file}: ${r.warnings.length} warning(s):\n  - ${r.warnings.join('\n  - ')}\n`);
       process.exit(r.ok ? 0 : 1);
     }
     case 'keys': case 'groups': case 'balance': case 'migrate': {

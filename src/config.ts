@@ -46,6 +46,13 @@ const HEADER_NAME = /^[a-z0-9!#$%&'*+.^_`|~-]+$/;
 const KEY_ID = /^[A-Za-z0-9._@:-]{1,128}$/;
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/**
+ * Model and group names become upstream header values (x-modelgate-model, x-modelgate-group), and
+ * Envoy with validate_mutations answers 500 to an invalid one: printable ASCII, no edge spaces.
+ */
+const NAME = /^[\x21-\x7e](?:[\x20-\x7e]{0,254}[\x21-\x7e])?$/;
+const GROUP_NAME = /^[A-Za-z0-9._@:-]{1,128}$/;
+const NAME_RULE = 'printable ASCII without leading or trailing spaces, at most 256 characters';
 
 type Obj = Record<string, unknown>;
 
@@ -204,6 +211,7 @@ function parseGroups(c: Checker, v: unknown): Map<string, GroupRecord> {
   const g = c.object(v ?? {}, 'groups', Object.keys((v as Obj) ?? {}));
   for (const [name, raw] of Object.entries(g ?? {})) {
     const path = `groups.${name}`;
+    if (!GROUP_NAME.test(name)) c.fail(path, 'a group name must be 1-128 characters from A-Z a-z 0-9 . _ @ : -');
     // One problem per entry: a wrong type is reported here, not also by c.object.
     if (!isMapping(raw)) {
       c.fail(path, 'must be a mapping with models');
@@ -224,10 +232,10 @@ function parseGroups(c: Checker, v: unknown): Map<string, GroupRecord> {
 }
 
 function parseModel(c: Checker, m: unknown, path: string): ModelRecord | undefined {
-  if (typeof m === 'string') return m.length > 0 ? { name: m, protocols: null, available: true } : (c.fail(path, 'must be a non-empty model name'), undefined);
+  if (typeof m === 'string') return NAME.test(m) ? { name: m, protocols: null, available: true } : (c.fail(path, `must be a model name: ${NAME_RULE}`), undefined);
   if (!isMapping(m)) return (c.fail(path, 'must be a model name or {name, protocols, available}'), undefined);
   const o = c.object(m, path, ['name', 'protocols', 'available'])!;
-  const name = c.string(o.name, `${path}.name`);
+  const name = c.string(o.name, `${path}.name`, NAME, `a model name: ${NAME_RULE}`);
   let protocols: Protocol[] | null = null;
   if (o.protocols !== undefined) {
     if (!Array.isArray(o.protocols) || o.protocols.length === 0) c.fail(`${path}.protocols`, `must be a non-empty list of: ${PROTOCOLS.join(', ')}`);

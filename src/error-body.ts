@@ -5,8 +5,9 @@
  */
 import type { Family } from './routes';
 
+// OpenAI answers an unknown URL with 404 invalid_request_error, as Envoy's 404 routes here do.
 const OPENAI_TYPE: Readonly<Record<number, string>> = {
-  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error',
+  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'invalid_request_error',
   405: 'invalid_request_error', 413: 'invalid_request_error', 503: 'server_error',
 };
 const ANTHROPIC_TYPE: Readonly<Record<number, string>> = {

@@ -109,7 +109,7 @@ class Scanner {
           depth--;
           i++;
         } else {
-          if (c === LBRACE) i = this.member(i, depth === 1 && topIsObject);
+          if (c === LBRACE) i = this.member(i, depth === 1);
           if (i < 0) break;
           continue;
         }
@@ -133,7 +133,7 @@ class Scanner {
         const inObject = objects[depth - 1];
         if (b[i] === COMMA) {
           i = this.space(i + 1);
-          if (inObject) i = this.member(i, depth === 1 && topIsObject);
+          if (inObject) i = this.member(i, depth === 1);
           if (i < 0) break value;
           continue value;
         }

@@ -4,9 +4,10 @@
  * `npm test` builds dist/ before running the tests.
  */
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { hashKey } from '../src/key-format';
 import { DEMO_KEYS } from './support/demo-keys';
 import { tempConfig } from './support/service-harness';
 
@@ -50,6 +51,25 @@ test('explain says clearly when nothing listens', () => {
   const r = spawnSync(process.execPath, [CLI, 'explain', '--addr', '127.0.0.1:1', 'GET', '/v1/models'], { encoding: 'utf8' });
   expect(r.status).toBe(1);
   expect(r.stderr).toMatch(/^modelgate: 127\.0\.0\.1:1: Check failed/);
+});
+
+test('envoy-check accepts the bundled Envoy config and names the path of a misspelled enum', () => {
+  const ok = spawnSync(process.execPath, [CLI, 'envoy-check', join(__dirname, '..', 'envoy', 'envoy.yaml')], { encoding: 'utf8' });
+  expect(ok.status).toBe(0);
+  expect(ok.stdout).toContain('valid envoy.config.bootstrap.v3.Bootstrap');
+  const broken = tempConfig(readFileSync(join(__dirname, '..', 'envoy', 'envoy.yaml'), 'utf8').replace('transport_api_version: V3', 'transport_api_version: V4'));
+  const bad = spawnSync(process.execPath, [CLI, 'envoy-check', broken], { encoding: 'utf8' });
+  expect(bad.status).toBe(1);
+  expect(bad.stderr).toMatch(/http_filters\[0\]\.typed_config\.transport_api_version: unknown enum value "V4"/);
+});
+
+test('keys new without a store prints the key once and the YAML stanza with its hash', () => {
+  const r = spawnSync(process.execPath, [CLI, 'keys', 'new', '--group', 'basic', '--id', 'zoe'], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '', MODELGATE_STORE: '' } });
+  expect(r.status).toBe(0);
+  const key = /sk-mg-[A-Za-z0-9]{40}/.exec(r.stdout)![0];
+  expect(r.stdout.split(key).length).toBe(2);
+  expect(r.stdout).toContain(`sha256: ${hashKey(key)}`);
+  expect(r.stdout).toContain('group: basic');
 });
 
 test('SIGTERM stops the process cleanly: exit code 0 and a final log line', async () => {

@@ -256,7 +256,7 @@ const EXPECTED: readonly [string, RegExp][] = [
   ['groups.basic.models[3].name', /non-empty string/],
   ['groups.basic.models[4].protocols', /non-empty list/],
   ['groups.basic.models[5]', /model name or/],
-  ['groups.basic.models[6]', /non-empty model name/],
+  ['groups.basic.models[6]', /must be a model name: printable ASCII/],
   ['groups.broken', /mapping/],
   ['groups.nomodels.models', /must be a list/],
   ['keys[1].id', /duplicate id "a"/],
@@ -488,5 +488,26 @@ describe('reloadConfig', () => {
     expect(reload()).toBe(true);
     expect(applied).toHaveLength(2);
     expect(lines.parsed.filter((l) => l.level === 40)).toEqual([]);
+  });
+});
+
+describe('names that become upstream header values', () => {
+  test.each([
+    ['a model name with a leading space', 'groups:\n  g:\n    models: [" gpt-4o"]\n', 'groups.g.models[0]'],
+    ['a model name with a control character', 'groups:\n  g:\n    models: ["gpt\\u00074o"]\n', 'groups.g.models[0]'],
+    ['a non-ASCII model name', 'groups:\n  g:\n    models: [{name: "gpt-4o-é"}]\n', 'groups.g.models[0].name'],
+    ['a group name with a space', 'groups:\n  "my group":\n    models: [gpt-4o]\n', 'groups.my group'],
+  ])('refuses %s', (_what, yaml, path) => {
+    expect(() => parseConfig(yaml)).toThrow(ConfigError);
+    try {
+      parseConfig(yaml);
+    } catch (err) {
+      expect((err as ConfigError).problems.some((p) => p.startsWith(`${path}:`))).toBe(true);
+    }
+  });
+
+  test('accepts names with inner spaces, colons and slashes', () => {
+    const c = parseConfig('groups:\n  team-1:\n    models: ["llama3:8b", "meta/llama 3"]\n');
+    expect([...c.groups.get('team-1')!.models.keys()]).toEqual(['llama3:8b', 'meta/llama 3']);
   });
 });

@@ -1,0 +1,46 @@
+/**
+ * The shipped envoy/envoy.yaml, parsed once per test file with the strict checker, plus helpers
+ * to reach into the normalised config.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parseEnvoyConfig, type ParsedEnvoyConfig } from '../../src/envoy-config-check';
+import { httpConnectionManager } from './route-table';
+
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** Path of the bundled bootstrap. */
+export const ENVOY_YAML_PATH = path.join(__dirname, '..', '..', 'envoy', 'envoy.yaml');
+
+let cached: { text: string; parsed: ParsedEnvoyConfig } | undefined;
+
+/** The bundled bootstrap's text and its parse (cached: loading the protos takes a moment). */
+export function envoyBundle(): { text: string; parsed: ParsedEnvoyConfig; config: Obj } {
+  if (!cached) {
+    const text = fs.readFileSync(ENVOY_YAML_PATH, 'utf8');
+    cached = { text, parsed: parseEnvoyConfig(text) };
+  }
+  if (!cached.parsed.config) throw new Error(`envoy.yaml did not parse: ${cached.parsed.errors.join('\n')}`);
+  return { ...cached, config: cached.parsed.config };
+}
+
+/** The ext_authz HTTP filter's typed_config. */
+export function extAuthzConfig(config: Obj): Obj {
+  const f = (httpConnectionManager(config).http_filters as Obj[]).find((x) => x.name === 'envoy.filters.http.ext_authz');
+  if (!f) throw new Error('no ext_authz filter');
+  return f.typed_config;
+}
+
+/** Every value under a key named `key`, anywhere in a JSON tree, with its path. */
+export function findAll(tree: unknown, key: string, at = ''): Array<{ at: string; value: unknown }> {
+  const found: Array<{ at: string; value: unknown }> = [];
+  if (Array.isArray(tree)) tree.forEach((x, i) => found.push(...findAll(x, key, `${at}[${i}]`)));
+  else if (tree && typeof tree === 'object') {
+    for (const [k, v] of Object.entries(tree)) {
+      const p = at ? `${at}.${k}` : k;
+      if (k === key) found.push({ at: p, value: v });
+      found.push(...findAll(v, key, p));
+    }
+  }
+  return found;
+}
