@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { AdminError, checkName, sqlState } from './admin-error';
 import { generateKey, hashKey } from './key-format';
+import type { KeyRow as LookupRow } from './pg-store';
 
 /** A key as an operator sees it: everything but the key itself. */
 export interface KeyInfo {
@@ -38,13 +39,7 @@ export interface NewKey {
 
 const COLUMNS = `id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, created_at`;
 
-interface KeyRow {
-  id: string;
-  sha256: string;
-  group_name: string;
-  balance: number | null;
-  disabled: boolean;
-  expires_at: Date | null;
+interface KeyRow extends LookupRow {
   created_at: Date;
 }
 

@@ -61,7 +61,8 @@ const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.a
   FROM modelgate_groups g LEFT JOIN modelgate_group_models m ON m.group_name = g.name
   WHERE g.name = $1 ORDER BY m.position, m.name`;
 
-interface KeyRow {
+/** A row of modelgate_keys as the lookups select it. */
+export interface KeyRow {
   id: string;
   sha256: string;
   group_name: string;

@@ -17,6 +17,7 @@ import { FileStore } from './file-store';
 import { startGrpcServer } from './grpc-server';
 import { startHttpServer } from './http-server';
 import { createMetrics } from './metrics';
+import { redactUrl } from './admin-error';
 import { openPgStore } from './pg-store';
 import { createPipeline, type CheckResult } from './pipeline';
 import { statusOf } from './reasons';
@@ -57,17 +58,6 @@ export interface Service {
   close(graceMs?: number): Promise<void>;
 }
 
-/** A redacted form of a store URL for logs (no password). */
-export function describeStore(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return 'postgres://(unparseable URL)';
-  }
-}
-
 export async function startService(opts: ServiceOptions): Promise<Service> {
   const env = opts.env ?? process.env;
   let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
@@ -88,7 +78,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     store = opts.store;
   } else if (storeUrl) {
     store = await openPgStore(storeUrl, { ...config.postgres, onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
-    logger.info({ store: describeStore(storeUrl) }, 'using the PostgreSQL store');
+    logger.info({ store: redactUrl(storeUrl) }, 'using the PostgreSQL store');
   } else {
     store = fileStore = new FileStore(config.groups, config.keys);
   }
