@@ -28,14 +28,8 @@ export type ModelExtraction =
  * string; `model_absent`: no top-level `model` key.
  */
 export type ExtractProblem =
-  | 'empty'
-  | 'not_utf8'
-  | 'invalid_json'
-  | 'not_object'
-  | 'too_deep'
-  | 'duplicate_model'
-  | 'model_not_string'
-  | 'model_absent';
+  | 'empty' | 'not_utf8' | 'invalid_json' | 'not_object' | 'too_deep'
+  | 'duplicate_model' | 'model_not_string' | 'model_absent';
 
 const TAB = 0x09, LF = 0x0a, CR = 0x0d, SPACE = 0x20, QUOTE = 0x22, PLUS = 0x2b, COMMA = 0x2c;
 const MINUS = 0x2d, DOT = 0x2e, ZERO = 0x30, NINE = 0x39, COLON = 0x3a, LBRACKET = 0x5b;
@@ -56,6 +50,7 @@ const CONTROL_CHAR = /[\u0000-\u001f]/;
  *
  * @param body the raw HTTP body
  * @param maxDepth deepest nesting of objects and arrays allowed (the top-level object is 1)
+ * @throws RangeError if maxDepth is not a positive integer
  */
 export function extractModel(body: Uint8Array, maxDepth = 256): ModelExtraction {
   if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new RangeError('maxDepth must be a positive integer');
@@ -92,7 +87,7 @@ class Scanner {
   run(maxDepth: number): ModelExtraction {
     const b = this.buf, n = b.length;
     let i = this.space(0);
-    if (i === n) return refuse('empty', 'body is empty');
+    if (i === n) return refuse('empty', 'body is empty or only whitespace');
     const topIsObject = b[i] === LBRACE;
     // The open containers, innermost last: true for an object. An explicit stack, not recursion,
     // so that 10,000 levels of nesting cannot overflow the call stack.
@@ -255,8 +250,8 @@ class Scanner {
     if (SHORT_ESCAPE[c] === 1) return p + 2;
     if (c !== 0x75) return this.fail(p, p + 1 < b.length ? 'invalid escape' : 'unterminated string');
     for (let k = p + 2; k < p + 6; k++) {
-      const h = b[k] | 0x20; // lowercase letters, keep digits
-      if (!((h >= ZERO && h <= NINE) || (h >= 0x61 && h <= 0x66))) return this.fail(p, 'invalid \\u escape');
+      const h = b[k] | 0x20; // A-F to a-f (but it would also turn bytes 0x10-0x19 into digits)
+      if (!(isDigit(b[k]) || (h >= 0x61 && h <= 0x66))) return this.fail(p, 'invalid \\u escape');
     }
     return p + 6;
   }
