@@ -25,6 +25,7 @@ const UNDECODABLE = Symbol('undecodable CheckRequest');
  * The Authorization service definition with a deserializer that never throws: grpc-js would
  * answer an undecodable message with a failed RPC (INTERNAL), which Envoy treats as an error and a
  * fail-open deployment lets through. Here it reaches the handler and is denied like any bad input.
+ * Its serializer sends already-encoded responses (response-encoder.ts) as they are.
  */
 function tolerantService(): grpc.ServiceDefinition {
   const def = authorizationService();
@@ -40,16 +41,20 @@ function tolerantService(): grpc.ServiceDefinition {
           return { [UNDECODABLE]: true };
         }
       },
+      responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : checkDef.responseSerialize(value)),
     },
   };
 }
 
+/** A CheckResponse, or its serialised bytes. */
+export type CheckAnswer = CheckResponse | Buffer;
+
 export interface CheckHandlers {
-  check(req: CheckRequest__Output): Promise<CheckResponse>;
+  check(req: CheckRequest__Output): Promise<CheckAnswer>;
   /** An unexpected failure of `check` (it should never reject): deny. */
-  failClosed(err: unknown): CheckResponse;
+  failClosed(err: unknown): CheckAnswer;
   /** The request bytes were not a CheckRequest: deny. */
-  undecodable(): CheckResponse;
+  undecodable(): CheckAnswer;
 }
 
 export async function startGrpcServer(address: string, handlers: CheckHandlers, maxReceiveMessageBytes: number): Promise<GrpcServer> {
@@ -67,7 +72,7 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
     if (--inflight === 0) onIdle?.();
   };
   server.addService(tolerantService(), {
-    Check(call: grpc.ServerUnaryCall<CheckRequest__Output, CheckResponse>, callback: grpc.sendUnaryData<CheckResponse>) {
+    Check(call: grpc.ServerUnaryCall<CheckRequest__Output, CheckAnswer>, callback: grpc.sendUnaryData<CheckAnswer>) {
       if ((call.request as { [UNDECODABLE]?: true })[UNDECODABLE]) return callback(null, handlers.undecodable());
       inflight++;
       handlers.check(call.request).then(

@@ -3,7 +3,7 @@
  * CRC32 checksum (base62, zero-padded) of the first 34. A truncated or mistyped key is recognised
  * as incomplete without any store lookup. Imported keys (without the prefix) skip this check.
  */
-import { createHash, randomInt } from 'node:crypto';
+import { hash, randomInt } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 export const KEY_PREFIX = 'sk-mg-';
@@ -42,5 +42,6 @@ export function isCompleteKey(key: string): boolean {
 
 /** Lowercase hex SHA-256 of the full key string: the only form in which keys are stored or looked up. */
 export function hashKey(key: string): string {
-  return createHash('sha256').update(key, 'utf8').digest('hex');
+  // One-shot hash (Node >= 20.12): no Hash object per Check.
+  return hash('sha256', key, 'hex');
 }

@@ -3,6 +3,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 export interface Metrics {
   readonly registry: Registry;
+  /** Counts one decision (label children are cached: no label hashing per Check). */
+  countDecision(status: number, reason: string): void;
   readonly decisions: Counter<'status' | 'reason'>;
   readonly checkSeconds: Histogram;
   readonly cache: Counter<'kind' | 'event'>;
@@ -13,9 +15,17 @@ export interface Metrics {
 export function createMetrics(defaultMetrics = true): Metrics {
   const registry = new Registry();
   if (defaultMetrics) collectDefaultMetrics({ register: registry });
+  const decisions = new Counter({ name: 'modelgate_decisions_total', help: 'Decisions by HTTP status and reason', labelNames: ['status', 'reason'] as const, registers: [registry] });
+  // Reasons are a closed catalogue, so this map stays small.
+  const children = new Map<string, { inc(): void }>();
   return {
     registry,
-    decisions: new Counter({ name: 'modelgate_decisions_total', help: 'Decisions by HTTP status and reason', labelNames: ['status', 'reason'], registers: [registry] }),
+    countDecision(status, reason) {
+      let child = children.get(reason);
+      if (!child) children.set(reason, (child = decisions.labels(String(status), reason)));
+      child.inc();
+    },
+    decisions,
     checkSeconds: new Histogram({
       name: 'modelgate_check_duration_seconds',
       help: 'Time from receiving a CheckRequest to writing its CheckResponse',

@@ -5,8 +5,6 @@
  */
 import type { Logger } from 'pino';
 import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
-import type { CheckResponse } from '../proto/types/envoy/service/auth/v3/CheckResponse';
-import { allowPlan, writeCheckResponse, type AllowPlan } from './check-response';
 import type { Config } from './config';
 import { decide, type Lookups } from './decide';
 import type { Decision } from './decision';
@@ -14,6 +12,7 @@ import { decisionLine } from './decision-log';
 import type { Metrics } from './metrics';
 import { statusOf } from './reasons';
 import { readCheckRequest, type RequestView } from './request-view';
+import type { ResponseEncoder } from './response-encoder';
 import { classify } from './routes';
 
 export interface PipelineDeps {
@@ -24,10 +23,12 @@ export interface PipelineDeps {
   readonly metrics?: Metrics;
   /** Epoch milliseconds. */
   readonly now?: () => number;
+  readonly encoder: ResponseEncoder;
 }
 
 export interface CheckResult {
-  readonly response: CheckResponse;
+  /** The serialised CheckResponse, as gRPC sends it. */
+  readonly bytes: Buffer;
   readonly decision: Decision;
 }
 
@@ -44,19 +45,16 @@ export async function decideSafely(view: RequestView, config: Config, lookups: L
 
 export function createPipeline(deps: PipelineDeps): (req: CheckRequest__Output) => Promise<CheckResult> {
   const now = deps.now ?? Date.now;
-  const plans = new WeakMap<Config, AllowPlan>();
   return async function check(req) {
     const started = process.hrtime.bigint();
     const config = deps.config();
-    let plan = plans.get(config);
-    if (!plan) plans.set(config, (plan = allowPlan(config)));
     const view = readCheckRequest(req);
     const decision = await decideSafely(view, config, deps.lookups, now(), deps.logger);
-    const response = writeCheckResponse(decision, config, plan, decision.modelKnown ? decision.model : undefined);
+    const bytes = deps.encoder.encode(decision, config);
     const durNs = Number(process.hrtime.bigint() - started);
     if (!decision.allowed || config.log.allows) deps.logger.info(decisionLine(decision, view, Math.round(durNs / 1000)), 'decision');
-    deps.metrics?.decisions.inc({ status: decision.status, reason: decision.reason });
+    deps.metrics?.countDecision(decision.status, decision.reason);
     deps.metrics?.checkSeconds.observe(durNs / 1e9);
-    return { response, decision };
+    return { bytes, decision };
   };
 }

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { AggregatorRegistry } from 'prom-client';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
-import type { CheckResponse } from '../proto/types/envoy/service/auth/v3/CheckResponse';
+import type { CheckResponse, CheckResponse__Output } from '../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
 import { allowPlan, writeCheckResponse } from './check-response';
 import { parseConfig, type Config } from './config';
@@ -19,7 +19,9 @@ import { startHttpServer } from './http-server';
 import { createMetrics } from './metrics';
 import { redactUrl } from './admin-error';
 import { openPgStore } from './pg-store';
+import { authorizationService } from './envoy-protos';
 import { createPipeline, type CheckResult } from './pipeline';
+import { ResponseEncoder } from './response-encoder';
 import { statusOf } from './reasons';
 import { classify } from './routes';
 import { StoreCache } from './store-cache';
@@ -50,8 +52,10 @@ export interface Service {
   readonly logger: Logger;
   readonly cache: StoreCache;
   readonly store: Store;
-  /** The full read-decide-write path (the gRPC handler calls exactly this). */
-  check(req: CheckRequest__Output): Promise<CheckResponse>;
+  /** The full read-decide-write path, as the gRPC handler runs it: the serialised CheckResponse. */
+  checkBytes(req: CheckRequest__Output): Promise<Buffer>;
+  /** The same, decoded back into a CheckResponse (for tests and tools; gRPC sends the bytes). */
+  check(req: CheckRequest__Output): Promise<CheckResponse__Output>;
   checkWithDecision(req: CheckRequest__Output): Promise<CheckResult>;
   config(): Config;
   /** SIGTERM path: health NOT_SERVING, answer in-flight checks, close, flush logs. */
@@ -88,15 +92,17 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     onEvent: (event, kind) => metrics.cache.inc({ kind, event }),
   });
 
-  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now });
+  const checkDef = authorizationService().Check;
+  const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r));
+  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder });
   const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): CheckResponse => {
     logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
-    metrics.decisions.inc({ status: statusOf(reason), reason });
+    metrics.countDecision(statusOf(reason), reason);
     const route = classify('', '', config.routes.altPrefix, false);
     return writeCheckResponse({ allowed: false, reason, status: statusOf(reason), hint, route }, config, allowPlan(config), undefined);
   };
   const handlers = {
-    check: async (req: CheckRequest__Output) => (await check(req)).response,
+    check: async (req: CheckRequest__Output) => (await check(req)).bytes,
     failClosed: () => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly'),
     undecodable: () => denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest'),
   };
@@ -131,7 +137,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger,
     cache,
     store,
-    check: handlers.check,
+    checkBytes: handlers.check,
+    check: async (req) => checkDef.responseDeserialize(await handlers.check(req)) as CheckResponse__Output,
     checkWithDecision: check,
     config: () => config,
     async close(graceMs = 5000) {
