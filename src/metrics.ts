@@ -10,6 +10,7 @@ export interface Metrics {
   readonly cache: Counter<'kind' | 'event'>;
   readonly reloads: Counter<'result'>;
   readonly storeReady: Gauge;
+  readonly logDroppedBytes: Counter;
 }
 
 export function createMetrics(defaultMetrics = true): Metrics {
@@ -35,5 +36,6 @@ export function createMetrics(defaultMetrics = true): Metrics {
     cache: new Counter({ name: 'modelgate_cache_events_total', help: 'Store cache hits, misses, stale answers and unavailable lookups', labelNames: ['kind', 'event'], registers: [registry] }),
     reloads: new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }),
     storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer', registers: [registry] }),
+    logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),
   };
 }
