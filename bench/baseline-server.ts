@@ -1,0 +1,33 @@
+/**
+ * The no-op baseline: a grpc-js Authorization server that answers every Check with
+ * `{status: {code: 0}}` at once. Same grpc-js, same proto loading (`authorizationService()`) and
+ * the same receive limit as modelgate, so the difference between the two is modelgate's own work.
+ *
+ * Usage: node dist/bench/baseline-server.js 127.0.0.1:PORT
+ * Prints `baseline listening <address>` when bound.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { authorizationService } from '../src/envoy-protos';
+
+/** envoy/modelgate.yaml grpc.maxReceiveMessageBytes: 1 MiB bodies must be accepted by both. */
+const MAX_RECEIVE_BYTES = 41943040;
+
+function main(): void {
+  const address = process.argv[2] ?? '127.0.0.1:0';
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES });
+  server.addService(authorizationService(), {
+    Check: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback(null, { status: { code: 0 } }),
+  });
+  server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => {
+    if (err) {
+      console.error(err);
+      process.exit(1);
+    }
+    console.log(`baseline listening ${address.replace(/:\d+$/, `:${port}`)}`);
+  });
+  const stop = () => server.tryShutdown(() => process.exit(0));
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main();
