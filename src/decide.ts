@@ -33,8 +33,22 @@ function listPath(route: Route, alt: string): string {
   return route.family === 'gemini' ? `${prefix}/v1beta/models` : `${prefix}/v1/models`;
 }
 
-/** Decides a request. `now` is epoch milliseconds. */
-export async function decide(view: RequestView, config: Config, lookups: Lookups, now: number): Promise<Decision> {
+/** A route that names an endpoint: only these reach the key lookup. */
+type EndpointRoute = Extract<Route, { kind: 'protocol' | 'models' }>;
+
+/** A value, or a promise of it: cached lookups answer synchronously, so most Checks never wait. */
+export type MaybePromise<T> = T | Promise<T>;
+
+/** Runs `next` on a lookup's answer, synchronously when the answer is already there. */
+function then<T, R>(v: MaybePromise<T>, next: (v: T) => MaybePromise<R>): MaybePromise<R> {
+  return v instanceof Promise ? v.then(next) : next(v);
+}
+
+/**
+ * Decides a request. `now` is epoch milliseconds. Returns the Decision itself when every lookup is
+ * answered from the cache (no promise, no microtask), a promise only when the store is asked.
+ */
+export function decide(view: RequestView, config: Config, lookups: Lookups, now: number): MaybePromise<Decision> {
   const routes = config.routes;
   const route = classify(view.method, view.path, routes.altPrefix, typeof view.headers['anthropic-version'] === 'string');
 
@@ -52,9 +66,11 @@ export async function decide(view: RequestView, config: Config, lookups: Lookups
   const extracted = extractKey(view, names, others);
   if (!extracted.ok) return deny(route, extracted.reason, extracted.hint);
 
-  // Cached answers come back as values: awaiting only real promises saves a microtask per lookup.
-  const pendingKey = lookups.keys.get(hashKey(extracted.key));
-  const keyLookup = pendingKey instanceof Promise ? await pendingKey : pendingKey;
+  return then(lookups.keys.get(hashKey(extracted.key)), (keyLookup) => decideForKey(view, config, lookups, now, route, keyLookup));
+}
+
+/** The key's own checks (seed §7: 401s), then the group. */
+function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: number, route: EndpointRoute, keyLookup: Lookup<KeyRecord>): MaybePromise<Decision> {
   if (keyLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly');
   if (keyLookup.status === 'not_found') {
     return deny(route, 'key_unknown', 'no key matches: check that the whole key was copied from the console, and that it is a key for this gateway', { stale: keyLookup.stale });
@@ -65,15 +81,21 @@ export async function decide(view: RequestView, config: Config, lookups: Lookups
   if (key.expiresAt !== null && key.expiresAt <= now) {
     return deny(route, 'key_expired', `the key ${JSON.stringify(key.id)} expired at ${new Date(key.expiresAt).toISOString()}: use a current key`, who);
   }
+  return then(lookups.groups.get(key.group), (groupLookup) => decideForGroup(view, config, lookups, route, key, who, groupLookup));
+}
 
-  const pendingGroup = lookups.groups.get(key.group);
-  const groupLookup = pendingGroup instanceof Promise ? await pendingGroup : pendingGroup;
+/** The group, the body and model, the protocol, availability, the balance (seed §7: 403s, in order). */
+function decideForGroup(
+  view: RequestView, config: Config, lookups: Lookups, route: EndpointRoute, key: KeyRecord,
+  who: { keyId: string; group: string; stale: boolean }, groupLookup: Lookup<GroupRecord>,
+): MaybePromise<Decision> {
+  const routes = config.routes;
   if (groupLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
   if (groupLookup.status === 'not_found') return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(key.group)} no longer exists: bind the key to an existing group`, who);
   const group = groupLookup.value;
   if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console`, who);
 
-  if (route.kind === 'models' && route.model === undefined) return { allowed: true, reason: 'allowed', status: 200, hint: '', route, ...who };
+  if (route.kind === 'models' && route.model === undefined) return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale: who.stale };
 
   let model = route.model;
   if (model === undefined) {
@@ -84,23 +106,22 @@ export async function decide(view: RequestView, config: Config, lookups: Lookups
 
   const m = group.models.get(model);
   if (!m) {
+    const requested = model;
     // A key pasted into the model field must not come back in the hint or reach the log.
-    if ((await lookups.keys.get(hashKey(model))).status === 'found') {
-      return deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model, modelIsKey: true });
-    }
-    return deny(route, 'model_not_in_group', modelNotInGroupHint(model, group, listPath(route, routes.altPrefix)), { ...who, model });
+    return then(lookups.keys.get(hashKey(requested)), (asKey) => asKey.status === 'found'
+      ? deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model: requested, modelIsKey: true })
+      : deny(route, 'model_not_in_group', modelNotInGroupHint(requested, group, listPath(route, routes.altPrefix)), { ...who, model: requested }));
   }
-  const withModel = { ...who, model, modelKnown: true };
   if (route.kind === 'protocol' && m.protocols !== null && !m.protocols.includes(route.style)) {
     const alt = route.alt ? routes.altPrefix : '';
-    const where = m.protocols.map((p) => endpointFor(p, model!, alt)).join(' or ');
-    return deny(route, 'model_wrong_protocol', `model ${JSON.stringify(model)} is not served on ${route.style}; use ${where}`, withModel);
+    const where = m.protocols.map((p) => endpointFor(p, m.name, alt)).join(' or ');
+    return deny(route, 'model_wrong_protocol', `model ${JSON.stringify(model)} is not served on ${route.style}; use ${where}`, { ...who, model, modelKnown: true });
   }
-  if (!m.available) return deny(route, 'model_unavailable', `model ${JSON.stringify(model)} is unavailable right now (its channel is down): retry later or use another model of the group`, withModel);
+  if (!m.available) return deny(route, 'model_unavailable', `model ${JSON.stringify(model)} is unavailable right now (its channel is down): retry later or use another model of the group`, { ...who, model, modelKnown: true });
   if (route.kind === 'protocol' && key.balance !== null && key.balance <= 0) {
-    return deny(route, 'balance_insufficient', `the key's balance is ${key.balance}: top it up before using models`, withModel);
+    return deny(route, 'balance_insufficient', `the key's balance is ${key.balance}: top it up before using models`, { ...who, model, modelKnown: true });
   }
-  return { allowed: true, reason: 'allowed', status: 200, hint: '', route, ...withModel };
+  return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale: who.stale };
 }
 
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */

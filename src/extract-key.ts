@@ -59,6 +59,7 @@ export function findKeyInUrl(view: RequestView, routes: Config['routes']): strin
 }
 
 function safeDecode(s: string): string {
+  if (!s.includes('%') && !s.includes('+')) return s;
   try {
     return decodeURIComponent(s.replace(/\+/g, ' '));
   } catch {

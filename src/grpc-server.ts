@@ -50,7 +50,8 @@ function tolerantService(): grpc.ServiceDefinition {
 export type CheckAnswer = CheckResponse | Buffer;
 
 export interface CheckHandlers {
-  check(req: CheckRequest__Output): Promise<CheckAnswer>;
+  /** The answer itself when it is ready at once (a cached key), else a promise. */
+  check(req: CheckRequest__Output): CheckAnswer | Promise<CheckAnswer>;
   /** An unexpected failure of `check` (it should never reject): deny. */
   failClosed(err: unknown): CheckAnswer;
   /** The request bytes were not a CheckRequest: deny. */
@@ -74,8 +75,15 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
   server.addService(tolerantService(), {
     Check(call: grpc.ServerUnaryCall<CheckRequest__Output, CheckAnswer>, callback: grpc.sendUnaryData<CheckAnswer>) {
       if ((call.request as { [UNDECODABLE]?: true })[UNDECODABLE]) return callback(null, handlers.undecodable());
+      let answer: CheckAnswer | Promise<CheckAnswer>;
+      try {
+        answer = handlers.check(call.request);
+      } catch (err) {
+        return callback(null, handlers.failClosed(err));
+      }
+      if (!(answer instanceof Promise)) return callback(null, answer);
       inflight++;
-      handlers.check(call.request).then(
+      answer.then(
         (response) => (callback(null, response), done()),
         (err: unknown) => (callback(null, handlers.failClosed(err)), done()),
       );

@@ -6,14 +6,21 @@
 import type { Logger } from 'pino';
 import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { Config } from './config';
-import { decide, type Lookups } from './decide';
+import { decide, type Lookups, type MaybePromise } from './decide';
 import type { Decision } from './decision';
-import { decisionLine } from './decision-log';
+import { decisionLine, formatDecisionLine } from './decision-log';
 import type { Metrics } from './metrics';
 import { statusOf } from './reasons';
 import { readCheckRequest, type RequestView } from './request-view';
 import type { ResponseEncoder } from './response-encoder';
 import { classify } from './routes';
+
+/** Where decision lines go: the logger's own destination, in pino's line format. */
+export interface DecisionLog {
+  enabled(): boolean;
+  write(line: string): void;
+  readonly bindings: string;
+}
 
 export interface PipelineDeps {
   /** The current config (swapped atomically on reload). */
@@ -24,6 +31,8 @@ export interface PipelineDeps {
   /** Epoch milliseconds. */
   readonly now?: () => number;
   readonly encoder: ResponseEncoder;
+  /** Decision lines bypass pino's generic serialiser (see formatDecisionLine); default: through pino. */
+  readonly decisionLog?: DecisionLog;
 }
 
 export interface CheckResult {
@@ -32,29 +41,44 @@ export interface CheckResult {
   readonly decision: Decision;
 }
 
-/** Decides a view, never throwing: a failure inside becomes a fail-closed internal_error. */
-export async function decideSafely(view: RequestView, config: Config, lookups: Lookups, now: number, logger: Logger): Promise<Decision> {
-  try {
-    return await decide(view, config, lookups, now);
-  } catch (err) {
+/** Decides a view, never throwing: a failure inside (sync or async) becomes a fail-closed internal_error. */
+export function decideSafely(view: RequestView, config: Config, lookups: Lookups, now: number, logger: Logger): MaybePromise<Decision> {
+  const failed = (err: unknown): Decision => {
     logger.error({ err: err instanceof Error ? err.message : String(err) }, 'decision failed; denying (fail closed)');
     const route = classify(view.method, view.path, config.routes.altPrefix, false);
     return { allowed: false, reason: 'internal_error', status: statusOf('internal_error'), hint: 'the authorization service failed to decide; retry shortly', route };
+  };
+  try {
+    const d = decide(view, config, lookups, now);
+    return d instanceof Promise ? d.catch(failed) : d;
+  } catch (err) {
+    return failed(err);
   }
 }
 
-export function createPipeline(deps: PipelineDeps): (req: CheckRequest__Output) => Promise<CheckResult> {
+/**
+ * The Check path. Returns the result itself when the decision needed no store round trip (cached
+ * key and group: no promise, no microtask), a promise otherwise.
+ */
+export function createPipeline(deps: PipelineDeps): (req: CheckRequest__Output) => MaybePromise<CheckResult> {
   const now = deps.now ?? Date.now;
-  return async function check(req) {
-    const started = process.hrtime.bigint();
+  return function check(req) {
+    const started = performance.now();
     const config = deps.config();
     const view = readCheckRequest(req);
-    const decision = await decideSafely(view, config, deps.lookups, now(), deps.logger);
-    const bytes = deps.encoder.encode(decision, config);
-    const durNs = Number(process.hrtime.bigint() - started);
-    if (!decision.allowed || config.log.allows) deps.logger.info(decisionLine(decision, view, Math.round(durNs / 1000)), 'decision');
-    deps.metrics?.countDecision(decision.status, decision.reason);
-    deps.metrics?.checkSeconds.observe(durNs / 1e9);
-    return { bytes, decision };
+    const decided = decideSafely(view, config, deps.lookups, now(), deps.logger);
+    const finish = (decision: Decision): CheckResult => {
+      const bytes = deps.encoder.encode(decision, config);
+      const durUs = Math.round((performance.now() - started) * 1000);
+      if (!decision.allowed || config.log.allows) {
+        const line = decisionLine(decision, view, durUs);
+        if (!deps.decisionLog) deps.logger.info(line, 'decision');
+        else if (deps.decisionLog.enabled()) deps.decisionLog.write(formatDecisionLine(line, Date.now(), deps.decisionLog.bindings));
+      }
+      deps.metrics?.countDecision(decision.status, decision.reason);
+      deps.metrics?.checkSeconds.observe(durUs / 1e6);
+      return { bytes, decision };
+    };
+    return decided instanceof Promise ? decided.then(finish) : finish(decided);
   };
 }

@@ -43,6 +43,19 @@ export function endpointFor(style: Protocol, model: string, alt: string): string
  * @param anthropicVersion whether the request carries `anthropic-version` (Anthropic SDKs list models on /v1/models)
  */
 export function classify(method: string, path: string, altPrefix: string, anthropicVersion: boolean): Route {
+  // The fixed endpoints are a small finite set: their Route objects are built once and shared
+  // (nothing else is memoised, so arbitrary paths cannot grow this map).
+  const memoKey = `${method} ${altPrefix} ${anthropicVersion ? 1 : 0} ${path}`;
+  const known = FIXED.get(memoKey);
+  if (known) return known;
+  const route = classifyNew(method, path, altPrefix, anthropicVersion);
+  if ((route.kind === 'protocol' || route.kind === 'models') && route.model === undefined && FIXED.size < 1024) FIXED.set(memoKey, Object.freeze(route));
+  return route;
+}
+
+const FIXED = new Map<string, Route>();
+
+function classifyNew(method: string, path: string, altPrefix: string, anthropicVersion: boolean): Route {
   let rest = path;
   let alt = false;
   if (path === altPrefix || path.startsWith(altPrefix + '/')) {

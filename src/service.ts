@@ -16,7 +16,8 @@ import { watchConfig } from './config-watcher';
 import { FileStore } from './file-store';
 import { startGrpcServer } from './grpc-server';
 import { startHttpServer } from './http-server';
-import { createMetrics, type Metrics } from './metrics';
+import { BatchedLogStream } from './log-stream';
+import { createMetrics } from './metrics';
 import { redactUrl } from './admin-error';
 import { openPgStore } from './pg-store';
 import { authorizationService } from './envoy-protos';
@@ -52,8 +53,11 @@ export interface Service {
   readonly logger: Logger;
   readonly cache: StoreCache;
   readonly store: Store;
-  /** The full read-decide-write path, as the gRPC handler runs it: the serialised CheckResponse. */
-  checkBytes(req: CheckRequest__Output): Promise<Buffer>;
+  /**
+   * The full read-decide-write path, as the gRPC handler runs it: the serialised CheckResponse,
+   * synchronously when no store round trip was needed.
+   */
+  checkBytes(req: CheckRequest__Output): Buffer | Promise<Buffer>;
   /** The same, decoded back into a CheckResponse (for tests and tools; gRPC sends the bytes). */
   check(req: CheckRequest__Output): Promise<CheckResponse__Output>;
   checkWithDecision(req: CheckRequest__Output): Promise<CheckResult>;
@@ -62,22 +66,13 @@ export interface Service {
   close(graceMs?: number): Promise<void>;
 }
 
-/**
- * The log destination: asynchronous, and batched (one write per ~4 KiB of lines rather than one
- * syscall per decision, flushed at least every 100 ms), with a bounded backlog: if the reader of
- * stdout stalls, lines beyond 64 MiB are dropped and counted rather than growing memory without end.
- */
-function logStream(dest: number | string, metrics: Metrics): DestinationStream {
-  const stream = pino.destination({ dest, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 64 * 1024 * 1024 });
-  stream.on('drop', (data: string) => metrics.logDroppedBytes.inc(Buffer.byteLength(data)));
-  return stream;
-}
-
 export async function startService(opts: ServiceOptions): Promise<Service> {
   const env = opts.env ?? process.env;
   let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
   const metrics = createMetrics();
-  const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string' ? opts.logDestination : logStream(opts.logDestination ?? 1, metrics);
+  const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
+    ? opts.logDestination
+    : new BatchedLogStream(opts.logDestination ?? 1, 64 * 1024 * 1024, (bytes) => metrics.logDroppedBytes.inc(bytes));
   const logger = pino({ level: config.log.level, base: { svc: 'modelgate' } }, destination);
   // Registered at start: a worker's registry must be known before the primary first aggregates,
   // and constructing an AggregatorRegistry is what makes prom-client answer the primary's requests.
@@ -100,12 +95,13 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const cache = new StoreCache(store, {
     ...config.cache,
     now: opts.now,
-    onEvent: (event, kind) => metrics.cache.inc({ kind, event }),
+    onEvent: (event, kind) => metrics.countCache(event, kind),
   });
 
   const checkDef = authorizationService().Check;
   const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r));
-  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder });
+  const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
+  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog });
   const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): CheckResponse => {
     logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
     metrics.countDecision(statusOf(reason), reason);
@@ -113,7 +109,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     return writeCheckResponse({ allowed: false, reason, status: statusOf(reason), hint, route }, config, allowPlan(config), undefined);
   };
   const handlers = {
-    check: async (req: CheckRequest__Output) => (await check(req)).bytes,
+    check: (req: CheckRequest__Output): Buffer | Promise<Buffer> => {
+      const r = check(req);
+      return r instanceof Promise ? r.then((x) => x.bytes) : r.bytes;
+    },
     failClosed: () => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly'),
     undecodable: () => denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest'),
   };
@@ -126,6 +125,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
     config = next;
+    logger.level = next.log.level;
     if (fileStore) fileStore.replace(next.groups, next.keys);
     metrics.reloads.inc({ result: 'ok' });
   }, () => config, opts.watchIntervalMs);
@@ -150,7 +150,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     store,
     checkBytes: handlers.check,
     check: async (req) => checkDef.responseDeserialize(await handlers.check(req)) as CheckResponse__Output,
-    checkWithDecision: check,
+    checkWithDecision: async (req) => check(req),
     config: () => config,
     async close(graceMs = 5000) {
       draining = true;

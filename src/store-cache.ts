@@ -33,6 +33,8 @@ interface Entry<T> {
   readonly at: number;
   /** The cache epoch it was fetched in; an older one must revalidate before use. */
   readonly epoch: number;
+  /** The fresh answer, built once: a cache hit allocates nothing. */
+  readonly fresh: Lookup<T>;
 }
 
 class CachedLookup<T extends object> {
@@ -53,7 +55,7 @@ class CachedLookup<T extends object> {
     const entry = this.#lru.get(name);
     if (entry && entry.epoch === this.#epoch && this.now() - entry.at < this.opts.ttlMs) {
       this.opts.onEvent?.('hit', this.kind);
-      return answer(entry, false);
+      return entry.fresh;
     }
     this.opts.onEvent?.('miss', this.kind);
     return this.#refresh(name, entry);
@@ -61,7 +63,7 @@ class CachedLookup<T extends object> {
 
   async #refresh(name: string, old: Entry<T> | undefined): Promise<Lookup<T>> {
     try {
-      return answer(await this.#fetch(name), false);
+      return (await this.#fetch(name)).fresh;
     } catch (err) {
       // A bounded stale window: only an answer younger than ttl + stale may stand in for the store,
       // and only while it is still cached (an invalidation during the failed refetch dropped it).
@@ -80,7 +82,7 @@ class CachedLookup<T extends object> {
     const epoch = this.#epoch;
     const p = this.load(name).then(
       (value) => {
-        const entry = { value, at: this.now(), epoch };
+        const entry: Entry<T> = { value, at: this.now(), epoch, fresh: value === null ? NOT_FOUND : { status: 'found', value, stale: false } };
         // If an invalidation removed us from #inflight meanwhile, the answer may predate the change.
         if (this.#inflight.get(name) === p) {
           this.#inflight.delete(name);
@@ -112,6 +114,8 @@ class CachedLookup<T extends object> {
     return this.#lru.size;
   }
 }
+
+const NOT_FOUND = Object.freeze({ status: 'not_found', stale: false } as const);
 
 function answer<T>(entry: Entry<T>, stale: boolean): Lookup<T> {
   return entry.value === null ? { status: 'not_found', stale } : { status: 'found', value: entry.value, stale };
