@@ -23,7 +23,7 @@ export interface Config {
     readonly maxJsonDepth: number;
   };
   readonly log: { readonly level: string; readonly allows: boolean };
-  readonly cache: { readonly maxEntries: number; readonly ttlMs: number; readonly staleMs: number };
+  readonly cache: { readonly maxEntries: number; readonly maxNotFound: number; readonly ttlMs: number; readonly staleMs: number };
   readonly grpc: { readonly maxReceiveMessageBytes: number };
   readonly upstream: { readonly credentials: Readonly<Partial<Record<Protocol, UpstreamCredential>>> };
   readonly store: { readonly kind: 'file' } | { readonly kind: 'postgres'; readonly url: string };
@@ -153,9 +153,10 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv = {}): Config {
   if (!LOG_LEVELS.includes(level)) c.fail('log.level', `must be one of ${LOG_LEVELS.join(', ')}`);
   const log = { level, allows: c.bool(l.allows, 'log.allows', true) };
 
-  const ca = c.object(root.cache, 'cache', ['maxEntries', 'ttlSeconds', 'staleSeconds']) ?? {};
+  const ca = c.object(root.cache, 'cache', ['maxEntries', 'maxNotFound', 'ttlSeconds', 'staleSeconds']) ?? {};
   const cache = {
     maxEntries: c.int(ca.maxEntries, 'cache.maxEntries', 100_000, 1, 10_000_000),
+    maxNotFound: c.int(ca.maxNotFound, 'cache.maxNotFound', 20_000, 1, 10_000_000),
     ttlMs: c.int(ca.ttlSeconds, 'cache.ttlSeconds', 5, 0, 86_400) * 1000,
     staleMs: c.int(ca.staleSeconds, 'cache.staleSeconds', 300, 0, 86_400) * 1000,
   };

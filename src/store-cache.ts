@@ -20,7 +20,10 @@ export type Lookup<T> =
   | { readonly status: 'unavailable'; readonly error: string };
 
 export interface CacheOptions {
+  /** Bound on found answers per kind. */
   readonly maxEntries: number;
+  /** Bound on "not found" answers per kind (default: maxEntries). */
+  readonly maxNotFound?: number;
   readonly ttlMs: number;
   readonly staleMs: number;
   /** Injected clock (milliseconds). */
@@ -37,8 +40,14 @@ interface Entry<T> {
   readonly fresh: Lookup<T>;
 }
 
+/**
+ * Found answers and "not found" answers live in two LRUs: a flood of random keys fills only the
+ * smaller not-found one, so it can neither grow memory past that bound nor evict the entries of
+ * real keys (which would push their traffic onto the store).
+ */
 class CachedLookup<T extends object> {
-  readonly #lru: LRUCache<string, Entry<T>>;
+  readonly #found: LRUCache<string, Entry<T>>;
+  readonly #missing: LRUCache<string, Entry<T>>;
   readonly #inflight = new Map<string, Promise<Entry<T>>>();
   #epoch = 0;
 
@@ -48,11 +57,16 @@ class CachedLookup<T extends object> {
     readonly opts: CacheOptions,
     readonly now: () => number,
   ) {
-    this.#lru = new LRUCache<string, Entry<T>>({ max: opts.maxEntries });
+    this.#found = new LRUCache<string, Entry<T>>({ max: opts.maxEntries });
+    this.#missing = new LRUCache<string, Entry<T>>({ max: opts.maxNotFound ?? opts.maxEntries });
+  }
+
+  #peek(name: string): Entry<T> | undefined {
+    return this.#found.peek(name) ?? this.#missing.peek(name);
   }
 
   get(name: string): Lookup<T> | Promise<Lookup<T>> {
-    const entry = this.#lru.get(name);
+    const entry = this.#found.get(name) ?? this.#missing.get(name);
     if (entry && entry.epoch === this.#epoch && this.now() - entry.at < this.opts.ttlMs) {
       this.opts.onEvent?.('hit', this.kind);
       return entry.fresh;
@@ -67,7 +81,7 @@ class CachedLookup<T extends object> {
     } catch (err) {
       // A bounded stale window: only an answer younger than ttl + stale may stand in for the store,
       // and only while it is still cached (an invalidation during the failed refetch dropped it).
-      if (old && this.#lru.peek(name) === old && this.now() - old.at < this.opts.ttlMs + this.opts.staleMs) {
+      if (old && this.#peek(name) === old && this.now() - old.at < this.opts.ttlMs + this.opts.staleMs) {
         this.opts.onEvent?.('stale', this.kind);
         return answer(old, true);
       }
@@ -86,7 +100,8 @@ class CachedLookup<T extends object> {
         // If an invalidation removed us from #inflight meanwhile, the answer may predate the change.
         if (this.#inflight.get(name) === p) {
           this.#inflight.delete(name);
-          this.#lru.set(name, entry);
+          (value === null ? this.#found : this.#missing).delete(name);
+          (value === null ? this.#missing : this.#found).set(name, entry);
         }
         return entry;
       },
@@ -100,7 +115,8 @@ class CachedLookup<T extends object> {
   }
 
   invalidate(name: string): void {
-    this.#lru.delete(name);
+    this.#found.delete(name);
+    this.#missing.delete(name);
     this.#inflight.delete(name);
   }
 
@@ -111,7 +127,7 @@ class CachedLookup<T extends object> {
   }
 
   get size(): number {
-    return this.#lru.size;
+    return this.#found.size + this.#missing.size;
   }
 }
 

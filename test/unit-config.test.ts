@@ -69,7 +69,7 @@ describe('parseConfig defaults', () => {
       maxJsonDepth: 256,
     });
     expect(c.log).toEqual({ level: 'info', allows: true });
-    expect(c.cache).toEqual({ maxEntries: 100_000, ttlMs: 5000, staleMs: 300_000 });
+    expect(c.cache).toEqual({ maxEntries: 100_000, maxNotFound: 20_000, ttlMs: 5000, staleMs: 300_000 });
     expect(c.grpc).toEqual({ maxReceiveMessageBytes: 40 * 1024 * 1024 });
     expect(c.upstream).toEqual({ credentials: {} });
     expect(c.store).toEqual({ kind: 'file' });
@@ -85,7 +85,7 @@ describe('parseConfig defaults', () => {
   });
 
   test('converts cache seconds to milliseconds', () => {
-    expect(parseConfig('cache: { ttlSeconds: 0, staleSeconds: 60, maxEntries: 10 }').cache).toEqual({ maxEntries: 10, ttlMs: 0, staleMs: 60_000 });
+    expect(parseConfig('cache: { ttlSeconds: 0, staleSeconds: 60, maxEntries: 10 }').cache).toEqual({ maxEntries: 10, maxNotFound: 20_000, ttlMs: 0, staleMs: 60_000 });
   });
 
   test('reads a postgres store URL', () => {

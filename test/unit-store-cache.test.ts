@@ -385,6 +385,7 @@ describe('StoreCache bound', () => {
   });
 
   test('evicts the least recently used answer first', async () => {
+    store.keys.set('sha-carol', key('carol'));
     cache = makeCache({ maxEntries: 2 });
     await cache.keys.get('sha-alice');
     await cache.keys.get('sha-bob');
@@ -402,5 +403,30 @@ describe('StoreCache bound', () => {
     await Promise.all(Array.from({ length: 10_000 }, (_, i) => cache.keys.get(`sha-flood-${i}`)));
     expect(cache.keys.size).toBe(100);
     expect(store.calls.key).toHaveLength(10_000);
+  });
+});
+
+describe('StoreCache under a flood of random keys', () => {
+  test('keeps "not found" answers in their own bound, so real keys stay cached', async () => {
+    cache = makeCache({ maxEntries: 10, maxNotFound: 50 });
+    expect(await cache.keys.get('sha-alice')).toEqual(found(store.keys.get('sha-alice')));
+    for (let i = 0; i < 1000; i++) expect(await cache.keys.get(`random-${i}`)).toEqual(notFound());
+    expect(cache.keys.size).toBe(1 + 50);
+    const callsBefore = store.calls.key.length;
+    expect(await cache.keys.get('sha-alice')).toEqual(found(store.keys.get('sha-alice')));
+    expect(store.calls.key.length).toBe(callsBefore);
+    // The most recent not-found answers are still cached; the oldest were evicted.
+    await cache.keys.get('random-999');
+    await cache.keys.get('random-0');
+    expect(store.calls.key.slice(callsBefore)).toEqual(['random-0']);
+  });
+
+  test('moves a key between the two bounds when it starts or stops existing', async () => {
+    cache = makeCache({ maxEntries: 10, maxNotFound: 10 });
+    expect(await cache.keys.get('sha-carol')).toEqual(notFound());
+    store.keys.set('sha-carol', key('carol'));
+    cache.invalidate({ kind: 'key', sha256: 'sha-carol' });
+    expect(await cache.keys.get('sha-carol')).toEqual(found(store.keys.get('sha-carol')));
+    expect(cache.keys.size).toBe(1);
   });
 });
