@@ -1,13 +1,15 @@
 /**
  * The no-op baseline: a grpc-js Authorization server that answers every Check with
  * `{status: {code: 0}}` at once. Same grpc-js, same proto loading (`authorizationService()`) and
- * the same receive limit as modelgate, so the difference between the two is modelgate's own work.
+ * the same receive limit and socket settings (TCP_NODELAY, `disableNagle`) as modelgate, so the
+ * difference between the two is modelgate's own work.
  *
  * Usage: node dist/bench/baseline-server.js 127.0.0.1:PORT
  * Prints `baseline listening <address>` when bound.
  */
 import * as grpc from '@grpc/grpc-js';
 import { authorizationService } from '../src/envoy-protos';
+import { disableNagle } from '../src/grpc-server';
 
 /** envoy/modelgate.yaml grpc.maxReceiveMessageBytes: 1 MiB bodies must be accepted by both. */
 const MAX_RECEIVE_BYTES = 41943040;
@@ -23,6 +25,7 @@ function main(): void {
       console.error(err);
       process.exit(1);
     }
+    disableNagle(server);
     console.log(`baseline listening ${address.replace(/:\d+$/, `:${port}`)}`);
   });
   const stop = () => server.tryShutdown(() => process.exit(0));
