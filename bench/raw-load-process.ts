@@ -5,25 +5,15 @@
  * Usage: node dist/bench/raw-load-process.js SPEC.json RESULT.json
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { runRawClient, type RequestKind } from './raw-h2-client';
+import { runRawClient, type ClientOptions, type RequestKind } from './raw-h2-client';
 import { decodeCheckResponse } from './grpc-frame';
 import { decisionProblem } from './decisions';
 import { summarize, type LatencySummary } from './latency';
 import type { Expectation } from './check-requests';
 import { rssBytes } from './proc-stats';
 
-export interface RawLoadSpec {
-  readonly host: string;
-  readonly port: number;
-  readonly path: string;
-  readonly connections: number;
-  readonly maxInFlight: number;
-  readonly rate: number;
-  readonly warmupMs: number;
-  readonly durationMs: number;
-  readonly totalRequests?: number;
-  readonly verifyEvery: number;
-  readonly windowRequests?: number;
+/** The client's options as plain data (sent to the load process as JSON), plus what to send. */
+export interface RawLoadSpec extends Pick<ClientOptions, 'host' | 'port' | 'path' | 'connections' | 'maxInFlight' | 'rate' | 'warmupMs' | 'durationMs' | 'totalRequests' | 'verifyEvery' | 'windowRequests'> {
   /** Sample this process's RSS at every window boundary. */
   readonly serverPid?: number;
   readonly kinds: readonly {
