@@ -5,7 +5,7 @@
  * Usage: node dist/bench/raw-load-process.js SPEC.json RESULT.json
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { runRawClient, type ClientOptions, type RequestKind } from './raw-h2-client';
+import { runRawClient, type ClientOptions, type ClientResult, type RequestKind } from './raw-h2-client';
 import { decodeCheckResponse } from './grpc-frame';
 import { decisionProblem } from './decisions';
 import { summarize, type LatencySummary } from './latency';
@@ -26,20 +26,9 @@ export interface RawLoadSpec extends Pick<ClientOptions, 'host' | 'port' | 'path
   readonly sequence: readonly string[];
 }
 
-export interface RawLoadResult {
-  readonly sent: number;
-  readonly measured: number;
-  readonly seconds: number;
-  readonly rps: number;
+/** The client's result as plain data (written as JSON): latencies summarised, windows with RSS. */
+export interface RawLoadResult extends Omit<ClientResult, 'latenciesUs' | 'windows' | 'completed'> {
   readonly latency: LatencySummary;
-  readonly rpcErrors: number;
-  readonly streamResets: number;
-  readonly wrongDecisions: number;
-  readonly firstWrong: string | null;
-  readonly verified: number;
-  readonly countsByKind: Record<string, number>;
-  readonly lateSends: number;
-  readonly sendLagP99Us: number;
   /** This client's own CPU use over the run, % of one core (a closed-loop client near 100% would be the bottleneck). */
   readonly clientCpuPct: number;
   readonly windows: { index: number; completed: number; seconds: number; rps: number; rssBytes?: number }[];
