@@ -42,10 +42,4 @@ export class BatchedLogStream implements DestinationStream {
     this.#hand();
     this.#sink.flush((err) => cb?.(err ?? undefined));
   }
-
-  /** At exit, synchronously. */
-  flushSync(): void {
-    this.#hand();
-    this.#sink.flushSync();
-  }
 }

@@ -7,9 +7,7 @@ export interface Metrics {
   countDecision(status: number, reason: string): void;
   /** Counts one cache event, likewise. */
   countCache(event: string, kind: string): void;
-  readonly decisions: Counter<'status' | 'reason'>;
   readonly checkSeconds: Histogram;
-  readonly cache: Counter<'kind' | 'event'>;
   readonly reloads: Counter<'result'>;
   readonly storeReady: Gauge;
   readonly logDroppedBytes: Counter;
@@ -36,14 +34,12 @@ export function createMetrics(defaultMetrics = true): Metrics {
       if (!child) children.set(reason, (child = decisions.labels(String(status), reason)));
       child.inc();
     },
-    decisions,
     checkSeconds: new Histogram({
       name: 'modelgate_check_duration_seconds',
       help: 'Time from receiving a CheckRequest to writing its CheckResponse',
       buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5],
       registers: [registry],
     }),
-    cache,
     reloads: new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }),
     storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer', registers: [registry] }),
     logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),

@@ -41,24 +41,40 @@ export interface CheckResult {
   readonly decision: Decision;
 }
 
+/** The fail-closed answer when deciding threw. */
+function failedDecision(err: unknown, view: RequestView, config: Config, logger: Logger): Decision {
+  logger.error({ err: err instanceof Error ? err.message : String(err) }, 'decision failed; denying (fail closed)');
+  const route = classify(view.method, view.path, config.routes.altPrefix, false);
+  return { allowed: false, reason: 'internal_error', status: statusOf('internal_error'), hint: 'the authorization service failed to decide; retry shortly', route };
+}
+
 /** Decides a view, never throwing: a failure inside (sync or async) becomes a fail-closed internal_error. */
 export function decideSafely(view: RequestView, config: Config, lookups: Lookups, now: number, logger: Logger): MaybePromise<Decision> {
-  const failed = (err: unknown): Decision => {
-    logger.error({ err: err instanceof Error ? err.message : String(err) }, 'decision failed; denying (fail closed)');
-    const route = classify(view.method, view.path, config.routes.altPrefix, false);
-    return { allowed: false, reason: 'internal_error', status: statusOf('internal_error'), hint: 'the authorization service failed to decide; retry shortly', route };
-  };
   try {
     const d = decide(view, config, lookups, now);
-    return d instanceof Promise ? d.catch(failed) : d;
+    return d instanceof Promise ? d.catch((err: unknown) => failedDecision(err, view, config, logger)) : d;
   } catch (err) {
-    return failed(err);
+    return failedDecision(err, view, config, logger);
   }
+}
+
+/** Encodes, logs and counts a decision: the end of every Check. */
+function finish(deps: PipelineDeps, config: Config, view: RequestView, started: number, decision: Decision): CheckResult {
+  const bytes = deps.encoder.encode(decision, config);
+  const durUs = Math.round((performance.now() - started) * 1000);
+  if (!decision.allowed || config.log.allows) {
+    const line = decisionLine(decision, view, durUs);
+    if (!deps.decisionLog) deps.logger.info(line, 'decision');
+    else if (deps.decisionLog.enabled()) deps.decisionLog.write(formatDecisionLine(line, Date.now(), deps.decisionLog.bindings));
+  }
+  deps.metrics?.countDecision(decision.status, decision.reason);
+  deps.metrics?.checkSeconds.observe(durUs / 1e6);
+  return { bytes, decision };
 }
 
 /**
  * The Check path. Returns the result itself when the decision needed no store round trip (cached
- * key and group: no promise, no microtask), a promise otherwise.
+ * key and group: no promise, no microtask, no closure), a promise otherwise.
  */
 export function createPipeline(deps: PipelineDeps): (req: CheckRequest__Output) => MaybePromise<CheckResult> {
   const now = deps.now ?? Date.now;
@@ -67,18 +83,6 @@ export function createPipeline(deps: PipelineDeps): (req: CheckRequest__Output) 
     const config = deps.config();
     const view = readCheckRequest(req);
     const decided = decideSafely(view, config, deps.lookups, now(), deps.logger);
-    const finish = (decision: Decision): CheckResult => {
-      const bytes = deps.encoder.encode(decision, config);
-      const durUs = Math.round((performance.now() - started) * 1000);
-      if (!decision.allowed || config.log.allows) {
-        const line = decisionLine(decision, view, durUs);
-        if (!deps.decisionLog) deps.logger.info(line, 'decision');
-        else if (deps.decisionLog.enabled()) deps.decisionLog.write(formatDecisionLine(line, Date.now(), deps.decisionLog.bindings));
-      }
-      deps.metrics?.countDecision(decision.status, decision.reason);
-      deps.metrics?.checkSeconds.observe(durUs / 1e6);
-      return { bytes, decision };
-    };
-    return decided instanceof Promise ? decided.then(finish) : finish(decided);
+    return decided instanceof Promise ? decided.then((d) => finish(deps, config, view, started, d)) : finish(deps, config, view, started, decided);
   };
 }

@@ -21,7 +21,7 @@ import { createMetrics } from './metrics';
 import { redactUrl } from './admin-error';
 import { openPgStore } from './pg-store';
 import { authorizationService } from './envoy-protos';
-import { createPipeline, type CheckResult } from './pipeline';
+import { createPipeline } from './pipeline';
 import { ResponseEncoder } from './response-encoder';
 import { statusOf } from './reasons';
 import { classify } from './routes';
@@ -60,7 +60,6 @@ export interface Service {
   checkBytes(req: CheckRequest__Output): Buffer | Promise<Buffer>;
   /** The same, decoded back into a CheckResponse (for tests and tools; gRPC sends the bytes). */
   check(req: CheckRequest__Output): Promise<CheckResponse__Output>;
-  checkWithDecision(req: CheckRequest__Output): Promise<CheckResult>;
   config(): Config;
   /** SIGTERM path: health NOT_SERVING, answer in-flight checks, close, flush logs. */
   close(graceMs?: number): Promise<void>;
@@ -150,7 +149,6 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     store,
     checkBytes: handlers.check,
     check: async (req) => checkDef.responseDeserialize(await handlers.check(req)) as CheckResponse__Output,
-    checkWithDecision: async (req) => check(req),
     config: () => config,
     async close(graceMs = 5000) {
       draining = true;

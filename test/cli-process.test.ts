@@ -14,7 +14,6 @@ import { tempConfig } from './support/service-harness';
 const CLI = join(__dirname, '..', 'dist', 'src', 'cli.js');
 let proc: ChildProcessWithoutNullStreams;
 let grpcAddress = '';
-let httpAddress = '';
 let stdout = '';
 
 beforeAll(async () => {
@@ -23,9 +22,9 @@ beforeAll(async () => {
   await new Promise<void>((resolve, reject) => {
     proc.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      const m = /"grpcAddress":"([^"]+)","httpAddress":"([^"]+)"/.exec(stdout);
+      const m = /"grpcAddress":"([^"]+)"/.exec(stdout);
       if (m && !grpcAddress) {
-        [grpcAddress, httpAddress] = [m[1], m[2]];
+        grpcAddress = m[1];
         resolve();
       }
     });

@@ -5,11 +5,11 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { ConfigError, parseConfig, type Config } from '../src/config';
 import { reloadConfig } from '../src/config-watcher';
+import { LogSink } from './support/service-harness';
 
 const DEMO_PATH = join(__dirname, '..', 'envoy', 'modelgate.yaml');
 const DEMO = readFileSync(DEMO_PATH, 'utf8');
@@ -383,22 +383,10 @@ describe('parseConfig freezes its result', () => {
 
 type KeyList = Config['keys'][number][];
 
-/** Every log line pino writes, kept in memory. */
-class Lines extends Writable {
-  readonly raw: string[] = [];
-  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
-    for (const line of chunk.toString('utf8').split('\n')) if (line) this.raw.push(line);
-    done();
-  }
-  get parsed(): Record<string, unknown>[] {
-    return this.raw.map((l) => JSON.parse(l) as Record<string, unknown>);
-  }
-}
-
 describe('reloadConfig', () => {
   let dir: string;
   let path: string;
-  let lines: Lines;
+  let lines: LogSink;
   let logger: pino.Logger;
   let current: Config;
   let applied: { next: Config; previous: Config }[];
@@ -414,7 +402,7 @@ describe('reloadConfig', () => {
     writeFileSync(path, DEMO);
     current = parseConfig(DEMO);
     applied = [];
-    lines = new Lines();
+    lines = new LogSink();
     logger = pino({ level: 'trace' }, lines);
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
@@ -426,9 +414,9 @@ describe('reloadConfig', () => {
     expect(applied).toHaveLength(1);
     expect(applied[0].previous).toBe(before);
     expect(current.groups.get('extra')!.models.has('gpt-4o')).toBe(true);
-    const info = lines.parsed.filter((l) => l.level === 30);
+    const info = lines.lines.filter((l) => l.level === 30);
     expect(info).toEqual([expect.objectContaining({ msg: 'config reloaded', file: path, groups: 4, keys: 6 })]);
-    expect(lines.parsed.filter((l) => (l.level as number) >= 40)).toEqual([]);
+    expect(lines.lines.filter((l) => (l.level as number) >= 40)).toEqual([]);
   });
 
   test('keeps the old config on an invalid file and logs every problem', () => {
@@ -437,7 +425,7 @@ describe('reloadConfig', () => {
     expect(reload({ UP_MESSAGES: SECRET, UP_MIND: SECRET })).toBe(false);
     expect(applied).toEqual([]);
     expect(current).toBe(before);
-    const errors = lines.parsed.filter((l) => l.level === 50);
+    const errors = lines.lines.filter((l) => l.level === 50);
     expect(errors).toHaveLength(1);
     expect(errors[0].msg).toMatch(/rejected; the previous config keeps serving/);
     expect(errors[0].file).toBe(path);
@@ -450,7 +438,7 @@ describe('reloadConfig', () => {
     rmSync(path);
     expect(reload()).toBe(false);
     expect(applied).toEqual([]);
-    const errors = lines.parsed.filter((l) => l.level === 50);
+    const errors = lines.lines.filter((l) => l.level === 50);
     expect(errors).toHaveLength(1);
     expect((errors[0].problems as string[])[0]).toMatch(/ENOENT/);
   });
@@ -458,7 +446,7 @@ describe('reloadConfig', () => {
   test('keeps the old config on a YAML syntax error and logs its line', () => {
     writeFileSync(path, 'routes:\n  altPrefix: /alt\n bad: 1\n');
     expect(reload()).toBe(false);
-    expect((lines.parsed.find((l) => l.level === 50)!.problems as string[])[0]).toMatch(/^line \d+: /);
+    expect((lines.lines.find((l) => l.level === 50)!.problems as string[])[0]).toMatch(/^line \d+: /);
   });
 
   test.each([
@@ -470,7 +458,7 @@ describe('reloadConfig', () => {
     expect(text).not.toBe(DEMO);
     writeFileSync(path, text);
     expect(reload()).toBe(true);
-    const warnings = lines.parsed.filter((l) => l.level === 40);
+    const warnings = lines.lines.filter((l) => l.level === 40);
     expect(warnings).toEqual([expect.objectContaining({ msg: 'config reload: these sections take effect only after a restart', sections: [section] })]);
     expect(applied).toHaveLength(1);
   });
@@ -478,7 +466,7 @@ describe('reloadConfig', () => {
   test('does not warn when only groups, keys, routes or log change', () => {
     writeFileSync(path, DEMO.replace('level: info', 'level: debug').replace('maxJsonDepth: 256', 'maxJsonDepth: 64').replace('balance: 12.5', 'balance: 1'));
     expect(reload()).toBe(true);
-    expect(lines.parsed.filter((l) => l.level === 40)).toEqual([]);
+    expect(lines.lines.filter((l) => l.level === 40)).toEqual([]);
     expect(current.log.level).toBe('debug');
     expect(current.routes.maxJsonDepth).toBe(64);
   });
@@ -487,7 +475,7 @@ describe('reloadConfig', () => {
     expect(reload()).toBe(true);
     expect(reload()).toBe(true);
     expect(applied).toHaveLength(2);
-    expect(lines.parsed.filter((l) => l.level === 40)).toEqual([]);
+    expect(lines.lines.filter((l) => l.level === 40)).toEqual([]);
   });
 });
 
