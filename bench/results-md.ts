@@ -232,7 +232,7 @@ export function renderResults(r: BenchResults): string {
   }
   if (r.checkPath) {
     out.push(
-      `- \`service.${r.checkPath.method ?? 'check'}(req)\` (what the gRPC handler awaits), cached key, small chat body, logging on: median **${r.checkPath.medianUs.toFixed(2)} µs** per call (p99 ${r.checkPath.p99Us.toFixed(1)} µs; ${fmtInt(r.checkPath.calls)} timed calls after 50,000 warm-up calls); back-to-back mean ${r.checkPath.meanUs.toFixed(2)} µs (includes GC and log writing amortised).`,
+      `- \`service.checkBytes(bytes)\` (what the gRPC handler runs: CheckRequest bytes in, decoded, decided, CheckResponse bytes out, logged and counted), cached key, small chat body, logging on: median **${r.checkPath.medianUs.toFixed(2)} µs** per call (p99 ${r.checkPath.p99Us.toFixed(1)} µs; ${fmtInt(r.checkPath.calls)} timed calls after 50,000 warm-up calls); back-to-back mean ${r.checkPath.meanUs.toFixed(2)} µs (includes the log file writes and GC, amortised).`,
     );
   }
   if (r.memory) {

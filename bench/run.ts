@@ -209,7 +209,7 @@ async function main(): Promise<void> {
       mutable.extract = JSON.parse(readFileSync(out, 'utf8')) as ExtractModelBench;
     });
     await attempt('check path micro-benchmark', async () => {
-      log('micro: service.check(req) in process');
+      log('micro: service.checkBytes(bytes) in process');
       const out = path.join(OUT, 'micro-check.json');
       const logFile = path.join(OUT, 'micro-check.log');
       await waitForQuiet([]);

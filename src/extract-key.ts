@@ -4,7 +4,7 @@
  * the URL, pasted whole without quotes or extra characters). Pure. Hints never contain the key.
  */
 import type { Config } from './config';
-import { KEY_LENGTH, KEY_PREFIX, isCompleteKey } from './key-format';
+import { KEY_LENGTH, KEY_PREFIX, checksumMatches, hasIssuedShape, isCompleteKey } from './key-format';
 import type { RequestView } from './request-view';
 import type { DenyReason } from './reasons';
 import type { KeySource } from './routes';
@@ -28,6 +28,9 @@ const KNOWN_SCHEMES = new Set(['basic', 'digest', 'negotiate', 'ntlm', 'hoba', '
 
 /** HTTP optional whitespace (RFC 9110 §5.6.3: SP and HTAB) only; any other space is a stray character of the key. */
 function trimOws(s: string): string {
+  const first = s.charCodeAt(0);
+  const last = s.charCodeAt(s.length - 1);
+  if (first !== 0x20 && first !== 0x09 && last !== 0x20 && last !== 0x09) return s; // the usual case: nothing to trim
   return s.replace(/^[ \t]+|[ \t]+$/g, '');
 }
 
@@ -105,14 +108,14 @@ function fromAuthorization(raw: string): KeyExtraction | { ok: true; key: string
   if (value.includes(',')) return repeated('authorization');
   const space = value.indexOf(' ');
   const scheme = space === -1 ? value : value.slice(0, space);
-  if (scheme.toLowerCase() !== 'bearer') {
+  if (!(space === 6 && value.startsWith('Bearer')) && scheme.toLowerCase() !== 'bearer') {
     if (space === -1) return { ok: false, reason: 'key_malformed', hint: 'the Authorization header has no "Bearer " before the key: send Authorization: Bearer <key>' };
     // The word before the space may be the key itself (`<key> extra`): name only known schemes.
     const named = KNOWN_SCHEMES.has(scheme.toLowerCase()) ? `, not ${JSON.stringify(scheme)}` : '';
     return { ok: false, reason: 'key_malformed', hint: `the Authorization scheme must be Bearer${named}: send Authorization: Bearer <key>` };
   }
   if (space === -1) return { ok: false, reason: 'key_missing', hint: 'the Authorization header has "Bearer" but no key after it' };
-  const token = value.slice(space + 1).replace(/^ +/, '');
+  const token = value.charCodeAt(space + 1) === 0x20 ? value.slice(space + 1).replace(/^ +/, '') : value.slice(space + 1);
   if (token === '') return { ok: false, reason: 'key_missing', hint: 'the Authorization header has "Bearer" but no key after it' };
   return checkToken(token, 'authorization');
 }
@@ -133,6 +136,8 @@ function repeated(header: string): KeyExtraction {
 
 /** The token's shape: length, quotes, pasted Bearer, spaces, stray characters, then the modelgate checksum. */
 function checkToken(token: string, header: string): KeyExtraction | { ok: true; key: string } {
+  // The usual case first: exactly an issued key, which passes every shape check below but the checksum.
+  if (hasIssuedShape(token) && checksumMatches(token)) return { ok: true, key: token };
   const where = `in ${header}`;
   if (token.length > MAX_KEY_LENGTH) return { ok: false, reason: 'key_malformed', hint: `the value ${where} is ${token.length} characters long; a key has at most ${MAX_KEY_LENGTH}` };
   if (QUOTES.test(token)) return { ok: false, reason: 'key_malformed', hint: `the key ${where} has quotes around or in it: paste the key without quotes` };

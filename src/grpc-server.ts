@@ -5,7 +5,6 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse } from '../proto/types/envoy/service/auth/v3/CheckResponse';
 import { authorizationService } from './envoy-protos';
 
@@ -18,29 +17,21 @@ export interface GrpcServer {
   drain(graceMs: number): Promise<void>;
 }
 
-/** What a CheckRequest that protobuf could not decode becomes: the handler denies it. */
-const UNDECODABLE = Symbol('undecodable CheckRequest');
-
 /**
- * The Authorization service definition with a deserializer that never throws: grpc-js would
- * answer an undecodable message with a failed RPC (INTERNAL), which Envoy treats as an error and a
- * fail-open deployment lets through. Here it reaches the handler and is denied like any bad input.
- * Its serializer sends already-encoded responses (response-encoder.ts) as they are.
+ * The Authorization service definition with the request left as bytes: the handler reads them
+ * (check-request-decoder.ts), so nothing can fail before it. grpc-js would answer a deserializer
+ * that throws with a failed RPC (INTERNAL), which Envoy treats as an error and a fail-open
+ * deployment lets through; here undecodable bytes are denied like any bad input. Its serializer
+ * sends already-encoded responses (response-encoder.ts) as they are.
  */
-function tolerantService(): grpc.ServiceDefinition {
+function bytesInService(): grpc.ServiceDefinition {
   const def = authorizationService();
   const checkDef = def.Check as grpc.MethodDefinition<unknown, unknown>;
   return {
     ...def,
     Check: {
       ...checkDef,
-      requestDeserialize: (bytes: Buffer) => {
-        try {
-          return checkDef.requestDeserialize(bytes);
-        } catch {
-          return { [UNDECODABLE]: true };
-        }
-      },
+      requestDeserialize: (bytes: Buffer) => bytes,
       responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : checkDef.responseSerialize(value)),
     },
   };
@@ -64,12 +55,13 @@ export function disableNagle(server: grpc.Server): boolean {
 }
 
 export interface CheckHandlers {
-  /** The answer itself when it is ready at once (a cached key), else a promise. */
-  check(req: CheckRequest__Output): CheckAnswer | Promise<CheckAnswer>;
-  /** An unexpected failure of `check` (it should never reject): deny. */
+  /**
+   * Answers the bytes of one CheckRequest (undecodable ones too: a denial): the answer itself when
+   * it is ready at once (a cached key), else a promise.
+   */
+  check(request: Buffer): CheckAnswer | Promise<CheckAnswer>;
+  /** An unexpected failure of `check` (it should never throw or reject): deny. */
   failClosed(err: unknown): CheckAnswer;
-  /** The request bytes were not a CheckRequest: deny. */
-  undecodable(): CheckAnswer;
 }
 
 export async function startGrpcServer(address: string, handlers: CheckHandlers, maxReceiveMessageBytes: number): Promise<GrpcServer> {
@@ -86,9 +78,8 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
   const done = (): void => {
     if (--inflight === 0) onIdle?.();
   };
-  server.addService(tolerantService(), {
-    Check(call: grpc.ServerUnaryCall<CheckRequest__Output, CheckAnswer>, callback: grpc.sendUnaryData<CheckAnswer>) {
-      if ((call.request as { [UNDECODABLE]?: true })[UNDECODABLE]) return callback(null, handlers.undecodable());
+  server.addService(bytesInService(), {
+    Check(call: grpc.ServerUnaryCall<Buffer, CheckAnswer>, callback: grpc.sendUnaryData<CheckAnswer>) {
       let answer: CheckAnswer | Promise<CheckAnswer>;
       try {
         answer = handlers.check(call.request);

@@ -33,11 +33,26 @@ export function generateKey(): string {
 
 const ISSUED_SHAPE = new RegExp(`^${KEY_PREFIX}[0-9A-Za-z]{${BODY_LENGTH + CHECKSUM_LENGTH}}$`);
 
+/** true when `key` has the shape of an issued key: the prefix, then 40 base62 characters, nothing else. */
+export function hasIssuedShape(key: string): boolean {
+  return ISSUED_SHAPE.test(key);
+}
+
+/** The value of one base62 digit (the caller has checked the shape). */
+function digit(code: number): number {
+  return code <= 0x39 ? code - 0x30 : code <= 0x5a ? code - 0x41 + 10 : code - 0x61 + 36;
+}
+
+/** true when a key of the issued shape carries the right checksum (compared as numbers: no strings built). */
+export function checksumMatches(key: string): boolean {
+  let n = 0;
+  for (let i = KEY_PREFIX.length + BODY_LENGTH; i < KEY_LENGTH; i++) n = n * 62 + digit(key.charCodeAt(i));
+  return n === crc32(key.slice(KEY_PREFIX.length, KEY_PREFIX.length + BODY_LENGTH));
+}
+
 /** true when `key` is a whole issued key: the prefix, base62 after it, the right length and checksum. */
 export function isCompleteKey(key: string): boolean {
-  if (!ISSUED_SHAPE.test(key)) return false;
-  const body = key.slice(KEY_PREFIX.length, KEY_PREFIX.length + BODY_LENGTH);
-  return checksum(body) === key.slice(KEY_PREFIX.length + BODY_LENGTH);
+  return hasIssuedShape(key) && checksumMatches(key);
 }
 
 /** Lowercase hex SHA-256 of the full key string: the only form in which keys are stored or looked up. */

@@ -1,45 +1,150 @@
-/** Prometheus metrics of one service instance (its own registry, so tests can run several). */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+/**
+ * Prometheus metrics of one service instance (its own registry, so tests can run several).
+ *
+ * The per-Check counters and the latency histogram are "hot": the Check path only adds to plain
+ * numbers (no label hashing, no prom-client call), and the numbers reach prom-client when /metrics
+ * is scraped (each metric's `collect`). The rest are ordinary prom-client metrics.
+ */
+import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from 'prom-client';
 
 export interface Metrics {
   readonly registry: Registry;
-  /** Counts one decision (label children are cached: no label hashing per Check). */
+  /** Counts one decision. */
   countDecision(status: number, reason: string): void;
-  /** Counts one cache event, likewise. */
+  /** Counts one cache event. */
   countCache(event: string, kind: string): void;
-  readonly checkSeconds: Histogram;
+  /** Records one Check's duration, in seconds. */
+  observeCheckSeconds(seconds: number): void;
   readonly reloads: Counter<'result'>;
   readonly storeReady: Gauge;
   readonly logDroppedBytes: Counter;
 }
 
+/** Label values of a hot counter and what was counted since the last scrape. */
+export interface HotCell {
+  readonly labels: string[];
+  pending: number;
+}
+
+/**
+ * A prom-client Counter whose increments are plain additions, handed to prom-client at scrape
+ * time. Label sets are few (a closed catalogue of reasons, cache kinds x events), so the cells
+ * stay a small map keyed by one string.
+ */
+class HotCounter<L extends string> {
+  readonly #cells = new Map<string, HotCell>();
+  readonly #counter: Counter<L>;
+
+  constructor(name: string, help: string, labelNames: readonly L[], registry: Registry) {
+    const cells = this.#cells;
+    this.#counter = new Counter<L>({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect() {
+        for (const cell of cells.values()) {
+          if (cell.pending === 0) continue;
+          this.labels(...cell.labels).inc(cell.pending);
+          cell.pending = 0;
+        }
+      },
+    });
+  }
+
+  /** The cell of one label set (created at 0, so the series exists before its first count). */
+  cell(...labels: string[]): HotCell {
+    const key = labels.join('\u0000');
+    let cell = this.#cells.get(key);
+    if (!cell) {
+      this.#cells.set(key, (cell = { labels, pending: 0 }));
+      this.#counter.labels(...labels);
+    }
+    return cell;
+  }
+}
+
+/**
+ * A label-less histogram that counts into an array of buckets and exposes prom-client's histogram
+ * shape (cumulative `_bucket{le}`, `+Inf`, `_sum`, `_count`; summed across cluster workers).
+ */
+export class HotHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  readonly #counts: Float64Array;
+  #sum = 0;
+  #count = 0;
+
+  constructor(readonly name: string, readonly help: string, readonly buckets: readonly number[], registry: Registry) {
+    this.#counts = new Float64Array(buckets.length);
+    registry.registerMetric(this as never);
+  }
+
+  observe(value: number): void {
+    this.#sum += value;
+    this.#count++;
+    const b = this.buckets;
+    for (let i = 0; i < b.length; i++) {
+      if (value <= b[i]) {
+        this.#counts[i]++;
+        return;
+      }
+    }
+  }
+
+  /** What a Registry (and the cluster aggregator) reads from a metric. */
+  async get(): Promise<{ name: string; help: string; type: 'histogram'; values: MetricValueWithName<string>[]; aggregator: 'sum' }> {
+    const bucket = `${this.name}_bucket`;
+    const values: MetricValueWithName<string>[] = [];
+    let acc = 0;
+    this.buckets.forEach((le, i) => {
+      acc += this.#counts[i];
+      values.push({ labels: { le }, value: acc, metricName: bucket });
+    });
+    values.push(
+      { labels: { le: '+Inf' }, value: this.#count, metricName: bucket },
+      { labels: {}, value: this.#sum, metricName: `${this.name}_sum` },
+      { labels: {}, value: this.#count, metricName: `${this.name}_count` },
+    );
+    return { name: this.name, help: this.help, type: 'histogram', values, aggregator: 'sum' };
+  }
+
+  reset(): void {
+    this.#counts.fill(0);
+    this.#sum = 0;
+    this.#count = 0;
+  }
+}
+
 export function createMetrics(defaultMetrics = true): Metrics {
   const registry = new Registry();
   if (defaultMetrics) collectDefaultMetrics({ register: registry });
-  const decisions = new Counter({ name: 'modelgate_decisions_total', help: 'Decisions by HTTP status and reason', labelNames: ['status', 'reason'] as const, registers: [registry] });
-  // Reasons are a closed catalogue, so this map stays small.
-  const children = new Map<string, { inc(): void }>();
-  const cache = new Counter({ name: 'modelgate_cache_events_total', help: 'Store cache hits, misses, stale answers and unavailable lookups', labelNames: ['kind', 'event'] as const, registers: [registry] });
-  const cacheChildren = new Map<string, { inc(): void }>();
+  const decisions = new HotCounter('modelgate_decisions_total', 'Decisions by HTTP status and reason', ['status', 'reason'] as const, registry);
+  const cache = new HotCounter('modelgate_cache_events_total', 'Store cache hits, misses, stale answers and unavailable lookups', ['kind', 'event'] as const, registry);
+  const checkSeconds = new HotHistogram(
+    'modelgate_check_duration_seconds',
+    'Time from receiving a CheckRequest to writing its CheckResponse',
+    [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5],
+    registry,
+  );
+  // Reasons are a closed catalogue (one status each), cache kinds and events likewise: these maps stay small.
+  const decisionCells = new Map<string, HotCell>();
+  const cacheCells = new Map<string, Map<string, HotCell>>();
   return {
     registry,
-    countCache(event, kind) {
-      const k = `${kind} ${event}`;
-      let child = cacheChildren.get(k);
-      if (!child) cacheChildren.set(k, (child = cache.labels(kind, event)));
-      child.inc();
-    },
     countDecision(status, reason) {
-      let child = children.get(reason);
-      if (!child) children.set(reason, (child = decisions.labels(String(status), reason)));
-      child.inc();
+      let cell = decisionCells.get(reason);
+      if (!cell) decisionCells.set(reason, (cell = decisions.cell(String(status), reason)));
+      cell.pending++;
     },
-    checkSeconds: new Histogram({
-      name: 'modelgate_check_duration_seconds',
-      help: 'Time from receiving a CheckRequest to writing its CheckResponse',
-      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5],
-      registers: [registry],
-    }),
+    countCache(event, kind) {
+      let byEvent = cacheCells.get(kind);
+      if (!byEvent) cacheCells.set(kind, (byEvent = new Map()));
+      let cell = byEvent.get(event);
+      if (!cell) byEvent.set(event, (cell = cache.cell(kind, event)));
+      cell.pending++;
+    },
+    observeCheckSeconds: (seconds) => checkSeconds.observe(seconds),
     reloads: new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }),
     storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer', registers: [registry] }),
     logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),

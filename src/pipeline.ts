@@ -1,17 +1,16 @@
 /**
- * The Check path: read CheckRequest -> decide -> write CheckResponse, then one log line and the
- * metrics. Always resolves to a CheckResponse: an unexpected failure becomes a 503 internal_error
- * denial (fail closed), never a failed RPC.
+ * The Check path after the read (check-request-decoder.ts): decide -> write CheckResponse, then
+ * one log line and the metrics. Always resolves to a CheckResponse: an unexpected failure becomes
+ * a 503 internal_error denial (fail closed), never a failed RPC.
  */
 import type { Logger } from 'pino';
-import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { Config } from './config';
 import { decide, type Lookups, type MaybePromise } from './decide';
 import type { Decision } from './decision';
 import { decisionLine, formatDecisionLine } from './decision-log';
 import type { Metrics } from './metrics';
 import { statusOf } from './reasons';
-import { readCheckRequest, type RequestView } from './request-view';
+import type { RequestView } from './request-view';
 import type { ResponseEncoder } from './response-encoder';
 import { classify } from './routes';
 
@@ -68,20 +67,19 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
     else if (deps.decisionLog.enabled()) deps.decisionLog.write(formatDecisionLine(line, Date.now(), deps.decisionLog.bindings));
   }
   deps.metrics?.countDecision(decision.status, decision.reason);
-  deps.metrics?.checkSeconds.observe(durUs / 1e6);
+  deps.metrics?.observeCheckSeconds(durUs / 1e6);
   return { bytes, decision };
 }
 
 /**
  * The Check path. Returns the result itself when the decision needed no store round trip (cached
- * key and group: no promise, no microtask, no closure), a promise otherwise.
+ * key and group: no promise, no microtask, no closure), a promise otherwise. `started` is
+ * `performance.now()` when the request bytes were taken, so the logged duration includes the read.
  */
-export function createPipeline(deps: PipelineDeps): (req: CheckRequest__Output) => MaybePromise<CheckResult> {
+export function createPipeline(deps: PipelineDeps): (view: RequestView, started: number) => MaybePromise<CheckResult> {
   const now = deps.now ?? Date.now;
-  return function check(req) {
-    const started = performance.now();
+  return function check(view, started) {
     const config = deps.config();
-    const view = readCheckRequest(req);
     const decided = decideSafely(view, config, deps.lookups, now(), deps.logger);
     return decided instanceof Promise ? decided.then((d) => finish(deps, config, view, started, d)) : finish(deps, config, view, started, decided);
   };

@@ -7,10 +7,11 @@ import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { AggregatorRegistry } from 'prom-client';
 import pino, { type DestinationStream, type Logger } from 'pino';
-import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
+import type { CheckRequest } from '../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse, CheckResponse__Output } from '../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
 import { allowPlan, writeCheckResponse } from './check-response';
+import { decodeCheckRequest } from './check-request-decoder';
 import { parseConfig, type Config } from './config';
 import { watchConfig } from './config-watcher';
 import { FileStore } from './file-store';
@@ -22,6 +23,7 @@ import { redactUrl } from './admin-error';
 import { openPgStore } from './pg-store';
 import { authorizationService } from './envoy-protos';
 import { createPipeline } from './pipeline';
+import { requestHeaderFilter } from './request-view';
 import { ResponseEncoder } from './response-encoder';
 import { statusOf } from './reasons';
 import { classify } from './routes';
@@ -54,12 +56,12 @@ export interface Service {
   readonly cache: StoreCache;
   readonly store: Store;
   /**
-   * The full read-decide-write path, as the gRPC handler runs it: the serialised CheckResponse,
-   * synchronously when no store round trip was needed.
+   * The full read-decide-write path, as the gRPC handler runs it: the bytes of a CheckRequest in,
+   * the serialised CheckResponse out, synchronously when no store round trip was needed.
    */
-  checkBytes(req: CheckRequest__Output): Buffer | Promise<Buffer>;
-  /** The same, decoded back into a CheckResponse (for tests and tools; gRPC sends the bytes). */
-  check(req: CheckRequest__Output): Promise<CheckResponse__Output>;
+  checkBytes(request: Buffer): Buffer | Promise<Buffer>;
+  /** The same for a CheckRequest object (encoded first), decoded back (for tests and tools). */
+  check(req: CheckRequest): Promise<CheckResponse__Output>;
   config(): Config;
   /** SIGTERM path: health NOT_SERVING, answer in-flight checks, close, flush logs. */
   close(graceMs?: number): Promise<void>;
@@ -71,7 +73,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const metrics = createMetrics();
   const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
     ? opts.logDestination
-    : new BatchedLogStream(opts.logDestination ?? 1, 64 * 1024 * 1024, (bytes) => metrics.logDroppedBytes.inc(bytes));
+    : new BatchedLogStream(opts.logDestination ?? 1, { maxBytes: 64 * 1024 * 1024, onDrop: (bytes) => metrics.logDroppedBytes.inc(bytes) });
   const logger = pino({ level: config.log.level, base: { svc: 'modelgate' } }, destination);
   // Registered at start: a worker's registry must be known before the primary first aggregates,
   // and constructing an AggregatorRegistry is what makes prom-client answer the primary's requests.
@@ -101,20 +103,23 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r));
   const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
   const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog });
-  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): CheckResponse => {
+  // The headers the decoder keeps follow the config (key header names can change on reload).
+  let headerFilter = requestHeaderFilter(config.routes);
+  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): Buffer => {
     logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
     metrics.countDecision(statusOf(reason), reason);
     const route = classify('', '', config.routes.altPrefix, false);
-    return writeCheckResponse({ allowed: false, reason, status: statusOf(reason), hint, route }, config, allowPlan(config), undefined);
+    return encoder.encode({ allowed: false, reason, status: statusOf(reason), hint, route }, config);
   };
-  const handlers = {
-    check: (req: CheckRequest__Output): Buffer | Promise<Buffer> => {
-      const r = check(req);
-      return r instanceof Promise ? r.then((x) => x.bytes) : r.bytes;
-    },
-    failClosed: () => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly'),
-    undecodable: () => denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest'),
+  const failClosed = (): Buffer => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly');
+  const checkBytes = (request: Buffer): Buffer | Promise<Buffer> => {
+    const started = performance.now();
+    const view = decodeCheckRequest(request, headerFilter);
+    if (view === undefined) return denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest');
+    const r = check(view, started);
+    return r instanceof Promise ? r.then((x) => x.bytes) : r.bytes;
   };
+  const handlers = { check: checkBytes, failClosed };
 
   let draining = false;
   const ready = (): boolean => !draining && store.ready();
@@ -124,6 +129,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
     config = next;
+    headerFilter = requestHeaderFilter(next.routes);
     logger.level = next.log.level;
     if (fileStore) fileStore.replace(next.groups, next.keys);
     metrics.reloads.inc({ result: 'ok' });
@@ -147,8 +153,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger,
     cache,
     store,
-    checkBytes: handlers.check,
-    check: async (req) => checkDef.responseDeserialize(await handlers.check(req)) as CheckResponse__Output,
+    checkBytes,
+    check: async (req) => checkDef.responseDeserialize(await checkBytes(checkDef.requestSerialize(req))) as CheckResponse__Output,
     config: () => config,
     async close(graceMs = 5000) {
       draining = true;

@@ -2,11 +2,15 @@
  * envoy/envoy.yaml against Envoy's own v3 API protos (strict), broken copies of it against the
  * checker, and the settings the gateway's safety depends on (fail closed, body limits, headers).
  */
+import { readFileSync } from 'node:fs';
 import type { Enum } from 'protobufjs';
 import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config';
+import { decisionHeaders } from '../src/request-view';
 import { BOOTSTRAP_TYPE, checkEnvoyConfig, lookupEnvoyType, parseEnvoyConfig } from '../src/envoy-config-check';
 import { envoyBundle, extAuthzConfig, findAll } from './support/envoy-bundle';
 import { httpConnectionManager } from './support/route-table';
+import { DEMO_CONFIG } from './support/service-harness';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -173,6 +177,10 @@ describe('the settings modelgate relies on', () => {
     const patterns = extAuthzConfig(envoyBundle().config).allowed_headers.patterns as Obj[];
     expect(patterns.map((p) => p.exact).sort()).toEqual([':authority', ':method', ':path', 'anthropic-version', 'authorization',
       'content-encoding', 'content-type', 'x-api-key', 'x-goog-api-key', 'x-request-id', 'x-vendor-api-key']);
+    // Every header the service's decoder keeps for a decision is sent (Envoy adds the partial-body flag itself).
+    const sent = new Set(patterns.map((p) => p.exact));
+    const demoRoutes = parseConfig(readFileSync(DEMO_CONFIG, 'utf8')).routes;
+    expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
   it('runs ext_authz before the router and nothing else in between', () => {
