@@ -44,6 +44,8 @@ export interface RunRecord {
   readonly rps: number;
   readonly p50Us: number;
   readonly p99Us: number;
+  /** Sparse latency histogram of the run (latency.ts), so repeated runs can be pooled. */
+  readonly histogram?: readonly (readonly [number, number])[];
   readonly count: number;
   /** Requests completed per part (the achieved valid:denied ratio of the mixed case). */
   readonly byPart: Record<string, number>;
@@ -204,6 +206,7 @@ export async function runMaxThroughput(target: Target, pm: PreparedMix, s: LoadS
       rps: results.reduce((a, r) => a + r.rps, 0),
       p50Us: lat.p50Us,
       p99Us: lat.p99Us,
+      histogram: lat.histogram,
       count: lat.count,
       byPart,
       loadCommand: results.map((r) => r.command).join('  &  '),
@@ -238,6 +241,6 @@ export async function runPaced(target: Target, pm: PreparedMix, s: LoadSettings,
     if (r.rpcErrors || r.streamResets || r.wrongDecisions) {
       throw new Error(`${pm.mix.id} paced on ${target.kind}: ${r.rpcErrors} RPC errors, ${r.streamResets} resets, ${r.wrongDecisions} wrong decisions (${r.firstWrong})`);
     }
-    return { requestedRate: rate, rps: r.rps, p50Us: r.latency.p50Us, p99Us: r.latency.p99Us, count: r.latency.count, byPart: r.countsByKind, lateSends: r.lateSends, sendLagP99Us: r.sendLagP99Us };
+    return { requestedRate: rate, rps: r.rps, p50Us: r.latency.p50Us, p99Us: r.latency.p99Us, histogram: r.latency.histogram, count: r.latency.count, byPart: r.countsByKind, lateSends: r.lateSends, sendLagP99Us: r.sendLagP99Us };
   });
 }

@@ -8,7 +8,7 @@ import type { MemoryBench } from './memory.bench';
 import type { ExtractModelBench } from './extract-model.bench';
 import type { CheckPathBench } from './check-path.bench';
 import type { ProfileSummary } from './cpu-profile-top';
-import { median } from './latency';
+import { median, pooledPercentile } from './latency';
 
 export interface BenchResults {
   readonly date: string;
@@ -35,14 +35,22 @@ export interface Aggregate {
   readonly requestedRate?: number;
 }
 
-/** Median of each metric over the repeated runs of one (mix, target, method). */
+/**
+ * The repeated runs of one (mix, target, method): throughput is the median of the runs; latency
+ * percentiles are over all their requests pooled (a p99 is set by rare pauses, a garbage
+ * collection of a few tens of ms every several seconds, which one 10 s run may or may not catch;
+ * the median of three such p99s jumps between those cases). Runs recorded without a histogram
+ * fall back to the median of their percentiles.
+ */
 export function aggregate(runs: readonly RunRecord[], mix: string, target: string, method: string): Aggregate | undefined {
   const rs = runs.filter((r) => r.mix === mix && r.target === target && r.method === method);
   if (rs.length === 0) return undefined;
+  const histograms = rs.map((r) => r.histogram);
+  const pooled = histograms.every((h) => h !== undefined && h.length > 0);
   return {
     rps: median(rs.map((r) => r.rps)),
-    p50Us: median(rs.map((r) => r.p50Us)),
-    p99Us: median(rs.map((r) => r.p99Us)),
+    p50Us: pooled ? pooledPercentile(histograms as NonNullable<RunRecord['histogram']>[], 50) : median(rs.map((r) => r.p50Us)),
+    p99Us: pooled ? pooledPercentile(histograms as NonNullable<RunRecord['histogram']>[], 99) : median(rs.map((r) => r.p99Us)),
     n: rs.length,
     requestedRate: rs[0].requestedRate,
   };
@@ -181,7 +189,7 @@ export function renderResults(r: BenchResults): string {
     );
   }
   out.push(
-    `- Load runs: ${r.settings.durationS} s measured after ${r.settings.warmupS} s warm-up; each number is the median of ${r.settings.repeats} runs, baseline and modelgate interleaved.`,
+    `- Load runs: ${r.settings.durationS} s measured after ${r.settings.warmupS} s warm-up; throughput is the median of ${r.settings.repeats} runs, latency percentiles are over the requests of the ${r.settings.repeats} runs pooled (bench/README.md says why); baseline and modelgate interleaved.`,
   );
   out.push('');
   out.push('## Targets');
