@@ -11,13 +11,14 @@
  *     header_map(13) -> HeaderMap.headers(1) -> HeaderValue: key(1), value(2), raw_value(3)
  *
  * and of the headers only those `wanted` says the decision reads (the rest are skipped without
- * being decoded). Everything else is skipped by wire type. Semantics follow the protobuf encoding
- * spec: the last value of a scalar field wins, a repeated embedded message merges (as if
- * concatenated), later map entries replace earlier ones with the same key, a field whose wire type
- * does not match its declaration is treated as unknown. Anything that is not a well-formed
- * protobuf message (a truncated field, a length past the end, wire types 6/7, a stray end-group,
- * field number 0, nesting deeper than 64 groups) makes the whole request undecodable: the caller
- * denies it (check_request_malformed), never guesses.
+ * being decoded). Everything else is skipped by wire type, without looking inside. Semantics
+ * follow the protobuf encoding spec: the last value of a scalar field wins, a repeated embedded
+ * message merges (as if concatenated; protobufjs keeps only the last, Envoy never sends either),
+ * later map entries replace earlier ones with the same key, a field whose wire type does not match
+ * its declaration is treated as unknown. A malformed encoding on the path read (a truncated field,
+ * a length past its end, wire types 6/7, a stray end-group, field number 0, nesting deeper than
+ * 64 groups) makes the whole request undecodable: the caller denies it (check_request_malformed),
+ * never guesses. The contents of skipped fields are not checked.
  *
  * `headers` (the map Envoy fills by default) is used when it has entries, else `header_map`
  * (`encode_raw_headers: true`, Envoy 1.30+), whose keys are lowercased and repeats joined with ','
@@ -38,7 +39,7 @@ export interface HeaderFilter {
   readonly byLength: readonly (readonly WantedName[])[];
 }
 
-/** Header names longer than this are never wanted (config.ts allows much shorter ones). */
+/** Header names longer than this are never wanted (config.ts allows at most 128 characters). */
 const MAX_NAME_BYTES = 255;
 const NONE: readonly WantedName[] = [];
 
@@ -89,16 +90,16 @@ const MAX_GROUP_DEPTH = 64;
 class Collected {
   method = '';
   path = '';
-  /** From the `headers` map. */
-  readonly map: Record<string, string> = {};
+  /** From the `headers` map (no prototype: a header named `constructor` or `__proto__` is just a name). */
+  readonly map: Record<string, string> = Object.create(null) as Record<string, string>;
   mapEntries = 0;
   /** From `header_map`, joined. */
-  readonly raw: Record<string, string> = {};
+  readonly raw: Record<string, string> = Object.create(null) as Record<string, string>;
   body: Uint8Array | undefined = undefined;
   rawBody: Uint8Array | undefined = undefined;
 }
 
-/** The reader's position, and what it collects (one per decode: nothing module-level, so re-entrant). */
+/** The reader's position, and what it collects (one per decode). */
 class Cursor {
   pos = 0;
   readonly out = new Collected();
@@ -272,7 +273,7 @@ function stringFields(c: Cursor, stop: number, fields: number, spans: Int32Array
   if (c.pos !== stop) throw MALFORMED;
 }
 
-/** Scratch for stringFields: decoding is synchronous, so one suffices. */
+/** Scratch for stringFields, shared: a decode runs synchronously to its end, so no two ever interleave. */
 const spans = new Int32Array(6);
 
 /** A map<string,string> entry: key(1), value(2); either may be absent (""). */

@@ -42,7 +42,8 @@ export class ConfigError extends Error {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-const HEADER_NAME = /^[a-z0-9!#$%&'*+.^_`|~-]+$/;
+/** An HTTP field name (RFC 9110 token, lowercase), at most 128 characters. */
+const HEADER_NAME = /^[a-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
 const KEY_ID = /^[A-Za-z0-9._@:-]{1,128}$/;
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -111,7 +112,7 @@ class Checker {
       this.fail(path, 'must be a non-empty list of header names');
       return dflt;
     }
-    return v.map((h, i) => this.string(typeof h === 'string' ? h.toLowerCase() : h, `${path}[${i}]`, HEADER_NAME, 'an HTTP header name') ?? '');
+    return v.map((h, i) => this.string(typeof h === 'string' ? h.toLowerCase() : h, `${path}[${i}]`, HEADER_NAME, 'an HTTP header name of at most 128 characters') ?? '');
   }
 }
 

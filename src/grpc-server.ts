@@ -5,7 +5,6 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import type { CheckResponse } from '../proto/types/envoy/service/auth/v3/CheckResponse';
 import { authorizationService } from './envoy-protos';
 
 export const AUTHZ_SERVICE_NAME = 'envoy.service.auth.v3.Authorization';
@@ -21,8 +20,8 @@ export interface GrpcServer {
  * The Authorization service definition with the request left as bytes: the handler reads them
  * (check-request-decoder.ts), so nothing can fail before it. grpc-js would answer a deserializer
  * that throws with a failed RPC (INTERNAL), which Envoy treats as an error and a fail-open
- * deployment lets through; here undecodable bytes are denied like any bad input. Its serializer
- * sends already-encoded responses (response-encoder.ts) as they are.
+ * deployment lets through; here undecodable bytes are denied like any bad input. Responses are
+ * already encoded (response-encoder.ts) and sent as they are.
  */
 function bytesInService(): grpc.ServiceDefinition {
   const def = authorizationService();
@@ -32,13 +31,13 @@ function bytesInService(): grpc.ServiceDefinition {
     Check: {
       ...checkDef,
       requestDeserialize: (bytes: Buffer) => bytes,
-      responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : checkDef.responseSerialize(value)),
+      responseSerialize: (bytes: Buffer) => bytes,
     },
   };
 }
 
-/** A CheckResponse, or its serialised bytes. */
-export type CheckAnswer = CheckResponse | Buffer;
+/** A serialised CheckResponse (response-encoder.ts). */
+export type CheckAnswer = Buffer;
 
 /**
  * Turns Nagle's algorithm off on every accepted connection. grpc-js never does, and a gRPC answer

@@ -11,7 +11,8 @@
  *
  * The backlog is bounded: if the reader of the log stalls, what sonic-boom holds is capped at
  * `maxBytes` (a chunk that does not fit is dropped whole and reported through `onDrop`), and what
- * waits here at about `2 × chunkBytes`, instead of growing memory without end.
+ * waits here at about `2 × chunkBytes` (a single line longer than that gets a slab of three times
+ * its length), instead of growing memory without end.
  */
 import pino, { type DestinationStream } from 'pino';
 
@@ -52,6 +53,7 @@ export class BatchedLogStream implements DestinationStream {
     this.#slab = Buffer.allocUnsafe(2 * this.#chunkBytes);
     this.#sink = pino.destination({ dest, sync: false, maxLength: opts.maxBytes, contentMode: 'buffer' });
     this.#sink.on('drop', (data: Buffer) => opts.onDrop(data.length));
+    for (const ref of live) if (ref.deref() === undefined) live.delete(ref);
     live.add(new WeakRef(this));
     if (!exitHooked) {
       exitHooked = true;
@@ -89,19 +91,23 @@ export class BatchedLogStream implements DestinationStream {
     this.#start = this.#end;
   }
 
+  /**
+   * At exit: what waits here goes to sonic-boom, and sonic-boom writes what it holds synchronously.
+   * A write already under way in the thread pool is not waited for (nothing can wait at exit);
+   * in tests, to a file and to a stalled pipe, nothing was lost.
+   */
   #flushAtExit(): void {
-    this.#handOn();
     try {
+      this.#handOn();
       this.#sink.flushSync();
     } catch {
-      // an exiting process cannot do more; sonic-boom's own exit hook tries again
+      // an exiting process cannot do more
     }
   }
 
   /**
    * Hands on everything waiting (pino's logger.flush calls this). As with pino's own destination,
-   * `cb` runs once the writer has it, not necessarily once it is on disk; what is still being
-   * written when the process exits is written synchronously then.
+   * `cb` runs once the writer has it, not necessarily once it is written (see #flushAtExit).
    */
   flush(cb?: (err?: Error) => void): void {
     this.#handOn();

@@ -21,7 +21,7 @@ export interface Metrics {
 }
 
 /** Label values of a hot counter and what was counted since the last scrape. */
-export interface HotCell {
+interface HotCell {
   readonly labels: string[];
   pending: number;
 }
@@ -33,11 +33,10 @@ export interface HotCell {
  */
 class HotCounter<L extends string> {
   readonly #cells = new Map<string, HotCell>();
-  readonly #counter: Counter<L>;
 
   constructor(name: string, help: string, labelNames: readonly L[], registry: Registry) {
     const cells = this.#cells;
-    this.#counter = new Counter<L>({
+    new Counter<L>({ // registers itself; read through `collect` at scrape time
       name,
       help,
       labelNames,
@@ -52,14 +51,11 @@ class HotCounter<L extends string> {
     });
   }
 
-  /** The cell of one label set (created at 0, so the series exists before its first count). */
+  /** The cell of one label set; its series appears at the first scrape after its first count. */
   cell(...labels: string[]): HotCell {
     const key = labels.join('\u0000');
     let cell = this.#cells.get(key);
-    if (!cell) {
-      this.#cells.set(key, (cell = { labels, pending: 0 }));
-      this.#counter.labels(...labels);
-    }
+    if (!cell) this.#cells.set(key, (cell = { labels, pending: 0 }));
     return cell;
   }
 }
@@ -68,7 +64,7 @@ class HotCounter<L extends string> {
  * A label-less histogram that counts into an array of buckets and exposes prom-client's histogram
  * shape (cumulative `_bucket{le}`, `+Inf`, `_sum`, `_count`; summed across cluster workers).
  */
-export class HotHistogram {
+class HotHistogram {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
   readonly #counts: Float64Array;

@@ -29,7 +29,8 @@ export interface RequestView {
  * Every header a decision reads: the pseudo-headers, the request id, Envoy's partial-body flag,
  * the ones that choose the route or refuse the body, and the configured key headers (both kinds:
  * a key in the other kind's header is reported). Envoy's `allowed_headers` (envoy/envoy.yaml)
- * sends the same list.
+ * lists all of them but the partial-body flag, which Envoy adds itself (test/envoy-config.test.ts
+ * checks this); test/unit-decision-headers.test.ts checks that decisions read no other header.
  */
 export function decisionHeaders(routes: Config['routes']): string[] {
   return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'content-encoding', ...routes.bearerHeaders, ...routes.vendorHeaders];

@@ -8,9 +8,8 @@ import { readFileSync } from 'node:fs';
 import { AggregatorRegistry } from 'prom-client';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest } from '../proto/types/envoy/service/auth/v3/CheckRequest';
-import type { CheckResponse, CheckResponse__Output } from '../proto/types/envoy/service/auth/v3/CheckResponse';
+import type { CheckResponse__Output } from '../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
-import { allowPlan, writeCheckResponse } from './check-response';
 import { decodeCheckRequest } from './check-request-decoder';
 import { parseConfig, type Config } from './config';
 import { watchConfig } from './config-watcher';
@@ -128,8 +127,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const httpServer = await startHttpServer(opts.httpAddress ?? '127.0.0.1:9192', ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
+    // Everything that can fail is built before anything is swapped.
+    const nextFilter = requestHeaderFilter(next.routes);
     config = next;
-    headerFilter = requestHeaderFilter(next.routes);
+    headerFilter = nextFilter;
     logger.level = next.log.level;
     if (fileStore) fileStore.replace(next.groups, next.keys);
     metrics.reloads.inc({ result: 'ok' });

@@ -30,3 +30,18 @@ test('an invalid file keeps the last valid config serving and logs every problem
   expect(reasonOf(await h.check(chat(DEMO_KEYS.alice)))).toBe('key_disabled');
   expect(reasonOf(await h.check(chat(DEMO_KEYS.bob, 'gpt-4o')))).toBe('allowed');
 });
+
+test('a new key header takes effect on reload: the gRPC reader keeps the headers the new config names', async () => {
+  const viaCorp = { method: 'POST', path: '/v1/chat/completions', headers: [['x-corp-key', DEMO_KEYS.bob]] as [string, string][], body: JSON.stringify({ model: 'gpt-4o' }) };
+  expect(reasonOf(await h.check(viaCorp))).toBe('key_missing');
+  writeFileSync(h.configPath, demo.replace(/^ {2}bearerHeaders: .*$/m, '  bearerHeaders: [authorization, x-corp-key]'));
+  await vi.waitFor(async () => expect(reasonOf(await h.check(viaCorp))).toBe('allowed'), { timeout: 5000, interval: 25 });
+});
+
+test('a header name too long to match is a config problem, not a crash', async () => {
+  writeFileSync(h.configPath, demo.replace(/^ {2}bearerHeaders: .*$/m, `  bearerHeaders: [authorization, x-${'a'.repeat(300)}]`));
+  await vi.waitFor(() => {
+    expect(h.logs.lines.some((l) => l.msg === 'config reload rejected; the previous config keeps serving' && JSON.stringify(l.problems).includes('routes.bearerHeaders[1]'))).toBe(true);
+  }, { timeout: 5000, interval: 25 });
+  expect(reasonOf(await h.check(chat(DEMO_KEYS.bob, 'gpt-4o')))).toBe('allowed');
+});

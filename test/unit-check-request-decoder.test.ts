@@ -5,6 +5,7 @@
  * protobuf message are refused (undefined), never guessed at and never a crash. Checked against
  * protobufjs (the generic decoder grpc-js would use) on thousands of random requests.
  */
+import { Reader } from 'protobufjs';
 import { describe, expect, test } from 'vitest';
 import type { CheckRequest } from '../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
@@ -128,26 +129,73 @@ describe('decodeCheckRequest refuses what is not a well-formed message', () => {
     expect(plain(decode(Buffer.concat([unknown, valid])))).toEqual(plain(decode(valid)));
   });
 
-  test('every truncation of a valid request is refused or read as the shorter message it is, never a crash', () => {
-    for (let n = 0; n < valid.length; n++) {
-      const cut = valid.subarray(0, n);
-      const v = decode(cut);
-      if (v !== undefined) expect(typeof v.path).toBe('string');
-    }
-    // The outer length covers the whole request, so only the empty prefix is a message.
-    expect(decode(valid.subarray(0, valid.length - 1))).toBeUndefined();
+  test('every truncation of a valid request is refused (its one top-level field spans it all)', () => {
+    expect(decode(valid.subarray(0, 0))).toEqual({ method: '', path: '', query: '', headers: {}, body: undefined, partialBody: false, requestId: '' });
+    for (let n = 1; n < valid.length; n++) expect(decode(valid.subarray(0, n)), `first ${n} bytes`).toBeUndefined();
   });
 
-  test('20,000 random mutations: never a throw, always undefined or a well-typed view', () => {
+  test('20,000 random mutations anywhere: never a throw, only wanted headers', () => {
     const rnd = mulberry32(7);
+    let views = 0;
     for (let i = 0; i < 20_000; i++) {
       const m = Buffer.from(valid);
       for (let k = 1 + Math.floor(rnd() * 4); k > 0; k--) m[Math.floor(rnd() * m.length)] = Math.floor(rnd() * 256);
       const v = decode(m);
       if (v === undefined) continue;
+      views++;
       expect(typeof v.method === 'string' && typeof v.path === 'string' && typeof v.query === 'string' && typeof v.requestId === 'string').toBe(true);
       for (const [name, value] of Object.entries(v.headers)) expect(wanted.has(name) && typeof value === 'string').toBe(true);
     }
+    expect(views).toBeGreaterThan(1_000);
+  });
+
+  test('20,000 random mutations of string contents (header names and values, path, method, body): the same view as protobufjs', () => {
+    // Structural mutations are not compared: protobufjs reads a known field by its declared type
+    // whatever the wire type says (a varint where a string belongs desynchronises it), and keeps
+    // the last of a repeated embedded message where the spec merges; the decoder follows the spec.
+    const ranges = stringContents(valid);
+    expect(ranges.length).toBeGreaterThan(20);
+    const rnd = mulberry32(11);
+    const bytes = [0x00, 0x2c, 0x3a, 0x41, 0x5a, 0x61, 0x7f, 0x80, 0xc3, 0xe2, 0xff];
+    for (let i = 0; i < 20_000; i++) {
+      const m = Buffer.from(valid);
+      for (let k = 1 + Math.floor(rnd() * 4); k > 0; k--) {
+        const [from, to] = ranges[Math.floor(rnd() * ranges.length)];
+        if (to > from) m[from + Math.floor(rnd() * (to - from))] = rnd() < 0.5 ? bytes[Math.floor(rnd() * bytes.length)] : Math.floor(rnd() * 256);
+      }
+      expect(plain(decode(m)), `mutation ${i}`).toEqual(plain(reference(m)));
+    }
+  });
+
+  test('map entries in any legal shape: missing key or value, value first, repeated fields, unknown fields, long names', () => {
+    const str = (field: number, s: string | Buffer): Buffer => {
+      const b = Buffer.isBuffer(s) ? s : Buffer.from(s);
+      return Buffer.concat([varint((field << 3) | 2), varint(b.length), b]);
+    };
+    const entry = (...parts: Buffer[]): Buffer => str(3, Buffer.concat(parts)); // HttpRequest.headers
+    const wrap = (http: Buffer): Buffer => str(1, str(4, str(2, http))); // attributes.request.http
+    const longName = `x-${'a'.repeat(200)}`;
+    const v = decodeCheckRequest(wrap(Buffer.concat([
+      entry(str(2, '/v1/chat/completions'), str(1, ':path')), // value before key
+      entry(str(1, ':method')), // no value: ""
+      entry(str(2, 'orphan')), // no key: the header ""
+      entry(str(1, 'authorization'), str(2, 'Bearer first'), str(2, 'Bearer last')), // the last value wins
+      entry(str(1, 'x-x'), str(1, 'x-request-id'), Buffer.from([0x18, 0x05]), str(2, 'r-1')), // repeated key, an unknown varint field
+      entry(str(1, longName), str(2, 'v'.repeat(300))), // lengths over 127: multi-byte varints
+    ])), headerFilter([':path', ':method', 'authorization', 'x-request-id', longName]))!;
+    expect({ ...v.headers }).toEqual({ ':path': '/v1/chat/completions', ':method': '', authorization: 'Bearer last', 'x-request-id': 'r-1', [longName]: 'v'.repeat(300) });
+  });
+
+  test('headers named like Object.prototype members are plain names', () => {
+    const filter = headerFilter([':path', 'constructor', '__proto__', 'tostring']);
+    const viaMap = decodeCheckRequest(encode({ attributes: { request: { http: { headers: { ':path': '/p', constructor: 'c', __proto__: 'p' } as Record<string, string> } } } }), filter)!;
+    expect(viaMap.headers.constructor).toBe('c');
+    const viaHeaderMap = decodeCheckRequest(encode({ attributes: { request: { http: { header_map: { headers: [
+      { key: 'Constructor', value: 'c' }, { key: '__proto__', value: 'p' }, { key: 'toString', value: 't' },
+    ] } } } } }), filter)!;
+    expect(viaHeaderMap.headers.constructor).toBe('c');
+    expect(Object.getOwnPropertyDescriptor(viaHeaderMap.headers, '__proto__')?.value).toBe('p');
+    expect(viaHeaderMap.headers.tostring).toBe('t');
   });
 });
 
@@ -160,6 +208,43 @@ describe('decodeCheckRequest agrees with protobufjs', () => {
     }
   });
 });
+
+/**
+ * The [start, end) byte ranges of the contents of every string and bytes field on the decoder's
+ * path (HttpRequest's strings, map entries' keys and values, raw_body) of a well-formed request.
+ */
+function stringContents(bytes: Uint8Array): [number, number][] {
+  const out: [number, number][] = [];
+  const walkLevel = (r: Reader, end: number, level: 'check' | 'attributes' | 'request' | 'http' | 'entry'): void => {
+    const descend: Record<string, Record<number, 'attributes' | 'request' | 'http' | 'entry'>> = { check: { 1: 'attributes' }, attributes: { 4: 'request' }, request: { 2: 'http' }, http: { 3: 'entry' }, entry: {} };
+    while (r.pos < end) {
+      const tag = r.uint32();
+      if ((tag & 7) !== 2) {
+        r.skipType(tag & 7);
+        continue;
+      }
+      const len = r.uint32();
+      const next = descend[level][tag >>> 3];
+      if (next) walkLevel(r, r.pos + len, next);
+      else {
+        if (level === 'http' || level === 'entry') out.push([r.pos, r.pos + len]);
+        r.pos += len;
+      }
+    }
+  };
+  walkLevel(Reader.create(bytes), bytes.length, 'check');
+  return out;
+}
+
+function varint(n: number): Buffer {
+  const out: number[] = [];
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n >>>= 7;
+  }
+  out.push(n);
+  return Buffer.from(out);
+}
 
 function mulberry32(seed: number): () => number {
   let a = seed;

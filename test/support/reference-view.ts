@@ -1,7 +1,9 @@
 /**
  * The reference reader of the decoder's differential tests: a CheckRequest decoded by protobufjs
  * (grpc-js's proto-loader, generic and complete) read into a RequestView the plain way, keeping
- * the same headers. src/check-request-decoder.ts must agree with it on every well-formed request.
+ * the same headers. src/check-request-decoder.ts must agree with it on every well-formed request
+ * whose singular embedded messages each appear once (as every encoder, Envoy's included, writes
+ * them; on a repeated one the decoder merges as the protobuf spec says, protobufjs keeps the last).
  */
 import type { CheckRequest__Output } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { RequestView } from '../../src/request-view';
