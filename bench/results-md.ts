@@ -39,7 +39,7 @@ export interface Aggregate {
  * The repeated runs of one (mix, target, method): throughput is the median of the runs; latency
  * percentiles are over all their requests pooled (a p99 is set by rare pauses, a garbage
  * collection of a few tens of ms every several seconds, which one 10 s run may or may not catch;
- * the median of three such p99s jumps between those cases). Runs recorded without a histogram
+ * the median of a few such p99s jumps between those cases). Runs recorded without a histogram
  * fall back to the median of their percentiles.
  */
 export function aggregate(runs: readonly RunRecord[], mix: string, target: string, method: string): Aggregate | undefined {

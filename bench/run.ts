@@ -93,7 +93,7 @@ async function main(): Promise<void> {
     clients: 10,
     streams: 10,
   };
-  const repeats = quick ? 1 : 3;
+  const repeats = quick ? 1 : 5;
   const grpcJs = (JSON.parse(readFileSync(require.resolve('@grpc/grpc-js/package.json'), 'utf8')) as { version: string }).version;
   const mixes = prepareMixes();
   const runs: RunRecord[] = [];
