@@ -34,12 +34,6 @@ export interface PipelineDeps {
   readonly decisionLog?: DecisionLog;
 }
 
-export interface CheckResult {
-  /** The serialised CheckResponse, as gRPC sends it. */
-  readonly bytes: Buffer;
-  readonly decision: Decision;
-}
-
 /** The fail-closed answer when deciding threw. */
 function failedDecision(err: unknown, view: RequestView, config: Config, logger: Logger): Decision {
   logger.error({ err: err instanceof Error ? err.message : String(err) }, 'decision failed; denying (fail closed)');
@@ -58,7 +52,7 @@ export function decideSafely(view: RequestView, config: Config, lookups: Lookups
 }
 
 /** Encodes, logs and counts a decision: the end of every Check. */
-function finish(deps: PipelineDeps, config: Config, view: RequestView, started: number, decision: Decision): CheckResult {
+function finish(deps: PipelineDeps, config: Config, view: RequestView, started: number, decision: Decision): Buffer {
   const bytes = deps.encoder.encode(decision, config);
   const durUs = Math.round((performance.now() - started) * 1000);
   if (!decision.allowed || config.log.allows) {
@@ -68,15 +62,16 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
   }
   deps.metrics?.countDecision(decision.status, decision.reason);
   deps.metrics?.observeCheckSeconds(durUs / 1e6);
-  return { bytes, decision };
+  return bytes;
 }
 
 /**
- * The Check path. Returns the result itself when the decision needed no store round trip (cached
- * key and group: no promise, no microtask, no closure), a promise otherwise. `started` is
- * `performance.now()` when the request bytes were taken, so the logged duration includes the read.
+ * The Check path, to the serialised CheckResponse that gRPC sends. Returns it itself when the
+ * decision needed no store round trip (cached key and group: no promise, no microtask, no
+ * closure), a promise otherwise. `started` is `performance.now()` when the request bytes were
+ * taken, so the logged duration includes the read.
  */
-export function createPipeline(deps: PipelineDeps): (view: RequestView, started: number) => MaybePromise<CheckResult> {
+export function createPipeline(deps: PipelineDeps): (view: RequestView, started: number) => MaybePromise<Buffer> {
   const now = deps.now ?? Date.now;
   return function check(view, started) {
     const config = deps.config();

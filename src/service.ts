@@ -115,8 +115,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     const started = performance.now();
     const view = decodeCheckRequest(request, headerFilter);
     if (view === undefined) return denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest');
-    const r = check(view, started);
-    return r instanceof Promise ? r.then((x) => x.bytes) : r.bytes;
+    return check(view, started);
   };
   const handlers = { check: checkBytes, failClosed };
 
