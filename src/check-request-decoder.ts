@@ -88,8 +88,11 @@ const MAX_GROUP_DEPTH = 64;
 
 /** What the walk collects; one per request. */
 class Collected {
-  method = '';
-  path = '';
+  /** Byte ranges of HttpRequest.method and .path: decoded only when the pseudo-headers are absent (Envoy sends both). */
+  methodStart = 0;
+  methodEnd = 0;
+  pathStart = 0;
+  pathEnd = 0;
   /** From the `headers` map (no prototype: a header named `constructor` or `__proto__` is just a name). */
   readonly map: Record<string, string> = Object.create(null) as Record<string, string>;
   mapEntries = 0;
@@ -214,7 +217,8 @@ const http: FieldHandler = (c, num, wire, end) => {
   switch (num) {
     case 2: { // method
       const stop = lengthEnd(c, end);
-      o.method = utf8(c.buf, c.pos, stop);
+      o.methodStart = c.pos;
+      o.methodEnd = stop;
       c.pos = stop;
       return true;
     }
@@ -223,7 +227,8 @@ const http: FieldHandler = (c, num, wire, end) => {
       return true;
     case 4: { // path
       const stop = lengthEnd(c, end);
-      o.path = utf8(c.buf, c.pos, stop);
+      o.pathStart = c.pos;
+      o.pathEnd = stop;
       c.pos = stop;
       return true;
     }
@@ -326,10 +331,10 @@ export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): Request
   }
   const o = c.out;
   const headers = o.mapEntries > 0 ? o.map : o.raw;
-  const fullPath = headers[':path'] || o.path;
+  const fullPath = headers[':path'] || utf8(bytes, o.pathStart, o.pathEnd);
   const q = fullPath.indexOf('?');
   return {
-    method: headers[':method'] || o.method,
+    method: headers[':method'] || utf8(bytes, o.methodStart, o.methodEnd),
     path: q === -1 ? fullPath : fullPath.slice(0, q),
     query: q === -1 ? '' : fullPath.slice(q + 1),
     headers,
