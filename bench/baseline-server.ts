@@ -8,8 +8,8 @@
  * Prints `baseline listening <address>` when bound.
  */
 import * as grpc from '@grpc/grpc-js';
-import { authorizationService } from '../src/envoy-protos';
-import { disableNagle } from '../src/grpc-server';
+import { authorizationService } from '../src/envoy/protos';
+import { disableNagle } from '../src/server/grpc-server';
 
 /** envoy/modelgate.yaml grpc.maxReceiveMessageBytes: 1 MiB bodies must be accepted by both. */
 const MAX_RECEIVE_BYTES = 41943040;

@@ -5,7 +5,7 @@
  * (what grpc-js hands the handler) to the serialised CheckResponse: read (decode), decide, write,
  * log, count.
  */
-import { startService } from '../src/service';
+import { startService } from '../src/server/service';
 import { fixedMixes } from './check-requests';
 import { encodeCheckRequest } from './grpc-frame';
 import { decisionProblem } from './decisions';

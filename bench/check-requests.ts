@@ -8,7 +8,7 @@
  * `model` last because that is where OpenAI SDKs serialise it after `messages`.
  */
 import { DEMO_KEYS } from '../test/support/demo-keys';
-import type { CheckRequest } from '../src/envoy-protos';
+import type { CheckRequest } from '../src/envoy/protos';
 
 /** What the service must answer for a request: allow, or deny with this `x-modelgate-reason`. */
 export type Expectation = { readonly allowed: true } | { readonly allowed: false; readonly reason: string };

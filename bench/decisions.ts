@@ -3,7 +3,7 @@
  * allowed iff `status.code == 0` (an unset status is 0, which Envoy also treats as OK: notes §3);
  * a denial must carry the expected `x-modelgate-reason` in `denied_response.headers`.
  */
-import type { CheckResponse__Output } from '../src/envoy-protos';
+import type { CheckResponse__Output } from '../src/envoy/protos';
 import type { Expectation } from './check-requests';
 
 /** The `x-modelgate-reason` of a denied response, if any. */

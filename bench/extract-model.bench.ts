@@ -3,7 +3,7 @@
  * `extractModel(body)` (src/extract-model.ts) against the obvious alternative,
  * `JSON.parse(buf.toString())`. Same buffer, alternating rounds, median per call.
  */
-import { extractModel } from '../src/extract-model';
+import { extractModel } from '../src/check/extract-model';
 import { largeChatBodyModelLast } from './check-requests';
 import { median } from './latency';
 

@@ -3,8 +3,8 @@
  * serializer the service itself uses (so no second proto definition can drift), then the 5-byte
  * gRPC length prefix (flag 0 = uncompressed, 4-byte big-endian length; gRPC over HTTP/2 spec).
  */
-import { authPackageDefinition } from '../src/envoy-protos';
-import type { CheckRequest, CheckResponse__Output } from '../src/envoy-protos';
+import { authPackageDefinition } from '../src/envoy/protos';
+import type { CheckRequest, CheckResponse__Output } from '../src/envoy/protos';
 
 const CHECK_METHOD = 'envoy.service.auth.v3.Authorization';
 

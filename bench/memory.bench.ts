@@ -10,7 +10,7 @@
  */
 import { openSync, readSync, closeSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { generateKey, KEY_LENGTH, KEY_PREFIX } from '../src/key-format';
+import { generateKey, KEY_LENGTH, KEY_PREFIX } from '../src/check/key-format';
 import { smallChatRequest } from './check-requests';
 import { encodeCheckRequest, grpcFrame, CHECK_PATH } from './grpc-frame';
 import { runRawLoad } from './raw-load';

@@ -60,11 +60,12 @@ function runNode(cpus: string | undefined, args: string[]): Promise<void> {
   });
 }
 
-/** Fingerprint of the compiled service (dist/src/*.js), to tell which build the numbers belong to. */
+/** Fingerprint of the compiled service (every .js under dist/src), to tell which build the numbers belong to. */
 function buildFingerprint(): string {
   const dir = path.join(ROOT, 'dist', 'src');
   const h = createHash('sha256');
-  for (const f of readdirSync(dir).filter((x) => x.endsWith('.js')).sort()) h.update(f).update(readFileSync(path.join(dir, f)));
+  const files = (readdirSync(dir, { recursive: true }) as string[]).filter((x) => x.endsWith('.js')).sort();
+  for (const f of files) h.update(f).update(readFileSync(path.join(dir, f)));
   return h.digest('hex');
 }
 

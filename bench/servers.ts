@@ -1,6 +1,6 @@
 /**
  * Starts the two servers under test as child processes, each optionally pinned with taskset:
- * the no-op baseline (baseline-server.ts) and modelgate itself (`dist/src/cli.js serve` on the
+ * the no-op baseline (baseline-server.ts) and modelgate itself (`dist/src/cli/main.js serve` on the
  * demo file store, decision logging on, log lines to a file).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -99,7 +99,7 @@ export async function startModelgate(o: ModelgateOptions): Promise<RunningServer
   const httpPort = await freePort();
   const grpcAddress = `127.0.0.1:${grpcPort}`;
   const httpAddress = `127.0.0.1:${httpPort}`;
-  const argv = ['dist/src/cli.js', 'serve', '--config', o.configPath ?? 'envoy/modelgate.yaml', '--grpc', grpcAddress, '--http', httpAddress];
+  const argv = ['dist/src/cli/main.js', 'serve', '--config', o.configPath ?? 'envoy/modelgate.yaml', '--grpc', grpcAddress, '--http', httpAddress];
   if (o.workers) argv.push('--workers', String(o.workers));
   const fd = openSync(o.logFile, 'w');
   const child = spawnPinned(o.cpus, argv, fd, o.nodeFlags);

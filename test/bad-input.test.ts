@@ -4,7 +4,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { authorizationClient } from '../src/envoy-protos';
+import { authorizationClient } from '../src/envoy/protos';
 import { DEMO_KEYS } from './support/demo-keys';
 import { deniedHeader, reasonOf, startHarness, type Harness } from './support/service-harness';
 

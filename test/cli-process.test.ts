@@ -7,17 +7,17 @@ import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:chil
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { hashKey } from '../src/key-format';
+import { hashKey } from '../src/check/key-format';
 import { DEMO_KEYS } from './support/demo-keys';
 import { tempConfig } from './support/service-harness';
 
-const CLI = join(__dirname, '..', 'dist', 'src', 'cli.js');
+const CLI = join(__dirname, '..', 'dist', 'src', 'cli', 'main.js');
 let proc: ChildProcessWithoutNullStreams;
 let grpcAddress = '';
 let stdout = '';
 
 beforeAll(async () => {
-  if (!existsSync(CLI)) throw new Error('dist/src/cli.js is missing: run `npm run build` (npm test does it)');
+  if (!existsSync(CLI)) throw new Error('dist/src/cli/main.js is missing: run `npm run build` (npm test does it)');
   proc = spawn(process.execPath, [CLI, 'serve', '--config', tempConfig(), '--grpc', '127.0.0.1:0', '--http', '127.0.0.1:0']);
   await new Promise<void>((resolve, reject) => {
     proc.stdout.on('data', (chunk: Buffer) => {

@@ -5,9 +5,9 @@
 import { readFileSync } from 'node:fs';
 import type { Enum } from 'protobufjs';
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../src/config';
-import { decisionHeaders } from '../src/request-view';
-import { BOOTSTRAP_TYPE, checkEnvoyConfig, lookupEnvoyType, parseEnvoyConfig } from '../src/envoy-config-check';
+import { parseConfig } from '../src/config/load';
+import { decisionHeaders } from '../src/check/read-request';
+import { BOOTSTRAP_TYPE, checkEnvoyConfig, lookupEnvoyType, parseEnvoyConfig } from '../src/envoy/config-check';
 import { envoyBundle, extAuthzConfig, findAll } from './support/envoy-bundle';
 import { httpConnectionManager } from './support/route-table';
 import { DEMO_CONFIG } from './support/service-harness';

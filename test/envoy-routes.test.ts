@@ -4,7 +4,7 @@
  * test/support/route-table.ts. Each line is what a client produces from a Base URL + its path.
  */
 import { describe, expect, it } from 'vitest';
-import { classify } from '../src/routes';
+import { classify } from '../src/check/routes';
 import { envoyBundle } from './support/envoy-bundle';
 import { RouteTable, routeTableOf, uriTemplateRegex, re2FullMatch } from './support/route-table';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { extractModel, type ExtractProblem, type ModelExtraction } from '../src/extract-model';
+import { extractModel, type ExtractProblem, type ModelExtraction } from '../src/check/extract-model';
 
 /** What a body must give: the model, or the problem. */
 type Expected = { model: string } | { problem: ExtractProblem };

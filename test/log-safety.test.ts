@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { generateKey, hashKey } from '../src/key-format';
+import { generateKey, hashKey } from '../src/check/key-format';
 import { DEMO_KEYS } from './support/demo-keys';
 import { DEMO_CONFIG, reasonOf, startHarness, tempConfig, type Harness } from './support/service-harness';
 

@@ -5,10 +5,10 @@
 import pg from 'pg';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAdminCommand } from '../src/admin-cli';
-import { formatModelSpec, parseModelSpec } from '../src/admin-groups';
-import { hashKey, isCompleteKey } from '../src/key-format';
-import { openPgStore } from '../src/pg-store';
+import { runAdminCommand } from '../src/cli/store-admin';
+import { formatModelSpec, parseModelSpec } from '../src/cli/groups';
+import { hashKey, isCompleteKey } from '../src/check/key-format';
+import { openPgStore } from '../src/store/pg/store';
 import { openPool, startPgServer } from './support/pg-server';
 import type { PgServer } from './support/pg-server';
 

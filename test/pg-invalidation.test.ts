@@ -5,13 +5,13 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addBalance } from '../src/admin-balance';
-import { removeGroup, setGroup } from '../src/admin-groups';
-import { createKey, deleteKey, rotateKey, setKeyDisabled } from '../src/admin-keys';
-import { hashKey } from '../src/key-format';
-import { INVALIDATION_CHANNEL, migrate } from '../src/pg-schema';
-import { openPgStore } from '../src/pg-store';
-import type { PgStore } from '../src/pg-store';
+import { addBalance } from '../src/cli/balance';
+import { removeGroup, setGroup } from '../src/cli/groups';
+import { createKey, deleteKey, rotateKey, setKeyDisabled } from '../src/cli/keys';
+import { hashKey } from '../src/check/key-format';
+import { INVALIDATION_CHANNEL, migrate } from '../src/store/pg/schema';
+import { openPgStore } from '../src/store/pg/store';
+import type { PgStore } from '../src/store/pg/store';
 import { isAll, isGroup, isKey, recordEvents } from './support/pg-events';
 import type { EventLog } from './support/pg-events';
 import { openPool, startPgServer } from './support/pg-server';

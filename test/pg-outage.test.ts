@@ -5,12 +5,12 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setGroup } from '../src/admin-groups';
-import { createKey, setKeyDisabled } from '../src/admin-keys';
-import { hashKey } from '../src/key-format';
-import { migrate } from '../src/pg-schema';
-import { openPgStore } from '../src/pg-store';
-import type { PgStore } from '../src/pg-store';
+import { setGroup } from '../src/cli/groups';
+import { createKey, setKeyDisabled } from '../src/cli/keys';
+import { hashKey } from '../src/check/key-format';
+import { migrate } from '../src/store/pg/schema';
+import { openPgStore } from '../src/store/pg/store';
+import type { PgStore } from '../src/store/pg/store';
 import { isAll, isKey, recordEvents } from './support/pg-events';
 import type { EventLog } from './support/pg-events';
 import { openPool, startPgServer } from './support/pg-server';

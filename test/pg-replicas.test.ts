@@ -15,18 +15,18 @@ import * as grpc from '@grpc/grpc-js';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import type { CheckResponse__Output } from '../proto/types/envoy/service/auth/v3/CheckResponse';
-import { addBalance, setBalance } from '../src/admin-balance';
-import { setGroup } from '../src/admin-groups';
-import { createKey, setKeyDisabled } from '../src/admin-keys';
-import { buildCheckRequest, type HttpRequestLine } from '../src/envoy-check-request';
-import { authorizationClient } from '../src/envoy-protos';
-import { generateKey } from '../src/key-format';
-import { migrate } from '../src/pg-schema';
-import type { PgStore } from '../src/pg-store';
+import { addBalance, setBalance } from '../src/cli/balance';
+import { setGroup } from '../src/cli/groups';
+import { createKey, setKeyDisabled } from '../src/cli/keys';
+import { buildCheckRequest, type HttpRequestLine } from '../src/envoy/check-request';
+import { authorizationClient } from '../src/envoy/protos';
+import { generateKey } from '../src/check/key-format';
+import { migrate } from '../src/store/pg/schema';
+import type { PgStore } from '../src/store/pg/store';
 import { openPool, startPgServer, type PgServer } from './support/pg-server';
 import { reasonOf, startHarness, tempConfig, type Harness } from './support/service-harness';
 
-const CLI = join(__dirname, '..', 'dist', 'src', 'cli.js');
+const CLI = join(__dirname, '..', 'dist', 'src', 'cli', 'main.js');
 const CONFIG = 'cache:\n  ttlSeconds: 5\n  staleSeconds: 60\nlog:\n  allows: false\n';
 let server: PgServer;
 let pool: pg.Pool;
@@ -51,7 +51,7 @@ interface Replica {
 }
 
 async function startReplica(): Promise<Replica> {
-  if (!existsSync(CLI)) throw new Error('dist/src/cli.js is missing: run `npm run build` (npm test does it)');
+  if (!existsSync(CLI)) throw new Error('dist/src/cli/main.js is missing: run `npm run build` (npm test does it)');
   const proc = spawn(process.execPath, [CLI, 'serve', '--config', tempConfig(CONFIG), '--store', server.url, '--grpc', '127.0.0.1:0', '--http', '127.0.0.1:0']);
   let out = '';
   const address = await new Promise<string>((resolve, reject) => {

@@ -7,12 +7,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setBalance } from '../src/admin-balance';
-import { setGroup } from '../src/admin-groups';
-import { createKey, setKeyDisabled } from '../src/admin-keys';
-import { hashKey } from '../src/key-format';
-import { MIGRATIONS, SCHEMA_VERSION, migrate, schemaVersion } from '../src/pg-schema';
-import { PgStore, openPgStore } from '../src/pg-store';
+import { setBalance } from '../src/cli/balance';
+import { setGroup } from '../src/cli/groups';
+import { createKey, setKeyDisabled } from '../src/cli/keys';
+import { hashKey } from '../src/check/key-format';
+import { MIGRATIONS, SCHEMA_VERSION, migrate, schemaVersion } from '../src/store/pg/schema';
+import { PgStore, openPgStore } from '../src/store/pg/store';
 import { hydrateEmbeddedPostgresSymlinks, openPool, startPgServer } from './support/pg-server';
 import type { PgServer } from './support/pg-server';
 

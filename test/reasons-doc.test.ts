@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { REASONS } from '../src/reasons';
+import { REASONS } from '../src/check/reasons';
 
 test('README.md\'s reason table lists exactly the catalogue\'s reasons and statuses', () => {
   const readme = readFileSync(join(__dirname, '..', 'README.md'), 'utf8');

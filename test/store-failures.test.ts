@@ -5,8 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { parseConfig } from '../src/config';
-import { generateKey, hashKey } from '../src/key-format';
+import { parseConfig } from '../src/config/load';
+import { generateKey, hashKey } from '../src/check/key-format';
 import { DEMO_KEYS } from './support/demo-keys';
 import { FakeStore } from './support/fake-store';
 import { DEMO_CONFIG, reasonOf, startHarness, tempConfig, type Harness } from './support/service-harness';

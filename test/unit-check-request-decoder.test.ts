@@ -9,12 +9,12 @@ import { Reader } from 'protobufjs';
 import { describe, expect, test } from 'vitest';
 import type { CheckRequest } from '../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckRequest__Output } from '../proto/types/envoy/service/auth/v3/CheckRequest';
-import { decodeCheckRequest, headerFilter } from '../src/check-request-decoder';
-import { buildCheckRequest } from '../src/envoy-check-request';
-import { authorizationService } from '../src/envoy-protos';
-import { decisionHeaders, requestHeaderFilter, type RequestView } from '../src/request-view';
+import { decisionHeaders, decodeCheckRequest, headerFilter, requestHeaderFilter } from '../src/check/read-request';
+import { buildCheckRequest } from '../src/envoy/check-request';
+import { authorizationService } from '../src/envoy/protos';
+import type { RequestView } from '../src/check/request-view';
 import { readFileSync } from 'node:fs';
-import { parseConfig } from '../src/config';
+import { parseConfig } from '../src/config/load';
 import { DEMO_CONFIG } from './support/service-harness';
 import { readCheckRequest } from './support/reference-view';
 

@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { ConfigError, parseConfig, type Config } from '../src/config';
-import { reloadConfig } from '../src/config-watcher';
+import { ConfigError, parseConfig, type Config } from '../src/config/load';
+import { reloadConfig } from '../src/config/watch';
 import { LogSink } from './support/service-harness';
 
 const DEMO_PATH = join(__dirname, '..', 'envoy', 'modelgate.yaml');

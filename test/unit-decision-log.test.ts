@@ -5,7 +5,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { expect, test } from 'vitest';
-import { formatDecisionLine, type DecisionLine } from '../src/decision-log';
+import { formatDecisionLine, type DecisionLine } from '../src/check/decision-log';
 
 function pinoLine(line: DecisionLine): string {
   let out = '';

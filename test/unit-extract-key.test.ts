@@ -4,10 +4,10 @@
  * one thing a hint must never do: contain the key, or any 12-character piece of it.
  */
 import { describe, expect, test } from 'vitest';
-import { parseConfig } from '../src/config';
-import { MAX_KEY_LENGTH, extractKey, findKeyInUrl, keyHeaders, type KeyExtraction } from '../src/extract-key';
-import { KEY_LENGTH } from '../src/key-format';
-import type { RequestView } from '../src/request-view';
+import { parseConfig } from '../src/config/load';
+import { MAX_KEY_LENGTH, extractKey, findKeyInUrl, keyHeaders, type KeyExtraction } from '../src/check/extract-key';
+import { KEY_LENGTH } from '../src/check/key-format';
+import type { RequestView } from '../src/check/request-view';
 import { DEMO_KEYS } from './support/demo-keys';
 
 const routes = parseConfig('').routes;

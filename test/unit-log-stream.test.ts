@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { BatchedLogStream } from '../src/log-stream';
+import { BatchedLogStream } from '../src/server/log-stream';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const tempFile = () => join(mkdtempSync(join(tmpdir(), 'mg-log-')), 'out.log');
@@ -80,7 +80,7 @@ describe('BatchedLogStream', () => {
   test('writes everything waiting when the process exits', () => {
     const file = tempFile();
     const script = `
-      const { BatchedLogStream } = require(${JSON.stringify(join(__dirname, '..', 'dist', 'src', 'log-stream.js'))});
+      const { BatchedLogStream } = require(${JSON.stringify(join(__dirname, '..', 'dist', 'src', 'server', 'log-stream.js'))});
       const s = new BatchedLogStream(${JSON.stringify(file)}, { maxBytes: 1 << 20, onDrop: () => {}, flushMs: 60_000 });
       setTimeout(() => { for (let i = 0; i < 1000; i++) s.write('{"i":' + i + '}\\n'); process.exit(0); }, 100);
     `;

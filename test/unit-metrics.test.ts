@@ -5,7 +5,7 @@
  */
 import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, test } from 'vitest';
-import { createMetrics } from '../src/metrics';
+import { createMetrics } from '../src/server/metrics';
 
 const BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5];
 const OBSERVED = [0.00003, 0.00005, 0.0002, 0.0009, 0.7, 0.02];

@@ -4,8 +4,8 @@
  * whatever the client sent comes back printable, bounded and with any key redacted.
  */
 import { describe, expect, test } from 'vitest';
-import { modelNotInGroupHint } from '../src/model-hints';
-import type { GroupRecord, ModelRecord } from '../src/store';
+import { modelNotInGroupHint } from '../src/check/model-hints';
+import type { GroupRecord, ModelRecord } from '../src/store/store';
 import { DEMO_KEYS } from './support/demo-keys';
 
 function group(name: string, models: string[]): GroupRecord {

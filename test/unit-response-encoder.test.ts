@@ -6,12 +6,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { allowPlan, writeCheckResponse } from '../src/check-response';
-import { parseConfig } from '../src/config';
-import type { Decision } from '../src/decision';
-import { authorizationService } from '../src/envoy-protos';
-import { ResponseEncoder } from '../src/response-encoder';
-import { classify } from '../src/routes';
+import { allowPlan, writeCheckResponse } from '../src/check/write-response';
+import { parseConfig } from '../src/config/load';
+import type { Decision } from '../src/check/decision';
+import { authorizationService } from '../src/envoy/protos';
+import { ResponseEncoder } from '../src/check/response-encoder';
+import { classify } from '../src/check/routes';
 
 const def = authorizationService().Check;
 const config = parseConfig(readFileSync(join(__dirname, '..', 'envoy', 'modelgate.yaml'), 'utf8'));

@@ -4,8 +4,8 @@
  * headers (seed §5.2, §5.3); wrong methods; percent-encoded models; paths no endpoint has.
  */
 import { describe, expect, test } from 'vitest';
-import { GENERATIVE_METHODS, classify, endpointFor, type Family, type Route } from '../src/routes';
-import { PROTOCOLS } from '../src/store';
+import { GENERATIVE_METHODS, classify, endpointFor, type Family, type Route } from '../src/check/routes';
+import { PROTOCOLS } from '../src/store/store';
 
 const PREFIXES = [
   { name: 'the root', prefix: '', altPrefix: '/alt', alt: false },

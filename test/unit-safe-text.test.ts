@@ -3,7 +3,7 @@
  * ASCII, bounded, and with anything that starts like a modelgate key redacted whole.
  */
 import { describe, expect, test } from 'vitest';
-import { printable } from '../src/safe-text';
+import { printable } from '../src/check/safe-text';
 import { DEMO_KEYS } from './support/demo-keys';
 
 const K = DEMO_KEYS.alice;

@@ -4,8 +4,8 @@
  * stale window, "unavailable" never confused with "not found", invalidation and the LRU bound.
  */
 import { beforeEach, describe, expect, test } from 'vitest';
-import { StoreCache, type CacheOptions, type Lookup } from '../src/store-cache';
-import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from '../src/store';
+import { StoreCache, type CacheOptions, type Lookup } from '../src/store/cache';
+import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from '../src/store/store';
 
 type Mode = 'ok' | 'fail' | 'hang' | 'throw';
 

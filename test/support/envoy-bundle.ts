@@ -4,7 +4,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { parseEnvoyConfig, type ParsedEnvoyConfig } from '../../src/envoy-config-check';
+import { parseEnvoyConfig, type ParsedEnvoyConfig } from '../../src/envoy/config-check';
 import { httpConnectionManager } from './route-table';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any

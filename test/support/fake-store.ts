@@ -2,7 +2,7 @@
  * An in-memory Store for service-level tests of failure handling: it can be switched to fail
  * (reject) or to return a corrupt record, and counts lookups.
  */
-import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from '../../src/store';
+import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from '../../src/store/store';
 
 export class FakeStore implements Store {
   readonly kind = 'fake';

@@ -2,7 +2,7 @@
  * Test helpers around a store's invalidation events: record every event with its arrival time,
  * and wait for the next one that matches (event-driven, no polling).
  */
-import type { InvalidationEvent, Store } from '../../src/store';
+import type { InvalidationEvent, Store } from '../../src/store/store';
 
 export interface Arrival {
   readonly event: InvalidationEvent;

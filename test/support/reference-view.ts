@@ -6,7 +6,7 @@
  * them; on a repeated one the decoder merges as the protobuf spec says, protobufjs keeps the last).
  */
 import type { CheckRequest__Output } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
-import type { RequestView } from '../../src/request-view';
+import type { RequestView } from '../../src/check/request-view';
 
 const EMPTY: Readonly<Record<string, string>> = Object.freeze({});
 

@@ -8,9 +8,9 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
-import { buildCheckRequest, type HttpRequestLine } from '../../src/envoy-check-request';
-import { authorizationClient } from '../../src/envoy-protos';
-import { startService, type Service, type ServiceOptions } from '../../src/service';
+import { buildCheckRequest, type HttpRequestLine } from '../../src/envoy/check-request';
+import { authorizationClient } from '../../src/envoy/protos';
+import { startService, type Service, type ServiceOptions } from '../../src/server/service';
 
 export const DEMO_CONFIG = join(__dirname, '..', '..', 'envoy', 'modelgate.yaml');
 

@@ -1,0 +1,144 @@
+/**
+ * Stage 2 of the pipeline: decides one request, in the spec's order of checks (seed §4.1 rule 4,
+ * §7): the path (404/405), then the key (401), then the group, the body and model (400/403), then
+ * the balance (403). Knows nothing of gRPC, PostgreSQL or logging; time and the store come in as
+ * parameters. Every outcome is a Decision, never an exception.
+ */
+import type { Config } from '../config/load';
+import type { Decision } from './decision';
+import { extractKey, findKeyInUrl, keyHeaders } from './extract-key';
+import { printable } from './safe-text';
+import { extractModel } from './extract-model';
+import { hashKey } from './key-format';
+import { modelNotInGroupHint } from './model-hints';
+import { statusOf, type DenyReason } from './reasons';
+import type { RequestView } from './request-view';
+import { classify, endpointFor, type Route } from './routes';
+import type { Lookup } from '../store/cache';
+import type { GroupRecord, KeyRecord } from '../store/store';
+
+/** Cached store access, as the decision needs it (StoreCache fits). */
+export interface Lookups {
+  readonly keys: { get(sha256: string): Lookup<KeyRecord> | Promise<Lookup<KeyRecord>> };
+  readonly groups: { get(name: string): Lookup<GroupRecord> | Promise<Lookup<GroupRecord>> };
+}
+
+function deny(route: Route, reason: DenyReason, hint: string, extra?: Partial<Decision>): Decision {
+  return { allowed: false, reason, status: statusOf(reason), hint, route, ...extra };
+}
+
+/** Where a client lists its group's models, for hints. */
+function listPath(route: Route, alt: string): string {
+  const prefix = route.alt ? alt : '';
+  return route.family === 'gemini' ? `${prefix}/v1beta/models` : `${prefix}/v1/models`;
+}
+
+/** A route that names an endpoint: only these reach the key lookup. */
+type EndpointRoute = Extract<Route, { kind: 'protocol' | 'models' }>;
+
+/** A value, or a promise of it: cached lookups answer synchronously, so most Checks never wait. */
+export type MaybePromise<T> = T | Promise<T>;
+
+/** Runs `next` on a lookup's answer, synchronously when the answer is already there. */
+function then<T, R>(v: MaybePromise<T>, next: (v: T) => MaybePromise<R>): MaybePromise<R> {
+  return v instanceof Promise ? v.then(next) : next(v);
+}
+
+/**
+ * Decides a request. `now` is epoch milliseconds. Returns the Decision itself when every lookup is
+ * answered from the cache (no promise, no microtask), a promise only when the store is asked.
+ */
+export function decide(view: RequestView, config: Config, lookups: Lookups, now: number): MaybePromise<Decision> {
+  const routes = config.routes;
+  const route = classify(view.method, view.path, routes.altPrefix, typeof view.headers['anthropic-version'] === 'string');
+
+  if (route.kind === 'unknown') {
+    const why = route.detail ?? (view.path === '' ? 'the request has no path' : 'no endpoint has this path');
+    return deny(route, 'path_unknown', `${why}: check the Base URL (no endpoint path in it, no repeated segment) and the prefix: /v1, /v1beta, ${routes.altPrefix}/v1 or ${routes.altPrefix}/v1beta`);
+  }
+  if (route.kind === 'wrong_method') return deny(route, 'method_not_allowed', `this endpoint takes ${route.allow}, not ${printable(view.method, 16) || 'no method'}`);
+
+  const inUrl = findKeyInUrl(view, routes);
+  if (inUrl) return deny(route, 'key_in_url', inUrl);
+
+  const names = keyHeaders(routes, route.keys);
+  const others = route.keys === 'bearer' ? routes.vendorHeaders : route.keys === 'vendor' ? routes.bearerHeaders : [];
+  const extracted = extractKey(view, names, others);
+  if (!extracted.ok) return deny(route, extracted.reason, extracted.hint);
+
+  return then(lookups.keys.get(hashKey(extracted.key)), (keyLookup) => decideForKey(view, config, lookups, now, route, keyLookup));
+}
+
+/** The key's own checks (seed §7: 401s), then the group. */
+function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: number, route: EndpointRoute, keyLookup: Lookup<KeyRecord>): MaybePromise<Decision> {
+  if (keyLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly');
+  if (keyLookup.status === 'not_found') {
+    return deny(route, 'key_unknown', 'no key matches: check that the whole key was copied from the console, and that it is a key for this gateway', { stale: keyLookup.stale });
+  }
+  const key = keyLookup.value;
+  const who = { keyId: key.id, group: key.group, stale: keyLookup.stale };
+  if (key.disabled) return deny(route, 'key_disabled', `the key ${JSON.stringify(key.id)} is disabled: ask for it to be enabled or use another key`, who);
+  if (key.expiresAt !== null && key.expiresAt <= now) {
+    return deny(route, 'key_expired', `the key ${JSON.stringify(key.id)} expired at ${new Date(key.expiresAt).toISOString()}: use a current key`, who);
+  }
+  return then(lookups.groups.get(key.group), (groupLookup) => decideForGroup(view, config, lookups, route, key, who, groupLookup));
+}
+
+/** The group, the body and model, the protocol, availability, the balance (seed §7: 403s, in order). */
+function decideForGroup(
+  view: RequestView, config: Config, lookups: Lookups, route: EndpointRoute, key: KeyRecord,
+  who: { keyId: string; group: string; stale: boolean }, groupLookup: Lookup<GroupRecord>,
+): MaybePromise<Decision> {
+  const routes = config.routes;
+  if (groupLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
+  if (groupLookup.status === 'not_found') return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(key.group)} no longer exists: bind the key to an existing group`, who);
+  const group = groupLookup.value;
+  if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console`, who);
+
+  if (route.kind === 'models' && route.model === undefined) return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale: who.stale };
+
+  let model = route.model;
+  if (model === undefined) {
+    const read = readModel(view, routes.maxJsonDepth);
+    if ('reason' in read) return deny(route, read.reason, read.hint, who);
+    model = read.model;
+  }
+
+  const m = group.models.get(model);
+  if (!m) {
+    const requested = model;
+    // A key pasted into the model field must not come back in the hint or reach the log.
+    return then(lookups.keys.get(hashKey(requested)), (asKey) => asKey.status === 'found'
+      ? deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model: requested, modelIsKey: true })
+      : deny(route, 'model_not_in_group', modelNotInGroupHint(requested, group, listPath(route, routes.altPrefix)), { ...who, model: requested }));
+  }
+  if (route.kind === 'protocol' && m.protocols !== null && !m.protocols.includes(route.style)) {
+    const alt = route.alt ? routes.altPrefix : '';
+    const where = m.protocols.map((p) => endpointFor(p, m.name, alt)).join(' or ');
+    return deny(route, 'model_wrong_protocol', `model ${JSON.stringify(model)} is not served on ${route.style}; use ${where}`, { ...who, model, modelKnown: true });
+  }
+  if (!m.available) return deny(route, 'model_unavailable', `model ${JSON.stringify(model)} is unavailable right now (its channel is down): retry later or use another model of the group`, { ...who, model, modelKnown: true });
+  if (route.kind === 'protocol' && key.balance !== null && key.balance <= 0) {
+    return deny(route, 'balance_insufficient', `the key's balance is ${key.balance}: top it up before using models`, { ...who, model, modelKnown: true });
+  }
+  return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale: who.stale };
+}
+
+/** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
+function readModel(view: RequestView, maxDepth: number): { model: string } | { reason: DenyReason; hint: string } {
+  const encoding = view.headers['content-encoding'];
+  if (encoding && encoding.toLowerCase() !== 'identity') {
+    return { reason: 'body_invalid', hint: `the body is compressed (content-encoding ${JSON.stringify(printable(encoding, 24))}): send plain JSON` };
+  }
+  if (view.partialBody) return { reason: 'body_too_large', hint: 'the request body is larger than the gateway accepts: send a smaller body' };
+  if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: 'the request body is empty: send a JSON object with a "model" field' };
+  const r = extractModel(view.body, maxDepth);
+  if (r.ok) {
+    return r.model === '' ? { reason: 'model_missing', hint: 'the "model" field is empty: name a model of the key\'s group' } : { model: r.model };
+  }
+  switch (r.problem) {
+    case 'model_absent': return { reason: 'model_missing', hint: 'the JSON body has no "model" field: add "model": "<model name>"' };
+    case 'model_not_string': return { reason: 'model_missing', hint: `the "model" field must be a string: ${r.detail}` };
+    default: return { reason: 'body_invalid', hint: `the body is not a usable JSON object: ${r.detail}` };
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * Finds the client's key in the headers this route expects and checks its shape, without any
+ * lookup (seed §5: Bearer header for chat/messages/alt routes, the vendor header on /v1beta, never
+ * the URL, pasted whole without quotes or extra characters). Pure. Hints never contain the key.
+ */
+import type { Config } from '../config/load';
+import { KEY_LENGTH, KEY_PREFIX, checksumMatches, hasIssuedShape, isCompleteKey } from './key-format';
+import type { RequestView } from './request-view';
+import type { DenyReason } from './reasons';
+import type { KeySource } from './routes';
+import { printable } from './safe-text';
+
+export type KeyExtraction =
+  | { readonly ok: true; readonly key: string; readonly header: string }
+  | { readonly ok: false; readonly reason: DenyReason; readonly hint: string };
+
+/** Longest key accepted; anything longer is not a key (and is never hashed or echoed). */
+export const MAX_KEY_LENGTH = 512;
+/** RFC 6750 b64token characters, plus ':' for imported keys of the `id:secret` kind. */
+const KEY_CHARS = /^[A-Za-z0-9\-._~+/:]+=*$/;
+const BASE62 = /^[A-Za-z0-9]*$/;
+const QUOTES = /["'`\u2018\u2019\u201c\u201d]/;
+/**
+ * Authorization schemes safe to name in a hint (the IANA registry plus common mistakes). Anything
+ * else before a space may be part of a key (`<key> extra`), so it is never echoed.
+ */
+const KNOWN_SCHEMES = new Set(['basic', 'digest', 'negotiate', 'ntlm', 'hoba', 'mutual', 'oauth', 'dpop', 'gnap', 'privatetoken', 'concealed', 'vapid', 'token', 'key', 'apikey', 'api-key', 'jwt', 'bearer:', 'aws4-hmac-sha256']);
+
+/** HTTP optional whitespace (RFC 9110 §5.6.3: SP and HTAB) only; any other space is a stray character of the key. */
+function trimOws(s: string): string {
+  const first = s.charCodeAt(0);
+  const last = s.charCodeAt(s.length - 1);
+  if (first !== 0x20 && first !== 0x09 && last !== 0x20 && last !== 0x09) return s; // the usual case: nothing to trim
+  return s.replace(/^[ \t]+|[ \t]+$/g, '');
+}
+
+/** The header names a route reads, in order of preference. */
+export function keyHeaders(routes: Config['routes'], source: KeySource): readonly string[] {
+  return source === 'bearer' ? routes.bearerHeaders : source === 'vendor' ? routes.vendorHeaders : [...routes.bearerHeaders, ...routes.vendorHeaders];
+}
+
+function describe(header: string): string {
+  return header === 'authorization' ? 'Authorization: Bearer <key>' : `${header}: <key>`;
+}
+
+/** 401 key_in_url when the query string or the path carries a key (seed §5.4). */
+export function findKeyInUrl(view: RequestView, routes: Config['routes']): string | undefined {
+  // Decoded too: `sk%2Dmg-...` is the same key once the upstream decodes it.
+  if (view.path.includes(KEY_PREFIX) || safeDecode(view.path).includes(KEY_PREFIX)) return 'a key is in the URL path; send it only in a header';
+  if (view.query === '') return undefined;
+  for (const part of view.query.split('&')) {
+    const eq = part.indexOf('=');
+    const name = safeDecode(eq === -1 ? part : part.slice(0, eq)).toLowerCase();
+    const value = eq === -1 ? '' : safeDecode(part.slice(eq + 1));
+    // A key pasted as the parameter's name (`?sk-mg-...`) is never echoed, not even in part.
+    if (name.includes(KEY_PREFIX)) return 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header';
+    if ((routes.queryKeyParams.includes(name) && value !== '') || value.includes(KEY_PREFIX)) {
+      return `a key is in the URL (query parameter ${JSON.stringify(printable(name, 32))}); keys never go in the URL: remove it and send the key in a header`;
+    }
+  }
+  return undefined;
+}
+
+function safeDecode(s: string): string {
+  if (!s.includes('%') && !s.includes('+')) return s;
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch {
+    return s;
+  }
+}
+
+/** Extracts and shape-checks the key for a route whose accepted headers are `names`. */
+export function extractKey(view: RequestView, names: readonly string[], otherNames: readonly string[]): KeyExtraction {
+  let found: { key: string; header: string } | undefined;
+  // An empty accepted header is reported only when no other accepted header carries the key.
+  let empty: KeyExtraction | undefined;
+  for (const header of names) {
+    const raw = view.headers[header];
+    if (typeof raw !== 'string') continue;
+    const r = header === 'authorization' ? fromAuthorization(raw) : fromRawHeader(raw, header);
+    if (!r.ok && r.reason === 'key_missing') {
+      empty ??= r;
+      continue;
+    }
+    if (!r.ok) return r;
+    if (found && found.key !== r.key) {
+      return { ok: false, reason: 'key_conflict', hint: `two different keys were sent, in ${found.header} and ${header}; send one key in one header` };
+    }
+    found ??= { key: r.key, header };
+  }
+  if (found) return { ok: true, ...found };
+  if (empty) return empty;
+  const elsewhere = otherNames.find((h) => typeof view.headers[h] === 'string' && view.headers[h] !== '');
+  const want = names.map(describe).join(' or ');
+  return {
+    ok: false,
+    reason: 'key_missing',
+    hint: elsewhere
+      ? `this route reads the key from ${want}; it was sent in ${elsewhere}, which this route does not read`
+      : `no key: send it in the header ${want}`,
+  };
+}
+
+function fromAuthorization(raw: string): KeyExtraction | { ok: true; key: string } {
+  const value = trimOws(raw);
+  if (value === '') return { ok: false, reason: 'key_missing', hint: 'the Authorization header is empty: send Authorization: Bearer <key>' };
+  if (value.includes(',')) return repeated('authorization');
+  const space = value.indexOf(' ');
+  const scheme = space === -1 ? value : value.slice(0, space);
+  if (!(space === 6 && value.startsWith('Bearer')) && scheme.toLowerCase() !== 'bearer') {
+    if (space === -1) return { ok: false, reason: 'key_malformed', hint: 'the Authorization header has no "Bearer " before the key: send Authorization: Bearer <key>' };
+    // The word before the space may be the key itself (`<key> extra`): name only known schemes.
+    const named = KNOWN_SCHEMES.has(scheme.toLowerCase()) ? `, not ${JSON.stringify(scheme)}` : '';
+    return { ok: false, reason: 'key_malformed', hint: `the Authorization scheme must be Bearer${named}: send Authorization: Bearer <key>` };
+  }
+  if (space === -1) return { ok: false, reason: 'key_missing', hint: 'the Authorization header has "Bearer" but no key after it' };
+  const token = value.charCodeAt(space + 1) === 0x20 ? value.slice(space + 1).replace(/^ +/, '') : value.slice(space + 1);
+  if (token === '') return { ok: false, reason: 'key_missing', hint: 'the Authorization header has "Bearer" but no key after it' };
+  return checkToken(token, 'authorization');
+}
+
+function fromRawHeader(raw: string, header: string): KeyExtraction | { ok: true; key: string } {
+  const value = trimOws(raw);
+  if (value === '') return { ok: false, reason: 'key_missing', hint: `the ${header} header is empty: paste the whole key into it` };
+  if (value.includes(',')) return repeated(header);
+  if (/^bearer\s/i.test(value)) {
+    return { ok: false, reason: 'key_malformed', hint: `"Bearer " belongs only in the Authorization header: put the key alone in ${header}` };
+  }
+  return checkToken(value, header);
+}
+
+function repeated(header: string): KeyExtraction {
+  return { ok: false, reason: 'key_malformed', hint: `the ${header} header was sent more than once or holds a comma: send it once with one key` };
+}
+
+/** The token's shape: length, quotes, pasted Bearer, spaces, stray characters, then the modelgate checksum. */
+function checkToken(token: string, header: string): KeyExtraction | { ok: true; key: string } {
+  // The usual case first: exactly an issued key, which passes every shape check below but the checksum.
+  if (hasIssuedShape(token) && checksumMatches(token)) return { ok: true, key: token };
+  const where = `in ${header}`;
+  if (token.length > MAX_KEY_LENGTH) return { ok: false, reason: 'key_malformed', hint: `the value ${where} is ${token.length} characters long; a key has at most ${MAX_KEY_LENGTH}` };
+  if (QUOTES.test(token)) return { ok: false, reason: 'key_malformed', hint: `the key ${where} has quotes around or in it: paste the key without quotes` };
+  if (/^bearer([\s:=_-]|$)/i.test(token)) {
+    // Seed §5.5. Hints stay printable ASCII (they become a header value), so no '§' in them.
+    return { ok: false, reason: 'key_malformed', hint: `"Bearer" was pasted into the key ${where}: in an API Key box paste the key alone` };
+  }
+  if (/\s/.test(token)) return { ok: false, reason: 'key_malformed', hint: `the key ${where} contains a space or line break: paste it whole, without spaces` };
+  if (!KEY_CHARS.test(token)) {
+    const at = [...token].findIndex((ch) => !/[A-Za-z0-9\-._~+/:=]/.test(ch));
+    return { ok: false, reason: 'key_malformed', hint: `the key ${where} has a character that no key contains (at position ${at + 1}): paste the key exactly as issued` };
+  }
+  if (token.startsWith(KEY_PREFIX)) {
+    if (!BASE62.test(token.slice(KEY_PREFIX.length))) {
+      return { ok: false, reason: 'key_malformed', hint: `the key ${where} has a character that no ${KEY_PREFIX} key contains: paste the key exactly as issued` };
+    }
+    if (token.length !== KEY_LENGTH) {
+      const how = token.length < KEY_LENGTH ? 'it was cut when copied' : 'extra characters were added';
+      return { ok: false, reason: 'key_incomplete', hint: `the key ${where} has ${token.length} characters; a ${KEY_PREFIX} key has ${KEY_LENGTH}: ${how}` };
+    }
+    if (!isCompleteKey(token)) return { ok: false, reason: 'key_incomplete', hint: `the key ${where} fails its checksum: a character was mistyped or changed; copy the whole key again` };
+  }
+  return { ok: true, key: token };
+}

@@ -1,0 +1,62 @@
+/**
+ * Hints for 403 model_not_in_group that follow the spec's model-not-found checks (seed §7):
+ * (1) the key's group, (2) the group's models, (3) typos and extra spaces, (4) the protocol,
+ * (5) availability. Suggestions come only from the key's own group: a hint never reveals another
+ * group's models.
+ */
+import { printable } from './safe-text';
+import type { GroupRecord } from '../store/store';
+
+const MAX_COMPARED_LENGTH = 128;
+
+/** The hint for a model the key's group does not contain. */
+export function modelNotInGroupHint(model: string, group: GroupRecord, listPath: string): string {
+  const shown = JSON.stringify(printable(model));
+  const trimmed = model.trim();
+  if (trimmed !== model && group.models.has(trimmed)) {
+    return `the model name ${shown} has leading or trailing spaces: use ${JSON.stringify(trimmed)}`;
+  }
+  if (model.length <= MAX_COMPARED_LENGTH) {
+    const lower = trimmed.toLowerCase();
+    for (const name of group.models.keys()) {
+      if (name.toLowerCase() === lower) return `model names are case-sensitive: did you mean ${JSON.stringify(name)} instead of ${shown}?`;
+    }
+    const near = nearest(trimmed, group.models.keys());
+    if (near) return `the key's group has no model ${shown}: did you mean ${JSON.stringify(near)}?`;
+  }
+  return `the key's group ${JSON.stringify(group.name)} does not include model ${shown}: check that the key is bound to the right group and the model name is exact; list the group's models with GET ${listPath}`;
+}
+
+/** The closest name within a small edit distance (Damerau-Levenshtein, optimal string alignment). */
+function nearest(word: string, names: Iterable<string>): string | undefined {
+  const limit = word.length <= 4 ? 1 : word.length <= 12 ? 2 : 3;
+  let best: string | undefined;
+  let bestDistance = limit + 1;
+  for (const name of names) {
+    if (Math.abs(name.length - word.length) > limit) continue;
+    const d = editDistance(word.toLowerCase(), name.toLowerCase(), bestDistance);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = name;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string, cap: number): number {
+  const rows: number[][] = [];
+  for (let i = 0; i <= a.length; i++) rows.push([i]);
+  for (let j = 1; j <= b.length; j++) rows[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    let rowMin = Infinity;
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, rows[i - 2][j - 2] + 1);
+      rows[i][j] = d;
+      rowMin = Math.min(rowMin, d);
+    }
+    if (rowMin >= cap) return cap;
+  }
+  return rows[a.length][b.length];
+}

@@ -1,0 +1,94 @@
+/**
+ * The Check path after the read (read-request.ts): decide -> write CheckResponse, then one log
+ * line and the metrics. Always resolves to a CheckResponse: an unexpected failure becomes a 503
+ * internal_error denial (fail closed), never a failed RPC.
+ *
+ * It knows no logging or metrics library: CheckLogger and CheckMetrics below are all it needs
+ * (pino's Logger and server/metrics.ts's Metrics satisfy them as they are).
+ */
+import type { Config } from '../config/load';
+import { decide, type Lookups, type MaybePromise } from './decide';
+import type { Decision } from './decision';
+import { decisionLine, formatDecisionLine } from './decision-log';
+import { statusOf } from './reasons';
+import type { RequestView } from './request-view';
+import type { ResponseEncoder } from './response-encoder';
+import { classify } from './routes';
+
+/** What the Check path logs through: pino's `logger.info(obj, msg)` shape. */
+export interface CheckLogger {
+  info(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/** What the Check path counts: one decision and its duration. */
+export interface CheckMetrics {
+  countDecision(status: number, reason: string): void;
+  observeCheckSeconds(seconds: number): void;
+}
+
+/** Where decision lines go: the logger's own destination, in pino's line format. */
+export interface DecisionLog {
+  enabled(): boolean;
+  write(line: string): void;
+  readonly bindings: string;
+}
+
+export interface PipelineDeps {
+  /** The current config (swapped atomically on reload). */
+  readonly config: () => Config;
+  readonly lookups: Lookups;
+  readonly logger: CheckLogger;
+  readonly metrics?: CheckMetrics;
+  /** Epoch milliseconds. */
+  readonly now?: () => number;
+  readonly encoder: ResponseEncoder;
+  /** Decision lines bypass pino's generic serialiser (see formatDecisionLine); default: through pino. */
+  readonly decisionLog?: DecisionLog;
+}
+
+/** The fail-closed answer when deciding threw. */
+function failedDecision(err: unknown, view: RequestView, config: Config, logger: CheckLogger): Decision {
+  logger.error({ err: err instanceof Error ? err.message : String(err) }, 'decision failed; denying (fail closed)');
+  const route = classify(view.method, view.path, config.routes.altPrefix, false);
+  return { allowed: false, reason: 'internal_error', status: statusOf('internal_error'), hint: 'the authorization service failed to decide; retry shortly', route };
+}
+
+/** Decides a view, never throwing: a failure inside (sync or async) becomes a fail-closed internal_error. */
+export function decideSafely(view: RequestView, config: Config, lookups: Lookups, now: number, logger: CheckLogger): MaybePromise<Decision> {
+  try {
+    const d = decide(view, config, lookups, now);
+    return d instanceof Promise ? d.catch((err: unknown) => failedDecision(err, view, config, logger)) : d;
+  } catch (err) {
+    return failedDecision(err, view, config, logger);
+  }
+}
+
+/** Encodes, logs and counts a decision: the end of every Check. */
+function finish(deps: PipelineDeps, config: Config, view: RequestView, started: number, decision: Decision): Buffer {
+  const bytes = deps.encoder.encode(decision, config);
+  const durUs = Math.round((performance.now() - started) * 1000);
+  if (!decision.allowed || config.log.allows) {
+    const line = decisionLine(decision, view, durUs);
+    if (!deps.decisionLog) deps.logger.info(line, 'decision');
+    else if (deps.decisionLog.enabled()) deps.decisionLog.write(formatDecisionLine(line, Date.now(), deps.decisionLog.bindings));
+  }
+  deps.metrics?.countDecision(decision.status, decision.reason);
+  deps.metrics?.observeCheckSeconds(durUs / 1e6);
+  return bytes;
+}
+
+/**
+ * The Check path, to the serialised CheckResponse that gRPC sends. Returns it itself when the
+ * decision needed no store round trip (cached key and group: no promise, no microtask, no
+ * closure), a promise otherwise. `started` is `performance.now()` when the request bytes were
+ * taken, so the logged duration includes the read.
+ */
+export function createPipeline(deps: PipelineDeps): (view: RequestView, started: number) => MaybePromise<Buffer> {
+  const now = deps.now ?? Date.now;
+  return function check(view, started) {
+    const config = deps.config();
+    const decided = decideSafely(view, config, deps.lookups, now(), deps.logger);
+    return decided instanceof Promise ? decided.then((d) => finish(deps, config, view, started, d)) : finish(deps, config, view, started, decided);
+  };
+}

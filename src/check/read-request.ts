@@ -1,0 +1,362 @@
+/**
+ * Stage 1 of the pipeline on the gRPC path: the bytes of an `envoy.service.auth.v3.CheckRequest`
+ * become a RequestView directly, reading only what modelgate decides on. A generic protobuf
+ * decoder (protobufjs, as grpc-js's proto-loader uses) builds every field of every message (peer
+ * addresses, timestamps, every header as a string pair, 64-bit sizes as strings) and then a second
+ * plain-object copy of it all; under load that was a tenth of a whole Check's CPU and much of its
+ * garbage. This reader walks the wire format once and keeps:
+ *
+ *   CheckRequest.attributes(1) -> AttributeContext.request(4) -> Request.http(2) -> HttpRequest:
+ *     method(2), headers(3, map<string,string>), path(4), body(11), raw_body(12),
+ *     header_map(13) -> HeaderMap.headers(1) -> HeaderValue: key(1), value(2), raw_value(3)
+ *
+ * and of the headers only those `wanted` says the decision reads (the rest are skipped without
+ * being decoded). Everything else is skipped by wire type, without looking inside. Semantics
+ * follow the protobuf encoding spec: the last value of a scalar field wins, a repeated embedded
+ * message merges (as if concatenated; protobufjs keeps only the last, Envoy never sends either),
+ * later map entries replace earlier ones with the same key, a field whose wire type does not match
+ * its declaration is treated as unknown. A malformed encoding on the path read (a truncated field,
+ * a length past its end, wire types 6/7, a stray end-group, field number 0, nesting deeper than
+ * 64 groups) makes the whole request undecodable: the caller denies it (check_request_malformed),
+ * never guesses. The contents of skipped fields are not checked.
+ *
+ * `headers` (the map Envoy fills by default) is used when it has entries, else `header_map`
+ * (`encode_raw_headers: true`, Envoy 1.30+), whose keys are lowercased and repeats joined with ','
+ * as Envoy joins them in the map. The body is `raw_body` (pack_as_bytes) when non-empty, else the
+ * bytes of `body` as they came (invalid UTF-8 there stays invalid, and the model reader refuses it).
+ */
+import type { Config } from '../config/load';
+import type { RequestView } from './request-view';
+
+/** A wanted header name: its bytes, to compare against the wire, and the string to key it by. */
+interface WantedName {
+  readonly bytes: Uint8Array;
+  readonly name: string;
+}
+
+/** Which header names to keep (lowercase ASCII), grouped by length. */
+export interface HeaderFilter {
+  /** `byLength[n]`: the wanted names n bytes long (most names on the wire are rejected by length alone). */
+  readonly byLength: readonly (readonly WantedName[])[];
+}
+
+/** Header names longer than this are never wanted (config/schema.ts allows at most 128 characters). */
+const MAX_NAME_BYTES = 255;
+const NONE: readonly WantedName[] = [];
+
+export function headerFilter(names: Iterable<string>): HeaderFilter {
+  const byLength: WantedName[][] = Array.from({ length: MAX_NAME_BYTES + 1 }, () => []);
+  for (const n of names) {
+    const name = n.toLowerCase();
+    if (!/^[\x21-\x7e]+$/.test(name) || name.length > MAX_NAME_BYTES) throw new RangeError(`not a header name to match: ${JSON.stringify(name)}`);
+    const list = byLength[name.length];
+    if (!list.some((w) => w.name === name)) list.push({ bytes: Buffer.from(name, 'latin1'), name });
+  }
+  return { byLength: byLength.map((l) => (l.length === 0 ? NONE : l)) };
+}
+
+/**
+ * Every header a decision reads: the pseudo-headers, the request id, Envoy's partial-body flag,
+ * the ones that choose the route or refuse the body, and the configured key headers (both kinds:
+ * a key in the other kind's header is reported). Envoy's `allowed_headers` (envoy/envoy.yaml)
+ * lists all of them but the partial-body flag, which Envoy adds itself (test/envoy-config.test.ts
+ * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
+ */
+export function decisionHeaders(routes: Config['routes']): string[] {
+  return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'content-encoding', ...routes.bearerHeaders, ...routes.vendorHeaders];
+}
+
+/** The decoder's filter for a config's routes (built once per config). */
+export function requestHeaderFilter(routes: Config['routes']): HeaderFilter {
+  return headerFilter(decisionHeaders(routes));
+}
+
+/**
+ * The wanted name the bytes [start, end) spell, if any, without making a string of them. With
+ * `foldCase`, ASCII upper-case letters on the wire match (header_map keeps the client's case);
+ * HTTP field names are ASCII tokens, so nothing else is folded.
+ */
+function wantedName(f: HeaderFilter, buf: Buffer, start: number, end: number, foldCase: boolean): string | undefined {
+  const len = end - start;
+  if (len > MAX_NAME_BYTES) return undefined;
+  const candidates = f.byLength[len];
+  for (let k = 0; k < candidates.length; k++) {
+    const want = candidates[k].bytes;
+    let i = 0;
+    for (; i < len; i++) {
+      const b = buf[start + i];
+      if (b !== want[i] && !(foldCase && b >= 0x41 && b <= 0x5a && b + 32 === want[i])) break;
+    }
+    if (i === len) return candidates[k].name;
+  }
+  return undefined;
+}
+
+/** Thrown (a constant, no stack) for bytes that are not a well-formed message; caught below. */
+const MALFORMED = Symbol('malformed protobuf');
+
+const WIRE_VARINT = 0;
+const WIRE_I64 = 1;
+const WIRE_LEN = 2;
+const WIRE_SGROUP = 3;
+const WIRE_EGROUP = 4;
+const WIRE_I32 = 5;
+const MAX_GROUP_DEPTH = 64;
+
+/** What the walk collects; one per request. */
+class Collected {
+  /** Byte ranges of HttpRequest.method and .path: decoded only when the pseudo-headers are absent (Envoy sends both). */
+  methodStart = 0;
+  methodEnd = 0;
+  pathStart = 0;
+  pathEnd = 0;
+  /** From the `headers` map (no prototype: a header named `constructor` or `__proto__` is just a name). */
+  readonly map: Record<string, string> = Object.create(null) as Record<string, string>;
+  mapEntries = 0;
+  /** From `header_map`, joined. */
+  readonly raw: Record<string, string> = Object.create(null) as Record<string, string>;
+  body: Uint8Array | undefined = undefined;
+  rawBody: Uint8Array | undefined = undefined;
+}
+
+/** The reader's position, and what it collects (one per decode). */
+class Cursor {
+  pos = 0;
+  readonly out = new Collected();
+  constructor(readonly buf: Buffer, readonly filter: HeaderFilter) {}
+}
+
+/** Node's own UTF-8 slice (what buf.toString('utf8', s, e) ends in, without its argument handling). */
+const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string }).utf8Slice;
+const utf8 = utf8Slice
+  ? (buf: Buffer, start: number, end: number): string => (end === start ? '' : utf8Slice.call(buf, start, end))
+  : (buf: Buffer, start: number, end: number): string => (end === start ? '' : buf.toString('utf8', start, end));
+
+/** A tag or a length: an unsigned varint of at most 32 bits (a longer one is malformed here). */
+function varint32(c: Cursor, end: number): number {
+  const buf = c.buf;
+  let result = 0;
+  for (let shift = 0; shift < 28; shift += 7) {
+    if (c.pos >= end) throw MALFORMED;
+    const b = buf[c.pos++];
+    result |= (b & 0x7f) << shift;
+    if (b < 0x80) return result >>> 0;
+  }
+  if (c.pos >= end) throw MALFORMED;
+  const last = buf[c.pos++];
+  if (last > 0x0f) throw MALFORMED;
+  return (result | (last << 28)) >>> 0;
+}
+
+/** Skips a varint value of up to 64 bits (10 bytes). */
+function skipVarint(c: Cursor, end: number): void {
+  for (let i = 0; i < 10; i++) {
+    if (c.pos >= end) throw MALFORMED;
+    if (c.buf[c.pos++] < 0x80) return;
+  }
+  throw MALFORMED;
+}
+
+/** The end of a length-delimited field starting at the cursor (the cursor moves to its content). */
+function lengthEnd(c: Cursor, end: number): number {
+  const len = varint32(c, end);
+  const stop = c.pos + len;
+  if (stop > end) throw MALFORMED;
+  return stop;
+}
+
+function skip(c: Cursor, wire: number, end: number, depth: number): void {
+  switch (wire) {
+    case WIRE_VARINT:
+      skipVarint(c, end);
+      return;
+    case WIRE_I64:
+      c.pos += 8;
+      break;
+    case WIRE_LEN:
+      c.pos = lengthEnd(c, end);
+      return;
+    case WIRE_I32:
+      c.pos += 4;
+      break;
+    case WIRE_SGROUP: {
+      if (depth >= MAX_GROUP_DEPTH) throw MALFORMED;
+      for (;;) {
+        const tag = varint32(c, end);
+        if ((tag & 7) === WIRE_EGROUP) return;
+        if (tag >>> 3 === 0) throw MALFORMED;
+        skip(c, tag & 7, end, depth + 1);
+      }
+    }
+    default:
+      throw MALFORMED; // a stray end-group, or wire types 6 and 7
+  }
+  if (c.pos > end) throw MALFORMED;
+}
+
+/**
+ * Walks the fields of one message in [c.pos, end), calling `field` for each (which must consume
+ * the field when it returns true) and skipping the rest.
+ */
+function walk(c: Cursor, end: number, field: FieldHandler): void {
+  while (c.pos < end) {
+    const tag = varint32(c, end);
+    const num = tag >>> 3;
+    if (num === 0) throw MALFORMED;
+    if (!field(c, num, tag & 7, end)) skip(c, tag & 7, end, 0);
+  }
+  if (c.pos !== end) throw MALFORMED;
+}
+
+type FieldHandler = (c: Cursor, num: number, wire: number, end: number) => boolean;
+
+const checkRequest: FieldHandler = (c, num, wire, end) => {
+  if (num !== 1 || wire !== WIRE_LEN) return false; // attributes
+  walk(c, lengthEnd(c, end), attributes);
+  return true;
+};
+
+const attributes: FieldHandler = (c, num, wire, end) => {
+  if (num !== 4 || wire !== WIRE_LEN) return false; // request
+  walk(c, lengthEnd(c, end), request);
+  return true;
+};
+
+const request: FieldHandler = (c, num, wire, end) => {
+  if (num !== 2 || wire !== WIRE_LEN) return false; // http
+  walk(c, lengthEnd(c, end), http);
+  return true;
+};
+
+const http: FieldHandler = (c, num, wire, end) => {
+  if (wire !== WIRE_LEN) return false;
+  const o = c.out;
+  switch (num) {
+    case 2: { // method
+      const stop = lengthEnd(c, end);
+      o.methodStart = c.pos;
+      o.methodEnd = stop;
+      c.pos = stop;
+      return true;
+    }
+    case 3: // headers map entry
+      mapEntry(c, lengthEnd(c, end));
+      return true;
+    case 4: { // path
+      const stop = lengthEnd(c, end);
+      o.pathStart = c.pos;
+      o.pathEnd = stop;
+      c.pos = stop;
+      return true;
+    }
+    case 11: { // body
+      const stop = lengthEnd(c, end);
+      o.body = c.buf.subarray(c.pos, stop);
+      c.pos = stop;
+      return true;
+    }
+    case 12: { // raw_body
+      const stop = lengthEnd(c, end);
+      o.rawBody = c.buf.subarray(c.pos, stop);
+      c.pos = stop;
+      return true;
+    }
+    case 13: // header_map
+      walk(c, lengthEnd(c, end), headerMap);
+      return true;
+    default:
+      return false;
+  }
+};
+
+const headerMap: FieldHandler = (c, num, wire, end) => {
+  if (num !== 1 || wire !== WIRE_LEN) return false; // headers (repeated HeaderValue)
+  headerValue(c, lengthEnd(c, end));
+  return true;
+};
+
+/**
+ * The string fields 1..`fields` of a small message in [c.pos, stop) as [start, end) offsets into
+ * `spans` (0,0 when absent; the last occurrence wins); other fields are skipped.
+ */
+function stringFields(c: Cursor, stop: number, fields: number, spans: Int32Array): void {
+  spans.fill(0);
+  while (c.pos < stop) {
+    const tag = varint32(c, stop);
+    const num = tag >>> 3;
+    if (num === 0) throw MALFORMED;
+    if (num <= fields && (tag & 7) === WIRE_LEN) {
+      const e = lengthEnd(c, stop);
+      spans[2 * num - 2] = c.pos;
+      spans[2 * num - 1] = e;
+      c.pos = e;
+    } else skip(c, tag & 7, stop, 0);
+  }
+  if (c.pos !== stop) throw MALFORMED;
+}
+
+/** Scratch for stringFields, shared: a decode runs synchronously to its end, so no two ever interleave. */
+const spans = new Int32Array(6);
+
+/** A map<string,string> entry: key(1), value(2); either may be absent (""). */
+function mapEntry(c: Cursor, stop: number): void {
+  c.out.mapEntries++;
+  const buf = c.buf;
+  const p = c.pos;
+  let keyStart: number;
+  let keyEnd: number;
+  let valueStart: number;
+  // The shape Envoy (any protobuf encoder) writes: key then value, each shorter than 128 bytes.
+  const fastKeyEnd = p + 2 + buf[p + 1];
+  if (buf[p] === 0x0a && buf[p + 1] < 0x80 && fastKeyEnd + 2 <= stop && buf[fastKeyEnd] === 0x12 && buf[fastKeyEnd + 1] < 0x80 && fastKeyEnd + 2 + buf[fastKeyEnd + 1] === stop) {
+    c.pos = stop;
+    keyStart = p + 2;
+    keyEnd = fastKeyEnd;
+    valueStart = fastKeyEnd + 2;
+  } else {
+    stringFields(c, stop, 2, spans);
+    keyStart = spans[0];
+    keyEnd = spans[1];
+    valueStart = spans[2];
+    stop = spans[3];
+  }
+  const name = wantedName(c.filter, buf, keyStart, keyEnd, false);
+  if (name !== undefined) c.out.map[name] = utf8(buf, valueStart, stop);
+}
+
+/** HeaderValue: key(1), value(2), raw_value(3, preferred when non-empty). Names are matched case-insensitively. */
+function headerValue(c: Cursor, stop: number): void {
+  stringFields(c, stop, 3, spans);
+  const name = wantedName(c.filter, c.buf, spans[0], spans[1], true);
+  if (name === undefined) return;
+  const value = spans[5] > spans[4] ? utf8(c.buf, spans[4], spans[5]) : utf8(c.buf, spans[2], spans[3]);
+  const raw = c.out.raw;
+  raw[name] = name in raw ? `${raw[name]},${value}` : value;
+}
+
+/**
+ * The RequestView of a serialised CheckRequest, keeping the headers `filter` names; undefined
+ * when the bytes are not a well-formed protobuf message.
+ */
+export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): RequestView | undefined {
+  const c = new Cursor(bytes, filter);
+  try {
+    walk(c, bytes.length, checkRequest);
+  } catch (err) {
+    if (err === MALFORMED) return undefined;
+    throw err;
+  }
+  const o = c.out;
+  const headers = o.mapEntries > 0 ? o.map : o.raw;
+  const fullPath = headers[':path'] || utf8(bytes, o.pathStart, o.pathEnd);
+  const q = fullPath.indexOf('?');
+  return {
+    method: headers[':method'] || utf8(bytes, o.methodStart, o.methodEnd),
+    path: q === -1 ? fullPath : fullPath.slice(0, q),
+    query: q === -1 ? '' : fullPath.slice(q + 1),
+    headers,
+    body: o.rawBody !== undefined && o.rawBody.length > 0 ? o.rawBody : o.body !== undefined && o.body.length > 0 ? o.body : undefined,
+    partialBody: headers['x-envoy-auth-partial-body'] === 'true',
+    requestId: headers['x-request-id'] ?? '',
+  };
+}

@@ -1,0 +1,120 @@
+/**
+ * Stage 3 of the pipeline: a Decision becomes Envoy's CheckResponse. The only place that knows
+ * Envoy's response shapes (notes §3):
+ * - deny with a non-zero `status.code` plus `denied_response`, never by failing the RPC (a failed
+ *   RPC is an Envoy *error*, which a fail-open deployment lets through);
+ * - every header carries `append_action: OVERWRITE_IF_EXISTS_OR_ADD` (≤1.37 reads `append`, unset =
+ *   overwrite; later versions read `append_action`, whose default would append);
+ * - `content-type: application/json` is set explicitly, or Envoy sends text/plain;
+ * - Struct values are camelCase (`stringValue`) even with keepCase.
+ */
+import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
+import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/HeaderValueOption';
+import type { Config } from '../config/load';
+import type { Decision } from './decision';
+import { errorBody } from './error-body';
+import { keyHeaders } from './extract-key';
+import { PROTOCOLS, type Protocol } from '../store/store';
+
+/** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
+const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 503: 14 };
+
+export const HEADER = {
+  reason: 'x-modelgate-reason',
+  hint: 'x-modelgate-hint',
+  keyId: 'x-modelgate-key-id',
+  group: 'x-modelgate-group',
+  model: 'x-modelgate-model',
+} as const;
+
+function header(key: string, value: string): HeaderValueOption {
+  return { header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
+}
+
+function metadata(d: Decision, model: string | undefined): CheckResponse['dynamic_metadata'] {
+  const fields: Record<string, { stringValue: string }> = {
+    decision: { stringValue: d.allowed ? 'allow' : 'deny' },
+    reason: { stringValue: d.reason },
+    style: { stringValue: d.route.style },
+  };
+  if (d.keyId) fields.keyId = { stringValue: d.keyId };
+  if (d.group) fields.group = { stringValue: d.group };
+  if (model !== undefined) fields.model = { stringValue: model };
+  return { fields };
+}
+
+/** RFC 6750 §3: no error code when the request had no credentials; quoted-string safe description. */
+function challenge(d: Decision): string {
+  if (d.reason === 'key_missing') return 'Bearer realm="modelgate"';
+  return `Bearer realm="modelgate", error="invalid_token", error_description="${d.hint.replace(/["\\]/g, "'")}"`;
+}
+
+/**
+ * The upstream header plan of an allowed request, computed once per config. Every header that can
+ * carry a client key is removed, whichever the route reads; the one exception per protocol style is
+ * the header that style's own upstream credential sets (Envoy applies removals after sets, so
+ * removing it would drop the credential; the set overwrites the client's value instead).
+ */
+export interface AllowPlan {
+  /** Every key header (`routes.bearerHeaders` + `routes.vendorHeaders`). */
+  readonly removeHeaders: readonly string[];
+  /** What an allowed request of each protocol style removes. */
+  readonly removeFor: Readonly<Record<Protocol, readonly string[]>>;
+}
+
+export function allowPlan(config: Config): AllowPlan {
+  const removeHeaders = [...new Set(keyHeaders(config.routes, 'both'))];
+  const removeFor = {} as Record<Protocol, readonly string[]>;
+  for (const p of PROTOCOLS) {
+    const own = config.upstream.credentials[p]?.header;
+    removeFor[p] = removeHeaders.filter((h) => h !== own);
+  }
+  return { removeHeaders, removeFor };
+}
+
+/** Headers only modelgate may set; a client's copies never reach the upstream. */
+const SPOOFABLE = [HEADER.reason, HEADER.hint];
+
+/** Writes the CheckResponse for a decision. `modelForMetadata` is the log-safe model name, if any. */
+export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined): CheckResponse {
+  if (d.allowed) {
+    const headers = [header(HEADER.keyId, d.keyId ?? ''), header(HEADER.group, d.group ?? '')];
+    const remove: string[] = [...SPOOFABLE];
+    if (d.model !== undefined && d.modelKnown) headers.push(header(HEADER.model, d.model));
+    else remove.push(HEADER.model);
+    if (d.route.kind === 'protocol') {
+      const cred = config.upstream.credentials[d.route.style];
+      if (cred) headers.push(header(cred.header, cred.value));
+      remove.push(...plan.removeFor[d.route.style]);
+    }
+    // Model lists keep the key headers: the catalog authenticates the request itself (it trusts no
+    // identity header a client could send to its port directly).
+    return {
+      status: { code: 0 },
+      ok_response: { headers, headers_to_remove: remove, query_parameters_to_remove: ['key'] },
+      dynamic_metadata: metadata(d, modelForMetadata),
+    };
+  }
+  const denial = denialParts(d);
+  return {
+    status: { code: GRPC_CODE[d.status] ?? 7, message: d.reason },
+    denied_response: {
+      status: { code: d.status as never },
+      headers: denial.headers.map(([k, v]) => header(k, v)),
+      body: denial.body,
+    },
+    dynamic_metadata: metadata(d, modelForMetadata),
+  };
+}
+
+/** Status, headers and body of a denial: the same for Envoy's local reply and the catalog's own HTTP answer. */
+export function denialParts(d: Decision): { status: number; headers: [string, string][]; body: string } {
+  const headers: [string, string][] = [
+    ['content-type', 'application/json'],
+    [HEADER.reason, d.reason],
+    [HEADER.hint, d.hint],
+  ];
+  if (d.status === 401) headers.push(['www-authenticate', challenge(d)]);
+  if (d.route.kind === 'wrong_method') headers.push(['allow', d.route.allow]);
+  return { status: d.status, headers, body: errorBody(d.route.family, d.status, d.reason, d.hint) };
+}

@@ -1,0 +1,39 @@
+/**
+ * Errors of the admin operations: a message meant for the operator, shown as one line, and the
+ * exit code the CLI ends with (1: the operation failed, 2: the command line was wrong).
+ */
+export class AdminError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2 = 1,
+  ) {
+    super(message);
+    this.name = 'AdminError';
+  }
+}
+
+/** A wrong command line: exit code 2. */
+export function usageError(message: string): AdminError {
+  return new AdminError(message, 2);
+}
+
+/** The SQLSTATE of a PostgreSQL error, if it is one. */
+export function sqlState(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+// Control characters would break log lines and headers (ids are echoed in x-modelgate headers).
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * Checks an operator-given name (key id, group, model): not empty, no surrounding spaces (the
+ * spec's classic mistake, seed §7), no control characters, at most `max` characters.
+ */
+export function checkName(what: string, value: string, max = 200): string {
+  if (value === '') throw usageError(`${what} must not be empty`);
+  if (value.trim() !== value) throw usageError(`${what} ${JSON.stringify(value)} has leading or trailing spaces`);
+  if (CONTROL.test(value)) throw usageError(`${what} ${JSON.stringify(value)} contains control characters`);
+  if (value.length > max) throw usageError(`${what} is longer than ${max} characters`);
+  return value;
+}

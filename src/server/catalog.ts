@@ -1,0 +1,113 @@
+/**
+ * The model lists (`GET /v1/models`, `/v1beta/models`, `{alt}/v1/models`, `{alt}/v1beta/models`,
+ * and one model at `.../models/{id}`), answered on the HTTP listener with the models of the
+ * caller's group, in the protocol's own shape. Envoy routes them to cluster modelgate_catalog.
+ *
+ * It trusts no identity header (a client could reach this port directly and send
+ * x-modelgate-group): it authenticates the request itself with the same decision as the Check path
+ * (ext_authz leaves the key headers on model-list routes for this reason).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { denialParts } from '../check/write-response';
+import type { Config } from '../config/load';
+import type { Lookups } from '../check/decide';
+import type { Decision } from '../check/decision';
+import { decisionLine } from '../check/decision-log';
+import { decideSafely } from '../check/pipeline';
+import type { RequestView } from '../check/request-view';
+import type { Family } from '../check/routes';
+import type { GroupRecord, ModelRecord, Protocol } from '../store/store';
+
+export interface CatalogDeps {
+  readonly config: () => Config;
+  readonly lookups: Lookups;
+  readonly logger: Logger;
+  readonly now?: () => number;
+}
+
+/** Which protocol styles a list for each family shows. */
+const FAMILY_PROTOCOLS: Readonly<Record<Family, readonly Protocol[]>> = {
+  openai: ['chat', 'responses', 'embeddings'],
+  anthropic: ['messages'],
+  gemini: ['generative'],
+};
+
+function fits(m: ModelRecord, family: Family): boolean {
+  return m.available && (m.protocols === null || m.protocols.some((p) => FAMILY_PROTOCOLS[family].includes(p)));
+}
+
+function viewOf(req: IncomingMessage): RequestView {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
+  return {
+    method: req.method ?? '',
+    path: q === -1 ? url : url.slice(0, q),
+    query: q === -1 ? '' : url.slice(q + 1),
+    headers,
+    body: undefined,
+    partialBody: false,
+    requestId: headers['x-request-id'] ?? '',
+  };
+}
+
+function modelObject(m: ModelRecord, family: Family): object {
+  switch (family) {
+    case 'anthropic': return { type: 'model', id: m.name, display_name: m.name, created_at: '1970-01-01T00:00:00Z' };
+    case 'gemini': return {
+      name: `models/${m.name}`,
+      displayName: m.name,
+      supportedGenerationMethods: m.protocols === null || m.protocols.includes('generative') ? ['generateContent', 'streamGenerateContent', 'countTokens'] : ['embedContent'],
+    };
+    default: return { id: m.name, object: 'model', created: 0, owned_by: 'modelgate' };
+  }
+}
+
+function listBody(group: GroupRecord, family: Family): object {
+  const models = [...group.models.values()].filter((m) => fits(m, family)).map((m) => modelObject(m, family));
+  if (family === 'gemini') return { models };
+  if (family === 'anthropic') {
+    const ids = models.map((m) => (m as { id: string }).id);
+    return { data: models, has_more: false, first_id: ids[0] ?? null, last_id: ids.at(-1) ?? null };
+  }
+  return { object: 'list', data: models };
+}
+
+function send(res: ServerResponse, status: number, headers: [string, string][], body: string): void {
+  res.writeHead(status, Object.fromEntries(headers)).end(body);
+}
+
+/** An HTTP route handler for the model-list paths; returns false for any other path. */
+export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+  return async (req, res) => {
+    const started = process.hrtime.bigint();
+    const config = deps.config();
+    const view = viewOf(req);
+    if (!/\/v1(beta)?\/models(\/|$)/.test(view.path)) return false;
+    let d: Decision = await decideSafely(view, config, deps.lookups, (deps.now ?? Date.now)(), deps.logger);
+    if (d.allowed && d.route.kind !== 'models') {
+      // Only model lists are served here; anything else that reached this port is not ours to answer.
+      return false;
+    }
+    let body = '';
+    const route = d.route;
+    if (d.allowed && route.kind === 'models') {
+      const g = await deps.lookups.groups.get(d.group!);
+      if (g.status !== 'found') {
+        d = { ...d, allowed: false, reason: 'store_unavailable', status: 503, hint: 'the key store cannot answer right now; retry shortly' };
+      } else if (route.model !== undefined) {
+        const m = g.value.models.get(route.model)!;
+        if (!fits(m, route.family)) d = { ...d, allowed: false, reason: 'model_wrong_protocol', status: 403, hint: `model ${JSON.stringify(m.name)} is not listed on this endpoint` };
+        else body = JSON.stringify(modelObject(m, route.family));
+      } else body = JSON.stringify(listBody(g.value, route.family));
+    }
+    deps.logger.info(decisionLine(d, view, Math.round(Number(process.hrtime.bigint() - started) / 1000)), 'catalog');
+    if (!d.allowed) {
+      const denial = denialParts(d);
+      send(res, denial.status, denial.headers, denial.body);
+    } else send(res, 200, [['content-type', 'application/json'], ['x-modelgate-key-id', d.keyId!], ['x-modelgate-group', d.group!]], body);
+    return true;
+  };
+}

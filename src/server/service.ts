@@ -1,0 +1,171 @@
+/**
+ * Wires one modelgate instance together: config, store, cache, the Check pipeline, the gRPC and
+ * HTTP listeners, hot reload and draining. Everything a process needs; nothing reads the
+ * environment after start.
+ */
+import cluster from 'node:cluster';
+import { readFileSync } from 'node:fs';
+import { AggregatorRegistry } from 'prom-client';
+import pino, { type DestinationStream, type Logger } from 'pino';
+import type { CheckRequest } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
+import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
+import { createCatalogHandler } from './catalog';
+import { decodeCheckRequest } from '../check/read-request';
+import { parseConfig, type Config } from '../config/load';
+import { watchConfig } from '../config/watch';
+import { FileStore } from '../store/file-store';
+import { startGrpcServer } from './grpc-server';
+import { startHttpServer } from './http-server';
+import { BatchedLogStream } from './log-stream';
+import { createMetrics } from './metrics';
+import { openPgStore, redactUrl } from '../store/pg/store';
+import { authorizationService } from '../envoy/protos';
+import { createPipeline } from '../check/pipeline';
+import { requestHeaderFilter } from '../check/read-request';
+import { ResponseEncoder } from '../check/response-encoder';
+import { statusOf } from '../check/reasons';
+import { classify } from '../check/routes';
+import { StoreCache } from '../store/cache';
+import type { Store } from '../store/store';
+
+export interface ServiceOptions {
+  readonly configPath: string;
+  readonly grpcAddress?: string;
+  readonly httpAddress?: string;
+  /** Overrides the config's `store`: a postgres:// URL, or `file` for the file store. */
+  readonly storeUrl?: string;
+  /** Where log lines go: a stream, or a file path; default stdout. */
+  readonly logDestination?: DestinationStream | string;
+  readonly env?: NodeJS.ProcessEnv;
+  /** Injected clock for tests (epoch ms). */
+  readonly now?: () => number;
+  /** A store to use instead of the configured one (tests inject failing or counting stores). */
+  readonly store?: Store;
+  /** Watch the config file for changes (default true). */
+  readonly watch?: boolean;
+  /** Poll interval of the config watcher. */
+  readonly watchIntervalMs?: number;
+}
+
+export interface Service {
+  readonly grpcAddress: string;
+  readonly httpAddress: string;
+  readonly logger: Logger;
+  readonly cache: StoreCache;
+  readonly store: Store;
+  /**
+   * The full read-decide-write path, as the gRPC handler runs it: the bytes of a CheckRequest in,
+   * the serialised CheckResponse out, synchronously when no store round trip was needed.
+   */
+  checkBytes(request: Buffer): Buffer | Promise<Buffer>;
+  /** The same for a CheckRequest object (encoded first), decoded back (for tests and tools). */
+  check(req: CheckRequest): Promise<CheckResponse__Output>;
+  config(): Config;
+  /** SIGTERM path: health NOT_SERVING, answer in-flight checks, close, flush logs. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export async function startService(opts: ServiceOptions): Promise<Service> {
+  const env = opts.env ?? process.env;
+  let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
+  const metrics = createMetrics();
+  const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
+    ? opts.logDestination
+    : new BatchedLogStream(opts.logDestination ?? 1, { maxBytes: 64 * 1024 * 1024, onDrop: (bytes) => metrics.logDroppedBytes.inc(bytes) });
+  const logger = pino({ level: config.log.level, base: { svc: 'modelgate' } }, destination);
+  // Registered at start: a worker's registry must be known before the primary first aggregates,
+  // and constructing an AggregatorRegistry is what makes prom-client answer the primary's requests.
+  if (cluster.isWorker) {
+    new AggregatorRegistry();
+    AggregatorRegistry.setRegistries([metrics.registry]);
+  }
+
+  const storeUrl = opts.storeUrl === 'file' ? undefined : opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined);
+  let store: Store;
+  let fileStore: FileStore | undefined;
+  if (opts.store) {
+    store = opts.store;
+  } else if (storeUrl) {
+    store = await openPgStore(storeUrl, { ...config.postgres, onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
+    logger.info({ store: redactUrl(storeUrl) }, 'using the PostgreSQL store');
+  } else {
+    store = fileStore = new FileStore(config.groups, config.keys);
+  }
+  const cache = new StoreCache(store, {
+    ...config.cache,
+    now: opts.now,
+    onEvent: (event, kind) => metrics.countCache(event, kind),
+  });
+
+  const checkDef = authorizationService().Check;
+  const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r));
+  const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
+  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog });
+  // The headers the decoder keeps follow the config (key header names can change on reload).
+  let headerFilter = requestHeaderFilter(config.routes);
+  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): Buffer => {
+    logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
+    metrics.countDecision(statusOf(reason), reason);
+    const route = classify('', '', config.routes.altPrefix, false);
+    return encoder.encode({ allowed: false, reason, status: statusOf(reason), hint, route }, config);
+  };
+  const failClosed = (): Buffer => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly');
+  const checkBytes = (request: Buffer): Buffer | Promise<Buffer> => {
+    const started = performance.now();
+    const view = decodeCheckRequest(request, headerFilter);
+    if (view === undefined) return denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest');
+    return check(view, started);
+  };
+  const handlers = { check: checkBytes, failClosed };
+
+  let draining = false;
+  const ready = (): boolean => !draining && store.ready();
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? '127.0.0.1:9191', handlers, config.grpc.maxReceiveMessageBytes);
+  const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
+  const httpServer = await startHttpServer(opts.httpAddress ?? '127.0.0.1:9192', ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
+
+  const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
+    // Everything that can fail is built before anything is swapped.
+    const nextFilter = requestHeaderFilter(next.routes);
+    config = next;
+    headerFilter = nextFilter;
+    logger.level = next.log.level;
+    if (fileStore) fileStore.replace(next.groups, next.keys);
+    metrics.reloads.inc({ result: 'ok' });
+  }, () => config, opts.watchIntervalMs);
+
+  // Health follows the store: SERVING only while it can answer (PostgreSQL may come and go).
+  const healthTimer = setInterval(() => {
+    const ok = ready();
+    grpcServer.setServing(ok);
+    metrics.storeReady.set(ok ? 1 : 0);
+  }, 500);
+  healthTimer.unref();
+  grpcServer.setServing(ready());
+  metrics.storeReady.set(store.ready() ? 1 : 0);
+
+  logger.info({ grpcAddress: grpcServer.address, httpAddress: httpServer.address, store: store.kind, groups: config.groups.size }, 'modelgate listening');
+
+  return {
+    grpcAddress: grpcServer.address,
+    httpAddress: httpServer.address,
+    logger,
+    cache,
+    store,
+    checkBytes,
+    check: async (req) => checkDef.responseDeserialize(await checkBytes(checkDef.requestSerialize(req))) as CheckResponse__Output,
+    config: () => config,
+    async close(graceMs = 5000) {
+      draining = true;
+      grpcServer.setServing(false);
+      clearInterval(healthTimer);
+      unwatch();
+      await grpcServer.drain(graceMs);
+      await httpServer.close();
+      cache.close();
+      await store.close();
+      logger.info('modelgate stopped');
+      await new Promise<void>((resolve) => logger.flush(() => resolve()));
+    },
+  };
+}

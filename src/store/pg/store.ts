@@ -1,0 +1,283 @@
+/**
+ * The shared store: keys and groups in PostgreSQL, for many replicas at once.
+ *
+ * Lookups go through a small pool whose every wait is bounded (opening a connection, waiting for
+ * a free one, the statement itself), so a dead, slow or exhausted database turns into a prompt
+ * rejection, which the cache answers with a bounded stale answer or 503 store_unavailable, instead
+ * of requests piling up behind it. Invalidations arrive through PgListener (see listener.ts).
+ */
+import pg from 'pg';
+import { PgListener } from './listener';
+import { INVALIDATION_CHANNEL, SCHEMA_VERSION, migrate, schemaVersion } from './schema';
+import { PROTOCOLS } from '../store';
+import type { GroupRecord, InvalidationEvent, KeyRecord, ModelRecord, Protocol, Store } from '../store';
+
+export interface PgStoreOptions {
+  /** Bound on one lookup, enforced by the server (statement_timeout) and the client. */
+  readonly queryTimeoutMs?: number;
+  /** Bound on opening a connection and on waiting for a free one in a full pool. */
+  readonly connectTimeoutMs?: number;
+  readonly poolSize?: number;
+  /** Idle pooled connections are closed after this long. */
+  readonly idleTimeoutMs?: number;
+  /** Liveness check interval of the LISTEN connection: bounds how long a silently dead one goes unnoticed. */
+  readonly heartbeatMs?: number;
+  readonly reconnectMinMs?: number;
+  readonly reconnectMaxMs?: number;
+  /** openPgStore applies migrations when true; when false it only checks the schema version. */
+  readonly migrate?: boolean;
+  readonly applicationName?: string;
+  /** Failures the store absorbs itself (dropped LISTEN connection, broken idle connection), for logs. */
+  readonly onError?: (error: Error, where: 'pool' | 'listener') => void;
+}
+
+/** Defaults: small, so that a failure costs at most about a second per request. */
+export const PG_STORE_DEFAULTS = {
+  queryTimeoutMs: 1000,
+  connectTimeoutMs: 1000,
+  poolSize: 10,
+  idleTimeoutMs: 30_000,
+  heartbeatMs: 1000,
+  reconnectMinMs: 100,
+  reconnectMaxMs: 5000,
+  migrate: true,
+  applicationName: 'modelgate',
+} as const;
+
+/** Counters for tests and metrics: how many lookups reached PostgreSQL, and how many failed. */
+export interface PgStoreStats {
+  readonly keyQueries: number;
+  readonly groupQueries: number;
+  readonly errors: number;
+  /** Times the LISTEN connection was re-established after a drop. */
+  readonly reconnects: number;
+}
+
+const KEY_SQL = `SELECT id, sha256, group_name, balance::float8 AS balance, disabled, expires_at
+  FROM modelgate_keys WHERE sha256 = $1`;
+
+// One round trip for a group and its models; a group without models yields one row of NULLs.
+const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.available AS model_available
+  FROM modelgate_groups g LEFT JOIN modelgate_group_models m ON m.group_name = g.name
+  WHERE g.name = $1 ORDER BY m.position, m.name`;
+
+/** A row of modelgate_keys as the lookups select it. */
+export interface KeyRow {
+  id: string;
+  sha256: string;
+  group_name: string;
+  balance: number | null;
+  disabled: boolean;
+  expires_at: Date | null;
+}
+
+interface GroupRow {
+  name: string;
+  available: boolean;
+  model: string | null;
+  protocols: string[] | null;
+  model_available: boolean | null;
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+function toModel(row: GroupRow & { model: string }): ModelRecord {
+  // The table's CHECK allows only known protocols; filtering keeps an unknown one (written by a
+  // newer version) from matching anything, which fails closed.
+  const protocols = row.protocols === null ? null : row.protocols.filter((p): p is Protocol => (PROTOCOLS as readonly string[]).includes(p));
+  return { name: row.model, protocols, available: row.model_available ?? false };
+}
+
+/** A one-line reason, also for the message-less AggregateError of a refused `localhost` (::1 and 127.0.0.1). */
+function errorMessage(err: unknown): string {
+  const e = err as { message?: string; code?: string; errors?: { message?: string }[] } | null;
+  return e?.message || e?.errors?.map((x) => x.message).join('; ') || e?.code || String(err);
+}
+
+/** Store over PostgreSQL; build it with openPgStore(). */
+export class PgStore implements Store {
+  readonly kind = 'postgres';
+  private readonly pool: pg.Pool;
+  private readonly listener: PgListener;
+  private readonly listeners = new Set<(event: InvalidationEvent) => void>();
+  private readonly options: Required<Omit<PgStoreOptions, 'onError'>> & Pick<PgStoreOptions, 'onError'>;
+  private counters = { keyQueries: 0, groupQueries: 0, errors: 0 };
+  private schemaReady = false;
+  private closed = false;
+  private listeningWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly url: string,
+    options: PgStoreOptions = {},
+  ) {
+    this.options = { ...PG_STORE_DEFAULTS, ...options };
+    const o = this.options;
+    this.pool = new pg.Pool({
+      connectionString: url,
+      max: o.poolSize,
+      connectionTimeoutMillis: o.connectTimeoutMs,
+      idleTimeoutMillis: o.idleTimeoutMs,
+      // The server cancels the statement; the client gives up too, in case the server is unreachable.
+      statement_timeout: o.queryTimeoutMs,
+      query_timeout: o.queryTimeoutMs + 100,
+      keepAlive: true,
+      application_name: o.applicationName,
+    });
+    // A pooled idle connection that breaks (server restart) is dropped by the pool; without a
+    // listener, the 'error' event would crash the process.
+    this.pool.on('error', (err) => this.options.onError?.(err, 'pool'));
+    this.listener = new PgListener({
+      connectionString: url,
+      channel: INVALIDATION_CHANNEL,
+      applicationName: `${o.applicationName}-listen`,
+      connectTimeoutMs: o.connectTimeoutMs,
+      heartbeatMs: o.heartbeatMs,
+      reconnectMinMs: o.reconnectMinMs,
+      reconnectMaxMs: o.reconnectMaxMs,
+      onEvent: (event) => this.emit(event),
+      onState: (connected, error) => {
+        if (error) this.options.onError?.(error, 'listener');
+        if (connected) for (const wake of this.listeningWaiters.splice(0)) wake();
+      },
+    });
+  }
+
+  /** Applies (or checks) the schema, then starts listening. openPgStore() calls it. */
+  async start(): Promise<void> {
+    // Its own connection, without the pool's per-query timeout: waiting for another replica's
+    // migration (or running a long one) is not a lookup.
+    const client = new pg.Client({
+      connectionString: this.url,
+      connectionTimeoutMillis: this.options.connectTimeoutMs,
+      application_name: `${this.options.applicationName}-migrate`,
+    });
+    await client.connect();
+    try {
+      const version = this.options.migrate ? (await migrate(client)).to : await schemaVersion(client);
+      if (version < SCHEMA_VERSION) {
+        throw new Error(`PostgreSQL schema is at version ${version}, modelgate needs ${SCHEMA_VERSION}: run \`modelgate migrate\``);
+      }
+    } finally {
+      await client.end().catch(() => {});
+    }
+    this.schemaReady = true;
+    this.listener.start();
+  }
+
+  async findKey(sha256: string): Promise<KeyRecord | null> {
+    // The CHECK constraint admits only lowercase hex, so anything else is certainly absent.
+    if (!SHA256_HEX.test(sha256)) return null;
+    this.counters.keyQueries++;
+    const rows = await this.query<KeyRow>('findKey', KEY_SQL, [sha256]);
+    if (rows.length === 0) return null;
+    const r = rows[0];
+    return {
+      id: r.id,
+      sha256: r.sha256,
+      group: r.group_name,
+      balance: r.balance,
+      disabled: r.disabled,
+      expiresAt: r.expires_at === null ? null : r.expires_at.getTime(),
+    };
+  }
+
+  async findGroup(name: string): Promise<GroupRecord | null> {
+    this.counters.groupQueries++;
+    const rows = await this.query<GroupRow>('findGroup', GROUP_SQL, [name]);
+    if (rows.length === 0) return null;
+    const models = new Map<string, ModelRecord>();
+    for (const row of rows) {
+      if (row.model !== null) models.set(row.model, toModel(row as GroupRow & { model: string }));
+    }
+    return { name: rows[0].name, available: rows[0].available, models };
+  }
+
+  onInvalidate(listener: (event: InvalidationEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Connected (LISTEN active, so the cache hears about changes) and the schema is in place. */
+  ready(): boolean {
+    return !this.closed && this.schemaReady && this.listener.connected;
+  }
+
+  stats(): PgStoreStats {
+    return { ...this.counters, reconnects: this.listener.reconnects };
+  }
+
+  /** Resolves once LISTEN is active (so no later change goes unheard); rejects after timeoutMs. */
+  async whenListening(timeoutMs: number): Promise<void> {
+    if (this.listener.connected) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.listeningWaiters.push(resolve);
+        timer = setTimeout(() => reject(new Error(`PostgreSQL LISTEN connection not open after ${timeoutMs} ms`)), timeoutMs);
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Backend pid of the LISTEN connection, or null while disconnected (diagnostics, tests). */
+  listenerPid(): number | null {
+    return this.listener.pid;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.listener.close();
+    await this.pool.end();
+  }
+
+  private async query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    try {
+      return (await this.pool.query<R>(text, values)).rows;
+    } catch (err) {
+      this.counters.errors++;
+      // A rejection, never null: "could not decide" must not read as "not found".
+      throw new Error(`PostgreSQL ${what} failed: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  private emit(event: InvalidationEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        // One faulty subscriber must not keep the others from hearing about a revocation.
+        this.options.onError?.(err as Error, 'listener');
+      }
+    }
+  }
+}
+
+/**
+ * Opens the PostgreSQL store: migrates (or checks the schema), starts listening, and resolves
+ * once it is ready. Rejects when the database cannot be reached at start, so a wrong URL or
+ * password fails loudly; after that, outages are survived without a restart.
+ */
+export async function openPgStore(url: string, options: PgStoreOptions = {}): Promise<PgStore> {
+  const store = new PgStore(url, options);
+  try {
+    await store.start();
+    await store.whenListening((options.connectTimeoutMs ?? PG_STORE_DEFAULTS.connectTimeoutMs) * 2);
+  } catch (err) {
+    await store.close().catch(() => {});
+    throw err;
+  }
+  return store;
+}
+
+/** A connection string with its password hidden, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '<unparseable store URL>';
+  }
+}
