@@ -1,7 +1,7 @@
 /**
  * The one catalogue of decision reasons: every reason code modelgate can answer with, its HTTP
  * status, and when it applies. README.md's reason table is checked against this list by
- * test/reasons-doc.test.ts, so the code, the docs and the tests cannot drift apart.
+ * test/check/reasons-doc.test.ts, so the code, the docs and the tests cannot drift apart.
  *
  * Order follows the spec's order of checks (seed §4.1 rule 4, §7): path (404/405) first, then the
  * key (401), then group, body, model and balance (403/400), then store failures (503).

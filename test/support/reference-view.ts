@@ -1,7 +1,7 @@
 /**
  * The reference reader of the decoder's differential tests: a CheckRequest decoded by protobufjs
  * (grpc-js's proto-loader, generic and complete) read into a RequestView the plain way, keeping
- * the same headers. src/check-request-decoder.ts must agree with it on every well-formed request
+ * the same headers. src/check/read-request.ts must agree with it on every well-formed request
  * whose singular embedded messages each appear once (as every encoder, Envoy's included, writes
  * them; on a repeated one the decoder merges as the protobuf spec says, protobufjs keeps the last).
  */

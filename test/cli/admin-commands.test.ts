@@ -1,0 +1,254 @@
+/**
+ * Every admin command through runAdminCommand, as an operator would type it, against a real
+ * PostgreSQL: human and --json output, exit codes, one-line errors, and keys shown only once.
+ */
+import pg from 'pg';
+import YAML from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAdminCommand } from '../../src/cli/store-admin';
+import { formatModelSpec, parseModelSpec } from '../../src/cli/groups';
+import { hashKey, isCompleteKey } from '../../src/check/key-format';
+import { openPgStore } from '../../src/store/pg/store';
+import { openPool, startPgServer } from '../support/pg-server';
+import type { PgServer } from '../support/pg-server';
+
+let server: PgServer;
+let sql: pg.Pool;
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function run(argv: string[], env: NodeJS.ProcessEnv = { DATABASE_URL: server.url }): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runAdminCommand(argv, { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s), env });
+  return { code, stdout, stderr };
+}
+
+/** Runs a command expected to succeed and to print no key. */
+async function ok(...argv: string[]): Promise<string> {
+  const r = await run(argv);
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  expect(r.stdout).not.toContain('sk-mg-');
+  return r.stdout;
+}
+
+async function json<T = Record<string, unknown>>(...argv: string[]): Promise<T> {
+  return JSON.parse(await ok(...argv, '--json')) as T;
+}
+
+/** The key printed by keys new/rotate: on a line of its own. */
+function printedKey(stdout: string): string {
+  const lines = stdout.split('\n').filter((l) => l.startsWith('sk-mg-'));
+  expect(lines).toHaveLength(1);
+  return lines[0];
+}
+
+beforeAll(async () => {
+  server = await startPgServer();
+  sql = openPool(server.url, 2);
+});
+
+afterAll(async () => {
+  await sql?.end();
+  await server?.close();
+});
+
+describe('without a store (file mode)', () => {
+  it('prints a fresh key once and the YAML entry to paste into keys:, and writes nothing', async () => {
+    const r = await run(['keys', 'new', '--group', 'basic', '--id', 'zoe', '--balance', '12.5', '--expires', '2027-01-01'], {});
+    expect(r.code).toBe(0);
+    const key = printedKey(r.stdout);
+    expect(isCompleteKey(key)).toBe(true);
+    expect(r.stdout).toContain('file mode: nothing was written');
+    const yaml = r.stdout.slice(r.stdout.indexOf('  - id: zoe'));
+    expect(YAML.parse(`keys:\n${yaml}`)).toEqual({
+      keys: [{ id: 'zoe', sha256: hashKey(key), group: 'basic', balance: 12.5, expiresAt: '2027-01-01T00:00:00Z' }],
+    });
+  });
+
+  it('prints one JSON document with the key, the entry and the YAML with --json', async () => {
+    const r = await run(['keys', 'new', '--group', 'pro', '--json'], { DATABASE_URL: '' });
+    const doc = JSON.parse(r.stdout);
+    expect(doc).toMatchObject({ mode: 'file', entry: { group: 'pro', sha256: hashKey(doc.key) } });
+    expect(doc.entry.id).toMatch(/^key-[0-9a-f]{8}$/);
+    expect(doc.entry).not.toHaveProperty('balance');
+    expect(YAML.parse(doc.yaml)).toEqual([doc.entry]);
+  });
+
+  it('refuses commands that need a database with a usage error', async () => {
+    expect(await run(['keys', 'list'], {})).toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^modelgate: `keys list` needs a PostgreSQL store.*\n$/) });
+  });
+});
+
+describe('with PostgreSQL', () => {
+  it('migrates a fresh database once', async () => {
+    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 1.\n');
+    expect(await json('migrate')).toEqual({ from: 1, to: 1, applied: [] });
+    expect(await ok('migrate')).toBe('Schema already at version 1; nothing to do.\n');
+  });
+
+  it('creates, updates and lists groups; --model replaces the list, other flags leave it alone', async () => {
+    expect(await ok('groups', 'set', 'basic', '--model', 'gpt-4o-mini', '--model', 'text-embedding-3-small:embeddings', '--model', 'gemini-2.0-flash:generative:unavailable')).toBe(
+      'Created group basic (available): gpt-4o-mini text-embedding-3-small:embeddings gemini-2.0-flash:generative:unavailable.\n',
+    );
+    expect(await ok('groups', 'set', 'basic', '--available', 'false')).toBe(
+      'Updated group basic (unavailable): gpt-4o-mini text-embedding-3-small:embeddings gemini-2.0-flash:generative:unavailable.\n',
+    );
+    const pro = await json<{ created: boolean; group: unknown }>('groups', 'set', 'pro', '--model', 'o3:chat,responses', '--model', 'llama3:8b');
+    expect(pro).toEqual({
+      created: true,
+      group: {
+        name: 'pro',
+        available: true,
+        keys: 0,
+        models: [
+          { name: 'o3', protocols: ['chat', 'responses'], available: true },
+          { name: 'llama3:8b', protocols: null, available: true },
+        ],
+      },
+    });
+    expect(await ok('groups', 'set', 'basic', '--available', 'true', '--model', 'gpt-4o-mini')).toBe('Updated group basic (available): gpt-4o-mini.\n');
+    await ok('groups', 'set', 'empty', '--model', 'x');
+    expect(await ok('groups', 'set', 'empty', '--no-models')).toBe('Updated group empty (available): no models.\n');
+
+    expect(await ok('groups', 'list')).toBe(
+      'basic (available, 0 keys)\n  gpt-4o-mini  any protocol\n\nempty (available, 0 keys)\n  (no models)\n\n' +
+        'pro (available, 0 keys)\n  o3         chat,responses\n  llama3:8b  any protocol\n',
+    );
+    const listed = await json<{ groups: { name: string }[] }>('groups', 'list');
+    expect(listed.groups.map((g) => g.name)).toEqual(['basic', 'empty', 'pro']);
+    expect(await ok('groups', 'show', 'pro')).toBe('pro (available, 0 keys)\n  o3         chat,responses\n  llama3:8b  any protocol\n');
+  });
+
+  it('issues a key that the store finds by its hash, printing the key once', async () => {
+    const r = await run(['keys', 'new', '--group', 'basic', '--id', 'alice', '--balance', '12.5']);
+    expect(r.code).toBe(0);
+    const key = printedKey(r.stdout);
+    expect(r.stdout).toBe(`Created key alice (group basic, balance 12.5, expires never).\nThe key is shown only this once; store it now:\n\n${key}\n`);
+    const store = await openPgStore(server.url);
+    try {
+      expect(await store.findKey(hashKey(key))).toMatchObject({ id: 'alice', group: 'basic', balance: 12.5 });
+    } finally {
+      await store.close();
+    }
+    const doc = JSON.parse((await run(['keys', 'new', '--group', 'pro', '--id', 'bob', '--expires', '2030-06-01T12:00:00Z', '--json'])).stdout);
+    expect(doc).toMatchObject({ mode: 'postgres', record: { id: 'bob', group: 'pro', balance: null, disabled: false, expiresAt: '2030-06-01T12:00:00Z' } });
+    expect(doc.record.sha256).toBe(hashKey(doc.key));
+  });
+
+  it('lists keys without ever showing them', async () => {
+    const text = await ok('keys', 'list');
+    // The CREATED column is now; everything else is exact.
+    expect(text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/gm, '<now>')).toBe(
+      'ID     GROUP  BALANCE    STATE   EXPIRES               CREATED\n' +
+        'alice  basic  12.5       active  -                     <now>\n' +
+        'bob    pro    unlimited  active  2030-06-01T12:00:00Z  <now>\n',
+    );
+    const { keys } = await json<{ keys: { id: string }[] }>('keys', 'list', '--group', 'pro');
+    expect(keys.map((k) => k.id)).toEqual(['bob']);
+  });
+
+  it('disables, enables, rotates and deletes a key', async () => {
+    expect(await ok('keys', 'disable', 'bob')).toBe('Disabled key bob (group pro, balance unlimited, expires 2030-06-01T12:00:00Z).\n');
+    expect(await json('keys', 'enable', 'bob')).toMatchObject({ record: { id: 'bob', disabled: false } });
+    const { rows: before } = await sql.query("SELECT sha256 FROM modelgate_keys WHERE id = 'bob'");
+
+    const r = await run(['keys', 'rotate', 'bob']);
+    const key = printedKey(r.stdout);
+    expect(r.stdout.split('\n')[0]).toBe('Rotated key bob (group pro, balance unlimited, expires 2030-06-01T12:00:00Z); the old key no longer works.');
+    const { rows: after } = await sql.query("SELECT sha256, group_name FROM modelgate_keys WHERE id = 'bob'");
+    expect(after).toEqual([{ sha256: hashKey(key), group_name: 'pro' }]);
+    expect(after[0].sha256).not.toBe(before[0].sha256);
+    const { rows: old } = await sql.query('SELECT 1 FROM modelgate_keys WHERE sha256 = $1', [before[0].sha256]);
+    expect(old).toHaveLength(0);
+
+    expect(await ok('keys', 'delete', 'bob')).toBe('Deleted key bob (group pro).\n');
+    expect(await run(['keys', 'delete', 'bob'])).toEqual({ code: 1, stdout: '', stderr: 'modelgate: no key with id "bob"\n' });
+  });
+
+  it('shows, sets, credits and debits balances, negative amounts included', async () => {
+    expect(await ok('balance', 'show', 'alice')).toBe('alice: 12.5\n');
+    expect(await ok('balance', 'add', 'alice', '-0.25')).toBe('alice: 12.25 (was 12.5)\n');
+    expect(await ok('balance', 'add', 'alice', '10')).toBe('alice: 22.25 (was 12.25)\n');
+    expect(await json('balance', 'add', 'alice', '-30')).toEqual({ id: 'alice', balance: -7.75, previous: 22.25 });
+    expect(await ok('balance', 'set', 'alice', 'unlimited')).toBe('alice: unlimited\n');
+    expect(await ok('balance', 'add', 'alice', '-1')).toBe('alice: unlimited (unchanged: the key has no balance limit)\n');
+    expect(await json('balance', 'set', 'alice', '100')).toEqual({ id: 'alice', balance: 100 });
+    expect(await json('balance', 'show', 'alice')).toEqual({ id: 'alice', balance: 100 });
+  });
+
+  it('applies 50 concurrent debits exactly, none lost', async () => {
+    const runs = await Promise.all(Array.from({ length: 50 }, () => run(['balance', 'add', 'alice', '-1'])));
+    expect(runs.every((r) => r.code === 0)).toBe(true);
+    expect(await json('balance', 'show', 'alice')).toEqual({ id: 'alice', balance: 50 });
+  });
+
+  it('refuses to remove a group that keys still use, and removes it once they are gone', async () => {
+    expect(await run(['groups', 'remove', 'basic'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'modelgate: group "basic" still has keys (alice); delete them first\n',
+    });
+    expect(await ok('groups', 'remove', 'empty')).toBe('Removed group empty.\n');
+    expect(await json('groups', 'remove', 'pro')).toEqual({ removed: 'pro' });
+    expect((await run(['groups', 'remove', 'pro'])).stderr).toBe('modelgate: no group named "pro"\n');
+  });
+
+  it('reports mistakes as one line on stderr: exit 2 for the command line, 1 for the operation', async () => {
+    const cases: [string[], number, string][] = [
+      [['keys', 'new', '--group', 'nope', '--id', 'x'], 1, 'group "nope" does not exist; create it with `modelgate groups set nope`'],
+      [['keys', 'new', '--group', 'basic', '--id', 'alice'], 1, 'a key with id "alice" already exists'],
+      [['balance', 'add', 'alice', 'ten'], 2, 'amount "ten" is not a decimal number'],
+      [['balance', 'set', 'alice', '1e3'], 2, 'amount "1e3" is not a decimal number or "unlimited"'],
+      [['balance', 'add', 'alice'], 2, 'usage: modelgate balance add ID N   (N < 0: a debit)'],
+      [['keys', 'new', '--group', 'basic', '--expires', 'tomorrow'], 2, '--expires "tomorrow" is not an ISO 8601 date such as 2026-12-31 or 2026-12-31T23:59:59Z'],
+      [['keys', 'new', '--group', 'basic', '--expires', '2027-02-30'], 2, '--expires "2027-02-30" is not an ISO 8601 date such as 2026-12-31 or 2026-12-31T23:59:59Z'],
+      [['keys', 'new', '--group', 'basic', '--id', ' alice'], 2, 'key id " alice" has leading or trailing spaces'],
+      [['keys', 'new'], 2, 'keys new needs --group G'],
+      [['keys', 'list', '--bogus'], 2, 'unknown option --bogus for `keys list`'],
+      [['groups', 'set', 'g', '--model', 'a', '--model', 'a'], 2, 'model "a" is given twice'],
+      [['groups', 'set', 'g', '--available', 'yes'], 2, '--available must be true or false, not "yes"'],
+      [['keys', 'frobnicate'], 2, 'unknown command: keys frobnicate; see `modelgate help`'],
+    ];
+    for (const [argv, code, message] of cases) {
+      expect(await run(argv), argv.join(' ')).toEqual({ code, stdout: '', stderr: `modelgate: ${message}\n` });
+    }
+  });
+
+  it('takes the store from --store first, then MODELGATE_STORE, then DATABASE_URL, and never prints its password', async () => {
+    const dead = 'postgres://modelgate:hunter2@127.0.0.1:1/modelgate';
+    const viaFlag = await run(['keys', 'list', '--store', dead]);
+    expect(viaFlag.code).toBe(1);
+    expect(viaFlag.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/modelgate:\*\*\*@127\.0\.0\.1:1\/modelgate: .*ECONNREFUSED.*\n$/);
+    expect(viaFlag.stderr).not.toContain('hunter2');
+    expect((await run(['keys', 'list'], { MODELGATE_STORE: dead, DATABASE_URL: server.url })).code).toBe(1);
+    expect((await run(['keys', 'list'], { MODELGATE_STORE: server.url, DATABASE_URL: dead })).code).toBe(0);
+    expect((await run(['keys', 'list', '--store', 'file'])).code).toBe(2);
+    expect(await run(['keys', 'list', '--store', 'mysql://u:pw@h/db'])).toMatchObject({ code: 2, stderr: 'modelgate: --store (mysql://u:***@h/db) is neither "file" nor a postgres:// URL\n' });
+  });
+
+  it('prints usage on request', async () => {
+    expect((await run(['help'])).stdout).toContain('modelgate balance add ID N');
+    expect(await run(['keys', '--help'])).toMatchObject({ code: 0, stdout: expect.stringContaining('modelgate keys rotate ID') });
+    expect(await run(['balance', 'add', '--help'])).toMatchObject({ code: 0, stdout: 'Usage: modelgate balance add ID N   (N < 0: a debit)\n' });
+  });
+});
+
+describe('the --model syntax', () => {
+  it.each([
+    ['gpt-4o', { name: 'gpt-4o', protocols: null, available: true }],
+    ['o3:chat,responses', { name: 'o3', protocols: ['chat', 'responses'], available: true }],
+    ['gemini-2.0-flash:generative:unavailable', { name: 'gemini-2.0-flash', protocols: ['generative'], available: false }],
+    ['old-model:unavailable', { name: 'old-model', protocols: null, available: false }],
+    ['llama3:8b', { name: 'llama3:8b', protocols: null, available: true }],
+    ['foo:chat:*', { name: 'foo:chat', protocols: null, available: true }],
+  ])('reads %s and writes it back the same way', (text, spec) => {
+    expect(parseModelSpec(text)).toEqual(spec);
+    expect(parseModelSpec(formatModelSpec(parseModelSpec(text)))).toEqual(spec);
+  });
+});

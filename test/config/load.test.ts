@@ -1,0 +1,274 @@
+/**
+ * parseConfig: read once, every problem listed with its path in one ConfigError, then frozen.
+ * (test/config/watch.test.ts: reloading a file.)
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { ConfigError, parseConfig, type Config } from '../../src/config/load';
+import { BROKEN, EXPECTED, SECRET, SHA_A } from '../support/broken-config';
+
+const DEMO_PATH = join(__dirname, '..', '..', 'envoy', 'modelgate.yaml');
+const DEMO = readFileSync(DEMO_PATH, 'utf8');
+
+function problemsOf(text: string, env: NodeJS.ProcessEnv = {}): readonly string[] {
+  try {
+    parseConfig(text, env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('parseConfig accepted the text');
+}
+
+describe('parseConfig on the demo file', () => {
+  const config = parseConfig(DEMO);
+
+  test('reads the three demo groups with their models', () => {
+    expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
+    const basic = config.groups.get('basic')!;
+    expect(basic.available).toBe(true);
+    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true });
+    expect(basic.models.get('text-embedding-3-small')).toEqual({ name: 'text-embedding-3-small', protocols: ['embeddings'], available: true });
+    expect(basic.models.get('gemini-2.0-flash')).toEqual({ name: 'gemini-2.0-flash', protocols: ['generative'], available: false });
+    expect(config.groups.get('pro')!.models.get('o3')!.protocols).toEqual(['chat', 'responses']);
+    expect(config.groups.get('paused')).toMatchObject({ available: false });
+  });
+
+  test('reads the six demo keys with balance, disabled and expiresAt', () => {
+    const byId = Object.fromEntries(config.keys.map((k) => [k.id, k]));
+    expect(Object.keys(byId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin', 'frank']);
+    expect(byId.alice).toEqual({ id: 'alice', sha256: '4787fb0e1aae0693be94be74ad11456fbd0771f21f84d8153cbee4f7b893af4c', group: 'basic', balance: 12.5, disabled: false, expiresAt: null });
+    expect(byId.bob.balance).toBeNull();
+    expect(byId.carol.balance).toBe(0);
+    expect(byId.dave.disabled).toBe(true);
+    expect(byId.erin.expiresAt).toBe(Date.UTC(2025, 0, 1));
+    expect(byId.frank.group).toBe('paused');
+  });
+
+  test('states the same settings as the defaults of an empty file', () => {
+    const empty = parseConfig('');
+    for (const section of ['routes', 'log', 'cache', 'grpc', 'upstream', 'store'] as const) expect(config[section]).toEqual(empty[section]);
+  });
+});
+
+describe('parseConfig defaults', () => {
+  test.each([['an empty file', ''], ['an empty mapping', '{}'], ['a comment only', '# nothing\n'], ['null sections', 'routes:\nlog:\ncache:\ngrpc:\nupstream:\nstore:\ngroups:\nkeys:\n']])('fills every default for %s', (_name, text) => {
+    const c = parseConfig(text);
+    expect(c.routes).toEqual({
+      altPrefix: '/alt',
+      bearerHeaders: ['authorization', 'x-api-key'],
+      vendorHeaders: ['x-vendor-api-key', 'x-goog-api-key'],
+      queryKeyParams: ['key', 'api_key', 'apikey', 'api-key', 'access_token', 'x-api-key', 'x-goog-api-key', 'x-vendor-api-key'],
+      maxJsonDepth: 256,
+    });
+    expect(c.log).toEqual({ level: 'info', allows: true });
+    expect(c.cache).toEqual({ maxEntries: 100_000, maxNotFound: 20_000, ttlMs: 5000, staleMs: 300_000 });
+    expect(c.grpc).toEqual({ maxReceiveMessageBytes: 40 * 1024 * 1024 });
+    expect(c.upstream).toEqual({ credentials: {} });
+    expect(c.store).toEqual({ kind: 'file' });
+    expect(c.groups.size).toBe(0);
+    expect(c.keys).toEqual([]);
+  });
+
+  test('lowercases configured header and query parameter names', () => {
+    const c = parseConfig('routes: { bearerHeaders: [Authorization, X-My-Key], vendorHeaders: [X-Vendor], queryKeyParams: [Key, TOKEN] }');
+    expect(c.routes.bearerHeaders).toEqual(['authorization', 'x-my-key']);
+    expect(c.routes.vendorHeaders).toEqual(['x-vendor']);
+    expect(c.routes.queryKeyParams).toEqual(['key', 'token']);
+  });
+
+  test('converts cache seconds to milliseconds', () => {
+    expect(parseConfig('cache: { ttlSeconds: 0, staleSeconds: 60, maxEntries: 10 }').cache).toEqual({ maxEntries: 10, maxNotFound: 20_000, ttlMs: 0, staleMs: 60_000 });
+  });
+
+  test('reads a postgres store URL', () => {
+    expect(parseConfig('store: postgres://u:p@db/modelgate').store).toEqual({ kind: 'postgres', url: 'postgres://u:p@db/modelgate' });
+    expect(parseConfig('store: file').store).toEqual({ kind: 'file' });
+  });
+
+  test('lowercases a key sha256 given in uppercase hex', () => {
+    const c = parseConfig(`groups: { g: { models: [m] } }\nkeys: [{ id: k, sha256: ${'AB'.repeat(32)}, group: g }]`);
+    expect(c.keys[0].sha256).toBe('ab'.repeat(32));
+  });
+
+  test('accepts a key of an unknown group when the store is PostgreSQL (the file does not list its groups)', () => {
+    const c = parseConfig(`store: postgres://db/x\nkeys: [{ id: k, sha256: ${SHA_A}, group: elsewhere }]`);
+    expect(c.keys[0].group).toBe('elsewhere');
+  });
+
+  test.each([
+    ['a date-time in UTC', '2027-01-01T00:00:00Z', Date.UTC(2027, 0, 1)],
+    ['a date-time with an offset', '2027-01-01T02:00:00+02:00', Date.UTC(2027, 0, 1)],
+    ['a date-time with fractional seconds', '2027-01-01T00:00:00.500Z', Date.UTC(2027, 0, 1) + 500],
+    ['a bare date (midnight UTC)', '2027-01-01', Date.UTC(2027, 0, 1)],
+  ])('reads expiresAt given as %s', (_name, text, expected) => {
+    const c = parseConfig(`groups: { g: { models: [m] } }\nkeys: [{ id: k, sha256: ${SHA_A}, group: g, expiresAt: "${text}" }]`);
+    expect(c.keys[0].expiresAt).toBe(expected);
+  });
+});
+
+describe('parseConfig upstream credentials', () => {
+  const text = [
+    'upstream:',
+    '  credentials:',
+    '    chat: { header: Authorization, prefix: "Bearer ", env: UP_OPENAI }',
+    '    messages: { header: x-api-key, env: UP_ANTHROPIC }',
+  ].join('\n');
+
+  test('resolves each credential from the env it is given, with its prefix', () => {
+    const c = parseConfig(text, { UP_OPENAI: 'sk-upstream-1', UP_ANTHROPIC: 'sk-ant-upstream-2' });
+    expect(c.upstream.credentials).toEqual({
+      chat: { header: 'authorization', value: 'Bearer sk-upstream-1' },
+      messages: { header: 'x-api-key', value: 'sk-ant-upstream-2' },
+    });
+  });
+
+  test('never reads process.env itself', () => {
+    process.env.UP_OPENAI = 'from-process-env';
+    process.env.UP_ANTHROPIC = 'from-process-env';
+    try {
+      expect(problemsOf(text, {})).toEqual([
+        'upstream.credentials.chat.env: environment variable UP_OPENAI is not set or empty',
+        'upstream.credentials.messages.env: environment variable UP_ANTHROPIC is not set or empty',
+      ]);
+    } finally {
+      delete process.env.UP_OPENAI;
+      delete process.env.UP_ANTHROPIC;
+    }
+  });
+
+  test('treats an empty variable as missing', () => {
+    expect(problemsOf(text, { UP_OPENAI: '', UP_ANTHROPIC: 'x' })).toEqual(['upstream.credentials.chat.env: environment variable UP_OPENAI is not set or empty']);
+  });
+});
+
+describe('parseConfig on a broken file', () => {
+  const env = { UP_MESSAGES: SECRET, UP_MIND: SECRET };
+  let error: ConfigError;
+  try {
+    parseConfig(BROKEN, env);
+  } catch (err) {
+    error = err as ConfigError;
+  }
+
+  test('throws one ConfigError', () => {
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error.name).toBe('ConfigError');
+  });
+
+  test.each(EXPECTED)('lists the problem at %s', (path, message) => {
+    const found = error.problems.filter((p) => p.startsWith(`${path}: `));
+    expect(found, error.message).toHaveLength(1);
+    expect(found[0]).toMatch(message);
+    expect(error.message).toContain(found[0]);
+  });
+
+  test('lists nothing but those problems, each once', () => {
+    const paths = error.problems.map((p) => p.slice(0, p.indexOf(': ')));
+    expect(paths.sort()).toEqual(EXPECTED.map(([path]) => path).sort());
+  });
+
+  test('never contains an upstream secret that is set', () => {
+    expect(error.message).not.toContain(SECRET);
+    expect(JSON.stringify(error.problems)).not.toContain(SECRET);
+  });
+});
+
+describe('parseConfig on YAML it cannot read', () => {
+  test.each([
+    ['a duplicate key', 'log: { level: info }\nlog: { level: warn }\n'],
+    ['a bad indentation', 'routes:\n  altPrefix: /alt\n bad: 1\n'],
+    ['an unclosed flow sequence', 'routes: { bearerHeaders: [authorization }\n'],
+  ])('reports %s with its line', (_name, text) => {
+    const problems = problemsOf(text);
+    expect(problems.length).toBeGreaterThan(0);
+    for (const p of problems) expect(p).toMatch(/^line (\d+|\?): /);
+  });
+
+  test.each([['a list', '- a\n- b\n'], ['a scalar', 'hello\n']])('reports a top level that is %s', (_name, text) => {
+    expect(problemsOf(text)).toEqual(['$: must be a mapping']);
+  });
+
+  test('rejects an altPrefix equal to a version prefix', () => {
+    expect(problemsOf('routes: { altPrefix: /v1beta }')).toEqual(['routes.altPrefix: must differ from /v1 and /v1beta']);
+  });
+
+  test('rejects a group list where a mapping is expected', () => {
+    expect(problemsOf('groups: [a, b]')).toEqual(['groups: must be a mapping']);
+  });
+
+  test('rejects keys given as a mapping', () => {
+    expect(problemsOf('keys: { a: 1 }')).toEqual(['keys: must be a list']);
+  });
+});
+
+describe('parseConfig freezes its result', () => {
+  const config = parseConfig(DEMO);
+  const group = config.groups.get('basic')!;
+
+  test.each<[string, unknown]>([
+    ['the config', config],
+    ['routes', config.routes],
+    ['the bearer header list', config.routes.bearerHeaders],
+    ['the cache settings', config.cache],
+    ['the upstream credentials', config.upstream.credentials],
+    ['the key list', config.keys],
+    ['a key', config.keys[0]],
+    ['the group map', config.groups],
+    ['a group', group],
+    ['a model map', group.models],
+    ['a model', group.models.get('gemini-2.5-flash')],
+    ['a model protocol list', group.models.get('gemini-2.5-flash')!.protocols],
+  ])('freezes %s', (_name, value) => {
+    expect(Object.isFrozen(value)).toBe(true);
+  });
+
+  test('refuses writes to its fields', () => {
+    expect(() => { (config.routes as { altPrefix: string }).altPrefix = '/x'; }).toThrow(TypeError);
+    expect(() => { (config.keys as KeyList).push(config.keys[0]); }).toThrow(TypeError);
+    expect(() => { (config.keys[0] as { balance: number }).balance = 1e9; }).toThrow(TypeError);
+  });
+
+  test.each([
+    ['set a group', () => (config.groups as Map<string, unknown>).set('evil', group)],
+    ['delete a group', () => (config.groups as Map<string, unknown>).delete('basic')],
+    ['clear the groups', () => (config.groups as Map<string, unknown>).clear()],
+    ['add a model to a group', () => (group.models as Map<string, unknown>).set('gpt-5', { name: 'gpt-5', protocols: null, available: true })],
+    ['delete a model of a group', () => (group.models as Map<string, unknown>).delete('gpt-4o-mini')],
+  ])('refuses to %s', (_name, write) => {
+    expect(write).toThrow(TypeError);
+    expect(config.groups.has('evil')).toBe(false);
+    expect(config.groups.has('basic')).toBe(true);
+    expect(group.models.has('gpt-5')).toBe(false);
+    expect(group.models.has('gpt-4o-mini')).toBe(true);
+  });
+
+  test('still reads its maps normally', () => {
+    expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
+    expect(config.groups.get('pro')!.models.size).toBe(7);
+  });
+});
+
+type KeyList = Config['keys'][number][];
+
+describe('names that become upstream header values', () => {
+  test.each([
+    ['a model name with a leading space', 'groups:\n  g:\n    models: [" gpt-4o"]\n', 'groups.g.models[0]'],
+    ['a model name with a control character', 'groups:\n  g:\n    models: ["gpt\\u00074o"]\n', 'groups.g.models[0]'],
+    ['a non-ASCII model name', 'groups:\n  g:\n    models: [{name: "gpt-4o-é"}]\n', 'groups.g.models[0].name'],
+    ['a group name with a space', 'groups:\n  "my group":\n    models: [gpt-4o]\n', 'groups.my group'],
+  ])('refuses %s', (_what, yaml, path) => {
+    expect(() => parseConfig(yaml)).toThrow(ConfigError);
+    try {
+      parseConfig(yaml);
+    } catch (err) {
+      expect((err as ConfigError).problems.some((p) => p.startsWith(`${path}:`))).toBe(true);
+    }
+  });
+
+  test('accepts names with inner spaces, colons and slashes', () => {
+    const c = parseConfig('groups:\n  team-1:\n    models: ["llama3:8b", "meta/llama 3"]\n');
+    expect([...c.groups.get('team-1')!.models.keys()]).toEqual(['llama3:8b', 'meta/llama 3']);
+  });
+});

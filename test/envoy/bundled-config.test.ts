@@ -1,0 +1,287 @@
+/**
+ * envoy/envoy.yaml against Envoy's own v3 API protos (strict), broken copies of it against the
+ * checker, and the settings the gateway's safety depends on (fail closed, body limits, headers).
+ */
+import { readFileSync } from 'node:fs';
+import type { Enum } from 'protobufjs';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load';
+import { decisionHeaders } from '../../src/check/read-request';
+import { BOOTSTRAP_TYPE, checkEnvoyConfig, lookupEnvoyType, parseEnvoyConfig } from '../../src/envoy/config-check';
+import { envoyBundle, extAuthzConfig, findAll } from '../support/envoy-bundle';
+import { httpConnectionManager } from '../support/route-table';
+import { DEMO_CONFIG } from '../support/service-harness';
+
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const MiB = 1024 * 1024;
+const HCM = 'static_resources.listeners[0].filter_chains[0].filters[0].typed_config';
+const EXT_AUTHZ = `${HCM}.http_filters[0].typed_config`;
+const ROUTES = `${HCM}.route_config.virtual_hosts[0].routes`;
+
+/** envoy.yaml with one exact text replaced (the replacement must happen). */
+function broken(from: string, to: string): string {
+  const { text } = envoyBundle();
+  expect(text, `envoy.yaml no longer contains ${JSON.stringify(from)}`).toContain(from);
+  return text.replace(from, to);
+}
+
+function expectError(yamlText: string, pathAndMessage: string): void {
+  const result = checkEnvoyConfig(yamlText);
+  expect(result.ok).toBe(false);
+  expect(result.errors.join('\n')).toContain(pathAndMessage);
+}
+
+describe('envoy/envoy.yaml', () => {
+  it('passes strict validation against the 1.31 API protos with no error and no warning', () => {
+    const { parsed } = envoyBundle();
+    expect(parsed.errors).toEqual([]);
+    expect(parsed.warnings).toEqual([]);
+    expect(parsed.ok).toBe(true);
+  });
+
+  it('round-trips through the protobuf Bootstrap message, typed_config payloads included', () => {
+    const { parsed } = envoyBundle();
+    const bootstrap = lookupEnvoyType(BOOTSTRAP_TYPE)!;
+    const bytes = bootstrap.encode(parsed.message!).finish();
+    const back = bootstrap.toObject(bootstrap.decode(bytes), { enums: String }) as Obj;
+    const hcmAny = back.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+    expect(hcmAny.type_url).toBe('type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager');
+    const hcmType = lookupEnvoyType('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager')!;
+    expect((hcmType.toObject(hcmType.decode(hcmAny.value)) as Obj).stat_prefix).toBe('modelgate');
+  });
+});
+
+describe('the strict checker', () => {
+  it('rejects an unknown field and names its path', () => {
+    expectError(broken('admin:\n', 'admin:\n  access_log_pathh: /dev/null\n'), 'admin.access_log_pathh: unknown field');
+  });
+
+  it('rejects a value of the wrong type', () => {
+    expectError(broken('port_value: 10000', 'port_value: "ten thousand"'),
+      'static_resources.listeners[0].address.socket_address.port_value: expected an integer (uint32)');
+  });
+
+  it('rejects a misspelled enum value such as transport_api_version V4', () => {
+    expectError(broken('transport_api_version: V3', 'transport_api_version: V4'),
+      `${EXT_AUTHZ}.transport_api_version: unknown enum value "V4"`);
+  });
+
+  it('rejects a typed_config whose @type names no type in the API', () => {
+    expectError(broken('envoy.extensions.filters.http.router.v3.Router', 'envoy.extensions.filters.http.router.v3.Rooter'),
+      `${HCM}.http_filters[1].typed_config["@type"]: cannot resolve type URL`);
+  });
+
+  it('rejects an unknown field inside a typed_config payload', () => {
+    expectError(broken('validate_mutations: true', 'validate_mutation: true'),
+      `${EXT_AUTHZ}.validate_mutation: unknown field "validate_mutation" in envoy.extensions.filters.http.ext_authz.v3.ExtAuthz`);
+  });
+
+  it('rejects two members of one oneof', () => {
+    expectError(broken('match: { path: /v1/chat/completions,', 'match: { prefix: /v1, path: /v1/chat/completions,'),
+      `${ROUTES}[0].match: oneof "path_specifier" of envoy.config.route.v3.RouteMatch has 2 members set (prefix, path)`);
+  });
+
+  it('rejects a missing required message (validate.rules message.required)', () => {
+    expectError(broken('{ timeout: 1s, interval: 5s,', '{ interval: 5s,'), 'static_resources.clusters[0].health_checks[0].timeout: is required');
+  });
+
+  it('rejects an empty string where min_len is 1, even when the field is left out', () => {
+    expectError(broken('stat_prefix: modelgate', 'stat_prefix: ""'), `${HCM}.stat_prefix: violates (validate.rules).string: min_len 1`);
+    expectError(broken('          stat_prefix: modelgate\n', ''), `${HCM}.stat_prefix: violates (validate.rules).string: min_len 1`);
+  });
+
+  it('rejects numbers outside their PGV range', () => {
+    expectError(broken('max_request_bytes: 33554432', 'max_request_bytes: 0'), `${EXT_AUTHZ}.with_request_body.max_request_bytes: violates (validate.rules).uint32: must be > 0`);
+    expectError(broken('status: 405', 'status: 99'), 'direct_response.status: violates (validate.rules).uint32: must be >= 200 and < 600');
+    expectError(broken('port_value: 10000', 'port_value: 70000'), 'port_value: violates (validate.rules).uint32: must be <= 65535');
+  });
+
+  it('rejects ExtAuthzPerRoute disabled: false (PGV bool const) and an empty ExtAuthzPerRoute (required oneof)', () => {
+    expectError(broken('disabled: true', 'disabled: false'), '"envoy.filters.http.ext_authz"].disabled: violates (validate.rules).bool: must be true');
+    expectError(broken('ExtAuthzPerRoute\n                    disabled: true', 'ExtAuthzPerRoute'), 'one of disabled, check_settings is required');
+  });
+
+  it('rejects a duration written as a bare number', () => {
+    expectError(broken('timeout: 1s', 'timeout: 1'), `${EXT_AUTHZ}.grpc_service.timeout: expected a duration string like "0.5s"`);
+  });
+
+  it('rejects a route or gRPC service that names a cluster that does not exist', () => {
+    expectError(broken('cluster_name: modelgate_authz }', 'cluster_name: modelgate_auth }'), `${EXT_AUTHZ}.grpc_service.envoy_grpc: unknown cluster "modelgate_auth"`);
+  });
+
+  it('rejects two clusters with one name', () => {
+    expectError(broken('- name: upstream_alt\n', '- name: upstream_chat\n'), 'static_resources.clusters: duplicate cluster name "upstream_chat"');
+  });
+
+  it('loads a package even when one of its files imports protos that are not shipped (tracers)', () => {
+    expect(lookupEnvoyType('envoy.config.trace.v3.ZipkinConfig')).toBeDefined();
+    expect(lookupEnvoyType('envoy.config.trace.v3.OpenCensusConfig')).toBeUndefined();
+    expect(lookupEnvoyType('envoy.extensions.filters.http.ext_authz.v3.ExtAuthz')).toBeDefined();
+    expect(checkEnvoyConfig(envoyBundle().text).ok).toBe(true);
+  });
+
+  it('rejects duplicate YAML keys and YAML merge keys, which Envoy does not support', () => {
+    expectError(broken('stat_prefix: modelgate', 'stat_prefix: modelgate\n          stat_prefix: again'), 'yaml: Map keys must be unique');
+    expectError(broken('route: *to_chat\n              - name: embeddings', 'route: { <<: *to_chat, timeout: 1s }\n              - name: embeddings'),
+      `${ROUTES}[1].route.<<: unknown field "<<"`);
+  });
+
+  it('accepts lowerCamelCase json names and enum numbers, but not the same field twice', () => {
+    expect(checkEnvoyConfig(broken('stat_prefix: modelgate', 'statPrefix: modelgate')).ok).toBe(true);
+    expect(checkEnvoyConfig(broken('transport_api_version: V3', 'transport_api_version: 2')).ok).toBe(true);
+    expectError(broken('stat_prefix: modelgate', 'stat_prefix: modelgate\n          statPrefix: again'), 'field "stat_prefix" is set twice');
+  });
+
+  it('warns about a null value, which leaves a message unset (here: the authz cluster would lose HTTP/2)', () => {
+    const result = checkEnvoyConfig(broken('explicit_http_config: { http2_protocol_options: {} }', 'explicit_http_config: { http2_protocol_options: }'));
+    expect(result.warnings.join('\n')).toContain('http2_protocol_options: null leaves the field unset');
+    expect(result.errors.join('\n')).toContain('one of http_protocol_options, http2_protocol_options, http3_protocol_options is required');
+  });
+
+  it('warns about a deprecated field but accepts it, as Envoy does', () => {
+    const result = checkEnvoyConfig(broken('{ name: ":method", string_match: { exact: POST } }', '{ name: ":method", exact_match: POST }'));
+    expect(result.ok).toBe(true);
+    expect(result.warnings.join('\n')).toContain('exact_match: deprecated field envoy.config.route.v3.HeaderMatcher.exact_match');
+  });
+
+  it('validates other message types on request and reports YAML that is not an object', () => {
+    const r = parseEnvoyConfig('name: x\nvirtual_hosts: [{ name: v, domains: ["*"], routes: [{ match: { prefix: / }, route: { cluster: c } }] }]', 'envoy.config.route.v3.RouteConfiguration');
+    expect(r.errors).toEqual([]);
+    expect(checkEnvoyConfig('- just a list').errors[0]).toContain('(root): expected an object');
+  });
+});
+
+describe('the settings modelgate relies on', () => {
+  it('fails closed: no failure_mode_allow, 503 on authz errors, gRPC V3 to modelgate_authz with an explicit timeout', () => {
+    const a = extAuthzConfig(envoyBundle().config);
+    expect(a.failure_mode_allow).toBe(false);
+    expect(a.status_on_error.code).toBe('ServiceUnavailable');
+    expect((lookupEnvoyType('envoy.type.v3.HttpStatus')!.fields.code.resolvedType as Enum).values.ServiceUnavailable).toBe(503);
+    expect(a.transport_api_version).toBe('V3');
+    expect(a.grpc_service.envoy_grpc.cluster_name).toBe('modelgate_authz');
+    expect(a.grpc_service.timeout).toMatch(/^\d+(\.\d+)?s$/);
+    expect(a.validate_mutations).toBe(true);
+    expect(a.clear_route_cache).toBe(false);
+  });
+
+  it('sends the whole body as bytes, at most 32 MiB and below the service gRPC limit of 40 MiB, never a partial one', () => {
+    const body = extAuthzConfig(envoyBundle().config).with_request_body;
+    expect(body.pack_as_bytes).toBe(true);
+    expect(body.allow_partial_message).toBe(false);
+    expect(body.max_request_bytes).toBe(32 * MiB);
+    expect(body.max_request_bytes).toBeLessThan(40 * MiB);
+  });
+
+  it('sends exactly the headers the service reads, pseudo-headers included', () => {
+    const patterns = extAuthzConfig(envoyBundle().config).allowed_headers.patterns as Obj[];
+    expect(patterns.map((p) => p.exact).sort()).toEqual([':authority', ':method', ':path', 'anthropic-version', 'authorization',
+      'content-encoding', 'content-type', 'x-api-key', 'x-goog-api-key', 'x-request-id', 'x-vendor-api-key']);
+    // Every header the service's decoder keeps for a decision is sent (Envoy adds the partial-body flag itself).
+    const sent = new Set(patterns.map((p) => p.exact));
+    const demoRoutes = parseConfig(readFileSync(DEMO_CONFIG, 'utf8')).routes;
+    expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
+  });
+
+  it('runs ext_authz before the router and nothing else in between', () => {
+    const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
+    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.router']);
+  });
+
+  it('sets append_action OVERWRITE_IF_EXISTS_OR_ADD on every header it adds', () => {
+    const { config } = envoyBundle();
+    const options = [...findAll(config, 'response_headers_to_add'), ...findAll(config, 'request_headers_to_add')]
+      .flatMap(({ at, value }) => (value as Obj[]).map((o, i) => ({ at: `${at}[${i}]`, o })));
+    expect(options.length).toBeGreaterThan(50);
+    for (const { at, o } of options) expect(o.append_action, at).toBe('OVERWRITE_IF_EXISTS_OR_ADD');
+    expect(findAll(config, 'append')).toEqual([]);
+  });
+
+  it('listens on 0.0.0.0:10000 for HTTP/1.1 and h2c, merges slashes, generates x-request-id, admin on loopback only', () => {
+    const { config } = envoyBundle();
+    expect(config.static_resources.listeners[0].address.socket_address).toEqual({ address: '0.0.0.0', port_value: 10000 });
+    expect(config.admin.address.socket_address).toEqual({ address: '127.0.0.1', port_value: 9901 });
+    const hcm = httpConnectionManager(config);
+    expect(hcm.codec_type).toBe('AUTO');
+    expect(hcm.merge_slashes).toBe(true);
+    expect(hcm.generate_request_id).toBe(true);
+  });
+
+  it('logs JSON with the ext_authz metadata and never a key or a query string', () => {
+    const hcm = httpConnectionManager(envoyBundle().config);
+    const log = hcm.access_log[0].typed_config.log_format;
+    const fields = log.json_format as Record<string, string>;
+    for (const k of ['keyId', 'group', 'model', 'reason', 'style', 'decision']) {
+      expect(Object.values(fields)).toContain(`%DYNAMIC_METADATA(envoy.filters.http.ext_authz:${k})%`);
+    }
+    for (const op of ['%REQ_WITHOUT_QUERY(:PATH)%', '%RESPONSE_CODE%', '%RESPONSE_FLAGS%', '%DURATION%', '%UPSTREAM_CLUSTER%', '%REQ(X-REQUEST-ID)%']) {
+      expect(Object.values(fields)).toContain(op);
+    }
+    // Only the query-less path may be logged; no key header, no original path, no query string.
+    const rest = JSON.stringify(fields).toLowerCase().replace('%req_without_query(:path)%', '');
+    for (const leak of [':path', 'authorization', 'api-key', 'original_path', 'query']) expect(rest).not.toContain(leak);
+    expect(log.formatters[0].name).toBe('envoy.formatter.req_without_query');
+  });
+
+  it('reaches modelgate over HTTP/2 with gRPC health checks, and the catalog over plain HTTP/1.1', () => {
+    const clusters = envoyBundle().config.static_resources.clusters as Obj[];
+    const byName = Object.fromEntries(clusters.map((c) => [c.name, c]));
+    const authz = byName.modelgate_authz;
+    const address = (c: Obj): Obj => c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+    expect(address(authz)).toEqual({ address: '127.0.0.1', port_value: 9191 });
+    expect(authz.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config)
+      .toEqual({ http2_protocol_options: {} });
+    expect(authz.health_checks[0].grpc_health_check).toEqual({});
+    expect(address(byName.modelgate_catalog)).toEqual({ address: '127.0.0.1', port_value: 9192 });
+    expect(byName.modelgate_catalog.typed_extension_protocol_options).toBeUndefined();
+    expect(byName.modelgate_catalog.transport_socket).toBeUndefined();
+  });
+
+  it('sends upstream traffic over verified TLS to placeholder hosts marked SET ME', () => {
+    const { config, text } = envoyBundle();
+    const clusters = config.static_resources.clusters as Obj[];
+    const upstreams = clusters.filter((c) => c.name.startsWith('upstream_'));
+    expect(upstreams.map((c) => c.name).sort()).toEqual(['upstream_alt', 'upstream_chat', 'upstream_generative', 'upstream_messages']);
+    for (const c of upstreams) {
+      const host = c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+      expect(host.address, c.name).toMatch(/\.example$/);
+      expect(host.port_value).toBe(443);
+      expect(text).toMatch(new RegExp(`address: ${host.address.replace(/\./g, '\\.')},.*# SET ME`));
+      expect(c.transport_socket.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext');
+      expect(c.transport_socket.typed_config.common_tls_context.validation_context.trusted_ca.filename).toBeTruthy();
+      const http = c.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
+      expect(http.upstream_http_protocol_options).toEqual({ auto_sni: true, auto_san_validation: true });
+    }
+  });
+
+  it('never cuts a stream: every upstream route has timeout 0s, an idle timeout and a host rewrite', () => {
+    const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
+    const upstream = routes.filter((r) => r.route?.cluster?.startsWith('upstream_'));
+    expect(upstream.length).toBe(14);
+    for (const r of upstream) {
+      expect(r.route.timeout, r.name).toBe('0s');
+      expect(r.route.idle_timeout, r.name).toBe('300s');
+      expect(r.route.auto_host_rewrite, r.name).toBe(true);
+    }
+  });
+
+  it('gives every direct response a JSON body under 4 KB, a reason and a one-line ASCII hint, with ext_authz off', () => {
+    const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
+    const direct = routes.filter((r) => r.direct_response);
+    expect(direct.length).toBeGreaterThan(15);
+    for (const r of direct) {
+      const body = r.direct_response.body.inline_string as string;
+      expect(Buffer.byteLength(body), r.name).toBeLessThan(4096);
+      const headers = Object.fromEntries((r.response_headers_to_add as Obj[]).map((o) => [o.header.key, o.header.value]));
+      expect(headers['content-type'], r.name).toBe('application/json');
+      expect(headers['x-modelgate-reason'], r.name).toMatch(/^(path_repeated|prefix_wrong|path_unknown|method_not_allowed)$/);
+      // printable ASCII on one line, and no "%" (header values are format strings)
+      expect(headers['x-modelgate-hint'], r.name).toMatch(/^[\x20-\x24\x26-\x7e]+$/);
+      const error = JSON.parse(body).error;
+      expect(error.message, r.name).toBe(headers['x-modelgate-hint']);
+      expect(r.typed_per_filter_config['envoy.filters.http.ext_authz'], r.name).toEqual({
+        '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true,
+      });
+    }
+  });
+});

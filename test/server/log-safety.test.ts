@@ -1,0 +1,65 @@
+/**
+ * A stream of real keys — valid, invalid, in every header, in the URL, in the path, in the model
+ * field, quoted, cut, doubled — goes through the service; no key string may appear in any log line.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { generateKey, hashKey } from '../../src/check/key-format';
+import { DEMO_KEYS } from '../support/demo-keys';
+import { DEMO_CONFIG, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
+
+/** An imported key (no sk-mg- prefix): nothing in its shape says it is a key. */
+const IMPORTED = 'legacyKey0123456789abcdefXYZ';
+let h: Harness;
+
+beforeAll(async () => {
+  const yaml = readFileSync(DEMO_CONFIG, 'utf8') + `  - id: imported-1\n    sha256: ${hashKey(IMPORTED)}\n    group: basic\n`;
+  h = await startHarness({ configPath: tempConfig(yaml) });
+});
+afterAll(async () => { await h?.close(); });
+
+test('no key string reaches any log line, whatever the client does with it', async () => {
+  const unknown = generateKey();
+  const keys = [...Object.values(DEMO_KEYS), unknown, IMPORTED];
+  const placements = (k: string) => [
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${k}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: '/v1/messages', headers: [['x-api-key', k]] as [string, string][], body: '{"model":"claude-3-5-haiku-latest"}' },
+    { method: 'POST', path: '/v1beta/models/gemini-2.5-flash:generateContent', headers: [['x-vendor-api-key', k]] as [string, string][], body: '{}' },
+    { method: 'POST', path: '/alt/v1beta/models/gemini-2.5-flash:generateContent', headers: [['x-goog-api-key', k]] as [string, string][], body: '{}' },
+    { method: 'POST', path: `/v1beta/models/gemini-2.5-flash:generateContent?key=${k}`, body: '{}' },
+    { method: 'GET', path: `/v1/models?api_key=${encodeURIComponent(k)}` },
+    { method: 'POST', path: `/v1beta/models/${k}:generateContent`, headers: [['x-goog-api-key', DEMO_KEYS.alice]] as [string, string][], body: '{}' },
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]] as [string, string][], body: JSON.stringify({ model: k }) },
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer "${k}"`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer Bearer ${k}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${k.slice(0, -2)}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', k]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${k}`], ['x-api-key', DEMO_KEYS.bob]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: `/v1/chat/${k}`, headers: [['authorization', `Bearer ${k}`]] as [string, string][], body: '{}' },
+  ];
+  const reasons = new Set<string>();
+  for (const k of keys) for (const line of placements(k)) reasons.add(reasonOf(await h.check(line)));
+  // The stream exercised allows and many kinds of denial.
+  for (const r of ['allowed', 'key_in_url', 'key_malformed', 'key_incomplete', 'key_unknown', 'key_conflict', 'model_not_in_group', 'path_unknown']) expect(reasons).toContain(r);
+
+  await new Promise<void>((resolve) => h.service.logger.flush(() => resolve()));
+  const decisions = h.logs.decisions();
+  expect(decisions.length).toBeGreaterThanOrEqual(keys.length * 14);
+  const all = h.logs.raw.join('\n');
+  for (const k of keys) {
+    // Neither the key nor any long piece of it.
+    for (let i = 0; i + 16 <= k.length; i += 4) expect(all, `a piece of a key at ${i}`).not.toContain(k.slice(i, i + 16));
+  }
+  // Ops still see who: key ids, never keys.
+  expect(decisions.some((d) => d.keyId === 'imported-1')).toBe(true);
+  expect(decisions.some((d) => d.keyId === 'alice' && d.model === 'gpt-4o-mini')).toBe(true);
+});
+
+test('a decision line carries the fields ops need', async () => {
+  await h.check({ method: 'POST', path: '/v1/chat/completions?x=1', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['x-request-id', 'req-123']], body: '{"model":"gpt-4o"}' });
+  await new Promise<void>((resolve) => h.service.logger.flush(() => resolve()));
+  const line = h.logs.decisions().find((d) => d.requestId === 'req-123')!;
+  expect(line).toMatchObject({ decision: 'deny', status: 403, reason: 'model_not_in_group', keyId: 'alice', group: 'basic', model: 'gpt-4o', style: 'chat', method: 'POST', path: '/v1/chat/completions' });
+  expect(typeof line.durUs).toBe('number');
+  expect(typeof line.hint).toBe('string');
+});
