@@ -1,0 +1,89 @@
+/**
+ * What each folder of src/ may import (each folder's README.md says the same in words).
+ * test/architecture.test.ts runs `depcruise src` with these rules on every `npm test`, and also
+ * runs them on a small synthetic tree that breaks each rule, so a rule that can no longer fail is
+ * noticed. Package patterns are not anchored: the synthetic tree resolves node_modules through a
+ * symlink, so its paths start with ../.
+ */
+const pkg = (...names) => `(^|/)node_modules/(@types/)?(${names.join('|')})/`;
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-cycles',
+      severity: 'error',
+      comment: 'Import cycles make load order matter and hide which module is the lower layer.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'check-path-is-pure',
+      severity: 'error',
+      comment: 'The Check path (src/check) decides on plain data: no store driver, logger, gRPC or metrics library, and nothing of the servers or the CLI.',
+      from: { path: '^src/check/' },
+      to: { path: [pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js'), '^src/store/pg/', '^src/server/', '^src/cli/'] },
+    },
+    {
+      name: 'store-below-server-and-cli',
+      severity: 'error',
+      comment: 'Stores are used by the servers and the CLI, never the other way round.',
+      from: { path: '^src/store/' },
+      to: { path: ['^src/server/', '^src/cli/'] },
+    },
+    {
+      name: 'config-below-server-and-cli',
+      severity: 'error',
+      comment: 'The config is read by the servers and the CLI, never the other way round.',
+      from: { path: '^src/config/' },
+      to: { path: ['^src/server/', '^src/cli/'] },
+    },
+    {
+      name: 'envoy-below-server-and-cli',
+      severity: 'error',
+      comment: "What knows Envoy's config and protos is used by the servers and the CLI, never the other way round.",
+      from: { path: '^src/envoy/' },
+      to: { path: ['^src/server/', '^src/cli/'] },
+    },
+    {
+      name: 'server-below-cli',
+      severity: 'error',
+      comment: 'The CLI starts the servers; the servers know nothing of the command line.',
+      from: { path: '^src/server/' },
+      to: { path: '^src/cli/' },
+    },
+    {
+      name: 'commander-only-in-cli',
+      severity: 'error',
+      comment: 'One command line, in src/cli.',
+      from: { path: '^src/', pathNot: '^src/cli/' },
+      to: { path: pkg('commander') },
+    },
+    {
+      name: 'src-stands-alone',
+      severity: 'error',
+      comment: 'Shipped code never imports tests or benchmarks.',
+      from: { path: '^src/' },
+      to: { path: '^(test|bench)/' },
+    },
+    {
+      name: 'no-unresolvable',
+      severity: 'error',
+      comment: 'An import that cannot be resolved is a typo or a missing dependency.',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    // proto/types/ is generated from Envoy's protos, whose messages are recursive (Struct, Value).
+    doNotFollow: { path: ['node_modules', '^proto/types/'] },
+    // Type-only imports count: a type cycle is still a cycle, and a type of pino is still pino.
+    tsPreCompilationDeps: true,
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      mainFields: ['main', 'types', 'typings'],
+    },
+    skipAnalysisNotInRules: true,
+  },
+};

@@ -1,0 +1,82 @@
+/**
+ * The folders of src/ keep to their import rules (.dependency-cruiser.cjs): no cycles, a Check path
+ * without drivers, loggers or gRPC, stores and config below the servers and the CLI, commander
+ * only in the CLI. The same rules run on a small synthetic tree that breaks each of them once, so
+ * a rule that has quietly stopped matching fails here too.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, describe, expect, test } from 'vitest';
+
+const ROOT = join(__dirname, '..');
+const CONFIG = join(ROOT, '.dependency-cruiser.cjs');
+const DEPCRUISE = join(ROOT, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruise.mjs');
+
+function depcruise(cwd: string, ...targets: string[]): { status: number | null; output: string } {
+  const r = spawnSync(process.execPath, [DEPCRUISE, ...targets, '--config', CONFIG, '--output-type', 'err'], { cwd, encoding: 'utf8' });
+  return { status: r.status, output: `${r.stdout}${r.stderr}` };
+}
+
+test('src/ keeps every import rule and has no import cycle', () => {
+  const r = depcruise(ROOT, 'src');
+  expect(r.output).toContain('no dependency violations found');
+  expect(r.status, r.output).toBe(0);
+});
+
+describe('the rules fail on a tree that breaks them', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'modelgate-architecture-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  const files: Record<string, string> = {
+    // A type-only cycle, as read-request.ts and request-view.ts once had.
+    'src/check/reader.ts': "import type { View } from './view';\nexport const read = (v: View): View => v;\n",
+    'src/check/view.ts': "import { read } from './reader';\nexport interface View { readonly path: string }\nexport const again = read;\n",
+    'src/check/logs.ts': "import type { Logger } from 'pino';\nexport type L = Logger;\n",
+    'src/check/queries.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
+    'src/check/rpc.ts': "import * as grpc from '@grpc/grpc-js';\nexport const S = grpc.Server;\n",
+    'src/check/counts.ts': "import { Counter } from 'prom-client';\nexport const C = Counter;\n",
+    'src/check/serves.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
+    'src/check/stores.ts': "import { open } from '../store/pg/open';\nexport const o = open;\n",
+    'src/store/pg/open.ts': 'export const open = (): number => 1;\n',
+    'src/store/file.ts': "import { main } from '../cli/main';\nexport const m = main;\n",
+    'src/config/load.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
+    'src/envoy/render.ts': "import { main } from '../cli/main';\nexport const m = main;\n",
+    'src/server/serve.ts': "import { Command } from 'commander';\nimport { main } from '../cli/main';\nexport const serve = (): unknown => [new Command(), main];\n",
+    'src/server/fixture.ts': "import { DEMO } from '../../test/demo';\nexport const d = DEMO;\n",
+    'src/cli/main.ts': "import { Command } from 'commander';\nexport const main = (): Command => new Command();\n",
+    'test/demo.ts': 'export const DEMO = 1;\n',
+  };
+  for (const [file, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    writeFileSync(join(dir, file), text);
+  }
+  const r = depcruise(dir, 'src');
+
+  test('depcruise exits non-zero', () => {
+    expect(r.status, r.output).not.toBe(0);
+  });
+
+  test.each([
+    ['no-cycles', 'src/check/reader.ts'],
+    ['check-path-is-pure', 'src/check/logs.ts'],
+    ['check-path-is-pure', 'src/check/queries.ts'],
+    ['check-path-is-pure', 'src/check/rpc.ts'],
+    ['check-path-is-pure', 'src/check/counts.ts'],
+    ['check-path-is-pure', 'src/check/serves.ts'],
+    ['check-path-is-pure', 'src/check/stores.ts'],
+    ['store-below-server-and-cli', 'src/store/file.ts'],
+    ['config-below-server-and-cli', 'src/config/load.ts'],
+    ['envoy-below-server-and-cli', 'src/envoy/render.ts'],
+    ['server-below-cli', 'src/server/serve.ts'],
+    ['commander-only-in-cli', 'src/server/serve.ts'],
+    ['src-stands-alone', 'src/server/fixture.ts'],
+  ])('reports %s in %s', (rule, file) => {
+    expect(r.output).toMatch(new RegExp(`error ${rule}: ${file.replace(/[.]/g, '\\.')}`));
+  });
+
+  test('accepts commander in src/cli', () => {
+    expect(r.output).not.toMatch(/commander-only-in-cli: src\/cli\//);
+  });
+});
