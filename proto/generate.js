@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Regenerates proto/types/ from Envoy's own API protos as shipped by @grpc/grpc-js-xds.
-// Run with `npm run gen:types`. test/proto-types.test.ts fails when the checked-in types drift.
+// Run with `npm run gen:types`. test/envoy/proto-types.test.ts fails when the checked-in types drift.
 'use strict';
 const { execFileSync } = require('node:child_process');
 const path = require('node:path');
