@@ -1,0 +1,324 @@
+/**
+ * The shape of modelgate.yaml, declared once: the TypeScript types (ConfigFile), the validation
+ * (load.ts turns its issues into one problem per line, each with its path) and the published JSON
+ * Schema (modelgate.schema.json, `npm run gen:schema`, which editors use to complete and check the
+ * file) all come from here.
+ *
+ * Conventions of the file, kept from the hand-written validator this replaced: an optional setting
+ * that is absent, or `null` (a key with no value in YAML), takes its default, except where `null`
+ * was always refused (routes.altPrefix, routes.queryKeyParams, log.level, a credential's prefix, a
+ * model's protocols); header names and key hashes are read case-insensitively and kept lowercase;
+ * every mapping refuses unknown fields. Rules across fields (duplicates, a key's group, the
+ * version prefixes, a credential's variable being set) are refinements that run even when other
+ * parts are invalid, so one read lists every problem.
+ */
+import { z } from 'zod';
+import { PROTOCOLS } from '../store/store';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** An HTTP field name (RFC 9110 token), at most 128 characters; read in any case, kept lowercase. */
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
+const KEY_ID = /^[A-Za-z0-9._@:-]{1,128}$/;
+const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const ALT_PREFIX = /^\/[A-Za-z0-9._~-]+$/;
+const STORE = /^(file$|postgres(ql)?:\/\/)/;
+/**
+ * Model and group names become upstream header values (x-modelgate-model, x-modelgate-group), and
+ * Envoy with validate_mutations answers 500 to an invalid one: printable ASCII, no edge spaces.
+ */
+export const MODEL_NAME = /^[\x21-\x7e](?:[\x20-\x7e]{0,254}[\x21-\x7e])?$/;
+export const GROUP_NAME = /^[A-Za-z0-9._@:-]{1,128}$/;
+const NAME_RULE = 'printable ASCII without leading or trailing spaces, at most 256 characters';
+const ISO_RULE = 'must be an ISO 8601 date-time such as 2027-01-01T00:00:00Z';
+const NON_EMPTY = 'must be a non-empty string';
+
+/**
+ * Date.parse alone reads "1" as the year 2001 and "2027-02-30" as March 2nd: accept only the ISO
+ * 8601 forms the admin CLI accepts (cli/keys.ts parseExpires), with a day that exists.
+ */
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+
+/** Epoch milliseconds of an expiresAt value, NaN when it is not one. */
+export function expiryTime(v: string | Date): number {
+  if (v instanceof Date) return v.getTime();
+  const m = ISO_TIME.exec(v);
+  if (!m) return NaN;
+  const day = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  if (day.getUTCMonth() !== Number(m[2]) - 1 || day.getUTCDate() !== Number(m[3])) return NaN;
+  return Date.parse(v);
+}
+
+/*
+ * One problem per value: no check is marked `abort` (an aborted issue would also stop the
+ * cross-field rules below), so checks that could fail together either share one message (load.ts
+ * lists a repeated line once) or are one check.
+ */
+
+/** A non-empty string, optionally matching `pattern` (none matches ''; `what` completes "must be ..."). */
+function text(pattern?: RegExp, what?: string) {
+  const s = z.string({ error: NON_EMPTY });
+  return pattern ? s.regex(pattern, { error: (iss) => (iss.input === '' ? NON_EMPTY : `must be ${what}`) }) : s.min(1, { error: NON_EMPTY });
+}
+
+/** (zod's own `.int()` marks its issue as aborting, hence `multipleOf(1)`, shown as an integer.) */
+function integer(min: number, max: number) {
+  const error = `must be an integer from ${min} to ${max}`;
+  return z.number({ error }).multipleOf(1, { error }).min(min, { error }).max(max, { error }).meta({ type: 'integer' });
+}
+
+const flag = () => z.boolean({ error: 'must be true or false' });
+
+/** Absent or null: `dflt` (which editors see as the default). */
+function orDefault<T extends z.ZodType>(schema: T, dflt: z.input<T>) {
+  return schema
+    .nullish()
+    .transform((v) => v ?? (schema.parse(dflt) as z.output<T>))
+    .prefault(dflt as never);
+}
+
+/** A mapping with exactly these fields; the message lists them for an unknown one (see load.ts). */
+function mapping<S extends z.ZodRawShape>(shape: S, notAMapping = 'must be a mapping') {
+  const expected = `unknown field (expected one of: ${Object.keys(shape).join(', ')})`;
+  return z.strictObject(shape, { error: (iss) => (iss.code === 'unrecognized_keys' ? expected : notAMapping) });
+}
+
+/**
+ * Cross-field rules run even when parts failed (zod skips a refinement after a type error by
+ * default), so they look at whatever parsed so far and check its type themselves.
+ */
+const always = { when: () => true };
+
+const isMapping = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
+
+const headerList = (dflt: string[], description: string) =>
+  orDefault(
+    z.array(text(HEADER_NAME, 'an HTTP header name of at most 128 characters').toLowerCase(), { error: 'must be a non-empty list of header names' })
+      .min(1, { error: 'must be a non-empty list of header names' }),
+    dflt,
+  ).describe(description);
+
+const routes = mapping({
+  altPrefix: text(ALT_PREFIX, 'one path segment with a leading / and no trailing /, e.g. /alt')
+    .refine((p) => p !== '/v1' && p !== '/v1beta', { error: 'must differ from /v1 and /v1beta' })
+    .prefault('/alt')
+    .describe("The alternate route prefix (a neutral stand-in for a vendor-named segment); must match Envoy's routes. Not /v1 or /v1beta."),
+  bearerHeaders: headerList(
+    ['authorization', 'x-api-key'],
+    'Headers that carry the key where `Authorization: Bearer <key>` is expected (chat, responses, embeddings, messages, model lists, the alternate prefix). `authorization` is read as "Bearer <key>", the others as the key itself.',
+  ),
+  vendorHeaders: headerList(['x-vendor-api-key', 'x-goog-api-key'], 'Headers that carry the key on /v1beta (x-goog-api-key is what Gemini SDKs send); {altPrefix}/v1beta accepts both lists.'),
+  queryKeyParams: z
+    .array(text().toLowerCase(), { error: 'must be a list of query parameter names' })
+    .prefault(['key', 'api_key', 'apikey', 'api-key', 'access_token', 'x-api-key', 'x-goog-api-key', 'x-vendor-api-key'])
+    .describe('Query parameters that mean "a key in the URL" (401 key_in_url). Case-insensitive.'),
+  maxJsonDepth: orDefault(integer(2, 100_000), 256).describe('Bodies nested deeper than this are refused (400 body_invalid).'),
+});
+
+const log = mapping({
+  level: z
+    .enum(LOG_LEVELS, { error: (iss) => (typeof iss.input === 'string' && iss.input !== '' ? `must be one of ${LOG_LEVELS.join(', ')}` : NON_EMPTY) })
+    .prefault('info')
+    .describe('pino log level.'),
+  allows: orDefault(flag(), true).describe('false: log denials only (allows are still counted in /metrics).'),
+});
+
+const cache = mapping({
+  maxEntries: orDefault(integer(1, 10_000_000), 100_000).describe('Cached answers for existing keys and groups, per kind.'),
+  maxNotFound: orDefault(integer(1, 10_000_000), 20_000).describe('"Not found" answers, per kind, in their own LRU: a flood of random keys stays within this bound and cannot evict real keys.'),
+  ttlSeconds: orDefault(integer(0, 86_400), 5).describe('How long a cached answer is used without asking the store.'),
+  staleSeconds: orDefault(integer(0, 86_400), 300).describe('How long a cached answer may stand in while the store cannot answer (PostgreSQL down).'),
+});
+
+const grpc = mapping({
+  maxReceiveMessageBytes: orDefault(integer(1024 * 1024, 1024 * 1024 * 1024), 40 * 1024 * 1024).describe(
+    "Largest CheckRequest accepted; keep it above Envoy's with_request_body.max_request_bytes (32 MiB in envoy/envoy.yaml).",
+  ),
+});
+
+const credential = mapping({
+  header: text(HEADER_NAME, 'an HTTP header name').toLowerCase().describe('The upstream header to set, e.g. authorization.'),
+  prefix: z.string({ error: 'must be a string' }).prefault('').describe('Written before the secret, e.g. "Bearer ".'),
+  env: text(ENV_NAME, 'an environment variable name').describe('The environment variable holding the secret, read at start and on reload; it must be set and non-empty.'),
+});
+
+const credentials = mapping(
+  Object.fromEntries(PROTOCOLS.map((p) => [p, credential.nullish().describe(`Upstream credential for ${p} requests.`)])) as Record<(typeof PROTOCOLS)[number], z.ZodOptional<z.ZodNullable<typeof credential>>>,
+);
+
+const upstream = mapping({
+  credentials: orDefault(credentials, {}).describe('Optional upstream credential per protocol style, set on allowed requests; the client key headers are always removed.'),
+});
+
+const postgres = mapping({
+  queryTimeoutMs: orDefault(integer(10, 60_000), 1000).describe('Bound on one lookup (server statement_timeout; the client gives up 100 ms later).'),
+  connectTimeoutMs: orDefault(integer(10, 60_000), 1000).describe('Bound on opening a connection, and on waiting for a free one in a full pool.'),
+  poolSize: orDefault(integer(1, 1000), 10).describe('Connections per replica for lookups (plus one for LISTEN).'),
+  heartbeatMs: orDefault(integer(100, 60_000), 1000).describe('How long a silently dead LISTEN connection can go unnoticed.'),
+});
+
+const protocol = z.enum(PROTOCOLS, { error: `must be one of: ${PROTOCOLS.join(', ')}` });
+
+const modelObject = mapping({
+  name: text(MODEL_NAME, `a model name: ${NAME_RULE}`).describe('The model name clients send.'),
+  protocols: z
+    .array(protocol, { error: `must be a non-empty list of: ${PROTOCOLS.join(', ')}` })
+    .min(1, { error: `must be a non-empty list of: ${PROTOCOLS.join(', ')}` })
+    .optional()
+    .describe('The protocol styles it is served on; absent: any.'),
+  available: orDefault(flag(), true).describe("false: in the group, but its channel is down (403 model_unavailable)."),
+});
+
+/** A plain name (any protocol, available) or {name, protocols, available}. */
+const model = z.union([z.string().regex(MODEL_NAME, { error: `must be a model name: ${NAME_RULE}` }), modelObject], {
+  error: 'must be a model name or {name, protocols, available}',
+});
+
+/** The name a models[] entry declares, if it is a valid one (for the duplicate check). */
+function declaredName(m: unknown): string | undefined {
+  const name = isMapping(m) ? m.name : m;
+  return typeof name === 'string' && MODEL_NAME.test(name) ? name : undefined;
+}
+
+const group = mapping(
+  {
+    available: orDefault(flag(), true).describe('false: every key of the group is refused (403 group_unavailable).'),
+    models: z
+      .array(model, { error: 'must be a list of model names or {name, protocols, available}' })
+      .superRefine((models, ctx) => {
+        if (!Array.isArray(models)) return;
+        const seen = new Set<string>();
+        models.forEach((m, i) => {
+          const name = declaredName(m);
+          if (name === undefined) return;
+          if (seen.has(name)) ctx.addIssue({ code: 'custom', path: [i], message: `duplicate model ${JSON.stringify(name)}` });
+          seen.add(name);
+        });
+      }, always)
+      .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available}.'),
+  },
+  'must be a mapping with models',
+);
+
+const groups = orDefault(
+  z.record(z.string(), group, { error: 'must be a mapping' }).superRefine((g, ctx) => {
+    if (!isMapping(g)) return;
+    for (const name of Object.keys(g)) {
+      if (!GROUP_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'a group name must be 1-128 characters from A-Z a-z 0-9 . _ @ : -' });
+    }
+  }, always)
+    // Checked by the refinement above (so a bad name does not hide its group's problems); shown to editors here.
+    .meta({ propertyNames: { type: 'string', pattern: GROUP_NAME.source } }),
+  {},
+).describe('The embedded file store: groups by name (1-128 characters from A-Z a-z 0-9 . _ @ : -).');
+
+/**
+ * An expiry: a string, or a timestamp when the file declares %YAML 1.1 (whose timestamps YAML
+ * parses as dates). JSON has no dates, so the JSON Schema shows it as a string (json-schema.ts).
+ */
+export const expiryValue = z.union([z.string(), z.date()], { error: ISO_RULE }).refine((v) => !Number.isNaN(expiryTime(v)), { error: ISO_RULE });
+
+const expiresAt = expiryValue
+  .nullish()
+  .describe('When the key stops working (401 key_expired): an ISO 8601 date (midnight UTC) or date-time.');
+
+const key = mapping(
+  {
+    id: text(KEY_ID, 'an id of 1-128 characters from A-Z a-z 0-9 . _ @ : -').describe('The key id: logged and sent upstream as x-modelgate-key-id (never the key).'),
+    sha256: text(SHA256_HEX, 'the 64-hex-digit SHA-256 of the full key').toLowerCase().describe('SHA-256 of the full key, in hex (`modelgate keys new` prints it).'),
+    group: text().describe('The group whose models the key may use.'),
+    balance: z.number({ error: 'must be a number (omit it for unlimited)' }).nullish().describe('Balance: 0 or less is refused (403 balance_insufficient); absent: unlimited.'),
+    // Not orDefault: a key list can be long, and a default through a transform costs every entry (load.ts reads null as false).
+    disabled: flag().nullish().default(false).describe('true: refused (401 key_disabled).'),
+    expiresAt,
+  },
+  'must be a mapping with id, sha256 and group',
+);
+
+const keys = orDefault(
+  z.array(key, { error: 'must be a list' }).superRefine((list, ctx) => {
+    if (!Array.isArray(list)) return;
+    // With no problem in the list, every entry is valid and its hash already lowercase: no retesting.
+    const clean = ctx.issues.length === 0;
+    const ids = new Set<string>();
+    const hashes = new Set<string>();
+    for (let i = 0; i < list.length; i++) {
+      const k: unknown = list[i];
+      if (!isMapping(k)) continue;
+      const id = clean || (typeof k.id === 'string' && KEY_ID.test(k.id)) ? (k.id as string) : undefined;
+      const sha = clean ? (k.sha256 as string) : typeof k.sha256 === 'string' && SHA256_HEX.test(k.sha256) ? k.sha256.toLowerCase() : undefined;
+      if (id !== undefined) {
+        if (ids.has(id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate id ${JSON.stringify(id)}` });
+        else ids.add(id);
+      }
+      if (sha !== undefined) {
+        if (hashes.has(sha)) ctx.addIssue({ code: 'custom', path: [i, 'sha256'], message: 'duplicate sha256 (the same key listed twice)' });
+        else hashes.add(sha);
+      }
+    }
+  }, always),
+  [],
+).describe('The embedded file store: keys, each stored only as the SHA-256 of the key.');
+
+/** With the file store, the groups a key may name: those the file declares (as mappings). */
+function fileStoreGroups(root: Record<string, unknown>): Set<string> | undefined {
+  if (typeof root.store === 'string' && /^postgres(ql)?:\/\//.test(root.store)) return undefined;
+  return new Set(isMapping(root.groups) ? Object.keys(root.groups).filter((g) => isMapping((root.groups as Record<string, unknown>)[g])) : []);
+}
+
+/** modelgate.yaml. */
+export const configFileSchema = mapping({
+  routes: orDefault(routes, {}).describe('Which requests are which, and where keys are read.'),
+  log: orDefault(log, {}).describe('Decision log settings.'),
+  cache: orDefault(cache, {}).describe('Store cache (takes effect at the next start).'),
+  grpc: orDefault(grpc, {}).describe('gRPC listener settings (take effect at the next start).'),
+  upstream: orDefault(upstream, {}).describe('What allowed requests carry upstream.'),
+  store: text(STORE, '"file" or a postgres:// URL')
+    .nullish()
+    .describe('"file" (default: the groups and keys below) or a postgres:// URL; --store, MODELGATE_STORE and DATABASE_URL override it. Takes effect at the next start.'),
+  postgres: orDefault(postgres, {}).describe('Bounds of the PostgreSQL store: an outage is a prompt 503, never a stall (take effect at the next start).'),
+  groups,
+  keys,
+})
+  .superRefine((root, ctx) => {
+    if (!isMapping(root)) return;
+    const known = fileStoreGroups(root);
+    if (known === undefined || !Array.isArray(root.keys)) return;
+    (root.keys as unknown[]).forEach((k, i) => {
+      const g = isMapping(k) ? k.group : undefined;
+      if (typeof g === 'string' && g !== '' && !known.has(g)) ctx.addIssue({ code: 'custom', path: ['keys', i, 'group'], message: `unknown group ${JSON.stringify(g)}` });
+    });
+  }, always)
+  .meta({
+    title: 'modelgate configuration',
+    description: 'modelgate.yaml: service settings and the embedded file store (groups and keys). Every section is optional. See README.md, Configuration.',
+  });
+
+/**
+ * The schema with the one rule that needs the environment: every upstream credential's variable is
+ * set and non-empty. (Its value is never echoed, only the variable's name.)
+ */
+export function configSchemaFor(env: NodeJS.ProcessEnv) {
+  let schema = byEnvironment.get(env);
+  if (schema === undefined) byEnvironment.set(env, (schema = withEnvironment(env)));
+  return schema;
+}
+
+/** One schema per environment object (a service reloads with the same one), so zod compiles it once. */
+const byEnvironment = new WeakMap<NodeJS.ProcessEnv, ReturnType<typeof withEnvironment>>();
+
+function withEnvironment(env: NodeJS.ProcessEnv) {
+  return configFileSchema.superRefine((root, ctx) => {
+    const creds = isMapping(root) && isMapping(root.upstream) ? root.upstream.credentials : undefined;
+    if (!isMapping(creds)) return;
+    for (const p of PROTOCOLS) {
+      const name = isMapping(creds[p]) ? (creds[p] as Record<string, unknown>).env : undefined;
+      if (typeof name === 'string' && ENV_NAME.test(name) && !env[name]) {
+        ctx.addIssue({ code: 'custom', path: ['upstream', 'credentials', p, 'env'], message: `environment variable ${name} is not set or empty` });
+      }
+    }
+  }, always);
+}
+
+/** A config file after validation: defaults filled in, names lowercased. */
+export type ConfigFile = z.output<typeof configFileSchema>;
