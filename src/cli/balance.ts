@@ -1,11 +1,15 @@
 /**
- * Balance operations on the PostgreSQL store. Amounts travel as decimal strings and are computed
+ * `modelgate balance ...`: balance operations on the PostgreSQL store. Amounts travel as decimal strings and are computed
  * by PostgreSQL in `numeric`, so repeated small debits add up exactly. A debit is one UPDATE
  * (`balance = balance + $delta`), never read-modify-write, so concurrent debits cannot lose each
  * other; the row trigger then invalidates the key on every replica.
  */
+import { Command } from 'commander';
 import type pg from 'pg';
-import { AdminError, usageError } from './errors';
+import { CliError, usageError } from './errors';
+import type { CliRun } from './io';
+import { storeCommand, withStore, type StoreOptions } from './store-admin';
+import { balanceText } from './text';
 
 /** A key's balance; `null` = unlimited. */
 export interface BalanceInfo {
@@ -33,8 +37,8 @@ export function parseAmount(text: string, allowUnlimited: boolean): string | nul
   return text.replace(/^\+/, '');
 }
 
-function notFound(id: string): AdminError {
-  return new AdminError(`no key with id ${JSON.stringify(id)}`);
+function notFound(id: string): CliError {
+  return new CliError(`no key with id ${JSON.stringify(id)}`);
 }
 
 /** The balance of key `id`. */
@@ -67,4 +71,45 @@ export async function addBalance(db: pg.Pool, id: string, delta: string): Promis
   );
   if (rows.length === 0) throw notFound(id);
   return rows[0];
+}
+
+/** `modelgate balance show|set|add`. */
+export function balanceCommand(run: CliRun): Command {
+  const balance = new Command('balance').description('show and change key balances (PostgreSQL)');
+  balance.addCommand(
+    storeCommand('show', "show a key's balance")
+      .argument('<id>', 'the key\'s id')
+      .action((id: string, options: StoreOptions, cmd: Command) =>
+        withStore(run, cmd, options, true, async (store) => {
+          const b = await showBalance(await store.db(), id);
+          store.print(`${b.id}: ${balanceText(b.balance)}\n`, b);
+        }),
+      ),
+  );
+  balance.addCommand(
+    storeCommand('set', "set a key's balance")
+      .argument('<id>', 'the key\'s id')
+      .argument('<amount>', 'a decimal amount, or unlimited')
+      .action((id: string, text: string, options: StoreOptions, cmd: Command) =>
+        withStore(run, cmd, options, true, async (store) => {
+          const amount = parseAmount(text, true);
+          const b = await setBalance(await store.db(), id, amount);
+          store.print(`${b.id}: ${balanceText(b.balance)}\n`, b);
+        }),
+      ),
+  );
+  balance.addCommand(
+    storeCommand('add', "add to a key's balance in one atomic statement; a negative amount is a debit")
+      .argument('<id>', 'the key\'s id')
+      .argument('<amount>', 'a decimal amount; < 0: a debit (e.g. -0.25)')
+      .action((id: string, text: string, options: StoreOptions, cmd: Command) =>
+        withStore(run, cmd, options, true, async (store) => {
+          const delta = parseAmount(text, false) as string;
+          const b = await addBalance(await store.db(), id, delta);
+          const shown = b.balance === null ? 'unlimited (unchanged: the key has no balance limit)' : `${b.balance} (was ${b.previous})`;
+          store.print(`${b.id}: ${shown}\n`, b);
+        }),
+      ),
+  );
+  return balance;
 }

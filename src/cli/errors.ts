@@ -1,20 +1,21 @@
 /**
- * Errors of the admin operations: a message meant for the operator, shown as one line, and the
- * exit code the CLI ends with (1: the operation failed, 2: the command line was wrong).
+ * A command's failure: a message meant for the operator, shown as one line, and the exit code the
+ * CLI ends with (1: the operation failed, 2: the command line was wrong; main.ts adds where to get
+ * help to the line of a usage error).
  */
-export class AdminError extends Error {
+export class CliError extends Error {
   constructor(
     message: string,
     readonly exitCode: 1 | 2 = 1,
   ) {
     super(message);
-    this.name = 'AdminError';
+    this.name = 'CliError';
   }
 }
 
-/** A wrong command line: exit code 2. */
-export function usageError(message: string): AdminError {
-  return new AdminError(message, 2);
+/** A wrong command line (a bad option value or argument): exit code 2. */
+export function usageError(message: string): CliError {
+  return new CliError(message, 2);
 }
 
 /** The SQLSTATE of a PostgreSQL error, if it is one. */
@@ -36,4 +37,22 @@ export function checkName(what: string, value: string, max = 200): string {
   if (CONTROL.test(value)) throw usageError(`${what} ${JSON.stringify(value)} contains control characters`);
   if (value.length > max) throw usageError(`${what} is longer than ${max} characters`);
   return value;
+}
+
+/** A command's words after `modelgate` (`keys new`), for messages; '' for the program itself. */
+export function commandPath(cmd: { name(): string; readonly parent: unknown }): string {
+  const names: string[] = [];
+  for (let c = cmd as { name(): string; readonly parent: unknown } | null; c?.parent; c = c.parent as typeof c) names.unshift(c.name());
+  return names.join(' ');
+}
+
+/**
+ * An option parser that refuses a second value (commander would keep the last one silently), for
+ * options that take one value and have no default.
+ */
+export function once(option: string): (value: string, previous: string | undefined) => string {
+  return (value, previous) => {
+    if (previous !== undefined) throw usageError(`option ${option} is given twice`);
+    return value;
+  };
 }

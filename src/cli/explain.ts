@@ -3,10 +3,14 @@
  * to a running service, and prints the decision. Secrets in the answer (an upstream credential)
  * are masked; the client's key is never printed.
  */
+import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
+import { Command } from 'commander';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { buildCheckRequest, type HttpRequestLine } from '../envoy/check-request';
 import { authPackageDefinition, authorizationClient } from '../envoy/protos';
+import { CliError, once, usageError } from './errors';
+import type { CliRun } from './io';
 
 /** Sends one CheckRequest to `address` and resolves with Envoy's view of the answer. */
 export function sendCheck(address: string, line: HttpRequestLine, timeoutMs = 5000): Promise<CheckResponse__Output> {
@@ -51,4 +55,35 @@ export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output
   }
   out.push(`  metadata: ${JSON.stringify(meta)}`);
   return out.join('\n');
+}
+
+const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
+
+/** `modelgate explain [--addr HOST:PORT] [-H 'Name: value']... METHOD PATH [BODY|@FILE]`. */
+export function explainCommand(run: CliRun): Command {
+  return new Command('explain')
+    .description('show what a running modelgate answers to one HTTP request')
+    .argument('<method>', 'the HTTP method, e.g. POST')
+    .argument('<path>', 'the path with its query, e.g. /v1/chat/completions')
+    .argument('[body]', 'the request body, or @FILE to read it from a file')
+    .option('--addr <host:port>', 'the gRPC address of modelgate (default: $MODELGATE_GRPC_ADDR, else 127.0.0.1:9191)', once('--addr'))
+    .option('-H, --header <name: value>', "a request header, e.g. 'Authorization: Bearer sk-mg-...' (repeatable)", collect)
+    .addHelpText('after', '\nThe client\'s key is never printed, and upstream credentials in the answer are masked.')
+    .action(async (method: string, path: string, bodyArg: string | undefined, options: { addr?: string; header?: string[] }) => {
+      const headers = (options.header ?? []).map((h): [string, string] => {
+        const colon = h.indexOf(':');
+        if (colon <= 0) throw usageError(`-H wants 'Name: value', got ${JSON.stringify(h.slice(0, 40))}`);
+        return [h.slice(0, colon).trim(), h.slice(colon + 1).trim()];
+      });
+      const body = bodyArg?.startsWith('@') ? readFileSync(bodyArg.slice(1)) : bodyArg;
+      const line = { method: method.toUpperCase(), path, headers, body };
+      const addr = options.addr ?? run.env.MODELGATE_GRPC_ADDR ?? '127.0.0.1:9191';
+      let answer: CheckResponse__Output;
+      try {
+        answer = await sendCheck(addr, line);
+      } catch (err) {
+        throw new CliError(`${addr}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      run.stdout(renderDecision(line, answer) + '\n');
+    });
 }

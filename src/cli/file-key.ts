@@ -5,7 +5,7 @@
  */
 import YAML from 'yaml';
 import { checkName } from './errors';
-import { isoTime } from './keys';
+import { isoTime } from './text';
 import { generateKey, hashKey } from '../check/key-format';
 
 /** One entry of the config's `keys:` list, in the file store's field names. */

@@ -1,5 +1,6 @@
 /**
- * Group operations on the PostgreSQL store, and the command-line syntax of a model:
+ * `modelgate groups ...`: group operations on the PostgreSQL store, and the command-line syntax of
+ * a model:
  *
  *     NAME[:PROTOCOLS][:unavailable]      e.g.  gpt-4o   o3:chat,responses   gemini-2.0-flash:generative:unavailable
  *
@@ -8,10 +9,13 @@
  * availability are taken as such, so `foo:chat` must be written `foo:chat:*` to mean the model
  * "foo:chat" on any protocol.
  */
+import { Command } from 'commander';
 import type pg from 'pg';
-import { AdminError, checkName, sqlState, usageError } from './errors';
-import { PROTOCOLS } from '../store/store';
-import type { Protocol } from '../store/store';
+import { PROTOCOLS, type Protocol } from '../store/store';
+import { CliError, checkName, once, sqlState, usageError } from './errors';
+import type { CliRun } from './io';
+import { storeCommand, withStore, type StoreOptions } from './store-admin';
+import { table } from './text';
 
 /** A model of a group, as stored. `protocols: null` = any. */
 export interface ModelSpec {
@@ -127,7 +131,7 @@ export async function removeGroup(db: pg.Pool, name: string): Promise<void> {
   if (rows.length > 0) throw stillUsed(name, rows.map((r) => r.id));
   try {
     const deleted = await db.query('DELETE FROM modelgate_groups WHERE name = $1', [name]);
-    if (deleted.rowCount === 0) throw new AdminError(`no group named ${JSON.stringify(name)}`);
+    if (deleted.rowCount === 0) throw new CliError(`no group named ${JSON.stringify(name)}`);
   } catch (err) {
     // A key created between the check and the delete: the foreign key refuses, say it the same way.
     if (sqlState(err) === '23503') throw stillUsed(name, []);
@@ -135,7 +139,99 @@ export async function removeGroup(db: pg.Pool, name: string): Promise<void> {
   }
 }
 
-function stillUsed(name: string, ids: string[]): AdminError {
+function stillUsed(name: string, ids: string[]): CliError {
   const which = ids.length === 0 ? '' : ` (${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''})`;
-  return new AdminError(`group ${JSON.stringify(name)} still has keys${which}; delete them first`);
+  return new CliError(`group ${JSON.stringify(name)} still has keys${which}; delete them first`);
+}
+
+export function groupText(g: GroupInfo): string {
+  const keys = `${g.keys} key${g.keys === 1 ? '' : 's'}`;
+  const head = `${g.name} (${g.available ? 'available' : 'unavailable'}, ${keys})`;
+  if (g.models.length === 0) return `${head}\n  (no models)\n`;
+  const rows = g.models.map((m) => [m.name, m.protocols === null ? 'any protocol' : m.protocols.join(','), m.available ? '' : 'unavailable']);
+  const body = table(rows)
+    .split('\n')
+    .map((line) => `  ${line.trimEnd()}`)
+    .join('\n');
+  return `${head}\n${body}\n`;
+}
+
+export function groupListText(groups: readonly GroupInfo[]): string {
+  return groups.length === 0 ? 'No groups.\n' : groups.map(groupText).join('\n');
+}
+
+/** The models of a group in --model syntax, for a one-line confirmation. */
+export function modelListText(g: GroupInfo): string {
+  return g.models.length === 0 ? 'no models' : g.models.map(formatModelSpec).join(' ');
+}
+
+/** Parses `--available true|false`. */
+export function parseBoolean(option: string, text: string): boolean {
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  throw usageError(`--${option} must be true or false, not ${JSON.stringify(text)}`);
+}
+
+interface SetOptions extends StoreOptions {
+  readonly available?: string;
+  readonly model?: string[];
+  /** false: --no-models was given. */
+  readonly models: boolean;
+}
+
+const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
+
+/** `modelgate groups set|list|show|remove`. */
+export function groupsCommand(run: CliRun): Command {
+  const groups = new Command('groups').description('manage groups and their models (PostgreSQL)');
+  groups.addCommand(
+    storeCommand('set', 'create or update a group; --model (repeatable) replaces its whole model list')
+      .argument('<name>', 'the group\'s name')
+      .option('--available <true|false>', 'false: every key of the group is refused (default for a new group: true)', once('--available'))
+      .option('--model <name[:protocols][:unavailable]>', 'a model of the group, e.g. gpt-4o, o3:chat,responses, gemini-2.0-flash:generative:unavailable (repeatable)', collect)
+      .option('--no-models', 'empty the model list')
+      .action((name: string, options: SetOptions, cmd: Command) =>
+        withStore(run, cmd, options, true, async (store) => {
+          if (options.model && !options.models) throw usageError('give either --model or --no-models, not both');
+          const change = {
+            name,
+            available: options.available === undefined ? undefined : parseBoolean('available', options.available),
+            models: !options.models ? [] : options.model?.map(parseModelSpec),
+          };
+          const { created, group } = await setGroup(await store.db(), change);
+          const state = group.available ? 'available' : 'unavailable';
+          store.print(`${created ? 'Created' : 'Updated'} group ${group.name} (${state}): ${modelListText(group)}.\n`, { created, group });
+        }),
+      ),
+  );
+  groups.addCommand(
+    storeCommand('list', 'list groups with their models and key counts').action((options: StoreOptions, cmd: Command) =>
+      withStore(run, cmd, options, true, async (store) => {
+        const list = await listGroups(await store.db());
+        store.print(groupListText(list), { groups: list });
+      }),
+    ),
+  );
+  groups.addCommand(
+    storeCommand('show', 'show one group')
+      .argument('<name>', 'the group\'s name')
+      .action((name: string, options: StoreOptions, cmd: Command) =>
+        withStore(run, cmd, options, true, async (store) => {
+          const [group] = await listGroups(await store.db(), name);
+          if (group === undefined) throw new CliError(`no group named ${JSON.stringify(name)}`);
+          store.print(groupText(group), { group });
+        }),
+      ),
+  );
+  groups.addCommand(
+    storeCommand('remove', 'remove a group and its models (refused while keys belong to it)')
+      .argument('<name>', 'the group\'s name')
+      .action((name: string, options: StoreOptions, cmd: Command) =>
+        withStore(run, cmd, options, true, async (store) => {
+          await removeGroup(await store.db(), name);
+          store.print(`Removed group ${name}.\n`, { removed: name });
+        }),
+      ),
+  );
+  return groups;
 }

@@ -1,100 +1,92 @@
 /**
- * `modelgate keys|groups|balance|migrate ...`: the admin commands, dispatched here by main.ts.
- *
- * Every command prints text for people, or one JSON document with `--json`. Failures are one line
- * on stderr with exit code 1 (2 for a wrong command line). A key is printed only by `keys new`
- * and `keys rotate`, and never appears in an error; neither does the store's password.
+ * What the store commands (keys, groups, balance, migrate) share: where the store is (--store,
+ * MODELGATE_STORE, DATABASE_URL), their --store and --json options, one connection brought up to
+ * date on first use, printing text or one JSON document, and failures as one line that never
+ * holds a key or the store's password.
  */
+import { Command } from 'commander';
 import pg from 'pg';
-import { parseArgs, resolveStore } from './args';
-import type { OptionKind } from './args';
-import { ADMIN_COMMANDS } from './commands';
+import { migrate, type MigrationResult } from '../store/pg/schema';
 import { redactUrl } from '../store/pg/store';
-import { AdminError, usageError } from './errors';
-import { migrate } from '../store/pg/schema';
-import type { MigrationResult } from '../store/pg/schema';
+import { CliError, commandPath, usageError } from './errors';
+import type { CliRun } from './io';
 
-/** Where the admin commands write, and what they read. */
-export interface AdminIo {
-  readonly stdout: (s: string) => void;
-  readonly stderr: (s: string) => void;
-  readonly env: NodeJS.ProcessEnv;
+/** Where the store commands act: the YAML file (they only print) or a PostgreSQL database. */
+export type StoreTarget = { readonly mode: 'file' } | { readonly mode: 'postgres'; readonly url: string };
+
+/**
+ * `--store` first, then MODELGATE_STORE, then DATABASE_URL; none (or `file`) means file mode.
+ * Empty variables count as unset, so `DATABASE_URL= modelgate ...` forces file mode.
+ */
+export function resolveStore(flag: string | undefined, env: NodeJS.ProcessEnv): StoreTarget {
+  const sources: [string, string | undefined][] = [
+    ['--store', flag],
+    ['MODELGATE_STORE', env.MODELGATE_STORE],
+    ['DATABASE_URL', env.DATABASE_URL],
+  ];
+  for (const [source, value] of sources) {
+    if (value === undefined || value === '') continue;
+    if (value === 'file') return { mode: 'file' };
+    if (/^postgres(ql)?:\/\//.test(value)) return { mode: 'postgres', url: value };
+    throw usageError(`${source} (${redactUrl(value)}) is neither "file" nor a postgres:// URL`);
+  }
+  return { mode: 'file' };
 }
 
-const GLOBAL_OPTIONS: Readonly<Record<string, OptionKind>> = { store: 'string', json: 'boolean', help: 'boolean' };
-const FAMILIES = ['keys', 'groups', 'balance'];
+/** The options every store command has. */
+export interface StoreOptions {
+  readonly store?: string;
+  readonly json?: boolean;
+}
 
-/** Usage text of every admin command, or of one family (`keys`, `groups`, `balance`). */
-export function adminUsage(family?: string): string {
-  const lines = Object.entries(ADMIN_COMMANDS)
-    .filter(([name]) => family === undefined || name.startsWith(`${family} `))
-    .map(([, c]) => `  modelgate ${c.usage}`);
-  return [
-    'Usage:',
-    ...lines,
-    '',
-    'Options for every command:',
-    '  --store URL   postgres://... (default: $MODELGATE_STORE, then $DATABASE_URL; none: file mode)',
-    '  --json        print one JSON document instead of text',
-    '',
-  ].join('\n');
+/** What a store command's body gets. */
+export interface StoreAccess {
+  /** false: no store configured (file mode); only `keys new` runs then. */
+  readonly hasDb: boolean;
+  /** Connects and brings the schema up to date on first call. */
+  readonly db: () => Promise<pg.Pool>;
+  /** What that first db() call migrated. */
+  readonly migration: () => MigrationResult | undefined;
+  /** Prints `human` text, or `data` as one JSON document with --json. */
+  readonly print: (human: string, data: unknown) => void;
+}
+
+/** A store command with its --store and --json options. */
+export function storeCommand(name: string, description: string): Command {
+  return new Command(name)
+    .description(description)
+    .option('--store <url>', 'postgres://... or file (default: $MODELGATE_STORE, then $DATABASE_URL; none: file mode)')
+    .option('--json', 'print one JSON document instead of text');
 }
 
 /**
- * Runs one admin command. `argv` starts at the command word (`keys`, `groups`, `balance`,
- * `migrate`), as in `modelgate keys new --group basic`. Resolves to the exit code; never rejects.
+ * Runs the body of store command `cmd` against its store. Commands that need a database refuse
+ * file mode with a usage error before anything else; the connection is closed afterwards.
  */
-export async function runAdminCommand(argv: string[], io: AdminIo): Promise<number> {
+export async function withStore(run: CliRun, cmd: Command, options: StoreOptions, needsDb: boolean, body: (store: StoreAccess) => Promise<void>): Promise<void> {
+  const target = resolveStore(options.store, run.env);
+  if (target.mode === 'file' && needsDb) {
+    throw usageError(`\`${commandPath(cmd)}\` needs a PostgreSQL store: pass --store postgres://... or set DATABASE_URL`);
+  }
+  const url = target.mode === 'postgres' ? target.url : '';
   let pool: pg.Pool | undefined;
-  let url = '';
+  let migration: MigrationResult | undefined;
   try {
-    const word = argv[0] ?? '';
-    if (['help', '--help', '-h'].includes(word)) {
-      io.stdout(adminUsage());
-      return 0;
-    }
-    const name = word === 'migrate' ? word : `${word} ${argv[1] ?? ''}`;
-    const command = ADMIN_COMMANDS[name];
-    if (command === undefined) {
-      // `modelgate keys` or `modelgate keys --help`: the usage of that family.
-      if (FAMILIES.includes(word) && [undefined, '--help', '-h'].includes(argv[1])) {
-        (argv[1] === undefined ? io.stderr : io.stdout)(adminUsage(word));
-        return argv[1] === undefined ? 2 : 0;
-      }
-      throw usageError(`unknown command: ${argv.slice(0, 2).join(' ') || '(none)'}; see \`modelgate help\``);
-    }
-    const args = parseArgs(argv.slice(word === 'migrate' ? 1 : 2), { ...GLOBAL_OPTIONS, ...command.options }, name);
-    if (args.flags.has('help')) {
-      io.stdout(`Usage: modelgate ${command.usage}\n`);
-      return 0;
-    }
-    if (args.positionals.length !== command.positionals) throw usageError(`usage: modelgate ${command.usage}`);
-
-    const target = resolveStore(args.strings.get('store'), io.env);
-    if (target.mode === 'file' && command.needsDb) {
-      throw usageError(`\`${name}\` needs a PostgreSQL store: pass --store postgres://... or set DATABASE_URL`);
-    }
-    if (target.mode === 'postgres') url = target.url;
-    let migration: MigrationResult | undefined;
-    const json = args.flags.has('json');
-    await command.run({
-      args,
+    await body({
       hasDb: target.mode === 'postgres',
       async db() {
         if (pool === undefined) {
           pool = adminPool(url);
-          // Admin commands bring the schema up to date first, so a fresh database needs no extra step.
+          // Store commands bring the schema up to date first, so a fresh database needs no extra step.
           migration = await migrate(pool);
         }
         return pool;
       },
       migration: () => migration,
-      print: (human, data) => io.stdout(json ? `${JSON.stringify(data, null, 2)}\n` : human),
+      print: (human, data) => run.stdout(options.json ? `${JSON.stringify(data, null, 2)}\n` : human),
     });
-    return 0;
   } catch (err) {
-    io.stderr(`modelgate: ${describeError(err, url)}\n`);
-    return err instanceof AdminError ? err.exitCode : 1;
+    throw err instanceof CliError ? err : new CliError(describeError(err, url));
   } finally {
     await pool?.end().catch(() => {});
   }
@@ -117,7 +109,6 @@ const NETWORK_CODES = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'E
 
 /** One line for stderr; never the key, never the store password. */
 export function describeError(err: unknown, url: string): string {
-  if (err instanceof AdminError) return err.message;
   const e = err as Error & { code?: string; errors?: Error[] };
   // With several addresses (localhost: ::1 and 127.0.0.1) Node reports an AggregateError with an empty message.
   const message = e?.message || e?.errors?.map((x) => x.message).join('; ') || String(err);

@@ -1,11 +1,12 @@
 /**
- * Every admin command through runAdminCommand, as an operator would type it, against a real
- * PostgreSQL: human and --json output, exit codes, one-line errors, and keys shown only once.
+ * Every store command (keys, groups, balance, migrate) through runCli, as an operator would type
+ * it, against a real PostgreSQL: human and --json output, exit codes, one-line errors, and keys
+ * shown only once.
  */
 import pg from 'pg';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAdminCommand } from '../../src/cli/store-admin';
+import { runCli } from '../../src/cli/main';
 import { formatModelSpec, parseModelSpec } from '../../src/cli/groups';
 import { hashKey, isCompleteKey } from '../../src/check/key-format';
 import { openPgStore } from '../../src/store/pg/store';
@@ -24,7 +25,7 @@ interface Run {
 async function run(argv: string[], env: NodeJS.ProcessEnv = { DATABASE_URL: server.url }): Promise<Run> {
   let stdout = '';
   let stderr = '';
-  const code = await runAdminCommand(argv, { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s), env });
+  const code = await runCli(argv, { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s), env });
   return { code, stdout, stderr };
 }
 
@@ -199,21 +200,23 @@ describe('with PostgreSQL', () => {
     expect((await run(['groups', 'remove', 'pro'])).stderr).toBe('modelgate: no group named "pro"\n');
   });
 
-  it('reports mistakes as one line on stderr: exit 2 for the command line, 1 for the operation', async () => {
+  it('reports mistakes as one line on stderr: exit 2 for the command line (with where to get help), 1 for the operation', async () => {
+    const usage = (command: string, message: string): string => `${message} (see 'modelgate ${command} --help')`;
     const cases: [string[], number, string][] = [
       [['keys', 'new', '--group', 'nope', '--id', 'x'], 1, 'group "nope" does not exist; create it with `modelgate groups set nope`'],
       [['keys', 'new', '--group', 'basic', '--id', 'alice'], 1, 'a key with id "alice" already exists'],
-      [['balance', 'add', 'alice', 'ten'], 2, 'amount "ten" is not a decimal number'],
-      [['balance', 'set', 'alice', '1e3'], 2, 'amount "1e3" is not a decimal number or "unlimited"'],
-      [['balance', 'add', 'alice'], 2, 'usage: modelgate balance add ID N   (N < 0: a debit)'],
-      [['keys', 'new', '--group', 'basic', '--expires', 'tomorrow'], 2, '--expires "tomorrow" is not an ISO 8601 date such as 2026-12-31 or 2026-12-31T23:59:59Z'],
-      [['keys', 'new', '--group', 'basic', '--expires', '2027-02-30'], 2, '--expires "2027-02-30" is not an ISO 8601 date such as 2026-12-31 or 2026-12-31T23:59:59Z'],
-      [['keys', 'new', '--group', 'basic', '--id', ' alice'], 2, 'key id " alice" has leading or trailing spaces'],
-      [['keys', 'new'], 2, 'keys new needs --group G'],
-      [['keys', 'list', '--bogus'], 2, 'unknown option --bogus for `keys list`'],
-      [['groups', 'set', 'g', '--model', 'a', '--model', 'a'], 2, 'model "a" is given twice'],
-      [['groups', 'set', 'g', '--available', 'yes'], 2, '--available must be true or false, not "yes"'],
-      [['keys', 'frobnicate'], 2, 'unknown command: keys frobnicate; see `modelgate help`'],
+      [['balance', 'add', 'alice', 'ten'], 2, usage('balance add', 'amount "ten" is not a decimal number')],
+      [['balance', 'set', 'alice', '1e3'], 2, usage('balance set', 'amount "1e3" is not a decimal number or "unlimited"')],
+      [['balance', 'add', 'alice'], 2, usage('balance add', "missing required argument 'amount'")],
+      [['keys', 'new', '--group', 'basic', '--expires', 'tomorrow'], 2, usage('keys new', '--expires "tomorrow" is not an ISO 8601 date such as 2026-12-31 or 2026-12-31T23:59:59Z')],
+      [['keys', 'new', '--group', 'basic', '--expires', '2027-02-30'], 2, usage('keys new', '--expires "2027-02-30" is not an ISO 8601 date such as 2026-12-31 or 2026-12-31T23:59:59Z')],
+      [['keys', 'new', '--group', 'basic', '--id', ' alice'], 2, usage('keys new', 'key id " alice" has leading or trailing spaces')],
+      [['keys', 'new'], 2, usage('keys new', 'keys new needs --group G')],
+      [['keys', 'new', '--group', 'basic', '--id', 'a', '--id', 'b'], 2, usage('keys new', 'option --id is given twice')],
+      [['keys', 'list', '--bogus'], 2, usage('keys list', "unknown option '--bogus'")],
+      [['groups', 'set', 'g', '--model', 'a', '--model', 'a'], 2, usage('groups set', 'model "a" is given twice')],
+      [['groups', 'set', 'g', '--available', 'yes'], 2, usage('groups set', '--available must be true or false, not "yes"')],
+      [['keys', 'frobnicate'], 2, usage('keys', "unknown command 'frobnicate'")],
     ];
     for (const [argv, code, message] of cases) {
       expect(await run(argv), argv.join(' ')).toEqual({ code, stdout: '', stderr: `modelgate: ${message}\n` });
@@ -229,13 +232,22 @@ describe('with PostgreSQL', () => {
     expect((await run(['keys', 'list'], { MODELGATE_STORE: dead, DATABASE_URL: server.url })).code).toBe(1);
     expect((await run(['keys', 'list'], { MODELGATE_STORE: server.url, DATABASE_URL: dead })).code).toBe(0);
     expect((await run(['keys', 'list', '--store', 'file'])).code).toBe(2);
-    expect(await run(['keys', 'list', '--store', 'mysql://u:pw@h/db'])).toMatchObject({ code: 2, stderr: 'modelgate: --store (mysql://u:***@h/db) is neither "file" nor a postgres:// URL\n' });
+    expect(await run(['keys', 'list', '--store', 'mysql://u:pw@h/db'])).toMatchObject({
+      code: 2,
+      stderr: `modelgate: --store (mysql://u:***@h/db) is neither "file" nor a postgres:// URL (see 'modelgate keys list --help')\n`,
+    });
   });
 
   it('prints usage on request', async () => {
-    expect((await run(['help'])).stdout).toContain('modelgate balance add ID N');
-    expect(await run(['keys', '--help'])).toMatchObject({ code: 0, stdout: expect.stringContaining('modelgate keys rotate ID') });
-    expect(await run(['balance', 'add', '--help'])).toMatchObject({ code: 0, stdout: 'Usage: modelgate balance add ID N   (N < 0: a debit)\n' });
+    const help = await run(['help']);
+    expect(help).toMatchObject({ code: 0, stderr: '', stdout: expect.stringContaining('Usage: modelgate [options] [command]') });
+    for (const group of ['keys', 'groups', 'balance', 'migrate']) expect(help.stdout).toMatch(new RegExp(`^  ${group} `, 'm'));
+    expect(await run(['help', 'balance'])).toMatchObject({ code: 0, stdout: expect.stringContaining('add [options] <id> <amount>') });
+    expect(await run(['keys', '--help'])).toMatchObject({ code: 0, stdout: expect.stringContaining('rotate [options] <id>') });
+    const add = await run(['balance', 'add', '--help']);
+    expect(add).toMatchObject({ code: 0, stderr: '' });
+    expect(add.stdout).toMatch(/^Usage: modelgate balance add \[options\] <id> <amount>\n/);
+    expect(add.stdout).toContain('a negative amount is a debit');
   });
 });
 

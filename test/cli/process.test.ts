@@ -12,6 +12,8 @@ import { DEMO_KEYS } from '../support/demo-keys';
 import { tempConfig } from '../support/service-harness';
 
 const CLI = join(__dirname, '..', '..', 'dist', 'src', 'cli', 'main.js');
+/** What `npx modelgate` and a linked `modelgate` run. */
+const BIN = join(__dirname, '..', '..', 'bin', 'modelgate.js');
 let proc: ChildProcessWithoutNullStreams;
 let grpcAddress = '';
 let stdout = '';
@@ -69,6 +71,19 @@ test('keys new without a store prints the key once and the YAML stanza with its 
   expect(r.stdout.split(key).length).toBe(2);
   expect(r.stdout).toContain(`sha256: ${hashKey(key)}`);
   expect(r.stdout).toContain('group: basic');
+});
+
+test('bin/modelgate.js (npx modelgate) answers --version and --help, and ends a usage error with exit code 2', () => {
+  const { version } = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string };
+  expect(spawnSync(process.execPath, [BIN, '--version'], { encoding: 'utf8' })).toMatchObject({ status: 0, stdout: `${version}\n`, stderr: '' });
+  const help = spawnSync(process.execPath, [BIN, 'envoy-check', '--help'], { encoding: 'utf8' });
+  expect(help).toMatchObject({ status: 0, stderr: '' });
+  expect(help.stdout).toMatch(/^Usage: modelgate envoy-check \[options\] \[file\]\n/);
+  expect(spawnSync(process.execPath, [BIN, 'serve', '--workers', '0'], { encoding: 'utf8' })).toMatchObject({
+    status: 2,
+    stdout: '',
+    stderr: "modelgate: --workers must be an integer from 1 to 64 (see 'modelgate serve --help')\n",
+  });
 });
 
 test('SIGTERM stops the process cleanly: exit code 0 and a final log line', async () => {

@@ -1,0 +1,19 @@
+/**
+ * `modelgate migrate`: brings the PostgreSQL schema up to date (every store command and `serve`
+ * also do it first; this one only migrates and says what it did).
+ */
+import type { Command } from 'commander';
+import type { MigrationResult } from '../store/pg/schema';
+import type { CliRun } from './io';
+import { storeCommand, withStore, type StoreOptions } from './store-admin';
+
+export function migrateCommand(run: CliRun): Command {
+  return storeCommand('migrate', 'create or upgrade the PostgreSQL schema').action((options: StoreOptions, cmd: Command) =>
+    withStore(run, cmd, options, true, async (store) => {
+      await store.db();
+      const m = store.migration() as MigrationResult;
+      const text = m.applied.length === 0 ? `Schema already at version ${m.to}; nothing to do.` : `Schema migrated from version ${m.from} to ${m.to}.`;
+      store.print(`${text}\n`, m);
+    }),
+  );
+}

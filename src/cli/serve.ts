@@ -1,0 +1,68 @@
+/**
+ * `modelgate serve`: the service (gRPC Check and health, HTTP health, metrics and model lists) on
+ * one process, or on N worker processes sharing the ports (server/workers.ts). SIGTERM and SIGINT
+ * drain: health goes NOT_SERVING, checks in flight are answered, then the process exits.
+ */
+import cluster from 'node:cluster';
+import { Command } from 'commander';
+import { ConfigError } from '../config/load';
+import { startService, type Service } from '../server/service';
+import { runWorkers } from '../server/workers';
+import { CliError, once, usageError } from './errors';
+import type { CliRun } from './io';
+import { resolveStore } from './store-admin';
+
+interface ServeOptions {
+  readonly config?: string;
+  readonly grpc?: string;
+  readonly http?: string;
+  readonly store?: string;
+  readonly workers?: string;
+}
+
+export function serveCommand(run: CliRun): Command {
+  return new Command('serve')
+    .description('run the service: gRPC Check and health, HTTP health, metrics and model lists')
+    .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
+    .option('--grpc <host:port>', 'the gRPC listener (default: $MODELGATE_GRPC_ADDR, else 127.0.0.1:9191)', once('--grpc'))
+    .option('--http <host:port>', 'the HTTP listener (default: $MODELGATE_HTTP_ADDR, else 127.0.0.1:9192)', once('--http'))
+    .option('--store <url>', "postgres://... or file (default: $MODELGATE_STORE, then $DATABASE_URL, then the config's store:)", once('--store'))
+    .option('--workers <n>', 'worker processes sharing the ports, 1 to 64 (default: 1)', once('--workers'))
+    .action(async (options: ServeOptions) => {
+      const workers = Number(options.workers ?? 1);
+      if (!Number.isInteger(workers) || workers < 1 || workers > 64) throw usageError('--workers must be an integer from 1 to 64');
+      if (workers > 1 && cluster.isPrimary) return runWorkers(workers, run.stderr);
+      const env = run.env;
+      const configPath = options.config ?? env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml';
+      let service: Service;
+      try {
+        // Same order as the store commands: --store, MODELGATE_STORE, DATABASE_URL, else the config's `store:`.
+        const override = options.store || env.MODELGATE_STORE || env.DATABASE_URL ? resolveStore(options.store, env) : undefined;
+        service = await startService({
+          configPath,
+          grpcAddress: options.grpc ?? env.MODELGATE_GRPC_ADDR ?? '127.0.0.1:9191',
+          httpAddress: options.http ?? env.MODELGATE_HTTP_ADDR ?? '127.0.0.1:9192',
+          storeUrl: override && (override.mode === 'file' ? 'file' : override.url),
+          env,
+        });
+      } catch (err) {
+        if (err instanceof CliError) throw err;
+        if (err instanceof ConfigError) throw new CliError(`${configPath}: ${err.message}`);
+        throw new CliError(err instanceof Error ? err.message : String(err));
+      }
+      drainOnSignals(service);
+    });
+}
+
+/** SIGTERM or SIGINT: drain, then exit 0. A repeated signal is ignored. */
+function drainOnSignals(service: Service): void {
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    service.logger.info({ signal }, 'draining: health NOT_SERVING, answering in-flight checks');
+    void service.close(5000).then(() => process.exit(0));
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
