@@ -1,6 +1,6 @@
 /**
  * Micro-benchmark: the model of a 1 MiB chat body whose `model` is its last field, read by
- * `extractModel(body)` (src/extract-model.ts) against the obvious alternative,
+ * `extractModel(body)` (src/check/extract-model.ts) against the obvious alternative,
  * `JSON.parse(buf.toString())`. Same buffer, alternating rounds, median per call.
  */
 import { extractModel } from '../src/check/extract-model';

@@ -5,7 +5,7 @@
  * a rule that has quietly stopped matching fails here too.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
@@ -23,6 +23,14 @@ test('src/ keeps every import rule and has no import cycle', () => {
   const r = depcruise(ROOT, 'src');
   expect(r.output).toContain('no dependency violations found');
   expect(r.status, r.output).toBe(0);
+});
+
+test('src/ has folders, not files, at its top level, and every folder says what lives there', () => {
+  const top = readdirSync(join(ROOT, 'src'), { withFileTypes: true });
+  expect(top.filter((e) => e.isFile()).map((e) => e.name)).toEqual(['README.md']);
+  const folders = (readdirSync(join(ROOT, 'src'), { recursive: true, withFileTypes: true }) as import('node:fs').Dirent[]).filter((e) => e.isDirectory());
+  expect(folders.length).toBeGreaterThanOrEqual(6);
+  for (const f of folders) expect(existsSync(join(f.parentPath, f.name, 'README.md')), `${f.name}/README.md`).toBe(true);
 });
 
 describe('the rules fail on a tree that breaks them', () => {

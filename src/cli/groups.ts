@@ -4,7 +4,7 @@
  *
  *     NAME[:PROTOCOLS][:unavailable]      e.g.  gpt-4o   o3:chat,responses   gemini-2.0-flash:generative:unavailable
  *
- * PROTOCOLS is a comma list of store.ts PROTOCOLS, or `*` for any (the default). Model names may
+ * PROTOCOLS is a comma list of src/store/store.ts PROTOCOLS, or `*` for any (the default). Model names may
  * themselves contain colons (`llama3:8b`): only trailing parts that read as a protocol list or an
  * availability are taken as such, so `foo:chat` must be written `foo:chat:*` to mean the model
  * "foo:chat" on any protocol.

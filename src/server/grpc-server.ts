@@ -21,7 +21,7 @@ export interface GrpcServer {
  * (check/read-request.ts), so nothing can fail before it. grpc-js would answer a deserializer
  * that throws with a failed RPC (INTERNAL), which Envoy treats as an error and a fail-open
  * deployment lets through; here undecodable bytes are denied like any bad input. Responses are
- * already encoded (response-encoder.ts) and sent as they are.
+ * already encoded (check/response-encoder.ts) and sent as they are.
  */
 function bytesInService(): grpc.ServiceDefinition {
   const def = authorizationService();
@@ -36,7 +36,7 @@ function bytesInService(): grpc.ServiceDefinition {
   };
 }
 
-/** A serialised CheckResponse (response-encoder.ts). */
+/** A serialised CheckResponse (check/response-encoder.ts). */
 export type CheckAnswer = Buffer;
 
 /**
