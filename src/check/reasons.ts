@@ -31,6 +31,9 @@ export const REASONS = {
   store_unavailable: { status: 503, when: 'the store cannot answer and nothing usable is cached' },
   check_request_malformed: { status: 503, when: 'the CheckRequest bytes could not be decoded (not Envoy ext_authz v3?); denied, never a failed RPC' },
   internal_error: { status: 503, when: 'an unexpected failure while deciding; the request is denied (fail closed)' },
+  authz_unavailable: { status: 503, when: 'Envoy got no answer from modelgate (down, hung, or past gateway.authzTimeoutMs); the gateway fails closed (Envoy local reply)' },
+  upstream_unavailable: { status: 503, when: 'allowed, but Envoy could not reach the upstream provider (Envoy local reply)' },
+  upstream_timeout: { status: 504, when: 'allowed, but the upstream provider went silent for longer than the idle timeout (Envoy local reply)' },
 } as const;
 
 export type Reason = keyof typeof REASONS;

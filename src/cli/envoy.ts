@@ -1,11 +1,59 @@
 /**
- * `modelgate envoy-check [FILE]`: checks an Envoy bootstrap strictly against Envoy's own v3 API
- * protos (src/envoy/config-check.ts). Problems go to stderr, one per line, and the exit code is 1.
+ * The Envoy side of the command line:
+ * - `modelgate envoy-config`: renders the Envoy bundle from modelgate's config (src/envoy/render.ts):
+ *   a complete bootstrap, or with --parts only what a platform team adds to its own Envoy;
+ * - `modelgate envoy-check [FILE]`: checks an Envoy bootstrap strictly against Envoy's own v3 API
+ *   protos (src/envoy/config-check.ts). Problems go to stderr, one per line, and the exit code is 1.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Command } from 'commander';
+import { ConfigError, parseConfig, type Config } from '../config/load';
 import { checkEnvoyConfig } from '../envoy/config-check';
+import { renderEnvoyParts, renderEnvoyYaml } from '../envoy/render';
+import { CliError, once } from './errors';
 import type { CliRun } from './io';
+
+/** The config file a command names, or $MODELGATE_CONFIG, or the demo config. */
+export function configPathOf(option: string | undefined, env: NodeJS.ProcessEnv): string {
+  return option ?? env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml';
+}
+
+/** Reads and validates a config file, as a one-line CLI failure when it cannot. */
+export function readConfig(path: string, env: NodeJS.ProcessEnv): Config {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  try {
+    return parseConfig(text, env);
+  } catch (err) {
+    if (err instanceof ConfigError) throw new CliError(`${path}: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * Upstream credentials are set by modelgate at run time and never written into Envoy's config, so
+ * rendering must not need their variables: an environment in which every variable is set.
+ */
+const EVERY_VARIABLE_SET = new Proxy({}, { get: () => 'set' }) as NodeJS.ProcessEnv;
+
+export function envoyConfigCommand(run: CliRun): Command {
+  return new Command('envoy-config')
+    .description("render the Envoy bundle from modelgate's config (envoy/envoy.yaml is this for envoy/modelgate.yaml)")
+    .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
+    .option('--parts', 'only the parts to add to your own Envoy: HTTP filters, clusters, virtual host, local replies')
+    .option('-o, --out <file>', 'write to this file instead of stdout', once('--out'))
+    .action((options: { config?: string; parts?: boolean; out?: string }) => {
+      const path = configPathOf(options.config, run.env);
+      const config = readConfig(path, EVERY_VARIABLE_SET);
+      const text = options.parts ? renderEnvoyParts(config, path) : renderEnvoyYaml(config, path);
+      if (options.out) writeFileSync(options.out, text);
+      else run.stdout(text);
+    });
+}
 
 export function envoyCheckCommand(run: CliRun): Command {
   return new Command('envoy-check')

@@ -11,7 +11,7 @@
 import { Command, CommanderError } from 'commander';
 import { version } from '../../package.json';
 import { balanceCommand } from './balance';
-import { envoyCheckCommand } from './envoy';
+import { envoyCheckCommand, envoyConfigCommand } from './envoy';
 import { CliError, commandPath } from './errors';
 import { explainCommand } from './explain';
 import { groupsCommand } from './groups';
@@ -19,6 +19,7 @@ import type { CliIo, CliRun } from './io';
 import { keysCommand } from './keys';
 import { migrateCommand } from './migrate';
 import { serveCommand } from './serve';
+import { upCommand } from './up';
 
 /** Help is laid out for this width whatever the terminal, so it reads the same everywhere (and in README.md). */
 const HELP_WIDTH = 100;
@@ -38,8 +39,10 @@ export function cliProgram(run: CliRun): Command {
   const program = new Command('modelgate')
     .description('The authorization layer of an AI model gateway on Envoy: an ext_authz gRPC service, and its tools.')
     .version(version, '-V, --version', 'print the version')
+    .addCommand(upCommand(run))
     .addCommand(serveCommand(run))
     .addCommand(explainCommand(run))
+    .addCommand(envoyConfigCommand(run))
     .addCommand(envoyCheckCommand(run))
     .addCommand(keysCommand(run))
     .addCommand(groupsCommand(run))

@@ -24,8 +24,8 @@ export function serveCommand(run: CliRun): Command {
   return new Command('serve')
     .description('run the service: gRPC Check and health, HTTP health, metrics and model lists')
     .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
-    .option('--grpc <host:port>', 'the gRPC listener (default: $MODELGATE_GRPC_ADDR, else 127.0.0.1:9191)', once('--grpc'))
-    .option('--http <host:port>', 'the HTTP listener (default: $MODELGATE_HTTP_ADDR, else 127.0.0.1:9192)', once('--http'))
+    .option('--grpc <host:port>', "the gRPC listener (default: $MODELGATE_GRPC_ADDR, else the config's server.grpc, 127.0.0.1:9191)", once('--grpc'))
+    .option('--http <host:port>', "the HTTP listener (default: $MODELGATE_HTTP_ADDR, else the config's server.http, 127.0.0.1:9192)", once('--http'))
     .option('--store <url>', "postgres://... or file (default: $MODELGATE_STORE, then $DATABASE_URL, then the config's store:)", once('--store'))
     .option('--workers <n>', 'worker processes sharing the ports, 1 to 64 (default: 1)', once('--workers'))
     .action(async (options: ServeOptions) => {
@@ -40,8 +40,8 @@ export function serveCommand(run: CliRun): Command {
         const override = options.store || env.MODELGATE_STORE || env.DATABASE_URL ? resolveStore(options.store, env) : undefined;
         service = await startService({
           configPath,
-          grpcAddress: options.grpc ?? env.MODELGATE_GRPC_ADDR ?? '127.0.0.1:9191',
-          httpAddress: options.http ?? env.MODELGATE_HTTP_ADDR ?? '127.0.0.1:9192',
+          grpcAddress: options.grpc ?? env.MODELGATE_GRPC_ADDR,
+          httpAddress: options.http ?? env.MODELGATE_HTTP_ADDR,
           storeUrl: override && (override.mode === 'file' ? 'file' : override.url),
           env,
         });

@@ -16,6 +16,51 @@ export interface UpstreamCredential {
   readonly value: string;
 }
 
+/** A listener or peer address. */
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** An upstream provider, from its URL. */
+export interface UpstreamTarget extends HostPort {
+  readonly tls: boolean;
+  /** CA bundle for the provider's certificate (tls only). */
+  readonly caFile: string;
+}
+
+/** The upstream protocol families, each one Envoy cluster (`upstream_<family>`). */
+export const UPSTREAM_FAMILIES = ['chat', 'messages', 'generative', 'alt'] as const;
+export type UpstreamFamily = (typeof UPSTREAM_FAMILIES)[number];
+
+/** What `modelgate envoy-config` renders the Envoy bundle from (schema.ts `gateway`). */
+export interface GatewaySettings {
+  readonly listen: HostPort;
+  readonly admin: HostPort;
+  readonly publicBaseUrl: string | null;
+  /** Where Envoy reaches modelgate (default: server.grpc and server.http). */
+  readonly authz: HostPort;
+  readonly http: HostPort;
+  readonly maxRequestBytes: number;
+  readonly authzTimeoutMs: number;
+  readonly maxConnections: number;
+  readonly upstreams: Readonly<Record<UpstreamFamily, UpstreamTarget>>;
+}
+
+const DEFAULT_CA_FILE = '/etc/ssl/certs/ca-certificates.crt';
+
+/** "127.0.0.1:9191" or "[::1]:9191" (validated by the schema). */
+export function parseHostPort(text: string): HostPort {
+  const i = text.lastIndexOf(':');
+  return { host: text.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(text.slice(i + 1)) };
+}
+
+function upstreamTarget(v: string | { url: string; caFile?: string | null }): UpstreamTarget {
+  const url = new URL(typeof v === 'string' ? v : v.url);
+  const tls = url.protocol === 'https:';
+  return { tls, host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port ? Number(url.port) : tls ? 443 : 80, caFile: (typeof v === 'string' ? null : v.caFile) ?? DEFAULT_CA_FILE };
+}
+
 /** Plain data made read-only all the way down (as deepFreeze makes it at run time). */
 type Frozen<T> = T extends readonly (infer U)[] ? readonly Frozen<U>[] : T extends object ? { readonly [K in keyof T]: Frozen<T[K]> } : T;
 
@@ -32,6 +77,9 @@ export interface Config {
   readonly store: { readonly kind: 'file' } | { readonly kind: 'postgres'; readonly url: string };
   /** Bounds of the PostgreSQL store (every wait is bounded, so an outage is a prompt 503, not a stall). */
   readonly postgres: Frozen<ConfigFile['postgres']>;
+  /** modelgate's own listeners ("host:port"). */
+  readonly server: Frozen<ConfigFile['server']>;
+  readonly gateway: GatewaySettings;
   readonly groups: ReadonlyMap<string, GroupRecord>;
   readonly keys: readonly KeyRecord[];
 }
@@ -125,6 +173,23 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     upstream: { credentials },
     store: f.store == null || f.store === 'file' ? { kind: 'file' } : { kind: 'postgres', url: f.store },
     postgres: f.postgres,
+    server: f.server,
+    gateway: {
+      listen: parseHostPort(f.gateway.listen),
+      admin: parseHostPort(f.gateway.admin),
+      publicBaseUrl: f.gateway.publicBaseUrl ?? null,
+      authz: parseHostPort(f.gateway.authz ?? f.server.grpc),
+      http: parseHostPort(f.gateway.http ?? f.server.http),
+      maxRequestBytes: f.gateway.maxRequestBytes,
+      authzTimeoutMs: f.gateway.authzTimeoutMs,
+      maxConnections: f.gateway.maxConnections,
+      upstreams: {
+        chat: upstreamTarget(f.gateway.upstreams.chat),
+        messages: upstreamTarget(f.gateway.upstreams.messages),
+        generative: upstreamTarget(f.gateway.upstreams.generative),
+        alt: upstreamTarget(f.gateway.upstreams.alt),
+      },
+    },
     groups,
     keys,
   };

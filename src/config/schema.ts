@@ -21,8 +21,14 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
 const KEY_ID = /^[A-Za-z0-9._@:-]{1,128}$/;
 const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const ALT_PREFIX = /^\/[A-Za-z0-9._~-]+$/;
+const ALT_PREFIX = /^\/[A-Za-z0-9._~-]{1,31}$/;
 const STORE = /^(file$|postgres(ql)?:\/\/)/;
+/** host:port; an IPv6 host in brackets. */
+const HOST_PORT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/;
+/** An upstream: scheme and host (and port), no path: routes forward the client's path as it is. */
+const UPSTREAM_URL = /^https?:\/\/(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?\/?$/;
+/** The gateway's public address as clients see it; no "%" (Envoy header values are format strings). */
+const BASE_URL = /^https?:\/\/[^\s%/?#]+(\/[^\s%?#]*[^\s%?#/])?$/;
 /**
  * Model and group names become upstream header values (x-modelgate-model, x-modelgate-group), and
  * Envoy with validate_mutations answers 500 to an invalid one: printable ASCII, no edge spaces.
@@ -99,7 +105,7 @@ const headerList = (dflt: string[], description: string) =>
   ).describe(description);
 
 const routes = mapping({
-  altPrefix: text(ALT_PREFIX, 'one path segment with a leading / and no trailing /, e.g. /alt')
+  altPrefix: text(ALT_PREFIX, 'one path segment of at most 32 characters with a leading / and no trailing /, e.g. /alt')
     .refine((p) => p !== '/v1' && p !== '/v1beta', { error: 'must differ from /v1 and /v1beta' })
     .prefault('/alt')
     .describe("The alternate route prefix (a neutral stand-in for a vendor-named segment); must match Envoy's routes. Not /v1 or /v1beta."),
@@ -148,6 +154,46 @@ const credentials = mapping(
 
 const upstream = mapping({
   credentials: orDefault(credentials, {}).describe('Optional upstream credential per protocol style, set on allowed requests; the client key headers are always removed.'),
+});
+
+const hostPort = (dflt: string, what: string) => orDefault(text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191'), dflt).describe(what);
+
+const server = mapping({
+  grpc: hostPort('127.0.0.1:9191', 'Where `modelgate serve` listens for gRPC (ext_authz Check, health); --grpc and MODELGATE_GRPC_ADDR override it.'),
+  http: hostPort('127.0.0.1:9192', 'Where `modelgate serve` listens for HTTP (model lists, console, /metrics, /healthz, /readyz); --http and MODELGATE_HTTP_ADDR override it.'),
+});
+
+const upstreamTarget = z
+  .union([
+    text(UPSTREAM_URL, 'an http:// or https:// URL of a host (and port), without a path'),
+    mapping({
+      url: text(UPSTREAM_URL, 'an http:// or https:// URL of a host (and port), without a path').describe('The provider, e.g. https://api.openai.com.'),
+      caFile: text().nullish().describe('CA bundle that checks the provider\'s certificate (https only). Default /etc/ssl/certs/ca-certificates.crt.'),
+    }),
+  ], { error: 'must be a URL or {url, caFile}' })
+  .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile}.');
+
+const upstreams = mapping({
+  chat: upstreamTarget.prefault('https://api.openai.com').describe('Upstream of POST /v1/chat/completions, /v1/responses and /v1/embeddings (cluster upstream_chat).'),
+  messages: upstreamTarget.prefault('https://api.anthropic.com').describe('Upstream of POST /v1/messages and /v1/messages/count_tokens (cluster upstream_messages).'),
+  generative: upstreamTarget.prefault('https://generativelanguage.googleapis.com').describe('Upstream of POST /v1beta/models/{model}:{method} (cluster upstream_generative).'),
+  alt: upstreamTarget.prefault('https://alt-upstream.example').describe('Upstream of every endpoint under routes.altPrefix (cluster upstream_alt); the path is forwarded as sent, prefix included. The default is a placeholder that never resolves: set it.'),
+});
+
+const gateway = mapping({
+  listen: hostPort('0.0.0.0:10000', "Envoy's public listener: the {base_url} clients are configured with (HTTP/1.1 and h2c)."),
+  admin: hostPort('127.0.0.1:9901', "Envoy's admin interface (stats, clusters, config dump); keep it on loopback."),
+  publicBaseUrl: text(BASE_URL, 'an http:// or https:// URL without a trailing /, query or "%", e.g. https://llm.example.com')
+    .nullish()
+    .describe('The base address clients use, written into hints and the console instead of "{base_url}". Absent: hints say {base_url}.'),
+  authz: text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191').nullish().describe('Where Envoy reaches modelgate\'s gRPC listener; default server.grpc.'),
+  http: text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9192').nullish().describe('Where Envoy reaches modelgate\'s HTTP listener; default server.http.'),
+  maxRequestBytes: orDefault(integer(1024, 1024 * 1024 * 1024), 32 * 1024 * 1024).describe(
+    'Largest request body (ext_authz with_request_body.max_request_bytes): a bigger one is answered 413 body_too_large before any Check. grpc.maxReceiveMessageBytes must be at least this + 1 MiB.',
+  ),
+  authzTimeoutMs: orDefault(integer(50, 60_000), 1000).describe('How long Envoy waits for a Check; past it the request is refused 503 authz_unavailable (fail closed).'),
+  maxConnections: orDefault(integer(1, 10_000_000), 50_000).describe("Cap on Envoy's downstream connections (overload manager)."),
+  upstreams: orDefault(upstreams, {}).describe('The provider behind each protocol family.'),
 });
 
 const postgres = mapping({
@@ -277,6 +323,8 @@ export const configFileSchema = mapping({
     .nullish()
     .describe('"file" (default: the groups and keys below) or a postgres:// URL; --store, MODELGATE_STORE and DATABASE_URL override it. Takes effect at the next start.'),
   postgres: orDefault(postgres, {}).describe('Bounds of the PostgreSQL store: an outage is a prompt 503, never a stall (take effect at the next start).'),
+  server: orDefault(server, {}).describe("modelgate's own listeners (take effect at the next start)."),
+  gateway: orDefault(gateway, {}).describe('The Envoy bundle `modelgate envoy-config` renders from this file (and `modelgate up` runs): listener, limits, upstreams.'),
   groups,
   keys,
 })

@@ -120,9 +120,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 
   let draining = false;
   const ready = (): boolean => !draining && store.ready();
-  const grpcServer = await startGrpcServer(opts.grpcAddress ?? '127.0.0.1:9191', handlers, config.grpc.maxReceiveMessageBytes);
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc.maxReceiveMessageBytes);
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
-  const httpServer = await startHttpServer(opts.httpAddress ?? '127.0.0.1:9192', ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
+  const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
     // Everything that can fail is built before anything is swapped.

@@ -32,8 +32,10 @@ const USAGE_LINE = (path: string, message: string): string => `modelgate: ${mess
 test('the walk covers every command group and subcommand', () => {
   expect(COMMANDS).toEqual([
     '',
+    'up',
     'serve',
     'explain',
+    'envoy-config',
     'envoy-check',
     'keys',
     'keys new',

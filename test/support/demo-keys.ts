@@ -1,18 +1,34 @@
 /**
- * Plaintext of the demo keys in envoy/modelgate.yaml (published in README.md; demo only).
- * Tests use them as real keys and assert they never reach a log line.
+ * Plaintext of the demo keys in envoy/modelgate.yaml, read from envoy/demo-keys.env (the one place
+ * they are written; published in README.md; demo only). Tests use them as real keys and assert
+ * they never reach a log line.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const DEMO_KEYS_ENV = join(__dirname, '..', '..', 'envoy', 'demo-keys.env');
+
+function read(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const m of readFileSync(DEMO_KEYS_ENV, 'utf8').matchAll(/^export ([A-Z]+)=(\S+)/gm)) out[m[1].toLowerCase()] = m[2];
+  return out;
+}
+
+const keys = read();
+
 export const DEMO_KEYS = {
   /** group basic, balance 12.5 */
-  alice: 'sk-mg-ILDkoIELK720nfwahyG9aGY7GnvM7YZb3y1o3Dui',
+  alice: keys.alice,
   /** group pro, unlimited */
-  bob: 'sk-mg-iFUBOfhN3bTaiUrbedWrF5gK9OSMsoaEXY0m8i59',
+  bob: keys.bob,
   /** group basic, balance 0 */
-  carol: 'sk-mg-z5oWPKMWqLGxOIBNznHJOu5I4hgpVVG6FH2F2sJB',
+  carol: keys.carol,
   /** group basic, disabled */
-  dave: 'sk-mg-gZB3AFrteTLq7TMGqdXDb5TgYGkixjbKye0OqjM0',
+  dave: keys.dave,
   /** group pro, expired 2025-01-01 */
-  erin: 'sk-mg-7HouKzNv4nhn6Ax2zQDSIVDsFNgggNfOKk3VRdNv',
+  erin: keys.erin,
   /** group paused (unavailable) */
-  frank: 'sk-mg-jJ68KtlGH0KT73cuWnGCwjXMdEiVdMnVFH2Rbb7l',
+  frank: keys.frank,
 } as const;
+
+for (const [id, key] of Object.entries(DEMO_KEYS)) if (!/^sk-mg-[A-Za-z0-9]{40}$/.test(key ?? '')) throw new Error(`envoy/demo-keys.env: no demo key for ${id}`);

@@ -1,11 +1,10 @@
 /**
- * The shipped envoy/envoy.yaml, parsed once per test file with the strict checker, plus helpers
- * to reach into the normalised config.
+ * The shipped envoy/envoy.yaml (the generator's output for envoy/modelgate.yaml), parsed once per
+ * test file with the strict checker, plus helpers to reach into the normalised config.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseEnvoyConfig, type ParsedEnvoyConfig } from '../../src/envoy/config-check';
-import { httpConnectionManager } from './route-table';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -22,6 +21,18 @@ export function envoyBundle(): { text: string; parsed: ParsedEnvoyConfig; config
   }
   if (!cached.parsed.config) throw new Error(`envoy.yaml did not parse: ${cached.parsed.errors.join('\n')}`);
   return { ...cached, config: cached.parsed.config };
+}
+
+/** The HTTP connection manager of a bootstrap's (first) listener. */
+export function httpConnectionManager(bootstrap: Obj): Obj {
+  for (const l of bootstrap.static_resources?.listeners ?? []) {
+    for (const fc of l.filter_chains ?? []) {
+      for (const f of fc.filters ?? []) {
+        if (String(f.typed_config?.['@type']).endsWith('.HttpConnectionManager')) return f.typed_config;
+      }
+    }
+  }
+  throw new Error('no http_connection_manager in the bootstrap');
 }
 
 /** The ext_authz HTTP filter's typed_config. */

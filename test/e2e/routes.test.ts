@@ -1,29 +1,30 @@
 /**
- * Where envoy/envoy.yaml sends each request line of the spec (seed §4.1 Base URL table, §4.2
- * endpoint list, §4.1 rule 4 and §7 404 hints), evaluated with Envoy's route-matching rules by
- * test/support/route-table.ts. Each line is what a client produces from a Base URL + its path.
+ * Where the rendered bundle sends each request line of the spec (seed §4.1 Base URL table, §4.2
+ * endpoint list, §4.1 rule 4 and §7 404 hints), asked of a real Envoy: each line is what a client
+ * produces from a Base URL plus its path. Endpoint lines are sent without a key, so the check must
+ * run (Envoy's access log names the route and cluster; modelgate answers key_missing, which also
+ * shows that its own route table knows the path); path mistakes are answered by Envoy itself.
  */
-import { describe, expect, it } from 'vitest';
-import { classify } from '../../src/check/routes';
-import { envoyBundle } from '../support/envoy-bundle';
-import { RouteTable, routeTableOf, uriTemplateRegex, re2FullMatch } from '../support/route-table';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { errorBody } from '../../src/check/error-body';
+import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 
 type Expect =
-  | { cluster: 'upstream_chat' | 'upstream_messages' | 'upstream_generative' | 'upstream_alt' | 'modelgate_catalog' }
+  | { cluster: 'upstream_chat' | 'upstream_messages' | 'upstream_generative' | 'upstream_alt' | 'modelgate_http' }
   | { status: 404; reason: 'path_repeated' | 'prefix_wrong' | 'path_unknown'; hint?: RegExp }
   | { status: 405; allow: 'GET' | 'POST' };
 
 /** [request line, expectation, where it comes from]. */
 const LINES: Array<[string, Expect, string]> = [
   // §4.2 endpoint list, and the paths each protocol family adds.
-  ['GET /v1/models', { cluster: 'modelgate_catalog' }, '§4.2 model list, chat/messages clients'],
-  ['GET /v1beta/models', { cluster: 'modelgate_catalog' }, '§4.2 model list, generative clients'],
-  ['GET /alt/v1/models', { cluster: 'modelgate_catalog' }, '§4.2 alternate model list'],
-  ['GET /alt/v1beta/models', { cluster: 'modelgate_catalog' }, '§9 alternate generative model list'],
-  ['GET /v1/models/gpt-4o', { cluster: 'modelgate_catalog' }, 'one model'],
-  ['GET /v1/models/chat', { cluster: 'modelgate_catalog' }, 'a model id that is also an endpoint word'],
+  ['GET /v1/models', { cluster: 'modelgate_http' }, '§4.2 model list, chat/messages clients'],
+  ['GET /v1beta/models', { cluster: 'modelgate_http' }, '§4.2 model list, generative clients'],
+  ['GET /alt/v1/models', { cluster: 'modelgate_http' }, '§4.2 alternate model list'],
+  ['GET /alt/v1beta/models', { cluster: 'modelgate_http' }, '§9 alternate generative model list'],
+  ['GET /v1/models/gpt-4o', { cluster: 'modelgate_http' }, 'one model'],
+  ['GET /v1/models/chat', { cluster: 'modelgate_http' }, 'a model id that is also an endpoint word'],
   ['GET /v1/models/ft:gpt-4o-mini:acme::abc123', { status: 404, reason: 'path_unknown' }, 'an id with ":" is no model lookup, as in src/check/routes.ts'],
-  ['GET /v1beta/models/gemini-2.5-pro', { cluster: 'modelgate_catalog' }, 'one generative model'],
+  ['GET /v1beta/models/gemini-2.5-pro', { cluster: 'modelgate_http' }, 'one generative model'],
   ['POST /v1/chat/completions', { cluster: 'upstream_chat' }, '§4.2 chat completions'],
   ['POST /v1/responses', { cluster: 'upstream_chat' }, '§4.2 responses'],
   ['POST /v1/embeddings', { cluster: 'upstream_chat' }, '§4.2 embeddings'],
@@ -53,7 +54,7 @@ const LINES: Array<[string, Expect, string]> = [
   ['POST //v1beta/models/gemini-2.5-pro:generateContent', { cluster: 'upstream_generative' }, 'generative CLI, Base URL {base_url}/'],
   ['POST /v1beta//models/gemini-2.5-pro:generateContent', { cluster: 'upstream_generative' }, 'editor provider, Base URL {base_url}/v1beta/'],
   ['POST /alt//v1/messages', { cluster: 'upstream_alt' }, 'alternate messages, Base URL {base_url}/alt/'],
-  ['GET /v1/./models', { cluster: 'modelgate_catalog' }, 'dot segment'],
+  ['GET /v1/./models', { cluster: 'modelgate_http' }, 'dot segment'],
   ['POST /v1/chat/completions?api-version=2024-10-21', { cluster: 'upstream_chat' }, 'exact path ignores the query'],
 
   // §4.1 rule 4 / §7: repeated path.
@@ -127,10 +128,12 @@ const LINES: Array<[string, Expect, string]> = [
 
 const GENERATIVE_METHOD = /:(generateContent|streamGenerateContent|countTokens|embedContent|batchEmbedContents)$/;
 
-/** The body shape rule of envoy.yaml: generative shape under /v1beta or with a generative :method. */
-function expectsGenerativeShape(path: string): boolean {
-  const bare = path.split('?')[0];
-  return /^(\/alt)?\/v1beta(\/|$)/.test(bare) || GENERATIVE_METHOD.test(bare);
+/** The error shape a client of this path parses: Gemini under /v1beta or with a generative :method, Anthropic for messages paths. */
+function familyOf(path: string): 'gemini' | 'anthropic' | 'openai' {
+  const bare = path.split('?')[0].replace(/\/{2,}/g, '/');
+  if (/^(\/alt)?\/v1beta(\/|$)/.test(bare) || GENERATIVE_METHOD.test(bare)) return 'gemini';
+  if (/^(\/alt)?\/(v1\/messages(\/count_tokens)?|messages(\/.*)?)$/.test(bare)) return 'anthropic';
+  return 'openai';
 }
 
 function describeExpect(e: Expect): string {
@@ -139,9 +142,26 @@ function describeExpect(e: Expect): string {
   return `is answered 404 ${e.reason} with ext_authz off`;
 }
 
-describe('envoy.yaml routes', () => {
-  const { config } = envoyBundle();
-  const table = routeTableOf(config);
+describeE2E('the rendered routes, through a real Envoy', () => {
+  let gw: Gateway;
+  const routesHit = new Set<string>();
+  beforeAll(async () => {
+    gw = await startGateway();
+  });
+  afterAll(async () => gw?.close());
+
+  /** Sends one line and returns the answer with Envoy's access-log line for it. */
+  async function sendLine(method: string, path: string) {
+    const before = gw.accessLog().length;
+    const reply = await gw.send(method, path, method === 'POST' ? { headers: [['content-type', 'application/json']], body: '{}' } : {});
+    const until = Date.now() + 5000;
+    while (gw.accessLog().length <= before && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    const log = gw.accessLog()[before];
+    expect(log, 'an access-log line for the request').toBeDefined();
+    routesHit.add(String(log.route));
+    return { reply, log };
+  }
+
   const cases = LINES.map(([line, expected, why]) => {
     const [method, path] = line.split(' ');
     return { name: `${line} ${describeExpect(expected)} (${why})`, method, path, expected };
@@ -150,150 +170,63 @@ describe('envoy.yaml routes', () => {
   it('has at least 40 request lines covering every cluster and every 404/405 reason', () => {
     expect(LINES.length).toBeGreaterThanOrEqual(40);
     const seen = new Set(LINES.map(([, e]) => ('cluster' in e ? e.cluster : e.status === 405 ? 'method_not_allowed' : e.reason)));
-    expect([...seen].sort()).toEqual(['method_not_allowed', 'modelgate_catalog', 'path_repeated', 'path_unknown', 'prefix_wrong',
+    expect([...seen].sort()).toEqual(['method_not_allowed', 'modelgate_http', 'path_repeated', 'path_unknown', 'prefix_wrong',
       'upstream_alt', 'upstream_chat', 'upstream_generative', 'upstream_messages']);
   });
 
-  it.each(cases)('$name', ({ method, path, expected }) => {
-    const out = table.route({ method, path });
-    expect(out.route, 'some route must match').toBeDefined();
+  it.each(cases)('$name', async ({ method, path, expected }) => {
+    const { reply, log } = await sendLine(method, path);
     if ('cluster' in expected) {
-      expect(out.cluster).toBe(expected.cluster);
-      expect(out.status).toBeUndefined();
-      expect(out.extAuthz).toBe(true);
+      // The route was taken and the check ran: modelgate knows the endpoint and asks for the key.
+      expect(log.upstream_cluster).toBe(expected.cluster);
+      expect(reply.status).toBe(401);
+      // (The key-in-URL line is refused for that first: the spec's order of checks.)
+      expect(reply.headers['x-modelgate-reason']).toBe(path.includes('key=') ? 'key_in_url' : 'key_missing');
+      expect(log.details).toBe('ext_authz_denied');
+      expect(gw.received).toEqual([]);
       return;
     }
-    expect(out.cluster).toBeUndefined();
-    expect(out.status).toBe(expected.status);
-    expect(out.extAuthz).toBe(false);
-    const h = out.responseHeaders;
+    expect(log.details).toBe('direct_response');
+    expect(reply.status).toBe(expected.status);
+    const h = reply.headers;
     expect(h['content-type']).toBe('application/json');
     const reason = expected.status === 405 ? 'method_not_allowed' : expected.reason;
     expect(h['x-modelgate-reason']).toBe(reason);
     if (expected.status === 405) expect(h.allow).toBe(expected.allow);
     else expect(h.allow).toBeUndefined();
-    if ('hint' in expected && expected.hint) expect(h['x-modelgate-hint']).toMatch(expected.hint);
-    const error = JSON.parse(out.body!).error;
-    expect(error.message).toBe(h['x-modelgate-hint']);
-    if (expectsGenerativeShape(out.path)) {
-      expect(error).toEqual({ code: expected.status, message: error.message, status: expected.status === 404 ? 'NOT_FOUND' : 'UNIMPLEMENTED' });
-    } else {
-      expect(error).toEqual({ message: error.message, type: 'invalid_request_error', code: reason });
-    }
+    const hint = String(h['x-modelgate-hint']);
+    if ('hint' in expected && expected.hint) expect(hint).toMatch(expected.hint);
+    // The body is the one modelgate itself would write for this reason, in the client's own error shape.
+    // (A HEAD answer has no body, by HTTP's rules.)
+    expect(reply.text).toBe(method === 'HEAD' ? '' : errorBody(familyOf(path), expected.status, reason, hint));
   });
 
-  it('exercises every route of the configuration with at least one request line', () => {
-    const routes = (config.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes as Array<{ name: string }>).map((r) => r.name);
-    const hit = new Set(cases.map((c) => table.route({ method: c.method, path: c.path }).route));
-    expect(routes.filter((r) => !hit.has(r))).toEqual([]);
-    expect(new Set(routes).size).toBe(routes.length);
-  });
-});
-
-describe('envoy.yaml and the service agree', () => {
-  const table = routeTableOf(envoyBundle().config);
-  /** Envoy's verdict in the terms of the service's classify(): forwarded, catalog, 405 or 404. */
-  const envoyKind = (method: string, path: string): { kind: string; path: string; allow?: string } => {
-    const out = table.route({ method, path });
-    const kind = out.cluster === 'modelgate_catalog' ? 'models' : out.cluster ? 'protocol' : out.status === 405 ? 'wrong_method' : 'unknown';
-    return { kind, path: out.path.split('?')[0], allow: out.responseHeaders.allow };
-  };
-  // By design Envoy reports "/v1/models/models" (Base URL {base_url}/v1/models) as path_repeated;
-  // the service alone would look up a model named "models".
-  const ENDPOINT_WORD_AS_MODEL = /^(\/alt)?\/v1(beta)?\/models\/(models|responses|embeddings|messages)$/;
-
-  it('on every request line above: what Envoy forwards, the service accepts; its 405s and 404s match', () => {
-    for (const [line] of LINES) {
-      const [method, raw] = line.split(' ');
-      const e = envoyKind(method, raw);
-      const s = classify(method, e.path, '/alt', false);
-      if (ENDPOINT_WORD_AS_MODEL.test(e.path)) continue;
-      expect(`${line}: ${s.kind}`).toBe(`${line}: ${e.kind}`);
-      if (s.kind === 'wrong_method') expect(e.allow, line).toBe(s.allow);
-    }
-  });
-
-  it('on every path built from up to three spec segments, for GET and POST', () => {
+  it("agrees with modelgate's own route table on every path built from up to three spec segments, GET and POST", async () => {
+    // What Envoy forwards to the check, modelgate must know as an endpoint: it may never answer
+    // path_unknown or method_not_allowed itself (those are Envoy's to answer, before the key).
     const tokens = ['/alt', '/v1', '/v1beta', '/models', '/chat/completions', '/responses', '/embeddings', '/messages',
       '/count_tokens', '/gpt-4o', '/m:generateContent', '/m:countTokens', '/l:8b:embedContent', '/', '/x:y', '/chat'];
-    const paths = new Set(tokens.flatMap((a) => ['', ...tokens].flatMap((b) => ['', ...tokens].map((c) => a + b + c))));
-    const disagreements: string[] = [];
-    for (const path of paths) {
-      for (const method of ['GET', 'POST']) {
-        const e = envoyKind(method, path);
-        const s = classify(method, e.path, '/alt', false);
-        if (e.kind !== s.kind && !ENDPOINT_WORD_AS_MODEL.test(e.path)) disagreements.push(`${method} ${path}: envoy ${e.kind}, service ${s.kind}`);
-      }
+    const paths = [...new Set(tokens.flatMap((a) => ['', ...tokens].flatMap((b) => ['', ...tokens].map((c) => a + b + c))))];
+    expect(paths.length).toBeGreaterThan(4000);
+    const lines = paths.flatMap((p) => [['GET', p], ['POST', p]] as const);
+    const answers = new Map<string, number>();
+    for (let i = 0; i < lines.length; i += 32) {
+      await Promise.all(lines.slice(i, i + 32).map(async ([m, p]) => {
+        const r = await gw.send(m, p, m === 'POST' ? { body: '{}' } : {});
+        const key = `${r.status} ${String(r.headers['x-modelgate-reason'])}`;
+        answers.set(key, (answers.get(key) ?? 0) + 1);
+      }));
     }
-    expect(paths.size).toBeGreaterThan(4000);
-    expect(disagreements).toEqual([]);
-  });
-});
+    const decisions = gw.modelgate.logLines().map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'decision');
+    expect(decisions.length, 'some lines reach the check').toBeGreaterThan(30);
+    expect(decisions.filter((d) => d.reason === 'path_unknown' || d.reason === 'method_not_allowed').map((d) => `${String(d.method)} ${String(d.path)}`)).toEqual([]);
+    // Every answer is a reasoned one: Envoy's 404/405 or modelgate's 401 (no key sent).
+    expect([...answers.keys()].filter((k) => !/^(404 (path_unknown|path_repeated|prefix_wrong)|405 method_not_allowed|401 key_(missing|in_url))$/.test(k))).toEqual([]);
+  }, 120_000);
 
-describe('the route evaluator', () => {
-  const routes = (list: unknown[]): RouteTable => new RouteTable({ virtual_hosts: [{ name: 'v', domains: ['*'], routes: list }] }, { mergeSlashes: true, normalizePath: true });
-
-  it('matches a prefix against the path with its query, and an exact path without it', () => {
-    const t = routes([
-      { name: 'q', match: { prefix: '/a?x=' }, route: { cluster: 'query' } },
-      { name: 'p', match: { path: '/a' }, route: { cluster: 'path' } },
-    ]);
-    expect(t.route({ method: 'GET', path: '/a?x=1' }).cluster).toBe('query');
-    expect(t.route({ method: 'GET', path: '/a?y=1' }).cluster).toBe('path');
-  });
-
-  it('honours case_sensitive: false for prefix and path, and first match wins', () => {
-    const t = routes([
-      { name: 'ci', match: { path: '/v1/models', case_sensitive: false }, route: { cluster: 'ci' } },
-      { name: 'later', match: { prefix: '/' }, route: { cluster: 'later' } },
-    ]);
-    expect(t.route({ method: 'GET', path: '/V1/Models' }).cluster).toBe('ci');
-    expect(t.route({ method: 'GET', path: '/v1/models/x' }).cluster).toBe('later');
-  });
-
-  it('compiles uri_template path templates like uri_template_internal.cc, suffix after a variable included', () => {
-    expect(uriTemplateRegex('/v1beta/models/{model}:generateContent')).toBe("/v1beta/models/[a-zA-Z0-9._~%!$&'()+,;:@-]+:generateContent");
-    const t = routes([{
-      name: 'tpl',
-      match: { path_match_policy: { name: 'envoy.path.match.uri_template.uri_template_matcher', typed_config: { path_template: '/v1beta/models/{model}:generateContent' } } },
-      route: { cluster: 'gen' },
-    }]);
-    expect(t.route({ method: 'POST', path: '/v1beta/models/gemini-2.5:generateContent?alt=sse' }).cluster).toBe('gen');
-    expect(t.route({ method: 'POST', path: '/v1beta/models/a/b:generateContent' }).route).toBeUndefined();
-    expect(() => uriTemplateRegex('/{a}x/{b}')).toThrow(/last segment/);
-  });
-
-  it('applies header matchers on :method, including invert_match', () => {
-    const t = routes([
-      { name: 'not-get', match: { prefix: '/', headers: [{ name: ':method', string_match: { exact: 'GET' }, invert_match: true }] }, route: { cluster: 'other' } },
-      { name: 'get', match: { prefix: '/' }, route: { cluster: 'get' } },
-    ]);
-    expect(t.route({ method: 'POST', path: '/' }).cluster).toBe('other');
-    expect(t.route({ method: 'GET', path: '/' }).cluster).toBe('get');
-  });
-
-  it('skips ext_authz when no route matches, as Envoy does, and reads per-route disabling', () => {
-    const t = routes([{ name: 'off', match: { path: '/off' }, direct_response: { status: 404 }, typed_per_filter_config: { 'envoy.filters.http.ext_authz': { disabled: true } } }]);
-    const none = t.route({ method: 'GET', path: '/nothing' });
-    expect(none.route).toBeUndefined();
-    expect(none).toMatchObject({ status: 404, extAuthz: false });
-    expect(t.route({ method: 'GET', path: '/off' })).toMatchObject({ route: 'off', extAuthz: false });
-  });
-
-  it('normalises dot segments, then merges slashes, before matching', () => {
-    const t = routes([]);
-    expect(t.normalise('//v1/./x/../chat//completions?a=//b')).toBe('/v1/chat/completions?a=//b');
-    expect(t.normalise('/a/b/..')).toBe('/a/');
-  });
-
-  it('uses RE2 full-match semantics for safe_regex', () => {
-    expect(re2FullMatch('/v1/models', '/v1/models/x')).toBe(false);
-    expect(re2FullMatch('(?:/alt)?/v1/models', '/alt/v1/models')).toBe(true);
-    expect(() => re2FullMatch('(a)\\1', 'aa')).toThrow();
-  });
-
-  it('refuses to evaluate a match field it does not model', () => {
-    const t = routes([{ name: 'q', match: { prefix: '/', query_parameters: [{ name: 'x' }] }, route: { cluster: 'c' } }]);
-    expect(() => t.route({ method: 'GET', path: '/' })).toThrow(/query_parameters is not modelled/);
+  it('exercises every route of the rendered table with at least one request line', () => {
+    const names = gw.routeNames();
+    expect(names.filter((r) => !routesHit.has(r))).toEqual([]);
+    expect(new Set(names).size).toBe(names.length);
   });
 });

@@ -1,6 +1,8 @@
 /**
- * envoy/envoy.yaml against Envoy's own v3 API protos (strict), broken copies of it against the
- * checker, and the settings the gateway's safety depends on (fail closed, body limits, headers).
+ * The Envoy bundle generator (src/envoy/render.ts): envoy/envoy.yaml is exactly its output for
+ * envoy/modelgate.yaml; the output passes Envoy's own v3 API protos strictly (and broken copies of it
+ * exercise the checker); and it holds the settings the gateway's safety depends on (fail closed, body
+ * limits, headers). What a real Envoy does with it is proven in test/e2e/.
  */
 import { readFileSync } from 'node:fs';
 import type { Enum } from 'protobufjs';
@@ -8,9 +10,10 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load';
 import { decisionHeaders } from '../../src/check/read-request';
 import { BOOTSTRAP_TYPE, checkEnvoyConfig, lookupEnvoyType, parseEnvoyConfig } from '../../src/envoy/config-check';
-import { envoyBundle, extAuthzConfig, findAll } from '../support/envoy-bundle';
-import { httpConnectionManager } from '../support/route-table';
+import { renderEnvoyParts, renderEnvoyYaml } from '../../src/envoy/render';
+import { ENVOY_YAML_PATH, envoyBundle, extAuthzConfig, findAll, httpConnectionManager } from '../support/envoy-bundle';
 import { DEMO_CONFIG } from '../support/service-harness';
+import { parse as parseYaml } from 'yaml';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -32,7 +35,16 @@ function expectError(yamlText: string, pathAndMessage: string): void {
   expect(result.errors.join('\n')).toContain(pathAndMessage);
 }
 
+/** The demo config with its text changed, parsed (every variable set: credentials are not rendered). */
+function demoWith(edit: (yaml: string) => string = (y) => y) {
+  return parseConfig(edit(readFileSync(DEMO_CONFIG, 'utf8')), new Proxy({}, { get: () => 'set' }));
+}
+
 describe('envoy/envoy.yaml', () => {
+  it('is exactly what the generator renders from envoy/modelgate.yaml (npm run envoy-config)', () => {
+    expect(readFileSync(ENVOY_YAML_PATH, 'utf8')).toBe(renderEnvoyYaml(demoWith(), 'envoy/modelgate.yaml'));
+  });
+
   it('passes strict validation against the 1.31 API protos with no error and no warning', () => {
     const { parsed } = envoyBundle();
     expect(parsed.errors).toEqual([]);
@@ -54,7 +66,7 @@ describe('envoy/envoy.yaml', () => {
 
 describe('the strict checker', () => {
   it('rejects an unknown field and names its path', () => {
-    expectError(broken('admin:\n', 'admin:\n  access_log_pathh: /dev/null\n'), 'admin.access_log_pathh: unknown field');
+    expectError(broken('admin: { address:', 'admin: { access_log_pathh: /dev/null, address:'), 'admin.access_log_pathh: unknown field');
   });
 
   it('rejects a value of the wrong type', () => {
@@ -78,17 +90,17 @@ describe('the strict checker', () => {
   });
 
   it('rejects two members of one oneof', () => {
-    expectError(broken('match: { path: /v1/chat/completions,', 'match: { prefix: /v1, path: /v1/chat/completions,'),
+    expectError(broken('path: "/v1/chat/completions"\n', 'path: "/v1/chat/completions"\n                            prefix: /v1\n'),
       `${ROUTES}[0].match: oneof "path_specifier" of envoy.config.route.v3.RouteMatch has 2 members set (prefix, path)`);
   });
 
   it('rejects a missing required message (validate.rules message.required)', () => {
-    expectError(broken('{ timeout: 1s, interval: 5s,', '{ interval: 5s,'), 'static_resources.clusters[0].health_checks[0].timeout: is required');
+    expectError(broken('- timeout: 1s\n          interval: 5s', '- interval: 5s'), 'static_resources.clusters[0].health_checks[0].timeout: is required');
   });
 
   it('rejects an empty string where min_len is 1, even when the field is left out', () => {
     expectError(broken('stat_prefix: modelgate', 'stat_prefix: ""'), `${HCM}.stat_prefix: violates (validate.rules).string: min_len 1`);
-    expectError(broken('          stat_prefix: modelgate\n', ''), `${HCM}.stat_prefix: violates (validate.rules).string: min_len 1`);
+    expectError(broken('                stat_prefix: modelgate\n', ''), `${HCM}.stat_prefix: violates (validate.rules).string: min_len 1`);
   });
 
   it('rejects numbers outside their PGV range', () => {
@@ -99,11 +111,11 @@ describe('the strict checker', () => {
 
   it('rejects ExtAuthzPerRoute disabled: false (PGV bool const) and an empty ExtAuthzPerRoute (required oneof)', () => {
     expectError(broken('disabled: true', 'disabled: false'), '"envoy.filters.http.ext_authz"].disabled: violates (validate.rules).bool: must be true');
-    expectError(broken('ExtAuthzPerRoute\n                    disabled: true', 'ExtAuthzPerRoute'), 'one of disabled, check_settings is required');
+    expectError(broken('ExtAuthzPerRoute\n                              disabled: true', 'ExtAuthzPerRoute'), 'one of disabled, check_settings is required');
   });
 
   it('rejects a duration written as a bare number', () => {
-    expectError(broken('timeout: 1s', 'timeout: 1'), `${EXT_AUTHZ}.grpc_service.timeout: expected a duration string like "0.5s"`);
+    expectError(broken('timeout: 1s }', 'timeout: 1 }'), `${EXT_AUTHZ}.grpc_service.timeout: expected a duration string like "0.5s"`);
   });
 
   it('rejects a route or gRPC service that names a cluster that does not exist', () => {
@@ -122,15 +134,15 @@ describe('the strict checker', () => {
   });
 
   it('rejects duplicate YAML keys and YAML merge keys, which Envoy does not support', () => {
-    expectError(broken('stat_prefix: modelgate', 'stat_prefix: modelgate\n          stat_prefix: again'), 'yaml: Map keys must be unique');
-    expectError(broken('route: *to_chat\n              - name: embeddings', 'route: { <<: *to_chat, timeout: 1s }\n              - name: embeddings'),
+    expectError(broken('stat_prefix: modelgate', 'stat_prefix: modelgate\n                stat_prefix: again'), 'yaml: Map keys must be unique');
+    expectError(broken('route: { cluster: upstream_chat, timeout: 0s, idle_timeout: 300s, auto_host_rewrite: true }\n                        - name: embeddings', 'route: { <<: { cluster: upstream_chat }, timeout: 1s }\n                        - name: embeddings'),
       `${ROUTES}[1].route.<<: unknown field "<<"`);
   });
 
   it('accepts lowerCamelCase json names and enum numbers, but not the same field twice', () => {
     expect(checkEnvoyConfig(broken('stat_prefix: modelgate', 'statPrefix: modelgate')).ok).toBe(true);
     expect(checkEnvoyConfig(broken('transport_api_version: V3', 'transport_api_version: 2')).ok).toBe(true);
-    expectError(broken('stat_prefix: modelgate', 'stat_prefix: modelgate\n          statPrefix: again'), 'field "stat_prefix" is set twice');
+    expectError(broken('stat_prefix: modelgate', 'stat_prefix: modelgate\n                statPrefix: again'), 'field "stat_prefix" is set twice');
   });
 
   it('warns about a null value, which leaves a message unset (here: the authz cluster would lose HTTP/2)', () => {
@@ -175,7 +187,7 @@ describe('the settings modelgate relies on', () => {
 
   it('sends exactly the headers the service reads, pseudo-headers included', () => {
     const patterns = extAuthzConfig(envoyBundle().config).allowed_headers.patterns as Obj[];
-    expect(patterns.map((p) => p.exact).sort()).toEqual([':authority', ':method', ':path', 'anthropic-version', 'authorization',
+    expect(patterns.map((p) => p.exact).sort()).toEqual([':method', ':path', 'anthropic-version', 'authorization',
       'content-encoding', 'content-type', 'x-api-key', 'x-goog-api-key', 'x-request-id', 'x-vendor-api-key']);
     // Every header the service's decoder keeps for a decision is sent (Envoy adds the partial-body flag itself).
     const sent = new Set(patterns.map((p) => p.exact));
@@ -223,7 +235,13 @@ describe('the settings modelgate relies on', () => {
     expect(log.formatters[0].name).toBe('envoy.formatter.req_without_query');
   });
 
-  it('reaches modelgate over HTTP/2 with gRPC health checks, and the catalog over plain HTTP/1.1', () => {
+  it('follows the key headers of the config: another bearer header is sent to the check too', () => {
+    const config = demoWith((y) => y.replace('bearerHeaders: [authorization, x-api-key]', 'bearerHeaders: [authorization, x-api-key, api-key]'));
+    const patterns = extAuthzConfig(parseYaml(renderEnvoyYaml(config))).allowed_headers.patterns as Obj[];
+    expect(patterns.map((p) => p.exact)).toContain('api-key');
+  });
+
+  it('reaches modelgate over HTTP/2 with gRPC health checks, and its HTTP listener over plain HTTP/1.1', () => {
     const clusters = envoyBundle().config.static_resources.clusters as Obj[];
     const byName = Object.fromEntries(clusters.map((c) => [c.name, c]));
     const authz = byName.modelgate_authz;
@@ -232,26 +250,65 @@ describe('the settings modelgate relies on', () => {
     expect(authz.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config)
       .toEqual({ http2_protocol_options: {} });
     expect(authz.health_checks[0].grpc_health_check).toEqual({});
-    expect(address(byName.modelgate_catalog)).toEqual({ address: '127.0.0.1', port_value: 9192 });
-    expect(byName.modelgate_catalog.typed_extension_protocol_options).toBeUndefined();
-    expect(byName.modelgate_catalog.transport_socket).toBeUndefined();
+    expect(address(byName.modelgate_http)).toEqual({ address: '127.0.0.1', port_value: 9192 });
+    expect(byName.modelgate_http.typed_extension_protocol_options).toBeUndefined();
+    expect(byName.modelgate_http.transport_socket).toBeUndefined();
   });
 
-  it('sends upstream traffic over verified TLS to placeholder hosts marked SET ME', () => {
-    const { config, text } = envoyBundle();
-    const clusters = config.static_resources.clusters as Obj[];
+  it("sends the demo's upstream traffic to the demo upstream over plain HTTP/1.1 on loopback", () => {
+    const clusters = envoyBundle().config.static_resources.clusters as Obj[];
     const upstreams = clusters.filter((c) => c.name.startsWith('upstream_'));
     expect(upstreams.map((c) => c.name).sort()).toEqual(['upstream_alt', 'upstream_chat', 'upstream_generative', 'upstream_messages']);
     for (const c of upstreams) {
-      const host = c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
-      expect(host.address, c.name).toMatch(/\.example$/);
-      expect(host.port_value).toBe(443);
-      expect(text).toMatch(new RegExp(`address: ${host.address.replace(/\./g, '\\.')},.*# SET ME`));
+      expect(c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address, c.name).toEqual({ address: '127.0.0.1', port_value: 9300 });
+      expect(c.type, c.name).toBe('STATIC');
+      expect(c.transport_socket, c.name).toBeUndefined();
+    }
+  });
+
+  it('sends traffic to a real provider over verified TLS, SNI and SAN check from its name (an https:// upstream)', () => {
+    const config = demoWith((y) => y.replace('chat: http://127.0.0.1:9300', 'chat: https://api.openai.com')
+      .replace('messages: http://127.0.0.1:9300', 'messages: { url: "https://api.anthropic.com:8443", caFile: /etc/my-ca.pem }'));
+    const text = renderEnvoyYaml(config);
+    expect(checkEnvoyConfig(text).errors).toEqual([]);
+    const byName = Object.fromEntries((parseYaml(text).static_resources.clusters as Obj[]).map((c) => [c.name, c]));
+    for (const [name, host, port, ca] of [['upstream_chat', 'api.openai.com', 443, '/etc/ssl/certs/ca-certificates.crt'], ['upstream_messages', 'api.anthropic.com', 8443, '/etc/my-ca.pem']] as const) {
+      const c = byName[name];
+      expect(c.type).toBe('LOGICAL_DNS');
+      expect(c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: host, port_value: port });
       expect(c.transport_socket.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext');
-      expect(c.transport_socket.typed_config.common_tls_context.validation_context.trusted_ca.filename).toBeTruthy();
+      expect(c.transport_socket.typed_config.common_tls_context.validation_context.trusted_ca.filename).toBe(ca);
       const http = c.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
       expect(http.upstream_http_protocol_options).toEqual({ auto_sni: true, auto_san_validation: true });
     }
+    // The routes set Host to the provider's name (auto_host_rewrite), which SNI and the SAN check follow.
+    expect(findAll(parseYaml(text), 'auto_host_rewrite').every((f) => f.value === true)).toBe(true);
+  });
+
+  it('writes the alternate prefix, the addresses and the limits of the config into the bundle', () => {
+    const config = demoWith((y) => y.replace('altPrefix: /alt', 'altPrefix: /vendor.x')
+      .replace('listen: 0.0.0.0:10000', 'listen: 127.0.0.1:8080').replace('maxRequestBytes: 33554432', 'maxRequestBytes: 1048576')
+      .replace('# publicBaseUrl: https://llm.example.com', 'publicBaseUrl: https://llm.example.com'));
+    const text = renderEnvoyYaml(config);
+    expect(checkEnvoyConfig(text).errors).toEqual([]);
+    expect(text).not.toContain('/alt');
+    expect(text).toContain('path: "/vendor.x/v1/messages"');
+    const routes = httpConnectionManager(parseYaml(text)).route_config.virtual_hosts[0].routes as Obj[];
+    expect(routes.find((r) => r.name === 'repeated_v1')!.match.safe_regex.regex).toBe('(?:/vendor\\.x)?/v1/v1(?:/.*)?');
+    expect(text).not.toContain('{base_url}');
+    expect(text).toContain('https://llm.example.com/v1beta');
+    const b = parseYaml(text);
+    expect(b.static_resources.listeners[0].address.socket_address).toEqual({ address: '127.0.0.1', port_value: 8080 });
+    expect(extAuthzConfig(b).with_request_body.max_request_bytes).toBe(1048576);
+  });
+
+  it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
+    const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
+    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz']);
+    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
+    expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
+    expect(parts.local_reply_config.mappers.length).toBeGreaterThan(0);
+    expect(parseEnvoyConfig(JSON.stringify({ virtual_hosts: [parts.virtual_host] }), 'envoy.config.route.v3.RouteConfiguration').errors).toEqual([]);
   });
 
   it('never cuts a stream: every upstream route has timeout 0s, an idle timeout and a host rewrite', () => {
@@ -277,8 +334,9 @@ describe('the settings modelgate relies on', () => {
       expect(headers['x-modelgate-reason'], r.name).toMatch(/^(path_repeated|prefix_wrong|path_unknown|method_not_allowed)$/);
       // printable ASCII on one line, and no "%" (header values are format strings)
       expect(headers['x-modelgate-hint'], r.name).toMatch(/^[\x20-\x24\x26-\x7e]+$/);
+      // The SDK-visible message is the hint and the reason, as in modelgate's own denials.
       const error = JSON.parse(body).error;
-      expect(error.message, r.name).toBe(headers['x-modelgate-hint']);
+      expect(error.message, r.name).toBe(`${headers['x-modelgate-hint']} [modelgate: ${headers['x-modelgate-reason']}]`);
       expect(r.typed_per_filter_config['envoy.filters.http.ext_authz'], r.name).toEqual({
         '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true,
       });

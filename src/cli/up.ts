@@ -1,0 +1,139 @@
+/**
+ * `modelgate up` (what `npm start` runs): the whole gateway on one machine. Envoy on the bundle
+ * rendered from the config, modelgate (this process) on the config's server addresses, and with
+ * --demo-upstream the demo provider (src/demo/upstream.ts) that the demo config's upstreams point
+ * at. Prints the base URL and a curl per protocol; Ctrl-C (or SIGTERM) stops all three. If Envoy
+ * stops by itself, everything stops with its last words and exit code 1.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Command } from 'commander';
+import { version } from '../../package.json';
+import { parseHostPort, type Config } from '../config/load';
+import { startDemoUpstream, type DemoUpstream } from '../demo/upstream';
+import { ensureEnvoy, EnvoyUnavailable } from '../envoy/ensure';
+import { startEnvoy, type EnvoyProcess } from '../envoy/process';
+import { renderEnvoyYaml } from '../envoy/render';
+import { startService, type Service } from '../server/service';
+import { configPathOf, readConfig } from './envoy';
+import { CliError, once } from './errors';
+import type { CliRun } from './io';
+
+interface UpOptions {
+  readonly config?: string;
+  readonly demoUpstream?: string;
+  readonly envoyLogLevel?: string;
+}
+
+/** The base URL clients use: the public one if configured, else the listener as seen from this machine. */
+function baseUrlOf(config: Config): string {
+  if (config.gateway.publicBaseUrl) return config.gateway.publicBaseUrl;
+  const { host, port } = config.gateway.listen;
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return `http://${shown}:${port}`;
+}
+
+/** The demo keys beside the config (envoy/demo-keys.env), as `export NAME=key` lines. */
+function demoKeyLines(configPath: string): string[] {
+  const file = join(dirname(configPath), 'demo-keys.env');
+  return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('export ')) : [];
+}
+
+function banner(config: Config, configPath: string, envoyVersion: string, upstream: DemoUpstream | undefined): string {
+  const base = baseUrlOf(config);
+  const g = config.gateway;
+  const upstreams = upstream
+    ? `the demo upstream at ${upstream.url} (every protocol family)`
+    : Object.entries(g.upstreams).map(([f, u]) => `${f} ${u.tls ? 'https' : 'http'}://${u.host}:${u.port}`).join(', ');
+  const lines = [
+    '',
+    `modelgate ${version} gateway is up: Envoy ${envoyVersion}, modelgate, ${upstream ? 'demo upstream' : 'your upstreams'}`,
+    `  base URL     ${base}`,
+    `  upstreams    ${upstreams}`,
+    `  modelgate    gRPC ${config.server.grpc}, HTTP ${config.server.http} (/metrics, /readyz)`,
+    `  Envoy admin  http://${g.admin.host}:${g.admin.port}`,
+  ];
+  const keys = upstream ? demoKeyLines(configPath) : [];
+  if (keys.length > 0) {
+    lines.push(
+      '',
+      `Try it (demo keys from ${join(dirname(configPath), 'demo-keys.env')}, published in README.md: demo only):`,
+      `  ${keys[0].replace(/\s+#.*$/, '')}`,
+      `  curl -s ${base}/v1/chat/completions -H "Authorization: Bearer $ALICE" -H 'content-type: application/json' -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'`,
+      `  curl -s ${base}/v1/messages -H "x-api-key: $ALICE" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{"model":"claude-3-5-haiku-latest","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}'`,
+      `  curl -s ${base}/v1beta/models/gemini-2.5-flash:generateContent -H "x-goog-api-key: $ALICE" -H 'content-type: application/json' -d '{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}'`,
+      `  curl -s ${base}/v1/models -H "Authorization: Bearer $ALICE"`,
+      `  npm run verify    (every demo key through the gateway, every answer checked)`,
+    );
+  }
+  lines.push('', 'Decision lines (modelgate) and access-log lines (Envoy) follow as JSON on stdout. Ctrl-C stops all three.', '');
+  return lines.join('\n');
+}
+
+export function upCommand(run: CliRun): Command {
+  return new Command('up')
+    .description('run the whole gateway: Envoy on the rendered bundle, modelgate, and optionally the demo upstream (npm start)')
+    .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
+    .option('--demo-upstream <host:port>', 'also run the demo upstream here (the demo config points its upstreams at 127.0.0.1:9300)', once('--demo-upstream'))
+    .option('--envoy-log-level <level>', "Envoy's own log level on stderr (trace, debug, info, warn, error, critical, off)", once('--envoy-log-level'))
+    .action(async (options: UpOptions) => {
+      const env = run.env;
+      const configPath = configPathOf(options.config, env);
+      const config = readConfig(configPath, env);
+      let envoyBin: { path: string; version: string };
+      try {
+        envoyBin = ensureEnvoy({ log: (m) => run.stderr(`${m}\n`) });
+      } catch (err) {
+        if (err instanceof EnvoyUnavailable) throw new CliError(err.message);
+        throw err;
+      }
+
+      let upstream: DemoUpstream | undefined;
+      let service: Service | undefined;
+      let envoy: EnvoyProcess | undefined;
+      let stopping = false;
+      const stopAll = async (): Promise<void> => {
+        stopping = true;
+        await envoy?.stop();
+        await service?.close(3000);
+        await upstream?.close();
+      };
+      try {
+        if (options.demoUpstream) {
+          const at = parseHostPort(options.demoUpstream);
+          upstream = await startDemoUpstream({ host: at.host, port: at.port }).catch((err: NodeJS.ErrnoException) => {
+            throw new CliError(`the demo upstream cannot listen on ${options.demoUpstream}: ${err.code ?? err.message}`);
+          });
+        }
+        service = await startService({ configPath, env }).catch((err: NodeJS.ErrnoException) => {
+          throw new CliError(`modelgate cannot start: ${err.code === 'EADDRINUSE' ? `${err.message} (another gateway running?)` : err.message}`);
+        });
+        envoy = await startEnvoy({
+          binary: envoyBin.path,
+          config: renderEnvoyYaml(config, configPath),
+          logLevel: options.envoyLogLevel ?? 'warn',
+          onStdout: (c) => process.stdout.write(c),
+          onStderr: (c) => process.stderr.write(c),
+        }).catch((err: Error) => {
+          throw new CliError(`${err.message} (is ${config.gateway.listen.host}:${config.gateway.listen.port} or the admin port ${config.gateway.admin.port} in use?)`);
+        });
+      } catch (err) {
+        await stopAll();
+        throw err;
+      }
+      run.stdout(banner(config, configPath, envoyBin.version, upstream));
+
+      const onSignal = (): void => {
+        if (stopping) return;
+        run.stderr('\nmodelgate: stopping Envoy, modelgate and the demo upstream\n');
+        void stopAll().then(() => process.exit(0));
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+      void envoy.exited.then((code) => {
+        if (stopping) return;
+        run.stderr(`modelgate: Envoy exited (${code}); stopping\n`);
+        void stopAll().then(() => process.exit(1));
+      });
+    });
+}

@@ -1,0 +1,286 @@
+/**
+ * Renders the Envoy bundle from modelgate's own config (`modelgate envoy-config`): a complete
+ * bootstrap (listener, ext_authz filter, routes, clusters, admin), or just the parts a platform
+ * team pastes into its own Envoy. envoy/envoy.yaml is this output for envoy/modelgate.yaml, and the
+ * end-to-end tests run a real Envoy on what this renders, so what is tested is what users get.
+ *
+ * Pure: config in, plain objects (and YAML text) out. Everything Envoy-specific that is not a
+ * route lives here; envoy/README.md explains each setting.
+ */
+import { Document, isMap, isSeq, visit, type Node } from 'yaml';
+import type { Config, HostPort, UpstreamTarget } from '../config/load';
+import { errorBody } from '../check/error-body';
+import { decisionHeaders } from '../check/read-request';
+import type { Family } from '../check/routes';
+import { CLUSTER, EXT_AUTHZ_FILTER, renderRoutes } from './render-routes';
+
+type Obj = Record<string, unknown>;
+
+/** The part of modelgate's config the bundle is rendered from. */
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'>;
+
+/**
+ * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
+ * decisionHeaders, the key headers included) and content-type. Envoy adds x-envoy-auth-partial-body
+ * itself. In gRPC mode, once allowed_headers is set, pseudo-headers are sent only when listed.
+ */
+export function checkRequestHeaders(routes: Config['routes']): string[] {
+  return [...new Set([...decisionHeaders(routes).filter((h) => h !== 'x-envoy-auth-partial-body'), 'content-type'])];
+}
+
+const isIp = (h: string): boolean => /^\d{1,3}(\.\d{1,3}){3}$/.test(h) || h.includes(':');
+const socket = (a: HostPort): Obj => ({ socket_address: { address: a.host, port_value: a.port } });
+const ms = (n: number): string => `${n / 1000}s`;
+
+function cluster(name: string, at: HostPort, extra: Obj): Obj {
+  return {
+    name,
+    type: isIp(at.host) ? 'STATIC' : 'STRICT_DNS',
+    connect_timeout: '0.25s',
+    ...extra,
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: socket(at) } }] }] },
+  };
+}
+
+/** Circuit breakers: Envoy's default of 1,024 concurrent requests per cluster would turn a busy gateway's Checks into errors (503). */
+const BREAKERS = { thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000, max_retries: 3 }] };
+
+function upstreamCluster(name: string, u: UpstreamTarget): Obj {
+  const base: Obj = {
+    name,
+    type: isIp(u.host) ? 'STATIC' : 'LOGICAL_DNS',
+    ...(isIp(u.host) ? {} : { dns_lookup_family: 'V4_PREFERRED' }),
+    connect_timeout: '5s',
+    circuit_breakers: BREAKERS,
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: socket(u) } }] }] },
+  };
+  if (!u.tls) {
+    return { ...base, typed_extension_protocol_options: httpOptions({ explicit_http_config: { http_protocol_options: {} } }) };
+  }
+  // TLS with certificate checking: SNI and the SAN check follow the Host header, which the routes'
+  // auto_host_rewrite sets to the endpoint's DNS name. HTTP/2 or HTTP/1.1 by ALPN.
+  return {
+    ...base,
+    typed_extension_protocol_options: httpOptions({ upstream_http_protocol_options: { auto_sni: true, auto_san_validation: true }, auto_config: {} }),
+    transport_socket: {
+      name: 'envoy.transport_sockets.tls',
+      typed_config: {
+        '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext',
+        common_tls_context: { validation_context: { trusted_ca: { filename: u.caFile } } },
+      },
+    },
+  };
+}
+
+function httpOptions(options: Obj): Obj {
+  return { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': { '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions', ...options } };
+}
+
+/** The ext_authz HTTP filter (notes §1: fail closed, whole body as bytes, only the headers modelgate reads). */
+export function extAuthzFilter(input: GatewayRenderInput): Obj {
+  return {
+    name: EXT_AUTHZ_FILTER,
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz',
+      transport_api_version: 'V3',
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs) },
+      failure_mode_allow: false,
+      status_on_error: { code: 'ServiceUnavailable' },
+      with_request_body: { max_request_bytes: input.gateway.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
+      allowed_headers: { patterns: checkRequestHeaders(input.routes).map((h) => ({ exact: h })) },
+      validate_mutations: true,
+      clear_route_cache: false,
+    },
+  };
+}
+
+/** The clusters: modelgate's two listeners and the four upstreams. */
+export function renderClusters(input: GatewayRenderInput): Obj[] {
+  const g = input.gateway;
+  return [
+    // gRPC needs HTTP/2. Health-checked with grpc.health.v1, so a dead service shows in /clusters and stats.
+    cluster(CLUSTER.authz, g.authz, {
+      typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
+      circuit_breakers: BREAKERS,
+      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: {} }],
+    }),
+    cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
+    upstreamCluster(CLUSTER.chat, g.upstreams.chat),
+    upstreamCluster(CLUSTER.messages, g.upstreams.messages),
+    upstreamCluster(CLUSTER.generative, g.upstreams.generative),
+    upstreamCluster(CLUSTER.alt, g.upstreams.alt),
+  ];
+}
+
+/** The access log: JSON lines on stdout, never a key (no key header, no query string). */
+function accessLog(): Obj[] {
+  const md = (k: string): string => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${k})%`;
+  return [{
+    name: 'envoy.access_loggers.stdout',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
+      log_format: {
+        json_format: {
+          time: '%START_TIME%', request_id: '%REQ(X-REQUEST-ID)%', method: '%REQ(:METHOD)%', path: '%REQ_WITHOUT_QUERY(:PATH)%',
+          protocol: '%PROTOCOL%', status: '%RESPONSE_CODE%', details: '%RESPONSE_CODE_DETAILS%', flags: '%RESPONSE_FLAGS%',
+          duration_ms: '%DURATION%', route: '%ROUTE_NAME%', upstream_cluster: '%UPSTREAM_CLUSTER%',
+          bytes_received: '%BYTES_RECEIVED%', bytes_sent: '%BYTES_SENT%', client: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
+          key_id: md('keyId'), group: md('group'), model: md('model'), reason: md('reason'), style: md('style'), decision: md('decision'),
+        },
+        formatters: [{ name: 'envoy.formatter.req_without_query', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.formatter.req_without_query.v3.ReqWithoutQuery' } }],
+      },
+    },
+  }];
+}
+
+/**
+ * Envoy's own error answers, rewritten into the client's error shape with a reason and a hint
+ * (HCM local_reply_config): the authorization service unreachable or too slow (Envoy's
+ * `ext_authz_error`, fail closed: 503), a body over the limit (413, before any Check), and an
+ * upstream that cannot be reached. A reply that carries modelgate's own decision (ext_authz dynamic
+ * metadata present) is left alone: it already has its reason, hint and body.
+ */
+export function renderLocalReplies(input: GatewayRenderInput): Obj {
+  const A = `(?:${input.routes.altPrefix.replace(/[.]/g, '\\.')})?`;
+  const noDecision = { metadata_filter: { matcher: { filter: EXT_AUTHZ_FILTER, path: [{ key: 'decision' }], value: { string_match: { exact: '(no decision)' } } }, match_if_key_not_found: true } };
+  const status = (code: number): Obj => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } } } });
+  const pathIs = (regex: string): Obj => ({ header_filter: { header: { name: ':path', string_match: { safe_regex: { regex } } } } });
+  const families: Array<[Family, Obj | undefined]> = [
+    ['gemini', { or_filter: { filters: [
+      pathIs(`${A}/v1beta(?:[/?].*)?`),
+      // Two regexes, not one alternation: Envoy 1.36 refuses a program over 100 (re2.max_program_size).
+      pathIs('[^?]*:(?:streamG|g)enerateContent(?:[?].*)?'),
+      pathIs('[^?]*:(?:countTokens|embedContent|batchEmbedContents)(?:[?].*)?'),
+    ] } }],
+    ['anthropic', { or_filter: { filters: [pathIs(`${A}/v1/messages(?:[/?].*)?`), { header_filter: { header: { name: 'anthropic-version', present_match: true } } }] } }],
+    ['openai', undefined],
+  ];
+  const mappers: Obj[] = [];
+  const add = (when: Obj[], code: number, reason: string, hint: string): void => {
+    for (const [family, filter] of families) {
+      mappers.push({
+        filter: { and_filter: { filters: [...when, ...(filter ? [filter] : [])] } },
+        headers_to_add: [
+          { header: { key: 'x-modelgate-reason', value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+          { header: { key: 'x-modelgate-hint', value: hint }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+        ],
+        body_format_override: { text_format_source: { inline_string: errorBody(family, code, reason, hint) }, content_type: 'application/json' },
+      });
+    }
+  };
+  add([status(503), noDecision, { response_flag_filter: { flags: ['UAEX'] } }], 503, 'authz_unavailable',
+    'the gateway could not get an authorization decision (the authorization service is down or too slow), so nothing was sent upstream: retry shortly');
+  add([status(413), noDecision], 413, 'body_too_large', `the request body is over the gateway's limit of ${input.gateway.maxRequestBytes} bytes: send a smaller body`);
+  add([status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }], 503, 'upstream_unavailable',
+    'the request was allowed, but the gateway could not reach the model provider: retry shortly');
+  add([status(504), { response_flag_filter: { flags: ['UT'] } }], 504, 'upstream_timeout', 'the request was allowed, but the model provider did not answer in time: retry');
+  return { mappers };
+}
+
+/** The HTTP connection manager of the public listener. */
+export function renderConnectionManager(input: GatewayRenderInput): Obj {
+  return {
+    '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
+    stat_prefix: 'modelgate',
+    codec_type: 'AUTO',
+    merge_slashes: true,
+    normalize_path: true,
+    path_with_escaped_slashes_action: 'KEEP_UNCHANGED',
+    use_remote_address: true,
+    generate_request_id: true,
+    preserve_external_request_id: false,
+    stream_idle_timeout: '300s',
+    access_log: accessLog(),
+    local_reply_config: renderLocalReplies(input),
+    http_filters: [
+      extAuthzFilter(input),
+      { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
+    ],
+    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({ altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl, upstreamOnlyFilters: [] }) }] },
+  };
+}
+
+/** The complete bootstrap. */
+export function renderBootstrap(input: GatewayRenderInput): Obj {
+  const g = input.gateway;
+  return {
+    admin: { address: socket(g.admin) },
+    overload_manager: {
+      resource_monitors: [{
+        name: 'envoy.resource_monitors.global_downstream_max_connections',
+        typed_config: { '@type': 'type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig', max_active_downstream_connections: g.maxConnections },
+      }],
+    },
+    static_resources: {
+      listeners: [{
+        name: 'modelgate',
+        address: socket(g.listen),
+        filter_chains: [{ filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: renderConnectionManager(input) }] }],
+      }],
+      clusters: renderClusters(input),
+    },
+  };
+}
+
+/**
+ * YAML text: small maps on one line, so the file reads like a hand-written Envoy config. Envoy's
+ * parser (yaml-cpp) is stricter than YAML 1.2 about plain scalars in flow collections ("?", ":"),
+ * so every string with a character outside a safe set is quoted, and no anchors are written.
+ */
+export function toYaml(tree: Obj, header: string): string {
+  const doc = new Document(tree, { aliasDuplicateObjects: false });
+  visit(doc, {
+    Scalar(_key, node) {
+      if (typeof node.value === 'string' && !/^[A-Za-z0-9_][A-Za-z0-9_./-]*$/.test(node.value)) {
+        // JSON bodies read best single-quoted (no escaped quotes); anything else double-quoted.
+        node.type = node.value.includes('"') && !node.value.includes("'") && !/[\n\\]/.test(node.value) ? 'QUOTE_SINGLE' : 'QUOTE_DOUBLE';
+      }
+    },
+    Map(_key, node) {
+      if (node.items.length <= 4 && JSON.stringify(node.toJSON()).length <= 90 && !node.items.some((p) => isSeq(p.value) || (isMap(p.value) && (p.value as Node & { items: unknown[] }).items.length > 2))) node.flow = true;
+    },
+    Seq(_key, node) {
+      if (JSON.stringify(node.toJSON()).length <= 60) node.flow = true;
+    },
+  });
+  doc.commentBefore = header;
+  return doc.toString({ lineWidth: 0, flowCollectionPadding: true });
+}
+
+const HEADER = `modelgate: Envoy bootstrap for the AI model gateway, rendered by \`modelgate envoy-config\`
+from modelgate's config. Do not edit: change the config and render again (envoy/README.md).
+Envoy routes by path and proxies upstream; the ext_authz filter asks modelgate (gRPC) about every
+request on a real endpoint first and fails closed; paths clients get wrong are answered by Envoy
+itself with a reason and a hint. Check a modified copy with \`modelgate envoy-check FILE\`.`;
+
+/** The complete bootstrap as YAML, with a header saying where it comes from. */
+export function renderEnvoyYaml(input: GatewayRenderInput, source?: string): string {
+  const text = source ? `${HEADER}\nRendered from: ${source}` : HEADER;
+  return toYaml(renderBootstrap(input), text.split('\n').map((l) => (l ? ` ${l}` : '')).join('\n'));
+}
+
+/**
+ * The parts a platform team pastes into its own Envoy (\`modelgate envoy-config --parts\`): the
+ * HTTP filters (before its router), the clusters, the virtual host with the routes, and the
+ * local-reply mappers of the connection manager. Names are a contract: keep them.
+ */
+export function renderEnvoyParts(input: GatewayRenderInput, source?: string): string {
+  const hcm = renderConnectionManager(input);
+  const parts = {
+    http_filters: (hcm.http_filters as Obj[]).filter((f) => f.name !== 'envoy.filters.http.router'),
+    clusters: renderClusters(input),
+    virtual_host: (hcm.route_config as { virtual_hosts: Obj[] }).virtual_hosts[0],
+    local_reply_config: hcm.local_reply_config,
+    connection_manager_settings: {
+      merge_slashes: hcm.merge_slashes, normalize_path: hcm.normalize_path, path_with_escaped_slashes_action: hcm.path_with_escaped_slashes_action,
+    },
+  };
+  const header = ` modelgate: the parts to add to your own Envoy, rendered by \`modelgate envoy-config --parts\`${source ? ` from ${source}` : ''}.
+ http_filters: into your HTTP connection manager's http_filters, before envoy.filters.http.router.
+ clusters: into static_resources.clusters (or your CDS).
+ virtual_host: into route_config.virtual_hosts (or put its routes first in yours). Every other route
+   on the same connection manager must turn ext_authz off (typed_per_filter_config, as the 404 routes do).
+ local_reply_config: into the connection manager (Envoy's own errors in the client's shape).
+ connection_manager_settings: set these on the connection manager too.`;
+  return toYaml(parts, header);
+}
