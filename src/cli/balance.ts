@@ -43,7 +43,7 @@ function notFound(id: string): CliError {
 
 /** The balance of key `id`. */
 export async function showBalance(db: pg.Pool, id: string): Promise<BalanceInfo> {
-  const { rows } = await db.query<BalanceInfo>('SELECT id, balance::float8 AS balance FROM modelgate_keys WHERE id = $1', [id]);
+  const { rows } = await db.query<BalanceInfo>('SELECT id, balance::float8 AS balance FROM modelgate.keys WHERE id = $1', [id]);
   if (rows.length === 0) throw notFound(id);
   return rows[0];
 }
@@ -51,7 +51,7 @@ export async function showBalance(db: pg.Pool, id: string): Promise<BalanceInfo>
 /** Sets the balance of key `id`; `amount` null makes it unlimited. */
 export async function setBalance(db: pg.Pool, id: string, amount: string | null): Promise<BalanceInfo> {
   const { rows } = await db.query<BalanceInfo>(
-    'UPDATE modelgate_keys SET balance = $2::numeric WHERE id = $1 RETURNING id, balance::float8 AS balance',
+    'UPDATE modelgate.keys SET balance = $2::numeric WHERE id = $1 RETURNING id, balance::float8 AS balance',
     [id, amount],
   );
   if (rows.length === 0) throw notFound(id);
@@ -65,7 +65,7 @@ export async function setBalance(db: pg.Pool, id: string, amount: string | null)
 export async function addBalance(db: pg.Pool, id: string, delta: string): Promise<BalanceChange> {
   // RETURNING sees the new row; numeric subtraction gives the previous value exactly.
   const { rows } = await db.query<BalanceChange>(
-    `UPDATE modelgate_keys SET balance = balance + $2::numeric WHERE id = $1
+    `UPDATE modelgate.keys SET balance = balance + $2::numeric WHERE id = $1
      RETURNING id, balance::float8 AS balance, (balance - $2::numeric)::float8 AS previous`,
     [id, delta],
   );

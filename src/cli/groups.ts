@@ -72,11 +72,11 @@ export function formatModelSpec(m: ModelSpec): string {
 }
 
 const LIST_SQL = `SELECT g.name, g.available,
-    (SELECT count(*)::int FROM modelgate_keys k WHERE k.group_name = g.name) AS keys,
+    (SELECT count(*)::int FROM modelgate.keys k WHERE k.group_name = g.name) AS keys,
     coalesce((SELECT json_agg(json_build_object('name', m.name, 'protocols', m.protocols, 'available', m.available)
                               ORDER BY m.position, m.name)
-              FROM modelgate_group_models m WHERE m.group_name = g.name), '[]') AS models
-  FROM modelgate_groups g WHERE $1::text IS NULL OR g.name = $1 ORDER BY g.name`;
+              FROM modelgate.group_models m WHERE m.group_name = g.name), '[]') AS models
+  FROM modelgate.groups g WHERE $1::text IS NULL OR g.name = $1 ORDER BY g.name`;
 
 /** Every group with its models and key count, by name. */
 export async function listGroups(db: pg.Pool | pg.ClientBase, name?: string): Promise<GroupInfo[]> {
@@ -100,16 +100,16 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
     await client.query('BEGIN');
     // xmax = 0 only on a freshly inserted row: tells "created" from "updated" in one statement.
     const { rows } = await client.query<{ created: boolean }>(
-      `INSERT INTO modelgate_groups (name, available) VALUES ($1, coalesce($2, true))
-       ON CONFLICT (name) DO UPDATE SET available = coalesce($2, modelgate_groups.available)
+      `INSERT INTO modelgate.groups (name, available) VALUES ($1, coalesce($2, true))
+       ON CONFLICT (name) DO UPDATE SET available = coalesce($2, modelgate.groups.available)
        RETURNING (xmax = 0) AS created`,
       [name, change.available ?? null],
     );
     if (change.models) {
-      await client.query('DELETE FROM modelgate_group_models WHERE group_name = $1', [name]);
+      await client.query('DELETE FROM modelgate.group_models WHERE group_name = $1', [name]);
       for (const [position, m] of change.models.entries()) {
         await client.query(
-          'INSERT INTO modelgate_group_models (group_name, name, protocols, available, position) VALUES ($1, $2, $3, $4, $5)',
+          'INSERT INTO modelgate.group_models (group_name, name, protocols, available, position) VALUES ($1, $2, $3, $4, $5)',
           [name, m.name, m.protocols, m.available, position],
         );
       }
@@ -127,10 +127,10 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
 
 /** Removes a group and its models; refuses while keys still belong to it. */
 export async function removeGroup(db: pg.Pool, name: string): Promise<void> {
-  const { rows } = await db.query<{ id: string }>('SELECT id FROM modelgate_keys WHERE group_name = $1 ORDER BY id LIMIT 6', [name]);
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM modelgate.keys WHERE group_name = $1 ORDER BY id LIMIT 6', [name]);
   if (rows.length > 0) throw stillUsed(name, rows.map((r) => r.id));
   try {
-    const deleted = await db.query('DELETE FROM modelgate_groups WHERE name = $1', [name]);
+    const deleted = await db.query('DELETE FROM modelgate.groups WHERE name = $1', [name]);
     if (deleted.rowCount === 0) throw new CliError(`no group named ${JSON.stringify(name)}`);
   } catch (err) {
     // A key created between the check and the delete: the foreign key refuses, say it the same way.

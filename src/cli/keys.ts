@@ -78,7 +78,7 @@ export async function createKey(db: pg.Pool, input: NewKey): Promise<IssuedKey> 
   const key = generateKey();
   try {
     const { rows } = await db.query<KeyRow>(
-      `INSERT INTO modelgate_keys (id, sha256, group_name, balance, expires_at)
+      `INSERT INTO modelgate.keys (id, sha256, group_name, balance, expires_at)
        VALUES ($1, $2, $3, $4::numeric, $5) RETURNING ${COLUMNS}`,
       [id, hashKey(key), input.group, input.balance ?? null, input.expiresAt ?? null],
     );
@@ -95,7 +95,7 @@ export async function createKey(db: pg.Pool, input: NewKey): Promise<IssuedKey> 
 /** Every key (optionally of one group), by id. */
 export async function listKeys(db: pg.Pool, group?: string): Promise<KeyInfo[]> {
   const { rows } = await db.query<KeyRow>(
-    `SELECT ${COLUMNS} FROM modelgate_keys WHERE $1::text IS NULL OR group_name = $1 ORDER BY id`,
+    `SELECT ${COLUMNS} FROM modelgate.keys WHERE $1::text IS NULL OR group_name = $1 ORDER BY id`,
     [group ?? null],
   );
   return rows.map(toInfo);
@@ -103,7 +103,7 @@ export async function listKeys(db: pg.Pool, group?: string): Promise<KeyInfo[]> 
 
 /** Disables (or re-enables) key `id`; a disabled key is refused with 401 key_disabled. */
 export async function setKeyDisabled(db: pg.Pool, id: string, disabled: boolean): Promise<KeyInfo> {
-  const { rows } = await db.query<KeyRow>(`UPDATE modelgate_keys SET disabled = $2 WHERE id = $1 RETURNING ${COLUMNS}`, [id, disabled]);
+  const { rows } = await db.query<KeyRow>(`UPDATE modelgate.keys SET disabled = $2 WHERE id = $1 RETURNING ${COLUMNS}`, [id, disabled]);
   if (rows.length === 0) throw notFound(id);
   return toInfo(rows[0]);
 }
@@ -114,14 +114,14 @@ export async function setKeyDisabled(db: pg.Pool, id: string, disabled: boolean)
  */
 export async function rotateKey(db: pg.Pool, id: string): Promise<IssuedKey> {
   const key = generateKey();
-  const { rows } = await db.query<KeyRow>(`UPDATE modelgate_keys SET sha256 = $2 WHERE id = $1 RETURNING ${COLUMNS}`, [id, hashKey(key)]);
+  const { rows } = await db.query<KeyRow>(`UPDATE modelgate.keys SET sha256 = $2 WHERE id = $1 RETURNING ${COLUMNS}`, [id, hashKey(key)]);
   if (rows.length === 0) throw notFound(id);
   return { key, record: toInfo(rows[0]) };
 }
 
 /** Deletes key `id`; requests with it are then refused with 401 key_unknown. */
 export async function deleteKey(db: pg.Pool, id: string): Promise<KeyInfo> {
-  const { rows } = await db.query<KeyRow>(`DELETE FROM modelgate_keys WHERE id = $1 RETURNING ${COLUMNS}`, [id]);
+  const { rows } = await db.query<KeyRow>(`DELETE FROM modelgate.keys WHERE id = $1 RETURNING ${COLUMNS}`, [id]);
   if (rows.length === 0) throw notFound(id);
   return toInfo(rows[0]);
 }

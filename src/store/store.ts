@@ -8,12 +8,24 @@
 export const PROTOCOLS = ['chat', 'responses', 'embeddings', 'messages', 'generative'] as const;
 export type Protocol = (typeof PROTOCOLS)[number];
 
+/** A model's price per million tokens, in the balance's unit (issue 11). */
+export interface ModelPrice {
+  readonly input: number;
+  readonly output: number;
+  /** Cached input tokens (where the provider reports them); `null`: the input price. */
+  readonly cachedInput: number | null;
+}
+
 export interface ModelRecord {
   readonly name: string;
   /** Protocol styles this model is served on; `null` means any. */
   readonly protocols: readonly Protocol[] | null;
   /** false: 403 model_unavailable (its channel is down). */
   readonly available: boolean;
+  /** Absent or `null`: no price (metered in tokens, costs nothing). */
+  readonly price?: ModelPrice | null;
+  /** Strict mode: output tokens reserved when a request names no maximum (absent: the meter's default). */
+  readonly maxOutputTokens?: number | null;
 }
 
 export interface GroupRecord {
@@ -30,7 +42,7 @@ export interface KeyRecord {
   /** Lowercase hex SHA-256 of the full key string. */
   readonly sha256: string;
   readonly group: string;
-  /** `null` = unlimited; <= 0 denies with balance_insufficient. */
+  /** `null` = unlimited; anything but a finite number > 0 denies with balance_insufficient. */
   readonly balance: number | null;
   readonly disabled: boolean;
   /** Epoch milliseconds, or `null` for never. */
@@ -51,6 +63,77 @@ export interface Store {
   /** true once the store has loaded and can answer. */
   ready(): boolean;
   close(): Promise<void>;
+  /** Balances that move (issue 11): debits, reservations and the usage ledger. */
+  readonly meter?: MeterStore;
+}
+
+/** One metered response, as the ledger records it. */
+export interface UsageEntry {
+  /** Epoch milliseconds. */
+  readonly time: number;
+  /** Envoy's x-request-id: one debit per request id, however often it is settled. */
+  readonly requestId: string;
+  readonly keyId: string;
+  readonly group: string;
+  readonly model: string;
+  readonly protocol: string;
+  /** All input tokens, the cached ones included. */
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cachedInputTokens: number;
+  /** What was debited, in the balance's unit (0 for a model without a price). */
+  readonly cost: number;
+  /** false: the model had no price (metered in tokens, cost nothing). */
+  readonly priced: boolean;
+}
+
+/** A debit to apply: the usage and the price it is charged at. */
+export interface DebitRequest {
+  readonly requestId: string;
+  readonly keyId: string;
+  readonly group: string;
+  readonly model: string;
+  readonly protocol: string;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cachedInputTokens: number;
+  readonly price: ModelPrice | null;
+}
+
+export interface DebitResult {
+  /** false: this request id was already settled (nothing debited this time). */
+  readonly applied: boolean;
+  readonly cost: number;
+  /** The key's balance afterwards (`null`: unlimited, or the key is gone). */
+  readonly balance: number | null;
+}
+
+export interface ReserveResult {
+  readonly ok: boolean;
+  /** balance - open reservations (after this one when ok); `null`: unlimited or no such key. */
+  readonly available: number | null;
+}
+
+export interface UsageQuery {
+  readonly keyId?: string;
+  readonly group?: string;
+  /** Epoch milliseconds. */
+  readonly since?: number;
+  /** Newest first, at most this many (default 100). */
+  readonly limit?: number;
+}
+
+/**
+ * What the meter needs from a store. Every call is atomic; `debit` is idempotent per request id
+ * (and drops that request's reservation); a rejected promise means "could not do it".
+ */
+export interface MeterStore {
+  debit(request: DebitRequest): Promise<DebitResult>;
+  /** Strict mode: holds `amount` for a request while balance - open reservations covers it. */
+  reserve(requestId: string, keyId: string, amount: number, ttlSeconds: number): Promise<ReserveResult>;
+  /** Drops a request's reservation without a debit (an error, no usage). */
+  release(requestId: string): Promise<void>;
+  usage(query: UsageQuery): Promise<UsageEntry[]>;
 }
 
 /**

@@ -88,9 +88,9 @@ describe('without a store (file mode)', () => {
 
 describe('with PostgreSQL', () => {
   it('migrates a fresh database once', async () => {
-    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 1.\n');
-    expect(await json('migrate')).toEqual({ from: 1, to: 1, applied: [] });
-    expect(await ok('migrate')).toBe('Schema already at version 1; nothing to do.\n');
+    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 2.\n');
+    expect(await json('migrate')).toEqual({ from: 2, to: 2, applied: [] });
+    expect(await ok('migrate')).toBe('Schema already at version 2; nothing to do.\n');
   });
 
   it('creates, updates and lists groups; --model replaces the list, other flags leave it alone', async () => {
@@ -157,15 +157,15 @@ describe('with PostgreSQL', () => {
   it('disables, enables, rotates and deletes a key', async () => {
     expect(await ok('keys', 'disable', 'bob')).toBe('Disabled key bob (group pro, balance unlimited, expires 2030-06-01T12:00:00Z).\n');
     expect(await json('keys', 'enable', 'bob')).toMatchObject({ record: { id: 'bob', disabled: false } });
-    const { rows: before } = await sql.query("SELECT sha256 FROM modelgate_keys WHERE id = 'bob'");
+    const { rows: before } = await sql.query("SELECT sha256 FROM modelgate.keys WHERE id = 'bob'");
 
     const r = await run(['keys', 'rotate', 'bob']);
     const key = printedKey(r.stdout);
     expect(r.stdout.split('\n')[0]).toBe('Rotated key bob (group pro, balance unlimited, expires 2030-06-01T12:00:00Z); the old key no longer works.');
-    const { rows: after } = await sql.query("SELECT sha256, group_name FROM modelgate_keys WHERE id = 'bob'");
+    const { rows: after } = await sql.query("SELECT sha256, group_name FROM modelgate.keys WHERE id = 'bob'");
     expect(after).toEqual([{ sha256: hashKey(key), group_name: 'pro' }]);
     expect(after[0].sha256).not.toBe(before[0].sha256);
-    const { rows: old } = await sql.query('SELECT 1 FROM modelgate_keys WHERE sha256 = $1', [before[0].sha256]);
+    const { rows: old } = await sql.query('SELECT 1 FROM modelgate.keys WHERE sha256 = $1', [before[0].sha256]);
     expect(old).toHaveLength(0);
 
     expect(await ok('keys', 'delete', 'bob')).toBe('Deleted key bob (group pro).\n');

@@ -1,6 +1,8 @@
 /**
  * The PostgreSQL schema of the shared store, as versioned migrations that modelgate applies itself
- * (at `serve` start, by `modelgate migrate`, and before any admin command).
+ * (at `serve` start, by `modelgate migrate`, and before any admin command). Everything modelgate
+ * creates lives in its own schema, SCHEMA (`modelgate`): tables, functions, triggers. A database
+ * that already holds other applications' tables is never migrated implicitly (see migrate()).
  *
  * Every write to a key, a group or a group's models fires a trigger that sends a notification on
  * INVALIDATION_CHANNEL, so every replica's cache forgets exactly the touched entry within a
@@ -8,6 +10,9 @@
  * plain SQL must invalidate caches too, and it will not call our code.
  */
 import pg from 'pg';
+
+/** The schema that holds everything modelgate creates. */
+export const SCHEMA = 'modelgate';
 
 /** The LISTEN/NOTIFY channel; payloads are InvalidationEvent JSON (see ../store.ts). */
 export const INVALIDATION_CHANNEL = 'modelgate_invalidate';
@@ -126,6 +131,151 @@ ${notifyTriggers('modelgate_groups', 'modelgate_notify_group')}
 ${notifyTriggers('modelgate_group_models', 'modelgate_notify_group')}
 `,
   },
+  /*
+   * Version 2. Migration 1 shipped creating modelgate_* tables in the connection's current schema
+   * (usually public); it now runs with search_path = modelgate (so its text is unchanged), and
+   * databases migrated by older builds are moved there first (adoptLegacyTables). Then version 2
+   * gives the tables their short names, and adds what metering needs (issue 11) and the finite
+   * balance rule (issue 14).
+   */
+  {
+    version: 2,
+    name: 'schema modelgate with short table names; finite balances; prices, usage ledger, reservations',
+    sql: `
+ALTER TABLE modelgate_groups RENAME TO groups;
+ALTER TABLE modelgate_group_models RENAME TO group_models;
+ALTER TABLE modelgate_keys RENAME TO keys;
+ALTER INDEX modelgate_keys_group_name RENAME TO keys_group_name;
+
+-- The group trigger function told the two tables apart by their old names.
+CREATE OR REPLACE FUNCTION modelgate_notify_group() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  old_name text;
+  new_name text;
+BEGIN
+  IF TG_TABLE_NAME = 'groups' THEN
+    IF TG_OP <> 'INSERT' THEN old_name := OLD.name; END IF;
+    IF TG_OP <> 'DELETE' THEN new_name := NEW.name; END IF;
+  ELSE
+    IF TG_OP <> 'INSERT' THEN old_name := OLD.group_name; END IF;
+    IF TG_OP <> 'DELETE' THEN new_name := NEW.group_name; END IF;
+  END IF;
+  IF old_name IS NOT NULL THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'group', 'name', old_name)::text);
+  END IF;
+  IF new_name IS NOT NULL AND new_name IS DISTINCT FROM old_name THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'group', 'name', new_name)::text);
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- Issue 14: numeric accepts 'NaN', which compares greater than every number, so a NaN balance
+-- passed "balance <= 0" for ever. A balance must be finite (NaN and, from PostgreSQL 14, the
+-- infinities fail both comparisons). A NaN already stored becomes 0: the key is denied until
+-- someone sets a real balance, instead of being unlimited.
+UPDATE keys SET balance = 0 WHERE balance IS NOT NULL AND NOT (balance > -1e100 AND balance < 1e100);
+ALTER TABLE keys ADD CONSTRAINT keys_balance_finite CHECK (balance IS NULL OR (balance > -1e100 AND balance < 1e100));
+
+-- Prices per million tokens, in the balance's unit. NULL input/output = no price: metered in
+-- tokens, costs nothing. cached_input_price NULL = cached input tokens cost the input price.
+ALTER TABLE group_models
+  ADD COLUMN input_price numeric CHECK (input_price >= 0 AND input_price < 1e12),
+  ADD COLUMN output_price numeric CHECK (output_price >= 0 AND output_price < 1e12),
+  ADD COLUMN cached_input_price numeric CHECK (cached_input_price >= 0 AND cached_input_price < 1e12),
+  -- Strict mode: the output tokens reserved when a request names no maximum.
+  ADD COLUMN max_output_tokens integer CHECK (max_output_tokens > 0),
+  ADD CONSTRAINT group_models_price_complete CHECK ((input_price IS NULL) = (output_price IS NULL)
+    AND (cached_input_price IS NULL OR input_price IS NOT NULL));
+
+-- The usage ledger: one row per metered response, written once per request id (the debit is
+-- idempotent: a retried settlement finds its row and debits nothing). No foreign key to keys: a
+-- deleted key keeps its history.
+CREATE TABLE usage (
+  request_id text PRIMARY KEY CHECK (request_id <> '' AND length(request_id) <= 200),
+  time timestamptz NOT NULL DEFAULT now(),
+  key_id text NOT NULL,
+  group_name text NOT NULL,
+  model text NOT NULL,
+  protocol text NOT NULL,
+  input_tokens bigint NOT NULL CHECK (input_tokens >= 0),
+  output_tokens bigint NOT NULL CHECK (output_tokens >= 0),
+  cached_input_tokens bigint NOT NULL DEFAULT 0 CHECK (cached_input_tokens >= 0 AND cached_input_tokens <= input_tokens),
+  cost numeric NOT NULL CHECK (cost >= 0 AND cost < 1e100),
+  priced boolean NOT NULL
+);
+CREATE INDEX usage_key_time ON usage (key_id, time DESC);
+CREATE INDEX usage_group_time ON usage (group_name, time DESC);
+CREATE INDEX usage_time ON usage (time DESC);
+
+-- Strict mode: what requests in flight may still cost. available = balance - open reservations.
+-- expires_at bounds a reservation whose settlement never comes (a crashed replica).
+CREATE TABLE reservations (
+  request_id text PRIMARY KEY CHECK (request_id <> '' AND length(request_id) <= 200),
+  key_id text NOT NULL REFERENCES keys (id) ON DELETE CASCADE ON UPDATE CASCADE,
+  amount numeric NOT NULL CHECK (amount >= 0 AND amount < 1e100),
+  expires_at timestamptz NOT NULL
+);
+CREATE INDEX reservations_key ON reservations (key_id);
+
+-- Reserves p_amount for a request if the key's balance minus its open reservations covers it.
+-- The key's row is locked first, so reservations of one key are taken one at a time; each later
+-- statement of this (volatile) function sees what the previous holder committed.
+CREATE FUNCTION reserve(p_request text, p_key text, p_amount numeric, p_seconds integer)
+RETURNS TABLE (ok boolean, available numeric) LANGUAGE plpgsql AS $$
+DECLARE
+  b numeric;
+  held numeric;
+BEGIN
+  SELECT k.balance INTO b FROM ${SCHEMA}.keys k WHERE k.id = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT false, NULL::numeric;
+    RETURN;
+  END IF;
+  IF b IS NULL THEN
+    RETURN QUERY SELECT true, NULL::numeric;
+    RETURN;
+  END IF;
+  DELETE FROM ${SCHEMA}.reservations r WHERE r.key_id = p_key AND r.expires_at <= now();
+  SELECT coalesce(sum(r.amount), 0) INTO held FROM ${SCHEMA}.reservations r WHERE r.key_id = p_key;
+  IF b - held <= 0 OR b - held < p_amount THEN
+    RETURN QUERY SELECT false, b - held;
+    RETURN;
+  END IF;
+  INSERT INTO ${SCHEMA}.reservations (request_id, key_id, amount, expires_at)
+    VALUES (p_request, p_key, p_amount, now() + make_interval(secs => p_seconds))
+    ON CONFLICT (request_id) DO NOTHING;
+  RETURN QUERY SELECT true, b - held - p_amount;
+END $$;
+
+-- Settles one response: drops its reservation, writes its ledger row and debits the key, all
+-- at most once per request id. cost = (uncached input x input price + cached input x cached
+-- price + output x output price) / 1e6, computed here in numeric, so it is exact.
+CREATE FUNCTION debit(p_request text, p_key text, p_group text, p_model text, p_protocol text,
+  p_input bigint, p_output bigint, p_cached bigint, p_price_in numeric, p_price_out numeric, p_price_cached numeric)
+RETURNS TABLE (applied boolean, cost numeric, balance numeric) LANGUAGE plpgsql AS $$
+DECLARE
+  c numeric;
+  b numeric;
+BEGIN
+  DELETE FROM ${SCHEMA}.reservations r WHERE r.request_id = p_request;
+  c := CASE WHEN p_price_in IS NULL OR p_price_out IS NULL THEN 0
+    ELSE ((p_input - p_cached) * p_price_in + p_cached * coalesce(p_price_cached, p_price_in) + p_output * p_price_out) / 1000000 END;
+  INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced)
+    VALUES (p_request, p_key, p_group, p_model, p_protocol, p_input, p_output, p_cached, c, p_price_in IS NOT NULL)
+    ON CONFLICT (request_id) DO NOTHING;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT false, c, (SELECT k.balance FROM ${SCHEMA}.keys k WHERE k.id = p_key);
+    RETURN;
+  END IF;
+  IF c > 0 THEN
+    UPDATE ${SCHEMA}.keys k SET balance = k.balance - c WHERE k.id = p_key AND k.balance IS NOT NULL RETURNING k.balance INTO b;
+  ELSE
+    SELECT k.balance INTO b FROM ${SCHEMA}.keys k WHERE k.id = p_key;
+  END IF;
+  RETURN QUERY SELECT true, c, b;
+END $$;
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */
@@ -136,6 +286,30 @@ export interface MigrationResult {
   readonly from: number;
   readonly to: number;
   readonly applied: readonly number[];
+  /** true when tables of an older build were moved from the current schema into SCHEMA. */
+  readonly adopted?: boolean;
+}
+
+export interface MigrateOptions {
+  /**
+   * Create modelgate's schema even in a database that already holds tables of other applications.
+   * Only `modelgate migrate --allow-foreign-tables` sets it: `serve` and the admin commands never
+   * migrate implicitly into someone else's database (issue 14: a DATABASE_URL exported for another
+   * application must not get modelgate's tables and triggers).
+   */
+  readonly allowForeignTables?: boolean;
+}
+
+/** Refused: the database holds other applications' tables and no modelgate schema. */
+export class ForeignDatabaseError extends Error {
+  constructor(readonly tables: readonly string[]) {
+    const shown = tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, ... (${tables.length} in all)` : '');
+    super(`the database already holds tables of another application (${shown}) and no modelgate schema: ` +
+      'modelgate will not create its tables there implicitly. If this database is meant for modelgate, run ' +
+      '`modelgate migrate --allow-foreign-tables` once (everything modelgate creates goes into the schema "modelgate"); ' +
+      "otherwise point modelgate at its own database");
+    this.name = 'ForeignDatabaseError';
+  }
 }
 
 async function withClient<T>(db: pg.Pool | pg.ClientBase, fn: (c: pg.ClientBase) => Promise<T>): Promise<T> {
@@ -148,12 +322,48 @@ async function withClient<T>(db: pg.Pool | pg.ClientBase, fn: (c: pg.ClientBase)
   }
 }
 
+/** Tables and views outside the system schemas and modelgate's own (legacy public.modelgate_* included). */
+async function foreignTables(client: pg.ClientBase): Promise<string[]> {
+  const { rows } = await client.query<{ name: string }>(`SELECT n.nspname || '.' || c.relname AS name
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+      AND n.nspname NOT IN ('pg_catalog', 'information_schema', $1) AND n.nspname NOT LIKE 'pg\\_%'
+      AND NOT (c.relname LIKE 'modelgate\\_%')
+    ORDER BY 1 LIMIT 50`, [SCHEMA]);
+  return rows.map((r) => r.name);
+}
+
+/**
+ * Tables of a build that created them in the current schema (schema version 1 in public): moved
+ * into SCHEMA as they are, with their triggers and data; migration 2 then renames them.
+ */
+async function adoptLegacyTables(client: pg.ClientBase): Promise<boolean> {
+  const { rows } = await client.query<{ schema: string | null }>(
+    "SELECT (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('modelgate_schema_version')) AS schema",
+  );
+  const from = rows[0].schema;
+  if (from === null || from === SCHEMA) return false;
+  const q = (name: string): string => `${pg.escapeIdentifier(from)}.${name}`;
+  await client.query(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
+  for (const t of ['modelgate_schema_version', 'modelgate_groups', 'modelgate_group_models', 'modelgate_keys']) {
+    await client.query(`ALTER TABLE ${q(t)} SET SCHEMA ${SCHEMA}`);
+  }
+  for (const f of ['modelgate_notify_key', 'modelgate_notify_group', 'modelgate_notify_all']) {
+    await client.query(`ALTER FUNCTION ${q(f)}() SET SCHEMA ${SCHEMA}`);
+  }
+  await client.query(`ALTER TABLE ${SCHEMA}.modelgate_schema_version RENAME TO schema_version`);
+  return true;
+}
+
 /**
  * Brings the database to SCHEMA_VERSION. Idempotent, and safe when many replicas call it at once:
  * all of it runs in one transaction under an advisory lock, so a second caller waits, then finds
- * nothing left to do. A database newer than this build (a rolling upgrade) is left as it is.
+ * nothing left to do. A database newer than this build (a rolling upgrade) is left as it is. An
+ * up-to-date database gets no DDL at all (a read-only service role can open it). A database with
+ * no modelgate schema but other applications' tables is refused (ForeignDatabaseError) unless
+ * `allowForeignTables`.
  */
-export async function migrate(db: pg.Pool | pg.ClientBase): Promise<MigrationResult> {
+export async function migrate(db: pg.Pool | pg.ClientBase, options: MigrateOptions = {}): Promise<MigrationResult> {
   return withClient(db, async (client) => {
     await client.query('BEGIN');
     try {
@@ -161,25 +371,34 @@ export async function migrate(db: pg.Pool | pg.ClientBase): Promise<MigrationRes
       // another replica's migration, nor a migration itself; LOCAL ends with the transaction.
       await client.query('SET LOCAL statement_timeout = 0');
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-      // Checked rather than CREATE TABLE IF NOT EXISTS, which needs the CREATE privilege even when
-      // the table exists: an up-to-date database must not require DDL rights from the service role.
+      const adopted = await adoptLegacyTables(client);
+      // Checked rather than CREATE ... IF NOT EXISTS, which needs the CREATE privilege even when
+      // the object exists: an up-to-date database must not require DDL rights from the service role.
       const from = await schemaVersion(client);
       if (from === 0) {
-        await client.query(`CREATE TABLE IF NOT EXISTS modelgate_schema_version (
+        const foreign = options.allowForeignTables ? [] : await foreignTables(client);
+        if (foreign.length > 0) throw new ForeignDatabaseError(foreign);
+        const { rows } = await client.query<{ s: string | null }>('SELECT to_regnamespace($1)::text AS s', [SCHEMA]);
+        if (rows[0].s === null) await client.query(`CREATE SCHEMA ${SCHEMA}`);
+        await client.query(`CREATE TABLE IF NOT EXISTS ${SCHEMA}.schema_version (
           version integer PRIMARY KEY,
           name text NOT NULL,
           applied_at timestamptz NOT NULL DEFAULT now()
         )`);
       }
       const applied: number[] = [];
-      for (const m of MIGRATIONS) {
-        if (m.version <= from) continue;
-        await client.query(m.sql);
-        await client.query('INSERT INTO modelgate_schema_version (version, name) VALUES ($1, $2)', [m.version, m.name]);
-        applied.push(m.version);
+      if (MIGRATIONS.some((m) => m.version > from)) {
+        // Unqualified names in the migrations land in SCHEMA (pg_catalog stays first implicitly).
+        await client.query(`SET LOCAL search_path = ${SCHEMA}`);
+        for (const m of MIGRATIONS) {
+          if (m.version <= from) continue;
+          await client.query(m.sql);
+          await client.query(`INSERT INTO ${SCHEMA}.schema_version (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+          applied.push(m.version);
+        }
       }
       await client.query('COMMIT');
-      return { from, to: Math.max(from, SCHEMA_VERSION), applied };
+      return { from, to: Math.max(from, SCHEMA_VERSION), applied, ...(adopted ? { adopted } : {}) };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       throw err;
@@ -187,15 +406,16 @@ export async function migrate(db: pg.Pool | pg.ClientBase): Promise<MigrationRes
   });
 }
 
-async function currentVersion(client: pg.ClientBase): Promise<number> {
-  const { rows } = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM modelgate_schema_version');
-  return rows[0].v ?? 0;
-}
-
 /** The version the database is at: 0 when modelgate's schema was never applied. */
 export async function schemaVersion(db: pg.Pool | pg.ClientBase): Promise<number> {
   return withClient(db, async (client) => {
-    const { rows } = await client.query<{ t: string | null }>("SELECT to_regclass('modelgate_schema_version') AS t");
-    return rows[0].t === null ? 0 : currentVersion(client);
+    const { rows } = await client.query<{ t: string | null }>(`SELECT to_regclass('${SCHEMA}.schema_version') AS t`);
+    if (rows[0].t !== null) {
+      const v = await client.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${SCHEMA}.schema_version`);
+      return v.rows[0].v ?? 0;
+    }
+    // A database of an older build (tables in the current schema) is at version 1 until adopted.
+    const legacy = await client.query<{ t: string | null }>("SELECT to_regclass('modelgate_schema_version') AS t");
+    return legacy.rows[0].t === null ? 0 : 1;
   });
 }

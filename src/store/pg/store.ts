@@ -8,9 +8,10 @@
  */
 import pg from 'pg';
 import { PgListener } from './listener';
-import { INVALIDATION_CHANNEL, SCHEMA_VERSION, migrate, schemaVersion } from './schema';
+import { PgMeterStore } from './meter-store';
+import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, migrate, schemaVersion } from './schema';
 import { PROTOCOLS } from '../store';
-import type { GroupRecord, InvalidationEvent, KeyRecord, ModelRecord, Protocol, Store } from '../store';
+import type { GroupRecord, InvalidationEvent, KeyRecord, ModelPrice, ModelRecord, Protocol, Store } from '../store';
 
 export interface PgStoreOptions {
   /** Bound on one lookup, enforced by the server (statement_timeout) and the client. */
@@ -26,6 +27,11 @@ export interface PgStoreOptions {
   readonly reconnectMaxMs?: number;
   /** openPgStore applies migrations when true; when false it only checks the schema version. */
   readonly migrate?: boolean;
+  /**
+   * Where the URL came from (`--store`, `MODELGATE_STORE`, `DATABASE_URL`, the config file), named
+   * in every connection error so that a variable exported for another application is recognised.
+   */
+  readonly source?: string;
   readonly applicationName?: string;
   /** Failures the store absorbs itself (dropped LISTEN connection, broken idle connection), for logs. */
   readonly onError?: (error: Error, where: 'pool' | 'listener') => void;
@@ -42,6 +48,7 @@ export const PG_STORE_DEFAULTS = {
   reconnectMaxMs: 5000,
   migrate: true,
   applicationName: 'modelgate',
+  source: '',
 } as const;
 
 /** Counters for tests and metrics: how many lookups reached PostgreSQL, and how many failed. */
@@ -54,11 +61,13 @@ export interface PgStoreStats {
 }
 
 const KEY_SQL = `SELECT id, sha256, group_name, balance::float8 AS balance, disabled, expires_at
-  FROM modelgate_keys WHERE sha256 = $1`;
+  FROM ${SCHEMA}.keys WHERE sha256 = $1`;
 
 // One round trip for a group and its models; a group without models yields one row of NULLs.
-const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.available AS model_available
-  FROM modelgate_groups g LEFT JOIN modelgate_group_models m ON m.group_name = g.name
+const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.available AS model_available,
+    m.input_price::float8 AS input_price, m.output_price::float8 AS output_price,
+    m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens
+  FROM ${SCHEMA}.groups g LEFT JOIN ${SCHEMA}.group_models m ON m.group_name = g.name
   WHERE g.name = $1 ORDER BY m.position, m.name`;
 
 /** A row of modelgate_keys as the lookups select it. */
@@ -77,6 +86,10 @@ interface GroupRow {
   model: string | null;
   protocols: string[] | null;
   model_available: boolean | null;
+  input_price: number | null;
+  output_price: number | null;
+  cached_input_price: number | null;
+  max_output_tokens: number | null;
 }
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -85,7 +98,17 @@ function toModel(row: GroupRow & { model: string }): ModelRecord {
   // The table's CHECK allows only known protocols; filtering keeps an unknown one (written by a
   // newer version) from matching anything, which fails closed.
   const protocols = row.protocols === null ? null : row.protocols.filter((p): p is Protocol => (PROTOCOLS as readonly string[]).includes(p));
-  return { name: row.model, protocols, available: row.model_available ?? false };
+  return { name: row.model, protocols, available: row.model_available ?? false, price: toPrice(row), maxOutputTokens: row.max_output_tokens };
+}
+
+/**
+ * A model's price, or null. The table's CHECKs admit only finite prices >= 0; a number that is
+ * not one anyway (a newer schema, a hand-made table) is no price at all, and the meter says so.
+ */
+function toPrice(row: GroupRow): ModelPrice | null {
+  const ok = (n: number | null): n is number => n !== null && Number.isFinite(n) && n >= 0;
+  if (!ok(row.input_price) || !ok(row.output_price)) return null;
+  return { input: row.input_price, output: row.output_price, cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null };
 }
 
 /** A one-line reason, also for the message-less AggregateError of a refused `localhost` (::1 and 127.0.0.1). */
@@ -103,6 +126,8 @@ export class PgStore implements Store {
   private readonly options: Required<Omit<PgStoreOptions, 'onError'>> & Pick<PgStoreOptions, 'onError'>;
   private counters = { keyQueries: 0, groupQueries: 0, errors: 0 };
   private schemaReady = false;
+  /** Debits, reservations and the usage ledger (issue 11). */
+  readonly meter: PgMeterStore;
   private closed = false;
   private listeningWaiters: (() => void)[] = [];
 
@@ -123,6 +148,7 @@ export class PgStore implements Store {
       keepAlive: true,
       application_name: o.applicationName,
     });
+    this.meter = new PgMeterStore((what, text, values) => this.query(what, text, values));
     // A pooled idle connection that breaks (server restart) is dropped by the pool; without a
     // listener, the 'error' event would crash the process.
     this.pool.on('error', (err) => this.options.onError?.(err, 'pool'));
@@ -151,17 +177,30 @@ export class PgStore implements Store {
       connectionTimeoutMillis: this.options.connectTimeoutMs,
       application_name: `${this.options.applicationName}-migrate`,
     });
-    await client.connect();
+    try {
+      await client.connect();
+    } catch (err) {
+      await client.end().catch(() => {});
+      throw new Error(`cannot reach PostgreSQL at ${this.where()}: ${errorMessage(err)}`, { cause: err });
+    }
     try {
       const version = this.options.migrate ? (await migrate(client)).to : await schemaVersion(client);
       if (version < SCHEMA_VERSION) {
         throw new Error(`PostgreSQL schema is at version ${version}, modelgate needs ${SCHEMA_VERSION}: run \`modelgate migrate\``);
       }
+    } catch (err) {
+      if (err instanceof Error && /^(cannot reach|PostgreSQL schema)/.test(err.message)) throw err;
+      throw new Error(`PostgreSQL at ${this.where()}: ${errorMessage(err)}`, { cause: err });
     } finally {
       await client.end().catch(() => {});
     }
     this.schemaReady = true;
     this.listener.start();
+  }
+
+  /** The URL without its password, and where it came from. */
+  private where(): string {
+    return `${redactUrl(this.url)}${this.options.source ? ` (from ${this.options.source})` : ''}`;
   }
 
   async findKey(sha256: string): Promise<KeyRecord | null> {
@@ -232,6 +271,7 @@ export class PgStore implements Store {
     await this.pool.end();
   }
 
+  /** One statement on the pool, every wait bounded; a failure rejects with a one-line reason. */
   private async query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
     try {
       return (await this.pool.query<R>(text, values)).rows;

@@ -75,7 +75,7 @@ describe('invalidation events', () => {
 
   it('tells every replica about a debit made by a billing job with plain SQL, within one second', async () => {
     const { key } = await createKey(admin, { group: 'basic', id: 'billed', balance: '10' });
-    const ms = await latencyOf(isKey(hashKey(key)), () => admin.query("UPDATE modelgate_keys SET balance = balance - 0.02 WHERE id = 'billed'"));
+    const ms = await latencyOf(isKey(hashKey(key)), () => admin.query("UPDATE modelgate.keys SET balance = balance - 0.02 WHERE id = 'billed'"));
     expect(ms).toBeLessThan(1000);
   });
 
@@ -111,7 +111,7 @@ describe('invalidation events', () => {
   it('tells every replica about a changed model list, also when written with plain SQL', async () => {
     const viaAdmin = () => setGroup(admin, { name: 'basic', models: [{ name: 'gpt-4o', protocols: ['chat'], available: true }] });
     expect(await latencyOf(isGroup('basic'), viaAdmin)).toBeLessThan(1000);
-    const viaSql = () => admin.query("UPDATE modelgate_group_models SET available = false WHERE group_name = 'basic'");
+    const viaSql = () => admin.query("UPDATE modelgate.group_models SET available = false WHERE group_name = 'basic'");
     expect(await latencyOf(isGroup('basic'), viaSql)).toBeLessThan(1000);
   });
 
@@ -124,9 +124,9 @@ describe('invalidation events', () => {
     // Notifications arrive in commit order, so a stray event from the update would come before `all`.
     await drain();
     const before = eventsA.arrivals.length;
-    await admin.query("UPDATE modelgate_keys SET disabled = disabled WHERE id = 'fresh'");
+    await admin.query("UPDATE modelgate.keys SET disabled = disabled WHERE id = 'fresh'");
     const truncated = eventsA.next(isAll);
-    await admin.query('TRUNCATE modelgate_group_models');
+    await admin.query('TRUNCATE modelgate.group_models');
     await truncated;
     expect(eventsA.arrivals.slice(before).map((a) => a.event)).toEqual([{ kind: 'all' }]);
   });

@@ -45,7 +45,7 @@ describe('migrations', () => {
     try {
       const results = await Promise.all(pools.map((p) => migrate(p)));
       expect(results.filter((r) => r.applied.length > 0)).toHaveLength(1);
-      const { rows } = await pools[0].query('SELECT version FROM modelgate_schema_version ORDER BY version');
+      const { rows } = await pools[0].query('SELECT version FROM modelgate.schema_version ORDER BY version');
       expect(rows.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
     } finally {
       await Promise.all(pools.map((p) => p.end()));
@@ -75,9 +75,9 @@ describe('PgStore lookups', () => {
     await setGroup(pool, {
       name: 'basic',
       models: [
-        { name: 'gpt-4o-mini', protocols: null, available: true },
-        { name: 'o3', protocols: ['chat', 'responses'], available: true },
-        { name: 'gemini-2.0-flash', protocols: ['generative'], available: false },
+        { name: 'gpt-4o-mini', protocols: null, available: true, price: null, maxOutputTokens: null },
+        { name: 'o3', protocols: ['chat', 'responses'], available: true, price: null, maxOutputTokens: null },
+        { name: 'gemini-2.0-flash', protocols: ['generative'], available: false, price: null, maxOutputTokens: null },
       ],
     });
     await setGroup(pool, { name: 'paused', available: false });
@@ -103,7 +103,7 @@ describe('PgStore lookups', () => {
   });
 
   it('reads an unlimited balance as null, a disabled key as disabled and no expiry as null', async () => {
-    const { rows } = await pool.query("SELECT sha256 FROM modelgate_keys WHERE id = 'bob'");
+    const { rows } = await pool.query("SELECT sha256 FROM modelgate.keys WHERE id = 'bob'");
     expect(await store.findKey(rows[0].sha256)).toMatchObject({ id: 'bob', balance: null, disabled: true, expiresAt: null });
   });
 
@@ -123,9 +123,9 @@ describe('PgStore lookups', () => {
     expect(group?.name).toBe('basic');
     expect(group?.available).toBe(true);
     expect([...(group?.models.values() ?? [])]).toEqual([
-      { name: 'gpt-4o-mini', protocols: null, available: true },
-      { name: 'o3', protocols: ['chat', 'responses'], available: true },
-      { name: 'gemini-2.0-flash', protocols: ['generative'], available: false },
+      { name: 'gpt-4o-mini', protocols: null, available: true, price: null, maxOutputTokens: null },
+      { name: 'o3', protocols: ['chat', 'responses'], available: true, price: null, maxOutputTokens: null },
+      { name: 'gemini-2.0-flash', protocols: ['generative'], available: false, price: null, maxOutputTokens: null },
     ]);
     expect(group?.models.get('o3')?.protocols).toEqual(['chat', 'responses']);
   });
@@ -157,7 +157,8 @@ describe('PgStore lookups', () => {
   // Roles are cluster-wide and need CREATEROLE: only on a server of our own.
   it.skipIf(Boolean(process.env.DATABASE_URL))('opens with a role that may only read the tables, once the schema is up to date', async () => {
     await pool.query("CREATE ROLE modelgate_reader LOGIN PASSWORD 'reader'");
-    await pool.query('GRANT SELECT ON modelgate_schema_version, modelgate_keys, modelgate_groups, modelgate_group_models TO modelgate_reader');
+    await pool.query('GRANT USAGE ON SCHEMA modelgate TO modelgate_reader');
+    await pool.query('GRANT SELECT ON modelgate.schema_version, modelgate.keys, modelgate.groups, modelgate.group_models TO modelgate_reader');
     await pool.query('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
     const url = new URL(server.url);
     url.username = 'modelgate_reader';

@@ -72,7 +72,7 @@ describe('a slow or exhausted database', () => {
       const locker = await pool.connect();
       try {
         await locker.query('BEGIN');
-        await locker.query('LOCK TABLE modelgate_keys IN ACCESS EXCLUSIVE MODE');
+        await locker.query('LOCK TABLE modelgate.keys IN ACCESS EXCLUSIVE MODE');
         // The first lookup holds the pool's only connection while it waits for the lock; the
         // second waits for that connection: both must give up in bounded time.
         const [blocked, queued] = await Promise.all([timed(store.findKey(hashKey(key))), timed(store.findKey(hashKey(key)))]);

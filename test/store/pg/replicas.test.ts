@@ -114,7 +114,7 @@ describe('two replicas on one database', () => {
     // A billing job's plain SQL debit notifies too.
     await setBalance(pool, 'spender', '1');
     await vi.waitFor(async () => expect(reasonOf(await replicas[0].check(chat(spender.key)))).toBe('allowed'), { timeout: 1000, interval: 5 });
-    const debit = await timeUntil(replicas, chat(spender.key), 'balance_insufficient', () => pool.query(`UPDATE modelgate_keys SET balance = balance - 1 WHERE id = 'spender'`));
+    const debit = await timeUntil(replicas, chat(spender.key), 'balance_insufficient', () => pool.query(`UPDATE modelgate.keys SET balance = balance - 1 WHERE id = 'spender'`));
     expect(debit).toBeLessThan(1000);
     await setGroup(pool, { name: 'team', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }, { name: 'gpt-4o', protocols: ['chat'], available: true }] });
   }, 60_000);
