@@ -79,6 +79,8 @@ export interface Config {
   readonly postgres: Frozen<ConfigFile['postgres']>;
   /** modelgate's own listeners ("host:port"). */
   readonly server: Frozen<ConfigFile['server']>;
+  /** Metering (issue 11). */
+  readonly meter: Frozen<ConfigFile['meter']>;
   readonly gateway: GatewaySettings;
   readonly groups: ReadonlyMap<string, GroupRecord>;
   readonly keys: readonly KeyRecord[];
@@ -155,7 +157,11 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
   for (const [name, g] of Object.entries(f.groups)) {
     const models = new Map<string, ModelRecord>();
     for (const m of g.models) {
-      const model: ModelRecord = typeof m === 'string' ? { name: m, protocols: null, available: true } : { name: m.name, protocols: m.protocols ?? null, available: m.available };
+      const model: ModelRecord = typeof m === 'string' ? { name: m, protocols: null, available: true } : {
+        name: m.name, protocols: m.protocols ?? null, available: m.available,
+        price: m.price ? { input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null } : null,
+        maxOutputTokens: m.maxOutputTokens ?? null,
+      };
       models.set(model.name, model);
     }
     groups.set(name, { name, available: g.available, models });
@@ -174,6 +180,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     store: f.store == null || f.store === 'file' ? { kind: 'file' } : { kind: 'postgres', url: f.store },
     postgres: f.postgres,
     server: f.server,
+    meter: f.meter,
     gateway: {
       listen: parseHostPort(f.gateway.listen),
       admin: parseHostPort(f.gateway.admin),

@@ -203,10 +203,32 @@ const postgres = mapping({
   heartbeatMs: orDefault(integer(100, 60_000), 1000).describe('How long a silently dead LISTEN connection can go unnoticed.'),
 });
 
+const meter = mapping({
+  enabled: orDefault(flag(), true).describe("Meter responses (Envoy's ext_proc filter on the protocol routes, served on modelgate's gRPC port) and debit balances by tokens x price."),
+  mode: z.enum(['soft', 'strict'], { error: 'must be soft or strict' }).prefault('soft')
+    .describe('soft: debit after each response (requests in flight when a balance reaches zero still complete). strict: reserve the maximum cost at Check time (a store round trip), deny when the balance minus open reservations cannot cover it, settle at the end.'),
+  unmeteredStreams: z.enum(['allow', 'deny'], { error: 'must be allow or deny' }).prefault('allow')
+    .describe('A streamed chat completion without stream_options.include_usage cannot be metered. allow: serve it and count it as unmetered; deny: 400 stream_usage_required with a hint.'),
+  maxOutputTokens: orDefault(integer(1, 100_000_000), 4096).describe('Strict mode: output tokens reserved when neither the request (max_tokens, max_output_tokens, maxOutputTokens) nor the model (maxOutputTokens) names a maximum.'),
+  reservationSeconds: orDefault(integer(1, 86_400), 900).describe('Strict mode: a reservation whose response never ends is released after this long (a crashed replica strands nothing).'),
+  stateFile: text().nullish().describe('File store: where balances spent are kept (JSON, written atomically); relative paths from the config file. Default: beside the config, <name>.state.json.'),
+});
+
 const protocol = z.enum(PROTOCOLS, { error: `must be one of: ${PROTOCOLS.join(', ')}` });
+
+/** A price per million tokens: a finite number >= 0 (zod's number refuses NaN and the infinities). */
+const perMillion = (what: string) => z.number({ error: 'must be a number >= 0 (per million tokens)' }).min(0, { error: 'must be a number >= 0 (per million tokens)' }).max(1e12, { error: 'must be at most 1e12' }).describe(what);
+
+const price = mapping({
+  input: perMillion('Price of one million input tokens, in the balance\'s unit.'),
+  output: perMillion('Price of one million output tokens.'),
+  cachedInput: perMillion('Price of one million cached input tokens, where the provider reports them; absent: the input price.').nullish(),
+}, 'must be a mapping {input, output, cachedInput}');
 
 const modelObject = mapping({
   name: text(MODEL_NAME, `a model name: ${NAME_RULE}`).describe('The model name clients send.'),
+  price: price.nullish().describe('Price per million tokens (input, output, cachedInput), in the balance\'s unit; absent: metered in tokens, costs nothing.'),
+  maxOutputTokens: integer(1, 100_000_000).nullish().describe('Strict metering: output tokens reserved when a request names no max_tokens (absent: meter.maxOutputTokens).'),
   protocols: z
     .array(protocol, { error: `must be a non-empty list of: ${PROTOCOLS.join(', ')}` })
     .min(1, { error: `must be a non-empty list of: ${PROTOCOLS.join(', ')}` })
@@ -217,7 +239,7 @@ const modelObject = mapping({
 
 /** A plain name (any protocol, available) or {name, protocols, available}. */
 const model = z.union([z.string().regex(MODEL_NAME, { error: `must be a model name: ${NAME_RULE}` }), modelObject], {
-  error: 'must be a model name or {name, protocols, available}',
+  error: 'must be a model name or {name, protocols, available, price, maxOutputTokens}',
 });
 
 /** The name a models[] entry declares, if it is a valid one (for the duplicate check). */
@@ -241,7 +263,7 @@ const group = mapping(
           seen.add(name);
         });
       }, always)
-      .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available}.'),
+      .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available, price, maxOutputTokens}.'),
   },
   'must be a mapping with models',
 );
@@ -324,6 +346,7 @@ export const configFileSchema = mapping({
     .describe('"file" (default: the groups and keys below) or a postgres:// URL; --store, MODELGATE_STORE and DATABASE_URL override it. Takes effect at the next start.'),
   postgres: orDefault(postgres, {}).describe('Bounds of the PostgreSQL store: an outage is a prompt 503, never a stall (take effect at the next start).'),
   server: orDefault(server, {}).describe("modelgate's own listeners (take effect at the next start)."),
+  meter: orDefault(meter, {}).describe('Balances that move: usage read from responses, debited at tokens x price (mode and unmeteredStreams reload; enabled and stateFile take effect at the next start).'),
   gateway: orDefault(gateway, {}).describe('The Envoy bundle `modelgate envoy-config` renders from this file (and `modelgate up` runs): listener, limits, upstreams.'),
   groups,
   keys,

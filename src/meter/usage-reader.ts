@@ -1,0 +1,229 @@
+/**
+ * Reads the usage a response reports, as its bytes pass (issue 11, "Usage from the response"):
+ *
+ * | protocol | JSON answer | stream |
+ * |---|---|---|
+ * | chat, embeddings | `usage` {prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens} | SSE: the final chunk's `usage` (only with `stream_options.include_usage`) |
+ * | responses | `usage` {input_tokens, output_tokens, input_tokens_details.cached_tokens} | SSE: `response.usage` of `response.completed` |
+ * | messages | `usage` {input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens} | SSE: `message.usage` of `message_start`, then `usage` of `message_delta` (output so far) |
+ * | generative | `usageMetadata` {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount} | SSE (`alt=sse`) or a streamed JSON array: the last `usageMetadata` |
+ *
+ * Tokens are normalised to: input (all of it, cached included), cached input, output (reasoning
+ * and thinking tokens included, as providers bill them). Memory is bounded whatever the body's
+ * size (json-capture.ts); gzip, deflate and br bodies are decompressed as they stream.
+ */
+import * as zlib from 'node:zlib';
+import type { Protocol } from '../store/store';
+import { JsonCapture } from './json-capture';
+
+export interface Usage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cachedInputTokens: number;
+}
+
+/** Why a response could not be metered (a label of modelgate_meter_unmetered_total). */
+export type UnmeteredReason =
+  | 'no_usage'
+  | 'stream_without_usage'
+  | 'upstream_error'
+  | 'incomplete'
+  | 'undecodable'
+  | 'meter_disabled'
+  | 'store_unavailable'
+  | 'price_invalid';
+
+export type UsageOutcome = { readonly usage: Usage } | { readonly reason: UnmeteredReason };
+
+const TARGETS: Readonly<Record<Protocol, ReadonlySet<string>>> = {
+  chat: new Set(['usage']),
+  embeddings: new Set(['usage']),
+  responses: new Set(['usage', 'response.usage']),
+  messages: new Set(['usage', 'message.usage']),
+  generative: new Set(['usageMetadata']),
+};
+
+type Bag = Map<string, number>;
+
+/** Flattens a usage object's numbers into `a.b` keys (later values overwrite earlier ones). */
+function absorb(bag: Bag, value: unknown, prefix = ''): void {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return;
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (typeof v === 'number' && Number.isFinite(v) && v >= 0) bag.set(prefix + k, Math.floor(v));
+    else if (v && typeof v === 'object') absorb(bag, v, `${prefix}${k}.`);
+  }
+}
+
+/** The normalised usage from what was read, or undefined when the input count is missing. */
+export function normalise(protocol: Protocol, bag: Bag): Usage | undefined {
+  const n = (k: string): number => bag.get(k) ?? 0;
+  let input: number | undefined;
+  let output = 0;
+  let cached = 0;
+  switch (protocol) {
+    case 'chat':
+    case 'embeddings':
+      input = bag.get('prompt_tokens');
+      output = n('completion_tokens');
+      cached = n('prompt_tokens_details.cached_tokens');
+      break;
+    case 'responses':
+      input = bag.get('input_tokens');
+      output = n('output_tokens');
+      cached = n('input_tokens_details.cached_tokens');
+      break;
+    case 'messages':
+      // input_tokens excludes the cache reads and writes; both are input the provider bills.
+      input = bag.has('input_tokens') ? n('input_tokens') + n('cache_read_input_tokens') + n('cache_creation_input_tokens') : undefined;
+      output = n('output_tokens');
+      cached = n('cache_read_input_tokens');
+      break;
+    case 'generative':
+      input = bag.has('promptTokenCount') ? n('promptTokenCount') + n('toolUsePromptTokenCount') : undefined;
+      output = n('candidatesTokenCount') + n('thoughtsTokenCount');
+      cached = n('cachedContentTokenCount');
+      break;
+  }
+  if (input === undefined) return undefined;
+  return { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
+}
+
+/** Splits an SSE stream into events and feeds each event's data to a fresh JsonCapture. */
+class SseReader {
+  #field: number[] = [];
+  /** 'field': reading the field name; 'data': streaming a data line; 'skip': ignoring the rest of the line. */
+  #state: 'field' | 'data' | 'skip' = 'field';
+  #afterColon = false;
+  #event: JsonCapture | undefined;
+  #lineHadBytes = false;
+  #lastWasCr = false;
+
+  constructor(private readonly open: () => JsonCapture) {}
+
+  push(chunk: Uint8Array): void {
+    let start = 0;
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i];
+      if (b === 0x0a || b === 0x0d) {
+        // CRLF is one line end.
+        const crlf = b === 0x0a && this.#lastWasCr;
+        this.#lastWasCr = b === 0x0d;
+        if (!crlf) {
+          if (this.#state === 'data' && i > start) this.#data(chunk.subarray(start, i));
+          this.#endLine();
+        }
+        start = i + 1;
+        continue;
+      }
+      this.#lastWasCr = false;
+      if (this.#state === 'field') {
+        this.#lineHadBytes = true;
+        if (b === 0x3a) {
+          const name = String.fromCharCode(...this.#field);
+          this.#field.length = 0;
+          this.#state = name === 'data' ? 'data' : 'skip';
+          this.#afterColon = true;
+          start = i + 1;
+        } else if (this.#field.length < 16) this.#field.push(b);
+        else this.#state = 'skip';
+        continue;
+      }
+      if (this.#state === 'data' && this.#afterColon) {
+        this.#afterColon = false;
+        // One space after the colon is not part of the data (the SSE spec).
+        if (b === 0x20) start = i + 1;
+      }
+    }
+    if (this.#state === 'data' && start < chunk.length) this.#data(chunk.subarray(start));
+  }
+
+  #data(bytes: Uint8Array): void {
+    if (bytes.length === 0) return;
+    if (this.#afterColon) {
+      this.#afterColon = false;
+      if (bytes[0] === 0x20) bytes = bytes.subarray(1);
+    }
+    this.#event ??= this.open();
+    this.#event.push(bytes);
+  }
+
+  #endLine(): void {
+    // An empty line ends the event.
+    if (!this.#lineHadBytes && this.#state === 'field') {
+      this.#event = undefined;
+    } else if (this.#state === 'data' && this.#event) {
+      // Lines of one event's data join with a newline.
+      this.#event.push(NEWLINE);
+    }
+    this.#lineHadBytes = false;
+    this.#field.length = 0;
+    this.#state = 'field';
+    this.#afterColon = false;
+  }
+}
+
+const NEWLINE = new Uint8Array([0x0a]);
+
+/** The usage of one response, fed chunk by chunk. */
+export class UsageReader {
+  readonly #bag: Bag = new Map();
+  #found = false;
+  #sink: { push(b: Uint8Array): void };
+  #inflate: zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress | undefined;
+  #broken = false;
+  readonly #stream: boolean;
+
+  /**
+   * @param contentType the response's content-type (text/event-stream: SSE)
+   * @param encoding its content-encoding ('' or identity: none)
+   * @param streamRequested the request asked for a stream (a chat stream without usage is then named as such)
+   */
+  constructor(readonly protocol: Protocol, contentType: string, encoding: string, streamRequested = false) {
+    const onValue = (_path: string, json: string): void => {
+      try {
+        absorb(this.#bag, JSON.parse(json));
+        this.#found = true;
+      } catch {
+        // A cut or malformed usage object counts as none.
+      }
+    };
+    const capture = (): JsonCapture => new JsonCapture(TARGETS[protocol], onValue);
+    const sse = /^text\/event-stream/i.test(contentType);
+    this.#stream = sse || streamRequested;
+    this.#sink = sse ? new SseReader(capture) : capture();
+    const enc = encoding.trim().toLowerCase();
+    if (enc !== '' && enc !== 'identity') {
+      const make = enc === 'gzip' || enc === 'x-gzip' ? zlib.createGunzip : enc === 'deflate' ? zlib.createInflate : enc === 'br' ? zlib.createBrotliDecompress : undefined;
+      if (!make) this.#broken = true;
+      else {
+        const z = make();
+        z.on('data', (b: Buffer) => this.#sink.push(b));
+        z.on('error', () => (this.#broken = true));
+        this.#inflate = z;
+      }
+    }
+  }
+
+  push(chunk: Uint8Array): void {
+    if (this.#broken) return;
+    if (this.#inflate) this.#inflate.write(chunk);
+    else this.#sink.push(chunk);
+  }
+
+  /** Ends the body (complete: Envoy said end_of_stream) and tells what was found. */
+  async end(complete: boolean): Promise<UsageOutcome> {
+    if (this.#inflate && !this.#broken) {
+      const z = this.#inflate;
+      await new Promise<void>((resolve) => {
+        z.once('end', resolve);
+        z.once('error', () => resolve());
+        z.end();
+      });
+    }
+    const usage = this.#found ? normalise(this.protocol, this.#bag) : undefined;
+    if (usage) return { usage };
+    if (this.#broken) return { reason: 'undecodable' };
+    if (!complete) return { reason: 'incomplete' };
+    return { reason: this.#stream && (this.protocol === 'chat') ? 'stream_without_usage' : 'no_usage' };
+  }
+}
