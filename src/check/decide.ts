@@ -118,10 +118,11 @@ function decideForGroup(
     return deny(route, 'model_wrong_protocol', `model ${JSON.stringify(model)} is not served on ${route.style}; use ${where}`, { ...who, model, modelKnown: true });
   }
   if (!m.available) return deny(route, 'model_unavailable', `model ${JSON.stringify(model)} is unavailable right now (its channel is down): retry later or use another model of the group`, { ...who, model, modelKnown: true });
-  if (route.kind === 'protocol' && key.balance !== null && key.balance <= 0) {
+  // Finite and positive, or denied: a NaN balance (PostgreSQL numeric accepts 'NaN') fails `<= 0` too (issue 14).
+  if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
     return deny(route, 'balance_insufficient', `the key's balance is ${key.balance}: top it up before using models`, { ...who, model, modelKnown: true });
   }
-  return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale: who.stale };
+  return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale: who.stale, balance: key.balance };
 }
 
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */

@@ -19,4 +19,6 @@ export interface Decision {
   readonly modelIsKey?: boolean;
   /** true when a stale cached answer was used because the store could not answer. */
   readonly stale?: boolean;
+  /** On an allowed protocol request: the key's balance (`null`: unlimited), for strict metering. */
+  readonly balance?: number | null;
 }

@@ -45,7 +45,16 @@ export interface PipelineDeps {
   readonly encoder: ResponseEncoder;
   /** Decision lines bypass pino's generic serialiser (see formatDecisionLine); default: through pino. */
   readonly decisionLog?: DecisionLog;
+  /**
+   * A last word on allowed requests (the meter's strict mode and unmetered-stream rule,
+   * meter/admission.ts): returns the decision as is, a denial, or a promise of either. Called only
+   * for allowed decisions; a throw or rejection denies (fail closed).
+   */
+  readonly admit?: Admission;
 }
+
+/** See PipelineDeps.admit. */
+export type Admission = (decision: Decision, view: RequestView, config: Config) => MaybePromise<Decision>;
 
 /** The fail-closed answer when deciding threw. */
 function failedDecision(err: unknown, view: RequestView, config: Config, logger: CheckLogger): Decision {
@@ -59,6 +68,17 @@ export function decideSafely(view: RequestView, config: Config, lookups: Lookups
   try {
     const d = decide(view, config, lookups, now);
     return d instanceof Promise ? d.catch((err: unknown) => failedDecision(err, view, config, logger)) : d;
+  } catch (err) {
+    return failedDecision(err, view, config, logger);
+  }
+}
+
+/** Runs the admission on an allowed decision, never throwing. */
+function admitSafely(admit: Admission, d: Decision, view: RequestView, config: Config, logger: CheckLogger): MaybePromise<Decision> {
+  if (!d.allowed) return d;
+  try {
+    const a = admit(d, view, config);
+    return a instanceof Promise ? a.catch((err: unknown) => failedDecision(err, view, config, logger)) : a;
   } catch (err) {
     return failedDecision(err, view, config, logger);
   }
@@ -86,9 +106,15 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
  */
 export function createPipeline(deps: PipelineDeps): (view: RequestView, started: number) => MaybePromise<Buffer> {
   const now = deps.now ?? Date.now;
+  const admit = deps.admit;
   return function check(view, started) {
     const config = deps.config();
-    const decided = decideSafely(view, config, deps.lookups, now(), deps.logger);
+    let decided = decideSafely(view, config, deps.lookups, now(), deps.logger);
+    if (admit !== undefined) {
+      decided = decided instanceof Promise
+        ? decided.then((d) => admitSafely(admit, d, view, config, deps.logger))
+        : admitSafely(admit, decided, view, config, deps.logger);
+    }
     return decided instanceof Promise ? decided.then((d) => finish(deps, config, view, started, d)) : finish(deps, config, view, started, decided);
   };
 }

@@ -24,6 +24,8 @@ export const CLUSTER = {
 } as const;
 
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
+/** The meter (issue 11): Envoy's external processing filter, on the protocol routes only. */
+export const EXT_PROC_FILTER = 'envoy.filters.http.ext_proc';
 
 type Obj = Record<string, unknown>;
 
@@ -47,7 +49,9 @@ function filtersOff(names: readonly string[]): Obj {
   for (const name of names) {
     out[name] = name === EXT_AUTHZ_FILTER
       ? { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true }
-      : { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
+      : name === EXT_PROC_FILTER
+        ? { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true }
+        : { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
   }
   return out;
 }

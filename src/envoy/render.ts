@@ -12,12 +12,12 @@ import type { Config, HostPort, UpstreamTarget } from '../config/load';
 import { errorBody } from '../check/error-body';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
-import { CLUSTER, EXT_AUTHZ_FILTER, renderRoutes } from './render-routes';
+import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, renderRoutes } from './render-routes';
 
 type Obj = Record<string, unknown>;
 
-/** The part of modelgate's config the bundle is rendered from. */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'>;
+/** The part of modelgate's config the bundle is rendered from (no `meter`: no meter filter). */
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>>;
 
 /**
  * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
@@ -93,6 +93,35 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
     },
   };
 }
+
+/**
+ * The meter's filter (issue 11): Envoy's ext_proc after ext_authz, so it sees the headers ext_authz
+ * set (x-modelgate-key-id, -group, -model) and Envoy's x-request-id, then the response headers and
+ * body. observability_mode: Envoy sends each part and goes on without waiting for an answer, so a
+ * response is never delayed or held by the meter (README "Metering" has the measurements that
+ * chose it). failure_mode_allow: a meter that cannot be reached never stops traffic. Only the
+ * headers the meter reads are sent. No grpc_service timeout: a stream lives as long as its response.
+ */
+export function extProcFilter(): Obj {
+  return {
+    name: EXT_PROC_FILTER,
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz } },
+      failure_mode_allow: true,
+      observability_mode: true,
+      processing_mode: {
+        request_header_mode: 'SEND', response_header_mode: 'SEND', request_body_mode: 'NONE', response_body_mode: 'STREAMED',
+        request_trailer_mode: 'SKIP', response_trailer_mode: 'SKIP',
+      },
+      forward_rules: { allowed_headers: { patterns: METER_HEADERS.map((h) => ({ exact: h })) } },
+      stat_prefix: 'modelgate_meter',
+    },
+  };
+}
+
+/** The headers the meter reads (meter/meter.ts): who, what, which request; the response's status and encoding. */
+const METER_HEADERS = [':path', 'x-request-id', 'x-modelgate-key-id', 'x-modelgate-group', 'x-modelgate-model', ':status', 'content-type', 'content-encoding'];
 
 /** The clusters: modelgate's two listeners and the four upstreams. */
 export function renderClusters(input: GatewayRenderInput): Obj[] {
@@ -194,9 +223,10 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     local_reply_config: renderLocalReplies(input),
     http_filters: [
       extAuthzFilter(input),
+      ...(input.meter?.enabled ? [extProcFilter()] : []),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
-    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({ altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl, upstreamOnlyFilters: [] }) }] },
+    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({ altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl, upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER] : [] }) }] },
   };
 }
 

@@ -63,7 +63,11 @@ export interface CheckHandlers {
   failClosed(err: unknown): CheckAnswer;
 }
 
-export async function startGrpcServer(address: string, handlers: CheckHandlers, maxReceiveMessageBytes: number): Promise<GrpcServer> {
+/**
+ * @param addServices registers more services on the same server and port (the meter's
+ *   ExternalProcessor, server/ext-proc.ts)
+ */
+export async function startGrpcServer(address: string, handlers: CheckHandlers, maxReceiveMessageBytes: number, addServices?: (server: grpc.Server) => void): Promise<GrpcServer> {
   const server = new grpc.Server({
     // Envoy sends bodies up to with_request_body.max_request_bytes inside the CheckRequest; grpc-js's
     // 4 MiB default would reject bigger ones as RESOURCE_EXHAUSTED, an Envoy *error* (notes §6).
@@ -93,6 +97,7 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
       );
     },
   });
+  addServices?.(server);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );

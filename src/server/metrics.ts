@@ -6,6 +6,7 @@
  * is scraped (each metric's `collect`). The rest are ordinary prom-client metrics.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from 'prom-client';
+import type { MeterMetrics } from '../meter/meter';
 
 export interface Metrics {
   readonly registry: Registry;
@@ -18,6 +19,8 @@ export interface Metrics {
   readonly reloads: Counter<'result'>;
   readonly storeReady: Gauge;
   readonly logDroppedBytes: Counter;
+  /** The meter's counts (issue 11): by group and model, never by key (bounded cardinality). */
+  readonly meter: MeterMetrics;
 }
 
 /** Label values of a hot counter and what was counted since the last scrape. */
@@ -144,5 +147,24 @@ export function createMetrics(defaultMetrics = true): Metrics {
     reloads: new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }),
     storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer', registers: [registry] }),
     logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),
+    meter: meterMetrics(registry),
+  };
+}
+
+/** Tokens and cost by group and model (the models a group allows: a bounded set), responses by result. */
+function meterMetrics(registry: Registry): MeterMetrics {
+  const tokens = new Counter({ name: 'modelgate_meter_tokens_total', help: 'Tokens metered from responses, by group, model and kind (input, cached_input, output); input includes cached_input', labelNames: ['group', 'model', 'kind'], registers: [registry] });
+  const cost = new Counter({ name: 'modelgate_meter_cost_total', help: "Cost debited (tokens x price), in the balance's unit, by group and model", labelNames: ['group', 'model'], registers: [registry] });
+  const responses = new Counter({ name: 'modelgate_meter_responses_total', help: 'Responses seen by the meter: metered, not_billable (token counting), unmetered (with the reason)', labelNames: ['result', 'reason'], registers: [registry] });
+  return {
+    metered(group, model, usage, c) {
+      responses.inc({ result: 'metered', reason: '' });
+      tokens.inc({ group, model, kind: 'input' }, usage.inputTokens);
+      tokens.inc({ group, model, kind: 'cached_input' }, usage.cachedInputTokens);
+      tokens.inc({ group, model, kind: 'output' }, usage.outputTokens);
+      cost.inc({ group, model }, c);
+    },
+    unmetered: (reason) => responses.inc({ result: 'unmetered', reason }),
+    notBillable: () => responses.inc({ result: 'not_billable', reason: '' }),
   };
 }

@@ -5,6 +5,7 @@
  */
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { AggregatorRegistry } from 'prom-client';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
@@ -27,6 +28,9 @@ import { statusOf } from '../check/reasons';
 import { classify } from '../check/routes';
 import { StoreCache } from '../store/cache';
 import type { Store } from '../store/store';
+import { createAdmission } from '../meter/admission';
+import { Meter } from '../meter/meter';
+import { addExternalProcessor } from './ext-proc';
 
 export interface ServiceOptions {
   readonly configPath: string;
@@ -34,6 +38,8 @@ export interface ServiceOptions {
   readonly httpAddress?: string;
   /** Overrides the config's `store`: a postgres:// URL, or `file` for the file store. */
   readonly storeUrl?: string;
+  /** Where storeUrl came from (`--store`, `DATABASE_URL`, ...), named in connection errors. */
+  readonly storeSource?: string;
   /** Where log lines go: a stream, or a file path; default stdout. */
   readonly logDestination?: DestinationStream | string;
   readonly env?: NodeJS.ProcessEnv;
@@ -53,6 +59,8 @@ export interface Service {
   readonly logger: Logger;
   readonly cache: StoreCache;
   readonly store: Store;
+  /** The meter (issue 11), when `meter.enabled` at start. */
+  readonly meter: Meter | undefined;
   /**
    * The full read-decide-write path, as the gRPC handler runs it: the bytes of a CheckRequest in,
    * the serialised CheckResponse out, synchronously when no store round trip was needed.
@@ -81,15 +89,18 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   }
 
   const storeUrl = opts.storeUrl === 'file' ? undefined : opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined);
+  const storeSource = opts.storeUrl !== undefined ? opts.storeSource : `store: in ${opts.configPath}`;
   let store: Store;
   let fileStore: FileStore | undefined;
   if (opts.store) {
     store = opts.store;
   } else if (storeUrl) {
-    store = await openPgStore(storeUrl, { ...config.postgres, onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
+    store = await openPgStore(storeUrl, { ...config.postgres, source: storeSource, onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
     logger.info({ store: redactUrl(storeUrl) }, 'using the PostgreSQL store');
   } else {
-    store = fileStore = new FileStore(config.groups, config.keys);
+    store = fileStore = new FileStore(config.groups, config.keys, config.meter.enabled
+      ? { path: meterStatePath(opts.configPath, config.meter.stateFile), onError: (err) => logger.error({ err: err.message }, 'meter state file not written (kept in memory; retried)') }
+      : undefined);
   }
   const cache = new StoreCache(store, {
     ...config.cache,
@@ -100,7 +111,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const checkDef = authorizationService().Check;
   const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r));
   const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
-  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog });
+  const admit = createAdmission({ store: store.meter, groups: cache.groups });
+  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
+  const meter = config.meter.enabled ? new Meter({ config: () => config, groups: cache.groups, store: store.meter, metrics: metrics.meter, logger }) : undefined;
   // The headers the decoder keeps follow the config (key header names can change on reload).
   let headerFilter = requestHeaderFilter(config.routes);
   const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): Buffer => {
@@ -120,7 +133,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 
   let draining = false;
   const ready = (): boolean => !draining && store.ready();
-  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc.maxReceiveMessageBytes);
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc.maxReceiveMessageBytes,
+    meter && ((server) => addExternalProcessor(server, meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message'))));
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
 
@@ -152,6 +166,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger,
     cache,
     store,
+    meter,
     checkBytes,
     check: async (req) => checkDef.responseDeserialize(await checkBytes(checkDef.requestSerialize(req))) as CheckResponse__Output,
     config: () => config,
@@ -162,10 +177,18 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       unwatch();
       await grpcServer.drain(graceMs);
       await httpServer.close();
+      // Debits still waiting for the store get a moment to land.
+      if (meter) await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
       cache.close();
       await store.close();
       logger.info('modelgate stopped');
       await new Promise<void>((resolve) => logger.flush(() => resolve()));
     },
   };
+}
+
+/** The file store's meter state: `meter.stateFile` (relative to the config), else <config>.state.json beside it. */
+export function meterStatePath(configPath: string, stateFile: string | null | undefined): string {
+  if (stateFile) return resolve(dirname(configPath), stateFile);
+  return configPath.replace(/\.(ya?ml|json)$/i, '') + '.state.json';
 }

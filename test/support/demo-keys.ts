@@ -29,6 +29,8 @@ export const DEMO_KEYS = {
   erin: keys.erin,
   /** group paused (unavailable) */
   frank: keys.frank,
+  /** group basic, balance 1: runs out after a handful of metered requests */
+  trial: keys.trial,
 } as const;
 
 for (const [id, key] of Object.entries(DEMO_KEYS)) if (!/^sk-mg-[A-Za-z0-9]{40}$/.test(key ?? '')) throw new Error(`envoy/demo-keys.env: no demo key for ${id}`);

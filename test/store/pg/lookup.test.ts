@@ -75,9 +75,9 @@ describe('PgStore lookups', () => {
     await setGroup(pool, {
       name: 'basic',
       models: [
-        { name: 'gpt-4o-mini', protocols: null, available: true, price: null, maxOutputTokens: null },
-        { name: 'o3', protocols: ['chat', 'responses'], available: true, price: null, maxOutputTokens: null },
-        { name: 'gemini-2.0-flash', protocols: ['generative'], available: false, price: null, maxOutputTokens: null },
+        { name: 'gpt-4o-mini', protocols: null, available: true },
+        { name: 'o3', protocols: ['chat', 'responses'], available: true },
+        { name: 'gemini-2.0-flash', protocols: ['generative'], available: false },
       ],
     });
     await setGroup(pool, { name: 'paused', available: false });

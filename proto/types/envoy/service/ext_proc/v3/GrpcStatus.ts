@@ -1,0 +1,10 @@
+// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/service/ext_proc/v3/external_processor.proto
+
+
+export interface GrpcStatus {
+  'status'?: (number);
+}
+
+export interface GrpcStatus__Output {
+  'status'?: (number);
+}
