@@ -59,8 +59,8 @@ export interface Service {
   readonly logger: Logger;
   readonly cache: StoreCache;
   readonly store: Store;
-  /** The meter (issue 11), when `meter.enabled` at start. */
-  readonly meter: Meter | undefined;
+  /** The meter (issue 11). */
+  readonly meter: Meter;
   /**
    * The full read-decide-write path, as the gRPC handler runs it: the bytes of a CheckRequest in,
    * the serialised CheckResponse out, synchronously when no store round trip was needed.
@@ -113,7 +113,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
   const admit = createAdmission({ store: store.meter, groups: cache.groups });
   const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
-  const meter = config.meter.enabled ? new Meter({ config: () => config, groups: cache.groups, store: store.meter, metrics: metrics.meter, logger }) : undefined;
+  // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is
+  // counted as unmetered (meter_disabled), never refused.
+  const meter = new Meter({ config: () => config, groups: cache.groups, store: store.meter, metrics: metrics.meter, logger });
   // The headers the decoder keeps follow the config (key header names can change on reload).
   let headerFilter = requestHeaderFilter(config.routes);
   const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): Buffer => {
@@ -134,7 +136,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   let draining = false;
   const ready = (): boolean => !draining && store.ready();
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc.maxReceiveMessageBytes,
-    meter && ((server) => addExternalProcessor(server, meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message'))));
+    (server) => addExternalProcessor(server, meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message')));
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
 
@@ -178,7 +180,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await grpcServer.drain(graceMs);
       await httpServer.close();
       // Debits still waiting for the store get a moment to land.
-      if (meter) await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
+      await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
       cache.close();
       await store.close();
       logger.info('modelgate stopped');

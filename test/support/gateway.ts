@@ -57,6 +57,8 @@ export interface GatewayOptions {
   readonly upstream?: Omit<DemoUpstreamOptions, 'onRequest'>;
   /** Envoy worker threads (default 1: test files run in parallel on small machines). */
   readonly concurrency?: number;
+  /** Changes the rendered bundle before Envoy runs it (drills: a meter that cannot be reached). */
+  readonly envoyConfig?: (yaml: string) => string;
 }
 
 export interface Reply {
@@ -203,7 +205,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const [gh, gp] = hostPort(modelgate.grpcAddress);
   const [hh, hp] = hostPort(modelgate.httpAddress);
   const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '' });
-  const envoyYaml = renderEnvoyYaml({
+  const rendered = renderEnvoyYaml({
     ...config,
     gateway: {
       ...config.gateway,
@@ -214,6 +216,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       upstreams: { chat: target('chat'), messages: target('messages'), generative: target('generative'), alt: target('alt') },
     },
   });
+  const envoyYaml = opts.envoyConfig ? opts.envoyConfig(rendered) : rendered;
   let out = '';
   const envoy = await startEnvoy({
     binary: envoyBinary(), config: envoyYaml, concurrency: opts.concurrency ?? 1,

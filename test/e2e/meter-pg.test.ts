@@ -1,0 +1,194 @@
+/**
+ * Balances that move on PostgreSQL (issue 11), through real Envoys: every protocol debits exactly
+ * tokens x price; 100 concurrent requests of one key debit exactly 100 times; strict mode lets at
+ * most 10 of 100 concurrent requests through when the balance covers 10; a key driven to zero is
+ * denied on two replicas (two Envoys, two modelgates, one database) within a second.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type pg from 'pg';
+import { generateKey } from '../../src/check/key-format';
+import { migrate } from '../../src/store/pg/schema';
+import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { expectedUsage, PROTOCOL_CASES, sendProtocol, waitFor, type ProtocolCase } from '../support/meter-cases';
+import { openPool, startPgServer, type PgServer } from '../support/pg-server';
+
+const PRICES: Record<string, [number, number]> = {
+  'gpt-4o-mini': [2000, 8000],
+  'text-embedding-3-small': [200, 0],
+  'claude-3-5-haiku-latest': [3000, 15000],
+  'gemini-2.5-flash': [1500, 6000],
+};
+
+async function seed(pool: pg.Pool): Promise<void> {
+  await migrate(pool);
+  await pool.query("INSERT INTO modelgate.groups (name) VALUES ('basic')");
+  let position = 0;
+  for (const [model, [input, output]] of Object.entries(PRICES)) {
+    await pool.query('INSERT INTO modelgate.group_models (group_name, name, input_price, output_price, position) VALUES ($1, $2, $3, $4, $5)', ['basic', model, input, output, position++]);
+  }
+}
+
+async function newKey(pool: pg.Pool, id: string, balance: number | string | null): Promise<string> {
+  const key = generateKey();
+  const { createHash } = await import('node:crypto');
+  await pool.query('INSERT INTO modelgate.keys (id, sha256, group_name, balance) VALUES ($1, $2, $3, $4)', [id, createHash('sha256').update(key).digest('hex'), 'basic', balance]);
+  return key;
+}
+
+const withStore = (url: string, strict = false) => (demo: string): string => `${strict ? demo.replace('  mode: soft ', '  mode: strict ') : demo}\nstore: ${url}\n`;
+const balanceOf = async (pool: pg.Pool, id: string): Promise<string> => (await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b;
+const rows = async (pool: pg.Pool, id: string): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', [id])).rows[0].n;
+
+describeE2E('metering on PostgreSQL through Envoy', () => {
+  let server: PgServer;
+  let pool: pg.Pool;
+  let gw: Gateway;
+  beforeAll(async () => {
+    server = await startPgServer();
+    pool = openPool(server.url);
+    await seed(pool);
+    gw = await startGateway({ config: withStore(server.url) });
+  }, 90_000);
+  afterAll(async () => {
+    await gw?.close();
+    await pool?.end();
+    await server?.close();
+  });
+
+  it('debits exactly tokens x price, in numeric, for every protocol answer and stream', async () => {
+    const key = await newKey(pool, 'every', 100);
+    let expected = 0;
+    for (const c of PROTOCOL_CASES) {
+      const reply = await sendProtocol(gw, c, key);
+      expect(reply.status, `${c.name}: ${reply.text}`).toBe(200);
+      const u = expectedUsage(c, reply);
+      const [pin, pout] = PRICES[c.model];
+      expected += u.input * pin + u.output * pout;
+      const n = PROTOCOL_CASES.indexOf(c) + 1;
+      await waitFor(`the debit of ${c.name}`, async () => (await rows(pool, 'every')) === n);
+      const { rows: [row] } = await pool.query('SELECT input_tokens::int AS i, output_tokens::int AS o, cost::text AS cost, protocol, model FROM modelgate.usage WHERE key_id = $1 ORDER BY time DESC LIMIT 1', ['every']);
+      expect(row, c.name).toMatchObject({ i: u.input, o: u.output, protocol: c.protocol, model: c.model });
+      expect(Number(row.cost), c.name).toBeCloseTo((u.input * pin + u.output * pout) / 1e6, 12);
+    }
+    // numeric arithmetic: the balance is exactly 100 - sum(tokens x price) / 1e6.
+    const { rows: [exact] } = await pool.query<{ ok: boolean }>(`SELECT balance = 100 - $1::numeric / 1000000 AS ok FROM modelgate.keys WHERE id = 'every'`, [String(expected)]);
+    expect(exact.ok).toBe(true);
+  });
+
+  it('debits 100 concurrent requests of one key exactly 100 times (no lost update)', async () => {
+    const key = await newKey(pool, 'busy', 1000);
+    const replies = await Promise.all(Array.from({ length: 100 }, () => sendProtocol(gw, PROTOCOL_CASES[0], key)));
+    expect(replies.filter((r) => r.status === 200)).toHaveLength(100);
+    await waitFor('100 debits', async () => (await rows(pool, 'busy')) === 100, 30_000);
+    const { rows: [r] } = await pool.query<{ ok: boolean; n: number }>(
+      "SELECT k.balance = 1000 - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'busy') AS ok, (SELECT count(DISTINCT request_id)::int FROM modelgate.usage WHERE key_id = 'busy') AS n FROM modelgate.keys k WHERE id = 'busy'");
+    expect(r).toEqual({ ok: true, n: 100 });
+    expect(Number(await balanceOf(pool, 'busy'))).toBeLessThan(1000);
+  });
+
+  it('serves a key in flight and denies it on its next request once its balance is spent', async () => {
+    const key = await newKey(pool, 'spent', '0.5');
+    let served = 0;
+    for (; served < 40; served++) {
+      const reply = await sendProtocol(gw, PROTOCOL_CASES[0], key);
+      if (reply.status !== 200) {
+        expect(reply.headers['x-modelgate-reason']).toBe('balance_insufficient');
+        break;
+      }
+      await waitFor('the debit', async () => (await rows(pool, 'spent')) === served + 1);
+    }
+    expect(served).toBeGreaterThan(0);
+    expect(served).toBeLessThan(40);
+    expect(Number(await balanceOf(pool, 'spent'))).toBeLessThanOrEqual(0);
+  });
+});
+
+describeE2E('strict metering on PostgreSQL through Envoy', () => {
+  let server: PgServer;
+  let pool: pg.Pool;
+  let gw: Gateway;
+  beforeAll(async () => {
+    server = await startPgServer();
+    pool = openPool(server.url);
+    await seed(pool);
+    gw = await startGateway({ config: withStore(server.url, true) });
+  }, 90_000);
+  afterAll(async () => {
+    await gw?.close();
+    await pool?.end();
+    await server?.close();
+  });
+
+  it('lets at most 10 of 100 concurrent requests through when the balance covers 10, and settles them to the real usage', async () => {
+    const c: ProtocolCase = { ...PROTOCOL_CASES[0], body: { model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'strict' }] } };
+    const bodyBytes = Buffer.byteLength(JSON.stringify(c.body));
+    const maxCost = (bodyBytes * 2000 + 50 * 8000) / 1e6;
+    const key = await newKey(pool, 'tight', String(maxCost * 10));
+    const replies = await Promise.all(Array.from({ length: 100 }, () => sendProtocol(gw, c, key)));
+    const ok = replies.filter((r) => r.status === 200);
+    const denied = replies.filter((r) => r.status === 403);
+    expect(ok.length).toBeGreaterThanOrEqual(1);
+    expect(ok.length).toBeLessThanOrEqual(10);
+    expect(ok.length + denied.length).toBe(100);
+    expect(denied.every((r) => r.headers['x-modelgate-reason'] === 'balance_insufficient')).toBe(true);
+    expect(String(denied[0].headers['x-modelgate-hint'])).toMatch(/requests in flight/);
+    await waitFor('every settlement', async () => (await rows(pool, 'tight')) === ok.length, 30_000);
+    // Settled to the real usage: no reservation left, the balance never below zero.
+    expect((await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'tight'")).rows[0].n).toBe(0);
+    const { rows: [r] } = await pool.query<{ ok: boolean }>(`SELECT balance = $1::numeric - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'tight') AND balance >= 0 AS ok FROM modelgate.keys WHERE id = 'tight'`, [String(maxCost * 10)]);
+    expect(r.ok).toBe(true);
+  });
+
+  it('releases the reservation of a response that reports no usage', async () => {
+    const key = await newKey(pool, 'nousage', 10);
+    const reply = await gw.send('POST', '/v1/chat/completions', {
+      headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']],
+      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, max_tokens: 10, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(reply.status).toBe(200);
+    await waitFor('the release', async () => (await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'nousage'")).rows[0].n === 0);
+    expect(await balanceOf(pool, 'nousage')).toBe('10');
+  });
+});
+
+describeE2E('two replicas on one PostgreSQL', () => {
+  let server: PgServer;
+  let pool: pg.Pool;
+  let a: Gateway;
+  let b: Gateway;
+  beforeAll(async () => {
+    server = await startPgServer();
+    pool = openPool(server.url);
+    await seed(pool);
+    [a, b] = await Promise.all([startGateway({ config: withStore(server.url) }), startGateway({ config: withStore(server.url) })]);
+  }, 90_000);
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await pool?.end();
+    await server?.close();
+  });
+
+  it('denies a key driven to zero on both replicas within one second of the debit', async () => {
+    const key = await newKey(pool, 'shared', '0.3');
+    // Both replicas have the key cached as allowed.
+    for (const g of [a, b]) expect((await sendProtocol(g, PROTOCOL_CASES[0], key)).status).toBe(200);
+    await waitFor('two debits', async () => (await rows(pool, 'shared')) === 2);
+    while (Number(await balanceOf(pool, 'shared')) > 0) {
+      const before = await rows(pool, 'shared');
+      expect((await sendProtocol(a, PROTOCOL_CASES[0], key)).status).toBe(200);
+      await waitFor('the debit', async () => (await rows(pool, 'shared')) === before + 1);
+    }
+    const spentAt = Date.now();
+    const deniedAt: Record<string, number> = {};
+    while (Object.keys(deniedAt).length < 2 && Date.now() - spentAt < 5000) {
+      for (const [name, g] of [['a', a], ['b', b]] as const) {
+        if (deniedAt[name]) continue;
+        const r = await sendProtocol(g, PROTOCOL_CASES[0], key);
+        if (r.status === 403 && r.headers['x-modelgate-reason'] === 'balance_insufficient') deniedAt[name] = Date.now();
+      }
+    }
+    expect(Object.keys(deniedAt).sort()).toEqual(['a', 'b']);
+    expect(Math.max(deniedAt.a, deniedAt.b) - spentAt).toBeLessThan(1000);
+  });
+});
