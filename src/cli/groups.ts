@@ -11,7 +11,7 @@
  */
 import { Command } from 'commander';
 import type pg from 'pg';
-import { PROTOCOLS, type Protocol } from '../store/store';
+import { PROTOCOLS, type ModelPrice, type Protocol } from '../store/store';
 import { CliError, checkName, once, sqlState, usageError } from './errors';
 import type { CliRun } from './io';
 import { storeCommand, withStore, type StoreOptions } from './store-admin';
@@ -22,6 +22,10 @@ export interface ModelSpec {
   readonly name: string;
   readonly protocols: readonly Protocol[] | null;
   readonly available: boolean;
+  /** Per million tokens (`groups price`); null: no price (metered, costs nothing). Kept by `groups set`. */
+  readonly price?: ModelPrice | null;
+  /** Strict metering: output tokens reserved when a request names no maximum. */
+  readonly maxOutputTokens?: number | null;
 }
 
 /** A group as an operator sees it. */
@@ -73,7 +77,10 @@ export function formatModelSpec(m: ModelSpec): string {
 
 const LIST_SQL = `SELECT g.name, g.available,
     (SELECT count(*)::int FROM modelgate.keys k WHERE k.group_name = g.name) AS keys,
-    coalesce((SELECT json_agg(json_build_object('name', m.name, 'protocols', m.protocols, 'available', m.available)
+    coalesce((SELECT json_agg(json_build_object('name', m.name, 'protocols', m.protocols, 'available', m.available,
+                                'price', CASE WHEN m.input_price IS NULL THEN NULL ELSE json_build_object(
+                                  'input', m.input_price, 'output', m.output_price, 'cachedInput', m.cached_input_price) END,
+                                'maxOutputTokens', m.max_output_tokens)
                               ORDER BY m.position, m.name)
               FROM modelgate.group_models m WHERE m.group_name = g.name), '[]') AS models
   FROM modelgate.groups g WHERE $1::text IS NULL OR g.name = $1 ORDER BY g.name`;
@@ -106,11 +113,17 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
       [name, change.available ?? null],
     );
     if (change.models) {
+      // A model that stays in the list keeps its price (set with `groups price`).
+      const { rows: kept } = await client.query<{ name: string; i: string | null; o: string | null; c: string | null; t: number | null }>(
+        'SELECT name, input_price::text AS i, output_price::text AS o, cached_input_price::text AS c, max_output_tokens AS t FROM modelgate.group_models WHERE group_name = $1', [name]);
+      const prices = new Map(kept.map((k) => [k.name, k]));
       await client.query('DELETE FROM modelgate.group_models WHERE group_name = $1', [name]);
       for (const [position, m] of change.models.entries()) {
+        const p = prices.get(m.name);
         await client.query(
-          'INSERT INTO modelgate.group_models (group_name, name, protocols, available, position) VALUES ($1, $2, $3, $4, $5)',
-          [name, m.name, m.protocols, m.available, position],
+          `INSERT INTO modelgate.group_models (group_name, name, protocols, available, position, input_price, output_price, cached_input_price, max_output_tokens)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+          [name, m.name, m.protocols, m.available, position, p?.i ?? null, p?.o ?? null, p?.c ?? null, p?.t ?? null],
         );
       }
     }
@@ -123,6 +136,34 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
   } finally {
     client.release();
   }
+}
+
+/** What `groups price` changes: a price (or none) and the strict-mode output cap (or none). */
+export interface PriceChange {
+  readonly price: ModelPrice | null;
+  readonly maxOutputTokens?: number | null;
+}
+
+/** Sets (or removes) one model's price; the group's trigger tells every replica. */
+export async function setPrice(db: pg.Pool, group: string, model: string, change: PriceChange): Promise<GroupInfo> {
+  const p = change.price;
+  const { rowCount } = await db.query(
+    `UPDATE modelgate.group_models SET input_price = $3, output_price = $4, cached_input_price = $5,
+       max_output_tokens = CASE WHEN $6::boolean THEN $7::integer ELSE max_output_tokens END
+     WHERE group_name = $1 AND name = $2`,
+    [group, model, p ? String(p.input) : null, p ? String(p.output) : null, p?.cachedInput != null ? String(p.cachedInput) : null, change.maxOutputTokens !== undefined, change.maxOutputTokens ?? null],
+  );
+  const [info] = await listGroups(db, group);
+  if (info === undefined) throw new CliError(`no group named ${JSON.stringify(group)}`);
+  if (rowCount === 0) throw new CliError(`group ${JSON.stringify(group)} has no model ${JSON.stringify(model)}; add it with \`modelgate groups set ${group} --model ...\``);
+  return info;
+}
+
+/** "2000 in / 8000 out / 1000 cached per 1M tokens", or what no price means. */
+export function priceText(m: ModelSpec): string {
+  if (!m.price) return 'no price: metered, costs nothing';
+  const cached = m.price.cachedInput === null ? '' : ` / ${m.price.cachedInput} cached`;
+  return `${m.price.input} in / ${m.price.output} out${cached} per 1M tokens`;
 }
 
 /** Removes a group and its models; refuses while keys still belong to it. */
@@ -148,7 +189,10 @@ export function groupText(g: GroupInfo): string {
   const keys = `${g.keys} key${g.keys === 1 ? '' : 's'}`;
   const head = `${g.name} (${g.available ? 'available' : 'unavailable'}, ${keys})`;
   if (g.models.length === 0) return `${head}\n  (no models)\n`;
-  const rows = g.models.map((m) => [m.name, m.protocols === null ? 'any protocol' : m.protocols.join(','), m.available ? '' : 'unavailable']);
+  const rows = g.models.map((m) => [
+    m.name, m.protocols === null ? 'any protocol' : m.protocols.join(','), m.available ? 'available' : 'unavailable', priceText(m),
+    ...(m.maxOutputTokens ? [`max output ${m.maxOutputTokens}`] : []),
+  ]);
   const body = table(rows)
     .split('\n')
     .map((line) => `  ${line.trimEnd()}`)
@@ -170,6 +214,20 @@ export function parseBoolean(option: string, text: string): boolean {
   if (text === 'true') return true;
   if (text === 'false') return false;
   throw usageError(`--${option} must be true or false, not ${JSON.stringify(text)}`);
+}
+
+/** A price per million tokens on the command line: a plain decimal >= 0 (no NaN, no exponent). */
+export function parsePrice(option: string, text: string): number {
+  if (!/^\d{1,12}(\.\d{1,12})?$/.test(text)) throw usageError(`--${option} must be a decimal number >= 0 (per million tokens), not ${JSON.stringify(text)}`);
+  return Number(text);
+}
+
+interface PriceOptions extends StoreOptions {
+  readonly input?: string;
+  readonly output?: string;
+  readonly cachedInput?: string;
+  readonly maxOutputTokens?: string;
+  readonly none?: boolean;
 }
 
 interface SetOptions extends StoreOptions {
@@ -220,6 +278,36 @@ export function groupsCommand(run: CliRun): Command {
           const [group] = await listGroups(await store.db(), name);
           if (group === undefined) throw new CliError(`no group named ${JSON.stringify(name)}`);
           store.print(groupText(group), { group });
+        }),
+      ),
+  );
+  groups.addCommand(
+    storeCommand('price', "set a model's price per million tokens, in the balance's unit (a model without one is metered but costs nothing)")
+      .argument('<group>', 'the group')
+      .argument('<model>', 'a model of the group')
+      .option('--input <n>', 'price of one million input tokens', once('--input'))
+      .option('--output <n>', 'price of one million output tokens', once('--output'))
+      .option('--cached-input <n>', 'price of one million cached input tokens (default: the input price)', once('--cached-input'))
+      .option('--max-output-tokens <n>', 'strict metering: output tokens reserved when a request names no maximum', once('--max-output-tokens'))
+      .option('--none', 'remove the price: metered in tokens, costs nothing')
+      .action((group: string, model: string, options: PriceOptions, cmd: Command) =>
+        withStore(run, cmd, options, true, async (store) => {
+          const given = options.input !== undefined || options.output !== undefined || options.cachedInput !== undefined;
+          if (options.none && given) throw usageError('give either --none or prices, not both');
+          if (!options.none && (options.input === undefined || options.output === undefined)) throw usageError('give --input and --output (or --none)');
+          let maxOutputTokens: number | undefined;
+          if (options.maxOutputTokens !== undefined) {
+            maxOutputTokens = Number(options.maxOutputTokens);
+            if (!/^\d{1,9}$/.test(options.maxOutputTokens) || maxOutputTokens < 1) throw usageError('--max-output-tokens must be a whole number >= 1');
+          }
+          const price = options.none ? null : {
+            input: parsePrice('input', options.input as string),
+            output: parsePrice('output', options.output as string),
+            cachedInput: options.cachedInput === undefined ? null : parsePrice('cached-input', options.cachedInput),
+          };
+          const info = await setPrice(await store.db(), group, model, { price, maxOutputTokens });
+          const m = info.models.find((x) => x.name === model) as ModelSpec;
+          store.print(`${group} ${model}: ${priceText(m)}.\n`, { group: info.name, model: m });
         }),
       ),
   );

@@ -20,6 +20,7 @@ import { keysCommand } from './keys';
 import { migrateCommand } from './migrate';
 import { serveCommand } from './serve';
 import { upCommand } from './up';
+import { usageCommand } from './usage';
 
 /** Help is laid out for this width whatever the terminal, so it reads the same everywhere (and in README.md). */
 const HELP_WIDTH = 100;
@@ -47,7 +48,8 @@ export function cliProgram(run: CliRun): Command {
     .addCommand(keysCommand(run))
     .addCommand(groupsCommand(run))
     .addCommand(balanceCommand(run))
-    .addCommand(migrateCommand(run));
+    .addCommand(migrateCommand(run))
+    .addCommand(usageCommand(run));
   program.addHelpText(
     'after',
     [

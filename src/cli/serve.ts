@@ -43,6 +43,7 @@ export function serveCommand(run: CliRun): Command {
           grpcAddress: options.grpc ?? env.MODELGATE_GRPC_ADDR,
           httpAddress: options.http ?? env.MODELGATE_HTTP_ADDR,
           storeUrl: override && (override.mode === 'file' ? 'file' : override.url),
+          storeSource: override && override.mode === 'postgres' ? override.source : undefined,
           env,
         });
       } catch (err) {

@@ -12,7 +12,7 @@ import { CliError, commandPath, usageError } from './errors';
 import type { CliRun } from './io';
 
 /** Where the store commands act: the YAML file (they only print) or a PostgreSQL database. */
-export type StoreTarget = { readonly mode: 'file' } | { readonly mode: 'postgres'; readonly url: string };
+export type StoreTarget = { readonly mode: 'file' } | { readonly mode: 'postgres'; readonly url: string; readonly source: string };
 
 /**
  * `--store` first, then MODELGATE_STORE, then DATABASE_URL; none (or `file`) means file mode.
@@ -27,7 +27,7 @@ export function resolveStore(flag: string | undefined, env: NodeJS.ProcessEnv): 
   for (const [source, value] of sources) {
     if (value === undefined || value === '') continue;
     if (value === 'file') return { mode: 'file' };
-    if (/^postgres(ql)?:\/\//.test(value)) return { mode: 'postgres', url: value };
+    if (/^postgres(ql)?:\/\//.test(value)) return { mode: 'postgres', url: value, source };
     throw usageError(`${source} (${redactUrl(value)}) is neither "file" nor a postgres:// URL`);
   }
   return { mode: 'file' };
@@ -37,6 +37,8 @@ export function resolveStore(flag: string | undefined, env: NodeJS.ProcessEnv): 
 export interface StoreOptions {
   readonly store?: string;
   readonly json?: boolean;
+  /** `migrate --allow-foreign-tables` only: create the schema beside other applications' tables. */
+  readonly allowForeignTables?: boolean;
 }
 
 /** What a store command's body gets. */
@@ -69,6 +71,7 @@ export async function withStore(run: CliRun, cmd: Command, options: StoreOptions
     throw usageError(`\`${commandPath(cmd)}\` needs a PostgreSQL store: pass --store postgres://... or set DATABASE_URL`);
   }
   const url = target.mode === 'postgres' ? target.url : '';
+  const source = target.mode === 'postgres' ? target.source : '';
   let pool: pg.Pool | undefined;
   let migration: MigrationResult | undefined;
   try {
@@ -78,7 +81,8 @@ export async function withStore(run: CliRun, cmd: Command, options: StoreOptions
         if (pool === undefined) {
           pool = adminPool(url);
           // Store commands bring the schema up to date first, so a fresh database needs no extra step.
-          migration = await migrate(pool);
+          // Never into a database of another application, unless `migrate --allow-foreign-tables`.
+          migration = await migrate(pool, { allowForeignTables: options.allowForeignTables === true });
         }
         return pool;
       },
@@ -86,7 +90,7 @@ export async function withStore(run: CliRun, cmd: Command, options: StoreOptions
       print: (human, data) => run.stdout(options.json ? `${JSON.stringify(data, null, 2)}\n` : human),
     });
   } catch (err) {
-    throw err instanceof CliError ? err : new CliError(describeError(err, url));
+    throw err instanceof CliError ? err : new CliError(describeError(err, url, source));
   } finally {
     await pool?.end().catch(() => {});
   }
@@ -107,12 +111,17 @@ function adminPool(url: string): pg.Pool {
 
 const NETWORK_CODES = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ECONNRESET'];
 
-/** One line for stderr; never the key, never the store password. */
-export function describeError(err: unknown, url: string): string {
+/**
+ * One line for stderr; never the key, never the store password. Names where the URL came from
+ * (`--store`, MODELGATE_STORE, DATABASE_URL), so that a DATABASE_URL exported for another
+ * application is recognised as such (issue 14).
+ */
+export function describeError(err: unknown, url: string, source = ''): string {
   const e = err as Error & { code?: string; errors?: Error[] };
   // With several addresses (localhost: ::1 and 127.0.0.1) Node reports an AggregateError with an empty message.
   const message = e?.message || e?.errors?.map((x) => x.message).join('; ') || String(err);
   const network = NETWORK_CODES.includes(e?.code ?? '') || /timeout exceeded when trying to connect|Connection terminated/.test(message);
-  const line = network ? `cannot reach PostgreSQL at ${redactUrl(url)}: ${message}` : `PostgreSQL: ${message}`;
+  const from = source ? ` (from ${source})` : '';
+  const line = network ? `cannot reach PostgreSQL at ${redactUrl(url)}${from}: ${message}` : `PostgreSQL at ${redactUrl(url)}${from}: ${message}`;
   return line.replace(/\s*\n\s*/g, ' ');
 }

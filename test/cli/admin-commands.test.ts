@@ -227,7 +227,7 @@ describe('with PostgreSQL', () => {
     const dead = 'postgres://modelgate:hunter2@127.0.0.1:1/modelgate';
     const viaFlag = await run(['keys', 'list', '--store', dead]);
     expect(viaFlag.code).toBe(1);
-    expect(viaFlag.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/modelgate:\*\*\*@127\.0\.0\.1:1\/modelgate: .*ECONNREFUSED.*\n$/);
+    expect(viaFlag.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/modelgate:\*\*\*@127\.0\.0\.1:1\/modelgate \(from --store\): .*ECONNREFUSED.*\n$/);
     expect(viaFlag.stderr).not.toContain('hunter2');
     expect((await run(['keys', 'list'], { MODELGATE_STORE: dead, DATABASE_URL: server.url })).code).toBe(1);
     expect((await run(['keys', 'list'], { MODELGATE_STORE: server.url, DATABASE_URL: dead })).code).toBe(0);

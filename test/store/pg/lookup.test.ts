@@ -155,7 +155,7 @@ describe('PgStore lookups', () => {
   });
 
   // Roles are cluster-wide and need CREATEROLE: only on a server of our own.
-  it.skipIf(Boolean(process.env.DATABASE_URL))('opens with a role that may only read the tables, once the schema is up to date', async () => {
+  it.skipIf(Boolean(process.env.MODELGATE_TEST_DATABASE_URL))('opens with a role that may only read the tables, once the schema is up to date', async () => {
     await pool.query("CREATE ROLE modelgate_reader LOGIN PASSWORD 'reader'");
     await pool.query('GRANT USAGE ON SCHEMA modelgate TO modelgate_reader');
     await pool.query('GRANT SELECT ON modelgate.schema_version, modelgate.keys, modelgate.groups, modelgate.group_models TO modelgate_reader');

@@ -89,8 +89,8 @@ describe('a slow or exhausted database', () => {
   });
 });
 
-// A server given by DATABASE_URL is someone else's: it is not ours to stop or freeze.
-describe.skipIf(Boolean(process.env.DATABASE_URL))('a database that goes away', () => {
+// A server given by MODELGATE_TEST_DATABASE_URL is someone else's: it is not ours to stop or freeze.
+describe.skipIf(Boolean(process.env.MODELGATE_TEST_DATABASE_URL))('a database that goes away', () => {
   it('rejects lookups within their bounds while the server is frozen, notices the dead LISTEN connection, and recovers when it thaws', async () => {
     const dropped = events.next(isAll, 3000);
     server.pause();

@@ -1,0 +1,73 @@
+/**
+ * `modelgate usage`: the usage ledger (issue 11), newest first, with totals: PostgreSQL's
+ * modelgate.usage, or in file mode the meter's state file beside the config (what `npm start`
+ * spent).
+ */
+import type { Command } from 'commander';
+import { meterStatePath } from '../server/service';
+import { FileMeter } from '../store/file-meter';
+import { PgMeterStore } from '../store/pg/meter-store';
+import type { UsageEntry, UsageQuery } from '../store/store';
+import { recentUsage, usageTotals } from '../meter/recent-usage';
+import { once, usageError } from './errors';
+import type { CliRun } from './io';
+import { storeCommand, withStore, type StoreOptions } from './store-admin';
+import { isoTime, table } from './text';
+import { parseExpires } from './keys';
+
+interface UsageOptions extends StoreOptions {
+  readonly key?: string;
+  readonly group?: string;
+  readonly since?: string;
+  readonly limit?: string;
+  readonly config?: string;
+}
+
+/** `2026-11-01`, `2026-11-01T12:00:00Z`, or a time ago: `30m`, `12h`, `7d`. */
+export function parseSince(text: string, now: number): number {
+  const ago = /^(\d{1,6})([smhd])$/.exec(text);
+  if (ago) return now - Number(ago[1]) * { s: 1e3, m: 6e4, h: 3.6e6, d: 8.64e7 }[ago[2] as 's' | 'm' | 'h' | 'd'];
+  try {
+    return parseExpires(text).getTime();
+  } catch {
+    throw usageError(`--since ${JSON.stringify(text)} is not a date (2026-11-01, 2026-11-01T12:00:00Z) or a time ago (30m, 12h, 7d)`);
+  }
+}
+
+const num = (n: number): string => String(Number(n.toPrecision(12)));
+
+export function usageText(entries: readonly UsageEntry[]): string {
+  if (entries.length === 0) return 'No usage.\n';
+  const rows = [['TIME', 'KEY', 'GROUP', 'MODEL', 'PROTOCOL', 'INPUT', 'CACHED', 'OUTPUT', 'COST']];
+  for (const e of entries) {
+    rows.push([isoTime(new Date(Math.floor(e.time / 1000) * 1000)), e.keyId, e.group, e.model, e.protocol, String(e.inputTokens), String(e.cachedInputTokens), String(e.outputTokens), e.priced ? num(e.cost) : '0 (no price)']);
+  }
+  const t = usageTotals(entries);
+  return `${table(rows)}\n${t.responses} response${t.responses === 1 ? '' : 's'}: ${t.inputTokens} input (${t.cachedInputTokens} cached), ${t.outputTokens} output tokens; cost ${num(t.cost)}\n`;
+}
+
+export function usageCommand(run: CliRun): Command {
+  return storeCommand('usage', 'show metered usage from the ledger, newest first, with totals (file mode: the state file beside the config)')
+    .option('--key <id>', 'only this key', once('--key'))
+    .option('--group <name>', 'only this group', once('--group'))
+    .option('--since <time>', 'only since a date (2026-11-01, 2026-11-01T12:00:00Z) or a time ago (30m, 12h, 7d)', once('--since'))
+    .option('--limit <n>', 'at most this many responses (default 50, at most 100000)', once('--limit'))
+    .option('--config <file>', 'file mode: the config whose state file to read (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
+    .action((options: UsageOptions, cmd: Command) =>
+      withStore(run, cmd, options, false, async (store) => {
+        const limit = options.limit === undefined ? 50 : Number(options.limit);
+        if (!Number.isInteger(limit) || limit < 1 || limit > 100_000) throw usageError('--limit must be a whole number from 1 to 100000');
+        const q: UsageQuery = { keyId: options.key, group: options.group, since: options.since === undefined ? undefined : parseSince(options.since, Date.now()), limit };
+        let entries: UsageEntry[];
+        if (store.hasDb) {
+          const db = await store.db();
+          const meter = new PgMeterStore(async (_what, text, values) => (await db.query(text, values)).rows);
+          entries = q.keyId !== undefined && q.group === undefined && q.since === undefined ? await recentUsage(meter, q.keyId, limit) : await meter.usage(q);
+        } else {
+          const path = meterStatePath(options.config ?? run.env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml', null);
+          entries = await new FileMeter(() => undefined, { path, onSpent: () => {} }).usage(q);
+        }
+        store.print(usageText(entries), { usage: entries, totals: usageTotals(entries) });
+      }),
+    );
+}

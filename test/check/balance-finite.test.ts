@@ -1,0 +1,38 @@
+/**
+ * Issue 14: a balance is usable only when it is a finite number > 0. PostgreSQL's numeric accepts
+ * 'NaN' (which compares false with everything in JavaScript, so `balance <= 0` let it through for
+ * ever); whatever a store returns, anything but a finite positive number is balance_insufficient.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { decide, type Lookups } from '../../src/check/decide';
+import { generateKey, hashKey } from '../../src/check/key-format';
+import type { RequestView } from '../../src/check/request-view';
+import { parseConfig } from '../../src/config/load';
+import type { KeyRecord } from '../../src/store/store';
+
+const config = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'));
+const key = generateKey();
+
+function decideWith(balance: number | null) {
+  const record: KeyRecord = { id: 'k', sha256: hashKey(key), group: 'basic', balance, disabled: false, expiresAt: null };
+  const lookups: Lookups = {
+    keys: { get: (sha) => (sha === record.sha256 ? { status: 'found', value: record, stale: false } : { status: 'not_found', stale: false }) },
+    groups: { get: (name) => ({ status: 'found', value: config.groups.get(name)!, stale: false }) },
+  };
+  const view: RequestView = {
+    method: 'POST', path: '/v1/chat/completions', query: '', headers: { authorization: `Bearer ${key}` },
+    body: Buffer.from(JSON.stringify({ model: 'gpt-4o-mini', messages: [] })), partialBody: false, requestId: 'r',
+  };
+  return decide(view, config, lookups, Date.now()) as ReturnType<typeof decide> & { reason: string };
+}
+
+it.each([NaN, Infinity, -Infinity, 0, -0, -1, Number.MIN_VALUE * -1])('denies a balance of %s with balance_insufficient', (balance) => {
+  expect(decideWith(balance)).toMatchObject({ allowed: false, reason: 'balance_insufficient', status: 403 });
+});
+
+it.each([0.0001, 12.5, Number.MAX_VALUE])('allows a finite positive balance of %s, and an unlimited key', (balance) => {
+  expect(decideWith(balance)).toMatchObject({ allowed: true, balance });
+  expect(decideWith(null)).toMatchObject({ allowed: true, balance: null });
+});
