@@ -46,6 +46,13 @@ module.exports = {
       to: { path: ['^src/server/', '^src/cli/'] },
     },
     {
+      name: 'meter-below-server-and-cli',
+      severity: 'error',
+      comment: 'The meter (usage, debits, admission) is used by the servers and the CLI; it knows no gRPC, logger, metrics library or driver.',
+      from: { path: '^src/meter/' },
+      to: { path: ['^src/server/', '^src/cli/', pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js')] },
+    },
+    {
       name: 'server-below-cli',
       severity: 'error',
       comment: 'The CLI starts the servers; the servers know nothing of the command line.',
