@@ -86,6 +86,8 @@ describe('without a store (file mode)', () => {
   });
 });
 
+const NO_PRICE = 'no price: metered, costs nothing';
+
 describe('with PostgreSQL', () => {
   it('migrates a fresh database once', async () => {
     expect(await ok('migrate')).toBe('Schema migrated from version 0 to 2.\n');
@@ -108,8 +110,8 @@ describe('with PostgreSQL', () => {
         available: true,
         keys: 0,
         models: [
-          { name: 'o3', protocols: ['chat', 'responses'], available: true },
-          { name: 'llama3:8b', protocols: null, available: true },
+          { name: 'o3', protocols: ['chat', 'responses'], available: true, price: null, maxOutputTokens: null },
+          { name: 'llama3:8b', protocols: null, available: true, price: null, maxOutputTokens: null },
         ],
       },
     });
@@ -118,12 +120,29 @@ describe('with PostgreSQL', () => {
     expect(await ok('groups', 'set', 'empty', '--no-models')).toBe('Updated group empty (available): no models.\n');
 
     expect(await ok('groups', 'list')).toBe(
-      'basic (available, 0 keys)\n  gpt-4o-mini  any protocol\n\nempty (available, 0 keys)\n  (no models)\n\n' +
-        'pro (available, 0 keys)\n  o3         chat,responses\n  llama3:8b  any protocol\n',
+      `basic (available, 0 keys)\n  gpt-4o-mini  any protocol  available  ${NO_PRICE}\n\nempty (available, 0 keys)\n  (no models)\n\n` +
+        `pro (available, 0 keys)\n  o3         chat,responses  available  ${NO_PRICE}\n  llama3:8b  any protocol    available  ${NO_PRICE}\n`,
     );
     const listed = await json<{ groups: { name: string }[] }>('groups', 'list');
     expect(listed.groups.map((g) => g.name)).toEqual(['basic', 'empty', 'pro']);
-    expect(await ok('groups', 'show', 'pro')).toBe('pro (available, 0 keys)\n  o3         chat,responses\n  llama3:8b  any protocol\n');
+    expect(await ok('groups', 'show', 'pro')).toBe(`pro (available, 0 keys)\n  o3         chat,responses  available  ${NO_PRICE}\n  llama3:8b  any protocol    available  ${NO_PRICE}\n`);
+  });
+
+  it('prices a model per million tokens, keeps the price when the model list is replaced, and removes it with --none', async () => {
+    expect(await ok('groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--cached-input', '0.5')).toBe('pro o3: 2 in / 8 out / 0.5 cached per 1M tokens.\n');
+    expect(await ok('groups', 'set', 'pro', '--model', 'o3:chat,responses', '--model', 'llama3:8b')).toBe('Updated group pro (available): o3:chat,responses llama3:8b.\n');
+    expect(await ok('groups', 'show', 'pro')).toBe(`pro (available, 0 keys)\n  o3         chat,responses  available  2 in / 8 out / 0.5 cached per 1M tokens\n  llama3:8b  any protocol    available  ${NO_PRICE}\n`);
+    const shown = await json<{ group: { models: unknown[] } }>('groups', 'show', 'pro');
+    expect(shown.group.models[0]).toEqual({ name: 'o3', protocols: ['chat', 'responses'], available: true, price: { input: 2, output: 8, cachedInput: 0.5 }, maxOutputTokens: null });
+    const store = await openPgStore(server.url);
+    try {
+      expect((await store.findGroup('pro'))!.models.get('o3')!.price).toEqual({ input: 2, output: 8, cachedInput: 0.5 });
+    } finally {
+      await store.close();
+    }
+    expect(await run(['groups', 'price', 'pro', 'o3', '--input', 'NaN', '--output', '1'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--input must be a decimal number >= 0') });
+    expect(await run(['groups', 'price', 'pro', 'nope', '--input', '1', '--output', '1'])).toMatchObject({ code: 1, stderr: expect.stringContaining('group "pro" has no model "nope"') });
+    expect(await ok('groups', 'price', 'pro', 'o3', '--none')).toBe(`pro o3: ${NO_PRICE}.\n`);
   });
 
   it('issues a key that the store finds by its hash, printing the key once', async () => {
@@ -262,5 +281,40 @@ describe('the --model syntax', () => {
   ])('reads %s and writes it back the same way', (text, spec) => {
     expect(parseModelSpec(text)).toEqual(spec);
     expect(parseModelSpec(formatModelSpec(parseModelSpec(text)))).toEqual(spec);
+  });
+});
+
+describe('usage and a database of another application', () => {
+  it('shows the usage ledger newest first with totals, filtered by key, group and time', async () => {
+    await sql.query(`INSERT INTO modelgate.usage (request_id, time, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced) VALUES
+      ('r1', '2026-01-01T10:00:00Z', 'alice', 'basic', 'gpt-4o-mini', 'chat', 100, 20, 10, 0.36, true),
+      ('r2', '2026-01-02T10:00:00Z', 'alice', 'basic', 'gpt-4o', 'responses', 50, 5, 0, 0, false),
+      ('r3', '2026-01-03T10:00:00Z', 'bob', 'pro', 'o3', 'chat', 7, 3, 0, 0.1, true)`);
+    expect(await ok('usage', '--key', 'alice')).toBe(
+      'TIME                  KEY    GROUP  MODEL        PROTOCOL   INPUT  CACHED  OUTPUT  COST\n' +
+      '2026-01-02T10:00:00Z  alice  basic  gpt-4o       responses  50     0       5       0 (no price)\n' +
+      '2026-01-01T10:00:00Z  alice  basic  gpt-4o-mini  chat       100    10      20      0.36\n' +
+      '2 responses: 150 input (10 cached), 25 output tokens; cost 0.36\n');
+    const all = await json<{ usage: { requestId: string }[]; totals: { responses: number; cost: number } }>('usage', '--since', '2026-01-02');
+    expect(all.usage.map((u) => u.requestId)).toEqual(['r3', 'r2']);
+    expect(all.totals).toMatchObject({ responses: 2, cost: 0.1 });
+    expect((await json<{ usage: unknown[] }>('usage', '--group', 'pro')).usage).toHaveLength(1);
+    expect(await run(['usage', '--since', 'yesterday'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--since "yesterday" is not a date') });
+  });
+
+  it('refuses to migrate into a database with tables of another application, naming the variable; migrate --allow-foreign-tables does it', async () => {
+    const url = await server.createDatabase();
+    const other = openPool(url, 1);
+    try {
+      await other.query('CREATE TABLE public.orders (id int)');
+      const refused = await run(['keys', 'list'], { DATABASE_URL: url });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/^modelgate: PostgreSQL at postgres:\/\/.*\(from DATABASE_URL\): the database already holds tables of another application \(public\.orders\).*--allow-foreign-tables/);
+      expect((await run(['migrate'], { DATABASE_URL: url })).code).toBe(1);
+      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 2.\n');
+      expect((await run(['keys', 'list'], { DATABASE_URL: url })).code).toBe(0);
+    } finally {
+      await other.end();
+    }
   });
 });

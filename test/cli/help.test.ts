@@ -48,12 +48,14 @@ test('the walk covers every command group and subcommand', () => {
     'groups set',
     'groups list',
     'groups show',
+    'groups price',
     'groups remove',
     'balance',
     'balance show',
     'balance set',
     'balance add',
     'migrate',
+    'usage',
   ]);
 });
 

@@ -28,16 +28,18 @@ describe('parseConfig on the demo file', () => {
     expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
     const basic = config.groups.get('basic')!;
     expect(basic.available).toBe(true);
-    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true });
-    expect(basic.models.get('text-embedding-3-small')).toEqual({ name: 'text-embedding-3-small', protocols: ['embeddings'], available: true });
-    expect(basic.models.get('gemini-2.0-flash')).toEqual({ name: 'gemini-2.0-flash', protocols: ['generative'], available: false });
+    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true, price: { input: 2000, output: 8000, cachedInput: 1000 }, maxOutputTokens: null });
+    expect(basic.models.get('text-embedding-3-small')).toEqual({ name: 'text-embedding-3-small', protocols: ['embeddings'], available: true, price: { input: 200, output: 0, cachedInput: null }, maxOutputTokens: null });
+    expect(basic.models.get('gemini-2.0-flash')).toEqual({ name: 'gemini-2.0-flash', protocols: ['generative'], available: false, price: null, maxOutputTokens: null });
+    expect(config.groups.get('pro')!.models.get('gpt-4o')).toEqual({ name: 'gpt-4o', protocols: null, available: true });
     expect(config.groups.get('pro')!.models.get('o3')!.protocols).toEqual(['chat', 'responses']);
     expect(config.groups.get('paused')).toMatchObject({ available: false });
   });
 
-  test('reads the six demo keys with balance, disabled and expiresAt', () => {
+  test('reads the seven demo keys with balance, disabled and expiresAt', () => {
     const byId = Object.fromEntries(config.keys.map((k) => [k.id, k]));
-    expect(Object.keys(byId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin', 'frank']);
+    expect(Object.keys(byId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'trial']);
+    expect(byId.trial.balance).toBe(1);
     expect(byId.alice).toEqual({ id: 'alice', sha256: '4787fb0e1aae0693be94be74ad11456fbd0771f21f84d8153cbee4f7b893af4c', group: 'basic', balance: 12.5, disabled: false, expiresAt: null });
     expect(byId.bob.balance).toBeNull();
     expect(byId.carol.balance).toBe(0);
@@ -48,7 +50,7 @@ describe('parseConfig on the demo file', () => {
 
   test('states the same settings as the defaults of an empty file', () => {
     const empty = parseConfig('');
-    for (const section of ['routes', 'log', 'cache', 'grpc', 'upstream', 'store'] as const) expect(config[section]).toEqual(empty[section]);
+    for (const section of ['routes', 'log', 'cache', 'grpc', 'upstream', 'store', 'meter'] as const) expect(config[section]).toEqual(empty[section]);
   });
 });
 
@@ -270,5 +272,27 @@ describe('names that become upstream header values', () => {
   test('accepts names with inner spaces, colons and slashes', () => {
     const c = parseConfig('groups:\n  team-1:\n    models: ["llama3:8b", "meta/llama 3"]\n');
     expect([...c.groups.get('team-1')!.models.keys()]).toEqual(['llama3:8b', 'meta/llama 3']);
+  });
+});
+
+describe('prices and the meter', () => {
+  test('reads a model price per million tokens and refuses one that is negative, not a number, or incomplete', () => {
+    const model = (price: string) => `groups:\n  g:\n    models:\n      - name: m\n        price: ${price}\n`;
+    expect(parseConfig(model('{ input: 0.15, output: 0.6 }')).groups.get('g')!.models.get('m')!.price).toEqual({ input: 0.15, output: 0.6, cachedInput: null });
+    expect(() => parseConfig(model('{ input: -1, output: 1 }'))).toThrow(/groups\.g\.models\[0\]\.price\.input: must be a number >= 0/);
+    expect(() => parseConfig(model('{ input: .nan, output: 1 }'))).toThrow(/price\.input: must be a number >= 0/);
+    expect(() => parseConfig(model('{ input: .inf, output: 1 }'))).toThrow(/price\.input/);
+    expect(() => parseConfig(model('{ input: 1 }'))).toThrow(/price\.output/);
+  });
+
+  test('refuses a NaN or infinite key balance (issue 14: any number read from any store)', () => {
+    const key = (balance: string) => `groups:\n  g:\n    models: [m]\nkeys:\n  - id: k\n    sha256: ${'a'.repeat(64)}\n    group: g\n    balance: ${balance}\n`;
+    expect(() => parseConfig(key('.nan'))).toThrow(/keys\[0\]\.balance: must be a number/);
+    expect(() => parseConfig(key('.inf'))).toThrow(/keys\[0\]\.balance: must be a number/);
+  });
+
+  test('defaults the meter to on, soft, streams allowed', () => {
+    expect(parseConfig('').meter).toEqual({ enabled: true, mode: 'soft', unmeteredStreams: 'allow', maxOutputTokens: 4096, reservationSeconds: 900 });
+    expect(() => parseConfig('meter: { mode: hard }')).toThrow(/meter\.mode: must be soft or strict/);
   });
 });

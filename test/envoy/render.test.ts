@@ -81,7 +81,7 @@ describe('the strict checker', () => {
 
   it('rejects a typed_config whose @type names no type in the API', () => {
     expectError(broken('envoy.extensions.filters.http.router.v3.Router', 'envoy.extensions.filters.http.router.v3.Rooter'),
-      `${HCM}.http_filters[1].typed_config["@type"]: cannot resolve type URL`);
+      `${HCM}.http_filters[2].typed_config["@type"]: cannot resolve type URL`);
   });
 
   it('rejects an unknown field inside a typed_config payload', () => {
@@ -110,7 +110,7 @@ describe('the strict checker', () => {
   });
 
   it('rejects ExtAuthzPerRoute disabled: false (PGV bool const) and an empty ExtAuthzPerRoute (required oneof)', () => {
-    expectError(broken('disabled: true', 'disabled: false'), '"envoy.filters.http.ext_authz"].disabled: violates (validate.rules).bool: must be true');
+    expectError(broken('ExtAuthzPerRoute\n                              disabled: true', 'ExtAuthzPerRoute\n                              disabled: false'), '"envoy.filters.http.ext_authz"].disabled: violates (validate.rules).bool: must be true');
     expectError(broken('ExtAuthzPerRoute\n                              disabled: true', 'ExtAuthzPerRoute'), 'one of disabled, check_settings is required');
   });
 
@@ -195,9 +195,37 @@ describe('the settings modelgate relies on', () => {
     expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
-  it('runs ext_authz before the router and nothing else in between', () => {
+  it('runs ext_authz, then the meter (ext_proc), before the router and nothing else in between', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.router']);
+    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'envoy.filters.http.router']);
+  });
+
+  it('meters without ever holding a response: observability mode, fail open, response body streamed, only the headers it reads', () => {
+    const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
+    const meter = filters[1].typed_config;
+    expect(meter).toMatchObject({
+      grpc_service: { envoy_grpc: { cluster_name: 'modelgate_authz' } },
+      failure_mode_allow: true,
+      observability_mode: true,
+      processing_mode: { request_header_mode: 'SEND', response_header_mode: 'SEND', request_body_mode: 'NONE', response_body_mode: 'STREAMED', request_trailer_mode: 'SKIP', response_trailer_mode: 'SKIP' },
+    });
+    expect(meter.grpc_service.timeout).toBeUndefined();
+    expect(meter.forward_rules.allowed_headers.patterns.map((p: Obj) => p.exact)).toEqual(expect.arrayContaining(['x-modelgate-key-id', 'x-request-id', ':path', ':status', 'content-encoding']));
+  });
+
+  it('turns the meter off on every route but the protocol endpoints, and leaves it on there', () => {
+    const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
+    for (const r of routes) {
+      const upstream = typeof r.route?.cluster === 'string' && r.route.cluster.startsWith('upstream_');
+      const off = r.typed_per_filter_config?.['envoy.filters.http.ext_proc'];
+      if (upstream) expect(off, r.name).toBeUndefined();
+      else expect(off, r.name).toEqual({ '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true });
+    }
+  });
+
+  it('renders no meter when meter.enabled is false', () => {
+    const yaml = renderEnvoyYaml(demoWith((y) => y.replace('meter:\n  enabled: true', 'meter:\n  enabled: false')));
+    expect(yaml).not.toContain('ext_proc');
   });
 
   it('sets append_action OVERWRITE_IF_EXISTS_OR_ADD on every header it adds', () => {
@@ -304,7 +332,7 @@ describe('the settings modelgate relies on', () => {
 
   it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
     const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
-    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz']);
+    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc']);
     expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
     expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
     expect(parts.local_reply_config.mappers.length).toBeGreaterThan(0);
