@@ -64,6 +64,9 @@ function banner(config: Config, configPath: string, envoyVersion: string, upstre
       `  curl -s ${base}/v1beta/models/gemini-2.5-flash:generateContent -H "x-goog-api-key: $ALICE" -H 'content-type: application/json' -d '{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}'`,
       `  curl -s ${base}/v1/models -H "Authorization: Bearer $ALICE"`,
       `  npm run verify    (every demo key through the gateway, every answer checked)`,
+      '',
+      'Metering: every answer debits the key by tokens x price ("msg":"usage" lines show the cost and the balance after);',
+      `  npx modelgate usage --key alice     (the ledger; $TRIAL, balance 0.1, runs out after a handful of requests)`,
     );
   }
   lines.push('', 'Decision lines (modelgate) and access-log lines (Envoy) follow as JSON on stdout. Ctrl-C stops all three.', '');

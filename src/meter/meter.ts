@@ -152,6 +152,11 @@ export class MeterStream {
 
   constructor(private readonly meter: Meter) {}
 
+  /** Nothing more to read on this stream (the processor may close it: Envoy then stops sending). */
+  get done(): boolean {
+    return this.#done;
+  }
+
   /** The request headers (after ext_authz set x-modelgate-*). */
   requestHeaders(get: HeaderGetter): void {
     const keyId = get('x-modelgate-key-id');

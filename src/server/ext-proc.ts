@@ -56,6 +56,9 @@ export function addExternalProcessor(server: grpc.Server, meter: Meter, onError:
           const kind = Object.keys(CONTINUE).find((k) => (req as Record<string, unknown>)[k] != null);
           if (kind && call.writable) call.write(CONTINUE[kind]);
         }
+        // Read all it needs (or nothing to meter): closing our side tells Envoy to stop sending and
+        // not to keep the stream open for deferred_close_timeout after the response.
+        if (stream.done && call.writable) call.end();
       });
       call.on('end', () => {
         finish();
