@@ -111,6 +111,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const checkDef = authorizationService().Check;
   const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r));
   const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
+  if (fileStore?.meter && cluster.isWorker) {
+    logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
+  }
   const admit = createAdmission({ store: store.meter, groups: cache.groups });
   const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
   // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is

@@ -1,0 +1,68 @@
+/**
+ * The file store's moving balances: one debit per request id, what keys spent kept in a state file
+ * written atomically and read back at start, a top-up by raising the configured balance, and a
+ * state file that cannot be trusted stopping the start instead of being guessed.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FileStore } from '../../src/store/file-store';
+import type { DebitRequest, KeyRecord } from '../../src/store/store';
+
+const key = (balance: number | null): KeyRecord => ({ id: 'k', sha256: 'a'.repeat(64), group: 'g', balance, disabled: false, expiresAt: null });
+const debit = (requestId: string, outputTokens = 1000): DebitRequest => ({
+  requestId, keyId: 'k', group: 'g', model: 'm', protocol: 'chat', inputTokens: 500, outputTokens, cachedInputTokens: 100, price: { input: 2, output: 8, cachedInput: 1 },
+});
+
+describe('FileStore with a meter', () => {
+  it('debits once per request id and serves the balance net of spending, invalidating the key', async () => {
+    const store = new FileStore(new Map(), [key(1)], { meter: true });
+    const events: unknown[] = [];
+    store.onInvalidate((e) => events.push(e));
+    // (400 x 2 + 100 x 1 + 1000 x 8) / 1e6 = 0.0089
+    expect(await store.meter!.debit(debit('r1'))).toEqual({ applied: true, cost: 0.0089, balance: 0.9911 });
+    expect(await store.meter!.debit(debit('r1'))).toEqual({ applied: false, cost: 0.0089, balance: 0.9911 });
+    expect((await store.findKey('a'.repeat(64)))!.balance).toBe(0.9911);
+    expect(events).toEqual([{ kind: 'key', sha256: 'a'.repeat(64) }]);
+    expect(await store.meter!.usage({ keyId: 'k' })).toHaveLength(1);
+  });
+
+  it('keeps what was spent in the state file, and a raised balance in the config tops the key up', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'modelgate-meter-')), 'modelgate.state.json');
+    const first = new FileStore(new Map(), [key(1)], { path });
+    await first.meter!.debit(debit('r1'));
+    await first.close();
+    const state = JSON.parse(readFileSync(path, 'utf8'));
+    expect(state).toMatchObject({ version: 1, spent: { k: 0.0089 } });
+    const second = new FileStore(new Map(), [key(1)], { path });
+    expect((await second.findKey('a'.repeat(64)))!.balance).toBe(0.9911);
+    // The same request id settled again after a restart: still once.
+    expect((await second.meter!.debit(debit('r1'))).applied).toBe(false);
+    second.replace(new Map(), [key(2)]);
+    expect((await second.findKey('a'.repeat(64)))!.balance).toBe(1.9911);
+    await second.close();
+  });
+
+  it.each([
+    ['not JSON', '{"version":1,'],
+    ['a NaN spent (JSON has none: a string)', '{"version":1,"spent":{"k":"NaN"},"usage":[]}'],
+    ['another version', '{"version":2,"spent":{},"usage":[]}'],
+  ])('refuses to start on a state file that is %s, saying how to fix it', (_what, text) => {
+    const path = join(mkdtempSync(join(tmpdir(), 'modelgate-meter-')), 'modelgate.state.json');
+    writeFileSync(path, text);
+    expect(() => new FileStore(new Map(), [key(1)], { path })).toThrow(/the meter state file .* is not usable .*delete it to forget what keys spent/);
+  });
+
+  it('reserves while the balance minus open reservations covers the amount, and expires reservations', async () => {
+    let now = 1000;
+    const store = new FileStore(new Map(), [key(1)], { meter: true, now: () => now });
+    expect(await store.meter!.reserve('a', 'k', 0.6, 60)).toEqual({ ok: true, available: 0.4 });
+    expect((await store.meter!.reserve('b', 'k', 0.6, 60)).ok).toBe(false);
+    now += 61_000;
+    expect((await store.meter!.reserve('b', 'k', 0.6, 60)).ok).toBe(true);
+    await store.meter!.release('b');
+    expect((await store.meter!.reserve('c', 'k', 1, 60)).ok).toBe(true);
+    expect(await store.meter!.reserve('d', 'nobody', 1, 60)).toEqual({ ok: false, available: null });
+  });
+});
