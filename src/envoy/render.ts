@@ -309,7 +309,7 @@ export function renderEnvoyParts(input: GatewayRenderInput, source?: string): st
  http_filters: into your HTTP connection manager's http_filters, before envoy.filters.http.router.
  clusters: into static_resources.clusters (or your CDS).
  virtual_host: into route_config.virtual_hosts (or put its routes first in yours). Every other route
-   on the same connection manager must turn ext_authz off (typed_per_filter_config, as the 404 routes do).
+   on the same connection manager must turn ext_authz (and the meter's ext_proc) off (typed_per_filter_config, as the 404 routes do).
  local_reply_config: into the connection manager (Envoy's own errors in the client's shape).
  connection_manager_settings: set these on the connection manager too.`;
   return toYaml(parts, header);
