@@ -44,6 +44,20 @@ describeE2E('metering through Envoy (file store)', () => {
     });
   }
 
+  it('debits twice for two requests that carry the same client x-request-id (Envoy makes its own)', async () => {
+    const before = (await ledger()).length;
+    const send = () => gw.send('POST', '/v1/chat/completions', {
+      headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json'], ['x-request-id', 'chosen-by-the-client']],
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'same id twice' }] }),
+    });
+    expect((await send()).status).toBe(200);
+    expect((await send()).status).toBe(200);
+    await waitFor('two debits', async () => (await ledger()).length === before + 2);
+    const [a, b] = await ledger();
+    expect(a.requestId).not.toBe(b.requestId);
+    expect([a.requestId, b.requestId]).not.toContain('chosen-by-the-client');
+  });
+
   it('counts a chat stream without include_usage as unmetered (stream_without_usage), debits nothing, and logs why', async () => {
     const before = await balance(DEMO_KEYS.alice);
     const reply = await gw.send('POST', '/v1/chat/completions', {
