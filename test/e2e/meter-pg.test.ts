@@ -111,7 +111,9 @@ describeE2E('strict metering on PostgreSQL through Envoy', () => {
     server = await startPgServer();
     pool = openPool(server.url);
     await seed(pool);
-    gw = await startGateway({ config: withStore(server.url, true) });
+    // Streams of chunks 100 ms apart: every request is still in flight when the last one is
+    // decided (a settled request frees what its reservation held beyond its real cost).
+    gw = await startGateway({ config: withStore(server.url, true), upstream: { chunkDelayMs: 100 } });
   }, 90_000);
   afterAll(async () => {
     await gw?.close();
@@ -120,22 +122,24 @@ describeE2E('strict metering on PostgreSQL through Envoy', () => {
   });
 
   it('lets at most 10 of 100 concurrent requests through when the balance covers 10, and settles them to the real usage', async () => {
-    const c: ProtocolCase = { ...PROTOCOL_CASES[0], body: { model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'strict' }] } };
+    const c: ProtocolCase = { ...PROTOCOL_CASES[1], body: { model: 'gpt-4o-mini', max_tokens: 50, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'strict' }] } };
     const bodyBytes = Buffer.byteLength(JSON.stringify(c.body));
     const maxCost = (bodyBytes * 2000 + 50 * 8000) / 1e6;
-    const key = await newKey(pool, 'tight', String(maxCost * 10));
+    // Exactly ten times what modelgate reserves per request (the same decimal text it sends).
+    const key = await newKey(pool, 'tight', null);
+    await pool.query("UPDATE modelgate.keys SET balance = 10 * $1::numeric WHERE id = 'tight'", [String(maxCost)]);
+    const initial = await balanceOf(pool, 'tight');
     const replies = await Promise.all(Array.from({ length: 100 }, () => sendProtocol(gw, c, key)));
     const ok = replies.filter((r) => r.status === 200);
     const denied = replies.filter((r) => r.status === 403);
-    expect(ok.length).toBeGreaterThanOrEqual(1);
-    expect(ok.length).toBeLessThanOrEqual(10);
+    expect(ok.length).toBe(10);
     expect(ok.length + denied.length).toBe(100);
     expect(denied.every((r) => r.headers['x-modelgate-reason'] === 'balance_insufficient')).toBe(true);
     expect(String(denied[0].headers['x-modelgate-hint'])).toMatch(/requests in flight/);
     await waitFor('every settlement', async () => (await rows(pool, 'tight')) === ok.length, 30_000);
     // Settled to the real usage: no reservation left, the balance never below zero.
     expect((await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'tight'")).rows[0].n).toBe(0);
-    const { rows: [r] } = await pool.query<{ ok: boolean }>(`SELECT balance = $1::numeric - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'tight') AND balance >= 0 AS ok FROM modelgate.keys WHERE id = 'tight'`, [String(maxCost * 10)]);
+    const { rows: [r] } = await pool.query<{ ok: boolean }>(`SELECT balance = $1::numeric - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'tight') AND balance >= 0 AS ok FROM modelgate.keys WHERE id = 'tight'`, [initial]);
     expect(r.ok).toBe(true);
   });
 
