@@ -157,7 +157,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
   for (const [name, g] of Object.entries(f.groups)) {
     const models = new Map<string, ModelRecord>();
     for (const m of g.models) {
-      const model: ModelRecord = typeof m === 'string' ? { name: m, protocols: null, available: true } : {
+      const model: ModelRecord = typeof m === 'string' ? { name: m, protocols: null, available: true, price: null, maxOutputTokens: null } : {
         name: m.name, protocols: m.protocols ?? null, available: m.available,
         price: m.price ? { input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null } : null,
         maxOutputTokens: m.maxOutputTokens ?? null,

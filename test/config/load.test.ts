@@ -28,10 +28,10 @@ describe('parseConfig on the demo file', () => {
     expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
     const basic = config.groups.get('basic')!;
     expect(basic.available).toBe(true);
-    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true, price: { input: 200, output: 800, cachedInput: 100 }, maxOutputTokens: null });
-    expect(basic.models.get('text-embedding-3-small')).toEqual({ name: 'text-embedding-3-small', protocols: ['embeddings'], available: true, price: { input: 20, output: 0, cachedInput: null }, maxOutputTokens: null });
+    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true, price: { input: 0.15, output: 0.6, cachedInput: 0.075 }, maxOutputTokens: null });
+    expect(basic.models.get('text-embedding-3-small')).toEqual({ name: 'text-embedding-3-small', protocols: ['embeddings'], available: true, price: { input: 0.02, output: 0, cachedInput: null }, maxOutputTokens: null });
     expect(basic.models.get('gemini-2.0-flash')).toEqual({ name: 'gemini-2.0-flash', protocols: ['generative'], available: false, price: null, maxOutputTokens: null });
-    expect(config.groups.get('pro')!.models.get('gpt-4o')).toEqual({ name: 'gpt-4o', protocols: null, available: true });
+    expect(config.groups.get('pro')!.models.get('gpt-4o')).toEqual({ name: 'gpt-4o', protocols: null, available: true, price: null, maxOutputTokens: null });
     expect(config.groups.get('pro')!.models.get('o3')!.protocols).toEqual(['chat', 'responses']);
     expect(config.groups.get('paused')).toMatchObject({ available: false });
   });
@@ -39,7 +39,7 @@ describe('parseConfig on the demo file', () => {
   test('reads the seven demo keys with balance, disabled and expiresAt', () => {
     const byId = Object.fromEntries(config.keys.map((k) => [k.id, k]));
     expect(Object.keys(byId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'trial']);
-    expect(byId.trial.balance).toBe(0.1);
+    expect(byId.trial.balance).toBe(0.00006);
     expect(byId.alice).toEqual({ id: 'alice', sha256: '4787fb0e1aae0693be94be74ad11456fbd0771f21f84d8153cbee4f7b893af4c', group: 'basic', balance: 12.5, disabled: false, expiresAt: null });
     expect(byId.bob.balance).toBeNull();
     expect(byId.carol.balance).toBe(0);

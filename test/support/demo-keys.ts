@@ -3,10 +3,19 @@
  * they are written; published in README.md; demo only). Tests use them as real keys and assert
  * they never reach a log line.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
-const DEMO_KEYS_ENV = join(__dirname, '..', '..', 'envoy', 'demo-keys.env');
+/** envoy/demo-keys.env above this file (test/support, or dist/test/support when the bench runs it compiled). */
+function demoKeysFile(): string {
+  for (let dir = __dirname; dirname(dir) !== dir; dir = dirname(dir)) {
+    const f = join(dir, 'envoy', 'demo-keys.env');
+    if (existsSync(f)) return f;
+  }
+  throw new Error('envoy/demo-keys.env not found above ' + __dirname);
+}
+
+const DEMO_KEYS_ENV = demoKeysFile();
 
 function read(): Record<string, string> {
   const out: Record<string, string> = {};
