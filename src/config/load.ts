@@ -80,6 +80,8 @@ export interface Config {
   /** modelgate's own listeners ("host:port"). */
   readonly server: Frozen<ConfigFile['server']>;
   readonly gateway: GatewaySettings;
+  /** The console's API limits (schema.ts `console`). */
+  readonly console: Frozen<ConfigFile['console']>;
   readonly groups: ReadonlyMap<string, GroupRecord>;
   readonly keys: readonly KeyRecord[];
 }
@@ -174,6 +176,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     store: f.store == null || f.store === 'file' ? { kind: 'file' } : { kind: 'postgres', url: f.store },
     postgres: f.postgres,
     server: f.server,
+    console: f.console,
     gateway: {
       listen: parseHostPort(f.gateway.listen),
       admin: parseHostPort(f.gateway.admin),
