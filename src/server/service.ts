@@ -15,7 +15,9 @@ import { parseConfig, type Config } from '../config/load';
 import { watchConfig } from '../config/watch';
 import { FileStore } from '../store/file-store';
 import { startGrpcServer } from './grpc-server';
-import { startHttpServer } from './http-server';
+import { startHttpServer, type RouteHandler } from './http-server';
+import { createConsoleHandler } from '../console/http-handler';
+import type { UsageProvider } from '../console/usage';
 import { BatchedLogStream } from './log-stream';
 import { createMetrics } from './metrics';
 import { openPgStore, redactUrl } from '../store/pg/store';
@@ -45,6 +47,8 @@ export interface ServiceOptions {
   readonly watch?: boolean;
   /** Poll interval of the config watcher. */
   readonly watchIntervalMs?: number;
+  /** Recent usage per key for the console's access view (the meter); absent: no usage section. */
+  readonly usage?: UsageProvider;
 }
 
 export interface Service {
@@ -122,7 +126,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const ready = (): boolean => !draining && store.ready();
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc.maxReceiveMessageBytes);
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
-  const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
+  const consoleHandler = createConsoleHandler({ config: () => config, lookups: cache, logger, now: opts.now, usage: opts.usage });
+  const routes: RouteHandler = async (req, res) => (await consoleHandler(req, res)) || catalog(req, res);
+  const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, ready, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
     // Everything that can fail is built before anything is swapped.
