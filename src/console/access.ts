@@ -25,13 +25,15 @@ export interface ConsoleModel {
   /** The protocol styles it is served on; null: any. */
   readonly protocols: readonly Protocol[] | null;
   readonly available: boolean;
-  /** What to call, with this gateway's address: `POST https://.../v1/chat/completions`. */
+  /** What to call, after this gateway's {base_url}: `POST /v1/chat/completions`. */
   readonly endpoints: readonly string[];
-  /** The model lists that show it (the same answer as those endpoints give). */
+  /** The model lists that show it (the same answer as those endpoints give): `GET /v1/models`. */
   readonly listedOn: readonly string[];
 }
 
 export interface ConsoleAccess {
+  /** This gateway's {base_url}, before every endpoint path. */
+  readonly baseUrl: string;
   readonly key: { readonly id: string; readonly balance: number | null; readonly expiresAt: string | null };
   readonly group: { readonly name: string; readonly available: boolean; readonly exists: boolean };
   readonly models: readonly ConsoleModel[];
@@ -49,23 +51,23 @@ export interface AccessDeps {
 }
 
 const LIST_PATH: Readonly<Record<Family, string>> = {
-  openai: 'GET {base}/v1/models',
-  anthropic: 'GET {base}/v1/models (with anthropic-version)',
-  gemini: 'GET {base}/v1beta/models',
+  openai: 'GET /v1/models',
+  anthropic: 'GET /v1/models (anthropic-version)',
+  gemini: 'GET /v1beta/models',
 };
 
 function fail(reason: Reason, hint: string, keyId?: string): SignIn {
   return { ok: false, status: statusOf(reason), reason, hint, keyId };
 }
 
-/** The group's models as the console shows them, for a gateway at `base`. */
-export function consoleModels(group: GroupRecord, base: string): ConsoleModel[] {
+/** The group's models as the console shows them. */
+export function consoleModels(group: GroupRecord): ConsoleModel[] {
   return offeredModels(group).map(({ model, listedOn }) => ({
     name: model.name,
     protocols: model.protocols,
     available: model.available,
-    endpoints: (model.protocols ?? PROTOCOLS).map((style) => endpointFor(style, model.name, '').replace(' ', ` ${base}`)),
-    listedOn: listedOn.map((f) => LIST_PATH[f].replace('{base}', base)),
+    endpoints: (model.protocols ?? PROTOCOLS).map((style) => endpointFor(style, model.name, '')),
+    listedOn: listedOn.map((f) => LIST_PATH[f]),
   }));
 }
 
@@ -92,9 +94,10 @@ export async function signIn(pasted: string, deps: AccessDeps, base: string): Pr
     record,
     group,
     access: {
+      baseUrl: base,
       key: { id: record.id, balance: record.balance, expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt).toISOString() },
       group: { name: record.group, available: group?.available ?? false, exists: group !== undefined },
-      models: group ? consoleModels(group, base) : [],
+      models: group ? consoleModels(group) : [],
     },
   };
 }

@@ -79,7 +79,8 @@ describe('sign in with each demo key', () => {
     const byName = Object.fromEntries(a.body.models.map((m: any) => [m.name, m]));
     expect(Object.keys(byName)).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gpt-4.1-nano']);
     expect(byName['gemini-2.0-flash']).toMatchObject({ protocols: ['generative'], available: false, listedOn: [] });
-    expect(byName['claude-3-5-haiku-latest'].endpoints).toEqual([`POST http://${h.service.httpAddress}/v1/messages`]);
+    expect(byName['claude-3-5-haiku-latest'].endpoints).toEqual(['POST /v1/messages']);
+    expect(a.body.baseUrl).toBe(`http://${h.service.httpAddress}`);
     expect(byName['gpt-4o-mini'].protocols).toBeNull();
   });
 

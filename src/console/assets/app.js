@@ -143,6 +143,7 @@
     $('access-warning').textContent = warnings.join(' ');
     $('access-warning').hidden = warnings.length === 0;
     $('models-title').textContent = `Models of group ${a.group.name}`;
+    $('models-base').textContent = a.baseUrl;
     const rows = a.models.map((m) => el('tr', {},
       el('th', { scope: 'row' }, el('code', {}, m.name)),
       el('td', {}, m.protocols === null ? 'any' : m.protocols.join(', ')),
@@ -194,7 +195,7 @@
     $('setup-base').textContent = setup.baseUrl;
     $('setup-alt').textContent = setup.altPrefix;
     $('setup-table').tBodies[0].replaceChildren(...setup.rows.map((row) => el('tr', { 'data-kind': row.id },
-      el('th', { scope: 'row' }, row.label, el('br'), el('span', { class: 'help' }, row.note)),
+      el('th', { scope: 'row' }, row.label, el('span', { class: 'help' }, row.note)),
       el('td', {}, el('code', {}, row.baseUrl)),
       el('td', {}, el('code', {}, row.endpoint)),
       el('td', {}, el('code', {}, row.header)),
