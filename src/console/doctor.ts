@@ -113,6 +113,11 @@ const FAIL = (detail: string, change: string, gatewayAnswers?: GatewayAnswer): R
 });
 
 const show = (s: string, max = 120): string => printable(s, max);
+/**
+ * A path to echo: printable, and any long segment that is not an endpoint's is shown as its length
+ * (as the decision log does), so a key without the sk-mg- prefix pasted into a path is not echoed.
+ */
+const showPath = (p: string): string => show(p.split('/').map((seg) => (seg.length >= 16 && !seg.includes(':') ? `{${seg.length} characters}` : seg)).join('/'), 200);
 /** A path, without dot segments or doubled slashes, without a trailing slash ('' for the root). */
 const trimPath = (p: string): string => normalizedPath(p).replace(/\/+$/, '');
 
@@ -144,7 +149,7 @@ const RULES: readonly Rule[] = [
       const set = `set the Base URL to ${s.expected.baseUrl}`;
       if (raw.trim() === '') return FAIL('the Base URL is empty', set);
       if (raw !== raw.trim()) return FAIL('the Base URL has spaces before or after it', `remove the spaces: ${set}`);
-      if (!s.url) return FAIL(`${JSON.stringify(show(raw, 60))} is not an http:// or https:// address`, set);
+      if (!s.url) return FAIL('the Base URL is not an http:// or https:// address', set);
       if (s.url.username || s.url.password) return FAIL('the Base URL holds a user name or password; the key goes in the API Key box', set);
       if (s.url.search || s.url.hash) {
         const keyInIt = findKeyInUrl({ method: 'GET', path: '', query: s.url.search.slice(1), headers: {}, body: undefined, partialBody: false, requestId: '' }, s.ctx.routes);
@@ -154,7 +159,7 @@ const RULES: readonly Rule[] = [
       const at = segments.findIndex((x) => ENDPOINT_SEGMENT.test(x));
       if (at !== -1) {
         const tail = `/${segments.slice(at).join('/')}`;
-        return FAIL(`the Base URL holds an endpoint path, ${JSON.stringify(show(tail, 60))}; a Base URL ends before /chat/completions, /responses, /embeddings, /messages or /models, and the client appends it itself`, set,
+        return FAIL(`the Base URL holds an endpoint path, ${JSON.stringify(showPath(tail))}; a Base URL ends before /chat/completions, /responses, /embeddings, /messages or /models, and the client appends it itself`, set,
           gatewayAnswer(POST, `${s.rootPath}${s.rest}${s.kind.appends.replace('{model}', s.model ?? '{model}')}`, s.ctx.routes.altPrefix));
       }
       if (raw.endsWith('/') && s.url.pathname !== '' && raw.length > s.url.origin.length) {
@@ -186,10 +191,10 @@ const RULES: readonly Rule[] = [
       const rel = path.slice(rootPath.length);
       const alt = s.ctx.routes.altPrefix;
       const route = [classify(POST, rel, alt, false), classify('GET', rel, alt, false)].find((r) => r.kind === 'protocol' || r.kind === 'models');
-      if (route) return PASS(`${JSON.stringify(show(rel))} is a full endpoint path (${route.style})`);
+      if (route) return PASS(`${JSON.stringify(showPath(rel))} is a full endpoint path (${route.style})`);
       const answer = gatewayAnswer(POST, path, alt);
       const shape = segmentDifference(rel, s.expected.path);
-      return FAIL(`${JSON.stringify(show(rel))} is not an endpoint of this gateway: ${shape}; the full endpoint for ${s.kind.label} is ${s.expected.path}`, use, answer);
+      return FAIL(`${JSON.stringify(showPath(rel))} is not an endpoint of this gateway: ${shape}; the full endpoint for ${s.kind.label} is ${s.expected.path}`, use, answer);
     },
   },
   {
@@ -203,10 +208,10 @@ const RULES: readonly Rule[] = [
       const sent = `${s.rest}${appended}`;
       const answer = gatewayAnswer(POST, `${s.rootPath}${sent}`, s.ctx.routes.altPrefix);
       const what = answer.reason === 'path_repeated'
-        ? `path repeated: the Base URL ends in ${JSON.stringify(show(s.rest || '/'))} and the client appends ${s.kind.appends} itself, so it requests ${show(sent)}`
+        ? `path repeated: the Base URL ends in ${JSON.stringify(showPath(s.rest || '/'))} and the client appends ${s.kind.appends} itself, so it requests ${showPath(sent)}`
         : answer.reason !== undefined
-          ? `wrong prefix: the client requests ${show(sent)}`
-          : `wrong prefix: the client requests ${show(sent)}, which reaches ${s.kind.alt ? 'the root route, not the alternate route' : 'the alternate route, not the root route'} this client kind is for`;
+          ? `wrong prefix: the client requests ${showPath(sent)}`
+          : `wrong prefix: the client requests ${showPath(sent)}, which reaches ${s.kind.alt ? 'the root route, not the alternate route' : 'the alternate route, not the root route'} this client kind is for`;
       return FAIL(`${what}. ${prefixAdvice(s.kind, s.rest, s.ctx.routes.altPrefix)}`.trim(), set, answer);
     },
   },

@@ -19,7 +19,6 @@ import type { Lookups } from '../check/decide';
 import { hashKey } from '../check/key-format';
 import type { CheckLogger } from '../check/pipeline';
 import { statusOf, type Reason } from '../check/reasons';
-import { printable } from '../check/safe-text';
 import type { Config } from '../config/load';
 import { PROTOCOLS, type GroupRecord } from '../store/store';
 import { signIn, type SignIn } from './access';
@@ -78,8 +77,16 @@ function problem(reason: Reason, hint: string, extra: { keyId?: string; headers?
 export function clientAddress(req: IncomingMessage): string {
   const xff = req.headers['x-forwarded-for'];
   const last = (Array.isArray(xff) ? xff.join(',') : xff ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '').at(-1);
-  return printable(last ?? req.socket.remoteAddress ?? 'unknown', 64);
+  const address = last ?? req.socket.remoteAddress ?? '';
+  // Only an address is logged and counted: anything else in the header (a key, say) is not.
+  return IP_ADDRESS.test(address) ? address : 'unparseable';
 }
+
+/** An IPv4 or IPv6 address (as Envoy writes it into x-forwarded-for), nothing else. */
+const IP_ADDRESS = /^(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:.]{2,45})$/;
+
+/** The API names; anything else is logged as "unknown" (a path segment can hold anything). */
+const API_NAMES = new Set(['info', 'access', 'setup', 'doctor']);
 
 function readBody(req: IncomingMessage): Promise<Buffer | 'too_large'> {
   return new Promise((resolve, reject) => {
@@ -188,7 +195,7 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
 
   async function api(req: IncomingMessage, name: string, config: Config, client: string): Promise<Answer> {
     const post = ['access', 'setup', 'doctor'].includes(name);
-    if (name !== 'info' && !post) return problem('path_unknown', `no console API ${JSON.stringify(printable(name, 40))}: the API has info, access, setup and doctor`);
+    if (name !== 'info' && !post) return problem('path_unknown', 'no such console API: the API has info, access, setup and doctor');
     const method = req.method ?? '';
     const allow = post ? 'POST' : 'GET, HEAD';
     if (!allow.split(', ').includes(method)) return problem('method_not_allowed', `this console API takes ${allow}`, { headers: { allow } });
@@ -292,7 +299,7 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
     }
     sendJson(res, answer, head);
     // One line per API call: never the key, the body or the query; failed sign-ins as warnings.
-    const line = { api: printable(name, 24), status: answer.status, reason: answer.reason ?? 'ok', keyId: answer.keyId, client, durUs: Math.round(Number(process.hrtime.bigint() - started) / 1000) };
+    const line = { api: API_NAMES.has(name) ? name : 'unknown', status: answer.status, reason: answer.reason ?? 'ok', keyId: answer.keyId, client, durUs: Math.round(Number(process.hrtime.bigint() - started) / 1000) };
     if (answer.status >= 400) deps.logger.warn(line, 'console');
     else deps.logger.info(line, 'console');
     return true;

@@ -138,6 +138,27 @@ describeE2E('modelgate doctor through the real gateway', () => {
     expect(kind.err).toContain('--client must be one of: coding-agent, chat-app');
   });
 
+  test('Envoy routes /console to modelgate without asking ext_authz, and nothing else that starts with it', async () => {
+    const page = await gw.send('GET', '/console/');
+    expect(page.status).toBe(200);
+    expect(page.headers['content-security-policy']).toContain("frame-ancestors 'none'");
+    expect(page.headers['x-frame-options']).toBe('DENY');
+    const redirect = await gw.send('GET', '/console');
+    expect(redirect.status).toBe(308);
+    expect(redirect.headers.location).toBe('console/');
+    // The console's own 401, not ext_authz's: its JSON shape, and no decision in Envoy's access log.
+    const noKey = await gw.send('POST', '/console/api/access');
+    expect(noKey.status).toBe(401);
+    expect(noKey.json().error).toMatchObject({ reason: 'key_missing', field: 'key' });
+    const other = await gw.send('GET', '/consoles');
+    expect(other.status).toBe(404);
+    expect(other.headers['x-modelgate-reason']).toBe('path_unknown');
+    await new Promise((r) => setTimeout(r, 100));
+    const lines = gw.accessLog().filter((l) => String(l.path).startsWith('/console'));
+    expect(lines.filter((l) => l.route === 'console').length).toBeGreaterThanOrEqual(3);
+    for (const l of lines.filter((x) => x.route === 'console')) expect(l.decision ?? null).toBeNull();
+  });
+
   test('modelgate logged the sign-ins, never the key', async () => {
     const logs = gw.modelgate.logLines().join('\n');
     for (const k of Object.values(DEMO_KEYS)) for (let i = 0; i + 12 <= k.length; i += 4) expect(logs).not.toContain(k.slice(i, i + 12));
