@@ -175,8 +175,8 @@ function renderText(report: DoctorReport, base: string, gateway: Info | undefine
 export function doctorCommand(run: CliRun): Command {
   return new Command('doctor')
     .description("check a client's setup (Base URL, client kind, key, model) against the spec's rules, then send one short request through the gateway")
-    .requiredOption('--base-url <url>', 'the Base URL configured in the client', once('--base-url'))
-    .requiredOption('--client <kind>', `the client kind: ${CLIENT_KINDS.map((k) => k.id).join(', ')}`, once('--client'))
+    .option('--base-url <url>', 'the Base URL configured in the client (required)', once('--base-url'))
+    .option('--client <kind>', `the client kind (required): ${CLIENT_KINDS.map((k) => k.id).join(', ')}`, once('--client'))
     .option('--model <name>', 'the model the client uses (checks the model too, and sends a one-token request to it)', once('--model'))
     .option('--json', 'print the report and the short request as JSON')
     .addHelpText('after', [
@@ -185,13 +185,16 @@ export function doctorCommand(run: CliRun): Command {
       'It is sent only to the gateway whose console answers at the Base URL\'s address, and never printed.',
       'Exit codes: 0 nothing to change and the short request succeeded; 1 a setting to change or the request failed; 2 the command line is wrong.',
     ].join('\n'))
-    .action(async (opts: { baseUrl: string; client: string; model?: string; json?: boolean }) => {
+    .action(async (opts: { baseUrl?: string; client?: string; model?: string; json?: boolean }) => {
+      if (opts.baseUrl === undefined) throw usageError('--base-url is required: the Base URL configured in the client');
+      if (opts.client === undefined) throw usageError(`--client is required: one of ${CLIENT_KINDS.map((k) => k.id).join(', ')}`);
       const kind = clientKind(opts.client);
       if (!kind) throw usageError(`--client must be one of: ${CLIENT_KINDS.map((k) => k.id).join(', ')}`);
       const key = await readKey(run);
+      const baseUrl = opts.baseUrl;
       let base: URL | undefined;
       try {
-        base = new URL(opts.baseUrl.trim());
+        base = new URL(baseUrl.trim());
       } catch {
         base = undefined;
       }
@@ -217,17 +220,17 @@ export function doctorCommand(run: CliRun): Command {
       const gatewayBase = found?.info.baseUrl ?? (base ? base.origin : '{base_url}');
       const model = opts.model;
       const report = runDoctor(
-        { baseUrl: opts.baseUrl, clientKind: kind.id, model },
+        { baseUrl, clientKind: kind.id, model },
         { gatewayBase, baseConfigured: found?.info.baseConfigured ?? false, routes, key: doctorKey, reachable: base ? found !== undefined : undefined, modelIsKey: model !== undefined && (model === key || model.includes(KEY_PREFIX)) },
       );
       // Rule 3: one short request through the gateway, where the client would send it; only to a
       // gateway that answered as a modelgate console, and only with a key of the right shape.
       const request = !found
         ? 'no modelgate console answered at this address, so the key stays here'
-        : !shape.ok ? 'the key is malformed: fix it first' : await sendShortRequest(opts.baseUrl.trim(), kind, model, shape.key, routes);
+        : !shape.ok ? 'the key is malformed: fix it first' : await sendShortRequest(baseUrl.trim(), kind, model, shape.key, routes);
 
       if (opts.json) run.stdout(`${JSON.stringify({ report, request: typeof request === 'object' ? request : { sent: false, why: request } }, null, 2)}\n`);
-      else run.stdout(renderText(report, opts.baseUrl, found?.info, request));
+      else run.stdout(renderText(report, baseUrl, found?.info, request));
       run.exitCode = report.failing === null && typeof request === 'object' && request.status >= 200 && request.status < 300 ? 0 : 1;
     });
 }

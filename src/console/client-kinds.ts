@@ -160,3 +160,15 @@ export function setupFor(kind: ClientKind, base: string, routes: Config['routes'
     headerName,
   };
 }
+
+/**
+ * The Base URL table as Markdown, for README.md (test/console/readme.test.ts keeps the README's copy
+ * equal to this): one row per client kind, with `{base_url}` and the alternate prefix.
+ */
+export function baseUrlTableMarkdown(routes: Config['routes']): string {
+  const rows = CLIENT_KINDS.map((k) => {
+    const s = setupFor(k, '{base_url}', routes);
+    return `| \`${k.id}\` | ${k.spec} | \`${s.baseUrl}\` | \`${k.appends}\` | \`${s.header}\` |`;
+  });
+  return ['| `--client` | client kind (seed §4.1) | Base URL | the client appends | header |', '|---|---|---|---|---|', ...rows].join('\n');
+}

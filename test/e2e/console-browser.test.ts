@@ -111,6 +111,7 @@ describeBrowser('the console in Chromium, through Envoy', () => {
 
   async function screenshot(name: string): Promise<void> {
     await expectNoKeyOnPage();
+    await page.mouse.move(0, 0); // no hover state in the picture
     mkdirSync(SHOTS, { recursive: true });
     const file = join(SHOTS, `console-${name}.png`);
     await page.screenshot({ path: file, fullPage: true, animations: 'disabled', caret: 'hide' });

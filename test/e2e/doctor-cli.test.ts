@@ -133,6 +133,9 @@ describeE2E('modelgate doctor through the real gateway', () => {
     const none = await doctor(['--base-url', b, '--client', 'chat-sdk'], null);
     expect(none.code).toBe(2);
     expect(none.err).toContain('no key: set MODELGATE_API_KEY');
+    const noBase = await doctor(['--client', 'chat-sdk']);
+    expect(noBase.code).toBe(2);
+    expect(noBase.err).toContain('--base-url is required');
     const kind = await doctor(['--base-url', b, '--client', 'vscode']);
     expect(kind.code).toBe(2);
     expect(kind.err).toContain('--client must be one of: coding-agent, chat-app');
