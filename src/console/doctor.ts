@@ -219,7 +219,7 @@ const RULES: readonly Rule[] = [
     id: 'address', ref: '§7 401 (address first)', title: 'The address is this gateway',
     run(s) {
       if (s.ctx.reachable === false && s.url) {
-        return FAIL(`no modelgate gateway answered at ${show(s.url.origin)} (its console API did not): the address is wrong, or the gateway is down`, `set the Base URL to this gateway's address (${s.expected.baseUrl} on a gateway at ${s.ctx.gatewayBase})`);
+        return FAIL(`no modelgate gateway answered at ${show(s.url.origin)} (its console API did not): the address is wrong, or the gateway is down`, 'check the address: the Base URL must point at the gateway, whose console answers at {base_url}/console/');
       }
       const gw = parseUrl(s.ctx.gatewayBase);
       if (!gw || !s.url) return null;
