@@ -53,6 +53,13 @@ module.exports = {
       to: { path: ['^src/server/', '^src/cli/', pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js')] },
     },
     {
+      name: 'console-below-server-and-cli',
+      severity: 'error',
+      comment: 'The console is mounted by the server and called by the CLI, never the other way round.',
+      from: { path: '^src/console/' },
+      to: { path: ['^src/server/', '^src/cli/'] },
+    },
+    {
       name: 'server-below-cli',
       severity: 'error',
       comment: 'The CLI starts the servers; the servers know nothing of the command line.',

@@ -5,6 +5,7 @@
  * parameters. Every outcome is a Decision, never an exception.
  */
 import type { Config } from '../config/load';
+import { consoleHints } from './console-address';
 import type { Decision } from './decision';
 import { extractKey, findKeyInUrl, keyHeaders } from './extract-key';
 import { printable } from './safe-text';
@@ -73,7 +74,7 @@ export function decide(view: RequestView, config: Config, lookups: Lookups, now:
 function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: number, route: EndpointRoute, keyLookup: Lookup<KeyRecord>): MaybePromise<Decision> {
   if (keyLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly');
   if (keyLookup.status === 'not_found') {
-    return deny(route, 'key_unknown', 'no key matches: check that the whole key was copied from the console, and that it is a key for this gateway', { stale: keyLookup.stale });
+    return deny(route, 'key_unknown', consoleHints(config).keyUnknown, { stale: keyLookup.stale });
   }
   const key = keyLookup.value;
   const who = { keyId: key.id, group: key.group, stale: keyLookup.stale };
@@ -93,7 +94,7 @@ function decideForGroup(
   if (groupLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
   if (groupLookup.status === 'not_found') return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(key.group)} no longer exists: bind the key to an existing group`, who);
   const group = groupLookup.value;
-  if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console`, who);
+  if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console (${consoleHints(config).address})`, who);
 
   if (route.kind === 'models' && route.model === undefined) return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale: who.stale };
 

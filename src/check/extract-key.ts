@@ -134,11 +134,15 @@ function repeated(header: string): KeyExtraction {
   return { ok: false, reason: 'key_malformed', hint: `the ${header} header was sent more than once or holds a comma: send it once with one key` };
 }
 
-/** The token's shape: length, quotes, pasted Bearer, spaces, stray characters, then the modelgate checksum. */
-function checkToken(token: string, header: string): KeyExtraction | { ok: true; key: string } {
+/**
+ * The token's shape: length, quotes, pasted Bearer, spaces, stray characters, then the modelgate
+ * checksum. `whereText` replaces "in <header>" in hints (the console's key field); it is built only
+ * after the fast path, so a Check with a good key allocates no hint text.
+ */
+function checkToken(token: string, header: string, whereText?: string): KeyExtraction | { ok: true; key: string } {
   // The usual case first: exactly an issued key, which passes every shape check below but the checksum.
   if (hasIssuedShape(token) && checksumMatches(token)) return { ok: true, key: token };
-  const where = `in ${header}`;
+  const where = whereText ?? `in ${header}`;
   if (token.length > MAX_KEY_LENGTH) return { ok: false, reason: 'key_malformed', hint: `the value ${where} is ${token.length} characters long; a key has at most ${MAX_KEY_LENGTH}` };
   if (QUOTES.test(token)) return { ok: false, reason: 'key_malformed', hint: `the key ${where} has quotes around or in it: paste the key without quotes` };
   if (/^bearer([\s:=_-]|$)/i.test(token)) {
@@ -161,4 +165,19 @@ function checkToken(token: string, header: string): KeyExtraction | { ok: true; 
     if (!isCompleteKey(token)) return { ok: false, reason: 'key_incomplete', hint: `the key ${where} fails its checksum: a character was mistyped or changed; copy the whole key again` };
   }
   return { ok: true, key: token };
+}
+
+/**
+ * The same shape checks for a key pasted into a key box (the console's sign-in field, `modelgate
+ * doctor`'s key): what a client's API Key box must hold (seed §5.5: the whole key, no quotes, no
+ * `Bearer `, no extra characters). Hints speak of "the key you pasted" and never contain it.
+ */
+export function checkPastedKey(value: string): KeyExtraction {
+  const token = trimOws(value);
+  if (token === '') return { ok: false, reason: 'key_missing', hint: 'no key: paste the whole key' };
+  if (/^bearer([\s:=_-]|$)/i.test(token) && !QUOTES.test(token)) {
+    return { ok: false, reason: 'key_malformed', hint: 'the key you pasted starts with "Bearer": paste the key without "Bearer " (Bearer is written only in hand-built HTTP headers)' };
+  }
+  const r = checkToken(token, 'key', 'you pasted');
+  return r.ok ? { ok: true, key: r.key, header: 'key' } : r;
 }

@@ -9,21 +9,32 @@ import type { GroupRecord } from '../store/store';
 
 const MAX_COMPARED_LENGTH = 128;
 
+/**
+ * A model of the group that the client probably meant (seed §7 check 3): the same name without
+ * leading or trailing spaces, the same name in another case, or a near typo. Only names of the
+ * key's own group are considered.
+ */
+export type ModelSuggestion = { readonly why: 'spaces' | 'case' | 'typo'; readonly name: string };
+
+export function suggestModel(model: string, group: GroupRecord): ModelSuggestion | undefined {
+  const trimmed = model.trim();
+  if (trimmed !== model && group.models.has(trimmed)) return { why: 'spaces', name: trimmed };
+  if (model.length > MAX_COMPARED_LENGTH) return undefined;
+  const lower = trimmed.toLowerCase();
+  for (const name of group.models.keys()) {
+    if (name.toLowerCase() === lower) return { why: 'case', name };
+  }
+  const near = nearest(trimmed, group.models.keys());
+  return near === undefined ? undefined : { why: 'typo', name: near };
+}
+
 /** The hint for a model the key's group does not contain. */
 export function modelNotInGroupHint(model: string, group: GroupRecord, listPath: string): string {
   const shown = JSON.stringify(printable(model));
-  const trimmed = model.trim();
-  if (trimmed !== model && group.models.has(trimmed)) {
-    return `the model name ${shown} has leading or trailing spaces: use ${JSON.stringify(trimmed)}`;
-  }
-  if (model.length <= MAX_COMPARED_LENGTH) {
-    const lower = trimmed.toLowerCase();
-    for (const name of group.models.keys()) {
-      if (name.toLowerCase() === lower) return `model names are case-sensitive: did you mean ${JSON.stringify(name)} instead of ${shown}?`;
-    }
-    const near = nearest(trimmed, group.models.keys());
-    if (near) return `the key's group has no model ${shown}: did you mean ${JSON.stringify(near)}?`;
-  }
+  const s = suggestModel(model, group);
+  if (s?.why === 'spaces') return `the model name ${shown} has leading or trailing spaces: use ${JSON.stringify(s.name)}`;
+  if (s?.why === 'case') return `model names are case-sensitive: did you mean ${JSON.stringify(s.name)} instead of ${shown}?`;
+  if (s?.why === 'typo') return `the key's group has no model ${shown}: did you mean ${JSON.stringify(s.name)}?`;
   return `the key's group ${JSON.stringify(group.name)} does not include model ${shown}: check that the key is bound to the right group and the model name is exact; list the group's models with GET ${listPath}`;
 }
 

@@ -35,6 +35,7 @@ export const REASONS = {
   authz_unavailable: { status: 503, when: 'Envoy got no answer from modelgate (down, hung, or past gateway.authzTimeoutMs); the gateway fails closed (Envoy local reply)' },
   upstream_unavailable: { status: 503, when: 'allowed, but Envoy could not reach the upstream provider (Envoy local reply)' },
   upstream_timeout: { status: 504, when: 'allowed, but the upstream provider went silent for longer than the idle timeout (Envoy local reply)' },
+  console_rate_limited: { status: 429, when: 'the console API was asked too often from one client address or with one key (per minute limits, `console.rateLimit`)' },
 } as const;
 
 export type Reason = keyof typeof REASONS;

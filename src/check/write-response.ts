@@ -17,7 +17,7 @@ import { keyHeaders } from './extract-key';
 import { PROTOCOLS, type Protocol } from '../store/store';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
-const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 503: 14, 504: 4 };
+const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 429: 8, 503: 14, 504: 4 };
 
 export const HEADER = {
   reason: 'x-modelgate-reason',

@@ -13,6 +13,7 @@ import { version } from '../../package.json';
 import { balanceCommand } from './balance';
 import { envoyCheckCommand, envoyConfigCommand } from './envoy';
 import { CliError, commandPath } from './errors';
+import { doctorCommand } from './doctor';
 import { explainCommand } from './explain';
 import { groupsCommand } from './groups';
 import type { CliIo, CliRun } from './io';
@@ -43,6 +44,7 @@ export function cliProgram(run: CliRun): Command {
     .addCommand(upCommand(run))
     .addCommand(serveCommand(run))
     .addCommand(explainCommand(run))
+    .addCommand(doctorCommand(run))
     .addCommand(envoyConfigCommand(run))
     .addCommand(envoyCheckCommand(run))
     .addCommand(keysCommand(run))

@@ -49,6 +49,7 @@ function banner(config: Config, configPath: string, envoyVersion: string, upstre
     '',
     `modelgate ${version} gateway is up: Envoy ${envoyVersion}, modelgate, ${upstream ? 'demo upstream' : 'your upstreams'}`,
     `  base URL     ${base}`,
+    `  console      ${base}/console/   (sign in with a key: access, client setup, the doctor)`,
     `  upstreams    ${upstreams}`,
     `  modelgate    gRPC ${config.server.grpc}, HTTP ${config.server.http} (/metrics, /readyz)`,
     `  Envoy admin  http://${g.admin.host}:${g.admin.port}`,

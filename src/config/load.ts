@@ -82,6 +82,8 @@ export interface Config {
   /** Metering (issue 11). */
   readonly meter: Frozen<ConfigFile['meter']>;
   readonly gateway: GatewaySettings;
+  /** The console's API limits (schema.ts `console`). */
+  readonly console: Frozen<ConfigFile['console']>;
   readonly groups: ReadonlyMap<string, GroupRecord>;
   readonly keys: readonly KeyRecord[];
 }
@@ -181,6 +183,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     postgres: f.postgres,
     server: f.server,
     meter: f.meter,
+    console: f.console,
     gateway: {
       listen: parseHostPort(f.gateway.listen),
       admin: parseHostPort(f.gateway.admin),

@@ -196,6 +196,16 @@ const gateway = mapping({
   upstreams: orDefault(upstreams, {}).describe('The provider behind each protocol family.'),
 });
 
+const consoleLimits = mapping({
+  perAddressPerMinute: orDefault(integer(1, 1_000_000), 120).describe('Console API requests one client address may make per minute (the address Envoy appended to x-forwarded-for); over it: 429 console_rate_limited.'),
+  perKeyPerMinute: orDefault(integer(1, 1_000_000), 60).describe('Console API requests one key may make per minute, from any address; over it: 429 console_rate_limited.'),
+  maxTracked: orDefault(integer(100, 10_000_000), 10_000).describe('Addresses and keys tracked at once (a bounded LRU each).'),
+});
+
+const consoleSection = mapping({
+  rateLimit: orDefault(consoleLimits, {}).describe('Per-minute limits of the console API (/console/api/...).'),
+});
+
 const postgres = mapping({
   queryTimeoutMs: orDefault(integer(10, 60_000), 1000).describe('Bound on one lookup (server statement_timeout; the client gives up 100 ms later).'),
   connectTimeoutMs: orDefault(integer(10, 60_000), 1000).describe('Bound on opening a connection, and on waiting for a free one in a full pool.'),
@@ -347,6 +357,7 @@ export const configFileSchema = mapping({
   postgres: orDefault(postgres, {}).describe('Bounds of the PostgreSQL store: an outage is a prompt 503, never a stall (take effect at the next start).'),
   server: orDefault(server, {}).describe("modelgate's own listeners (take effect at the next start)."),
   meter: orDefault(meter, {}).describe('Balances that move: usage read from responses, debited at tokens x price (mode and unmeteredStreams reload; enabled and stateFile take effect at the next start).'),
+  console: orDefault(consoleSection, {}).describe('The console at {base_url}/console/ (src/console): sign in with a key, see its access, set up a client, check a setup.'),
   gateway: orDefault(gateway, {}).describe('The Envoy bundle `modelgate envoy-config` renders from this file (and `modelgate up` runs): listener, limits, upstreams.'),
   groups,
   keys,

@@ -3,7 +3,7 @@
  * ext_authz on, then the paths clients get wrong, answered by Envoy itself with a reason and a hint
  * before any key is looked at (seed §4.1 rule 4: a 404 is checked for the path first).
  *
- * Order matters (first match wins): (1) endpoints; (2) a known path with another method: 405;
+ * Order matters (first match wins): (1) endpoints, and the console; (2) a known path with another method: 405;
  * (3) 404 path_repeated / prefix_wrong; (4) one model by id, after (3) so that "/v1/models/models"
  * is read as a repeated path; (5) 404 path_unknown for everything else. Every direct response
  * turns ext_authz off. Regexes are RE2, full-matched against the path without its query; Envoy
@@ -111,6 +111,10 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     endpoint('generative_models', { path: '/v1beta/models' }, 'GET', toHttp, true),
     endpoint('alt_models', { path: `${alt}/v1/models` }, 'GET', toHttp, true),
     endpoint('alt_generative_models', { path: `${alt}/v1beta/models` }, 'GET', toHttp, true),
+    // The console (src/console): `/console` and everything under it, any method, to modelgate's
+    // HTTP listener with ext_authz off: the console authenticates each API call itself. Before the
+    // 404 routes, whose `.*/models/...` regexes would otherwise answer some of its paths.
+    { name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect },
 
     // ---- (2) A known path with the wrong method: 405 with allow.
     direct('method_post_only', re(`${A}/v1/(?:chat/completions|responses|embeddings)`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'openai', 'POST'),

@@ -17,24 +17,14 @@ import { decisionLine } from '../check/decision-log';
 import { decideSafely } from '../check/pipeline';
 import type { RequestView } from '../check/request-view';
 import type { Family } from '../check/routes';
-import type { GroupRecord, ModelRecord, Protocol } from '../store/store';
+import type { GroupRecord, ModelRecord } from '../store/store';
+import { isListed, listedModels } from '../check/group-models';
 
 export interface CatalogDeps {
   readonly config: () => Config;
   readonly lookups: Lookups;
   readonly logger: Logger;
   readonly now?: () => number;
-}
-
-/** Which protocol styles a list for each family shows. */
-const FAMILY_PROTOCOLS: Readonly<Record<Family, readonly Protocol[]>> = {
-  openai: ['chat', 'responses', 'embeddings'],
-  anthropic: ['messages'],
-  gemini: ['generative'],
-};
-
-function fits(m: ModelRecord, family: Family): boolean {
-  return m.available && (m.protocols === null || m.protocols.some((p) => FAMILY_PROTOCOLS[family].includes(p)));
 }
 
 function viewOf(req: IncomingMessage): RequestView {
@@ -66,7 +56,7 @@ function modelObject(m: ModelRecord, family: Family): object {
 }
 
 function listBody(group: GroupRecord, family: Family): object {
-  const models = [...group.models.values()].filter((m) => fits(m, family)).map((m) => modelObject(m, family));
+  const models = listedModels(group, family).map((m) => modelObject(m, family));
   if (family === 'gemini') return { models };
   if (family === 'anthropic') {
     const ids = models.map((m) => (m as { id: string }).id);
@@ -99,7 +89,7 @@ export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, 
         d = { ...d, allowed: false, reason: 'store_unavailable', status: 503, hint: 'the key store cannot answer right now; retry shortly' };
       } else if (route.model !== undefined) {
         const m = g.value.models.get(route.model)!;
-        if (!fits(m, route.family)) d = { ...d, allowed: false, reason: 'model_wrong_protocol', status: 403, hint: `model ${JSON.stringify(m.name)} is not listed on this endpoint` };
+        if (!isListed(m, route.family)) d = { ...d, allowed: false, reason: 'model_wrong_protocol', status: 403, hint: `model ${JSON.stringify(m.name)} is not listed on this endpoint` };
         else body = JSON.stringify(modelObject(m, route.family));
       } else body = JSON.stringify(listBody(g.value, route.family));
     }

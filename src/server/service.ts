@@ -16,7 +16,9 @@ import { parseConfig, type Config } from '../config/load';
 import { watchConfig } from '../config/watch';
 import { FileStore } from '../store/file-store';
 import { startGrpcServer } from './grpc-server';
-import { startHttpServer } from './http-server';
+import { startHttpServer, type RouteHandler } from './http-server';
+import { createConsoleHandler } from '../console/http-handler';
+import type { UsageProvider } from '../console/usage';
 import { BatchedLogStream } from './log-stream';
 import { createMetrics } from './metrics';
 import { openPgStore, redactUrl } from '../store/pg/store';
@@ -27,9 +29,10 @@ import { ResponseEncoder } from '../check/response-encoder';
 import { statusOf } from '../check/reasons';
 import { classify } from '../check/routes';
 import { StoreCache } from '../store/cache';
-import type { Store } from '../store/store';
+import type { MeterStore, Store } from '../store/store';
 import { createAdmission } from '../meter/admission';
 import { Meter } from '../meter/meter';
+import { recentUsage } from '../meter/recent-usage';
 import { addExternalProcessor } from './ext-proc';
 
 export interface ServiceOptions {
@@ -51,6 +54,8 @@ export interface ServiceOptions {
   readonly watch?: boolean;
   /** Poll interval of the config watcher. */
   readonly watchIntervalMs?: number;
+  /** Recent usage per key for the console's access view (the meter); absent: no usage section. */
+  readonly usage?: UsageProvider;
 }
 
 export interface Service {
@@ -141,7 +146,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc.maxReceiveMessageBytes,
     (server) => addExternalProcessor(server, meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message')));
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
-  const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, ready, metrics.registry, catalog, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
+  // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
+  const usage: UsageProvider | undefined = opts.usage ?? (store.meter ? ledgerUsage(store.meter) : undefined);
+  const consoleHandler = createConsoleHandler({ config: () => config, lookups: cache, logger, now: opts.now, usage });
+  const routes: RouteHandler = async (req, res) => (await consoleHandler(req, res)) || catalog(req, res);
+  const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, ready, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
     // Everything that can fail is built before anything is swapped.
@@ -189,6 +198,15 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       logger.info('modelgate stopped');
       await new Promise<void>((resolve) => logger.flush(() => resolve()));
     },
+  };
+}
+
+/** The console's usage rows from the meter's ledger: a cost only where the model had a price. */
+function ledgerUsage(meterStore: MeterStore): UsageProvider {
+  return {
+    recent: async (keyId, limit) => (await recentUsage(meterStore, keyId, limit)).map((e) => ({
+      time: new Date(e.time).toISOString(), model: e.model, inputTokens: e.inputTokens, outputTokens: e.outputTokens, cost: e.priced ? e.cost : null,
+    })),
   };
 }
 

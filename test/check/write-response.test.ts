@@ -38,7 +38,7 @@ const ROUTE_OF: Readonly<Record<Family, Route>> = {
 };
 const FAMILIES = Object.keys(ROUTE_OF) as Family[];
 const DENY_REASONS = (Object.keys(REASONS) as (keyof typeof REASONS)[]).filter((r): r is DenyReason => r !== 'allowed');
-const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 503: 14, 504: 4 };
+const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 429: 8, 503: 14, 504: 4 };
 const HINT = 'the key in authorization has "quotes" around it \\ and a backslash';
 
 function denial(reason: DenyReason, route: Route, hint = HINT): Decision {

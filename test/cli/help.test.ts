@@ -35,6 +35,7 @@ test('the walk covers every command group and subcommand', () => {
     'up',
     'serve',
     'explain',
+    'doctor',
     'envoy-config',
     'envoy-check',
     'keys',

@@ -224,6 +224,22 @@ describeE2E('the rendered routes, through a real Envoy', () => {
     expect([...answers.keys()].filter((k) => !/^(404 (path_unknown|path_repeated|prefix_wrong)|405 method_not_allowed|401 key_(missing|in_url))$/.test(k))).toEqual([]);
   }, 120_000);
 
+  it('sends /console and everything under it to modelgate with no check: the console authenticates itself', async () => {
+    for (const [method, path] of [['GET', '/console/'], ['POST', '/console/api/access']]) {
+      const reply = await gw.send(method, path);
+      // Found by its path: the previous test's burst may still be reaching the access log.
+      const until = Date.now() + 5000;
+      const find = () => gw.accessLog().find((l) => l.path === path && l.method === method);
+      while (!find() && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+      const log = find()!;
+      routesHit.add(String(log.route));
+      expect(log.route).toBe('console');
+      expect(log.upstream_cluster).toBe('modelgate_http');
+      expect(log.details).toBe('via_upstream');
+      expect(reply.headers['x-frame-options']).toBe('DENY');
+    }
+  });
+
   it('exercises every route of the rendered table with at least one request line', () => {
     const names = gw.routeNames();
     expect(names.filter((r) => !routesHit.has(r))).toEqual([]);

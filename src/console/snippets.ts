@@ -1,0 +1,134 @@
+/**
+ * Copyable set-up snippets for each client kind (seed §4.1, §5): a curl for every kind, the client
+ * settings for kinds configured in a settings box, the OpenAI, Anthropic and Google SDKs in
+ * TypeScript and Python, and the three environment variables of the command-line generative client
+ * (seed §5.6). The key is always the placeholder `<API_KEY>` (seed §5.7: keys must not appear in
+ * screenshots); the page swaps it in only when the user asks to reveal it.
+ *
+ * Every value put into code is quoted for its language (JSON string literals for TypeScript and
+ * Python, single quotes for the shell), so a model name with a quote cannot break a snippet.
+ */
+import type { Protocol } from '../store/store';
+import type { ClientSetup } from './client-kinds';
+
+export interface Snippet {
+  readonly id: string;
+  readonly label: string;
+  readonly language: 'shell' | 'typescript' | 'python' | 'text';
+  readonly code: string;
+}
+
+export const API_KEY_PLACEHOLDER = '<API_KEY>';
+
+const q = (s: string): string => JSON.stringify(s);
+/** POSIX single-quoted. */
+const sh = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/** The smallest useful request body of a style. */
+function body(style: Protocol, model: string): object | undefined {
+  switch (style) {
+    case 'chat': return { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+    case 'responses': return { model, input: 'hi', max_output_tokens: 16 };
+    case 'embeddings': return { model, input: 'hi' };
+    case 'messages': return { model, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] };
+    case 'generative': return { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] };
+  }
+}
+
+function curl(s: ClientSetup, model: string): Snippet {
+  const lines = [`curl -sS ${sh(s.endpoint)}`, `  -H ${sh(s.header)}`];
+  if (s.kind.style === 'messages') lines.push(`  -H 'anthropic-version: 2023-06-01'`);
+  lines.push(`  -H 'content-type: application/json'`, `  -d ${sh(JSON.stringify(body(s.kind.style, model)))}`);
+  return { id: 'curl', label: 'curl', language: 'shell', code: lines.join(' \\\n') };
+}
+
+function settings(s: ClientSetup, model: string): Snippet {
+  return {
+    id: 'settings', label: 'Client settings', language: 'text',
+    code: [`Base URL:  ${s.baseUrl}`, `API key:   ${API_KEY_PLACEHOLDER}   (the whole key: no quotes, no "Bearer ")`, `Model:     ${model}`].join('\n'),
+  };
+}
+
+function openai(s: ClientSetup, model: string): Snippet[] {
+  const style = s.kind.style;
+  const ts = {
+    chat: [`const reply = await client.chat.completions.create({ model: ${q(model)}, messages: [{ role: 'user', content: 'hi' }] });`, 'console.log(reply.choices[0].message.content);'],
+    responses: [`const reply = await client.responses.create({ model: ${q(model)}, input: 'hi' });`, 'console.log(reply.output_text);'],
+    embeddings: [`const reply = await client.embeddings.create({ model: ${q(model)}, input: 'hi' });`, 'console.log(reply.data[0].embedding.length);'],
+  }[style as 'chat' | 'responses' | 'embeddings'];
+  const py = {
+    chat: [`reply = client.chat.completions.create(model=${q(model)}, messages=[{"role": "user", "content": "hi"}])`, 'print(reply.choices[0].message.content)'],
+    responses: [`reply = client.responses.create(model=${q(model)}, input="hi")`, 'print(reply.output_text)'],
+    embeddings: [`reply = client.embeddings.create(model=${q(model)}, input="hi")`, 'print(len(reply.data[0].embedding))'],
+  }[style as 'chat' | 'responses' | 'embeddings'];
+  return [
+    { id: 'openai-ts', label: 'OpenAI SDK (TypeScript)', language: 'typescript', code: [`import OpenAI from 'openai';`, '', `const client = new OpenAI({ baseURL: ${q(s.baseUrl)}, apiKey: ${q(API_KEY_PLACEHOLDER)} });`, ...ts].join('\n') },
+    { id: 'openai-py', label: 'OpenAI SDK (Python)', language: 'python', code: ['from openai import OpenAI', '', `client = OpenAI(base_url=${q(s.baseUrl)}, api_key=${q(API_KEY_PLACEHOLDER)})`, ...py].join('\n') },
+  ];
+}
+
+function anthropic(s: ClientSetup, model: string): Snippet[] {
+  return [
+    {
+      id: 'anthropic-ts', label: 'Anthropic SDK (TypeScript)', language: 'typescript',
+      code: [`import Anthropic from '@anthropic-ai/sdk';`, '', `const client = new Anthropic({ baseURL: ${q(s.baseUrl)}, apiKey: ${q(API_KEY_PLACEHOLDER)} });`,
+        `const reply = await client.messages.create({ model: ${q(model)}, max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] });`, 'console.log(reply.content);'].join('\n'),
+    },
+    {
+      id: 'anthropic-py', label: 'Anthropic SDK (Python)', language: 'python',
+      code: ['import anthropic', '', `client = anthropic.Anthropic(base_url=${q(s.baseUrl)}, api_key=${q(API_KEY_PLACEHOLDER)})`,
+        `reply = client.messages.create(model=${q(model)}, max_tokens=64, messages=[{"role": "user", "content": "hi"}])`, 'print(reply.content)'].join('\n'),
+    },
+  ];
+}
+
+function google(s: ClientSetup, model: string): Snippet[] {
+  return [
+    {
+      id: 'cli-env', label: 'Command-line generative client (environment)', language: 'shell',
+      code: [`export GEMINI_API_KEY=${sh(API_KEY_PLACEHOLDER)}`, `export GOOGLE_GEMINI_BASE_URL=${sh(s.baseUrl)}`, `export GEMINI_MODEL=${sh(model)}`].join('\n'),
+    },
+    {
+      id: 'google-ts', label: 'Google Gen AI SDK (TypeScript)', language: 'typescript',
+      code: [`import { GoogleGenAI } from '@google/genai';`, '', `const ai = new GoogleGenAI({ apiKey: ${q(API_KEY_PLACEHOLDER)}, httpOptions: { baseUrl: ${q(s.baseUrl)} } });`,
+        `const reply = await ai.models.generateContent({ model: ${q(model)}, contents: 'hi' });`, 'console.log(reply.text);'].join('\n'),
+    },
+    {
+      id: 'google-py', label: 'Google Gen AI SDK (Python)', language: 'python',
+      code: ['from google import genai', 'from google.genai import types', '', `client = genai.Client(api_key=${q(API_KEY_PLACEHOLDER)}, http_options=types.HttpOptions(base_url=${q(s.baseUrl)}))`,
+        `reply = client.models.generate_content(model=${q(model)}, contents="hi")`, 'print(reply.text)'].join('\n'),
+    },
+  ];
+}
+
+/** The snippets for one row of the Base URL table. */
+export function snippetsFor(s: ClientSetup, model: string): Snippet[] {
+  const out = [curl(s, model)];
+  switch (s.kind.id) {
+    case 'coding-agent':
+    case 'chat-app':
+    case 'messages-client':
+    case 'generative-http':
+    case 'alt-generative-http':
+      out.push(settings(s, model));
+      break;
+  }
+  switch (s.kind.id) {
+    case 'chat-sdk':
+    case 'responses-sdk':
+    case 'embeddings':
+    case 'alt-chat':
+      out.push(...openai(s, model));
+      break;
+    case 'messages-client':
+    case 'alt-messages':
+      out.push(...anthropic(s, model));
+      break;
+    case 'generative-cli':
+    case 'alt-generative-cli':
+      // The Google SDKs append /v1beta themselves, as the command-line client does: the root address.
+      out.push(...google(s, model));
+      break;
+  }
+  return out;
+}
