@@ -204,11 +204,14 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGINT');
 });
 
-/** Starts a PostgreSQL for this test file (see the module comment). */
-export async function startPgServer(): Promise<PgServer> {
-  if (process.env.DATABASE_URL) return fromDatabaseUrl(process.env.DATABASE_URL);
+/**
+ * Starts a PostgreSQL for this test file (see the module comment). `runtime` replaces the binaries
+ * found by pgRuntime() (tests of the start-up failures); DATABASE_URL is then ignored.
+ */
+export async function startPgServer(opts: { runtime?: PgRuntime } = {}): Promise<PgServer> {
+  if (process.env.DATABASE_URL && !opts.runtime) return fromDatabaseUrl(process.env.DATABASE_URL);
 
-  const rt = pgRuntime();
+  const rt = opts.runtime ?? pgRuntime();
   // The working folder belongs to the server's user: data directory, password file, socket.
   const workDir = mkdtempSync(path.join(rt.workBase, 'modelgate-pgdata-'));
   const dataDir = path.join(workDir, 'data');
