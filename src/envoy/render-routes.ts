@@ -35,6 +35,8 @@ export interface RouteTableInput {
   readonly publicBaseUrl: string | null;
   /** Filters to turn off on direct responses and model lists (besides ext_authz on direct responses). */
   readonly upstreamOnlyFilters: readonly string[];
+  /** idle_timeout of the upstream routes (gateway.upstreamIdleTimeoutSeconds; default 300). */
+  readonly upstreamIdleTimeoutSeconds?: number;
 }
 
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
@@ -60,7 +62,8 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const offDirect = filtersOff([EXT_AUTHZ_FILTER, ...input.upstreamOnlyFilters]);
   const offUpstreamOnly = input.upstreamOnlyFilters.length > 0 ? filtersOff(input.upstreamOnlyFilters) : undefined;
 
-  const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: '300s', auto_host_rewrite: true });
+  const idle = `${input.upstreamIdleTimeoutSeconds ?? 300}s`;
+  const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: idle, auto_host_rewrite: true });
   const toHttp: Obj = { cluster: CLUSTER.http, timeout: '15s' };
   const endpoint = (name: string, match: Obj, m: 'GET' | 'POST', route: Obj, catalog = false): Obj => ({
     name,
@@ -86,7 +89,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const GEN2 = ':(?:countTokens|embedContent|batchEmbedContents)';
 
   const routes: Obj[] = [
-    // ---- (1) Endpoints (seed §4.2), ext_authz on. No overall timeout (streamed answers), idle 300 s.
+    // ---- (1) Endpoints (seed §4.2), ext_authz on. No overall timeout (streamed answers); idle gateway.upstreamIdleTimeoutSeconds.
     endpoint('chat_completions', { path: '/v1/chat/completions' }, 'POST', to(CLUSTER.chat)),
     endpoint('responses', { path: '/v1/responses' }, 'POST', to(CLUSTER.chat)),
     endpoint('embeddings', { path: '/v1/embeddings' }, 'POST', to(CLUSTER.chat)),

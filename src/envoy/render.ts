@@ -189,14 +189,14 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     use_remote_address: true,
     generate_request_id: true,
     preserve_external_request_id: false,
-    stream_idle_timeout: '300s',
+    stream_idle_timeout: `${input.gateway.upstreamIdleTimeoutSeconds}s`,
     access_log: accessLog(),
     local_reply_config: renderLocalReplies(input),
     http_filters: [
       extAuthzFilter(input),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
-    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({ altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl, upstreamOnlyFilters: [] }) }] },
+    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({ altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl, upstreamOnlyFilters: [], upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds }) }] },
   };
 }
 
