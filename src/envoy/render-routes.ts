@@ -124,6 +124,10 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
       `path repeated: /v1beta appears twice. A command-line generative client must use the root address ({base_url} or {base_url}${alt}), not /v1beta`, 'gemini'),
     direct('repeated_generative_models', re(`${A}/v1beta/models/(?:v1beta/)?models(?:/.*)?`), 404, 'path_repeated',
       'path repeated: /models appears twice. The Base URL of a generative HTTP client or editor provider is {base_url}/v1beta, without /models', 'gemini'),
+    // A generative call under /v1: a client that adds the API version itself, set to (or defaulting
+    // to) v1. @google/genai 3.x defaults to v1; the spec's generative protocol is /v1beta (seed §9).
+    ...[['wrong_version_generative', GEN], ['wrong_version_generative_count_embed', GEN2]].map(([name, m]) => direct(name, re(`${A}/v1/models/[^/]+${m}`), 404, 'prefix_wrong',
+      `wrong prefix: generative calls are under /v1beta, not /v1. A client that adds the API version itself must be set to v1beta (its Base URL stays {base_url}, or {base_url}${alt} on the alternate route); an editor generative provider uses {base_url}/v1beta`, 'gemini')),
     // A generative :method anywhere but right after /v1beta/models/{model}: "/models/x:generateContent" = a Base URL without /v1beta.
     ...[['wrong_prefix_generative', GEN], ['wrong_prefix_generative_count_embed', GEN2]].map(([name, m]) => direct(name, re(`.*/models/[^/]+${m}`), 404, 'prefix_wrong',
       'wrong prefix: generative calls go to /v1beta/models/{model}:{method}. An editor generative provider must use {base_url}/v1beta; a command-line generative client uses the root address {base_url}', 'gemini')),
