@@ -3,10 +3,19 @@
  * they are written; published in README.md; demo only). Tests use them as real keys and assert
  * they never reach a log line.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
-const DEMO_KEYS_ENV = join(__dirname, '..', '..', 'envoy', 'demo-keys.env');
+/** envoy/demo-keys.env of the project, found from here (test/support) or the build (dist/test/support). */
+function demoKeysFile(): string {
+  for (let dir = __dirname; ; dir = dirname(dir)) {
+    const f = join(dir, 'envoy', 'demo-keys.env');
+    if (existsSync(f)) return f;
+    if (dirname(dir) === dir) throw new Error('envoy/demo-keys.env not found above ' + __dirname);
+  }
+}
+
+const DEMO_KEYS_ENV = demoKeysFile();
 
 function read(): Record<string, string> {
   const out: Record<string, string> = {};
