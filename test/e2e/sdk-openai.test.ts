@@ -114,7 +114,7 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
         const e = err as InstanceType<typeof OpenAI.APIError>;
         expect(e.status).toBe(status);
         expect(e.code).toBe(reason);
-        const h = e.headers.get('x-modelgate-hint')!;
+        const h = e.headers?.get('x-modelgate-hint') ?? '';
         expect(h).toMatch(hint);
         expect(e.message).toBe(`${status} ${h} [modelgate: ${reason}]`);
         expect(e.message).not.toContain(alice.slice(6, 30));
