@@ -152,7 +152,8 @@ function initdb(rt: PgRuntime, dataDir: string, pwFile: string): Promise<void> {
       clearTimeout(timer);
       reject(spawnFailure('initdb', file, err, rt));
     });
-    child.once('exit', (code, signal) => {
+    // 'close', not 'exit': only then has all of its output been read.
+    child.once('close', (code, signal) => {
       clearTimeout(timer);
       if (code === 0) resolve();
       else reject(new PgUnavailable(`PostgreSQL for the tests cannot start: initdb exited with ${code ?? signal}: ${lastWords(out)}; ${WHAT_TO_DO}`));
@@ -190,7 +191,7 @@ function startPostgres(rt: PgRuntime, dataDir: string, port: number): Promise<Ch
       clearTimeout(timer);
       reject(spawnFailure('postgres', file, err, rt));
     });
-    child.once('exit', (code, signal) => {
+    child.once('close', (code, signal) => {
       if (ready) return;
       clearTimeout(timer);
       reject(new PgUnavailable(`PostgreSQL for the tests cannot start: the server exited with ${code ?? signal} before accepting connections: ${lastWords(out)}; ${WHAT_TO_DO}`));
