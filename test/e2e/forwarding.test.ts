@@ -81,6 +81,8 @@ function cases(prefix: '' | '/alt'): Case[] {
     { name: 'embedContent', path: `${prefix}/v1beta/models/gemini-2.5-flash:embedContent`, key: generativeKey, body: GENERATIVE_BODY, family: fam('generative'), model: 'gemini-2.5-flash', credential: gemini },
     { name: 'batchEmbedContents', path: `${prefix}/v1beta/models/gemini-2.5-flash:batchEmbedContents`, key: generativeKey, body: BATCH_BODY, family: fam('generative'), model: 'gemini-2.5-flash', credential: gemini },
     { name: 'chat completions with a query, an empty key parameter removed', path: `${prefix}/v1/chat/completions?api-version=2024-10-21&key=`, key: bearer, body: chatBody('gpt-4o'), family: fam('chat'), model: 'gpt-4o', credential: openai, upstreamPath: `${prefix}/v1/chat/completions?api-version=2024-10-21` },
+    // Envoy re-serialises the query once it removes a parameter: sorted by name, a bare flag gets "=".
+    { name: 'a query with a bare flag, re-serialised by Envoy', path: `${prefix}/v1/embeddings?b=2&flag&a=1&key=`, key: bearer, body: embeddingsBody('text-embedding-3-large'), family: fam('chat'), model: 'text-embedding-3-large', upstreamPath: `${prefix}/v1/embeddings?a=1&b=2&flag=` },
   ];
 }
 
