@@ -2,7 +2,8 @@
 'use strict';
 // npm start's fast path: runs the TypeScript build (`npm run build`) only when a source file is
 // newer than the last build, so a later start does not wait ~5 s for tsc to find nothing to do.
-// Sources: tsconfig.json's include folders, package.json, package-lock.json and tsconfig.json.
+// Sources: tsconfig.json's include folders, package.json and tsconfig.json (not package-lock.json:
+// npm install writes it after its own build, `prepare`).
 const { execFileSync } = require('node:child_process');
 const { readdirSync, statSync, utimesSync } = require('node:fs');
 const { join } = require('node:path');
@@ -27,7 +28,7 @@ let built = 0;
 try {
   built = statSync(stamp).mtimeMs;
 } catch { /* never built */ }
-const sources = ['src', 'proto', 'bench', 'test', 'package.json', 'package-lock.json', 'tsconfig.json'];
+const sources = ['src', 'proto', 'bench', 'test', 'package.json', 'tsconfig.json'];
 if (built === 0 || sources.some((s) => newestIn(join(root, s)) > built)) {
   execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json'), '--incremental'], { stdio: 'inherit' });
   const now = new Date();
