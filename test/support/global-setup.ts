@@ -22,10 +22,6 @@ declare module 'vitest' {
 }
 
 export default function setup(project: TestProject): () => void {
-  const dir = mkdtempSync(join(tmpdir(), 'modelgate-e2e-tally-'));
-  const tally = join(dir, 'requests');
-  writeFileSync(tally, '');
-  project.provide('e2eTally', tally);
   let version = '';
   try {
     const e = ensureEnvoy({ log: (m) => process.stderr.write(`${m}\n`) });
@@ -38,6 +34,11 @@ export default function setup(project: TestProject): () => void {
     process.stderr.write(`end-to-end tests skipped: ${missing}\n`);
     project.provide('envoy', { missing });
   }
+  // Made only once setup can no longer fail, so the teardown always removes it.
+  const dir = mkdtempSync(join(tmpdir(), 'modelgate-e2e-tally-'));
+  const tally = join(dir, 'requests');
+  writeFileSync(tally, '');
+  project.provide('e2eTally', tally);
   return () => {
     const counts = readFileSync(tally, 'utf8').split('\n').filter(Boolean).map(Number);
     rmSync(dir, { recursive: true, force: true });
