@@ -100,9 +100,14 @@ function decideForGroup(
 
   let model = route.model;
   if (model === undefined) {
-    const read = readModel(view, routes.maxJsonDepth);
+    const read = readModel(view, routes.maxJsonDepth, config);
     if ('reason' in read) return deny(route, read.reason, read.hint, who);
     model = read.model;
+  } else if (view.partialBody) {
+    // The model is in the path, but a cut body is still refused: over HTTP/2 Envoy checks a body a
+    // little over max_request_bytes cut to the limit (x-envoy-auth-partial-body: true) instead of
+    // answering 413, and would then forward it whole (seen on Envoy 1.36 and 1.40).
+    return deny(route, 'body_too_large', tooLarge(config), who);
   }
 
   const m = group.models.get(model);
@@ -126,13 +131,16 @@ function decideForGroup(
   return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale: who.stale, balance: key.balance };
 }
 
+/** The same words as Envoy's own 413 (src/envoy/render.ts local replies): the client cannot tell which answered. */
+const tooLarge = (config: Config): string => `the request body is over the gateway's limit of ${config.gateway.maxRequestBytes} bytes: send a smaller body`;
+
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
-function readModel(view: RequestView, maxDepth: number): { model: string } | { reason: DenyReason; hint: string } {
+function readModel(view: RequestView, maxDepth: number, config: Config): { model: string } | { reason: DenyReason; hint: string } {
   const encoding = view.headers['content-encoding'];
   if (encoding && encoding.toLowerCase() !== 'identity') {
     return { reason: 'body_invalid', hint: `the body is compressed (content-encoding ${JSON.stringify(printable(encoding, 24))}): send plain JSON` };
   }
-  if (view.partialBody) return { reason: 'body_too_large', hint: 'the request body is larger than the gateway accepts: send a smaller body' };
+  if (view.partialBody) return { reason: 'body_too_large', hint: tooLarge(config) };
   if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: 'the request body is empty: send a JSON object with a "model" field' };
   const r = extractModel(view.body, maxDepth);
   if (r.ok) {

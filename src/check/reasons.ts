@@ -21,7 +21,7 @@ export const REASONS = {
   key_disabled: { status: 401, when: 'the key is disabled' },
   key_expired: { status: 401, when: 'the key is past its expiresAt' },
   group_unavailable: { status: 403, when: "the key's group is marked unavailable" },
-  body_too_large: { status: 413, when: 'the gateway cut the body (x-envoy-auth-partial-body: true) so the model cannot be read' },
+  body_too_large: { status: 413, when: 'the body is over gateway.maxRequestBytes: Envoy answers before any Check, or (over HTTP/2, a little over the limit) checks it cut, flagged x-envoy-auth-partial-body: true, and modelgate refuses it' },
   body_invalid: { status: 400, when: 'the body is not a JSON object (empty, invalid JSON or UTF-8, compressed, nested too deep, duplicate model)' },
   model_missing: { status: 400, when: 'the body has no non-empty string `model`' },
   model_not_in_group: { status: 403, when: "the key's group lacks the model" },

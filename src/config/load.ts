@@ -44,6 +44,8 @@ export interface GatewaySettings {
   readonly maxRequestBytes: number;
   readonly authzTimeoutMs: number;
   readonly maxConnections: number;
+  /** Route idle_timeout and HCM stream_idle_timeout (504 upstream_timeout past it). */
+  readonly upstreamIdleTimeoutSeconds: number;
   readonly upstreams: Readonly<Record<UpstreamFamily, UpstreamTarget>>;
 }
 
@@ -193,6 +195,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
       maxRequestBytes: f.gateway.maxRequestBytes,
       authzTimeoutMs: f.gateway.authzTimeoutMs,
       maxConnections: f.gateway.maxConnections,
+      upstreamIdleTimeoutSeconds: f.gateway.upstreamIdleTimeoutSeconds,
       upstreams: {
         chat: upstreamTarget(f.gateway.upstreams.chat),
         messages: upstreamTarget(f.gateway.upstreams.messages),

@@ -193,6 +193,9 @@ const gateway = mapping({
   ),
   authzTimeoutMs: orDefault(integer(50, 60_000), 1000).describe('How long Envoy waits for a Check; past it the request is refused 503 authz_unavailable (fail closed).'),
   maxConnections: orDefault(integer(1, 10_000_000), 50_000).describe("Cap on Envoy's downstream connections (overload manager)."),
+  upstreamIdleTimeoutSeconds: orDefault(integer(1, 86_400), 300).describe(
+    'How long an allowed request may go without a byte from the provider (route idle_timeout and the listener\'s stream_idle_timeout); past it the client gets 504 upstream_timeout. There is no total timeout: long streams are never cut.',
+  ),
   upstreams: orDefault(upstreams, {}).describe('The provider behind each protocol family.'),
 });
 

@@ -37,6 +37,8 @@ export interface RouteTableInput {
   readonly publicBaseUrl: string | null;
   /** Filters to turn off on direct responses and model lists (besides ext_authz on direct responses). */
   readonly upstreamOnlyFilters: readonly string[];
+  /** idle_timeout of the upstream routes (gateway.upstreamIdleTimeoutSeconds; default 300). */
+  readonly upstreamIdleTimeoutSeconds?: number;
 }
 
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
@@ -64,7 +66,8 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const offDirect = filtersOff([EXT_AUTHZ_FILTER, ...input.upstreamOnlyFilters]);
   const offUpstreamOnly = input.upstreamOnlyFilters.length > 0 ? filtersOff(input.upstreamOnlyFilters) : undefined;
 
-  const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: '300s', auto_host_rewrite: true });
+  const idle = `${input.upstreamIdleTimeoutSeconds ?? 300}s`;
+  const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: idle, auto_host_rewrite: true });
   const toHttp: Obj = { cluster: CLUSTER.http, timeout: '15s' };
   const endpoint = (name: string, match: Obj, m: 'GET' | 'POST', route: Obj, catalog = false): Obj => ({
     name,
@@ -90,7 +93,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const GEN2 = ':(?:countTokens|embedContent|batchEmbedContents)';
 
   const routes: Obj[] = [
-    // ---- (1) Endpoints (seed §4.2), ext_authz on. No overall timeout (streamed answers), idle 300 s.
+    // ---- (1) Endpoints (seed §4.2), ext_authz on. No overall timeout (streamed answers); idle gateway.upstreamIdleTimeoutSeconds.
     endpoint('chat_completions', { path: '/v1/chat/completions' }, 'POST', to(CLUSTER.chat)),
     endpoint('responses', { path: '/v1/responses' }, 'POST', to(CLUSTER.chat)),
     endpoint('embeddings', { path: '/v1/embeddings' }, 'POST', to(CLUSTER.chat)),
@@ -129,6 +132,10 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
       `path repeated: /v1beta appears twice. A command-line generative client must use the root address ({base_url} or {base_url}${alt}), not /v1beta`, 'gemini'),
     direct('repeated_generative_models', re(`${A}/v1beta/models/(?:v1beta/)?models(?:/.*)?`), 404, 'path_repeated',
       'path repeated: /models appears twice. The Base URL of a generative HTTP client or editor provider is {base_url}/v1beta, without /models', 'gemini'),
+    // A generative call under /v1: a client that adds the API version itself, set to (or defaulting
+    // to) v1. @google/genai 3.x defaults to v1; the spec's generative protocol is /v1beta (seed §9).
+    ...[['wrong_version_generative', GEN], ['wrong_version_generative_count_embed', GEN2]].map(([name, m]) => direct(name, re(`${A}/v1/models/[^/]+${m}`), 404, 'prefix_wrong',
+      `wrong prefix: generative calls are under /v1beta, not /v1. A client that adds the API version itself must be set to v1beta (its Base URL stays {base_url}, or {base_url}${alt} on the alternate route); an editor generative provider uses {base_url}/v1beta`, 'gemini')),
     // A generative :method anywhere but right after /v1beta/models/{model}: "/models/x:generateContent" = a Base URL without /v1beta.
     ...[['wrong_prefix_generative', GEN], ['wrong_prefix_generative_count_embed', GEN2]].map(([name, m]) => direct(name, re(`.*/models/[^/]+${m}`), 404, 'prefix_wrong',
       'wrong prefix: generative calls go to /v1beta/models/{model}:{method}. An editor generative provider must use {base_url}/v1beta; a command-line generative client uses the root address {base_url}', 'gemini')),

@@ -202,7 +202,9 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
   add([status(413), noDecision], 413, 'body_too_large', `the request body is over the gateway's limit of ${input.gateway.maxRequestBytes} bytes: send a smaller body`);
   add([status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }], 503, 'upstream_unavailable',
     'the request was allowed, but the gateway could not reach the model provider: retry shortly');
-  add([status(504), { response_flag_filter: { flags: ['UT'] } }], 504, 'upstream_timeout', 'the request was allowed, but the model provider did not answer in time: retry');
+  // A route's idle_timeout firing before the provider's first byte is 504 with flag SI (details
+  // stream_idle_timeout), not UT (seen on Envoy 1.40); UT is the route's total timeout (model lists).
+  add([status(504), { response_flag_filter: { flags: ['UT', 'SI'] } }], 504, 'upstream_timeout', 'the request was allowed, but the model provider did not answer in time: retry');
   return { mappers };
 }
 
@@ -218,7 +220,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     use_remote_address: true,
     generate_request_id: true,
     preserve_external_request_id: false,
-    stream_idle_timeout: '300s',
+    stream_idle_timeout: `${input.gateway.upstreamIdleTimeoutSeconds}s`,
     access_log: accessLog(),
     local_reply_config: renderLocalReplies(input),
     http_filters: [
@@ -226,7 +228,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
       ...(input.meter?.enabled ? [extProcFilter()] : []),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
-    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({ altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl, upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER] : [] }) }] },
+    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({ altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl, upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER] : [], upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds }) }] },
   };
 }
 

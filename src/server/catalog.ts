@@ -1,7 +1,7 @@
 /**
  * The model lists (`GET /v1/models`, `/v1beta/models`, `{alt}/v1/models`, `{alt}/v1beta/models`,
  * and one model at `.../models/{id}`), answered on the HTTP listener with the models of the
- * caller's group, in the protocol's own shape. Envoy routes them to cluster modelgate_catalog.
+ * caller's group, in the protocol's own shape. Envoy routes them to cluster modelgate_http.
  *
  * It trusts no identity header (a client could reach this port directly and send
  * x-modelgate-group): it authenticates the request itself with the same decision as the Check path

@@ -70,7 +70,7 @@ const CASES: Case[] = [
   { reason: 'key_conflict', key: DEMO_KEYS.alice, headers: [['x-api-key', DEMO_KEYS.bob], ['x-goog-api-key', DEMO_KEYS.bob]] },
   { reason: 'group_unavailable', key: DEMO_KEYS.frank },
   { reason: 'body_invalid', key: DEMO_KEYS.alice, rawBody: '{"model": "gpt-4o-mini",', applies: (s) => s.hasModel && s.name !== 'generative' },
-  { reason: 'body_too_large', key: DEMO_KEYS.alice, maxRequestBytes: 8, applies: (s) => s.hasModel && s.name !== 'generative' },
+  { reason: 'body_too_large', key: DEMO_KEYS.alice, maxRequestBytes: 8, applies: (s) => s.hasModel },
   { reason: 'model_missing', key: DEMO_KEYS.alice, rawBody: '{"messages": [{"role": "user", "content": "hi", "model": "gpt-4o-mini"}]}', applies: (s) => s.hasModel && s.name !== 'generative' },
   { reason: 'model_not_in_group', key: DEMO_KEYS.alice, model: 'gemini-2.5-pro', applies: (s) => s.hasModel },
   { reason: 'model_wrong_protocol', key: DEMO_KEYS.alice, model: 'WRONG', applies: (s) => s.hasModel },

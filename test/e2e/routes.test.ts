@@ -85,7 +85,7 @@ const LINES: Array<[string, Expect, string]> = [
   ['GET /models', { status: 404, reason: 'prefix_wrong' }, 'model list with Base URL {base_url}'],
   ['POST /messages', { status: 404, reason: 'prefix_wrong', hint: /root address \{base_url\}/ }, 'messages client that dropped /v1'],
   ['POST /models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong', hint: /editor generative provider must use \{base_url\}\/v1beta/ }, '§7: editor provider with Base URL {base_url}'],
-  ['POST /v1/models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong' }, 'generative call under /v1'],
+  ['POST /v1/models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong', hint: /under \/v1beta, not \/v1\. A client that adds the API version itself must be set to v1beta/ }, 'generative call under /v1 (@google/genai 3.x by default)'],
   ['GET /v1/models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong' }, 'generative call under /v1, any method'],
   ['POST /v1beta/v1/chat/completions', { status: 404, reason: 'prefix_wrong' }, 'chat client with Base URL {base_url}/v1beta, /v1 appended'],
   ['GET /v1/v1beta/models', { status: 404, reason: 'prefix_wrong' }, 'generative client with Base URL {base_url}/v1'],
@@ -97,7 +97,8 @@ const LINES: Array<[string, Expect, string]> = [
   ['POST /alt/models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong' }, 'alternate editor provider with Base URL {base_url}/alt'],
   ['POST /alt/v1/models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong' }, 'alternate generative under /alt/v1'],
   ['POST /models/text-embedding-004:embedContent', { status: 404, reason: 'prefix_wrong', hint: /\{base_url\}\/v1beta/ }, 'editor provider embeddings with Base URL {base_url}'],
-  ['POST /v1/models/gemini-2.5-flash:countTokens', { status: 404, reason: 'prefix_wrong' }, 'generative token count under /v1'],
+  ['POST /v1/models/gemini-2.5-flash:countTokens', { status: 404, reason: 'prefix_wrong', hint: /set to v1beta/ }, 'generative token count under /v1'],
+  ['POST /alt/v1/models/gemini-2.5-flash:streamGenerateContent', { status: 404, reason: 'prefix_wrong', hint: /set to v1beta \(its Base URL stays \{base_url\}, or \{base_url\}\/alt on the alternate route\)/ }, 'alternate generative streaming under /alt/v1'],
 
   // Everything else: 404 path_unknown with the Base URL table.
   ['GET /', { status: 404, reason: 'path_unknown', hint: /Base URL per client/ }, 'the bare root'],

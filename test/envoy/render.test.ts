@@ -350,6 +350,15 @@ describe('the settings modelgate relies on', () => {
     }
   });
 
+  it('renders gateway.upstreamIdleTimeoutSeconds as every upstream route\'s idle_timeout and the stream_idle_timeout', () => {
+    const b = parseYaml(renderEnvoyYaml(demoWith((y) => y.replace('upstreamIdleTimeoutSeconds: 300', 'upstreamIdleTimeoutSeconds: 7'))));
+    const hcm = httpConnectionManager(b);
+    expect(hcm.stream_idle_timeout).toBe('7s');
+    const upstream = (hcm.route_config.virtual_hosts[0].routes as Obj[]).filter((r) => r.route?.cluster?.startsWith('upstream_'));
+    expect(upstream.map((r) => r.route.idle_timeout)).toEqual(upstream.map(() => '7s'));
+    expect(httpConnectionManager(envoyBundle().config).stream_idle_timeout).toBe('300s');
+  });
+
   it('gives every direct response a JSON body under 4 KB, a reason and a one-line ASCII hint, with ext_authz off', () => {
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     const direct = routes.filter((r) => r.direct_response);

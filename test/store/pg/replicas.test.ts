@@ -144,7 +144,7 @@ describe('one service on the PostgreSQL store', () => {
   });
 
   test('an outage: cached keys keep working, unknown keys get 503 store_unavailable, and it recovers without a restart', async () => {
-    if (!server.canRestart) return; // DATABASE_URL: not our server to stop
+    if (!server.canRestart) return; // MODELGATE_TEST_DATABASE_URL: not our server to stop
     expect(reasonOf(await h.check(chat(cached.key)))).toBe('allowed');
     await server.stop();
     try {
