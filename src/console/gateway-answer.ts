@@ -82,9 +82,13 @@ export function normalizedPath(path: string): string {
   return `/${out.join('/')}${last === '.' || last === '..' ? '/' : ''}`;
 }
 
-/** What Envoy answers for `method path` (the path without its query). */
+/**
+ * What Envoy answers for `method path`. A query string is ignored, as Envoy's `path`, `safe_regex`
+ * and `path_separated_prefix` matchers ignore it (the table's only `prefix` route is the catch-all `/`).
+ */
 export function gatewayAnswer(method: string, path: string, altPrefix: string): GatewayAnswer {
-  const p = normalizedPath(path);
+  const q = path.indexOf('?');
+  const p = normalizedPath(q === -1 ? path : path.slice(0, q));
   for (const m of tableFor(altPrefix)) {
     if ((m.method === undefined || m.method === method) && m.test(p)) return m.answer;
   }

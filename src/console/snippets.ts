@@ -90,12 +90,13 @@ function google(s: ClientSetup, model: string): Snippet[] {
     },
     {
       id: 'google-ts', label: 'Google Gen AI SDK (TypeScript)', language: 'typescript',
-      code: [`import { GoogleGenAI } from '@google/genai';`, '', `const ai = new GoogleGenAI({ apiKey: ${q(API_KEY_PLACEHOLDER)}, httpOptions: { baseUrl: ${q(s.baseUrl)} } });`,
+      // @google/genai 3.x defaults to API version v1; the generative protocol is under /v1beta (seed §9).
+      code: [`import { GoogleGenAI } from '@google/genai';`, '', `const ai = new GoogleGenAI({ apiKey: ${q(API_KEY_PLACEHOLDER)}, httpOptions: { baseUrl: ${q(s.baseUrl)}, apiVersion: 'v1beta' } });`,
         `const reply = await ai.models.generateContent({ model: ${q(model)}, contents: 'hi' });`, 'console.log(reply.text);'].join('\n'),
     },
     {
       id: 'google-py', label: 'Google Gen AI SDK (Python)', language: 'python',
-      code: ['from google import genai', 'from google.genai import types', '', `client = genai.Client(api_key=${q(API_KEY_PLACEHOLDER)}, http_options=types.HttpOptions(base_url=${q(s.baseUrl)}))`,
+      code: ['from google import genai', 'from google.genai import types', '', `client = genai.Client(api_key=${q(API_KEY_PLACEHOLDER)}, http_options=types.HttpOptions(base_url=${q(s.baseUrl)}, api_version="v1beta"))`,
         `reply = client.models.generate_content(model=${q(model)}, contents="hi")`, 'print(reply.text)'].join('\n'),
     },
   ];

@@ -78,6 +78,13 @@ describe.each(CLIENT_KINDS.map((k) => [k.id, k] as const))('%s', (_id, kind) => 
   });
 });
 
+test('the Google SDK snippets ask for API version v1beta (@google/genai 3.x would send /v1, which the spec does not serve)', () => {
+  const kind = CLIENT_KINDS.find((k) => k.id === 'generative-cli')!;
+  const snippets = snippetsFor(setupFor(kind, BASE, CONFIG.routes, 'gemini-2.5-flash'), 'gemini-2.5-flash');
+  expect(snippets.find((x) => x.id === 'google-ts')!.code).toContain(`apiVersion: 'v1beta'`);
+  expect(snippets.find((x) => x.id === 'google-py')!.code).toContain('api_version="v1beta"');
+});
+
 test('a model name with quotes cannot break a snippet out of its string', () => {
   const kind = CLIENT_KINDS.find((k) => k.id === 'chat-sdk')!;
   const model = `it's "odd"`;

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { errorBody } from '../../src/check/error-body';
+import { gatewayAnswer } from '../../src/console/gateway-answer';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 
 type Expect =
@@ -160,6 +161,8 @@ describeE2E('the rendered routes, through a real Envoy', () => {
     const log = gw.accessLog()[before];
     expect(log, 'an access-log line for the request').toBeDefined();
     routesHit.add(String(log.route));
+    // The console's doctor predicts Envoy's answer from the same rendered table: it must match Envoy.
+    expect(gatewayAnswer(method, path, '/alt').route, "the doctor's prediction of the route").toBe(log.route);
     return { reply, log };
   }
 
@@ -211,13 +214,21 @@ describeE2E('the rendered routes, through a real Envoy', () => {
     expect(paths.length).toBeGreaterThan(4000);
     const lines = paths.flatMap((p) => [['GET', p], ['POST', p]] as const);
     const answers = new Map<string, number>();
+    // The console's doctor predicts Envoy's own answers (src/console/gateway-answer.ts): every
+    // prediction is checked against what this Envoy answered.
+    const mispredicted: string[] = [];
     for (let i = 0; i < lines.length; i += 32) {
       await Promise.all(lines.slice(i, i + 32).map(async ([m, p]) => {
         const r = await gw.send(m, p, m === 'POST' ? { body: '{}' } : {});
         const key = `${r.status} ${String(r.headers['x-modelgate-reason'])}`;
         answers.set(key, (answers.get(key) ?? 0) + 1);
+        const predicted = gatewayAnswer(m, p, '/alt');
+        const got = predicted.status !== undefined ? `${r.status} ${String(r.headers['x-modelgate-reason'])}` : r.status === 401 ? 'checked' : `${r.status}`;
+        const want = predicted.status !== undefined ? `${predicted.status} ${predicted.reason}` : 'checked';
+        if (got !== want) mispredicted.push(`${m} ${p}: the doctor predicts ${want}, Envoy answered ${got}`);
       }));
     }
+    expect(mispredicted).toEqual([]);
     const decisions = gw.modelgate.logLines().map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'decision');
     expect(decisions.length, 'some lines reach the check').toBeGreaterThan(30);
     expect(decisions.filter((d) => d.reason === 'path_unknown' || d.reason === 'method_not_allowed').map((d) => `${String(d.method)} ${String(d.path)}`)).toEqual([]);
