@@ -7,8 +7,10 @@
  *   node dist/bench/e2e/tail.js --rate=4000 [--duration=10] [--repeats=3] \
  *     --variant='default|modelgate||1' --variant='semi64|modelgate|--max-semi-space-size=64|1' ...
  *
- * A variant is `label|setup|node flags (space separated)|Envoy --concurrency`. Runs of the
- * variants are interleaved (A B C, C B A, ...), like bench:e2e's setups.
+ * A variant is `label|setup|node flags (space separated)|Envoy --concurrency[|root]`, where root is
+ * another build of modelgate (a directory with dist/, envoy/ and node_modules; default this one),
+ * for before/after comparisons in one run. Runs of the variants are interleaved (A B C, C B A, ...),
+ * like bench:e2e's setups.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -26,6 +28,7 @@ interface Variant {
   readonly setup: SetupId;
   readonly flags: string[];
   readonly envoyConcurrency: number;
+  readonly root: string;
 }
 
 /** GC events of a --trace-gc log written after byte `from`: pauses in ms by kind. */
@@ -48,8 +51,8 @@ const arg = (name: string): string | undefined => process.argv.find((a) => a.sta
 
 async function main(): Promise<void> {
   const variants: Variant[] = process.argv.filter((a) => a.startsWith('--variant=')).map((a) => {
-    const [label, setup, flags, conc] = a.slice(10).split('|');
-    return { label, setup: setup as SetupId, flags: (flags ?? '').split(' ').filter(Boolean), envoyConcurrency: Number(conc || 1) };
+    const [label, setup, flags, conc, root] = a.slice(10).split('|');
+    return { label, setup: setup as SetupId, flags: (flags ?? '').split(' ').filter(Boolean), envoyConcurrency: Number(conc || 1), root: root ? path.resolve(root) : ROOT };
   });
   if (variants.length === 0) throw new Error('give at least one --variant=label|setup|flags|concurrency');
   const rate = Number(arg('rate'));
@@ -76,7 +79,7 @@ async function main(): Promise<void> {
     const dir = path.join(OUT, `tail-${v.label}`);
     mkdirSync(dir, { recursive: true });
     const setup = await startSetup({
-      root: ROOT, outDir: dir, envoyBin, envoyConcurrency: v.envoyConcurrency, gatewayCpus: '0', loadCpus: '1', upstreamPort: upPort,
+      root: v.root, outDir: dir, envoyBin, envoyConcurrency: v.envoyConcurrency, gatewayCpus: '0', loadCpus: '1', upstreamPort: upPort,
       demoConfig: readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'), nodeFlags: ['--trace-gc', ...v.flags],
       opaBin: '', litellmBin: '',
     }, v.setup);
