@@ -40,7 +40,7 @@ const AUTHORITY = 'gw.example';
 const REQUEST_TIME = { seconds: '1767225600', nanos: 123000000 };
 
 /** Headers an OpenAI-style Python SDK sends, as Envoy forwards them (lowercase). */
-function sdkHeaders(extra: Record<string, string>, bodyLength: number): Record<string, string> {
+export function sdkHeaders(extra: Record<string, string>, bodyLength: number): Record<string, string> {
   return {
     'accept': 'application/json',
     'content-type': 'application/json',

@@ -15,7 +15,9 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
 export interface LatencySummary {
   readonly count: number;
   readonly p50Us: number;
+  readonly p90Us: number;
   readonly p99Us: number;
+  readonly p999Us: number;
   readonly maxUs: number;
   /** Sparse histogram: [bucket, count] pairs, bucket = histogramBucket(µs). */
   readonly histogram: readonly (readonly [number, number])[];
@@ -69,7 +71,9 @@ export function summarize(samplesUs: ArrayLike<number>): LatencySummary {
   return {
     count: sorted.length,
     p50Us: percentile(sorted, 50),
+    p90Us: percentile(sorted, 90),
     p99Us: percentile(sorted, 99),
+    p999Us: percentile(sorted, 99.9),
     maxUs: sorted.length ? sorted[sorted.length - 1] : Number.NaN,
     histogram: histogramOf(sorted),
   };

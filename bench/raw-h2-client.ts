@@ -51,6 +51,20 @@ function hpackString(s: string): Buffer {
   return Buffer.concat([Buffer.from([bytes.length]), bytes]);
 }
 
+/**
+ * The HPACK block of an HTTP request (the end-to-end benchmark through Envoy): `:method POST` and
+ * `:scheme http` indexed, the rest literal without indexing, so every request carries the same bytes.
+ */
+export function httpHeaderBlock(path: string, authority: string, headers: Readonly<Record<string, string>>): Buffer {
+  const literal = (name: string, value: string) => Buffer.concat([Buffer.from([0x00]), hpackString(name), hpackString(value)]);
+  return Buffer.concat([
+    Buffer.from([0x83, 0x86]),
+    literal(':path', path),
+    literal(':authority', authority),
+    ...Object.entries(headers).map(([k, v]) => literal(k.toLowerCase(), v)),
+  ]);
+}
+
 /** The HPACK block of a gRPC unary call: `:method POST` and `:scheme http` indexed, the rest literal. */
 function headerBlock(authority: string, path: string): Buffer {
   const literal = (name: string, value: string) => Buffer.concat([Buffer.from([0x00]), hpackString(name), hpackString(value)]);
@@ -71,6 +85,11 @@ export interface RequestKind {
   readonly verify?: (message: Buffer) => string | null;
   /** For distinct-key runs: where a 46-byte key sits inside grpcFrame, and the keys to put there in turn. */
   readonly keyPatch?: { readonly offset: number; readonly keys: Buffer; readonly keyLength: number };
+  /**
+   * An HTTP request instead of a gRPC call: its own HPACK header block (httpHeaderBlock); grpcFrame
+   * is then the request body as it is, and `verify` gets the whole response body.
+   */
+  readonly headerBlock?: Buffer;
 }
 
 export interface ClientOptions {
@@ -112,6 +131,8 @@ export interface ClientResult {
   readonly rps: number;
   /** Latency of each measured request (µs), from scheduled (open loop) or actual (closed loop) send. */
   readonly latenciesUs: Float64Array;
+  /** Time to the response's first frame (its HEADERS) of each measured request, µs, same origin. */
+  readonly ttfbUs: Float64Array;
   readonly rpcErrors: number;
   readonly streamResets: number;
   readonly wrongDecisions: number;
@@ -128,6 +149,7 @@ export interface ClientResult {
 interface Stream {
   kind: RequestKind;
   scheduledUs: number;
+  firstUs: number;
   measured: boolean;
   gotMessage: boolean;
   body: Buffer[] | null;
@@ -198,10 +220,11 @@ class Connection {
   send(kind: RequestKind, grpcFrame: Buffer, scheduledUs: number, measured: boolean, keepBody: boolean): void {
     const id = this.nextStreamId;
     this.nextStreamId += 2;
-    this.streams.set(id, { kind, scheduledUs, measured, gotMessage: false, body: keepBody ? [] : null });
+    this.streams.set(id, { kind, scheduledUs, firstUs: 0, measured, gotMessage: false, body: keepBody ? [] : null });
     this.inFlight++;
-    this.socket.write(frameHeader(this.headerFrameBody.length, FRAME.HEADERS, FLAG.END_HEADERS, id));
-    this.socket.write(this.headerFrameBody);
+    const block = kind.headerBlock ?? this.headerFrameBody;
+    this.socket.write(frameHeader(block.length, FRAME.HEADERS, FLAG.END_HEADERS, id));
+    this.socket.write(block);
     this.streamWindows.set(id, this.initialStreamWindow);
     for (let off = 0; off < grpcFrame.length || off === 0; off += this.maxFrameSize) {
       const chunk = grpcFrame.subarray(off, Math.min(grpcFrame.length, off + this.maxFrameSize));
@@ -293,6 +316,7 @@ class Connection {
       }
       case FRAME.HEADERS: {
         const s = this.streams.get(id);
+        if (s && s.firstUs === 0) s.firstUs = nowUs();
         if (s && flags & FLAG.END_STREAM) this.finish(id, s);
         break;
       }
@@ -356,6 +380,7 @@ export async function runRawClient(opts: ClientOptions): Promise<ClientResult> {
   const target = opts.totalRequests;
   const capacity = target ?? Math.ceil(((opts.rate || 200_000) * opts.durationMs) / 1000) + 1_000_000;
   let latencies = new Float64Array(Math.min(capacity, 20_000_000));
+  let ttfbs = new Float64Array(latencies.length);
   let measured = 0;
   let completed = 0;
   let sent = 0;
@@ -388,14 +413,17 @@ export async function runRawClient(opts: ClientOptions): Promise<ClientResult> {
     if (outcome === 'reset') resets++;
     if (message && s.kind.verify) {
       verified++;
-      const problem = outcome === 'ok' ? s.kind.verify(message.subarray(5)) : `RPC ${outcome}`;
+      const problem = outcome === 'ok' ? s.kind.verify(s.kind.headerBlock ? message : message.subarray(5)) : `${s.kind.headerBlock ? 'response' : 'RPC'} ${outcome === 'rpc_error' ? 'without a body' : outcome}`;
       if (problem) {
         wrong++;
         firstWrong ??= `${s.kind.name}: ${problem}`;
       }
     }
     if (s.measured) {
-      if (measured < latencies.length) latencies[measured] = t - s.scheduledUs;
+      if (measured < latencies.length) {
+        latencies[measured] = t - s.scheduledUs;
+        ttfbs[measured] = (s.firstUs || t) - s.scheduledUs;
+      }
       measured++;
       lastMeasuredDone = t;
       countsByKind[s.kind.name] = (countsByKind[s.kind.name] ?? 0) + 1;
@@ -501,7 +529,10 @@ export async function runRawClient(opts: ClientOptions): Promise<ClientResult> {
   await Promise.all(pendingWindowHooks);
   for (const c of conns) c.close();
   if (fatal) throw fatal;
-  if (measured > latencies.length) latencies = latencies.slice(0, latencies.length);
+  if (measured > latencies.length) {
+    latencies = latencies.slice(0, latencies.length);
+    ttfbs = ttfbs.slice(0, ttfbs.length);
+  }
   const seconds = (lastMeasuredDone - measureStart) / 1e6;
   return {
     sent,
@@ -510,6 +541,7 @@ export async function runRawClient(opts: ClientOptions): Promise<ClientResult> {
     seconds,
     rps: measured / seconds,
     latenciesUs: latencies.subarray(0, Math.min(measured, latencies.length)),
+    ttfbUs: ttfbs.subarray(0, Math.min(measured, ttfbs.length)),
     rpcErrors,
     streamResets: resets,
     wrongDecisions: wrong,

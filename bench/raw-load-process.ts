@@ -27,7 +27,7 @@ export interface RawLoadSpec extends Pick<ClientOptions, 'host' | 'port' | 'path
 }
 
 /** The client's result as plain data (written as JSON): latencies summarised, windows with RSS. */
-export interface RawLoadResult extends Omit<ClientResult, 'latenciesUs' | 'windows' | 'completed'> {
+export interface RawLoadResult extends Omit<ClientResult, 'latenciesUs' | 'ttfbUs' | 'windows' | 'completed'> {
   readonly latency: LatencySummary;
   /** This client's own CPU use over the run, % of one core (a closed-loop client near 100% would be the bottleneck). */
   readonly clientCpuPct: number;

@@ -16,6 +16,8 @@ import type { Family } from '../check/routes';
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
 export const CLUSTER = {
   authz: 'modelgate_authz',
+  /** The meter's ext_proc streams: modelgate's gRPC port again, on connections of their own (render.ts meterCluster). */
+  meter: 'modelgate_meter',
   http: 'modelgate_http',
   chat: 'upstream_chat',
   messages: 'upstream_messages',

@@ -107,7 +107,7 @@ export function extProcFilter(): Obj {
     name: EXT_PROC_FILTER,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz } },
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter } },
       failure_mode_allow: true,
       observability_mode: true,
       processing_mode: {
@@ -123,7 +123,29 @@ export function extProcFilter(): Obj {
 /** The headers the meter reads (meter/meter.ts): who, what, which request; the response's status and encoding. */
 const METER_HEADERS = [':path', 'x-request-id', 'x-modelgate-key-id', 'x-modelgate-group', 'x-modelgate-model', ':status', 'content-type', 'content-encoding'];
 
-/** The clusters: modelgate's two listeners and the four upstreams. */
+/**
+ * Streams per connection to the meter. Envoy ends every ext_proc stream of observability mode with
+ * a RST_STREAM, and Node's HTTP/2 server (nghttp2's rapid-reset guard, CVE-2023-44487: a burst of
+ * 1,000 resets, then 33 a second; Node 20 cannot change it) answers a connection that exceeds that
+ * with GOAWAY: at 50 metered requests a second a connection died within a minute (within seconds at
+ * hundreds), taking the Checks in flight on it (503 authz_unavailable) and the meter's streams with it.
+ * Under 1,000 streams per connection a connection never reaches the limit; Envoy opens the next one
+ * beside it, which the meter's observability-mode streams never wait for (bench/README-e2e.md).
+ */
+export const METER_STREAMS_PER_CONNECTION = 900;
+
+/** The meter's cluster: modelgate's gRPC port, its own connections, each retired before the reset guard can trip. */
+function meterCluster(at: HostPort): Obj {
+  return cluster(CLUSTER.meter, at, {
+    typed_extension_protocol_options: httpOptions({
+      explicit_http_config: { http2_protocol_options: {} },
+      common_http_protocol_options: { max_requests_per_connection: METER_STREAMS_PER_CONNECTION },
+    }),
+    circuit_breakers: BREAKERS,
+  });
+}
+
+/** The clusters: modelgate's two listeners (and the meter's connections to the first) and the four upstreams. */
 export function renderClusters(input: GatewayRenderInput): Obj[] {
   const g = input.gateway;
   return [
@@ -133,6 +155,7 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
       circuit_breakers: BREAKERS,
       health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: {} }],
     }),
+    ...(input.meter?.enabled ? [meterCluster(g.authz)] : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
     upstreamCluster(CLUSTER.chat, g.upstreams.chat),
     upstreamCluster(CLUSTER.messages, g.upstreams.messages),

@@ -204,7 +204,7 @@ describe('the settings modelgate relies on', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
     const meter = filters[1].typed_config;
     expect(meter).toMatchObject({
-      grpc_service: { envoy_grpc: { cluster_name: 'modelgate_authz' } },
+      grpc_service: { envoy_grpc: { cluster_name: 'modelgate_meter' } },
       failure_mode_allow: true,
       observability_mode: true,
       processing_mode: { request_header_mode: 'SEND', response_header_mode: 'SEND', request_body_mode: 'NONE', response_body_mode: 'STREAMED', request_trailer_mode: 'SKIP', response_trailer_mode: 'SKIP' },
@@ -223,9 +223,24 @@ describe('the settings modelgate relies on', () => {
     }
   });
 
+  it("sends the meter's streams to modelgate's gRPC port on connections of their own, each retired after 900 streams", () => {
+    // Envoy resets every observability-mode stream; Node's HTTP/2 server sends GOAWAY after 1,000
+    // resets on a connection (then 33/s): the Checks on it would fail (bench/README-e2e.md).
+    const clusters = envoyBundle().config.static_resources.clusters as Obj[];
+    const byName = Object.fromEntries(clusters.map((c) => [c.name, c]));
+    const meter = byName.modelgate_meter;
+    expect(meter.load_assignment).toEqual({ ...byName.modelgate_authz.load_assignment, cluster_name: 'modelgate_meter' });
+    expect(meter.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']).toMatchObject({
+      explicit_http_config: { http2_protocol_options: {} },
+      common_http_protocol_options: { max_requests_per_connection: 900 },
+    });
+    expect(byName.modelgate_authz.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].common_http_protocol_options).toBeUndefined();
+  });
+
   it('renders no meter when meter.enabled is false', () => {
     const yaml = renderEnvoyYaml(demoWith((y) => y.replace('meter:\n  enabled: true', 'meter:\n  enabled: false')));
     expect(yaml).not.toContain('ext_proc');
+    expect(yaml).not.toContain('modelgate_meter');
   });
 
   it('sets append_action OVERWRITE_IF_EXISTS_OR_ADD on every header it adds', () => {
@@ -333,7 +348,7 @@ describe('the settings modelgate relies on', () => {
   it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
     const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
     expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc']);
-    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
+    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
     expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
     expect(parts.local_reply_config.mappers.length).toBeGreaterThan(0);
     expect(parseEnvoyConfig(JSON.stringify({ virtual_hosts: [parts.virtual_host] }), 'envoy.config.route.v3.RouteConfiguration').errors).toEqual([]);

@@ -1,0 +1,144 @@
+/**
+ * The one Envoy bundle every setup runs: `renderBootstrap()` of the demo config (what
+ * `modelgate envoy-config` writes), with the listener and admin on free ports and every upstream
+ * pointed at the setup's target. A setup changes only what it must (bench/README-e2e.md,
+ * "The bundle of each setup"):
+ *
+ * - no ext_authz filter (Envoy alone, and LiteLLM, which is itself the proxy);
+ * - the authz cluster pointed at the no-op server or OPA-Envoy, without the grpc.health.v1 check
+ *   (neither serves that service: Envoy would mark the host unhealthy and route in panic mode);
+ * - `pack_as_bytes: false` for OPA-Envoy (its documented setting; see peers/README.md);
+ * - the meter's ext_proc filter only in the metering rows (the config's `meter.enabled`).
+ *
+ * Envoy runs pinned with taskset, `--concurrency` workers, its access log (stdout) to a file.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import type { Config } from '../../src/config/load';
+import { renderBootstrap, toYaml } from '../../src/envoy/render';
+import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER } from '../../src/envoy/render-routes';
+
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+export interface BundleOptions {
+  /** Where the authz cluster points; undefined: no ext_authz filter at all. */
+  readonly authz?: { readonly port: number; readonly healthCheck: boolean; readonly packAsBytes: boolean };
+  /** modelgate's HTTP port (model lists); any port when there is no modelgate. */
+  readonly httpPort: number;
+  /** Every upstream family goes here. */
+  readonly upstreamPort: number;
+  /** The meter's ext_proc filter (needs modelgate as the authz target). */
+  readonly meter: boolean;
+}
+
+/** The bundle as Envoy reads it, and what was changed from the generated one. */
+export function renderBundle(config: Config, o: BundleOptions): { yaml: string; changes: string[] } {
+  const up = { tls: false, host: '127.0.0.1', port: o.upstreamPort, caFile: '' };
+  const b = renderBootstrap({
+    ...config,
+    meter: { ...config.meter, enabled: o.meter },
+    gateway: {
+      ...config.gateway,
+      listen: { host: '127.0.0.1', port: 0 },
+      admin: { host: '127.0.0.1', port: 0 },
+      authz: { host: '127.0.0.1', port: o.authz?.port ?? 1 },
+      http: { host: '127.0.0.1', port: o.httpPort },
+      upstreams: { chat: up, messages: up, generative: up, alt: up },
+    },
+  }) as Obj;
+  const changes: string[] = ['listener and admin on free loopback ports; every upstream cluster at the stand-in'];
+  const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+  const authzCluster = (b.static_resources.clusters as Obj[]).find((c) => c.name === CLUSTER.authz)!;
+  if (!o.authz) {
+    hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => f.name !== EXT_AUTHZ_FILTER && f.name !== EXT_PROC_FILTER);
+    delete authzCluster.health_checks;
+    changes.push('no ext_authz filter (and no meter)');
+  } else {
+    const ea = (hcm.http_filters as Obj[]).find((f) => f.name === EXT_AUTHZ_FILTER)!.typed_config;
+    if (!o.authz.healthCheck) {
+      delete authzCluster.health_checks;
+      changes.push('no grpc_health_check on the authz cluster');
+    }
+    if (!o.authz.packAsBytes) {
+      ea.with_request_body.pack_as_bytes = false;
+      changes.push('with_request_body.pack_as_bytes: false');
+    }
+  }
+  if (o.meter) changes.push("the meter's ext_proc filter (observability mode)");
+  return { yaml: toYaml(b, ' modelgate end-to-end benchmark: the generated bundle, see bench/e2e/envoy.ts'), changes };
+}
+
+export interface RunningEnvoy {
+  readonly pid: number;
+  readonly port: number;
+  readonly adminUrl: string;
+  stop(): Promise<void>;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function getText(url: string): Promise<string | undefined> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? await res.text() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Starts Envoy on `yaml` (pinned to `cpus`), its access log to `accessLog`; resolves once LIVE. */
+export async function startPinnedEnvoy(o: { binary: string; yaml: string; dir: string; name: string; cpus?: string; concurrency: number; accessLog: string }): Promise<RunningEnvoy> {
+  const configFile = path.join(o.dir, `envoy-${o.name}.yaml`);
+  const adminFile = path.join(o.dir, `envoy-${o.name}.admin`);
+  rmSync(adminFile, { force: true });
+  writeFileSync(configFile, o.yaml);
+  const args = ['-c', configFile, '--disable-hot-restart', '--admin-address-path', adminFile, '-l', 'warn', '--concurrency', String(o.concurrency)];
+  const out = openSync(o.accessLog, 'w');
+  const child: ChildProcess = o.cpus
+    ? spawn('taskset', ['-c', o.cpus, o.binary, ...args], { stdio: ['ignore', out, 'pipe'] })
+    : spawn(o.binary, args, { stdio: ['ignore', out, 'pipe'] });
+  closeSync(out);
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const stop = async (): Promise<void> => {
+    if (!gone) {
+      child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(t);
+    }
+  };
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline && !gone) {
+    let admin: string | undefined;
+    try {
+      admin = readFileSync(adminFile, 'utf8').trim() || undefined;
+    } catch { /* not yet */ }
+    if (admin && (await getText(`http://${admin}/ready`))?.trim() === 'LIVE') {
+      const ls = JSON.parse((await getText(`http://${admin}/listeners?format=json`)) ?? '{}') as Obj;
+      const port = ls.listener_statuses?.[0]?.local_address?.socket_address?.port_value as number | undefined;
+      if (port) return { pid: child.pid!, port, adminUrl: `http://${admin}`, stop };
+    }
+    await sleep(50);
+  }
+  await stop();
+  throw new Error(`Envoy ${o.name} did not start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
+}
+
+/** Envoy's downstream response counters (2xx/4xx/5xx) of the listener's connection manager. */
+export async function envoyResponseCounts(adminUrl: string): Promise<Record<string, number>> {
+  const text = (await getText(`${adminUrl}/stats?filter=^http\\.modelgate\\.downstream_rq_[0-9]xx$`)) ?? '';
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/downstream_rq_(\dxx): (\d+)/g)) out[m[1]] = Number(m[2]);
+  return out;
+}
+
+/** Envoy's version line (`envoy --version`). */
+export function envoyVersion(binary: string): string {
+  const r = spawnSync(binary, ['--version'], { encoding: 'utf8' });
+  return /version: (\S+)/.exec(r.stdout)?.[1] ?? 'unknown';
+}

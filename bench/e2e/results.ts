@@ -1,0 +1,248 @@
+/**
+ * bench/RESULTS-e2e.md from the raw runs: throughput, latency at the fixed rates, CPU per 10,000
+ * requests and RSS per setup, ratios to the floor and to the no-op ext_authz, the targets of
+ * issue 13, the metering rows of issue 11, and every run with its checks.
+ */
+import { median } from '../latency';
+import { pooled, type RunRecord } from './load';
+import type { HttpMix, MixId } from './mixes';
+import { SETUP_TITLES, type SetupId } from './setups';
+
+export interface E2eResults {
+  date: string;
+  finished?: string;
+  quick: boolean;
+  machine: { nproc: number; cpuModel: string; node: string; kernel: string; loadAverageAtStart: number; pinned: boolean; gatewayCpus?: string; loadCpus?: string; memoryGiB: number };
+  versions: Record<string, string>;
+  settings: { repeats: number; warmupMs: number; durationMs: number; connections: number; closedInFlight: number; envoyConcurrency: number; nodeFlags: readonly string[]; rates: readonly number[]; overCapacity: number };
+  setups: { id: SetupId; title: string; bundleChanges: string[]; notes: string[] }[];
+  runs: RunRecord[];
+  skipped: { setup: SetupId; mix: MixId; rateLabel: string; rate: number; capacity: number }[];
+  rss: Partial<Record<SetupId, { rssBytes: number; peakBytes: number; processes: number }>>;
+  errors: string[];
+}
+
+const ms = (us: number): string => (Number.isFinite(us) ? (us >= 100_000 ? `${(us / 1000).toFixed(0)} ms` : us >= 10_000 ? `${(us / 1000).toFixed(1)} ms` : `${(us / 1000).toFixed(2)} ms`) : '–');
+const int = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–');
+const x = (n: number, digits = 2): string => (Number.isFinite(n) ? `${n.toFixed(digits)}×` : '–');
+const mib = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
+
+export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string {
+  const ok = r.runs.filter((run) => run.problems.length === 0);
+  const sel = (setup: SetupId, mix: MixId, method: 'closed' | 'paced', label?: string): RunRecord[] =>
+    ok.filter((run) => run.setup === setup && run.mix === mix && run.method === method && (label === undefined || run.rateLabel === label));
+  const cap = (setup: SetupId, mix: MixId): number => {
+    const xs = sel(setup, mix, 'closed').map((run) => run.rps);
+    return xs.length ? median(xs) : Number.NaN;
+  };
+  const pct = (setup: SetupId, mix: MixId, label: string, p: number, ttfb = false): number => {
+    const xs = sel(setup, mix, 'paced', label);
+    return xs.length ? pooled(xs.map((run) => (ttfb ? run.ttfb : run.latency)), p) : Number.NaN;
+  };
+  const present = new Set(r.setups.map((s) => s.id));
+  const setupIds = (Object.keys(SETUP_TITLES) as SetupId[]).filter((id) => present.has(id));
+  const mixTitle = new Map(mixes.map((m) => [m.id, m.title]));
+  const out: string[] = [];
+  const line = (s = ''): void => void out.push(s);
+
+  line('# modelgate end-to-end benchmark results');
+  line();
+  line(`Written by \`npm run bench:e2e\` (bench/e2e/run.ts), started ${r.date}${r.finished ? `, finished ${r.finished}` : ''}. Do not edit: run it again. Method: [README-e2e.md](README-e2e.md).`);
+  if (r.quick) {
+    line();
+    line('**QUICK RUN (`--quick`): seconds per run, one repeat; for trying the harness, not for numbers.**');
+  }
+  line();
+  line('## Machine, versions, placement');
+  line();
+  const m = r.machine;
+  line(`- ${m.nproc} cores (${m.cpuModel}), ${m.memoryGiB.toFixed(1)} GiB, Linux ${m.kernel}; 1-minute load average at the start: ${m.loadAverageAtStart.toFixed(2)}.`);
+  line(`- Versions: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(', ')}.`);
+  line(m.pinned
+    ? `- Placement: core ${m.gatewayCpus} = Envoy (\`--concurrency ${r.settings.envoyConcurrency}\`) and the authorizing process (the no-op, modelgate and its workers, OPA-Envoy, LiteLLM); core ${m.loadCpus} = the load generator, the stand-in upstream and PostgreSQL. Every process pinned with taskset.`
+    : '- Placement: not pinned (fewer than 2 cores).');
+  const st = r.settings;
+  line(`- Each run: ${st.warmupMs / 1000} s warm-up, ${st.durationMs / 1000} s measured; ${st.repeats} run(s) per cell, setups interleaved (order reversed every other repeat); throughput = median of the runs, latency percentiles over the pooled requests of the runs. Closed loop: ${st.connections} HTTP/2 connections × ${st.closedInFlight / st.connections} streams (${st.closedInFlight} in flight). Paced: ${st.connections} connections, requests evenly spaced at the offered rate, latency from each request's scheduled send time.`);
+  if (st.nodeFlags.length) line(`- Node flags for modelgate and the no-op: \`${st.nodeFlags.join(' ')}\`.`);
+  line();
+  line('| setup | what differs in the bundle | notes |');
+  line('| --- | --- | --- |');
+  for (const s of r.setups) line(`| ${s.title} | ${s.bundleChanges.join('; ')} | ${s.notes.join('; ') || '–'} |`);
+
+  // ---------------------------------------------------------------- targets
+  line();
+  line('## Targets');
+  line();
+  line('| target | measured | threshold | result |');
+  line('| --- | --- | --- | --- |');
+  const verdict = (pass: boolean | undefined): string => (pass === undefined ? 'NOT MEASURED' : pass ? '**PASS**' : '**FAIL**');
+  {
+    const mg = cap('modelgate', 'small_chat');
+    const noop = cap('noop', 'small_chat');
+    const ratio = mg / noop;
+    line(`| small chat: Envoy + modelgate throughput vs Envoy + no-op ext_authz | ${int(mg)} / ${int(noop)} req/s = ${x(ratio)} | ≥ 0.90× | ${verdict(Number.isFinite(ratio) ? ratio >= 0.9 : undefined)} |`);
+    for (const label of ['25%', '50%']) {
+      const floor = pct('envoy', 'small_chat', label, 50);
+      const addMg = pct('modelgate', 'small_chat', label, 50) - floor;
+      const addNoop = pct('noop', 'small_chat', label, 50) - floor;
+      const rr = addMg / addNoop;
+      line(`| small chat at ${label} of the floor's capacity: p50 added over Envoy alone, modelgate vs no-op | +${ms(addMg)} vs +${ms(addNoop)} = ${x(rr)} | ≤ 1.2× | ${verdict(Number.isFinite(rr) ? rr <= 1.2 : undefined)} |`);
+    }
+    const mainMixes = mixes.filter((mx) => mx.id !== 'small_chat_stream');
+    const thr = mainMixes.map((mx) => ({ mix: mx.id, mg: cap('modelgate', mx.id), opa: cap('opa', mx.id) }));
+    const thrPass = thr.every((t) => t.mg > t.opa);
+    line(`| throughput ahead of OPA-Envoy, every mix | ${thr.map((t) => `${t.mix}: ${int(t.mg)} vs ${int(t.opa)}`).join('; ')} | higher | ${verdict(thr.some((t) => Number.isFinite(t.opa)) ? thrPass : undefined)} |`);
+    const p99s: string[] = [];
+    let p99Pass: boolean | undefined;
+    for (const mx of mainMixes) {
+      for (const share of st.rates) {
+        const label = `${share * 100}%`;
+        const a = pct('modelgate', mx.id, label, 99);
+        const b = pct('opa', mx.id, label, 99);
+        const opaSkipped = r.skipped.some((s) => s.setup === 'opa' && s.mix === mx.id && s.rateLabel === label);
+        const mgSkipped = r.skipped.some((s) => s.setup === 'modelgate' && s.mix === mx.id && s.rateLabel === label);
+        if (mgSkipped && opaSkipped) {
+          p99s.push(`${mx.id} ${label}: both over capacity`);
+          continue;
+        }
+        const pass = opaSkipped ? Number.isFinite(a) : a < b;
+        if (!Number.isFinite(a) && !opaSkipped) continue;
+        p99Pass = (p99Pass ?? true) && pass;
+        p99s.push(`${mx.id} ${label}: ${ms(a)} vs ${opaSkipped ? 'over capacity' : ms(b)}${pass ? '' : ' ✗'}`);
+      }
+    }
+    line(`| p99 lower than OPA-Envoy at every offered rate | ${p99s.join('; ') || '–'} | lower | ${verdict(present.has('opa') ? p99Pass : undefined)} |`);
+    const liteAdd = pct('litellm', 'small_chat', 'litellm50', 50) - pct('envoy', 'small_chat', 'litellm50', 50);
+    const mgAdd = pct('modelgate', 'small_chat', 'litellm50', 50) - pct('envoy', 'small_chat', 'litellm50', 50);
+    const cpuLite = cpuPer10k(ok, 'litellm', 'small_chat');
+    const cpuMg = cpuPer10k(ok, 'modelgate', 'small_chat');
+    line(`| LiteLLM beside modelgate (small chat): added p50 at half LiteLLM's capacity; CPU s per 10,000 requests (authz + Envoy + upstream) | +${ms(liteAdd)} vs +${ms(mgAdd)} (${x(liteAdd / mgAdd, 0)}); ${cpuLite.total.toFixed(1)} vs ${cpuMg.total.toFixed(2)} s (${x(cpuLite.total / cpuMg.total, 0)}) | measured (an order of magnitude expected) | ${verdict(Number.isFinite(liteAdd) && Number.isFinite(cpuLite.total) ? liteAdd / mgAdd >= 10 && cpuLite.total / cpuMg.total >= 10 : undefined)} |`);
+    const tail = pct('modelgate', 'small_chat', 'noop50', 99);
+    const tailNoop = pct('noop', 'small_chat', 'noop50', 99);
+    const tailRate = ok.find((run) => run.rateLabel === 'noop50')?.requestedRate;
+    line(`| small chat: modelgate p99 through Envoy at half the no-op's capacity (${int(tailRate ?? Number.NaN)} req/s) | ${ms(tail)} (no-op ${ms(tailNoop)}) | < 5 ms | ${verdict(Number.isFinite(tail) ? tail < 5000 : undefined)} |`);
+  }
+
+  // ---------------------------------------------------------------- throughput
+  line();
+  line('## Max throughput (closed loop)');
+  line();
+  line('req/s, and the ratio to Envoy alone (the floor) and to Envoy + no-op ext_authz.');
+  line();
+  const tmixes = mixes.filter((mx) => mx.id !== 'small_chat_stream');
+  line(`| setup | ${tmixes.map((mx) => mx.title).join(' | ')} |`);
+  line(`| --- | ${tmixes.map(() => '---').join(' | ')} |`);
+  for (const id of setupIds) {
+    const cells = tmixes.map((mx) => {
+      const c = cap(id, mx.id);
+      if (!Number.isFinite(c)) return '–';
+      return `${int(c)} (${x(c / cap('envoy', mx.id))} floor, ${x(c / cap('noop', mx.id))} no-op)`;
+    });
+    if (cells.every((c) => c === '–')) continue;
+    line(`| ${SETUP_TITLES[id]} | ${cells.join(' | ')} |`);
+  }
+
+  // ---------------------------------------------------------------- latency at rates
+  line();
+  line('## Latency at fixed offered rates (open loop, evenly paced)');
+  line();
+  line(`Rates are shares of the floor's closed-loop capacity for the same mix. A setup whose own capacity is below ${Math.round(st.overCapacity * 100)}% of a rate is not offered it ("over capacity": its queue would only grow). "added p50" = this p50 − Envoy alone's p50 at the same rate. \`noop50\` = half the no-op ext_authz's capacity (the tail-latency target); \`litellm50\` = half LiteLLM's capacity.`);
+  for (const mx of mixes) {
+    const labels = [...new Set(r.runs.filter((run) => run.mix === mx.id && run.method === 'paced').map((run) => run.rateLabel!)), ...new Set(r.skipped.filter((s) => s.mix === mx.id).map((s) => s.rateLabel))];
+    const uniq = [...new Set(labels)].sort((a, b) => order(a) - order(b));
+    if (uniq.length === 0) continue;
+    line();
+    line(`### ${mx.title}`);
+    line();
+    line('| rate | setup | offered req/s | achieved | p50 | p90 | p99 | p99.9 | added p50 | late sends |');
+    line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+    for (const label of uniq) {
+      for (const id of setupIds) {
+        const runs = sel(id, mx.id, 'paced', label);
+        const skipped = r.skipped.find((s) => s.setup === id && s.mix === mx.id && s.rateLabel === label);
+        if (skipped) {
+          line(`| ${label} | ${SETUP_TITLES[id]} | ${int(skipped.rate)} | over capacity (max ${int(skipped.capacity)}) | | | | | | |`);
+          continue;
+        }
+        if (runs.length === 0) continue;
+        const add = pct(id, mx.id, label, 50) - pct('envoy', mx.id, label, 50);
+        line(`| ${label} | ${SETUP_TITLES[id]} | ${int(runs[0].requestedRate ?? Number.NaN)} | ${int(median(runs.map((run) => run.rps)))} | ${ms(pct(id, mx.id, label, 50))} | ${ms(pct(id, mx.id, label, 90))} | ${ms(pct(id, mx.id, label, 99))} | ${ms(pct(id, mx.id, label, 99.9))} | ${id === 'envoy' ? '–' : `+${ms(add)}`} | ${runs.reduce((a, run) => a + run.lateSends, 0)} |`);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- CPU, RSS
+  line();
+  line('## CPU seconds per 10,000 requests, and memory');
+  line();
+  line("From the closed-loop runs: each process's user + system CPU time (/proc) over the run, divided by the requests Envoy answered in it (warm-up included), × 10,000. `authz` is the authorizing process with its children (modelgate's workers, LiteLLM's worker).");
+  line();
+  line('| setup | mix | Envoy | authz | upstream | PostgreSQL | load generator | gateway core (Envoy + authz) |');
+  line('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const mx of mixes) {
+    for (const id of setupIds) {
+      const c = cpuPer10k(ok, id, mx.id);
+      if (!Number.isFinite(c.total)) continue;
+      line(`| ${SETUP_TITLES[id]} | ${mx.id} | ${c.envoy.toFixed(2)} | ${c.authz.toFixed(2)} | ${c.upstream.toFixed(2)} | ${c.store ? c.store.toFixed(2) : '–'} | ${c.client.toFixed(2)} | ${(c.envoy + c.authz).toFixed(2)} |`);
+    }
+  }
+  line();
+  line('| setup | authz RSS at the end | peak RSS (VmHWM) | processes |');
+  line('| --- | --- | --- | --- |');
+  for (const id of setupIds) {
+    const v = r.rss[id];
+    if (v) line(`| ${SETUP_TITLES[id]} | ${mib(v.rssBytes)} | ${mib(v.peakBytes)} | ${v.processes} |`);
+  }
+
+  // ---------------------------------------------------------------- metering
+  const meterIds: SetupId[] = ['envoy', 'modelgate', 'modelgate-meter', 'modelgate-pg', 'modelgate-pg-meter', 'modelgate-pg-strict'];
+  if (meterIds.some((id) => present.has(id) && id.includes('meter') || id.includes('strict'))) {
+    line();
+    line('## Metering (issue 11): with and without the meter, soft and strict');
+    line();
+    line('Small chat, answered (JSON) and streamed (SSE with usage), at 25% of the floor\'s capacity: time to the first byte of the response (its headers) and to its end, from the scheduled send time; closed-loop throughput; CPU of modelgate and PostgreSQL per 10,000 requests.');
+    line();
+    line('| setup | mix | closed req/s | TTFB p50 | TTFB p99 | total p50 | total p99 | total p99.9 | modelgate CPU /10k | PostgreSQL CPU /10k |');
+    line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+    for (const id of meterIds.filter((i) => present.has(i))) {
+      for (const mix of ['small_chat', 'small_chat_stream'] as MixId[]) {
+        if (!sel(id, mix, 'paced', '25%').length && !sel(id, mix, 'closed').length) continue;
+        const c = cpuPer10k(ok, id, mix);
+        line(`| ${SETUP_TITLES[id]} | ${mix === 'small_chat' ? 'answer' : 'stream'} | ${int(cap(id, mix))} | ${ms(pct(id, mix, '25%', 50, true))} | ${ms(pct(id, mix, '25%', 99, true))} | ${ms(pct(id, mix, '25%', 50))} | ${ms(pct(id, mix, '25%', 99))} | ${ms(pct(id, mix, '25%', 99.9))} | ${Number.isFinite(c.authz) ? c.authz.toFixed(2) : '–'} | ${c.store ? c.store.toFixed(2) : '–'} |`);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- every run
+  line();
+  line('## Every run');
+  line();
+  line('| setup | mix | method | rate | rep | req/s | p50 | p99 | p99.9 | requests (Envoy) | 4xx | other CPU, gateway / load core | late sends | client CPU | problems |');
+  line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const run of r.runs) {
+    line(`| ${run.setup} | ${run.mix} | ${run.method} | ${run.rateLabel ? `${run.rateLabel} (${int(run.requestedRate ?? Number.NaN)})` : '–'} | ${run.rep + 1} | ${int(run.rps)} | ${ms(run.latency.p50Us)} | ${ms(run.latency.p99Us)} | ${ms(run.latency.p999Us)} | ${int(run.requests)} | ${int(run.envoyCounts['4xx'] ?? 0)} | ${run.otherCores.gateway.toFixed(2)} / ${run.otherCores.load.toFixed(2)} | ${run.lateSends} | ${run.clientCpuPct.toFixed(0)}% | ${run.problems.join('; ') || '–'} |`);
+  }
+  if (r.errors.length) {
+    line();
+    line('## Errors');
+    line();
+    for (const e of r.errors) line(`- ${e}`);
+  }
+  line();
+  void mixTitle;
+  return out.join('\n');
+}
+
+function order(label: string): number {
+  const m = /^(\d+)%$/.exec(label);
+  return m ? Number(m[1]) : label === 'noop50' ? 1000 : 2000;
+}
+
+/** CPU seconds per 10,000 requests by role, over the closed-loop runs of a setup and mix. */
+export function cpuPer10k(runs: readonly RunRecord[], setup: SetupId, mix: MixId): { envoy: number; authz: number; upstream: number; store: number; client: number; total: number } {
+  const rs = runs.filter((r) => r.setup === setup && r.mix === mix && r.method === 'closed');
+  const n = rs.reduce((a, r) => a + r.requests, 0);
+  const sum = (k: keyof RunRecord['cpu']): number => (n ? (10_000 * rs.reduce((a, r) => a + r.cpu[k], 0)) / n : Number.NaN);
+  const c = { envoy: sum('envoy'), authz: sum('authz'), upstream: sum('upstream'), store: sum('store'), client: sum('client') };
+  return { ...c, total: c.envoy + c.authz + c.upstream + c.store };
+}

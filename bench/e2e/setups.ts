@@ -1,0 +1,258 @@
+/**
+ * The setups of the end-to-end benchmark (issue 13), each one Envoy on the generated bundle in
+ * front of the same stand-in upstream, differing only in who authorizes:
+ *
+ *   envoy               Envoy alone (no ext_authz): the floor
+ *   noop                Envoy + a no-op grpc-js ext_authz (always OK): the limit of our stack
+ *   modelgate           Envoy + modelgate, 1 worker, file store
+ *   modelgate-w2        Envoy + modelgate --workers 2, file store
+ *   modelgate-pg        Envoy + modelgate, PostgreSQL store (warm cache)
+ *   opa                 Envoy + OPA-Envoy (the same decision in Rego)
+ *   litellm             Envoy -> LiteLLM proxy (keys and per-key model access) -> the stand-in
+ *   modelgate-meter     modelgate, file store, the meter on (soft)          } metering rows
+ *   modelgate-pg-meter  modelgate, PostgreSQL, the meter on (soft)          } (issue 11)
+ *   modelgate-pg-strict modelgate, PostgreSQL, the meter on, strict mode    }
+ *
+ * Placement (2 cores): Envoy and the authorizing process on the "gateway" core, the load generator,
+ * the upstream and PostgreSQL on the "load" core. bench/README-e2e.md says why.
+ */
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { parseDocument } from 'yaml';
+import { parseConfig, type Config } from '../../src/config/load';
+import { renderBundle, startPinnedEnvoy, type RunningEnvoy } from './envoy';
+import type { HttpKind } from './mixes';
+import { peerData } from './peer-data';
+import type { BenchPg } from './pg';
+import { freePort, httpStatus, listening, spawnPinned, type Proc } from './procs';
+import { UPSTREAM_MARKERS } from './upstream';
+
+export const SETUP_IDS = ['envoy', 'noop', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict'] as const;
+/** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
+export const EXTRA_SETUP_IDS = ['opa-bytes'] as const;
+export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
+
+export const SETUP_TITLES: Record<SetupId, string> = {
+  'envoy': 'Envoy alone (floor)',
+  'noop': 'Envoy + no-op ext_authz (grpc-js)',
+  'modelgate': 'Envoy + modelgate (1 worker, file store)',
+  'modelgate-w2': 'Envoy + modelgate --workers 2 (file store)',
+  'modelgate-pg': 'Envoy + modelgate (PostgreSQL, warm cache)',
+  'opa': 'Envoy + OPA-Envoy',
+  'opa-bytes': 'Envoy + OPA-Envoy, pack_as_bytes: true',
+  'litellm': 'Envoy + LiteLLM proxy',
+  'modelgate-meter': 'modelgate + meter, soft (file store)',
+  'modelgate-pg-meter': 'modelgate + meter, soft (PostgreSQL)',
+  'modelgate-pg-strict': 'modelgate + meter, strict (PostgreSQL)',
+};
+
+export interface BenchContext {
+  readonly root: string;
+  readonly outDir: string;
+  readonly envoyBin: string;
+  readonly envoyConcurrency: number;
+  /** Envoy and the authorizing process. */
+  readonly gatewayCpus?: string;
+  /** Load generator, upstream, PostgreSQL. */
+  readonly loadCpus?: string;
+  readonly upstreamPort: number;
+  /** The demo config's text (envoy/modelgate.yaml). */
+  readonly demoConfig: string;
+  readonly pg?: BenchPg;
+  /** Extra node flags for modelgate and the no-op server (tail-latency experiments). */
+  readonly nodeFlags: readonly string[];
+  readonly opaBin: string;
+  readonly litellmBin: string;
+}
+
+export interface RunningSetup {
+  readonly id: SetupId;
+  readonly title: string;
+  readonly envoy: RunningEnvoy;
+  /** The authorizing process(es): the no-op, modelgate, OPA, LiteLLM. */
+  readonly authz?: Proc;
+  /** PostgreSQL's processes, when this setup uses it. */
+  readonly storePids?: () => number[];
+  /** modelgate's HTTP address (for /metrics). */
+  readonly modelgateHttp?: string;
+  readonly bundleChanges: readonly string[];
+  readonly notes: readonly string[];
+  /** What the body of a right answer to `kind` contains, in this setup. */
+  mustContain(kind: HttpKind): string[];
+  stop(): Promise<void>;
+}
+
+const allowMarker = (kind: HttpKind): string => (kind.expect.allowed ? UPSTREAM_MARKERS[kind.expect.family] : UPSTREAM_MARKERS.chat);
+
+/** modelgate's config for a setup: the demo config with the meter and store of the setup. */
+function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUrl?: string): string {
+  const doc = parseDocument(demo);
+  doc.setIn(['meter', 'enabled'], meter !== 'off');
+  if (meter !== 'off') doc.setIn(['meter', 'mode'], meter);
+  if (storeUrl) doc.set('store', storeUrl);
+  return doc.toString();
+}
+
+async function startModelgateProc(ctx: BenchContext, id: string, configPath: string, workers: number): Promise<{ proc: Proc; grpcPort: number; http: string }> {
+  const grpcPort = await freePort();
+  const httpPort = await freePort();
+  const http = `127.0.0.1:${httpPort}`;
+  const args = [...ctx.nodeFlags, path.join(ctx.root, 'dist/src/cli/main.js'), 'serve', '--config', configPath, '--grpc', `127.0.0.1:${grpcPort}`, '--http', http];
+  if (workers > 1) args.push('--workers', String(workers));
+  const proc = await spawnPinned({
+    name: id,
+    cmd: process.execPath,
+    args,
+    cpus: ctx.gatewayCpus,
+    cwd: ctx.root,
+    // Every decision is logged (the demo config's log.allows), to this file, as in the in-process bench.
+    logFile: path.join(ctx.outDir, `${id}.log`),
+    ready: async (p) => (await httpStatus(`http://${http}/readyz`)) === 200 && (workers === 1 || p.pids().length > workers),
+  });
+  return { proc, grpcPort, http };
+}
+
+export async function startSetup(ctx: BenchContext, id: SetupId): Promise<RunningSetup> {
+  const demo = parseConfig(ctx.demoConfig);
+  const notes: string[] = [];
+  let authz: Proc | undefined;
+  let storePids: (() => number[]) | undefined;
+  let modelgateHttp: string | undefined;
+  let bundle: { yaml: string; changes: string[] };
+  let markers = (k: HttpKind): string[] => [k.expect.allowed ? allowMarker(k) : `[modelgate: ${k.expect.reason}]`];
+  let upstreamPort = ctx.upstreamPort;
+  const httpPortFor = async (): Promise<number> => freePort();
+
+  switch (id) {
+    case 'envoy': {
+      bundle = renderBundle(demo, { httpPort: await httpPortFor(), upstreamPort, meter: false });
+      markers = (k) => [allowMarker(k)];
+      break;
+    }
+    case 'noop': {
+      const port = await freePort();
+      authz = await spawnPinned({
+        name: 'noop',
+        cmd: process.execPath,
+        args: [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-server.js'), `127.0.0.1:${port}`],
+        cpus: ctx.gatewayCpus,
+        logFile: path.join(ctx.outDir, 'noop.log'),
+        ready: () => listening(port),
+      });
+      bundle = renderBundle(demo, { authz: { port, healthCheck: false, packAsBytes: true }, httpPort: await httpPortFor(), upstreamPort, meter: false });
+      markers = (k) => [allowMarker(k)];
+      break;
+    }
+    case 'modelgate':
+    case 'modelgate-w2':
+    case 'modelgate-pg':
+    case 'modelgate-meter':
+    case 'modelgate-pg-meter':
+    case 'modelgate-pg-strict': {
+      const meter = id === 'modelgate-pg-strict' ? 'strict' : id.endsWith('-meter') ? 'soft' : 'off';
+      let storeUrl: string | undefined;
+      if (id.includes('-pg')) {
+        if (!ctx.pg) throw new Error('no PostgreSQL');
+        storeUrl = await ctx.pg.database(id.replace(/-/g, '_'), demo);
+        storePids = () => ctx.pg!.pids();
+      }
+      const configPath = path.join(ctx.outDir, `${id}.yaml`);
+      writeFileSync(configPath, modelgateConfig(ctx.demoConfig, meter, storeUrl));
+      rmSync(configPath.replace(/\.yaml$/, '.state.json'), { force: true });
+      const m = await startModelgateProc(ctx, id, configPath, id === 'modelgate-w2' ? 2 : 1);
+      authz = m.proc;
+      modelgateHttp = m.http;
+      bundle = renderBundle(parseConfig(readFileSync(configPath, 'utf8')), {
+        authz: { port: m.grpcPort, healthCheck: true, packAsBytes: true },
+        httpPort: Number(m.http.split(':')[1]),
+        upstreamPort,
+        meter: meter !== 'off',
+      });
+      break;
+    }
+    case 'opa':
+    case 'opa-bytes': {
+      if (!existsSync(ctx.opaBin)) throw new Error(`no OPA-Envoy binary at ${ctx.opaBin}: run bench/peers/opa/build.sh`);
+      const grpcPort = await freePort();
+      const httpPort = await freePort();
+      const dataFile = path.join(ctx.outDir, 'peer-data.json');
+      writeFileSync(dataFile, JSON.stringify(peerData(demo)));
+      const cfg = path.join(ctx.outDir, `${id}-config.yaml`);
+      writeFileSync(cfg, readFileSync(path.join(ctx.root, 'bench/peers/opa/config.yaml'), 'utf8').replaceAll('${GRPC_ADDR}', `127.0.0.1:${grpcPort}`));
+      const peers = path.join(ctx.root, 'bench/peers/opa');
+      authz = await spawnPinned({
+        name: id,
+        cmd: ctx.opaBin,
+        args: ['run', '--server', '--addr', `127.0.0.1:${httpPort}`, '--config-file', cfg, '--log-level', 'error', '--ignore', '.*',
+          path.join(peers, 'policy.rego'), path.join(peers, 'mask.rego'), dataFile],
+        cpus: ctx.gatewayCpus,
+        logFile: path.join(ctx.outDir, `${id}.log`),
+        ready: async () => (await httpStatus(`http://127.0.0.1:${httpPort}/health?plugins`)) === 200,
+      });
+      bundle = renderBundle(demo, { authz: { port: grpcPort, healthCheck: false, packAsBytes: id === 'opa-bytes' }, httpPort: await httpPortFor(), upstreamPort, meter: false });
+      break;
+    }
+    case 'litellm': {
+      if (!existsSync(ctx.litellmBin)) throw new Error(`no LiteLLM at ${ctx.litellmBin}: run bench/peers/litellm/install.sh`);
+      const port = await freePort();
+      const dataFile = path.join(ctx.outDir, 'peer-data.json');
+      writeFileSync(dataFile, JSON.stringify(peerData(demo)));
+      const up = `http://127.0.0.1:${ctx.upstreamPort}`;
+      const workers = ctx.gatewayCpus ? ctx.gatewayCpus.split(',').length : 2;
+      authz = await spawnPinned({
+        name: 'litellm',
+        cmd: ctx.litellmBin,
+        args: ['--config', path.join(ctx.root, 'bench/peers/litellm/config.yaml'), '--host', '127.0.0.1', '--port', String(port), '--num_workers', String(workers)],
+        cpus: ctx.gatewayCpus,
+        cwd: path.join(ctx.root, 'bench/peers/litellm'),
+        env: {
+          ...process.env,
+          STANDIN_BASE: up, STANDIN_OPENAI_BASE: `${up}/v1`, STANDIN_GEMINI_BASE: up, STANDIN_API_KEY: 'standin-upstream-credential',
+          LITELLM_MASTER_KEY: `sk-peer-master-${Math.random().toString(36).slice(2)}`,
+          MODELGATE_PEER_DATA: dataFile,
+          // LiteLLM's production page: errors only, no .env loading; no network here: the bundled cost map.
+          LITELLM_LOG: 'ERROR', LITELLM_MODE: 'PRODUCTION', LITELLM_LOCAL_MODEL_COST_MAP: 'True',
+        },
+        logFile: path.join(ctx.outDir, 'litellm.log'),
+        ready: async () => (await httpStatus(`http://127.0.0.1:${port}/health/liveliness`)) === 200,
+        timeoutMs: 120_000,
+      });
+      notes.push(`LiteLLM --num_workers ${workers} (one per core it may use, as its production page says)`);
+      upstreamPort = port;
+      bundle = renderBundle(demo, { httpPort: await httpPortFor(), upstreamPort, meter: false });
+      bundle.changes.push('every upstream cluster at LiteLLM (LiteLLM forwards to the stand-in)');
+      markers = (k) => (k.expect.allowed ? [allowMarker(k)] : ['key_model_access_denied']);
+      break;
+    }
+  }
+  let envoy: RunningEnvoy;
+  try {
+    envoy = await startPinnedEnvoy({
+      binary: ctx.envoyBin,
+      yaml: bundle.yaml,
+      dir: ctx.outDir,
+      name: id,
+      cpus: ctx.gatewayCpus,
+      concurrency: ctx.envoyConcurrency,
+      accessLog: path.join(ctx.outDir, `envoy-${id}.access.log`),
+    });
+  } catch (err) {
+    await authz?.stop();
+    throw err;
+  }
+  return {
+    id,
+    title: SETUP_TITLES[id],
+    envoy,
+    authz,
+    storePids,
+    modelgateHttp,
+    bundleChanges: bundle.changes,
+    notes,
+    mustContain: (k) => markers(k),
+    async stop() {
+      await envoy.stop();
+      await authz?.stop();
+    },
+  };
+}
