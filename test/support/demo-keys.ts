@@ -3,10 +3,11 @@
  * they are written; published in README.md; demo only). Tests use them as real keys and assert
  * they never reach a log line.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-const DEMO_KEYS_ENV = join(__dirname, '..', '..', 'envoy', 'demo-keys.env');
+// Two levels up from test/support, three from its compiled copy in dist/test/support (bench, scripts).
+const DEMO_KEYS_ENV = [join(__dirname, '..', '..'), join(__dirname, '..', '..', '..')].map((root) => join(root, 'envoy', 'demo-keys.env')).find((p) => existsSync(p)) ?? join(__dirname, '..', '..', 'envoy', 'demo-keys.env');
 
 function read(): Record<string, string> {
   const out: Record<string, string> = {};
