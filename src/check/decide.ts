@@ -6,10 +6,10 @@
  */
 import type { Config } from '../config/load';
 import type { Decision } from './decision';
-import { extractKey, findKeyInUrl, keyHeaders } from './extract-key';
+import { emptyKeyParams, extractKey, findKeyInUrl, keyHeaders } from './extract-key';
 import { printable } from './safe-text';
 import { extractModel } from './extract-model';
-import { hashKey } from './key-format';
+import { KEY_PREFIX, hashKey, isKeyBody } from './key-format';
 import { modelNotInGroupHint } from './model-hints';
 import { statusOf, type DenyReason } from './reasons';
 import type { RequestView } from './request-view';
@@ -95,7 +95,7 @@ function decideForGroup(
   const group = groupLookup.value;
   if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console`, who);
 
-  if (route.kind === 'models' && route.model === undefined) return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale: who.stale };
+  if (route.kind === 'models' && route.model === undefined) return allow(view, routes, route, key, who.stale, undefined);
 
   let model = route.model;
   if (model === undefined) {
@@ -107,7 +107,11 @@ function decideForGroup(
   const m = group.models.get(model);
   if (!m) {
     const requested = model;
-    // A key pasted into the model field must not come back in the hint or reach the log.
+    // A key pasted into the model field must not come back in the hint or reach the log: a known
+    // key, an issued key without its prefix, or anything holding the prefix.
+    if (isKeyBody(requested) || requested.includes(KEY_PREFIX)) {
+      return deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model: requested, modelIsKey: true });
+    }
     return then(lookups.keys.get(hashKey(requested)), (asKey) => asKey.status === 'found'
       ? deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model: requested, modelIsKey: true })
       : deny(route, 'model_not_in_group', modelNotInGroupHint(requested, group, listPath(route, routes.altPrefix)), { ...who, model: requested }));
@@ -121,11 +125,25 @@ function decideForGroup(
   if (route.kind === 'protocol' && key.balance !== null && key.balance <= 0) {
     return deny(route, 'balance_insufficient', `the key's balance is ${key.balance}: top it up before using models`, { ...who, model, modelKnown: true });
   }
-  return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale: who.stale };
+  return allow(view, routes, route, key, who.stale, model);
+}
+
+function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined): Decision {
+  const d: Decision = model === undefined
+    ? { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale }
+    : { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale };
+  // Parameters named like a key with an empty value: Envoy removes them (only then: a removal
+  // makes Envoy re-serialise the whole query).
+  const removeQuery = view.query === '' ? undefined : emptyKeyParams(view.query, routes);
+  return removeQuery ? { ...d, removeQuery } : d;
 }
 
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
 function readModel(view: RequestView, maxDepth: number): { model: string } | { reason: DenyReason; hint: string } {
+  const type = view.headers['content-type'];
+  if (type !== undefined && type !== 'application/json' && !isJsonUtf8(type)) {
+    return { reason: 'content_type_unsupported', hint: `the body must be JSON in UTF-8: send Content-Type: application/json (not ${JSON.stringify(printable(type, 48))}), as other content types or charsets can make the provider read another model` };
+  }
   const encoding = view.headers['content-encoding'];
   if (encoding && encoding.toLowerCase() !== 'identity') {
     return { reason: 'body_invalid', hint: `the body is compressed (content-encoding ${JSON.stringify(printable(encoding, 24))}): send plain JSON` };
@@ -139,6 +157,25 @@ function readModel(view: RequestView, maxDepth: number): { model: string } | { r
   switch (r.problem) {
     case 'model_absent': return { reason: 'model_missing', hint: 'the JSON body has no "model" field: add "model": "<model name>"' };
     case 'model_not_string': return { reason: 'model_missing', hint: `the "model" field must be a string: ${r.detail}` };
+    case 'model_case': return { reason: 'body_invalid', hint: `${r.detail}: send the model only as "model"` };
     default: return { reason: 'body_invalid', hint: `the body is not a usable JSON object: ${r.detail}` };
   }
+}
+
+/**
+ * `application/json`, with at most a `charset=utf-8` parameter (RFC 8259 §8.1: JSON is UTF-8; a
+ * charset-honouring provider would decode `utf-7` or `utf-16` into other text than the one checked).
+ */
+function isJsonUtf8(value: string): boolean {
+  const parts = value.split(';');
+  if (parts[0].trim().toLowerCase() !== 'application/json') return false;
+  for (let i = 1; i < parts.length; i++) {
+    const p = parts[i].trim();
+    if (p === '') continue;
+    const eq = p.indexOf('=');
+    if (eq === -1 || p.slice(0, eq).trim().toLowerCase() !== 'charset') return false;
+    const charset = p.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+    if (charset !== 'utf-8' && charset !== 'utf8') return false;
+  }
+  return true;
 }

@@ -19,4 +19,6 @@ export interface Decision {
   readonly modelIsKey?: boolean;
   /** true when a stale cached answer was used because the store could not answer. */
   readonly stale?: boolean;
+  /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
+  readonly removeQuery?: readonly string[];
 }

@@ -12,6 +12,7 @@ import type { Decision } from '../../src/check/decision';
 import { authorizationService } from '../../src/envoy/protos';
 import { ResponseEncoder } from '../../src/check/response-encoder';
 import { classify } from '../../src/check/routes';
+import { logPath } from '../../src/check/decision-log';
 
 const def = authorizationService().Check;
 const config = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'));
@@ -27,23 +28,33 @@ const decisions: Decision[] = [
   deny({ reason: 'key_unknown', status: 401, hint: 'no key matches' }),
   deny({ reason: 'method_not_allowed', status: 405, hint: 'takes POST', route: classify('GET', '/v1/chat/completions', '/alt', false) }),
   deny({ reason: 'method_not_allowed', status: 405, hint: 'takes POST', route: classify('POST', '/v1/models', '/alt', false) }),
+  allow({ removeQuery: ['key'] }), allow({ removeQuery: ['KEY'] }), deny({ model: 'sk-mg-x', modelIsKey: true }),
 ];
+/** The path of each decision's request (the metadata carries it as logged). */
+const PATHS = ['/v1/chat/completions', '/alt/v1/chat/completions'];
 
 test('cached bytes decode to exactly the response built for each decision, first time and again', () => {
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
   const plan = allowPlan(config);
   for (let round = 0; round < 2; round++) {
     for (const d of decisions) {
-      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined)));
-      expect(def.responseDeserialize(encoder.encode(d, config))).toEqual(expected);
+      for (const path of PATHS) {
+        const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))));
+        expect(def.responseDeserialize(encoder.encode(d, config, path))).toEqual(expected);
+      }
     }
   }
 });
 
 test('decisions that differ in anything the response carries never share bytes', () => {
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
-  const seen = new Set(decisions.map((d) => encoder.encode(d, config).toString('base64')));
-  expect(seen.size).toBe(decisions.length);
+  const plan = allowPlan(config);
+  const cases = decisions.flatMap((d) => PATHS.map((path) => ({ d, path })));
+  const built = new Set(cases.map(({ d, path }) => def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))).toString('base64')));
+  const seen = new Set(cases.map(({ d, path }) => encoder.encode(d, config, path).toString('base64')));
+  // (A path that holds a key is logged as one redacted text: those responses are the same.)
+  expect(built.size).toBeGreaterThan(decisions.length);
+  expect(seen.size).toBe(built.size);
 });
 
 test('a new config (a reload) gets answers built from it, not the old cache', () => {
