@@ -12,7 +12,7 @@ import * as http2 from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, inject } from 'vitest';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { parseConfig, UPSTREAM_FAMILIES, type UpstreamFamily } from '../../src/config/load';
 import { startDemoUpstream, type DemoUpstream, type DemoUpstreamOptions, type ReceivedRequest } from '../../src/demo/upstream';
 import { startEnvoy, type EnvoyProcess } from '../../src/envoy/process';
@@ -57,6 +57,11 @@ export interface GatewayOptions {
   readonly upstream?: Omit<DemoUpstreamOptions, 'onRequest'>;
   /** Envoy worker threads (default 1: test files run in parallel on small machines). */
   readonly concurrency?: number;
+  /**
+   * Changes the rendered bundle before Envoy runs it (e.g. an upstream cluster pointed at a test's
+   * own HTTP/2 server); `envoyYaml` is then the edited text, the one Envoy runs.
+   */
+  readonly editEnvoy?: (bootstrap: Record<string, any>) => void; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
 export interface Reply {
@@ -203,7 +208,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const [gh, gp] = hostPort(modelgate.grpcAddress);
   const [hh, hp] = hostPort(modelgate.httpAddress);
   const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '' });
-  const envoyYaml = renderEnvoyYaml({
+  let envoyYaml = renderEnvoyYaml({
     ...config,
     gateway: {
       ...config.gateway,
@@ -214,6 +219,11 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       upstreams: { chat: target('chat'), messages: target('messages'), generative: target('generative'), alt: target('alt') },
     },
   });
+  if (opts.editEnvoy) {
+    const bootstrap = parseYaml(envoyYaml) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    opts.editEnvoy(bootstrap);
+    envoyYaml = stringifyYaml(bootstrap);
+  }
   let out = '';
   const envoy = await startEnvoy({
     binary: envoyBinary(), config: envoyYaml, concurrency: opts.concurrency ?? 1,
