@@ -7,7 +7,7 @@
 import type { Config } from '../config/load';
 import type { Decision } from './decision';
 import { emptyKeyParams, extractKey, findKeyInUrl, keyHeaders } from './extract-key';
-import { printable } from './safe-text';
+import { lenientDecode, printable } from './safe-text';
 import { extractModel } from './extract-model';
 import { KEY_PREFIX, hashKey, isKeyBody } from './key-format';
 import { modelNotInGroupHint } from './model-hints';
@@ -95,7 +95,7 @@ function decideForGroup(
   const group = groupLookup.value;
   if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console`, who);
 
-  if (route.kind === 'models' && route.model === undefined) return allow(view, routes, route, key, who.stale, undefined);
+  if (route.kind === 'models' && route.model === undefined) return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined);
 
   let model = route.model;
   if (model === undefined) {
@@ -125,7 +125,37 @@ function decideForGroup(
   if (route.kind === 'protocol' && key.balance !== null && key.balance <= 0) {
     return deny(route, 'balance_insufficient', `the key's balance is ${key.balance}: top it up before using models`, { ...who, model, modelKnown: true });
   }
-  return allow(view, routes, route, key, who.stale, model);
+  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model);
+}
+
+/** Runs of 16 to 512 characters a key may hold, in a query value or name: each could be a key of the store. */
+const QUERY_KEY_CANDIDATE = /[A-Za-z0-9\-._~+/:=]{16,512}/g;
+
+/**
+ * The last check before an allow: a query parameter (name or value, or a run of key characters in
+ * one, once decoded) that is a key of the store, whatever its shape (an imported key has no prefix
+ * to recognise it by), is a key in the URL. Only requests with a long query value pay for it (one
+ * cached lookup each; most requests have no query).
+ */
+function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined): MaybePromise<Decision> {
+  if (view.query === '') return allow(view, routes, route, key, who.stale, model);
+  const candidates: string[] = [];
+  for (const part of view.query.split('&')) {
+    const eq = part.indexOf('=');
+    for (const s of eq === -1 ? [part] : [part.slice(0, eq), part.slice(eq + 1)]) {
+      // Whole runs between characters no key holds (an invalid escape, a space, a quote).
+      for (const run of lenientDecode(s, true).match(QUERY_KEY_CANDIDATE) ?? []) candidates.push(run);
+    }
+  }
+  const next = (i: number): MaybePromise<Decision> => {
+    if (i === candidates.length) return allow(view, routes, route, key, who.stale, model);
+    return then(lookups.keys.get(hashKey(candidates[i])), (found) => {
+      if (found.status === 'found') return deny(route, 'key_in_url', 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header', who);
+      if (found.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
+      return next(i + 1);
+    });
+  };
+  return next(0);
 }
 
 function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined): Decision {

@@ -4,13 +4,18 @@
  * CheckRequests built as Envoy builds them. The Envoy side of the same findings (headers nobody
  * reads, underscores, trailers, escaped slashes, the access log) is in test/e2e/review-findings.test.ts.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { KEY_PREFIX } from '../../src/check/key-format';
+import { KEY_PREFIX, hashKey } from '../../src/check/key-format';
 import { DEMO_KEYS } from '../support/demo-keys';
-import { deniedHeader, reasonOf, startHarness, type Harness } from '../support/service-harness';
+import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
 
+/** An imported key (no prefix): nothing in its shape says it is one. */
+const IMPORTED = 'legacyKey0123456789abcdefXYZ';
 let h: Harness;
-beforeAll(async () => { h = await startHarness(); });
+beforeAll(async () => {
+  h = await startHarness({ configPath: tempConfig(`${readFileSync(DEMO_CONFIG, 'utf8')}  - id: imported-1\n    sha256: ${hashKey(IMPORTED)}\n    group: basic\n`) });
+});
 afterAll(async () => { await h?.close(); });
 
 const ALICE = DEMO_KEYS.alice;
@@ -38,6 +43,10 @@ describe('a key in the URL is found whatever the encoding around it', () => {
     { why: 'the key without its prefix in the generative path', path: `/v1beta/models/${BOB.slice(6)}:generateContent`, headers: [['x-goog-api-key', ALICE]], reason: 'key_in_url' },
     { why: 'an escaped key in the generative path', path: `/v1beta/models/${everyChar(BOB)}:generateContent`, headers: [['x-goog-api-key', ALICE]], reason: 'key_in_url' },
     { why: 'the same with an invalid escape: no valid model segment', path: `/v1beta/models/${everyChar(BOB)}%zz:generateContent`, headers: [['x-goog-api-key', ALICE]], reason: 'path_unknown' },
+    { why: 'an imported key (no prefix) in an innocent parameter: a key of the store (fuzzer, seed 15)', path: `/v1/chat/completions?token=${IMPORTED}`, reason: 'key_in_url' },
+    { why: 'an imported key as a parameter name', path: `/v1/chat/completions?${encodeURIComponent(IMPORTED)}`, reason: 'key_in_url' },
+    { why: 'an imported key, every character escaped, an invalid escape after it (fuzzer)', path: `/v1/chat/completions?token=${everyChar(IMPORTED)}%zz&alt=sse`, reason: 'key_in_url' },
+    { why: 'a long query value that is no key stays allowed', path: '/v1/chat/completions?trace=0123456789abcdef0123', reason: 'allowed' },
     { why: 'an empty key parameter is allowed (and removed by Envoy)', path: '/v1/chat/completions?key=', reason: 'allowed' },
     { why: 'an ordinary query stays allowed', path: '/v1/chat/completions?api-version=2024-10-21&flag', reason: 'allowed' },
   ];
@@ -46,6 +55,7 @@ describe('a key in the URL is found whatever the encoding around it', () => {
     expect(reasonOf(res)).toBe(reason);
     const hint = deniedHeader(res, 'x-modelgate-hint') ?? '';
     expect(hint).not.toContain(BOB.slice(6, 18));
+    expect(hint).not.toContain(IMPORTED.slice(4, 16));
   });
 });
 
