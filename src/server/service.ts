@@ -137,7 +137,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger.level = next.log.level;
     if (fileStore) fileStore.replace(next.groups, next.keys);
     metrics.reloads.inc({ result: 'ok' });
-  }, () => config, opts.watchIntervalMs);
+  }, () => config, opts.watchIntervalMs, () => metrics.reloads.inc({ result: 'rejected' }));
 
   // Health follows the store: SERVING only while it can answer (PostgreSQL may come and go).
   const healthTimer = setInterval(() => {
