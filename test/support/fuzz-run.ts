@@ -93,12 +93,13 @@ export async function startFuzzGateway(editEnvoy?: (bootstrap: Record<string, an
   });
   const world: World = { config: parseConfig(yamlText), now: Date.now() };
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  // One HTTP/2 connection per case: a request that makes Envoy close the whole connection (GOAWAY)
+  // must show as its own outcome, not as the failure of whichever case comes next.
   let session: http2.ClientHttp2Session | undefined;
   const h2session = (): http2.ClientHttp2Session => {
-    if (!session || session.closed || session.destroyed) {
-      session = http2.connect(gw.baseUrl);
-      session.on('error', () => {});
-    }
+    session?.close();
+    session = http2.connect(gw.baseUrl);
+    session.on('error', () => {});
     return session;
   };
 
