@@ -214,10 +214,11 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
   const mappers: Obj[] = [];
   // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
   const literal = (s: string): string => s.replace(/%/g, '%%');
-  const add = (when: Obj[], code: number, reason: string, hint: string): void => {
+  const add = (when: Obj[], code: number, reason: string, hint: string, rewriteStatus = false): void => {
     for (const [family, filter] of families) {
       mappers.push({
         filter: { and_filter: { filters: [...when, ...(filter ? [filter] : [])] } },
+        ...(rewriteStatus ? { status_code: code } : {}),
         headers_to_add: [
           { header: { key: 'x-modelgate-reason', value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
           { header: { key: 'x-modelgate-hint', value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
@@ -230,8 +231,10 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
     'the gateway could not get an authorization decision (the authorization service is down or too slow), so nothing was sent upstream: retry shortly');
   // Envoy's own 400s (modelgate's carry its decision): an escaped slash or a bad character in the
   // path (path_with_escaped_slashes_action, normalize_path), a missing Host, broken framing.
-  add([status(400), noDecision], 400, 'request_invalid',
-    'the gateway refused the request before checking it: the path has an escaped slash (%2F, %5C) or an invalid character, or the HTTP request is malformed (no Host header, bad framing); send a plain path such as /v1/chat/completions');
+  const malformed = 'the gateway refused the request before checking it: the path has an escaped slash (%2F, %5C) or an invalid character, or the HTTP request is malformed (no Host header, bad framing); send a plain path such as /v1/chat/completions';
+  add([status(400), noDecision], 400, 'request_invalid', malformed);
+  // HTTP/1 Transfer-Encoding other than chunked (`gzip, chunked`): Envoy's 501, the same refusal.
+  add([status(501), noDecision], 400, 'request_invalid', malformed, true);
   add([status(413), noDecision], 413, 'body_too_large', `the request body is over the gateway's limit of ${input.gateway.maxRequestBytes} bytes: send a smaller body`);
   add([status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }], 503, 'upstream_unavailable',
     'the request was allowed, but the gateway could not reach the model provider: retry shortly');

@@ -100,13 +100,20 @@ describeE2E('headers and trailers nobody reads never reach an upstream', () => {
     expect(gw.received.length).toBe(before);
   });
 
-  it('answers a request without Host and a NUL in the path with 400 request_invalid too', async () => {
+  it('answers a request without Host, a NUL in the path, an unknown transfer coding or method with 400 request_invalid too', async () => {
     const noHost = await rawRequest(gw.baseUrl, 'GET /v1/models HTTP/1.1\r\n\r\n');
     expect(noHost).toMatch(/^HTTP\/1.1 400/);
     expect(noHost).toMatch(/x-modelgate-reason: request_invalid/i);
     const nul = await gw.send('POST', '/v1beta/models/a%00b:generateContent', { headers: [['x-goog-api-key', ALICE]], body: '{}' });
     expect(nul.status).toBe(400);
     expect(nul.headers['x-modelgate-reason']).toBe('request_invalid');
+    // Envoy's own 501 for a transfer coding it does not know, and its 400 for an unknown method (the fuzzer found both bare).
+    const te = await rawRequest(gw.baseUrl, `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ntransfer-encoding: gzip, chunked\r\n\r\n0\r\n\r\n`);
+    expect(te).toMatch(/^HTTP\/1.1 400/);
+    expect(te).toMatch(/x-modelgate-reason: request_invalid/i);
+    const method = await rawRequest(gw.baseUrl, `CONNECTX /v1/chat/completions HTTP/1.1\r\nhost: x\r\n\r\n`);
+    expect(method).toMatch(/^HTTP\/1.1 400/);
+    expect(method).toMatch(/x-modelgate-reason: request_invalid/i);
   });
 });
 

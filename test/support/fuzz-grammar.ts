@@ -212,7 +212,7 @@ function specArbitrary(hostile: boolean): fc.Arbitrary<FuzzSpec> {
     body: bodyShape(hostile),
     contentType: u<string | null>(fc.constant('application/json'), fc.constantFrom(null, 'application/json; charset=utf-8', 'Application/JSON', 'application/json; charset=utf-7', 'application/json;charset=UTF-16', 'text/plain', 'application/x-www-form-urlencoded', 'application/json, text/plain', 'multipart/form-data; boundary=x', '')),
     contentEncoding: u<string | null>(fc.constant(null), fc.constantFrom('gzip', 'identity', 'br', 'gzip, identity', 'GZIP')),
-    extraHeaders: u<ReadonlyArray<readonly [string, string]>>(fc.constant([]), fc.array(fc.constantFrom<readonly [string, string]>(['anthropic-version', '2023-06-01'], ['x-modelgate-key-id', 'bob'], ['x-modelgate-group', 'pro'], ['x-modelgate-model', 'gpt-4o'], ['x-request-id', 'fuzz'], ['x-envoy-auth-partial-body', 'false'], ['x-forwarded-for', '10.0.0.1'], ['te', 'trailers']), { maxLength: 3 })),
+    extraHeaders: u<ReadonlyArray<readonly [string, string]>>(fc.constant([]), fc.array(fc.constantFrom<readonly [string, string]>(['anthropic-version', '2023-06-01'], ['x-modelgate-key-id', 'bob'], ['x-modelgate-group', 'pro'], ['x-modelgate-model', 'gpt-4o'], ['x-request-id', 'fuzz'], ['x-envoy-auth-partial-body', 'false'], ['x-forwarded-for', '10.0.0.1'], ['te', 'trailers'], ['transfer-encoding', 'gzip, chunked']), { maxLength: 3 })),
     trailers: u<ReadonlyArray<readonly [string, string]>>(fc.constant([]), fc.array(fc.tuple(fc.constantFrom('authorization', 'x-api-key', 'x-goog-api-key', 'x-anything'), fc.constantFrom(...KEY_NAMES)).map(([n, k]) => [n, `@${k}@whole`] as const), { minLength: 1, maxLength: 2 })),
   });
 }
