@@ -403,8 +403,10 @@ export function renderCase(spec: FuzzSpec): FuzzCase {
   const headers: Array<readonly [string, string]> = spec.keys.map((h) => (h.name === 'auto' ? { ...h, name: autoHeader(spec) } : h)).map((h) => [h.name, headerValue(h)] as const);
   if (spec.contentType !== null) headers.push(['content-type', spec.contentType]);
   if (spec.contentEncoding !== null) headers.push(['content-encoding', spec.contentEncoding]);
-  headers.push(...spec.extraHeaders);
   const body = bodyText(spec);
+  // A transfer coding on a request without a body (a HEAD) makes Envoy answer its 400 with a body,
+  // which node's client (rightly strict for HEAD) cannot read: not a request a client sends.
+  headers.push(...spec.extraHeaders.filter(([n]) => n !== 'transfer-encoding' || body !== undefined));
   const c: FuzzCase = { http2: spec.http2, method: spec.method ?? methodOf(spec.endpoint), path, headers };
   return {
     ...c,
