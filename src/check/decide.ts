@@ -130,6 +130,7 @@ function decideForGroup(
 
 /** Runs of 16 to 512 characters a key may hold, in a query value or name: each could be a key of the store. */
 const QUERY_KEY_CANDIDATE = /[A-Za-z0-9\-._~+/:=]{16,512}/g;
+const MAX_QUERY_KEY_CANDIDATES = 16;
 
 /**
  * The last check before an allow: a query parameter (name or value, or a run of key characters in
@@ -146,6 +147,10 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
       // Whole runs between characters no key holds (an invalid escape, a space, a quote).
       for (const run of lenientDecode(s, true).match(QUERY_KEY_CANDIDATE) ?? []) candidates.push(run);
     }
+  }
+  // Each is one lookup: a query cannot make a Check cost more than a few.
+  if (candidates.length > MAX_QUERY_KEY_CANDIDATES) {
+    return deny(route, 'key_in_url', `the query has ${candidates.length} long values that could each be a key (at most ${MAX_QUERY_KEY_CANDIDATES} are checked); keys never go in the URL: shorten the query`, who);
   }
   const next = (i: number): MaybePromise<Decision> => {
     if (i === candidates.length) return allow(view, routes, route, key, who.stale, model);

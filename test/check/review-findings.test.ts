@@ -47,6 +47,7 @@ describe('a key in the URL is found whatever the encoding around it', () => {
     { why: 'an imported key as a parameter name', path: `/v1/chat/completions?${encodeURIComponent(IMPORTED)}`, reason: 'key_in_url' },
     { why: 'an imported key, every character escaped, an invalid escape after it (fuzzer)', path: `/v1/chat/completions?token=${everyChar(IMPORTED)}%zz&alt=sse`, reason: 'key_in_url' },
     { why: 'a long query value that is no key stays allowed', path: '/v1/chat/completions?trace=0123456789abcdef0123', reason: 'allowed' },
+    { why: 'more long values than are looked up (each costs a lookup)', path: `/v1/chat/completions?${Array.from({ length: 17 }, (_, i) => `p${i}=0123456789abcdef${i}`).join('&')}`, reason: 'key_in_url' },
     { why: 'an empty key parameter is allowed (and removed by Envoy)', path: '/v1/chat/completions?key=', reason: 'allowed' },
     { why: 'an ordinary query stays allowed', path: '/v1/chat/completions?api-version=2024-10-21&flag', reason: 'allowed' },
   ];
