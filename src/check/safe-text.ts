@@ -19,6 +19,7 @@ const NOT_PRINTABLE_ALL = /[^\x20-\x7e]/g;
 const LONG_RUN = /[A-Za-z0-9]{8,}/g;
 /** Words people write in model names and paths: `completions`, `Instruct`, `streamGenerateContent`, `20241022`. */
 const WORD = /^(?:[0-9]+|[A-Za-z][a-z]{3,}(?:[A-Z][a-z]{3,})*)$/;
+/** What Envoy generates for x-request-id (irregexp checks it faster than a loop over its characters). */
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const maskRun = (run: string): string => (WORD.test(run) ? run : `[${run.length} chars]`);
@@ -40,7 +41,7 @@ export function printable(s: string, max = 80): string {
   let ascii = long ? s.slice(0, max) : s;
   if (NOT_PRINTABLE.test(ascii)) ascii = ascii.replace(NOT_PRINTABLE_ALL, '?');
   if (ascii.includes(KEY_PREFIX)) ascii = ascii.replace(KEY_LIKE, `${KEY_PREFIX}[redacted]`);
-  ascii = maskRuns(ascii);
+  if (ascii.length >= 8) ascii = maskRuns(ascii);
   return long ? ascii + '...' : ascii;
 }
 
