@@ -321,7 +321,23 @@ function mapEntry(c: Cursor, stop: number): void {
     stop = spans[3];
   }
   const name = wantedName(c.filter, buf, keyStart, keyEnd, false);
-  if (name !== undefined) c.out.map[name] = utf8(buf, valueStart, stop);
+  if (name !== undefined) c.out.map[name] = common(buf, valueStart, stop) ?? utf8(buf, valueStart, stop);
+}
+
+/** Values nearly every request carries, as constant strings: no string is built for them. */
+const COMMON_VALUES = ['application/json', 'POST', 'GET', 'false', 'true'].map((s) => ({ s, bytes: Buffer.from(s, 'latin1') }));
+
+/** The common value the bytes [start, end) spell, if any (compared by length, then byte by byte). */
+function common(buf: Buffer, start: number, end: number): string | undefined {
+  const len = end - start;
+  for (let k = 0; k < COMMON_VALUES.length; k++) {
+    const v = COMMON_VALUES[k].bytes;
+    if (v.length !== len) continue;
+    let i = 0;
+    while (i < len && buf[start + i] === v[i]) i++;
+    if (i === len) return COMMON_VALUES[k].s;
+  }
+  return undefined;
 }
 
 /** HeaderValue: key(1), value(2), raw_value(3, preferred when non-empty). Names are matched case-insensitively. */

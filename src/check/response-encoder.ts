@@ -19,12 +19,15 @@ interface PerConfig {
 }
 
 /**
- * Everything writeCheckResponse reads from a decision, and the path (logged through the metadata);
- * '\0' cannot occur in any of them but the path, which comes last.
+ * Everything writeCheckResponse reads from a decision, and the path (logged through the metadata):
+ * a fixed endpoint's path by its route's number (routes.ts fixedId: a short key on the hot path),
+ * any other path as it is. '\0' cannot occur in any of them but the path, which comes last.
  */
 function responseKey(d: Decision, path: string): string {
   const r = d.route;
-  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${d.modelKnown ? d.model : ''}\0${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}\0${d.hint}\0${path}`;
+  const where = (r.kind === 'protocol' || r.kind === 'models') && r.fixedId !== undefined ? r.fixedId : `/${path}`;
+  const rare = d.modelIsKey || d.removeQuery ? `${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}` : '';
+  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${d.modelKnown ? d.model : ''}\0${d.hint}\0${rare}\0${where}`;
 }
 
 export class ResponseEncoder {
