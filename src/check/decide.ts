@@ -7,10 +7,10 @@
 import type { Config } from '../config/load';
 import { consoleHints } from './console-address';
 import type { Decision } from './decision';
-import { extractKey, findKeyInUrl, keyHeaders } from './extract-key';
-import { printable } from './safe-text';
+import { emptyKeyParams, extractKey, findKeyInUrl, keyHeaders } from './extract-key';
+import { lenientDecode, printable } from './safe-text';
 import { extractModel } from './extract-model';
-import { hashKey } from './key-format';
+import { KEY_PREFIX, hashKey, isKeyBody } from './key-format';
 import { modelNotInGroupHint } from './model-hints';
 import { statusOf, type DenyReason } from './reasons';
 import type { RequestView } from './request-view';
@@ -96,7 +96,7 @@ function decideForGroup(
   const group = groupLookup.value;
   if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console (${consoleHints(config).address})`, who);
 
-  if (route.kind === 'models' && route.model === undefined) return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale: who.stale };
+  if (route.kind === 'models' && route.model === undefined) return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined);
 
   let model = route.model;
   if (model === undefined) {
@@ -113,7 +113,11 @@ function decideForGroup(
   const m = group.models.get(model);
   if (!m) {
     const requested = model;
-    // A key pasted into the model field must not come back in the hint or reach the log.
+    // A key pasted into the model field must not come back in the hint or reach the log: a known
+    // key, an issued key without its prefix, or anything holding the prefix.
+    if (isKeyBody(requested) || requested.includes(KEY_PREFIX)) {
+      return deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model: requested, modelIsKey: true });
+    }
     return then(lookups.keys.get(hashKey(requested)), (asKey) => asKey.status === 'found'
       ? deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model: requested, modelIsKey: true })
       : deny(route, 'model_not_in_group', modelNotInGroupHint(requested, group, listPath(route, routes.altPrefix)), { ...who, model: requested }));
@@ -128,7 +132,52 @@ function decideForGroup(
   if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
     return deny(route, 'balance_insufficient', `the key's balance is ${key.balance}: top it up before using models`, { ...who, model, modelKnown: true });
   }
-  return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale: who.stale, balance: key.balance };
+  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model);
+}
+
+/** Runs of 16 to 512 characters a key may hold, in a query value or name: each could be a key of the store. */
+const QUERY_KEY_CANDIDATE = /[A-Za-z0-9\-._~+/:=]{16,512}/g;
+const MAX_QUERY_KEY_CANDIDATES = 16;
+
+/**
+ * The last check before an allow: a query parameter (name or value, or a run of key characters in
+ * one, once decoded) that is a key of the store, whatever its shape (an imported key has no prefix
+ * to recognise it by), is a key in the URL. Only requests with a long query value pay for it (one
+ * cached lookup each; most requests have no query).
+ */
+function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined): MaybePromise<Decision> {
+  if (view.query === '') return allow(view, routes, route, key, who.stale, model);
+  const candidates: string[] = [];
+  for (const part of view.query.split('&')) {
+    const eq = part.indexOf('=');
+    for (const s of eq === -1 ? [part] : [part.slice(0, eq), part.slice(eq + 1)]) {
+      // Whole runs between characters no key holds (an invalid escape, a space, a quote).
+      for (const run of lenientDecode(s, true).match(QUERY_KEY_CANDIDATE) ?? []) candidates.push(run);
+    }
+  }
+  // Each is one lookup: a query cannot make a Check cost more than a few.
+  if (candidates.length > MAX_QUERY_KEY_CANDIDATES) {
+    return deny(route, 'key_in_url', `the query has ${candidates.length} long values that could each be a key (at most ${MAX_QUERY_KEY_CANDIDATES} are checked); keys never go in the URL: shorten the query`, who);
+  }
+  const next = (i: number): MaybePromise<Decision> => {
+    if (i === candidates.length) return allow(view, routes, route, key, who.stale, model);
+    return then(lookups.keys.get(hashKey(candidates[i])), (found) => {
+      if (found.status === 'found') return deny(route, 'key_in_url', 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header', who);
+      if (found.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
+      return next(i + 1);
+    });
+  };
+  return next(0);
+}
+
+function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined): Decision {
+  const d: Decision = model === undefined
+    ? { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale, balance: key.balance }
+    : { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale, balance: key.balance };
+  // Parameters named like a key with an empty value: Envoy removes them (only then: a removal
+  // makes Envoy re-serialise the whole query).
+  const removeQuery = view.query === '' ? undefined : emptyKeyParams(view.query, routes);
+  return removeQuery ? { ...d, removeQuery } : d;
 }
 
 /** The same words as Envoy's own 413 (src/envoy/render.ts local replies): the client cannot tell which answered. */
@@ -136,6 +185,10 @@ const tooLarge = (config: Config): string => `the request body is over the gatew
 
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
 function readModel(view: RequestView, maxDepth: number, config: Config): { model: string } | { reason: DenyReason; hint: string } {
+  const type = view.headers['content-type'];
+  if (type !== undefined && type !== 'application/json' && !isJsonUtf8(type)) {
+    return { reason: 'content_type_unsupported', hint: `the body must be JSON in UTF-8: send Content-Type: application/json (not ${JSON.stringify(printable(type, 48))}), as other content types or charsets can make the provider read another model` };
+  }
   const encoding = view.headers['content-encoding'];
   if (encoding && encoding.toLowerCase() !== 'identity') {
     return { reason: 'body_invalid', hint: `the body is compressed (content-encoding ${JSON.stringify(printable(encoding, 24))}): send plain JSON` };
@@ -149,6 +202,25 @@ function readModel(view: RequestView, maxDepth: number, config: Config): { model
   switch (r.problem) {
     case 'model_absent': return { reason: 'model_missing', hint: 'the JSON body has no "model" field: add "model": "<model name>"' };
     case 'model_not_string': return { reason: 'model_missing', hint: `the "model" field must be a string: ${r.detail}` };
+    case 'model_case': return { reason: 'body_invalid', hint: `${r.detail}: send the model only as "model"` };
     default: return { reason: 'body_invalid', hint: `the body is not a usable JSON object: ${r.detail}` };
   }
+}
+
+/**
+ * `application/json`, with at most a `charset=utf-8` parameter (RFC 8259 §8.1: JSON is UTF-8; a
+ * charset-honouring provider would decode `utf-7` or `utf-16` into other text than the one checked).
+ */
+function isJsonUtf8(value: string): boolean {
+  const parts = value.split(';');
+  if (parts[0].trim().toLowerCase() !== 'application/json') return false;
+  for (let i = 1; i < parts.length; i++) {
+    const p = parts[i].trim();
+    if (p === '') continue;
+    const eq = p.indexOf('=');
+    if (eq === -1 || p.slice(0, eq).trim().toLowerCase() !== 'charset') return false;
+    const charset = p.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+    if (charset !== 'utf-8' && charset !== 'utf8') return false;
+  }
+  return true;
 }

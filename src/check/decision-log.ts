@@ -6,22 +6,33 @@
  */
 import type { Decision } from './decision';
 import type { RequestView } from './request-view';
-import { printable } from './safe-text';
+import { lenientDecode, printable, printableRequestId } from './safe-text';
 
 /**
- * The path as logged. A classified route's path is fixed words plus, at most, a model that decide.ts
- * checked against the key store. An unclassified path is free text a client may have pasted a key
- * into, so its long segments (where keys live; short ones stay readable for typos) are logged as
- * their length only.
+ * The path as logged (and as Envoy's access log shows it, through the CheckResponse's metadata).
+ * A classified route's path is fixed words plus, at most, a model: that one is percent-decoded
+ * first, so that `safe-text.ts` sees (and hides) a key spelled with escapes. An unclassified path
+ * is free text a client may have pasted a key into, so its long segments (where keys live; short
+ * ones stay readable for typos) are logged as their length only.
  */
-function logPath(d: Decision, path: string): string {
+export function logPath(d: Decision, path: string): string {
   if (d.modelIsKey) return '[redacted: the path holds a key]';
-  const text = printable(path, 256);
-  if (d.route.kind !== 'unknown' && d.route.kind !== 'wrong_method') return text;
-  return text.split('/').map((seg) => (seg.length >= LONG_SEGMENT ? `[${seg.length} chars]` : seg)).join('/');
+  const kind = d.route.kind;
+  if ((kind === 'protocol' || kind === 'models') && d.route.model === undefined) {
+    // A fixed endpoint (a small set, as in routes.ts): its text is computed once.
+    let text = FIXED_PATHS.get(path);
+    if (text === undefined) {
+      text = printable(path, 256);
+      if (FIXED_PATHS.size < 1024) FIXED_PATHS.set(path, text);
+    }
+    return text;
+  }
+  if (kind !== 'unknown' && kind !== 'wrong_method') return printable(lenientDecode(path), 256);
+  return printable(path, 256).split('/').map((seg) => (seg.length >= LONG_SEGMENT ? `[${seg.length} chars]` : seg)).join('/');
 }
 
 const LONG_SEGMENT = 16;
+const FIXED_PATHS = new Map<string, string>();
 
 export interface DecisionLine {
   decision: 'allow' | 'deny';
@@ -49,7 +60,7 @@ export function decisionLine(d: Decision, view: RequestView, durUs: number): Dec
     style: d.route.style,
     method: printable(view.method, 16),
     path: logPath(d, view.path),
-    requestId: printable(view.requestId, 128),
+    requestId: printableRequestId(view.requestId),
     durUs,
   };
   if (d.keyId !== undefined) line.keyId = d.keyId;

@@ -21,4 +21,6 @@ export interface Decision {
   readonly stale?: boolean;
   /** On an allowed protocol request: the key's balance (`null`: unlimited), for strict metering. */
   readonly balance?: number | null;
+  /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
+  readonly removeQuery?: readonly string[];
 }

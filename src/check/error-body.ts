@@ -8,16 +8,16 @@ import type { Family } from './routes';
 // OpenAI answers an unknown URL with 404 invalid_request_error, as Envoy's 404 routes here do.
 const OPENAI_TYPE: Readonly<Record<number, string>> = {
   400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'invalid_request_error',
-  405: 'invalid_request_error', 413: 'invalid_request_error', 429: 'rate_limit_error', 503: 'server_error', 504: 'server_error',
+  405: 'invalid_request_error', 413: 'invalid_request_error', 415: 'invalid_request_error', 429: 'rate_limit_error', 503: 'server_error', 504: 'server_error',
 };
 const ANTHROPIC_TYPE: Readonly<Record<number, string>> = {
   400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error',
-  405: 'invalid_request_error', 413: 'request_too_large', 429: 'rate_limit_error', 503: 'api_error', 504: 'api_error',
+  405: 'invalid_request_error', 413: 'request_too_large', 415: 'invalid_request_error', 429: 'rate_limit_error', 503: 'api_error', 504: 'api_error',
 };
 // google.rpc.Code names, as Gemini's REST errors carry them.
 const GEMINI_STATUS: Readonly<Record<number, string>> = {
   400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND',
-  405: 'UNIMPLEMENTED', 413: 'INVALID_ARGUMENT', 429: 'RESOURCE_EXHAUSTED', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED',
+  405: 'UNIMPLEMENTED', 413: 'INVALID_ARGUMENT', 415: 'INVALID_ARGUMENT', 429: 'RESOURCE_EXHAUSTED', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED',
 };
 
 /** The JSON error body for a denial. */

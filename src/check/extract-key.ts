@@ -4,11 +4,11 @@
  * the URL, pasted whole without quotes or extra characters). Pure. Hints never contain the key.
  */
 import type { Config } from '../config/load';
-import { KEY_LENGTH, KEY_PREFIX, checksumMatches, hasIssuedShape, isCompleteKey } from './key-format';
+import { KEY_LENGTH, KEY_PREFIX, checksumMatches, containsKeyBody, hasIssuedShape, isCompleteKey } from './key-format';
 import type { RequestView } from './request-view';
 import type { DenyReason } from './reasons';
 import type { KeySource } from './routes';
-import { printable } from './safe-text';
+import { lenientDecode, printable } from './safe-text';
 
 export type KeyExtraction =
   | { readonly ok: true; readonly key: string; readonly header: string }
@@ -43,31 +43,46 @@ function describe(header: string): string {
   return header === 'authorization' ? 'Authorization: Bearer <key>' : `${header}: <key>`;
 }
 
-/** 401 key_in_url when the query string or the path carries a key (seed §5.4). */
+/**
+ * 401 key_in_url when the query string or the path carries a key (seed §5.4): the `sk-mg-` prefix,
+ * or the 40 characters of an issued key without it, in the raw text or once percent-decoded
+ * (escape by escape, so an invalid escape elsewhere hides nothing), or any value of a parameter
+ * named like a key (`routes.queryKeyParams`).
+ */
 export function findKeyInUrl(view: RequestView, routes: Config['routes']): string | undefined {
-  // Decoded too: `sk%2Dmg-...` is the same key once the upstream decodes it.
-  if (view.path.includes(KEY_PREFIX) || safeDecode(view.path).includes(KEY_PREFIX)) return 'a key is in the URL path; send it only in a header';
+  if (hasKey(view.path) || hasKey(lenientDecode(view.path))) return 'a key is in the URL path; send it only in a header';
   if (view.query === '') return undefined;
   for (const part of view.query.split('&')) {
     const eq = part.indexOf('=');
-    const name = safeDecode(eq === -1 ? part : part.slice(0, eq)).toLowerCase();
-    const value = eq === -1 ? '' : safeDecode(part.slice(eq + 1));
+    const name = lenientDecode(eq === -1 ? part : part.slice(0, eq), true).toLowerCase();
+    const value = eq === -1 ? '' : lenientDecode(part.slice(eq + 1), true);
     // A key pasted as the parameter's name (`?sk-mg-...`) is never echoed, not even in part.
-    if (name.includes(KEY_PREFIX)) return 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header';
-    if ((routes.queryKeyParams.includes(name) && value !== '') || value.includes(KEY_PREFIX)) {
+    if (hasKey(name)) return 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header';
+    if ((routes.queryKeyParams.includes(name) && value !== '') || hasKey(value)) {
       return `a key is in the URL (query parameter ${JSON.stringify(printable(name, 32))}); keys never go in the URL: remove it and send the key in a header`;
     }
   }
+  // Split over several parameters, or hidden by '&' or '=' inside an escape.
+  if (hasKey(lenientDecode(view.query, true))) return 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header';
   return undefined;
 }
 
-function safeDecode(s: string): string {
-  if (!s.includes('%') && !s.includes('+')) return s;
-  try {
-    return decodeURIComponent(s.replace(/\+/g, ' '));
-  } catch {
-    return s;
+function hasKey(s: string): boolean {
+  return s.includes(KEY_PREFIX) || containsKeyBody(s);
+}
+
+/**
+ * The names of the query parameters an allowed request still carries that are named like a key
+ * (they have an empty value, or none): the names exactly as sent, for Envoy to remove. Usually none.
+ */
+export function emptyKeyParams(query: string, routes: Config['routes']): string[] | undefined {
+  let out: string[] | undefined;
+  for (const part of query.split('&')) {
+    const eq = part.indexOf('=');
+    const raw = eq === -1 ? part : part.slice(0, eq);
+    if (routes.queryKeyParams.includes(lenientDecode(raw, true).toLowerCase())) (out ??= []).push(raw);
   }
+  return out;
 }
 
 /** Extracts and shape-checks the key for a route whose accepted headers are `names`. */

@@ -4,7 +4,9 @@
  * This is an authorization decision: if we read a different `model` than the upstream's JSON
  * parser does, a caller could use a model its key is not allowed. So the whole body is validated
  * as RFC 8259 JSON (agreeing with JSON.parse), keys are compared decoded, and duplicate `model`
- * keys with different values are refused (JSON.parse keeps the last one, other parsers the first).
+ * keys with different values are refused (JSON.parse keeps the last one, other parsers the first),
+ * and so is any other spelling of the key that a case-insensitive binder reads as `model` (Go's
+ * encoding/json matches `"MODEL"` or `"Model"` to a field named Model, and the last one wins).
  *
  * It must also be cheap: SDKs put `model` after `messages`, so it often sits at the end of a
  * 1 MiB body. We work on bytes, let native memchr (`Buffer#indexOf`) skip long string contents,
@@ -25,11 +27,12 @@ export type ModelExtraction =
 /**
  * Why no model could be read. `empty`: no bytes or only whitespace; `not_object`: valid JSON but
  * not an object; `duplicate_model`: several top-level `model` keys that are not all the same
- * string; `model_absent`: no top-level `model` key.
+ * string; `model_case`: a top-level key that is `model` in another case (`"MODEL"`);
+ * `model_absent`: no top-level `model` key.
  */
 export type ExtractProblem =
   | 'empty' | 'not_utf8' | 'invalid_json' | 'not_object' | 'too_deep'
-  | 'duplicate_model' | 'model_not_string' | 'model_absent';
+  | 'duplicate_model' | 'model_case' | 'model_not_string' | 'model_absent';
 
 const TAB = 0x09, LF = 0x0a, CR = 0x0d, SPACE = 0x20, QUOTE = 0x22, PLUS = 0x2b, COMMA = 0x2c;
 const MINUS = 0x2d, DOT = 0x2e, ZERO = 0x30, NINE = 0x39, COLON = 0x3a, LBRACKET = 0x5b;
@@ -81,6 +84,8 @@ class Scanner {
   private model: string | undefined;
   private modelType = '';
   private conflict = false;
+  /** A top-level key spelled `model` in another case, as sent (decoded); refused. */
+  private caseVariant: string | undefined;
 
   constructor(private readonly buf: Buffer) {}
 
@@ -162,15 +167,24 @@ class Scanner {
   private isModelKey(start: number, end: number): boolean {
     const b = this.buf, length = end - start - 2;
     if (!this.escaped) {
-      return length === 5 && b[start + 1] === 0x6d && b[start + 2] === 0x6f && b[start + 3] === 0x64 &&
-        b[start + 4] === 0x65 && b[start + 5] === 0x6c;
+      if (length !== 5) return false;
+      if (b[start + 1] === 0x6d && b[start + 2] === 0x6f && b[start + 3] === 0x64 && b[start + 4] === 0x65 && b[start + 5] === 0x6c) return true;
+      // ASCII letters only: (c | 0x20) maps A-Z to a-z (and nothing else that is not a letter onto one).
+      if ((b[start + 1] | 0x20) === 0x6d && (b[start + 2] | 0x20) === 0x6f && (b[start + 3] | 0x20) === 0x64 &&
+        (b[start + 4] | 0x20) === 0x65 && (b[start + 5] | 0x20) === 0x6c && isLetter(b[start + 1]) && isLetter(b[start + 2]) &&
+        isLetter(b[start + 3]) && isLetter(b[start + 4]) && isLetter(b[start + 5])) this.caseVariant ??= b.toString('latin1', start + 1, end - 1);
+      return false;
     }
     if (length > MAX_MODEL_KEY_BYTES) return false;
+    let key: unknown;
     try {
-      return JSON.parse(b.toString('utf8', start, end)) === 'model';
+      key = JSON.parse(b.toString('utf8', start, end));
     } catch {
       return false; // a raw control character: then it is not "model" either
     }
+    if (key === 'model') return true;
+    if (typeof key === 'string' && key.toLowerCase() === 'model') this.caseVariant ??= key;
+    return false;
   }
 
   private recordModelString(start: number, end: number): number {
@@ -206,6 +220,9 @@ class Scanner {
 
   private verdict(): ModelExtraction {
     if (this.conflict) return refuse('duplicate_model', `${this.modelCount} top-level "model" keys, not all the same string`);
+    if (this.caseVariant !== undefined) {
+      return refuse('model_case', `the top-level key ${JSON.stringify(this.caseVariant)} is "model" in another case, which case-insensitive parsers read as the model`);
+    }
     if (this.modelCount === 0) return refuse('model_absent', 'no top-level "model" key');
     if (this.model === undefined) return refuse('model_not_string', `"model" is ${this.modelType}, not a string`);
     return { ok: true, model: this.model };
@@ -309,6 +326,10 @@ class Scanner {
 /** An indexOf result, with "not found" as the end of the body. */
 function found(index: number, end: number): number {
   return index < 0 ? end : index;
+}
+
+function isLetter(c: number): boolean {
+  return (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a);
 }
 
 function isDigit(c: number): boolean {

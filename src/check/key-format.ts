@@ -60,3 +60,29 @@ export function hashKey(key: string): string {
   // One-shot hash (Node >= 20.12): no Hash object per Check.
   return hash('sha256', key, 'hex');
 }
+
+/** true when `s` is the 40 characters after the prefix of an issued key (a key pasted without `sk-mg-`). */
+export function isKeyBody(s: string): boolean {
+  return s.length === BODY_LENGTH + CHECKSUM_LENGTH && /^[0-9A-Za-z]+$/.test(s) && checksumMatches(KEY_PREFIX + s);
+}
+
+const BASE62_RUN = new RegExp(`[0-9A-Za-z]{${BODY_LENGTH + CHECKSUM_LENGTH},}`, 'g');
+
+/**
+ * true when `s` holds the 40 characters after an issued key's prefix anywhere (with or without the
+ * prefix, with anything around them): every 40-character window of a long enough run of base62
+ * characters whose last 6 are the checksum of the first 34. A random window passes with a
+ * probability of 2^-32.
+ */
+export function containsKeyBody(s: string): boolean {
+  if (s.length < BODY_LENGTH + CHECKSUM_LENGTH) return false;
+  BASE62_RUN.lastIndex = 0;
+  let m: RegExpExecArray | null;
+  while ((m = BASE62_RUN.exec(s)) !== null) {
+    const run = m[0];
+    for (let i = 0; i + BODY_LENGTH + CHECKSUM_LENGTH <= run.length; i++) {
+      if (checksumMatches(KEY_PREFIX + run.slice(i, i + BODY_LENGTH + CHECKSUM_LENGTH))) return true;
+    }
+  }
+  return false;
+}

@@ -86,7 +86,7 @@ function admitSafely(admit: Admission, d: Decision, view: RequestView, config: C
 
 /** Encodes, logs and counts a decision: the end of every Check. */
 function finish(deps: PipelineDeps, config: Config, view: RequestView, started: number, decision: Decision): Buffer {
-  const bytes = deps.encoder.encode(decision, config);
+  const bytes = deps.encoder.encode(decision, config, view.path);
   const durUs = Math.round((performance.now() - started) * 1000);
   if (!decision.allowed || config.log.allows) {
     const line = decisionLine(decision, view, durUs);

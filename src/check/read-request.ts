@@ -57,13 +57,13 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
 
 /**
  * Every header a decision reads: the pseudo-headers, the request id, Envoy's partial-body flag,
- * the ones that choose the route or refuse the body, and the configured key headers (both kinds:
+ * the ones that choose the route or refuse the body (content-type, content-encoding), and the configured key headers (both kinds:
  * a key in the other kind's header is reported). Envoy's `allowed_headers` (envoy/envoy.yaml)
  * lists all of them but the partial-body flag, which Envoy adds itself (test/envoy/bundled-config.test.ts
  * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
  */
 export function decisionHeaders(routes: Config['routes']): string[] {
-  return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'content-encoding', ...routes.bearerHeaders, ...routes.vendorHeaders];
+  return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
 }
 
 /** The decoder's filter for a config's routes (built once per config). */
@@ -321,7 +321,23 @@ function mapEntry(c: Cursor, stop: number): void {
     stop = spans[3];
   }
   const name = wantedName(c.filter, buf, keyStart, keyEnd, false);
-  if (name !== undefined) c.out.map[name] = utf8(buf, valueStart, stop);
+  if (name !== undefined) c.out.map[name] = common(buf, valueStart, stop) ?? utf8(buf, valueStart, stop);
+}
+
+/** Values nearly every request carries, as constant strings: no string is built for them. */
+const COMMON_VALUES = ['application/json', 'POST', 'GET', 'false', 'true'].map((s) => ({ s, bytes: Buffer.from(s, 'latin1') }));
+
+/** The common value the bytes [start, end) spell, if any (compared by length, then byte by byte). */
+function common(buf: Buffer, start: number, end: number): string | undefined {
+  const len = end - start;
+  for (let k = 0; k < COMMON_VALUES.length; k++) {
+    const v = COMMON_VALUES[k].bytes;
+    if (v.length !== len) continue;
+    let i = 0;
+    while (i < len && buf[start + i] === v[i]) i++;
+    if (i === len) return COMMON_VALUES[k].s;
+  }
+  return undefined;
 }
 
 /** HeaderValue: key(1), value(2), raw_value(3, preferred when non-empty). Names are matched case-insensitively. */

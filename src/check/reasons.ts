@@ -22,7 +22,8 @@ export const REASONS = {
   key_expired: { status: 401, when: 'the key is past its expiresAt' },
   group_unavailable: { status: 403, when: "the key's group is marked unavailable" },
   body_too_large: { status: 413, when: 'the body is over gateway.maxRequestBytes: Envoy answers before any Check, or (over HTTP/2, a little over the limit) checks it cut, flagged x-envoy-auth-partial-body: true, and modelgate refuses it' },
-  body_invalid: { status: 400, when: 'the body is not a JSON object (empty, invalid JSON or UTF-8, compressed, nested too deep, duplicate model)' },
+  body_invalid: { status: 400, when: 'the body is not a JSON object (empty, invalid JSON or UTF-8, compressed, nested too deep, duplicate model, "MODEL" beside "model")' },
+  content_type_unsupported: { status: 415, when: 'a body read for its model is sent with a content type other than application/json (UTF-8)' },
   model_missing: { status: 400, when: 'the body has no non-empty string `model`' },
   model_not_in_group: { status: 403, when: "the key's group lacks the model" },
   model_wrong_protocol: { status: 403, when: 'the model is in the group but declared for other protocol styles' },
@@ -34,6 +35,7 @@ export const REASONS = {
   internal_error: { status: 503, when: 'an unexpected failure while deciding; the request is denied (fail closed)' },
   authz_unavailable: { status: 503, when: 'Envoy got no answer from modelgate (down, hung, or past gateway.authzTimeoutMs); the gateway fails closed (Envoy local reply)' },
   upstream_unavailable: { status: 503, when: 'allowed, but Envoy could not reach the upstream provider (Envoy local reply)' },
+  request_invalid: { status: 400, when: 'Envoy refused the request before any check: an encoded slash or an invalid character in the path, broken HTTP framing (Envoy local reply)' },
   upstream_timeout: { status: 504, when: 'allowed, but the upstream provider went silent for longer than the idle timeout (Envoy local reply)' },
   console_rate_limited: { status: 429, when: 'the console API was asked too often from one client address or with one key (per minute limits, `console.rateLimit`)' },
 } as const;

@@ -11,8 +11,8 @@ export type Family = 'openai' | 'anthropic' | 'gemini';
 export type KeySource = 'bearer' | 'vendor' | 'both';
 
 export type Route =
-  | { readonly kind: 'protocol'; readonly style: Protocol; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly model?: string }
-  | { readonly kind: 'models'; readonly style: 'models'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly model?: string }
+  | { readonly kind: 'protocol'; readonly style: Protocol; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly model?: string; readonly fixedId?: number }
+  | { readonly kind: 'models'; readonly style: 'models'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly model?: string; readonly fixedId?: number }
   | { readonly kind: 'wrong_method'; readonly style: 'unknown'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly allow: string }
   | { readonly kind: 'unknown'; readonly style: 'unknown'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly detail?: string };
 
@@ -49,7 +49,13 @@ export function classify(method: string, path: string, altPrefix: string, anthro
   const known = FIXED.get(memoKey);
   if (known) return known;
   const route = classifyNew(method, path, altPrefix, anthropicVersion);
-  if ((route.kind === 'protocol' || route.kind === 'models') && route.model === undefined && FIXED.size < 1024) FIXED.set(memoKey, Object.freeze(route));
+  // A fixed endpoint's Route names its path too (`fixedId`: one per memoised path), so that what is
+  // keyed by the path (the encoded CheckResponse, whose metadata carries it) can use a short number.
+  if ((route.kind === 'protocol' || route.kind === 'models') && route.model === undefined && FIXED.size < 1024) {
+    const fixed = Object.freeze({ ...route, fixedId: FIXED.size });
+    FIXED.set(memoKey, fixed);
+    return fixed;
+  }
   return route;
 }
 

@@ -17,7 +17,7 @@ import { keyHeaders } from './extract-key';
 import { PROTOCOLS, type Protocol } from '../store/store';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
-const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 429: 8, 503: 14, 504: 4 };
+const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14, 504: 4 };
 
 export const HEADER = {
   reason: 'x-modelgate-reason',
@@ -31,12 +31,17 @@ function header(key: string, value: string): HeaderValueOption {
   return { header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
 }
 
-function metadata(d: Decision, model: string | undefined): CheckResponse['dynamic_metadata'] {
+/**
+ * Envoy's dynamic metadata for its access log (envoy/README.md): never a key. `path` is the path as
+ * modelgate logs it (decision-log.ts logPath), which Envoy's log shows instead of the raw one.
+ */
+function metadata(d: Decision, model: string | undefined, path: string | undefined): CheckResponse['dynamic_metadata'] {
   const fields: Record<string, { stringValue: string }> = {
     decision: { stringValue: d.allowed ? 'allow' : 'deny' },
     reason: { stringValue: d.reason },
     style: { stringValue: d.route.style },
   };
+  if (path !== undefined) fields.path = { stringValue: path };
   if (d.keyId) fields.keyId = { stringValue: d.keyId };
   if (d.group) fields.group = { stringValue: d.group };
   if (model !== undefined) fields.model = { stringValue: model };
@@ -75,8 +80,11 @@ export function allowPlan(config: Config): AllowPlan {
 /** Headers only modelgate may set; a client's copies never reach the upstream. */
 const SPOOFABLE = [HEADER.reason, HEADER.hint];
 
-/** Writes the CheckResponse for a decision. `modelForMetadata` is the log-safe model name, if any. */
-export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined): CheckResponse {
+/**
+ * Writes the CheckResponse for a decision. `modelForMetadata` is the log-safe model name, if any;
+ * `pathForMetadata` the log-safe path.
+ */
+export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined, pathForMetadata?: string): CheckResponse {
   if (d.allowed) {
     const headers = [header(HEADER.keyId, d.keyId ?? ''), header(HEADER.group, d.group ?? '')];
     const remove: string[] = [...SPOOFABLE];
@@ -89,10 +97,12 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
     }
     // Model lists keep the key headers: the catalog authenticates the request itself (it trusts no
     // identity header a client could send to its port directly).
+    // Query parameters are removed only when there are some: any removal makes Envoy re-serialise
+    // the whole query (sorted, `?flag` -> `?flag=`).
     return {
       status: { code: 0 },
-      ok_response: { headers, headers_to_remove: remove, query_parameters_to_remove: ['key'] },
-      dynamic_metadata: metadata(d, modelForMetadata),
+      ok_response: { headers, headers_to_remove: remove, ...(d.removeQuery ? { query_parameters_to_remove: [...d.removeQuery] } : {}) },
+      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata),
     };
   }
   const denial = denialParts(d);
@@ -103,7 +113,7 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
       headers: denial.headers.map(([k, v]) => header(k, v)),
       body: denial.body,
     },
-    dynamic_metadata: metadata(d, modelForMetadata),
+    dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata),
   };
 }
 

@@ -16,10 +16,11 @@ export function watchConfig(
   apply: (next: Config, previous: Config) => void,
   current: () => Config,
   intervalMs = 500,
+  onRejected?: () => void,
 ): () => void {
   const onChange = (now: Stats, before: Stats): void => {
     if (now.mtimeMs === before.mtimeMs && now.size === before.size) return;
-    reloadConfig(path, env, logger, apply, current);
+    if (!reloadConfig(path, env, logger, apply, current)) onRejected?.();
   };
   watchFile(path, { interval: intervalMs, persistent: false }, onChange);
   return () => unwatchFile(path, onChange);

@@ -12,6 +12,7 @@
  */
 import { errorBody } from '../check/error-body';
 import type { Family } from '../check/routes';
+import type { Protocol } from '../store/store';
 
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
 export const CLUSTER = {
@@ -28,6 +29,8 @@ export const CLUSTER = {
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
 /** The meter (issue 11): Envoy's external processing filter, on the protocol routes only. */
 export const EXT_PROC_FILTER = 'envoy.filters.http.ext_proc';
+/** The filter that drops request trailers on upstream routes (render.ts trailersFilter). */
+export const TRAILERS_FILTER = 'modelgate.drop_request_trailers';
 
 type Obj = Record<string, unknown>;
 
@@ -41,7 +44,15 @@ export interface RouteTableInput {
   readonly upstreamOnlyFilters: readonly string[];
   /** idle_timeout of the upstream routes (gateway.upstreamIdleTimeoutSeconds; default 300). */
   readonly upstreamIdleTimeoutSeconds?: number;
+  /** Request headers each upstream route removes, by the protocol style it serves (render.ts upstreamHeadersToRemove). */
+  readonly headersToRemove?: (style: Protocol) => readonly string[];
 }
+
+/** The protocol style each upstream route serves (the `alt_` routes serve the same as their root twins). */
+const ROUTE_STYLE: Readonly<Record<string, Protocol>> = {
+  chat_completions: 'chat', responses: 'responses', embeddings: 'embeddings', messages: 'messages', messages_count_tokens: 'messages',
+  generative: 'generative', generative_count_embed: 'generative',
+};
 
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
 const method = (m: 'GET' | 'POST'): Obj => ({ name: ':method', string_match: { exact: m } });
@@ -180,5 +191,12 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // Catch-all: no request reaches ext_authz without a route (Envoy would skip the check and answer a bare 404).
     direct('unknown', { prefix: '/' }, 404, 'path_unknown', table, 'openai'),
   );
+  // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers).
+  if (input.headersToRemove) {
+    for (const r of routes) {
+      const style = ROUTE_STYLE[String(r.name).replace(/^alt_/, '')];
+      if (style && r.route && (r.route as Obj).cluster !== CLUSTER.http) r.request_headers_to_remove = [...input.headersToRemove(style)];
+    }
+  }
   return routes;
 }

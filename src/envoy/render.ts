@@ -9,15 +9,20 @@
  */
 import { Document, isMap, isSeq, visit, type Node } from 'yaml';
 import type { Config, HostPort, UpstreamTarget } from '../config/load';
+import type { Protocol } from '../store/store';
 import { errorBody } from '../check/error-body';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
-import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, renderRoutes } from './render-routes';
+import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
 
 type Obj = Record<string, unknown>;
 
-/** The part of modelgate's config the bundle is rendered from (no `meter`: no meter filter). */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>>;
+/**
+ * The part of modelgate's config the bundle is rendered from (no `meter`: no meter filter).
+ * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
+ * modelgate sets for that style.
+ */
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>> & { readonly upstream?: Config['upstream'] };
 
 /**
  * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
@@ -164,7 +169,13 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
   ];
 }
 
-/** The access log: JSON lines on stdout, never a key (no key header, no query string). */
+/**
+ * The access log: JSON lines on stdout, never a key. A client can put a key anywhere in the request
+ * line, so nothing of it is logged as sent: `path` is the path as modelgate logged it (its dynamic
+ * metadata; null where modelgate was not asked: `route` names what matched), and the method is cut
+ * to 7 characters (the longest standard one), so that a key sent as an HTTP/2 method leaves at most
+ * its first character.
+ */
 function accessLog(): Obj[] {
   const md = (k: string): string => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${k})%`;
   return [{
@@ -173,16 +184,62 @@ function accessLog(): Obj[] {
       '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
       log_format: {
         json_format: {
-          time: '%START_TIME%', request_id: '%REQ(X-REQUEST-ID)%', method: '%REQ(:METHOD)%', path: '%REQ_WITHOUT_QUERY(:PATH)%',
+          time: '%START_TIME%', request_id: '%REQ(X-REQUEST-ID)%', method: '%REQ(:METHOD):7%', path: md('path'),
           protocol: '%PROTOCOL%', status: '%RESPONSE_CODE%', details: '%RESPONSE_CODE_DETAILS%', flags: '%RESPONSE_FLAGS%',
           duration_ms: '%DURATION%', route: '%ROUTE_NAME%', upstream_cluster: '%UPSTREAM_CLUSTER%',
           bytes_received: '%BYTES_RECEIVED%', bytes_sent: '%BYTES_SENT%', client: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
           key_id: md('keyId'), group: md('group'), model: md('model'), reason: md('reason'), style: md('style'), decision: md('decision'),
         },
-        formatters: [{ name: 'envoy.formatter.req_without_query', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.formatter.req_without_query.v3.ReqWithoutQuery' } }],
       },
     },
   }];
+}
+
+/**
+ * Drops every HTTP/2 request trailer before the router (only upstream routes run it; the others
+ * turn it off). ext_authz never sees trailers, Envoy forwards them to an HTTP/2 upstream (a TLS
+ * provider negotiates h2), and a client could put a key there. No provider API reads request
+ * trailers. Lua, because header_mutation's trailer mutations are newer than the oldest Envoy API
+ * this bundle is checked against (1.31); by the time this filter runs ext_authz has buffered the
+ * whole body, so waiting for the end of the stream here adds nothing.
+ */
+export function trailersFilter(): Obj {
+  return {
+    name: TRAILERS_FILTER,
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua',
+      default_source_code: { inline_string: DROP_TRAILERS_LUA },
+    },
+  };
+}
+
+const DROP_TRAILERS_LUA = `function envoy_on_request(handle)
+  local trailers = handle:trailers()
+  if trailers == nil then return end
+  local names = {}
+  for name, _ in pairs(trailers) do names[#names + 1] = name end
+  for _, name in ipairs(names) do trailers:remove(name) end
+end
+`;
+
+/**
+ * Headers that carry a credential to some provider or server, removed from every request an
+ * upstream route forwards (route-level request_headers_to_remove, at the router, after ext_authz):
+ * modelgate is never shown most of them (ext_authz allowed_headers), so it cannot remove them
+ * itself. `api-key` is Azure OpenAI's, `x-goog-api-key` Gemini's, `x-api-key` Anthropic's,
+ * `x-amz-security-token` Bedrock's; `proxy-authorization` and `cookie` are any server's.
+ */
+export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'api-key', 'anthropic-api-key', 'x-goog-api-key', 'x-vendor-api-key', 'x-amz-security-token'] as const;
+
+/**
+ * What an upstream route of this protocol style removes: the provider credential headers and the
+ * configured key headers, except the header modelgate sets the style's own upstream credential in
+ * (a route-level removal runs after ext_authz and would drop it; modelgate's set overwrites the
+ * client's value instead).
+ */
+export function upstreamHeadersToRemove(input: GatewayRenderInput, style: Protocol): string[] {
+  const own = input.upstream?.credentials[style]?.header;
+  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders])].filter((h) => h !== own);
 }
 
 /**
@@ -208,20 +265,29 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
     ['openai', undefined],
   ];
   const mappers: Obj[] = [];
-  const add = (when: Obj[], code: number, reason: string, hint: string): void => {
+  // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
+  const literal = (s: string): string => s.replace(/%/g, '%%');
+  const add = (when: Obj[], code: number, reason: string, hint: string, rewriteStatus = false): void => {
     for (const [family, filter] of families) {
       mappers.push({
         filter: { and_filter: { filters: [...when, ...(filter ? [filter] : [])] } },
+        ...(rewriteStatus ? { status_code: code } : {}),
         headers_to_add: [
           { header: { key: 'x-modelgate-reason', value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
-          { header: { key: 'x-modelgate-hint', value: hint }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+          { header: { key: 'x-modelgate-hint', value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
         ],
-        body_format_override: { text_format_source: { inline_string: errorBody(family, code, reason, hint) }, content_type: 'application/json' },
+        body_format_override: { text_format_source: { inline_string: literal(errorBody(family, code, reason, hint)) }, content_type: 'application/json' },
       });
     }
   };
   add([status(503), noDecision, { response_flag_filter: { flags: ['UAEX'] } }], 503, 'authz_unavailable',
     'the gateway could not get an authorization decision (the authorization service is down or too slow), so nothing was sent upstream: retry shortly');
+  // Envoy's own 400s (modelgate's carry its decision): an escaped slash or a bad character in the
+  // path (path_with_escaped_slashes_action, normalize_path), a missing Host, broken framing.
+  const malformed = 'the gateway refused the request before checking it: the path has an escaped slash (%2F, %5C) or an invalid character, or the HTTP request is malformed (no Host header, bad framing); send a plain path such as /v1/chat/completions';
+  add([status(400), noDecision], 400, 'request_invalid', malformed);
+  // HTTP/1 Transfer-Encoding other than chunked (`gzip, chunked`): Envoy's 501, the same refusal.
+  add([status(501), noDecision], 400, 'request_invalid', malformed, true);
   add([status(413), noDecision], 413, 'body_too_large', `the request body is over the gateway's limit of ${input.gateway.maxRequestBytes} bytes: send a smaller body`);
   add([status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }], 503, 'upstream_unavailable',
     'the request was allowed, but the gateway could not reach the model provider: retry shortly');
@@ -239,7 +305,12 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     codec_type: 'AUTO',
     merge_slashes: true,
     normalize_path: true,
-    path_with_escaped_slashes_action: 'KEEP_UNCHANGED',
+    // %2F and %5C would be one path segment to modelgate and the routes, but two to a provider
+    // that decodes before routing: refused (400 request_invalid) rather than guessed.
+    path_with_escaped_slashes_action: 'REJECT_REQUEST',
+    // `x_api_key` is `x-api-key` to CGI-style servers; dropped (a reset, not an answer, is what
+    // REJECT_REQUEST gives HTTP/2 clients). modelgate never reads such a name.
+    common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' },
     use_remote_address: true,
     generate_request_id: true,
     preserve_external_request_id: false,
@@ -249,9 +320,15 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     http_filters: [
       extAuthzFilter(input),
       ...(input.meter?.enabled ? [extProcFilter()] : []),
+      trailersFilter(),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
-    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({ altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl, upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER] : [], upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds }) }] },
+    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({
+      altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl,
+      upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
+      upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
+      headersToRemove: (style) => upstreamHeadersToRemove(input, style),
+    }) }] },
   };
 }
 
@@ -328,6 +405,7 @@ export function renderEnvoyParts(input: GatewayRenderInput, source?: string): st
     local_reply_config: hcm.local_reply_config,
     connection_manager_settings: {
       merge_slashes: hcm.merge_slashes, normalize_path: hcm.normalize_path, path_with_escaped_slashes_action: hcm.path_with_escaped_slashes_action,
+      common_http_protocol_options: hcm.common_http_protocol_options,
     },
   };
   const header = ` modelgate: the parts to add to your own Envoy, rendered by \`modelgate envoy-config --parts\`${source ? ` from ${source}` : ''}.

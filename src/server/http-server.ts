@@ -1,7 +1,10 @@
 /**
- * The small HTTP listener beside the gRPC port: `/healthz` (the process is up), `/readyz` (the
- * store is loaded and the service is not draining), Prometheus `/metrics`, and the catalog's
- * model-list routes when a catalog handler is given.
+ * The small HTTP listener beside the gRPC port: `/healthz` (the process is up), `/readyz` (it can
+ * answer Checks: not draining; a store outage does not count, since the cache answers within its
+ * stale window and the rest is a prompt 503 store_unavailable: a Kubernetes readiness probe on
+ * `/readyz` must not take every replica out at once), `/healthz/store` (the store itself can
+ * answer; for monitoring), Prometheus `/metrics`, and the catalog's model-list routes when a
+ * catalog handler is given.
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,7 +18,7 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
-export async function startHttpServer(address: string, ready: () => boolean, registry: Registry, extra?: RouteHandler, onError?: (err: unknown) => void): Promise<HttpServer> {
+export async function startHttpServer(address: string, ready: () => boolean, registry: Registry, extra?: RouteHandler, onError?: (err: unknown) => void, storeReady?: () => boolean): Promise<HttpServer> {
   const server = http.createServer((req, res) => {
     void handle(req, res).catch((err: unknown) => {
       onError?.(err);
@@ -28,7 +31,12 @@ export async function startHttpServer(address: string, ready: () => boolean, reg
     if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     if (path === '/readyz') {
       const ok = ready();
-      return void res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ready\n' : 'not ready\n');
+      const store = storeReady === undefined || storeReady() ? '' : ' (the store cannot answer: cached keys within the stale window, others 503 store_unavailable; see /healthz/store)';
+      return void res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? `ready${store}\n` : 'not ready\n');
+    }
+    if (path === '/healthz/store') {
+      const ok = storeReady === undefined || storeReady();
+      return void res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'store ok\n' : 'store unavailable\n');
     }
     if (path === '/metrics') {
       const body = await metricsText(registry);

@@ -145,7 +145,9 @@ export function createMetrics(defaultMetrics = true): Metrics {
     },
     observeCheckSeconds: (seconds) => checkSeconds.observe(seconds),
     reloads: new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }),
-    storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer', registers: [registry] }),
+    // A gauge is not a count: with --workers N the cluster aggregation takes the minimum (1 only when
+    // every worker's store can answer), where counters are summed.
+    storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer (with --workers: every worker\'s)', registers: [registry], aggregator: 'min' }),
     logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),
     meter: meterMetrics(registry),
   };

@@ -142,7 +142,12 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const handlers = { check: checkBytes, failClosed };
 
   let draining = false;
+  // gRPC health (Envoy's health check) follows the store too: a replica whose store is down is
+  // avoided while others can answer, and with every one down Envoy's panic threshold uses them all.
   const ready = (): boolean => !draining && store.ready();
+  // Readiness (/readyz) is "can answer Checks": a store outage is answered from the cache or with a
+  // prompt 503, so it must not take the replica out of a load balancer (issue 14 §3).
+  const answering = (): boolean => !draining;
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc.maxReceiveMessageBytes,
     (server) => addExternalProcessor(server, meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message')));
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
@@ -150,7 +155,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const usage: UsageProvider | undefined = opts.usage ?? (store.meter ? ledgerUsage(store.meter) : undefined);
   const consoleHandler = createConsoleHandler({ config: () => config, lookups: cache, logger, now: opts.now, usage });
   const routes: RouteHandler = async (req, res) => (await consoleHandler(req, res)) || catalog(req, res);
-  const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, ready, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'));
+  const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
     // Everything that can fail is built before anything is swapped.
@@ -160,7 +165,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger.level = next.log.level;
     if (fileStore) fileStore.replace(next.groups, next.keys);
     metrics.reloads.inc({ result: 'ok' });
-  }, () => config, opts.watchIntervalMs);
+  }, () => config, opts.watchIntervalMs, () => metrics.reloads.inc({ result: 'rejected' }));
 
   // Health follows the store: SERVING only while it can answer (PostgreSQL may come and go).
   const healthTimer = setInterval(() => {

@@ -26,6 +26,13 @@ export interface CacheOptions {
   readonly maxNotFound?: number;
   readonly ttlMs: number;
   readonly staleMs: number;
+  /**
+   * How long a refresh may take while a usable (stale-window) answer is cached before that answer
+   * is given instead (the refresh goes on in the background). Default 250 ms: below Envoy's
+   * ext_authz timeout, which a store that hangs (a black-holed connection waits for its query
+   * timeout) would otherwise exceed on every Check. 0: at once.
+   */
+  readonly staleAfterMs?: number;
   /** Injected clock (milliseconds). */
   readonly now?: () => number;
   readonly onEvent?: (event: 'hit' | 'miss' | 'stale' | 'unavailable', kind: 'key' | 'group') => void;
@@ -76,18 +83,40 @@ class CachedLookup<T extends object> {
   }
 
   async #refresh(name: string, old: Entry<T> | undefined): Promise<Lookup<T>> {
+    const underWay = this.#inflight.has(name);
+    let fetching: Promise<Entry<T>>;
     try {
-      return (await this.#fetch(name)).fresh;
+      fetching = this.#fetch(name);
+    } catch (err) {
+      fetching = Promise.reject(err); // a store that throws instead of rejecting
+    }
+    if (old && this.#usable(name, old)) {
+      // A slow store must not hold the Check past Envoy's timeout while a usable answer is cached:
+      // once the refresh is late (at once if one was already under way and so is late already), the
+      // cached answer stands in and the refresh goes on; its answer updates the cache when it comes.
+      const late = await lateOrDone(fetching, underWay ? 0 : this.opts.staleAfterMs ?? 250);
+      if (late && this.#usable(name, old)) {
+        this.opts.onEvent?.('stale', this.kind);
+        return answer(old, true);
+      }
+    }
+    try {
+      return (await fetching).fresh;
     } catch (err) {
       // A bounded stale window: only an answer younger than ttl + stale may stand in for the store,
       // and only while it is still cached (an invalidation during the failed refetch dropped it).
-      if (old && this.#peek(name) === old && this.now() - old.at < this.opts.ttlMs + this.opts.staleMs) {
+      if (old && this.#usable(name, old)) {
         this.opts.onEvent?.('stale', this.kind);
         return answer(old, true);
       }
       this.opts.onEvent?.('unavailable', this.kind);
       return { status: 'unavailable', error: err instanceof Error ? err.message : String(err) };
     }
+  }
+
+  /** An old answer may stand in: still cached (no invalidation dropped it) and within ttl + stale. */
+  #usable(name: string, old: Entry<T>): boolean {
+    return this.#peek(name) === old && this.now() - old.at < this.opts.ttlMs + this.opts.staleMs;
   }
 
   #fetch(name: string): Promise<Entry<T>> {
@@ -132,6 +161,21 @@ class CachedLookup<T extends object> {
 }
 
 const NOT_FOUND = Object.freeze({ status: 'not_found', stale: false } as const);
+
+/** true when `p` has not settled within `ms` (it is then left to settle on its own, its failure handled). */
+function lateOrDone(p: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      p.catch(() => {});
+      resolve(true);
+    }, ms);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    p.then(done, done);
+  });
+}
 
 function answer<T>(entry: Entry<T>, stale: boolean): Lookup<T> {
   return entry.value === null ? { status: 'not_found', stale } : { status: 'found', value: entry.value, stale };

@@ -173,7 +173,7 @@ describe('Envoy request details', () => {
     const res = await h.check({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['x-modelgate-group', 'pro'], ['x-modelgate-key-id', 'bob']], body: chatBody('gpt-4o-mini') });
     const ok = res.ok_response!;
     expect(ok.headers_to_remove).toEqual(expect.arrayContaining(['authorization', 'x-api-key', 'x-vendor-api-key', 'x-goog-api-key']));
-    expect(ok.query_parameters_to_remove).toEqual(['key']);
+    expect(ok.query_parameters_to_remove).toBeUndefined();
     for (const h of ok.headers ?? []) expect(h.append_action).toBe('OVERWRITE_IF_EXISTS_OR_ADD');
     expect(okHeader(res, 'x-modelgate-group')).toBe('basic');
     expect(okHeader(res, 'x-modelgate-key-id')).toBe('alice');

@@ -27,6 +27,7 @@ const DETAIL = new RegExp(
       'JSON body is not an object',
       'JSON nested deeper than \\d+ levels',
       '\\d+ top-level "model" keys, not all the same string',
+      'the top-level key "[A-Za-z]{5}" is "model" in another case, which case-insensitive parsers read as the model',
       'no top-level "model" key',
       '"model" is (a number|an object|an array|a boolean|null), not a string',
     ].join('|') +
@@ -74,7 +75,13 @@ const CASES: Case[] = [
   { name: 'ignores "model" as a value', body: '{"name":"model","tags":["model"],"model":"good"}', expected: ok('good') },
   { name: 'reports model absent when only nested objects have it', body: '{"metadata":{"model":"x"},"messages":[{"model":"y"}]}', expected: no('model_absent') },
   { name: 'reports model absent for an empty object', body: '{}', expected: no('model_absent') },
-  { name: 'treats keys as case-sensitive', body: '{"Model":"a","MODEL":"b"}', expected: no('model_absent') },
+  // Go's encoding/json (and Jackson with case-insensitive properties) bind "MODEL" to a field named
+  // Model: the model it reads is not the one checked. Refused, beside "model" or alone.
+  { name: 'refuses "model" in another case beside it', body: '{"model":"a","MODEL":"b"}', expected: no('model_case') },
+  { name: 'refuses "model" in another case after it with the same value', body: '{"model":"a","Model":"a"}', expected: no('model_case') },
+  { name: 'refuses "model" in another case alone', body: '{"Model":"a","MODEL":"b"}', expected: no('model_case') },
+  { name: 'refuses "model" in another case spelled with escapes', body: '{"model":"a","\\u004DODEL":"b"}', expected: no('model_case') },
+  { name: 'ignores "MODEL" in nested objects', body: '{"model":"a","x":{"MODEL":"b"}}', expected: ok('a') },
   { name: 'does not trim keys', body: '{"model ":"a"," model":"b"}', expected: no('model_absent') },
   { name: 'does not take a key with an escaped NUL for model', body: '{"model\\u0000":"a"}', expected: no('model_absent') },
 
@@ -395,9 +402,13 @@ function reference(body: Buffer, lenient = false): Expected {
     return no('invalid_json');
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return no('not_object');
-  const models = topLevelMembers(text).filter(([key]) => key === 'model').map(([, v]) => v);
+  const members = topLevelMembers(text);
+  const models = members.filter(([key]) => key === 'model').map(([, v]) => v);
+  const conflict = models.length > 0 && !models.every((m) => typeof m === 'string' && m === models[0]);
+  if (conflict && models.length > 1) return no('duplicate_model');
+  if (members.some(([key]) => key !== 'model' && key.toLowerCase() === 'model')) return no('model_case');
   if (models.length === 0) return no('model_absent');
-  if (!models.every((m) => typeof m === 'string' && m === models[0])) return no(models.length > 1 ? 'duplicate_model' : 'model_not_string');
+  if (conflict) return no('model_not_string');
   expect((value as { model: unknown }).model).toBe(models[0]); // what JSON.parse keeps
   return ok(models[0] as string);
 }

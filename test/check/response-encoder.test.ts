@@ -12,45 +12,66 @@ import type { Decision } from '../../src/check/decision';
 import { authorizationService } from '../../src/envoy/protos';
 import { ResponseEncoder } from '../../src/check/response-encoder';
 import { classify } from '../../src/check/routes';
+import { logPath } from '../../src/check/decision-log';
 
 const def = authorizationService().Check;
 const config = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'));
-const chat = classify('POST', '/v1/chat/completions', '/alt', false);
-const messages = classify('POST', '/v1/messages', '/alt', false);
-const allow = (over: Partial<Decision> = {}): Decision => ({ allowed: true, reason: 'allowed', status: 200, hint: '', route: chat, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, ...over });
-const deny = (over: Partial<Decision> = {}): Decision => ({ allowed: false, reason: 'model_not_in_group', status: 403, hint: 'no such model "x"', route: chat, keyId: 'alice', group: 'basic', model: 'x', ...over });
-
-const decisions: Decision[] = [
-  allow(), allow({ keyId: 'bob' }), allow({ group: 'pro' }), allow({ model: 'gpt-4o' }), allow({ route: messages }),
-  allow({ route: classify('GET', '/v1/models', '/alt', false), model: undefined, modelKnown: undefined }),
-  deny(), deny({ hint: 'no such model "y"' }), deny({ route: messages }), deny({ keyId: undefined, group: undefined }),
-  deny({ reason: 'key_unknown', status: 401, hint: 'no key matches' }),
-  deny({ reason: 'method_not_allowed', status: 405, hint: 'takes POST', route: classify('GET', '/v1/chat/completions', '/alt', false) }),
-  deny({ reason: 'method_not_allowed', status: 405, hint: 'takes POST', route: classify('POST', '/v1/models', '/alt', false) }),
-];
+/** The decisions of requests under a prefix ('' or '/alt'), each with its path (the metadata carries it as logged). */
+function cases(prefix: string): Array<{ d: Decision; path: string }> {
+  const p = (path: string) => `${prefix}${path}`;
+  const chat = classify('POST', p('/v1/chat/completions'), '/alt', false);
+  const messages = classify('POST', p('/v1/messages'), '/alt', false);
+  const countTokens = classify('POST', p('/v1/messages/count_tokens'), '/alt', false);
+  const models = classify('GET', p('/v1/models'), '/alt', false);
+  const allow = (over: Partial<Decision> = {}): Decision => ({ allowed: true, reason: 'allowed', status: 200, hint: '', route: chat, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, ...over });
+  const deny = (over: Partial<Decision> = {}): Decision => ({ allowed: false, reason: 'model_not_in_group', status: 403, hint: 'no such model "x"', route: chat, keyId: 'alice', group: 'basic', model: 'x', ...over });
+  const gen = (method: string) => {
+    const path = p(`/v1beta/models/gemini-2.5-flash:${method}`);
+    return { d: allow({ route: classify('POST', path, '/alt', false), model: 'gemini-2.5-flash' }), path };
+  };
+  return [
+    ...[allow(), allow({ keyId: 'bob' }), allow({ group: 'pro' }), allow({ model: 'gpt-4o' }), deny(), deny({ hint: 'no such model "y"' }),
+      deny({ keyId: undefined, group: undefined }), deny({ reason: 'key_unknown', status: 401, hint: 'no key matches' }),
+      allow({ removeQuery: ['key'] }), allow({ removeQuery: ['KEY'] }), deny({ model: 'sk-mg-x', modelIsKey: true })].map((d) => ({ d, path: p('/v1/chat/completions') })),
+    { d: allow({ route: messages }), path: p('/v1/messages') }, { d: deny({ route: messages }), path: p('/v1/messages') },
+    // Same route fields as messages, another path: the metadata differs.
+    { d: allow({ route: countTokens }), path: p('/v1/messages/count_tokens') },
+    { d: allow({ route: models, model: undefined, modelKnown: undefined }), path: p('/v1/models') },
+    { d: deny({ reason: 'method_not_allowed', status: 405, hint: 'takes POST', route: classify('GET', p('/v1/chat/completions'), '/alt', false) }), path: p('/v1/chat/completions') },
+    { d: deny({ reason: 'method_not_allowed', status: 405, hint: 'takes POST', route: classify('POST', p('/v1/models'), '/alt', false) }), path: p('/v1/models') },
+    // A model in the path: keyed by the path itself.
+    gen('generateContent'), gen('streamGenerateContent'),
+  ];
+}
+const CASES = [...cases(''), ...cases('/alt')];
 
 test('cached bytes decode to exactly the response built for each decision, first time and again', () => {
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
   const plan = allowPlan(config);
   for (let round = 0; round < 2; round++) {
-    for (const d of decisions) {
-      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined)));
-      expect(def.responseDeserialize(encoder.encode(d, config))).toEqual(expected);
+    for (const { d, path } of CASES) {
+      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))));
+      expect(def.responseDeserialize(encoder.encode(d, config, path))).toEqual(expected);
     }
   }
 });
 
 test('decisions that differ in anything the response carries never share bytes', () => {
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
-  const seen = new Set(decisions.map((d) => encoder.encode(d, config).toString('base64')));
-  expect(seen.size).toBe(decisions.length);
+  const plan = allowPlan(config);
+  const built = CASES.map(({ d, path }) => def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))).toString('base64'));
+  const seen = CASES.map(({ d, path }) => encoder.encode(d, config, path).toString('base64'));
+  // Equal bytes exactly where the responses are equal (a path that holds a key is logged as one redacted text).
+  expect(seen).toEqual(built);
+  expect(new Set(built).size).toBeGreaterThan(CASES.length - 4);
 });
 
 test('a new config (a reload) gets answers built from it, not the old cache', () => {
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
-  const before = def.responseDeserialize(encoder.encode(allow(), config)) as any;
+  const allow = cases('')[0].d;
+  const before = def.responseDeserialize(encoder.encode(allow, config)) as any;
   const withCredential = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8') + 'upstream:\n  credentials:\n    chat: { header: authorization, prefix: "Bearer ", env: UP }\n', { UP: 'upstream-secret' });
-  const after = def.responseDeserialize(encoder.encode(allow(), withCredential)) as any;
+  const after = def.responseDeserialize(encoder.encode(allow, withCredential)) as any;
   expect(before.ok_response.headers.map((h: any) => h.header.key)).not.toContain('authorization');
   expect(after.ok_response.headers.find((h: any) => h.header.key === 'authorization').header.value).toBe('Bearer upstream-secret');
   expect(after.ok_response.headers_to_remove).not.toContain('authorization');

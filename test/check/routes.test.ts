@@ -48,7 +48,9 @@ describe('classify known endpoints', () => {
 
   test.each(rows)('classifies $method $fullPath ($under, anthropic-version: $anthropicVersion)', (row) => {
     const route = classify(row.method, row.fullPath, row.altPrefix, row.anthropicVersion === true);
-    expect(route).toEqual({ model: undefined, ...row.route, alt: row.alt, keys: expectedKeys(row, row.alt) });
+    // A fixed endpoint's route also carries its number (fixedId: the response cache keys by it).
+    expect({ ...route, fixedId: undefined }).toEqual({ model: undefined, ...row.route, alt: row.alt, keys: expectedKeys(row, row.alt) });
+    if ((route.kind === 'protocol' || route.kind === 'models') && route.model === undefined) expect(route.fixedId).toEqual(expect.any(Number));
     if (row.route.model === undefined) expect(route).not.toHaveProperty('model');
   });
 

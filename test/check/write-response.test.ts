@@ -38,7 +38,7 @@ const ROUTE_OF: Readonly<Record<Family, Route>> = {
 };
 const FAMILIES = Object.keys(ROUTE_OF) as Family[];
 const DENY_REASONS = (Object.keys(REASONS) as (keyof typeof REASONS)[]).filter((r): r is DenyReason => r !== 'allowed');
-const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 429: 8, 503: 14, 504: 4 };
+const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14, 504: 4 };
 const HINT = 'the key in authorization has "quotes" around it \\ and a backslash';
 
 function denial(reason: DenyReason, route: Route, hint = HINT): Decision {
@@ -205,7 +205,8 @@ describe('writeCheckResponse for allows', () => {
     const headers = headerMap(res.ok_response!.headers);
     expect(headers).toEqual(new Map([[HEADER.keyId, 'alice'], [HEADER.group, 'basic'], [HEADER.model, 'gpt-4o-mini']]));
     for (const h of KEY_HEADERS) expect(res.ok_response!.headers_to_remove).toContain(h);
-    expect(res.ok_response!.query_parameters_to_remove).toEqual(['key']);
+    // Nothing to remove: no removal (any removal makes Envoy re-serialise the whole query).
+    expect(res.ok_response!.query_parameters_to_remove).toBeUndefined();
   });
 
   test('removes a spoofed x-modelgate-model when the model is not a known one', () => {

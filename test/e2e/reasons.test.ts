@@ -86,6 +86,8 @@ interface Case {
   /** What the hint must say. */
   readonly hint?: RegExp;
   readonly http2?: boolean;
+  /** The Content-Type sent (default application/json). */
+  readonly contentType?: string;
   /** Allowed by modelgate, so the upstream did get it (upstream_timeout). */
   readonly reachedUpstream?: boolean;
 }
@@ -121,6 +123,10 @@ function cases(p: '' | '/alt'): Case[] {
     // 400: the body.
     { reason: 'body_invalid', why: 'invalid JSON', path: `${p}/v1/chat/completions`, headers: [bearer(alice)], body: '{"model":"gpt-4o-mini",' },
     { reason: 'body_invalid', why: 'a gzip body', path: `${p}/v1/embeddings`, headers: [bearer(alice), ['content-encoding', 'gzip']], body: gzipSync(CHAT('text-embedding-3-small')) },
+    { reason: 'content_type_unsupported', why: 'a form body', path: `${p}/v1/chat/completions`, headers: [bearer(alice)], contentType: 'application/x-www-form-urlencoded', body: 'model=gpt-4o-mini', hint: /Content-Type: application\/json/ },
+    { reason: 'content_type_unsupported', why: 'JSON in another charset', path: `${p}/v1/messages`, headers: [['x-api-key', alice]], contentType: 'application/json; charset=utf-16', body: MESSAGES('claude-3-5-haiku-latest') },
+    // 400 from Envoy itself, before any Check.
+    { reason: 'request_invalid', why: 'an escaped slash in the model (Envoy refuses it)', path: `${p}/v1beta/models/tuned%2Fgemini-2.5-flash:generateContent`, headers: [generativeKey(alice)], body: GEN },
     { reason: 'model_missing', why: 'no model', path: `${p}/v1/messages`, headers: [['x-api-key', alice]], body: '{"max_tokens":8,"messages":[]}' },
     // 503: modelgate cannot decide.
     { reason: 'store_unavailable', why: "the store fails on this key's lookup", path: `${p}/v1/chat/completions`, headers: [bearer(DOWN_KEY)], body: CHAT('gpt-4o-mini') },
@@ -169,7 +175,7 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
   async function expectDenial(c: Case): Promise<Reply> {
     const id = `r${++seq}`;
     const method = c.method ?? 'POST';
-    const headers: Array<[string, string]> = [['content-type', 'application/json'], ['x-test-id', id], ...(c.headers ?? [])];
+    const headers: Array<[string, string]> = [['content-type', c.contentType ?? 'application/json'], ['x-test-id', id], ...(c.headers ?? [])];
     const reply = await gw.send(method, c.path, { headers, body: method === 'GET' ? undefined : c.body, http2: c.http2 });
     const status = REASONS[c.reason].status;
     expect(reply.status, reply.text).toBe(status);

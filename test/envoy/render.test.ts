@@ -81,7 +81,7 @@ describe('the strict checker', () => {
 
   it('rejects a typed_config whose @type names no type in the API', () => {
     expectError(broken('envoy.extensions.filters.http.router.v3.Router', 'envoy.extensions.filters.http.router.v3.Rooter'),
-      `${HCM}.http_filters[2].typed_config["@type"]: cannot resolve type URL`);
+      `${HCM}.http_filters[3].typed_config["@type"]: cannot resolve type URL`);
   });
 
   it('rejects an unknown field inside a typed_config payload', () => {
@@ -135,8 +135,8 @@ describe('the strict checker', () => {
 
   it('rejects duplicate YAML keys and YAML merge keys, which Envoy does not support', () => {
     expectError(broken('stat_prefix: modelgate', 'stat_prefix: modelgate\n                stat_prefix: again'), 'yaml: Map keys must be unique');
-    expectError(broken('route: { cluster: upstream_chat, timeout: 0s, idle_timeout: 300s, auto_host_rewrite: true }\n                        - name: embeddings', 'route: { <<: { cluster: upstream_chat }, timeout: 1s }\n                        - name: embeddings'),
-      `${ROUTES}[1].route.<<: unknown field "<<"`);
+    expectError(broken('route: { cluster: upstream_chat, timeout: 0s, idle_timeout: 300s, auto_host_rewrite: true }\n                          request_headers_to_remove:', 'route: { <<: { cluster: upstream_chat }, timeout: 1s }\n                          request_headers_to_remove:'),
+      `${ROUTES}[0].route.<<: unknown field "<<"`);
   });
 
   it('accepts lowerCamelCase json names and enum numbers, but not the same field twice', () => {
@@ -195,9 +195,9 @@ describe('the settings modelgate relies on', () => {
     expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
-  it('runs ext_authz, then the meter (ext_proc), before the router and nothing else in between', () => {
+  it('runs ext_authz, then the meter (ext_proc), then the filter that drops request trailers, before the router and nothing else in between', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'envoy.filters.http.router']);
+    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
   });
 
   it('meters without ever holding a response: observability mode, fail open, response body streamed, only the headers it reads', () => {
@@ -243,6 +243,38 @@ describe('the settings modelgate relies on', () => {
     expect(yaml).not.toContain('modelgate_meter');
   });
 
+  it('drops request trailers with a Lua filter, on upstream routes only', () => {
+    const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
+    expect(filters.find((f) => f.name === 'modelgate.drop_request_trailers')!.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua');
+    // Only upstream routes run it: every other route turns it off.
+    const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
+    for (const r of routes) {
+      const off = r.typed_per_filter_config?.['modelgate.drop_request_trailers']?.disabled === true;
+      expect(off, r.name).toBe(!String(r.route?.cluster ?? '').startsWith('upstream_'));
+    }
+  });
+
+  it('refuses escaped slashes, drops underscore headers and removes credential headers on every upstream route', () => {
+    const hcm = httpConnectionManager(envoyBundle().config);
+    expect(hcm.path_with_escaped_slashes_action).toBe('REJECT_REQUEST');
+    expect(hcm.common_http_protocol_options).toEqual({ headers_with_underscores_action: 'DROP_HEADER' });
+    const routes = hcm.route_config.virtual_hosts[0].routes as Obj[];
+    for (const r of routes.filter((x) => String(x.route?.cluster ?? '').startsWith('upstream_'))) {
+      expect(r.request_headers_to_remove, r.name).toEqual(expect.arrayContaining(['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'api-key', 'x-goog-api-key', 'x-vendor-api-key']));
+    }
+  });
+
+  it('keeps the header of a configured upstream credential on the routes of its style only', () => {
+    const config = demoWith((y) => `${y}\nupstream:\n  credentials:\n    messages: { header: x-api-key, env: A }\n    generative: { header: x-goog-api-key, env: G }\n`);
+    const routes = httpConnectionManager(parseYaml(renderEnvoyYaml(config))).route_config.virtual_hosts[0].routes as Obj[];
+    const removes = (name: string) => routes.find((r) => r.name === name)!.request_headers_to_remove as string[];
+    expect(removes('messages')).not.toContain('x-api-key');
+    expect(removes('alt_messages_count_tokens')).not.toContain('x-api-key');
+    expect(removes('messages')).toContain('authorization');
+    expect(removes('generative')).not.toContain('x-goog-api-key');
+    expect(removes('chat_completions')).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key']));
+  });
+
   it('sets append_action OVERWRITE_IF_EXISTS_OR_ADD on every header it adds', () => {
     const { config } = envoyBundle();
     const options = [...findAll(config, 'response_headers_to_add'), ...findAll(config, 'request_headers_to_add')]
@@ -262,20 +294,21 @@ describe('the settings modelgate relies on', () => {
     expect(hcm.generate_request_id).toBe(true);
   });
 
-  it('logs JSON with the ext_authz metadata and never a key or a query string', () => {
+  it('logs JSON with the ext_authz metadata and nothing of the request line as sent', () => {
     const hcm = httpConnectionManager(envoyBundle().config);
     const log = hcm.access_log[0].typed_config.log_format;
     const fields = log.json_format as Record<string, string>;
-    for (const k of ['keyId', 'group', 'model', 'reason', 'style', 'decision']) {
+    for (const k of ['keyId', 'group', 'model', 'reason', 'style', 'decision', 'path']) {
       expect(Object.values(fields)).toContain(`%DYNAMIC_METADATA(envoy.filters.http.ext_authz:${k})%`);
     }
-    for (const op of ['%REQ_WITHOUT_QUERY(:PATH)%', '%RESPONSE_CODE%', '%RESPONSE_FLAGS%', '%DURATION%', '%UPSTREAM_CLUSTER%', '%REQ(X-REQUEST-ID)%']) {
+    expect(fields.path).toBe('%DYNAMIC_METADATA(envoy.filters.http.ext_authz:path)%');
+    for (const op of ['%RESPONSE_CODE%', '%RESPONSE_FLAGS%', '%DURATION%', '%UPSTREAM_CLUSTER%', '%REQ(X-REQUEST-ID)%', '%ROUTE_NAME%', '%REQ(:METHOD):7%']) {
       expect(Object.values(fields)).toContain(op);
     }
-    // Only the query-less path may be logged; no key header, no original path, no query string.
-    const rest = JSON.stringify(fields).toLowerCase().replace('%req_without_query(:path)%', '');
-    for (const leak of [':path', 'authorization', 'api-key', 'original_path', 'query']) expect(rest).not.toContain(leak);
-    expect(log.formatters[0].name).toBe('envoy.formatter.req_without_query');
+    // No path as sent (a key can be in it), no key header, no query string.
+    const rest = JSON.stringify(fields).toLowerCase().replace('ext_authz:path)', '');
+    for (const leak of [':path', 'path)', 'authorization', 'api-key', 'original_path', 'query']) expect(rest).not.toContain(leak);
+    expect(log.formatters).toBeUndefined();
   });
 
   it('follows the key headers of the config: another bearer header is sent to the check too', () => {
@@ -347,7 +380,8 @@ describe('the settings modelgate relies on', () => {
 
   it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
     const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
-    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc']);
+    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.drop_request_trailers']);
+    expect(parts.connection_manager_settings).toMatchObject({ path_with_escaped_slashes_action: 'REJECT_REQUEST', common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' } });
     expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
     expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
     expect(parts.local_reply_config.mappers.length).toBeGreaterThan(0);

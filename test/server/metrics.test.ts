@@ -63,4 +63,14 @@ describe('hot metrics', () => {
     expect(text).toContain('modelgate_check_duration_seconds_bucket{le="0.005"} 2');
     expect(text).toContain('modelgate_check_duration_seconds_count 2');
   });
+
+  test('a gauge is not summed over workers: modelgate_store_ready is 1 only when every worker\'s store can answer', async () => {
+    const workers = [createMetrics(false), createMetrics(false)];
+    workers.forEach((w) => w.storeReady.set(1));
+    const both = await AggregatorRegistry.aggregate(await Promise.all(workers.map((w) => w.registry.getMetricsAsJSON()))).metrics();
+    expect(both).toMatch(/^modelgate_store_ready 1$/m);
+    workers[1].storeReady.set(0);
+    const one = await AggregatorRegistry.aggregate(await Promise.all(workers.map((w) => w.registry.getMetricsAsJSON()))).metrics();
+    expect(one).toMatch(/^modelgate_store_ready 0$/m);
+  });
 });

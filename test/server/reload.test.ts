@@ -29,6 +29,9 @@ test('an invalid file keeps the last valid config serving and logs every problem
   expect(rejected.problems).toEqual(expect.arrayContaining([expect.stringContaining('groups.basic.available'), expect.stringContaining('groups.basic.models[1].protocols[0]')]));
   expect(reasonOf(await h.check(chat(DEMO_KEYS.alice)))).toBe('key_disabled');
   expect(reasonOf(await h.check(chat(DEMO_KEYS.bob, 'gpt-4o')))).toBe('allowed');
+  // Counted, as the metric's help says (it never was: found by the config drill, test/e2e/drills.test.ts).
+  const metrics = await (await fetch(`http://${h.service.httpAddress}/metrics`)).text();
+  expect(metrics).toMatch(/^modelgate_store_reloads_total\{result="rejected"\} [1-9]/m);
 });
 
 test('a new key header takes effect on reload: the gRPC reader keeps the headers the new config names', async () => {

@@ -4,7 +4,7 @@
  * while deciding is a 503 internal_error denial. Time is an injected clock.
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load';
 import { generateKey, hashKey } from '../../src/check/key-format';
 import { DEMO_KEYS } from '../support/demo-keys';
@@ -72,11 +72,16 @@ test('an invalidation from the store takes effect on the next check', async () =
   expect(reasonOf(await h.check(chat(DEMO_KEYS.bob)))).toBe('key_disabled');
 });
 
-test('/readyz and the health state follow the store', async () => {
+test('/readyz stays ready while the store is down (the cache answers), and /healthz/store and the gauge say it is down', async () => {
   store.mode = 'down';
   const down = await fetch(`http://${h.service.httpAddress}/readyz`);
-  expect(down.status).toBe(503);
+  expect(down.status).toBe(200);
+  expect(await down.text()).toMatch(/^ready \(the store cannot answer/);
+  expect((await fetch(`http://${h.service.httpAddress}/healthz/store`)).status).toBe(503);
+  await vi.waitFor(async () => expect(await (await fetch(`http://${h.service.httpAddress}/metrics`)).text()).toMatch(/^modelgate_store_ready 0$/m), { timeout: 5000, interval: 100 });
   store.mode = 'ok';
   const up = await fetch(`http://${h.service.httpAddress}/readyz`);
   expect(up.status).toBe(200);
+  expect(await up.text()).toBe('ready\n');
+  expect((await fetch(`http://${h.service.httpAddress}/healthz/store`)).status).toBe(200);
 });

@@ -248,6 +248,61 @@ describe('StoreCache when the store cannot answer', () => {
   });
 });
 
+describe('StoreCache when the store hangs (a black-holed connection waits for its query timeout)', () => {
+  // Found by the PostgreSQL drill (test/e2e/drills.test.ts): every Check of a cached key waited
+  // for the store's query timeout (1.1 s), past Envoy's 1 s ext_authz timeout, so cached keys
+  // failed with 503 although the stale window should have answered them.
+  test('answers the cached answer once the refresh is late, and the refresh still updates the cache', async () => {
+    cache = makeCache({ staleAfterMs: 20 });
+    await cache.keys.get('sha-alice');
+    clock += TTL;
+    store.mode = 'hang';
+    const t0 = performance.now();
+    expect(await cache.keys.get('sha-alice')).toEqual(found(key('alice'), true));
+    expect(performance.now() - t0).toBeLessThan(1000);
+    // Others asking meanwhile get it at once: the refresh under way is late already.
+    expect(await cache.keys.get('sha-alice')).toEqual(found(key('alice'), true));
+    expect(store.calls.key).toHaveLength(2);
+    store.held[0].release();
+    await new Promise((r) => setTimeout(r, 0));
+    // The late answer was stored: a fresh hit now, no new store call.
+    expect(await cache.keys.get('sha-alice')).toEqual(found(key('alice')));
+    expect(store.calls.key).toHaveLength(2);
+  });
+
+  test('waits for the store when nothing usable is cached (nothing else could answer)', async () => {
+    cache = makeCache({ staleAfterMs: 0 });
+    store.mode = 'hang';
+    let settled = false;
+    const pending = cache.keys.get('sha-bob');
+    void Promise.resolve(pending).then(() => (settled = true));
+    await new Promise((r) => setTimeout(r, 30));
+    expect(settled).toBe(false);
+    store.held[0].release();
+    expect(await pending).toEqual(found(key('bob')));
+  });
+
+  test('never stands in past the stale window, nor after an invalidation', async () => {
+    cache = makeCache({ staleAfterMs: 0 });
+    await cache.keys.get('sha-alice');
+    clock += TTL + STALE;
+    store.mode = 'hang';
+    const pending = cache.keys.get('sha-alice');
+    await new Promise((r) => setTimeout(r, 20));
+    store.held[0].fail();
+    expect(await pending).toMatchObject({ status: 'unavailable' });
+    store.mode = 'ok';
+    await cache.keys.get('sha-bob');
+    clock += TTL;
+    store.mode = 'hang';
+    cache.invalidate({ kind: 'key', sha256: 'sha-bob' });
+    const after = cache.keys.get('sha-bob');
+    await new Promise((r) => setTimeout(r, 20));
+    store.held[store.held.length - 1].release();
+    expect(await after).toEqual(found(key('bob')));
+  });
+});
+
 describe('StoreCache invalidation', () => {
   async function warm(): Promise<void> {
     for (const k of ['sha-alice', 'sha-bob', 'sha-nobody']) await cache.keys.get(k);

@@ -12,7 +12,7 @@ import * as http2 from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, inject } from 'vitest';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { parseConfig, UPSTREAM_FAMILIES, type UpstreamFamily } from '../../src/config/load';
 import { startDemoUpstream, type DemoUpstream, type DemoUpstreamOptions, type ReceivedRequest } from '../../src/demo/upstream';
 import { startEnvoy, type EnvoyProcess } from '../../src/envoy/process';
@@ -64,6 +64,15 @@ export interface GatewayOptions {
   readonly store?: Store;
   /** Families sent somewhere other than their recording upstream (e.g. a closed port). */
   readonly upstreamTargets?: Partial<Record<UpstreamFamily, { readonly host: string; readonly port: number }>>;
+  /**
+   * Changes the rendered bundle before Envoy runs it (e.g. an upstream cluster pointed at a test's
+   * own HTTP/2 server); `envoyYaml` is then the edited text, the one Envoy runs.
+   */
+  readonly editEnvoy?: (bootstrap: Record<string, any>) => void; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** Process only: `serve --store URL` (a PostgreSQL store) instead of the config file's keys. */
+  readonly storeUrl?: string;
+  /** Process only: keep at most this many of modelgate's last log lines (long drills). Default: all. */
+  readonly keepLogLines?: number;
 }
 
 export interface Reply {
@@ -94,6 +103,9 @@ export interface ModelgateHandle {
   kill(signal: NodeJS.Signals): void;
   /** Process only: starts it again on the same ports after a kill. */
   restart(): Promise<void>;
+  /** Process only: stop reading its stdout (a stuck log reader: the pipe fills), and read again. */
+  pauseOutput?(): void;
+  resumeOutput?(): void;
   close(): Promise<void>;
 }
 
@@ -128,14 +140,15 @@ const waitFor = async (what: string, ok: () => boolean, timeoutMs = 15_000): Pro
   }
 };
 
-async function startModelgateProcess(configPath: string, env: NodeJS.ProcessEnv, workers: number, ports?: { grpc: string; http: string }): Promise<ModelgateHandle> {
+async function startModelgateProcess(configPath: string, env: NodeJS.ProcessEnv, workers: number, ports?: { grpc: string; http: string }, storeUrl?: string, keepLogLines = Infinity): Promise<ModelgateHandle> {
   const lines: string[] = [];
   let grpcAddress = ports?.grpc ?? '';
   let httpAddress = ports?.http ?? '';
   let child: ChildProcess;
+  let listening = 0;
   const launch = async (): Promise<void> => {
     child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--config', configPath,
-      '--grpc', grpcAddress || '127.0.0.1:0', '--http', httpAddress || '127.0.0.1:0', '--workers', String(workers)], {
+      '--grpc', grpcAddress || '127.0.0.1:0', '--http', httpAddress || '127.0.0.1:0', '--workers', String(workers), ...(storeUrl ? ['--store', storeUrl] : [])], {
       env: { ...process.env, ...env, MODELGATE_STORE: 'file' }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     let buf = '';
@@ -146,6 +159,8 @@ async function startModelgateProcess(configPath: string, env: NodeJS.ProcessEnv,
         const line = buf.slice(0, i);
         buf = buf.slice(i + 1);
         lines.push(line);
+        if (lines.length > keepLogLines) lines.splice(0, lines.length - keepLogLines);
+        if (line.includes('"modelgate listening"')) listening++;
         if (!grpcAddress && line.includes('"modelgate listening"')) {
           const l = JSON.parse(line) as { grpcAddress: string; httpAddress: string };
           grpcAddress = l.grpcAddress;
@@ -154,8 +169,8 @@ async function startModelgateProcess(configPath: string, env: NodeJS.ProcessEnv,
       }
     });
     child.stderr!.on('data', (c: Buffer) => lines.push(c.toString('utf8')));
-    const startedAt = lines.length;
-    await waitFor('modelgate to listen', () => lines.slice(startedAt).some((l) => l.includes('"modelgate listening"')));
+    const before = listening;
+    await waitFor('modelgate to listen', () => listening > before);
   };
   await launch();
   return {
@@ -165,6 +180,8 @@ async function startModelgateProcess(configPath: string, env: NodeJS.ProcessEnv,
     logLines: () => lines,
     kill: (signal) => child.kill(signal),
     restart: launch,
+    pauseOutput: () => child.stdout!.pause(),
+    resumeOutput: () => child.stdout!.resume(),
     async close() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGCONT');
@@ -192,7 +209,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   let modelgate: ModelgateHandle;
   if (opts.modelgate === 'process' || (opts.workers ?? 1) > 1) {
     // Needs the build (npm test builds first).
-    modelgate = await startModelgateProcess(configPath, env, opts.workers ?? 1);
+    modelgate = await startModelgateProcess(configPath, env, opts.workers ?? 1, undefined, opts.storeUrl, opts.keepLogLines);
   } else {
     const logs = new LogSink();
     const service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, env, watchIntervalMs: 50, store: opts.store });
@@ -210,7 +227,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const [gh, gp] = hostPort(modelgate.grpcAddress);
   const [hh, hp] = hostPort(modelgate.httpAddress);
   const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '', ...opts.upstreamTargets?.[f] });
-  const rendered = renderEnvoyYaml({
+  let envoyYaml = renderEnvoyYaml({
     ...config,
     gateway: {
       ...config.gateway,
@@ -221,7 +238,12 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       upstreams: { chat: target('chat'), messages: target('messages'), generative: target('generative'), alt: target('alt') },
     },
   });
-  const envoyYaml = opts.envoyConfig ? opts.envoyConfig(rendered) : rendered;
+  if (opts.envoyConfig) envoyYaml = opts.envoyConfig(envoyYaml);
+  if (opts.editEnvoy) {
+    const bootstrap = parseYaml(envoyYaml) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    opts.editEnvoy(bootstrap);
+    envoyYaml = stringifyYaml(bootstrap);
+  }
   let out = '';
   const envoy = await startEnvoy({
     binary: envoyBinary(), config: envoyYaml, concurrency: opts.concurrency ?? 1,

@@ -154,12 +154,13 @@ describe('one service on the PostgreSQL store', () => {
       expect(reasonOf(await h.check(chat(generateKey())))).toBe('store_unavailable');
       expect(performance.now() - t0).toBeLessThan(3000);
       expect(reasonOf(await h.check(chat(later.key)))).toBe('store_unavailable');
-      expect((await fetch(`http://${h.service.httpAddress}/readyz`)).status).toBe(503);
+      expect((await fetch(`http://${h.service.httpAddress}/healthz/store`)).status).toBe(503);
+      expect((await fetch(`http://${h.service.httpAddress}/readyz`)).status).toBe(200); // still answering Checks
     } finally {
       await server.start();
     }
     await vi.waitFor(async () => expect(reasonOf(await h.check(chat(later.key)))).toBe('allowed'), { timeout: 15_000, interval: 100 });
-    await vi.waitFor(async () => expect((await fetch(`http://${h.service.httpAddress}/readyz`)).status).toBe(200), { timeout: 15_000, interval: 100 });
+    await vi.waitFor(async () => expect((await fetch(`http://${h.service.httpAddress}/healthz/store`)).status).toBe(200), { timeout: 15_000, interval: 100 });
     // A change made after the restart still reaches the cache (LISTEN re-established).
     const t = await (async () => {
       const started = performance.now();
