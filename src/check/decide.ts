@@ -130,7 +130,7 @@ function decideForGroup(
   if (!m.available) return deny(route, 'model_unavailable', `model ${JSON.stringify(model)} is unavailable right now (its channel is down): retry later or use another model of the group`, { ...who, model, modelKnown: true });
   // Finite and positive, or denied: a NaN balance (PostgreSQL numeric accepts 'NaN') fails `<= 0` too (issue 14).
   if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
-    return deny(route, 'balance_insufficient', `the key's balance is ${key.balance}: top it up before using models`, { ...who, model, modelKnown: true });
+    return deny(route, 'balance_insufficient', `the key's balance is ${amountText(key.balance)}: top it up before using models`, { ...who, model, modelKnown: true });
   }
   return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model);
 }
@@ -181,6 +181,9 @@ function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute
 }
 
 /** The same words as Envoy's own 413 (src/envoy/render.ts local replies): the client cannot tell which answered. */
+/** A balance as a decimal, never in exponent form (-6e-7 reads as -0.0000006); NaN and Infinity as they are. */
+const amountText = (n: number): string => (Number.isFinite(n) ? (n === 0 ? 0 : n).toLocaleString('en-US', { maximumFractionDigits: 12, useGrouping: false }) : String(n));
+
 const tooLarge = (config: Config): string => `the request body is over the gateway's limit of ${config.gateway.maxRequestBytes} bytes: send a smaller body`;
 
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
