@@ -30,6 +30,11 @@ export interface BundleOptions {
   readonly upstreamPort: number;
   /** The meter's ext_proc filter (needs modelgate as the authz target). */
   readonly meter: boolean;
+  /**
+   * Keep the client's credential headers on the way upstream (LiteLLM: the upstream is the
+   * authorizer, and reads the key from them). The generated routes remove them.
+   */
+  readonly keepCredentialHeaders?: boolean;
 }
 
 /** The bundle as Envoy reads it, and what was changed from the generated one. */
@@ -64,6 +69,10 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
       ea.with_request_body.pack_as_bytes = false;
       changes.push('with_request_body.pack_as_bytes: false');
     }
+  }
+  if (o.keepCredentialHeaders) {
+    for (const r of hcm.route_config.virtual_hosts[0].routes as Obj[]) delete r.request_headers_to_remove;
+    changes.push("no request_headers_to_remove on the routes (the client's key goes to LiteLLM)");
   }
   if (o.meter) changes.push("the meter's ext_proc filter (observability mode)");
   return { yaml: toYaml(b, ' modelgate end-to-end benchmark: the generated bundle, see bench/e2e/envoy.ts'), changes };

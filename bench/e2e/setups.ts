@@ -219,7 +219,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       });
       notes.push(`LiteLLM --num_workers ${workers} (one per core it may use, as its production page says)`);
       upstreamPort = port;
-      bundle = renderBundle(demo, { httpPort: await httpPortFor(), upstreamPort, meter: false });
+      bundle = renderBundle(demo, { httpPort: await httpPortFor(), upstreamPort, meter: false, keepCredentialHeaders: true });
       bundle.changes.push('every upstream cluster at LiteLLM (LiteLLM forwards to the stand-in)');
       markers = (k) => (k.expect.allowed ? [allowMarker(k)] : ['key_model_access_denied']);
       break;
