@@ -81,12 +81,13 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     const noop = cap('noop', 'small_chat');
     const ratio = mg / noop;
     line(`| small chat: Envoy + modelgate throughput vs Envoy + no-op ext_authz | ${int(mg)} / ${int(noop)} req/s = ${x(ratio)} | ≥ 0.90× | ${verdict(Number.isFinite(ratio) ? ratio >= 0.9 : undefined)} |`);
-    for (const label of ['25%', '50%']) {
+    for (const label of ['25%', '50%', 'noop25', 'noop50', 'noop75']) {
       const floor = pct('envoy', 'small_chat', label, 50);
       const addMg = pct('modelgate', 'small_chat', label, 50) - floor;
       const addNoop = pct('noop', 'small_chat', label, 50) - floor;
       const rr = addMg / addNoop;
-      line(`| small chat at ${label} of the floor's capacity: p50 added over Envoy alone, modelgate vs no-op | +${ms(addMg)} vs +${ms(addNoop)} = ${x(rr)} | ≤ 1.2× | ${verdict(Number.isFinite(rr) ? rr <= 1.2 : undefined)} |`);
+      const where = label.startsWith('noop') ? `${label.slice(4)}% of the no-op's capacity` : `${label} of the floor's capacity`;
+      line(`| small chat at ${where}: p50 added over Envoy alone, modelgate vs no-op | +${ms(addMg)} vs +${ms(addNoop)} = ${x(rr)} | ≤ 1.2× | ${verdict(Number.isFinite(rr) ? rr <= 1.2 : undefined)} |`);
     }
     const mainMixes = mixes.filter((mx) => mx.id !== 'small_chat_stream');
     const thr = mainMixes.map((mx) => ({ mix: mx.id, mg: cap('modelgate', mx.id), opa: cap('opa', mx.id) }));
@@ -95,8 +96,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     const p99s: string[] = [];
     let p99Pass: boolean | undefined;
     for (const mx of mainMixes) {
-      for (const share of st.rates) {
-        const label = `${share * 100}%`;
+      for (const label of [...st.rates.map((share) => `${share * 100}%`), ...st.rates.map((share) => `noop${share * 100}`)]) {
         const a = pct('modelgate', mx.id, label, 99);
         const b = pct('opa', mx.id, label, 99);
         const opaSkipped = r.skipped.some((s) => s.setup === 'opa' && s.mix === mx.id && s.rateLabel === label);
@@ -146,7 +146,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
   line();
   line('## Latency at fixed offered rates (open loop, evenly paced)');
   line();
-  line(`Rates are shares of the floor's closed-loop capacity for the same mix. A setup whose own capacity is below ${Math.round(st.overCapacity * 100)}% of a rate is not offered it ("over capacity": its queue would only grow). "added p50" = this p50 − Envoy alone's p50 at the same rate. \`noop50\` = half the no-op ext_authz's capacity (the tail-latency target); \`litellm50\` = half LiteLLM's capacity.`);
+  line(`Rates are shares of the floor's closed-loop capacity for the same mix. A setup whose own capacity is below ${Math.round(st.overCapacity * 100)}% of a rate is not offered it ("over capacity": its queue would only grow). "added p50" = this p50 − Envoy alone's p50 at the same rate. \`noop25\`, \`noop50\`, \`noop75\` = those shares of the no-op ext_authz's capacity for the same mix (on 2 cores every ext_authz setup is over capacity at the floor's rates; \`noop50\` is the tail-latency target); \`litellm50\` = half LiteLLM's capacity.`);
   for (const mx of mixes) {
     const labels = [...new Set(r.runs.filter((run) => run.mix === mx.id && run.method === 'paced').map((run) => run.rateLabel!)), ...new Set(r.skipped.filter((s) => s.mix === mx.id).map((s) => s.rateLabel))];
     const uniq = [...new Set(labels)].sort((a, b) => order(a) - order(b));
@@ -200,15 +200,15 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     line();
     line('## Metering (issue 11): with and without the meter, soft and strict');
     line();
-    line('Small chat, answered (JSON) and streamed (SSE with usage), at 25% of the floor\'s capacity: time to the first byte of the response (its headers) and to its end, from the scheduled send time; closed-loop throughput; CPU of modelgate and PostgreSQL per 10,000 requests.');
+    line('Small chat, answered (JSON) and streamed (SSE with usage), at 200 requests a second (a rate every metering setup can take): time to the first byte of the response (its headers) and to its end, from the scheduled send time; closed-loop throughput; CPU of modelgate and PostgreSQL per 10,000 requests.');
     line();
     line('| setup | mix | closed req/s | TTFB p50 | TTFB p99 | total p50 | total p99 | total p99.9 | modelgate CPU /10k | PostgreSQL CPU /10k |');
     line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const id of meterIds.filter((i) => present.has(i))) {
       for (const mix of ['small_chat', 'small_chat_stream'] as MixId[]) {
-        if (!sel(id, mix, 'paced', '25%').length && !sel(id, mix, 'closed').length) continue;
+        if (!sel(id, mix, 'paced', '200/s').length && !sel(id, mix, 'closed').length) continue;
         const c = cpuPer10k(ok, id, mix);
-        line(`| ${SETUP_TITLES[id]} | ${mix === 'small_chat' ? 'answer' : 'stream'} | ${int(cap(id, mix))} | ${ms(pct(id, mix, '25%', 50, true))} | ${ms(pct(id, mix, '25%', 99, true))} | ${ms(pct(id, mix, '25%', 50))} | ${ms(pct(id, mix, '25%', 99))} | ${ms(pct(id, mix, '25%', 99.9))} | ${Number.isFinite(c.authz) ? c.authz.toFixed(2) : '–'} | ${c.store ? c.store.toFixed(2) : '–'} |`);
+        line(`| ${SETUP_TITLES[id]} | ${mix === 'small_chat' ? 'answer' : 'stream'} | ${int(cap(id, mix))} | ${ms(pct(id, mix, '200/s', 50, true))} | ${ms(pct(id, mix, '200/s', 99, true))} | ${ms(pct(id, mix, '200/s', 50))} | ${ms(pct(id, mix, '200/s', 99))} | ${ms(pct(id, mix, '200/s', 99.9))} | ${Number.isFinite(c.authz) ? c.authz.toFixed(2) : '–'} | ${c.store ? c.store.toFixed(2) : '–'} |`);
       }
     }
   }
@@ -235,7 +235,8 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
 
 function order(label: string): number {
   const m = /^(\d+)%$/.exec(label);
-  return m ? Number(m[1]) : label === 'noop50' ? 1000 : 2000;
+  const n = /^noop(\d+)$/.exec(label);
+  return m ? Number(m[1]) : n ? 1000 + Number(n[1]) : 2000;
 }
 
 /** CPU seconds per 10,000 requests by role, over the closed-loop runs of a setup and mix. */

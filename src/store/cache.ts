@@ -41,6 +41,8 @@ export interface CacheOptions {
 interface Entry<T> {
   readonly value: T | null;
   readonly at: number;
+  /** Which fetch it comes from: a patched entry keeps it (it may still stand in for that answer). */
+  readonly gen: number;
   /** The cache epoch it was fetched in; an older one must revalidate before use. */
   readonly epoch: number;
   /** The fresh answer, built once: a cache hit allocates nothing. */
@@ -56,7 +58,10 @@ class CachedLookup<T extends object> {
   readonly #found: LRUCache<string, Entry<T>>;
   readonly #missing: LRUCache<string, Entry<T>>;
   readonly #inflight = new Map<string, Promise<Entry<T>>>();
+  /** The latest patch that arrived while a lookup was under way: applied to its answer. */
+  readonly #patches = new Map<string, (value: T) => T>();
   #epoch = 0;
+  #gen = 0;
 
   constructor(
     readonly kind: 'key' | 'group',
@@ -90,14 +95,15 @@ class CachedLookup<T extends object> {
     } catch (err) {
       fetching = Promise.reject(err); // a store that throws instead of rejecting
     }
-    if (old && this.#usable(name, old)) {
+    if (old && this.#standIn(name, old)) {
       // A slow store must not hold the Check past Envoy's timeout while a usable answer is cached:
       // once the refresh is late (at once if one was already under way and so is late already), the
       // cached answer stands in and the refresh goes on; its answer updates the cache when it comes.
       const late = await lateOrDone(fetching, underWay ? 0 : this.opts.staleAfterMs ?? 250);
-      if (late && this.#usable(name, old)) {
+      const standIn = late ? this.#standIn(name, old) : undefined;
+      if (standIn) {
         this.opts.onEvent?.('stale', this.kind);
-        return answer(old, true);
+        return answer(standIn, true);
       }
     }
     try {
@@ -105,18 +111,23 @@ class CachedLookup<T extends object> {
     } catch (err) {
       // A bounded stale window: only an answer younger than ttl + stale may stand in for the store,
       // and only while it is still cached (an invalidation during the failed refetch dropped it).
-      if (old && this.#usable(name, old)) {
+      const standIn = old && this.#standIn(name, old);
+      if (standIn) {
         this.opts.onEvent?.('stale', this.kind);
-        return answer(old, true);
+        return answer(standIn, true);
       }
       this.opts.onEvent?.('unavailable', this.kind);
       return { status: 'unavailable', error: err instanceof Error ? err.message : String(err) };
     }
   }
 
-  /** An old answer may stand in: still cached (no invalidation dropped it) and within ttl + stale. */
-  #usable(name: string, old: Entry<T>): boolean {
-    return this.#peek(name) === old && this.now() - old.at < this.opts.ttlMs + this.opts.staleMs;
+  /**
+   * The cached answer that may stand in for `old`: still cached (no invalidation dropped it; a patch,
+   * such as a new balance, keeps it, patched) and within ttl + stale.
+   */
+  #standIn(name: string, old: Entry<T>): Entry<T> | undefined {
+    const cur = this.#peek(name);
+    return cur !== undefined && cur.gen === old.gen && this.now() - cur.at < this.opts.ttlMs + this.opts.staleMs ? cur : undefined;
   }
 
   #fetch(name: string): Promise<Entry<T>> {
@@ -124,18 +135,25 @@ class CachedLookup<T extends object> {
     if (pending) return pending;
     const epoch = this.#epoch;
     const p = this.load(name).then(
-      (value) => {
-        const entry: Entry<T> = { value, at: this.now(), epoch, fresh: value === null ? NOT_FOUND : { status: 'found', value, stale: false } };
+      (loaded) => {
+        // A patch that arrived meanwhile (a new balance) is applied: the answer may predate it.
+        const patch = this.#inflight.get(name) === p ? this.#patches.get(name) : undefined;
+        const value = patch && loaded !== null ? patch(loaded) : loaded;
+        const entry: Entry<T> = { value, at: this.now(), epoch, gen: ++this.#gen, fresh: value === null ? NOT_FOUND : { status: 'found', value, stale: false } };
         // If an invalidation removed us from #inflight meanwhile, the answer may predate the change.
         if (this.#inflight.get(name) === p) {
           this.#inflight.delete(name);
+          this.#patches.delete(name);
           (value === null ? this.#found : this.#missing).delete(name);
           (value === null ? this.#missing : this.#found).set(name, entry);
         }
         return entry;
       },
       (err: unknown) => {
-        if (this.#inflight.get(name) === p) this.#inflight.delete(name);
+        if (this.#inflight.get(name) === p) {
+          this.#inflight.delete(name);
+          this.#patches.delete(name);
+        }
         throw err;
       },
     );
@@ -143,16 +161,34 @@ class CachedLookup<T extends object> {
     return p;
   }
 
+  /**
+   * A change the store describes in full (only a key's balance, to a given value): a found entry takes
+   * it with no lookup (its age unchanged), and so does the answer of a lookup under way, which may
+   * predate it. Patches replace each other (the latest wins: they arrive in commit order). A key
+   * that is neither cached as found nor being looked up is invalidated.
+   */
+  patch(name: string, update: (value: T) => T): void {
+    const underWay = this.#inflight.has(name);
+    if (underWay) this.#patches.set(name, update);
+    const entry = this.#found.peek(name);
+    if (entry && entry.value !== null) {
+      const value = update(entry.value);
+      this.#found.set(name, { ...entry, value, fresh: { status: 'found', value, stale: false } });
+    } else if (!underWay) this.invalidate(name);
+  }
+
   invalidate(name: string): void {
     this.#found.delete(name);
     this.#missing.delete(name);
     this.#inflight.delete(name);
+    this.#patches.delete(name);
   }
 
   /** Every answer must revalidate before its next use (kept only as a stale fallback). */
   expireAll(): void {
     this.#epoch++;
     this.#inflight.clear();
+    this.#patches.clear();
   }
 
   get size(): number {
@@ -195,7 +231,10 @@ export class StoreCache {
   }
 
   invalidate(e: InvalidationEvent): void {
-    if (e.kind === 'key') this.keys.invalidate(e.sha256);
+    if (e.kind === 'key' && e.balance !== undefined) {
+      const balance = e.balance;
+      this.keys.patch(e.sha256, (k) => ({ ...k, balance }));
+    } else if (e.kind === 'key') this.keys.invalidate(e.sha256);
     else if (e.kind === 'group') this.groups.invalidate(e.name);
     else {
       this.keys.expireAll();

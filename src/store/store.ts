@@ -139,8 +139,11 @@ export interface MeterStore {
 /**
  * An invalidation tells caches exactly which entries a change touched.
  * `all` is sent when a store cannot know what it missed (reload of a file, a dropped LISTEN connection).
+ * A key event with `balance` says that only the key's balance changed, to that value (`null`:
+ * unlimited): a cache may take it as is instead of looking the key up again (a debit per response
+ * would otherwise send every Check of a busy key to the store).
  */
 export type InvalidationEvent =
-  | { readonly kind: 'key'; readonly sha256: string }
+  | { readonly kind: 'key'; readonly sha256: string; readonly balance?: number | null }
   | { readonly kind: 'group'; readonly name: string }
   | { readonly kind: 'all' };

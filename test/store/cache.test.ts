@@ -328,6 +328,66 @@ describe('StoreCache invalidation', () => {
     expect(store.calls).toEqual(refetched);
   });
 
+  test('takes a new balance from the event, with no lookup, and keeps the entry\'s age', async () => {
+    await warm();
+    store.emit({ kind: 'key', sha256: 'sha-alice', balance: 0.5 });
+    store.emit({ kind: 'key', sha256: 'sha-bob', balance: null });
+    expect(await cache.keys.get('sha-alice')).toEqual(found({ ...key('alice'), balance: 0.5 }));
+    expect(await cache.keys.get('sha-bob')).toEqual(found({ ...key('bob'), balance: null }));
+    expect(store.calls).toEqual({ key: [], group: [] });
+    // Still refreshed when its TTL runs out, as before the change.
+    clock += TTL;
+    await cache.keys.get('sha-alice');
+    expect(store.calls.key).toEqual(['sha-alice']);
+  });
+
+  test('looks a key up again when a balance event finds no usable entry (not cached, or cached "not found")', async () => {
+    await warm();
+    store.emit({ kind: 'key', sha256: 'sha-nobody', balance: 3 });
+    store.emit({ kind: 'key', sha256: 'sha-zed', balance: 3 });
+    await lookAll();
+    expect(store.calls).toEqual({ key: ['sha-nobody'], group: [] });
+  });
+
+  test('applies a balance event that arrives during a lookup to its answer, which is cached', async () => {
+    await cache.keys.get('sha-alice');
+    clock += TTL;
+    store.mode = 'hang';
+    const refreshing = cache.keys.get('sha-alice');
+    store.emit({ kind: 'key', sha256: 'sha-alice', balance: 0.5 });
+    store.emit({ kind: 'key', sha256: 'sha-alice', balance: 0.25 });
+    store.held[0].release();
+    expect(await refreshing).toEqual(found({ ...key('alice'), balance: 0.25 }));
+    store.mode = 'ok';
+    expect(await cache.keys.get('sha-alice')).toEqual(found({ ...key('alice'), balance: 0.25 }));
+    expect(store.calls.key).toEqual(['sha-alice', 'sha-alice']);
+  });
+
+  test('lets the patched answer stand in while a slow store is asked, and when it fails', async () => {
+    cache = makeCache({ staleAfterMs: 0 });
+    await cache.keys.get('sha-alice');
+    store.emit({ kind: 'key', sha256: 'sha-alice', balance: 0.5 });
+    clock += TTL;
+    store.mode = 'hang';
+    // Late at once (staleAfterMs 0): the patched answer stands in, flagged stale.
+    expect(await cache.keys.get('sha-alice')).toEqual(found({ ...key('alice'), balance: 0.5 }, true));
+    store.emit({ kind: 'key', sha256: 'sha-alice', balance: 0.4 });
+    expect(await cache.keys.get('sha-alice')).toEqual(found({ ...key('alice'), balance: 0.4 }, true));
+    for (const h of store.held) h.fail();
+    await new Promise((r) => setTimeout(r, 10));
+    store.mode = 'fail';
+    expect(await cache.keys.get('sha-alice')).toEqual(found({ ...key('alice'), balance: 0.4 }, true));
+  });
+
+  test('a plain invalidation still drops a patched answer: it never stands in after a revocation', async () => {
+    cache = makeCache({ staleAfterMs: 0 });
+    await cache.keys.get('sha-alice');
+    store.emit({ kind: 'key', sha256: 'sha-alice', balance: 0.5 });
+    store.emit({ kind: 'key', sha256: 'sha-alice' });
+    store.mode = 'fail';
+    expect(await cache.keys.get('sha-alice')).toMatchObject({ status: 'unavailable' });
+  });
+
   test('drops the same entries when invalidated directly', async () => {
     await warm();
     cache.invalidate({ kind: 'key', sha256: 'sha-bob' });

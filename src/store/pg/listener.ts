@@ -40,7 +40,13 @@ export function reconnectDelay(attempt: number, minMs: number, maxMs: number, ra
 export function parseInvalidation(payload: string | undefined): InvalidationEvent {
   try {
     const v = JSON.parse(payload ?? '') as Record<string, unknown>;
-    if (v.kind === 'key' && typeof v.sha256 === 'string') return { kind: 'key', sha256: v.sha256 };
+    if (v.kind === 'key' && typeof v.sha256 === 'string') {
+      // A balance-only change (migration 3) carries the new balance as numeric text; anything else
+      // about it (not a finite number) is a plain invalidation: look the key up again.
+      if (v.balance === null) return { kind: 'key', sha256: v.sha256, balance: null };
+      const balance = typeof v.balance === 'string' && v.balance.trim() !== '' ? Number(v.balance) : NaN;
+      return Number.isFinite(balance) ? { kind: 'key', sha256: v.sha256, balance } : { kind: 'key', sha256: v.sha256 };
+    }
     if (v.kind === 'group' && typeof v.name === 'string') return { kind: 'group', name: v.name };
   } catch {
     // fall through

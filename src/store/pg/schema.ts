@@ -276,6 +276,35 @@ BEGIN
 END $$;
 `,
   },
+  /*
+   * Version 3. Metering debits a key on every response, and every debit told every replica to forget
+   * the key, so each Check of a busy metered key asked PostgreSQL again (the end-to-end benchmark:
+   * Checks failed store_unavailable while debits kept the pool busy). A change of the balance alone
+   * now carries the new balance, which caches take as is; any other change still invalidates.
+   */
+  {
+    version: 3,
+    name: 'a balance-only change notifies the new balance',
+    sql: `
+CREATE OR REPLACE FUNCTION modelgate_notify_key() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'UPDATE' AND NEW.balance IS DISTINCT FROM OLD.balance
+     AND (to_jsonb(NEW) - 'balance') = (to_jsonb(OLD) - 'balance') THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', NEW.sha256, 'balance', NEW.balance::text)::text);
+    RETURN NULL;
+  END IF;
+  -- OLD for updates and deletes (caches hold the old hash); NEW for inserts too, because caches
+  -- remember "not found" for a hash and must forget that when the key appears.
+  IF TG_OP <> 'INSERT' THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', OLD.sha256)::text);
+  END IF;
+  IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.sha256 <> OLD.sha256) THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', NEW.sha256)::text);
+  END IF;
+  RETURN NULL;
+END $$;
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

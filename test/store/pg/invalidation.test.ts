@@ -79,6 +79,27 @@ describe('invalidation events', () => {
     expect(ms).toBeLessThan(1000);
   });
 
+  it('sends the new balance with a change of the balance alone (caches take it without a lookup), and none with any other change', async () => {
+    const { key } = await createKey(admin, { group: 'basic', id: 'metered', balance: '10' });
+    const h = hashKey(key);
+    await drain();
+    let from = eventsA.arrivals.length;
+    await admin.query("UPDATE modelgate.keys SET balance = balance - 0.00001515 WHERE id = 'metered'");
+    await eventsA.next(isKey(h), 1000, from);
+    expect(eventsA.arrivals.slice(from).map((a) => a.event)).toEqual([{ kind: 'key', sha256: h, balance: 9.99998485 }]);
+    await drain();
+    from = eventsA.arrivals.length;
+    await admin.query("UPDATE modelgate.keys SET balance = NULL WHERE id = 'metered'");
+    await eventsA.next(isKey(h), 1000, from);
+    expect(eventsA.arrivals.slice(from).map((a) => a.event)).toEqual([{ kind: 'key', sha256: h, balance: null }]);
+    // The balance and anything else at once: a plain invalidation (look the key up again).
+    await drain();
+    from = eventsA.arrivals.length;
+    await admin.query("UPDATE modelgate.keys SET balance = 5, disabled = true WHERE id = 'metered'");
+    await eventsA.next(isKey(h), 1000, from);
+    expect(eventsA.arrivals.slice(from).map((a) => a.event)).toEqual([{ kind: 'key', sha256: h }]);
+  });
+
   it('announces a new key, so a cached "not found" for its hash is forgotten', async () => {
     await drain();
     const from = eventsA.arrivals.length;
