@@ -181,8 +181,8 @@ function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute
 }
 
 /** The same words as Envoy's own 413 (src/envoy/render.ts local replies): the client cannot tell which answered. */
-/** A balance as a decimal, never in exponent form (-6e-7 reads as -0.0000006); NaN and Infinity as they are. */
-const amountText = (n: number): string => (Number.isFinite(n) ? (n === 0 ? 0 : n).toLocaleString('en-US', { maximumFractionDigits: 12, useGrouping: false }) : String(n));
+/** An amount (a balance, a cost) as a decimal in a hint, never in exponent form (-6e-7 reads as -0.0000006); NaN and Infinity as they are. */
+export const amountText = (n: number): string => (Number.isFinite(n) ? (n === 0 ? 0 : n).toLocaleString('en-US', { maximumFractionDigits: 12, useGrouping: false }) : String(n));
 
 const tooLarge = (config: Config): string => `the request body is over the gateway's limit of ${config.gateway.maxRequestBytes} bytes: send a smaller body`;
 

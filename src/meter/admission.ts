@@ -14,7 +14,7 @@
  * Soft mode with streams allowed returns the decision untouched: no parse, no store round trip.
  */
 import type { Config } from '../config/load';
-import type { MaybePromise } from '../check/decide';
+import { amountText, type MaybePromise } from '../check/decide';
 import type { Decision } from '../check/decision';
 import type { Admission } from '../check/pipeline';
 import { statusOf, type DenyReason } from '../check/reasons';
@@ -63,7 +63,8 @@ export function maxCost(bodyBytes: number, maxOutput: number, price: ModelPrice)
   return (bodyBytes * price.input + maxOutput * price.output) / 1e6;
 }
 
-const round = (n: number): string => String(Number(n.toPrecision(6)));
+/** Six significant digits, written as a decimal (the same form as the Check's balance hints). */
+const round = (n: number): string => amountText(Number(n.toPrecision(6)));
 
 export function createAdmission(deps: AdmissionDeps): Admission {
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
