@@ -60,6 +60,13 @@ module.exports = {
       to: { path: ['^src/server/', '^src/cli/'] },
     },
     {
+      name: 'grpc-knows-only-node',
+      severity: 'error',
+      comment: 'The gRPC server (src/grpc) carries bytes: it knows no message type, no Envoy, no modelgate folder and no package.',
+      from: { path: '^src/grpc/' },
+      to: { path: ['^src/(?!grpc/)', '(^|/)node_modules/'] },
+    },
+    {
       name: 'server-below-cli',
       severity: 'error',
       comment: 'The CLI starts the servers; the servers know nothing of the command line.',

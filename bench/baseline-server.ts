@@ -10,10 +10,19 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { authorizationService } from '../src/envoy/protos';
-import { disableNagle } from '../src/server/grpc-server';
 
 /** envoy/modelgate.yaml grpc.maxReceiveMessageBytes: 1 MiB bodies must be accepted by both. */
 const MAX_RECEIVE_BYTES = 41943040;
+
+/**
+ * Turns Nagle's algorithm off on every accepted connection, as modelgate's server does (a gRPC
+ * answer is several small writes). grpc-js has no option for it, so this reaches its http2 servers.
+ */
+function disableNagle(server: grpc.Server): void {
+  const servers = (server as unknown as { http2Servers?: Map<import('node:net').Server, unknown> }).http2Servers;
+  if (!(servers instanceof Map) || servers.size === 0) throw new Error('grpc-js no longer exposes its http2 servers: the baseline cannot match modelgate');
+  for (const s of servers.keys()) s.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
+}
 
 function main(): void {
   const address = process.argv[2] ?? '127.0.0.1:0';

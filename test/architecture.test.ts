@@ -55,6 +55,9 @@ describe('the rules fail on a tree that breaks them', () => {
     'src/server/serve.ts': "import { Command } from 'commander';\nimport { main } from '../cli/main';\nexport const serve = (): unknown => [new Command(), main];\n",
     'src/server/fixture.ts': "import { DEMO } from '../../test/demo';\nexport const d = DEMO;\n",
     'src/cli/main.ts': "import { Command } from 'commander';\nexport const main = (): Command => new Command();\n",
+    'src/grpc/knows-config.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
+    'src/grpc/uses-a-package.ts': "import { LRUCache } from 'lru-cache';\nexport const L = LRUCache;\n",
+    'src/grpc/h2/frames.ts': "import { s } from '../knows-config';\nexport const f = s;\n",
     'test/demo.ts': 'export const DEMO = 1;\n',
   };
   for (const [file, text] of Object.entries(files)) {
@@ -82,8 +85,14 @@ describe('the rules fail on a tree that breaks them', () => {
     ['server-below-cli', 'src/server/serve.ts'],
     ['commander-only-in-cli', 'src/server/serve.ts'],
     ['src-stands-alone', 'src/server/fixture.ts'],
+    ['grpc-knows-only-node', 'src/grpc/knows-config.ts'],
+    ['grpc-knows-only-node', 'src/grpc/uses-a-package.ts'],
   ])('reports %s in %s', (rule, file) => {
     expect(r.output).toMatch(new RegExp(`error ${rule}: ${file.replace(/[.]/g, '\\.')}`));
+  });
+
+  test('accepts src/grpc importing within src/grpc', () => {
+    expect(r.output).not.toMatch(/grpc-knows-only-node: src\/grpc\/h2\/frames\.ts/);
   });
 
   test('accepts commander in src/cli', () => {

@@ -153,7 +153,7 @@ export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<
   if (r.streamResets) problems.push(`${r.streamResets} stream resets`);
   if (envoyCounts['5xx']) problems.push(`${envoyCounts['5xx']} 5xx from Envoy`);
   const deniedShare = mix.sequence.filter((n) => !mix.kinds.find((k) => k.name === n)!.expect.allowed).length / mix.sequence.length;
-  const deniesHere = setup.id !== 'envoy' && setup.id !== 'noop';
+  const deniesHere = setup.id !== 'envoy' && !setup.id.startsWith('noop');
   const want4xx = deniesHere ? deniedShare * requests : 0;
   if (Math.abs((envoyCounts['4xx'] ?? 0) - want4xx) > Math.max(2, 0.01 * want4xx)) {
     problems.push(`${envoyCounts['4xx'] ?? 0} 4xx from Envoy, expected about ${Math.round(want4xx)}`);

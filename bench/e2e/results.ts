@@ -81,6 +81,8 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     const noop = cap('noop', 'small_chat');
     const ratio = mg / noop;
     line(`| small chat: Envoy + modelgate throughput vs Envoy + no-op ext_authz | ${int(mg)} / ${int(noop)} req/s = ${x(ratio)} | ≥ 0.90× | ${verdict(Number.isFinite(ratio) ? ratio >= 0.9 : undefined)} |`);
+    const own = cap('noop-builtin', 'small_chat');
+    if (Number.isFinite(own)) line(`| (for reference) small chat: modelgate vs the no-op on modelgate's own gRPC server, the limit of its stack | ${int(mg)} / ${int(own)} req/s = ${x(mg / own)} | – | – |`);
     for (const label of ['25%', '50%', 'noop25', 'noop50', 'noop75']) {
       const floor = pct('envoy', 'small_chat', label, 50);
       const addMg = pct('modelgate', 'small_chat', label, 50) - floor;
@@ -127,7 +129,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
   line();
   line('## Max throughput (closed loop)');
   line();
-  line('req/s, and the ratio to Envoy alone (the floor) and to Envoy + no-op ext_authz.');
+  line('req/s, and the ratio to Envoy alone (the floor), to Envoy + no-op ext_authz (grpc-js: the reference of issue 13) and to the no-op on modelgate\'s own gRPC server ("own no-op": the limit of its stack).');
   line();
   const tmixes = mixes.filter((mx) => mx.id !== 'small_chat_stream');
   line(`| setup | ${tmixes.map((mx) => mx.title).join(' | ')} |`);
@@ -136,7 +138,8 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     const cells = tmixes.map((mx) => {
       const c = cap(id, mx.id);
       if (!Number.isFinite(c)) return '–';
-      return `${int(c)} (${x(c / cap('envoy', mx.id))} floor, ${x(c / cap('noop', mx.id))} no-op)`;
+      const own = cap('noop-builtin', mx.id);
+      return `${int(c)} (${x(c / cap('envoy', mx.id))} floor, ${x(c / cap('noop', mx.id))} no-op${Number.isFinite(own) ? `, ${x(c / own)} own no-op` : ''})`;
     });
     if (cells.every((c) => c === '–')) continue;
     line(`| ${SETUP_TITLES[id]} | ${cells.join(' | ')} |`);

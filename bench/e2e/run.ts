@@ -40,8 +40,8 @@ const RATES = [0.25, 0.5, 0.75];
 /** A rate above this share of a setup's own capacity is not offered to it: it cannot keep up, the queue only grows. */
 const OVER_CAPACITY = 0.95;
 /** At shares of the no-op's capacity: every authorizer for the small chat, the main comparison for the other mixes. */
-const TAIL_SETUPS: SetupId[] = ['envoy', 'noop', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa'];
-const NOOP_RATE_SETUPS: SetupId[] = ['envoy', 'noop', 'modelgate', 'opa'];
+const TAIL_SETUPS: SetupId[] = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa'];
+const NOOP_RATE_SETUPS: SetupId[] = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'opa'];
 
 function log(msg: string): void {
   process.stderr.write(`[bench:e2e ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);

@@ -3,7 +3,8 @@
  * front of the same stand-in upstream, differing only in who authorizes:
  *
  *   envoy               Envoy alone (no ext_authz): the floor
- *   noop                Envoy + a no-op grpc-js ext_authz (always OK): the limit of our stack
+ *   noop                Envoy + a no-op grpc-js ext_authz (always OK): the issue's reference
+ *   noop-builtin        Envoy + a no-op on modelgate's own gRPC server: the limit of our stack
  *   modelgate           Envoy + modelgate, 1 worker, file store
  *   modelgate-w2        Envoy + modelgate --workers 2, file store
  *   modelgate-pg        Envoy + modelgate, PostgreSQL store (warm cache)
@@ -27,19 +28,21 @@ import type { BenchPg } from './pg';
 import { freePort, httpStatus, listening, spawnPinned, type Proc } from './procs';
 import { UPSTREAM_MARKERS } from './upstream';
 
-export const SETUP_IDS = ['envoy', 'noop', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict'] as const;
+export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict'] as const;
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
-export const EXTRA_SETUP_IDS = ['opa-bytes'] as const;
+export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node'] as const;
 export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
 
 export const SETUP_TITLES: Record<SetupId, string> = {
   'envoy': 'Envoy alone (floor)',
   'noop': 'Envoy + no-op ext_authz (grpc-js)',
+  'noop-builtin': 'Envoy + no-op ext_authz (modelgate\'s gRPC server)',
   'modelgate': 'Envoy + modelgate (1 worker, file store)',
   'modelgate-w2': 'Envoy + modelgate --workers 2 (file store)',
   'modelgate-pg': 'Envoy + modelgate (PostgreSQL, warm cache)',
   'opa': 'Envoy + OPA-Envoy',
   'opa-bytes': 'Envoy + OPA-Envoy, pack_as_bytes: true',
+  'noop-node': 'Envoy + no-op ext_authz (modelgate\'s gRPC server on node:http2)',
   'litellm': 'Envoy + LiteLLM proxy',
   'modelgate-meter': 'modelgate + meter, soft (file store)',
   'modelgate-pg-meter': 'modelgate + meter, soft (PostgreSQL)',
@@ -129,14 +132,18 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       markers = (k) => [allowMarker(k)];
       break;
     }
-    case 'noop': {
+    case 'noop':
+    case 'noop-builtin':
+    case 'noop-node': {
       const port = await freePort();
       authz = await spawnPinned({
-        name: 'noop',
+        name: id,
         cmd: process.execPath,
-        args: [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-server.js'), `127.0.0.1:${port}`],
+        args: id === 'noop'
+          ? [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-server.js'), `127.0.0.1:${port}`]
+          : [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-builtin-server.js'), `127.0.0.1:${port}`, id === 'noop-node' ? 'node' : 'builtin'],
         cpus: ctx.gatewayCpus,
-        logFile: path.join(ctx.outDir, 'noop.log'),
+        logFile: path.join(ctx.outDir, `${id}.log`),
         ready: () => listening(port),
       });
       bundle = renderBundle(demo, { authz: { port, healthCheck: false, packAsBytes: true }, httpPort: await httpPortFor(), upstreamPort, meter: false });

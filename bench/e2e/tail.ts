@@ -7,14 +7,16 @@
  *   node dist/bench/e2e/tail.js --rate=4000 [--duration=10] [--repeats=3] \
  *     --variant='default|modelgate||1' --variant='semi64|modelgate|--max-semi-space-size=64|1' ...
  *
- * A variant is `label|setup|node flags (space separated)|Envoy --concurrency[|root]`, where root is
- * another build of modelgate (a directory with dist/, envoy/ and node_modules; default this one),
- * for before/after comparisons in one run. Runs of the variants are interleaved (A B C, C B A, ...),
+ * A variant is `label|setup|node flags (space separated)|Envoy --concurrency[|root[|settings]]`,
+ * where root is another build of modelgate (a directory with dist/, envoy/ and node_modules; default
+ * this one), for before/after comparisons in one run, and settings are changes to the demo config
+ * as `dotted.path=YAML value` pairs separated by `;` (e.g. `log.allows=false`). Runs of the variants are interleaved (A B C, C B A, ...),
  * like bench:e2e's setups.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
+import { parse, parseDocument } from 'yaml';
 import { runLoad, pooled, type LoadSettings, type RunRecord } from './load';
 import { httpMixes } from './mixes';
 import { freePort, listening, spawnPinned } from './procs';
@@ -29,6 +31,15 @@ interface Variant {
   readonly flags: string[];
   readonly envoyConcurrency: number;
   readonly root: string;
+  /** Changes to the demo config: [dotted path, YAML value]. */
+  readonly settings: [string, string][];
+}
+
+/** The demo config with a variant's settings applied. */
+function configWith(text: string, settings: readonly [string, string][]): string {
+  const doc = parseDocument(text);
+  for (const [p, v] of settings) doc.setIn(p.split('.'), parse(v));
+  return doc.toString();
 }
 
 /** GC events of a --trace-gc log written after byte `from`: pauses in ms by kind. */
@@ -51,8 +62,9 @@ const arg = (name: string): string | undefined => process.argv.find((a) => a.sta
 
 async function main(): Promise<void> {
   const variants: Variant[] = process.argv.filter((a) => a.startsWith('--variant=')).map((a) => {
-    const [label, setup, flags, conc, root] = a.slice(10).split('|');
-    return { label, setup: setup as SetupId, flags: (flags ?? '').split(' ').filter(Boolean), envoyConcurrency: Number(conc || 1), root: root ? path.resolve(root) : ROOT };
+    const [label, setup, flags, conc, root, settings] = a.slice(10).split('|');
+    const pairs = (settings ?? '').split(';').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]);
+    return { label, setup: setup as SetupId, flags: (flags ?? '').split(' ').filter(Boolean), envoyConcurrency: Number(conc || 1), root: root ? path.resolve(root) : ROOT, settings: pairs };
   });
   if (variants.length === 0) throw new Error('give at least one --variant=label|setup|flags|concurrency');
   const rate = Number(arg('rate'));
@@ -80,7 +92,7 @@ async function main(): Promise<void> {
     mkdirSync(dir, { recursive: true });
     const setup = await startSetup({
       root: v.root, outDir: dir, envoyBin, envoyConcurrency: v.envoyConcurrency, gatewayCpus: '0', loadCpus: '1', upstreamPort: upPort,
-      demoConfig: readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'), nodeFlags: ['--trace-gc', ...v.flags],
+      demoConfig: configWith(readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'), v.settings), nodeFlags: ['--trace-gc', ...v.flags],
       opaBin: '', litellmBin: '',
     }, v.setup);
     started.push({ v, setup, dir });
@@ -111,8 +123,8 @@ async function main(): Promise<void> {
   const lines = [
     `Small chat through Envoy, evenly paced at ${rate} req/s, ${repeats} × ${durationMs / 1000} s per variant (interleaved), latency from the scheduled send time; GC pauses from --trace-gc during the measured runs (incl. warm-up).`,
     '',
-    '| variant | setup | node flags | Envoy conc. | req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | scavenges/s | max scavenge ms | mark-compacts/s | max mark-compact ms | max incremental step ms | authz CPU /10k s |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| variant | setup | node flags | Envoy conc. | req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | scavenges/s | max scavenge ms | mark-compacts/s | max mark-compact ms | max incremental step ms | authz CPU /10k s | Envoy CPU /10k s |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   for (const row of rows) {
     const lat = row.runs.map((r) => r.latency);
@@ -122,7 +134,8 @@ async function main(): Promise<void> {
     const steps = row.gc.flatMap((g) => g.incrementalSteps);
     const n = row.runs.reduce((a, r) => a + r.requests, 0);
     const cpu = (10_000 * row.runs.reduce((a, r) => a + r.cpu.authz, 0)) / n;
-    lines.push(`| ${row.v.label} | ${row.v.setup} | \`${row.v.flags.join(' ') || '–'}\` | ${row.v.envoyConcurrency} | ${Math.round(row.runs.reduce((a, r) => a + r.rps, 0) / row.runs.length)} | ${ms(pooled(lat, 50))} | ${ms(pooled(lat, 90))} | ${ms(pooled(lat, 99))} | ${ms(pooled(lat, 99.9))} | ${ms(Math.max(...lat.map((l) => l.maxUs)))} | ${(sc.length / secs).toFixed(1)} | ${Math.max(0, ...sc).toFixed(1)} | ${(mc.length / secs).toFixed(2)} | ${Math.max(0, ...mc).toFixed(1)} | ${Math.max(0, ...steps).toFixed(1)} | ${cpu.toFixed(2)} |`);
+    const envoyCpu = (10_000 * row.runs.reduce((a, r) => a + r.cpu.envoy, 0)) / n;
+    lines.push(`| ${row.v.label} | ${row.v.setup} | \`${row.v.flags.join(' ') || '–'}\` | ${row.v.envoyConcurrency} | ${Math.round(row.runs.reduce((a, r) => a + r.rps, 0) / row.runs.length)} | ${ms(pooled(lat, 50))} | ${ms(pooled(lat, 90))} | ${ms(pooled(lat, 99))} | ${ms(pooled(lat, 99.9))} | ${ms(Math.max(...lat.map((l) => l.maxUs)))} | ${(sc.length / secs).toFixed(1)} | ${Math.max(0, ...sc).toFixed(1)} | ${(mc.length / secs).toFixed(2)} | ${Math.max(0, ...mc).toFixed(1)} | ${Math.max(0, ...steps).toFixed(1)} | ${cpu.toFixed(2)} | ${envoyCpu.toFixed(2)} |`);
   }
   const text = lines.join('\n');
   const file = path.join(OUT, `tail-${new Date().toISOString().replace(/[:.]/g, '-')}.md`);

@@ -140,6 +140,9 @@ const grpc = mapping({
   maxReceiveMessageBytes: orDefault(integer(1024 * 1024, 1024 * 1024 * 1024), 40 * 1024 * 1024).describe(
     "Largest CheckRequest accepted; keep it above Envoy's with_request_body.max_request_bytes (32 MiB in envoy/envoy.yaml).",
   ),
+  transport: z.enum(['builtin', 'node'], { error: 'must be builtin or node' }).prefault('builtin').describe(
+    "The gRPC port's HTTP/2: builtin (modelgate's own, one write per answer, about a third of node's CPU per Check) or node (node:http2).",
+  ),
 });
 
 const credential = mapping({

@@ -33,7 +33,8 @@ import type { MeterStore, Store } from '../store/store';
 import { createAdmission } from '../meter/admission';
 import { Meter } from '../meter/meter';
 import { recentUsage } from '../meter/recent-usage';
-import { addExternalProcessor } from './ext-proc';
+import { externalProcessorMethod } from './ext-proc';
+import type { RequestProblem } from '../grpc/server';
 
 export interface ServiceOptions {
   readonly configPath: string;
@@ -77,6 +78,15 @@ export interface Service {
   /** SIGTERM path: health NOT_SERVING, answer in-flight checks, close, flush logs. */
   close(graceMs?: number): Promise<void>;
 }
+
+/** The hint of a Check call whose bytes are not one CheckRequest message (src/grpc reads the framing). */
+const UNREADABLE_HINTS: Record<RequestProblem, (limit: number) => string> = {
+  too_large: (limit) => `the authorization request was larger than grpc.maxReceiveMessageBytes (${limit} bytes): it must stay above Envoy's with_request_body.max_request_bytes by 1 MiB`,
+  compressed: () => 'the authorization request was compressed: modelgate reads uncompressed gRPC messages only',
+  truncated: () => 'the authorization request ended inside its message: the gateway must send one whole CheckRequest',
+  no_message: () => 'the authorization request carried no message: the gateway must send one CheckRequest',
+  extra_message: () => 'the authorization request carried more than one message: the gateway must send one CheckRequest',
+};
 
 export async function startService(opts: ServiceOptions): Promise<Service> {
   const env = opts.env ?? process.env;
@@ -133,13 +143,14 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     return encoder.encode({ allowed: false, reason, status: statusOf(reason), hint, route }, config);
   };
   const failClosed = (): Buffer => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly');
+  const unreadable = (problem: RequestProblem): Buffer => denyUndecided('check_request_malformed', UNREADABLE_HINTS[problem](config.grpc.maxReceiveMessageBytes));
   const checkBytes = (request: Buffer): Buffer | Promise<Buffer> => {
     const started = performance.now();
     const view = decodeCheckRequest(request, headerFilter);
     if (view === undefined) return denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest');
     return check(view, started);
   };
-  const handlers = { check: checkBytes, failClosed };
+  const handlers = { check: checkBytes, failClosed, unreadable };
 
   let draining = false;
   // gRPC health (Envoy's health check) follows the store too: a replica whose store is down is
@@ -148,8 +159,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // Readiness (/readyz) is "can answer Checks": a store outage is answered from the cache or with a
   // prompt 503, so it must not take the replica out of a load balancer (issue 14 §3).
   const answering = (): boolean => !draining;
-  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc.maxReceiveMessageBytes,
-    (server) => addExternalProcessor(server, meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message')));
+  const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc,
+    [externalProcessorMethod(meter, (err) => logger.error({ err: errorText(err) }, 'meter failed on a message'))],
+    (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
   // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
   const usage: UsageProvider | undefined = opts.usage ?? (store.meter ? ledgerUsage(store.meter) : undefined);

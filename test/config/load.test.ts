@@ -66,7 +66,7 @@ describe('parseConfig defaults', () => {
     });
     expect(c.log).toEqual({ level: 'info', allows: true });
     expect(c.cache).toEqual({ maxEntries: 100_000, maxNotFound: 20_000, ttlMs: 5000, staleMs: 300_000 });
-    expect(c.grpc).toEqual({ maxReceiveMessageBytes: 40 * 1024 * 1024 });
+    expect(c.grpc).toEqual({ maxReceiveMessageBytes: 40 * 1024 * 1024, transport: 'builtin' });
     expect(c.upstream).toEqual({ credentials: {} });
     expect(c.store).toEqual({ kind: 'file' });
     expect(c.groups.size).toBe(0);

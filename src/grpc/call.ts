@@ -1,0 +1,216 @@
+/**
+ * One gRPC call, whatever carries it: the request's messages read from its DATA, the method run,
+ * the answer written. A transport (h2/connection.ts, node-transport.ts) gives each call a
+ * ResponseStream and feeds it RequestEvents.
+ */
+import { MessageReader, type FramingProblem } from './message-reader';
+import { encodeGrpcMessage, GrpcError, GrpcStatus, type GrpcStatusCode } from './status';
+
+/** Why a unary call's request is not exactly one acceptable message. */
+export type RequestProblem = FramingProblem | 'no_message' | 'extra_message';
+
+/** A call with one request message and one response message. */
+export interface UnaryMethod {
+  readonly kind: 'unary';
+  /** The response to a request: at once, or a promise. A GrpcError (thrown or rejected) ends the call with its status. */
+  handle(request: Buffer): Buffer | Promise<Buffer>;
+  /**
+   * The answer to a request that is not exactly one acceptable message. Without it, the call fails
+   * (RESOURCE_EXHAUSTED for `too_large`, INTERNAL otherwise), as grpc-js's server answers.
+   */
+  unreadable?(problem: RequestProblem): Buffer;
+}
+
+/** A call with any number of messages each way (bidirectional, or server streaming). */
+export interface StreamMethod {
+  readonly kind: 'stream';
+  open(call: StreamCall): StreamListener;
+}
+
+export interface StreamCall {
+  /** Whether messages can still be sent (not finished, not reset by the client). */
+  readonly open: boolean;
+  send(message: Buffer): void;
+  /** Ends the call with a status (OK by default); later calls do nothing. */
+  finish(code?: GrpcStatusCode, message?: string): void;
+}
+
+export interface StreamListener {
+  message(message: Buffer): void;
+  /** The client has sent its last message (half-close). */
+  end(): void;
+  /** The call is over, whatever ended it (finished, reset, connection lost); called once. */
+  close(): void;
+}
+
+export type Method = UnaryMethod | StreamMethod;
+
+/** What a transport offers a call: the response side of one HTTP/2 stream. */
+export interface ResponseStream {
+  /** Whether the client can still be answered (not reset, connection up, response not ended). */
+  readonly writable: boolean;
+  /** One message, after the response headers if they are not sent yet. */
+  send(message: Buffer): void;
+  /** The whole of a unary answer: headers, the message, OK trailers (one write where it can). */
+  sendUnary(message: Buffer): void;
+  /** Ends the response with a status: trailers after messages, or a Trailers-Only answer. */
+  end(code: GrpcStatusCode, message: string): void;
+  /** A plain HTTP answer to a request that is not gRPC at all. */
+  refuse(httpStatus: number, text: string): void;
+}
+
+/** What a call hears of the request side. */
+export interface RequestEvents {
+  data(chunk: Buffer): void;
+  /** The client's END_STREAM. */
+  end(): void;
+  /** The stream is gone (reset, connection closed, or both sides ended); called once, last. */
+  closed(): void;
+}
+
+/** The calls a server has open: what a drain waits for. */
+export class CallTracker {
+  unaryInFlight = 0;
+  readonly streams = new Set<StreamCall>();
+  onUnaryIdle: (() => void) | undefined;
+
+  unaryDone(): void {
+    if (--this.unaryInFlight === 0) this.onUnaryIdle?.();
+  }
+}
+
+const ignore = (): void => {};
+
+function statusOfError(err: unknown): [GrpcStatusCode, string] {
+  if (err instanceof GrpcError) return [err.code, err.message];
+  return [GrpcStatus.UNKNOWN, 'the handler failed'];
+}
+
+export function problemStatus(problem: RequestProblem, limit: number): [GrpcStatusCode, string] {
+  if (problem === 'too_large') return [GrpcStatus.RESOURCE_EXHAUSTED, `received a message larger than max (${limit})`];
+  if (problem === 'compressed') return [GrpcStatus.INTERNAL, 'compressed message received but no grpc-encoding is accepted'];
+  return [GrpcStatus.INTERNAL, `request is not one message (${problem})`];
+}
+
+export interface CallContext {
+  readonly limit: number;
+  readonly tracker: CallTracker;
+  readonly onError: (err: unknown) => void;
+}
+
+/** Starts a call of `method` on a stream whose request headers have been read. */
+export function openCall(method: Method, res: ResponseStream, ctx: CallContext): RequestEvents {
+  return method.kind === 'unary' ? openUnary(method, res, ctx) : openStream(method, res, ctx);
+}
+
+function openUnary(method: UnaryMethod, res: ResponseStream, ctx: CallContext): RequestEvents {
+  let request: Buffer | undefined;
+  let count = 0;
+  let settled = false;
+  ctx.tracker.unaryInFlight++;
+  const settle = (): boolean => {
+    if (settled) return false;
+    settled = true;
+    ctx.tracker.unaryDone();
+    return true;
+  };
+  const answer = (response: Buffer): void => {
+    if (settle() && res.writable) res.sendUnary(response);
+  };
+  const fail = ([code, message]: [GrpcStatusCode, string]): void => {
+    if (settle() && res.writable) res.end(code, message);
+  };
+  const refuse = (problem: RequestProblem): void => {
+    if (method.unreadable) answer(method.unreadable(problem));
+    else fail(problemStatus(problem, ctx.limit));
+  };
+  const reader = new MessageReader(ctx.limit, (message) => {
+    count++;
+    request = message;
+  });
+  return {
+    data(chunk) {
+      if (settled) return;
+      reader.push(chunk);
+      // Answered at once: nothing more of this stream will be read.
+      if (reader.problem !== undefined) refuse(reader.problem);
+    },
+    end() {
+      if (settled) return;
+      reader.end();
+      const problem = reader.problem ?? (count === 0 ? 'no_message' : count > 1 ? 'extra_message' : undefined);
+      // A client's reset can look like an end first (node:http2 emits 'end' before 'aborted'): a
+      // request cut that way is nobody's to answer, nor a decision to log, so a refusal waits a
+      // turn to see which it was.
+      if (problem !== undefined) return void setImmediate(() => (res.writable ? refuse(problem) : settle()));
+      let response: Buffer | Promise<Buffer>;
+      try {
+        response = method.handle(request!);
+      } catch (err) {
+        return fail(statusOfError(err));
+      }
+      if (response instanceof Promise) response.then(answer, (err: unknown) => fail(statusOfError(err)));
+      else answer(response);
+    },
+    // Reset by the client (Envoy's timeout) or the connection lost: nothing to answer.
+    closed: () => void settle(),
+  };
+}
+
+function openStream(method: StreamMethod, res: ResponseStream, ctx: CallContext): RequestEvents {
+  let finished = false;
+  const call: StreamCall = {
+    get open() {
+      return !finished && res.writable;
+    },
+    send(message) {
+      if (call.open) res.send(message);
+    },
+    finish(code = GrpcStatus.OK, message = '') {
+      if (finished) return;
+      finished = true;
+      ctx.tracker.streams.delete(call);
+      if (res.writable) res.end(code, message);
+    },
+  };
+  ctx.tracker.streams.add(call);
+  let listener: StreamListener = { message: ignore, end: ignore, close: ignore };
+  try {
+    listener = method.open(call);
+  } catch (err) {
+    call.finish(...statusOfError(err));
+  }
+  const guarded = (f: () => void): void => {
+    try {
+      f();
+    } catch (err) {
+      ctx.onError(err);
+    }
+  };
+  const reader = new MessageReader(ctx.limit, (message) => guarded(() => listener.message(message)));
+  return {
+    data(chunk) {
+      if (finished) return;
+      reader.push(chunk);
+      if (reader.problem !== undefined) call.finish(...problemStatus(reader.problem, ctx.limit));
+    },
+    end() {
+      if (finished) return;
+      reader.end();
+      if (reader.problem !== undefined) return call.finish(...problemStatus(reader.problem, ctx.limit));
+      guarded(() => listener.end());
+    },
+    closed() {
+      finished = true;
+      ctx.tracker.streams.delete(call);
+      guarded(() => listener.close());
+    },
+  };
+}
+
+/** Response headers and trailers as plain objects (the node:http2 transport's shapes). */
+export const OK_TRAILERS = { 'grpc-status': '0' };
+
+export function statusTrailers(code: GrpcStatusCode, message: string): Record<string, string> {
+  return code === GrpcStatus.OK && message === '' ? OK_TRAILERS : { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(message) };
+}

@@ -1,0 +1,110 @@
+/**
+ * gRPC's Length-Prefixed-Messages read from the DATA of one HTTP/2 stream, however its frames cut
+ * them (grpc/grpc PROTOCOL-HTTP2.md: a Compressed-Flag byte, a 4-byte big-endian Message-Length,
+ * the Message). A message that arrives within one chunk is handed on as a view of that chunk (no
+ * copy: the common case, a CheckRequest in one DATA frame); one cut across chunks is copied once
+ * into a buffer of its announced size, which is checked against the limit before anything is kept.
+ */
+
+/** Why a stream's bytes are not a sequence of acceptable messages. */
+export type FramingProblem =
+  /** a message announced longer than the receive limit */
+  | 'too_large'
+  /** the Compressed-Flag is set: this server announces no compression (grpc-accept-encoding: identity) */
+  | 'compressed'
+  /** the stream ended inside a message */
+  | 'truncated';
+
+const PREFIX = 5;
+
+export class MessageReader {
+  readonly #maxBytes: number;
+  readonly #onMessage: (message: Buffer) => void;
+  /** The prefix being read, when a chunk ended inside it. */
+  #prefix: Buffer | undefined;
+  #prefixFill = 0;
+  /** The message being read, when a chunk ended inside it. */
+  #body: Buffer | undefined;
+  #bodyFill = 0;
+  #problem: FramingProblem | undefined;
+
+  /**
+   * @param maxBytes the largest Message-Length accepted
+   * @param onMessage called with each whole message, in order
+   */
+  constructor(maxBytes: number, onMessage: (message: Buffer) => void) {
+    this.#maxBytes = maxBytes;
+    this.#onMessage = onMessage;
+  }
+
+  /** The first problem met; once set, further bytes are ignored. */
+  get problem(): FramingProblem | undefined {
+    return this.#problem;
+  }
+
+  /** Reads one chunk of DATA. */
+  push(chunk: Buffer): void {
+    let at = 0;
+    while (at < chunk.length && this.#problem === undefined) {
+      if (this.#body !== undefined) {
+        const n = Math.min(this.#body.length - this.#bodyFill, chunk.length - at);
+        chunk.copy(this.#body, this.#bodyFill, at, at + n);
+        this.#bodyFill += n;
+        at += n;
+        if (this.#bodyFill === this.#body.length) {
+          const message = this.#body;
+          this.#body = undefined;
+          this.#onMessage(message);
+        }
+        continue;
+      }
+      let flag: number;
+      let length: number;
+      if (this.#prefixFill === 0 && chunk.length - at >= PREFIX) {
+        flag = chunk[at];
+        length = chunk.readUInt32BE(at + 1);
+        at += PREFIX;
+      } else {
+        this.#prefix ??= Buffer.allocUnsafe(PREFIX);
+        const n = Math.min(PREFIX - this.#prefixFill, chunk.length - at);
+        chunk.copy(this.#prefix, this.#prefixFill, at, at + n);
+        this.#prefixFill += n;
+        at += n;
+        if (this.#prefixFill < PREFIX) return;
+        this.#prefixFill = 0;
+        flag = this.#prefix[0];
+        length = this.#prefix.readUInt32BE(1);
+      }
+      if (flag !== 0) {
+        this.#problem = 'compressed';
+        return;
+      }
+      if (length > this.#maxBytes) {
+        this.#problem = 'too_large';
+        return;
+      }
+      if (chunk.length - at >= length) {
+        this.#onMessage(chunk.subarray(at, at + length));
+        at += length;
+      } else {
+        this.#body = Buffer.allocUnsafe(length);
+        this.#bodyFill = 0;
+      }
+    }
+  }
+
+  /** The stream ended: a message or prefix left unfinished is a problem. */
+  end(): void {
+    if (this.#problem === undefined && (this.#body !== undefined || this.#prefixFill > 0)) this.#problem = 'truncated';
+    this.#body = undefined;
+  }
+}
+
+/** One message as gRPC sends it: the 5-byte prefix (not compressed) and the bytes. */
+export function frameMessage(message: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(PREFIX + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  message.copy(out, PREFIX);
+  return out;
+}

@@ -1,0 +1,75 @@
+/**
+ * The node:http2 transport: gRPC calls on Node's own HTTP/2 server (nghttp2). The alternative to
+ * h2/connection.ts (`grpc.transport: node`), for a peer that modelgate's own HTTP/2 code would not
+ * get along with; it costs about three times the CPU per Check (bench/README-e2e.md).
+ */
+import * as http2 from 'node:http2';
+import { frameMessage } from './message-reader';
+import { OK_TRAILERS, statusTrailers, type RequestEvents, type ResponseStream } from './call';
+import type { OpenStream } from './h2/connection';
+import type { GrpcStatusCode } from './status';
+
+const OK_HEADERS = { ':status': 200, 'content-type': 'application/grpc' };
+const ignore = (): void => {};
+
+class NodeResponse implements ResponseStream {
+  #ended = false;
+  #trailers: Record<string, string> = OK_TRAILERS;
+
+  constructor(readonly stream: http2.ServerHttp2Stream) {}
+
+  get writable(): boolean {
+    return !this.#ended && !this.stream.destroyed;
+  }
+
+  #respond(): void {
+    if (this.stream.headersSent) return;
+    this.stream.respond(OK_HEADERS, { waitForTrailers: true });
+    this.stream.once('wantTrailers', () => this.stream.sendTrailers(this.#trailers));
+  }
+
+  send(message: Buffer): void {
+    this.#respond();
+    this.stream.write(frameMessage(message));
+  }
+
+  sendUnary(message: Buffer): void {
+    this.#respond();
+    this.#ended = true;
+    this.stream.end(frameMessage(message));
+  }
+
+  end(code: GrpcStatusCode, message: string): void {
+    this.#ended = true;
+    if (this.stream.headersSent) {
+      this.#trailers = statusTrailers(code, message);
+      this.stream.end();
+    } else {
+      this.stream.respond({ ...OK_HEADERS, ...statusTrailers(code, message) }, { endStream: true });
+    }
+  }
+
+  refuse(httpStatus: number, text: string): void {
+    this.#ended = true;
+    this.stream.respond({ ':status': httpStatus, 'content-type': 'text/plain' });
+    this.stream.end(text);
+  }
+}
+
+/** An http2 server whose streams open calls through `open`. */
+export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
+  // Node refuses new streams once a session buffers more than maxSessionMemory (10 MB by default):
+  // 100 Checks of 256 KiB bodies in flight are more than that. grpc-js lifts the limit the same way.
+  const server = http2.createServer({ maxSessionMemory: Number.MAX_SAFE_INTEGER });
+  server.on('stream', (stream, headers) => {
+    // A client's reset is an error event on the stream: routine, and seen by the call as 'close'.
+    stream.on('error', ignore);
+    const contentType = headers['content-type'];
+    const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream));
+    stream.on('data', (chunk: Buffer) => events.data(chunk));
+    stream.on('end', () => events.end());
+    stream.on('close', () => events.closed());
+  });
+  server.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
+  return server;
+}

@@ -1,0 +1,134 @@
+/**
+ * The gRPC server: methods by path, on one of two HTTP/2 transports, with a graceful drain.
+ * - `builtin` (the default): modelgate's own HTTP/2 (h2/connection.ts), a unary answer in one
+ *   write; through Envoy a no-op Check costs a third of node:http2's CPU and far less garbage.
+ * - `node`: node:http2 (node-transport.ts), Node's nghttp2 binding.
+ * Neither is grpc-js's server: through Envoy, a no-op Check cost 214 µs of CPU on grpc-js's server
+ * and 90 µs on node:http2 (bench/README-e2e.md, "The gRPC server"); grpc-js's per-call machinery
+ * (metadata objects, deadline timers, interceptor and filter stacks) was most of it.
+ *
+ * What they implement of gRPC (grpc/grpc PROTOCOL-HTTP2.md), and what they leave out:
+ * - requests: `content-type: application/grpc*` (else HTTP 415), uncompressed Length-Prefixed
+ *   Messages of at most `maxReceiveMessageBytes` (a compressed one is a framing problem: this
+ *   server announces no grpc-encoding);
+ * - responses: headers, messages, then `grpc-status` trailers; a call that fails before any
+ *   message gets a Trailers-Only answer; unknown methods: UNIMPLEMENTED;
+ * - deadlines (`grpc-timeout`) are the client's to keep: Envoy resets a Check's stream at its own
+ *   timeout, and an answer to a reset stream is dropped;
+ * - no compression, no keepalive pings of its own (grpc-js's server sends none by default either).
+ */
+import * as net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { CallTracker, openCall, type Method, type RequestEvents, type ResponseStream } from './call';
+import { Connection } from './h2/connection';
+import { nodeHttp2Server } from './node-transport';
+import { GrpcStatus } from './status';
+
+export type { Method, RequestProblem, StreamCall, StreamMethod, UnaryMethod } from './call';
+
+export type GrpcTransport = 'builtin' | 'node';
+
+export interface GrpcServerOptions {
+  /** The largest request message accepted (Envoy's CheckRequest carries the whole body). */
+  readonly maxReceiveMessageBytes: number;
+  readonly transport?: GrpcTransport;
+  /** Connection-level problems (a peer breaking HTTP/2, socket errors), for the log. */
+  readonly onError?: (err: unknown) => void;
+}
+
+export interface GrpcH2Server {
+  /** host:port as bound (the port filled in when 0 was asked). */
+  readonly address: string;
+  /**
+   * Stops accepting connections and tells every client to open no new calls (GOAWAY); unary calls
+   * in flight are answered. When none is left (and streams had 250 ms to see their last
+   * messages), open streaming calls are finished UNAVAILABLE. Resolves when every connection is
+   * closed, or after `graceMs`, when the rest are cut.
+   */
+  drain(graceMs: number): Promise<void>;
+}
+
+const NO_EVENTS: RequestEvents = { data() {}, end() {}, closed() {} };
+const ignore = (): void => {};
+
+export async function startH2GrpcServer(address: string, methods: ReadonlyMap<string, Method>, opts: GrpcServerOptions): Promise<GrpcH2Server> {
+  const onError = opts.onError ?? ignore;
+  const tracker = new CallTracker();
+  const ctx = { limit: opts.maxReceiveMessageBytes, tracker, onError };
+  const open = (path: string, contentType: string | undefined, res: ResponseStream): RequestEvents => {
+    if (contentType === undefined || !contentType.startsWith('application/grpc')) {
+      res.refuse(415, 'gRPC requests need content-type: application/grpc\n');
+      return NO_EVENTS;
+    }
+    const method = methods.get(path);
+    if (method === undefined) {
+      res.end(GrpcStatus.UNIMPLEMENTED, `unknown method ${path}`);
+      return NO_EVENTS;
+    }
+    return openCall(method, res, ctx);
+  };
+
+  // What drain() needs of either transport: stop listening, GOAWAY, cut.
+  let server: net.Server;
+  let goAwayAll: () => void;
+  let destroyAll: () => void;
+  if (opts.transport === 'node') {
+    const h2 = nodeHttp2Server(open);
+    const sessions = new Set<import('node:http2').ServerHttp2Session>();
+    h2.on('session', (session) => {
+      sessions.add(session);
+      session.on('close', () => sessions.delete(session));
+    });
+    h2.on('sessionError', onError);
+    server = h2;
+    goAwayAll = () => sessions.forEach((s) => s.close());
+    destroyAll = () => sessions.forEach((s) => s.destroy());
+  } else {
+    const connections = new Set<Connection>();
+    server = net.createServer((socket) => {
+      const c = new Connection(socket, { open, onError, onClose: () => connections.delete(c) });
+      connections.add(c);
+    });
+    goAwayAll = () => connections.forEach((c) => c.goAway());
+    destroyAll = () => connections.forEach((c) => c.destroy());
+  }
+
+  const colon = address.lastIndexOf(':');
+  const host = address.slice(0, colon);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(Number(address.slice(colon + 1)), host.replace(/^\[|\]$/g, ''), () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', onError);
+  const port = (server.address() as AddressInfo).port;
+
+  return {
+    address: `${host}:${port}`,
+    drain(graceMs) {
+      return new Promise<void>((resolve) => {
+        let done = false;
+        const finish = (): void => {
+          if (done) return;
+          done = true;
+          clearTimeout(timer);
+          destroyAll();
+          resolve();
+        };
+        const timer = setTimeout(finish, graceMs);
+        timer.unref();
+        server.close(finish);
+        goAwayAll();
+        tracker.onUnaryIdle = () => {
+          setTimeout(() => {
+            if (tracker.unaryInFlight > 0) return;
+            for (const call of [...tracker.streams]) call.finish(GrpcStatus.UNAVAILABLE, 'the server is shutting down');
+          }, 250).unref();
+        };
+        if (tracker.unaryInFlight === 0) tracker.onUnaryIdle();
+      });
+    },
+  };
+}

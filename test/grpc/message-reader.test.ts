@@ -1,0 +1,76 @@
+/**
+ * gRPC's Length-Prefixed-Messages read however the DATA frames cut them: every split point of a
+ * run of messages gives the same messages; limits and flags are problems, never throws.
+ */
+import { describe, expect, test } from 'vitest';
+import { frameMessage, MessageReader } from '../../src/grpc/message-reader';
+
+function readAll(chunks: Buffer[], limit = 1 << 20): { messages: string[]; problem: string | undefined } {
+  const messages: string[] = [];
+  const reader = new MessageReader(limit, (m) => messages.push(m.toString('latin1')));
+  for (const c of chunks) reader.push(c);
+  reader.end();
+  return { messages, problem: reader.problem };
+}
+
+const run = Buffer.concat(['first', '', 'a third, longer message', 'x'.repeat(300)].map((s) => frameMessage(Buffer.from(s))));
+const expected = ['first', '', 'a third, longer message', 'x'.repeat(300)];
+
+describe('MessageReader', () => {
+  test('reads the same messages at every single split point of the stream', () => {
+    for (let i = 0; i <= run.length; i++) {
+      expect(readAll([run.subarray(0, i), run.subarray(i)])).toEqual({ messages: expected, problem: undefined });
+    }
+  });
+
+  test('reads the same messages when every byte is its own chunk', () => {
+    expect(readAll([...run].map((b) => Buffer.from([b])))).toEqual({ messages: expected, problem: undefined });
+  });
+
+  test('reads the same messages from 2,000 random cuttings into 1 to 8 pieces', () => {
+    let seed = 7;
+    const rnd = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let round = 0; round < 2000; round++) {
+      const cuts = [...new Set(Array.from({ length: rnd(8) }, () => rnd(run.length + 1)))].sort((a, b) => a - b);
+      const pieces: Buffer[] = [];
+      let last = 0;
+      for (const c of [...cuts, run.length]) {
+        pieces.push(run.subarray(last, c));
+        last = c;
+      }
+      expect(readAll(pieces).messages).toEqual(expected);
+    }
+  });
+
+  test('hands a message that arrives whole on as a view of its chunk, not a copy', () => {
+    const chunk = frameMessage(Buffer.from('hello'));
+    let seen: Buffer | undefined;
+    new MessageReader(100, (m) => (seen = m)).push(chunk);
+    expect(seen!.buffer).toBe(chunk.buffer);
+  });
+
+  test('refuses a message announced over the limit before keeping any of it', () => {
+    const big = frameMessage(Buffer.alloc(101));
+    expect(readAll([big.subarray(0, 7)], 100)).toEqual({ messages: [], problem: 'too_large' });
+    expect(readAll([frameMessage(Buffer.alloc(100))], 100).problem).toBeUndefined();
+  });
+
+  test('refuses a compressed message (no grpc-encoding is accepted)', () => {
+    const m = frameMessage(Buffer.from('zz'));
+    m[0] = 1;
+    expect(readAll([m])).toEqual({ messages: [], problem: 'compressed' });
+  });
+
+  test('calls a stream that ends inside a message or its prefix truncated', () => {
+    const m = frameMessage(Buffer.from('abcdef'));
+    expect(readAll([m.subarray(0, 3)]).problem).toBe('truncated');
+    expect(readAll([m.subarray(0, 8)]).problem).toBe('truncated');
+    expect(readAll([m]).problem).toBeUndefined();
+  });
+
+  test('ignores whatever follows a problem', () => {
+    const bad = frameMessage(Buffer.from('q'));
+    bad[0] = 1;
+    expect(readAll([Buffer.concat([frameMessage(Buffer.from('ok')), bad, frameMessage(Buffer.from('later'))])])).toEqual({ messages: ['ok'], problem: 'compressed' });
+  });
+});
