@@ -80,6 +80,8 @@ async function main(): Promise<void> {
   const onlyArg = argv.find((a) => a.startsWith('--only='));
   const only = new Set<Phase>(onlyArg ? (onlyArg.slice(7).split(',') as Phase[]) : PHASES);
   mkdirSync(OUT, { recursive: true });
+  // Only a full run replaces the committed results; a quick or partial one writes beside its raw numbers.
+  const resultsFile = quick || onlyArg ? path.join(OUT, 'RESULTS.md') : path.join(ROOT, 'bench', 'RESULTS.md');
 
   const h2load = h2loadVersion();
   const info = machineInfo();
@@ -111,7 +113,7 @@ async function main(): Promise<void> {
   const mutable = results as { -readonly [K in keyof BenchResults]: BenchResults[K] };
   const save = (): void => {
     writeFileSync(path.join(OUT, 'results.json'), JSON.stringify(results, null, 2));
-    writeFileSync(path.join(ROOT, 'bench', 'RESULTS.md'), renderResults(results));
+    writeFileSync(resultsFile, renderResults(results));
   };
   const attempt = async (what: string, fn: () => Promise<void>): Promise<void> => {
     try {
@@ -321,7 +323,7 @@ async function main(): Promise<void> {
   save();
   const rows = targets(results);
   process.stdout.write(renderResults(results).split('## Fixed mixes')[0].split('## Targets')[1] ?? '');
-  process.stdout.write(`\nWrote bench/RESULTS.md (${rows.filter((r) => r.ok === true).length} of ${rows.length} targets pass).\n`);
+  process.stdout.write(`\nWrote ${path.relative(ROOT, resultsFile)} (${rows.filter((r) => r.ok === true).length} of ${rows.length} targets pass).\n`);
   if (errors.length > 0) process.exitCode = 1;
 }
 

@@ -81,7 +81,9 @@ async function main(): Promise<void> {
   const warmupMs = 1000 * Number(arg('warmup') ?? (quick ? 1 : 2));
   const durationMs = 1000 * Number(arg('duration') ?? (quick ? 2 : 8));
   const nodeFlags = arg('node-flags')?.split(' ').filter(Boolean) ?? [];
-  const outFile = arg('out') ?? (quick ? path.join(OUT, 'RESULTS-e2e.md') : path.join(ROOT, 'bench', 'RESULTS-e2e.md'));
+  // Only a full run replaces the committed results; a quick or partial one writes beside its raw numbers.
+  const partial = quick || ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags'].some((a) => arg(a) !== undefined);
+  const outFile = arg('out') ?? (partial ? path.join(OUT, 'RESULTS-e2e.md') : path.join(ROOT, 'bench', 'RESULTS-e2e.md'));
   mkdirSync(OUT, { recursive: true });
 
   const pinned = os.availableParallelism() >= 2;

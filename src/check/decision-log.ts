@@ -34,34 +34,45 @@ export function logPath(d: Decision, path: string): string {
 const LONG_SEGMENT = 16;
 const FIXED_PATHS = new Map<string, string>();
 
+/**
+ * A decision line's fields, in the order they are written. The fields of the decision's shape come
+ * first, the two that differ on every Check (requestId, durUs) last: the text of the shape is the
+ * same for every Check with the same answer, so the Check path writes it once (shapeText).
+ */
 export interface DecisionLine {
   decision: 'allow' | 'deny';
   status: number;
   reason: string;
-  keyId?: string;
-  group?: string;
-  model?: string;
   style: string;
   method: string;
   path: string;
-  requestId: string;
-  durUs: number;
+  keyId?: string;
+  group?: string;
+  model?: string;
   hint?: string;
   stale?: true;
+  requestId: string;
+  durUs: number;
 }
 
 /** The log line for a decision: a model of the key's group as is, another requested model bounded and redacted. */
 export function decisionLine(d: Decision, view: RequestView, durUs: number): DecisionLine {
+  const line = decisionShape(d, view) as DecisionLine;
+  line.requestId = printableRequestId(view.requestId);
+  line.durUs = durUs;
+  return line;
+}
+
+/** The fields of a decision line but the request id and duration. */
+export function decisionShape(d: Decision, view: RequestView): Omit<DecisionLine, 'requestId' | 'durUs'> {
   const model = d.model === undefined || d.modelIsKey ? undefined : d.modelKnown ? d.model : printable(d.model, 128);
-  const line: DecisionLine = {
+  const line: Omit<DecisionLine, 'requestId' | 'durUs'> = {
     decision: d.allowed ? 'allow' : 'deny',
     status: d.status,
     reason: d.reason,
     style: d.route.style,
     method: printable(view.method, 16),
     path: logPath(d, view.path),
-    requestId: printableRequestId(view.requestId),
-    durUs,
   };
   if (d.keyId !== undefined) line.keyId = d.keyId;
   if (d.group !== undefined) line.group = d.group;
@@ -74,16 +85,30 @@ export function decisionLine(d: Decision, view: RequestView, durUs: number): Dec
 const str = JSON.stringify;
 
 /**
- * A decision line in pino's own line format (`level`, `time`, the logger's bindings, the fields,
- * `msg`), written by a fixed-shape serialiser: on the Check path it costs a fraction of pino's
- * generic one. `bindings` is the logger's base, already serialised (e.g. `"svc":"modelgate"`).
+ * The middle of a decision line: the logger's bindings and the shape's fields, between the time and
+ * the request id (`,"svc":"modelgate","decision":...,"model":"m",`). `bindings` is the logger's
+ * base, already serialised (e.g. `"svc":"modelgate"`).
  */
-export function formatDecisionLine(l: DecisionLine, time: number, bindings: string): string {
-  let out = `{"level":30,"time":${time},${bindings},"decision":"${l.decision}","status":${l.status},"reason":"${l.reason}","style":"${l.style}","method":${str(l.method)},"path":${str(l.path)},"requestId":${str(l.requestId)},"durUs":${l.durUs}`;
+export function shapeText(l: Omit<DecisionLine, 'requestId' | 'durUs'>, bindings: string): string {
+  let out = `,${bindings},"decision":"${l.decision}","status":${l.status},"reason":"${l.reason}","style":"${l.style}","method":${str(l.method)},"path":${str(l.path)}`;
   if (l.keyId !== undefined) out += `,"keyId":${str(l.keyId)}`;
   if (l.group !== undefined) out += `,"group":${str(l.group)}`;
   if (l.model !== undefined) out += `,"model":${str(l.model)}`;
   if (l.hint !== undefined) out += `,"hint":${str(l.hint)}`;
   if (l.stale) out += ',"stale":true';
-  return out + ',"msg":"decision"}\n';
+  return `${out},`;
+}
+
+/** A whole line from its shape's text: what pino writes for the same fields (pino's line format). */
+export function lineFromShape(shape: string, time: number, requestId: string, durUs: number): string {
+  return `{"level":30,"time":${time}${shape}"requestId":${str(requestId)},"durUs":${durUs},"msg":"decision"}\n`;
+}
+
+/**
+ * A decision line in pino's own line format (`level`, `time`, the logger's bindings, the fields,
+ * `msg`), written by a fixed-shape serialiser: on the Check path it costs a fraction of pino's
+ * generic one.
+ */
+export function formatDecisionLine(l: DecisionLine, time: number, bindings: string): string {
+  return lineFromShape(shapeText(l, bindings), time, l.requestId, l.durUs);
 }

@@ -9,7 +9,8 @@
 import type { Config } from '../config/load';
 import { decide, type Lookups, type MaybePromise } from './decide';
 import type { Decision } from './decision';
-import { decisionLine, formatDecisionLine } from './decision-log';
+import { decisionLine, decisionShape, lineFromShape, shapeText } from './decision-log';
+import { printableRequestId } from './safe-text';
 import { statusOf } from './reasons';
 import type { RequestView } from './request-view';
 import type { ResponseEncoder } from './response-encoder';
@@ -43,7 +44,7 @@ export interface PipelineDeps {
   /** Epoch milliseconds. */
   readonly now?: () => number;
   readonly encoder: ResponseEncoder;
-  /** Decision lines bypass pino's generic serialiser (see formatDecisionLine); default: through pino. */
+  /** Decision lines bypass pino's generic serialiser (decision-log.ts lineFromShape); default: through pino. */
   readonly decisionLog?: DecisionLog;
   /**
    * A last word on allowed requests (the meter's strict mode and unmetered-stream rule,
@@ -84,14 +85,35 @@ function admitSafely(admit: Admission, d: Decision, view: RequestView, config: C
   }
 }
 
+/**
+ * The text of a decision's shape (decision-log.ts shapeText), by the answer's bytes and the method:
+ * the bytes stand for everything of the shape but the method, a stale answer and a model outside
+ * the group (those are not cached). Weakly held: it goes when the encoder drops the answer.
+ */
+const SHAPES = new WeakMap<Buffer, Map<string, string>>();
+/** Methods remembered per answer (a client may send any method to an unknown path). */
+const SHAPE_METHODS = 4;
+
+function shapeFor(bytes: Buffer, decision: Decision, view: RequestView, bindings: string): string {
+  if (decision.stale || (decision.model !== undefined && !decision.modelKnown)) return shapeText(decisionShape(decision, view), bindings);
+  let byMethod = SHAPES.get(bytes);
+  if (!byMethod) SHAPES.set(bytes, (byMethod = new Map()));
+  let text = byMethod.get(view.method);
+  if (text === undefined) {
+    text = shapeText(decisionShape(decision, view), bindings);
+    if (byMethod.size < SHAPE_METHODS) byMethod.set(view.method, text);
+  }
+  return text;
+}
+
 /** Encodes, logs and counts a decision: the end of every Check. */
 function finish(deps: PipelineDeps, config: Config, view: RequestView, started: number, decision: Decision): Buffer {
   const bytes = deps.encoder.encode(decision, config, view.path);
   const durUs = Math.round((performance.now() - started) * 1000);
   if (!decision.allowed || config.log.allows) {
-    const line = decisionLine(decision, view, durUs);
-    if (!deps.decisionLog) deps.logger.info(line, 'decision');
-    else if (deps.decisionLog.enabled()) deps.decisionLog.write(formatDecisionLine(line, Date.now(), deps.decisionLog.bindings));
+    const log = deps.decisionLog;
+    if (!log) deps.logger.info(decisionLine(decision, view, durUs), 'decision');
+    else if (log.enabled()) log.write(lineFromShape(shapeFor(bytes, decision, view, log.bindings), Date.now(), printableRequestId(view.requestId), durUs));
   }
   deps.metrics?.countDecision(decision.status, decision.reason);
   deps.metrics?.observeCheckSeconds(durUs / 1e6);

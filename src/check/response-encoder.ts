@@ -16,6 +16,12 @@ export type Serialize = (response: CheckResponse) => Buffer;
 interface PerConfig {
   readonly plan: AllowPlan;
   readonly bytes: LRUCache<string, Buffer>;
+  /**
+   * The common answer, an allowed request on a fixed endpoint, found without building a key
+   * string: by endpoint, key id, group, then model. Bounded by counting: full, it starts over.
+   */
+  readonly allowed: Map<number, Map<string, Map<string, Map<string, Buffer>>>>;
+  allowedCount: number;
 }
 
 /**
@@ -38,7 +44,36 @@ export class ResponseEncoder {
   /** The serialised CheckResponse for a decision on a request with this path (without query). */
   encode(d: Decision, config: Config, path = ''): Buffer {
     let c = this.#perConfig.get(config);
-    if (!c) this.#perConfig.set(config, (c = { plan: allowPlan(config), bytes: new LRUCache({ max: this.maxEntries }) }));
+    if (!c) this.#perConfig.set(config, (c = { plan: allowPlan(config), bytes: new LRUCache({ max: this.maxEntries }), allowed: new Map(), allowedCount: 0 }));
+    const r = d.route;
+    if (d.allowed && r.kind === 'protocol' && r.fixedId !== undefined && d.keyId !== undefined && d.group !== undefined && !d.modelIsKey && !d.removeQuery) {
+      return this.#encodeAllowed(c, d, config, path, r.fixedId, d.keyId, d.group, d.modelKnown && d.model !== undefined ? d.model : '');
+    }
+    return this.#encodeAny(c, d, config, path);
+  }
+
+  #encodeAllowed(c: PerConfig, d: Decision, config: Config, path: string, fixedId: number, keyId: string, group: string, model: string): Buffer {
+    let byKey = c.allowed.get(fixedId);
+    if (!byKey) c.allowed.set(fixedId, (byKey = new Map()));
+    let byGroup = byKey.get(keyId);
+    if (!byGroup) byKey.set(keyId, (byGroup = new Map()));
+    let byModel = byGroup.get(group);
+    if (!byModel) byGroup.set(group, (byModel = new Map()));
+    let bytes = byModel.get(model);
+    if (!bytes) {
+      if (c.allowedCount >= this.maxEntries) {
+        c.allowed.clear();
+        c.allowedCount = 0;
+        return this.#encodeAllowed(c, d, config, path, fixedId, keyId, group, model);
+      }
+      bytes = this.#encodeAny(c, d, config, path);
+      byModel.set(model, bytes);
+      c.allowedCount++;
+    }
+    return bytes;
+  }
+
+  #encodeAny(c: PerConfig, d: Decision, config: Config, path: string): Buffer {
     const key = responseKey(d, path);
     let bytes = c.bytes.get(key);
     if (!bytes) {

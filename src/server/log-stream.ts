@@ -1,10 +1,12 @@
 /**
  * The log destination for pino. Lines are copied as UTF-8 into a slab of memory as they come (the
  * line strings die young: nothing is kept on the JS heap) and handed to sonic-boom (asynchronous,
- * handles partial writes and EAGAIN) as one buffer at most every `flushMs` (default 10 ms), or at
- * once when `chunkBytes` are waiting. Each asynchronous write costs a thread-pool round trip
- * (~13 µs on the machines we measure, a quarter of a whole Check), so under load this is hundreds
- * of decision lines per write instead of one write per line or per event-loop turn.
+ * handles partial writes and EAGAIN) as one buffer at most every `flushMs` (default 100 ms), or at
+ * once when `chunkBytes` are waiting. Each asynchronous write is a thread-pool round trip: the
+ * writer thread wakes, and so does the event loop when it is done. Where modelgate shares a core
+ * with Envoy, that cost more than the write: through Envoy at 950 Checks a second, flushing every
+ * 10 ms took 40 µs of CPU per Check and p99 from 5 to 7-25 ms, every 100 ms as good as no allow
+ * lines at all (bench/README-e2e.md, "Tail latency").
  *
  * A line reaches the log at most `flushMs` after it was written; `flush()` (pino's logger.flush,
  * called on shutdown) hands on everything at once, and so does process exit.
@@ -20,7 +22,7 @@ export interface BatchedLogStreamOptions {
   /** Most bytes waiting (here and in sonic-boom) before lines are dropped. */
   readonly maxBytes: number;
   readonly onDrop: (bytes: number) => void;
-  /** Longest a line waits before it is handed on (default 10 ms). */
+  /** Longest a line waits before it is handed on (default 100 ms). */
   readonly flushMs?: number;
   /** Waiting bytes that are handed on at once, without waiting for the timer (default 256 KiB). */
   readonly chunkBytes?: number;
@@ -48,7 +50,7 @@ export class BatchedLogStream implements DestinationStream {
   readonly #hand = (): void => this.#handOn();
 
   constructor(dest: number | string, readonly opts: BatchedLogStreamOptions) {
-    this.#flushMs = opts.flushMs ?? 10;
+    this.#flushMs = opts.flushMs ?? 100;
     this.#chunkBytes = opts.chunkBytes ?? 256 * 1024;
     this.#slab = Buffer.allocUnsafe(2 * this.#chunkBytes);
     this.#sink = pino.destination({ dest, sync: false, maxLength: opts.maxBytes, contentMode: 'buffer' });

@@ -185,6 +185,14 @@ export class Connection {
   #lastStreamId = 0;
   #continuation: { id: number; endStream: boolean; parts: Buffer[]; size: number } | undefined;
   #recvUnacked = 0;
+  /** The DATA frame being read: its stream (undefined: dropped), flags, length, what is left of it. */
+  #dataStream: Stream | undefined;
+  #dataFlags = 0;
+  #dataLength = 0;
+  #dataLeft = 0;
+  /** Its Pad Length octet is still to come; content octets still to come (padding is the rest). */
+  #dataPadByte = false;
+  #dataContent = 0;
   #out: Buffer[] = [];
   #outBytes = 0;
   #flushQueued = false;
@@ -305,10 +313,11 @@ export class Connection {
 
   #onData(chunk: Buffer): void {
     if (this.#closed) return;
-    let buf = this.#pending === undefined ? chunk : Buffer.concat([this.#pending, chunk]);
-    this.#pending = undefined;
     try {
+      let buf = chunk;
       if (!this.#prefaceSeen) {
+        if (this.#pending !== undefined) buf = Buffer.concat([this.#pending, chunk]);
+        this.#pending = undefined;
         const n = Math.min(buf.length, PREFACE.length);
         if (!PREFACE.subarray(0, n).equals(buf.subarray(0, n))) return this.#notHttp2(buf);
         if (buf.length < PREFACE.length) {
@@ -318,21 +327,26 @@ export class Connection {
         this.#prefaceSeen = true;
         this.write(SERVER_PREFACE);
         buf = buf.subarray(PREFACE.length);
-      }
-      let at = 0;
-      while (buf.length - at >= HEADER_BYTES) {
-        const length = (buf[at] << 16) | (buf[at + 1] << 8) | buf[at + 2];
-        if (length > DEFAULT_MAX_FRAME) throw new ConnectionError(ERROR.FRAME_SIZE_ERROR, `a frame of ${length} octets`);
-        if (buf.length - at < HEADER_BYTES + length) break;
-        const type = buf[at + 3];
-        const flags = buf[at + 4];
-        const id = buf.readUInt32BE(at + 5) & 0x7fffffff;
-        const payload = buf.subarray(at + HEADER_BYTES, at + HEADER_BYTES + length);
-        at += HEADER_BYTES + length;
-        this.#frame(type, flags, id, payload);
+      } else if (this.#pending !== undefined) {
+        // A frame header or a (non-DATA) frame was cut: completed from as much of the chunk as one
+        // frame can need, so a large chunk is not copied whole.
+        const pending = this.#pending;
+        this.#pending = undefined;
+        const head = Buffer.concat([pending, chunk.subarray(0, HEADER_BYTES + DEFAULT_MAX_FRAME)]);
+        const used = this.#feed(head);
         if (this.#closed) return;
+        if (used < pending.length || used === head.length) {
+          // Still incomplete (the whole chunk is in `head`), or all of `head` was read.
+          if (used < head.length) this.#pending = head.subarray(used);
+          if (used === head.length && head.length - pending.length < chunk.length) buf = chunk.subarray(head.length - pending.length);
+          else return this.#ackReceived();
+        } else {
+          buf = chunk.subarray(used - pending.length);
+        }
       }
-      if (at < buf.length) this.#pending = buf.subarray(at);
+      const used = this.#feed(buf);
+      if (this.#closed) return;
+      if (used < buf.length) this.#pending = buf.subarray(used);
       this.#ackReceived();
     } catch (err) {
       if (err instanceof ConnectionError) return this.#fail(err.code, err.message);
@@ -342,10 +356,102 @@ export class Connection {
     }
   }
 
+  /**
+   * Reads the frames in `buf`; returns how many bytes it read (the rest is a cut frame header or
+   * non-DATA frame). DATA payloads are handed on as they arrive, not when their frame is whole: a
+   * 1 MiB body reaches its call as the socket's chunks, each copied once (into its message).
+   */
+  #feed(buf: Buffer): number {
+    let at = 0;
+    while (at < buf.length) {
+      if (this.#dataLeft > 0) {
+        at = this.#dataBytes(buf, at);
+        if (this.#closed) return buf.length;
+        continue;
+      }
+      if (buf.length - at < HEADER_BYTES) break;
+      const length = (buf[at] << 16) | (buf[at + 1] << 8) | buf[at + 2];
+      if (length > DEFAULT_MAX_FRAME) throw new ConnectionError(ERROR.FRAME_SIZE_ERROR, `a frame of ${length} octets`);
+      const type = buf[at + 3];
+      const flags = buf[at + 4];
+      const id = buf.readUInt32BE(at + 5) & 0x7fffffff;
+      if (type === FRAME.DATA) {
+        at += HEADER_BYTES;
+        this.#dataStart(flags, id, length);
+        continue;
+      }
+      if (buf.length - at < HEADER_BYTES + length) break;
+      const payload = buf.subarray(at + HEADER_BYTES, at + HEADER_BYTES + length);
+      at += HEADER_BYTES + length;
+      this.#frame(type, flags, id, payload);
+      if (this.#closed) return buf.length;
+    }
+    return at;
+  }
+
+  /** A DATA frame's header: where its payload goes (its stream, or nowhere if the stream is closed). */
+  #dataStart(flags: number, id: number, length: number): void {
+    if (this.#continuation !== undefined) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a header block interrupted');
+    if (id === 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'DATA on stream 0');
+    const s = this.#streams.get(id);
+    if (s === undefined || s.remoteEnded) {
+      if (id > this.#lastStreamId) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'DATA on an idle stream');
+      if (s?.remoteEnded) throw new ConnectionError(ERROR.STREAM_CLOSED, 'DATA after END_STREAM');
+    }
+    this.#dataStream = s;
+    this.#dataFlags = flags;
+    this.#dataLength = length;
+    this.#dataLeft = length;
+    this.#dataPadByte = (flags & FLAG.PADDED) !== 0;
+    if (this.#dataPadByte && length === 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'padding longer than the frame');
+    this.#dataContent = this.#dataPadByte ? 0 : length;
+    if (length === 0) this.#dataEnd();
+  }
+
+  /** Reads what `buf` holds of the current DATA payload from `at`; returns where it stopped. */
+  #dataBytes(buf: Buffer, at: number): number {
+    const s = this.#dataStream;
+    while (at < buf.length && this.#dataLeft > 0) {
+      let n: number;
+      if (this.#dataPadByte) {
+        const pad = buf[at];
+        if (pad >= this.#dataLength) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'padding longer than the frame');
+        this.#dataPadByte = false;
+        this.#dataContent = this.#dataLength - 1 - pad;
+        n = 1;
+      } else if (this.#dataContent > 0) {
+        n = Math.min(this.#dataContent, buf.length - at);
+        this.#dataContent -= n;
+        if (s !== undefined && !s.gone) s.events.data(buf.subarray(at, at + n));
+      } else {
+        n = Math.min(this.#dataLeft, buf.length - at); // padding
+      }
+      at += n;
+      this.#dataLeft -= n;
+      // Flow control counts the whole payload, padding included.
+      this.#recvUnacked += n;
+      if (s !== undefined) s.recvUnacked += n;
+      if (this.#closed) return at;
+    }
+    if (this.#dataLeft === 0) this.#dataEnd();
+    return at;
+  }
+
+  #dataEnd(): void {
+    const s = this.#dataStream;
+    this.#dataStream = undefined;
+    this.#dataLeft = 0;
+    if (s === undefined || s.gone) return;
+    if (this.#dataFlags & FLAG.END_STREAM) this.#remoteEnd(s);
+    else if (s.recvUnacked >= STREAM_WINDOW / 2) {
+      this.write(frame(FRAME.WINDOW_UPDATE, 0, s.id, words(s.recvUnacked)));
+      s.recvUnacked = 0;
+    }
+  }
+
   #frame(type: number, flags: number, id: number, payload: Buffer): void {
     if (this.#continuation !== undefined && type !== FRAME.CONTINUATION) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a header block interrupted');
     switch (type) {
-      case FRAME.DATA: return this.#data(flags, id, payload);
       case FRAME.HEADERS: return this.#headers(flags, id, payload);
       case FRAME.CONTINUATION: return this.#continue(flags, id, payload);
       case FRAME.RST_STREAM: {
@@ -372,26 +478,6 @@ export class Connection {
       }
       case FRAME.PUSH_PROMISE: throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a client sent PUSH_PROMISE');
       default: return; // unknown frame types are ignored (§4.1)
-    }
-  }
-
-  #data(flags: number, id: number, payload: Buffer): void {
-    if (id === 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'DATA on stream 0');
-    // Flow control counts the whole payload, padding included.
-    this.#recvUnacked += payload.length;
-    const s = this.#streams.get(id);
-    if (s === undefined || s.remoteEnded) {
-      if (id > this.#lastStreamId) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'DATA on an idle stream');
-      if (s?.remoteEnded) throw new ConnectionError(ERROR.STREAM_CLOSED, 'DATA after END_STREAM');
-      return; // a stream we closed or reset: its late DATA is dropped
-    }
-    const data = unpad(flags, payload);
-    s.recvUnacked += payload.length;
-    if (data.length > 0) s.events.data(data);
-    if (flags & FLAG.END_STREAM) this.#remoteEnd(s);
-    else if (s.recvUnacked >= STREAM_WINDOW / 2 && !s.gone) {
-      this.write(frame(FRAME.WINDOW_UPDATE, 0, id, words(s.recvUnacked)));
-      s.recvUnacked = 0;
     }
   }
 

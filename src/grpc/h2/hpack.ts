@@ -27,6 +27,9 @@ const STATIC: readonly (readonly [string, string])[] = [
 
 /** No integer this server accepts (an index, a length, a table size) is anywhere near this. */
 const MAX_INTEGER = 1 << 24;
+/** How many recently decoded Huffman strings are remembered, and up to what encoded length. */
+const RECENT = 4;
+const RECENT_MAX_BYTES = 256;
 /** Per-entry overhead of the dynamic table's size (§4.1). */
 const ENTRY_OVERHEAD = 32;
 
@@ -39,6 +42,9 @@ export class HpackDecoder {
   readonly #limit: number;
   #pos = 0;
   #buf: Buffer = Buffer.alloc(0);
+  /** The last few Huffman strings decoded, by their encoded bytes. */
+  readonly #recent: { bytes: Buffer; text: string }[] = [];
+  #recentNext = 0;
 
   /** @param limit our SETTINGS_HEADER_TABLE_SIZE: the largest table size the peer may choose */
   constructor(limit = 4096) {
@@ -104,8 +110,11 @@ export class HpackDecoder {
     if (end > buf.length) throw new HpackError('a truncated string');
     this.#pos = end;
     if (!huffman) return buf.toString('latin1', start, end);
+    // Envoy sends `:path` as a literal it never indexes: the same Huffman bytes on every Check.
+    for (const m of this.#recent) if (m.bytes.length === length && buf.compare(m.bytes, 0, length, start, end) === 0) return m.text;
     const text = huffmanDecode(buf, start, end);
     if (text === undefined) throw new HpackError('an invalid Huffman string');
+    if (length <= RECENT_MAX_BYTES) this.#recent[this.#recentNext++ % RECENT] = { bytes: Buffer.from(buf.subarray(start, end)), text };
     return text;
   }
 
