@@ -4,10 +4,12 @@
  * drain: health goes NOT_SERVING, checks in flight are answered, then the process exits.
  */
 import cluster from 'node:cluster';
+import * as v8 from 'node:v8';
 import { Command } from 'commander';
 import { ConfigError } from '../config/load';
 import { startService, type Service } from '../server/service';
 import { runWorkers } from '../server/workers';
+import { tuneHeap } from './heap-tuning';
 import { CliError, once, usageError } from './errors';
 import type { CliRun } from './io';
 import { resolveStore } from './store-admin';
@@ -29,6 +31,7 @@ export function serveCommand(run: CliRun): Command {
     .option('--store <url>', "postgres://... or file (default: $MODELGATE_STORE, then $DATABASE_URL, then the config's store:)", once('--store'))
     .option('--workers <n>', 'worker processes sharing the ports, 1 to 64 (default: 1)', once('--workers'))
     .action(async (options: ServeOptions) => {
+      tuneHeap(process.execArgv, run.env.NODE_OPTIONS, v8.setFlagsFromString);
       const workers = Number(options.workers ?? 1);
       if (!Number.isInteger(workers) || workers < 1 || workers > 64) throw usageError('--workers must be an integer from 1 to 64');
       if (workers > 1 && cluster.isPrimary) return runWorkers(workers, run.stderr);

@@ -7,6 +7,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import * as v8 from 'node:v8';
 import { Command } from 'commander';
 import { version } from '../../package.json';
 import { parseHostPort, type Config } from '../config/load';
@@ -16,6 +17,7 @@ import { startEnvoy, type EnvoyProcess } from '../envoy/process';
 import { renderEnvoyYaml } from '../envoy/render';
 import { startService, type Service } from '../server/service';
 import { configPathOf, readConfig } from './envoy';
+import { tuneHeap } from './heap-tuning';
 import { CliError, once } from './errors';
 import type { CliRun } from './io';
 
@@ -81,6 +83,7 @@ export function upCommand(run: CliRun): Command {
     .option('--demo-upstream <host:port>', 'also run the demo upstream here (the demo config points its upstreams at 127.0.0.1:9300)', once('--demo-upstream'))
     .option('--envoy-log-level <level>', "Envoy's own log level on stderr (trace, debug, info, warn, error, critical, off)", once('--envoy-log-level'))
     .action(async (options: UpOptions) => {
+      tuneHeap(process.execArgv, run.env.NODE_OPTIONS, v8.setFlagsFromString);
       const env = run.env;
       const configPath = configPathOf(options.config, env);
       const config = readConfig(configPath, env);

@@ -104,57 +104,106 @@ export function openCall(method: Method, res: ResponseStream, ctx: CallContext):
 }
 
 function openUnary(method: UnaryMethod, res: ResponseStream, ctx: CallContext): RequestEvents {
-  let request: Buffer | undefined;
-  let count = 0;
-  let settled = false;
   ctx.tracker.unaryInFlight++;
-  const settle = (): boolean => {
-    if (settled) return false;
-    settled = true;
-    ctx.tracker.unaryDone();
-    return true;
+  return new UnaryCall(method, res, ctx);
+}
+
+/**
+ * One unary call: one object (methods on the prototype, no closures), since a Check is one of
+ * these and the Check path counts its garbage.
+ */
+class UnaryCall implements RequestEvents {
+  #request: Buffer | undefined;
+  #count = 0;
+  #settled = false;
+  readonly #reader: MessageReader;
+
+  constructor(readonly method: UnaryMethod, readonly res: ResponseStream, readonly ctx: CallContext) {
+    this.#reader = new MessageReader(ctx.limit, this.#onMessage);
+  }
+
+  readonly #onMessage = (message: Buffer): void => {
+    this.#count++;
+    this.#request = message;
   };
-  const answer = (response: Buffer): void => {
-    if (settle() && res.writable) res.sendUnary(response);
-  };
-  const fail = ([code, message]: [GrpcStatusCode, string]): void => {
-    if (settle() && res.writable) res.end(code, message);
-  };
-  const refuse = (problem: RequestProblem): void => {
-    if (method.unreadable) answer(method.unreadable(problem));
-    else fail(problemStatus(problem, ctx.limit));
-  };
-  const reader = new MessageReader(ctx.limit, (message) => {
-    count++;
-    request = message;
-  });
-  return {
-    data(chunk) {
-      if (settled) return;
-      reader.push(chunk);
-      // Answered at once: nothing more of this stream will be read.
-      if (reader.problem !== undefined) refuse(reader.problem);
-    },
-    end() {
-      if (settled) return;
-      reader.end();
-      const problem = reader.problem ?? (count === 0 ? 'no_message' : count > 1 ? 'extra_message' : undefined);
-      // A client's reset can look like an end first (node:http2 emits 'end' before 'aborted'): a
-      // request cut that way is nobody's to answer, nor a decision to log, so a refusal waits a
-      // turn to see which it was.
-      if (problem !== undefined) return void setImmediate(() => (res.writable ? refuse(problem) : settle()));
-      let response: Buffer | Promise<Buffer>;
+
+  data(chunk: Buffer): void {
+    if (this.#settled) return;
+    this.#reader.push(chunk);
+    // Answered at once: nothing more of this stream will be read.
+    if (this.#reader.problem !== undefined) this.#refuse(this.#reader.problem);
+  }
+
+  end(): void {
+    if (this.#settled) return;
+    const reader = this.#reader;
+    reader.end();
+    const problem = reader.problem ?? (this.#count === 0 ? 'no_message' : this.#count > 1 ? 'extra_message' : undefined);
+    // A client's reset can look like an end first (node:http2 emits 'end' before 'aborted'): a
+    // request cut that way is nobody's to answer, nor a decision to log, so a refusal waits a
+    // turn to see which it was.
+    if (problem !== undefined) return void setImmediate(() => this.#guard(() => (this.res.writable ? this.#refuse(problem) : this.#settle())));
+    let response: Buffer | Promise<Buffer>;
+    try {
+      response = this.method.handle(this.#request!);
+    } catch (err) {
+      return this.#fail(statusOfError(err));
+    }
+    if (response instanceof Promise) {
+      response.then((r) => this.#guard(() => this.#answer(r)), (err: unknown) => this.#guard(() => this.#fail(statusOfError(err))));
+    } else {
+      this.#answer(response);
+    }
+  }
+
+  /**
+   * Runs a step outside the transport's own read (a timer, a promise): a throw there would end the
+   * process, so it ends this call instead (UNKNOWN, or nothing if it was answered) and is reported.
+   */
+  #guard(step: () => void): void {
+    try {
+      step();
+    } catch (err) {
+      this.ctx.onError(err);
       try {
-        response = method.handle(request!);
-      } catch (err) {
-        return fail(statusOfError(err));
+        this.#fail([GrpcStatus.UNKNOWN, 'the handler failed']);
+      } catch {
+        // the transport cannot write either: the client's timeout ends the call
       }
-      if (response instanceof Promise) response.then(answer, (err: unknown) => fail(statusOfError(err)));
-      else answer(response);
-    },
-    // Reset by the client (Envoy's timeout) or the connection lost: nothing to answer.
-    closed: () => void settle(),
-  };
+    }
+  }
+
+  /** Reset by the client (Envoy's timeout) or the connection lost: nothing to answer. */
+  closed(): void {
+    this.#settle();
+  }
+
+  #settle(): boolean {
+    if (this.#settled) return false;
+    this.#settled = true;
+    this.ctx.tracker.unaryDone();
+    return true;
+  }
+
+  #answer(response: Buffer): void {
+    if (this.#settle() && this.res.writable) this.res.sendUnary(response);
+  }
+
+  #fail([code, message]: [GrpcStatusCode, string]): void {
+    if (this.#settle() && this.res.writable) this.res.end(code, message);
+  }
+
+  #refuse(problem: RequestProblem): void {
+    let answer: Buffer | undefined;
+    try {
+      answer = this.method.unreadable?.(problem);
+    } catch (err) {
+      // Its own answer failed: the call fails alone, never the connection it shares with others.
+      this.ctx.onError(err);
+    }
+    if (answer !== undefined) this.#answer(answer);
+    else this.#fail(problemStatus(problem, this.ctx.limit));
+  }
 }
 
 function openStream(method: StreamMethod, res: ResponseStream, ctx: CallContext): RequestEvents {
@@ -187,7 +236,8 @@ function openStream(method: StreamMethod, res: ResponseStream, ctx: CallContext)
       ctx.onError(err);
     }
   };
-  const reader = new MessageReader(ctx.limit, (message) => guarded(() => listener.message(message)));
+  // Not after the call ended (a message handler may finish it with messages left in the chunk).
+  const reader = new MessageReader(ctx.limit, (message) => finished || guarded(() => listener.message(message)));
   return {
     data(chunk) {
       if (finished) return;

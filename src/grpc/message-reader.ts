@@ -2,9 +2,14 @@
  * gRPC's Length-Prefixed-Messages read from the DATA of one HTTP/2 stream, however its frames cut
  * them (grpc/grpc PROTOCOL-HTTP2.md: a Compressed-Flag byte, a 4-byte big-endian Message-Length,
  * the Message). A message that arrives within one chunk is handed on as a view of that chunk (no
- * copy: the common case, a CheckRequest in one DATA frame); one cut across chunks is copied once
- * into a buffer of its announced size, which is checked against the limit before anything is kept.
+ * copy: the common case, a CheckRequest in one DATA frame); one cut across chunks is copied into a
+ * buffer as it comes. Its announced size is checked against the limit first, and the buffer is
+ * reserved for at most INITIAL_BYTES of it, then grows (doubling) with the bytes that arrive: a
+ * 5-byte prefix that announces 40 MiB does not reserve 40 MiB.
  */
+
+/** A message up to this size (a 1 MiB body and its CheckRequest) is copied once, into a buffer of its size. */
+const INITIAL_BYTES = 1024 * 1024 + 64 * 1024;
 
 /** Why a stream's bytes are not a sequence of acceptable messages. */
 export type FramingProblem =
@@ -23,7 +28,8 @@ export class MessageReader {
   /** The prefix being read, when a chunk ended inside it. */
   #prefix: Buffer | undefined;
   #prefixFill = 0;
-  /** The message being read, when a chunk ended inside it. */
+  /** The message being read, when a chunk ended inside it: its announced length, and the bytes so far. */
+  #bodyLength = 0;
   #body: Buffer | undefined;
   #bodyFill = 0;
   #problem: FramingProblem | undefined;
@@ -47,11 +53,16 @@ export class MessageReader {
     let at = 0;
     while (at < chunk.length && this.#problem === undefined) {
       if (this.#body !== undefined) {
-        const n = Math.min(this.#body.length - this.#bodyFill, chunk.length - at);
+        const n = Math.min(this.#bodyLength - this.#bodyFill, chunk.length - at);
+        if (this.#bodyFill + n > this.#body.length) {
+          const grown = Buffer.allocUnsafe(Math.min(this.#bodyLength, Math.max(2 * this.#body.length, this.#bodyFill + n)));
+          this.#body.copy(grown, 0, 0, this.#bodyFill);
+          this.#body = grown;
+        }
         chunk.copy(this.#body, this.#bodyFill, at, at + n);
         this.#bodyFill += n;
         at += n;
-        if (this.#bodyFill === this.#body.length) {
+        if (this.#bodyFill === this.#bodyLength) {
           const message = this.#body;
           this.#body = undefined;
           this.#onMessage(message);
@@ -87,7 +98,8 @@ export class MessageReader {
         this.#onMessage(chunk.subarray(at, at + length));
         at += length;
       } else {
-        this.#body = Buffer.allocUnsafe(length);
+        this.#bodyLength = length;
+        this.#body = Buffer.allocUnsafe(Math.min(length, INITIAL_BYTES));
         this.#bodyFill = 0;
       }
     }

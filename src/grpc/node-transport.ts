@@ -18,41 +18,66 @@ class NodeResponse implements ResponseStream {
 
   constructor(readonly stream: http2.ServerHttp2Stream) {}
 
+  /**
+   * Not ended by us, nor reset by the client: a stream reset with NO_ERROR while it was still being
+   * read is `closed` but not yet `destroyed`, and `respond()` throws on it.
+   */
   get writable(): boolean {
-    return !this.#ended && !this.stream.destroyed;
+    return !this.#ended && !this.stream.destroyed && !this.stream.closed;
   }
 
   #respond(): void {
     if (this.stream.headersSent) return;
     this.stream.respond(OK_HEADERS, { waitForTrailers: true });
-    this.stream.once('wantTrailers', () => this.stream.sendTrailers(this.#trailers));
+    this.stream.once('wantTrailers', () => this.#safely(() => this.stream.sendTrailers(this.#trailers)));
   }
 
   send(message: Buffer): void {
-    this.#respond();
-    this.stream.write(frameMessage(message));
+    if (!this.writable) return;
+    this.#safely(() => {
+      this.#respond();
+      this.stream.write(frameMessage(message));
+    });
   }
 
   sendUnary(message: Buffer): void {
-    this.#respond();
+    if (!this.writable) return;
     this.#ended = true;
-    this.stream.end(frameMessage(message));
+    this.#safely(() => {
+      this.#respond();
+      this.stream.end(frameMessage(message));
+    });
   }
 
   end(code: GrpcStatusCode, message: string): void {
+    if (!this.writable) return;
     this.#ended = true;
-    if (this.stream.headersSent) {
-      this.#trailers = statusTrailers(code, message);
-      this.stream.end();
-    } else {
-      this.stream.respond({ ...OK_HEADERS, ...statusTrailers(code, message) }, { endStream: true });
-    }
+    this.#safely(() => {
+      if (this.stream.headersSent) {
+        this.#trailers = statusTrailers(code, message);
+        this.stream.end();
+      } else {
+        this.stream.respond({ ...OK_HEADERS, ...statusTrailers(code, message) }, { endStream: true });
+      }
+    });
   }
 
   refuse(httpStatus: number, text: string): void {
+    if (!this.writable) return;
     this.#ended = true;
-    this.stream.respond({ ':status': httpStatus, 'content-type': 'text/plain' });
-    this.stream.end(text);
+    this.#safely(() => {
+      this.stream.respond({ ':status': httpStatus, 'content-type': 'text/plain' });
+      this.stream.end(text);
+    });
+  }
+
+  /** node:http2 throws on a stream that closed between the check and the call: then nobody is listening. */
+  #safely(write: () => void): void {
+    try {
+      write();
+    } catch {
+      this.stream.destroy();
+    }
   }
 }
 
@@ -64,6 +89,9 @@ export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
   server.on('stream', (stream, headers) => {
     // A client's reset is an error event on the stream: routine, and seen by the call as 'close'.
     stream.on('error', ignore);
+    // HEADERS and a reset in one read: the stream is gone before this event ('stream' comes on a
+    // later tick); nothing to open.
+    if (stream.destroyed || stream.closed) return;
     const contentType = headers['content-type'];
     const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream));
     stream.on('data', (chunk: Buffer) => events.data(chunk));

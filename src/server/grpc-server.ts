@@ -1,7 +1,7 @@
 /**
  * The gRPC side: `envoy.service.auth.v3.Authorization/Check`, `grpc.health.v1.Health` and the
- * meter's ExternalProcessor on one port, served by src/grpc (node:http2 itself, not grpc-js's
- * server: see src/grpc/server.ts for why). Thin glue: every Check is answered with a normal
+ * meter's ExternalProcessor on one port, served by src/grpc (modelgate's own HTTP/2, or node:http2
+ * with `grpc.transport: node`; not grpc-js's server: src/grpc/server.ts says why). Thin glue: every Check is answered with a normal
  * CheckResponse, whatever its bytes (a denial is data, never a failed RPC, which a fail-open Envoy
  * would let through).
  */

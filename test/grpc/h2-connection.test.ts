@@ -4,94 +4,25 @@
  * right GOAWAY and never the server; what a client may legally do (padding, priority, interleaved
  * streams, a request cut into single bytes, tiny windows) is answered right.
  */
-import * as net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ERROR, FLAG, frame, FRAME, PREFACE, words } from '../../src/grpc/h2/frames';
-import { HpackDecoder, literalField } from '../../src/grpc/h2/hpack';
+import { literalField } from '../../src/grpc/h2/hpack';
 import { frameMessage } from '../../src/grpc/message-reader';
 import { startH2GrpcServer, type GrpcH2Server, type Method } from '../../src/grpc/server';
-
-interface Frame { type: number; flags: number; id: number; payload: Buffer }
-
-/** A hand-driven HTTP/2 client: sends what it is told, parses every frame it gets. */
-class RawClient {
-  readonly frames: Frame[] = [];
-  closed = false;
-  text = '';
-  #buf = Buffer.alloc(0);
-  readonly #decoder = new HpackDecoder();
-  private constructor(readonly socket: net.Socket) {
-    socket.on('data', (d: Buffer) => {
-      this.text += d.toString('latin1');
-      this.#buf = Buffer.concat([this.#buf, d]);
-      while (this.#buf.length >= 9) {
-        const len = this.#buf.readUIntBE(0, 3);
-        if (this.#buf.length < 9 + len) break;
-        this.frames.push({ type: this.#buf[3], flags: this.#buf[4], id: this.#buf.readUInt32BE(5) & 0x7fffffff, payload: this.#buf.subarray(9, 9 + len) });
-        this.#buf = this.#buf.subarray(9 + len);
-      }
-    });
-    socket.on('close', () => (this.closed = true));
-    socket.on('error', () => {});
-  }
-
-  static async connect(address: string, preface = true): Promise<RawClient> {
-    const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
-    const socket = net.connect(port, host);
-    await new Promise((r) => socket.once('connect', r));
-    const c = new RawClient(socket);
-    if (preface) c.send(Buffer.concat([PREFACE, frame(FRAME.SETTINGS, 0, 0)]));
-    return c;
-  }
-
-  send(bytes: Buffer): void {
-    this.socket.write(bytes);
-  }
-
-  async until(what: () => boolean, ms = 3000): Promise<void> {
-    const end = Date.now() + ms;
-    while (!what()) {
-      if (Date.now() > end) throw new Error('timed out waiting');
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  }
-
-  goAway(): { lastStreamId: number; code: number } | undefined {
-    const g = this.frames.find((f) => f.type === FRAME.GOAWAY);
-    return g && { lastStreamId: g.payload.readUInt32BE(0), code: g.payload.readUInt32BE(4) };
-  }
-
-  /** The answer on a stream: its header fields (headers then trailers) and its DATA. */
-  answer(id: number): { fields: Record<string, string>; data: Buffer; ended: boolean } {
-    const fields: Record<string, string> = {};
-    const data: Buffer[] = [];
-    let ended = false;
-    for (const f of this.frames.filter((x) => x.id === id)) {
-      if (f.type === FRAME.HEADERS) this.#decoder.decode(f.payload, (n, v) => (fields[n] = v));
-      if (f.type === FRAME.DATA) data.push(f.payload);
-      if ((f.type === FRAME.HEADERS || f.type === FRAME.DATA) && f.flags & FLAG.END_STREAM) ended = true;
-    }
-    return { fields, data: Buffer.concat(data), ended };
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
-}
-
-function requestHeaders(path = '/test.Echo/Unary'): Buffer {
-  return Buffer.concat([literalField(2, 'POST'), literalField(6, 'http'), literalField(4, path), literalField(1, 'x'), literalField(31, 'application/grpc'), literalField('te', 'trailers')]);
-}
+import { RawClient, requestHeaders } from '../support/raw-h2';
 
 const echo: Method = { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) };
+const release: (() => void)[] = [];
+const held: Method = { kind: 'unary', handle: (req) => new Promise<Buffer>((resolve) => release.push(() => resolve(req))) };
 const errors: Error[] = [];
 let server: GrpcH2Server;
 
 beforeAll(async () => {
   // Slow never answers: its stream stays half-closed (remote) for as long as a test needs.
+  // Held answers when the test releases it.
   const slow: Method = { kind: 'unary', handle: () => new Promise<Buffer>(() => {}) };
-  server = await startH2GrpcServer('127.0.0.1:0', new Map([['/test.Echo/Unary', echo], ['/test.Echo/Slow', slow]]), { maxReceiveMessageBytes: 1 << 20, onError: (e) => errors.push(e as Error) });
+  server = await startH2GrpcServer('127.0.0.1:0', new Map([['/test.Echo/Unary', echo], ['/test.Echo/Slow', slow], ['/test.Echo/Held', held]]), { maxReceiveMessageBytes: 1 << 20, onError: (e) => errors.push(e as Error) });
 });
 afterAll(() => server.drain(500));
 
@@ -220,6 +151,23 @@ describe('answers what a client may legally send', () => {
   });
 });
 
+describe('HPACK table size: a peer that lowers SETTINGS_HEADER_TABLE_SIZE', () => {
+  test('gets a Dynamic Table Size Update to 0 at the start of the first block written after it, and once only', async () => {
+    const c = await RawClient.connect(server.address, false);
+    c.send(Buffer.concat([PREFACE, frame(FRAME.SETTINGS, 0, 0, Buffer.from([0, 1, 0, 0, 0, 0]))]));
+    for (const id of [1, 3]) {
+      c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders()));
+      c.send(frame(FRAME.DATA, FLAG.END_STREAM, id, frameMessage(Buffer.from(`s${id}`))));
+      await c.until(() => c.answer(id).ended);
+    }
+    const blocks = c.frames.filter((f) => f.type === FRAME.HEADERS);
+    expect(blocks[0].payload[0]).toBe(0x20);
+    expect(blocks.slice(1).every((b) => b.payload[0] !== 0x20)).toBe(true);
+    expect(c.answer(3).data.subarray(5).toString()).toBe('echo:s3');
+    c.close();
+  });
+});
+
 describe('ends a connection that breaks the protocol with the right GOAWAY, and only that connection', () => {
   test.each<[string, () => Buffer, number]>([
     ['DATA on stream 0', () => frame(FRAME.DATA, 0, 0, Buffer.from('x')), ERROR.PROTOCOL_ERROR],
@@ -230,7 +178,9 @@ describe('ends a connection that breaks the protocol with the right GOAWAY, and 
     ['a CONTINUATION flood past 64 KiB', () => Buffer.concat([frame(FRAME.HEADERS, 0, 1, requestHeaders()), ...Array.from({ length: 5 }, () => frame(FRAME.CONTINUATION, 0, 1, Buffer.alloc(16_000, 0x82)))]), ERROR.ENHANCE_YOUR_CALM],
     ['a broken HPACK block', () => frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, Buffer.from([0x80])), ERROR.COMPRESSION_ERROR],
     ['PUSH_PROMISE from a client', () => frame(FRAME.PUSH_PROMISE, FLAG.END_HEADERS, 1, words(2)), ERROR.PROTOCOL_ERROR],
-    ['a PING of 7 octets', () => frame(FRAME.PING, 0, 0, Buffer.alloc(7)), ERROR.PROTOCOL_ERROR],
+    ['a PING of 7 octets', () => frame(FRAME.PING, 0, 0, Buffer.alloc(7)), ERROR.FRAME_SIZE_ERROR],
+    ['a RST_STREAM of 3 octets', () => Buffer.concat([frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')), frame(FRAME.RST_STREAM, 0, 1, Buffer.alloc(3))]), ERROR.FRAME_SIZE_ERROR],
+    ['65 empty CONTINUATION frames (a flood that adds no bytes)', () => Buffer.concat([frame(FRAME.HEADERS, 0, 1, requestHeaders()), ...Array.from({ length: 65 }, () => frame(FRAME.CONTINUATION, 0, 1))]), ERROR.ENHANCE_YOUR_CALM],
     ['SETTINGS with a window over 2^31-1', () => frame(FRAME.SETTINGS, 0, 0, Buffer.from([0, 4, 0x80, 0, 0, 0])), ERROR.FLOW_CONTROL_ERROR],
     ['a connection WINDOW_UPDATE of 0', () => frame(FRAME.WINDOW_UPDATE, 0, 0, words(0)), ERROR.PROTOCOL_ERROR],
     ['DATA after END_STREAM', () => Buffer.concat([frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')), frame(FRAME.DATA, FLAG.END_STREAM, 1, frameMessage(Buffer.from('x'))), frame(FRAME.DATA, 0, 1, Buffer.from('x'))]), ERROR.STREAM_CLOSED],
@@ -246,6 +196,13 @@ describe('ends a connection that breaks the protocol with the right GOAWAY, and 
     await bystander.until(() => bystander.answer(1).ended);
     expect(bystander.answer(1).data.subarray(5).toString()).toBe('echo:unaffected');
     bystander.close();
+  });
+
+  test('a first frame that is not SETTINGS ends the connection (RFC 9113 §3.4)', async () => {
+    const c = await RawClient.connect(server.address, false);
+    c.send(Buffer.concat([PREFACE, frame(FRAME.PING, 0, 0, Buffer.alloc(8))]));
+    await c.until(() => c.goAway() !== undefined && c.closed);
+    expect(c.goAway()!.code).toBe(ERROR.PROTOCOL_ERROR);
   });
 
   test('an HTTP/1.1 request gets a plain answer saying what the port speaks', async () => {
@@ -287,5 +244,40 @@ describe('ends a connection that breaks the protocol with the right GOAWAY, and 
     expect(answer.toString()).toBe('echo:after the noise');
     grpcClient.close();
     expect(errors.every((e) => /HTTP\/2 connection error|ECONNRESET|EPIPE/.test(e.message))).toBe(true);
+  });
+});
+
+describe('a drain (RFC 9113 §6.8, in two steps)', () => {
+  test('announces GOAWAY with the largest id and a PING; serves what the client sent meanwhile; names the last stream once the PING is back; ends when the calls are answered', async () => {
+    const s2 = await startH2GrpcServer('127.0.0.1:0', new Map([['/test.Echo/Unary', echo], ['/test.Echo/Held', held]]), { maxReceiveMessageBytes: 1 << 20 });
+    const c = await RawClient.connect(s2.address);
+    c.send(Buffer.concat([frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Held')), frame(FRAME.DATA, FLAG.END_STREAM, 1, frameMessage(Buffer.from('held')))]));
+    await c.until(() => release.length === 1);
+    const drained = s2.drain(5000);
+    await c.until(() => c.frames.some((f) => f.type === FRAME.PING));
+    const first = c.goAway()!;
+    expect(first).toEqual({ lastStreamId: 2 ** 31 - 1, code: ERROR.NO_ERROR });
+    // A stream sent before the client saw the GOAWAY is still served.
+    c.send(Buffer.concat([frame(FRAME.HEADERS, FLAG.END_HEADERS, 3, requestHeaders()), frame(FRAME.DATA, FLAG.END_STREAM, 3, frameMessage(Buffer.from('late')))]));
+    await c.until(() => c.answer(3).ended);
+    expect(c.answer(3).data.subarray(5).toString()).toBe('echo:late');
+    const ping = c.frames.find((f) => f.type === FRAME.PING)!;
+    c.send(frame(FRAME.PING, FLAG.ACK, 0, ping.payload));
+    await c.until(() => c.frames.filter((f) => f.type === FRAME.GOAWAY).length === 2);
+    expect(c.frames.filter((f) => f.type === FRAME.GOAWAY)[1].payload.readUInt32BE(0)).toBe(3);
+    expect(c.closed).toBe(false);
+    release.shift()!();
+    await c.until(() => c.answer(1).ended && c.closed);
+    expect(c.answer(1).data.subarray(5).toString()).toBe('held');
+    await drained;
+  });
+
+  test('closes a connection whose client preface never came, without a GOAWAY before its SETTINGS', async () => {
+    const s2 = await startH2GrpcServer('127.0.0.1:0', new Map([['/test.Echo/Unary', echo]]), { maxReceiveMessageBytes: 1 << 20 });
+    const c = await RawClient.connect(s2.address, false);
+    await new Promise((r) => setTimeout(r, 20));
+    await s2.drain(2000);
+    await c.until(() => c.closed);
+    expect(c.frames).toEqual([]);
   });
 });

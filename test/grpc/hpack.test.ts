@@ -79,6 +79,8 @@ describe('malformed blocks are HpackErrors (a connection error), never a throw o
     ['a table size update over the limit', '3f e2 1f'],
     ['a truncated integer', 'ff'],
     ['an integer too large', '0f ff ff ff ff 0f'],
+    ['an integer of zero continuation octets until its scale overflows (0 × Infinity = NaN)', `3f ${'80 '.repeat(147)}00`],
+    ['a string length of zero continuation octets', `40 7f ${'80 '.repeat(147)}00`],
     ['a truncated string', '40 05 61 62'],
     ['a missing string', '40'],
     ['Huffman padding that is not all ones', '04 81 00'],

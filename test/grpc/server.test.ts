@@ -9,6 +9,10 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startH2GrpcServer, type GrpcH2Server, type GrpcTransport, type Method } from '../../src/grpc/server';
 import { GrpcError, GrpcStatus } from '../../src/grpc/status';
+import { ERROR, FLAG, frame, FRAME, words } from '../../src/grpc/h2/frames';
+import { literalField } from '../../src/grpc/h2/hpack';
+import { frameMessage } from '../../src/grpc/message-reader';
+import { RawClient, requestHeaders } from '../support/raw-h2';
 
 const identity = { serialize: (b: Buffer) => b, deserialize: (b: Buffer) => b };
 const def = (path: string, requestStream = false, responseStream = false) => ({
@@ -155,6 +159,24 @@ describe.each<GrpcTransport>(['builtin', 'node'])('the %s transport', (transport
     expect(Date.now() - started).toBeLessThan(4000);
     await expect(unary(c2, 'Unary', Buffer.from('x'), { deadline: Date.now() + 500 })).rejects.toBeTruthy();
     c2.close();
+  });
+
+  test('a request and its reset in one read (Envoy timing out, a client going away) is dropped, and the server goes on', async () => {
+    const c = await RawClient.connect(server.address);
+    const text = Buffer.concat([literalField(2, 'POST'), literalField(6, 'http'), literalField(4, '/test.Echo/Unary'), literalField(1, 'x'), literalField(31, 'text/plain')]);
+    c.send(Buffer.concat([
+      frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Unary')), frame(FRAME.DATA, FLAG.END_STREAM, 1, frameMessage(Buffer.from('x'))), frame(FRAME.RST_STREAM, 0, 1, words(ERROR.NO_ERROR)),
+      frame(FRAME.HEADERS, FLAG.END_HEADERS, 3, requestHeaders('/test.Echo/Missing')), frame(FRAME.RST_STREAM, 0, 3, words(ERROR.CANCEL)),
+      frame(FRAME.HEADERS, FLAG.END_HEADERS, 5, requestHeaders('/test.Echo/Slow')), frame(FRAME.DATA, FLAG.END_STREAM, 5, frameMessage(Buffer.from('y'))), frame(FRAME.RST_STREAM, 0, 5, words(ERROR.NO_ERROR)),
+      frame(FRAME.HEADERS, FLAG.END_HEADERS, 7, text), frame(FRAME.RST_STREAM, 0, 7, words(ERROR.NO_ERROR)),
+      frame(FRAME.HEADERS, FLAG.END_HEADERS, 9, requestHeaders('/test.Echo/Unary')), frame(FRAME.DATA, 0, 9, frameMessage(Buffer.from('z')).subarray(0, 3)), frame(FRAME.RST_STREAM, 0, 9, words(ERROR.CANCEL)),
+    ]));
+    await new Promise((r) => setTimeout(r, 100));
+    for (const answer of slow) answer();
+    slow.clear();
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await unary(client, 'Unary', Buffer.from('after'))).toString()).toBe('echo:after');
+    c.close();
   });
 
   test('no connection-level error was reported while well-behaved clients talked to it', () => {

@@ -15,8 +15,12 @@
  * CONTINUATION, HPACK with its dynamic table. It is strict where a mistake could mix streams
  * (stream ids, header-block boundaries, HPACK state: any error there ends the connection with
  * GOAWAY) and lenient where only the peer could suffer (a peer sending past its window is not
- * cut off). Limits bound what one connection can hold: header blocks (64 KiB), concurrent streams,
- * unread output.
+ * cut off). Limits bound what one connection can hold: header blocks (64 KiB, 64 CONTINUATIONs),
+ * concurrent streams (2,048), unread output (64 MiB), a preface that never comes (10 s); a message's
+ * buffer grows with the bytes that arrive, not with the size it announces (../message-reader.ts).
+ * What it does not bound: how many connections, and how fast a client opens and resets streams
+ * (HTTP/2 "rapid reset"): the port is Envoy's alone (listen on loopback or a private address),
+ * and Envoy does neither.
  */
 import type { Socket } from 'node:net';
 import type { RequestEvents, ResponseStream } from '../call';
@@ -38,13 +42,21 @@ export interface ConnectionOptions {
 }
 
 /** Our settings (sent in the server preface). */
-const MAX_CONCURRENT_STREAMS = 10_000;
+/** Envoy's own default for an upstream connection is 1,024; a busier Envoy opens another connection. */
+const MAX_CONCURRENT_STREAMS = 2_048;
 /** Per-stream receive window: a 1 MiB request body arrives without waiting for a WINDOW_UPDATE. */
 const STREAM_WINDOW = 4 * 1024 * 1024;
 /** Connection receive window. */
 const CONNECTION_WINDOW = 16 * 1024 * 1024;
 /** Largest header block (compressed, CONTINUATIONs included) and header list we take. */
 const MAX_HEADER_BLOCK = 64 * 1024;
+/** CONTINUATION frames one header block may take (empty ones count: CVE-2024-27316's flood). */
+const MAX_CONTINUATIONS = 64;
+/** A connection whose client preface has not come by then is closed. */
+const PREFACE_TIMEOUT_MS = 10_000;
+/** Drain: how long the first GOAWAY (no stream refused yet) waits for its PING to come back. */
+const DRAIN_PING_TIMEOUT_MS = 1_000;
+const DRAIN_PING = Buffer.from('mg-drain');
 /** Output the peer has not read past this: it is not reading; the connection is closed. */
 const MAX_UNREAD_OUTPUT = 64 * 1024 * 1024;
 /** grpc-message is cut to this many characters (a header frame stays far below 16 KiB). */
@@ -89,7 +101,7 @@ class Stream implements ResponseStream {
   localEnded = false;
   headersSent = false;
   gone = false;
-  /** DATA waiting for flow-control window, and the trailers frame to follow it. */
+  /** DATA waiting for flow-control window, and the trailers' header block to follow it. */
   queued: Buffer[] = [];
   queuedTrailers: Buffer | undefined;
 
@@ -149,21 +161,29 @@ class Stream implements ResponseStream {
       conn.write(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, this.id, conn.headerBlock(Buffer.concat([RESPONSE_HEADERS, status, text]))));
       return conn.localEnd(this);
     }
-    this.queuedTrailers = frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, this.id, conn.headerBlock(code === GrpcStatus.OK && text === EMPTY ? OK_TRAILERS : Buffer.concat([status, text])));
+    // Framed when it is written (flushStream): an owed table size update must go in the first block written.
+    this.queuedTrailers = code === GrpcStatus.OK && text === EMPTY ? OK_TRAILERS : Buffer.concat([status, text]);
     this.localEnded = true;
     conn.flushStream(this);
   }
 
-  /** A plain HTTP answer (not gRPC at all: a wrong content-type). */
+  /** A plain HTTP answer (not gRPC at all: a wrong content-type); the text only if flow control has room for it. */
   refuse(httpStatus: number, text: string): void {
     if (!this.writable) return;
+    const conn = this.conn;
     this.headersSent = true;
     const body = Buffer.from(text, 'latin1');
-    this.conn.write(Buffer.concat([
-      frame(FRAME.HEADERS, FLAG.END_HEADERS, this.id, this.conn.headerBlock(Buffer.concat([literalField(STATIC_INDEX.status, String(httpStatus)), literalField(STATIC_INDEX.contentType, 'text/plain')]))),
-      frame(FRAME.DATA, FLAG.END_STREAM, this.id, body),
-    ]));
-    this.conn.localEnd(this);
+    const fits = body.length <= Math.min(this.sendWindow, conn.sendWindow, conn.peerMaxFrame);
+    const head = frame(FRAME.HEADERS, fits ? FLAG.END_HEADERS : FLAG.END_HEADERS | FLAG.END_STREAM, this.id,
+      conn.headerBlock(Buffer.concat([literalField(STATIC_INDEX.status, String(httpStatus)), literalField(STATIC_INDEX.contentType, 'text/plain')])));
+    if (fits) {
+      this.sendWindow -= body.length;
+      conn.sendWindow -= body.length;
+      conn.write(Buffer.concat([head, frame(FRAME.DATA, FLAG.END_STREAM, this.id, body)]));
+    } else {
+      conn.write(head);
+    }
+    conn.localEnd(this);
   }
 
   #headers(): void {
@@ -183,7 +203,7 @@ export class Connection {
   #pending: Buffer | undefined;
   #prefaceSeen = false;
   #lastStreamId = 0;
-  #continuation: { id: number; endStream: boolean; parts: Buffer[]; size: number } | undefined;
+  #continuation: { id: number; endStream: boolean; parts: Buffer[]; size: number; frames: number } | undefined;
   #recvUnacked = 0;
   /** The DATA frame being read: its stream (undefined: dropped), flags, length, what is left of it. */
   #dataStream: Stream | undefined;
@@ -196,10 +216,17 @@ export class Connection {
   #out: Buffer[] = [];
   #outBytes = 0;
   #flushQueued = false;
-  #goingAway = false;
+  /** Drain: 1 after the first GOAWAY (streams still accepted), 2 after the last (new ones refused). */
+  #drainPhase = 0;
+  #drainTimer: NodeJS.Timeout | undefined;
+  /** The socket is ended (or destroyed): nothing more is written. */
   #closed = false;
+  /** The first frame after the preface must be SETTINGS (RFC 9113 §3.4). */
+  #settingsSeen = false;
+  readonly #prefaceTimer: NodeJS.Timeout;
   /** A Dynamic Table Size Update owed to the peer's decoder (it lowered SETTINGS_HEADER_TABLE_SIZE). */
   #tableSizeUpdate: Buffer | undefined;
+  #tableSizeZero = false;
 
   peerInitialWindow = DEFAULT_WINDOW;
   peerMaxFrame = DEFAULT_MAX_FRAME;
@@ -209,6 +236,8 @@ export class Connection {
     this.#socket = socket;
     this.#opts = opts;
     socket.setNoDelay(true);
+    this.#prefaceTimer = setTimeout(() => this.#prefaceSeen || socket.destroy(), PREFACE_TIMEOUT_MS);
+    this.#prefaceTimer.unref();
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('error', (err) => opts.onError(err));
     socket.on('close', () => this.#onClose());
@@ -219,10 +248,26 @@ export class Connection {
     return this.#streams.size;
   }
 
-  /** Graceful close (drain): GOAWAY, no new streams, the socket ends once the open ones are done. */
+  /**
+   * Graceful close (drain), in two steps as RFC 9113 §6.8 advises: a GOAWAY with the largest stream
+   * id and a PING (streams the client sent meanwhile are still served), then, once the PING is back
+   * (or after a second), the GOAWAY naming the last stream served; the socket ends once those are
+   * done. A connection whose preface has not come is simply closed.
+   */
   goAway(): void {
-    if (this.#goingAway || this.#closed) return;
-    this.#goingAway = true;
+    if (this.#drainPhase > 0 || this.#closed) return;
+    if (!this.#prefaceSeen) return void this.#socket.destroy();
+    this.#drainPhase = 1;
+    this.write(frame(FRAME.GOAWAY, 0, 0, words(MAX_WINDOW, ERROR.NO_ERROR)));
+    this.write(frame(FRAME.PING, 0, 0, DRAIN_PING));
+    this.#drainTimer = setTimeout(() => this.#lastGoAway(), DRAIN_PING_TIMEOUT_MS);
+    this.#drainTimer.unref();
+  }
+
+  #lastGoAway(): void {
+    if (this.#drainPhase !== 1 || this.#closed) return;
+    clearTimeout(this.#drainTimer);
+    this.#drainPhase = 2;
     this.write(frame(FRAME.GOAWAY, 0, 0, words(this.#lastStreamId, ERROR.NO_ERROR)));
     if (this.#streams.size === 0) this.#endSocket();
   }
@@ -282,7 +327,7 @@ export class Connection {
     }
     this.#blocked.delete(s);
     if (s.queuedTrailers) {
-      this.write(s.queuedTrailers);
+      this.write(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, s.id, this.headerBlock(s.queuedTrailers)));
       s.queuedTrailers = undefined;
       this.localEnd(s);
     }
@@ -301,11 +346,12 @@ export class Connection {
     this.#streams.delete(s.id);
     this.#blocked.delete(s);
     s.events.closed();
-    if (this.#goingAway && this.#streams.size === 0) this.#endSocket();
+    if (this.#drainPhase === 2 && this.#streams.size === 0) this.#endSocket();
   }
 
   #endSocket(): void {
     this.#flush();
+    this.#closed = true;
     this.#socket.end();
   }
 
@@ -375,6 +421,10 @@ export class Connection {
       const type = buf[at + 3];
       const flags = buf[at + 4];
       const id = buf.readUInt32BE(at + 5) & 0x7fffffff;
+      if (!this.#settingsSeen) {
+        if (type !== FRAME.SETTINGS) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'the first frame is not SETTINGS');
+        this.#settingsSeen = true;
+      }
       if (type === FRAME.DATA) {
         at += HEADER_BYTES;
         this.#dataStart(flags, id, length);
@@ -455,7 +505,8 @@ export class Connection {
       case FRAME.HEADERS: return this.#headers(flags, id, payload);
       case FRAME.CONTINUATION: return this.#continue(flags, id, payload);
       case FRAME.RST_STREAM: {
-        if (id === 0 || payload.length !== 4) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a malformed RST_STREAM');
+        if (id === 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
+        if (payload.length !== 4) throw new ConnectionError(ERROR.FRAME_SIZE_ERROR, 'a RST_STREAM not of 4 octets');
         if (id > this.#lastStreamId) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
         const s = this.#streams.get(id);
         if (s) this.#close(s);
@@ -463,8 +514,10 @@ export class Connection {
       }
       case FRAME.SETTINGS: return this.#settings(flags, id, payload);
       case FRAME.PING: {
-        if (id !== 0 || payload.length !== 8) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a malformed PING');
+        if (id !== 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'PING on a stream');
+        if (payload.length !== 8) throw new ConnectionError(ERROR.FRAME_SIZE_ERROR, 'a PING not of 8 octets');
         if ((flags & FLAG.ACK) === 0) this.write(frame(FRAME.PING, FLAG.ACK, 0, payload));
+        else if (this.#drainPhase === 1 && payload.equals(DRAIN_PING)) this.#lastGoAway();
         return;
       }
       case FRAME.WINDOW_UPDATE: return this.#windowUpdate(id, payload);
@@ -498,13 +551,14 @@ export class Connection {
     const endStream = (flags & FLAG.END_STREAM) !== 0;
     if (flags & FLAG.END_HEADERS) return this.#headerBlock(id, endStream, block);
     if (block.length > MAX_HEADER_BLOCK) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, 'a header block over 64 KiB');
-    this.#continuation = { id, endStream, parts: [block], size: block.length };
+    this.#continuation = { id, endStream, parts: [block], size: block.length, frames: 0 };
   }
 
   #continue(flags: number, id: number, payload: Buffer): void {
     const c = this.#continuation;
     if (c === undefined || c.id !== id) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'an unexpected CONTINUATION');
-    c.parts.push(payload);
+    if (++c.frames > MAX_CONTINUATIONS) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, `a header block in over ${MAX_CONTINUATIONS} CONTINUATION frames`);
+    if (payload.length > 0) c.parts.push(payload);
     c.size += payload.length;
     if (c.size > MAX_HEADER_BLOCK) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, 'a header block over 64 KiB');
     if (flags & FLAG.END_HEADERS) {
@@ -534,7 +588,7 @@ export class Connection {
     if (id <= this.#lastStreamId) return;
     if (id % 2 === 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, `stream ${id} cannot be opened by the client`);
     this.#lastStreamId = id;
-    if (this.#goingAway || this.#streams.size >= MAX_CONCURRENT_STREAMS) {
+    if (this.#drainPhase === 2 || this.#streams.size >= MAX_CONCURRENT_STREAMS) {
       this.write(frame(FRAME.RST_STREAM, 0, id, words(ERROR.REFUSED_STREAM)));
       return;
     }
@@ -571,14 +625,21 @@ export class Connection {
         if (value > MAX_WINDOW) throw new ConnectionError(ERROR.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1');
         const delta = value - this.peerInitialWindow;
         this.peerInitialWindow = value;
-        for (const s of this.#streams.values()) s.sendWindow += delta;
+        for (const s of this.#streams.values()) {
+          s.sendWindow += delta;
+          if (s.sendWindow > MAX_WINDOW) throw new ConnectionError(ERROR.FLOW_CONTROL_ERROR, 'a stream window over 2^31-1');
+        }
       } else if (key === SETTING.MAX_FRAME_SIZE) {
         if (value < DEFAULT_MAX_FRAME || value > 16_777_215) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
         this.peerMaxFrame = value;
       } else if (key === SETTING.HEADER_TABLE_SIZE) {
         // Our blocks never add to the peer's table; a smaller limit still has to be acknowledged
-        // at the start of our next block (RFC 7541 §4.2), or a strict decoder refuses it.
-        if (value < 4096) this.#tableSizeUpdate = tableSizeUpdate(value);
+        // at the start of the next block we write (RFC 7541 §4.2), or a strict decoder (nghttp2)
+        // refuses it. 0 is below any limit it may set, now or later, and is owed once.
+        if (value < 4096 && !this.#tableSizeZero) {
+          this.#tableSizeZero = true;
+          this.#tableSizeUpdate = tableSizeUpdate(0);
+        }
       } else if (key === SETTING.ENABLE_PUSH && value > 1) {
         throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH not 0 or 1');
       }
@@ -642,6 +703,8 @@ export class Connection {
 
   #onClose(): void {
     this.#closed = true;
+    clearTimeout(this.#prefaceTimer);
+    clearTimeout(this.#drainTimer);
     this.#closeStreams();
     this.#opts.onClose();
   }

@@ -89,15 +89,17 @@ export class HpackDecoder {
     const mask = (1 << prefixBits) - 1;
     let value = buf[this.#pos++] & mask;
     if (value < mask) return value;
-    let scale = 1;
-    for (;;) {
+    // At most 4 continuation octets (28 bits): MAX_INTEGER needs fewer, and zero octets (0x80)
+    // cannot stretch an integer out until the scale overflows (0 × Infinity is NaN, which no
+    // comparison would catch).
+    for (let scale = 1; scale <= 2 ** 21; scale *= 128) {
       if (this.#pos >= buf.length) throw new HpackError('a truncated integer');
       const b = buf[this.#pos++];
       value += (b & 0x7f) * scale;
       if (value > MAX_INTEGER) throw new HpackError('an integer too large');
       if ((b & 0x80) === 0) return value;
-      scale *= 128;
     }
+    throw new HpackError('an integer too long');
   }
 
   #string(): string {
