@@ -59,13 +59,19 @@ export interface LoadSettings {
   readonly upstreamPid: number;
 }
 
+/**
+ * CPU seconds of a process tree: each process's own user + system time plus that of its children
+ * it has already reaped (cutime, cstime). A child that exits between two readings (a PostgreSQL
+ * backend, a LiteLLM worker) then moves its time into its parent's count instead of taking it
+ * out of the sum, so a difference of two readings of the same tree is never negative.
+ */
 function cpuOf(pids: readonly number[]): number {
   let s = 0;
   for (const pid of pids) {
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      s += (Number(f[11]) + Number(f[12])) / 100;
+      s += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
     } catch { /* exited */ }
   }
   return s;
@@ -132,9 +138,9 @@ export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu = {
     envoy: cpuOf([setup.envoy.pid]) - cpu0.envoy,
-    authz: cpuOf(authzPids) - cpu0.authz,
+    authz: cpuOf(setup.authz ? setup.authz.pids() : []) - cpu0.authz,
     upstream: cpuOf([s.upstreamPid]) - cpu0.upstream,
-    store: cpuOf(storePids) - cpu0.store,
+    store: cpuOf(setup.storePids ? setup.storePids() : []) - cpu0.store,
     client: 0,
   };
   const gw = coreSum(s.gatewayCpus) - gw0;
