@@ -126,21 +126,24 @@ export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<
   const resultFile = path.join(s.outDir, 'load-result.json');
   writeFileSync(specFile, JSON.stringify(spec));
   rmSync(resultFile, { force: true });
-  const authzPids = setup.authz ? setup.authz.pids() : [];
-  const storePids = setup.storePids ? setup.storePids() : [];
+  // The process trees are read at each end: a process started during the run counts whole.
+  const cpuNow = () => ({
+    envoy: cpuOf([setup.envoy.pid]), authz: cpuOf(setup.authz?.pids() ?? []), upstream: cpuOf([s.upstreamPid]), store: cpuOf(setup.storePids?.() ?? []),
+  });
   const dec0 = await decisions(setup.modelgateHttp);
   const counts0 = await envoyResponseCounts(setup.envoy.adminUrl);
-  const cpu0 = { envoy: cpuOf([setup.envoy.pid]), authz: cpuOf(authzPids), upstream: cpuOf([s.upstreamPid]), store: cpuOf(storePids) };
+  const cpu0 = cpuNow();
   const gw0 = coreSum(s.gatewayCpus);
   const ld0 = coreSum(s.loadCpus);
   const t0 = process.hrtime.bigint();
   await runProcess([path.join(s.root, 'dist/bench/e2e/load-process.js'), specFile, resultFile], s.loadCpus, s.root);
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu1 = cpuNow();
   const cpu = {
-    envoy: cpuOf([setup.envoy.pid]) - cpu0.envoy,
-    authz: cpuOf(setup.authz ? setup.authz.pids() : []) - cpu0.authz,
-    upstream: cpuOf([s.upstreamPid]) - cpu0.upstream,
-    store: cpuOf(setup.storePids ? setup.storePids() : []) - cpu0.store,
+    envoy: cpu1.envoy - cpu0.envoy,
+    authz: cpu1.authz - cpu0.authz,
+    upstream: cpu1.upstream - cpu0.upstream,
+    store: cpu1.store - cpu0.store,
     client: 0,
   };
   const gw = coreSum(s.gatewayCpus) - gw0;
