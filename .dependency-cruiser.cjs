@@ -67,6 +67,13 @@ module.exports = {
       to: { path: ['^src/(?!grpc/)', '(^|/)node_modules/'] },
     },
     {
+      name: 'demo-stands-alone',
+      severity: 'error',
+      comment: "The demo upstream stands in for a model provider: node built-ins, and the x-modelgate-* names it reads (src/check/headers.ts).",
+      from: { path: '^src/demo/' },
+      to: { path: ['^src/(?!demo/|check/headers\\.ts$)', '(^|/)node_modules/'] },
+    },
+    {
       name: 'server-below-cli',
       severity: 'error',
       comment: 'The CLI starts the servers; the servers know nothing of the command line.',

@@ -2,13 +2,16 @@
  * The folders of src/ keep to their import rules (.dependency-cruiser.cjs): no cycles, a Check path
  * without drivers, loggers or gRPC, stores and config below the servers and the CLI, commander
  * only in the CLI. The same rules run on a small synthetic tree that breaks each of them once, so
- * a rule that has quietly stopped matching fails here too.
+ * a rule that has quietly stopped matching fails here too. And each contract is written once
+ * (STYLE.md "One glue, one source per contract"): header names, hints, the emitter of decision lines.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import ts from 'typescript';
 import { afterAll, describe, expect, test } from 'vitest';
+import { REASONS } from '../src/check/reasons';
 
 const ROOT = join(__dirname, '..');
 const CONFIG = join(ROOT, '.dependency-cruiser.cjs');
@@ -59,6 +62,8 @@ describe('the rules fail on a tree that breaks them', () => {
     'src/grpc/uses-a-package.ts': "import { LRUCache } from 'lru-cache';\nexport const L = LRUCache;\n",
     'src/grpc/h2/frames.ts': "import { s } from '../knows-config';\nexport const f = s;\n",
     'test/demo.ts': 'export const DEMO = 1;\n',
+    'src/demo/upstream.ts': "import { HEADER } from '../check/headers';\nimport { m } from '../store/file';\nexport const u = [HEADER, m];\n",
+    'src/check/headers.ts': "export const HEADER = { reason: 'x' };\n",
   };
   for (const [file, text] of Object.entries(files)) {
     mkdirSync(dirname(join(dir, file)), { recursive: true });
@@ -87,6 +92,7 @@ describe('the rules fail on a tree that breaks them', () => {
     ['src-stands-alone', 'src/server/fixture.ts'],
     ['grpc-knows-only-node', 'src/grpc/knows-config.ts'],
     ['grpc-knows-only-node', 'src/grpc/uses-a-package.ts'],
+    ['demo-stands-alone', 'src/demo/upstream.ts'],
   ])('reports %s in %s', (rule, file) => {
     expect(r.output).toMatch(new RegExp(`error ${rule}: ${file.replace(/[.]/g, '\\.')}`));
   });
@@ -95,7 +101,71 @@ describe('the rules fail on a tree that breaks them', () => {
     expect(r.output).not.toMatch(/grpc-knows-only-node: src\/grpc\/h2\/frames\.ts/);
   });
 
+  test('accepts the demo upstream importing the header names', () => {
+    expect(r.output).not.toMatch(/demo-stands-alone: src\/demo\/upstream\.ts → src\/check\/headers\.ts/);
+  });
+
   test('accepts commander in src/cli', () => {
     expect(r.output).not.toMatch(/commander-only-in-cli: src\/cli\//);
+  });
+});
+
+/** Every string literal (template pieces too) of each TypeScript file under src/, comments left out. */
+function literalsOfSrc(): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const files = (readdirSync(join(ROOT, 'src'), { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'));
+  for (const file of files) {
+    const source = ts.createSourceFile(file, readFileSync(join(ROOT, 'src', file), 'utf8'), ts.ScriptTarget.Latest, true);
+    const found: string[] = [];
+    const visit = (node: ts.Node): void => {
+      if (ts.isStringLiteralLike(node) || ts.isTemplateLiteralToken(node) || ts.isRegularExpressionLiteral(node)) found.push(node.text);
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+    out.set(`src/${file}`, found);
+  }
+  return out;
+}
+
+/** Calls in src/ whose callee is `name` or `x.name`, by file. */
+function callsOf(names: readonly string[]): Map<string, ts.CallExpression[]> {
+  const out = new Map<string, ts.CallExpression[]>();
+  const files = (readdirSync(join(ROOT, 'src'), { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'));
+  for (const file of files) {
+    const source = ts.createSourceFile(file, readFileSync(join(ROOT, 'src', file), 'utf8'), ts.ScriptTarget.Latest, true);
+    const visit = (node: ts.Node): void => {
+      if (ts.isCallExpression(node)) {
+        const callee = ts.isPropertyAccessExpression(node.expression) ? node.expression.name.text : ts.isIdentifier(node.expression) ? node.expression.text : '';
+        if (names.includes(callee)) out.set(`src/${file}`, [...(out.get(`src/${file}`) ?? []), node]);
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return out;
+}
+
+describe('one source per contract', () => {
+  const literals = literalsOfSrc();
+
+  test('the x-modelgate-* header names are spelled only in src/check/headers.ts (prose may name them)', () => {
+    const spelled = [...literals].filter(([, texts]) => texts.some((t) => /^x-modelgate-[a-z-]*$/i.test(t))).map(([file]) => file);
+    expect(spelled).toEqual(['src/check/headers.ts']);
+  });
+
+  test('each fixed hint of the reason catalogue is written only there', () => {
+    const hints = Object.values(REASONS).flatMap((r) => Object.values(r.hints)).filter((h): h is string => typeof h === 'string');
+    expect(hints.length).toBeGreaterThan(20);
+    const elsewhere = [...literals].filter(([file]) => file !== 'src/check/reasons.ts').flatMap(([file, texts]) => texts.filter((t) => hints.includes(t)).map((t) => `${file}: ${t}`));
+    expect(elsewhere).toEqual([]);
+  });
+
+  test('decision lines have one emitter, src/check/pipeline.ts', () => {
+    const builders = callsOf(['decisionLine', 'lineFromShape', 'formatDecisionLine']);
+    expect([...builders.keys()].filter((f) => f !== 'src/check/decision-log.ts')).toEqual(['src/check/pipeline.ts']);
+    // A log call whose message is "decision" (or "catalog", the model lists' decision lines).
+    const logged = callsOf(['info', 'error', 'warn']);
+    const emitters = [...logged].filter(([, calls]) => calls.some((c) => c.arguments.some((a) => ts.isStringLiteralLike(a) && (a.text === 'decision' || a.text === 'catalog')))).map(([file]) => file);
+    expect(emitters).toEqual(['src/check/pipeline.ts']);
   });
 });

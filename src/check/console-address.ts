@@ -5,6 +5,7 @@
  * reload brings a new Config object), so a denial that names the console builds no extra text.
  */
 import type { Config } from '../config/load';
+import { HINTS } from './reasons';
 import { printable } from './safe-text';
 
 export interface ConsoleHints {
@@ -24,7 +25,7 @@ export function consoleHints(config: Config): ConsoleHints {
     const address = `${printable(config.gateway.publicBaseUrl ?? '{base_url}', 400)}/console/`;
     hints = {
       address,
-      keyUnknown: `no key matches: check that the whole key was copied from the console (${address}), and that it is a key for this gateway`,
+      keyUnknown: HINTS.key_unknown.noMatch(address),
     };
     byConfig.set(config, hints);
   }

@@ -12,7 +12,7 @@ import { lenientDecode, printable } from './safe-text';
 import { extractModel } from './extract-model';
 import { KEY_PREFIX, hashKey, isKeyBody } from './key-format';
 import { modelNotInGroupHint } from './model-hints';
-import { statusOf, type DenyReason } from './reasons';
+import { HINTS, type DenyReason } from './reasons';
 import type { RequestView } from './request-view';
 import { classify, endpointFor, type Route } from './routes';
 import type { Lookup } from '../store/cache';
@@ -25,7 +25,7 @@ export interface Lookups {
 }
 
 function deny(route: Route, reason: DenyReason, hint: string, extra?: Partial<Decision>): Decision {
-  return { allowed: false, reason, status: statusOf(reason), hint, route, ...extra };
+  return { allowed: false, reason, hint, route, ...extra };
 }
 
 /** Where a client lists its group's models, for hints. */
@@ -54,10 +54,10 @@ export function decide(view: RequestView, config: Config, lookups: Lookups, now:
   const route = classify(view.method, view.path, routes.altPrefix, typeof view.headers['anthropic-version'] === 'string');
 
   if (route.kind === 'unknown') {
-    const why = route.detail ?? (view.path === '' ? 'the request has no path' : 'no endpoint has this path');
-    return deny(route, 'path_unknown', `${why}: check the Base URL (no endpoint path in it, no repeated segment) and the prefix: /v1, /v1beta, ${routes.altPrefix}/v1 or ${routes.altPrefix}/v1beta`);
+    const why = route.detail ?? (view.path === '' ? HINTS.path_unknown.noPath : HINTS.path_unknown.noEndpoint);
+    return deny(route, 'path_unknown', HINTS.path_unknown.check(why, routes.altPrefix));
   }
-  if (route.kind === 'wrong_method') return deny(route, 'method_not_allowed', `this endpoint takes ${route.allow}, not ${printable(view.method, 16) || 'no method'}`);
+  if (route.kind === 'wrong_method') return deny(route, 'method_not_allowed', HINTS.method_not_allowed.check(route.allow, printable(view.method, 16)));
 
   const inUrl = findKeyInUrl(view, routes);
   if (inUrl) return deny(route, 'key_in_url', inUrl);
@@ -72,15 +72,15 @@ export function decide(view: RequestView, config: Config, lookups: Lookups, now:
 
 /** The key's own checks (seed §7: 401s), then the group. */
 function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: number, route: EndpointRoute, keyLookup: Lookup<KeyRecord>): MaybePromise<Decision> {
-  if (keyLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly');
+  if (keyLookup.status === 'unavailable') return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore);
   if (keyLookup.status === 'not_found') {
     return deny(route, 'key_unknown', consoleHints(config).keyUnknown, { stale: keyLookup.stale });
   }
   const key = keyLookup.value;
   const who = { keyId: key.id, group: key.group, stale: keyLookup.stale };
-  if (key.disabled) return deny(route, 'key_disabled', `the key ${JSON.stringify(key.id)} is disabled: ask for it to be enabled or use another key`, who);
+  if (key.disabled) return deny(route, 'key_disabled', HINTS.key_disabled.disabled(key.id), who);
   if (key.expiresAt !== null && key.expiresAt <= now) {
-    return deny(route, 'key_expired', `the key ${JSON.stringify(key.id)} expired at ${new Date(key.expiresAt).toISOString()}: use a current key`, who);
+    return deny(route, 'key_expired', HINTS.key_expired.expired(key.id, key.expiresAt), who);
   }
   return then(lookups.groups.get(key.group), (groupLookup) => decideForGroup(view, config, lookups, route, key, who, groupLookup));
 }
@@ -91,10 +91,10 @@ function decideForGroup(
   who: { keyId: string; group: string; stale: boolean }, groupLookup: Lookup<GroupRecord>,
 ): MaybePromise<Decision> {
   const routes = config.routes;
-  if (groupLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
-  if (groupLookup.status === 'not_found') return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(key.group)} no longer exists: bind the key to an existing group`, who);
+  if (groupLookup.status === 'unavailable') return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore, who);
+  if (groupLookup.status === 'not_found') return deny(route, 'group_unavailable', HINTS.group_unavailable.gone(key.group), who);
   const group = groupLookup.value;
-  if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console (${consoleHints(config).address})`, who);
+  if (!group.available) return deny(route, 'group_unavailable', HINTS.group_unavailable.marked(group.name, consoleHints(config).address), who);
 
   if (route.kind === 'models' && route.model === undefined) return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined);
 
@@ -116,21 +116,21 @@ function decideForGroup(
     // A key pasted into the model field must not come back in the hint or reach the log: a known
     // key, an issued key without its prefix, or anything holding the prefix.
     if (isKeyBody(requested) || requested.includes(KEY_PREFIX)) {
-      return deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model: requested, modelIsKey: true });
+      return deny(route, 'model_not_in_group', HINTS.model_not_in_group.holdsKey, { ...who, model: requested, modelIsKey: true });
     }
     return then(lookups.keys.get(hashKey(requested)), (asKey) => asKey.status === 'found'
-      ? deny(route, 'model_not_in_group', 'the model field holds an API key: send the key in its header and a model name as the model', { ...who, model: requested, modelIsKey: true })
+      ? deny(route, 'model_not_in_group', HINTS.model_not_in_group.holdsKey, { ...who, model: requested, modelIsKey: true })
       : deny(route, 'model_not_in_group', modelNotInGroupHint(requested, group, listPath(route, routes.altPrefix)), { ...who, model: requested }));
   }
   if (route.kind === 'protocol' && m.protocols !== null && !m.protocols.includes(route.style)) {
     const alt = route.alt ? routes.altPrefix : '';
     const where = m.protocols.map((p) => endpointFor(p, m.name, alt)).join(' or ');
-    return deny(route, 'model_wrong_protocol', `model ${JSON.stringify(model)} is not served on ${route.style}; use ${where}`, { ...who, model, modelKnown: true });
+    return deny(route, 'model_wrong_protocol', HINTS.model_wrong_protocol.otherStyle(model, route.style, where), { ...who, model, modelKnown: true });
   }
-  if (!m.available) return deny(route, 'model_unavailable', `model ${JSON.stringify(model)} is unavailable right now (its channel is down): retry later or use another model of the group`, { ...who, model, modelKnown: true });
+  if (!m.available) return deny(route, 'model_unavailable', HINTS.model_unavailable.channelDown(model), { ...who, model, modelKnown: true });
   // Finite and positive, or denied: a NaN balance (PostgreSQL numeric accepts 'NaN') fails `<= 0` too (issue 14).
   if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
-    return deny(route, 'balance_insufficient', `the key's balance is ${amountText(key.balance)}: top it up before using models`, { ...who, model, modelKnown: true });
+    return deny(route, 'balance_insufficient', HINTS.balance_insufficient.notPositive(amountText(key.balance)), { ...who, model, modelKnown: true });
   }
   return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model);
 }
@@ -157,13 +157,13 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
   }
   // Each is one lookup: a query cannot make a Check cost more than a few.
   if (candidates.length > MAX_QUERY_KEY_CANDIDATES) {
-    return deny(route, 'key_in_url', `the query has ${candidates.length} long values that could each be a key (at most ${MAX_QUERY_KEY_CANDIDATES} are checked); keys never go in the URL: shorten the query`, who);
+    return deny(route, 'key_in_url', HINTS.key_in_url.tooManyValues(candidates.length, MAX_QUERY_KEY_CANDIDATES), who);
   }
   const next = (i: number): MaybePromise<Decision> => {
     if (i === candidates.length) return allow(view, routes, route, key, who.stale, model);
     return then(lookups.keys.get(hashKey(candidates[i])), (found) => {
-      if (found.status === 'found') return deny(route, 'key_in_url', 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header', who);
-      if (found.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
+      if (found.status === 'found') return deny(route, 'key_in_url', HINTS.key_in_url.query, who);
+      if (found.status === 'unavailable') return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore, who);
       return next(i + 1);
     });
   };
@@ -172,41 +172,40 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
 
 function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined): Decision {
   const d: Decision = model === undefined
-    ? { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale, balance: key.balance }
-    : { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale, balance: key.balance };
+    ? { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, group: key.group, stale, balance: key.balance }
+    : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale, balance: key.balance };
   // Parameters named like a key with an empty value: Envoy removes them (only then: a removal
   // makes Envoy re-serialise the whole query).
   const removeQuery = view.query === '' ? undefined : emptyKeyParams(view.query, routes);
   return removeQuery ? { ...d, removeQuery } : d;
 }
 
-/** The same words as Envoy's own 413 (src/envoy/render.ts local replies): the client cannot tell which answered. */
 /** An amount (a balance, a cost) as a decimal in a hint, never in exponent form (-6e-7 reads as -0.0000006); NaN and Infinity as they are. */
 export const amountText = (n: number): string => (Number.isFinite(n) ? (n === 0 ? 0 : n).toLocaleString('en-US', { maximumFractionDigits: 12, useGrouping: false }) : String(n));
 
-const tooLarge = (config: Config): string => `the request body is over the gateway's limit of ${config.gateway.maxRequestBytes} bytes: send a smaller body`;
+const tooLarge = (config: Config): string => HINTS.body_too_large.overLimit(config.gateway.maxRequestBytes);
 
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
 function readModel(view: RequestView, maxDepth: number, config: Config): { model: string } | { reason: DenyReason; hint: string } {
   const type = view.headers['content-type'];
   if (type !== undefined && type !== 'application/json' && !isJsonUtf8(type)) {
-    return { reason: 'content_type_unsupported', hint: `the body must be JSON in UTF-8: send Content-Type: application/json (not ${JSON.stringify(printable(type, 48))}), as other content types or charsets can make the provider read another model` };
+    return { reason: 'content_type_unsupported', hint: HINTS.content_type_unsupported.notJson(printable(type, 48)) };
   }
   const encoding = view.headers['content-encoding'];
   if (encoding && encoding.toLowerCase() !== 'identity') {
-    return { reason: 'body_invalid', hint: `the body is compressed (content-encoding ${JSON.stringify(printable(encoding, 24))}): send plain JSON` };
+    return { reason: 'body_invalid', hint: HINTS.body_invalid.compressed(printable(encoding, 24)) };
   }
   if (view.partialBody) return { reason: 'body_too_large', hint: tooLarge(config) };
-  if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: 'the request body is empty: send a JSON object with a "model" field' };
+  if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: HINTS.body_invalid.empty };
   const r = extractModel(view.body, maxDepth);
   if (r.ok) {
-    return r.model === '' ? { reason: 'model_missing', hint: 'the "model" field is empty: name a model of the key\'s group' } : { model: r.model };
+    return r.model === '' ? { reason: 'model_missing', hint: HINTS.model_missing.empty } : { model: r.model };
   }
   switch (r.problem) {
-    case 'model_absent': return { reason: 'model_missing', hint: 'the JSON body has no "model" field: add "model": "<model name>"' };
-    case 'model_not_string': return { reason: 'model_missing', hint: `the "model" field must be a string: ${r.detail}` };
-    case 'model_case': return { reason: 'body_invalid', hint: `${r.detail}: send the model only as "model"` };
-    default: return { reason: 'body_invalid', hint: `the body is not a usable JSON object: ${r.detail}` };
+    case 'model_absent': return { reason: 'model_missing', hint: HINTS.model_missing.absent };
+    case 'model_not_string': return { reason: 'model_missing', hint: HINTS.model_missing.notString(r.detail) };
+    case 'model_case': return { reason: 'body_invalid', hint: HINTS.body_invalid.modelCase(r.detail) };
+    default: return { reason: 'body_invalid', hint: HINTS.body_invalid.unusable(r.detail) };
   }
 }
 

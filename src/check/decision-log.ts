@@ -5,6 +5,7 @@
  * a model that is somebody's key (decide.ts checks) is not logged at all, nor is the path holding it.
  */
 import type { Decision } from './decision';
+import { statusOf } from './reasons';
 import type { RequestView } from './request-view';
 import { lenientDecode, printable, printableRequestId } from './safe-text';
 
@@ -68,7 +69,7 @@ export function decisionShape(d: Decision, view: RequestView): Omit<DecisionLine
   const model = d.model === undefined || d.modelIsKey ? undefined : d.modelKnown ? d.model : printable(d.model, 128);
   const line: Omit<DecisionLine, 'requestId' | 'durUs'> = {
     decision: d.allowed ? 'allow' : 'deny',
-    status: d.status,
+    status: statusOf(d.reason),
     reason: d.reason,
     style: d.route.style,
     method: printable(view.method, 16),

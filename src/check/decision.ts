@@ -1,11 +1,18 @@
-/** The plain result of deciding one request: what the write stage and the log line are built from. */
+/**
+ * The plain result of deciding one request: what the write stage and the log line are built from.
+ * It has no status of its own: the status is the reason's (reasons.ts statusOf).
+ */
 import type { Reason } from './reasons';
 import type { Route } from './routes';
 
 export interface Decision {
   readonly allowed: boolean;
   readonly reason: Reason;
-  readonly status: number;
+  /**
+   * @deprecated Never read: the status is `statusOf(reason)`. Accepted (as `unknown`, so that no
+   * reader can use it as a number) only while meter/admission.ts still sets it.
+   */
+  readonly status?: unknown;
   /** One line of printable ASCII for the client; never contains a key. '' when allowed. */
   readonly hint: string;
   readonly route: Route;

@@ -6,7 +6,7 @@
 import type { Config } from '../config/load';
 import { KEY_LENGTH, KEY_PREFIX, checksumMatches, containsKeyBody, hasIssuedShape, isCompleteKey } from './key-format';
 import type { RequestView } from './request-view';
-import type { DenyReason } from './reasons';
+import { HINTS, type DenyReason } from './reasons';
 import type { KeySource } from './routes';
 import { lenientDecode, printable } from './safe-text';
 
@@ -50,20 +50,20 @@ function describe(header: string): string {
  * named like a key (`routes.queryKeyParams`).
  */
 export function findKeyInUrl(view: RequestView, routes: Config['routes']): string | undefined {
-  if (hasKey(view.path) || hasKey(lenientDecode(view.path))) return 'a key is in the URL path; send it only in a header';
+  if (hasKey(view.path) || hasKey(lenientDecode(view.path))) return HINTS.key_in_url.path;
   if (view.query === '') return undefined;
   for (const part of view.query.split('&')) {
     const eq = part.indexOf('=');
     const name = lenientDecode(eq === -1 ? part : part.slice(0, eq), true).toLowerCase();
     const value = eq === -1 ? '' : lenientDecode(part.slice(eq + 1), true);
     // A key pasted as the parameter's name (`?sk-mg-...`) is never echoed, not even in part.
-    if (hasKey(name)) return 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header';
+    if (hasKey(name)) return HINTS.key_in_url.query;
     if ((routes.queryKeyParams.includes(name) && value !== '') || hasKey(value)) {
-      return `a key is in the URL (query parameter ${JSON.stringify(printable(name, 32))}); keys never go in the URL: remove it and send the key in a header`;
+      return HINTS.key_in_url.queryParameter(printable(name, 32));
     }
   }
   // Split over several parameters, or hidden by '&' or '=' inside an escape.
-  if (hasKey(lenientDecode(view.query, true))) return 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header';
+  if (hasKey(lenientDecode(view.query, true))) return HINTS.key_in_url.query;
   return undefined;
 }
 
@@ -100,7 +100,7 @@ export function extractKey(view: RequestView, names: readonly string[], otherNam
     }
     if (!r.ok) return r;
     if (found && found.key !== r.key) {
-      return { ok: false, reason: 'key_conflict', hint: `two different keys were sent, in ${found.header} and ${header}; send one key in one header` };
+      return { ok: false, reason: 'key_conflict', hint: HINTS.key_conflict.twoKeys(found.header, header) };
     }
     found ??= { key: r.key, header };
   }
@@ -111,42 +111,40 @@ export function extractKey(view: RequestView, names: readonly string[], otherNam
   return {
     ok: false,
     reason: 'key_missing',
-    hint: elsewhere
-      ? `this route reads the key from ${want}; it was sent in ${elsewhere}, which this route does not read`
-      : `no key: send it in the header ${want}`,
+    hint: elsewhere ? HINTS.key_missing.elsewhere(want, elsewhere) : HINTS.key_missing.none(want),
   };
 }
 
 function fromAuthorization(raw: string): KeyExtraction | { ok: true; key: string } {
   const value = trimOws(raw);
-  if (value === '') return { ok: false, reason: 'key_missing', hint: 'the Authorization header is empty: send Authorization: Bearer <key>' };
+  if (value === '') return { ok: false, reason: 'key_missing', hint: HINTS.key_missing.authorizationEmpty };
   if (value.includes(',')) return repeated('authorization');
   const space = value.indexOf(' ');
   const scheme = space === -1 ? value : value.slice(0, space);
   if (!(space === 6 && value.startsWith('Bearer')) && scheme.toLowerCase() !== 'bearer') {
-    if (space === -1) return { ok: false, reason: 'key_malformed', hint: 'the Authorization header has no "Bearer " before the key: send Authorization: Bearer <key>' };
+    if (space === -1) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.noBearer };
     // The word before the space may be the key itself (`<key> extra`): name only known schemes.
     const named = KNOWN_SCHEMES.has(scheme.toLowerCase()) ? `, not ${JSON.stringify(scheme)}` : '';
-    return { ok: false, reason: 'key_malformed', hint: `the Authorization scheme must be Bearer${named}: send Authorization: Bearer <key>` };
+    return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.scheme(named) };
   }
-  if (space === -1) return { ok: false, reason: 'key_missing', hint: 'the Authorization header has "Bearer" but no key after it' };
+  if (space === -1) return { ok: false, reason: 'key_missing', hint: HINTS.key_missing.bearerWithoutKey };
   const token = value.charCodeAt(space + 1) === 0x20 ? value.slice(space + 1).replace(/^ +/, '') : value.slice(space + 1);
-  if (token === '') return { ok: false, reason: 'key_missing', hint: 'the Authorization header has "Bearer" but no key after it' };
+  if (token === '') return { ok: false, reason: 'key_missing', hint: HINTS.key_missing.bearerWithoutKey };
   return checkToken(token, 'authorization');
 }
 
 function fromRawHeader(raw: string, header: string): KeyExtraction | { ok: true; key: string } {
   const value = trimOws(raw);
-  if (value === '') return { ok: false, reason: 'key_missing', hint: `the ${header} header is empty: paste the whole key into it` };
+  if (value === '') return { ok: false, reason: 'key_missing', hint: HINTS.key_missing.headerEmpty(header) };
   if (value.includes(',')) return repeated(header);
   if (/^bearer\s/i.test(value)) {
-    return { ok: false, reason: 'key_malformed', hint: `"Bearer " belongs only in the Authorization header: put the key alone in ${header}` };
+    return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.bearerInHeader(header) };
   }
   return checkToken(value, header);
 }
 
 function repeated(header: string): KeyExtraction {
-  return { ok: false, reason: 'key_malformed', hint: `the ${header} header was sent more than once or holds a comma: send it once with one key` };
+  return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.repeated(header) };
 }
 
 /**
@@ -158,26 +156,20 @@ function checkToken(token: string, header: string, whereText?: string): KeyExtra
   // The usual case first: exactly an issued key, which passes every shape check below but the checksum.
   if (hasIssuedShape(token) && checksumMatches(token)) return { ok: true, key: token };
   const where = whereText ?? `in ${header}`;
-  if (token.length > MAX_KEY_LENGTH) return { ok: false, reason: 'key_malformed', hint: `the value ${where} is ${token.length} characters long; a key has at most ${MAX_KEY_LENGTH}` };
-  if (QUOTES.test(token)) return { ok: false, reason: 'key_malformed', hint: `the key ${where} has quotes around or in it: paste the key without quotes` };
-  if (/^bearer([\s:=_-]|$)/i.test(token)) {
-    // Seed §5.5. Hints stay printable ASCII (they become a header value), so no '§' in them.
-    return { ok: false, reason: 'key_malformed', hint: `"Bearer" was pasted into the key ${where}: in an API Key box paste the key alone` };
-  }
-  if (/\s/.test(token)) return { ok: false, reason: 'key_malformed', hint: `the key ${where} contains a space or line break: paste it whole, without spaces` };
+  if (token.length > MAX_KEY_LENGTH) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.tooLong(where, token.length, MAX_KEY_LENGTH) };
+  if (QUOTES.test(token)) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.quotes(where) };
+  if (/^bearer([\s:=_-]|$)/i.test(token)) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.bearerInKey(where) };
+  if (/\s/.test(token)) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.space(where) };
   if (!KEY_CHARS.test(token)) {
     const at = [...token].findIndex((ch) => !/[A-Za-z0-9\-._~+/:=]/.test(ch));
-    return { ok: false, reason: 'key_malformed', hint: `the key ${where} has a character that no key contains (at position ${at + 1}): paste the key exactly as issued` };
+    return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.character(where, at + 1) };
   }
   if (token.startsWith(KEY_PREFIX)) {
     if (!BASE62.test(token.slice(KEY_PREFIX.length))) {
-      return { ok: false, reason: 'key_malformed', hint: `the key ${where} has a character that no ${KEY_PREFIX} key contains: paste the key exactly as issued` };
+      return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.prefixedCharacter(where) };
     }
-    if (token.length !== KEY_LENGTH) {
-      const how = token.length < KEY_LENGTH ? 'it was cut when copied' : 'extra characters were added';
-      return { ok: false, reason: 'key_incomplete', hint: `the key ${where} has ${token.length} characters; a ${KEY_PREFIX} key has ${KEY_LENGTH}: ${how}` };
-    }
-    if (!isCompleteKey(token)) return { ok: false, reason: 'key_incomplete', hint: `the key ${where} fails its checksum: a character was mistyped or changed; copy the whole key again` };
+    if (token.length !== KEY_LENGTH) return { ok: false, reason: 'key_incomplete', hint: HINTS.key_incomplete.length(where, token.length) };
+    if (!isCompleteKey(token)) return { ok: false, reason: 'key_incomplete', hint: HINTS.key_incomplete.checksum(where) };
   }
   return { ok: true, key: token };
 }
@@ -189,9 +181,9 @@ function checkToken(token: string, header: string, whereText?: string): KeyExtra
  */
 export function checkPastedKey(value: string): KeyExtraction {
   const token = trimOws(value);
-  if (token === '') return { ok: false, reason: 'key_missing', hint: 'no key: paste the whole key' };
+  if (token === '') return { ok: false, reason: 'key_missing', hint: HINTS.key_missing.pastedNone };
   if (/^bearer([\s:=_-]|$)/i.test(token) && !QUOTES.test(token)) {
-    return { ok: false, reason: 'key_malformed', hint: 'the key you pasted starts with "Bearer": paste the key without "Bearer " (Bearer is written only in hand-built HTTP headers)' };
+    return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.pastedBearer };
   }
   const r = checkToken(token, 'key', 'you pasted');
   return r.ok ? { ok: true, key: r.key, header: 'key' } : r;

@@ -4,6 +4,7 @@
  * (5) availability. Suggestions come only from the key's own group: a hint never reveals another
  * group's models.
  */
+import { HINTS } from './reasons';
 import { printable } from './safe-text';
 import type { GroupRecord } from '../store/store';
 
@@ -32,10 +33,10 @@ export function suggestModel(model: string, group: GroupRecord): ModelSuggestion
 export function modelNotInGroupHint(model: string, group: GroupRecord, listPath: string): string {
   const shown = JSON.stringify(printable(model));
   const s = suggestModel(model, group);
-  if (s?.why === 'spaces') return `the model name ${shown} has leading or trailing spaces: use ${JSON.stringify(s.name)}`;
-  if (s?.why === 'case') return `model names are case-sensitive: did you mean ${JSON.stringify(s.name)} instead of ${shown}?`;
-  if (s?.why === 'typo') return `the key's group has no model ${shown}: did you mean ${JSON.stringify(s.name)}?`;
-  return `the key's group ${JSON.stringify(group.name)} does not include model ${shown}: check that the key is bound to the right group and the model name is exact; list the group's models with GET ${listPath}`;
+  if (s?.why === 'spaces') return HINTS.model_not_in_group.spaces(shown, s.name);
+  if (s?.why === 'case') return HINTS.model_not_in_group.case(shown, s.name);
+  if (s?.why === 'typo') return HINTS.model_not_in_group.typo(shown, s.name);
+  return HINTS.model_not_in_group.notInGroup(group.name, shown, listPath);
 }
 
 /** The closest name within a small edit distance (Damerau-Levenshtein, optimal string alignment). */

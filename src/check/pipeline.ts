@@ -1,7 +1,9 @@
 /**
- * The Check path after the read (read-request.ts): decide -> write CheckResponse, then one log
- * line and the metrics. Always resolves to a CheckResponse: an unexpected failure becomes a 503
- * internal_error denial (fail closed), never a failed RPC.
+ * The Check path, whole: the bytes of a CheckRequest -> read (read-request.ts) -> decide
+ * (decide.ts, then the meter's admission) -> write the CheckResponse (response-encoder.ts) -> one
+ * log line and the metrics. Always answers with a CheckResponse: bytes that are not a CheckRequest,
+ * and any unexpected failure, become a 503 denial (fail closed), never a failed RPC. This module is
+ * the only emitter of decision lines, the model lists' included (`logServed`).
  *
  * It knows no logging or metrics library: CheckLogger and CheckMetrics below are all it needs
  * (pino's Logger and server/metrics.ts's Metrics satisfy them as they are).
@@ -10,8 +12,9 @@ import type { Config } from '../config/load';
 import { decide, type Lookups, type MaybePromise } from './decide';
 import type { Decision } from './decision';
 import { decisionLine, decisionShape, lineFromShape, shapeText } from './decision-log';
+import { decodeCheckRequest, requestHeaderFilter, type HeaderFilter } from './read-request';
 import { printableRequestId } from './safe-text';
-import { statusOf } from './reasons';
+import { HINTS, statusOf } from './reasons';
 import type { RequestView } from './request-view';
 import type { ResponseEncoder } from './response-encoder';
 import { classify } from './routes';
@@ -61,7 +64,7 @@ export type Admission = (decision: Decision, view: RequestView, config: Config) 
 function failedDecision(err: unknown, view: RequestView, config: Config, logger: CheckLogger): Decision {
   logger.error({ err: err instanceof Error ? err.message : String(err) }, 'decision failed; denying (fail closed)');
   const route = classify(view.method, view.path, config.routes.altPrefix, false);
-  return { allowed: false, reason: 'internal_error', status: statusOf('internal_error'), hint: 'the authorization service failed to decide; retry shortly', route };
+  return { allowed: false, reason: 'internal_error', hint: HINTS.internal_error.failed, route };
 }
 
 /** Decides a view, never throwing: a failure inside (sync or async) becomes a fail-closed internal_error. */
@@ -115,28 +118,102 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
     if (!log) deps.logger.info(decisionLine(decision, view, durUs), 'decision');
     else if (log.enabled()) log.write(lineFromShape(shapeFor(bytes, decision, view, log.bindings), Date.now(), printableRequestId(view.requestId), durUs));
   }
-  deps.metrics?.countDecision(decision.status, decision.reason);
+  deps.metrics?.countDecision(statusOf(decision.reason), decision.reason);
   deps.metrics?.observeCheckSeconds(durUs / 1e6);
   return bytes;
 }
 
 /**
- * The Check path, to the serialised CheckResponse that gRPC sends. Returns it itself when the
- * decision needed no store round trip (cached key and group: no promise, no microtask, no
- * closure), a promise otherwise. `started` is `performance.now()` when the request bytes were
- * taken, so the logged duration includes the read.
+ * A Check call whose bytes are not one CheckRequest message (src/grpc reads the framing and names
+ * the problem: its RequestProblem, which server/grpc-server.ts checks is this same list).
  */
-export function createPipeline(deps: PipelineDeps): (view: RequestView, started: number) => MaybePromise<Buffer> {
+export type UnreadableRequest = 'too_large' | 'compressed' | 'truncated' | 'no_message' | 'extra_message';
+
+/** The Check path as the gRPC handler and the model lists use it. */
+export interface CheckPipeline {
+  /**
+   * The bytes of one CheckRequest (undecodable ones too: a denial) to the serialised
+   * CheckResponse: the bytes themselves when the decision needed no store round trip (cached key
+   * and group: no promise, no microtask, no closure), a promise otherwise. Never throws by design;
+   * `failClosed` is the answer if it does.
+   */
+  check(request: Buffer): MaybePromise<Buffer>;
+  /** The answer when `check` threw or rejected after all: deny (internal_error). */
+  failClosed(err: unknown): Buffer;
+  /** The answer to a call whose bytes are not one CheckRequest (cut, compressed, too large): deny. */
+  unreadable(problem: UnreadableRequest): Buffer;
+  /** Builds what a config needs (the header filter) before it is swapped in: a reload fails here, not in a Check. */
+  prepare(config: Config): void;
+  /** Decides a request read elsewhere (the model lists on the HTTP listener), never throwing. */
+  decide(view: RequestView): MaybePromise<Decision>;
+  /**
+   * Logs the decision of a request answered elsewhere (the model lists: msg `catalog`). `started`
+   * is `performance.now()` when the request came in.
+   */
+  logServed(decision: Decision, view: RequestView, started: number): void;
+}
+
+/** The decision of a Check that could not be read or decided: no request, so no route of its own. */
+function undecided(reason: 'internal_error' | 'check_request_malformed', hint: string, config: Config): Decision {
+  return { allowed: false, reason, hint, route: classify('', '', config.routes.altPrefix, false) };
+}
+
+export function createPipeline(deps: PipelineDeps): CheckPipeline {
   const now = deps.now ?? Date.now;
   const admit = deps.admit;
-  return function check(view, started) {
+  const filters = new WeakMap<Config, HeaderFilter>();
+  const filterOf = (config: Config): HeaderFilter => {
+    let f = filters.get(config);
+    if (f === undefined) filters.set(config, (f = requestHeaderFilter(config.routes)));
+    return f;
+  };
+  // The last config's filter, without a map lookup per Check.
+  let lastConfig: Config | undefined;
+  let lastFilter: HeaderFilter | undefined;
+
+  /** Bytes that could not be read, or a Check that failed outside the decision: one error line. */
+  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): Buffer => {
     const config = deps.config();
+    const status = statusOf(reason);
+    deps.logger.error({ decision: 'deny', status, reason, hint }, 'decision');
+    deps.metrics?.countDecision(status, reason);
+    return deps.encoder.encode(undecided(reason, hint, config), config);
+  };
+
+  const decideView = (view: RequestView, config: Config): MaybePromise<Decision> => {
     let decided = decideSafely(view, config, deps.lookups, now(), deps.logger);
     if (admit !== undefined) {
       decided = decided instanceof Promise
         ? decided.then((d) => admitSafely(admit, d, view, config, deps.logger))
         : admitSafely(admit, decided, view, config, deps.logger);
     }
-    return decided instanceof Promise ? decided.then((d) => finish(deps, config, view, started, d)) : finish(deps, config, view, started, decided);
+    return decided;
+  };
+
+  return {
+    check(request) {
+      const started = performance.now();
+      const config = deps.config();
+      if (config !== lastConfig) {
+        lastFilter = filterOf(config);
+        lastConfig = config;
+      }
+      const view = decodeCheckRequest(request, lastFilter!);
+      if (view === undefined) return denyUndecided('check_request_malformed', HINTS.check_request_malformed.undecodable);
+      const decided = decideView(view, config);
+      return decided instanceof Promise ? decided.then((d) => finish(deps, config, view, started, d)) : finish(deps, config, view, started, decided);
+    },
+    failClosed: () => denyUndecided('internal_error', HINTS.internal_error.failed),
+    unreadable(problem) {
+      const hints = HINTS.check_request_malformed;
+      return denyUndecided('check_request_malformed', problem === 'too_large' ? hints.too_large(deps.config().grpc.maxReceiveMessageBytes) : hints[problem]);
+    },
+    prepare(config) {
+      filterOf(config);
+    },
+    decide: (view) => decideSafely(view, deps.config(), deps.lookups, now(), deps.logger),
+    logServed(decision, view, started) {
+      deps.logger.info(decisionLine(decision, view, Math.round((performance.now() - started) * 1000)), 'catalog');
+    },
   };
 }

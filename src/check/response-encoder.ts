@@ -9,6 +9,7 @@ import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/Chec
 import { allowPlan, writeCheckResponse, type AllowPlan } from './write-response';
 import type { Config } from '../config/load';
 import type { Decision } from './decision';
+import type { Route } from './routes';
 import { logPath } from './decision-log';
 
 export type Serialize = (response: CheckResponse) => Buffer;
@@ -24,16 +25,56 @@ interface PerConfig {
   allowedCount: number;
 }
 
+/** Every field name of any kind of Route. */
+type FieldOfAny<T> = T extends unknown ? keyof T : never;
+type RouteField = FieldOfAny<Route>;
+
 /**
- * Everything writeCheckResponse reads from a decision, and the path (logged through the metadata):
- * a fixed endpoint's path by its route's number (routes.ts fixedId: a short key on the hot path),
- * any other path as it is. '\0' cannot occur in any of them but the path, which comes last.
+ * How each field of a Decision enters the cache key: `key` (as it is), a projection of it, or
+ * `unwritten` (writeCheckResponse never reads it, which test/check/response-encoder.test.ts
+ * checks). The type names every field of Decision and of Route: a field added there does not
+ * compile until it is placed here, so the cache cannot return bytes built without it.
+ */
+const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | ((d: Decision) => string) } = {
+  allowed: 'key',
+  reason: 'key',
+  status: 'unwritten', // statusOf(reason)
+  hint: 'key',
+  route: (d) => {
+    let out = '';
+    for (const f of ROUTE_FIELDS) out += `${text((d.route as Partial<Record<RouteField, unknown>>)[f])}\0`;
+    return out;
+  },
+  keyId: 'key',
+  group: 'key',
+  // Written only when it is one of the group's (a model that is a key never enters the cache key).
+  model: (d) => (d.modelKnown ? text(d.model) : ''),
+  modelKnown: 'key',
+  modelIsKey: 'key',
+  stale: 'unwritten', // the log line only
+  balance: 'unwritten', // the meter's admission only
+  removeQuery: (d) => (d.removeQuery ? d.removeQuery.join('&') : ''),
+};
+const ROUTE_KEY: { readonly [F in RouteField]-?: 'key' } = { kind: 'key', style: 'key', family: 'key', keys: 'key', alt: 'key', model: 'key', fixedId: 'key', allow: 'key', detail: 'key' };
+const ROUTE_FIELDS = Object.keys(ROUTE_KEY) as RouteField[];
+const KEYED = (Object.entries(DECISION_KEY) as [keyof Decision, (typeof DECISION_KEY)[keyof Decision]][]).filter(([, how]) => how !== 'unwritten');
+
+/** Decision fields the response never carries (for the test that checks it). */
+export const UNWRITTEN_FIELDS = (Object.keys(DECISION_KEY) as (keyof Decision)[]).filter((f) => DECISION_KEY[f] === 'unwritten');
+
+const text = (v: unknown): string => (v === undefined ? '' : String(v));
+
+/**
+ * The cache key of a decision's response: every written field of the decision (DECISION_KEY), then
+ * the path (logged through the metadata): a fixed endpoint's path by its route's number (routes.ts
+ * fixedId: one per path), any other path as it is. '\0' cannot occur in any field but the path,
+ * which comes last.
  */
 function responseKey(d: Decision, path: string): string {
+  let out = '';
+  for (const [field, how] of KEYED) out += `${how === 'key' ? text(d[field]) : (how as (d: Decision) => string)(d)}\0`;
   const r = d.route;
-  const where = (r.kind === 'protocol' || r.kind === 'models') && r.fixedId !== undefined ? r.fixedId : `/${path}`;
-  const rare = d.modelIsKey || d.removeQuery ? `${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}` : '';
-  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${d.modelKnown ? d.model : ''}\0${d.hint}\0${rare}\0${where}`;
+  return (r.kind === 'protocol' || r.kind === 'models') && r.fixedId !== undefined ? out : `${out}/${path}`;
 }
 
 export class ResponseEncoder {

@@ -1,9 +1,11 @@
 /**
- * Classifies a request (`:method`, path without query) into one of the spec's endpoints (seed §4.2)
- * under the root or the alternate prefix. Pure; the route table itself is Envoy's (envoy/envoy.yaml);
- * this is the service's own, fail-closed view of it.
+ * Classifies a request (`:method`, path without query) into one of the spec's endpoints (seed §4.2,
+ * endpoints.ts) under the root or the alternate prefix. Pure; Envoy's route table is rendered from
+ * the same endpoint list (envoy/render-routes.ts); this is the service's own, fail-closed view of it.
  */
 import type { Protocol } from '../store/store';
+import { ENDPOINTS, MODEL, hasModel, type Endpoint } from './endpoints';
+import { HINTS } from './reasons';
 
 /** Error body shape the client's SDK parses. */
 export type Family = 'openai' | 'anthropic' | 'gemini';
@@ -16,26 +18,33 @@ export type Route =
   | { readonly kind: 'wrong_method'; readonly style: 'unknown'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly allow: string }
   | { readonly kind: 'unknown'; readonly style: 'unknown'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly detail?: string };
 
-/** Gemini-style methods on /v1beta/models/{model}:{method}. */
-export const GENERATIVE_METHODS: ReadonlySet<string> = new Set(['generateContent', 'streamGenerateContent', 'countTokens', 'embedContent', 'batchEmbedContents']);
-
-const V1_POST: Readonly<Record<string, Protocol>> = {
-  '/v1/chat/completions': 'chat',
-  '/v1/responses': 'responses',
-  '/v1/embeddings': 'embeddings',
-  '/v1/messages': 'messages',
-  '/v1/messages/count_tokens': 'messages',
-};
-
-/** Canonical endpoint of each protocol style, for hints. */
-export function endpointFor(style: Protocol, model: string, alt: string): string {
-  switch (style) {
-    case 'chat': return `POST ${alt}/v1/chat/completions`;
-    case 'responses': return `POST ${alt}/v1/responses`;
-    case 'embeddings': return `POST ${alt}/v1/embeddings`;
-    case 'messages': return `POST ${alt}/v1/messages`;
-    case 'generative': return `POST ${alt}/v1beta/models/${model}:generateContent`;
+/** The endpoints without a model in the path, by path. */
+const FIXED_PATHS: ReadonlyMap<string, Endpoint> = new Map(ENDPOINTS.filter((e) => !hasModel(e)).map((e) => [e.path, e]));
+/** The paths before `{model}` (`/v1beta/models/`), each with its endpoint by id (GET) and by generative method. */
+const MODEL_PATHS: ReadonlyMap<string, { readonly byId?: Endpoint; readonly byMethod: ReadonlyMap<string, Endpoint> }> = (() => {
+  const out = new Map<string, { byId?: Endpoint; byMethod: Map<string, Endpoint> }>();
+  for (const e of ENDPOINTS.filter(hasModel)) {
+    const before = e.path.slice(0, e.path.indexOf(MODEL));
+    let entry = out.get(before);
+    if (!entry) out.set(before, (entry = { byMethod: new Map() }));
+    if (e.modelMethods) for (const m of e.modelMethods) entry.byMethod.set(m, e);
+    else entry.byId = e;
   }
+  return out;
+})();
+
+/** Canonical endpoint of each protocol style (the table's first of that style), for hints. */
+export function endpointFor(style: Protocol, model: string, alt: string): string {
+  const e = ENDPOINTS.find((x) => x.style === style)!;
+  const path = e.modelMethods ? `${e.path.replace(MODEL, model)}:${e.modelMethods[0]}` : e.path;
+  return `${e.method} ${alt}${path}`;
+}
+
+/** What a request for an endpoint with this method is: the endpoint's route, or a 405. */
+function routeTo(e: Endpoint, method: string, base: { family: Family; keys: KeySource; alt: boolean }, model?: string): Route {
+  if (method !== e.method) return { kind: 'wrong_method', style: 'unknown', allow: e.method, ...base };
+  const withModel = model === undefined ? base : { model, ...base };
+  return e.style === 'models' ? { kind: 'models', style: 'models', ...withModel } : { kind: 'protocol', style: e.style, ...withModel };
 }
 
 /**
@@ -61,6 +70,12 @@ export function classify(method: string, path: string, altPrefix: string, anthro
 
 const FIXED = new Map<string, Route>();
 
+/** The error shape a client of this path (after the prefix) parses: Gemini's under /v1beta, Anthropic's for messages. */
+export function familyOf(rest: string, anthropicVersion: boolean): Family {
+  if (rest === '/v1beta' || rest.startsWith('/v1beta/')) return 'gemini';
+  return rest.startsWith('/v1/messages') || anthropicVersion ? 'anthropic' : 'openai';
+}
+
 function classifyNew(method: string, path: string, altPrefix: string, anthropicVersion: boolean): Route {
   let rest = path;
   let alt = false;
@@ -68,31 +83,29 @@ function classifyNew(method: string, path: string, altPrefix: string, anthropicV
     rest = path.slice(altPrefix.length);
     alt = true;
   }
-  const gemini = rest === '/v1beta' || rest.startsWith('/v1beta/');
-  const family: Family = gemini ? 'gemini' : rest.startsWith('/v1/messages') || anthropicVersion ? 'anthropic' : 'openai';
+  const family = familyOf(rest, anthropicVersion);
+  const gemini = family === 'gemini';
   const keys: KeySource = gemini ? (alt ? 'both' : 'vendor') : 'bearer';
   const base = { family, keys, alt };
 
-  const style = V1_POST[rest];
-  if (style) return method === 'POST' ? { kind: 'protocol', style, ...base } : { kind: 'wrong_method', style: 'unknown', allow: 'POST', ...base };
+  const fixed = FIXED_PATHS.get(rest);
+  if (fixed) return routeTo(fixed, method, base);
 
-  if (rest === '/v1/models' || rest === '/v1beta/models') {
-    return method === 'GET' ? { kind: 'models', style: 'models', ...base } : { kind: 'wrong_method', style: 'unknown', allow: 'GET', ...base };
-  }
-
-  if (rest.startsWith('/v1/models/') || rest.startsWith('/v1beta/models/')) {
-    const tail = rest.slice(rest.indexOf('/models/') + 8);
+  for (const [before, byModel] of MODEL_PATHS) {
+    if (!rest.startsWith(before)) continue;
+    const tail = rest.slice(before.length);
     const colon = tail.lastIndexOf(':');
     // The model is one path segment (as in a model lookup below); `/models/a/b:generateContent` is no endpoint.
-    if (gemini && colon > 0 && !tail.slice(0, colon).includes('/') && GENERATIVE_METHODS.has(tail.slice(colon + 1))) {
+    const byMethod = colon > 0 && !tail.slice(0, colon).includes('/') ? byModel.byMethod.get(tail.slice(colon + 1)) : undefined;
+    if (byMethod) {
       const model = decodeSegment(tail.slice(0, colon));
-      if (model === undefined) return { kind: 'unknown', style: 'unknown', detail: 'the model name in the path is not valid percent-encoding', ...base };
-      return method === 'POST' ? { kind: 'protocol', style: 'generative', model, ...base } : { kind: 'wrong_method', style: 'unknown', allow: 'POST', ...base };
+      if (model === undefined) return { kind: 'unknown', style: 'unknown', detail: HINTS.path_unknown.badModelEscape, ...base };
+      return routeTo(byMethod, method, base, model);
     }
-    if (colon === -1 && tail.length > 0 && !tail.includes('/')) {
+    if (byModel.byId && colon === -1 && tail.length > 0 && !tail.includes('/')) {
       const model = decodeSegment(tail);
-      if (model === undefined) return { kind: 'unknown', style: 'unknown', detail: 'the model name in the path is not valid percent-encoding', ...base };
-      return method === 'GET' ? { kind: 'models', style: 'models', model, ...base } : { kind: 'wrong_method', style: 'unknown', allow: 'GET', ...base };
+      if (model === undefined) return { kind: 'unknown', style: 'unknown', detail: HINTS.path_unknown.badModelEscape, ...base };
+      return routeTo(byModel.byId, method, base, model);
     }
   }
   return { kind: 'unknown', style: 'unknown', ...base };

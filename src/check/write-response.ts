@@ -13,19 +13,13 @@ import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/H
 import type { Config } from '../config/load';
 import type { Decision } from './decision';
 import { errorBody } from './error-body';
+import { HEADER } from './headers';
 import { keyHeaders } from './extract-key';
+import { statusOf } from './reasons';
 import { PROTOCOLS, type Protocol } from '../store/store';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
 const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14, 504: 4 };
-
-export const HEADER = {
-  reason: 'x-modelgate-reason',
-  hint: 'x-modelgate-hint',
-  keyId: 'x-modelgate-key-id',
-  group: 'x-modelgate-group',
-  model: 'x-modelgate-model',
-} as const;
 
 function header(key: string, value: string): HeaderValueOption {
   return { header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
@@ -107,9 +101,9 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
   }
   const denial = denialParts(d);
   return {
-    status: { code: GRPC_CODE[d.status] ?? 7, message: d.reason },
+    status: { code: GRPC_CODE[denial.status] ?? 7, message: d.reason },
     denied_response: {
-      status: { code: d.status as never },
+      status: { code: denial.status as never },
       headers: denial.headers.map(([k, v]) => header(k, v)),
       body: denial.body,
     },
@@ -119,12 +113,13 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
 
 /** Status, headers and body of a denial: the same for Envoy's local reply and the catalog's own HTTP answer. */
 export function denialParts(d: Decision): { status: number; headers: [string, string][]; body: string } {
+  const status = statusOf(d.reason);
   const headers: [string, string][] = [
     ['content-type', 'application/json'],
     [HEADER.reason, d.reason],
     [HEADER.hint, d.hint],
   ];
-  if (d.status === 401) headers.push(['www-authenticate', challenge(d)]);
+  if (status === 401) headers.push(['www-authenticate', challenge(d)]);
   if (d.route.kind === 'wrong_method') headers.push(['allow', d.route.allow]);
-  return { status: d.status, headers, body: errorBody(d.route.family, d.status, d.reason, d.hint) };
+  return { status, headers, body: errorBody(d.route.family, status, d.reason, d.hint) };
 }

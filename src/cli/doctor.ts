@@ -12,13 +12,13 @@
  */
 import { Command } from 'commander';
 import { checkPastedKey } from '../check/extract-key';
+import { HEADER } from '../check/headers';
 import { KEY_PREFIX } from '../check/key-format';
 import { printable } from '../check/safe-text';
 import type { Config } from '../config/load';
 import type { ConsoleAccess } from '../console/access';
 import { CLIENT_KINDS, clientKind, keyHeaderOf, modelSegment, type ClientKind } from '../console/client-kinds';
 import { doctorKeyFromAccess, runDoctor, type DoctorKey, type DoctorReport } from '../console/doctor';
-import { CONSOLE_KEY_HEADER } from '../console/http-handler';
 import { CliError, once, usageError } from './errors';
 import type { CliRun } from './io';
 
@@ -143,7 +143,7 @@ async function sendShortRequest(baseUrl: string, kind: ClientKind, model: string
   const shown = printable(url.split('?')[0], 200);
   try {
     const r = await fetchJson(url, { method, headers, body });
-    return { method, url: shown, status: r.status, reason: r.headers.get('x-modelgate-reason') ?? undefined, hint: r.headers.get('x-modelgate-hint') ?? undefined };
+    return { method, url: shown, status: r.status, reason: r.headers.get(HEADER.reason) ?? undefined, hint: r.headers.get(HEADER.hint) ?? undefined };
   } catch (err) {
     return { method, url: shown, status: 0, error: err instanceof Error ? err.message : String(err) };
   }
@@ -208,7 +208,7 @@ export function doctorCommand(run: CliRun): Command {
       if (!shape.ok) doctorKey = { ok: false, reason: shape.reason, hint: shape.hint };
       else if (!found) doctorKey = { ok: false, reason: 'key_unknown', hint: 'not checked: the key is sent only to a gateway whose console answers' };
       else {
-        const r = await fetchJson(`${found.root}/console/api/access`, { method: 'POST', headers: { [CONSOLE_KEY_HEADER]: encodeURIComponent(shape.key) } }).catch((err: Error) => {
+        const r = await fetchJson(`${found.root}/console/api/access`, { method: 'POST', headers: { [HEADER.consoleKey]: encodeURIComponent(shape.key) } }).catch((err: Error) => {
           throw new CliError(`the console at ${found.root}/console/ did not answer: ${err.message}`);
         });
         const e = (r.data as { error?: { reason: string; hint: string } } | undefined)?.error;

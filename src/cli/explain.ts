@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { Command } from 'commander';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
+import { HEADER } from '../check/headers';
 import { buildCheckRequest, type HttpRequestLine } from '../envoy/check-request';
 import { authPackageDefinition, authorizationClient } from '../envoy/protos';
 import { CliError, once, usageError } from './errors';
@@ -32,12 +33,13 @@ function statusNumber(code: unknown): string {
   return String(def.type?.value?.find((v) => v.name === code)?.number ?? code);
 }
 
-const SHOWN_AS_IS = /^(x-modelgate-|content-type$|www-authenticate$|allow$)/;
+/** Headers whose values are shown: modelgate's own and the denial's plain ones (anything else may be a credential). */
+const SHOWN_AS_IS: ReadonlySet<string> = new Set([...Object.values(HEADER), 'content-type', 'www-authenticate', 'allow']);
 
 /** Renders a CheckResponse for people (what Envoy would do with the request). */
 export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output): string {
   const out: string[] = [];
-  const show = (k: string, v: string): string => (SHOWN_AS_IS.test(k) ? `${k}: ${v}` : `${k}: <set, ${v.length} characters, not shown>`);
+  const show = (k: string, v: string): string => (SHOWN_AS_IS.has(k) ? `${k}: ${v}` : `${k}: <set, ${v.length} characters, not shown>`);
   const meta = Object.fromEntries(Object.entries(res.dynamic_metadata?.fields ?? {}).map(([k, v]) => [k, v.stringValue ?? '']));
   if (!res.status?.code) {
     const ok = res.ok_response;
@@ -48,8 +50,8 @@ export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output
   } else {
     const denied = res.denied_response;
     const headers = Object.fromEntries((denied?.headers ?? []).map((h) => [h.header?.key ?? '', h.header?.value ?? '']));
-    out.push(`${line.method} ${line.path.split('?')[0]} -> DENY ${statusNumber(denied?.status?.code)} ${headers['x-modelgate-reason'] ?? ''}`);
-    out.push(`  hint: ${headers['x-modelgate-hint'] ?? ''}`);
+    out.push(`${line.method} ${line.path.split('?')[0]} -> DENY ${statusNumber(denied?.status?.code)} ${headers[HEADER.reason] ?? ''}`);
+    out.push(`  hint: ${headers[HEADER.hint] ?? ''}`);
     for (const h of denied?.headers ?? []) out.push(`  response header ${show(h.header?.key ?? '', h.header?.value ?? '')}`);
     out.push(`  body: ${denied?.body ?? ''}`);
   }

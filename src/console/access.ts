@@ -14,7 +14,7 @@ import type { Lookups } from '../check/decide';
 import { offeredModels } from '../check/group-models';
 import { hashKey } from '../check/key-format';
 import { decideSafely, type CheckLogger } from '../check/pipeline';
-import { statusOf, type Reason } from '../check/reasons';
+import { HINTS, statusOf, type Reason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import { endpointFor, type Family } from '../check/routes';
 import type { Config } from '../config/load';
@@ -83,11 +83,11 @@ export async function signIn(pasted: string, deps: AccessDeps, base: string): Pr
   if (!d.allowed && d.reason !== 'group_unavailable') return fail(d.reason, d.hint, d.keyId);
 
   const found = await deps.lookups.keys.get(hashKey(key));
-  if (found.status === 'unavailable') return fail('store_unavailable', 'the key store cannot answer right now; retry shortly');
-  if (found.status === 'not_found') return fail('key_unknown', 'the key was removed just now; use a current key');
+  if (found.status === 'unavailable') return fail('store_unavailable', HINTS.store_unavailable.keyStore);
+  if (found.status === 'not_found') return fail('key_unknown', HINTS.key_unknown.removed);
   const record = found.value;
   const g = await deps.lookups.groups.get(record.group);
-  if (g.status === 'unavailable') return fail('store_unavailable', 'the key store cannot answer right now; retry shortly', record.id);
+  if (g.status === 'unavailable') return fail('store_unavailable', HINTS.store_unavailable.keyStore, record.id);
   const group = g.status === 'found' ? g.value : undefined;
   return {
     ok: true,

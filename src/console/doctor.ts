@@ -17,6 +17,7 @@
  */
 import { findKeyInUrl } from '../check/extract-key';
 import { suggestModel } from '../check/model-hints';
+import { ENDPOINTS, GENERATIVE_METHODS, MODEL } from '../check/endpoints';
 import { classify, endpointFor } from '../check/routes';
 import { printable } from '../check/safe-text';
 import type { Config } from '../config/load';
@@ -121,8 +122,9 @@ const showPath = (p: string): string => show(p.split('/').map((seg) => (seg.leng
 /** A path, without dot segments or doubled slashes, without a trailing slash ('' for the root). */
 const trimPath = (p: string): string => normalizedPath(p).replace(/\/+$/, '');
 
-/** Segments only an endpoint path has: a Base URL that holds one is rule 1's classic mistake. */
-const ENDPOINT_SEGMENT = /^(chat|completions|responses|embeddings|messages|count_tokens|models)$|:(generateContent|streamGenerateContent|countTokens|embedContent|batchEmbedContents)$/;
+/** Segments only an endpoint path has (past its version): a Base URL that holds one is rule 1's classic mistake. */
+const ENDPOINT_WORDS: ReadonlySet<string> = new Set(ENDPOINTS.flatMap((e) => e.path.split('/').slice(2).filter((seg) => seg !== MODEL)));
+const isEndpointSegment = (seg: string): boolean => ENDPOINT_WORDS.has(seg) || (seg.includes(':') && GENERATIVE_METHODS.has(seg.slice(seg.lastIndexOf(':') + 1)));
 
 function parseUrl(text: string): URL | undefined {
   try {
@@ -156,7 +158,7 @@ const RULES: readonly Rule[] = [
         return FAIL(keyInIt ? 'the Base URL has a query string with a key in it: keys never go in a URL (§5 rule 4)' : 'the Base URL has a query string (?...) or a fragment (#...)', set);
       }
       const segments = s.rest.split('/').filter((x) => x !== '');
-      const at = segments.findIndex((x) => ENDPOINT_SEGMENT.test(x));
+      const at = segments.findIndex(isEndpointSegment);
       if (at !== -1) {
         const tail = `/${segments.slice(at).join('/')}`;
         return FAIL(`the Base URL holds an endpoint path, ${JSON.stringify(showPath(tail))}; a Base URL ends before /chat/completions, /responses, /embeddings, /messages or /models, and the client appends it itself`, set,

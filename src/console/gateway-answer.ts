@@ -6,6 +6,7 @@
  * a wrong Base URL gets (404 path_repeated, prefix_wrong, ...) without sending anything, and the
  * end-to-end tests check its predictions against the real Envoy.
  */
+import { HEADER } from '../check/headers';
 import { renderRoutes } from '../envoy/render-routes';
 
 export interface GatewayAnswer {
@@ -49,8 +50,8 @@ function matcherOf(route: Obj): Matcher {
     ? {
       route: route.name as string,
       status: direct.status as number,
-      reason: headers.find((h) => h.key === 'x-modelgate-reason')?.value,
-      hint: headers.find((h) => h.key === 'x-modelgate-hint')?.value,
+      reason: headers.find((h) => h.key === HEADER.reason)?.value,
+      hint: headers.find((h) => h.key === HEADER.hint)?.value,
     }
     : { route: route.name as string, cluster: (route.route as Obj).cluster as string };
   return { name: route.name as string, method, test, answer };

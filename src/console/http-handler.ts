@@ -16,6 +16,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Lookups } from '../check/decide';
+import { HEADER } from '../check/headers';
 import { hashKey } from '../check/key-format';
 import type { CheckLogger } from '../check/pipeline';
 import { statusOf, type Reason } from '../check/reasons';
@@ -29,9 +30,6 @@ import { gatewayBaseOf } from './gateway-base';
 import { RateLimiter } from './rate-limit';
 import { snippetsFor } from './snippets';
 import { RECENT_USAGE_ROWS, type UsageProvider } from './usage';
-
-/** The request header that carries the key (percent-encoded UTF-8). */
-export const CONSOLE_KEY_HEADER = 'x-modelgate-console-key';
 
 /** On every console answer. The page loads only its own files; no inline script or style. */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
@@ -106,7 +104,7 @@ function readBody(req: IncomingMessage): Promise<Buffer | 'too_large'> {
 
 /** The pasted key from its header, decoded (`key` undefined when there is none), or why it cannot be read. */
 function pastedKey(req: IncomingMessage): { readonly key: string | undefined } | { readonly answer: Answer } {
-  const raw = req.headers[CONSOLE_KEY_HEADER];
+  const raw = req.headers[HEADER.consoleKey];
   if (raw === undefined) return { key: undefined };
   const value = Array.isArray(raw) ? raw.join(',') : raw;
   try {
@@ -190,7 +188,7 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
     res.end(head ? undefined : body);
   };
   const sendJson = (res: ServerResponse, a: Answer, head: boolean): void => {
-    send(res, a.status, { 'content-type': 'application/json', ...(a.reason ? { 'x-modelgate-reason': a.reason } : {}), ...a.headers }, JSON.stringify(a.body), head);
+    send(res, a.status, { 'content-type': 'application/json', ...(a.reason ? { [HEADER.reason]: a.reason } : {}), ...a.headers }, JSON.stringify(a.body), head);
   };
 
   async function api(req: IncomingMessage, name: string, config: Config, client: string): Promise<Answer> {

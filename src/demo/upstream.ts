@@ -14,6 +14,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { HEADER } from '../check/headers';
 
 /** One request as the upstream received it (for tests that check what crossed the gateway). */
 export interface ReceivedRequest {
@@ -81,7 +82,7 @@ function promptText(body: Json): string {
 }
 
 function replyText(r: ReceivedRequest, model: string): string {
-  const keyId = r.headers['x-modelgate-key-id'] ?? '(none)';
+  const keyId = r.headers[HEADER.keyId] ?? '(none)';
   const leaked = KEY_HEADERS.filter((h) => r.headers[h] !== undefined);
   return `Hello from the demo upstream. You asked ${model} as key ${String(keyId)}; ` +
     (leaked.length === 0 ? 'no client key header reached me.' : `client key headers reached me: ${leaked.join(', ')}!`);

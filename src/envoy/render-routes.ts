@@ -1,7 +1,8 @@
 /**
  * The route table of the rendered Envoy bundle (seed §4.1, §4.2, §7): the spec's endpoints with
- * ext_authz on, then the paths clients get wrong, answered by Envoy itself with a reason and a hint
- * before any key is looked at (seed §4.1 rule 4: a 404 is checked for the path first).
+ * ext_authz on (derived from check/endpoints.ts, the list the Check classifies by), then the paths
+ * clients get wrong, answered by Envoy itself with a reason and a hint (check/reasons.ts) before
+ * any key is looked at (seed §4.1 rule 4: a 404 is checked for the path first).
  *
  * Order matters (first match wins): (1) endpoints, and the console; (2) a known path with another method: 405;
  * (3) 404 path_repeated / prefix_wrong; (4) one model by id, after (3) so that "/v1/models/models"
@@ -10,8 +11,11 @@
  * refuses a program size over 100 (re2.max_program_size.error_level), so alternations are split
  * over several routes.
  */
+import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../check/endpoints';
 import { errorBody } from '../check/error-body';
-import type { Family } from '../check/routes';
+import { HEADER } from '../check/headers';
+import { HINTS, statusOf } from '../check/reasons';
+import { familyOf, type Family } from '../check/routes';
 import type { Protocol } from '../store/store';
 
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
@@ -48,12 +52,6 @@ export interface RouteTableInput {
   readonly headersToRemove?: (style: Protocol) => readonly string[];
 }
 
-/** The protocol style each upstream route serves (the `alt_` routes serve the same as their root twins). */
-const ROUTE_STYLE: Readonly<Record<string, Protocol>> = {
-  chat_completions: 'chat', responses: 'responses', embeddings: 'embeddings', messages: 'messages', messages_count_tokens: 'messages',
-  generative: 'generative', generative_count_embed: 'generative',
-};
-
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
 const method = (m: 'GET' | 'POST'): Obj => ({ name: ':method', string_match: { exact: m } });
 const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/-]/g, (c) => (c === '/' || c === '-' ? c : `\\${c}`));
@@ -71,6 +69,49 @@ function filtersOff(names: readonly string[]): Obj {
   return out;
 }
 
+/** The upstream cluster of each protocol style at the root (under the alternate prefix: CLUSTER.alt). */
+const STYLE_CLUSTER: Readonly<Record<Protocol, string>> = {
+  chat: CLUSTER.chat, responses: CLUSTER.chat, embeddings: CLUSTER.chat, messages: CLUSTER.messages, generative: CLUSTER.generative,
+};
+
+/**
+ * An RE2 alternation of words as one term: a shared suffix written once, longer prefixes first
+ * (`(?:streamG|g)enerateContent`): Envoy refuses a program over 100 (re2.max_program_size).
+ */
+function oneOf(words: readonly string[]): string {
+  if (words.length === 1) return words[0];
+  let n = 0;
+  while (n < Math.min(...words.map((w) => w.length)) && words.every((w) => w[w.length - 1 - n] === words[0][words[0].length - 1 - n])) n++;
+  if (n < 2) return `(?:${words.join('|')})`;
+  const heads = words.map((w) => w.slice(0, w.length - n)).sort((a, b) => b.length - a.length);
+  return `(?:${heads.join('|')})${words[0].slice(words[0].length - n)}`;
+}
+
+/** The alternatives of oneOf, without a group of their own when they have none (to sit in a larger alternation). */
+const alternatives = (words: readonly string[]): string => {
+  const one = oneOf(words);
+  return words.length > 1 && one.startsWith('(?:') && one.endsWith(')') ? one.slice(3, -1) : one;
+};
+
+/** Paths as one regex: their common start once, then what follows (`/v1/messages(?:/count_tokens)?`). */
+function pathsRegex(paths: readonly string[]): string {
+  if (paths.length === 1) return escapeRe(paths[0]);
+  let n = 0;
+  while (paths.every((p) => p[n] === paths[0][n] && n < p.length)) n++;
+  const rests = paths.map((p) => p.slice(n));
+  const some = rests.filter((r) => r !== '').map(escapeRe);
+  return `${escapeRe(paths[0].slice(0, n))}(?:${some.join('|')})${some.length < rests.length ? '?' : ''}`;
+}
+
+/** The regex of an endpoint with a model in its path: a model is one segment; it may hold ":" ("llama3:8b"), and the method follows the last one. */
+function modelPathRegex(e: Endpoint): string {
+  const [before, after] = e.path.split(MODEL).map(escapeRe);
+  return e.modelMethods ? `${before}[^/]+${after}:${oneOf(e.modelMethods)}` : `${before}[^/:]+${after}`;
+}
+
+/** The generative methods of the table, as the groups its endpoints hold (the local replies' Gemini paths use them too, render.ts). */
+export const GENERATIVE_METHOD_REGEXES: readonly string[] = ENDPOINTS.filter((e) => e.modelMethods).map((e) => `:${oneOf(e.modelMethods!)}`);
+
 /** Builds the whole route list. */
 export function renderRoutes(input: RouteTableInput): Obj[] {
   const alt = input.altPrefix;
@@ -82,16 +123,22 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const idle = `${input.upstreamIdleTimeoutSeconds ?? 300}s`;
   const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: idle, auto_host_rewrite: true });
   const toHttp: Obj = { cluster: CLUSTER.http, timeout: '15s' };
-  const endpoint = (name: string, match: Obj, m: 'GET' | 'POST', route: Obj, catalog = false): Obj => ({
-    name,
-    match: { ...match, headers: [method(m)] },
-    route,
-    ...(catalog && offUpstreamOnly ? { typed_per_filter_config: offUpstreamOnly } : {}),
-  });
+  /** An endpoint's route: to its upstream (request headers removed by style), or to modelgate's HTTP listener (model lists). */
+  const endpoint = (name: string, match: Obj, e: Endpoint, cluster: string): Obj => {
+    const catalog = e.style === 'models';
+    return {
+      name,
+      match: { ...match, headers: [method(e.method)] },
+      route: catalog ? toHttp : to(cluster),
+      ...(catalog && offUpstreamOnly ? { typed_per_filter_config: offUpstreamOnly } : {}),
+      ...(!catalog && input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(e.style)] } : {}),
+    };
+  };
   /** A direct response with the reason, the hint and the body in the client's error shape. */
-  const direct = (name: string, match: Obj, status: 404 | 405, reason: string, hintText: string, family: Family, allow?: 'GET' | 'POST'): Obj => {
+  const direct = (name: string, match: Obj, reason: 'path_repeated' | 'prefix_wrong' | 'path_unknown' | 'method_not_allowed', hintText: string, family: Family, allow?: 'GET' | 'POST'): Obj => {
     const hint = base(hintText);
-    const headers = [header('content-type', 'application/json'), header('x-modelgate-reason', reason), header('x-modelgate-hint', hint)];
+    const status = statusOf(reason);
+    const headers = [header('content-type', 'application/json'), header(HEADER.reason, reason), header(HEADER.hint, hint)];
     if (allow) headers.push(header('allow', allow));
     return {
       name,
@@ -102,101 +149,87 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     };
   };
   const re = (regex: string): Obj => ({ safe_regex: { regex } });
-  const GEN = ':(?:streamG|g)enerateContent';
-  const GEN2 = ':(?:countTokens|embedContent|batchEmbedContents)';
+  const family = (e: Endpoint): Family => familyOf(e.path, false);
+  const byModel = ENDPOINTS.filter(hasModel);
+  const fixed = ENDPOINTS.filter((e) => !hasModel(e));
+  const upstream = ENDPOINTS.filter((e) => e.style !== 'models');
+  const lists = ENDPOINTS.filter((e) => e.style === 'models' && !hasModel(e));
+  const models = ENDPOINTS.filter((e) => e.style === 'models' && hasModel(e));
+  /** An endpoint's route at the root, or its twin under the alternate prefix. */
+  const at = (underAlt: boolean) => (e: Endpoint): Obj => {
+    const prefix = underAlt ? alt : '';
+    const cluster = e.style === 'models' ? CLUSTER.http : underAlt ? CLUSTER.alt : STYLE_CLUSTER[e.style];
+    return endpoint(`${underAlt ? 'alt_' : ''}${e.name}`, hasModel(e) ? re(`${escapeRe(prefix)}${modelPathRegex(e)}`) : { path: `${prefix}${e.path}` }, e, cluster);
+  };
+  const generative = ENDPOINTS.filter((e) => e.modelMethods);
+  // The first path segments after /v1/ of the endpoints (chat, responses, ...), and the endpoint paths under /v1/
+  // that no other one extends (chat/completions, ..., messages): the words of the 404 regexes below.
+  const v1 = fixed.filter((e) => e.path.startsWith('/v1/')).map((e) => e.path.slice(4));
+  const v1Segments = [...new Set(v1.map((p) => p.split('/')[0]))];
+  /** Paths under /v1/ that no other one extends, as one regex term. */
+  const v1Shortest = (paths: readonly string[]): string => oneOf(paths.filter((p) => !paths.some((q) => q !== p && p.startsWith(`${q}/`))));
+  const v1Post = v1Shortest(fixed.filter((e) => e.method === 'POST' && e.path.startsWith('/v1/')).map((e) => e.path.slice(4)));
+  const v1Of = (f: Family): string => v1Shortest(fixed.filter((e) => e.path.startsWith('/v1/') && family(e) === f).map((e) => e.path.slice(4)));
+  const allGenerativeMethods = `:(?:${generative.map((e) => alternatives(e.modelMethods!)).join('|')})`;
+  const H = HINTS;
 
   const routes: Obj[] = [
     // ---- (1) Endpoints (seed §4.2), ext_authz on. No overall timeout (streamed answers); idle gateway.upstreamIdleTimeoutSeconds.
-    endpoint('chat_completions', { path: '/v1/chat/completions' }, 'POST', to(CLUSTER.chat)),
-    endpoint('responses', { path: '/v1/responses' }, 'POST', to(CLUSTER.chat)),
-    endpoint('embeddings', { path: '/v1/embeddings' }, 'POST', to(CLUSTER.chat)),
-    endpoint('messages', { path: '/v1/messages' }, 'POST', to(CLUSTER.messages)),
-    endpoint('messages_count_tokens', { path: '/v1/messages/count_tokens' }, 'POST', to(CLUSTER.messages)),
-    // A model name is one path segment; it may hold ":" ("llama3:8b"); the method follows the last one.
-    endpoint('generative', re(`/v1beta/models/[^/]+${GEN}`), 'POST', to(CLUSTER.generative)),
-    endpoint('generative_count_embed', re(`/v1beta/models/[^/]+${GEN2}`), 'POST', to(CLUSTER.generative)),
-    endpoint('alt_messages', { path: `${alt}/v1/messages` }, 'POST', to(CLUSTER.alt)),
-    endpoint('alt_messages_count_tokens', { path: `${alt}/v1/messages/count_tokens` }, 'POST', to(CLUSTER.alt)),
-    endpoint('alt_chat_completions', { path: `${alt}/v1/chat/completions` }, 'POST', to(CLUSTER.alt)),
-    endpoint('alt_responses', { path: `${alt}/v1/responses` }, 'POST', to(CLUSTER.alt)),
-    endpoint('alt_embeddings', { path: `${alt}/v1/embeddings` }, 'POST', to(CLUSTER.alt)),
-    endpoint('alt_generative', re(`${escapeRe(alt)}/v1beta/models/[^/]+${GEN}`), 'POST', to(CLUSTER.alt)),
-    endpoint('alt_generative_count_embed', re(`${escapeRe(alt)}/v1beta/models/[^/]+${GEN2}`), 'POST', to(CLUSTER.alt)),
+    ...upstream.map(at(false)),
+    ...upstream.map(at(true)),
     // Model lists: answered by modelgate's HTTP listener after ext_authz checked the key.
-    endpoint('models', { path: '/v1/models' }, 'GET', toHttp, true),
-    endpoint('generative_models', { path: '/v1beta/models' }, 'GET', toHttp, true),
-    endpoint('alt_models', { path: `${alt}/v1/models` }, 'GET', toHttp, true),
-    endpoint('alt_generative_models', { path: `${alt}/v1beta/models` }, 'GET', toHttp, true),
+    ...lists.map(at(false)),
+    ...lists.map(at(true)),
     // The console (src/console): `/console` and everything under it, any method, to modelgate's
     // HTTP listener with ext_authz off: the console authenticates each API call itself. Before the
     // 404 routes, whose `.*/models/...` regexes would otherwise answer some of its paths.
     { name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect },
 
-    // ---- (2) A known path with the wrong method: 405 with allow.
-    direct('method_post_only', re(`${A}/v1/(?:chat/completions|responses|embeddings)`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'openai', 'POST'),
-    direct('method_post_only_messages', re(`${A}/v1/messages(?:/count_tokens)?`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'anthropic', 'POST'),
-    direct('method_post_only_generative', re(`${A}/v1beta/models/[^/]+${GEN}`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'gemini', 'POST'),
-    direct('method_post_only_generative_count_embed', re(`${A}/v1beta/models/[^/]+${GEN2}`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'gemini', 'POST'),
-    direct('method_get_only_models', re(`${A}/v1/models`), 405, 'method_not_allowed', 'method not allowed: the model list takes GET', 'openai', 'GET'),
-    direct('method_get_only_generative_models', re(`${A}/v1beta/models`), 405, 'method_not_allowed', 'method not allowed: the model list takes GET', 'gemini', 'GET'),
+    // ---- (2) A known path with the wrong method: 405 with allow. The fixed paths by family, then each path with a model.
+    ...(['openai', 'anthropic'] as const).map((f) => {
+      const post = fixed.filter((e) => e.method === 'POST' && family(e) === f);
+      return direct(f === 'openai' ? 'method_post_only' : `method_post_only_${post[0].name}`, re(`${A}${pathsRegex(post.map((e) => e.path))}`), 'method_not_allowed', H.method_not_allowed.endpoint, f, 'POST');
+    }),
+    ...byModel.filter((e) => e.method === 'POST').map((e) => direct(`method_post_only_${e.name}`, re(`${A}${modelPathRegex(e)}`), 'method_not_allowed', H.method_not_allowed.endpoint, family(e), 'POST')),
+    ...lists.map((e) => direct(`method_get_only_${e.name}`, re(`${A}${escapeRe(e.path)}`), 'method_not_allowed', H.method_not_allowed.modelList, family(e), 'GET')),
 
     // ---- (3) 404 path_repeated and prefix_wrong: a Base URL wrong in a way we can name (seed §4.1 rules 1, 2, 4; §7).
-    direct('repeated_v1beta', re(`${A}/v1beta/v1beta(?:/.*)?`), 404, 'path_repeated',
-      `path repeated: /v1beta appears twice. A command-line generative client must use the root address ({base_url} or {base_url}${alt}), not /v1beta`, 'gemini'),
-    direct('repeated_generative_models', re(`${A}/v1beta/models/(?:v1beta/)?models(?:/.*)?`), 404, 'path_repeated',
-      'path repeated: /models appears twice. The Base URL of a generative HTTP client or editor provider is {base_url}/v1beta, without /models', 'gemini'),
+    direct('repeated_v1beta', re(`${A}/v1beta/v1beta(?:/.*)?`), 'path_repeated', H.path_repeated.v1beta(alt), 'gemini'),
+    direct('repeated_generative_models', re(`${A}/v1beta/models/(?:v1beta/)?models(?:/.*)?`), 'path_repeated', H.path_repeated.generativeModels, 'gemini'),
     // A generative call under /v1: a client that adds the API version itself, set to (or defaulting
     // to) v1. @google/genai 3.x defaults to v1; the spec's generative protocol is /v1beta (seed §9).
-    ...[['wrong_version_generative', GEN], ['wrong_version_generative_count_embed', GEN2]].map(([name, m]) => direct(name, re(`${A}/v1/models/[^/]+${m}`), 404, 'prefix_wrong',
-      `wrong prefix: generative calls are under /v1beta, not /v1. A client that adds the API version itself must be set to v1beta (its Base URL stays {base_url}, or {base_url}${alt} on the alternate route); an editor generative provider uses {base_url}/v1beta`, 'gemini')),
+    ...generative.map((e) => direct(`wrong_version_${e.name}`, re(`${A}/v1/models/[^/]+:${oneOf(e.modelMethods!)}`), 'prefix_wrong', H.prefix_wrong.generativeUnderV1(alt), 'gemini')),
     // A generative :method anywhere but right after /v1beta/models/{model}: "/models/x:generateContent" = a Base URL without /v1beta.
-    ...[['wrong_prefix_generative', GEN], ['wrong_prefix_generative_count_embed', GEN2]].map(([name, m]) => direct(name, re(`.*/models/[^/]+${m}`), 404, 'prefix_wrong',
-      'wrong prefix: generative calls go to /v1beta/models/{model}:{method}. An editor generative provider must use {base_url}/v1beta; a command-line generative client uses the root address {base_url}', 'gemini')),
-    direct('repeated_v1', re(`${A}/v1/v1(?:/.*)?`), 404, 'path_repeated',
-      'path repeated: /v1 appears twice. Coding agents and messages-style clients use the root address {base_url} (they add /v1 themselves); chat-completion clients use {base_url}/v1', 'openai'),
-    direct('repeated_alt', { path_separated_prefix: `${alt}${alt}` }, 404, 'path_repeated',
-      `path repeated: ${alt} appears twice. Alternate Base URLs are {base_url}${alt}, {base_url}${alt}/v1 and {base_url}${alt}/v1beta`, 'openai'),
+    ...generative.map((e) => direct(`wrong_prefix_${e.name}`, re(`.*/models/[^/]+:${oneOf(e.modelMethods!)}`), 'prefix_wrong', H.prefix_wrong.generativeElsewhere, 'gemini')),
+    direct('repeated_v1', re(`${A}/v1/v1(?:/.*)?`), 'path_repeated', H.path_repeated.v1, 'openai'),
+    direct('repeated_alt', { path_separated_prefix: `${alt}${alt}` }, 'path_repeated', H.path_repeated.alt(alt), 'openai'),
     // An endpoint path followed by another: the Base URL holds a full endpoint path (rule 1). After
     // /v1/models/ a bare "chat" is left alone: it could be a model id.
     ...[
-      ['repeated_endpoint_chat', `${A}/v1/chat/completions/(?:v1/)?(?:chat|responses|embeddings|messages|models)(?:/.*)?`],
-      ['repeated_endpoint_responses', `${A}/v1/(?:responses|embeddings)/(?:v1/)?(?:chat|responses|embeddings|messages|models)(?:/.*)?`],
-      ['repeated_endpoint_messages', `${A}/v1/(?:messages|models)/(?:v1/)?(?:chat/|(?:responses|embeddings|messages|models)(?:/|$)).*`],
-    ].map(([name, regex]) => direct(name, re(regex), 404, 'path_repeated',
-      'path repeated: the Base URL holds a full endpoint path. A Base URL ends before /chat/completions, /responses, /embeddings, /messages or /models, e.g. {base_url}/v1', 'openai')),
-    direct('wrong_prefix_v1beta_v1', re(`${A}/v1beta/v1(?:/.*)?`), 404, 'prefix_wrong',
-      'wrong prefix: /v1beta/v1. Generative calls use {base_url}/v1beta/models/...; chat-completion calls use {base_url}/v1/...', 'gemini'),
-    direct('wrong_prefix_v1_v1beta', re(`${A}/v1/v1beta(?:/.*)?`), 404, 'prefix_wrong',
-      'wrong prefix: /v1/v1beta. A command-line generative client uses the root address {base_url}; an editor generative provider uses {base_url}/v1beta', 'openai'),
-    direct('wrong_prefix_chat_under_v1beta', re(`${A}/v1beta/(?:chat/completions|responses|embeddings|messages)(?:/.*)?`), 404, 'prefix_wrong',
-      'wrong prefix: chat-completion, responses, embeddings and messages endpoints are under /v1, not /v1beta. Use {base_url}/v1 (messages-style clients: {base_url})', 'gemini'),
-    direct('wrong_prefix_missing_v1', re(`${A}/(?:chat/completions|responses|embeddings|models)(?:/.*)?`), 404, 'prefix_wrong',
-      `wrong prefix: /v1 is missing. Chat-completion, responses and embeddings clients use the Base URL {base_url}/v1 (alternate route: {base_url}${alt}/v1)`, 'openai'),
-    direct('wrong_prefix_missing_v1_messages', re(`${A}/messages(?:/.*)?`), 404, 'prefix_wrong',
-      `wrong prefix: /v1 is missing. Messages-style clients use the root address {base_url} (alternate route: {base_url}${alt}) and request /v1/messages`, 'anthropic'),
+      ['repeated_endpoint_chat', `${A}/v1/chat/completions/(?:v1/)?${oneOf(v1Segments)}(?:/.*)?`],
+      ['repeated_endpoint_responses', `${A}/v1/(?:responses|embeddings)/(?:v1/)?${oneOf(v1Segments)}(?:/.*)?`],
+      ['repeated_endpoint_messages', `${A}/v1/(?:messages|models)/(?:v1/)?(?:chat/|${oneOf(v1Segments.filter((x) => x !== 'chat'))}(?:/|$)).*`],
+    ].map(([name, regex]) => direct(name, re(regex), 'path_repeated', H.path_repeated.endpoint, 'openai')),
+    direct('wrong_prefix_v1beta_v1', re(`${A}/v1beta/v1(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.v1betaV1, 'gemini'),
+    direct('wrong_prefix_v1_v1beta', re(`${A}/v1/v1beta(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.v1V1beta, 'openai'),
+    direct('wrong_prefix_chat_under_v1beta', re(`${A}/v1beta/${v1Post}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.chatUnderV1beta, 'gemini'),
+    direct('wrong_prefix_missing_v1', re(`${A}/${v1Of('openai')}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.missingV1(alt), 'openai'),
+    direct('wrong_prefix_missing_v1_messages', re(`${A}/${v1Of('anthropic')}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.missingV1Messages(alt), 'anthropic'),
 
     // ---- (4) One model by id (answered by modelgate, key checked first), and its 405. As in
-    // src/check/routes.ts, an id has no "/" and no ":".
-    endpoint('model', re(`${A}/v1/models/[^/:]+`), 'GET', toHttp, true),
-    endpoint('generative_model', re(`${A}/v1beta/models/[^/:]+`), 'GET', toHttp, true),
-    direct('method_get_only_model', re(`${A}/v1/models/[^/:]+`), 405, 'method_not_allowed', 'method not allowed: a model takes GET', 'openai', 'GET'),
-    direct('method_get_only_generative_model', re(`${A}/v1beta/models/[^/:]+`), 405, 'method_not_allowed', 'method not allowed: a model takes GET', 'gemini', 'GET'),
+    // src/check/routes.ts, an id has no "/" and no ":". After (3), so that "/v1/models/models" is
+    // read as a repeated path.
+    ...models.map((e) => endpoint(e.name, re(`${A}${modelPathRegex(e)}`), e, CLUSTER.http)),
+    ...models.map((e) => direct(`method_get_only_${e.name}`, re(`${A}${modelPathRegex(e)}`), 'method_not_allowed', H.method_not_allowed.model, family(e), 'GET')),
   ];
 
   // ---- (5) 404 path_unknown, with the Base URL table of seed §4.1 in the message.
-  const table = `unknown path. Base URL per client: coding agents (chat/responses), messages-style clients and command-line generative clients: {base_url}; chat-completion apps and SDKs, responses, embeddings: {base_url}/v1; generative HTTP or editor providers: {base_url}/v1beta; alternate route: {base_url}${alt} (messages, command-line generative), {base_url}${alt}/v1 (chat-completion), {base_url}${alt}/v1beta (generative HTTP or editor)`;
+  const table = H.path_unknown.table(alt);
   routes.push(
-    direct('unknown_generative', re(`${A}/v1beta(?:/.*)?`), 404, 'path_unknown', table, 'gemini'),
-    direct('unknown_generative_method', re('.*:(?:(?:streamG|g)enerateContent|countTokens|embedContent|batchEmbedContents)'), 404, 'path_unknown', table, 'gemini'),
+    direct('unknown_generative', re(`${A}/v1beta(?:/.*)?`), 'path_unknown', table, 'gemini'),
+    direct('unknown_generative_method', re(`.*${allGenerativeMethods}`), 'path_unknown', table, 'gemini'),
     // Catch-all: no request reaches ext_authz without a route (Envoy would skip the check and answer a bare 404).
-    direct('unknown', { prefix: '/' }, 404, 'path_unknown', table, 'openai'),
+    direct('unknown', { prefix: '/' }, 'path_unknown', table, 'openai'),
   );
-  // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers).
-  if (input.headersToRemove) {
-    for (const r of routes) {
-      const style = ROUTE_STYLE[String(r.name).replace(/^alt_/, '')];
-      if (style && r.route && (r.route as Obj).cluster !== CLUSTER.http) r.request_headers_to_remove = [...input.headersToRemove(style)];
-    }
-  }
   return routes;
 }

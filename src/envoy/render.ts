@@ -11,9 +11,11 @@ import { Document, isMap, isSeq, visit, type Node } from 'yaml';
 import type { Config, HostPort, UpstreamTarget } from '../config/load';
 import type { Protocol } from '../store/store';
 import { errorBody } from '../check/error-body';
+import { HEADER } from '../check/headers';
+import { HINTS, statusOf, type DenyReason } from '../check/reasons';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
-import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
+import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, renderRoutes } from './render-routes';
 
 type Obj = Record<string, unknown>;
 
@@ -126,7 +128,7 @@ export function extProcFilter(): Obj {
 }
 
 /** The headers the meter reads (meter/meter.ts): who, what, which request; the response's status and encoding. */
-const METER_HEADERS = [':path', 'x-request-id', 'x-modelgate-key-id', 'x-modelgate-group', 'x-modelgate-model', ':status', 'content-type', 'content-encoding'];
+const METER_HEADERS = [':path', 'x-request-id', HEADER.keyId, HEADER.group, HEADER.model, ':status', 'content-type', 'content-encoding'];
 
 /**
  * Streams per connection to the meter. Envoy ends every ext_proc stream of observability mode with
@@ -257,9 +259,8 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
   const families: Array<[Family, Obj | undefined]> = [
     ['gemini', { or_filter: { filters: [
       pathIs(`${A}/v1beta(?:[/?].*)?`),
-      // Two regexes, not one alternation: Envoy 1.36 refuses a program over 100 (re2.max_program_size).
-      pathIs('[^?]*:(?:streamG|g)enerateContent(?:[?].*)?'),
-      pathIs('[^?]*:(?:countTokens|embedContent|batchEmbedContents)(?:[?].*)?'),
+      // One regex per group, not one alternation: Envoy 1.36 refuses a program over 100 (re2.max_program_size).
+      ...GENERATIVE_METHOD_REGEXES.map((methods) => pathIs(`[^?]*${methods}(?:[?].*)?`)),
     ] } }],
     ['anthropic', { or_filter: { filters: [pathIs(`${A}/v1/messages(?:[/?].*)?`), { header_filter: { header: { name: 'anthropic-version', present_match: true } } }] } }],
     ['openai', undefined],
@@ -267,33 +268,32 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
   const mappers: Obj[] = [];
   // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
   const literal = (s: string): string => s.replace(/%/g, '%%');
-  const add = (when: Obj[], code: number, reason: string, hint: string, rewriteStatus = false): void => {
+  /** Envoy's own answer `status` (a local reply) rewritten as the reason's, with its hint; the status line too with `rewriteStatus`. */
+  const add = (when: Obj[], reason: DenyReason, hint: string, rewriteStatus = false): void => {
+    const code = statusOf(reason);
     for (const [family, filter] of families) {
       mappers.push({
         filter: { and_filter: { filters: [...when, ...(filter ? [filter] : [])] } },
         ...(rewriteStatus ? { status_code: code } : {}),
         headers_to_add: [
-          { header: { key: 'x-modelgate-reason', value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
-          { header: { key: 'x-modelgate-hint', value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+          { header: { key: HEADER.reason, value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+          { header: { key: HEADER.hint, value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
         ],
         body_format_override: { text_format_source: { inline_string: literal(errorBody(family, code, reason, hint)) }, content_type: 'application/json' },
       });
     }
   };
-  add([status(503), noDecision, { response_flag_filter: { flags: ['UAEX'] } }], 503, 'authz_unavailable',
-    'the gateway could not get an authorization decision (the authorization service is down or too slow), so nothing was sent upstream: retry shortly');
+  add([status(503), noDecision, { response_flag_filter: { flags: ['UAEX'] } }], 'authz_unavailable', HINTS.authz_unavailable.noDecision);
   // Envoy's own 400s (modelgate's carry its decision): an escaped slash or a bad character in the
   // path (path_with_escaped_slashes_action, normalize_path), a missing Host, broken framing.
-  const malformed = 'the gateway refused the request before checking it: the path has an escaped slash (%2F, %5C) or an invalid character, or the HTTP request is malformed (no Host header, bad framing); send a plain path such as /v1/chat/completions';
-  add([status(400), noDecision], 400, 'request_invalid', malformed);
+  add([status(400), noDecision], 'request_invalid', HINTS.request_invalid.refused);
   // HTTP/1 Transfer-Encoding other than chunked (`gzip, chunked`): Envoy's 501, the same refusal.
-  add([status(501), noDecision], 400, 'request_invalid', malformed, true);
-  add([status(413), noDecision], 413, 'body_too_large', `the request body is over the gateway's limit of ${input.gateway.maxRequestBytes} bytes: send a smaller body`);
-  add([status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }], 503, 'upstream_unavailable',
-    'the request was allowed, but the gateway could not reach the model provider: retry shortly');
+  add([status(501), noDecision], 'request_invalid', HINTS.request_invalid.refused, true);
+  add([status(413), noDecision], 'body_too_large', HINTS.body_too_large.overLimit(input.gateway.maxRequestBytes));
+  add([status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }], 'upstream_unavailable', HINTS.upstream_unavailable.unreachable);
   // A route's idle_timeout firing before the provider's first byte is 504 with flag SI (details
   // stream_idle_timeout), not UT (seen on Envoy 1.40); UT is the route's total timeout (model lists).
-  add([status(504), { response_flag_filter: { flags: ['UT', 'SI'] } }], 504, 'upstream_timeout', 'the request was allowed, but the model provider did not answer in time: retry');
+  add([status(504), { response_flag_filter: { flags: ['UT', 'SI'] } }], 'upstream_timeout', HINTS.upstream_timeout.silent);
   return { mappers };
 }
 
@@ -379,7 +379,7 @@ export function toYaml(tree: Obj, header: string): string {
   return doc.toString({ lineWidth: 0, flowCollectionPadding: true });
 }
 
-const HEADER = `modelgate: Envoy bootstrap for the AI model gateway, rendered by \`modelgate envoy-config\`
+const BANNER = `modelgate: Envoy bootstrap for the AI model gateway, rendered by \`modelgate envoy-config\`
 from modelgate's config. Do not edit: change the config and render again (envoy/README.md).
 Envoy routes by path and proxies upstream; the ext_authz filter asks modelgate (gRPC) about every
 request on a real endpoint first and fails closed; paths clients get wrong are answered by Envoy
@@ -387,7 +387,7 @@ itself with a reason and a hint. Check a modified copy with \`modelgate envoy-ch
 
 /** The complete bootstrap as YAML, with a header saying where it comes from. */
 export function renderEnvoyYaml(input: GatewayRenderInput, source?: string): string {
-  const text = source ? `${HEADER}\nRendered from: ${source}` : HEADER;
+  const text = source ? `${BANNER}\nRendered from: ${source}` : BANNER;
   return toYaml(renderBootstrap(input), text.split('\n').map((l) => (l ? ` ${l}` : '')).join('\n'));
 }
 

@@ -10,6 +10,7 @@
  * cut stream, a store that stayed down): never silently free.
  */
 import type { Config } from '../config/load';
+import { HEADER } from '../check/headers';
 import { classify } from '../check/routes';
 import type { Lookup } from '../store/cache';
 import type { DebitResult, GroupRecord, MeterStore, ModelPrice, Protocol } from '../store/store';
@@ -159,7 +160,7 @@ export class MeterStream {
 
   /** The request headers (after ext_authz set x-modelgate-*). */
   requestHeaders(get: HeaderGetter): void {
-    const keyId = get('x-modelgate-key-id');
+    const keyId = get(HEADER.keyId);
     const requestId = get('x-request-id');
     if (!keyId || !requestId) return this.#finish({ result: 'skipped' });
     const path = (get(':path') ?? '').split('?')[0];
@@ -170,7 +171,7 @@ export class MeterStream {
       this.meter.deps.metrics?.notBillable();
       return this.#finish({ result: 'not_billable' });
     }
-    this.#request = { requestId, keyId, group: get('x-modelgate-group') ?? '', model: get('x-modelgate-model') ?? route.model ?? '', protocol: route.style };
+    this.#request = { requestId, keyId, group: get(HEADER.group) ?? '', model: get(HEADER.model) ?? route.model ?? '', protocol: route.style };
     if (!config.meter.enabled) this.#settle({ reason: 'meter_disabled' });
   }
 

@@ -8,23 +8,21 @@
  * (ext_authz leaves the key headers on model-list routes for this reason).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from 'pino';
 import { denialParts } from '../check/write-response';
-import type { Config } from '../config/load';
+import { HEADER } from '../check/headers';
 import type { Lookups } from '../check/decide';
 import type { Decision } from '../check/decision';
-import { decisionLine } from '../check/decision-log';
-import { decideSafely } from '../check/pipeline';
+import type { CheckPipeline } from '../check/pipeline';
+import { HINTS } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { Family } from '../check/routes';
 import type { GroupRecord, ModelRecord } from '../store/store';
 import { isListed, listedModels } from '../check/group-models';
 
 export interface CatalogDeps {
-  readonly config: () => Config;
   readonly lookups: Lookups;
-  readonly logger: Logger;
-  readonly now?: () => number;
+  /** Decides each request as the Check path does, and logs its decision line. */
+  readonly pipeline: Pick<CheckPipeline, 'decide' | 'logServed'>;
 }
 
 function viewOf(req: IncomingMessage): RequestView {
@@ -72,11 +70,10 @@ function send(res: ServerResponse, status: number, headers: [string, string][], 
 /** An HTTP route handler for the model-list paths; returns false for any other path. */
 export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
   return async (req, res) => {
-    const started = process.hrtime.bigint();
-    const config = deps.config();
+    const started = performance.now();
     const view = viewOf(req);
     if (!/\/v1(beta)?\/models(\/|$)/.test(view.path)) return false;
-    let d: Decision = await decideSafely(view, config, deps.lookups, (deps.now ?? Date.now)(), deps.logger);
+    let d: Decision = await deps.pipeline.decide(view);
     if (d.allowed && d.route.kind !== 'models') {
       // Only model lists are served here; anything else that reached this port is not ours to answer.
       return false;
@@ -86,18 +83,18 @@ export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, 
     if (d.allowed && route.kind === 'models') {
       const g = await deps.lookups.groups.get(d.group!);
       if (g.status !== 'found') {
-        d = { ...d, allowed: false, reason: 'store_unavailable', status: 503, hint: 'the key store cannot answer right now; retry shortly' };
+        d = { ...d, allowed: false, reason: 'store_unavailable', hint: HINTS.store_unavailable.keyStore };
       } else if (route.model !== undefined) {
         const m = g.value.models.get(route.model)!;
-        if (!isListed(m, route.family)) d = { ...d, allowed: false, reason: 'model_wrong_protocol', status: 403, hint: `model ${JSON.stringify(m.name)} is not listed on this endpoint` };
+        if (!isListed(m, route.family)) d = { ...d, allowed: false, reason: 'model_wrong_protocol', hint: HINTS.model_wrong_protocol.notListed(m.name) };
         else body = JSON.stringify(modelObject(m, route.family));
       } else body = JSON.stringify(listBody(g.value, route.family));
     }
-    deps.logger.info(decisionLine(d, view, Math.round(Number(process.hrtime.bigint() - started) / 1000)), 'catalog');
+    deps.pipeline.logServed(d, view, started);
     if (!d.allowed) {
       const denial = denialParts(d);
       send(res, denial.status, denial.headers, denial.body);
-    } else send(res, 200, [['content-type', 'application/json'], ['x-modelgate-key-id', d.keyId!], ['x-modelgate-group', d.group!]], body);
+    } else send(res, 200, [['content-type', 'application/json'], [HEADER.keyId, d.keyId!], [HEADER.group, d.group!]], body);
     return true;
   };
 }

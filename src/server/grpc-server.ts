@@ -5,6 +5,7 @@
  * CheckResponse, whatever its bytes (a denial is data, never a failed RPC, which a fail-open Envoy
  * would let through).
  */
+import type { UnreadableRequest } from '../check/pipeline';
 import { startH2GrpcServer, type GrpcTransport, type Method, type RequestProblem } from '../grpc/server';
 import { Health } from './health';
 
@@ -32,6 +33,11 @@ export interface CheckHandlers {
   /** A call whose bytes are not one CheckRequest message (cut, compressed, too large): deny. */
   unreadable(problem: RequestProblem): CheckAnswer;
 }
+
+/** The framing problems src/grpc names are exactly those the Check pipeline has a hint for (a compile-time check). */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const problemsMatch: Same<RequestProblem, UnreadableRequest> = true;
+void problemsMatch;
 
 /** The Check method: bytes in, bytes out, and never a failed call. */
 export function checkMethod(handlers: CheckHandlers): Method {

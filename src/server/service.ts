@@ -11,7 +11,6 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
-import { decodeCheckRequest } from '../check/read-request';
 import { parseConfig, type Config } from '../config/load';
 import { watchConfig } from '../config/watch';
 import { FileStore } from '../store/file-store';
@@ -24,17 +23,13 @@ import { createMetrics } from './metrics';
 import { openPgStore, redactUrl } from '../store/pg/store';
 import { authorizationService } from '../envoy/protos';
 import { createPipeline } from '../check/pipeline';
-import { requestHeaderFilter } from '../check/read-request';
 import { ResponseEncoder } from '../check/response-encoder';
-import { statusOf } from '../check/reasons';
-import { classify } from '../check/routes';
 import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
 import { createAdmission } from '../meter/admission';
 import { Meter } from '../meter/meter';
 import { recentUsage } from '../meter/recent-usage';
 import { externalProcessorMethod } from './ext-proc';
-import type { RequestProblem } from '../grpc/server';
 
 export interface ServiceOptions {
   readonly configPath: string;
@@ -79,15 +74,6 @@ export interface Service {
   close(graceMs?: number): Promise<void>;
 }
 
-/** The hint of a Check call whose bytes are not one CheckRequest message (src/grpc reads the framing). */
-const UNREADABLE_HINTS: Record<RequestProblem, (limit: number) => string> = {
-  too_large: (limit) => `the authorization request was larger than grpc.maxReceiveMessageBytes (${limit} bytes): it must stay above Envoy's with_request_body.max_request_bytes by 1 MiB`,
-  compressed: () => 'the authorization request was compressed: modelgate reads uncompressed gRPC messages only',
-  truncated: () => 'the authorization request ended inside its message: the gateway must send one whole CheckRequest',
-  no_message: () => 'the authorization request carried no message: the gateway must send one CheckRequest',
-  extra_message: () => 'the authorization request carried more than one message: the gateway must send one CheckRequest',
-};
-
 export async function startService(opts: ServiceOptions): Promise<Service> {
   const env = opts.env ?? process.env;
   let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
@@ -130,27 +116,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
   }
   const admit = createAdmission({ store: store.meter, groups: cache.groups });
-  const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
+  const pipeline = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
+  pipeline.prepare(config);
   // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is
   // counted as unmetered (meter_disabled), never refused.
   const meter = new Meter({ config: () => config, groups: cache.groups, store: store.meter, metrics: metrics.meter, logger });
-  // The headers the decoder keeps follow the config (key header names can change on reload).
-  let headerFilter = requestHeaderFilter(config.routes);
-  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): Buffer => {
-    logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
-    metrics.countDecision(statusOf(reason), reason);
-    const route = classify('', '', config.routes.altPrefix, false);
-    return encoder.encode({ allowed: false, reason, status: statusOf(reason), hint, route }, config);
-  };
-  const failClosed = (): Buffer => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly');
-  const unreadable = (problem: RequestProblem): Buffer => denyUndecided('check_request_malformed', UNREADABLE_HINTS[problem](config.grpc.maxReceiveMessageBytes));
-  const checkBytes = (request: Buffer): Buffer | Promise<Buffer> => {
-    const started = performance.now();
-    const view = decodeCheckRequest(request, headerFilter);
-    if (view === undefined) return denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest');
-    return check(view, started);
-  };
-  const handlers = { check: checkBytes, failClosed, unreadable };
 
   let draining = false;
   // gRPC health (Envoy's health check) follows the store too: a replica whose store is down is
@@ -160,10 +130,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // prompt 503, so it must not take the replica out of a load balancer (issue 14 §3).
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc,
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, pipeline, config.grpc,
     [externalProcessorMethod(meter, (err) => logger.error({ err: errorText(err) }, 'meter failed on a message'))],
     (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
-  const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
+  const catalog = createCatalogHandler({ lookups: cache, pipeline });
   // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
   const usage: UsageProvider | undefined = opts.usage ?? (store.meter ? ledgerUsage(store.meter) : undefined);
   const consoleHandler = createConsoleHandler({ config: () => config, lookups: cache, logger, now: opts.now, usage });
@@ -172,9 +142,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
     // Everything that can fail is built before anything is swapped.
-    const nextFilter = requestHeaderFilter(next.routes);
+    pipeline.prepare(next);
     config = next;
-    headerFilter = nextFilter;
     logger.level = next.log.level;
     if (fileStore) fileStore.replace(next.groups, next.keys);
     metrics.reloads.inc({ result: 'ok' });
@@ -199,8 +168,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     cache,
     store,
     meter,
-    checkBytes,
-    check: async (req) => checkDef.responseDeserialize(await checkBytes(checkDef.requestSerialize(req))) as CheckResponse__Output,
+    checkBytes: pipeline.check,
+    check: async (req) => checkDef.responseDeserialize(await pipeline.check(checkDef.requestSerialize(req))) as CheckResponse__Output,
     config: () => config,
     async close(graceMs = 5000) {
       draining = true;

@@ -10,7 +10,7 @@ import { allowPlan, writeCheckResponse } from '../../src/check/write-response';
 import { parseConfig } from '../../src/config/load';
 import type { Decision } from '../../src/check/decision';
 import { authorizationService } from '../../src/envoy/protos';
-import { ResponseEncoder } from '../../src/check/response-encoder';
+import { ResponseEncoder, UNWRITTEN_FIELDS } from '../../src/check/response-encoder';
 import { classify } from '../../src/check/routes';
 import { logPath } from '../../src/check/decision-log';
 
@@ -23,22 +23,22 @@ function cases(prefix: string): Array<{ d: Decision; path: string }> {
   const messages = classify('POST', p('/v1/messages'), '/alt', false);
   const countTokens = classify('POST', p('/v1/messages/count_tokens'), '/alt', false);
   const models = classify('GET', p('/v1/models'), '/alt', false);
-  const allow = (over: Partial<Decision> = {}): Decision => ({ allowed: true, reason: 'allowed', status: 200, hint: '', route: chat, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, ...over });
-  const deny = (over: Partial<Decision> = {}): Decision => ({ allowed: false, reason: 'model_not_in_group', status: 403, hint: 'no such model "x"', route: chat, keyId: 'alice', group: 'basic', model: 'x', ...over });
+  const allow = (over: Partial<Decision> = {}): Decision => ({ allowed: true, reason: 'allowed', hint: '', route: chat, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, ...over });
+  const deny = (over: Partial<Decision> = {}): Decision => ({ allowed: false, reason: 'model_not_in_group', hint: 'no such model "x"', route: chat, keyId: 'alice', group: 'basic', model: 'x', ...over });
   const gen = (method: string) => {
     const path = p(`/v1beta/models/gemini-2.5-flash:${method}`);
     return { d: allow({ route: classify('POST', path, '/alt', false), model: 'gemini-2.5-flash' }), path };
   };
   return [
     ...[allow(), allow({ keyId: 'bob' }), allow({ group: 'pro' }), allow({ model: 'gpt-4o' }), deny(), deny({ hint: 'no such model "y"' }),
-      deny({ keyId: undefined, group: undefined }), deny({ reason: 'key_unknown', status: 401, hint: 'no key matches' }),
+      deny({ keyId: undefined, group: undefined }), deny({ reason: 'key_unknown', hint: 'no key matches' }),
       allow({ removeQuery: ['key'] }), allow({ removeQuery: ['KEY'] }), deny({ model: 'sk-mg-x', modelIsKey: true })].map((d) => ({ d, path: p('/v1/chat/completions') })),
     { d: allow({ route: messages }), path: p('/v1/messages') }, { d: deny({ route: messages }), path: p('/v1/messages') },
     // Same route fields as messages, another path: the metadata differs.
     { d: allow({ route: countTokens }), path: p('/v1/messages/count_tokens') },
     { d: allow({ route: models, model: undefined, modelKnown: undefined }), path: p('/v1/models') },
-    { d: deny({ reason: 'method_not_allowed', status: 405, hint: 'takes POST', route: classify('GET', p('/v1/chat/completions'), '/alt', false) }), path: p('/v1/chat/completions') },
-    { d: deny({ reason: 'method_not_allowed', status: 405, hint: 'takes POST', route: classify('POST', p('/v1/models'), '/alt', false) }), path: p('/v1/models') },
+    { d: deny({ reason: 'method_not_allowed', hint: 'takes POST', route: classify('GET', p('/v1/chat/completions'), '/alt', false) }), path: p('/v1/chat/completions') },
+    { d: deny({ reason: 'method_not_allowed', hint: 'takes POST', route: classify('POST', p('/v1/models'), '/alt', false) }), path: p('/v1/models') },
     // A model in the path: keyed by the path itself.
     gen('generateContent'), gen('streamGenerateContent'),
   ];
@@ -64,6 +64,19 @@ test('decisions that differ in anything the response carries never share bytes',
   // Equal bytes exactly where the responses are equal (a path that holds a key is logged as one redacted text).
   expect(seen).toEqual(built);
   expect(new Set(built).size).toBeGreaterThan(CASES.length - 4);
+});
+
+test('the fields the cache key leaves out never change a response (the key is every other field of the Decision)', () => {
+  expect([...UNWRITTEN_FIELDS].sort()).toEqual(['balance', 'stale', 'status']);
+  const plan = allowPlan(config);
+  const variants: Record<string, unknown[]> = { balance: [undefined, null, 0, 12.5, -1], stale: [undefined, false, true], status: [undefined, 200, 403, 'x'] };
+  for (const { d, path } of CASES) {
+    const bytes = (x: Decision) => def.responseSerialize(writeCheckResponse(x, config, plan, x.modelKnown ? x.model : undefined, logPath(x, path))).toString('base64');
+    const original = bytes(d);
+    for (const field of UNWRITTEN_FIELDS) {
+      for (const value of variants[field]) expect(bytes({ ...d, [field]: value }), `${field}: ${String(value)}`).toBe(original);
+    }
+  }
 });
 
 test('a new config (a reload) gets answers built from it, not the old cache', () => {

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/HeaderValueOption';
-import { HEADER, allowPlan, denialParts, writeCheckResponse } from '../../src/check/write-response';
+import { HEADER } from '../../src/check/headers';
+import { allowPlan, denialParts, writeCheckResponse } from '../../src/check/write-response';
 import { parseConfig, type Config } from '../../src/config/load';
 import type { Decision } from '../../src/check/decision';
 import { errorBody } from '../../src/check/error-body';
@@ -42,7 +43,7 @@ const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 4
 const HINT = 'the key in authorization has "quotes" around it \\ and a backslash';
 
 function denial(reason: DenyReason, route: Route, hint = HINT): Decision {
-  return { allowed: false, reason, status: statusOf(reason), hint, route };
+  return { allowed: false, reason, hint, route };
 }
 
 /** The route a denial of this reason really has: 405 only on wrong_method, path_unknown on unknown. */
@@ -185,7 +186,7 @@ describe('errorBody', () => {
 });
 
 function allow(route: Route, extra: Partial<Decision> = {}): Decision {
-  return { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: 'alice', group: 'basic', ...extra };
+  return { allowed: true, reason: 'allowed', hint: '', route, keyId: 'alice', group: 'basic', ...extra };
 }
 
 const PROTOCOL_ROUTES: Readonly<Record<Protocol, Route>> = {

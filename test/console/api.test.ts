@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { CONSOLE_KEY_HEADER, SECURITY_HEADERS } from '../../src/console/http-handler';
+import { HEADER } from '../../src/check/headers';
+import { SECURITY_HEADERS } from '../../src/console/http-handler';
 import type { UsageProvider, UsageRow } from '../../src/console/usage';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, startHarness, tempConfig, type Harness } from '../support/service-harness';
@@ -21,7 +22,7 @@ interface Answer {
 function callWithHost(h: Harness, path: string, key: string, headers: Record<string, string>): Promise<Answer> {
   const [host, port] = h.service.httpAddress.split(':');
   return new Promise((resolve, reject) => {
-    const req = http.request({ host, port: Number(port), path, method: 'POST', headers: { ...headers, [CONSOLE_KEY_HEADER]: encodeURIComponent(key) } }, (res) => {
+    const req = http.request({ host, port: Number(port), path, method: 'POST', headers: { ...headers, [HEADER.consoleKey]: encodeURIComponent(key) } }, (res) => {
       let text = '';
       res.on('data', (c: Buffer) => (text += c.toString('utf8')));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: new Headers(res.headers as Record<string, string>), body: JSON.parse(text) }));
@@ -33,8 +34,8 @@ function callWithHost(h: Harness, path: string, key: string, headers: Record<str
 
 async function call(h: Harness, path: string, opts: { key?: string; raw?: string; body?: unknown; method?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
   const headers: Record<string, string> = { ...opts.headers };
-  if (opts.key !== undefined) headers[CONSOLE_KEY_HEADER] = encodeURIComponent(opts.key);
-  if (opts.raw !== undefined) headers[CONSOLE_KEY_HEADER] = opts.raw;
+  if (opts.key !== undefined) headers[HEADER.consoleKey] = encodeURIComponent(opts.key);
+  if (opts.raw !== undefined) headers[HEADER.consoleKey] = opts.raw;
   if (opts.body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(`http://${h.service.httpAddress}${path}`, {
     method: opts.method ?? (path.startsWith('/console/api/') && !path.endsWith('/info') ? 'POST' : 'GET'),
@@ -194,6 +195,12 @@ describe('every console answer is no-store, framed by nobody, with a strict poli
     const js = (await call(h, '/console/app.js')).body as string;
     expect(js).not.toMatch(/\b(localStorage|sessionStorage)\s*[.[]|document\.cookie|\.innerHTML\s*=|\beval\(/);
   });
+
+  test('the page\'s script sends the key in the header the server reads (check/headers.ts), and in no other', async () => {
+    const js = (await call(h, '/console/app.js')).body as string;
+    expect(js).toContain(`const KEY_HEADER = '${HEADER.consoleKey}';`);
+    expect(js.match(/x-modelgate-[a-z-]+/g)!.filter((name) => name !== HEADER.consoleKey)).toEqual([]);
+  });
 });
 
 describe('set up a client', () => {
@@ -253,7 +260,7 @@ describe('the doctor over the API', () => {
     ['a status that is not one', { baseUrl: 'http://x', clientKind: 'chat-sdk', status: 'teapot' }, /status must be an HTTP status/],
     ['a field that is not a string', { baseUrl: 42, clientKind: 'chat-sdk' }, /baseUrl must be a string/],
   ])('refuses %s with 400 body_invalid', async (_name, body, hint) => {
-    const res = await fetch(`http://${h.service.httpAddress}/console/api/doctor`, { method: 'POST', headers: { [CONSOLE_KEY_HEADER]: DEMO_KEYS.alice }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+    const res = await fetch(`http://${h.service.httpAddress}/console/api/doctor`, { method: 'POST', headers: { [HEADER.consoleKey]: DEMO_KEYS.alice }, body: typeof body === 'string' ? body : JSON.stringify(body) });
     const a = (await res.json()) as any;
     expect(res.status).toBe(400);
     expect(a.error.reason).toBe('body_invalid');

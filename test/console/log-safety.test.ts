@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { generateKey, hashKey } from '../../src/check/key-format';
-import { CONSOLE_KEY_HEADER } from '../../src/console/http-handler';
+import { HEADER } from '../../src/check/headers';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, startHarness, tempConfig, type Harness } from '../support/service-harness';
 
@@ -25,7 +25,7 @@ test('no key string reaches any console log line, whatever is pasted where', asy
   const base = `http://${h.service.httpAddress}`;
   const post = (api: string, key: string | undefined, body?: unknown, extra: Record<string, string> = {}) => fetch(`${base}/console/api/${api}`, {
     method: 'POST',
-    headers: { ...(key === undefined ? {} : { [CONSOLE_KEY_HEADER]: encodeURIComponent(key) }), ...extra },
+    headers: { ...(key === undefined ? {} : { [HEADER.consoleKey]: encodeURIComponent(key) }), ...extra },
     body: body === undefined ? undefined : JSON.stringify(body),
   }).then(async (r) => {
     bodies.push(await r.text());
