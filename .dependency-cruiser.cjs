@@ -81,6 +81,13 @@ module.exports = {
       to: { path: '^src/cli/' },
     },
     {
+      name: 'pg-only-in-the-pg-store',
+      severity: 'error',
+      comment: "PostgreSQL is reached through src/store/pg/ alone, its write side too (keys, groups, balances): the CLI and the tests use those modules; test/support/ starts servers and opens pools for the tests.",
+      from: { path: '^(src|test)/', pathNot: '^(src/store/pg/|test/support/)' },
+      to: { path: pkg('pg') },
+    },
+    {
       name: 'commander-only-in-cli',
       severity: 'error',
       comment: 'One command line, in src/cli.',

@@ -18,12 +18,6 @@ export function usageError(message: string): CliError {
   return new CliError(message, 2);
 }
 
-/** The SQLSTATE of a PostgreSQL error, if it is one. */
-export function sqlState(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
-}
-
 // Control characters would break log lines and headers (ids are echoed in x-modelgate headers).
 const CONTROL = /[\u0000-\u001f\u007f]/;
 

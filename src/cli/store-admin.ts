@@ -5,7 +5,8 @@
  * holds a key or the store's password.
  */
 import { Command } from 'commander';
-import pg from 'pg';
+import { openAdminPool, type AdminDb } from '../store/pg/admin';
+import { StoreRefusal, type Refusal } from '../store/pg/refusal';
 import { migrate, type MigrationResult } from '../store/pg/schema';
 import { redactUrl } from '../store/pg/store';
 import { CliError, commandPath, usageError } from './errors';
@@ -46,7 +47,7 @@ export interface StoreAccess {
   /** false: no store configured (file mode); only `keys new` runs then. */
   readonly hasDb: boolean;
   /** Connects and brings the schema up to date on first call. */
-  readonly db: () => Promise<pg.Pool>;
+  readonly db: () => Promise<AdminDb>;
   /** What that first db() call migrated. */
   readonly migration: () => MigrationResult | undefined;
   /** Prints `human` text, or `data` as one JSON document with --json. */
@@ -72,14 +73,14 @@ export async function withStore(run: CliRun, cmd: Command, options: StoreOptions
   }
   const url = target.mode === 'postgres' ? target.url : '';
   const source = target.mode === 'postgres' ? target.source : '';
-  let pool: pg.Pool | undefined;
+  let pool: AdminDb | undefined;
   let migration: MigrationResult | undefined;
   try {
     await body({
       hasDb: target.mode === 'postgres',
       async db() {
         if (pool === undefined) {
-          pool = adminPool(url);
+          pool = openAdminPool(url);
           // Store commands bring the schema up to date first, so a fresh database needs no extra step.
           // Never into a database of another application, unless `migrate --allow-foreign-tables`.
           migration = await migrate(pool, { allowForeignTables: options.allowForeignTables === true });
@@ -90,23 +91,27 @@ export async function withStore(run: CliRun, cmd: Command, options: StoreOptions
       print: (human, data) => run.stdout(options.json ? `${JSON.stringify(data, null, 2)}\n` : human),
     });
   } catch (err) {
+    if (err instanceof StoreRefusal) throw new CliError(refusalText(err.refusal));
     throw err instanceof CliError ? err : new CliError(describeError(err, url, source));
   } finally {
     await pool?.end().catch(() => {});
   }
 }
 
-function adminPool(url: string): pg.Pool {
-  // One connection is all a command needs; generous timeouts, because a person is waiting, not Envoy.
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: 1,
-    connectionTimeoutMillis: 5000,
-    statement_timeout: 15_000,
-    application_name: 'modelgate-admin',
-  });
-  pool.on('error', () => {});
-  return pool;
+/** What the store refused, in the operator's words, with the command that fixes it where there is one. */
+export function refusalText(r: Refusal): string {
+  const q = JSON.stringify;
+  switch (r.code) {
+    case 'key_exists': return `a key with id ${q(r.id)} already exists`;
+    case 'key_not_found': return `no key with id ${q(r.id)}`;
+    case 'group_not_found': return `no group named ${q(r.group)}`;
+    case 'key_group_not_found': return `group ${q(r.group)} does not exist; create it with \`modelgate groups set ${r.group}\``;
+    case 'model_not_in_group': return `group ${q(r.group)} has no model ${q(r.model)}; add it with \`modelgate groups set ${r.group} --model ...\``;
+    case 'group_has_keys': {
+      const which = r.ids.length === 0 ? '' : ` (${r.ids.slice(0, 5).join(', ')}${r.ids.length > 5 ? ', ...' : ''})`;
+      return `group ${q(r.group)} still has keys${which}; delete them first`;
+    }
+  }
 }
 
 const NETWORK_CODES = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ECONNRESET'];

@@ -3,18 +3,18 @@
  * it, against a real PostgreSQL: human and --json output, exit codes, one-line errors, and keys
  * shown only once.
  */
-import pg from 'pg';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main';
 import { formatModelSpec, parseModelSpec } from '../../src/cli/groups';
 import { hashKey, isCompleteKey } from '../../src/check/key-format';
 import { openPgStore } from '../../src/store/pg/store';
+import type { AdminDb } from '../../src/store/pg/admin';
 import { openPool, startPgServer } from '../support/pg-server';
 import type { PgServer } from '../support/pg-server';
 
 let server: PgServer;
-let sql: pg.Pool;
+let sql: AdminDb;
 
 interface Run {
   code: number;

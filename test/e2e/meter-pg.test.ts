@@ -5,11 +5,12 @@
  * denied on two replicas (two Envoys, two modelgates, one database) within a second.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type pg from 'pg';
-import { generateKey } from '../../src/check/key-format';
+import type { AdminDb } from '../../src/store/pg/admin';
+import { setGroup, setPrice } from '../../src/store/pg/groups';
 import { migrate } from '../../src/store/pg/schema';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { expectedUsage, PROTOCOL_CASES, sendProtocol, waitFor, type ProtocolCase } from '../support/meter-cases';
+import { issueKey } from '../support/pg-keys';
 import { openPool, startPgServer, type PgServer } from '../support/pg-server';
 
 const PRICES: Record<string, [number, number]> = {
@@ -19,29 +20,23 @@ const PRICES: Record<string, [number, number]> = {
   'gemini-2.5-flash': [1500, 6000],
 };
 
-async function seed(pool: pg.Pool): Promise<void> {
+async function seed(pool: AdminDb): Promise<void> {
   await migrate(pool);
-  await pool.query("INSERT INTO modelgate.groups (name) VALUES ('basic')");
-  let position = 0;
-  for (const [model, [input, output]] of Object.entries(PRICES)) {
-    await pool.query('INSERT INTO modelgate.group_models (group_name, name, input_price, output_price, position) VALUES ($1, $2, $3, $4, $5)', ['basic', model, input, output, position++]);
-  }
+  await setGroup(pool, { name: 'basic', models: Object.keys(PRICES).map((name) => ({ name, protocols: null, available: true })) });
+  for (const [model, [input, output]] of Object.entries(PRICES)) await setPrice(pool, 'basic', model, { price: { input, output, cachedInput: null } });
 }
 
-async function newKey(pool: pg.Pool, id: string, balance: number | string | null): Promise<string> {
-  const key = generateKey();
-  const { createHash } = await import('node:crypto');
-  await pool.query('INSERT INTO modelgate.keys (id, sha256, group_name, balance) VALUES ($1, $2, $3, $4)', [id, createHash('sha256').update(key).digest('hex'), 'basic', balance]);
-  return key;
+async function newKey(pool: AdminDb, id: string, balance: number | string | null): Promise<string> {
+  return (await issueKey(pool, { group: 'basic', id, balance: balance === null ? null : String(balance) })).key;
 }
 
 const withStore = (url: string, strict = false) => (demo: string): string => `${strict ? demo.replace('  mode: soft ', '  mode: strict ') : demo}\nstore: ${url}\n`;
-const balanceOf = async (pool: pg.Pool, id: string): Promise<string> => (await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b;
-const rows = async (pool: pg.Pool, id: string): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', [id])).rows[0].n;
+const balanceOf = async (pool: AdminDb, id: string): Promise<string> => (await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b;
+const rows = async (pool: AdminDb, id: string): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', [id])).rows[0].n;
 
 describeE2E('metering on PostgreSQL through Envoy', () => {
   let server: PgServer;
-  let pool: pg.Pool;
+  let pool: AdminDb;
   let gw: Gateway;
   beforeAll(async () => {
     server = await startPgServer();
@@ -105,7 +100,7 @@ describeE2E('metering on PostgreSQL through Envoy', () => {
 
 describeE2E('strict metering on PostgreSQL through Envoy', () => {
   let server: PgServer;
-  let pool: pg.Pool;
+  let pool: AdminDb;
   let gw: Gateway;
   beforeAll(async () => {
     server = await startPgServer();
@@ -157,7 +152,7 @@ describeE2E('strict metering on PostgreSQL through Envoy', () => {
 
 describeE2E('two replicas on one PostgreSQL', () => {
   let server: PgServer;
-  let pool: pg.Pool;
+  let pool: AdminDb;
   let a: Gateway;
   let b: Gateway;
   beforeAll(async () => {

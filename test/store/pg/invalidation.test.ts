@@ -3,11 +3,12 @@
  * plain SQL (a billing job) reach other PgStore instances as precise invalidation events, and a
  * dropped LISTEN connection is covered by `all` events and healed without a restart.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addBalance } from '../../../src/cli/balance';
-import { removeGroup, setGroup } from '../../../src/cli/groups';
-import { createKey, deleteKey, rotateKey, setKeyDisabled } from '../../../src/cli/keys';
+import type { AdminDb } from '../../../src/store/pg/admin';
+import { addBalance } from '../../../src/store/pg/balances';
+import { removeGroup, setGroup } from '../../../src/store/pg/groups';
+import { deleteKey, setKeyDisabled } from '../../../src/store/pg/keys';
+import { issueKey, reissueKey } from '../../support/pg-keys';
 import { hashKey } from '../../../src/check/key-format';
 import { INVALIDATION_CHANNEL, migrate } from '../../../src/store/pg/schema';
 import { openPgStore } from '../../../src/store/pg/store';
@@ -18,7 +19,7 @@ import { openPool, startPgServer } from '../../support/pg-server';
 import type { PgServer } from '../../support/pg-server';
 
 let server: PgServer;
-let admin: pg.Pool;
+let admin: AdminDb;
 let replicaA: PgStore;
 let replicaB: PgStore;
 let eventsA: EventLog;
@@ -68,19 +69,19 @@ async function latencyOf(match: Parameters<EventLog['next']>[0], write: () => Pr
 
 describe('invalidation events', () => {
   it('tells every replica about a disabled key within one second', async () => {
-    const { key } = await createKey(admin, { group: 'basic', id: 'revoke-me' });
+    const { key } = await issueKey(admin, { group: 'basic', id: 'revoke-me' });
     const ms = await latencyOf(isKey(hashKey(key)), () => setKeyDisabled(admin, 'revoke-me', true));
     expect(ms).toBeLessThan(1000);
   });
 
   it('tells every replica about a debit made by a billing job with plain SQL, within one second', async () => {
-    const { key } = await createKey(admin, { group: 'basic', id: 'billed', balance: '10' });
+    const { key } = await issueKey(admin, { group: 'basic', id: 'billed', balance: '10' });
     const ms = await latencyOf(isKey(hashKey(key)), () => admin.query("UPDATE modelgate.keys SET balance = balance - 0.02 WHERE id = 'billed'"));
     expect(ms).toBeLessThan(1000);
   });
 
   it('sends the new balance with a change of the balance alone (caches take it without a lookup), and none with any other change', async () => {
-    const { key } = await createKey(admin, { group: 'basic', id: 'metered', balance: '10' });
+    const { key } = await issueKey(admin, { group: 'basic', id: 'metered', balance: '10' });
     const h = hashKey(key);
     await drain();
     let from = eventsA.arrivals.length;
@@ -103,23 +104,23 @@ describe('invalidation events', () => {
   it('announces a new key, so a cached "not found" for its hash is forgotten', async () => {
     await drain();
     const from = eventsA.arrivals.length;
-    const { key } = await createKey(admin, { group: 'basic', id: 'fresh' });
+    const { key } = await issueKey(admin, { group: 'basic', id: 'fresh' });
     await eventsA.next(isKey(hashKey(key)), 1000, from);
     expect(eventsA.arrivals.slice(from).map((a) => a.event)).toEqual([{ kind: 'key', sha256: hashKey(key) }]);
   });
 
   it('names both the old and the new hash when a key is rotated', async () => {
-    const { key: oldKey } = await createKey(admin, { group: 'basic', id: 'rotating' });
+    const { key: oldKey } = await issueKey(admin, { group: 'basic', id: 'rotating' });
     await drain();
     const oldHeard = eventsB.next(isKey(hashKey(oldKey)));
     const anyKey = eventsB.next((e) => e.kind === 'key' && e.sha256 !== hashKey(oldKey));
-    const { key: newKey } = await rotateKey(admin, 'rotating');
+    const { key: newKey } = await reissueKey(admin, 'rotating');
     await oldHeard;
     expect((await anyKey).event).toEqual({ kind: 'key', sha256: hashKey(newKey) });
   });
 
   it('announces debits through addBalance and deletions', async () => {
-    const { key } = await createKey(admin, { group: 'basic', id: 'short-lived', balance: '1' });
+    const { key } = await issueKey(admin, { group: 'basic', id: 'short-lived', balance: '1' });
     expect(await latencyOf(isKey(hashKey(key)), () => addBalance(admin, 'short-lived', '-1'))).toBeLessThan(1000);
     expect(await latencyOf(isKey(hashKey(key)), () => deleteKey(admin, 'short-lived'))).toBeLessThan(1000);
   });
@@ -169,7 +170,7 @@ describe('the LISTEN connection', () => {
     expect(eventsA.arrivals.slice(start).map((a) => a.event)).toEqual([{ kind: 'all' }, { kind: 'all' }]);
     expect(reconnected.at).toBeGreaterThan(eventsA.arrivals[start].at);
 
-    const { key } = await createKey(admin, { group: 'basic', id: 'after-reconnect' });
+    const { key } = await issueKey(admin, { group: 'basic', id: 'after-reconnect' });
     expect(await latencyOf(isKey(hashKey(key)), () => setKeyDisabled(admin, 'after-reconnect', true))).toBeLessThan(1000);
   });
 

@@ -5,11 +5,12 @@
 import { mkdirSync, mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setBalance } from '../../../src/cli/balance';
-import { setGroup } from '../../../src/cli/groups';
-import { createKey, setKeyDisabled } from '../../../src/cli/keys';
+import type { AdminDb } from '../../../src/store/pg/admin';
+import { setBalance } from '../../../src/store/pg/balances';
+import { setGroup } from '../../../src/store/pg/groups';
+import { setKeyDisabled } from '../../../src/store/pg/keys';
+import { issueKey } from '../../support/pg-keys';
 import { hashKey } from '../../../src/check/key-format';
 import { MIGRATIONS, SCHEMA_VERSION, migrate, schemaVersion } from '../../../src/store/pg/schema';
 import { PgStore, openPgStore } from '../../../src/store/pg/store';
@@ -17,7 +18,7 @@ import { hydrateEmbeddedPostgresSymlinks, openPool, startPgServer } from '../../
 import type { PgServer } from '../../support/pg-server';
 
 let server: PgServer;
-let pool: pg.Pool;
+let pool: AdminDb;
 
 beforeAll(async () => {
   server = await startPgServer();
@@ -81,8 +82,8 @@ describe('PgStore lookups', () => {
       ],
     });
     await setGroup(pool, { name: 'paused', available: false });
-    aliceKey = (await createKey(pool, { group: 'basic', id: 'alice', balance: '12.5', expiresAt: new Date('2031-02-03T04:05:06Z') })).key;
-    await createKey(pool, { group: 'basic', id: 'bob' });
+    aliceKey = (await issueKey(pool, { group: 'basic', id: 'alice', balance: '12.5', expiresAt: new Date('2031-02-03T04:05:06Z') })).key;
+    await issueKey(pool, { group: 'basic', id: 'bob' });
     await setKeyDisabled(pool, 'bob', true);
     store = await openPgStore(server.url);
   });

@@ -3,10 +3,11 @@
  * makes lookups reject within their bounds (never hang, never answer "not found"), and the same
  * PgStore recovers by itself when the database comes back.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setGroup } from '../../../src/cli/groups';
-import { createKey, setKeyDisabled } from '../../../src/cli/keys';
+import type { AdminDb } from '../../../src/store/pg/admin';
+import { setGroup } from '../../../src/store/pg/groups';
+import { setKeyDisabled } from '../../../src/store/pg/keys';
+import { issueKey } from '../../support/pg-keys';
 import { hashKey } from '../../../src/check/key-format';
 import { migrate } from '../../../src/store/pg/schema';
 import { openPgStore } from '../../../src/store/pg/store';
@@ -26,7 +27,7 @@ let store: PgStore;
 let events: EventLog;
 let key: string;
 
-async function withAdmin<T>(fn: (pool: pg.Pool) => Promise<T>): Promise<T> {
+async function withAdmin<T>(fn: (pool: AdminDb) => Promise<T>): Promise<T> {
   const pool = openPool(server.url, 2);
   try {
     return await fn(pool);
@@ -47,7 +48,7 @@ beforeAll(async () => {
   key = await withAdmin(async (pool) => {
     await migrate(pool);
     await setGroup(pool, { name: 'basic' });
-    return (await createKey(pool, { group: 'basic', id: 'alice', balance: '5' })).key;
+    return (await issueKey(pool, { group: 'basic', id: 'alice', balance: '5' })).key;
   });
   store = await openPgStore(server.url, {
     queryTimeoutMs: QUERY_TIMEOUT,

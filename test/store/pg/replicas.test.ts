@@ -12,12 +12,13 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import type { CheckResponse__Output } from '../../../proto/types/envoy/service/auth/v3/CheckResponse';
-import { addBalance, setBalance } from '../../../src/cli/balance';
-import { setGroup } from '../../../src/cli/groups';
-import { createKey, setKeyDisabled } from '../../../src/cli/keys';
+import type { AdminDb } from '../../../src/store/pg/admin';
+import { addBalance, setBalance } from '../../../src/store/pg/balances';
+import { setGroup } from '../../../src/store/pg/groups';
+import { setKeyDisabled } from '../../../src/store/pg/keys';
+import { issueKey } from '../../support/pg-keys';
 import { buildCheckRequest, type HttpRequestLine } from '../../../src/envoy/check-request';
 import { authorizationClient } from '../../../src/envoy/protos';
 import { generateKey } from '../../../src/check/key-format';
@@ -29,7 +30,7 @@ import { reasonOf, startHarness, tempConfig, type Harness } from '../../support/
 const CLI = join(__dirname, '..', '..', '..', 'dist', 'src', 'cli', 'main.js');
 const CONFIG = 'cache:\n  ttlSeconds: 5\n  staleSeconds: 60\nlog:\n  allows: false\n';
 let server: PgServer;
-let pool: pg.Pool;
+let pool: AdminDb;
 
 const chat = (key: string, model = 'gpt-4o-mini'): HttpRequestLine => ({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${key}`]], body: JSON.stringify({ messages: [], model }) });
 
@@ -96,9 +97,9 @@ describe('two replicas on one database', () => {
   afterAll(async () => { await Promise.all(replicas.map((r) => r.stop())); });
 
   test('a revoked key, a zero balance and a removed model are denied by both replicas within one second', async () => {
-    const revoked = await createKey(pool, { group: 'team', id: 'revoke-me' });
-    const spender = await createKey(pool, { group: 'team', id: 'spender', balance: '3' });
-    const user = await createKey(pool, { group: 'team', id: 'user' });
+    const revoked = await issueKey(pool, { group: 'team', id: 'revoke-me' });
+    const spender = await issueKey(pool, { group: 'team', id: 'spender', balance: '3' });
+    const user = await issueKey(pool, { group: 'team', id: 'user' });
     // Warm both replicas' caches: every answer below must come from an invalidation, not a TTL.
     for (const r of replicas) {
       expect(reasonOf(await r.check(chat(revoked.key)))).toBe('allowed');
@@ -127,9 +128,9 @@ describe('one service on the PostgreSQL store', () => {
   let later: { key: string };
   beforeAll(async () => {
     // Created before the service listens, so their own NOTIFYs cannot race the first lookups.
-    burst = await createKey(pool, { group: 'team', id: 'burst' });
-    cached = await createKey(pool, { group: 'team', id: 'cached' });
-    later = await createKey(pool, { group: 'team', id: 'later' });
+    burst = await issueKey(pool, { group: 'team', id: 'burst' });
+    cached = await issueKey(pool, { group: 'team', id: 'cached' });
+    later = await issueKey(pool, { group: 'team', id: 'later' });
     h = await startHarness({ configPath: tempConfig(CONFIG), storeUrl: server.url });
   }, 30_000);
   afterAll(async () => { await h?.close(); });
