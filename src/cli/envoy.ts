@@ -2,14 +2,16 @@
  * The Envoy side of the command line:
  * - `modelgate envoy-config`: renders the Envoy bundle from modelgate's config (src/envoy/render.ts):
  *   a complete bootstrap, or with --parts only what a platform team adds to its own Envoy;
- * - `modelgate envoy-check [FILE]`: checks an Envoy bootstrap strictly against Envoy's own v3 API
- *   protos (src/envoy/config-check.ts). Problems go to stderr, one per line, and the exit code is 1.
+ * - `modelgate envoy-check [FILE]`: checks an Envoy bootstrap with the pinned Envoy binary's own
+ *   `envoy --mode validate` (src/envoy/validate.ts; src/envoy/ensure.ts finds the binary, or installs
+ *   the pinned one). Envoy's error goes to stderr and the exit code is 1.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { ConfigError, parseConfig, type Config } from '../config/load';
-import { checkEnvoyConfig } from '../envoy/config-check';
+import { EnvoyUnavailable, ensureEnvoy } from '../envoy/ensure';
 import { renderEnvoyParts, renderEnvoyYaml } from '../envoy/render';
+import { validateFileWithEnvoy } from '../envoy/validate';
 import { CliError, once } from './errors';
 import type { CliRun } from './io';
 
@@ -57,13 +59,22 @@ export function envoyConfigCommand(run: CliRun): Command {
 
 export function envoyCheckCommand(run: CliRun): Command {
   return new Command('envoy-check')
-    .description("check an Envoy config strictly against Envoy's v3 API")
+    .description('check an Envoy config with the Envoy binary itself (envoy --mode validate; the pinned version, installed if missing)')
     .argument('[file]', 'the Envoy config', 'envoy/envoy.yaml')
     .action((file: string) => {
-      const r = checkEnvoyConfig(readFileSync(file, 'utf8'));
-      if (r.ok) run.stdout(`${file}: valid envoy.config.bootstrap.v3.Bootstrap\n`);
-      else run.stderr(`${file}: ${r.errors.length} problem(s):\n  - ${r.errors.join('\n  - ')}\n`);
-      if (r.warnings.length > 0) run.stderr(`${file}: ${r.warnings.length} warning(s):\n  - ${r.warnings.join('\n  - ')}\n`);
+      readFileSync(file); // a missing file is one line, before any Envoy is looked for
+      let envoy;
+      try {
+        envoy = ensureEnvoy({ log: (m) => run.stderr(`${m}\n`) });
+      } catch (err) {
+        if (err instanceof EnvoyUnavailable) throw new CliError(err.message);
+        throw err;
+      }
+      const r = validateFileWithEnvoy(file, envoy.path);
+      if (r.ok) run.stdout(`${file}: valid for Envoy ${envoy.version} (envoy --mode validate)\n`);
+      else run.stderr(`${file}: Envoy ${envoy.version} refuses it: ${r.message}\n`);
+      const warnings = r.output.split('\n').filter((l) => l.includes('[warning]'));
+      if (warnings.length > 0) run.stderr(`${file}: ${warnings.length} warning(s) from Envoy:\n  - ${warnings.join('\n  - ')}\n`);
       run.exitCode = r.ok ? 0 : 1;
     });
 }
