@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Regenerates proto/types/ from Envoy's own API protos as shipped by @grpc/grpc-js-xds.
+// Regenerates proto/types/ from Envoy's own API protos of the pinned version (proto/envoy-api/).
 // Run with `npm run gen:types`. test/envoy/proto-types.test.ts fails when the checked-in types drift.
 'use strict';
 const { execFileSync } = require('node:child_process');

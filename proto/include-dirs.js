@@ -1,12 +1,14 @@
 'use strict';
-// Envoy's v3 API protos are never copied into this repo: they come from the npm package
-// @grpc/grpc-js-xds (deps/envoy-api, Envoy ~1.31), with its xds, googleapis and validate deps.
+// Envoy's v3 API protos, as the pinned Envoy compiled them: proto/envoy-api/, vendored from that
+// binary's own descriptors by proto/envoy-api.js (test/envoy/envoy-api.test.ts checks they match).
+// google/protobuf/*.proto come with protobufjs.
 const path = require('node:path');
 
-const deps = path.join(path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')), 'deps');
+// This file runs from proto/ (scripts, tests) and, compiled, from dist/proto/ (the service).
+const protoDir = path.basename(path.dirname(__dirname)) === 'dist' ? path.join(__dirname, '..', '..', 'proto') : __dirname;
 
 /** Include paths for @grpc/proto-loader and protobufjs. */
-const includeDirs = ['envoy-api', 'xds', 'googleapis', 'protoc-gen-validate'].map((d) => path.join(deps, d));
+const includeDirs = [path.join(protoDir, 'envoy-api')];
 
 /** The proto-loader options the service runs with; proto/types/ is generated to match them. */
 const LOADER_OPTIONS = Object.freeze({ keepCase: true, longs: String, enums: String, includeDirs });

@@ -1,6 +1,6 @@
 /**
- * Loads Envoy's ext_authz v3 service definition from the real API protos (via @grpc/grpc-js-xds)
- * once per process. Only this file knows about proto loading (server/grpc-server.ts serves what it loads).
+ * Loads Envoy's ext_authz v3 service definition from the pinned Envoy's own API protos
+ * (proto/envoy-api/, vendored from that binary by proto/envoy-api.js) once per process. Only this file knows about proto loading (server/grpc-server.ts serves what it loads).
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';

@@ -1,5 +1,5 @@
 /**
- * proto/types/ is generated from Envoy's own protos (shipped by @grpc/grpc-js-xds) by
+ * proto/types/ is generated from Envoy's own protos of the pinned version (proto/envoy-api/) by
  * proto/generate.js; this fails when the checked-in types no longer match what the generator
  * produces from the installed protos.
  */

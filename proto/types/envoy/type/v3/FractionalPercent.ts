@@ -1,7 +1,7 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/type/v3/percent.proto
+// Original file: proto/envoy-api/envoy/type/v3/percent.proto
 
 
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/type/v3/percent.proto
+// Original file: proto/envoy-api/envoy/type/v3/percent.proto
 
 export const _envoy_type_v3_FractionalPercent_DenominatorType = {
   HUNDRED: 'HUNDRED',

@@ -1,4 +1,4 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/type/v3/http_status.proto
+// Original file: proto/envoy-api/envoy/type/v3/http_status.proto
 
 export const StatusCode = {
   Empty: 'Empty',

@@ -1,4 +1,4 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/xds/xds/core/v3/context_params.proto
+// Original file: proto/envoy-api/xds/core/v3/context_params.proto
 
 
 export interface ContextParams {

@@ -1,4 +1,4 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/config/core/v3/address.proto
+// Original file: proto/envoy-api/envoy/config/core/v3/address.proto
 
 import type { SocketAddress as _envoy_config_core_v3_SocketAddress, SocketAddress__Output as _envoy_config_core_v3_SocketAddress__Output } from '../../../../envoy/config/core/v3/SocketAddress';
 import type { BoolValue as _google_protobuf_BoolValue, BoolValue__Output as _google_protobuf_BoolValue__Output } from '../../../../google/protobuf/BoolValue';
@@ -13,6 +13,7 @@ export interface BindConfig {
   'additional_source_addresses'?: (_envoy_config_core_v3_SocketAddress)[];
   'extra_source_addresses'?: (_envoy_config_core_v3_ExtraSourceAddress)[];
   'local_address_selector'?: (_envoy_config_core_v3_TypedExtensionConfig | null);
+  'validate_network_namespaces'?: (boolean);
 }
 
 export interface BindConfig__Output {
@@ -22,4 +23,5 @@ export interface BindConfig__Output {
   'additional_source_addresses'?: (_envoy_config_core_v3_SocketAddress__Output)[];
   'extra_source_addresses'?: (_envoy_config_core_v3_ExtraSourceAddress__Output)[];
   'local_address_selector'?: (_envoy_config_core_v3_TypedExtensionConfig__Output);
+  'validate_network_namespaces'?: (boolean);
 }

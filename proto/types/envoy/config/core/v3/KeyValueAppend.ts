@@ -1,8 +1,9 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/config/core/v3/base.proto
+// Original file: proto/envoy-api/envoy/config/core/v3/base.proto
 
 import type { KeyValue as _envoy_config_core_v3_KeyValue, KeyValue__Output as _envoy_config_core_v3_KeyValue__Output } from '../../../../envoy/config/core/v3/KeyValue';
+import type { KeyValuePair as _envoy_config_core_v3_KeyValuePair, KeyValuePair__Output as _envoy_config_core_v3_KeyValuePair__Output } from '../../../../envoy/config/core/v3/KeyValuePair';
 
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/config/core/v3/base.proto
+// Original file: proto/envoy-api/envoy/config/core/v3/base.proto
 
 export const _envoy_config_core_v3_KeyValueAppend_KeyValueAppendAction = {
   APPEND_IF_EXISTS_OR_ADD: 'APPEND_IF_EXISTS_OR_ADD',
@@ -26,9 +27,11 @@ export type _envoy_config_core_v3_KeyValueAppend_KeyValueAppendAction__Output = 
 export interface KeyValueAppend {
   'entry'?: (_envoy_config_core_v3_KeyValue | null);
   'action'?: (_envoy_config_core_v3_KeyValueAppend_KeyValueAppendAction);
+  'record'?: (_envoy_config_core_v3_KeyValuePair | null);
 }
 
 export interface KeyValueAppend__Output {
   'entry'?: (_envoy_config_core_v3_KeyValue__Output);
   'action'?: (_envoy_config_core_v3_KeyValueAppend_KeyValueAppendAction__Output);
+  'record'?: (_envoy_config_core_v3_KeyValuePair__Output);
 }

@@ -1,7 +1,7 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/config/core/v3/address.proto
+// Original file: proto/envoy-api/envoy/config/core/v3/address.proto
 
 
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/config/core/v3/address.proto
+// Original file: proto/envoy-api/envoy/config/core/v3/address.proto
 
 export const _envoy_config_core_v3_SocketAddress_Protocol = {
   TCP: 'TCP',
@@ -23,6 +23,7 @@ export interface SocketAddress {
   'named_port'?: (string);
   'resolver_name'?: (string);
   'ipv4_compat'?: (boolean);
+  'network_namespace_filepath'?: (string);
   'port_specifier'?: "port_value"|"named_port";
 }
 
@@ -33,4 +34,5 @@ export interface SocketAddress__Output {
   'named_port'?: (string);
   'resolver_name'?: (string);
   'ipv4_compat'?: (boolean);
+  'network_namespace_filepath'?: (string);
 }

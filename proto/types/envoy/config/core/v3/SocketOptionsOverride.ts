@@ -1,4 +1,4 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/config/core/v3/socket_option.proto
+// Original file: proto/envoy-api/envoy/config/core/v3/socket_option.proto
 
 import type { SocketOption as _envoy_config_core_v3_SocketOption, SocketOption__Output as _envoy_config_core_v3_SocketOption__Output } from '../../../../envoy/config/core/v3/SocketOption';
 

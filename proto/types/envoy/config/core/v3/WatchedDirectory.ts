@@ -1,10 +1,12 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/config/core/v3/base.proto
+// Original file: proto/envoy-api/envoy/config/core/v3/base.proto
 
 
 export interface WatchedDirectory {
   'path'?: (string);
+  'watch_modify'?: (boolean);
 }
 
 export interface WatchedDirectory__Output {
   'path'?: (string);
+  'watch_modify'?: (boolean);
 }

@@ -1,4 +1,4 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/service/auth/v3/external_auth.proto
+// Original file: proto/envoy-api/envoy/service/auth/v3/external_auth.proto
 
 import type { Status as _google_rpc_Status, Status__Output as _google_rpc_Status__Output } from '../../../../google/rpc/Status';
 import type { DeniedHttpResponse as _envoy_service_auth_v3_DeniedHttpResponse, DeniedHttpResponse__Output as _envoy_service_auth_v3_DeniedHttpResponse__Output } from '../../../../envoy/service/auth/v3/DeniedHttpResponse';
@@ -10,7 +10,8 @@ export interface CheckResponse {
   'denied_response'?: (_envoy_service_auth_v3_DeniedHttpResponse | null);
   'ok_response'?: (_envoy_service_auth_v3_OkHttpResponse | null);
   'dynamic_metadata'?: (_google_protobuf_Struct | null);
-  'http_response'?: "denied_response"|"ok_response";
+  'error_response'?: (_envoy_service_auth_v3_DeniedHttpResponse | null);
+  'http_response'?: "denied_response"|"ok_response"|"error_response";
 }
 
 export interface CheckResponse__Output {
@@ -18,4 +19,5 @@ export interface CheckResponse__Output {
   'denied_response'?: (_envoy_service_auth_v3_DeniedHttpResponse__Output);
   'ok_response'?: (_envoy_service_auth_v3_OkHttpResponse__Output);
   'dynamic_metadata'?: (_google_protobuf_Struct__Output);
+  'error_response'?: (_envoy_service_auth_v3_DeniedHttpResponse__Output);
 }

@@ -1,10 +1,10 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/service/ext_proc/v3/external_processor.proto
+// Original file: proto/envoy-api/envoy/service/ext_proc/v3/external_processor.proto
 
 import type { HeaderMutation as _envoy_service_ext_proc_v3_HeaderMutation, HeaderMutation__Output as _envoy_service_ext_proc_v3_HeaderMutation__Output } from '../../../../envoy/service/ext_proc/v3/HeaderMutation';
 import type { BodyMutation as _envoy_service_ext_proc_v3_BodyMutation, BodyMutation__Output as _envoy_service_ext_proc_v3_BodyMutation__Output } from '../../../../envoy/service/ext_proc/v3/BodyMutation';
 import type { HeaderMap as _envoy_config_core_v3_HeaderMap, HeaderMap__Output as _envoy_config_core_v3_HeaderMap__Output } from '../../../../envoy/config/core/v3/HeaderMap';
 
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/service/ext_proc/v3/external_processor.proto
+// Original file: proto/envoy-api/envoy/service/ext_proc/v3/external_processor.proto
 
 export const _envoy_service_ext_proc_v3_CommonResponse_ResponseStatus = {
   CONTINUE: 'CONTINUE',

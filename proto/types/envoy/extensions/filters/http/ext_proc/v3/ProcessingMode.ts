@@ -1,13 +1,15 @@
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/extensions/filters/http/ext_proc/v3/processing_mode.proto
+// Original file: proto/envoy-api/envoy/extensions/filters/http/ext_proc/v3/processing_mode.proto
 
 
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/extensions/filters/http/ext_proc/v3/processing_mode.proto
+// Original file: proto/envoy-api/envoy/extensions/filters/http/ext_proc/v3/processing_mode.proto
 
 export const _envoy_extensions_filters_http_ext_proc_v3_ProcessingMode_BodySendMode = {
   NONE: 'NONE',
   STREAMED: 'STREAMED',
   BUFFERED: 'BUFFERED',
   BUFFERED_PARTIAL: 'BUFFERED_PARTIAL',
+  FULL_DUPLEX_STREAMED: 'FULL_DUPLEX_STREAMED',
+  GRPC: 'GRPC',
 } as const;
 
 export type _envoy_extensions_filters_http_ext_proc_v3_ProcessingMode_BodySendMode =
@@ -19,10 +21,14 @@ export type _envoy_extensions_filters_http_ext_proc_v3_ProcessingMode_BodySendMo
   | 2
   | 'BUFFERED_PARTIAL'
   | 3
+  | 'FULL_DUPLEX_STREAMED'
+  | 4
+  | 'GRPC'
+  | 5
 
 export type _envoy_extensions_filters_http_ext_proc_v3_ProcessingMode_BodySendMode__Output = typeof _envoy_extensions_filters_http_ext_proc_v3_ProcessingMode_BodySendMode[keyof typeof _envoy_extensions_filters_http_ext_proc_v3_ProcessingMode_BodySendMode]
 
-// Original file: node_modules/@grpc/grpc-js-xds/deps/envoy-api/envoy/extensions/filters/http/ext_proc/v3/processing_mode.proto
+// Original file: proto/envoy-api/envoy/extensions/filters/http/ext_proc/v3/processing_mode.proto
 
 export const _envoy_extensions_filters_http_ext_proc_v3_ProcessingMode_HeaderSendMode = {
   DEFAULT: 'DEFAULT',
