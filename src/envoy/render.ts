@@ -201,28 +201,20 @@ function accessLog(): Obj[] {
  * Drops every HTTP/2 request trailer before the router (only upstream routes run it; the others
  * turn it off). ext_authz never sees trailers, Envoy forwards them to an HTTP/2 upstream (a TLS
  * provider negotiates h2), and a client could put a key there. No provider API reads request
- * trailers. Lua, because header_mutation's trailer mutations are newer than the oldest Envoy API
- * this bundle is checked against (1.31); by the time this filter runs ext_authz has buffered the
- * whole body, so waiting for the end of the stream here adds nothing.
+ * trailers. Envoy's header_mutation filter, whose request trailer mutations (remove_on_match with
+ * any name) load and work on every supported version (1.36.2 and 1.40.0: the trailer tests of
+ * test/e2e/review-findings.test.ts through each). By the time this filter runs ext_authz has
+ * buffered the whole body, so waiting for the end of the stream adds nothing.
  */
 export function trailersFilter(): Obj {
   return {
     name: TRAILERS_FILTER,
     typed_config: {
-      '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua',
-      default_source_code: { inline_string: DROP_TRAILERS_LUA },
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation',
+      mutations: { request_trailers_mutations: [{ remove_on_match: { key_matcher: { safe_regex: { regex: '.*' } } } }] },
     },
   };
 }
-
-const DROP_TRAILERS_LUA = `function envoy_on_request(handle)
-  local trailers = handle:trailers()
-  if trailers == nil then return end
-  local names = {}
-  for name, _ in pairs(trailers) do names[#names + 1] = name end
-  for _, name in ipairs(names) do trailers:remove(name) end
-end
-`;
 
 /**
  * Headers that carry a credential to some provider or server, removed from every request an

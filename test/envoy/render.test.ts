@@ -278,9 +278,11 @@ describe('the settings modelgate relies on', () => {
     expect(yaml).not.toContain('modelgate_meter');
   });
 
-  it('drops request trailers with a Lua filter, on upstream routes only', () => {
+  it("drops every request trailer with Envoy's header_mutation filter, on upstream routes only", () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.find((f) => f.name === 'modelgate.drop_request_trailers')!.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua');
+    const drop = filters.find((f) => f.name === 'modelgate.drop_request_trailers')!.typed_config;
+    expect(drop['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation');
+    expect(drop.mutations).toEqual({ request_trailers_mutations: [{ remove_on_match: { key_matcher: { safe_regex: { regex: '.*' } } } }] });
     // Only upstream routes run it: every other route turns it off.
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     for (const r of routes) {
