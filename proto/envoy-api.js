@@ -193,14 +193,19 @@ function pinnedEnvoy() {
   const ensure = path.join(ROOT, 'dist', 'src', 'envoy', 'ensure.js');
   if (!fs.existsSync(ensure)) throw new Error('dist/ is missing: run npm run build first');
   const { ensureEnvoy, PINNED_ENVOY } = require(ensure);
-  // The pinned version, even in a run of the tests on another one (scripts/e2e-oldest-envoy).
-  const other = process.env.MODELGATE_ENVOY_VERSION;
-  delete process.env.MODELGATE_ENVOY_VERSION;
+  // The pinned version's project-local install, even in a run on another Envoy (ENVOY_BIN,
+  // MODELGATE_ENVOY_VERSION, an envoy on PATH: scripts/e2e-oldest-envoy); installed if missing.
+  const saved = { ENVOY_BIN: process.env.ENVOY_BIN, MODELGATE_ENVOY_VERSION: process.env.MODELGATE_ENVOY_VERSION };
+  delete process.env.ENVOY_BIN;
+  process.env.MODELGATE_ENVOY_VERSION = PINNED_ENVOY;
   let found;
   try {
     found = ensureEnvoy({ log: (m) => process.stderr.write(`${m}\n`) });
   } finally {
-    if (other !== undefined) process.env.MODELGATE_ENVOY_VERSION = other;
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
   }
   if (found.version !== PINNED_ENVOY) throw new Error(`the Envoy found (${found.path}, ${found.source}) is ${found.version}, not the pinned ${PINNED_ENVOY}: unset ENVOY_BIN and MODELGATE_ENVOY_VERSION`);
   return found;
