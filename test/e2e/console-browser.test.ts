@@ -302,9 +302,8 @@ describeBrowser('the console in Chromium, through Envoy', () => {
     expect(cspViolations).toHaveLength(1);
 
     // Through Envoy, with ext_authz off on the console's route.
-    await new Promise((r) => setTimeout(r, 100));
     // (The access log shows no path modelgate was not asked about: console lines are found by route.)
-    const consoleLines = gw.accessLog().filter((l) => l.route === 'console');
+    const consoleLines = (await gw.accessLogWhen((log) => log.filter((l) => l.route === 'console').length > 20)).filter((l) => l.route === 'console');
     expect(consoleLines.length).toBeGreaterThan(20);
     for (const l of consoleLines) {
       expect(l.path ?? null).toBeNull();

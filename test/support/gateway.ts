@@ -120,6 +120,11 @@ export interface Gateway {
   readonly upstreams: Readonly<Record<UpstreamFamily, DemoUpstream>>;
   /** Envoy's access-log lines, parsed. */
   accessLog(): Array<Record<string, unknown>>;
+  /**
+   * The access log once `ok` holds for it: Envoy writes it every 20 ms here, later on a busy
+   * machine, so a test waits for the lines it expects instead of sleeping (generous timeout).
+   */
+  accessLogWhen(ok: (log: Array<Record<string, unknown>>) => boolean, timeoutMs?: number): Promise<Array<Record<string, unknown>>>;
   /** Envoy's raw stdout and stderr text. */
   envoyOutput(): string;
   /** The Envoy bundle this gateway runs (as `modelgate envoy-config` renders it for these ports). */
@@ -260,6 +265,12 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       return (hcm.route_config.virtual_hosts[0].routes as Array<{ name: string }>).map((r) => r.name);
     },
     accessLog: () => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>),
+    async accessLogWhen(ok, timeoutMs = 30_000) {
+      const read = () => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      const until = Date.now() + timeoutMs;
+      while (!ok(read()) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      return read();
+    },
     envoyOutput: () => out,
     send: (method, path, o = {}) => send(baseUrl, method, path, o),
     async close() {

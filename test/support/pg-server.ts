@@ -51,10 +51,14 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** The postmaster (first line of postmaster.pid) and its children, the backends. */
-function serverPids(dataDir: string): number[] {
-  const postmaster = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  const children = readdirSync('/proc')
+/** The postmaster's pid: the first line of postmaster.pid. */
+function postmasterPid(dataDir: string): number {
+  return Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+}
+
+/** The postmaster's children (backends, background workers) as /proc lists them now. */
+function childPids(postmaster: number): number[] {
+  return readdirSync('/proc')
     .filter((d) => /^\d+$/.test(d))
     .filter((d) => {
       try {
@@ -62,11 +66,48 @@ function serverPids(dataDir: string): number[] {
         const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
         return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
       } catch {
-        return false;
+        return false; // gone since the listing
       }
     })
     .map(Number);
-  return [postmaster, ...children];
+}
+
+/**
+ * Sends a signal to a process that may have exited since it was listed (a backend whose client
+ * disconnected): a process that is gone needs no signal, so ESRCH is not an error.
+ */
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
+/**
+ * Freezes the server: the postmaster first, so that it forks no new backend, then its children,
+ * listed again until a listing finds none that was not stopped already (one forked between the
+ * first listing and the postmaster's stop).
+ */
+function pauseServer(dataDir: string): void {
+  const postmaster = postmasterPid(dataDir);
+  signal(postmaster, 'SIGSTOP');
+  const stopped = new Set<number>();
+  for (;;) {
+    const fresh = childPids(postmaster).filter((pid) => !stopped.has(pid));
+    if (fresh.length === 0) return;
+    for (const pid of fresh) {
+      signal(pid, 'SIGSTOP');
+      stopped.add(pid);
+    }
+  }
+}
+
+/** Undoes pauseServer: the children first, then the postmaster (none of them may be gone: ESRCH is fine). */
+function resumeServer(dataDir: string): void {
+  const postmaster = postmasterPid(dataDir);
+  for (const pid of childPids(postmaster)) signal(pid, 'SIGCONT');
+  signal(postmaster, 'SIGCONT');
 }
 
 async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -217,7 +258,7 @@ export async function startPgServer(opts: { runtime?: PgRuntime } = {}): Promise
   const workDir = mkdtempSync(path.join(rt.workBase, 'modelgate-pgdata-'));
   const dataDir = path.join(workDir, 'data');
   const pwFile = path.join(workDir, 'password');
-  const port = await freePort();
+  let port = await freePort();
   const password = randomBytes(12).toString('hex');
   writeFileSync(pwFile, `${password}\n`, { mode: 0o600 });
   if (rt.runAs) {
@@ -242,7 +283,17 @@ export async function startPgServer(opts: { runtime?: PgRuntime } = {}): Promise
   try {
     await initdb(rt, dataDir, pwFile);
     rmSync(pwFile);
-    await startServer();
+    // The free port was released for PostgreSQL to bind; another process (a parallel test file's
+    // server, an ephemeral client port) may take it first: then another port, a few times.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await startServer();
+        break;
+      } catch (err) {
+        if (attempt >= 5 || !(err instanceof PgUnavailable) || !/could not (bind|create listen socket)|Address already in use/i.test(err.message)) throw err;
+        port = await freePort();
+      }
+    }
     const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
     await withClient(url, (c) => c.query('CREATE DATABASE modelgate'));
   } catch (err) {
@@ -262,10 +313,10 @@ export async function startPgServer(opts: { runtime?: PgRuntime } = {}): Promise
     stop: stopServer,
     start: startServer,
     pause() {
-      for (const pid of serverPids(dataDir)) process.kill(pid, 'SIGSTOP');
+      pauseServer(dataDir);
     },
     resume() {
-      for (const pid of serverPids(dataDir)) process.kill(pid, 'SIGCONT');
+      resumeServer(dataDir);
     },
     async close() {
       await stopServer();
