@@ -10,9 +10,10 @@
  */
 import { startH2GrpcServer, type GrpcTransport } from '../src/grpc/server';
 import { CHECK_PATH } from '../src/server/grpc-server';
+import { demoGrpcSettings } from './servers';
 
-/** envoy/modelgate.yaml grpc.maxReceiveMessageBytes. */
-const MAX_RECEIVE_BYTES = 41943040;
+/** envoy/modelgate.yaml grpc.maxReceiveMessageBytes (the demo config modelgate runs on here). */
+const MAX_RECEIVE_BYTES = demoGrpcSettings().maxReceiveMessageBytes;
 /** CheckResponse {status: {}}: field 1 (status), an empty message (code 0 is the default). */
 const OK = Buffer.from([0x0a, 0x00]);
 

@@ -10,9 +10,10 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { authorizationService } from '../src/envoy/protos';
+import { demoGrpcSettings } from './servers';
 
-/** envoy/modelgate.yaml grpc.maxReceiveMessageBytes: 1 MiB bodies must be accepted by both. */
-const MAX_RECEIVE_BYTES = 41943040;
+/** envoy/modelgate.yaml grpc.maxReceiveMessageBytes (the demo config modelgate runs on here): 1 MiB bodies must be accepted by both. */
+const MAX_RECEIVE_BYTES = demoGrpcSettings().maxReceiveMessageBytes;
 
 /**
  * Turns Nagle's algorithm off on every accepted connection, as modelgate's server does (a gRPC

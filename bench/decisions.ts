@@ -5,11 +5,12 @@
  */
 import type { CheckResponse__Output } from '../src/envoy/protos';
 import type { Expectation } from './check-requests';
+import { HEADER } from '../src/check/headers';
 
 /** The `x-modelgate-reason` of a denied response, if any. */
 export function reasonOf(resp: CheckResponse__Output): string | undefined {
   for (const h of resp.denied_response?.headers ?? []) {
-    if (h.header?.key?.toLowerCase() === 'x-modelgate-reason') return h.header.value;
+    if (h.header?.key?.toLowerCase() === HEADER.reason) return h.header.value;
   }
   return undefined;
 }

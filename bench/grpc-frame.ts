@@ -16,8 +16,6 @@ function checkMethod() {
   return service.Check;
 }
 
-/** The gRPC path h2load and the raw clients call. */
-export const CHECK_PATH = '/envoy.service.auth.v3.Authorization/Check';
 
 /** Protobuf bytes of a CheckRequest (no prefix). */
 export function encodeCheckRequest(req: CheckRequest): Buffer {

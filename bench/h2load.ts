@@ -7,7 +7,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { summarize, type LatencySummary } from './latency';
-import { CHECK_PATH } from './grpc-frame';
+import { CHECK_PATH } from '../src/server/grpc-server';
 
 export interface H2loadOptions {
   readonly address: string;

@@ -12,7 +12,7 @@ import { childPids, coreBusySeconds, machineCpu, treeCpuSeconds, ownCpuSeconds, 
 import { runRawLoad } from './raw-load';
 import type { RunningServer } from './servers';
 import { verifyDecisions, type VerifyCase } from './verify-decisions';
-import { CHECK_PATH } from './grpc-frame';
+import { CHECK_PATH } from '../src/server/grpc-server';
 
 export interface PreparedPart {
   readonly name: string;
@@ -28,7 +28,12 @@ export interface PreparedMix {
 }
 
 export interface Target {
-  readonly kind: 'baseline' | 'modelgate';
+  /**
+   * `baseline`: the no-op on modelgate's own gRPC server (baseline-builtin-server.ts), what the
+   * ratios are against; `baseline-grpcjs`: the same no-op on grpc-js's server (baseline-server.ts),
+   * a second, labelled row; `modelgate`: modelgate itself.
+   */
+  readonly kind: 'baseline' | 'baseline-grpcjs' | 'modelgate';
   readonly server: RunningServer;
   /** The server's core (for the interference measurement), if pinned. */
   readonly core?: number;
@@ -72,6 +77,11 @@ export interface LoadSettings {
   readonly clients: number;
   /** Concurrent streams per connection for the max-throughput runs. */
   readonly streams: number;
+  /**
+   * false (--quick): each run starts at once and is kept, whatever else the machine does; true: it
+   * waits for a quiet machine first and is repeated when disturbed (see guarded()).
+   */
+  readonly patient?: boolean;
 }
 
 /** What the target must answer: the baseline allows everything (it is a no-op). */
@@ -79,7 +89,7 @@ function casesFor(target: Target, pm: PreparedMix): VerifyCase[] {
   return pm.parts.map((p) => ({
     name: `${pm.mix.id}/${p.name}`,
     message: p.message,
-    expect: target.kind === 'baseline' ? { allowed: true } : p.expect,
+    expect: target.kind === 'modelgate' ? p.expect : { allowed: true },
   }));
 }
 
@@ -117,11 +127,13 @@ async function guarded(
   target: Target,
   pm: PreparedMix,
   method: RunMethod,
+  s: LoadSettings,
   run: () => Promise<Omit<RunRecord, 'mix' | 'target' | 'method' | 'serverDecisions' | 'interferencePct'>>,
 ): Promise<RunRecord> {
   let best: RunRecord | undefined;
-  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-    const r = await guardedOnce(target, pm, method, run);
+  const patient = s.patient !== false;
+  for (let attempt = 1; attempt <= (patient ? MAX_ATTEMPTS : 1); attempt++) {
+    const r = await guardedOnce(target, pm, method, patient, run);
     if (!best || (r.foreignCores ?? 0) < (best.foreignCores ?? 0)) best = { ...r, attempts: attempt };
     else best = { ...best, attempts: attempt };
     if ((r.foreignCores ?? 0) <= MAX_FOREIGN_CORES) break;
@@ -137,13 +149,14 @@ async function guardedOnce(
   target: Target,
   pm: PreparedMix,
   method: RunMethod,
+  patient: boolean,
   run: () => Promise<Omit<RunRecord, 'mix' | 'target' | 'method' | 'serverDecisions' | 'interferencePct'>>,
 ): Promise<RunRecord> {
   const cases = casesFor(target, pm);
   await verifyDecisions(target.server.grpcAddress, cases);
   const http = target.kind === 'modelgate' ? target.server.httpAddress : undefined;
   const before = http ? await scrapeDecisions(http) : undefined;
-  await waitForQuiet([target.server.pid, ...childPids(target.server.pid)]);
+  if (patient) await waitForQuiet([target.server.pid, ...childPids(target.server.pid)]);
   const core0 = target.core !== undefined ? coreBusySeconds(target.core) : Number.NaN;
   const cpu0 = treeCpuSeconds(target.server.pid);
   const machine0 = machineCpu().busy;
@@ -177,7 +190,7 @@ async function guardedOnce(
 /** Max throughput: h2load, closed loop, `clients` connections × `streams` streams, one h2load per part. */
 export async function runMaxThroughput(target: Target, pm: PreparedMix, s: LoadSettings, rpsPerClient?: number): Promise<RunRecord> {
   const split = clientSplit(pm, s.clients);
-  return guarded(target, pm, rpsPerClient === undefined ? 'h2load' : 'h2load-rps', async () => {
+  return guarded(target, pm, rpsPerClient === undefined ? 'h2load' : 'h2load-rps', s, async () => {
     const results = await runH2loadGroup(
       pm.parts.map((p, i) => ({
         address: target.server.grpcAddress,
@@ -218,7 +231,7 @@ export async function runMaxThroughput(target: Target, pm: PreparedMix, s: LoadS
 export async function runPaced(target: Target, pm: PreparedMix, s: LoadSettings, rate: number): Promise<RunRecord> {
   const [host, port] = target.server.grpcAddress.split(':');
   const sequence = pm.parts.flatMap((p) => Array.from({ length: p.clientShare }, () => p.name));
-  return guarded(target, pm, 'paced', async () => {
+  return guarded(target, pm, 'paced', s, async () => {
     const r = await runRawLoad(
       {
         host,
@@ -232,7 +245,7 @@ export async function runPaced(target: Target, pm: PreparedMix, s: LoadSettings,
         // Every 10th answer is decoded and checked here (decoding all would add client lag to the
         // latencies); all of them are checked by modelgate's own counters around the run.
         verifyEvery: 10,
-        kinds: pm.parts.map((p) => ({ name: p.name, frameFile: p.frameFile, expect: target.kind === 'baseline' ? { allowed: true } : p.expect })),
+        kinds: pm.parts.map((p) => ({ name: p.name, frameFile: p.frameFile, expect: target.kind === 'modelgate' ? p.expect : { allowed: true } })),
         sequence,
       },
       s.outDir,

@@ -20,60 +20,40 @@
  * (indexed and literal-without-indexing header fields).
  */
 import * as net from 'node:net';
+import { DEFAULT_WINDOW, FLAG, FRAME, HEADER_BYTES, MAX_WINDOW, PREFACE, SETTING, writeFrameHeader } from '../src/grpc/h2/frames';
+import { encodeInteger, literalField } from '../src/grpc/h2/hpack';
 
-const FRAME = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
-const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
-const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
-const MAX_WINDOW = 2 ** 31 - 1;
-
+/** The frame types, flags and HPACK coding are modelgate's own (src/grpc/h2): one spelling of each. */
 function frameHeader(length: number, type: number, flags: number, streamId: number): Buffer {
-  const b = Buffer.allocUnsafe(9);
-  b.writeUIntBE(length, 0, 3);
-  b[3] = type;
-  b[4] = flags;
-  b.writeUInt32BE(streamId, 5);
+  const b = Buffer.allocUnsafe(HEADER_BYTES);
+  writeFrameHeader(b, 0, length, type, flags, streamId);
   return b;
 }
 
-function hpackString(s: string): Buffer {
-  const bytes = Buffer.from(s, 'latin1');
-  if (bytes.length >= 127) {
-    // 7-bit prefix integer (RFC 7541 §5.1) for longer strings.
-    const out = [127];
-    let n = bytes.length - 127;
-    while (n >= 128) {
-      out.push((n & 0x7f) | 0x80);
-      n >>= 7;
-    }
-    out.push(n);
-    return Buffer.concat([Buffer.from(out), bytes]);
-  }
-  return Buffer.concat([Buffer.from([bytes.length]), bytes]);
-}
+/** Static-table entries 3 (`:method: POST`) and 6 (`:scheme: http`) as indexed fields (RFC 7541 §6.1). */
+const POST_HTTP = Buffer.from([...encodeInteger(3, 7, 0x80), ...encodeInteger(6, 7, 0x80)]);
 
 /**
  * The HPACK block of an HTTP request (the end-to-end benchmark through Envoy): `:method POST` and
  * `:scheme http` indexed, the rest literal without indexing, so every request carries the same bytes.
  */
 export function httpHeaderBlock(path: string, authority: string, headers: Readonly<Record<string, string>>): Buffer {
-  const literal = (name: string, value: string) => Buffer.concat([Buffer.from([0x00]), hpackString(name), hpackString(value)]);
   return Buffer.concat([
-    Buffer.from([0x83, 0x86]),
-    literal(':path', path),
-    literal(':authority', authority),
-    ...Object.entries(headers).map(([k, v]) => literal(k.toLowerCase(), v)),
+    POST_HTTP,
+    literalField(':path', path),
+    literalField(':authority', authority),
+    ...Object.entries(headers).map(([k, v]) => literalField(k.toLowerCase(), v)),
   ]);
 }
 
 /** The HPACK block of a gRPC unary call: `:method POST` and `:scheme http` indexed, the rest literal. */
 function headerBlock(authority: string, path: string): Buffer {
-  const literal = (name: string, value: string) => Buffer.concat([Buffer.from([0x00]), hpackString(name), hpackString(value)]);
   return Buffer.concat([
-    Buffer.from([0x83, 0x86]), // static table 3 (:method POST), 6 (:scheme http)
-    literal(':path', path),
-    literal(':authority', authority),
-    literal('content-type', 'application/grpc'),
-    literal('te', 'trailers'),
+    POST_HTTP,
+    literalField(':path', path),
+    literalField(':authority', authority),
+    literalField('content-type', 'application/grpc'),
+    literalField('te', 'trailers'),
   ]);
 }
 
@@ -162,8 +142,8 @@ class Connection {
   private readonly streams = new Map<number, Stream>();
   private nextStreamId = 1;
   private recv: Buffer = Buffer.alloc(0);
-  private sendWindow = 65535;
-  private initialStreamWindow = 65535;
+  private sendWindow = DEFAULT_WINDOW;
+  private initialStreamWindow = DEFAULT_WINDOW;
   private maxFrameSize = 16384;
   private readonly streamWindows = new Map<number, number>();
   private readonly blocked: { id: number; data: Buffer; last: boolean }[] = [];
@@ -187,12 +167,12 @@ class Connection {
       this.closed = true;
     });
     const settings = Buffer.alloc(12);
-    settings.writeUInt16BE(2, 0); // ENABLE_PUSH = 0
+    settings.writeUInt16BE(SETTING.ENABLE_PUSH, 0);
     settings.writeUInt32BE(0, 2);
-    settings.writeUInt16BE(4, 6); // INITIAL_WINDOW_SIZE = max
+    settings.writeUInt16BE(SETTING.INITIAL_WINDOW_SIZE, 6);
     settings.writeUInt32BE(MAX_WINDOW, 8);
     const wu = Buffer.alloc(4);
-    wu.writeUInt32BE(MAX_WINDOW - 65535, 0);
+    wu.writeUInt32BE(MAX_WINDOW - DEFAULT_WINDOW, 0);
     this.socket.write(
       Buffer.concat([PREFACE, frameHeader(12, FRAME.SETTINGS, 0, 0), settings, frameHeader(4, FRAME.WINDOW_UPDATE, 0, 0), wu]),
     );

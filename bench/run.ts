@@ -1,5 +1,6 @@
 /**
- * `npm run bench`: modelgate against a no-op grpc-js Authorization server, in one run on one
+ * `npm run bench`: modelgate against a no-op Authorization server on modelgate's own gRPC server
+ * (the baseline; the same no-op on grpc-js's server is a second, labelled row), in one run on one
  * machine, over the FIXED request mixes of check-requests.ts; then the in-process
  * micro-benchmarks, the distinct-unknown-keys memory run, `--workers` scaling and CPU profiles.
  * Writes bench/RESULTS.md (and bench/out/results.json). See bench/README.md for the method.
@@ -20,6 +21,7 @@ import { runMaxThroughput, runPaced, scrapeDecisions, type LoadSettings, type Pr
 import { benchMemory, countDecisionLines, type MemoryBench } from './memory.bench';
 import { machineInfo, waitForQuiet } from './proc-stats';
 import { renderResults, targets, type BenchResults } from './results-md';
+import { benchRunner, interleaved } from './runner';
 import { startBaseline, startModelgate, type RunningServer } from './servers';
 import { verifyDecisions } from './verify-decisions';
 import { summarizeProfile, type ProfileSummary } from './cpu-profile-top';
@@ -31,10 +33,6 @@ const OUT = path.join(ROOT, 'bench', 'out');
 const CONFIG = path.join(ROOT, 'envoy', 'modelgate.yaml');
 const PHASES = ['mixes', 'paced', 'rps', 'micro', 'memory', 'scaling', 'profile'] as const;
 type Phase = (typeof PHASES)[number];
-
-function log(msg: string): void {
-  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
-}
 
 function prepareMixes(): PreparedMix[] {
   mkdirSync(path.join(OUT, 'frames'), { recursive: true });
@@ -77,11 +75,9 @@ function newestProfile(dir: string): string | undefined {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const quick = argv.includes('--quick');
-  const onlyArg = argv.find((a) => a.startsWith('--only='));
-  const only = new Set<Phase>(onlyArg ? (onlyArg.slice(7).split(',') as Phase[]) : PHASES);
+  const onlyArg = argv.find((a) => a.startsWith('--only='))?.slice(7);
+  const only = new Set<Phase>(onlyArg ? (onlyArg.split(',') as Phase[]) : PHASES);
   mkdirSync(OUT, { recursive: true });
-  // Only a full run replaces the committed results; a quick or partial one writes beside its raw numbers.
-  const resultsFile = quick || onlyArg ? path.join(OUT, 'RESULTS.md') : path.join(ROOT, 'bench', 'RESULTS.md');
 
   const h2load = h2loadVersion();
   const info = machineInfo();
@@ -95,6 +91,8 @@ async function main(): Promise<void> {
     warmupS: quick ? 1 : 2,
     clients: 10,
     streams: 10,
+    // A quick run is for trying the bench, not for numbers: no waiting for a quiet machine.
+    patient: !quick,
   };
   const repeats = quick ? 1 : 5;
   const grpcJs = (JSON.parse(readFileSync(require.resolve('@grpc/grpc-js/package.json'), 'utf8')) as { version: string }).version;
@@ -111,43 +109,35 @@ async function main(): Promise<void> {
     errors,
   };
   const mutable = results as { -readonly [K in keyof BenchResults]: BenchResults[K] };
-  const save = (): void => {
-    writeFileSync(path.join(OUT, 'results.json'), JSON.stringify(results, null, 2));
-    writeFileSync(resultsFile, renderResults(results));
-  };
-  const attempt = async (what: string, fn: () => Promise<void>): Promise<void> => {
-    try {
-      await fn();
-    } catch (err) {
-      const msg = `${what}: ${err instanceof Error ? err.message : String(err)}`;
-      log(`ERROR ${msg}`);
-      errors.push(msg);
-    }
-    save();
-  };
+  const runner = benchRunner({
+    name: 'bench', argv, partialFlags: ['only'], committedFile: path.join(ROOT, 'bench', 'RESULTS.md'), outFile: path.join(OUT, 'RESULTS.md'),
+    jsonFile: path.join(OUT, 'results.json'), jsonIndent: 2, results, render: renderResults,
+  });
+  const { log, save, attempt, resultsFile } = runner;
 
-  // Phase 1-3: both servers pinned to the same core, driven in turn.
+  // Phase 1-3: the servers pinned to the same core, driven in turn.
   if (only.has('mixes') || only.has('paced') || only.has('rps')) {
     const mgLog = path.join(OUT, 'modelgate-load.log');
     let baseline: RunningServer | undefined;
+    let grpcJs: RunningServer | undefined;
     let modelgate: RunningServer | undefined;
     try {
-      baseline = await startBaseline(serverCpus);
+      baseline = await startBaseline(serverCpus, [], 'builtin');
+      grpcJs = await startBaseline(serverCpus, [], 'grpc-js');
       modelgate = await startModelgate({ cpus: serverCpus, logFile: mgLog });
-      const targetsList: Target[] = [
-        { kind: 'baseline', server: baseline, core: pinned ? 0 : undefined },
-        { kind: 'modelgate', server: modelgate, core: pinned ? 0 : undefined },
-      ];
+      const core = pinned ? 0 : undefined;
+      // Max throughput: all three; the paced runs: the baseline and modelgate.
+      const targetsList: Target[] = [{ kind: 'baseline', server: baseline, core }, { kind: 'baseline-grpcjs', server: grpcJs, core }, { kind: 'modelgate', server: modelgate, core }];
+      const pacedTargets = targetsList.filter((t) => t.kind !== 'baseline-grpcjs');
       for (const pm of mixes) {
         await verifyDecisions(modelgate.grpcAddress, pm.parts.map((p) => ({ name: `${pm.mix.id}/${p.name}`, message: p.message, expect: p.expect })));
       }
-      const interleaved = (rep: number): Target[] => (rep % 2 === 0 ? targetsList : [...targetsList].reverse());
       const capacity = new Map<string, number>();
 
       if (only.has('mixes')) {
         for (const pm of mixes) {
           for (let rep = 0; rep < repeats; rep++) {
-            for (const t of interleaved(rep)) {
+            for (const t of interleaved(targetsList, rep)) {
               await attempt(`${pm.mix.id} max throughput on ${t.kind}`, async () => {
                 log(`${pm.mix.id}: max throughput, ${t.kind} (run ${rep + 1}/${repeats})`);
                 const r = await runMaxThroughput(t, pm, settings);
@@ -169,7 +159,7 @@ async function main(): Promise<void> {
           }
           const rate = Math.round(cap / 2);
           for (let rep = 0; rep < repeats; rep++) {
-            for (const t of interleaved(rep)) {
+            for (const t of interleaved(pacedTargets, rep)) {
               if (only.has('paced')) {
                 await attempt(`${pm.mix.id} paced on ${t.kind}`, async () => {
                   log(`${pm.mix.id}: paced at ${rate} req/s, ${t.kind} (run ${rep + 1}/${repeats})`);
@@ -197,6 +187,7 @@ async function main(): Promise<void> {
       errors.push(`load phases: ${err instanceof Error ? err.message : String(err)}`);
     } finally {
       await baseline?.stop();
+      await grpcJs?.stop();
       await modelgate?.stop();
       rmSync(mgLog, { force: true });
     }
@@ -207,7 +198,7 @@ async function main(): Promise<void> {
     await attempt('extractModel micro-benchmark', async () => {
       log('micro: extractModel vs JSON.parse, 1 MiB body');
       const out = path.join(OUT, 'micro-extract.json');
-      await waitForQuiet([]);
+      if (!quick) await waitForQuiet([]);
       await runNode(serverCpus, ['dist/bench/micro.js', 'extract', out]);
       mutable.extract = JSON.parse(readFileSync(out, 'utf8')) as ExtractModelBench;
     });
@@ -215,7 +206,7 @@ async function main(): Promise<void> {
       log('micro: service.checkBytes(bytes) in process');
       const out = path.join(OUT, 'micro-check.json');
       const logFile = path.join(OUT, 'micro-check.log');
-      await waitForQuiet([]);
+      if (!quick) await waitForQuiet([]);
       await runNode(serverCpus, ['dist/bench/micro.js', 'check-path', out, CONFIG, logFile]);
       rmSync(logFile, { force: true });
       mutable.checkPath = JSON.parse(readFileSync(out, 'utf8')) as CheckPathBench;
@@ -279,7 +270,7 @@ async function main(): Promise<void> {
       rmSync(dir, { recursive: true, force: true });
       mkdirSync(dir, { recursive: true });
       log('profile: baseline under h2load, small chat');
-      const server = await startBaseline(serverCpus, ['--cpu-prof', '--cpu-prof-dir', dir]);
+      const server = await startBaseline(serverCpus, ['--cpu-prof', '--cpu-prof-dir', dir], 'builtin');
       try {
         await runMaxThroughput({ kind: 'baseline', server, core: pinned ? 0 : undefined }, mixes[0], settings);
       } finally {

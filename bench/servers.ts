@@ -1,12 +1,14 @@
 /**
- * Starts the two servers under test as child processes, each optionally pinned with taskset:
- * the no-op baseline (baseline-server.ts) and modelgate itself (`dist/src/cli/main.js serve` on the
- * demo file store, decision logging on, log lines to a file).
+ * Starts the servers under test as child processes, each optionally pinned with taskset: the no-op
+ * baseline on modelgate's own gRPC server (baseline-builtin-server.ts) or on grpc-js's
+ * (baseline-server.ts), and modelgate itself (`dist/src/cli/main.js serve` on the demo file store,
+ * decision logging on, log lines to a file).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import { parseConfig, type Config } from '../src/config/load';
 
 export interface RunningServer {
   readonly name: string;
@@ -17,6 +19,11 @@ export interface RunningServer {
 }
 
 const ROOT = path.resolve(__dirname, '..', '..');
+
+/** The demo config's gRPC settings (envoy/modelgate.yaml), which modelgate runs with in the benchmarks: the no-ops take the same. */
+export function demoGrpcSettings(): Config['grpc'] {
+  return parseConfig(readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8')).grpc;
+}
 
 /** A TCP port that was free a moment ago (bound to port 0 and released). */
 export async function freePort(): Promise<number> {
@@ -51,10 +58,11 @@ function stopper(child: ChildProcess): () => Promise<void> {
     });
 }
 
-/** The no-op grpc-js Authorization server. */
-export async function startBaseline(cpus?: string, nodeFlags: string[] = []): Promise<RunningServer> {
+/** A no-op Authorization server: on modelgate's own gRPC server (`builtin`, the baseline) or on grpc-js's. */
+export async function startBaseline(cpus?: string, nodeFlags: string[] = [], on: 'builtin' | 'grpc-js' = 'builtin'): Promise<RunningServer> {
   const port = await freePort();
-  const child = spawnPinned(cpus, ['dist/bench/baseline-server.js', `127.0.0.1:${port}`], 'pipe', nodeFlags);
+  const script = on === 'builtin' ? 'dist/bench/baseline-builtin-server.js' : 'dist/bench/baseline-server.js';
+  const child = spawnPinned(cpus, [script, `127.0.0.1:${port}`], 'pipe', nodeFlags);
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   await new Promise<void>((resolve, reject) => {
@@ -65,7 +73,7 @@ export async function startBaseline(cpus?: string, nodeFlags: string[] = []): Pr
     });
     child.once('exit', (code) => reject(new Error(`baseline exited ${code}: ${stderr}`)));
   });
-  return { name: 'baseline', pid: child.pid!, grpcAddress: `127.0.0.1:${port}`, stop: stopper(child) };
+  return { name: on === 'builtin' ? 'baseline' : 'baseline-grpcjs', pid: child.pid!, grpcAddress: `127.0.0.1:${port}`, stop: stopper(child) };
 }
 
 export interface ModelgateOptions {

@@ -3,7 +3,8 @@
  * real grpc-js client and asserts each decision. Run before and after every load run.
  */
 import * as grpc from '@grpc/grpc-js';
-import { CHECK_PATH, decodeCheckResponse } from './grpc-frame';
+import { CHECK_PATH } from '../src/server/grpc-server';
+import { decodeCheckResponse } from './grpc-frame';
 import { decisionProblem } from './decisions';
 import type { Expectation } from './check-requests';
 

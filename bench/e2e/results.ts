@@ -7,6 +7,7 @@ import { median } from '../latency';
 import { pooled, type RunRecord } from './load';
 import type { HttpMix, MixId } from './mixes';
 import { SETUP_TITLES, type SetupId } from './setups';
+import { int, mib, ms, ratio, verdict } from '../render';
 
 export interface E2eResults {
   date: string;
@@ -22,10 +23,7 @@ export interface E2eResults {
   errors: string[];
 }
 
-const ms = (us: number): string => (Number.isFinite(us) ? (us >= 100_000 ? `${(us / 1000).toFixed(0)} ms` : us >= 10_000 ? `${(us / 1000).toFixed(1)} ms` : `${(us / 1000).toFixed(2)} ms`) : '–');
-const int = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–');
-const x = (n: number, digits = 2): string => (Number.isFinite(n) ? `${n.toFixed(digits)}×` : '–');
-const mib = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
+const x = ratio;
 
 export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string {
   const ok = r.runs.filter((run) => run.problems.length === 0);
@@ -75,7 +73,6 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
   line();
   line('| target | measured | threshold | result |');
   line('| --- | --- | --- | --- |');
-  const verdict = (pass: boolean | undefined): string => (pass === undefined ? 'NOT MEASURED' : pass ? '**PASS**' : '**FAIL**');
   {
     const mg = cap('modelgate', 'small_chat');
     const noop = cap('noop', 'small_chat');

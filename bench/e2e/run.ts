@@ -17,6 +17,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { median } from '../latency';
 import { machineInfo } from '../proc-stats';
+import { benchRunner, interleaved } from '../runner';
 import { envoyVersion } from './envoy';
 import { runLoad, type LoadSettings, type RunRecord } from './load';
 import { httpMixes, type HttpMix, type MixId } from './mixes';
@@ -43,10 +44,7 @@ const OVER_CAPACITY = 0.95;
 const TAIL_SETUPS: SetupId[] = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa'];
 const NOOP_RATE_SETUPS: SetupId[] = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'opa'];
 
-function log(msg: string): void {
-  process.stderr.write(`[bench:e2e ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
-}
-
+/** A `--name=value` flag of the command line. */
 function arg(name: string): string | undefined {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
   return a?.slice(name.length + 3);
@@ -81,9 +79,6 @@ async function main(): Promise<void> {
   const warmupMs = 1000 * Number(arg('warmup') ?? (quick ? 1 : 2));
   const durationMs = 1000 * Number(arg('duration') ?? (quick ? 2 : 8));
   const nodeFlags = arg('node-flags')?.split(' ').filter(Boolean) ?? [];
-  // Only a full run replaces the committed results; a quick or partial one writes beside its raw numbers.
-  const partial = quick || ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags'].some((a) => arg(a) !== undefined);
-  const outFile = arg('out') ?? (partial ? path.join(OUT, 'RESULTS-e2e.md') : path.join(ROOT, 'bench', 'RESULTS-e2e.md'));
   mkdirSync(OUT, { recursive: true });
 
   const pinned = os.availableParallelism() >= 2;
@@ -139,10 +134,12 @@ async function main(): Promise<void> {
     rss: {},
     errors,
   };
-  const save = (): void => {
-    writeFileSync(path.join(OUT, 'results.json'), JSON.stringify(results));
-    writeFileSync(outFile, renderResults(results, mixes));
-  };
+  const runner = benchRunner({
+    name: 'bench:e2e', argv: process.argv.slice(2), partialFlags: ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags'],
+    committedFile: path.join(ROOT, 'bench', 'RESULTS-e2e.md'), outFile: path.join(OUT, 'RESULTS-e2e.md'), jsonFile: path.join(OUT, 'results.json'),
+    results, render: (r) => renderResults(r, mixes),
+  });
+  const { log, save, resultsFile: outFile } = runner;
 
   try {
     for (const id of setupsWanted) {
@@ -158,18 +155,13 @@ async function main(): Promise<void> {
     }
     const order = [...setups.values()];
     const attempt = async (what: string, fn: () => Promise<RunRecord>): Promise<void> => {
-      try {
+      await runner.attempt(what, async () => {
         const r = await fn();
         runs.push(r);
         const lat = r.latency;
         log(`  ${what}: ${Math.round(r.rps)} req/s, p50 ${(lat.p50Us / 1000).toFixed(2)} ms, p99 ${(lat.p99Us / 1000).toFixed(2)} ms, p99.9 ${(lat.p999Us / 1000).toFixed(2)} ms${r.problems.length ? `  PROBLEMS: ${r.problems.join('; ')}` : ''}`);
-      } catch (err) {
-        errors.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
-        log(`ERROR ${errors.at(-1)}`);
-      }
-      save();
+      });
     };
-    const interleaved = (list: RunningSetup[], rep: number): RunningSetup[] => (rep % 2 === 0 ? list : [...list].reverse());
     const mixById = new Map<MixId, HttpMix>(mixes.map((m) => [m.id, m]));
 
     // Warm-up: a short closed-loop run per setup (JIT, caches, connections); not recorded.
