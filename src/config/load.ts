@@ -7,7 +7,7 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { PROTOCOLS, type GroupRecord, type KeyRecord, type ModelRecord, type Protocol } from '../store/store';
+import { type GroupRecord, type KeyRecord, type ModelRecord, type Protocol } from '../store/store';
 import { configSchemaFor, expiryTime, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
@@ -32,6 +32,14 @@ export interface UpstreamTarget extends HostPort {
 /** The upstream protocol families, each one Envoy cluster (`upstream_<family>`). */
 export const UPSTREAM_FAMILIES = ['chat', 'messages', 'generative', 'alt'] as const;
 export type UpstreamFamily = (typeof UPSTREAM_FAMILIES)[number];
+
+/** The upstream each protocol style's requests go to under the root (envoy/render-routes.ts routes them so). */
+export const UPSTREAM_OF_STYLE: Readonly<Record<Protocol, UpstreamFamily>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+
+/** The upstream a protocol request goes to: its style's, or under the alternate prefix the alt upstream, whatever the style. */
+export function upstreamOf(style: Protocol, alt: boolean): UpstreamFamily {
+  return alt ? 'alt' : UPSTREAM_OF_STYLE[style];
+}
 
 /** What `modelgate envoy-config` renders the Envoy bundle from (schema.ts `gateway`). */
 export interface GatewaySettings {
@@ -75,7 +83,11 @@ export interface Config {
   readonly log: Frozen<ConfigFile['log']>;
   readonly cache: { readonly maxEntries: number; readonly maxNotFound: number; readonly ttlMs: number; readonly staleMs: number };
   readonly grpc: Frozen<ConfigFile['grpc']>;
-  readonly upstream: { readonly credentials: Readonly<Partial<Record<Protocol, UpstreamCredential>>> };
+  /**
+   * The operator's credential of each upstream that has one (gateway.upstreams.<name>.credential),
+   * resolved from its variable: set on allowed requests to that upstream and to no other.
+   */
+  readonly upstream: { readonly credentials: Readonly<Partial<Record<UpstreamFamily, UpstreamCredential>>> };
   readonly store: { readonly kind: 'file' } | { readonly kind: 'postgres'; readonly url: string };
   /** Bounds of the PostgreSQL store (every wait is bounded, so an outage is a prompt 503, not a stall). */
   readonly postgres: Frozen<ConfigFile['postgres']>;
@@ -152,10 +164,11 @@ function problemLines(issues: readonly z.core.$ZodIssue[], prefix: readonly Prop
 }
 
 function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
-  const credentials: Partial<Record<Protocol, UpstreamCredential>> = {};
-  for (const p of PROTOCOLS) {
-    const c = f.upstream.credentials[p];
-    if (c) credentials[p] = { header: c.header, value: c.prefix + (env[c.env] as string) };
+  const credentials: Partial<Record<UpstreamFamily, UpstreamCredential>> = {};
+  for (const family of UPSTREAM_FAMILIES) {
+    const target = f.gateway.upstreams[family];
+    const c = typeof target === 'string' ? undefined : target.credential;
+    if (c) credentials[family] = { header: c.header, value: c.prefix + (env[c.env] as string) };
   }
   const groups = new Map<string, GroupRecord>();
   for (const [name, g] of Object.entries(f.groups)) {

@@ -151,12 +151,35 @@ const credential = mapping({
   env: text(ENV_NAME, 'an environment variable name').describe('The environment variable holding the secret, read at start and on reload; it must be set and non-empty.'),
 });
 
-const credentials = mapping(
-  Object.fromEntries(PROTOCOLS.map((p) => [p, credential.nullish().describe(`Upstream credential for ${p} requests.`)])) as Record<(typeof PROTOCOLS)[number], z.ZodOptional<z.ZodNullable<typeof credential>>>,
-);
+/** Where each protocol style's requests go at the root (its `alt` twins all go to upstream alt). */
+const UPSTREAM_OF_STYLE_TEXT: Readonly<Record<string, string>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+
+/**
+ * The form before issue 21: one credential per protocol style, set on that style's requests under
+ * the root and the alternate prefix alike, so the operator's provider keys reached the alt upstream.
+ * It cannot be read as it was meant (the alt upstream would keep getting every provider's key), so
+ * each entry is refused with the place it belongs now.
+ */
+const legacyCredentials = z.unknown().superRefine((v, ctx) => {
+  if (v == null || (isMapping(v) && Object.keys(v).length === 0)) return;
+  if (!isMapping(v)) {
+    ctx.addIssue({ code: 'custom', message: 'removed: credentials are set per upstream, as gateway.upstreams.<chat|messages|generative|alt>.credential' });
+    return;
+  }
+  for (const [style, c] of Object.entries(v)) {
+    if (c == null) continue;
+    const family = UPSTREAM_OF_STYLE_TEXT[style];
+    ctx.addIssue({
+      code: 'custom', path: [style],
+      message: family
+        ? `credentials are set per upstream now, so that a credential reaches only the provider it belongs to (this one also went to the alternate upstream): move it to gateway.upstreams.${family}.credential (the upstream then written as {url, credential}); the alt upstream gets a credential only from gateway.upstreams.alt.credential`
+        : 'removed: credentials are set per upstream, as gateway.upstreams.<chat|messages|generative|alt>.credential',
+    });
+  }
+}, always);
 
 const upstream = mapping({
-  credentials: orDefault(credentials, {}).describe('Optional upstream credential per protocol style, set on allowed requests; the client key headers are always removed.'),
+  credentials: legacyCredentials.optional().meta({ deprecated: true }).describe('Removed (issue 21): a credential is set per upstream, as gateway.upstreams.<name>.credential. An entry here is refused with the place it belongs now.'),
 });
 
 const hostPort = (dflt: string, what: string) => orDefault(text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191'), dflt).describe(what);
@@ -172,9 +195,12 @@ const upstreamTarget = z
     mapping({
       url: text(UPSTREAM_URL, 'an http:// or https:// URL of a host (and port), without a path').describe('The provider, e.g. https://api.openai.com.'),
       caFile: text().nullish().describe('CA bundle that checks the provider\'s certificate (https only). Default /etc/ssl/certs/ca-certificates.crt.'),
+      credential: credential.nullish().describe(
+        "The operator's credential for this upstream, set by modelgate on every allowed request that goes to it (and to no other upstream), e.g. {header: authorization, prefix: \"Bearer \", env: OPENAI_API_KEY}. Absent: requests to it carry no credential. Never written into Envoy's config.",
+      ),
     }),
-  ], { error: 'must be a URL or {url, caFile}' })
-  .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile}.');
+  ], { error: 'must be a URL or {url, caFile, credential}' })
+  .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile, credential}.');
 
 const upstreams = mapping({
   chat: upstreamTarget.prefault('https://api.openai.com').describe('Upstream of POST /v1/chat/completions, /v1/responses and /v1/embeddings (cluster upstream_chat).'),
@@ -356,7 +382,7 @@ export const configFileSchema = mapping({
   log: orDefault(log, {}).describe('Decision log settings.'),
   cache: orDefault(cache, {}).describe('Store cache (takes effect at the next start).'),
   grpc: orDefault(grpc, {}).describe('gRPC listener settings (take effect at the next start).'),
-  upstream: orDefault(upstream, {}).describe('What allowed requests carry upstream.'),
+  upstream: orDefault(upstream, {}).meta({ deprecated: true }).describe('Removed (issue 21): upstream credentials are set per upstream, as gateway.upstreams.<name>.credential.'),
   store: text(STORE, '"file" or a postgres:// URL')
     .nullish()
     .describe('"file" (default: the groups and keys below) or a postgres:// URL; --store, MODELGATE_STORE and DATABASE_URL override it. Takes effect at the next start.'),
@@ -384,7 +410,7 @@ export const configFileSchema = mapping({
 
 /**
  * The schema with the one rule that needs the environment: every upstream credential's variable is
- * set and non-empty. (Its value is never echoed, only the variable's name.)
+ * set and non-empty (gateway.upstreams.<name>.credential.env). (Its value is never echoed, only the variable's name.)
  */
 export function configSchemaFor(env: NodeJS.ProcessEnv) {
   let schema = byEnvironment.get(env);
@@ -397,12 +423,14 @@ const byEnvironment = new WeakMap<NodeJS.ProcessEnv, ReturnType<typeof withEnvir
 
 function withEnvironment(env: NodeJS.ProcessEnv) {
   return configFileSchema.superRefine((root, ctx) => {
-    const creds = isMapping(root) && isMapping(root.upstream) ? root.upstream.credentials : undefined;
-    if (!isMapping(creds)) return;
-    for (const p of PROTOCOLS) {
-      const name = isMapping(creds[p]) ? (creds[p] as Record<string, unknown>).env : undefined;
+    const gateway = isMapping(root) && isMapping(root.gateway) ? root.gateway : undefined;
+    const upstreams = gateway && isMapping(gateway.upstreams) ? gateway.upstreams : undefined;
+    if (!upstreams) return;
+    for (const [family, target] of Object.entries(upstreams)) {
+      const cred = isMapping(target) && isMapping(target.credential) ? target.credential : undefined;
+      const name = cred?.env;
       if (typeof name === 'string' && ENV_NAME.test(name) && !env[name]) {
-        ctx.addIssue({ code: 'custom', path: ['upstream', 'credentials', p, 'env'], message: `environment variable ${name} is not set or empty` });
+        ctx.addIssue({ code: 'custom', path: ['gateway', 'upstreams', family, 'credential', 'env'], message: `environment variable ${name} is not set or empty` });
       }
     }
   }, always);

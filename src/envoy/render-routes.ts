@@ -12,7 +12,7 @@
  */
 import { errorBody } from '../check/error-body';
 import type { Family } from '../check/routes';
-import type { Protocol } from '../store/store';
+import type { UpstreamFamily } from '../config/load';
 
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
 export const CLUSTER = {
@@ -44,14 +44,13 @@ export interface RouteTableInput {
   readonly upstreamOnlyFilters: readonly string[];
   /** idle_timeout of the upstream routes (gateway.upstreamIdleTimeoutSeconds; default 300). */
   readonly upstreamIdleTimeoutSeconds?: number;
-  /** Request headers each upstream route removes, by the protocol style it serves (render.ts upstreamHeadersToRemove). */
-  readonly headersToRemove?: (style: Protocol) => readonly string[];
+  /** Request headers each upstream route removes, by the upstream it goes to (render.ts upstreamHeadersToRemove). */
+  readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
 }
 
-/** The protocol style each upstream route serves (the `alt_` routes serve the same as their root twins). */
-const ROUTE_STYLE: Readonly<Record<string, Protocol>> = {
-  chat_completions: 'chat', responses: 'responses', embeddings: 'embeddings', messages: 'messages', messages_count_tokens: 'messages',
-  generative: 'generative', generative_count_embed: 'generative',
+/** The upstream of each upstream cluster. */
+const FAMILY_OF_CLUSTER: Readonly<Record<string, UpstreamFamily>> = {
+  [CLUSTER.chat]: 'chat', [CLUSTER.messages]: 'messages', [CLUSTER.generative]: 'generative', [CLUSTER.alt]: 'alt',
 };
 
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
@@ -191,11 +190,12 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // Catch-all: no request reaches ext_authz without a route (Envoy would skip the check and answer a bare 404).
     direct('unknown', { prefix: '/' }, 404, 'path_unknown', table, 'openai'),
   );
-  // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers).
+  // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers)
+  // and every credential header but their own upstream's (issue 21).
   if (input.headersToRemove) {
     for (const r of routes) {
-      const style = ROUTE_STYLE[String(r.name).replace(/^alt_/, '')];
-      if (style && r.route && (r.route as Obj).cluster !== CLUSTER.http) r.request_headers_to_remove = [...input.headersToRemove(style)];
+      const family = r.route ? FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)] : undefined;
+      if (family) r.request_headers_to_remove = [...input.headersToRemove(family)];
     }
   }
   return routes;

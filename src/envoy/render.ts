@@ -8,8 +8,7 @@
  * route lives here; envoy/README.md explains each setting.
  */
 import { Document, isMap, isSeq, visit, type Node } from 'yaml';
-import type { Config, HostPort, UpstreamTarget } from '../config/load';
-import type { Protocol } from '../store/store';
+import { UPSTREAM_FAMILIES, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
 import { errorBody } from '../check/error-body';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
@@ -20,7 +19,7 @@ type Obj = Record<string, unknown>;
 /**
  * The part of modelgate's config the bundle is rendered from (no `meter`: no meter filter).
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
- * modelgate sets for that style.
+ * modelgate sets for that route's upstream.
  */
 export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>> & { readonly upstream?: Config['upstream'] };
 
@@ -232,14 +231,23 @@ end
 export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'api-key', 'anthropic-api-key', 'x-goog-api-key', 'x-vendor-api-key', 'x-amz-security-token'] as const;
 
 /**
- * What an upstream route of this protocol style removes: the provider credential headers and the
- * configured key headers, except the header modelgate sets the style's own upstream credential in
- * (a route-level removal runs after ext_authz and would drop it; modelgate's set overwrites the
- * client's value instead).
+ * Headers modelgate itself reads as a credential, removed from every request an upstream route
+ * forwards (issue 21: the console's key header reached providers). modelgate's other own headers
+ * are set or removed by each Check (check/write-response.ts).
  */
-export function upstreamHeadersToRemove(input: GatewayRenderInput, style: Protocol): string[] {
-  const own = input.upstream?.credentials[style]?.header;
-  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders])].filter((h) => h !== own);
+export const MODELGATE_CREDENTIAL_HEADERS = ['x-modelgate-console-key'] as const;
+
+/**
+ * What the route to this upstream removes: the provider credential headers, modelgate's own
+ * credential headers and the configured key headers, except the header modelgate sets this
+ * upstream's own credential in (a route-level removal runs after ext_authz and would drop it;
+ * modelgate's set overwrites the client's value instead). Every other upstream's credential header
+ * is removed here too, so a route keeps only its own upstream's.
+ */
+export function upstreamHeadersToRemove(input: GatewayRenderInput, family: UpstreamFamily): string[] {
+  const own = input.upstream?.credentials[family]?.header;
+  const others = UPSTREAM_FAMILIES.filter((f) => f !== family).flatMap((f) => input.upstream?.credentials[f]?.header ?? []);
+  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...MODELGATE_CREDENTIAL_HEADERS, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders, ...others])].filter((h) => h !== own);
 }
 
 /**
@@ -327,7 +335,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
       altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl,
       upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
       upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
-      headersToRemove: (style) => upstreamHeadersToRemove(input, style),
+      headersToRemove: (family) => upstreamHeadersToRemove(input, family),
     }) }] },
   };
 }

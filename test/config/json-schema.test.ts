@@ -39,7 +39,7 @@ describe('the published schema, as an editor applies it', () => {
     ['an empty file', ''],
     ['sections given with no value', 'routes:\nlog:\ncache:\ngrpc:\nupstream:\nstore:\ngroups:\nkeys:\n'],
     ['a PostgreSQL store', 'store: postgres://u:p@db/modelgate\npostgres: { poolSize: 4 }\n'],
-    ['an upstream credential', 'upstream:\n  credentials:\n    chat: { header: Authorization, prefix: "Bearer ", env: UP }\n'],
+    ['an upstream credential', 'gateway:\n  upstreams:\n    chat: { url: "https://api.openai.com", credential: { header: Authorization, prefix: "Bearer ", env: UP } }\n'],
   ])('accepts %s', (_name, yaml) => {
     expect(errorsOf(yaml)).toEqual([]);
   });

@@ -264,15 +264,29 @@ describe('the settings modelgate relies on', () => {
     }
   });
 
-  it('keeps the header of a configured upstream credential on the routes of its style only', () => {
-    const config = demoWith((y) => `${y}\nupstream:\n  credentials:\n    messages: { header: x-api-key, env: A }\n    generative: { header: x-goog-api-key, env: G }\n`);
+  it('keeps the header of a configured upstream credential on the routes to its upstream only (issue 21)', () => {
+    const config = demoWith((y) => y.replace(/\n    messages: http:\/\/127\.0\.0\.1:9300\n    generative: http:\/\/127\.0\.0\.1:9300\n    alt: http:\/\/127\.0\.0\.1:9300\n/,
+      '\n    messages: { url: "http://127.0.0.1:9300", credential: { header: x-api-key, env: A } }\n    generative: { url: "http://127.0.0.1:9300", credential: { header: x-goog-api-key, env: G } }\n    alt: { url: "http://127.0.0.1:9300", credential: { header: x-alt-token, env: T } }\n'));
+    expect(config.upstream.credentials.alt?.header).toBe('x-alt-token');
     const routes = httpConnectionManager(parseYaml(renderEnvoyYaml(config))).route_config.virtual_hosts[0].routes as Obj[];
     const removes = (name: string) => routes.find((r) => r.name === name)!.request_headers_to_remove as string[];
     expect(removes('messages')).not.toContain('x-api-key');
-    expect(removes('alt_messages_count_tokens')).not.toContain('x-api-key');
-    expect(removes('messages')).toContain('authorization');
+    expect(removes('messages_count_tokens')).not.toContain('x-api-key');
+    expect(removes('messages')).toEqual(expect.arrayContaining(['authorization', 'x-alt-token', 'x-goog-api-key']));
     expect(removes('generative')).not.toContain('x-goog-api-key');
-    expect(removes('chat_completions')).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key']));
+    expect(removes('chat_completions')).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'x-alt-token']));
+    // Under the alternate prefix every route goes to the alt upstream: only its header stays.
+    for (const name of routes.map((r) => String(r.name)).filter((n) => n.startsWith('alt_') && !n.includes('models'))) {
+      expect(removes(name), name).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'authorization']));
+      expect(removes(name), name).not.toContain('x-alt-token');
+    }
+  });
+
+  it("removes modelgate's own credential header (the console key) on every upstream route", () => {
+    const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
+    const upstream = routes.filter((r) => String(r.route?.cluster ?? '').startsWith('upstream_'));
+    expect(upstream.length).toBe(14);
+    for (const r of upstream) expect(r.request_headers_to_remove, String(r.name)).toContain('x-modelgate-console-key');
   });
 
   it('sets append_action OVERWRITE_IF_EXISTS_OR_ADD on every header it adds', () => {
