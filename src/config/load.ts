@@ -48,6 +48,10 @@ export interface GatewaySettings {
   readonly publicBaseUrl: string | null;
   /** Where Envoy reaches modelgate (default: server.grpc and server.http). */
   readonly authz: HostPort;
+  /** Envoy's client certificate for modelgate's gRPC port, when it speaks TLS (grpc.tls). */
+  readonly authzTls: AuthzTls | null;
+  /** Proxies in front of Envoy that append to x-forwarded-for (the connection manager's xff_num_trusted_hops). */
+  readonly trustedProxyHops: number;
   readonly http: HostPort;
   readonly maxRequestBytes: number;
   readonly authzTimeoutMs: number;
@@ -57,12 +61,25 @@ export interface GatewaySettings {
   readonly upstreams: Readonly<Record<UpstreamFamily, UpstreamTarget>>;
 }
 
+/** Envoy's side of mTLS to modelgate's gRPC port (schema.ts `gateway.authzTls`). */
+export interface AuthzTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
+  readonly serverName: string | null;
+}
+
 const DEFAULT_CA_FILE = '/etc/ssl/certs/ca-certificates.crt';
 
 /** "127.0.0.1:9191" or "[::1]:9191" (validated by the schema). */
 export function parseHostPort(text: string): HostPort {
   const i = text.lastIndexOf(':');
   return { host: text.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(text.slice(i + 1)) };
+}
+
+/** Whether a listener's host is reachable from this machine only (127.0.0.0/8, ::1, localhost). */
+export function isLoopback(host: string): boolean {
+  return /^127(\.\d{1,3}){3}$/.test(host) || host === '::1' || host.toLowerCase() === 'localhost';
 }
 
 function upstreamTarget(v: string | { url: string; caFile?: string | null }): UpstreamTarget {
@@ -204,6 +221,8 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
       admin: parseHostPort(f.gateway.admin),
       publicBaseUrl: f.gateway.publicBaseUrl ?? null,
       authz: parseHostPort(f.gateway.authz ?? f.server.grpc),
+      authzTls: f.gateway.authzTls ? { ...f.gateway.authzTls, serverName: f.gateway.authzTls.serverName ?? null } : null,
+      trustedProxyHops: f.gateway.trustedProxyHops,
       http: parseHostPort(f.gateway.http ?? f.server.http),
       maxRequestBytes: f.gateway.maxRequestBytes,
       authzTimeoutMs: f.gateway.authzTimeoutMs,

@@ -136,7 +136,30 @@ const cache = mapping({
   staleSeconds: orDefault(integer(0, 86_400), 300).describe('How long a cached answer may stand in while the store cannot answer (PostgreSQL down).'),
 });
 
+/** The gRPC secret: visible, header-safe characters (no "%": Envoy reads header values as format strings). */
+export const GRPC_SECRET = /^[A-Za-z0-9._~+/=-]{32,512}$/;
+export const GRPC_SECRET_RULE = '32 to 512 characters from A-Z a-z 0-9 . _ ~ + / = - (e.g. openssl rand -base64 32)';
+
+const grpcSecret = mapping({
+  env: text(ENV_NAME, 'an environment variable name').nullish().describe('The environment variable holding the secret (read at start).'),
+  file: text().nullish().describe('A file holding the secret (read at start; one trailing newline ignored); relative paths from the config file. Keep it mode 0600.'),
+}).superRefine((v, ctx) => {
+  if (!isMapping(v as unknown)) return;
+  const given = [v.env, v.file].filter((x) => x != null);
+  if (given.length !== 1) ctx.addIssue({ code: 'custom', message: 'must name exactly one of env or file' });
+}, always);
+
+const grpcTls = mapping({
+  certFile: text().describe("modelgate's certificate (PEM, chain included) for its gRPC port; relative paths from the config file."),
+  keyFile: text().describe('Its private key (PEM).'),
+  clientCaFile: text().describe("The CA (PEM) that signed Envoy's client certificate (gateway.authzTls.certFile): a connection without a certificate it signed is refused in the TLS handshake. Use a CA of its own for this port."),
+});
+
 const grpc = mapping({
+  secret: grpcSecret.nullish().describe(
+    `A shared secret Envoy sends with every gRPC call (authorization: Bearer <secret>, rendered into the bundle as grpc_service initial_metadata): a call without it gets no decision (a Check is denied with 503 authz_unauthenticated, a meter stream or health call fails UNAUTHENTICATED). {env: NAME} or {file: path}; ${GRPC_SECRET_RULE}.`,
+  ),
+  tls: grpcTls.nullish().describe("mTLS: the gRPC port speaks TLS and requires a client certificate signed by clientCaFile. Envoy's side is gateway.authzTls (both or neither)."),
   maxReceiveMessageBytes: orDefault(integer(1024 * 1024, 1024 * 1024 * 1024), 40 * 1024 * 1024).describe(
     "Largest CheckRequest accepted; keep it above Envoy's with_request_body.max_request_bytes (32 MiB in envoy/envoy.yaml).",
   ),
@@ -202,6 +225,13 @@ const upstreamTarget = z
   ], { error: 'must be a URL or {url, caFile, credential}' })
   .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile, credential}.');
 
+const authzTls = mapping({
+  certFile: text().describe("Envoy's client certificate (PEM) for modelgate's gRPC port, signed by grpc.tls.clientCaFile. Written into the bundle as given: use absolute paths."),
+  keyFile: text().describe('Its private key (PEM).'),
+  caFile: text().describe("The CA (PEM) that signed modelgate's certificate (grpc.tls.certFile)."),
+  serverName: text(/^[A-Za-z0-9.-]{1,253}$/, 'a DNS name').nullish().describe("The DNS name in modelgate's certificate: sent as SNI and required among its subject alternative names. Absent: any certificate caFile signed is accepted (give the port a CA of its own)."),
+});
+
 const upstreams = mapping({
   chat: upstreamTarget.prefault('https://api.openai.com').describe('Upstream of POST /v1/chat/completions, /v1/responses and /v1/embeddings (cluster upstream_chat).'),
   messages: upstreamTarget.prefault('https://api.anthropic.com').describe('Upstream of POST /v1/messages and /v1/messages/count_tokens (cluster upstream_messages).'),
@@ -216,6 +246,10 @@ const gateway = mapping({
     .nullish()
     .describe('The base address clients use, written into hints and the console instead of "{base_url}". Absent: hints say {base_url}.'),
   authz: text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191').nullish().describe('Where Envoy reaches modelgate\'s gRPC listener; default server.grpc.'),
+  authzTls: authzTls.nullish().describe("Envoy's side of grpc.tls (mTLS to modelgate's gRPC port): its client certificate and the CA of modelgate's. Set with grpc.tls, or neither."),
+  trustedProxyHops: orDefault(integer(0, 10), 0).describe(
+    "Proxies in front of Envoy (load balancers) that append the client's address to x-forwarded-for, rendered as the connection manager's xff_num_trusted_hops: Envoy then takes the client's address that many hops from the right, for its access log and the console's per-address limit. 0: the address that connects to Envoy. Set it only when every request comes through those proxies (a client reaching Envoy directly could claim any address).",
+  ),
   http: text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9192').nullish().describe('Where Envoy reaches modelgate\'s HTTP listener; default server.http.'),
   maxRequestBytes: orDefault(integer(1024, 1024 * 1024 * 1024), 32 * 1024 * 1024).describe(
     'Largest request body (ext_authz with_request_body.max_request_bytes): a bigger one is answered 413 body_too_large before any Check. grpc.maxReceiveMessageBytes must be at least this + 1 MiB.',
@@ -396,6 +430,13 @@ export const configFileSchema = mapping({
 })
   .superRefine((root, ctx) => {
     if (!isMapping(root)) return;
+    const serverTls = isMapping(root.grpc) && root.grpc.tls != null;
+    const envoyTls = isMapping(root.gateway) && root.gateway.authzTls != null;
+    if (serverTls && !envoyTls) ctx.addIssue({ code: 'custom', path: ['gateway', 'authzTls'], message: "must be set with grpc.tls: Envoy needs a client certificate for modelgate's TLS port" });
+    if (envoyTls && !serverTls) ctx.addIssue({ code: 'custom', path: ['grpc', 'tls'], message: "must be set with gateway.authzTls: modelgate's gRPC port speaks TLS only with it" });
+  }, always)
+  .superRefine((root, ctx) => {
+    if (!isMapping(root)) return;
     const known = fileStoreGroups(root);
     if (known === undefined || !Array.isArray(root.keys)) return;
     (root.keys as unknown[]).forEach((k, i) => {
@@ -410,7 +451,8 @@ export const configFileSchema = mapping({
 
 /**
  * The schema with the one rule that needs the environment: every upstream credential's variable is
- * set and non-empty (gateway.upstreams.<name>.credential.env). (Its value is never echoed, only the variable's name.)
+ * set and non-empty (gateway.upstreams.<name>.credential.env). (The gRPC secret is read where it is
+ * used, at start: config/grpc-secret.ts.) (Its value is never echoed, only the variable's name.)
  */
 export function configSchemaFor(env: NodeJS.ProcessEnv) {
   let schema = byEnvironment.get(env);

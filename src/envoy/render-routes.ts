@@ -26,6 +26,9 @@ export const CLUSTER = {
   alt: 'upstream_alt',
 } as const;
 
+/** The client's address as Envoy determined it, set on the console's route (console/http-handler.ts reads it). */
+export const CLIENT_ADDRESS_HEADER = 'x-modelgate-client-address';
+
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
 /** The meter (issue 11): Envoy's external processing filter, on the protocol routes only. */
 export const EXT_PROC_FILTER = 'envoy.filters.http.ext_proc';
@@ -129,7 +132,13 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // The console (src/console): `/console` and everything under it, any method, to modelgate's
     // HTTP listener with ext_authz off: the console authenticates each API call itself. Before the
     // 404 routes, whose `.*/models/...` regexes would otherwise answer some of its paths.
-    { name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect },
+    // The console's per-address limit counts the client's address as Envoy determined it (the
+    // connection's peer, or with gateway.trustedProxyHops the x-forwarded-for hop that many from the
+    // right), passed in a header of modelgate's own that a client's copy cannot override.
+    {
+      name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect,
+      request_headers_to_add: [header(CLIENT_ADDRESS_HEADER, '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%')],
+    },
 
     // ---- (2) A known path with the wrong method: 405 with allow.
     direct('method_post_only', re(`${A}/v1/(?:chat/completions|responses|embeddings)`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'openai', 'POST'),

@@ -8,7 +8,8 @@
  * route lives here; envoy/README.md explains each setting.
  */
 import { Document, isMap, isSeq, visit, type Node } from 'yaml';
-import { UPSTREAM_FAMILIES, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
+import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
+import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
 import { errorBody } from '../check/error-body';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
@@ -21,7 +22,17 @@ type Obj = Record<string, unknown>;
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
  * modelgate sets for that route's upstream.
  */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>> & { readonly upstream?: Config['upstream'] };
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc'>> & {
+  readonly upstream?: Config['upstream'];
+  /** The gRPC port's secret, read (config/grpc-auth.ts readGrpcSecret): required when `grpc.secret` is set. */
+  readonly grpcSecret?: string;
+};
+
+/** The secret Envoy presents to modelgate's gRPC port, if the config sets one. */
+function secretOf(input: GatewayRenderInput): string | undefined {
+  if (input.grpc?.secret && input.grpcSecret === undefined) throw new Error('grpc.secret is set: the bundle is rendered with its value (readGrpcSecret)');
+  return input.grpc?.secret ? input.grpcSecret : undefined;
+}
 
 /**
  * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
@@ -87,7 +98,7 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz',
       transport_api_version: 'V3',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs) },
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs), ...grpcServiceMetadata(secretOf(input)) },
       failure_mode_allow: false,
       status_on_error: { code: 'ServiceUnavailable' },
       with_request_body: { max_request_bytes: input.gateway.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
@@ -106,12 +117,12 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
  * chose it). failure_mode_allow: a meter that cannot be reached never stops traffic. Only the
  * headers the meter reads are sent. No grpc_service timeout: a stream lives as long as its response.
  */
-export function extProcFilter(): Obj {
+export function extProcFilter(input?: GatewayRenderInput): Obj {
   return {
     name: EXT_PROC_FILTER,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter } },
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter }, ...grpcServiceMetadata(input && secretOf(input)) },
       failure_mode_allow: true,
       observability_mode: true,
       processing_mode: {
@@ -139,8 +150,9 @@ const METER_HEADERS = [':path', 'x-request-id', 'x-modelgate-key-id', 'x-modelga
 export const METER_STREAMS_PER_CONNECTION = 900;
 
 /** The meter's cluster: modelgate's gRPC port, its own connections, each retired before the reset guard can trip. */
-function meterCluster(at: HostPort): Obj {
+function meterCluster(at: HostPort, tls: AuthzTls | null): Obj {
   return cluster(CLUSTER.meter, at, {
+    ...authzTransportSocket(tls),
     typed_extension_protocol_options: httpOptions({
       explicit_http_config: { http2_protocol_options: {} },
       common_http_protocol_options: { max_requests_per_connection: METER_STREAMS_PER_CONNECTION },
@@ -155,11 +167,12 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
   return [
     // gRPC needs HTTP/2. Health-checked with grpc.health.v1, so a dead service shows in /clusters and stats.
     cluster(CLUSTER.authz, g.authz, {
+      ...authzTransportSocket(g.authzTls),
       typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
       circuit_breakers: BREAKERS,
-      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: {} }],
+      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: healthCheckMetadata(secretOf(input)) }],
     }),
-    ...(input.meter?.enabled ? [meterCluster(g.authz)] : []),
+    ...(input.meter?.enabled ? [meterCluster(g.authz, g.authzTls)] : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
     upstreamCluster(CLUSTER.chat, g.upstreams.chat),
     upstreamCluster(CLUSTER.messages, g.upstreams.messages),
@@ -320,6 +333,9 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     // REJECT_REQUEST gives HTTP/2 clients). modelgate never reads such a name.
     common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' },
     use_remote_address: true,
+    // Load balancers in front (gateway.trustedProxyHops): the client's address is taken that many
+    // x-forwarded-for hops from the right, for the access log and the console's per-address limit.
+    ...(input.gateway.trustedProxyHops > 0 ? { xff_num_trusted_hops: input.gateway.trustedProxyHops } : {}),
     generate_request_id: true,
     preserve_external_request_id: false,
     stream_idle_timeout: `${input.gateway.upstreamIdleTimeoutSeconds}s`,
@@ -327,7 +343,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     local_reply_config: renderLocalReplies(input),
     http_filters: [
       extAuthzFilter(input),
-      ...(input.meter?.enabled ? [extProcFilter()] : []),
+      ...(input.meter?.enabled ? [extProcFilter(input)] : []),
       trailersFilter(),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],

@@ -443,3 +443,35 @@ describe('the settings modelgate relies on', () => {
     }
   });
 });
+
+describe('the gRPC port authenticated (issue 21)', () => {
+  const SECRET = 'render-test-secret-0Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8';
+  const authed = () => demoWith((y) => y
+    .replace(/^grpc:\n/m, 'grpc:\n  secret: { env: S }\n  tls: { certFile: /etc/modelgate/tls.crt, keyFile: /etc/modelgate/tls.key, clientCaFile: /etc/modelgate/envoy-ca.crt }\n')
+    .replace(/^gateway:\n/m, 'gateway:\n  authzTls: { certFile: /etc/envoy/client.crt, keyFile: /etc/envoy/client.key, caFile: /etc/envoy/modelgate-ca.crt, serverName: modelgate.internal }\n  trustedProxyHops: 2\n'));
+
+  it('passes strict validation against the API protos with the secret, mTLS and trusted hops', () => {
+    const text = renderEnvoyYaml({ ...authed(), grpcSecret: SECRET });
+    const r = checkEnvoyConfig(text);
+    expect(r.errors).toEqual([]);
+    expect(r.warnings).toEqual([]);
+    const b = parseYaml(text);
+    expect(httpConnectionManager(b).xff_num_trusted_hops).toBe(2);
+    const meter = b.static_resources.clusters.find((c: Obj) => c.name === 'modelgate_meter');
+    expect(meter.transport_socket.typed_config.common_tls_context.alpn_protocols).toEqual(['h2']);
+    expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(3);
+  });
+
+  it('puts the secret into the parts a platform team pastes too', () => {
+    expect(renderEnvoyParts({ ...authed(), grpcSecret: SECRET }).split(`Bearer ${SECRET}`).length - 1).toBe(3);
+  });
+
+  it('refuses to render a config with grpc.secret without its value', () => {
+    expect(() => renderEnvoyYaml(authed())).toThrow(/grpc\.secret is set/);
+  });
+
+  it('renders no authentication and no trusted hops by default', () => {
+    const text = renderEnvoyYaml(demoWith());
+    expect(text).not.toMatch(/initial_metadata|transport_socket: \{ name: envoy\.transport_sockets\.tls[^}]*UpstreamTlsContext[^}]*tls_certificates|xff_num_trusted_hops/);
+  });
+});
