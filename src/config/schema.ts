@@ -169,7 +169,9 @@ const grpc = mapping({
 });
 
 const credential = mapping({
-  header: text(HEADER_NAME, 'an HTTP header name').toLowerCase().describe('The upstream header to set, e.g. authorization.'),
+  header: text(HEADER_NAME, 'an HTTP header name').toLowerCase()
+    .refine((h) => !h.startsWith('x-modelgate-'), { error: "must not be one of modelgate's own x-modelgate-* headers" })
+    .describe('The upstream header to set, e.g. authorization.'),
   prefix: z.string({ error: 'must be a string' }).prefault('').describe('Written before the secret, e.g. "Bearer ".'),
   env: text(ENV_NAME, 'an environment variable name').describe('The environment variable holding the secret, read at start and on reload; it must be set and non-empty.'),
 });

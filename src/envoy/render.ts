@@ -13,7 +13,7 @@ import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from '
 import { errorBody } from '../check/error-body';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
-import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
+import { CLIENT_ADDRESS_HEADER, CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
 
 type Obj = Record<string, unknown>;
 
@@ -244,15 +244,17 @@ end
 export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'api-key', 'anthropic-api-key', 'x-goog-api-key', 'x-vendor-api-key', 'x-amz-security-token'] as const;
 
 /**
- * Headers modelgate itself reads as a credential, removed from every request an upstream route
- * forwards (issue 21: the console's key header reached providers). modelgate's other own headers
- * are set or removed by each Check (check/write-response.ts).
+ * modelgate's own headers that no upstream gets, removed from every request an upstream route
+ * forwards: the console's key header, which modelgate reads as a credential (issue 21: it reached
+ * providers), the client address Envoy passes to the console, and the reason and hint of answers.
+ * The identity headers (x-modelgate-key-id, -group, -model) are each Check's to set or remove
+ * (check/write-response.ts).
  */
-export const MODELGATE_CREDENTIAL_HEADERS = ['x-modelgate-console-key'] as const;
+export const MODELGATE_HEADERS_NEVER_UPSTREAM = ['x-modelgate-console-key', CLIENT_ADDRESS_HEADER, 'x-modelgate-reason', 'x-modelgate-hint'] as const;
 
 /**
  * What the route to this upstream removes: the provider credential headers, modelgate's own
- * credential headers and the configured key headers, except the header modelgate sets this
+ * headers no upstream gets and the configured key headers, except the header modelgate sets this
  * upstream's own credential in (a route-level removal runs after ext_authz and would drop it;
  * modelgate's set overwrites the client's value instead). Every other upstream's credential header
  * is removed here too, so a route keeps only its own upstream's.
@@ -260,7 +262,7 @@ export const MODELGATE_CREDENTIAL_HEADERS = ['x-modelgate-console-key'] as const
 export function upstreamHeadersToRemove(input: GatewayRenderInput, family: UpstreamFamily): string[] {
   const own = input.upstream?.credentials[family]?.header;
   const others = UPSTREAM_FAMILIES.filter((f) => f !== family).flatMap((f) => input.upstream?.credentials[f]?.header ?? []);
-  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...MODELGATE_CREDENTIAL_HEADERS, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders, ...others])].filter((h) => h !== own);
+  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...MODELGATE_HEADERS_NEVER_UPSTREAM, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders, ...others])].filter((h) => h !== own);
 }
 
 /**
