@@ -204,7 +204,7 @@ const legacyCredentials = z.unknown().superRefine((v, ctx) => {
 }, always);
 
 const upstream = mapping({
-  credentials: legacyCredentials.optional().meta({ deprecated: true }).describe('Removed (issue 21): a credential is set per upstream, as gateway.upstreams.<name>.credential. An entry here is refused with the place it belongs now.'),
+  credentials: legacyCredentials.optional().meta({ deprecated: true, anyOf: [{ type: 'object', maxProperties: 0 }, { type: 'null' }] }).describe('Removed (issue 21): a credential is set per upstream, as gateway.upstreams.<name>.credential. An entry here is refused with the place it belongs now.'),
 });
 
 const hostPort = (dflt: string, what: string) => orDefault(text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191'), dflt).describe(what);
