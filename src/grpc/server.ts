@@ -46,11 +46,12 @@ export interface GrpcServerOptions {
   readonly tls?: TlsSettings;
   /**
    * Whether a call's `authorization` metadata lets it in (the port's shared secret); absent: every
-   * call does. A call that does not get in runs `unauthenticated`'s method for its path instead
-   * (the Check's: a normal denial), or fails UNAUTHENTICATED.
+   * call does. A call that does not get in is answered at once, before any of its request is read
+   * (an unauthenticated caller costs a header block, never a buffered message): with
+   * `unauthenticated`'s message for its path (the Check's: a normal denial), else UNAUTHENTICATED.
    */
   readonly authorize?: (authorization: string | undefined) => boolean;
-  readonly unauthenticated?: ReadonlyMap<string, Method>;
+  readonly unauthenticated?: ReadonlyMap<string, () => Buffer>;
 }
 
 /** How long a TLS client may take over its handshake (the builtin transport's preface timeout is the same). */
@@ -82,12 +83,10 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
       return NO_EVENTS;
     }
     if (authorize !== undefined && !authorize(authorization)) {
-      const instead = opts.unauthenticated?.get(path);
-      if (instead === undefined) {
-        res.end(GrpcStatus.UNAUTHENTICATED, 'this port needs the gateway\'s gRPC secret (authorization metadata)');
-        return NO_EVENTS;
-      }
-      return openCall(instead, res, ctx);
+      const answer = opts.unauthenticated?.get(path);
+      if (answer === undefined) res.end(GrpcStatus.UNAUTHENTICATED, 'this port needs the gateway\'s gRPC secret (authorization metadata)');
+      else res.sendUnary(answer());
+      return NO_EVENTS;
     }
     const method = methods.get(path);
     if (method === undefined) {

@@ -34,10 +34,10 @@ export interface CheckHandlers {
   unreadable(problem: RequestProblem): CheckAnswer;
   /**
    * A Check without the port's secret: a normal denial (503 authz_unauthenticated), never a failed
-   * RPC, which an Envoy set to fail open (failure_mode_allow) would let through. The request's
-   * bytes are only read for the client's error shape; no key is looked up.
+   * RPC, which an Envoy set to fail open (failure_mode_allow) would let through. Sent before any of
+   * the request is read: no key is looked up, nothing of the caller's is parsed or buffered.
    */
-  unauthenticated(request: Buffer | undefined): CheckAnswer;
+  unauthenticated(): CheckAnswer;
 }
 
 /** The Check method: bytes in, bytes out, and never a failed call. */
@@ -86,11 +86,7 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
   const health = new Health({ '': 'NOT_SERVING', [AUTHZ_SERVICE_NAME]: 'NOT_SERVING' });
   const methods = new Map<string, Method>([[CHECK_PATH, checkMethod(handlers)], ...health.methods(), ...moreMethods]);
   // Without the secret, a Check still gets a CheckResponse (a denial); every other call fails UNAUTHENTICATED.
-  const unauthenticated = new Map<string, Method>([[CHECK_PATH, {
-    kind: 'unary',
-    handle: (request) => handlers.unauthenticated(request),
-    unreadable: () => handlers.unauthenticated(undefined),
-  }]]);
+  const unauthenticated = new Map([[CHECK_PATH, () => handlers.unauthenticated()]]);
   const server = await startH2GrpcServer(address, methods, {
     maxReceiveMessageBytes: settings.maxReceiveMessageBytes, transport: settings.transport, onError, tls: settings.tls,
     ...(settings.secret !== undefined ? { authorize: secretCheck(settings.secret), unauthenticated } : {}),

@@ -142,17 +142,14 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const meter = new Meter({ config: () => config, groups: cache.groups, store: store.meter, metrics: metrics.meter, logger });
   // The headers the decoder keeps follow the config (key header names can change on reload).
   let headerFilter = requestHeaderFilter(config.routes);
-  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed' | 'authz_unauthenticated', hint: string, route = classify('', '', config.routes.altPrefix, false)): Buffer => {
+  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed' | 'authz_unauthenticated', hint: string): Buffer => {
     logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
     metrics.countDecision(statusOf(reason), reason);
+    const route = classify('', '', config.routes.altPrefix, false);
     return encoder.encode({ allowed: false, reason, status: statusOf(reason), hint, route }, config);
   };
-  // A Check without the port's secret: read only as far as the route (the client's error shape).
-  const unauthenticated = (request: Buffer | undefined): Buffer => {
-    const view = request && decodeCheckRequest(request, headerFilter);
-    const route = view ? classify(view.method, view.path, config.routes.altPrefix, view.headers['anthropic-version'] !== undefined) : undefined;
-    return denyUndecided('authz_unauthenticated', UNAUTHENTICATED_HINT, route);
-  };
+  // A Check without the port's secret: denied before anything of it is read (so in the generic error shape).
+  const unauthenticated = (): Buffer => denyUndecided('authz_unauthenticated', UNAUTHENTICATED_HINT);
   const failClosed = (): Buffer => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly');
   const unreadable = (problem: RequestProblem): Buffer => denyUndecided('check_request_malformed', UNREADABLE_HINTS[problem](config.grpc.maxReceiveMessageBytes));
   const checkBytes = (request: Buffer): Buffer | Promise<Buffer> => {

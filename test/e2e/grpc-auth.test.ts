@@ -102,9 +102,12 @@ describeE2E('an Envoy without the secret, set to fail open, lets nothing through
   });
   afterAll(async () => gw?.close());
 
-  it.each([false, true])('answers 503 authz_unauthenticated with a hint (HTTP/2: %s), and the upstream gets nothing', async (http2) => {
+  const BIG = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"${'x'.repeat(4 * 1024 * 1024)}"}]}`;
+  it.each([
+    [false, 'a small body'], [true, 'a small body'], [false, 'a 4 MiB body (answered before modelgate reads it)'], [true, 'a 4 MiB body (answered before modelgate reads it)'],
+  ])('answers 503 authz_unauthenticated with a hint (HTTP/2: %s, %s), and the upstream gets nothing', async (http2, what) => {
     const before = gw.received.length;
-    const r = await gw.send('POST', '/v1/chat/completions', { ...CHAT, http2 });
+    const r = await gw.send('POST', '/v1/chat/completions', { ...CHAT, ...(what.startsWith('a 4') ? { body: BIG } : {}), http2 });
     expect(r.status).toBe(503);
     expect(r.headers['x-modelgate-reason']).toBe('authz_unauthenticated');
     expect(String(r.headers['x-modelgate-hint'])).toMatch(/grpc\.secret/);

@@ -48,13 +48,18 @@ for (const transport of ['builtin', 'node'] as const) {
       ['the secret without Bearer', SECRET],
       ['a secret one character longer', `Bearer ${SECRET}x`],
       ['an empty value', ''],
-    ])('denies a Check with %s: a normal CheckResponse, 503 authz_unauthenticated, in the client\'s error shape', async (_name, value) => {
+    ])('denies a Check with %s: a normal CheckResponse, 503 authz_unauthenticated with a JSON error body', async (_name, value) => {
       const res = await check(service.grpcAddress, insecure, ALICE_MESSAGES, metadata(value));
       expect(res.status?.code).toBe(14);
       expect(res.denied_response?.status?.code).toBe('ServiceUnavailable');
       expect(reasonOf(res)).toBe('authz_unauthenticated');
-      expect(JSON.parse(String(res.denied_response!.body))).toMatchObject({ type: 'error', error: { type: expect.any(String) } });
+      expect(JSON.parse(String(res.denied_response!.body))).toMatchObject({ error: { code: 'authz_unauthenticated' } });
       expect(res.ok_response ?? undefined).toBeUndefined();
+    });
+
+    test('denies a Check too large to be read the same way, at once (nothing of an unauthenticated call is buffered)', async () => {
+      const big = { ...ALICE_CHAT, body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"${'x'.repeat(8 * 1024 * 1024)}"}]}` };
+      expect(reasonOf(await check(service.grpcAddress, insecure, big, metadata(), { 'grpc.max_send_message_length': 64 * 1024 * 1024 }))).toBe('authz_unauthenticated');
     });
 
     test('logs the denial without the key, and looks no key up', async () => {
