@@ -2,7 +2,7 @@
  * The spec's Base URL table (seed §4.1) as data: one row per client kind, with the Base URL it is
  * configured with, the path it appends itself, the protocol style it speaks and the key header it
  * sends. The console's "Set up a client" view, the doctor (page and `modelgate doctor`) and the
- * README's console section all read this one table.
+ * Base URL table of docs/clients.md all read this one table.
  *
  * The spec's row "Alternate route, messages style and command-line generative client" covers two
  * clients that append different paths, so it is two kinds here (`alt-messages`,
