@@ -201,7 +201,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   logger.info({ grpcAddress: grpcServer.address, httpAddress: httpServer.address, store: store.kind, groups: config.groups.size, grpcAuth: grpcAuthText(grpcAuth) }, 'modelgate listening');
   if (!grpcAuth.secret && !grpcAuth.tls && !isLoopback(parseHostPort(grpcServer.address).host)) {
     logger.warn({ grpcAddress: grpcServer.address },
-      'the gRPC port listens beyond loopback without authentication: anything that reaches it can run Checks (a key oracle without limits) and send meter streams that debit any key; set grpc.secret or grpc.tls (README.md, "Security model")');
+      'the gRPC port listens beyond loopback without authentication: anything that reaches it can run Checks (a key oracle without limits) and send meter streams that debit any key; set grpc.secret or grpc.tls (docs/security.md, "The gRPC port")');
   }
 
   return {
