@@ -3,8 +3,9 @@
  * (write-response.ts), Envoy's rendered direct responses and local replies carry the same ones
  * (envoy/render*.ts), the meter reads what ext_authz set (meter/meter.ts, and the headers Envoy
  * forwards to it), the model lists answer with them (server/catalog.ts), the console reads a key
- * from one (console/http-handler.ts; its browser script, console/assets/app.js, cannot import and is
- * checked against this list by test/console/api.test.ts).
+ * and the client's address from them (console/http-handler.ts; its browser script,
+ * console/assets/app.js, cannot import and is checked against this list by
+ * test/console/api.test.ts), and a credential header may not be one of them (config/schema.ts).
  */
 export const HEADER = {
   /** A denial's reason code (reasons.ts). Also on Envoy's own 404/405 and local replies. */
@@ -19,4 +20,23 @@ export const HEADER = {
   model: 'x-modelgate-model',
   /** The console's API: the key, percent-encoded, in this request header only. */
   consoleKey: 'x-modelgate-console-key',
+  /**
+   * The client's address as Envoy determined it (the connection's peer, or with
+   * gateway.trustedProxyHops the x-forwarded-for hop that many from the right), set by Envoy on the
+   * console's route (envoy/render-routes.ts) over any copy a client sent; the console's per-address
+   * limit counts it.
+   */
+  clientAddress: 'x-modelgate-client-address',
 } as const;
+
+/** What every modelgate header name starts with (config/schema.ts: no credential header may). */
+export const HEADER_PREFIX = 'x-modelgate-';
+
+/**
+ * modelgate's own headers that no upstream gets, removed from every request an upstream route
+ * forwards (envoy/render.ts upstreamHeadersToRemove): the console's key header, which modelgate
+ * reads as a credential (issue 21: it reached providers), the client address Envoy passes to the
+ * console, and the reason and hint of answers. The identity headers (key id, group, model) are
+ * each Check's to set or remove (write-response.ts).
+ */
+export const HEADERS_NEVER_UPSTREAM = [HEADER.consoleKey, HEADER.clientAddress, HEADER.reason, HEADER.hint] as const;

@@ -2,7 +2,8 @@
  * The Check path, whole: the bytes of a CheckRequest -> read (read-request.ts) -> decide
  * (decide.ts, then the meter's admission) -> write the CheckResponse (response-encoder.ts) -> one
  * log line and the metrics. Always answers with a CheckResponse: bytes that are not a CheckRequest,
- * and any unexpected failure, become a 503 denial (fail closed), never a failed RPC. This module is
+ * a call without the gRPC port's secret, and any unexpected failure, become a 503 denial (fail
+ * closed), never a failed RPC. This module is
  * the only emitter of decision lines, the model lists' included (`logServed`).
  *
  * It knows no logging or metrics library: CheckLogger and CheckMetrics below are all it needs
@@ -142,6 +143,12 @@ export interface CheckPipeline {
   failClosed(err: unknown): Buffer;
   /** The answer to a call whose bytes are not one CheckRequest (cut, compressed, too large): deny. */
   unreadable(problem: UnreadableRequest): Buffer;
+  /**
+   * The answer to a Check without the gRPC port's secret (server/grpc-server.ts checks it before
+   * any of the request is read): deny (authz_unauthenticated). Nothing of the request exists, so
+   * its denial is in the generic error shape, and no key is looked up.
+   */
+  unauthenticated(): Buffer;
   /** Builds what a config needs (the header filter) before it is swapped in: a reload fails here, not in a Check. */
   prepare(config: Config): void;
   /** Decides a request read elsewhere (the model lists on the HTTP listener), never throwing. */
@@ -153,8 +160,11 @@ export interface CheckPipeline {
   logServed(decision: Decision, view: RequestView, started: number): void;
 }
 
-/** The decision of a Check that could not be read or decided: no request, so no route of its own. */
-function undecided(reason: 'internal_error' | 'check_request_malformed', hint: string, config: Config): Decision {
+/** The reasons of a Check that could not be read, authenticated or decided. */
+type UndecidedReason = 'internal_error' | 'check_request_malformed' | 'authz_unauthenticated';
+
+/** The decision of a Check that could not be read, authenticated or decided: no request, so no route of its own. */
+function undecided(reason: UndecidedReason, hint: string, config: Config): Decision {
   return { allowed: false, reason, hint, route: classify('', '', config.routes.altPrefix, false) };
 }
 
@@ -171,8 +181,8 @@ export function createPipeline(deps: PipelineDeps): CheckPipeline {
   let lastConfig: Config | undefined;
   let lastFilter: HeaderFilter | undefined;
 
-  /** Bytes that could not be read, or a Check that failed outside the decision: one error line. */
-  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): Buffer => {
+  /** Bytes that could not be read, a Check without the port's secret, or one that failed outside the decision: one error line. */
+  const denyUndecided = (reason: UndecidedReason, hint: string): Buffer => {
     const config = deps.config();
     const status = statusOf(reason);
     deps.logger.error({ decision: 'deny', status, reason, hint }, 'decision');
@@ -208,6 +218,7 @@ export function createPipeline(deps: PipelineDeps): CheckPipeline {
       const hints = HINTS.check_request_malformed;
       return denyUndecided('check_request_malformed', problem === 'too_large' ? hints.too_large(deps.config().grpc.maxReceiveMessageBytes) : hints[problem]);
     },
+    unauthenticated: () => denyUndecided('authz_unauthenticated', HINTS.authz_unauthenticated.noSecret),
     prepare(config) {
       filterOf(config);
     },

@@ -1,9 +1,9 @@
 /**
  * The one catalogue of decision reasons: every reason code modelgate can answer with, its HTTP
  * status, when it applies, and the templates of its hints (as fastify's lib/errors.js keeps code,
- * message and status in one entry). README.md's reason table is checked against this list by
- * test/check/reasons-doc.test.ts, so the code, the docs and the tests cannot drift apart. A
- * Decision names its reason only: its status is always `statusOf(reason)`.
+ * message and status in one entry). docs/reasons-and-headers.md's reason table is checked against
+ * this list by test/check/reasons-doc.test.ts, so the code, the docs and the tests cannot drift
+ * apart. A Decision names its reason only: its status is always `statusOf(reason)`.
  *
  * A hint is one line of printable ASCII (it becomes a header value) and never contains a key: a
  * template's caller passes client-supplied text through safe-text.ts `printable` first. Hints that
@@ -244,6 +244,12 @@ export const REASONS = {
       no_message: 'the authorization request carried no message: the gateway must send one CheckRequest',
       extra_message: 'the authorization request carried more than one message: the gateway must send one CheckRequest',
     },
+  },
+  authz_unauthenticated: {
+    status: 503,
+    when: "the Check came without the gRPC port's secret (grpc.secret): Envoy's bundle was rendered without it, or the caller is not the gateway's Envoy; denied, never a failed RPC, and no key is looked up",
+    // The gateway's operator has to act, not the client.
+    hints: { noSecret: "the gateway's proxy did not authenticate to its authorization service, so nothing was sent upstream: the gateway's operator must render and load Envoy's bundle with grpc.secret (modelgate envoy-config)" },
   },
   internal_error: {
     status: 503,

@@ -16,7 +16,7 @@ import { errorBody } from '../check/error-body';
 import { HEADER } from '../check/headers';
 import { HINTS, statusOf } from '../check/reasons';
 import { familyOf, type Family } from '../check/routes';
-import type { Protocol } from '../store/store';
+import { upstreamOf, type UpstreamFamily } from '../config/load';
 
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
 export const CLUSTER = {
@@ -48,8 +48,8 @@ export interface RouteTableInput {
   readonly upstreamOnlyFilters: readonly string[];
   /** idle_timeout of the upstream routes (gateway.upstreamIdleTimeoutSeconds; default 300). */
   readonly upstreamIdleTimeoutSeconds?: number;
-  /** Request headers each upstream route removes, by the protocol style it serves (render.ts upstreamHeadersToRemove). */
-  readonly headersToRemove?: (style: Protocol) => readonly string[];
+  /** Request headers each upstream route removes, by the upstream it goes to (render.ts upstreamHeadersToRemove). */
+  readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
 }
 
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
@@ -69,9 +69,9 @@ function filtersOff(names: readonly string[]): Obj {
   return out;
 }
 
-/** The upstream cluster of each protocol style at the root (under the alternate prefix: CLUSTER.alt). */
-const STYLE_CLUSTER: Readonly<Record<Protocol, string>> = {
-  chat: CLUSTER.chat, responses: CLUSTER.chat, embeddings: CLUSTER.chat, messages: CLUSTER.messages, generative: CLUSTER.generative,
+/** The cluster of each upstream (an endpoint's: config/load.ts upstreamOf its style, at the root or under the alternate prefix). */
+export const UPSTREAM_CLUSTER: Readonly<Record<UpstreamFamily, string>> = {
+  chat: CLUSTER.chat, messages: CLUSTER.messages, generative: CLUSTER.generative, alt: CLUSTER.alt,
 };
 
 /**
@@ -123,15 +123,20 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const idle = `${input.upstreamIdleTimeoutSeconds ?? 300}s`;
   const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: idle, auto_host_rewrite: true });
   const toHttp: Obj = { cluster: CLUSTER.http, timeout: '15s' };
-  /** An endpoint's route: to its upstream (request headers removed by style), or to modelgate's HTTP listener (model lists). */
-  const endpoint = (name: string, match: Obj, e: Endpoint, cluster: string): Obj => {
-    const catalog = e.style === 'models';
+  /**
+   * An endpoint's route: to its upstream, removing the request headers that upstream must not get
+   * (its own credential header kept), or to modelgate's HTTP listener (model lists).
+   */
+  const endpoint = (name: string, match: Obj, e: Endpoint, underAlt: boolean): Obj => {
+    if (e.style === 'models') {
+      return { name, match: { ...match, headers: [method(e.method)] }, route: toHttp, ...(offUpstreamOnly ? { typed_per_filter_config: offUpstreamOnly } : {}) };
+    }
+    const upstream = upstreamOf(e.style, underAlt);
     return {
       name,
       match: { ...match, headers: [method(e.method)] },
-      route: catalog ? toHttp : to(cluster),
-      ...(catalog && offUpstreamOnly ? { typed_per_filter_config: offUpstreamOnly } : {}),
-      ...(!catalog && input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(e.style)] } : {}),
+      route: to(UPSTREAM_CLUSTER[upstream]),
+      ...(input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(upstream)] } : {}),
     };
   };
   /** A direct response with the reason, the hint and the body in the client's error shape. */
@@ -158,8 +163,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   /** An endpoint's route at the root, or its twin under the alternate prefix. */
   const at = (underAlt: boolean) => (e: Endpoint): Obj => {
     const prefix = underAlt ? alt : '';
-    const cluster = e.style === 'models' ? CLUSTER.http : underAlt ? CLUSTER.alt : STYLE_CLUSTER[e.style];
-    return endpoint(`${underAlt ? 'alt_' : ''}${e.name}`, hasModel(e) ? re(`${escapeRe(prefix)}${modelPathRegex(e)}`) : { path: `${prefix}${e.path}` }, e, cluster);
+    return endpoint(`${underAlt ? 'alt_' : ''}${e.name}`, hasModel(e) ? re(`${escapeRe(prefix)}${modelPathRegex(e)}`) : { path: `${prefix}${e.path}` }, e, underAlt);
   };
   const generative = ENDPOINTS.filter((e) => e.modelMethods);
   // The first path segments after /v1/ of the endpoints (chat, responses, ...), and the endpoint paths under /v1/
@@ -183,7 +187,13 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // The console (src/console): `/console` and everything under it, any method, to modelgate's
     // HTTP listener with ext_authz off: the console authenticates each API call itself. Before the
     // 404 routes, whose `.*/models/...` regexes would otherwise answer some of its paths.
-    { name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect },
+    // The console's per-address limit counts the client's address as Envoy determined it (the
+    // connection's peer, or with gateway.trustedProxyHops the x-forwarded-for hop that many from the
+    // right), passed in a header of modelgate's own that a client's copy cannot override.
+    {
+      name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect,
+      request_headers_to_add: [header(HEADER.clientAddress, '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%')],
+    },
 
     // ---- (2) A known path with the wrong method: 405 with allow. The fixed paths by family, then each path with a model.
     ...(['openai', 'anthropic'] as const).map((f) => {
@@ -219,7 +229,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // ---- (4) One model by id (answered by modelgate, key checked first), and its 405. As in
     // src/check/routes.ts, an id has no "/" and no ":". After (3), so that "/v1/models/models" is
     // read as a repeated path.
-    ...models.map((e) => endpoint(e.name, re(`${A}${modelPathRegex(e)}`), e, CLUSTER.http)),
+    ...models.map((e) => endpoint(e.name, re(`${A}${modelPathRegex(e)}`), e, false)),
     ...models.map((e) => direct(`method_get_only_${e.name}`, re(`${A}${modelPathRegex(e)}`), 'method_not_allowed', H.method_not_allowed.model, family(e), 'GET')),
   ];
 

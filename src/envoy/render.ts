@@ -8,23 +8,33 @@
  * route lives here; envoy/README.md explains each setting.
  */
 import { Document, isMap, isSeq, visit, type Node } from 'yaml';
-import type { Config, HostPort, UpstreamTarget } from '../config/load';
-import type { Protocol } from '../store/store';
+import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
+import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
 import { errorBody } from '../check/error-body';
-import { HEADER } from '../check/headers';
+import { HEADER, HEADERS_NEVER_UPSTREAM } from '../check/headers';
 import { HINTS, statusOf, type DenyReason } from '../check/reasons';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
-import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, renderRoutes } from './render-routes';
+import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes } from './render-routes';
 
 type Obj = Record<string, unknown>;
 
 /**
  * The part of modelgate's config the bundle is rendered from (no `meter`: no meter filter).
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
- * modelgate sets for that style.
+ * modelgate sets for that route's upstream.
  */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>> & { readonly upstream?: Config['upstream'] };
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc'>> & {
+  readonly upstream?: Config['upstream'];
+  /** The gRPC port's secret, read (config/grpc-auth.ts readGrpcSecret): required when `grpc.secret` is set. */
+  readonly grpcSecret?: string;
+};
+
+/** The secret Envoy presents to modelgate's gRPC port, if the config sets one. */
+function secretOf(input: GatewayRenderInput): string | undefined {
+  if (input.grpc?.secret && input.grpcSecret === undefined) throw new Error('grpc.secret is set: the bundle is rendered with its value (readGrpcSecret)');
+  return input.grpc?.secret ? input.grpcSecret : undefined;
+}
 
 /**
  * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
@@ -90,7 +100,7 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz',
       transport_api_version: 'V3',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs) },
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs), ...grpcServiceMetadata(secretOf(input)) },
       failure_mode_allow: false,
       status_on_error: { code: 'ServiceUnavailable' },
       with_request_body: { max_request_bytes: input.gateway.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
@@ -105,16 +115,16 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
  * The meter's filter (issue 11): Envoy's ext_proc after ext_authz, so it sees the headers ext_authz
  * set (x-modelgate-key-id, -group, -model) and Envoy's x-request-id, then the response headers and
  * body. observability_mode: Envoy sends each part and goes on without waiting for an answer, so a
- * response is never delayed or held by the meter (README "Metering" has the measurements that
+ * response is never delayed or held by the meter (docs/metering.md has the measurements that
  * chose it). failure_mode_allow: a meter that cannot be reached never stops traffic. Only the
  * headers the meter reads are sent. No grpc_service timeout: a stream lives as long as its response.
  */
-export function extProcFilter(): Obj {
+export function extProcFilter(input?: GatewayRenderInput): Obj {
   return {
     name: EXT_PROC_FILTER,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter } },
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter }, ...grpcServiceMetadata(input && secretOf(input)) },
       failure_mode_allow: true,
       observability_mode: true,
       processing_mode: {
@@ -142,8 +152,9 @@ const METER_HEADERS = [':path', 'x-request-id', HEADER.keyId, HEADER.group, HEAD
 export const METER_STREAMS_PER_CONNECTION = 900;
 
 /** The meter's cluster: modelgate's gRPC port, its own connections, each retired before the reset guard can trip. */
-function meterCluster(at: HostPort): Obj {
+function meterCluster(at: HostPort, tls: AuthzTls | null): Obj {
   return cluster(CLUSTER.meter, at, {
+    ...authzTransportSocket(tls),
     typed_extension_protocol_options: httpOptions({
       explicit_http_config: { http2_protocol_options: {} },
       common_http_protocol_options: { max_requests_per_connection: METER_STREAMS_PER_CONNECTION },
@@ -158,16 +169,14 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
   return [
     // gRPC needs HTTP/2. Health-checked with grpc.health.v1, so a dead service shows in /clusters and stats.
     cluster(CLUSTER.authz, g.authz, {
+      ...authzTransportSocket(g.authzTls),
       typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
       circuit_breakers: BREAKERS,
-      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: {} }],
+      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: healthCheckMetadata(secretOf(input)) }],
     }),
-    ...(input.meter?.enabled ? [meterCluster(g.authz)] : []),
+    ...(input.meter?.enabled ? [meterCluster(g.authz, g.authzTls)] : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
-    upstreamCluster(CLUSTER.chat, g.upstreams.chat),
-    upstreamCluster(CLUSTER.messages, g.upstreams.messages),
-    upstreamCluster(CLUSTER.generative, g.upstreams.generative),
-    upstreamCluster(CLUSTER.alt, g.upstreams.alt),
+    ...UPSTREAM_FAMILIES.map((f) => upstreamCluster(UPSTREAM_CLUSTER[f], g.upstreams[f])),
   ];
 }
 
@@ -203,7 +212,7 @@ function accessLog(): Obj[] {
  * provider negotiates h2), and a client could put a key there. No provider API reads request
  * trailers. Envoy's header_mutation filter, whose request trailer mutations (remove_on_match with
  * any name) load and work on every supported version (1.36.2 and 1.40.0: the trailer tests of
- * test/e2e/review-findings.test.ts through each). By the time this filter runs ext_authz has
+ * test/e2e/credential-stripping.test.ts through each). By the time this filter runs ext_authz has
  * buffered the whole body, so waiting for the end of the stream adds nothing.
  */
 export function trailersFilter(): Obj {
@@ -226,14 +235,17 @@ export function trailersFilter(): Obj {
 export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'api-key', 'anthropic-api-key', 'x-goog-api-key', 'x-vendor-api-key', 'x-amz-security-token'] as const;
 
 /**
- * What an upstream route of this protocol style removes: the provider credential headers and the
- * configured key headers, except the header modelgate sets the style's own upstream credential in
- * (a route-level removal runs after ext_authz and would drop it; modelgate's set overwrites the
- * client's value instead).
+ * What the route to this upstream removes: the provider credential headers, modelgate's own
+ * headers no upstream gets (check/headers.ts HEADERS_NEVER_UPSTREAM) and the configured key
+ * headers, except the header modelgate sets this upstream's own credential in (a route-level
+ * removal runs after ext_authz and would drop it; modelgate's set overwrites the client's value
+ * instead). Every other upstream's credential header
+ * is removed here too, so a route keeps only its own upstream's.
  */
-export function upstreamHeadersToRemove(input: GatewayRenderInput, style: Protocol): string[] {
-  const own = input.upstream?.credentials[style]?.header;
-  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders])].filter((h) => h !== own);
+export function upstreamHeadersToRemove(input: GatewayRenderInput, family: UpstreamFamily): string[] {
+  const own = input.upstream?.credentials[family]?.header;
+  const others = UPSTREAM_FAMILIES.filter((f) => f !== family).flatMap((f) => input.upstream?.credentials[f]?.header ?? []);
+  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...HEADERS_NEVER_UPSTREAM, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders, ...others])].filter((h) => h !== own);
 }
 
 /**
@@ -304,6 +316,9 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     // REJECT_REQUEST gives HTTP/2 clients). modelgate never reads such a name.
     common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' },
     use_remote_address: true,
+    // Load balancers in front (gateway.trustedProxyHops): the client's address is taken that many
+    // x-forwarded-for hops from the right, for the access log and the console's per-address limit.
+    ...(input.gateway.trustedProxyHops > 0 ? { xff_num_trusted_hops: input.gateway.trustedProxyHops } : {}),
     generate_request_id: true,
     preserve_external_request_id: false,
     stream_idle_timeout: `${input.gateway.upstreamIdleTimeoutSeconds}s`,
@@ -311,7 +326,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     local_reply_config: renderLocalReplies(input),
     http_filters: [
       extAuthzFilter(input),
-      ...(input.meter?.enabled ? [extProcFilter()] : []),
+      ...(input.meter?.enabled ? [extProcFilter(input)] : []),
       trailersFilter(),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
@@ -319,7 +334,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
       altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl,
       upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
       upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
-      headersToRemove: (style) => upstreamHeadersToRemove(input, style),
+      headersToRemove: (family) => upstreamHeadersToRemove(input, family),
     }) }] },
   };
 }

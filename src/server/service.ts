@@ -11,7 +11,8 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
-import { parseConfig, type Config } from '../config/load';
+import { readGrpcSecret, readGrpcTls } from '../config/grpc-auth';
+import { isLoopback, parseConfig, parseHostPort, type Config } from '../config/load';
 import { watchConfig } from '../config/watch';
 import { FileStore } from '../store/file-store';
 import { startGrpcServer } from './grpc-server';
@@ -77,6 +78,8 @@ export interface Service {
 export async function startService(opts: ServiceOptions): Promise<Service> {
   const env = opts.env ?? process.env;
   let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
+  // The gRPC port's secret and certificates: read once, at start, before anything is opened.
+  const grpcAuth = { secret: readGrpcSecret(config, { env, configPath: opts.configPath }), tls: readGrpcTls(config, { env, configPath: opts.configPath }) };
   const metrics = createMetrics();
   const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
     ? opts.logDestination
@@ -130,7 +133,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // prompt 503, so it must not take the replica out of a load balancer (issue 14 §3).
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, pipeline, config.grpc,
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, pipeline, { ...config.grpc, ...grpcAuth },
     [externalProcessorMethod(meter, (err) => logger.error({ err: errorText(err) }, 'meter failed on a message'))],
     (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
   const catalog = createCatalogHandler({ lookups: cache, pipeline });
@@ -159,7 +162,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   grpcServer.setServing(ready());
   metrics.storeReady.set(store.ready() ? 1 : 0);
 
-  logger.info({ grpcAddress: grpcServer.address, httpAddress: httpServer.address, store: store.kind, groups: config.groups.size }, 'modelgate listening');
+  logger.info({ grpcAddress: grpcServer.address, httpAddress: httpServer.address, store: store.kind, groups: config.groups.size, grpcAuth: grpcAuthText(grpcAuth) }, 'modelgate listening');
+  if (!grpcAuth.secret && !grpcAuth.tls && !isLoopback(parseHostPort(grpcServer.address).host)) {
+    logger.warn({ grpcAddress: grpcServer.address },
+      'the gRPC port listens beyond loopback without authentication: anything that reaches it can run Checks (a key oracle without limits) and send meter streams that debit any key; set grpc.secret or grpc.tls (docs/security.md, "The gRPC port")');
+  }
 
   return {
     grpcAddress: grpcServer.address,
@@ -186,6 +193,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await new Promise<void>((resolve) => logger.flush(() => resolve()));
     },
   };
+}
+
+/** How the gRPC port authenticates its callers, for the start line (never the secret). */
+function grpcAuthText(a: { secret?: string; tls?: unknown }): string {
+  return [a.secret ? 'secret' : '', a.tls ? 'mtls' : ''].filter(Boolean).join('+') || 'none';
 }
 
 /** The console's usage rows from the meter's ledger: a cost only where the model had a price. */
