@@ -131,12 +131,12 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     if (e.style === 'models') {
       return { name, match: { ...match, headers: [method(e.method)] }, route: toHttp, ...(offUpstreamOnly ? { typed_per_filter_config: offUpstreamOnly } : {}) };
     }
-    const upstream = upstreamOf(e.style, underAlt);
+    const goesTo = upstreamOf(e.style, underAlt);
     return {
       name,
       match: { ...match, headers: [method(e.method)] },
-      route: to(UPSTREAM_CLUSTER[upstream]),
-      ...(input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(upstream)] } : {}),
+      route: to(UPSTREAM_CLUSTER[goesTo]),
+      ...(input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(goesTo)] } : {}),
     };
   };
   /** A direct response with the reason, the hint and the body in the client's error shape. */
