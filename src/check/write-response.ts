@@ -14,6 +14,7 @@ import type { Config } from '../config/load';
 import type { Decision } from './decision';
 import { errorBody } from './error-body';
 import { keyHeaders } from './extract-key';
+import { retryHeaders } from './retry-advice';
 import { PROTOCOLS, type Protocol } from '../store/store';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
@@ -126,5 +127,6 @@ export function denialParts(d: Decision): { status: number; headers: [string, st
   ];
   if (d.status === 401) headers.push(['www-authenticate', challenge(d)]);
   if (d.route.kind === 'wrong_method') headers.push(['allow', d.route.allow]);
+  headers.push(...retryHeaders(d.status));
   return { status: d.status, headers, body: errorBody(d.route.family, d.status, d.reason, d.hint) };
 }
