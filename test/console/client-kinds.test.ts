@@ -98,7 +98,10 @@ test('the gateway\'s answers follow Envoy\'s path normalisation and first-match 
   expect(normalizedPath('//v1//chat/completions')).toBe('/v1/chat/completions');
   expect(normalizedPath('/v1/./models')).toBe('/v1/models');
   expect(gatewayAnswer('POST', '/v1/v1/responses', '/alt')).toMatchObject({ status: 404, reason: 'path_repeated', route: 'repeated_v1' });
-  expect(gatewayAnswer('POST', '/chat/completions', '/alt')).toMatchObject({ status: 404, reason: 'prefix_wrong' });
+  expect(gatewayAnswer('POST', '/embeddings', '/alt')).toMatchObject({ status: 404, reason: 'prefix_wrong' });
+  // A coding agent's own path at the root address (seed §4.1 row 1): the endpoint, checked.
+  expect(gatewayAnswer('POST', '/chat/completions', '/alt')).toMatchObject({ route: 'agent_chat_completions', cluster: 'upstream_chat' });
+  expect(gatewayAnswer('GET', '/responses', '/alt')).toMatchObject({ status: 405, reason: 'method_not_allowed' });
   expect(gatewayAnswer('GET', '/v1/chat/completions', '/alt')).toMatchObject({ status: 405, reason: 'method_not_allowed' });
   expect(gatewayAnswer('GET', '/console/api/info', '/alt')).toMatchObject({ route: 'console', cluster: 'modelgate_http' });
   expect(gatewayAnswer('GET', '/nothing', '/alt')).toMatchObject({ status: 404, reason: 'path_unknown', route: 'unknown' });

@@ -54,7 +54,8 @@ const ROWS: Row[] = [
   // §4.1 rule 4, §7 404
   { name: 'a coding agent with /v1 (path appended twice)', input: { baseUrl: `${GW}/v1`, clientKind: 'coding-agent' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/responses.*No \/v1 suffix/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
   { name: 'a messages client with /v1', input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' }, fails: 'path', detail: /path repeated/, answers: 'path_repeated' },
-  { name: 'a chat SDK without /v1 (wrong prefix)', input: { baseUrl: GW, clientKind: 'chat-sdk' }, fails: 'path', detail: /wrong prefix.*\/chat\/completions.*ends in \/v1/, change: /\/v1$/, answers: 'prefix_wrong' },
+  // (A chat SDK at the root address sends POST /chat/completions, which the coding agents' row serves.)
+  { name: 'an embeddings SDK without /v1 (wrong prefix)', input: { baseUrl: GW, clientKind: 'embeddings' }, fails: 'path', detail: /wrong prefix.*\/embeddings.*ends in \/v1/, change: /\/v1$/, answers: 'prefix_wrong' },
   { name: 'a generative command-line client with /v1beta', input: { baseUrl: `${GW}/v1beta`, clientKind: 'generative-cli' }, fails: 'path', detail: /must use the root address, not \/v1beta/, answers: 'path_repeated' },
   { name: 'an editor generative provider at the root', input: { baseUrl: GW, clientKind: 'generative-http' }, fails: 'path', detail: /must use \{base_url\}\/v1beta/, change: /\/v1beta$/, answers: 'prefix_wrong' },
   { name: 'an alternate-route client without the prefix', input: { baseUrl: `${GW}/v1`, clientKind: 'alt-chat' }, fails: 'path', detail: /reaches the root route, not the alternate route/, change: /\/alt\/v1$/ },
