@@ -207,6 +207,11 @@ const RULES: readonly Rule[] = [
       if (s.rest === want) return PASS(`the client requests ${want}${appended}, the endpoint for ${s.kind.label}`);
       const sent = `${s.rest}${appended}`;
       const answer = gatewayAnswer(POST, `${s.rootPath}${sent}`, s.ctx.routes.altPrefix);
+      // The coding agents' own endpoints (seed §4.1 row 1: their Base URL is {base_url} itself) serve
+      // any client that sends them: it works, though the table gives this kind another Base URL.
+      if (answer.cluster !== undefined && /^(alt_)?agent_/.test(answer.route) && `${s.kind.alt ? s.ctx.routes.altPrefix : ''}` === s.rest) {
+        return NOTE(`the client requests ${showPath(sent)}, which this gateway serves for coding agents (their Base URL is the root address itself); ${s.kind.label} clients are set up with ${s.expected.baseUrl}, which works everywhere`);
+      }
       const what = answer.reason === 'path_repeated'
         ? `path repeated: the Base URL ends in ${JSON.stringify(showPath(s.rest || '/'))} and the client appends ${s.kind.appends} itself, so it requests ${showPath(sent)}`
         : answer.reason !== undefined

@@ -71,12 +71,19 @@ describeE2E('modelgate doctor through the real gateway', () => {
     expect(r.code).toBe(1);
   });
 
-  test('a wrong prefix: a chat SDK without /v1', async () => {
-    const r = await doctor(['--base-url', b, '--client', 'chat-sdk', '--model', 'gpt-4o-mini']);
+  test('a wrong prefix: an embeddings SDK without /v1', async () => {
+    const r = await doctor(['--base-url', b, '--client', 'embeddings', '--model', 'text-embedding-3-small']);
     expect(r.out).toMatch(/CHANGE {2}§4\.1 rule 4/);
     expect(r.out).toContain(`change: set the Base URL to ${b}/v1`);
-    expect(r.out).toContain(`POST ${b}/chat/completions -> 404 prefix_wrong`);
+    expect(r.out).toContain(`POST ${b}/embeddings -> 404 prefix_wrong`);
     expect(r.code).toBe(1);
+  });
+
+  test("a chat SDK at the root address reaches the coding agents' endpoint: a note, and the one short request works", async () => {
+    const r = await doctor(['--base-url', b, '--client', 'chat-sdk', '--model', 'gpt-4o-mini']);
+    expect(r.out).toMatch(/note +§4\.1 rule 4/i);
+    expect(r.out).toContain(`which this gateway serves for coding agents`);
+    expect(r.out).toContain(`POST ${b}/chat/completions -> 200`);
   });
 
   test('a cut key: §7 401 (key), and the malformed key is not sent anywhere', async () => {
