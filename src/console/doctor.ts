@@ -207,10 +207,12 @@ const RULES: readonly Rule[] = [
       if (s.rest === want) return PASS(`the client requests ${want}${appended}, the endpoint for ${s.kind.label}`);
       const sent = `${s.rest}${appended}`;
       const answer = gatewayAnswer(POST, `${s.rootPath}${sent}`, s.ctx.routes.altPrefix);
-      // The coding agents' own endpoints (seed §4.1 row 1: their Base URL is {base_url} itself) serve
-      // any client that sends them: it works, though the table gives this kind another Base URL.
-      if (answer.cluster !== undefined && /^(alt_)?agent_/.test(answer.route) && `${s.kind.alt ? s.ctx.routes.altPrefix : ''}` === s.rest) {
-        return NOTE(`the client requests ${showPath(sent)}, which this gateway serves for coding agents (their Base URL is the root address itself); ${s.kind.label} clients are set up with ${s.expected.baseUrl}, which works everywhere`);
+      // Another Base URL that still reaches an endpoint of this kind's style and route: it works (the
+      // coding agents' /responses and /chat/completions at the root serve any client that sends them,
+      // and a coding agent set to {base_url}/v1 sends /v1/responses), though the table says otherwise.
+      const reached = answer.cluster === undefined ? undefined : classify(POST, sent, s.ctx.routes.altPrefix, false);
+      if (reached?.kind === 'protocol' && reached.style === s.kind.style && reached.alt === s.kind.alt) {
+        return NOTE(`the client requests ${showPath(sent)}, an endpoint of this gateway for ${s.kind.style} requests, so it works; the Base URL table sets ${s.kind.label} clients up with ${s.expected.baseUrl}`);
       }
       const what = answer.reason === 'path_repeated'
         ? `path repeated: the Base URL ends in ${JSON.stringify(showPath(s.rest || '/'))} and the client appends ${s.kind.appends} itself, so it requests ${showPath(sent)}`

@@ -235,7 +235,7 @@ describe('set up a client', () => {
 
 describe('the doctor over the API', () => {
   test('names the failing rule and the change', async () => {
-    const a = await call(h, '/console/api/doctor', { key: DEMO_KEYS.alice, body: { baseUrl: `http://${h.service.httpAddress}/v1`, clientKind: 'coding-agent' } });
+    const a = await call(h, '/console/api/doctor', { key: DEMO_KEYS.alice, body: { baseUrl: `http://${h.service.httpAddress}/v1`, clientKind: 'messages-client' } });
     expect(a.status).toBe(200);
     expect(a.body.failing).toMatchObject({ id: 'path', ref: '§4.1 rule 4, §7 404', gatewayAnswers: { status: 404, reason: 'path_repeated' } });
     expect(a.body.failing.change).toBe(`set the Base URL to http://${h.service.httpAddress}`);

@@ -70,10 +70,13 @@ describe.each(CLIENT_KINDS.map((k) => [k.id, k] as const))('%s', (_id, kind) => 
     const snippets = snippetsFor(s, 'gemini-2.5-flash');
     expect(snippets[0].id).toBe('curl');
     expect(snippets[0].code).toContain(s.endpoint);
+    // Settings files hold no key (the key goes in the environment beside them); gemini-cli's holds no
+    // address either, and Codex's environment only the key (its address is in config.toml).
+    const keyless = new Set(['codex-config', 'gemini-settings']);
     for (const sn of snippets) {
-      expect(sn.code).toContain('<API_KEY>');
+      if (!keyless.has(sn.id)) expect(sn.code, sn.id).toContain('<API_KEY>');
       expect(sn.code).not.toMatch(/sk-mg-/);
-      if (sn.id !== 'curl') expect(sn.code).toContain(s.baseUrl);
+      if (!['curl', 'gemini-settings', 'codex-env'].includes(sn.id)) expect(sn.code, sn.id).toContain(s.baseUrl);
     }
   });
 });

@@ -52,7 +52,8 @@ const ROWS: Row[] = [
   { name: 'a segment added to the request URL', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: `${GW}/v1/v1/chat/completions`, status: 404 }, fails: 'endpoint-url', detail: /added or repeated/, answers: 'path_repeated' },
   { name: 'a request URL that is not a URL', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: 'chat/completions' }, fails: 'endpoint-url', detail: /not an http/ },
   // §4.1 rule 4, §7 404
-  { name: 'a coding agent with /v1 (path appended twice)', input: { baseUrl: `${GW}/v1`, clientKind: 'coding-agent' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/responses.*No \/v1 suffix/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
+  { name: 'a messages client with /v1 (path appended twice)', input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/messages/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
+  { name: 'a coding agent with /v1/v1 (path appended twice)', input: { baseUrl: `${GW}/v1/v1`, clientKind: 'coding-agent' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/responses.*No \/v1 suffix/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
   { name: 'a messages client with /v1', input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' }, fails: 'path', detail: /path repeated/, answers: 'path_repeated' },
   // (A chat SDK at the root address sends POST /chat/completions, which the coding agents' row serves.)
   { name: 'an embeddings SDK without /v1 (wrong prefix)', input: { baseUrl: GW, clientKind: 'embeddings' }, fails: 'path', detail: /wrong prefix.*\/embeddings.*ends in \/v1/, change: /\/v1$/, answers: 'prefix_wrong' },
