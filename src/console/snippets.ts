@@ -116,7 +116,8 @@ function codex(s: ClientSetup, model: string): Snippet[] {
   return [
     {
       id: 'codex-config', label: 'Codex CLI (~/.codex/config.toml)', language: 'toml',
-      code: [`model = ${q(model)}`, 'model_provider = "modelgate"', '', '[model_providers.modelgate]', 'name = "modelgate"',
+      // TOML: keys after a [table] header belong to that table, so the first two go above any table.
+      code: ['# at the top of ~/.codex/config.toml, before any [table]', `model = ${q(model)}`, 'model_provider = "modelgate"', '', '[model_providers.modelgate]', 'name = "modelgate"',
         `base_url = ${q(s.baseUrl)}`, 'env_key = "MODELGATE_API_KEY"', 'wire_api = "responses"'].join('\n'),
     },
     { id: 'codex-env', label: 'Codex CLI (environment)', language: 'shell', code: [`export MODELGATE_API_KEY=${sh(API_KEY_PLACEHOLDER)}`, `codex exec 'say hi'`].join('\n') },

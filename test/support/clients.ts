@@ -58,20 +58,21 @@ export function clientsMissing(): string | undefined {
 let said = false;
 
 /** `describe` for a file that runs the real clients (and Envoy). */
-export const describeClients: typeof describe = ((...args: Parameters<typeof describe>) => {
+export function describeClients(name: string, options: { timeout: number }, body: () => void): void {
   const missing = clientsMissing();
   if (missing && !process.env.CI) {
     if (!said) process.stderr.write(`client tests skipped: ${missing}\n`);
     said = true;
-    return describe.skip(...args);
+    describe.skip(name, body);
+    return;
   }
-  return describeE2E(args[0], () => {
+  describeE2E(name, options, () => {
     beforeAll(() => {
       if (missing) throw new Error(missing);
     });
-    (args[1] as () => void)();
+    body();
   });
-}) as typeof describe;
+}
 
 /**
  * Switches that keep each client to the one conversation under test: no telemetry, error
@@ -95,7 +96,9 @@ export const GEMINI_QUIET_SETTINGS = {
 };
 
 /** Codex's config.toml lines besides the provider block: no analytics, feedback or update check. */
-export const CODEX_QUIET_TOML = 'check_for_update_on_startup = false\n\n[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n';
+export const CODEX_QUIET_TOML = '[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n';
+/** Top-level (before any table) Codex settings: no update check. */
+export const CODEX_QUIET_TOP = 'check_for_update_on_startup = false\n';
 
 /** A fresh home for one client run (removed by the caller's `remove`). */
 export function freshHome(prefix: string): { home: string; work: string; env: Record<string, string>; remove(): void } {
@@ -146,11 +149,16 @@ export function runClient(command: string, args: readonly string[], o: RunOption
       try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* already gone */ }
     }, o.timeoutMs ?? 120_000);
     child.once('error', (err) => { clearTimeout(timer); reject(err); });
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+    // When the client exits, whatever it left behind in its group (helpers, sandboxes, daemons that
+    // hold its stdout open) goes with it; the run ends when the pipes close.
+    child.once('exit', (code, signal) => {
+      exit = { code, signal };
+      try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* none left */ }
+    });
     child.once('close', (code, signal) => {
       clearTimeout(timer);
-      // Whatever it left behind in its group (helpers, sandboxes) goes with it.
-      try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* none left */ }
-      resolve({ code, signal, stdout, stderr, output, timedOut, ms: Date.now() - started });
+      resolve({ ...(exit ?? { code, signal }), stdout, stderr, output, timedOut, ms: Date.now() - started });
     });
   });
 }
@@ -163,4 +171,16 @@ export function runPython(script: string, o: RunOptions): Promise<ClientRun> {
 /** The installed version of an npm client (from its package.json), for messages. */
 export function npmVersion(pkg: string): string {
   return (JSON.parse(readFileSync(join(NPM, pkg, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** The `export NAME='value'` lines of a shell snippet, with `<API_KEY>` replaced by the key. */
+export function snippetEnv(code: string, key: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const m of code.matchAll(/^export ([A-Z_]+)='((?:[^']|'\\'')*)'$/gm)) env[m[1]] = m[2].split(`'\\''`).join("'").split('<API_KEY>').join(key);
+  return env;
+}
+
+/** modelgate's decision lines (parsed) from the n-th on. */
+export function decisionsFrom(lines: string[], n: number): Array<Record<string, unknown>> {
+  return lines.slice(n).filter((l) => l.includes('"msg":"decision"')).map((l) => JSON.parse(l) as Record<string, unknown>);
 }
