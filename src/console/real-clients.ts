@@ -30,7 +30,8 @@ const ANTHROPIC_PY = 'anthropic (Python) 2.10.0';
 const GENAI_PY = 'google-genai (Python) 3.3.0';
 
 const gen = (prefix: string, methods: readonly string[]): string[] => methods.map((m) => `POST ${prefix}/v1beta/models/{model}:${m}`);
-const GENAI_CALLS = ['generateContent', 'streamGenerateContent', 'countTokens', 'embedContent'];
+// google-genai's embed_content calls batchEmbedContents, even for one text.
+const GENAI_CALLS = ['generateContent', 'streamGenerateContent', 'countTokens', 'batchEmbedContents'];
 
 export const REAL_CLIENTS: readonly RealClient[] = [
   { name: CODEX, kind: 'coding-agent', setup: 'config.toml provider block: `base_url = "{base_url}"`, `wire_api = "responses"`, `env_key`', sends: ['POST /responses'] },
