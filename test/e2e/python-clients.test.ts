@@ -13,11 +13,13 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey, hashKey } from '../../src/check/key-format';
 import { parseConfig } from '../../src/config/load';
 import { clientKind, setupFor } from '../../src/console/client-kinds';
 import { REAL_CLIENTS, requestLine } from '../../src/console/real-clients';
 import { snippetsFor } from '../../src/console/snippets';
+import { FileStore } from '../../src/store/file-store';
+import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from '../../src/store/store';
 import { decisionsFrom, describeClients, freshHome, runClient, snippetEnv, venvBin } from '../support/clients';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { startGateway, type Gateway } from '../support/gateway';
@@ -100,6 +102,29 @@ run("denied key", lambda: stranger.models.generate_content(model="gemini-2.5-fla
 print(json.dumps(out))
 `;
 
+const DOWN_KEY = generateKey();
+
+/** The demo's file store, except that one key's lookup fails: 503 store_unavailable, which a retry can fix. */
+class StoreDownForOneKey implements Store {
+  readonly kind = 'faulty-file';
+  constructor(private readonly inner: Store) {}
+  findKey(sha256: string): Promise<KeyRecord | null> {
+    return sha256 === hashKey(DOWN_KEY) ? Promise.reject(new Error('connection refused')) : this.inner.findKey(sha256);
+  }
+  findGroup(name: string): Promise<GroupRecord | null> { return this.inner.findGroup(name); }
+  onInvalidate(listener: (e: InvalidationEvent) => void): () => void { return this.inner.onInvalidate(listener); }
+  ready(): boolean { return true; }
+  close(): Promise<void> { return this.inner.close(); }
+}
+
+/** One call per SDK with the key whose store lookup fails, printing what each raised. */
+const RETRIED = `${PRELUDE}
+import openai, anthropic
+run("openai", lambda: openai.OpenAI(base_url=base + "/v1", api_key=key).chat.completions.create(model="gpt-4o-mini", messages=HI))
+run("anthropic", lambda: anthropic.Anthropic(base_url=base, api_key=key).messages.create(model="claude-3-5-haiku-latest", max_tokens=16, messages=HI))
+print(json.dumps(out))
+`;
+
 type Outcome = { ok?: unknown; error?: string; status?: number; message?: string; should_retry?: string | null };
 
 describeClients('the Python SDKs, aider and llm through a real Envoy, every row of the Base URL table', { timeout: 180_000 }, () => {
@@ -179,6 +204,29 @@ describeClients('the Python SDKs, aider and llm through a real Envoy, every row 
     expect(seen(decisions)).toEqual(documented('google-genai (Python) 3.3.0'));
     expect(out['denied model'].error).toBe('ClientError');
     expectDenials(out, decisions, wrong);
+  });
+
+  it('the openai and anthropic SDKs retry a 503 store_unavailable as x-should-retry: true and retry-after: 1 say, then show the hint', async () => {
+    const c = parseConfig(readFileSync(gw.configPath, 'utf8'));
+    const down = await startGateway({ config: WITH_EMBEDDING, store: new StoreDownForOneKey(new FileStore(c.groups, c.keys)) });
+    try {
+      const h = freshHome('python');
+      homes.push(h.remove);
+      const before = down.modelgate.logLines().length;
+      const run = await runClient(venvBin('sdk', 'python'), ['-c', RETRIED, JSON.stringify({ base: down.baseUrl, key: DOWN_KEY, wrong: '' })], { env: h.env, cwd: h.work });
+      expect(run.code, run.output).toBe(0);
+      const out = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Record<string, Outcome>;
+      for (const sdkName of ['openai', 'anthropic']) {
+        expect(out[sdkName]).toMatchObject({ error: expect.stringMatching(/^(InternalServerError|ServiceUnavailableError)$/), status: 503, should_retry: 'true' });
+        expect(out[sdkName].message).toContain('[modelgate: store_unavailable]');
+      }
+      // Each SDK's two retries: three requests each, all answered store_unavailable.
+      const decisions = decisionsFrom(down.modelgate.logLines(), before);
+      expect(decisions.map((d) => d.reason)).toEqual(Array(6).fill('store_unavailable'));
+      expect(run.output).not.toContain(DOWN_KEY.slice(6));
+    } finally {
+      await down.close();
+    }
   });
 
   /** A chat-app snippet of the console, for this gateway. */
