@@ -73,8 +73,11 @@ describeClients('Claude Code through a real Envoy, set up as the console says', 
     expect(run.output).not.toContain(key.slice(6));
   }
 
-  it("shows modelgate's hint for a model outside the key's group, after one request", async () => {
+  it("shows modelgate's hint for a model outside the key's group, after one request; Envoy's access log names the model", async () => {
     await denied(alice, 'claude-sonnet-4-5', 'model_not_in_group', `the key's group "basic" does not include model "claude-sonnet-4-5"`);
+    const denial = () => gw.accessLog().find((l) => l.reason === 'model_not_in_group');
+    for (const until = Date.now() + 10_000; !denial() && Date.now() < until;) await new Promise((r) => setTimeout(r, 20));
+    expect(denial()).toMatchObject({ decision: 'deny', model: 'claude-sonnet-4-5', key_id: 'alice', status: 403 });
   });
 
   it("shows modelgate's hint for a balance at zero, after one request", async () => {
