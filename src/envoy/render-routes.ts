@@ -20,6 +20,8 @@ export const CLUSTER = {
   /** The meter's ext_proc streams: modelgate's gRPC port again, on connections of their own (render.ts meterCluster). */
   meter: 'modelgate_meter',
   http: 'modelgate_http',
+  /** The rate limit service: modelgate's gRPC port (embedded engine) or envoyproxy/ratelimit (render-ratelimit.ts). */
+  ratelimit: 'modelgate_ratelimit',
   chat: 'upstream_chat',
   messages: 'upstream_messages',
   generative: 'upstream_generative',
@@ -46,6 +48,8 @@ export interface RouteTableInput {
   readonly upstreamIdleTimeoutSeconds?: number;
   /** Request headers each upstream route removes, by the protocol style it serves (render.ts upstreamHeadersToRemove). */
   readonly headersToRemove?: (style: Protocol) => readonly string[];
+  /** Per-filter config every upstream route carries (the rate limit filters' descriptors, render-ratelimit.ts). */
+  readonly upstreamPerFilterConfig?: Record<string, unknown>;
 }
 
 /** The protocol style each upstream route serves (the `alt_` routes serve the same as their root twins). */
@@ -192,11 +196,11 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     direct('unknown', { prefix: '/' }, 404, 'path_unknown', table, 'openai'),
   );
   // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers).
-  if (input.headersToRemove) {
-    for (const r of routes) {
-      const style = ROUTE_STYLE[String(r.name).replace(/^alt_/, '')];
-      if (style && r.route && (r.route as Obj).cluster !== CLUSTER.http) r.request_headers_to_remove = [...input.headersToRemove(style)];
-    }
+  for (const r of routes) {
+    const style = ROUTE_STYLE[String(r.name).replace(/^alt_/, '')];
+    if (!style || !r.route || (r.route as Obj).cluster === CLUSTER.http) continue;
+    if (input.headersToRemove) r.request_headers_to_remove = [...input.headersToRemove(style)];
+    if (input.upstreamPerFilterConfig) r.typed_per_filter_config = { ...(r.typed_per_filter_config as Obj | undefined), ...input.upstreamPerFilterConfig };
   }
   return routes;
 }

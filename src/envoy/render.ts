@@ -14,6 +14,7 @@ import { errorBody } from '../check/error-body';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
 import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
+import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
 
 type Obj = Record<string, unknown>;
 
@@ -22,7 +23,7 @@ type Obj = Record<string, unknown>;
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
  * modelgate sets for that style.
  */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>> & { readonly upstream?: Config['upstream'] };
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'rateLimits'>> & { readonly upstream?: Config['upstream'] };
 
 /**
  * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
@@ -161,6 +162,11 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
       health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: {} }],
     }),
     ...(input.meter?.enabled ? [meterCluster(g.authz)] : []),
+    // The rate limit service (issue 25): modelgate itself (embedded engine) or envoyproxy/ratelimit.
+    ...(input.rateLimits ? [cluster(CLUSTER.ratelimit, input.rateLimits.engine === 'embedded' ? g.authz : input.rateLimits.service, {
+      typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
+      circuit_breakers: BREAKERS,
+    })] : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
     upstreamCluster(CLUSTER.chat, g.upstreams.chat),
     upstreamCluster(CLUSTER.messages, g.upstreams.messages),
@@ -264,7 +270,8 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
     ['anthropic', { or_filter: { filters: [pathIs(`${A}/v1/messages(?:[/?].*)?`), { header_filter: { header: { name: 'anthropic-version', present_match: true } } }] } }],
     ['openai', undefined],
   ];
-  const mappers: Obj[] = [];
+  // Rate limit refusals first: their 429s and 503s carry no ext_authz decision of their own.
+  const mappers: Obj[] = input.rateLimits ? rateLimitReplyMappers(families) : [];
   // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
   const literal = (s: string): string => s.replace(/%/g, '%%');
   const add = (when: Obj[], code: number, reason: string, hint: string, rewriteStatus = false): void => {
@@ -320,6 +327,9 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     http_filters: [
       extAuthzFilter(input),
       ...(input.meter?.enabled ? [extProcFilter()] : []),
+      // After the meter, so that it sees the end of every allowed request, a refused one too (an
+      // in-flight slot is given back at that end).
+      ...(input.rateLimits ? rateLimitFilters({ rateLimits: input.rateLimits }) : []),
       trailersFilter(),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
@@ -328,6 +338,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
       upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
       upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
       headersToRemove: (style) => upstreamHeadersToRemove(input, style),
+      ...(input.rateLimits ? { upstreamPerFilterConfig: rateLimitPerRoute() } : {}),
     }) }] },
   };
 }
