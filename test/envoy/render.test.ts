@@ -81,7 +81,7 @@ describe('the strict checker', () => {
 
   it('rejects a typed_config whose @type names no type in the API', () => {
     expectError(broken('envoy.extensions.filters.http.router.v3.Router', 'envoy.extensions.filters.http.router.v3.Rooter'),
-      `${HCM}.http_filters[3].typed_config["@type"]: cannot resolve type URL`);
+      `${HCM}.http_filters[5].typed_config["@type"]: cannot resolve type URL`);
   });
 
   it('rejects an unknown field inside a typed_config payload', () => {
@@ -195,9 +195,9 @@ describe('the settings modelgate relies on', () => {
     expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
-  it('runs ext_authz, then the meter (ext_proc), then the filter that drops request trailers, before the router and nothing else in between', () => {
+  it('runs ext_authz, then the meter (ext_proc), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
   });
 
   it('meters without ever holding a response: observability mode, fail open, response body streamed, only the headers it reads', () => {
@@ -380,9 +380,9 @@ describe('the settings modelgate relies on', () => {
 
   it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
     const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
-    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.drop_request_trailers']);
+    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers']);
     expect(parts.connection_manager_settings).toMatchObject({ path_with_escaped_slashes_action: 'REJECT_REQUEST', common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' } });
-    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
+    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_ratelimit', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
     expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
     expect(parts.local_reply_config.mappers.length).toBeGreaterThan(0);
     expect(parseEnvoyConfig(JSON.stringify({ virtual_hosts: [parts.virtual_host] }), 'envoy.config.route.v3.RouteConfiguration').errors).toEqual([]);
