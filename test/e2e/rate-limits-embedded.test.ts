@@ -87,10 +87,15 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     expect(refused.json().error.message).toContain('30 tokens per minute');
   });
 
-  it('holds a key to its requests in flight, 429 concurrency_limited with retry-after 1, and frees a slot when a response ends', async () => {
+  it('holds a key to its requests in flight under 200 parallel streams, 429 concurrency_limited with retry-after 1, and frees a slot when a response ends', async () => {
     const body = JSON.stringify({ model: 'gpt-4o', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'a long story, please, in many many words' }] });
-    const send = () => gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${inFlight.key}`], ['content-type', 'application/json']], body });
-    const replies = await Promise.all(Array.from({ length: 30 }, send));
+    const send = () => gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${inFlight.key}`], ['content-type', 'application/json']], body, http2: true });
+    const table = gw.modelgate.service!.inFlight;
+    let most = 0;
+    const sampler = setInterval(() => (most = Math.max(most, table.inFlight('rl-inflight'))), 1);
+    const replies = await Promise.all(Array.from({ length: 200 }, send));
+    clearInterval(sampler);
+    expect(most).toBeLessThanOrEqual(3);
     const ok = replies.filter((r) => r.status === 200).length;
     const refused = replies.filter((r) => r.status === 429);
     expect(ok).toBeGreaterThanOrEqual(3);
