@@ -230,8 +230,8 @@ export function keysCommand(run: CliRun): Command {
       ),
   );
   keys.addCommand(keyStateCommand(run, 'disable', true, 'disable a key (401 key_disabled)'));
-  keys.addCommand(keyLimitsCommand(run));
   keys.addCommand(keyStateCommand(run, 'enable', false, 'enable a disabled key again'));
+  keys.addCommand(keyLimitsCommand(run));
   keys.addCommand(
     storeCommand('rotate', 'replace a key by a fresh one, keeping its id, group, balance and expiry; prints the new key once')
       .argument('<id>', 'the key\'s id')

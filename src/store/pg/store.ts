@@ -114,7 +114,8 @@ function toModel(row: GroupRow & { model: string }): ModelRecord {
   // The table's CHECK allows only known protocols; filtering keeps an unknown one (written by a
   // newer version) from matching anything, which fails closed.
   const protocols = row.protocols === null ? null : row.protocols.filter((p): p is Protocol => (PROTOCOLS as readonly string[]).includes(p));
-  return { name: row.model, protocols, available: row.model_available ?? false, price: toPrice(row), maxOutputTokens: row.max_output_tokens, limits: toLimits(row.model_limits) };
+  const limits = toLimits(row.model_limits);
+  return { name: row.model, protocols, available: row.model_available ?? false, price: toPrice(row), maxOutputTokens: row.max_output_tokens, ...(limits ? { limits } : {}) };
 }
 
 /**
@@ -128,6 +129,7 @@ function toPrice(row: GroupRow): ModelPrice | null {
 }
 
 function toKey(r: KeyRow): KeyRecord {
+  const limits = toLimits(r.limits);
   return {
     id: r.id,
     sha256: r.sha256,
@@ -135,7 +137,7 @@ function toKey(r: KeyRow): KeyRecord {
     balance: r.balance,
     disabled: r.disabled,
     expiresAt: r.expires_at === null ? null : r.expires_at.getTime(),
-    limits: toLimits(r.limits),
+    ...(limits ? { limits } : {}),
   };
 }
 
@@ -252,7 +254,8 @@ export class PgStore implements Store {
     for (const row of rows) {
       if (row.model !== null) models.set(row.model, toModel(row as GroupRow & { model: string }));
     }
-    return { name: rows[0].name, available: rows[0].available, models, limits: toLimits(rows[0].group_limits) };
+    const limits = toLimits(rows[0].group_limits);
+    return { name: rows[0].name, available: rows[0].available, models, ...(limits ? { limits } : {}) };
   }
 
   onInvalidate(listener: (event: InvalidationEvent) => void): () => void {
