@@ -127,6 +127,13 @@
     return el('span', { class: `badge ${yes ? 'yes' : 'no'}` }, yes ? textYes : textNo);
   }
 
+  // Rate limits (docs/rate-limits.md): {rpm, tpm, rpd, tpd, inFlight} as words.
+  function limitsText(l) {
+    const names = { rpm: 'requests per minute', tpm: 'tokens per minute', rpd: 'requests per day', tpd: 'tokens per day', inFlight: 'requests in flight (per gateway replica)' };
+    const parts = Object.keys(names).filter((k) => l && typeof l[k] === 'number').map((k) => `${l[k].toLocaleString('en-US')} ${names[k]}`);
+    return parts.length === 0 ? 'none' : parts.join(', ');
+  }
+
   function renderAccess() {
     const a = access;
     const facts = $('key-facts');
@@ -136,6 +143,7 @@
       el('dt', {}, 'Group'), el('dd', {}, el('code', {}, a.group.name), badge(a.group.available, 'available', a.group.exists ? 'unavailable' : 'no longer exists')),
       el('dt', {}, 'Balance'), el('dd', {}, balance, a.key.balance !== null && a.key.balance <= 0 ? badge(false, '', 'insufficient') : null),
       el('dt', {}, 'Expires'), el('dd', {}, a.key.expiresAt === null ? 'never' : a.key.expiresAt),
+      el('dt', {}, 'Rate limits'), el('dd', {}, limitsText(a.key.limits)),
     );
     const warnings = [];
     if (!a.group.available) warnings.push(`Group ${a.group.name} is marked unavailable: every request with this key is refused (403 group_unavailable) until it is available again.`);
@@ -145,7 +153,7 @@
     $('models-title').textContent = `Models of group ${a.group.name}`;
     $('models-base').textContent = a.baseUrl;
     const rows = a.models.map((m) => el('tr', {},
-      el('th', { scope: 'row' }, el('code', {}, m.name)),
+      el('th', { scope: 'row' }, el('code', {}, m.name), m.limits ? el('div', { class: 'limits' }, `limits: ${limitsText(m.limits)}`) : null),
       el('td', {}, m.protocols === null ? 'any' : m.protocols.join(', ')),
       el('td', {}, m.available ? badge(true, 'yes', '') : badge(false, '', 'no: channel down')),
       el('td', {}, el('ul', {}, m.endpoints.map((e) => el('li', {}, el('code', {}, e))))),
