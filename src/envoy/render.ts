@@ -104,7 +104,7 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
  * The meter's filter (issue 11): Envoy's ext_proc after ext_authz, so it sees the headers ext_authz
  * set (x-modelgate-key-id, -group, -model) and Envoy's x-request-id, then the response headers and
  * body. observability_mode: Envoy sends each part and goes on without waiting for an answer, so a
- * response is never delayed or held by the meter (README "Metering" has the measurements that
+ * response is never delayed or held by the meter (docs/metering.md has the measurements that
  * chose it). failure_mode_allow: a meter that cannot be reached never stops traffic. Only the
  * headers the meter reads are sent. No grpc_service timeout: a stream lives as long as its response.
  */
