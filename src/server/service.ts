@@ -41,6 +41,7 @@ import type { RequestView } from '../check/request-view';
 import type { MaybePromise } from '../check/decide';
 import { admitInFlight } from '../ratelimit/admission';
 import { chargeTokens } from '../ratelimit/charges';
+import { ChargeBatcher } from '../ratelimit/charge-batcher';
 import { EmbeddedEngine, type RateLimitEngine } from '../ratelimit/embedded-engine';
 import { LocalInFlight, type InFlightTable } from '../ratelimit/in-flight';
 import { effectiveLimits, type EffectiveLimits } from '../ratelimit/limits';
@@ -157,6 +158,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const embedded = config.rateLimits.engine === 'embedded' ? new EmbeddedEngine({ now: opts.now }) : undefined;
   const remote = embedded ? undefined : new RemoteEngine(config.rateLimits.service, Math.max(config.rateLimits.timeoutMs, 1000));
   const rateLimitEngine: RateLimitEngine = embedded ?? (remote as RemoteEngine);
+  // Charges to the global engine go in batches (one call per 10 ms, not one per response).
+  const charges = remote ? new ChargeBatcher(remote) : undefined;
+  const chargeEngine: RateLimitEngine = charges ?? rateLimitEngine;
   const admit = (d: Decision, view: RequestView, c: RuntimeConfig): MaybePromise<Decision> => {
     const { decision, acquired } = admitInFlight(inFlight, d, view);
     if (!decision.allowed) return decision;
@@ -191,7 +195,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     inFlight.release(s.request.requestId);
     if (s.result !== 'metered') return;
     const tokens = s.usage.inputTokens + s.usage.outputTokens;
-    chargeTokens({ engine: rateLimitEngine, domain: () => config.rateLimits.domain, limits: limitsOf }, { keyId: s.request.keyId, group: s.request.group, model: s.request.model, tokens })
+    chargeTokens({ engine: chargeEngine, domain: () => config.rateLimits.domain, limits: limitsOf }, { keyId: s.request.keyId, group: s.request.group, model: s.request.model, tokens })
       .then((n) => { if (n > 0) metrics.rateLimitCharges.inc({ result: 'charged' }); })
       .catch((err: unknown) => {
         metrics.rateLimitCharges.inc({ result: 'failed' });
@@ -278,6 +282,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       // Debits still waiting for the store get a moment to land.
       await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
       cache.close();
+      await charges?.flushAll();
       remote?.close();
       await store.close();
       logger.info('modelgate stopped');

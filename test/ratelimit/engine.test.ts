@@ -85,3 +85,16 @@ describe('the in-flight stand-in table', () => {
     expect(t.inFlight('k')).toBe(0);
   });
 });
+
+describe('batched charges', () => {
+  it('sends the charges of one window in one request, each descriptor with its own hits', async () => {
+    const sent: number[] = [];
+    const engine = new EmbeddedEngine({ now: () => Date.UTC(2026, 0, 1) });
+    const counting = { shouldRateLimit: (req: Parameters<EmbeddedEngine['shouldRateLimit']>[0]) => (sent.push(req.descriptors.length), engine.shouldRateLimit(req)) };
+    const { ChargeBatcher } = await import('../../src/ratelimit/charge-batcher');
+    const b = new ChargeBatcher(counting, { windowMs: 5 });
+    await Promise.all([b.shouldRateLimit({ domain: 'd', descriptors: [rpm('k', 100, 10)], hitsAddend: 0 }), b.shouldRateLimit({ domain: 'd', descriptors: [rpm('k', 100, 20), rpm('j', 100, 1)], hitsAddend: 0 })]);
+    expect(sent).toEqual([3]);
+    expect(engine.decide({ domain: 'd', descriptors: [rpm('k', 100, 0)], hitsAddend: 0 }).statuses[0].remaining).toBe(70);
+  });
+});
