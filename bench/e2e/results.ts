@@ -227,7 +227,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     line('| setup | closed req/s | vs without | p50 | added p50 | p99 | added p99 | Envoy CPU /10k | modelgate CPU /10k | engine CPU /10k (Redis + ratelimit) |');
     line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     const base = { rps: cap('modelgate-meter', 'small_chat'), p50: pct('modelgate-meter', 'small_chat', '200/s', 50), p99: pct('modelgate-meter', 'small_chat', '200/s', 99) };
-    const plus = (a: number, b: number): string => (Number.isFinite(a) && Number.isFinite(b) ? `+${(a - b).toFixed(1)} ms` : '–');
+    const plus = (a: number, b: number): string => (Number.isFinite(a) && Number.isFinite(b) ? `${a >= b ? '+' : '−'}${(Math.abs(a - b) / 1000).toFixed(1)} ms` : '–');
     for (const id of rlIds.filter((i) => present.has(i))) {
       const c = cpuPer10k(ok, id, 'small_chat');
       const rps = cap(id, 'small_chat');

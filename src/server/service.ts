@@ -42,6 +42,7 @@ import type { MaybePromise } from '../check/decide';
 import { admitInFlight } from '../ratelimit/admission';
 import { chargeTokens } from '../ratelimit/charges';
 import { ChargeBatcher } from '../ratelimit/charge-batcher';
+import { limitsLeft } from '../ratelimit/left';
 import { EmbeddedEngine, type RateLimitEngine } from '../ratelimit/embedded-engine';
 import { LocalInFlight, type InFlightTable } from '../ratelimit/in-flight';
 import { effectiveLimits, type EffectiveLimits } from '../ratelimit/limits';
@@ -234,7 +235,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
   // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
   const usage: UsageProvider | undefined = opts.usage ?? (store.meter ? ledgerUsage(store.meter) : undefined);
-  const consoleHandler = createConsoleHandler({ config: () => config, lookups: cache, logger, now: opts.now, usage });
+  const consoleHandler = createConsoleHandler({
+    config: () => config, lookups: cache, logger, now: opts.now, usage,
+    rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
+  });
   const routes: RouteHandler = async (req, res) => (await consoleHandler(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 

@@ -75,6 +75,8 @@ describe('sign in with each demo key', () => {
     const a = await call(h, '/console/api/access', { key: DEMO_KEYS.grace });
     expect(a.status).toBe(200);
     expect(a.body.key.limits).toEqual({ rpm: 3, tpm: 2000, inFlight: 2 });
+    // What is left, as the engine counts it (nothing used yet in this test's service).
+    expect(a.body.key.left).toEqual({ rpm: 3, tpm: 2000 });
   });
 
   test('alice: group basic (available), balance 12.5, the group\'s models with their styles and availability', async () => {

@@ -134,6 +134,12 @@
     return parts.length === 0 ? 'none' : parts.join(', ');
   }
 
+  // What is left of each key-wide window, as the rate limit engine counts it now.
+  function leftText(left) {
+    const names = { rpm: 'requests this minute', tpm: 'tokens this minute', rpd: 'requests today (UTC)', tpd: 'tokens today (UTC)' };
+    return Object.keys(names).filter((k) => typeof left[k] === 'number').map((k) => `${left[k].toLocaleString('en-US')} ${names[k]}`).join(', ');
+  }
+
   function renderAccess() {
     const a = access;
     const facts = $('key-facts');
@@ -144,6 +150,7 @@
       el('dt', {}, 'Balance'), el('dd', {}, balance, a.key.balance !== null && a.key.balance <= 0 ? badge(false, '', 'insufficient') : null),
       el('dt', {}, 'Expires'), el('dd', {}, a.key.expiresAt === null ? 'never' : a.key.expiresAt),
       el('dt', {}, 'Rate limits'), el('dd', {}, limitsText(a.key.limits)),
+      ...(a.key.left ? [el('dt', {}, 'Left now'), el('dd', {}, leftText(a.key.left))] : []),
     );
     const warnings = [];
     if (!a.group.available) warnings.push(`Group ${a.group.name} is marked unavailable: every request with this key is refused (403 group_unavailable) until it is available again.`);
