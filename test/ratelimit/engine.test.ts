@@ -7,6 +7,7 @@ import { EmbeddedEngine } from '../../src/ratelimit/embedded-engine';
 import { CODE, UNIT, decodeRequest, decodeResponse, encodeRequest, encodeResponse, type Descriptor } from '../../src/ratelimit/rls-codec';
 import { chargeDescriptors } from '../../src/ratelimit/charges';
 import { LocalInFlight } from '../../src/ratelimit/in-flight';
+import { ChargeBatcher } from '../../src/ratelimit/charge-batcher';
 
 const rpm = (key: string, limit: number, hits?: number): Descriptor => ({
   entries: [{ key: 'limit', value: 'rpm' }, { key: 'key', value: key }], limit: { requestsPerUnit: limit, unit: UNIT.MINUTE }, ...(hits === undefined ? {} : { hitsAddend: hits }),
@@ -91,7 +92,6 @@ describe('batched charges', () => {
     const sent: number[] = [];
     const engine = new EmbeddedEngine({ now: () => Date.UTC(2026, 0, 1) });
     const counting = { shouldRateLimit: (req: Parameters<EmbeddedEngine['shouldRateLimit']>[0]) => (sent.push(req.descriptors.length), engine.shouldRateLimit(req)) };
-    const { ChargeBatcher } = await import('../../src/ratelimit/charge-batcher');
     const b = new ChargeBatcher(counting, { windowMs: 5 });
     await Promise.all([b.shouldRateLimit({ domain: 'd', descriptors: [rpm('k', 100, 10)], hitsAddend: 0 }), b.shouldRateLimit({ domain: 'd', descriptors: [rpm('k', 100, 20), rpm('j', 100, 1)], hitsAddend: 0 })]);
     expect(sent).toEqual([3]);
