@@ -45,7 +45,11 @@ export async function startGlobalEngine(domain = 'modelgate'): Promise<GlobalEng
   const grpcPort = await freePort();
   let redis = await startRedis({ host: '127.0.0.1', port: redisPort });
   const start = () => startRatelimit({ grpc: { host: '127.0.0.1', port: grpcPort }, redis: { host: '127.0.0.1', port: redisPort }, domain });
-  let ratelimit = await start();
+  // A service that cannot start must not leave its Redis behind.
+  let ratelimit = await start().catch(async (err: unknown) => {
+    await redis.stop();
+    throw err;
+  });
   return {
     get redis() { return redis; },
     get ratelimit() { return ratelimit; },
