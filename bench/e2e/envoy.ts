@@ -37,6 +37,8 @@ export interface BundleOptions {
    * authorizer, and reads the key from them). The generated routes remove them.
    */
   readonly keepCredentialHeaders?: boolean;
+  /** The gRPC port's secret, read (the config's grpc.secret), rendered into every call to modelgate. */
+  readonly grpcSecret?: string;
 }
 
 /** The bundle as Envoy reads it, and what was changed from the generated one. */
@@ -44,6 +46,7 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
   const up = { tls: false, host: '127.0.0.1', port: o.upstreamPort, caFile: '' };
   const b = renderBootstrap({
     ...config,
+    grpcSecret: o.grpcSecret,
     meter: { ...config.meter, enabled: o.meter },
     gateway: {
       ...config.gateway,
@@ -85,6 +88,8 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
       if (pf) for (const k of Object.keys(pf)) if (k.startsWith('modelgate.ratelimit_')) delete pf[k];
     }
   } else changes.push("the rate limit filters (tokens, then requests) calling the engine's cluster");
+  if (config.grpc.secret) changes.push('the gRPC secret in every call to modelgate (grpc_service initial_metadata)');
+  if (config.gateway.authzTls) changes.push("mTLS to modelgate's gRPC port (the authz cluster's TLS transport socket)");
   return { yaml: toYaml(b, ' modelgate end-to-end benchmark: the generated bundle, see bench/e2e/envoy.ts'), changes };
 }
 

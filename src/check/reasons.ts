@@ -35,6 +35,7 @@ export const REASONS = {
   concurrency_limited: { status: 429, when: "the key already has as many requests in flight on this replica as its inFlight limit allows" },
   store_unavailable: { status: 503, when: 'the store cannot answer and nothing usable is cached' },
   check_request_malformed: { status: 503, when: 'the CheckRequest bytes could not be decoded (not Envoy ext_authz v3?); denied, never a failed RPC' },
+  authz_unauthenticated: { status: 503, when: "the Check came without the gRPC port's secret (grpc.secret): Envoy's bundle was rendered without it, or the caller is not the gateway's Envoy; denied, never a failed RPC, and no key is looked up" },
   internal_error: { status: 503, when: 'an unexpected failure while deciding; the request is denied (fail closed)' },
   rate_limit_unavailable: { status: 503, when: 'rateLimits.failureMode is deny and the rate limit service could not answer (down, Redis down, or past rateLimits.timeoutMs) (Envoy local reply)' },
   authz_unavailable: { status: 503, when: 'Envoy got no answer from modelgate (down, hung, or past gateway.authzTimeoutMs); the gateway fails closed (Envoy local reply)' },

@@ -25,6 +25,7 @@
 import type { Config } from '../config/load';
 import { KINDS, METADATA_FIELD, SLOTS, ENTRY, WINDOWED, slotName, type LimitKind } from '../ratelimit/limits';
 import { CLUSTER, EXT_AUTHZ_FILTER } from './render-routes';
+import { grpcServiceMetadata } from './render-grpc-auth';
 
 type Obj = Record<string, unknown>;
 
@@ -35,7 +36,13 @@ export const RATE_LIMIT_FILTER: Readonly<Record<LimitKind, string>> = {
 };
 
 /** What the rate limit parts depend on. */
-export type RateLimitRenderInput = Pick<Config, 'rateLimits'>;
+export type RateLimitRenderInput = Pick<Config, 'rateLimits'> & {
+  /**
+   * The secret of modelgate's gRPC port, read, when the filters call it (the embedded engine): each
+   * call carries it like ext_authz's and the meter's (render-grpc-auth.ts, issue 21).
+   */
+  readonly grpcSecret?: string;
+};
 
 const md = (field: string): string => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${METADATA_FIELD}:${field})%`;
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
@@ -76,7 +83,7 @@ export function rateLimitFilters(input: RateLimitRenderInput): Obj[] {
       timeout: `${r.timeoutMs / 1000}s`,
       failure_mode_deny: r.failureMode === 'deny',
       status_on_error: { code: 'ServiceUnavailable' },
-      rate_limit_service: { transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: CLUSTER.ratelimit } } },
+      rate_limit_service: { transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: CLUSTER.ratelimit }, ...grpcServiceMetadata(input.grpcSecret) } },
       ...(kind === 'requests' ? { enable_x_ratelimit_headers: 'DRAFT_VERSION_03' } : {}),
       disable_x_envoy_ratelimited_header: true,
       rate_limited_as_resource_exhausted: true,
