@@ -21,6 +21,8 @@ export const CLUSTER = {
   /** The meter's ext_proc streams: modelgate's gRPC port again, on connections of their own (render.ts meterCluster). */
   meter: 'modelgate_meter',
   http: 'modelgate_http',
+  /** The rate limit service: modelgate's gRPC port (embedded engine) or envoyproxy/ratelimit (render-ratelimit.ts). */
+  ratelimit: 'modelgate_ratelimit',
   chat: 'upstream_chat',
   messages: 'upstream_messages',
   generative: 'upstream_generative',
@@ -50,6 +52,8 @@ export interface RouteTableInput {
   readonly upstreamIdleTimeoutSeconds?: number;
   /** Request headers each upstream route removes, by the upstream it goes to (render.ts upstreamHeadersToRemove). */
   readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
+  /** Per-filter config every upstream route carries (the rate limit filters' descriptors, render-ratelimit.ts). */
+  readonly upstreamPerFilterConfig?: Record<string, unknown>;
 }
 
 /** The upstream of each upstream cluster. */
@@ -212,12 +216,13 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     direct('unknown', { prefix: '/' }, 404, 'path_unknown', table, 'openai'),
   );
   // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers)
-  // and every credential header but their own upstream's (issue 21).
-  if (input.headersToRemove) {
-    for (const r of routes) {
-      const family = r.route ? FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)] : undefined;
-      if (family) r.request_headers_to_remove = [...input.headersToRemove(family)];
-    }
+  // and every credential header but their own upstream's (issue 21); they carry the rate limit
+  // filters' descriptors (issue 25).
+  for (const r of routes) {
+    const family = r.route ? FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)] : undefined;
+    if (!family) continue;
+    if (input.headersToRemove) r.request_headers_to_remove = [...input.headersToRemove(family)];
+    if (input.upstreamPerFilterConfig) r.typed_per_filter_config = { ...(r.typed_per_filter_config as Obj | undefined), ...input.upstreamPerFilterConfig };
   }
   return routes;
 }
