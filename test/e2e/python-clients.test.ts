@@ -23,6 +23,7 @@ import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from '../../src
 import { decisionsFrom, describeClients, freshHome, runClient, snippetEnv, venvBin } from '../support/clients';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { startGateway, type Gateway } from '../support/gateway';
+import { limitedKey, withKeys } from '../support/rate-limit-cases';
 
 const { alice } = DEMO_KEYS;
 
@@ -125,13 +126,40 @@ run("anthropic", lambda: anthropic.Anthropic(base_url=base, api_key=key).message
 print(json.dumps(out))
 `;
 
+/** Keys limited to 1 request a minute, one per SDK: the 429 each SDK parses (rate-limits-sdk.test.ts: the JS SDKs wait it out). */
+const ONE_A_MINUTE = { openai: limitedKey('py-openai', { rpm: 1 }), anthropic: limitedKey('py-anthropic', { rpm: 1 }), genai: limitedKey('py-genai', { rpm: 1 }) };
+
+/**
+ * Each SDK's calls with its limited key until one is refused (the first is served; a minute that
+ * turns between two calls serves one more), retries off: what the SDK raised on the 429.
+ */
+const RATE_LIMITED = `${PRELUDE}
+import openai, anthropic
+from google import genai
+from google.genai import types
+# (Each client kept in a variable while it is used: a collected genai.Client closes its connections.)
+o = openai.OpenAI(base_url=base + "/v1", api_key=cfg["openai"], max_retries=0)
+a = anthropic.Anthropic(base_url=base, api_key=cfg["anthropic"], max_retries=0)
+g = genai.Client(api_key=cfg["genai"], http_options=types.HttpOptions(base_url=base, api_version="v1beta"))
+calls = {
+    "openai": lambda: o.chat.completions.create(model="gpt-4o", messages=HI).choices[0].message.content,
+    "anthropic": lambda: a.messages.create(model="claude-sonnet-4-5", max_tokens=16, messages=HI).content[0].text,
+    "genai": lambda: g.models.generate_content(model="gemini-2.5-pro", contents="hi").text,
+}
+for name, call in calls.items():
+    for _ in range(3):
+        run(name, call)
+        if "error" in out[name]: break
+print(json.dumps(out))
+`;
+
 type Outcome = { ok?: unknown; error?: string; status?: number; message?: string; should_retry?: string | null };
 
 describeClients('the Python SDKs, aider and llm through a real Envoy, every row of the Base URL table', { timeout: 180_000 }, () => {
   let gw: Gateway;
   const homes: Array<() => void> = [];
   beforeAll(async () => {
-    gw = await startGateway({ config: WITH_EMBEDDING });
+    gw = await startGateway({ config: (demo) => withKeys(Object.values(ONE_A_MINUTE))(WITH_EMBEDDING(demo)) });
   });
   afterAll(async () => {
     for (const remove of homes) remove();
@@ -227,6 +255,23 @@ describeClients('the Python SDKs, aider and llm through a real Envoy, every row 
     } finally {
       await down.close();
     }
+  });
+
+  it('openai, anthropic and google-genai raise their own rate limit error on a rate limit 429, with the hint and x-should-retry: true (docs/rate-limits.md)', async () => {
+    const h = freshHome('python');
+    homes.push(h.remove);
+    const keys = Object.fromEntries(Object.entries(ONE_A_MINUTE).map(([sdkName, k]) => [sdkName, k.key]));
+    const run = await runClient(venvBin('sdk', 'python'), ['-c', RATE_LIMITED, JSON.stringify({ base: gw.baseUrl, key: '', wrong: '', ...keys })], { env: h.env, cwd: h.work });
+    expect(run.code, run.output).toBe(0);
+    const out = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Record<string, Outcome>;
+    expect(out.openai).toMatchObject({ error: 'RateLimitError', status: 429, should_retry: 'true' });
+    expect(out.anthropic).toMatchObject({ error: 'RateLimitError', status: 429, should_retry: 'true' });
+    expect(out.genai).toMatchObject({ error: 'ClientError', status: 429 });
+    for (const sdkName of ['openai', 'anthropic', 'genai']) {
+      expect(out[sdkName].message, sdkName).toContain('requests per minute');
+      expect(out[sdkName].message, sdkName).toContain('[modelgate: rate_limited]');
+    }
+    for (const k of Object.values(keys)) expect(run.output).not.toContain(k.slice(6));
   });
 
   /** A chat-app snippet of the console, for this gateway. */
