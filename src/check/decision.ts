@@ -2,17 +2,13 @@
  * The plain result of deciding one request: what the write stage and the log line are built from.
  * It has no status of its own: the status is the reason's (reasons.ts statusOf).
  */
+import type { RateLimitMetadata } from '../ratelimit/metadata';
 import type { Reason } from './reasons';
 import type { Route } from './routes';
 
 export interface Decision {
   readonly allowed: boolean;
   readonly reason: Reason;
-  /**
-   * @deprecated Never read: the status is `statusOf(reason)`. Accepted (as `unknown`, so that no
-   * reader can use it as a number) only while meter/admission.ts still sets it.
-   */
-  readonly status?: unknown;
   /** One line of printable ASCII for the client; never contains a key. '' when allowed. */
   readonly hint: string;
   readonly route: Route;
@@ -28,6 +24,12 @@ export interface Decision {
   readonly stale?: boolean;
   /** On an allowed protocol request: the key's balance (`null`: unlimited), for strict metering. */
   readonly balance?: number | null;
+  /** Allowed protocol requests with counted limits: what Envoy's rate limit filters read (ratelimit/metadata.ts). */
+  readonly rateLimit?: RateLimitMetadata;
+  /** Allowed protocol requests: the key's cap on requests in flight (ratelimit/in-flight.ts), if any. */
+  readonly inFlightLimit?: number;
+  /** A 429 of modelgate's own (concurrency_limited): seconds the client should wait (retry-after). */
+  readonly retryAfter?: number;
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];
 }

@@ -18,6 +18,11 @@ export interface Endpoint {
   readonly style: Protocol | 'models';
   /** After `{model}:`, the generative methods (the first is the style's canonical one). */
   readonly modelMethods?: readonly string[];
+  /**
+   * The path the upstream gets when it is not the request's (after the prefix): the coding agents'
+   * root paths are the provider's `/v1/...` (Envoy's prefix_rewrite; the query stays).
+   */
+  readonly upstreamPath?: string;
 }
 
 /**
@@ -31,6 +36,11 @@ export const ENDPOINTS: readonly Endpoint[] = [
   { name: 'embeddings', method: 'POST', path: '/v1/embeddings', style: 'embeddings' },
   { name: 'messages', method: 'POST', path: '/v1/messages', style: 'messages' },
   { name: 'messages_count_tokens', method: 'POST', path: '/v1/messages/count_tokens', style: 'messages' },
+  // Coding agents of the chat/responses kind use the root address itself as their Base URL (seed
+  // §4.1 row 1: "{base_url}, no /v1 suffix") and append only /responses or /chat/completions
+  // (Codex CLI: `base_url = {base_url}` -> POST /responses): the same endpoints, upstream and check.
+  { name: 'agent_responses', method: 'POST', path: '/responses', style: 'responses', upstreamPath: '/v1/responses' },
+  { name: 'agent_chat_completions', method: 'POST', path: '/chat/completions', style: 'chat', upstreamPath: '/v1/chat/completions' },
   { name: 'generative', method: 'POST', path: '/v1beta/models/{model}', style: 'generative', modelMethods: ['generateContent', 'streamGenerateContent'] },
   { name: 'generative_count_embed', method: 'POST', path: '/v1beta/models/{model}', style: 'generative', modelMethods: ['countTokens', 'embedContent', 'batchEmbedContents'] },
   { name: 'models', method: 'GET', path: '/v1/models', style: 'models' },

@@ -48,7 +48,7 @@ export const REASONS = {
       v1betaV1: 'wrong prefix: /v1beta/v1. Generative calls use {base_url}/v1beta/models/...; chat-completion calls use {base_url}/v1/...',
       v1V1beta: 'wrong prefix: /v1/v1beta. A command-line generative client uses the root address {base_url}; an editor generative provider uses {base_url}/v1beta',
       chatUnderV1beta: 'wrong prefix: chat-completion, responses, embeddings and messages endpoints are under /v1, not /v1beta. Use {base_url}/v1 (messages-style clients: {base_url})',
-      missingV1: (alt: string) => `wrong prefix: /v1 is missing. Chat-completion, responses and embeddings clients use the Base URL {base_url}/v1 (alternate route: {base_url}${alt}/v1)`,
+      missingV1: (alt: string) => `wrong prefix: /v1 is missing. Chat-completion, responses and embeddings clients use the Base URL {base_url}/v1 (alternate route: {base_url}${alt}/v1); only coding agents append /responses or /chat/completions to {base_url} itself`,
       missingV1Messages: (alt: string) => `wrong prefix: /v1 is missing. Messages-style clients use the root address {base_url} (alternate route: {base_url}${alt}) and request /v1/messages`,
     },
   },
@@ -227,6 +227,33 @@ export const REASONS = {
     hints: { notPositive: (amount: string) => `the key's balance is ${amount}: top it up before using models` },
   },
   stream_usage_required: { status: 400, when: 'meter.unmeteredStreams is deny and a streamed chat completion does not set stream_options.include_usage (it could not be metered)', hints: {} },
+  rate_limited: {
+    status: 429,
+    when: "the key's requests per minute or per day (its own, its group's, or per model) are used up: Envoy's rate limit filter answers, with retry-after and each protocol's rate-limit headers (docs/rate-limits.md)",
+    hints: {
+      /**
+       * Rendered into Envoy's rate limit filter (envoy/render-ratelimit.ts): `limit` names the limit
+       * (the Check's metadata, ratelimit/limits.ts), `resetSeconds` the refused window's reset; both
+       * are Envoy formatters evaluated when the filter refuses.
+       */
+      reached: (limit: string, resetSeconds: string) => `rate limit reached: ${limit}; the limit reached resets in ${resetSeconds} s: retry then`,
+    },
+  },
+  tokens_rate_limited: {
+    status: 429,
+    when: "the tokens the key used in this minute or day (charged after each response) reached its tokens per minute or per day: Envoy's rate limit filter answers, with retry-after",
+    hints: {
+      /** As rate_limited's: Envoy formatters (envoy/render-ratelimit.ts). */
+      reached: (limit: string, resetSeconds: string) => `token rate limit reached: ${limit}, and the tokens used reached it; it resets in ${resetSeconds} s: retry then`,
+    },
+  },
+  concurrency_limited: {
+    status: 429,
+    when: 'the key already has as many requests in flight on this replica as its inFlight limit allows',
+    hints: {
+      inFlight: (keyId: string, now: number, limit: number) => `the key ${json(keyId)} already has ${now} request${now === 1 ? '' : 's'} in flight, its limit of ${limit} at once on this gateway replica: retry when one has finished`,
+    },
+  },
   store_unavailable: {
     status: 503,
     when: 'the store cannot answer and nothing usable is cached',
@@ -255,6 +282,11 @@ export const REASONS = {
     status: 503,
     when: 'an unexpected failure while deciding; the request is denied (fail closed)',
     hints: { failed: 'the authorization service failed to decide; retry shortly' },
+  },
+  rate_limit_unavailable: {
+    status: 503,
+    when: 'rateLimits.failureMode is deny and the rate limit service could not answer (down, Redis down, or past rateLimits.timeoutMs) (Envoy local reply)',
+    hints: { deny: 'the rate limit service could not answer and this gateway refuses requests it cannot count (rateLimits.failureMode: deny): retry shortly' },
   },
   authz_unavailable: {
     status: 503,

@@ -10,7 +10,7 @@ import { allowPlan, writeCheckResponse, type AllowPlan } from './write-response'
 import type { Config } from '../config/load';
 import type { Decision } from './decision';
 import type { Route } from './routes';
-import { logPath } from './decision-log';
+import { loggedModel, logPath } from './decision-log';
 
 export type Serialize = (response: CheckResponse) => Buffer;
 
@@ -38,7 +38,6 @@ type RouteField = FieldOfAny<Route>;
 const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | ((d: Decision) => string) } = {
   allowed: 'key',
   reason: 'key',
-  status: 'unwritten', // statusOf(reason)
   hint: 'key',
   route: (d) => {
     let out = '';
@@ -47,12 +46,17 @@ const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | ((
   },
   keyId: 'key',
   group: 'key',
-  // Written only when it is one of the group's (a model that is a key never enters the cache key).
-  model: (d) => (d.modelKnown ? text(d.model) : ''),
+  // Written as logged (decision-log.ts loggedModel): a model of the group as is, another bounded and
+  // redacted, a model that is a key never (so it never enters the cache key either).
+  model: (d) => text(loggedModel(d)),
   modelKnown: 'key',
   modelIsKey: 'key',
   stale: 'unwritten', // the log line only
   balance: 'unwritten', // the meter's admission only
+  // The rate limit metadata: its values change every second (their resets) and with the limits.
+  rateLimit: (d) => (d.rateLimit ? JSON.stringify(d.rateLimit.fields) : ''),
+  inFlightLimit: 'unwritten', // the in-flight cap's admission only
+  retryAfter: 'key',
   removeQuery: (d) => (d.removeQuery ? d.removeQuery.join('&') : ''),
 };
 const ROUTE_KEY: { readonly [F in RouteField]-?: 'key' } = { kind: 'key', style: 'key', family: 'key', keys: 'key', alt: 'key', model: 'key', fixedId: 'key', allow: 'key', detail: 'key' };
@@ -87,7 +91,8 @@ export class ResponseEncoder {
     let c = this.#perConfig.get(config);
     if (!c) this.#perConfig.set(config, (c = { plan: allowPlan(config), bytes: new LRUCache({ max: this.maxEntries }), allowed: new Map(), allowedCount: 0 }));
     const r = d.route;
-    if (d.allowed && r.kind === 'protocol' && r.fixedId !== undefined && d.keyId !== undefined && d.group !== undefined && !d.modelIsKey && !d.removeQuery) {
+    // Answers with rate limit metadata change every second (their resets): keyed by it below.
+    if (d.allowed && r.kind === 'protocol' && r.fixedId !== undefined && d.keyId !== undefined && d.group !== undefined && !d.modelIsKey && !d.removeQuery && !d.rateLimit) {
       return this.#encodeAllowed(c, d, config, path, r.fixedId, d.keyId, d.group, d.modelKnown && d.model !== undefined ? d.model : '');
     }
     return this.#encodeAny(c, d, config, path);
@@ -118,7 +123,7 @@ export class ResponseEncoder {
     const key = responseKey(d, path);
     let bytes = c.bytes.get(key);
     if (!bytes) {
-      bytes = this.serialize(writeCheckResponse(d, config, c.plan, d.modelKnown ? d.model : undefined, logPath(d, path)));
+      bytes = this.serialize(writeCheckResponse(d, config, c.plan, loggedModel(d), logPath(d, path)));
       c.bytes.set(key, bytes);
     }
     return bytes;

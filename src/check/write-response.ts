@@ -16,6 +16,8 @@ import { errorBody } from './error-body';
 import { HEADER } from './headers';
 import { keyHeaders } from './extract-key';
 import { statusOf } from './reasons';
+import { retryHeaders } from './retry-advice';
+import { METADATA_FIELD as RATE_LIMIT_FIELD } from '../ratelimit/limits';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
 const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14, 504: 4 };
@@ -38,6 +40,8 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   if (d.keyId) fields.keyId = { stringValue: d.keyId };
   if (d.group) fields.group = { stringValue: d.group };
   if (model !== undefined) fields.model = { stringValue: model };
+  // Rate limits (issue 25): what Envoy's rate limit filters read (ratelimit/metadata.ts).
+  if (d.allowed && d.rateLimit) (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
   return { fields };
 }
 
@@ -123,5 +127,6 @@ export function denialParts(d: Decision): { status: number; headers: [string, st
   ];
   if (status === 401) headers.push(['www-authenticate', challenge(d)]);
   if (d.route.kind === 'wrong_method') headers.push(['allow', d.route.allow]);
-  return { status, headers, body: errorBody(d.route.family, status, d.reason, d.hint) };
+  headers.push(...retryHeaders(status, d.retryAfter));
+  return { status, headers, body: errorBody(d.route.family, status, d.reason, d.hint, d.retryAfter) };
 }

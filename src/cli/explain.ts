@@ -9,6 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { Command } from 'commander';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { HEADER } from '../check/headers';
+import { SHOULD_RETRY_HEADER } from '../check/retry-advice';
 import { buildCheckRequest, type HttpRequestLine } from '../envoy/check-request';
 import { authPackageDefinition, authorizationClient } from '../envoy/protos';
 import { GRPC_SECRET_HEADER } from '../config/grpc-auth';
@@ -46,7 +47,7 @@ function statusNumber(code: unknown): string {
 }
 
 /** Headers whose values are shown: modelgate's own and the denial's plain ones (anything else may be a credential). */
-const SHOWN_AS_IS: ReadonlySet<string> = new Set([...Object.values(HEADER), 'content-type', 'www-authenticate', 'allow']);
+const SHOWN_AS_IS: ReadonlySet<string> = new Set([...Object.values(HEADER), 'content-type', 'www-authenticate', 'allow', SHOULD_RETRY_HEADER, 'retry-after']);
 
 /** Renders a CheckResponse for people (what Envoy would do with the request). */
 export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output): string {

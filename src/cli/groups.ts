@@ -14,6 +14,7 @@ import { listGroups, removeGroup, setGroup, setPrice, type GroupChange, type Gro
 import { PROTOCOLS, type Protocol } from '../store/store';
 import { CliError, checkName, once, usageError } from './errors';
 import type { CliRun } from './io';
+import { groupLimitsCommand } from './limits';
 import { storeCommand, withStore, type StoreOptions } from './store-admin';
 import { table } from './text';
 
@@ -191,6 +192,7 @@ export function groupsCommand(run: CliRun): Command {
         }),
       ),
   );
+  groups.addCommand(groupLimitsCommand(run));
   groups.addCommand(
     storeCommand('remove', 'remove a group and its models (refused while keys belong to it)')
       .argument('<name>', 'the group\'s name')

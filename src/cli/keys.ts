@@ -13,6 +13,7 @@ import { parseAmount } from './balance';
 import { checkName, once, usageError } from './errors';
 import { fileKey, type FileKey } from './file-key';
 import type { CliRun } from './io';
+import { keyLimitsCommand } from './limits';
 import { storeCommand, withStore, type StoreOptions } from './store-admin';
 import { balanceText, table } from './text';
 
@@ -154,6 +155,7 @@ export function keysCommand(run: CliRun): Command {
   );
   keys.addCommand(keyStateCommand(run, 'disable', true, 'disable a key (401 key_disabled)'));
   keys.addCommand(keyStateCommand(run, 'enable', false, 'enable a disabled key again'));
+  keys.addCommand(keyLimitsCommand(run));
   keys.addCommand(
     storeCommand('rotate', 'replace a key by a fresh one, keeping its id, group, balance and expiry; prints the new key once')
       .argument('<id>', 'the key\'s id')

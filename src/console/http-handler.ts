@@ -30,6 +30,7 @@ import { gatewayBaseOf } from './gateway-base';
 import { RateLimiter } from './rate-limit';
 import { snippetsFor } from './snippets';
 import { RECENT_USAGE_ROWS, type UsageProvider } from './usage';
+import type { KeyRecord } from '../store/store';
 
 /** On every console answer. The page loads only its own files; no inline script or style. */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
@@ -54,6 +55,11 @@ export interface ConsoleDeps {
   readonly now?: () => number;
   /** Recent usage per key (the meter); absent: the access view has no usage section. */
   readonly usage?: UsageProvider;
+  /**
+   * What is left of a key's key-wide rate limit windows, asked of the rate limit engine without
+   * counting (docs/rate-limits.md); absent, or rejecting: the view shows the limits alone.
+   */
+  readonly rateLimitsLeft?: (record: KeyRecord, group: GroupRecord | undefined) => Promise<Record<string, number> | null>;
 }
 
 interface Answer {
@@ -238,7 +244,8 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
       const report = runDoctor(di, { gatewayBase: base.url, baseConfigured: base.configured, routes: config.routes, key: doctorKey(who), modelIsKey });
       return { status: 200, body: report, keyId: who.ok ? who.record.id : who.keyId };
     }
-    if (!who.ok) return problem(who.reason, who.hint, { keyId: who.keyId, field: who.status === 401 ? 'key' : undefined });
+    // The gateway's hints write {base_url} where they name its address; the console knows it (gateway-base.ts).
+    if (!who.ok) return problem(who.reason, who.hint.split('{base_url}').join(base.url), { keyId: who.keyId, field: who.status === 401 ? 'key' : undefined });
 
     if (name === 'access') {
       let usage: unknown;
@@ -250,7 +257,16 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
           usage = null;
         }
       }
-      return { status: 200, keyId: who.record.id, body: { ...who.access, ...(deps.usage ? { usage } : {}) } };
+      let left: Record<string, number> | null = null;
+      if (deps.rateLimitsLeft) {
+        try {
+          left = await deps.rateLimitsLeft(who.record, who.group);
+        } catch (err) {
+          deps.logger.warn({ err: err instanceof Error ? err.message : String(err), keyId: who.record.id }, 'console: rate limits left unavailable');
+        }
+      }
+      const access = left ? { ...who.access, key: { ...who.access.key, left } } : who.access;
+      return { status: 200, keyId: who.record.id, body: { ...access, ...(deps.usage ? { usage } : {}) } };
     }
     // setup
     return {

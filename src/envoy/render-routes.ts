@@ -15,6 +15,7 @@ import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../check/endpoints';
 import { errorBody } from '../check/error-body';
 import { HEADER } from '../check/headers';
 import { HINTS, statusOf } from '../check/reasons';
+import { retryHeaders } from '../check/retry-advice';
 import { familyOf, type Family } from '../check/routes';
 import { upstreamOf, type UpstreamFamily } from '../config/load';
 
@@ -24,6 +25,8 @@ export const CLUSTER = {
   /** The meter's ext_proc streams: modelgate's gRPC port again, on connections of their own (render.ts meterCluster). */
   meter: 'modelgate_meter',
   http: 'modelgate_http',
+  /** The rate limit service: modelgate's gRPC port (embedded engine) or envoyproxy/ratelimit (render-ratelimit.ts). */
+  ratelimit: 'modelgate_ratelimit',
   chat: 'upstream_chat',
   messages: 'upstream_messages',
   generative: 'upstream_generative',
@@ -50,6 +53,8 @@ export interface RouteTableInput {
   readonly upstreamIdleTimeoutSeconds?: number;
   /** Request headers each upstream route removes, by the upstream it goes to (render.ts upstreamHeadersToRemove). */
   readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
+  /** Per-filter config every upstream route carries (the rate limit filters' descriptors, render-ratelimit.ts). */
+  readonly upstreamPerFilterConfig?: Record<string, unknown>;
 }
 
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
@@ -124,19 +129,23 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: idle, auto_host_rewrite: true });
   const toHttp: Obj = { cluster: CLUSTER.http, timeout: '15s' };
   /**
-   * An endpoint's route: to its upstream, removing the request headers that upstream must not get
-   * (its own credential header kept), or to modelgate's HTTP listener (model lists).
+   * An endpoint's route: to its upstream (the path rewritten to the provider's when the endpoint
+   * names one), removing the request headers that upstream must not get (its own credential header
+   * kept) and carrying the rate limit filters' descriptors; or to modelgate's HTTP listener (model lists).
    */
   const endpoint = (name: string, match: Obj, e: Endpoint, underAlt: boolean): Obj => {
     if (e.style === 'models') {
       return { name, match: { ...match, headers: [method(e.method)] }, route: toHttp, ...(offUpstreamOnly ? { typed_per_filter_config: offUpstreamOnly } : {}) };
     }
     const goesTo = upstreamOf(e.style, underAlt);
+    // prefix_rewrite of an exact path: the whole path (the query stays).
+    const rewrite = e.upstreamPath ? { prefix_rewrite: `${underAlt ? alt : ''}${e.upstreamPath}` } : {};
     return {
       name,
       match: { ...match, headers: [method(e.method)] },
-      route: to(UPSTREAM_CLUSTER[goesTo]),
+      route: { ...to(UPSTREAM_CLUSTER[goesTo]), ...rewrite },
       ...(input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(goesTo)] } : {}),
+      ...(input.upstreamPerFilterConfig ? { typed_per_filter_config: input.upstreamPerFilterConfig } : {}),
     };
   };
   /** A direct response with the reason, the hint and the body in the client's error shape. */
@@ -145,6 +154,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     const status = statusOf(reason);
     const headers = [header('content-type', 'application/json'), header(HEADER.reason, reason), header(HEADER.hint, hint)];
     if (allow) headers.push(header('allow', allow));
+    for (const [k, v] of retryHeaders(status)) headers.push(header(k, v));
     return {
       name,
       match,
@@ -166,6 +176,26 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     return endpoint(`${underAlt ? 'alt_' : ''}${e.name}`, hasModel(e) ? re(`${escapeRe(prefix)}${modelPathRegex(e)}`) : { path: `${prefix}${e.path}` }, e, underAlt);
   };
   const generative = ENDPOINTS.filter((e) => e.modelMethods);
+  // The fixed POST endpoints by family and place (under /v1/ or at the root: the coding agents'),
+  // each group one 405 route (one alternation would be over RE2's program size).
+  const postGroups: Endpoint[][] = [];
+  const groupOf = new Map<string, Endpoint[]>();
+  for (const e of fixed.filter((x) => x.method === 'POST')) {
+    const where = `${family(e)} ${e.path.startsWith('/v1/')}`;
+    let group = groupOf.get(where);
+    if (!group) {
+      groupOf.set(where, (group = []));
+      postGroups.push(group);
+    }
+    group.push(e);
+  }
+  /** `_` and the words a group's names start with (`_messages`, `_agent`), or '' when they share none. */
+  const commonName = (group: readonly Endpoint[]): string => {
+    const words = group.map((e) => e.name.split('_'));
+    let n = 0;
+    while (words.every((w) => n < w.length && w[n] === words[0][n])) n++;
+    return n === 0 ? '' : `_${words[0].slice(0, n).join('_')}`;
+  };
   // The first path segments after /v1/ of the endpoints (chat, responses, ...), and the endpoint paths under /v1/
   // that no other one extends (chat/completions, ..., messages): the words of the 404 regexes below.
   const v1 = fixed.filter((e) => e.path.startsWith('/v1/')).map((e) => e.path.slice(4));
@@ -195,11 +225,9 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
       request_headers_to_add: [header(HEADER.clientAddress, '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%')],
     },
 
-    // ---- (2) A known path with the wrong method: 405 with allow. The fixed paths by family, then each path with a model.
-    ...(['openai', 'anthropic'] as const).map((f) => {
-      const post = fixed.filter((e) => e.method === 'POST' && family(e) === f);
-      return direct(f === 'openai' ? 'method_post_only' : `method_post_only_${post[0].name}`, re(`${A}${pathsRegex(post.map((e) => e.path))}`), 'method_not_allowed', H.method_not_allowed.endpoint, f, 'POST');
-    }),
+    // ---- (2) A known path with the wrong method: 405 with allow. The fixed paths by family and
+    // place (under /v1/ or at the root), then each path with a model.
+    ...postGroups.map((group) => direct(`method_post_only${commonName(group)}`, re(`${A}${pathsRegex(group.map((e) => e.path))}`), 'method_not_allowed', H.method_not_allowed.endpoint, family(group[0]), 'POST')),
     ...byModel.filter((e) => e.method === 'POST').map((e) => direct(`method_post_only_${e.name}`, re(`${A}${modelPathRegex(e)}`), 'method_not_allowed', H.method_not_allowed.endpoint, family(e), 'POST')),
     ...lists.map((e) => direct(`method_get_only_${e.name}`, re(`${A}${escapeRe(e.path)}`), 'method_not_allowed', H.method_not_allowed.modelList, family(e), 'GET')),
 
@@ -223,6 +251,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     direct('wrong_prefix_v1beta_v1', re(`${A}/v1beta/v1(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.v1betaV1, 'gemini'),
     direct('wrong_prefix_v1_v1beta', re(`${A}/v1/v1beta(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.v1V1beta, 'openai'),
     direct('wrong_prefix_chat_under_v1beta', re(`${A}/v1beta/${v1Post}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.chatUnderV1beta, 'gemini'),
+    // (POST /responses and /chat/completions themselves are the coding agents' endpoints, above.)
     direct('wrong_prefix_missing_v1', re(`${A}/${v1Of('openai')}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.missingV1(alt), 'openai'),
     direct('wrong_prefix_missing_v1_messages', re(`${A}/${v1Of('anthropic')}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.missingV1Messages(alt), 'anthropic'),
 

@@ -13,9 +13,12 @@ import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from '
 import { errorBody } from '../check/error-body';
 import { HEADER, HEADERS_NEVER_UPSTREAM } from '../check/headers';
 import { HINTS, statusOf, type DenyReason } from '../check/reasons';
+import { retryHeaders } from '../check/retry-advice';
+import { baseUrlFilter } from './base-url-filter';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
 import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes } from './render-routes';
+import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
 
 type Obj = Record<string, unknown>;
 
@@ -24,7 +27,7 @@ type Obj = Record<string, unknown>;
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
  * modelgate sets for that route's upstream.
  */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc'>> & {
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc' | 'rateLimits'>> & {
   readonly upstream?: Config['upstream'];
   /** The gRPC port's secret, read (config/grpc-auth.ts readGrpcSecret): required when `grpc.secret` is set. */
   readonly grpcSecret?: string;
@@ -175,6 +178,13 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
       health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: healthCheckMetadata(secretOf(input)) }],
     }),
     ...(input.meter?.enabled ? [meterCluster(g.authz, g.authzTls)] : []),
+    // The rate limit service (issue 25): modelgate itself (embedded engine: its gRPC port, so the
+    // port's mTLS too) or envoyproxy/ratelimit (plaintext; it knows nothing of modelgate's port).
+    ...(input.rateLimits ? [cluster(CLUSTER.ratelimit, input.rateLimits.engine === 'embedded' ? g.authz : input.rateLimits.service, {
+      ...(input.rateLimits.engine === 'embedded' ? authzTransportSocket(g.authzTls) : {}),
+      typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
+      circuit_breakers: BREAKERS,
+    })] : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
     ...UPSTREAM_FAMILIES.map((f) => upstreamCluster(UPSTREAM_CLUSTER[f], g.upstreams[f])),
   ];
@@ -269,7 +279,8 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
     ['anthropic', { or_filter: { filters: [pathIs(`${A}/v1/messages(?:[/?].*)?`), { header_filter: { header: { name: 'anthropic-version', present_match: true } } }] } }],
     ['openai', undefined],
   ];
-  const mappers: Obj[] = [];
+  // Rate limit refusals first: their 429s and 503s carry no ext_authz decision of their own.
+  const mappers: Obj[] = input.rateLimits ? rateLimitReplyMappers(families) : [];
   // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
   const literal = (s: string): string => s.replace(/%/g, '%%');
   /** Envoy's own answer `status` (a local reply) rewritten as the reason's, with its hint; the status line too with `rewriteStatus`. */
@@ -282,6 +293,8 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
         headers_to_add: [
           { header: { key: HEADER.reason, value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
           { header: { key: HEADER.hint, value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+          // Retry a 503/504 after a second, never a 400/413 (src/check/retry-advice.ts).
+          ...retryHeaders(code).map(([key, value]) => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' })),
         ],
         body_format_override: { text_format_source: { inline_string: literal(errorBody(family, code, reason, hint)) }, content_type: 'application/json' },
       });
@@ -325,8 +338,14 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     access_log: accessLog(),
     local_reply_config: renderLocalReplies(input),
     http_filters: [
+      // First, so that it sees every answer: Envoy's, modelgate's denials (base-url-filter.ts).
+      ...(input.gateway.publicBaseUrl ? [] : [baseUrlFilter()]),
       extAuthzFilter(input),
       ...(input.meter?.enabled ? [extProcFilter(input)] : []),
+      // After the meter, so that it sees the end of every allowed request, a refused one too (an
+      // in-flight slot is given back at that end). The embedded engine is modelgate's gRPC port:
+      // its calls carry the port's secret like every other (never sent to envoyproxy/ratelimit).
+      ...(input.rateLimits ? rateLimitFilters({ rateLimits: input.rateLimits, grpcSecret: input.rateLimits.engine === 'embedded' ? secretOf(input) : undefined }) : []),
       trailersFilter(),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
@@ -335,6 +354,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
       upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
       upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
       headersToRemove: (family) => upstreamHeadersToRemove(input, family),
+      ...(input.rateLimits ? { upstreamPerFilterConfig: rateLimitPerRoute() } : {}),
     }) }] },
   };
 }

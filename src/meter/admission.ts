@@ -17,7 +17,7 @@ import type { Config } from '../config/load';
 import { amountText, type MaybePromise } from '../check/decide';
 import type { Decision } from '../check/decision';
 import type { Admission } from '../check/pipeline';
-import { statusOf, type DenyReason } from '../check/reasons';
+import type { DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
 import type { GroupRecord, MeterStore, ModelPrice } from '../store/store';
@@ -28,7 +28,7 @@ export interface AdmissionDeps {
 }
 
 function deny(d: Decision, reason: DenyReason, hint: string): Decision {
-  return { allowed: false, reason, status: statusOf(reason), hint, route: d.route, keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale };
+  return { allowed: false, reason, hint, route: d.route, keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale };
 }
 
 function parseBody(view: RequestView): Record<string, unknown> | undefined {

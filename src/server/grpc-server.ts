@@ -73,7 +73,7 @@ export interface GrpcServerSettings {
   readonly tls?: TlsSettings;
   /**
    * The shared secret (grpc.secret, read): every call on the port, whatever its service (Check,
-   * the meter's streams, health), must carry `authorization: Bearer <secret>`.
+   * the meter's streams, the embedded rate limit service, health), must carry `authorization: Bearer <secret>`.
    */
   readonly secret?: string;
 }

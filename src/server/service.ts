@@ -23,7 +23,7 @@ import { BatchedLogStream } from './log-stream';
 import { createMetrics } from './metrics';
 import { openPgStore, redactUrl } from '../store/pg/store';
 import { authorizationService } from '../envoy/protos';
-import { createPipeline } from '../check/pipeline';
+import { createPipeline, type Admission } from '../check/pipeline';
 import { ResponseEncoder } from '../check/response-encoder';
 import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
@@ -31,6 +31,19 @@ import { createAdmission } from '../meter/admission';
 import { Meter } from '../meter/meter';
 import { recentUsage } from '../meter/recent-usage';
 import { externalProcessorMethod } from './ext-proc';
+import type { Method } from '../grpc/server';
+import type { Decision } from '../check/decision';
+import { admitInFlight } from '../ratelimit/admission';
+import { chargeTokens } from '../ratelimit/charges';
+import { ChargeBatcher } from '../ratelimit/charge-batcher';
+import { limitsLeft } from '../ratelimit/left';
+import { EmbeddedEngine, type RateLimitEngine } from '../ratelimit/embedded-engine';
+import { LocalInFlight, type InFlightTable } from '../ratelimit/in-flight';
+import { effectiveLimits, type EffectiveLimits } from '../ratelimit/limits';
+import { LRUCache } from 'lru-cache';
+import type { KeyRecord } from '../store/store';
+import { RemoteEngine } from './rls-client';
+import { rateLimitServiceMethod } from './rls-service';
 
 export interface ServiceOptions {
   readonly configPath: string;
@@ -53,6 +66,11 @@ export interface ServiceOptions {
   readonly watchIntervalMs?: number;
   /** Recent usage per key for the console's access view (the meter); absent: no usage section. */
   readonly usage?: UsageProvider;
+  /**
+   * Requests in flight per key (the inFlight limit). The meter's in-flight table will provide it;
+   * until then (and by default) a LocalInFlight stand-in released at each settlement.
+   */
+  readonly inFlight?: InFlightTable;
 }
 
 export interface Service {
@@ -63,6 +81,9 @@ export interface Service {
   readonly store: Store;
   /** The meter (issue 11). */
   readonly meter: Meter;
+  /** The rate limit engine modelgate charges tokens to (and, embedded, answers Envoy from). */
+  readonly rateLimitEngine: RateLimitEngine;
+  readonly inFlight: InFlightTable;
   /**
    * The full read-decide-write path, as the gRPC handler runs it: the bytes of a CheckRequest in,
    * the serialised CheckResponse out, synchronously when no store round trip was needed.
@@ -118,12 +139,59 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   if (fileStore?.meter && cluster.isWorker) {
     logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
   }
-  const admit = createAdmission({ store: store.meter, groups: cache.groups });
+  const meterAdmit = createAdmission({ store: store.meter, groups: cache.groups });
+  // Rate limits (issue 25): the in-flight cap here; requests and tokens per window in Envoy's
+  // rate limit filters, counted by the engine (embedded: this process; global: envoyproxy/ratelimit).
+  const inFlight = opts.inFlight ?? new LocalInFlight({ now: opts.now });
+  const embedded = config.rateLimits.engine === 'embedded' ? new EmbeddedEngine({ now: opts.now }) : undefined;
+  const remote = embedded ? undefined : new RemoteEngine(config.rateLimits.service, Math.max(config.rateLimits.timeoutMs, 1000));
+  const rateLimitEngine: RateLimitEngine = embedded ?? (remote as RemoteEngine);
+  // Charges to the global engine go in batches (one call per 10 ms, not one per response).
+  const charges = remote ? new ChargeBatcher(remote) : undefined;
+  const chargeEngine: RateLimitEngine = charges ?? rateLimitEngine;
+  // The last word on an allowed request: the in-flight cap, then the meter's admission.
+  const admit: Admission = (d, view, c) => {
+    const { decision, acquired } = admitInFlight(inFlight, d, view);
+    if (!decision.allowed) return decision;
+    if (!acquired) return meterAdmit(decision, view, c);
+    // A slot was taken: given back if the meter refuses the request.
+    const released = (m: Decision): Decision => {
+      if (!m.allowed) inFlight.release(view.requestId);
+      return m;
+    };
+    const m = meterAdmit(decision, view, c);
+    return m instanceof Promise ? m.then(released, (err: unknown) => {
+      inFlight.release(view.requestId);
+      throw err;
+    }) : released(m);
+  };
   const pipeline = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
   pipeline.prepare(config);
   // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is
   // counted as unmetered (meter_disabled), never refused.
   const meter = new Meter({ config: () => config, groups: cache.groups, store: store.meter, metrics: metrics.meter, logger });
+  const keysById = new LRUCache<string, { key: KeyRecord | null }>({ max: 10_000, ttl: Math.max(config.cache.ttlMs, 1) });
+  const limitsOf = async (keyId: string, group: string, model: string): Promise<EffectiveLimits | null> => {
+    let hit = keysById.get(keyId);
+    if (!hit) keysById.set(keyId, (hit = { key: store.findKeyById ? await store.findKeyById(keyId) : null }));
+    if (!hit.key) return null;
+    const g = await cache.groups.get(group);
+    if (g.status === 'unavailable') throw new Error(`the group cannot be looked up: ${g.error}`);
+    const found = g.status === 'found' ? g.value : undefined;
+    return effectiveLimits(hit.key, found, found?.models.get(model));
+  };
+  meter.onSettled = (s) => {
+    if (s.result !== 'metered' && s.result !== 'unmetered') return;
+    inFlight.release(s.request.requestId);
+    if (s.result !== 'metered') return;
+    const tokens = s.usage.inputTokens + s.usage.outputTokens;
+    chargeTokens({ engine: chargeEngine, domain: () => config.rateLimits.domain, limits: limitsOf }, { keyId: s.request.keyId, group: s.request.group, model: s.request.model, tokens })
+      .then((n) => { if (n > 0) metrics.rateLimitCharges.inc({ result: 'charged' }); })
+      .catch((err: unknown) => {
+        metrics.rateLimitCharges.inc({ result: 'failed' });
+        logger.warn({ keyId: s.request.keyId, model: s.request.model, tokens, err: err instanceof Error ? err.message : String(err) }, 'tokens not charged to the rate limit engine');
+      });
+  };
 
   let draining = false;
   // gRPC health (Envoy's health check) follows the store too: a replica whose store is down is
@@ -134,12 +202,15 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, pipeline, { ...config.grpc, ...grpcAuth },
-    [externalProcessorMethod(meter, (err) => logger.error({ err: errorText(err) }, 'meter failed on a message'))],
+    [externalProcessorMethod(meter, (err) => logger.error({ err: errorText(err) }, 'meter failed on a message')), ...(embedded ? [rateLimitServiceMethod(embedded) as [string, Method]] : [])],
     (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
   const catalog = createCatalogHandler({ lookups: cache, pipeline });
   // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
   const usage: UsageProvider | undefined = opts.usage ?? (store.meter ? ledgerUsage(store.meter) : undefined);
-  const consoleHandler = createConsoleHandler({ config: () => config, lookups: cache, logger, now: opts.now, usage });
+  const consoleHandler = createConsoleHandler({
+    config: () => config, lookups: cache, logger, now: opts.now, usage,
+    rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
+  });
   const routes: RouteHandler = async (req, res) => (await consoleHandler(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 
@@ -175,6 +246,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     cache,
     store,
     meter,
+    rateLimitEngine,
+    inFlight,
     checkBytes: pipeline.check,
     check: async (req) => checkDef.responseDeserialize(await pipeline.check(checkDef.requestSerialize(req))) as CheckResponse__Output,
     config: () => config,
@@ -188,6 +261,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       // Debits still waiting for the store get a moment to land.
       await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
       cache.close();
+      await charges?.flushAll();
+      remote?.close();
       await store.close();
       logger.info('modelgate stopped');
       await new Promise<void>((resolve) => logger.flush(() => resolve()));

@@ -13,7 +13,7 @@ import type { Decision } from '../../src/check/decision';
 import { authorizationService } from '../../src/envoy/protos';
 import { ResponseEncoder, UNWRITTEN_FIELDS } from '../../src/check/response-encoder';
 import { classify } from '../../src/check/routes';
-import { logPath } from '../../src/check/decision-log';
+import { loggedModel, logPath } from '../../src/check/decision-log';
 
 const def = authorizationService().Check;
 const config = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'));
@@ -33,7 +33,10 @@ function cases(prefix: string): Array<{ d: Decision; path: string }> {
   return [
     ...[allow(), allow({ keyId: 'bob' }), allow({ group: 'pro' }), allow({ model: 'gpt-4o' }), deny(), deny({ hint: 'no such model "y"' }),
       deny({ keyId: undefined, group: undefined }), deny({ reason: 'key_unknown', hint: 'no key matches' }),
-      allow({ removeQuery: ['key'] }), allow({ removeQuery: ['KEY'] }), deny({ model: 'sk-mg-x', modelIsKey: true })].map((d) => ({ d, path: p('/v1/chat/completions') })),
+      allow({ removeQuery: ['key'] }), allow({ removeQuery: ['KEY'] }), deny({ model: 'sk-mg-x', modelIsKey: true }),
+      // The rate limit metadata (its values change with the second and the limits) and a 429's own retry-after.
+      allow({ rateLimit: { fields: { requests_limit: { stringValue: '3' } }, stamp: 1 } }), allow({ rateLimit: { fields: { requests_limit: { stringValue: '4' } }, stamp: 1 } }),
+      deny({ reason: 'concurrency_limited', hint: 'in flight', retryAfter: 1 }), deny({ reason: 'concurrency_limited', hint: 'in flight', retryAfter: 2 })].map((d) => ({ d, path: p('/v1/chat/completions') })),
     { d: allow({ route: messages }), path: p('/v1/messages') }, { d: deny({ route: messages }), path: p('/v1/messages') },
     // Same route fields as messages, another path: the metadata differs.
     { d: allow({ route: countTokens }), path: p('/v1/messages/count_tokens') },
@@ -51,7 +54,7 @@ test('cached bytes decode to exactly the response built for each decision, first
   const plan = allowPlan(config);
   for (let round = 0; round < 2; round++) {
     for (const { d, path } of CASES) {
-      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))));
+      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, loggedModel(d), logPath(d, path))));
       expect(def.responseDeserialize(encoder.encode(d, config, path))).toEqual(expected);
     }
   }
@@ -60,7 +63,7 @@ test('cached bytes decode to exactly the response built for each decision, first
 test('decisions that differ in anything the response carries never share bytes', () => {
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
   const plan = allowPlan(config);
-  const built = CASES.map(({ d, path }) => def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))).toString('base64'));
+  const built = CASES.map(({ d, path }) => def.responseSerialize(writeCheckResponse(d, config, plan, loggedModel(d), logPath(d, path))).toString('base64'));
   const seen = CASES.map(({ d, path }) => encoder.encode(d, config, path).toString('base64'));
   // Equal bytes exactly where the responses are equal (a path that holds a key is logged as one redacted text).
   expect(seen).toEqual(built);
@@ -68,11 +71,12 @@ test('decisions that differ in anything the response carries never share bytes',
 });
 
 test('the fields the cache key leaves out never change a response (the key is every other field of the Decision)', () => {
-  expect([...UNWRITTEN_FIELDS].sort()).toEqual(['balance', 'stale', 'status']);
+  // A Decision has no status: the status is its reason's (reasons.ts statusOf).
+  expect([...UNWRITTEN_FIELDS].sort()).toEqual(['balance', 'inFlightLimit', 'stale']);
   const plan = allowPlan(config);
-  const variants: Record<string, unknown[]> = { balance: [undefined, null, 0, 12.5, -1], stale: [undefined, false, true], status: [undefined, 200, 403, 'x'] };
+  const variants: Record<string, unknown[]> = { balance: [undefined, null, 0, 12.5, -1], stale: [undefined, false, true], inFlightLimit: [undefined, 1, 4] };
   for (const { d, path } of CASES) {
-    const bytes = (x: Decision) => def.responseSerialize(writeCheckResponse(x, config, plan, x.modelKnown ? x.model : undefined, logPath(x, path))).toString('base64');
+    const bytes = (x: Decision) => def.responseSerialize(writeCheckResponse(x, config, plan, loggedModel(x), logPath(x, path))).toString('base64');
     const original = bytes(d);
     for (const field of UNWRITTEN_FIELDS) {
       for (const value of variants[field]) expect(bytes({ ...d, [field]: value }), `${field}: ${String(value)}`).toBe(original);
