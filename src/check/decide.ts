@@ -9,7 +9,8 @@ import { consoleHints } from './console-address';
 import type { Decision } from './decision';
 import { emptyKeyParams, extractKey, findKeyInUrl, keyHeaders } from './extract-key';
 import { lenientDecode, printable } from './safe-text';
-import { extractModel } from './extract-model';
+import { extractModel, type TopLevelFields } from './extract-model';
+import { REQUEST_FIELDS } from './request-fields';
 import { KEY_PREFIX, hashKey, isKeyBody } from './key-format';
 import { modelNotInGroupHint } from './model-hints';
 import { statusOf, type DenyReason } from './reasons';
@@ -99,10 +100,12 @@ function decideForGroup(
   if (route.kind === 'models' && route.model === undefined) return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined);
 
   let model = route.model;
+  let fields: TopLevelFields | undefined;
   if (model === undefined) {
     const read = readModel(view, routes.maxJsonDepth, config);
     if ('reason' in read) return deny(route, read.reason, read.hint, who);
     model = read.model;
+    fields = read.fields;
   } else if (view.partialBody) {
     // The model is in the path, but a cut body is still refused: over HTTP/2 Envoy checks a body a
     // little over max_request_bytes cut to the limit (x-envoy-auth-partial-body: true) instead of
@@ -132,7 +135,7 @@ function decideForGroup(
   if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
     return deny(route, 'balance_insufficient', `the key's balance is ${amountText(key.balance)}: top it up before using models`, { ...who, model, modelKnown: true });
   }
-  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model);
+  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model, fields);
 }
 
 /** Runs of 16 to 512 characters a key may hold, in a query value or name: each could be a key of the store. */
@@ -145,8 +148,8 @@ const MAX_QUERY_KEY_CANDIDATES = 16;
  * to recognise it by), is a key in the URL. Only requests with a long query value pay for it (one
  * cached lookup each; most requests have no query).
  */
-function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined): MaybePromise<Decision> {
-  if (view.query === '') return allow(view, routes, route, key, who.stale, model);
+function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined, fields?: TopLevelFields): MaybePromise<Decision> {
+  if (view.query === '') return allow(view, routes, route, key, who.stale, model, fields);
   const candidates: string[] = [];
   for (const part of view.query.split('&')) {
     const eq = part.indexOf('=');
@@ -160,7 +163,7 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
     return deny(route, 'key_in_url', `the query has ${candidates.length} long values that could each be a key (at most ${MAX_QUERY_KEY_CANDIDATES} are checked); keys never go in the URL: shorten the query`, who);
   }
   const next = (i: number): MaybePromise<Decision> => {
-    if (i === candidates.length) return allow(view, routes, route, key, who.stale, model);
+    if (i === candidates.length) return allow(view, routes, route, key, who.stale, model, fields);
     return then(lookups.keys.get(hashKey(candidates[i])), (found) => {
       if (found.status === 'found') return deny(route, 'key_in_url', 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header', who);
       if (found.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
@@ -170,10 +173,11 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
   return next(0);
 }
 
-function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined): Decision {
-  const d: Decision = model === undefined
-    ? { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale, balance: key.balance }
-    : { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale, balance: key.balance };
+function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, fields?: TopLevelFields): Decision {
+  let d: Decision = model === undefined
+    ? { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, stale, balance: key.balance }
+    : { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, model, modelKnown: true, stale, balance: key.balance };
+  if (fields) d = { ...d, bodyFields: fields };
   // Parameters named like a key with an empty value: Envoy removes them (only then: a removal
   // makes Envoy re-serialise the whole query).
   const removeQuery = view.query === '' ? undefined : emptyKeyParams(view.query, routes);
@@ -187,7 +191,7 @@ export const amountText = (n: number): string => (Number.isFinite(n) ? (n === 0 
 const tooLarge = (config: Config): string => `the request body is over the gateway's limit of ${config.gateway.maxRequestBytes} bytes: send a smaller body`;
 
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
-function readModel(view: RequestView, maxDepth: number, config: Config): { model: string } | { reason: DenyReason; hint: string } {
+function readModel(view: RequestView, maxDepth: number, config: Config): { model: string; fields?: TopLevelFields } | { reason: DenyReason; hint: string } {
   const type = view.headers['content-type'];
   if (type !== undefined && type !== 'application/json' && !isJsonUtf8(type)) {
     return { reason: 'content_type_unsupported', hint: `the body must be JSON in UTF-8: send Content-Type: application/json (not ${JSON.stringify(printable(type, 48))}), as other content types or charsets can make the provider read another model` };
@@ -198,9 +202,9 @@ function readModel(view: RequestView, maxDepth: number, config: Config): { model
   }
   if (view.partialBody) return { reason: 'body_too_large', hint: tooLarge(config) };
   if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: 'the request body is empty: send a JSON object with a "model" field' };
-  const r = extractModel(view.body, maxDepth);
+  const r = extractModel(view.body, maxDepth, REQUEST_FIELDS);
   if (r.ok) {
-    return r.model === '' ? { reason: 'model_missing', hint: 'the "model" field is empty: name a model of the key\'s group' } : { model: r.model };
+    return r.model === '' ? { reason: 'model_missing', hint: 'the "model" field is empty: name a model of the key\'s group' } : { model: r.model, fields: r.fields };
   }
   switch (r.problem) {
     case 'model_absent': return { reason: 'model_missing', hint: 'the JSON body has no "model" field: add "model": "<model name>"' };

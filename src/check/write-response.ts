@@ -35,8 +35,8 @@ function header(key: string, value: string): HeaderValueOption {
  * Envoy's dynamic metadata for its access log (envoy/README.md): never a key. `path` is the path as
  * modelgate logs it (decision-log.ts logPath), which Envoy's log shows instead of the raw one.
  */
-function metadata(d: Decision, model: string | undefined, path: string | undefined): CheckResponse['dynamic_metadata'] {
-  const fields: Record<string, { stringValue: string }> = {
+function metadata(d: Decision, model: string | undefined, path: string | undefined, metered = false): CheckResponse['dynamic_metadata'] {
+  const fields: Record<string, { stringValue: string } | { boolValue: boolean }> = {
     decision: { stringValue: d.allowed ? 'allow' : 'deny' },
     reason: { stringValue: d.reason },
     style: { stringValue: d.route.style },
@@ -45,7 +45,14 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   if (d.keyId) fields.keyId = { stringValue: d.keyId };
   if (d.group) fields.group = { stringValue: d.group };
   if (model !== undefined) fields.model = { stringValue: model };
+  // The meter's access log reports exactly the requests marked so (envoy/render.ts meterAccessLog).
+  if (metered) fields.metered = { boolValue: true };
   return { fields };
+}
+
+/** An allowed protocol request the meter settles: every one but token counting (free at every provider). */
+function meteredRequest(d: Decision, config: Config, path: string | undefined): boolean {
+  return d.allowed && d.route.kind === 'protocol' && config.meter.enabled && path !== undefined && !path.endsWith('/count_tokens') && !path.endsWith(':countTokens');
 }
 
 /** RFC 6750 §3: no error code when the request had no credentials; quoted-string safe description. */
@@ -102,7 +109,7 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
     return {
       status: { code: 0 },
       ok_response: { headers, headers_to_remove: remove, ...(d.removeQuery ? { query_parameters_to_remove: [...d.removeQuery] } : {}) },
-      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata),
+      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata, meteredRequest(d, config, pathForMetadata)),
     };
   }
   const denial = denialParts(d);

@@ -3,12 +3,14 @@
  * to a running service, and prints the decision. Secrets in the answer (an upstream credential)
  * are masked; the client's key is never printed.
  */
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { Command } from 'commander';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { buildCheckRequest, type HttpRequestLine } from '../envoy/check-request';
 import { authPackageDefinition, authorizationClient } from '../envoy/protos';
+import { DRY_RUN_REQUEST_ID_PREFIX } from '../meter/admission';
 import { CliError, once, usageError } from './errors';
 import type { CliRun } from './io';
 
@@ -17,7 +19,10 @@ export function sendCheck(address: string, line: HttpRequestLine, timeoutMs = 50
   const Client = authorizationClient();
   const client = new Client(address, grpc.credentials.createInsecure());
   return new Promise((resolve, reject) => {
-    client.Check(buildCheckRequest(line), { deadline: Date.now() + timeoutMs }, (err, res) => {
+    // A dry run for the meter: decided as any Check, but nothing is held or reserved for a request
+    // that never goes upstream (Envoy always sets its own x-request-id, so no client can send this).
+    const dryRun = { ...line, headers: [...(line.headers ?? []).filter(([k]) => k.toLowerCase() !== 'x-request-id'), ['x-request-id', `${DRY_RUN_REQUEST_ID_PREFIX}${randomUUID()}`] as const] };
+    client.Check(buildCheckRequest(dryRun), { deadline: Date.now() + timeoutMs }, (err, res) => {
       client.close();
       if (err) reject(new Error(`Check failed: ${err.details || err.message}`));
       else resolve(res!);

@@ -17,7 +17,7 @@ import type { Protocol } from '../store/store';
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
 export const CLUSTER = {
   authz: 'modelgate_authz',
-  /** The meter's ext_proc streams: modelgate's gRPC port again, on connections of their own (render.ts meterCluster). */
+  /** The meter's access-log streams: modelgate's gRPC port again (envoy/meter-filters.ts). */
   meter: 'modelgate_meter',
   http: 'modelgate_http',
   chat: 'upstream_chat',
@@ -27,8 +27,6 @@ export const CLUSTER = {
 } as const;
 
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
-/** The meter (issue 11): Envoy's external processing filter, on the protocol routes only. */
-export const EXT_PROC_FILTER = 'envoy.filters.http.ext_proc';
 /** The filter that drops request trailers on upstream routes (render.ts trailersFilter). */
 export const TRAILERS_FILTER = 'modelgate.drop_request_trailers';
 
@@ -46,6 +44,8 @@ export interface RouteTableInput {
   readonly upstreamIdleTimeoutSeconds?: number;
   /** Request headers each upstream route removes, by the protocol style it serves (render.ts upstreamHeadersToRemove). */
   readonly headersToRemove?: (style: Protocol) => readonly string[];
+  /** Request headers each upstream route sets (the meter's accept-encoding). */
+  readonly upstreamRequestHeaders?: Readonly<Record<string, string>>;
 }
 
 /** The protocol style each upstream route serves (the `alt_` routes serve the same as their root twins). */
@@ -64,9 +64,7 @@ function filtersOff(names: readonly string[]): Obj {
   for (const name of names) {
     out[name] = name === EXT_AUTHZ_FILTER
       ? { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true }
-      : name === EXT_PROC_FILTER
-        ? { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true }
-        : { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
+      : { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
   }
   return out;
 }
@@ -196,6 +194,12 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     for (const r of routes) {
       const style = ROUTE_STYLE[String(r.name).replace(/^alt_/, '')];
       if (style && r.route && (r.route as Obj).cluster !== CLUSTER.http) r.request_headers_to_remove = [...input.headersToRemove(style)];
+    }
+  }
+  if (input.upstreamRequestHeaders) {
+    const add = Object.entries(input.upstreamRequestHeaders).map(([k, v]) => header(k, v));
+    for (const r of routes) {
+      if (r.route && (r.route as Obj).cluster !== CLUSTER.http && ROUTE_STYLE[String(r.name).replace(/^alt_/, '')]) r.request_headers_to_add = add;
     }
   }
   return routes;

@@ -15,7 +15,7 @@ export interface GrpcServer {
   readonly address: string;
   setServing(serving: boolean): void;
   /** Stops accepting calls, answers those in flight, then resolves (force-closes after `graceMs`). */
-  drain(graceMs: number): Promise<void>;
+  drain(graceMs: number, streamsDone?: Promise<void>): Promise<void>;
 }
 
 /** A serialised CheckResponse (check/response-encoder.ts). */
@@ -51,7 +51,7 @@ export function checkMethod(handlers: CheckHandlers): Method {
 }
 
 /**
- * @param moreMethods further methods on the same port (the meter's ExternalProcessor, server/ext-proc.ts)
+ * @param moreMethods further methods on the same port (the meter's access-log service, server/meter-service.ts)
  */
 export interface GrpcServerSettings {
   readonly maxReceiveMessageBytes: number;
@@ -69,6 +69,6 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
       health.setStatus('', status);
       health.setStatus(AUTHZ_SERVICE_NAME, status);
     },
-    drain: (graceMs) => server.drain(graceMs),
+    drain: (graceMs, streamsDone) => server.drain(graceMs, streamsDone),
   };
 }

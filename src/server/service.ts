@@ -32,8 +32,10 @@ import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
 import { createAdmission } from '../meter/admission';
 import { Meter } from '../meter/meter';
+import { InFlight } from '../meter/in-flight';
+import { createEstimator, workerTokenCounter } from '../meter/estimate';
 import { recentUsage } from '../meter/recent-usage';
-import { externalProcessorMethod } from './ext-proc';
+import { meterService } from './meter-service';
 import type { RequestProblem } from '../grpc/server';
 
 export interface ServiceOptions {
@@ -76,7 +78,11 @@ export interface Service {
   check(req: CheckRequest): Promise<CheckResponse__Output>;
   config(): Config;
   /** SIGTERM path: health NOT_SERVING, answer in-flight checks, close, flush logs. */
-  close(graceMs?: number): Promise<void>;
+  /**
+   * Drains and stops: no new calls; the meter waits up to `meterDrainMs` (meter.drainSeconds by
+   * default) for the reports of requests still running, then settles the rest provisionally.
+   */
+  close(graceMs?: number, meterDrainMs?: number): Promise<void>;
 }
 
 /** The hint of a Check call whose bytes are not one CheckRequest message (src/grpc reads the framing). */
@@ -129,14 +135,25 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   if (fileStore?.meter && cluster.isWorker) {
     logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
   }
-  const admit = createAdmission({ store: store.meter, groups: cache.groups });
+  // Requests allowed here and not settled yet (meter/in-flight.ts): soft mode's bound, deadlines, input samples.
+  const inFlight = new InFlight();
+  const admit = createAdmission({ store: store.meter, groups: cache.groups, inFlight, now: opts.now });
   const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
   // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is
-  // counted as unmetered (meter_disabled), never refused.
-  const meter = new Meter({ config: () => config, groups: cache.groups, store: store.meter, metrics: metrics.meter, logger });
+  // counted as released (meter_disabled), never refused.
+  const tokenCounter = workerTokenCounter();
+  const meter = new Meter({
+    config: () => config, groups: cache.groups, store: store.meter, inFlight, estimator: createEstimator(tokenCounter), metrics: metrics.meter, logger, now: opts.now,
+    onBalance: (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
+  });
+  const restored = meter.restore();
+  if (restored > 0) logger.info({ requests: restored }, 'requests in flight at the last stop: settled when reported, or at their maximum at their deadline');
+  const meterTimer = setInterval(() => meter.tick(), 1000);
+  meterTimer.unref();
+  const meterGrpc = meterService(meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message'));
   // The headers the decoder keeps follow the config (key header names can change on reload).
   let headerFilter = requestHeaderFilter(config.routes);
-  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed', hint: string): Buffer => {
+  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed' | 'authz_unavailable', hint: string): Buffer => {
     logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
     metrics.countDecision(statusOf(reason), reason);
     const route = classify('', '', config.routes.altPrefix, false);
@@ -144,7 +161,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   };
   const failClosed = (): Buffer => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly');
   const unreadable = (problem: RequestProblem): Buffer => denyUndecided('check_request_malformed', UNREADABLE_HINTS[problem](config.grpc.maxReceiveMessageBytes));
+  // Shutting down: the port stays open for the meter's reports, and a Check arriving meanwhile is
+  // denied (fail closed; another replica, or this gateway once restarted, answers the retry).
+  const drainingAnswer = (): Buffer => denyUndecided('authz_unavailable', 'this authorization service is shutting down: retry shortly');
   const checkBytes = (request: Buffer): Buffer | Promise<Buffer> => {
+    if (draining) return drainingAnswer();
     const started = performance.now();
     const view = decodeCheckRequest(request, headerFilter);
     if (view === undefined) return denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest');
@@ -161,7 +182,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc,
-    [externalProcessorMethod(meter, (err) => logger.error({ err: errorText(err) }, 'meter failed on a message'))],
+    [meterGrpc.method],
     (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
   // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
@@ -202,15 +223,25 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     checkBytes,
     check: async (req) => checkDef.responseDeserialize(await checkBytes(checkDef.requestSerialize(req))) as CheckResponse__Output,
     config: () => config,
-    async close(graceMs = 5000) {
+    async close(graceMs = 5000, meterDrainMs = config.meter.drainSeconds * 1000) {
       draining = true;
       grpcServer.setServing(false);
       clearInterval(healthTimer);
       unwatch();
-      await grpcServer.drain(graceMs);
+      // No new calls (GOAWAY); the meter's access-log streams stay open until every request
+      // allowed here has been reported (or the drain time passed), then they end and the rest
+      // settle at their maximum, provisionally.
+      const meterDrained = meter.drain(meterDrainMs).then((left) => {
+        if (left > 0) logger.warn({ requests: left }, 'requests still running at shutdown settled at their maximum, provisionally');
+        meterGrpc.endAll();
+      });
+      await grpcServer.drain(Math.max(graceMs, meterDrainMs + 1000), meterDrained);
+      await meterDrained;
+      clearInterval(meterTimer);
       await httpServer.close();
       // Debits still waiting for the store get a moment to land.
       await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
+      await tokenCounter.close();
       cache.close();
       await store.close();
       logger.info('modelgate stopped');

@@ -90,9 +90,9 @@ const NO_PRICE = 'no price: metered, costs nothing';
 
 describe('with PostgreSQL', () => {
   it('migrates a fresh database once', async () => {
-    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 3.\n');
+    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 4.\n');
     expect(await json('migrate')).toEqual({ from: 3, to: 3, applied: [] });
-    expect(await ok('migrate')).toBe('Schema already at version 3; nothing to do.\n');
+    expect(await ok('migrate')).toBe('Schema already at version 4; nothing to do.\n');
   });
 
   it('creates, updates and lists groups; --model replaces the list, other flags leave it alone', async () => {
@@ -311,7 +311,7 @@ describe('usage and a database of another application', () => {
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/^modelgate: PostgreSQL at postgres:\/\/.*\(from DATABASE_URL\): the database already holds tables of another application \(public\.orders\).*--allow-foreign-tables/);
       expect((await run(['migrate'], { DATABASE_URL: url })).code).toBe(1);
-      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 3.\n');
+      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 4.\n');
       expect((await run(['keys', 'list'], { DATABASE_URL: url })).code).toBe(0);
     } finally {
       await other.end();

@@ -305,6 +305,161 @@ BEGIN
 END $$;
 `,
   },
+  /*
+   * Version 4. Nothing served unpaid: a ledger row says whether its tokens are the provider's or an
+   * estimate (and why), and whether it is a provisional settlement at the request's maximum (no
+   * report came), which the request's next settlement replaces. A reservation whose settlement never
+   * comes no longer just expires: it becomes such a provisional row (expire_reservations), so a
+   * crashed replica cannot make a request free. Settlements come in batches (debit_many): one
+   * statement for many ledger rows and one balance update per key.
+   */
+  {
+    version: 4,
+    name: 'estimated and provisional settlements; reservations that expire into debits; batched debits',
+    sql: `
+ALTER TABLE usage
+  ADD COLUMN estimated text CHECK (estimated IN ('stream_without_usage', 'no_usage', 'incomplete', 'undecodable', 'implausible', 'no_report')),
+  ADD COLUMN provisional boolean NOT NULL DEFAULT false;
+
+-- What a reservation settles as when it expires: the request's maximum in tokens.
+ALTER TABLE reservations
+  ADD COLUMN group_name text,
+  ADD COLUMN model text,
+  ADD COLUMN protocol text,
+  ADD COLUMN input_tokens bigint CHECK (input_tokens >= 0),
+  ADD COLUMN output_tokens bigint CHECK (output_tokens >= 0);
+CREATE INDEX reservations_expires ON reservations (expires_at);
+
+DROP FUNCTION reserve(text, text, numeric, integer);
+CREATE FUNCTION reserve(p_request text, p_key text, p_amount numeric, p_seconds integer,
+  p_group text, p_model text, p_protocol text, p_input bigint, p_output bigint)
+RETURNS TABLE (ok boolean, available numeric) LANGUAGE plpgsql AS $$
+DECLARE
+  b numeric;
+  held numeric;
+BEGIN
+  SELECT k.balance INTO b FROM ${SCHEMA}.keys k WHERE k.id = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT false, NULL::numeric;
+    RETURN;
+  END IF;
+  IF b IS NULL THEN
+    RETURN QUERY SELECT true, NULL::numeric;
+    RETURN;
+  END IF;
+  -- Expired reservations still count until they have become provisional debits.
+  SELECT coalesce(sum(r.amount), 0) INTO held FROM ${SCHEMA}.reservations r WHERE r.key_id = p_key;
+  IF b - held <= 0 OR b - held < p_amount THEN
+    RETURN QUERY SELECT false, b - held;
+    RETURN;
+  END IF;
+  INSERT INTO ${SCHEMA}.reservations (request_id, key_id, amount, expires_at, group_name, model, protocol, input_tokens, output_tokens)
+    VALUES (p_request, p_key, p_amount, now() + make_interval(secs => p_seconds), p_group, p_model, p_protocol, p_input, p_output)
+    ON CONFLICT (request_id) DO NOTHING;
+  RETURN QUERY SELECT true, b - held - p_amount;
+END $$;
+
+-- Settles one request: drops its reservation, writes (or, over a provisional row, replaces) its
+-- ledger row and debits the key the difference. At most once per request id, except that a
+-- settlement that is not provisional replaces a provisional one.
+DROP FUNCTION debit(text, text, text, text, text, bigint, bigint, bigint, numeric, numeric, numeric);
+CREATE FUNCTION debit(p_request text, p_key text, p_group text, p_model text, p_protocol text,
+  p_input bigint, p_output bigint, p_cached bigint, p_price_in numeric, p_price_out numeric, p_price_cached numeric,
+  p_estimated text, p_provisional boolean)
+RETURNS TABLE (applied boolean, cost numeric, balance numeric) LANGUAGE plpgsql AS $$
+DECLARE
+  c numeric;
+  b numeric;
+  old_cost numeric;
+  old_provisional boolean;
+  delta numeric;
+BEGIN
+  DELETE FROM ${SCHEMA}.reservations r WHERE r.request_id = p_request;
+  c := CASE WHEN p_price_in IS NULL OR p_price_out IS NULL THEN 0
+    ELSE ((p_input - p_cached) * p_price_in + p_cached * coalesce(p_price_cached, p_price_in) + p_output * p_price_out) / 1000000 END;
+  INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional)
+    VALUES (p_request, p_key, p_group, p_model, p_protocol, p_input, p_output, p_cached, c, p_price_in IS NOT NULL, p_estimated, p_provisional)
+    ON CONFLICT (request_id) DO NOTHING;
+  IF FOUND THEN
+    delta := c;
+  ELSE
+    SELECT u.cost, u.provisional INTO old_cost, old_provisional FROM ${SCHEMA}.usage u WHERE u.request_id = p_request FOR UPDATE;
+    IF NOT old_provisional OR p_provisional THEN
+      RETURN QUERY SELECT false, c, (SELECT k.balance FROM ${SCHEMA}.keys k WHERE k.id = p_key);
+      RETURN;
+    END IF;
+    UPDATE ${SCHEMA}.usage u SET time = now(), input_tokens = p_input, output_tokens = p_output, cached_input_tokens = p_cached,
+      cost = c, priced = p_price_in IS NOT NULL, estimated = p_estimated, provisional = false
+      WHERE u.request_id = p_request;
+    delta := c - old_cost;
+  END IF;
+  IF delta <> 0 THEN
+    UPDATE ${SCHEMA}.keys k SET balance = k.balance - delta WHERE k.id = p_key AND k.balance IS NOT NULL RETURNING k.balance INTO b;
+  ELSE
+    SELECT k.balance INTO b FROM ${SCHEMA}.keys k WHERE k.id = p_key;
+  END IF;
+  RETURN QUERY SELECT true, c, b;
+END $$;
+
+-- Many settlements in one statement: new ledger rows are inserted together and each key's balance
+-- is updated once (one notification per key). A row whose request id is already in the ledger is
+-- answered \`conflict\`: the caller settles it alone with debit() (a duplicate, or a replacement
+-- of a provisional row).
+CREATE FUNCTION debit_many(p jsonb)
+RETURNS TABLE (request_id text, applied boolean, conflict boolean, cost numeric, balance numeric) LANGUAGE sql AS $$
+  WITH input AS (
+    SELECT * FROM jsonb_to_recordset(p) AS x(request_id text, key_id text, group_name text, model text, protocol text,
+      input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, price_in numeric, price_out numeric, price_cached numeric,
+      estimated text, provisional boolean)
+  ), costed AS (
+    SELECT i.*, CASE WHEN i.price_in IS NULL OR i.price_out IS NULL THEN 0
+      ELSE ((i.input_tokens - i.cached_input_tokens) * i.price_in + i.cached_input_tokens * coalesce(i.price_cached, i.price_in) + i.output_tokens * i.price_out) / 1000000 END AS cost
+    FROM input i
+  ), dropped AS (
+    DELETE FROM ${SCHEMA}.reservations r USING costed c WHERE r.request_id = c.request_id
+  ), inserted AS (
+    INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional)
+      SELECT c.request_id, c.key_id, c.group_name, c.model, c.protocol, c.input_tokens, c.output_tokens, c.cached_input_tokens, c.cost,
+        c.price_in IS NOT NULL, c.estimated, coalesce(c.provisional, false)
+      FROM costed c
+      ON CONFLICT (request_id) DO NOTHING
+      RETURNING usage.request_id, usage.key_id, usage.cost
+  ), updated AS (
+    UPDATE ${SCHEMA}.keys k SET balance = k.balance - s.total
+      FROM (SELECT i.key_id, sum(i.cost) AS total FROM inserted i GROUP BY i.key_id) s
+      WHERE k.id = s.key_id AND k.balance IS NOT NULL AND s.total <> 0
+      RETURNING k.id, k.balance
+  )
+  SELECT c.request_id, i.request_id IS NOT NULL, i.request_id IS NULL, c.cost,
+    CASE WHEN u.id IS NOT NULL THEN u.balance ELSE (SELECT k.balance FROM ${SCHEMA}.keys k WHERE k.id = c.key_id) END
+  FROM costed c
+    LEFT JOIN inserted i ON i.request_id = c.request_id
+    LEFT JOIN updated u ON u.id = c.key_id
+$$;
+
+-- Reservations past their time settle at what they hold, provisionally: a report that comes
+-- later replaces them (debit). Run by every replica now and then; SKIP LOCKED lets them share it.
+CREATE FUNCTION expire_reservations(p_limit integer)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  n integer := 0;
+BEGIN
+  FOR r IN SELECT * FROM ${SCHEMA}.reservations x WHERE x.expires_at <= now() ORDER BY x.expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED LOOP
+    DELETE FROM ${SCHEMA}.reservations x WHERE x.request_id = r.request_id;
+    INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional)
+      VALUES (r.request_id, r.key_id, coalesce(r.group_name, ''), coalesce(r.model, ''), coalesce(r.protocol, ''),
+        coalesce(r.input_tokens, 0), coalesce(r.output_tokens, 0), 0, r.amount, true, 'no_report', true)
+      ON CONFLICT (request_id) DO NOTHING;
+    IF FOUND AND r.amount > 0 THEN
+      UPDATE ${SCHEMA}.keys k SET balance = k.balance - r.amount WHERE k.id = r.key_id AND k.balance IS NOT NULL;
+    END IF;
+    n := n + 1;
+  END LOOP;
+  RETURN n;
+END $$;
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

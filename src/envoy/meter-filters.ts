@@ -1,0 +1,113 @@
+/**
+ * The meter's part of the bundle (docs/metering.md): what Envoy does so that every allowed request
+ * is settled, at a few microseconds of Envoy's CPU per request.
+ *
+ * - `modelgate.meter` (Lua, upstream routes only): keeps the last METER_TAIL_BYTES of each response
+ *   body (the usage every provider reports sits at its end) and publishes them, with how many bytes
+ *   it saw, as dynamic metadata: after the first chunk, as the body grows, and at its end (`end`),
+ *   so a stream cut short still leaves what it had. It never holds a byte: chunks pass as they come.
+ * - `envoy.filters.http.decompressor` (upstream routes only): gzip answers are decompressed before the
+ *   meter reads them; the routes ask providers for gzip or nothing (accept-encoding: gzip), so an
+ *   answer the meter cannot read is one a provider sent unasked (estimated, never free).
+ * - the gRPC access log `modelgate_meter`: one entry per request the Check marked `metered`, when
+ *   its stream ends for whatever reason, batched on one stream per Envoy worker to modelgate's gRPC
+ *   port (AccessLogService). It carries the Check's metadata, the meter's, the status, the body
+ *   sizes and the response's content type and encoding.
+ */
+import { CLUSTER, EXT_AUTHZ_FILTER } from './render-routes';
+
+type Obj = Record<string, unknown>;
+
+/** The Lua filter's name, and the metadata namespace it writes (meter/access-log.ts reads it). */
+export const METER_FILTER = 'modelgate.meter';
+export const DECOMPRESSOR_FILTER = 'envoy.filters.http.decompressor';
+/** Bytes of a response's end the meter keeps; a usage object is a few hundred. */
+export const METER_TAIL_BYTES = 16384;
+/** What upstream routes ask providers for: encodings the meter reads (through the decompressor). */
+export const UPSTREAM_ACCEPT_ENCODING = 'gzip';
+
+/**
+ * The Lua source. Lua objects of the stream (its metadata) may not be kept across a chunk's yield,
+ * so they are fetched again at each publish. Publishing copies the tail: it happens after the first
+ * chunk, whenever the bytes seen double (up to 64 KiB), then every 64 KiB, and at the end.
+ */
+export const METER_LUA = `-- modelgate meter (rendered by modelgate; docs/metering.md)
+local KEEP = ${METER_TAIL_BYTES}
+local STEP_MAX = 65536
+local function publish(h, parts, total, ended)
+  local dm = h:streamInfo():dynamicMetadata()
+  dm:set("${METER_FILTER}", "tail", table.concat(parts))
+  dm:set("${METER_FILTER}", "seen", total)
+  if ended then dm:set("${METER_FILTER}", "end", 1) end
+end
+function envoy_on_response(h)
+  local parts, kept, total, mark = {}, 0, 0, 1
+  for chunk in h:bodyChunks() do
+    local len = chunk:length()
+    if len > 0 then
+      parts[#parts + 1] = chunk:getBytes(0, len)
+      kept = kept + len
+      total = total + len
+      if kept > 2 * KEEP then
+        parts = { string.sub(table.concat(parts), -KEEP) }
+        kept = KEEP
+      end
+      if total >= mark then
+        publish(h, parts, total, false)
+        mark = total + math.min(math.max(total, 4096), STEP_MAX)
+      end
+    end
+  end
+  if kept > KEEP then parts = { string.sub(table.concat(parts), -KEEP) } end
+  publish(h, parts, total, true)
+end
+`;
+
+export function meterLuaFilter(): Obj {
+  return {
+    name: METER_FILTER,
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua', default_source_code: { inline_string: METER_LUA } },
+  };
+}
+
+/** gzip responses decompressed for the meter (requests are left alone). */
+export function decompressorFilter(): Obj {
+  return {
+    name: DECOMPRESSOR_FILTER,
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.decompressor.v3.Decompressor',
+      decompressor_library: { name: 'gzip', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip' } },
+      request_direction_config: { common_config: { enabled: { default_value: false, runtime_key: 'modelgate.decompress_requests' } } },
+      response_direction_config: {},
+    },
+  };
+}
+
+/**
+ * The access log that reports each metered request's end to the meter. Envoy flushes it every 50 ms
+ * (or at 64 KiB), so a balance moves within a few tens of milliseconds of a response's end; soft
+ * mode's bound does not depend on it (requests in flight are held until settled).
+ */
+export function meterAccessLog(): Obj {
+  return {
+    name: 'envoy.access_loggers.http_grpc',
+    filter: { metadata_filter: { matcher: { filter: EXT_AUTHZ_FILTER, path: [{ key: 'metered' }], value: { bool_match: true } } } },
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig',
+      common_config: {
+        log_name: 'modelgate_meter',
+        transport_api_version: 'V3',
+        grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter } },
+        buffer_flush_interval: '0.05s',
+        buffer_size_bytes: 65536,
+        grpc_stream_retry_policy: { num_retries: 5, retry_back_off: { base_interval: '0.1s', max_interval: '1s' } },
+      },
+      additional_response_headers_to_log: ['content-type', 'content-encoding'],
+    },
+  };
+}
+
+/** The filters the meter adds to the chain (after ext_authz, before the router), in order. */
+export function meterHttpFilters(): Obj[] {
+  return [meterLuaFilter(), decompressorFilter()];
+}
