@@ -1,6 +1,6 @@
 /**
  * The one catalogue of decision reasons: every reason code modelgate can answer with, its HTTP
- * status, and when it applies. README.md's reason table is checked against this list by
+ * status, and when it applies. docs/reasons-and-headers.md's reason table is checked against this list by
  * test/check/reasons-doc.test.ts, so the code, the docs and the tests cannot drift apart.
  *
  * Order follows the spec's order of checks (seed §4.1 rule 4, §7): path (404/405) first, then the

@@ -387,7 +387,7 @@ export const configFileSchema = mapping({
   }, always)
   .meta({
     title: 'modelgate configuration',
-    description: 'modelgate.yaml: service settings and the embedded file store (groups and keys). Every section is optional. See README.md, Configuration.',
+    description: 'modelgate.yaml: service settings and the embedded file store (groups and keys). Every section is optional. See docs/configuration.md.',
   });
 
 /**

@@ -2,7 +2,7 @@
  * Fault drills under load, through the real Envoy (issue 14 §2; engine in test/support/drill.ts).
  * In `npm test` each drill runs in a short version (seconds); `npm run drill` (scripts/drill.js,
  * DRILL_FULL=1) runs the full ones (5 s freeze, 30 s PostgreSQL outage, 1,000,000 random keys) and
- * prints the README's table. Each drill starts its own gateway: Envoy on the rendered bundle, the
+ * prints docs/security.md's table. Each drill starts its own gateway: Envoy on the rendered bundle, the
  * demo upstream, and `modelgate serve` as a real process that can be killed, frozen and restarted.
  */
 import { execFileSync } from 'node:child_process';

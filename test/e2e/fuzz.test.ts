@@ -1,5 +1,5 @@
 /**
- * The gateway's invariant (README "Security model"), checked by a property-based fuzzer through the
+ * The gateway's invariant (docs/security.md, "Security model"), checked by a property-based fuzzer through the
  * real Envoy (test/support/fuzz-*.ts): a seeded run in every `npm test`, and the regression table of
  * every counter-example it found, each now fixed. `npm run fuzz -- --cases N | --minutes M` runs a
  * long one (FUZZ_CASES, FUZZ_MINUTES, FUZZ_SEED, FUZZ_REPORT set the run; scripts/fuzz.js).

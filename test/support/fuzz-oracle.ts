@@ -1,5 +1,5 @@
 /**
- * The gateway's invariant (README "Security model"), checked on what an upstream received and on
+ * The gateway's invariant (docs/security.md, "Security model"), checked on what an upstream received and on
  * what the client got, independently of modelgate's own code (its own readings of paths, headers
  * and bodies, written here again the way upstream servers read them):
  *
