@@ -50,9 +50,13 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   return { fields };
 }
 
-/** An allowed protocol request the meter settles: every one but token counting (free at every provider). */
-function meteredRequest(d: Decision, config: Config, path: string | undefined): boolean {
-  return d.allowed && d.route.kind === 'protocol' && config.meter.enabled && path !== undefined && !path.endsWith('/count_tokens') && !path.endsWith(':countTokens');
+/**
+ * An allowed protocol request the meter settles: every one but token counting (free at every
+ * provider). Marked even with `meter.enabled: false` reloaded while the bundle still reports: the
+ * meter then counts what it did not debit (released, meter_disabled).
+ */
+function meteredRequest(d: Decision, path: string | undefined): boolean {
+  return d.allowed && d.route.kind === 'protocol' && path !== undefined && !path.endsWith('/count_tokens') && !path.endsWith(':countTokens');
 }
 
 /** RFC 6750 §3: no error code when the request had no credentials; quoted-string safe description. */
@@ -109,7 +113,7 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
     return {
       status: { code: 0 },
       ok_response: { headers, headers_to_remove: remove, ...(d.removeQuery ? { query_parameters_to_remove: [...d.removeQuery] } : {}) },
-      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata, meteredRequest(d, config, pathForMetadata)),
+      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata, meteredRequest(d, pathForMetadata)),
     };
   }
   const denial = denialParts(d);

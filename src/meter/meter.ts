@@ -159,6 +159,12 @@ export class Meter {
     if (store?.expireReservations && ++this.#ticks % EXPIRE_EVERY_TICKS === 0) {
       store.expireReservations().catch((err: unknown) => this.deps.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'expired reservations not settled yet (retried)'));
     }
+    this.checkpoint();
+  }
+
+  /** Hands the requests in flight to a store that keeps them across a restart, if they changed. */
+  checkpoint(): void {
+    const store = this.deps.store;
     const inFlight = this.deps.inFlight;
     if (!store?.checkpointPending || inFlight.version === this.#checkpointed) return;
     this.#checkpointed = inFlight.version;
@@ -231,18 +237,21 @@ export class Meter {
           : sse && request.protocol === 'chat' ? 'stream_without_usage'
             : 'no_usage';
     const est = this.deps.estimator;
-    const referenced = entry?.referencedInput ?? false;
-    const inputTokens = trusted && provider.inputTokens > 0
+    const estimatedInput = trusted && provider.inputTokens > 0
       ? provider.inputTokens
-      : await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: referenced }, config.meter.referencedInputTokens);
+      : await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? false }, config.meter.referencedInputTokens);
     const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(r.path);
-    let outputTokens = 0;
+    let estimatedOutput = 0;
     if (!embeds && r.responseBodyBytes > 0) {
       const text = read.undecodable ? undefined : capturedText(tail, sse, whole);
-      outputTokens = await est.output(request.protocol, text?.text, text?.bytes ?? 0, r.responseBodyBytes, sse);
+      estimatedOutput = await est.output(request.protocol, text?.text, text?.bytes ?? 0, r.responseBodyBytes, sse);
     }
-    if (trusted) outputTokens = Math.max(outputTokens, provider.outputTokens);
-    const usage: Usage = { inputTokens, outputTokens: Math.min(outputTokens, ceiling.outputTokens), cachedInputTokens: trusted ? Math.min(provider.cachedInputTokens, inputTokens) : 0 };
+    // An estimate never exceeds what the request could cost at most (its reservation, its hold):
+    // the provider cannot have produced more than the request allowed. What the provider itself
+    // reported (a partial count of a cut stream) stands as a floor.
+    const input = trusted && provider.inputTokens > 0 ? provider.inputTokens : entry ? Math.min(estimatedInput, entry.maxInputTokens) : estimatedInput;
+    const output = Math.max(entry ? Math.min(estimatedOutput, entry.maxOutputTokens) : estimatedOutput, trusted ? provider.outputTokens : 0);
+    const usage: Usage = { inputTokens: input, outputTokens: Math.min(output, ceiling.outputTokens), cachedInputTokens: trusted ? Math.min(provider.cachedInputTokens, input) : 0 };
     return this.#debit(request, entry, usage, reason, false);
   }
 

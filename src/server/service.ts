@@ -238,6 +238,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await grpcServer.drain(Math.max(graceMs, meterDrainMs + 1000), meterDrained);
       await meterDrained;
       clearInterval(meterTimer);
+      meter.checkpoint();
       await httpServer.close();
       // Debits still waiting for the store get a moment to land.
       await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);

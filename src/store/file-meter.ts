@@ -185,9 +185,9 @@ export class FileMeter implements MeterStore {
     this.#schedule();
   }
 
-  /** The requests in flight when the state file was last written by an earlier process (once). */
+  /** The requests in flight when the state file was last written by an earlier process and not settled since (once). */
   restorePending(): PendingRequest[] {
-    return this.#restored.splice(0);
+    return this.#restored.splice(0).filter((p) => !this.#seen.has(p.requestId));
   }
 
   /** Writes the state file now if anything changed. */
