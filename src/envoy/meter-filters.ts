@@ -3,9 +3,9 @@
  * is settled, at a few microseconds of Envoy's CPU per request.
  *
  * - `modelgate.meter` (Lua, upstream routes only): keeps the last METER_TAIL_BYTES of each response
- *   body (the usage every provider reports sits at its end) and publishes them, with how many bytes
- *   it saw, as dynamic metadata: after the first chunk, as the body grows, and at its end (`end`),
- *   so a stream cut short still leaves what it had. It never holds a byte: chunks pass as they come.
+ *   body (the usage every provider reports sits at its end) and publishes them as dynamic metadata:
+ *   `tail` after the first chunk and as the body grows, so a stream cut short still leaves what it
+ *   had, and `final` at its end. It never holds a byte: chunks pass as they come.
  * - `envoy.filters.http.decompressor` (upstream routes only): gzip answers are decompressed before the
  *   meter reads them; the routes ask providers for gzip or nothing (accept-encoding: gzip), so an
  *   answer the meter cannot read is one a provider sent unasked (estimated, never free).
@@ -28,18 +28,12 @@ export const UPSTREAM_ACCEPT_ENCODING = 'gzip';
 
 /**
  * The Lua source. Lua objects of the stream (its metadata) may not be kept across a chunk's yield,
- * so they are fetched again at each publish. Publishing copies the tail: it happens after the first
- * chunk, whenever the bytes seen double (up to 64 KiB), then every 64 KiB, and at the end.
+ * so they are fetched again at each publish. Publishing copies the tail (one metadata write): after
+ * the first chunk, whenever the bytes seen double (up to 64 KiB), then every 64 KiB, and at the end.
  */
 export const METER_LUA = `-- modelgate meter (rendered by modelgate; docs/metering.md)
 local KEEP = ${METER_TAIL_BYTES}
 local STEP_MAX = 65536
-local function publish(h, parts, total, ended)
-  local dm = h:streamInfo():dynamicMetadata()
-  dm:set("${METER_FILTER}", "tail", table.concat(parts))
-  dm:set("${METER_FILTER}", "seen", total)
-  if ended then dm:set("${METER_FILTER}", "end", 1) end
-end
 function envoy_on_response(h)
   local parts, kept, total, mark = {}, 0, 0, 1
   for chunk in h:bodyChunks() do
@@ -53,13 +47,13 @@ function envoy_on_response(h)
         kept = KEEP
       end
       if total >= mark then
-        publish(h, parts, total, false)
+        h:streamInfo():dynamicMetadata():set("${METER_FILTER}", "tail", table.concat(parts))
         mark = total + math.min(math.max(total, 4096), STEP_MAX)
       end
     end
   end
   if kept > KEEP then parts = { string.sub(table.concat(parts), -KEEP) } end
-  publish(h, parts, total, true)
+  h:streamInfo():dynamicMetadata():set("${METER_FILTER}", "final", table.concat(parts))
 end
 `;
 

@@ -10,7 +10,7 @@
  *   StreamAccessLogsMessage.http_logs(2).log_entry(1) -> HTTPAccessLogEntry:
  *     common_properties(1) -> AccessLogCommon.metadata(17) -> Metadata.filter_metadata(1):
  *       "envoy.filters.http.ext_authz": the Check's metadata (keyId, group, model, style, metered)
- *       "modelgate.meter": what the meter's Lua filter kept of the response body (tail, seen, end)
+ *       "modelgate.meter": what the meter's Lua filter kept of the response body (`tail` on the way, `final` at its end)
  *     request(3) -> HTTPRequestProperties: request_id(9), path(5), request_body_bytes(12)
  *     response(4) -> HTTPResponseProperties: response_code(1, UInt32Value), response_body_bytes(3),
  *       response_headers(4, map: content-type and content-encoding, as the bundle asks)
@@ -27,7 +27,7 @@ export interface MeterReport {
   readonly requestId: string;
   /** The path as sent, query included. */
   readonly path: string;
-  /** The Check's dynamic metadata: keyId, group, model, style; `metered` on billable requests. */
+  /** The Check's dynamic metadata the meter reads: keyId, group, model, style, path; `metered` on billable requests. */
   readonly authz: Readonly<Record<string, string | number | boolean>>;
   /** HTTP status sent to the client; 0 when no response started. */
   readonly status: number;
@@ -39,8 +39,6 @@ export interface MeterReport {
   readonly contentEncoding: string;
   /** The last bytes of the body the meter's filter kept (undefined: it kept nothing). */
   readonly tail: Uint8Array | undefined;
-  /** Body bytes the filter had seen when it last published the tail. */
-  readonly seen: number;
   /** The filter saw the end of the response body (false: the stream was cut, or the filter failed). */
   readonly ended: boolean;
 }
@@ -56,125 +54,147 @@ export const METER_NAMESPACE = 'modelgate.meter';
 
 class Malformed extends Error {}
 
-/** A cursor over one protobuf message's bytes. */
-class Wire {
-  pos: number;
-  constructor(readonly buf: Uint8Array, start: number, readonly end: number) {
-    this.pos = start;
-  }
+/**
+ * The wire walk. One message at a time (the meter reads them one after another), so the cursor is
+ * module state: no object per field or sub-message, which at thousands of entries a second was most
+ * of the reader's cost (garbage).
+ */
+let buf: Buffer = Buffer.alloc(0);
+let pos = 0;
 
-  get more(): boolean {
-    return this.pos < this.end;
-  }
-
-  varint(): number {
-    let result = 0;
-    let shift = 0;
-    for (;;) {
-      if (this.pos >= this.end) throw new Malformed('truncated varint');
-      const b = this.buf[this.pos++];
-      // Past 2^53 precision is lost, never the framing: lengths and counts are far below it.
-      result += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) return result;
-      shift += 7;
-      if (shift > 63) throw new Malformed('varint too long');
+function varint(end: number): number {
+  if (pos < end) {
+    const b = buf[pos];
+    if (b < 0x80) {
+      pos++;
+      return b;
     }
   }
-
-  /** The next field's number and wire type. */
-  tag(): [number, number] {
-    const t = this.varint();
-    const field = Math.floor(t / 8);
-    if (field === 0) throw new Malformed('field number 0');
-    return [field, t & 7];
+  let result = 0;
+  let mul = 1;
+  for (let n = 0; n < 10; n++) {
+    if (pos >= end) throw new Malformed('truncated varint');
+    const b = buf[pos++];
+    // Past 2^53 precision is lost, never the framing: lengths and counts are far below it.
+    result += (b & 0x7f) * mul;
+    if (b < 0x80) return result;
+    mul *= 128;
   }
+  throw new Malformed('varint too long');
+}
 
-  /** [start, end) of a length-delimited field's bytes. */
-  bytes(): [number, number] {
-    const len = this.varint();
-    const start = this.pos;
-    if (len > this.end - start) throw new Malformed('length past the end');
-    this.pos = start + len;
-    return [start, start + len];
-  }
+/** The next field's tag (field number x 8 + wire type); field 0 is malformed. */
+function tag(end: number): number {
+  const t = varint(end);
+  if (t < 8) throw new Malformed('field number 0');
+  return t;
+}
 
-  double(): number {
-    if (this.pos + 8 > this.end) throw new Malformed('truncated double');
-    const v = new DataView(this.buf.buffer, this.buf.byteOffset + this.pos, 8).getFloat64(0, true);
-    this.pos += 8;
-    return v;
-  }
+/** The end of a length-delimited field whose bytes start at `pos` after this call. */
+function lengthEnd(end: number): number {
+  const len = varint(end);
+  if (len > end - pos) throw new Malformed('length past the end');
+  return pos + len;
+}
 
-  skip(wireType: number): void {
-    switch (wireType) {
-      case 0: this.varint(); return;
-      case 1: this.advance(8); return;
-      case 2: this.bytes(); return;
-      case 5: this.advance(4); return;
-      default: throw new Malformed(`wire type ${wireType}`);
-    }
-  }
-
-  advance(n: number): void {
-    if (this.pos + n > this.end) throw new Malformed('truncated field');
-    this.pos += n;
-  }
-
-  sub([start, end]: [number, number]): Wire {
-    return new Wire(this.buf, start, end);
+function skip(wireType: number, end: number): void {
+  switch (wireType) {
+    case 0: varint(end); return;
+    case 1: advance(8, end); return;
+    case 2: pos = lengthEnd(end); return;
+    case 5: advance(4, end); return;
+    default: throw new Malformed(`wire type ${wireType}`);
   }
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: false });
-const text = (w: Wire, [s, e]: [number, number]): string => utf8.decode(w.buf.subarray(s, e));
+function advance(n: number, end: number): void {
+  if (pos + n > end) throw new Malformed('truncated field');
+  pos += n;
+}
+
+const text = (s: number, e: number): string => buf.toString('utf8', s, e);
 
 /** A google.protobuf.Value of a Struct field: strings, numbers and booleans; the tail string as bytes. */
 type FieldValue = string | number | boolean | Uint8Array;
 
-function readValue(w: Wire, asBytes: boolean): FieldValue | undefined {
+function readValue(end: number, asBytes: boolean): FieldValue | undefined {
   let v: FieldValue | undefined;
-  while (w.more) {
-    const [f, t] = w.tag();
-    if (f === 2 && t === 1) v = w.double();
-    else if (f === 3 && t === 2) {
-      const span = w.bytes();
-      // A copy: the report outlives the message it came in (settling is asynchronous).
-      v = asBytes ? Uint8Array.prototype.slice.call(w.buf, span[0], span[1]) : text(w, span);
-    } else if (f === 4 && t === 0) v = w.varint() !== 0;
-    else w.skip(t);
+  while (pos < end) {
+    const t = tag(end);
+    if (t === (2 << 3 | 1)) {
+      advance(8, end);
+      v = buf.readDoubleLE(pos - 8);
+    } else if (t === (3 << 3 | 2)) {
+      const e = lengthEnd(end);
+      // The message is not reused once read, so the tail is a view of it, not a copy.
+      v = asBytes ? buf.subarray(pos, e) : text(pos, e);
+      pos = e;
+    } else if (t === (4 << 3 | 0)) v = varint(end) !== 0;
+    else skip(t & 7, end);
   }
   return v;
 }
 
-/** google.protobuf.Struct: fields(1) map<string, Value>. `bytesFor`: keys whose string value is kept as bytes. */
-function readStruct(w: Wire, into: Map<string, FieldValue>, bytesFor?: string): void {
-  while (w.more) {
-    const [f, t] = w.tag();
-    if (f !== 1 || t !== 2) {
-      w.skip(t);
+/** Keys of a metadata namespace the meter reads, as bytes (others are skipped without decoding). */
+type Wanted = readonly (readonly [string, Uint8Array])[];
+const wanted = (...keys: string[]): Wanted => keys.map((k) => [k, Buffer.from(k)] as const);
+const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path');
+/** `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end. */
+const BYTES_KEYS: ReadonlySet<string> = new Set(['tail', 'final']);
+const METER_KEYS = wanted('tail', 'final');
+
+function keyAt(s: number, e: number, keys: Wanted): string | undefined {
+  const len = e - s;
+  for (const [name, bytes] of keys) {
+    if (bytes.length !== len) continue;
+    let i = 0;
+    while (i < len && buf[s + i] === bytes[i]) i++;
+    if (i === len) return name;
+  }
+  return undefined;
+}
+
+/**
+ * google.protobuf.Struct: fields(1) map<string, Value>, only the `keys` asked for. `bytesFor`: the
+ * key whose string value is kept as bytes.
+ */
+function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted, bytesFor?: ReadonlySet<string>): void {
+  while (pos < end) {
+    const t = tag(end);
+    if (t !== (1 << 3 | 2)) {
+      skip(t & 7, end);
       continue;
     }
-    const entry = w.sub(w.bytes());
-    let key = '';
-    let valueSpan: [number, number] | undefined;
-    while (entry.more) {
-      const [ef, et] = entry.tag();
-      if (ef === 1 && et === 2) key = text(entry, entry.bytes());
-      else if (ef === 2 && et === 2) valueSpan = entry.bytes();
-      else entry.skip(et);
+    const entryEnd = lengthEnd(end);
+    let key: string | undefined;
+    let valueStart = -1;
+    let valueEnd = -1;
+    while (pos < entryEnd) {
+      const et = tag(entryEnd);
+      if (et === (1 << 3 | 2)) {
+        const e = lengthEnd(entryEnd);
+        key = keyAt(pos, e, keys);
+        pos = e;
+      } else if (et === (2 << 3 | 2)) {
+        valueEnd = lengthEnd(entryEnd);
+        valueStart = pos;
+        pos = valueEnd;
+      } else skip(et & 7, entryEnd);
     }
-    if (valueSpan) {
-      const v = readValue(w.sub(valueSpan), key === bytesFor);
-      if (v !== undefined) into.set(key, v);
+    if (key !== undefined && valueStart >= 0) {
+      pos = valueStart;
+      const v = readValue(valueEnd, bytesFor?.has(key) === true);
+      if (v !== undefined) into[key] = v;
     }
+    pos = entryEnd;
   }
 }
 
 interface Draft {
   requestId: string;
   path: string;
-  authz: Map<string, FieldValue>;
-  meter: Map<string, FieldValue>;
+  authz: Record<string, FieldValue>;
+  meter: Record<string, FieldValue>;
   status: number;
   requestBodyBytes: number;
   responseBodyBytes: number;
@@ -182,101 +202,138 @@ interface Draft {
   contentEncoding: string;
 }
 
+const AUTHZ_NS = Buffer.from(AUTHZ_NAMESPACE);
+const METER_NS = Buffer.from(METER_NAMESPACE);
+
+function sameBytes(s: number, e: number, b: Buffer): boolean {
+  if (e - s !== b.length) return false;
+  for (let i = 0; i < b.length; i++) if (buf[s + i] !== b[i]) return false;
+  return true;
+}
+
 /** AccessLogCommon: only metadata(17) -> Metadata.filter_metadata(1) map<string, Struct>. */
-function readCommon(w: Wire, d: Draft): void {
-  while (w.more) {
-    const [f, t] = w.tag();
-    if (f !== 17 || t !== 2) {
-      w.skip(t);
+function readCommon(end: number, d: Draft): void {
+  while (pos < end) {
+    const t = tag(end);
+    if (t !== (17 << 3 | 2)) {
+      skip(t & 7, end);
       continue;
     }
-    const md = w.sub(w.bytes());
-    while (md.more) {
-      const [mf, mt] = md.tag();
-      if (mf !== 1 || mt !== 2) {
-        md.skip(mt);
+    const mdEnd = lengthEnd(end);
+    while (pos < mdEnd) {
+      const mt = tag(mdEnd);
+      if (mt !== (1 << 3 | 2)) {
+        skip(mt & 7, mdEnd);
         continue;
       }
-      const entry = md.sub(md.bytes());
-      let ns = '';
-      let struct: [number, number] | undefined;
-      while (entry.more) {
-        const [ef, et] = entry.tag();
-        if (ef === 1 && et === 2) ns = text(entry, entry.bytes());
-        else if (ef === 2 && et === 2) struct = entry.bytes();
-        else entry.skip(et);
+      const entryEnd = lengthEnd(mdEnd);
+      let ns = 0;
+      let structStart = -1;
+      let structEnd = -1;
+      while (pos < entryEnd) {
+        const et = tag(entryEnd);
+        if (et === (1 << 3 | 2)) {
+          const e = lengthEnd(entryEnd);
+          ns = sameBytes(pos, e, AUTHZ_NS) ? 1 : sameBytes(pos, e, METER_NS) ? 2 : 0;
+          pos = e;
+        } else if (et === (2 << 3 | 2)) {
+          structEnd = lengthEnd(entryEnd);
+          structStart = pos;
+          pos = structEnd;
+        } else skip(et & 7, entryEnd);
       }
-      if (!struct) continue;
-      if (ns === AUTHZ_NAMESPACE) readStruct(md.sub(struct), d.authz);
-      else if (ns === METER_NAMESPACE) readStruct(md.sub(struct), d.meter, 'tail');
+      if (ns !== 0 && structStart >= 0) {
+        pos = structStart;
+        if (ns === 1) readStruct(structEnd, d.authz, AUTHZ_KEYS);
+        else readStruct(structEnd, d.meter, METER_KEYS, BYTES_KEYS);
+      }
+      pos = entryEnd;
     }
   }
 }
 
-function readRequest(w: Wire, d: Draft): void {
-  while (w.more) {
-    const [f, t] = w.tag();
-    if (f === 9 && t === 2) d.requestId = text(w, w.bytes());
-    else if (f === 5 && t === 2) d.path = text(w, w.bytes());
-    else if (f === 12 && t === 0) d.requestBodyBytes = w.varint();
-    else w.skip(t);
+function readRequest(end: number, d: Draft): void {
+  while (pos < end) {
+    const t = tag(end);
+    if (t === (9 << 3 | 2)) {
+      const e = lengthEnd(end);
+      d.requestId = text(pos, e);
+      pos = e;
+    } else if (t === (5 << 3 | 2)) {
+      const e = lengthEnd(end);
+      d.path = text(pos, e);
+      pos = e;
+    } else if (t === (12 << 3 | 0)) d.requestBodyBytes = varint(end);
+    else skip(t & 7, end);
   }
 }
 
-function readResponse(w: Wire, d: Draft): void {
-  while (w.more) {
-    const [f, t] = w.tag();
-    if (f === 1 && t === 2) {
+const CONTENT_TYPE = Buffer.from('content-type');
+const CONTENT_ENCODING = Buffer.from('content-encoding');
+
+function readResponse(end: number, d: Draft): void {
+  while (pos < end) {
+    const t = tag(end);
+    if (t === (1 << 3 | 2)) {
       // google.protobuf.UInt32Value: value(1)
-      const v = w.sub(w.bytes());
-      while (v.more) {
-        const [vf, vt] = v.tag();
-        if (vf === 1 && vt === 0) d.status = v.varint();
-        else v.skip(vt);
+      const vEnd = lengthEnd(end);
+      while (pos < vEnd) {
+        const vt = tag(vEnd);
+        if (vt === (1 << 3 | 0)) d.status = varint(vEnd);
+        else skip(vt & 7, vEnd);
       }
-    } else if (f === 3 && t === 0) d.responseBodyBytes = w.varint();
-    else if (f === 4 && t === 2) {
-      const entry = w.sub(w.bytes());
-      let k = '';
+    } else if (t === (3 << 3 | 0)) d.responseBodyBytes = varint(end);
+    else if (t === (4 << 3 | 2)) {
+      const entryEnd = lengthEnd(end);
+      let which = 0;
       let v = '';
-      while (entry.more) {
-        const [ef, et] = entry.tag();
-        if (ef === 1 && et === 2) k = text(entry, entry.bytes()).toLowerCase();
-        else if (ef === 2 && et === 2) v = text(entry, entry.bytes());
-        else entry.skip(et);
+      while (pos < entryEnd) {
+        const et = tag(entryEnd);
+        if (et === (1 << 3 | 2)) {
+          const e = lengthEnd(entryEnd);
+          // Envoy logs header names in lower case, as HTTP/2 carries them.
+          which = sameBytes(pos, e, CONTENT_TYPE) ? 1 : sameBytes(pos, e, CONTENT_ENCODING) ? 2 : 0;
+          pos = e;
+        } else if (et === (2 << 3 | 2)) {
+          const e = lengthEnd(entryEnd);
+          v = text(pos, e);
+          pos = e;
+        } else skip(et & 7, entryEnd);
       }
-      if (k === 'content-type') d.contentType = v;
-      else if (k === 'content-encoding') d.contentEncoding = v;
-    } else w.skip(t);
+      if (which === 1) d.contentType = v;
+      else if (which === 2) d.contentEncoding = v;
+    } else skip(t & 7, end);
   }
 }
 
-function readEntry(w: Wire): MeterReport {
-  const d: Draft = { requestId: '', path: '', authz: new Map(), meter: new Map(), status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '' };
-  while (w.more) {
-    const [f, t] = w.tag();
-    if (t !== 2) w.skip(t);
-    else if (f === 1) readCommon(w.sub(w.bytes()), d);
-    else if (f === 3) readRequest(w.sub(w.bytes()), d);
-    else if (f === 4) readResponse(w.sub(w.bytes()), d);
-    else w.skip(t);
+function readEntry(end: number): MeterReport {
+  const d: Draft = { requestId: '', path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '' };
+  while (pos < end) {
+    const t = tag(end);
+    if ((t & 7) !== 2) {
+      skip(t & 7, end);
+      continue;
+    }
+    const e = lengthEnd(end);
+    const field = t >>> 3;
+    if (field === 1) readCommon(e, d);
+    else if (field === 3) readRequest(e, d);
+    else if (field === 4) readResponse(e, d);
+    pos = e;
   }
-  const authz: Record<string, string | number | boolean> = {};
-  for (const [k, v] of d.authz) if (!(v instanceof Uint8Array)) authz[k] = v;
-  const tail = d.meter.get('tail');
-  const seen = d.meter.get('seen');
+  const final = d.meter.final;
+  const tail = final ?? d.meter.tail;
   return {
     requestId: d.requestId,
     path: d.path,
-    authz,
+    authz: d.authz as Record<string, string | number | boolean>,
     status: d.status,
     requestBodyBytes: d.requestBodyBytes,
     responseBodyBytes: d.responseBodyBytes,
     contentType: d.contentType,
     contentEncoding: d.contentEncoding,
     tail: tail instanceof Uint8Array ? tail : typeof tail === 'string' ? Buffer.from(tail) : undefined,
-    seen: typeof seen === 'number' && Number.isFinite(seen) && seen >= 0 ? seen : 0,
-    ended: d.meter.get('end') !== undefined,
+    ended: final !== undefined,
   };
 }
 
@@ -284,34 +341,39 @@ function readEntry(w: Wire): MeterReport {
 export function readAccessLogMessage(bytes: Uint8Array): ReadResult {
   const reports: MeterReport[] = [];
   let lost = 0;
+  buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  pos = 0;
+  const end = buf.length;
   try {
-    const w = new Wire(bytes, 0, bytes.length);
-    while (w.more) {
-      const [f, t] = w.tag();
-      if (f !== 2 || t !== 2) {
-        w.skip(t);
+    while (pos < end) {
+      const t = tag(end);
+      if (t !== (2 << 3 | 2)) {
+        skip(t & 7, end);
         continue;
       }
       // HTTPAccessLogEntries: log_entry(1), repeated.
-      const logs = w.sub(w.bytes());
-      while (logs.more) {
-        const [lf, lt] = logs.tag();
-        if (lf !== 1 || lt !== 2) {
-          logs.skip(lt);
+      const logsEnd = lengthEnd(end);
+      while (pos < logsEnd) {
+        const lt = tag(logsEnd);
+        if (lt !== (1 << 3 | 2)) {
+          skip(lt & 7, logsEnd);
           continue;
         }
-        const span = logs.bytes();
+        const entryEnd = lengthEnd(logsEnd);
         try {
-          reports.push(readEntry(logs.sub(span)));
+          reports.push(readEntry(entryEnd));
         } catch (err) {
           if (!(err instanceof Malformed)) throw err;
           lost++;
         }
+        pos = entryEnd;
       }
     }
   } catch (err) {
     if (!(err instanceof Malformed)) throw err;
     lost++;
+  } finally {
+    buf = Buffer.alloc(0);
   }
   return { reports, lost };
 }

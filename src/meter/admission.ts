@@ -52,6 +52,16 @@ export function tokensCost(input: number, output: number, price: ModelPrice): nu
   return (input * price.input + output * price.output) / 1e6;
 }
 
+/**
+ * The request body's first bytes, for an input estimate. A small body is kept as it is (a view of
+ * the message it came in, no copy); of a larger one a copy of its start, so a request in flight
+ * never holds megabytes.
+ */
+function sampleOf(body: Uint8Array | undefined): Uint8Array | undefined {
+  if (!body) return undefined;
+  return body.length <= INPUT_SAMPLE_BYTES ? body : Uint8Array.prototype.slice.call(body, 0, INPUT_SAMPLE_BYTES);
+}
+
 /** Six significant digits, written as a decimal (the same form as the Check's balance hints). */
 const round = (n: number): string => amountText(Number(n.toPrecision(6)));
 
@@ -96,7 +106,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const entry = (reserved: boolean): InFlightRequest => ({
       requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
-      sample: view.body ? Uint8Array.prototype.slice.call(view.body, 0, INPUT_SAMPLE_BYTES) : undefined,
+      sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
       since, deadline: since + m.reservationSeconds * 1000,
     });

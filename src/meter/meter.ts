@@ -21,6 +21,7 @@ import { PROTOCOLS, type DebitResult, type EstimateReason, type GroupRecord, typ
 import type { MeterReport } from './access-log';
 import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
+import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
 import { tailUsage } from './tail-usage';
 import type { Usage } from './usage-reader';
@@ -58,6 +59,11 @@ export interface MeterDeps {
   readonly retryDelaysMs?: readonly number[];
   /** A debit's resulting balance, for the local cache (so the next Check sees it before any notification). */
   readonly onBalance?: (keySha256: string, balance: number | null) => void;
+  /**
+   * Where the exact path's "usage" lines go, written in pino's line format by a fixed-shape
+   * serialiser (as the Check's decision lines); absent: through the logger.
+   */
+  readonly usageLog?: { enabled(): boolean; write(line: string): void; readonly bindings: string };
 }
 
 /** The request as the meter knows it. */
@@ -98,6 +104,14 @@ function pendingOf(r: PendingRequest): PendingRequest {
   };
 }
 
+const NO_TOKENS: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });
+
+/** The exact path's "usage" line, in pino's line format (what logger.info would write for the same fields). */
+function usageLine(q: MeteredRequest, u: Usage, d: DebitResult, priced: boolean, bindings: string, time: number): string {
+  return `{"level":30,"time":${time},${bindings},"requestId":${JSON.stringify(q.requestId)},"keyId":${JSON.stringify(q.keyId)},"group":${JSON.stringify(q.group)},"model":${JSON.stringify(q.model)},"protocol":"${q.protocol}",` +
+    `"inputTokens":${u.inputTokens},"outputTokens":${u.outputTokens},"cachedInputTokens":${u.cachedInputTokens},"cost":${d.cost},"priced":${priced},"balance":${d.balance},"msg":"usage"}\n`;
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
 const isProtocol = (s: unknown): s is Protocol => typeof s === 'string' && (PROTOCOLS as readonly string[]).includes(s);
 const EMPTY = new Uint8Array(0);
@@ -136,9 +150,47 @@ export class Meter {
     this.deps.logger.error({ entries: n }, 'access-log entries could not be read; their requests settle at their maximum when their deadline passes');
   }
 
-  /** One access-log report (Envoy's word that a request ended). */
+  /**
+   * One access-log report (Envoy's word that a request ended). The common case (a whole,
+   * uncompressed answer or stream whose usage is complete and plausible) settles at once, without a
+   * promise, on a store that debits synchronously; everything else takes the full path.
+   */
   report(r: MeterReport): void {
-    void this.#track(this.#fromReport(r));
+    const a = r.authz;
+    if (a.metered !== true || typeof a.keyId !== 'string' || !isProtocol(a.style) || !r.requestId) return this.onSettled?.({ result: 'skipped' });
+    const request: MeteredRequest = { requestId: r.requestId, keyId: a.keyId, group: typeof a.group === 'string' ? a.group : '', model: typeof a.model === 'string' ? a.model : '', protocol: a.style };
+    const entry = this.deps.inFlight.get(r.requestId);
+    const usage = this.#exactUsage(request.protocol, r);
+    if (usage) {
+      const store = this.deps.store;
+      if (store?.debitNow && entry && entry.price !== undefined) {
+        let debit: DebitResult | undefined;
+        try {
+          debit = store.debitNow({
+            requestId: request.requestId, keyId: request.keyId, group: request.group, model: request.model, protocol: request.protocol,
+            inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedInputTokens: usage.cachedInputTokens, price: entry.price, estimated: null, provisional: false,
+          });
+        } catch { /* the full path retries it */ }
+        if (debit) {
+          const s = this.#settled(request, entry, usage, undefined, false, debit, entry.price);
+          this.deps.inFlight.take(r.requestId);
+          this.onSettled?.(s);
+          return;
+        }
+      }
+      void this.#track(this.#debit(request, entry, usage, undefined, false).finally(() => this.deps.inFlight.take(r.requestId)));
+      return;
+    }
+    void this.#track(this.#fromReport(request, r, entry));
+  }
+
+  /** The provider's usage of a whole, uncompressed, complete response, if it is plausible; else undefined. */
+  #exactUsage(protocol: Protocol, r: MeterReport): Usage | undefined {
+    const config = this.deps.config();
+    if (!config.meter.enabled || r.status < 200 || r.status >= 400 || !r.ended || !r.tail || r.tail.length < r.responseBodyBytes) return undefined;
+    if (r.contentEncoding !== '' && r.contentEncoding.toLowerCase() !== 'identity') return undefined;
+    const usage = bodyUsage(protocol, r.tail, r.contentType.startsWith('text/event-stream'));
+    return plausible(usage, config.meter.usageCeiling) ? usage : undefined;
   }
 
   /** Requests whose deadline passed with no report: settled at their maximum, provisionally. */
@@ -204,11 +256,7 @@ export class Meter {
     }
   }
 
-  async #fromReport(r: MeterReport): Promise<Settlement> {
-    const a = r.authz;
-    if (a.metered !== true || typeof a.keyId !== 'string' || !isProtocol(a.style) || !r.requestId) return { result: 'skipped' };
-    const request: MeteredRequest = { requestId: r.requestId, keyId: a.keyId, group: typeof a.group === 'string' ? a.group : '', model: typeof a.model === 'string' ? a.model : '', protocol: a.style };
-    const entry = this.deps.inFlight.get(r.requestId);
+  async #fromReport(request: MeteredRequest, r: MeterReport, entry: InFlightRequest | undefined): Promise<Settlement> {
     try {
       return await this.#settleReport(request, r, entry);
     } finally {
@@ -240,7 +288,8 @@ export class Meter {
     const estimatedInput = trusted && provider.inputTokens > 0
       ? provider.inputTokens
       : await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? false }, config.meter.referencedInputTokens);
-    const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(r.path);
+    const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
+    const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
     let estimatedOutput = 0;
     if (!embeds && r.responseBodyBytes > 0) {
       const text = read.undecodable ? undefined : capturedText(tail, sse, whole);
@@ -281,7 +330,6 @@ export class Meter {
 
   async #debit(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean): Promise<Settlement> {
     const store = this.deps.store;
-    const result = provisional ? 'provisional' : estimate ? 'estimated' : 'metered';
     const delays = this.deps.retryDelaysMs ?? [200, 1000, 5000, 15_000, 30_000, 60_000];
     let lastError = 'no store keeps balances';
     for (let attempt = 0; store && attempt <= delays.length; attempt++) {
@@ -291,17 +339,33 @@ export class Meter {
         if (price === 'invalid') return this.#failed(request, usage, 'price_invalid', 'the model has an invalid price');
         if (price === 'unavailable') throw new Error('the group cannot be looked up');
         const debit = await store.debit({ ...request, ...usage, price, estimated: estimate ?? null, provisional });
-        if (entry?.keySha256 && debit.balance !== undefined && debit.applied) this.deps.onBalance?.(entry.keySha256, debit.balance);
-        this.deps.metrics?.settled(request.group, request.model, debit.applied ? usage : { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }, debit.applied ? debit.cost : 0, result, estimate ?? '');
-        const line = { ...request, ...usage, cost: debit.cost, priced: price !== null, balance: debit.balance, ...(estimate ? { estimated: estimate } : {}), ...(provisional ? { provisional: true } : {}), ...(debit.applied ? {} : { duplicate: true }) };
-        if (estimate) this.deps.logger.warn({ ...line, ...(estimate === 'stream_without_usage' ? { hint: 'the client did not set stream_options.include_usage: true, so the usage was estimated' } : {}) }, 'usage');
-        else this.deps.logger.info(line, 'usage');
-        return { result, request, usage, ...(estimate ? { estimate } : {}), debit, price };
+        return this.#settled(request, entry, usage, estimate, provisional, debit, price);
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
       }
     }
     return this.#failed(request, usage, 'store_unavailable', lastError);
+  }
+
+  /** A debit landed: the cache, the counters, the "usage" line. */
+  #settled(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean, debit: DebitResult, price: ModelPrice | null): Settlement {
+    const result = provisional ? 'provisional' : estimate ? 'estimated' : 'metered';
+    if (entry?.keySha256 && debit.applied) this.deps.onBalance?.(entry.keySha256, debit.balance);
+    if (debit.applied) this.deps.metrics?.settled(request.group, request.model, usage, debit.cost, result, estimate ?? '');
+    else this.deps.metrics?.settled(request.group, request.model, NO_TOKENS, 0, result, estimate ?? '');
+    const fast = this.deps.usageLog;
+    if (!estimate && !provisional && debit.applied && fast) {
+      if (fast.enabled()) fast.write(usageLine(request, usage, debit, price !== null, fast.bindings, this.#now()));
+    } else {
+      const line: Record<string, unknown> = { ...request, ...usage, cost: debit.cost, priced: price !== null, balance: debit.balance };
+      if (estimate) line.estimated = estimate;
+      if (provisional) line.provisional = true;
+      if (!debit.applied) line.duplicate = true;
+      if (estimate === 'stream_without_usage') line.hint = 'the client did not set stream_options.include_usage: true, so the usage was estimated';
+      if (estimate) this.deps.logger.warn(line, 'usage');
+      else this.deps.logger.info(line, 'usage');
+    }
+    return estimate ? { result, request, usage, estimate, debit, price } : { result, request, usage, debit, price };
   }
 
   #failed(request: MeteredRequest, usage: Usage, reason: 'store_unavailable' | 'price_invalid', error: string): Settlement {

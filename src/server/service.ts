@@ -144,7 +144,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const tokenCounter = workerTokenCounter();
   const meter = new Meter({
     config: () => config, groups: cache.groups, store: store.meter, inFlight, estimator: createEstimator(tokenCounter), metrics: metrics.meter, logger, now: opts.now,
-    onBalance: (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
+    // The file store tells the cache itself, at once; PostgreSQL's notification comes a moment later.
+    onBalance: fileStore ? undefined : (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
+    usageLog: decisionLog,
   });
   const restored = meter.restore();
   if (restored > 0) logger.info({ requests: restored }, 'requests in flight at the last stop: settled when reported, or at their maximum at their deadline');

@@ -4,7 +4,7 @@
  * config minus what it spent: raising `balance` in the config tops it up.
  *
  * The state file is JSON, written atomically (a temporary file, then rename; mode 0600: it names
- * keys and requests) at most every `flushMs` and on close. It also holds the requests still in
+ * keys and requests) at most once a second (`flushMs`) and on close. It also holds the requests still in
  * flight when it was written (`pending`), so that after a crash their reports, or their deadlines,
  * still settle them. A state file that cannot be read, or that holds a number that is not finite,
  * stops the start: guessing would either forgive spending or deny everyone.
@@ -17,6 +17,13 @@ import type { DebitRequest, DebitResult, MeterStore, PendingRequest, ReserveResu
 
 /** Ledger entries kept in memory and in the state file, newest last. */
 const LEDGER_MAX = 2000;
+/**
+ * The state file is written at most this often: each write serialises the whole ledger, so under
+ * load it is the meter's largest cost on the file store; a crash loses at most this long of spending.
+ */
+const FLUSH_MS = 1000;
+/** Entries the ledger may grow past LEDGER_MAX before it is trimmed back. */
+const LEDGER_SLACK = 500;
 /** Request ids remembered for idempotency (a settlement retried within this many requests debits once). */
 const SEEN_MAX = 100_000;
 /** Reservations outlive their request's deadline by this much, so the meter's provisional debit lands first. */
@@ -82,7 +89,13 @@ function readState(path: string): StateFile | undefined {
 export class FileMeter implements MeterStore {
   readonly #spent = new Map<string, number>();
   readonly #ledger: UsageEntry[] = [];
-  readonly #seen = new Set<string>();
+  /**
+   * Request ids settled recently, in two generations: a lookup checks both, and when the newer one
+   * is full the older is dropped. (Evicting one id at a time from a single Set costs a scan past
+   * every id evicted before it: quadratic under sustained load.)
+   */
+  #seen = new Set<string>();
+  #seenBefore = new Set<string>();
   readonly #provisional = new Map<string, { keyId: string; cost: number }>();
   readonly #reservations = new Map<string, { keyId: string; amount: number; expiresAt: number }>();
   #pending: PendingRequest[] = [];
@@ -112,6 +125,11 @@ export class FileMeter implements MeterStore {
   }
 
   async debit(r: DebitRequest): Promise<DebitResult> {
+    return this.debitNow(r);
+  }
+
+  /** debit(), synchronously (the meter's fast path: no promise per response). */
+  debitNow(r: DebitRequest): DebitResult {
     this.#reservations.delete(r.requestId);
     const cost = costOf(r);
     if (!Number.isFinite(cost) || cost < 0) throw new Error(`the cost of request ${r.requestId} is not a finite amount`);
@@ -119,7 +137,7 @@ export class FileMeter implements MeterStore {
     const balanceAfter = (): number | null => (limit === null || limit === undefined ? null : Math.round((limit - this.spent(r.keyId)) * 1e12) / 1e12);
     const earlier = this.#provisional.get(r.requestId);
     // Settled before, and not provisionally (or this one is provisional too): nothing more to debit.
-    if (this.#seen.has(r.requestId) && (!earlier || r.provisional)) return { applied: false, cost, balance: balanceAfter() };
+    if (this.#settled(r.requestId) && (!earlier || r.provisional)) return { applied: false, cost, balance: balanceAfter() };
     const charge = earlier ? cost - earlier.cost : cost;
     if (limit !== null && limit !== undefined) {
       const next = Math.round((this.spent(r.keyId) + charge) * 1e12) / 1e12;
@@ -132,12 +150,15 @@ export class FileMeter implements MeterStore {
       if (at >= 0) this.#ledger.splice(at, 1);
     }
     if (r.provisional) this.#provisional.set(r.requestId, { keyId: r.keyId, cost });
-    this.#ledger.push({
+    const entry: { -readonly [K in keyof UsageEntry]: UsageEntry[K] } = {
       time: this.#now(), requestId: r.requestId, keyId: r.keyId, group: r.group, model: r.model, protocol: r.protocol,
       inputTokens: r.inputTokens, outputTokens: r.outputTokens, cachedInputTokens: Math.min(r.cachedInputTokens, r.inputTokens), cost, priced: r.price !== null,
-      ...(r.estimated ? { estimated: r.estimated } : {}), ...(r.provisional ? { provisional: true } : {}),
-    });
-    if (this.#ledger.length > LEDGER_MAX) this.#ledger.splice(0, this.#ledger.length - LEDGER_MAX);
+    };
+    if (r.estimated) entry.estimated = r.estimated;
+    if (r.provisional) entry.provisional = true;
+    this.#ledger.push(entry);
+    // Trimmed in steps, not one entry per debit (a shift of the whole array each time).
+    if (this.#ledger.length > LEDGER_MAX + LEDGER_SLACK) this.#ledger.splice(0, this.#ledger.length - LEDGER_MAX);
     if (charge !== 0 && limit !== null && limit !== undefined) {
       this.#spent.set(r.keyId, Math.round((this.spent(r.keyId) + charge) * 1e12) / 1e12);
       this.opts.onSpent(r.keyId);
@@ -169,7 +190,8 @@ export class FileMeter implements MeterStore {
   async usage(q: UsageQuery): Promise<UsageEntry[]> {
     const out: UsageEntry[] = [];
     const limit = q.limit ?? 100;
-    for (let i = this.#ledger.length - 1; i >= 0 && out.length < limit; i--) {
+    const oldest = Math.max(0, this.#ledger.length - LEDGER_MAX);
+    for (let i = this.#ledger.length - 1; i >= oldest && out.length < limit; i--) {
       const e = this.#ledger[i];
       if (q.keyId !== undefined && e.keyId !== q.keyId) continue;
       if (q.group !== undefined && e.group !== q.group) continue;
@@ -187,7 +209,7 @@ export class FileMeter implements MeterStore {
 
   /** The requests in flight when the state file was last written by an earlier process and not settled since (once). */
   restorePending(): PendingRequest[] {
-    return this.#restored.splice(0).filter((p) => !this.#seen.has(p.requestId));
+    return this.#restored.splice(0).filter((p) => !this.#settled(p.requestId));
   }
 
   /** Writes the state file now if anything changed. */
@@ -196,13 +218,13 @@ export class FileMeter implements MeterStore {
     this.#timer = undefined;
     if (!this.#dirty || !this.opts.path) return;
     const state: StateFile = {
-      version: 1, spent: Object.fromEntries(this.#spent), usage: this.#ledger,
+      version: 1, spent: Object.fromEntries(this.#spent), usage: this.#ledger.length > LEDGER_MAX ? this.#ledger.slice(-LEDGER_MAX) : this.#ledger,
       ...(this.#provisional.size > 0 ? { provisional: Object.fromEntries(this.#provisional) } : {}),
       ...(this.#pending.length > 0 ? { pending: this.#pending } : {}),
     };
     const tmp = `${this.opts.path}.${process.pid}.tmp`;
     try {
-      writeFileSync(tmp, `${JSON.stringify(state, null, 1)}\n`, { mode: 0o600 });
+      writeFileSync(tmp, `${JSON.stringify(state)}\n`, { mode: 0o600 });
       renameSync(tmp, this.opts.path);
       this.#dirty = false;
     } catch (err) {
@@ -214,19 +236,23 @@ export class FileMeter implements MeterStore {
     this.flush();
   }
 
+  #settled(requestId: string): boolean {
+    return this.#seen.has(requestId) || this.#seenBefore.has(requestId);
+  }
+
   #remember(requestId: string): void {
     this.#seen.add(requestId);
-    if (this.#seen.size > SEEN_MAX) {
-      const oldest = this.#seen.values().next().value as string;
-      this.#seen.delete(oldest);
-      this.#provisional.delete(oldest);
+    if (this.#seen.size >= SEEN_MAX / 2) {
+      for (const id of this.#seenBefore) this.#provisional.delete(id);
+      this.#seenBefore = this.#seen;
+      this.#seen = new Set();
     }
   }
 
   #schedule(): void {
     this.#dirty = true;
     if (this.#timer || !this.opts.path) return;
-    this.#timer = setTimeout(() => this.flush(), this.opts.flushMs ?? 200);
+    this.#timer = setTimeout(() => this.flush(), this.opts.flushMs ?? FLUSH_MS);
     this.#timer.unref();
   }
 }

@@ -188,6 +188,8 @@ export interface UsageQuery {
  */
 export interface MeterStore {
   debit(request: DebitRequest): Promise<DebitResult>;
+  /** debit(), synchronously, where the store can (in memory: the file store). Throws what debit() rejects with. */
+  debitNow?(request: DebitRequest): DebitResult;
   /**
    * Strict mode: holds `amount` for a request while balance - open reservations covers it. `held`
    * says what the request is (its maximum in tokens): a reservation never settled becomes a

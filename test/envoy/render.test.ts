@@ -208,7 +208,8 @@ describe('the settings modelgate relies on', () => {
     // Streams chunk by chunk (bodyChunks), never h:body(), which would buffer the whole response.
     expect(source).toContain('h:bodyChunks()');
     expect(source).not.toMatch(/:body\(/);
-    expect(source).toContain('dm:set("modelgate.meter", "tail"');
+    expect(source).toContain('dynamicMetadata():set("modelgate.meter", "tail"');
+    expect(source).toContain('dynamicMetadata():set("modelgate.meter", "final"');
     // Decompresses answers only (requests are left alone).
     const dec = filters[2].typed_config;
     expect(dec.decompressor_library.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip');

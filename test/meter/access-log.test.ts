@@ -49,23 +49,23 @@ describe('readAccessLogMessage', () => {
   it('reads each entry\'s request id, status, sizes, headers, the Check\'s metadata and the meter\'s tail', () => {
     const tail = 'data: {"usage":{"prompt_tokens":3}}\n\n';
     const { reports, lost } = readAccessLogMessage(encode([
-      entry({ id: 'r1', status: 200, bodyBytes: 900, contentType: 'text/event-stream', authz: { decision: 'allow', keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', style: 'chat', metered: true }, meter: { tail, seen: 880, end: 1 } }),
+      entry({ id: 'r1', status: 200, bodyBytes: 900, contentType: 'text/event-stream', authz: { decision: 'allow', keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', style: 'chat', metered: true }, meter: { tail: 'data: {"cho', final: tail } }),
       entry({ id: 'r2', authz: { keyId: 'bob', metered: true } }),
     ]));
     expect(lost).toBe(0);
     expect(reports).toHaveLength(2);
     expect(reports[0]).toMatchObject({
       requestId: 'r1', path: '/v1/chat/completions?x=1', status: 200, requestBodyBytes: 77, responseBodyBytes: 900, contentType: 'text/event-stream', contentEncoding: '',
-      authz: { decision: 'allow', keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', style: 'chat', metered: true }, seen: 880, ended: true,
+      authz: { keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', style: 'chat', metered: true }, ended: true,
     });
     expect(Buffer.from(reports[0].tail!).toString()).toBe(tail);
     // No response started, no meter metadata: status 0, nothing kept, not ended.
-    expect(reports[1]).toMatchObject({ requestId: 'r2', status: 0, tail: undefined, seen: 0, ended: false });
+    expect(reports[1]).toMatchObject({ requestId: 'r2', status: 0, tail: undefined, ended: false });
   });
 
   it('keeps the tail as bytes, even when they are not valid UTF-8 (a cut multibyte character)', () => {
     const bytes = Buffer.concat([Buffer.from('é', 'utf8').subarray(1), Buffer.from('{"usage":{}}')]);
-    const msg = encode([entry({ id: 'r', status: 200, meter: { tail: 'PLACEHOLDER' } })]);
+    const msg = encode([entry({ id: 'r', status: 200, meter: { final: 'PLACEHOLDER' } })]);
     // Swap the placeholder's bytes for raw ones of the same length (protobufjs writes valid UTF-8 only).
     const raw = Buffer.from(msg);
     const at = raw.indexOf('PLACEHOLDER');
