@@ -39,7 +39,11 @@ function responseKey(d: Decision, path: string): string {
 export class ResponseEncoder {
   readonly #perConfig = new WeakMap<Config, PerConfig>();
 
-  constructor(readonly serialize: Serialize, readonly maxEntries = 10_000) {}
+  /**
+   * @param replica this process's name, in the metadata of metered requests in strict mode (the
+   *   meter's leases: whoever settles a request debits its replica's lease)
+   */
+  constructor(readonly serialize: Serialize, readonly maxEntries = 10_000, readonly replica?: string) {}
 
   /** The serialised CheckResponse for a decision on a request with this path (without query). */
   encode(d: Decision, config: Config, path = ''): Buffer {
@@ -77,7 +81,7 @@ export class ResponseEncoder {
     const key = responseKey(d, path);
     let bytes = c.bytes.get(key);
     if (!bytes) {
-      bytes = this.serialize(writeCheckResponse(d, config, c.plan, d.modelKnown ? d.model : undefined, logPath(d, path)));
+      bytes = this.serialize(writeCheckResponse(d, config, c.plan, d.modelKnown ? d.model : undefined, logPath(d, path), this.replica));
       c.bytes.set(key, bytes);
     }
     return bytes;

@@ -35,7 +35,7 @@ function header(key: string, value: string): HeaderValueOption {
  * Envoy's dynamic metadata for its access log (envoy/README.md): never a key. `path` is the path as
  * modelgate logs it (decision-log.ts logPath), which Envoy's log shows instead of the raw one.
  */
-function metadata(d: Decision, model: string | undefined, path: string | undefined, metered = false): CheckResponse['dynamic_metadata'] {
+function metadata(d: Decision, model: string | undefined, path: string | undefined, metered = false, replica?: string): CheckResponse['dynamic_metadata'] {
   const fields: Record<string, { stringValue: string } | { boolValue: boolean }> = {
     decision: { stringValue: d.allowed ? 'allow' : 'deny' },
     reason: { stringValue: d.reason },
@@ -47,6 +47,8 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   if (model !== undefined) fields.model = { stringValue: model };
   // The meter's access log reports exactly the requests marked so (envoy/render.ts meterAccessLog).
   if (metered) fields.metered = { boolValue: true };
+  // Strict mode's leases: the replica whose lease a settlement debits (meter/leases.ts).
+  if (metered && replica !== undefined) fields.replica = { stringValue: replica };
   return { fields };
 }
 
@@ -95,7 +97,7 @@ const SPOOFABLE = [HEADER.reason, HEADER.hint];
  * Writes the CheckResponse for a decision. `modelForMetadata` is the log-safe model name, if any;
  * `pathForMetadata` the log-safe path.
  */
-export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined, pathForMetadata?: string): CheckResponse {
+export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined, pathForMetadata?: string, replica?: string): CheckResponse {
   if (d.allowed) {
     const headers = [header(HEADER.keyId, d.keyId ?? ''), header(HEADER.group, d.group ?? '')];
     const remove: string[] = [...SPOOFABLE];
@@ -113,7 +115,7 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
     return {
       status: { code: 0 },
       ok_response: { headers, headers_to_remove: remove, ...(d.removeQuery ? { query_parameters_to_remove: [...d.removeQuery] } : {}) },
-      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata, meteredRequest(d, pathForMetadata)),
+      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata, meteredRequest(d, pathForMetadata), config.meter.mode === 'strict' && config.meter.leases ? replica : undefined),
     };
   }
   const denial = denialParts(d);

@@ -27,11 +27,14 @@ import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
 import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } from '../store/store';
 import { INPUT_SAMPLE_BYTES } from './estimate';
+import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
 import { maxOutputTokens, requestShape, type RequestShape } from './request-shape';
 
 export interface AdmissionDeps {
   readonly store: MeterStore | undefined;
+  /** Strict mode on a store that leases (PostgreSQL): reservations from this replica's lease. */
+  readonly leases?: LeaseBook;
   readonly groups: { get(name: string): Lookup<GroupRecord> | Promise<Lookup<GroupRecord>> };
   readonly inFlight: InFlight;
   /** Epoch milliseconds. */
@@ -73,6 +76,9 @@ const round = (n: number): string => amountText(Number(n.toPrecision(6)));
  */
 export const DRY_RUN_REQUEST_ID_PREFIX = 'modelgate-dry-run-';
 
+const insufficient = (available: number, amount: number): string =>
+  `the key's balance minus requests in flight (${round(available)}) cannot cover this request's maximum cost (${round(amount)}): top it up, lower max_tokens, or wait for requests in flight to finish`;
+
 const FULL_HINT = 'the gateway is tracking too many requests in flight to meter another one; retry shortly';
 
 export function createAdmission(deps: AdmissionDeps): Admission {
@@ -103,7 +109,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
-    const entry = (reserved: boolean): InFlightRequest => ({
+    const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
       requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
@@ -111,7 +117,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
-    const track = (reserved: boolean): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? d : deny(d, 'store_unavailable', FULL_HINT));
+    const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? d : deny(d, 'store_unavailable', FULL_HINT));
     if (!limited || price === null || maxCost === 0) return track(false);
 
     const balance = d.balance as number;
@@ -125,10 +131,24 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       return track(false);
     }
     if (dryRun) return d;
+    if (deps.leases && config.meter.leases) return fromLease(d, deps.leases, maxCost, track);
     return reserve(d, view, config, maxCost, { group: d.group as string, model: d.model as string, protocol: style, inputTokens: maxInputTokens, outputTokens: maxOutput }, track);
   }
 
-  async function reserve(d: Decision, view: RequestView, config: Config, amount: number, held: ReservedRequest, track: (reserved: boolean) => Decision): Promise<Decision> {
+  async function fromLease(d: Decision, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
+    let r;
+    try {
+      r = await leases.reserve(d.keyId as string, amount);
+    } catch {
+      return deny(d, 'store_unavailable', 'the balance store cannot answer right now; retry shortly');
+    }
+    if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available, amount));
+    const tracked = track('lease');
+    if (!tracked.allowed) leases.settle(d.keyId as string, amount, 0);
+    return tracked;
+  }
+
+  async function reserve(d: Decision, view: RequestView, config: Config, amount: number, held: ReservedRequest, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
     if (!deps.store) return deny(d, 'store_unavailable', 'the balance store cannot answer right now; retry shortly');
     let r;
     try {
@@ -136,10 +156,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     } catch {
       return deny(d, 'store_unavailable', 'the balance store cannot answer right now; retry shortly');
     }
-    if (!r.ok) {
-      return deny(d, 'balance_insufficient', `the key's balance minus requests in flight (${round(r.available ?? 0)}) cannot cover this request's maximum cost (${round(amount)}): top it up, lower max_tokens, or wait for requests in flight to finish`);
-    }
-    const tracked = track(true);
+    if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available ?? 0, amount));
+    const tracked = track('store');
     if (!tracked.allowed) await deps.store.release(view.requestId).catch(() => {});
     return tracked;
   }

@@ -21,8 +21,11 @@ import type { ModelPrice, PendingRequest } from '../store/store';
 export interface InFlightRequest extends PendingRequest {
   /** The price it was admitted at (absent: looked up when it settles). */
   readonly price?: ModelPrice | null;
-  /** Reserved in the store (strict mode): the store settles or expires it too. */
-  readonly reserved: boolean;
+  /**
+   * Strict mode: reserved in the store (`store`: it settles or expires there too) or from this
+   * replica's lease (`lease`: leases.ts); false: held here only (soft mode, unlimited keys).
+   */
+  readonly reserved: false | 'store' | 'lease';
   /** The first bytes of the request body, for an input estimate. */
   readonly sample?: Uint8Array;
 }

@@ -17,7 +17,8 @@
  */
 import type { Config } from '../config/load';
 import type { Lookup } from '../store/cache';
-import { PROTOCOLS, type DebitResult, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol } from '../store/store';
+import { PROTOCOLS, type DebitResult, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
+import type { LeaseBook } from './leases';
 import type { MeterReport } from './access-log';
 import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
@@ -64,6 +65,8 @@ export interface MeterDeps {
    * serialiser (as the Check's decision lines); absent: through the logger.
    */
   readonly usageLog?: { enabled(): boolean; write(line: string): void; readonly bindings: string };
+  /** Strict mode's leases (leases.ts), when the store leases: a settled request's cost comes off them too. */
+  readonly leases?: LeaseBook;
 }
 
 /** The request as the meter knows it. */
@@ -73,6 +76,8 @@ export interface MeteredRequest {
   readonly group: string;
   readonly model: string;
   readonly protocol: Protocol;
+  /** Strict mode on leases: the replica that allowed it (its lease pays). */
+  readonly replica?: string;
 }
 
 /** One settled request, for tests, tools and the rate limits (token counts). */
@@ -158,7 +163,10 @@ export class Meter {
   report(r: MeterReport): void {
     const a = r.authz;
     if (a.metered !== true || typeof a.keyId !== 'string' || !isProtocol(a.style) || !r.requestId) return this.onSettled?.({ result: 'skipped' });
-    const request: MeteredRequest = { requestId: r.requestId, keyId: a.keyId, group: typeof a.group === 'string' ? a.group : '', model: typeof a.model === 'string' ? a.model : '', protocol: a.style };
+    const request: MeteredRequest = {
+      requestId: r.requestId, keyId: a.keyId, group: typeof a.group === 'string' ? a.group : '', model: typeof a.model === 'string' ? a.model : '', protocol: a.style,
+      ...(typeof a.replica === 'string' ? { replica: a.replica } : {}),
+    };
     const entry = this.deps.inFlight.get(r.requestId);
     const usage = this.#exactUsage(request.protocol, r);
     if (usage) {
@@ -173,12 +181,12 @@ export class Meter {
         } catch { /* the full path retries it */ }
         if (debit) {
           const s = this.#settled(request, entry, usage, undefined, false, debit, entry.price);
-          this.deps.inFlight.take(r.requestId);
+          this.#finish(r.requestId, s);
           this.onSettled?.(s);
           return;
         }
       }
-      void this.#track(this.#debit(request, entry, usage, undefined, false).finally(() => this.deps.inFlight.take(r.requestId)));
+      void this.#track(this.#debit(request, entry, usage, undefined, false).then((s) => this.#finish(r.requestId, s)));
       return;
     }
     void this.#track(this.#fromReport(request, r, entry));
@@ -195,7 +203,32 @@ export class Meter {
 
   /** Requests whose deadline passed with no report: settled at their maximum, provisionally. */
   expire(): void {
-    for (const entry of this.deps.inFlight.expired(this.#now())) void this.#track(this.#provisional(entry, true));
+    for (const entry of this.deps.inFlight.expired(this.#now())) void this.#track(this.#provisional(entry, true).then((s) => this.#leaseSettled(entry, s)));
+  }
+
+  /**
+   * Requests another replica settled (the store's notifications): those allowed here are done; a
+   * leased one's cost came off this replica's lease with its debit.
+   */
+  settledElsewhere(settled: readonly SettledRequest[]): void {
+    for (const s of settled) {
+      const entry = this.deps.inFlight.take(s.requestId);
+      if (entry?.reserved === 'lease') this.deps.leases?.settle(entry.keyId, entry.maxCost, s.replica === this.deps.leases.replica ? s.cost : 0);
+    }
+  }
+
+  /** A request settled: no longer in flight here; a leased one gives back what it reserved, less what it cost. */
+  #finish(requestId: string, s: Settlement): Settlement {
+    const entry = this.deps.inFlight.take(requestId);
+    if (entry) this.#leaseSettled(entry, s);
+    return s;
+  }
+
+  #leaseSettled(entry: InFlightRequest, s: Settlement): Settlement {
+    if (entry.reserved !== 'lease' || !this.deps.leases) return s;
+    const charged = (s.result === 'metered' || s.result === 'estimated' || s.result === 'provisional') && s.debit.applied ? Math.max(0, s.debit.cost) : 0;
+    this.deps.leases.settle(entry.keyId, entry.maxCost, charged);
+    return s;
   }
 
   #checkpointed = -1;
@@ -207,6 +240,7 @@ export class Meter {
    */
   tick(): void {
     this.expire();
+    this.deps.leases?.maintain().catch((err: unknown) => this.deps.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'leases not renewed yet (retried)'));
     const store = this.deps.store;
     if (store?.expireReservations && ++this.#ticks % EXPIRE_EVERY_TICKS === 0) {
       store.expireReservations().catch((err: unknown) => this.deps.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'expired reservations not settled yet (retried)'));
@@ -239,8 +273,9 @@ export class Meter {
     const deadline = this.#now() + timeoutMs;
     while (this.deps.inFlight.size > 0 && this.#now() < deadline) await sleep(50);
     const left = this.deps.inFlight.drainAll();
-    for (const entry of left) void this.#track(this.#provisional(entry, false));
+    for (const entry of left) void this.#track(this.#provisional(entry, false).then((s) => this.#leaseSettled(entry, s)));
     await this.idle();
+    await this.deps.leases?.releaseAll();
     return left.length;
   }
 
@@ -257,11 +292,13 @@ export class Meter {
   }
 
   async #fromReport(request: MeteredRequest, r: MeterReport, entry: InFlightRequest | undefined): Promise<Settlement> {
+    let s: Settlement = { result: 'skipped' };
     try {
-      return await this.#settleReport(request, r, entry);
+      s = await this.#settleReport(request, r, entry);
+      return s;
     } finally {
       // Held against the key until its debit is in the store and the local cache (soft mode's bound).
-      this.deps.inFlight.take(r.requestId);
+      this.#finish(r.requestId, s);
     }
   }
 
@@ -306,7 +343,10 @@ export class Meter {
 
   /** A request with no report: its maximum, provisionally (`expired`: its deadline passed; else shutdown). */
   #provisional(entry: InFlightRequest, expired: boolean): Promise<Settlement> {
-    const request: MeteredRequest = { requestId: entry.requestId, keyId: entry.keyId, group: entry.group, model: entry.model, protocol: entry.protocol };
+    const request: MeteredRequest = {
+      requestId: entry.requestId, keyId: entry.keyId, group: entry.group, model: entry.model, protocol: entry.protocol,
+      ...(entry.reserved === 'lease' && this.deps.leases ? { replica: this.deps.leases.replica } : {}),
+    };
     this.deps.logger.warn({ ...request, after: expired ? 'deadline' : 'shutdown', since: new Date(entry.since).toISOString() }, 'no report of the response yet: settling at its maximum, provisionally');
     return this.#debit(request, entry, { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 }, 'no_report', true);
   }
@@ -314,7 +354,7 @@ export class Meter {
   async #release(request: MeteredRequest, reason: 'upstream_error' | 'meter_disabled', entry: InFlightRequest | undefined): Promise<Settlement> {
     this.deps.metrics?.released(reason);
     if (reason === 'meter_disabled') this.deps.logger.warn({ ...request, reason }, 'not metered: the meter is switched off');
-    if ((entry?.reserved ?? this.deps.config().meter.mode === 'strict') && this.deps.store) await this.deps.store.release(request.requestId).catch(() => {});
+    if ((entry ? entry.reserved === 'store' : this.deps.config().meter.mode === 'strict') && this.deps.store) await this.deps.store.release(request.requestId).catch(() => {});
     return { result: 'released', request, reason };
   }
 

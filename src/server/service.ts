@@ -3,6 +3,7 @@
  * HTTP listeners, hot reload and draining. Everything a process needs; nothing reads the
  * environment after start.
  */
+import { randomUUID } from 'node:crypto';
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -33,6 +34,7 @@ import type { MeterStore, Store } from '../store/store';
 import { createAdmission } from '../meter/admission';
 import { Meter } from '../meter/meter';
 import { InFlight } from '../meter/in-flight';
+import { LeaseBook } from '../meter/leases';
 import { createEstimator, workerTokenCounter } from '../meter/estimate';
 import { recentUsage } from '../meter/recent-usage';
 import { meterService } from './meter-service';
@@ -130,14 +132,18 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   });
 
   const checkDef = authorizationService().Check;
-  const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r));
+  // This process's name in the store's leases (strict mode on PostgreSQL) and in the Check's metadata.
+  const replica = randomUUID();
+  const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r), undefined, replica);
   const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
   if (fileStore?.meter && cluster.isWorker) {
     logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
   }
   // Requests allowed here and not settled yet (meter/in-flight.ts): soft mode's bound, deadlines, input samples.
   const inFlight = new InFlight();
-  const admit = createAdmission({ store: store.meter, groups: cache.groups, inFlight, now: opts.now });
+  const meterStore = store.meter;
+  const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
+  const admit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases });
   const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
   // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is
   // counted as released (meter_disabled), never refused.
@@ -147,7 +153,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     // The file store tells the cache itself, at once; PostgreSQL's notification comes a moment later.
     onBalance: fileStore ? undefined : (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
     usageLog: decisionLog,
+    leases,
   });
+  // Requests this replica allowed and another one settled (PostgreSQL's notifications).
+  const unsubscribeSettled = meterStore?.onSettled?.((settled) => meter.settledElsewhere(settled));
   const restored = meter.restore();
   if (restored > 0) logger.info({ requests: restored }, 'requests in flight at the last stop: settled when reported, or at their maximum at their deadline');
   const meterTimer = setInterval(() => meter.tick(), 1000);
@@ -241,6 +250,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await meterDrained;
       clearInterval(meterTimer);
       meter.checkpoint();
+      unsubscribeSettled?.();
       await httpServer.close();
       // Debits still waiting for the store get a moment to land.
       await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);

@@ -120,6 +120,8 @@ export interface DebitRequest {
    * same request id, if any comes. A settlement that is not provisional is final.
    */
   readonly provisional?: boolean;
+  /** The replica that allowed the request: its lease (strict mode) is debited the cost too. */
+  readonly replica?: string | null;
 }
 
 export interface DebitResult {
@@ -131,6 +133,13 @@ export interface DebitResult {
   readonly cost: number;
   /** The key's balance afterwards (`null`: unlimited, or the key is gone). */
   readonly balance: number | null;
+}
+
+/** A request settled by some replica: its id, the replica that allowed it (strict mode's lease holder), its cost. */
+export interface SettledRequest {
+  readonly requestId: string;
+  readonly replica: string | null;
+  readonly cost: number;
 }
 
 /** What a reservation holds, for the provisional debit it becomes if it expires. */
@@ -201,6 +210,18 @@ export interface MeterStore {
   /** Drops a request's reservation without a debit (an error, no usage). */
   release(requestId: string): Promise<void>;
   usage(query: UsageQuery): Promise<UsageEntry[]>;
+  /**
+   * Strict mode without a round trip per request (a store that can: PostgreSQL): sets `replica`'s
+   * lease on a key's balance to `want` for `ttlSeconds`, but at most half of what the balance still
+   * covers beyond `need` and never more than it covers; what a request of `replica` costs comes off
+   * the lease with its debit. `granted` null: the key is unlimited.
+   */
+  lease?(replica: string, keyId: string, want: number, need: number, ttlSeconds: number): Promise<{ granted: number | null; balance: number | null }>;
+  /**
+   * Settlements any replica made (a store shared by replicas): the replica that allowed a request
+   * hears that it was settled elsewhere. Returns an unsubscribe function.
+   */
+  onSettled?(listener: (settled: readonly SettledRequest[]) => void): () => void;
   /** Keeps the requests in flight across a restart (a store that can: the file store). */
   checkpointPending?(requests: readonly PendingRequest[]): void;
   /** The requests in flight an earlier process left (once, at start). */

@@ -11,7 +11,7 @@
  */
 import type pg from 'pg';
 import { SCHEMA } from './schema';
-import type { DebitRequest, DebitResult, MeterStore, ModelPrice, ReservedRequest, ReserveResult, UsageEntry, UsageQuery } from '../store';
+import type { DebitRequest, DebitResult, MeterStore, ModelPrice, ReservedRequest, ReserveResult, SettledRequest, UsageEntry, UsageQuery } from '../store';
 
 /** The store's bounded query (store.ts): rejects with a one-line reason. */
 export type PgQuery = <R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]) => Promise<R[]>;
@@ -100,7 +100,7 @@ export class PgMeterStore implements MeterStore {
         return {
           request_id: r.requestId, key_id: r.keyId, group_name: r.group, model: r.model, protocol: r.protocol,
           input_tokens: tokens(r.inputTokens), output_tokens: tokens(r.outputTokens), cached_input_tokens: tokens(cached),
-          price_in: pi, price_out: po, price_cached: pc, estimated: r.estimated ?? null, provisional: r.provisional === true,
+          price_in: pi, price_out: po, price_cached: pc, estimated: r.estimated ?? null, provisional: r.provisional === true, replica: r.replica ?? null,
         };
       }));
       rows = await this.query('debit', `SELECT request_id, applied, conflict, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit_many($1::jsonb)`, [json]);
@@ -126,8 +126,8 @@ export class PgMeterStore implements MeterStore {
   async #debitOne(r: DebitRequest): Promise<DebitResult> {
     const cached = Math.min(r.cachedInputTokens, r.inputTokens);
     const rows = await this.query<{ applied: boolean; cost: number; balance: number | null }>('debit',
-      `SELECT applied, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price), r.estimated ?? null, r.provisional === true]);
+      `SELECT applied, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price), r.estimated ?? null, r.provisional === true, r.replica ?? null]);
     const row = rows[0];
     return { applied: row.applied, cost: row.cost, balance: row.balance };
   }
@@ -138,6 +138,34 @@ export class PgMeterStore implements MeterStore {
       [requestId, keyId, numeric(amount), Math.max(1, Math.ceil(ttlSeconds)), held?.group ?? null, held?.model ?? null, held?.protocol ?? null,
         held ? tokens(held.inputTokens) : null, held ? tokens(held.outputTokens) : null]);
     return { ok: rows[0].ok, available: rows[0].available };
+  }
+
+  async lease(replica: string, keyId: string, want: number, need: number, ttlSeconds: number): Promise<{ granted: number | null; balance: number | null }> {
+    const rows = await this.query<{ granted: number | null; balance: number | null }>('lease',
+      `SELECT granted::float8 AS granted, balance::float8 AS balance FROM ${SCHEMA}.lease($1, $2, $3, $4, $5)`,
+      [replica, keyId, numeric(Math.max(0, want)), numeric(Math.max(0, need)), Math.max(1, Math.ceil(ttlSeconds))]);
+    return rows[0] ?? { granted: 0, balance: null };
+  }
+
+  /** Hands settlement notifications (SETTLED_CHANNEL) to the listeners; a payload it cannot read is ignored. */
+  settledNotification(payload: string | undefined): void {
+    let parsed: SettledRequest[] = [];
+    try {
+      const v = JSON.parse(payload ?? '') as { s?: unknown };
+      if (Array.isArray(v.s)) {
+        parsed = v.s.flatMap((e): SettledRequest[] => (Array.isArray(e) && typeof e[0] === 'string'
+          ? [{ requestId: e[0], replica: typeof e[1] === 'string' ? e[1] : null, cost: Number(e[2]) || 0 }] : []));
+      }
+    } catch { /* nothing to hand on */ }
+    if (parsed.length === 0) return;
+    for (const l of this.#settledListeners) l(parsed);
+  }
+
+  readonly #settledListeners = new Set<(s: readonly SettledRequest[]) => void>();
+
+  onSettled(listener: (settled: readonly SettledRequest[]) => void): () => void {
+    this.#settledListeners.add(listener);
+    return () => this.#settledListeners.delete(listener);
   }
 
   async release(requestId: string): Promise<void> {
