@@ -36,6 +36,8 @@ export interface BundleOptions {
    * authorizer, and reads the key from them). The generated routes remove them.
    */
   readonly keepCredentialHeaders?: boolean;
+  /** The gRPC port's secret, read (the config's grpc.secret), rendered into every call to modelgate. */
+  readonly grpcSecret?: string;
 }
 
 /** The bundle as Envoy reads it, and what was changed from the generated one. */
@@ -43,6 +45,7 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
   const up = { tls: false, host: '127.0.0.1', port: o.upstreamPort, caFile: '' };
   const b = renderBootstrap({
     ...config,
+    grpcSecret: o.grpcSecret,
     meter: { ...config.meter, enabled: o.meter },
     gateway: {
       ...config.gateway,
@@ -76,6 +79,8 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
     changes.push("no request_headers_to_remove on the routes (the client's key goes to LiteLLM)");
   }
   if (o.meter) changes.push("the meter's filters (Lua tail capture, gzip decompressor) and its gRPC access log");
+  if (config.grpc.secret) changes.push('the gRPC secret in every call to modelgate (grpc_service initial_metadata)');
+  if (config.gateway.authzTls) changes.push("mTLS to modelgate's gRPC port (the authz cluster's TLS transport socket)");
   return { yaml: toYaml(b, ' modelgate end-to-end benchmark: the generated bundle, see bench/e2e/envoy.ts'), changes };
 }
 

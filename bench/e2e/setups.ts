@@ -13,13 +13,19 @@
  *   modelgate-meter     modelgate, file store, the meter on (soft)          } metering rows
  *   modelgate-pg-meter  modelgate, PostgreSQL, the meter on (soft)          } (issue 11)
  *   modelgate-pg-strict modelgate, PostgreSQL, the meter on, strict mode    }
+ *   modelgate-secret    (--setups only) modelgate with grpc.secret            } the gRPC port
+ *   modelgate-mtls      (--setups only) modelgate with mTLS (grpc.tls)        } authenticated
+ *   modelgate-secret-mtls (--setups only) both                                } (issue 21)
  *
  * Placement (2 cores): Envoy and the authorizing process on the "gateway" core, the load generator,
  * the upstream and PostgreSQL on the "load" core. bench/README-e2e.md says why.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { parseDocument } from 'yaml';
+import { readGrpcSecret } from '../../src/config/grpc-auth';
 import { parseConfig, type Config } from '../../src/config/load';
 import { renderBundle, startPinnedEnvoy, type RunningEnvoy } from './envoy';
 import type { HttpKind } from './mixes';
@@ -30,7 +36,7 @@ import { UPSTREAM_MARKERS } from './upstream';
 
 export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict'] as const;
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
-export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node'] as const;
+export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls'] as const;
 export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
 
 export const SETUP_TITLES: Record<SetupId, string> = {
@@ -47,6 +53,9 @@ export const SETUP_TITLES: Record<SetupId, string> = {
   'modelgate-meter': 'modelgate + meter, soft (file store)',
   'modelgate-pg-meter': 'modelgate + meter, soft (PostgreSQL)',
   'modelgate-pg-strict': 'modelgate + meter, strict (PostgreSQL)',
+  'modelgate-secret': 'Envoy + modelgate, gRPC port with grpc.secret',
+  'modelgate-mtls': 'Envoy + modelgate, gRPC port with mTLS (grpc.tls)',
+  'modelgate-secret-mtls': 'Envoy + modelgate, gRPC port with grpc.secret and mTLS',
 };
 
 export interface BenchContext {
@@ -87,13 +96,45 @@ export interface RunningSetup {
 
 const allowMarker = (kind: HttpKind): string => (kind.expect.allowed ? UPSTREAM_MARKERS[kind.expect.family] : UPSTREAM_MARKERS.chat);
 
-/** modelgate's config for a setup: the demo config with the meter and store of the setup. */
-function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUrl?: string): string {
+/** How a setup's gRPC port authenticates Envoy (issue 21): the secret's file, the certificates' files. */
+interface PortAuth {
+  readonly secretFile?: string;
+  readonly tls?: { readonly serverCert: string; readonly serverKey: string; readonly serverCa: string; readonly clientCert: string; readonly clientKey: string; readonly clientCa: string };
+}
+
+/** modelgate's config for a setup: the demo config with the meter, store and gRPC port authentication of the setup. */
+function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUrl?: string, auth: PortAuth = {}): string {
   const doc = parseDocument(demo);
   doc.setIn(['meter', 'enabled'], meter !== 'off');
   if (meter !== 'off') doc.setIn(['meter', 'mode'], meter);
   if (storeUrl) doc.set('store', storeUrl);
+  if (auth.secretFile) doc.setIn(['grpc', 'secret'], doc.createNode({ file: auth.secretFile }));
+  if (auth.tls) {
+    const t = auth.tls;
+    doc.setIn(['grpc', 'tls'], doc.createNode({ certFile: t.serverCert, keyFile: t.serverKey, clientCaFile: t.clientCa }));
+    doc.setIn(['gateway', 'authzTls'], doc.createNode({ certFile: t.clientCert, keyFile: t.clientKey, caFile: t.serverCa, serverName: BENCH_SERVER_NAME }));
+  }
   return doc.toString();
+}
+
+const BENCH_SERVER_NAME = 'modelgate.bench';
+
+/** A CA each for modelgate and Envoy, and a certificate each (P-256, as a deployment would make them). */
+function makeCerts(dir: string): NonNullable<PortAuth['tls']> {
+  mkdirSync(dir, { recursive: true });
+  const ssl = (args: string[]): void => {
+    const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`openssl ${args[0]} failed: ${r.stderr}`);
+  };
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  for (const ca of ['server-ca', 'client-ca']) ssl(['req', '-x509', ...ec, '-days', '30', '-subj', `/CN=${ca}`, '-keyout', `${ca}.key`, '-out', `${ca}.crt`, '-addext', 'basicConstraints=critical,CA:TRUE']);
+  for (const [leaf, ca, ext] of [['server', 'server-ca', `subjectAltName=DNS:${BENCH_SERVER_NAME}\n`], ['client', 'client-ca', 'extendedKeyUsage=clientAuth\n']]) {
+    ssl(['req', ...ec, '-subj', `/CN=${leaf}`, '-keyout', `${leaf}.key`, '-out', `${leaf}.csr`]);
+    writeFileSync(path.join(dir, `${leaf}.ext`), ext);
+    ssl(['x509', '-req', '-in', `${leaf}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-days', '30', '-out', `${leaf}.crt`, '-extfile', `${leaf}.ext`]);
+  }
+  const f = (n: string): string => path.join(dir, n);
+  return { serverCert: f('server.crt'), serverKey: f('server.key'), serverCa: f('server-ca.crt'), clientCert: f('client.crt'), clientKey: f('client.key'), clientCa: f('client-ca.crt') };
 }
 
 async function startModelgateProc(ctx: BenchContext, id: string, configPath: string, workers: number): Promise<{ proc: Proc; grpcPort: number; http: string }> {
@@ -148,6 +189,30 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       });
       bundle = renderBundle(demo, { authz: { port, healthCheck: false, packAsBytes: true }, httpPort: await httpPortFor(), upstreamPort, meter: false });
       markers = (k) => [allowMarker(k)];
+      break;
+    }
+    case 'modelgate-secret':
+    case 'modelgate-mtls':
+    case 'modelgate-secret-mtls': {
+      // The same as `modelgate`, with the gRPC port authenticated (issue 21): what each costs per Check.
+      const auth: PortAuth = {
+        ...(id.includes('secret') ? { secretFile: path.join(ctx.outDir, 'grpc-secret') } : {}),
+        ...(id.includes('mtls') ? { tls: makeCerts(path.join(ctx.outDir, 'certs')) } : {}),
+      };
+      if (auth.secretFile) writeFileSync(auth.secretFile, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
+      const configPath = path.join(ctx.outDir, `${id}.yaml`);
+      writeFileSync(configPath, modelgateConfig(ctx.demoConfig, 'off', undefined, auth));
+      const m = await startModelgateProc(ctx, id, configPath, 1);
+      authz = m.proc;
+      modelgateHttp = m.http;
+      const config = parseConfig(readFileSync(configPath, 'utf8'));
+      bundle = renderBundle(config, {
+        authz: { port: m.grpcPort, healthCheck: true, packAsBytes: true },
+        httpPort: Number(m.http.split(':')[1]),
+        upstreamPort,
+        meter: false,
+        grpcSecret: readGrpcSecret(config, { env: {}, configPath }),
+      });
       break;
     }
     case 'modelgate':

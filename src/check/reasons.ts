@@ -32,6 +32,7 @@ export const REASONS = {
   stream_usage_required: { status: 400, when: 'meter.unmeteredStreams is deny and a streamed chat completion does not set stream_options.include_usage (it could not be metered)' },
   store_unavailable: { status: 503, when: 'the store cannot answer and nothing usable is cached' },
   check_request_malformed: { status: 503, when: 'the CheckRequest bytes could not be decoded (not Envoy ext_authz v3?); denied, never a failed RPC' },
+  authz_unauthenticated: { status: 503, when: "the Check came without the gRPC port's secret (grpc.secret): Envoy's bundle was rendered without it, or the caller is not the gateway's Envoy; denied, never a failed RPC, and no key is looked up" },
   internal_error: { status: 503, when: 'an unexpected failure while deciding; the request is denied (fail closed)' },
   authz_unavailable: { status: 503, when: 'Envoy got no answer from modelgate (down, hung, or past gateway.authzTimeoutMs): the gateway fails closed (Envoy local reply); or modelgate is shutting down and waits for the reports of the requests it allowed (its own answer)' },
   upstream_unavailable: { status: 503, when: 'allowed, but Envoy could not reach the upstream provider (Envoy local reply)' },

@@ -33,7 +33,7 @@ function responseKey(d: Decision, path: string): string {
   const r = d.route;
   const where = (r.kind === 'protocol' || r.kind === 'models') && r.fixedId !== undefined ? r.fixedId : `/${path}`;
   const rare = d.modelIsKey || d.removeQuery ? `${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}` : '';
-  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${d.modelKnown ? d.model : ''}\0${d.hint}\0${rare}\0${where}`;
+  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.alt ? 1 : 0}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${d.modelKnown ? d.model : ''}\0${d.hint}\0${rare}\0${where}`;
 }
 
 export class ResponseEncoder {

@@ -16,7 +16,8 @@ import { ensureEnvoy, EnvoyUnavailable } from '../envoy/ensure';
 import { startEnvoy, type EnvoyProcess } from '../envoy/process';
 import { renderEnvoyYaml } from '../envoy/render';
 import { startService, type Service } from '../server/service';
-import { configPathOf, readConfig } from './envoy';
+import { bundleWarnings } from '../envoy/bundle-warnings';
+import { configPathOf, readConfig, renderInput } from './envoy';
 import { tuneHeap } from './heap-tuning';
 import { CliError, once } from './errors';
 import type { CliRun } from './io';
@@ -41,7 +42,14 @@ function demoKeyLines(configPath: string): string[] {
   return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('export ')) : [];
 }
 
-function banner(config: Config, configPath: string, envoyVersion: string, upstream: DemoUpstream | undefined): string {
+/** "alice's balance 12.5" for the demo keys the config has with a balance: the banner's figures come from the config. */
+function balanceOf(config: Config, id: string): string | undefined {
+  const k = config.keys.find((x) => x.id === id);
+  return k && k.balance !== null ? String(k.balance) : undefined;
+}
+
+/** What `up` prints once everything runs (exported for its test). */
+export function banner(config: Config, configPath: string, envoyVersion: string, upstream: { readonly url: string } | undefined): string {
   const base = baseUrlOf(config);
   const g = config.gateway;
   const upstreams = upstream
@@ -69,8 +77,10 @@ function banner(config: Config, configPath: string, envoyVersion: string, upstre
       `  npm run verify    (every demo key through the gateway, every answer checked)`,
       '',
       'Metering: every answer debits the key by tokens x price ("msg":"usage" lines show the cost and the balance after);',
-      `  npx modelgate usage --key alice     (the ledger; $TRIAL, balance 0.1, runs out after a handful of requests)`,
+      `  npx modelgate usage --key alice     (the ledger${balanceOf(config, 'alice') ? `; alice's balance in the config: ${balanceOf(config, 'alice')}` : ''})`,
     );
+    const trial = balanceOf(config, 'trial');
+    if (trial) lines.push(`  $TRIAL starts with a balance of ${trial} (the config's): it runs out after a few requests`);
   }
   lines.push('', 'Decision lines (modelgate) and access-log lines (Envoy) follow as JSON on stdout. Ctrl-C stops all three.', '');
   return lines.join('\n');
@@ -87,6 +97,8 @@ export function upCommand(run: CliRun): Command {
       const env = run.env;
       const configPath = configPathOf(options.config, env);
       const config = readConfig(configPath, env);
+      const input = renderInput(config, configPath, env);
+      for (const w of bundleWarnings(config)) run.stderr(`warning: ${w}\n`);
       let envoyBin: { path: string; version: string };
       try {
         envoyBin = ensureEnvoy({ log: (m) => run.stderr(`${m}\n`) });
@@ -119,7 +131,7 @@ export function upCommand(run: CliRun): Command {
         });
         envoy = await startEnvoy({
           binary: envoyBin.path,
-          config: renderEnvoyYaml(config, configPath),
+          config: renderEnvoyYaml(input, configPath),
           logLevel: options.envoyLogLevel ?? 'warn',
           onStdout: (c) => process.stdout.write(c),
           onStderr: (c) => process.stderr.write(c),

@@ -7,7 +7,7 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { PROTOCOLS, type GroupRecord, type KeyRecord, type ModelRecord, type Protocol } from '../store/store';
+import { type GroupRecord, type KeyRecord, type ModelRecord, type Protocol } from '../store/store';
 import { configSchemaFor, expiryTime, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
@@ -33,6 +33,14 @@ export interface UpstreamTarget extends HostPort {
 export const UPSTREAM_FAMILIES = ['chat', 'messages', 'generative', 'alt'] as const;
 export type UpstreamFamily = (typeof UPSTREAM_FAMILIES)[number];
 
+/** The upstream each protocol style's requests go to under the root (envoy/render-routes.ts routes them so). */
+export const UPSTREAM_OF_STYLE: Readonly<Record<Protocol, UpstreamFamily>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+
+/** The upstream a protocol request goes to: its style's, or under the alternate prefix the alt upstream, whatever the style. */
+export function upstreamOf(style: Protocol, alt: boolean): UpstreamFamily {
+  return alt ? 'alt' : UPSTREAM_OF_STYLE[style];
+}
+
 /** What `modelgate envoy-config` renders the Envoy bundle from (schema.ts `gateway`). */
 export interface GatewaySettings {
   readonly listen: HostPort;
@@ -40,6 +48,10 @@ export interface GatewaySettings {
   readonly publicBaseUrl: string | null;
   /** Where Envoy reaches modelgate (default: server.grpc and server.http). */
   readonly authz: HostPort;
+  /** Envoy's client certificate for modelgate's gRPC port, when it speaks TLS (grpc.tls). */
+  readonly authzTls: AuthzTls | null;
+  /** Proxies in front of Envoy that append to x-forwarded-for (the connection manager's xff_num_trusted_hops). */
+  readonly trustedProxyHops: number;
   readonly http: HostPort;
   readonly maxRequestBytes: number;
   readonly authzTimeoutMs: number;
@@ -49,12 +61,25 @@ export interface GatewaySettings {
   readonly upstreams: Readonly<Record<UpstreamFamily, UpstreamTarget>>;
 }
 
+/** Envoy's side of mTLS to modelgate's gRPC port (schema.ts `gateway.authzTls`). */
+export interface AuthzTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
+  readonly serverName: string | null;
+}
+
 const DEFAULT_CA_FILE = '/etc/ssl/certs/ca-certificates.crt';
 
 /** "127.0.0.1:9191" or "[::1]:9191" (validated by the schema). */
 export function parseHostPort(text: string): HostPort {
   const i = text.lastIndexOf(':');
   return { host: text.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(text.slice(i + 1)) };
+}
+
+/** Whether a listener's host is reachable from this machine only (127.0.0.0/8, ::1, localhost). */
+export function isLoopback(host: string): boolean {
+  return /^127(\.\d{1,3}){3}$/.test(host) || host === '::1' || host.toLowerCase() === 'localhost';
 }
 
 function upstreamTarget(v: string | { url: string; caFile?: string | null }): UpstreamTarget {
@@ -75,7 +100,11 @@ export interface Config {
   readonly log: Frozen<ConfigFile['log']>;
   readonly cache: { readonly maxEntries: number; readonly maxNotFound: number; readonly ttlMs: number; readonly staleMs: number };
   readonly grpc: Frozen<ConfigFile['grpc']>;
-  readonly upstream: { readonly credentials: Readonly<Partial<Record<Protocol, UpstreamCredential>>> };
+  /**
+   * The operator's credential of each upstream that has one (gateway.upstreams.<name>.credential),
+   * resolved from its variable: set on allowed requests to that upstream and to no other.
+   */
+  readonly upstream: { readonly credentials: Readonly<Partial<Record<UpstreamFamily, UpstreamCredential>>> };
   readonly store: { readonly kind: 'file' } | { readonly kind: 'postgres'; readonly url: string };
   /** Bounds of the PostgreSQL store (every wait is bounded, so an outage is a prompt 503, not a stall). */
   readonly postgres: Frozen<ConfigFile['postgres']>;
@@ -152,10 +181,11 @@ function problemLines(issues: readonly z.core.$ZodIssue[], prefix: readonly Prop
 }
 
 function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
-  const credentials: Partial<Record<Protocol, UpstreamCredential>> = {};
-  for (const p of PROTOCOLS) {
-    const c = f.upstream.credentials[p];
-    if (c) credentials[p] = { header: c.header, value: c.prefix + (env[c.env] as string) };
+  const credentials: Partial<Record<UpstreamFamily, UpstreamCredential>> = {};
+  for (const family of UPSTREAM_FAMILIES) {
+    const target = f.gateway.upstreams[family];
+    const c = typeof target === 'string' ? undefined : target.credential;
+    if (c) credentials[family] = { header: c.header, value: c.prefix + (env[c.env] as string) };
   }
   const groups = new Map<string, GroupRecord>();
   for (const [name, g] of Object.entries(f.groups)) {
@@ -191,6 +221,8 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
       admin: parseHostPort(f.gateway.admin),
       publicBaseUrl: f.gateway.publicBaseUrl ?? null,
       authz: parseHostPort(f.gateway.authz ?? f.server.grpc),
+      authzTls: f.gateway.authzTls ? { ...f.gateway.authzTls, serverName: f.gateway.authzTls.serverName ?? null } : null,
+      trustedProxyHops: f.gateway.trustedProxyHops,
       http: parseHostPort(f.gateway.http ?? f.server.http),
       maxRequestBytes: f.gateway.maxRequestBytes,
       authzTimeoutMs: f.gateway.authzTimeoutMs,

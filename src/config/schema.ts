@@ -136,7 +136,30 @@ const cache = mapping({
   staleSeconds: orDefault(integer(0, 86_400), 300).describe('How long a cached answer may stand in while the store cannot answer (PostgreSQL down).'),
 });
 
+/** The gRPC secret: visible, header-safe characters (no "%": Envoy reads header values as format strings). */
+export const GRPC_SECRET = /^[A-Za-z0-9._~+/=-]{32,512}$/;
+export const GRPC_SECRET_RULE = '32 to 512 characters from A-Z a-z 0-9 . _ ~ + / = - (e.g. openssl rand -base64 32)';
+
+const grpcSecret = mapping({
+  env: text(ENV_NAME, 'an environment variable name').nullish().describe('The environment variable holding the secret (read at start).'),
+  file: text().nullish().describe('A file holding the secret (read at start; one trailing newline ignored); relative paths from the config file. Keep it mode 0600.'),
+}).superRefine((v, ctx) => {
+  if (!isMapping(v as unknown)) return;
+  const given = [v.env, v.file].filter((x) => x != null);
+  if (given.length !== 1) ctx.addIssue({ code: 'custom', message: 'must name exactly one of env or file' });
+}, always);
+
+const grpcTls = mapping({
+  certFile: text().describe("modelgate's certificate (PEM, chain included) for its gRPC port; relative paths from the config file."),
+  keyFile: text().describe('Its private key (PEM).'),
+  clientCaFile: text().describe("The CA (PEM) that signed Envoy's client certificate (gateway.authzTls.certFile): a connection without a certificate it signed is refused in the TLS handshake. Use a CA of its own for this port."),
+});
+
 const grpc = mapping({
+  secret: grpcSecret.nullish().describe(
+    `A shared secret Envoy sends with every gRPC call (authorization: Bearer <secret>, rendered into the bundle as grpc_service initial_metadata): a call without it gets no decision (a Check is denied with 503 authz_unauthenticated, a meter stream or health call fails UNAUTHENTICATED). {env: NAME} or {file: path}; ${GRPC_SECRET_RULE}.`,
+  ),
+  tls: grpcTls.nullish().describe("mTLS: the gRPC port speaks TLS and requires a client certificate signed by clientCaFile. Envoy's side is gateway.authzTls (both or neither)."),
   maxReceiveMessageBytes: orDefault(integer(1024 * 1024, 1024 * 1024 * 1024), 40 * 1024 * 1024).describe(
     "Largest CheckRequest accepted; keep it above Envoy's with_request_body.max_request_bytes (32 MiB in envoy/envoy.yaml).",
   ),
@@ -146,17 +169,42 @@ const grpc = mapping({
 });
 
 const credential = mapping({
-  header: text(HEADER_NAME, 'an HTTP header name').toLowerCase().describe('The upstream header to set, e.g. authorization.'),
+  header: text(HEADER_NAME, 'an HTTP header name').toLowerCase()
+    .refine((h) => !h.startsWith('x-modelgate-'), { error: "must not be one of modelgate's own x-modelgate-* headers" })
+    .describe('The upstream header to set, e.g. authorization.'),
   prefix: z.string({ error: 'must be a string' }).prefault('').describe('Written before the secret, e.g. "Bearer ".'),
   env: text(ENV_NAME, 'an environment variable name').describe('The environment variable holding the secret, read at start and on reload; it must be set and non-empty.'),
 });
 
-const credentials = mapping(
-  Object.fromEntries(PROTOCOLS.map((p) => [p, credential.nullish().describe(`Upstream credential for ${p} requests.`)])) as Record<(typeof PROTOCOLS)[number], z.ZodOptional<z.ZodNullable<typeof credential>>>,
-);
+/** Where each protocol style's requests go at the root (its `alt` twins all go to upstream alt). */
+const UPSTREAM_OF_STYLE_TEXT: Readonly<Record<string, string>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+
+/**
+ * The form before issue 21: one credential per protocol style, set on that style's requests under
+ * the root and the alternate prefix alike, so the operator's provider keys reached the alt upstream.
+ * It cannot be read as it was meant (the alt upstream would keep getting every provider's key), so
+ * each entry is refused with the place it belongs now.
+ */
+const legacyCredentials = z.unknown().superRefine((v, ctx) => {
+  if (v == null || (isMapping(v) && Object.keys(v).length === 0)) return;
+  if (!isMapping(v)) {
+    ctx.addIssue({ code: 'custom', message: 'removed: credentials are set per upstream, as gateway.upstreams.<chat|messages|generative|alt>.credential' });
+    return;
+  }
+  for (const [style, c] of Object.entries(v)) {
+    if (c == null) continue;
+    const family = UPSTREAM_OF_STYLE_TEXT[style];
+    ctx.addIssue({
+      code: 'custom', path: [style],
+      message: family
+        ? `credentials are set per upstream now, so that a credential reaches only the provider it belongs to (this one also went to the alternate upstream): move it to gateway.upstreams.${family}.credential (the upstream then written as {url, credential}); the alt upstream gets a credential only from gateway.upstreams.alt.credential`
+        : 'removed: credentials are set per upstream, as gateway.upstreams.<chat|messages|generative|alt>.credential',
+    });
+  }
+}, always);
 
 const upstream = mapping({
-  credentials: orDefault(credentials, {}).describe('Optional upstream credential per protocol style, set on allowed requests; the client key headers are always removed.'),
+  credentials: legacyCredentials.optional().meta({ deprecated: true, anyOf: [{ type: 'object', maxProperties: 0 }, { type: 'null' }] }).describe('Removed (issue 21): a credential is set per upstream, as gateway.upstreams.<name>.credential. An entry here is refused with the place it belongs now.'),
 });
 
 const hostPort = (dflt: string, what: string) => orDefault(text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191'), dflt).describe(what);
@@ -172,9 +220,19 @@ const upstreamTarget = z
     mapping({
       url: text(UPSTREAM_URL, 'an http:// or https:// URL of a host (and port), without a path').describe('The provider, e.g. https://api.openai.com.'),
       caFile: text().nullish().describe('CA bundle that checks the provider\'s certificate (https only). Default /etc/ssl/certs/ca-certificates.crt.'),
+      credential: credential.nullish().describe(
+        "The operator's credential for this upstream, set by modelgate on every allowed request that goes to it (and to no other upstream), e.g. {header: authorization, prefix: \"Bearer \", env: OPENAI_API_KEY}. Absent: requests to it carry no credential. Never written into Envoy's config.",
+      ),
     }),
-  ], { error: 'must be a URL or {url, caFile}' })
-  .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile}.');
+  ], { error: 'must be a URL or {url, caFile, credential}' })
+  .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile, credential}.');
+
+const authzTls = mapping({
+  certFile: text().describe("Envoy's client certificate (PEM) for modelgate's gRPC port, signed by grpc.tls.clientCaFile. Written into the bundle as given: use absolute paths."),
+  keyFile: text().describe('Its private key (PEM).'),
+  caFile: text().describe("The CA (PEM) that signed modelgate's certificate (grpc.tls.certFile)."),
+  serverName: text(/^[A-Za-z0-9.-]{1,253}$/, 'a DNS name').nullish().describe("The DNS name in modelgate's certificate: sent as SNI and required among its subject alternative names. Absent: any certificate caFile signed is accepted (give the port a CA of its own)."),
+});
 
 const upstreams = mapping({
   chat: upstreamTarget.prefault('https://api.openai.com').describe('Upstream of POST /v1/chat/completions, /v1/responses and /v1/embeddings (cluster upstream_chat).'),
@@ -190,6 +248,10 @@ const gateway = mapping({
     .nullish()
     .describe('The base address clients use, written into hints and the console instead of "{base_url}". Absent: hints say {base_url}.'),
   authz: text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191').nullish().describe('Where Envoy reaches modelgate\'s gRPC listener; default server.grpc.'),
+  authzTls: authzTls.nullish().describe("Envoy's side of grpc.tls (mTLS to modelgate's gRPC port): its client certificate and the CA of modelgate's. Set with grpc.tls, or neither."),
+  trustedProxyHops: orDefault(integer(0, 10), 0).describe(
+    "Proxies in front of Envoy (load balancers) that append the client's address to x-forwarded-for, rendered as the connection manager's xff_num_trusted_hops: Envoy then takes the client's address that many hops from the right, for its access log and the console's per-address limit. 0: the address that connects to Envoy. Set it only when every request comes through those proxies (a client reaching Envoy directly could claim any address).",
+  ),
   http: text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9192').nullish().describe('Where Envoy reaches modelgate\'s HTTP listener; default server.http.'),
   maxRequestBytes: orDefault(integer(1024, 1024 * 1024 * 1024), 32 * 1024 * 1024).describe(
     'Largest request body (ext_authz with_request_body.max_request_bytes): a bigger one is answered 413 body_too_large before any Check. grpc.maxReceiveMessageBytes must be at least this + 1 MiB.',
@@ -365,7 +427,7 @@ export const configFileSchema = mapping({
   log: orDefault(log, {}).describe('Decision log settings.'),
   cache: orDefault(cache, {}).describe('Store cache (takes effect at the next start).'),
   grpc: orDefault(grpc, {}).describe('gRPC listener settings (take effect at the next start).'),
-  upstream: orDefault(upstream, {}).describe('What allowed requests carry upstream.'),
+  upstream: orDefault(upstream, {}).meta({ deprecated: true }).describe('Removed (issue 21): upstream credentials are set per upstream, as gateway.upstreams.<name>.credential.'),
   store: text(STORE, '"file" or a postgres:// URL')
     .nullish()
     .describe('"file" (default: the groups and keys below) or a postgres:// URL; --store, MODELGATE_STORE and DATABASE_URL override it. Takes effect at the next start.'),
@@ -377,6 +439,13 @@ export const configFileSchema = mapping({
   groups,
   keys,
 })
+  .superRefine((root, ctx) => {
+    if (!isMapping(root)) return;
+    const serverTls = isMapping(root.grpc) && root.grpc.tls != null;
+    const envoyTls = isMapping(root.gateway) && root.gateway.authzTls != null;
+    if (serverTls && !envoyTls) ctx.addIssue({ code: 'custom', path: ['gateway', 'authzTls'], message: "must be set with grpc.tls: Envoy needs a client certificate for modelgate's TLS port" });
+    if (envoyTls && !serverTls) ctx.addIssue({ code: 'custom', path: ['grpc', 'tls'], message: "must be set with gateway.authzTls: modelgate's gRPC port speaks TLS only with it" });
+  }, always)
   .superRefine((root, ctx) => {
     if (!isMapping(root)) return;
     const known = fileStoreGroups(root);
@@ -393,7 +462,8 @@ export const configFileSchema = mapping({
 
 /**
  * The schema with the one rule that needs the environment: every upstream credential's variable is
- * set and non-empty. (Its value is never echoed, only the variable's name.)
+ * set and non-empty (gateway.upstreams.<name>.credential.env). (The gRPC secret is read where it is
+ * used, at start: config/grpc-secret.ts.) (Its value is never echoed, only the variable's name.)
  */
 export function configSchemaFor(env: NodeJS.ProcessEnv) {
   let schema = byEnvironment.get(env);
@@ -406,12 +476,14 @@ const byEnvironment = new WeakMap<NodeJS.ProcessEnv, ReturnType<typeof withEnvir
 
 function withEnvironment(env: NodeJS.ProcessEnv) {
   return configFileSchema.superRefine((root, ctx) => {
-    const creds = isMapping(root) && isMapping(root.upstream) ? root.upstream.credentials : undefined;
-    if (!isMapping(creds)) return;
-    for (const p of PROTOCOLS) {
-      const name = isMapping(creds[p]) ? (creds[p] as Record<string, unknown>).env : undefined;
+    const gateway = isMapping(root) && isMapping(root.gateway) ? root.gateway : undefined;
+    const upstreams = gateway && isMapping(gateway.upstreams) ? gateway.upstreams : undefined;
+    if (!upstreams) return;
+    for (const [family, target] of Object.entries(upstreams)) {
+      const cred = isMapping(target) && isMapping(target.credential) ? target.credential : undefined;
+      const name = cred?.env;
       if (typeof name === 'string' && ENV_NAME.test(name) && !env[name]) {
-        ctx.addIssue({ code: 'custom', path: ['upstream', 'credentials', p, 'env'], message: `environment variable ${name} is not set or empty` });
+        ctx.addIssue({ code: 'custom', path: ['gateway', 'upstreams', family, 'credential', 'env'], message: `environment variable ${name} is not set or empty` });
       }
     }
   }, always);

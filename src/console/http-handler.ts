@@ -20,6 +20,7 @@ import { hashKey } from '../check/key-format';
 import type { CheckLogger } from '../check/pipeline';
 import { statusOf, type Reason } from '../check/reasons';
 import type { Config } from '../config/load';
+import { CLIENT_ADDRESS_HEADER } from '../envoy/render-routes';
 import { PROTOCOLS, type GroupRecord } from '../store/store';
 import { signIn, type SignIn } from './access';
 import { loadAssets, type Asset } from './assets';
@@ -71,13 +72,17 @@ function problem(reason: Reason, hint: string, extra: { keyId?: string; headers?
 }
 
 /**
- * The client address for rate limiting: the last x-forwarded-for entry, which Envoy appends itself
- * (use_remote_address: true; a client can prepend entries, never append), else the socket's peer.
+ * The client address for rate limiting: the one Envoy determined and set on the console's route
+ * (x-modelgate-client-address: the connection's peer, or behind gateway.trustedProxyHops load
+ * balancers the x-forwarded-for hop that many from the right; render-routes.ts), else the last
+ * x-forwarded-for entry, which Envoy appends itself (use_remote_address: true; a client can prepend
+ * entries, never append), else the socket's peer.
  */
 export function clientAddress(req: IncomingMessage): string {
+  const set = req.headers[CLIENT_ADDRESS_HEADER];
   const xff = req.headers['x-forwarded-for'];
   const last = (Array.isArray(xff) ? xff.join(',') : xff ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '').at(-1);
-  const address = last ?? req.socket.remoteAddress ?? '';
+  const address = (typeof set === 'string' && set !== '' ? set : undefined) ?? last ?? req.socket.remoteAddress ?? '';
   // Only an address is logged and counted: anything else in the header (a key, say) is not.
   return IP_ADDRESS.test(address) ? address : 'unparseable';
 }

@@ -82,7 +82,8 @@ export function decompressorFilter(): Obj {
  * (or at 64 KiB), so a balance moves within a few tens of milliseconds of a response's end; soft
  * mode's bound does not depend on it (requests in flight are held until settled).
  */
-export function meterAccessLog(): Obj {
+/** @param auth what every gRPC call to modelgate carries (render-grpc-auth.ts grpcServiceMetadata: the port's secret, if set) */
+export function meterAccessLog(auth: Obj = {}): Obj {
   return {
     name: 'envoy.access_loggers.http_grpc',
     filter: { metadata_filter: { matcher: { filter: EXT_AUTHZ_FILTER, path: [{ key: 'metered' }], value: { bool_match: true } } } },
@@ -91,7 +92,7 @@ export function meterAccessLog(): Obj {
       common_config: {
         log_name: 'modelgate_meter',
         transport_api_version: 'V3',
-        grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter } },
+        grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter }, ...auth },
         buffer_flush_interval: '0.05s',
         buffer_size_bytes: 65536,
         grpc_stream_retry_policy: { num_retries: 5, retry_back_off: { base_interval: '0.1s', max_interval: '1s' } },

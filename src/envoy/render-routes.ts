@@ -12,7 +12,7 @@
  */
 import { errorBody } from '../check/error-body';
 import type { Family } from '../check/routes';
-import type { Protocol } from '../store/store';
+import type { UpstreamFamily } from '../config/load';
 
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
 export const CLUSTER = {
@@ -25,6 +25,9 @@ export const CLUSTER = {
   generative: 'upstream_generative',
   alt: 'upstream_alt',
 } as const;
+
+/** The client's address as Envoy determined it, set on the console's route (console/http-handler.ts reads it). */
+export const CLIENT_ADDRESS_HEADER = 'x-modelgate-client-address';
 
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
 /** The filter that drops request trailers on upstream routes (render.ts trailersFilter). */
@@ -42,16 +45,15 @@ export interface RouteTableInput {
   readonly upstreamOnlyFilters: readonly string[];
   /** idle_timeout of the upstream routes (gateway.upstreamIdleTimeoutSeconds; default 300). */
   readonly upstreamIdleTimeoutSeconds?: number;
-  /** Request headers each upstream route removes, by the protocol style it serves (render.ts upstreamHeadersToRemove). */
-  readonly headersToRemove?: (style: Protocol) => readonly string[];
+  /** Request headers each upstream route removes, by the upstream it goes to (render.ts upstreamHeadersToRemove). */
+  readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
   /** Request headers each upstream route sets (the meter's accept-encoding). */
   readonly upstreamRequestHeaders?: Readonly<Record<string, string>>;
 }
 
-/** The protocol style each upstream route serves (the `alt_` routes serve the same as their root twins). */
-const ROUTE_STYLE: Readonly<Record<string, Protocol>> = {
-  chat_completions: 'chat', responses: 'responses', embeddings: 'embeddings', messages: 'messages', messages_count_tokens: 'messages',
-  generative: 'generative', generative_count_embed: 'generative',
+/** The upstream of each upstream cluster. */
+const FAMILY_OF_CLUSTER: Readonly<Record<string, UpstreamFamily>> = {
+  [CLUSTER.chat]: 'chat', [CLUSTER.messages]: 'messages', [CLUSTER.generative]: 'generative', [CLUSTER.alt]: 'alt',
 };
 
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
@@ -128,7 +130,13 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // The console (src/console): `/console` and everything under it, any method, to modelgate's
     // HTTP listener with ext_authz off: the console authenticates each API call itself. Before the
     // 404 routes, whose `.*/models/...` regexes would otherwise answer some of its paths.
-    { name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect },
+    // The console's per-address limit counts the client's address as Envoy determined it (the
+    // connection's peer, or with gateway.trustedProxyHops the x-forwarded-for hop that many from the
+    // right), passed in a header of modelgate's own that a client's copy cannot override.
+    {
+      name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect,
+      request_headers_to_add: [header(CLIENT_ADDRESS_HEADER, '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%')],
+    },
 
     // ---- (2) A known path with the wrong method: 405 with allow.
     direct('method_post_only', re(`${A}/v1/(?:chat/completions|responses|embeddings)`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'openai', 'POST'),
@@ -189,17 +197,18 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // Catch-all: no request reaches ext_authz without a route (Envoy would skip the check and answer a bare 404).
     direct('unknown', { prefix: '/' }, 404, 'path_unknown', table, 'openai'),
   );
-  // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers).
+  // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers)
+  // and every credential header but their own upstream's (issue 21).
   if (input.headersToRemove) {
     for (const r of routes) {
-      const style = ROUTE_STYLE[String(r.name).replace(/^alt_/, '')];
-      if (style && r.route && (r.route as Obj).cluster !== CLUSTER.http) r.request_headers_to_remove = [...input.headersToRemove(style)];
+      const family = r.route ? FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)] : undefined;
+      if (family) r.request_headers_to_remove = [...input.headersToRemove(family)];
     }
   }
   if (input.upstreamRequestHeaders) {
     const add = Object.entries(input.upstreamRequestHeaders).map(([k, v]) => header(k, v));
     for (const r of routes) {
-      if (r.route && (r.route as Obj).cluster !== CLUSTER.http && ROUTE_STYLE[String(r.name).replace(/^alt_/, '')]) r.request_headers_to_add = add;
+      if (r.route && FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)]) r.request_headers_to_add = add;
     }
   }
   return routes;

@@ -8,22 +8,32 @@
  * route lives here; envoy/README.md explains each setting.
  */
 import { Document, isMap, isSeq, visit, type Node } from 'yaml';
-import type { Config, HostPort, UpstreamTarget } from '../config/load';
-import type { Protocol } from '../store/store';
+import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
+import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
 import { errorBody } from '../check/error-body';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
 import { DECOMPRESSOR_FILTER, METER_FILTER, UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters } from './meter-filters';
-import { CLUSTER, EXT_AUTHZ_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
+import { CLIENT_ADDRESS_HEADER, CLUSTER, EXT_AUTHZ_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
 
 type Obj = Record<string, unknown>;
 
 /**
  * The part of modelgate's config the bundle is rendered from (no `meter`: no meter filter).
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
- * modelgate sets for that style.
+ * modelgate sets for that route's upstream.
  */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>> & { readonly upstream?: Config['upstream'] };
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc'>> & {
+  readonly upstream?: Config['upstream'];
+  /** The gRPC port's secret, read (config/grpc-auth.ts readGrpcSecret): required when `grpc.secret` is set. */
+  readonly grpcSecret?: string;
+};
+
+/** The secret Envoy presents to modelgate's gRPC port, if the config sets one. */
+function secretOf(input: GatewayRenderInput): string | undefined {
+  if (input.grpc?.secret && input.grpcSecret === undefined) throw new Error('grpc.secret is set: the bundle is rendered with its value (readGrpcSecret)');
+  return input.grpc?.secret ? input.grpcSecret : undefined;
+}
 
 /**
  * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
@@ -89,7 +99,7 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz',
       transport_api_version: 'V3',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs) },
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs), ...grpcServiceMetadata(secretOf(input)) },
       failure_mode_allow: false,
       status_on_error: { code: 'ServiceUnavailable' },
       with_request_body: { max_request_bytes: input.gateway.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
@@ -101,8 +111,9 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
 }
 
 /** The meter's cluster: modelgate's gRPC port again (its access-log service), for the meter's long-lived streams. */
-function meterCluster(at: HostPort): Obj {
+function meterCluster(at: HostPort, tls: AuthzTls | null): Obj {
   return cluster(CLUSTER.meter, at, {
+    ...authzTransportSocket(tls),
     typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
     circuit_breakers: BREAKERS,
   });
@@ -114,11 +125,12 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
   return [
     // gRPC needs HTTP/2. Health-checked with grpc.health.v1, so a dead service shows in /clusters and stats.
     cluster(CLUSTER.authz, g.authz, {
+      ...authzTransportSocket(g.authzTls),
       typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
       circuit_breakers: BREAKERS,
-      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: {} }],
+      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: healthCheckMetadata(secretOf(input)) }],
     }),
-    ...(input.meter?.enabled ? [meterCluster(g.authz)] : []),
+    ...(input.meter?.enabled ? [meterCluster(g.authz, g.authzTls)] : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
     upstreamCluster(CLUSTER.chat, g.upstreams.chat),
     upstreamCluster(CLUSTER.messages, g.upstreams.messages),
@@ -134,9 +146,9 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
  * to 7 characters (the longest standard one), so that a key sent as an HTTP/2 method leaves at most
  * its first character.
  */
-function accessLog(meter: boolean): Obj[] {
+function accessLog(input: GatewayRenderInput): Obj[] {
   const md = (k: string): string => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${k})%`;
-  return [...(meter ? [meterAccessLog()] : []), {
+  return [...(input.meter?.enabled ? [meterAccessLog(grpcServiceMetadata(secretOf(input)))] : []), {
     name: 'envoy.access_loggers.stdout',
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
@@ -190,14 +202,25 @@ end
 export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'api-key', 'anthropic-api-key', 'x-goog-api-key', 'x-vendor-api-key', 'x-amz-security-token'] as const;
 
 /**
- * What an upstream route of this protocol style removes: the provider credential headers and the
- * configured key headers, except the header modelgate sets the style's own upstream credential in
- * (a route-level removal runs after ext_authz and would drop it; modelgate's set overwrites the
- * client's value instead).
+ * modelgate's own headers that no upstream gets, removed from every request an upstream route
+ * forwards: the console's key header, which modelgate reads as a credential (issue 21: it reached
+ * providers), the client address Envoy passes to the console, and the reason and hint of answers.
+ * The identity headers (x-modelgate-key-id, -group, -model) are each Check's to set or remove
+ * (check/write-response.ts).
  */
-export function upstreamHeadersToRemove(input: GatewayRenderInput, style: Protocol): string[] {
-  const own = input.upstream?.credentials[style]?.header;
-  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders])].filter((h) => h !== own);
+export const MODELGATE_HEADERS_NEVER_UPSTREAM = ['x-modelgate-console-key', CLIENT_ADDRESS_HEADER, 'x-modelgate-reason', 'x-modelgate-hint'] as const;
+
+/**
+ * What the route to this upstream removes: the provider credential headers, modelgate's own
+ * headers no upstream gets and the configured key headers, except the header modelgate sets this
+ * upstream's own credential in (a route-level removal runs after ext_authz and would drop it;
+ * modelgate's set overwrites the client's value instead). Every other upstream's credential header
+ * is removed here too, so a route keeps only its own upstream's.
+ */
+export function upstreamHeadersToRemove(input: GatewayRenderInput, family: UpstreamFamily): string[] {
+  const own = input.upstream?.credentials[family]?.header;
+  const others = UPSTREAM_FAMILIES.filter((f) => f !== family).flatMap((f) => input.upstream?.credentials[f]?.header ?? []);
+  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...MODELGATE_HEADERS_NEVER_UPSTREAM, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders, ...others])].filter((h) => h !== own);
 }
 
 /**
@@ -270,10 +293,13 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     // REJECT_REQUEST gives HTTP/2 clients). modelgate never reads such a name.
     common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' },
     use_remote_address: true,
+    // Load balancers in front (gateway.trustedProxyHops): the client's address is taken that many
+    // x-forwarded-for hops from the right, for the access log and the console's per-address limit.
+    ...(input.gateway.trustedProxyHops > 0 ? { xff_num_trusted_hops: input.gateway.trustedProxyHops } : {}),
     generate_request_id: true,
     preserve_external_request_id: false,
     stream_idle_timeout: `${input.gateway.upstreamIdleTimeoutSeconds}s`,
-    access_log: accessLog(input.meter?.enabled === true),
+    access_log: accessLog(input),
     local_reply_config: renderLocalReplies(input),
     http_filters: [
       extAuthzFilter(input),
@@ -286,7 +312,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
       upstreamOnlyFilters: input.meter?.enabled ? [METER_FILTER, DECOMPRESSOR_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
       upstreamRequestHeaders: input.meter?.enabled ? { 'accept-encoding': UPSTREAM_ACCEPT_ENCODING } : undefined,
       upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
-      headersToRemove: (style) => upstreamHeadersToRemove(input, style),
+      headersToRemove: (family) => upstreamHeadersToRemove(input, family),
     }) }] },
   };
 }

@@ -4,6 +4,7 @@
  * get along with; it costs about three times the CPU per Check (bench/README-e2e.md).
  */
 import * as http2 from 'node:http2';
+import type * as tls from 'node:tls';
 import { frameMessage } from './message-reader';
 import { OK_TRAILERS, statusTrailers, type RequestEvents, type ResponseStream } from './call';
 import type { OpenStream } from './h2/connection';
@@ -81,11 +82,15 @@ class NodeResponse implements ResponseStream {
   }
 }
 
-/** An http2 server whose streams open calls through `open`. */
-export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
+/**
+ * An http2 server whose streams open calls through `open`; with `tls` (server.ts TlsSettings), over
+ * TLS (ALPN h2) with a client certificate required.
+ */
+export function nodeHttp2Server(open: OpenStream, tls?: tls.TlsOptions): http2.Http2Server | http2.Http2SecureServer {
   // Node refuses new streams once a session buffers more than maxSessionMemory (10 MB by default):
   // 100 Checks of 256 KiB bodies in flight are more than that. grpc-js lifts the limit the same way.
-  const server = http2.createServer({ maxSessionMemory: Number.MAX_SAFE_INTEGER });
+  const options = { maxSessionMemory: Number.MAX_SAFE_INTEGER };
+  const server: http2.Http2Server | http2.Http2SecureServer = tls ? http2.createSecureServer({ ...options, ...tls }) : http2.createServer(options);
   server.on('stream', (stream, headers) => {
     // A client's reset is an error event on the stream: routine, and seen by the call as 'close'.
     stream.on('error', ignore);
@@ -93,11 +98,12 @@ export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
     // later tick); nothing to open.
     if (stream.destroyed || stream.closed) return;
     const contentType = headers['content-type'];
-    const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream));
+    const authorization = headers.authorization;
+    const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream), typeof authorization === 'string' ? authorization : undefined);
     stream.on('data', (chunk: Buffer) => events.data(chunk));
     stream.on('end', () => events.end());
     stream.on('close', () => events.closed());
   });
-  server.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
+  (server as http2.Http2Server).on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
   return server;
 }

@@ -18,6 +18,7 @@
  * - no compression, no keepalive pings of its own (grpc-js's server sends none by default either).
  */
 import * as net from 'node:net';
+import * as tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { CallTracker, openCall, type Method, type RequestEvents, type ResponseStream } from './call';
 import { Connection } from './h2/connection';
@@ -28,13 +29,33 @@ export type { Method, RequestProblem, StreamCall, StreamMethod, UnaryMethod } fr
 
 export type GrpcTransport = 'builtin' | 'node';
 
+/** TLS for the port (PEM): the server's certificate chain and key, and the CA a client's certificate must be signed by. */
+export interface TlsSettings {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly clientCa: Buffer;
+}
+
 export interface GrpcServerOptions {
   /** The largest request message accepted (Envoy's CheckRequest carries the whole body). */
   readonly maxReceiveMessageBytes: number;
   readonly transport?: GrpcTransport;
-  /** Connection-level problems (a peer breaking HTTP/2, socket errors), for the log. */
+  /** Connection-level problems (a peer breaking HTTP/2, socket errors, failed TLS handshakes), for the log. */
   readonly onError?: (err: unknown) => void;
+  /** TLS with a client certificate required (mTLS): a connection without one is refused in the handshake. */
+  readonly tls?: TlsSettings;
+  /**
+   * Whether a call's `authorization` metadata lets it in (the port's shared secret); absent: every
+   * call does. A call that does not get in is answered at once, before any of its request is read
+   * (an unauthenticated caller costs a header block, never a buffered message): with
+   * `unauthenticated`'s message for its path (the Check's: a normal denial), else UNAUTHENTICATED.
+   */
+  readonly authorize?: (authorization: string | undefined) => boolean;
+  readonly unauthenticated?: ReadonlyMap<string, () => Buffer>;
 }
+
+/** How long a TLS client may take over its handshake (the builtin transport's preface timeout is the same). */
+const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 export interface GrpcH2Server {
   /** host:port as bound (the port filled in when 0 was asked). */
@@ -57,9 +78,16 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
   const onError = opts.onError ?? ignore;
   const tracker = new CallTracker();
   const ctx = { limit: opts.maxReceiveMessageBytes, tracker, onError };
-  const open = (path: string, contentType: string | undefined, res: ResponseStream): RequestEvents => {
+  const authorize = opts.authorize;
+  const open = (path: string, contentType: string | undefined, res: ResponseStream, authorization: string | undefined): RequestEvents => {
     if (contentType === undefined || !contentType.startsWith('application/grpc')) {
       res.refuse(415, 'gRPC requests need content-type: application/grpc\n');
+      return NO_EVENTS;
+    }
+    if (authorize !== undefined && !authorize(authorization)) {
+      const answer = opts.unauthenticated?.get(path);
+      if (answer === undefined) res.end(GrpcStatus.UNAUTHENTICATED, 'this port needs the gateway\'s gRPC secret (authorization metadata)');
+      else res.sendUnary(answer());
       return NO_EVENTS;
     }
     const method = methods.get(path);
@@ -74,8 +102,12 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
   let server: net.Server;
   let goAwayAll: () => void;
   let destroyAll: () => void;
+  const tlsOptions: tls.TlsOptions | undefined = opts.tls && {
+    cert: opts.tls.cert, key: opts.tls.key, ca: opts.tls.clientCa,
+    requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'], handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
+  };
   if (opts.transport === 'node') {
-    const h2 = nodeHttp2Server(open);
+    const h2 = nodeHttp2Server(open, tlsOptions);
     const sessions = new Set<import('node:http2').ServerHttp2Session>();
     h2.on('session', (session) => {
       sessions.add(session);
@@ -87,10 +119,12 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     destroyAll = () => sessions.forEach((s) => s.destroy());
   } else {
     const connections = new Set<Connection>();
-    server = net.createServer((socket) => {
+    const accept = (socket: net.Socket): void => {
       const c = new Connection(socket, { open, onError, onClose: () => connections.delete(c) });
       connections.add(c);
-    });
+    };
+    // With TLS, the connection starts once the handshake (client certificate checked) is done.
+    server = tlsOptions ? tls.createServer(tlsOptions, accept) : net.createServer(accept);
     goAwayAll = () => connections.forEach((c) => c.goAway());
     destroyAll = () => connections.forEach((c) => c.destroy());
   }
@@ -105,6 +139,7 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     });
   });
   server.on('error', onError);
+  if (tlsOptions) server.on('tlsClientError', (err: Error) => onError(new Error(`TLS handshake refused: ${err.message}`)));
   const port = (server.address() as AddressInfo).port;
 
   return {

@@ -13,7 +13,8 @@ import type { CheckRequest } from '../../proto/types/envoy/service/auth/v3/Check
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
 import { decodeCheckRequest } from '../check/read-request';
-import { parseConfig, type Config } from '../config/load';
+import { readGrpcSecret, readGrpcTls } from '../config/grpc-auth';
+import { isLoopback, parseConfig, parseHostPort, type Config } from '../config/load';
 import { watchConfig } from '../config/watch';
 import { FileStore } from '../store/file-store';
 import { startGrpcServer } from './grpc-server';
@@ -96,9 +97,14 @@ const UNREADABLE_HINTS: Record<RequestProblem, (limit: number) => string> = {
   extra_message: () => 'the authorization request carried more than one message: the gateway must send one CheckRequest',
 };
 
+/** The hint of a Check without the gRPC port's secret: the gateway's operator has to act, not the client. */
+const UNAUTHENTICATED_HINT = "the gateway's proxy did not authenticate to its authorization service, so nothing was sent upstream: the gateway's operator must render and load Envoy's bundle with grpc.secret (modelgate envoy-config)";
+
 export async function startService(opts: ServiceOptions): Promise<Service> {
   const env = opts.env ?? process.env;
   let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
+  // The gRPC port's secret and certificates: read once, at start, before anything is opened.
+  const grpcAuth = { secret: readGrpcSecret(config, { env, configPath: opts.configPath }), tls: readGrpcTls(config, { env, configPath: opts.configPath }) };
   const metrics = createMetrics();
   const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
     ? opts.logDestination
@@ -164,12 +170,14 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const meterGrpc = meterService(meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message'));
   // The headers the decoder keeps follow the config (key header names can change on reload).
   let headerFilter = requestHeaderFilter(config.routes);
-  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed' | 'authz_unavailable', hint: string): Buffer => {
+  const denyUndecided = (reason: 'internal_error' | 'check_request_malformed' | 'authz_unauthenticated' | 'authz_unavailable', hint: string): Buffer => {
     logger.error({ decision: 'deny', status: statusOf(reason), reason, hint }, 'decision');
     metrics.countDecision(statusOf(reason), reason);
     const route = classify('', '', config.routes.altPrefix, false);
     return encoder.encode({ allowed: false, reason, status: statusOf(reason), hint, route }, config);
   };
+  // A Check without the port's secret: denied before anything of it is read (so in the generic error shape).
+  const unauthenticated = (): Buffer => denyUndecided('authz_unauthenticated', UNAUTHENTICATED_HINT);
   const failClosed = (): Buffer => denyUndecided('internal_error', 'the authorization service failed to decide; retry shortly');
   const unreadable = (problem: RequestProblem): Buffer => denyUndecided('check_request_malformed', UNREADABLE_HINTS[problem](config.grpc.maxReceiveMessageBytes));
   // Shutting down: the port stays open for the meter's reports, and a Check arriving meanwhile is
@@ -182,7 +190,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     if (view === undefined) return denyUndecided('check_request_malformed', 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest');
     return check(view, started);
   };
-  const handlers = { check: checkBytes, failClosed, unreadable };
+  const handlers = { check: checkBytes, failClosed, unreadable, unauthenticated };
 
   let draining = false;
   // gRPC health (Envoy's health check) follows the store too: a replica whose store is down is
@@ -192,7 +200,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // prompt 503, so it must not take the replica out of a load balancer (issue 14 §3).
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, config.grpc,
+  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, { ...config.grpc, ...grpcAuth },
     [meterGrpc.method],
     (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
@@ -222,7 +230,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   grpcServer.setServing(ready());
   metrics.storeReady.set(store.ready() ? 1 : 0);
 
-  logger.info({ grpcAddress: grpcServer.address, httpAddress: httpServer.address, store: store.kind, groups: config.groups.size }, 'modelgate listening');
+  logger.info({ grpcAddress: grpcServer.address, httpAddress: httpServer.address, store: store.kind, groups: config.groups.size, grpcAuth: grpcAuthText(grpcAuth) }, 'modelgate listening');
+  if (!grpcAuth.secret && !grpcAuth.tls && !isLoopback(parseHostPort(grpcServer.address).host)) {
+    logger.warn({ grpcAddress: grpcServer.address },
+      'the gRPC port listens beyond loopback without authentication: anything that reaches it can run Checks (a key oracle without limits) and send meter streams that debit any key; set grpc.secret or grpc.tls (docs/security.md, "The gRPC port")');
+  }
 
   return {
     grpcAddress: grpcServer.address,
@@ -261,6 +273,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await new Promise<void>((resolve) => logger.flush(() => resolve()));
     },
   };
+}
+
+/** How the gRPC port authenticates its callers, for the start line (never the secret). */
+function grpcAuthText(a: { secret?: string; tls?: unknown }): string {
+  return [a.secret ? 'secret' : '', a.tls ? 'mtls' : ''].filter(Boolean).join('+') || 'none';
 }
 
 /** The console's usage rows from the meter's ledger: a cost only where the model had a price. */

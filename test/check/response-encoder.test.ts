@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { allowPlan, writeCheckResponse } from '../../src/check/write-response';
 import { parseConfig } from '../../src/config/load';
+import { withUpstreamCredentials } from '../support/upstream-credentials';
 import type { Decision } from '../../src/check/decision';
 import { authorizationService } from '../../src/envoy/protos';
 import { ResponseEncoder } from '../../src/check/response-encoder';
@@ -70,7 +71,7 @@ test('a new config (a reload) gets answers built from it, not the old cache', ()
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
   const allow = cases('')[0].d;
   const before = def.responseDeserialize(encoder.encode(allow, config)) as any;
-  const withCredential = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8') + 'upstream:\n  credentials:\n    chat: { header: authorization, prefix: "Bearer ", env: UP }\n', { UP: 'upstream-secret' });
+  const withCredential = parseConfig(withUpstreamCredentials(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'), { chat: { header: 'authorization', prefix: 'Bearer ', env: 'UP', secret: 'upstream-secret' } }), { UP: 'upstream-secret' });
   const after = def.responseDeserialize(encoder.encode(allow, withCredential)) as any;
   expect(before.ok_response.headers.map((h: any) => h.header.key)).not.toContain('authorization');
   expect(after.ok_response.headers.find((h: any) => h.header.key === 'authorization').header.value).toBe('Bearer upstream-secret');

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway, type Received } from '../support/gateway';
+import { withUpstreamCredentials } from '../support/upstream-credentials';
 
 const ALICE = DEMO_KEYS.alice;
 const BOB = DEMO_KEYS.bob;
@@ -24,7 +25,7 @@ function everything(r: Received): string {
 describeE2E('headers and trailers nobody reads never reach an upstream', () => {
   let gw: Gateway;
   beforeAll(async () => {
-    gw = await startGateway({ config: (demo) => `${demo}\nupstream:\n  credentials:\n    chat: { header: authorization, prefix: "Bearer ", env: UPSTREAM_OPENAI_KEY }\n`, env: { UPSTREAM_OPENAI_KEY: 'sk-upstream-secret' } });
+    gw = await startGateway({ config: (demo) => withUpstreamCredentials(demo, { chat: { header: 'authorization', prefix: 'Bearer ', env: 'UPSTREAM_OPENAI_KEY', secret: 'sk-upstream-secret' } }), env: { UPSTREAM_OPENAI_KEY: 'sk-upstream-secret' } });
   });
   afterAll(async () => gw?.close());
 

@@ -34,6 +34,7 @@ import { DEMO_CONFIG } from '../support/service-harness';
 const NOT_THROUGH_ENVOY: Partial<Record<Reason, string>> = {
   check_request_malformed: 'Envoy always sends a valid CheckRequest; test/check/bad-input.test.ts',
   internal_error: 'needs a fault inside modelgate; test/server/store-failures.test.ts',
+  authz_unauthenticated: "needs an Envoy without the gRPC port's secret; test/e2e/grpc-auth.test.ts (through Envoy, set to fail open) and test/server/grpc-auth.test.ts",
 };
 
 const DOWN_KEY = generateKey();

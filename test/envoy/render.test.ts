@@ -275,15 +275,29 @@ describe('the settings modelgate relies on', () => {
     }
   });
 
-  it('keeps the header of a configured upstream credential on the routes of its style only', () => {
-    const config = demoWith((y) => `${y}\nupstream:\n  credentials:\n    messages: { header: x-api-key, env: A }\n    generative: { header: x-goog-api-key, env: G }\n`);
+  it('keeps the header of a configured upstream credential on the routes to its upstream only (issue 21)', () => {
+    const config = demoWith((y) => y.replace(/\n    messages: http:\/\/127\.0\.0\.1:9300\n    generative: http:\/\/127\.0\.0\.1:9300\n    alt: http:\/\/127\.0\.0\.1:9300\n/,
+      '\n    messages: { url: "http://127.0.0.1:9300", credential: { header: x-api-key, env: A } }\n    generative: { url: "http://127.0.0.1:9300", credential: { header: x-goog-api-key, env: G } }\n    alt: { url: "http://127.0.0.1:9300", credential: { header: x-alt-token, env: T } }\n'));
+    expect(config.upstream.credentials.alt?.header).toBe('x-alt-token');
     const routes = httpConnectionManager(parseYaml(renderEnvoyYaml(config))).route_config.virtual_hosts[0].routes as Obj[];
     const removes = (name: string) => routes.find((r) => r.name === name)!.request_headers_to_remove as string[];
     expect(removes('messages')).not.toContain('x-api-key');
-    expect(removes('alt_messages_count_tokens')).not.toContain('x-api-key');
-    expect(removes('messages')).toContain('authorization');
+    expect(removes('messages_count_tokens')).not.toContain('x-api-key');
+    expect(removes('messages')).toEqual(expect.arrayContaining(['authorization', 'x-alt-token', 'x-goog-api-key']));
     expect(removes('generative')).not.toContain('x-goog-api-key');
-    expect(removes('chat_completions')).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key']));
+    expect(removes('chat_completions')).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'x-alt-token']));
+    // Under the alternate prefix every route goes to the alt upstream: only its header stays.
+    for (const name of routes.map((r) => String(r.name)).filter((n) => n.startsWith('alt_') && !n.includes('models'))) {
+      expect(removes(name), name).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'authorization']));
+      expect(removes(name), name).not.toContain('x-alt-token');
+    }
+  });
+
+  it("removes modelgate's own credential header (the console key) on every upstream route", () => {
+    const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
+    const upstream = routes.filter((r) => String(r.route?.cluster ?? '').startsWith('upstream_'));
+    expect(upstream.length).toBe(14);
+    for (const r of upstream) expect(r.request_headers_to_remove, String(r.name)).toContain('x-modelgate-console-key');
   });
 
   it('sets append_action OVERWRITE_IF_EXISTS_OR_ADD on every header it adds', () => {
@@ -439,5 +453,37 @@ describe('the settings modelgate relies on', () => {
         '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true,
       });
     }
+  });
+});
+
+describe('the gRPC port authenticated (issue 21)', () => {
+  const SECRET = 'render-test-secret-0Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8';
+  const authed = () => demoWith((y) => y
+    .replace(/^grpc:\n/m, 'grpc:\n  secret: { env: S }\n  tls: { certFile: /etc/modelgate/tls.crt, keyFile: /etc/modelgate/tls.key, clientCaFile: /etc/modelgate/envoy-ca.crt }\n')
+    .replace(/^gateway:\n/m, 'gateway:\n  authzTls: { certFile: /etc/envoy/client.crt, keyFile: /etc/envoy/client.key, caFile: /etc/envoy/modelgate-ca.crt, serverName: modelgate.internal }\n  trustedProxyHops: 2\n'));
+
+  it('passes strict validation against the API protos with the secret, mTLS and trusted hops', () => {
+    const text = renderEnvoyYaml({ ...authed(), grpcSecret: SECRET });
+    const r = checkEnvoyConfig(text);
+    expect(r.errors).toEqual([]);
+    expect(r.warnings).toEqual([]);
+    const b = parseYaml(text);
+    expect(httpConnectionManager(b).xff_num_trusted_hops).toBe(2);
+    const meter = b.static_resources.clusters.find((c: Obj) => c.name === 'modelgate_meter');
+    expect(meter.transport_socket.typed_config.common_tls_context.alpn_protocols).toEqual(['h2']);
+    expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(3);
+  });
+
+  it('puts the secret into the parts a platform team pastes too', () => {
+    expect(renderEnvoyParts({ ...authed(), grpcSecret: SECRET }).split(`Bearer ${SECRET}`).length - 1).toBe(3);
+  });
+
+  it('refuses to render a config with grpc.secret without its value', () => {
+    expect(() => renderEnvoyYaml(authed())).toThrow(/grpc\.secret is set/);
+  });
+
+  it('renders no authentication and no trusted hops by default', () => {
+    const text = renderEnvoyYaml(demoWith());
+    expect(text).not.toMatch(/initial_metadata|transport_socket: \{ name: envoy\.transport_sockets\.tls[^}]*UpstreamTlsContext[^}]*tls_certificates|xff_num_trusted_hops/);
   });
 });

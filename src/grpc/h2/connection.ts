@@ -30,8 +30,11 @@ import {
 import { HpackDecoder, HpackError, tableSizeUpdate } from './hpack';
 import { Stream, type StreamOwner } from './stream';
 
-/** Opens the call of a new stream (its path and content-type read), answering through `res`. */
-export type OpenStream = (path: string, contentType: string | undefined, res: ResponseStream) => RequestEvents;
+/**
+ * Opens the call of a new stream (its path, content-type and `authorization` metadata read: the
+ * port's shared secret, server.ts), answering through `res`.
+ */
+export type OpenStream = (path: string, contentType: string | undefined, res: ResponseStream, authorization: string | undefined) => RequestEvents;
 
 export interface ConnectionOptions {
   readonly open: OpenStream;
@@ -462,12 +465,14 @@ export class Connection implements StreamOwner {
   #headerBlock(id: number, endStream: boolean, block: Buffer): void {
     let path: string | undefined;
     let contentType: string | undefined;
+    let authorization: string | undefined;
     let listBytes = 0;
     // Every block is decoded, whatever becomes of its stream: HPACK's table is the connection's.
     this.#decoder.decode(block, (name, value) => {
       listBytes += name.length + value.length + 32;
       if (name === ':path') path = value;
       else if (name === 'content-type') contentType = value;
+      else if (name === 'authorization') authorization = value;
     });
     if (listBytes > MAX_HEADER_BLOCK) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, 'a header list over 64 KiB');
     const existing = this.#streams.get(id);
@@ -491,7 +496,7 @@ export class Connection implements StreamOwner {
     const s = new Stream(id, this);
     this.#streams.set(id, s);
     s.remoteEnded = endStream;
-    const events = this.#opts.open(path, contentType, s);
+    const events = this.#opts.open(path, contentType, s, authorization);
     if (s.gone) return events.closed();
     s.events = events;
     if (endStream) events.end();

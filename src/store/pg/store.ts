@@ -313,11 +313,19 @@ export async function openPgStore(url: string, options: PgStoreOptions = {}): Pr
   return store;
 }
 
-/** A connection string with its password hidden, for messages. */
+/**
+ * Query parameters of a connection string that can hold a secret: libpq's `password` and
+ * `sslpassword`, and anything named like a password, secret, token or key (issue 21: a password
+ * given as `?password=` was printed in connection errors).
+ */
+const SECRET_PARAM = /pass|secret|token|key/i;
+
+/** A connection string with its password hidden (in the userinfo and in the query), for messages. */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
+    for (const name of new Set(u.searchParams.keys())) if (SECRET_PARAM.test(name)) u.searchParams.set(name, '***');
     return u.toString();
   } catch {
     return '<unparseable store URL>';
