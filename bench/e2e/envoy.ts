@@ -29,8 +29,10 @@ export interface BundleOptions {
   readonly httpPort: number;
   /** Every upstream family goes here. */
   readonly upstreamPort: number;
-  /** The meter's ext_proc filter (needs modelgate as the authz target). */
+  /** The meter's filters and access log (needs modelgate as the authz target). */
   readonly meter: boolean;
+  /** The rate limit filters (issue 25): kept only for the rate limit rows, so the other rows stay as they were measured. */
+  readonly rateLimits?: boolean;
   /**
    * Keep the client's credential headers on the way upstream (LiteLLM: the upstream is the
    * authorizer, and reads the key from them). The generated routes remove them.
@@ -79,6 +81,14 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
     changes.push("no request_headers_to_remove on the routes (the client's key goes to LiteLLM)");
   }
   if (o.meter) changes.push("the meter's filters (Lua tail capture, gzip decompressor) and its gRPC access log");
+  if (!o.rateLimits) {
+    hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => !String(f.name).startsWith('modelgate.ratelimit_'));
+    b.static_resources.clusters = (b.static_resources.clusters as Obj[]).filter((c) => c.name !== CLUSTER.ratelimit);
+    for (const r of hcm.route_config.virtual_hosts[0].routes as Obj[]) {
+      const pf = r.typed_per_filter_config as Obj | undefined;
+      if (pf) for (const k of Object.keys(pf)) if (k.startsWith('modelgate.ratelimit_')) delete pf[k];
+    }
+  } else changes.push("the rate limit filters (tokens, then requests) calling the engine's cluster");
   if (config.grpc.secret) changes.push('the gRPC secret in every call to modelgate (grpc_service initial_metadata)');
   if (config.gateway.authzTls) changes.push("mTLS to modelgate's gRPC port (the authz cluster's TLS transport socket)");
   return { yaml: toYaml(b, ' modelgate end-to-end benchmark: the generated bundle, see bench/e2e/envoy.ts'), changes };

@@ -13,6 +13,9 @@
  *   modelgate-meter     modelgate, file store, the meter on (soft)          } metering rows
  *   modelgate-pg-meter  modelgate, PostgreSQL, the meter on (soft)          } (issue 11)
  *   modelgate-pg-strict modelgate, PostgreSQL, the meter on, strict mode    }
+ *   modelgate-rl        modelgate + meter (soft, file store), rate limits on the   } rate limit rows
+ *                       keys, embedded engine (modelgate answers the filters)      } (issue 25): every
+ *   modelgate-rl-global the same, global engine: envoyproxy/ratelimit + Redis      } request asks the engine
  *   modelgate-secret    (--setups only) modelgate with grpc.secret            } the gRPC port
  *   modelgate-mtls      (--setups only) modelgate with mTLS (grpc.tls)        } authenticated
  *   modelgate-secret-mtls (--setups only) both                                } (issue 21)
@@ -31,10 +34,11 @@ import { renderBundle, startPinnedEnvoy, type RunningEnvoy } from './envoy';
 import type { HttpKind } from './mixes';
 import { peerData } from './peer-data';
 import type { BenchPg } from './pg';
-import { freePort, httpStatus, listening, spawnPinned, type Proc } from './procs';
+import { freePort, httpStatus, listening, pin, spawnPinned, type Proc } from './procs';
+import { startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
 import { UPSTREAM_MARKERS } from './upstream';
 
-export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict'] as const;
+export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'] as const;
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
 export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls'] as const;
 export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
@@ -53,6 +57,8 @@ export const SETUP_TITLES: Record<SetupId, string> = {
   'modelgate-meter': 'modelgate + meter, soft (file store)',
   'modelgate-pg-meter': 'modelgate + meter, soft (PostgreSQL)',
   'modelgate-pg-strict': 'modelgate + meter, strict (PostgreSQL)',
+  'modelgate-rl': 'modelgate + meter + rate limits, embedded engine',
+  'modelgate-rl-global': 'modelgate + meter + rate limits, global engine (envoyproxy/ratelimit, Redis)',
   'modelgate-secret': 'Envoy + modelgate, gRPC port with grpc.secret',
   'modelgate-mtls': 'Envoy + modelgate, gRPC port with mTLS (grpc.tls)',
   'modelgate-secret-mtls': 'Envoy + modelgate, gRPC port with grpc.secret and mTLS',
@@ -96,18 +102,33 @@ export interface RunningSetup {
 
 const allowMarker = (kind: HttpKind): string => (kind.expect.allowed ? UPSTREAM_MARKERS[kind.expect.family] : UPSTREAM_MARKERS.chat);
 
+/** Rate limits the benchmark's traffic never reaches: every request asks the engine, none is refused. */
+const BENCH_LIMITS = { rpm: 1_000_000_000, tpm: 4_000_000_000 };
+
 /** How a setup's gRPC port authenticates Envoy (issue 21): the secret's file, the certificates' files. */
 interface PortAuth {
   readonly secretFile?: string;
   readonly tls?: { readonly serverCert: string; readonly serverKey: string; readonly serverCa: string; readonly clientCert: string; readonly clientKey: string; readonly clientCa: string };
 }
 
-/** modelgate's config for a setup: the demo config with the meter, store and gRPC port authentication of the setup. */
-function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUrl?: string, auth: PortAuth = {}): string {
+/**
+ * modelgate's config for a setup: the demo config with the meter, store and gRPC port
+ * authentication of the setup, and for the rate limit rows, the engine and limits on the
+ * benchmark's keys (key-wide requests and tokens per minute: both filters call the engine, and
+ * each response's tokens are charged).
+ */
+function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUrl?: string, auth: PortAuth = {}, rateLimits?: { engine: 'embedded' | 'global'; service?: string; redis?: string }): string {
   const doc = parseDocument(demo);
   doc.setIn(['meter', 'enabled'], meter !== 'off');
   if (meter !== 'off') doc.setIn(['meter', 'mode'], meter);
   if (storeUrl) doc.set('store', storeUrl);
+  if (rateLimits) {
+    doc.setIn(['rateLimits', 'engine'], rateLimits.engine);
+    if (rateLimits.service) doc.setIn(['rateLimits', 'service'], rateLimits.service);
+    if (rateLimits.redis) doc.setIn(['rateLimits', 'redis'], rateLimits.redis);
+    const keys = doc.get('keys') as { items: Array<{ get(k: string): unknown; set(k: string, v: unknown): void }> };
+    for (const k of keys.items) if (['alice', 'bob'].includes(String(k.get('id')))) k.set('limits', doc.createNode(BENCH_LIMITS));
+  }
   if (auth.secretFile) doc.setIn(['grpc', 'secret'], doc.createNode({ file: auth.secretFile }));
   if (auth.tls) {
     const t = auth.tls;
@@ -166,6 +187,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
   let markers = (k: HttpKind): string[] => [k.expect.allowed ? allowMarker(k) : `[modelgate: ${k.expect.reason}]`];
   let upstreamPort = ctx.upstreamPort;
   const httpPortFor = async (): Promise<number> => freePort();
+  const engines: EngineProcess[] = [];
 
   switch (id) {
     case 'envoy': {
@@ -220,8 +242,27 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     case 'modelgate-pg':
     case 'modelgate-meter':
     case 'modelgate-pg-meter':
-    case 'modelgate-pg-strict': {
-      const meter = id === 'modelgate-pg-strict' ? 'strict' : id.endsWith('-meter') ? 'soft' : 'off';
+    case 'modelgate-pg-strict':
+    case 'modelgate-rl':
+    case 'modelgate-rl-global': {
+      const meter = id === 'modelgate-pg-strict' ? 'strict' : id.endsWith('-meter') || id.startsWith('modelgate-rl') ? 'soft' : 'off';
+      let rateLimits: { engine: 'embedded' | 'global'; service?: string; redis?: string } | undefined;
+      if (id === 'modelgate-rl') rateLimits = { engine: 'embedded' };
+      if (id === 'modelgate-rl-global') {
+        // Redis and envoyproxy/ratelimit on the load core, as PostgreSQL: infrastructure beside the gateway.
+        const redisPort = await freePort();
+        const grpc = { host: '127.0.0.1', port: await freePort() };
+        const redis = await startRedis({ host: '127.0.0.1', port: redisPort });
+        const ratelimit = await startRatelimit({ grpc, redis: { host: '127.0.0.1', port: redisPort }, domain: 'modelgate' }).catch(async (err: unknown) => {
+          await redis.stop();
+          throw err;
+        });
+        if (ctx.loadCpus) await pin([redis.pid, ratelimit.pid], ctx.loadCpus);
+        engines.push(ratelimit, redis);
+        storePids = () => [redis.pid, ratelimit.pid];
+        rateLimits = { engine: 'global', service: `127.0.0.1:${grpc.port}`, redis: `127.0.0.1:${redisPort}` };
+        notes.push('store CPU: Redis and envoyproxy/ratelimit, pinned to the load core');
+      }
       let storeUrl: string | undefined;
       if (id.includes('-pg')) {
         if (!ctx.pg) throw new Error('no PostgreSQL');
@@ -229,7 +270,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         storePids = () => ctx.pg!.pids();
       }
       const configPath = path.join(ctx.outDir, `${id}.yaml`);
-      writeFileSync(configPath, modelgateConfig(ctx.demoConfig, meter, storeUrl));
+      writeFileSync(configPath, modelgateConfig(ctx.demoConfig, meter, storeUrl, {}, rateLimits));
       rmSync(configPath.replace(/\.yaml$/, '.state.json'), { force: true });
       const m = await startModelgateProc(ctx, id, configPath, id === 'modelgate-w2' ? 2 : 1);
       authz = m.proc;
@@ -239,6 +280,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         httpPort: Number(m.http.split(':')[1]),
         upstreamPort,
         meter: meter !== 'off',
+        rateLimits: rateLimits !== undefined,
       });
       break;
     }
@@ -310,6 +352,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     });
   } catch (err) {
     await authz?.stop();
+    for (const e of engines) await e.stop();
     throw err;
   }
   return {
@@ -325,6 +368,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     async stop() {
       await envoy.stop();
       await authz?.stop();
+      for (const e of engines) await e.stop();
     },
   };
 }

@@ -1,4 +1,5 @@
 /** The plain result of deciding one request: what the write stage and the log line are built from. */
+import type { RateLimitMetadata } from '../ratelimit/metadata';
 import type { Reason } from './reasons';
 import type { Route } from './routes';
 import type { TopLevelFields } from './extract-model';
@@ -29,6 +30,12 @@ export interface Decision {
    * in the same pass as the model. Not part of the answer Envoy gets (the response cache ignores it).
    */
   readonly bodyFields?: TopLevelFields;
+  /** Allowed protocol requests with counted limits: what Envoy's rate limit filters read (ratelimit/metadata.ts). */
+  readonly rateLimit?: RateLimitMetadata;
+  /** Allowed protocol requests: the key's cap on requests in flight (ratelimit/in-flight.ts), if any. */
+  readonly inFlightLimit?: number;
+  /** A 429 of modelgate's own (concurrency_limited): seconds the client should wait (retry-after). */
+  readonly retryAfter?: number;
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];
 }

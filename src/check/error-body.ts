@@ -20,14 +20,18 @@ const GEMINI_STATUS: Readonly<Record<number, string>> = {
   405: 'UNIMPLEMENTED', 413: 'INVALID_ARGUMENT', 415: 'INVALID_ARGUMENT', 429: 'RESOURCE_EXHAUSTED', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED',
 };
 
-/** The JSON error body for a denial. */
-export function errorBody(family: Family, status: number, reason: string, hint: string): string {
+/**
+ * The JSON error body for a denial. `retryAfter` (seconds, 429 only): Gemini's RESOURCE_EXHAUSTED
+ * carries it as a google.rpc.RetryInfo detail, as Google's API does.
+ */
+export function errorBody(family: Family, status: number, reason: string, hint: string, retryAfter?: number | string): string {
   const message = `${hint} [modelgate: ${reason}]`;
   switch (family) {
     case 'anthropic':
       return JSON.stringify({ type: 'error', error: { type: ANTHROPIC_TYPE[status] ?? 'api_error', message } });
     case 'gemini':
-      return JSON.stringify({ error: { code: status, message, status: GEMINI_STATUS[status] ?? 'UNKNOWN' } });
+      return JSON.stringify({ error: { code: status, message, status: GEMINI_STATUS[status] ?? 'UNKNOWN',
+        ...(retryAfter !== undefined ? { details: [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${retryAfter}s` }] } : {}) } });
     default:
       return JSON.stringify({ error: { message, type: OPENAI_TYPE[status] ?? 'invalid_request_error', param: null, code: reason } });
   }

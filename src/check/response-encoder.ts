@@ -32,7 +32,8 @@ interface PerConfig {
 function responseKey(d: Decision, path: string): string {
   const r = d.route;
   const where = (r.kind === 'protocol' || r.kind === 'models') && r.fixedId !== undefined ? r.fixedId : `/${path}`;
-  const rare = d.modelIsKey || d.removeQuery ? `${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}` : '';
+  const rare = d.modelIsKey || d.removeQuery || d.rateLimit || d.retryAfter !== undefined
+    ? `${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}\0${d.rateLimit ? d.rateLimit.stamp : ''}\0${d.retryAfter ?? ''}` : '';
   return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.alt ? 1 : 0}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${d.modelKnown ? d.model : ''}\0${d.hint}\0${rare}\0${where}`;
 }
 
@@ -50,7 +51,8 @@ export class ResponseEncoder {
     let c = this.#perConfig.get(config);
     if (!c) this.#perConfig.set(config, (c = { plan: allowPlan(config), bytes: new LRUCache({ max: this.maxEntries }), allowed: new Map(), allowedCount: 0 }));
     const r = d.route;
-    if (d.allowed && r.kind === 'protocol' && r.fixedId !== undefined && d.keyId !== undefined && d.group !== undefined && !d.modelIsKey && !d.removeQuery) {
+    // Answers with rate limit metadata change every second (their resets): keyed by it below.
+    if (d.allowed && r.kind === 'protocol' && r.fixedId !== undefined && d.keyId !== undefined && d.group !== undefined && !d.modelIsKey && !d.removeQuery && !d.rateLimit) {
       return this.#encodeAllowed(c, d, config, path, r.fixedId, d.keyId, d.group, d.modelKnown && d.model !== undefined ? d.model : '');
     }
     return this.#encodeAny(c, d, config, path);

@@ -14,6 +14,7 @@ import { UPSTREAM_FAMILIES, upstreamOf, type Config, type UpstreamFamily } from 
 import type { Decision } from './decision';
 import { errorBody } from './error-body';
 import { keyHeaders } from './extract-key';
+import { METADATA_FIELD as RATE_LIMIT_FIELD } from '../ratelimit/limits';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
 const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14, 504: 4 };
@@ -48,6 +49,8 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   if (metered) fields.metered = { boolValue: true };
   // Strict mode's leases: the replica whose lease a settlement debits (meter/leases.ts).
   if (metered && replica !== undefined) fields.replica = { stringValue: replica };
+  // Rate limits (issue 25): what Envoy's rate limit filters read (ratelimit/metadata.ts).
+  if (d.allowed && d.rateLimit) (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
   return { fields };
 }
 
@@ -140,6 +143,7 @@ export function denialParts(d: Decision): { status: number; headers: [string, st
     [HEADER.hint, d.hint],
   ];
   if (d.status === 401) headers.push(['www-authenticate', challenge(d)]);
+  if (d.retryAfter !== undefined) headers.push(['retry-after', String(d.retryAfter)]);
   if (d.route.kind === 'wrong_method') headers.push(['allow', d.route.allow]);
-  return { status: d.status, headers, body: errorBody(d.route.family, d.status, d.reason, d.hint) };
+  return { status: d.status, headers, body: errorBody(d.route.family, d.status, d.reason, d.hint, d.retryAfter) };
 }

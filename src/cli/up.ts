@@ -16,6 +16,7 @@ import { ensureEnvoy, EnvoyUnavailable } from '../envoy/ensure';
 import { startEnvoy, type EnvoyProcess } from '../envoy/process';
 import { renderEnvoyYaml } from '../envoy/render';
 import { startService, type Service } from '../server/service';
+import { EngineUnavailable, startRatelimit, startRedis, type EngineProcess } from '../server/global-engine';
 import { bundleWarnings } from '../envoy/bundle-warnings';
 import { configPathOf, readConfig, renderInput } from './envoy';
 import { tuneHeap } from './heap-tuning';
@@ -63,6 +64,9 @@ export function banner(config: Config, configPath: string, envoyVersion: string,
     `  upstreams    ${upstreams}`,
     `  modelgate    gRPC ${config.server.grpc}, HTTP ${config.server.http} (/metrics, /readyz)`,
     `  Envoy admin  http://${g.admin.host}:${g.admin.port}`,
+    config.rateLimits.engine === 'global'
+      ? `  rate limits  envoyproxy/ratelimit on ${config.rateLimits.service.host}:${config.rateLimits.service.port}, Redis on ${config.rateLimits.redis.host}:${config.rateLimits.redis.port}`
+      : '  rate limits  embedded (counted by modelgate itself; one process)',
   ];
   const keys = upstream ? demoKeyLines(configPath) : [];
   if (keys.length > 0) {
@@ -81,6 +85,7 @@ export function banner(config: Config, configPath: string, envoyVersion: string,
     );
     const trial = balanceOf(config, 'trial');
     if (trial) lines.push(`  $TRIAL starts with a balance of ${trial} (the config's): it runs out after a few requests`);
+    lines.push('', `Rate limits (${config.rateLimits.engine} engine): $GRACE may make 3 requests a minute; its fourth gets 429 rate_limited with retry-after.`);
   }
   lines.push('', 'Decision lines (modelgate) and access-log lines (Envoy) follow as JSON on stdout. Ctrl-C stops all three.', '');
   return lines.join('\n');
@@ -110,6 +115,7 @@ export function upCommand(run: CliRun): Command {
       let upstream: DemoUpstream | undefined;
       let service: Service | undefined;
       let envoy: EnvoyProcess | undefined;
+      const engines: EngineProcess[] = [];
       let stopping = false;
       const stopAll = async (): Promise<void> => {
         stopping = true;
@@ -117,9 +123,21 @@ export function upCommand(run: CliRun): Command {
         // briefly for those reports and settles what is left at its maximum, provisionally.
         await envoy?.stop();
         await service?.close(3000, 2000);
+        for (const e of engines.reverse()) await e.stop();
         await upstream?.close();
       };
       try {
+        // The global rate limit engine (docs/rate-limits.md): Redis, then envoyproxy/ratelimit counting in it.
+        if (config.rateLimits.engine === 'global') {
+          const r = config.rateLimits;
+          const started = async (p: Promise<EngineProcess>): Promise<void> => {
+            engines.push(await p.catch((err: Error) => {
+              throw new CliError(err instanceof EngineUnavailable ? err.message : `the global rate limit engine cannot start: ${err.message}`);
+            }));
+          };
+          await started(startRedis(r.redis, env));
+          await started(startRatelimit({ grpc: r.service, redis: r.redis, domain: r.domain, env }));
+        }
         if (options.demoUpstream) {
           const at = parseHostPort(options.demoUpstream);
           upstream = await startDemoUpstream({ host: at.host, port: at.port }).catch((err: NodeJS.ErrnoException) => {

@@ -7,7 +7,7 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { type GroupRecord, type KeyRecord, type ModelRecord, type Protocol } from '../store/store';
+import { type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
 import { configSchemaFor, expiryTime, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
@@ -59,6 +59,24 @@ export interface GatewaySettings {
   /** Route idle_timeout and HCM stream_idle_timeout (504 upstream_timeout past it). */
   readonly upstreamIdleTimeoutSeconds: number;
   readonly upstreams: Readonly<Record<UpstreamFamily, UpstreamTarget>>;
+}
+
+/** schema.ts `rateLimits`, addresses parsed. */
+export interface RateLimitSettings {
+  readonly engine: 'embedded' | 'global';
+  readonly failureMode: 'allow' | 'deny';
+  readonly service: HostPort;
+  readonly redis: HostPort;
+  readonly domain: string;
+  readonly timeoutMs: number;
+}
+
+/** The limits given (nulls dropped), or null when none is. */
+function limitsOf(l: Limits | null | undefined): Limits | null {
+  if (!l) return null;
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(l)) if (typeof v === 'number') out[k] = v;
+  return Object.keys(out).length === 0 ? null : out;
 }
 
 /** Envoy's side of mTLS to modelgate's gRPC port (schema.ts `gateway.authzTls`). */
@@ -113,6 +131,8 @@ export interface Config {
   /** Metering (issue 11). */
   readonly meter: Frozen<ConfigFile['meter']>;
   readonly gateway: GatewaySettings;
+  /** Rate limits of model traffic: the engine and its failure mode (issue 25). */
+  readonly rateLimits: RateLimitSettings;
   /** The console's API limits (schema.ts `console`). */
   readonly console: Frozen<ConfigFile['console']>;
   readonly groups: ReadonlyMap<string, GroupRecord>;
@@ -195,15 +215,16 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
         name: m.name, protocols: m.protocols ?? null, available: m.available,
         price: m.price ? { input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null } : null,
         maxOutputTokens: m.maxOutputTokens ?? null,
+        ...(m.limits ? { limits: limitsOf(m.limits) } : {}),
       };
       models.set(model.name, model);
     }
-    groups.set(name, { name, available: g.available, models });
+    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: limitsOf(g.limits) } : {}) });
   }
   const keys: KeyRecord[] = new Array(f.keys.length);
   for (let i = 0; i < f.keys.length; i++) {
     const k = f.keys[i];
-    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt) };
+    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: limitsOf(k.limits) } : {}) };
   }
   return {
     routes: f.routes,
@@ -216,6 +237,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     server: f.server,
     meter: f.meter,
     console: f.console,
+    rateLimits: { ...f.rateLimits, service: parseHostPort(f.rateLimits.service), redis: parseHostPort(f.rateLimits.redis) },
     gateway: {
       listen: parseHostPort(f.gateway.listen),
       admin: parseHostPort(f.gateway.admin),

@@ -301,6 +301,37 @@ const meter = mapping({
   stateFile: text().nullish().describe('File store: where balances spent are kept (JSON, written atomically); relative paths from the config file. Default: beside the config, <name>.state.json.'),
 });
 
+/** The largest limit: the rate limit service's counters and limits are 32-bit. */
+export const MAX_LIMIT = 4_294_967_295;
+
+/** Rate limits (issue 25; docs/rate-limits.md): absent or null, none. */
+const limitFields = {
+  rpm: integer(1, MAX_LIMIT).nullish().describe('Requests per minute (a fixed window, counted across every replica by the rate limit engine); over it: 429 rate_limited.'),
+  tpm: integer(1, MAX_LIMIT).nullish().describe('Tokens per minute: each response is charged its real token count when it ends; once the tokens used in the window reach it, 429 tokens_rate_limited until the window resets.'),
+  rpd: integer(1, MAX_LIMIT).nullish().describe('Requests per day (UTC); over it: 429 rate_limited.'),
+  tpd: integer(1, MAX_LIMIT).nullish().describe('Tokens per day (UTC); once reached: 429 tokens_rate_limited.'),
+};
+
+const keyLimits = mapping({
+  ...limitFields,
+  inFlight: integer(1, 1_000_000).nullish().describe('Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight.'),
+}, 'must be a mapping of limits {rpm, tpm, rpd, tpd, inFlight}');
+
+const modelLimits = mapping(limitFields, 'must be a mapping of limits {rpm, tpm, rpd, tpd}');
+
+const rateLimits = mapping({
+  engine: z.enum(['embedded', 'global'], { error: 'must be embedded or global' }).prefault('embedded').describe(
+    'embedded: modelgate itself counts (in memory, one modelgate process: npm start); global: envoyproxy/ratelimit with Redis, shared by every Envoy and replica (rateLimits.service).',
+  ),
+  failureMode: z.enum(['allow', 'deny'], { error: 'must be allow or deny' }).prefault('allow').describe(
+    'When the rate limit service cannot answer (down, Redis down, past timeoutMs): allow (serve the request unlimited and count it in Envoy\'s failure_mode_allowed) or deny (503 rate_limit_unavailable).',
+  ),
+  service: hostPort('127.0.0.1:8081', "global engine: envoyproxy/ratelimit's gRPC address (Envoy's rate limit filter and modelgate's token charges); `modelgate up` starts it there."),
+  redis: hostPort('127.0.0.1:6379', 'global engine: the Redis envoyproxy/ratelimit counts in; `modelgate up` starts redis-server there.'),
+  domain: orDefault(text(/^[A-Za-z0-9._-]{1,64}$/, 'a domain of 1-64 characters from A-Z a-z 0-9 . _ -'), 'modelgate').describe("The rate limit service's domain for modelgate's descriptors (its config must declare it)."),
+  timeoutMs: orDefault(integer(5, 10_000), 100).describe('How long Envoy waits for the rate limit service before failureMode applies.'),
+});
+
 const protocol = z.enum(PROTOCOLS, { error: `must be one of: ${PROTOCOLS.join(', ')}` });
 
 /** A price per million tokens: a finite number >= 0 (zod's number refuses NaN and the infinities). */
@@ -322,11 +353,12 @@ const modelObject = mapping({
     .optional()
     .describe('The protocol styles it is served on; absent: any.'),
   available: orDefault(flag(), true).describe("false: in the group, but its channel is down (403 model_unavailable)."),
+  limits: modelLimits.nullish().describe("Limits of each key on this model (requests and tokens per minute and day), on top of the key's own."),
 });
 
 /** A plain name (any protocol, available) or {name, protocols, available}. */
 const model = z.union([z.string().regex(MODEL_NAME, { error: `must be a model name: ${NAME_RULE}` }), modelObject], {
-  error: 'must be a model name or {name, protocols, available, price, maxOutputTokens}',
+  error: 'must be a model name or {name, protocols, available, price, maxOutputTokens, limits}',
 });
 
 /** The name a models[] entry declares, if it is a valid one (for the duplicate check). */
@@ -350,7 +382,8 @@ const group = mapping(
           seen.add(name);
         });
       }, always)
-      .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available, price, maxOutputTokens}.'),
+      .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available, price, maxOutputTokens, limits}.'),
+    limits: keyLimits.nullish().describe('The default limits of each key of the group (each key counted on its own); a key\'s own limits override them one by one.'),
   },
   'must be a mapping with models',
 );
@@ -386,6 +419,7 @@ const key = mapping(
     // Not orDefault: a key list can be long, and a default through a transform costs every entry (load.ts reads null as false).
     disabled: flag().nullish().default(false).describe('true: refused (401 key_disabled).'),
     expiresAt,
+    limits: keyLimits.nullish().describe("The key's own limits: each one given overrides its group's."),
   },
   'must be a mapping with id, sha256 and group',
 );
@@ -434,6 +468,7 @@ export const configFileSchema = mapping({
   postgres: orDefault(postgres, {}).describe('Bounds of the PostgreSQL store: an outage is a prompt 503, never a stall (take effect at the next start).'),
   server: orDefault(server, {}).describe("modelgate's own listeners (take effect at the next start)."),
   meter: orDefault(meter, {}).describe('Balances that move: usage read from responses, debited at tokens x price (mode and unmeteredStreams reload; enabled and stateFile take effect at the next start).'),
+  rateLimits: orDefault(rateLimits, {}).describe('Rate limits of model traffic (limits themselves are set on groups, models and keys): the engine that counts them and what happens when it cannot answer (docs/rate-limits.md). engine and the addresses take effect at the next start and `envoy-config`.'),
   console: orDefault(consoleSection, {}).describe('The console at {base_url}/console/ (src/console): sign in with a key, see its access, set up a client, check a setup.'),
   gateway: orDefault(gateway, {}).describe('The Envoy bundle `modelgate envoy-config` renders from this file (and `modelgate up` runs): listener, limits, upstreams.'),
   groups,

@@ -30,6 +30,7 @@ import { gatewayBaseOf } from './gateway-base';
 import { RateLimiter } from './rate-limit';
 import { snippetsFor } from './snippets';
 import { RECENT_USAGE_ROWS, type UsageProvider } from './usage';
+import type { KeyRecord } from '../store/store';
 
 /** The request header that carries the key (percent-encoded UTF-8). */
 export const CONSOLE_KEY_HEADER = 'x-modelgate-console-key';
@@ -57,6 +58,11 @@ export interface ConsoleDeps {
   readonly now?: () => number;
   /** Recent usage per key (the meter); absent: the access view has no usage section. */
   readonly usage?: UsageProvider;
+  /**
+   * What is left of a key's key-wide rate limit windows, asked of the rate limit engine without
+   * counting (docs/rate-limits.md); absent, or rejecting: the view shows the limits alone.
+   */
+  readonly rateLimitsLeft?: (record: KeyRecord, group: GroupRecord | undefined) => Promise<Record<string, number> | null>;
 }
 
 interface Answer {
@@ -253,7 +259,16 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
           usage = null;
         }
       }
-      return { status: 200, keyId: who.record.id, body: { ...who.access, ...(deps.usage ? { usage } : {}) } };
+      let left: Record<string, number> | null = null;
+      if (deps.rateLimitsLeft) {
+        try {
+          left = await deps.rateLimitsLeft(who.record, who.group);
+        } catch (err) {
+          deps.logger.warn({ err: err instanceof Error ? err.message : String(err), keyId: who.record.id }, 'console: rate limits left unavailable');
+        }
+      }
+      const access = left ? { ...who.access, key: { ...who.access.key, left } } : who.access;
+      return { status: 200, keyId: who.record.id, body: { ...access, ...(deps.usage ? { usage } : {}) } };
     }
     // setup
     return {

@@ -78,9 +78,11 @@ export function decompressorFilter(): Obj {
 }
 
 /**
- * The access log that reports each metered request's end to the meter. Envoy flushes it every 50 ms
- * (or at 64 KiB), so a balance moves within a few tens of milliseconds of a response's end; soft
- * mode's bound does not depend on it (requests in flight are held until settled).
+ * The access log that reports each metered request's end to the meter. Each entry is sent as it is
+ * written (buffer_size_bytes 0: one message on the worker's long-lived stream, no timer), so a
+ * request leaves the meter's in-flight table as its response ends: a client sending one request
+ * after another is never refused concurrency_limited, nor held to a balance, for a request it has
+ * already received. The interval only bounds what a write in progress may hold back.
  */
 /** @param auth what every gRPC call to modelgate carries (render-grpc-auth.ts grpcServiceMetadata: the port's secret, if set) */
 export function meterAccessLog(auth: Obj = {}): Obj {
@@ -94,7 +96,7 @@ export function meterAccessLog(auth: Obj = {}): Obj {
         transport_api_version: 'V3',
         grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter }, ...auth },
         buffer_flush_interval: '0.05s',
-        buffer_size_bytes: 65536,
+        buffer_size_bytes: 0,
         grpc_stream_retry_policy: { num_retries: 5, retry_back_off: { base_interval: '0.1s', max_interval: '1s' } },
       },
       additional_response_headers_to_log: ['content-type', 'content-encoding'],

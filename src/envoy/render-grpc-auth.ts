@@ -1,6 +1,7 @@
 /**
  * How Envoy authenticates to modelgate's gRPC port (issue 21), for every gRPC call it makes there:
- * the ext_authz Check, the meter's streams and the gRPC health check.
+ * the ext_authz Check, the meter's streams, the rate limit filters' calls to the embedded engine
+ * (RateLimitService/ShouldRateLimit) and the gRPC health check.
  * - The shared secret (grpc.secret): `authorization: Bearer <secret>` in each call's metadata
  *   (GrpcService.initial_metadata; the health check's own initial_metadata). The value is written
  *   into the bundle, which is therefore written 0600 (`modelgate envoy-config --out`).

@@ -20,6 +20,8 @@ export const CLUSTER = {
   /** The meter's access-log streams: modelgate's gRPC port again (envoy/meter-filters.ts). */
   meter: 'modelgate_meter',
   http: 'modelgate_http',
+  /** The rate limit service: modelgate's gRPC port (embedded engine) or envoyproxy/ratelimit (render-ratelimit.ts). */
+  ratelimit: 'modelgate_ratelimit',
   chat: 'upstream_chat',
   messages: 'upstream_messages',
   generative: 'upstream_generative',
@@ -49,6 +51,8 @@ export interface RouteTableInput {
   readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
   /** Request headers each upstream route sets (the meter's accept-encoding). */
   readonly upstreamRequestHeaders?: Readonly<Record<string, string>>;
+  /** Per-filter config every upstream route carries (the rate limit filters' descriptors, render-ratelimit.ts). */
+  readonly upstreamPerFilterConfig?: Record<string, unknown>;
 }
 
 /** The upstream of each upstream cluster. */
@@ -198,18 +202,15 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     direct('unknown', { prefix: '/' }, 404, 'path_unknown', table, 'openai'),
   );
   // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers)
-  // and every credential header but their own upstream's (issue 21).
-  if (input.headersToRemove) {
-    for (const r of routes) {
-      const family = r.route ? FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)] : undefined;
-      if (family) r.request_headers_to_remove = [...input.headersToRemove(family)];
-    }
-  }
-  if (input.upstreamRequestHeaders) {
-    const add = Object.entries(input.upstreamRequestHeaders).map(([k, v]) => header(k, v));
-    for (const r of routes) {
-      if (r.route && FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)]) r.request_headers_to_add = add;
-    }
+  // and every credential header but their own upstream's (issue 21); they carry the rate limit
+  // filters' descriptors (issue 25) and ask providers only for encodings the meter reads.
+  const add = input.upstreamRequestHeaders ? Object.entries(input.upstreamRequestHeaders).map(([k, v]) => header(k, v)) : undefined;
+  for (const r of routes) {
+    const family = r.route ? FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)] : undefined;
+    if (!family) continue;
+    if (input.headersToRemove) r.request_headers_to_remove = [...input.headersToRemove(family)];
+    if (input.upstreamPerFilterConfig) r.typed_per_filter_config = { ...(r.typed_per_filter_config as Obj | undefined), ...input.upstreamPerFilterConfig };
+    if (add) r.request_headers_to_add = add;
   }
   return routes;
 }

@@ -15,6 +15,7 @@ import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
 import { DECOMPRESSOR_FILTER, METER_FILTER, UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters } from './meter-filters';
 import { CLIENT_ADDRESS_HEADER, CLUSTER, EXT_AUTHZ_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
+import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
 
 type Obj = Record<string, unknown>;
 
@@ -23,7 +24,7 @@ type Obj = Record<string, unknown>;
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
  * modelgate sets for that route's upstream.
  */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc'>> & {
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc' | 'rateLimits'>> & {
   readonly upstream?: Config['upstream'];
   /** The gRPC port's secret, read (config/grpc-auth.ts readGrpcSecret): required when `grpc.secret` is set. */
   readonly grpcSecret?: string;
@@ -131,6 +132,13 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
       health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: healthCheckMetadata(secretOf(input)) }],
     }),
     ...(input.meter?.enabled ? [meterCluster(g.authz, g.authzTls)] : []),
+    // The rate limit service (issue 25): modelgate itself (embedded engine: its gRPC port, so the
+    // port's mTLS too) or envoyproxy/ratelimit (plaintext; it knows nothing of modelgate's port).
+    ...(input.rateLimits ? [cluster(CLUSTER.ratelimit, input.rateLimits.engine === 'embedded' ? g.authz : input.rateLimits.service, {
+      ...(input.rateLimits.engine === 'embedded' ? authzTransportSocket(g.authzTls) : {}),
+      typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
+      circuit_breakers: BREAKERS,
+    })] : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
     upstreamCluster(CLUSTER.chat, g.upstreams.chat),
     upstreamCluster(CLUSTER.messages, g.upstreams.messages),
@@ -245,7 +253,8 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
     ['anthropic', { or_filter: { filters: [pathIs(`${A}/v1/messages(?:[/?].*)?`), { header_filter: { header: { name: 'anthropic-version', present_match: true } } }] } }],
     ['openai', undefined],
   ];
-  const mappers: Obj[] = [];
+  // Rate limit refusals first: their 429s and 503s carry no ext_authz decision of their own.
+  const mappers: Obj[] = input.rateLimits ? rateLimitReplyMappers(families) : [];
   // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
   const literal = (s: string): string => s.replace(/%/g, '%%');
   const add = (when: Obj[], code: number, reason: string, hint: string, rewriteStatus = false): void => {
@@ -304,6 +313,10 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     http_filters: [
       extAuthzFilter(input),
       ...(input.meter?.enabled ? meterHttpFilters() : []),
+      // After the meter, so that it sees the end of every allowed request, a refused one too (an
+      // in-flight slot is given back at that end). The embedded engine is modelgate's gRPC port:
+      // its calls carry the port's secret like every other (never sent to envoyproxy/ratelimit).
+      ...(input.rateLimits ? rateLimitFilters({ rateLimits: input.rateLimits, grpcSecret: input.rateLimits.engine === 'embedded' ? secretOf(input) : undefined }) : []),
       trailersFilter(),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
@@ -313,6 +326,7 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
       upstreamRequestHeaders: input.meter?.enabled ? { 'accept-encoding': UPSTREAM_ACCEPT_ENCODING } : undefined,
       upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
       headersToRemove: (family) => upstreamHeadersToRemove(input, family),
+      ...(input.rateLimits ? { upstreamPerFilterConfig: rateLimitPerRoute() } : {}),
     }) }] },
   };
 }

@@ -144,6 +144,11 @@ export class Meter {
     return this.#pending;
   }
 
+  /** Nothing in flight and no settlement running (tests wait on it). */
+  get settledAll(): boolean {
+    return this.deps.inFlight.size === 0 && this.#pending === 0;
+  }
+
   /** Resolves when no settlement is running. */
   idle(): Promise<void> {
     return this.#pending === 0 ? Promise.resolve() : new Promise((r) => this.#idle.push(r));

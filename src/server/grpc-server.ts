@@ -1,6 +1,6 @@
 /**
  * The gRPC side: `envoy.service.auth.v3.Authorization/Check`, `grpc.health.v1.Health` and the
- * meter's ExternalProcessor on one port, served by src/grpc (modelgate's own HTTP/2, or node:http2
+ * meter's access-log streams on one port, served by src/grpc (modelgate's own HTTP/2, or node:http2
  * with `grpc.transport: node`; not grpc-js's server: src/grpc/server.ts says why). Thin glue: every Check is answered with a normal
  * CheckResponse, whatever its bytes (a denial is data, never a failed RPC, which a fail-open Envoy
  * would let through).
@@ -67,7 +67,7 @@ export interface GrpcServerSettings {
   readonly tls?: TlsSettings;
   /**
    * The shared secret (grpc.secret, read): every call on the port, whatever its service (Check,
-   * the meter's streams, health), must carry `authorization: Bearer <secret>`.
+   * the meter's streams, the embedded rate limit service, health), must carry `authorization: Bearer <secret>`.
    */
   readonly secret?: string;
 }

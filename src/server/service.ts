@@ -39,7 +39,22 @@ import { LeaseBook } from '../meter/leases';
 import { createEstimator, workerTokenCounter } from '../meter/estimate';
 import { recentUsage } from '../meter/recent-usage';
 import { meterService } from './meter-service';
-import type { RequestProblem } from '../grpc/server';
+import type { Method, RequestProblem } from '../grpc/server';
+import type { Config as RuntimeConfig } from '../config/load';
+import type { Decision } from '../check/decision';
+import type { RequestView } from '../check/request-view';
+import type { MaybePromise } from '../check/decide';
+import { admitInFlight } from '../ratelimit/admission';
+import { chargeTokens } from '../ratelimit/charges';
+import { ChargeBatcher } from '../ratelimit/charge-batcher';
+import { limitsLeft } from '../ratelimit/left';
+import { EmbeddedEngine, type RateLimitEngine } from '../ratelimit/embedded-engine';
+import type { InFlightTable } from '../ratelimit/in-flight';
+import { effectiveLimits, type EffectiveLimits } from '../ratelimit/limits';
+import { LRUCache } from 'lru-cache';
+import type { KeyRecord } from '../store/store';
+import { RemoteEngine } from './rls-client';
+import { rateLimitServiceMethod } from './rls-service';
 
 export interface ServiceOptions {
   readonly configPath: string;
@@ -72,6 +87,9 @@ export interface Service {
   readonly store: Store;
   /** The meter (issue 11). */
   readonly meter: Meter;
+  /** The rate limit engine modelgate charges tokens to (and, embedded, answers Envoy from). */
+  readonly rateLimitEngine: RateLimitEngine;
+  readonly inFlight: InFlightTable;
   /**
    * The full read-decide-write path, as the gRPC handler runs it: the bytes of a CheckRequest in,
    * the serialised CheckResponse out, synchronously when no store round trip was needed.
@@ -145,11 +163,54 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   if (fileStore?.meter && cluster.isWorker) {
     logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
   }
-  // Requests allowed here and not settled yet (meter/in-flight.ts): soft mode's bound, deadlines, input samples.
+  // Requests allowed here and not settled yet (meter/in-flight.ts): soft mode's bound, deadlines, input
+  // samples, and the rate limits' in-flight cap (a request is in flight from its Check to its settlement).
   const inFlight = new InFlight();
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
-  const admit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases });
+  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases });
+  // Rate limits (issue 25): the in-flight cap here; requests and tokens per window in Envoy's
+  // rate limit filters, counted by the engine (embedded: this process; global: envoyproxy/ratelimit).
+  // The cap counts the meter's table (a request is in flight from its Check to its settlement), plus
+  // the Checks between the cap and the meter's admission (a store round trip in strict mode), so
+  // concurrent Checks of one key cannot all pass the cap before any of them is recorded.
+  const admitting = new Map<string, string>();
+  const admittingByKey = new Map<string, number>();
+  const slots: InFlightTable = {
+    inFlight: (keyId) => inFlight.count(keyId) + (admittingByKey.get(keyId) ?? 0),
+    acquire: (keyId, requestId) => {
+      if (admitting.has(requestId)) return;
+      admitting.set(requestId, keyId);
+      admittingByKey.set(keyId, (admittingByKey.get(keyId) ?? 0) + 1);
+    },
+    release: (requestId) => {
+      const keyId = admitting.get(requestId);
+      if (keyId === undefined) return;
+      admitting.delete(requestId);
+      const n = (admittingByKey.get(keyId) ?? 1) - 1;
+      if (n <= 0) admittingByKey.delete(keyId);
+      else admittingByKey.set(keyId, n);
+    },
+  };
+  const embedded = config.rateLimits.engine === 'embedded' ? new EmbeddedEngine({ now: opts.now }) : undefined;
+  const remote = embedded ? undefined : new RemoteEngine(config.rateLimits.service, Math.max(config.rateLimits.timeoutMs, 1000));
+  const rateLimitEngine: RateLimitEngine = embedded ?? (remote as RemoteEngine);
+  // Charges to the global engine go in batches (one call per 10 ms, not one per response).
+  const charges = remote ? new ChargeBatcher(remote) : undefined;
+  const chargeEngine: RateLimitEngine = charges ?? rateLimitEngine;
+  const admit = (d: Decision, view: RequestView, c: RuntimeConfig): MaybePromise<Decision> => {
+    const { decision, acquired } = admitInFlight(slots, d, view);
+    if (!decision.allowed) return decision;
+    if (!acquired) return meterAdmit(decision, view, c);
+    // The slot taken for the admission is given back once the meter has decided: allowed, the
+    // request is in the meter's table from then on; refused, it never ran.
+    const m = meterAdmit(decision, view, c);
+    if (!(m instanceof Promise)) {
+      slots.release(view.requestId);
+      return m;
+    }
+    return m.finally(() => slots.release(view.requestId));
+  };
   const check = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
   // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is
   // counted as released (meter_disabled), never refused.
@@ -168,6 +229,29 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const meterTimer = setInterval(() => meter.tick(), 1000);
   meterTimer.unref();
   const meterGrpc = meterService(meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message'));
+  const keysById = new LRUCache<string, { key: KeyRecord | null }>({ max: 10_000, ttl: Math.max(config.cache.ttlMs, 1) });
+  const limitsOf = async (keyId: string, group: string, model: string): Promise<EffectiveLimits | null> => {
+    let hit = keysById.get(keyId);
+    if (!hit) keysById.set(keyId, (hit = { key: store.findKeyById ? await store.findKeyById(keyId) : null }));
+    if (!hit.key) return null;
+    const g = await cache.groups.get(group);
+    if (g.status === 'unavailable') throw new Error(`the group cannot be looked up: ${g.error}`);
+    const found = g.status === 'found' ? g.value : undefined;
+    return effectiveLimits(hit.key, found, found?.models.get(model));
+  };
+  // Tokens a response used count against the key's token limits (whatever settled it: usage the
+  // upstream reported, or the meter's estimate). The in-flight slot needs no release: the settlement
+  // took the request out of the meter's table.
+  meter.onSettled = (s) => {
+    if ((s.result !== 'metered' && s.result !== 'estimated') || !s.debit.applied) return;
+    const tokens = s.usage.inputTokens + s.usage.outputTokens;
+    chargeTokens({ engine: chargeEngine, domain: () => config.rateLimits.domain, limits: limitsOf }, { keyId: s.request.keyId, group: s.request.group, model: s.request.model, tokens })
+      .then((n) => { if (n > 0) metrics.rateLimitCharges.inc({ result: 'charged' }); })
+      .catch((err: unknown) => {
+        metrics.rateLimitCharges.inc({ result: 'failed' });
+        logger.warn({ keyId: s.request.keyId, model: s.request.model, tokens, err: err instanceof Error ? err.message : String(err) }, 'tokens not charged to the rate limit engine');
+      });
+  };
   // The headers the decoder keeps follow the config (key header names can change on reload).
   let headerFilter = requestHeaderFilter(config.routes);
   const denyUndecided = (reason: 'internal_error' | 'check_request_malformed' | 'authz_unauthenticated' | 'authz_unavailable', hint: string): Buffer => {
@@ -201,12 +285,15 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, handlers, { ...config.grpc, ...grpcAuth },
-    [meterGrpc.method],
+    [meterGrpc.method, ...(embedded ? [rateLimitServiceMethod(embedded) as [string, Method]] : [])],
     (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
   const catalog = createCatalogHandler({ config: () => config, lookups: cache, logger, now: opts.now });
   // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
   const usage: UsageProvider | undefined = opts.usage ?? (store.meter ? ledgerUsage(store.meter) : undefined);
-  const consoleHandler = createConsoleHandler({ config: () => config, lookups: cache, logger, now: opts.now, usage });
+  const consoleHandler = createConsoleHandler({
+    config: () => config, lookups: cache, logger, now: opts.now, usage,
+    rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
+  });
   const routes: RouteHandler = async (req, res) => (await consoleHandler(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 
@@ -243,6 +330,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     cache,
     store,
     meter,
+    rateLimitEngine,
+    inFlight: slots,
     checkBytes,
     check: async (req) => checkDef.responseDeserialize(await checkBytes(checkDef.requestSerialize(req))) as CheckResponse__Output,
     config: () => config,
@@ -268,6 +357,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
       await tokenCounter.close();
       cache.close();
+      await charges?.flushAll();
+      remote?.close();
       await store.close();
       logger.info('modelgate stopped');
       await new Promise<void>((resolve) => logger.flush(() => resolve()));

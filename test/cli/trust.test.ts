@@ -40,8 +40,8 @@ describe('envoy-config', () => {
     const r = await run(['envoy-config', '--config', tempConfig(withSecret)], { MG_SECRET: SECRET });
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
-    // ext_authz, the meter's access log and the health check.
-    expect(r.stdout.split(`Bearer ${SECRET}`).length - 1).toBe(3);
+    // ext_authz, the meter's access log, the health check and the two rate limit filters (the embedded engine answers on the port).
+    expect(r.stdout.split(`Bearer ${SECRET}`).length - 1).toBe(5);
   });
 
   test('refuses to render without the secret the config names, saying where it looked', async () => {

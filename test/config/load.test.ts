@@ -36,9 +36,10 @@ describe('parseConfig on the demo file', () => {
     expect(config.groups.get('paused')).toMatchObject({ available: false });
   });
 
-  test('reads the seven demo keys with balance, disabled and expiresAt', () => {
+  test('reads the eight demo keys with balance, disabled, expiresAt and limits', () => {
     const byId = Object.fromEntries(config.keys.map((k) => [k.id, k]));
-    expect(Object.keys(byId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'trial']);
+    expect(Object.keys(byId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'trial', 'grace']);
+    expect(byId.grace.limits).toEqual({ rpm: 3, tpm: 2000, inFlight: 2 });
     expect(byId.trial.balance).toBe(0.00006);
     expect(byId.alice).toEqual({ id: 'alice', sha256: '4787fb0e1aae0693be94be74ad11456fbd0771f21f84d8153cbee4f7b893af4c', group: 'basic', balance: 12.5, disabled: false, expiresAt: null });
     expect(byId.bob.balance).toBeNull();

@@ -71,10 +71,18 @@ beforeAll(async () => { h = await startHarness({ usage }); });
 afterAll(async () => { await h?.close(); });
 
 describe('sign in with each demo key', () => {
+  test('grace: the key\'s rate limits in force', async () => {
+    const a = await call(h, '/console/api/access', { key: DEMO_KEYS.grace });
+    expect(a.status).toBe(200);
+    expect(a.body.key.limits).toEqual({ rpm: 3, tpm: 2000, inFlight: 2 });
+    // What is left, as the engine counts it (nothing used yet in this test's service).
+    expect(a.body.key.left).toEqual({ rpm: 3, tpm: 2000 });
+  });
+
   test('alice: group basic (available), balance 12.5, the group\'s models with their styles and availability', async () => {
     const a = await call(h, '/console/api/access', { key: DEMO_KEYS.alice });
     expect(a.status).toBe(200);
-    expect(a.body.key).toEqual({ id: 'alice', balance: 12.5, expiresAt: null });
+    expect(a.body.key).toEqual({ id: 'alice', balance: 12.5, expiresAt: null, limits: {} });
     expect(a.body.group).toEqual({ name: 'basic', available: true, exists: true });
     const byName = Object.fromEntries(a.body.models.map((m: any) => [m.name, m]));
     expect(Object.keys(byName)).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gpt-4.1-nano']);

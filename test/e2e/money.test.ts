@@ -167,7 +167,7 @@ describeE2E('money: nothing served unpaid, soft mode (file store, Envoy 1.40 bun
     const served = answers.filter((a) => a.status === 200).length;
     expect(served).toBeGreaterThanOrEqual(1);
     expect(answers.filter((a) => a.status !== 200).every((a) => a.status === 403 && a.text.includes('balance_insufficient'))).toBe(true);
-    await waitFor('every settlement', () => gw.modelgate.service!.meter.deps.inFlight.size === 0 && gw.modelgate.service!.meter.pending === 0, 15_000);
+    await waitFor('every settlement', () => gw.modelgate.service!.meter.settledAll, 15_000);
     const spent = before - (await balance(DEMO_KEYS.trial));
     // The bound (docs/metering.md): the balance plus one request's maximum per replica.
     const oneMax = (Buffer.byteLength(JSON.stringify(body)) * PRICE.input + CAP * PRICE.output) / 1e6;
@@ -191,7 +191,7 @@ describeE2E('money: nothing served unpaid, soft mode (file store, Envoy 1.40 bun
       req.end(body);
     })));
     session.close();
-    await waitFor('every settlement', () => gw.modelgate.service!.meter.deps.inFlight.size === 0 && gw.modelgate.service!.meter.pending === 0, 15_000);
+    await waitFor('every settlement', () => gw.modelgate.service!.meter.settledAll, 15_000);
     const spent = before - (await balance(DEMO_KEYS.trial));
     const oneMax = (Buffer.byteLength(body) * PRICE.input + CAP * PRICE.output) / 1e6;
     expect(statuses.filter((s) => s === 200).length).toBeLessThanOrEqual(1);
@@ -228,7 +228,7 @@ describeE2E('money: strict mode (file store)', () => {
     for (const [path, headers, body] of cases) {
       const before = await balance(DEMO_KEYS.trial);
       const sent = await request(gw, path, headers, body);
-      if (sent.status === 200) await waitFor('the settlement', () => gw.modelgate.service!.meter.deps.inFlight.size === 0 && gw.modelgate.service!.meter.pending === 0);
+      if (sent.status === 200) await waitFor('the settlement', () => gw.modelgate.service!.meter.settledAll);
       else expect(sent.text, JSON.stringify(body)).toContain('balance_insufficient');
       expect(await balance(DEMO_KEYS.trial), JSON.stringify(body)).toBeGreaterThanOrEqual(0);
       expect(await balance(DEMO_KEYS.trial)).toBeLessThanOrEqual(before);

@@ -81,7 +81,7 @@ describe('the strict checker', () => {
 
   it('rejects a typed_config whose @type names no type in the API', () => {
     expectError(broken('envoy.extensions.filters.http.router.v3.Router', 'envoy.extensions.filters.http.router.v3.Rooter'),
-      `${HCM}.http_filters[4].typed_config["@type"]: cannot resolve type URL`);
+      `${HCM}.http_filters[6].typed_config["@type"]: cannot resolve type URL`);
   });
 
   it('rejects an unknown field inside a typed_config payload', () => {
@@ -195,9 +195,9 @@ describe('the settings modelgate relies on', () => {
     expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
-  it('runs ext_authz, then the meter (its Lua tail capture and the gzip decompressor), then the filter that drops request trailers, before the router and nothing else in between', () => {
+  it('runs ext_authz, then the meter (its Lua tail capture and the gzip decompressor), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
   });
 
   it('meters without ever holding a response: the Lua filter keeps the body\'s last bytes as it passes and publishes them as metadata', () => {
@@ -405,10 +405,10 @@ describe('the settings modelgate relies on', () => {
 
   it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
     const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
-    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.drop_request_trailers']);
+    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers']);
     expect(parts.access_log.map((l: Obj) => l.name)).toEqual(['envoy.access_loggers.http_grpc']);
     expect(parts.connection_manager_settings).toMatchObject({ path_with_escaped_slashes_action: 'REJECT_REQUEST', common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' } });
-    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
+    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_ratelimit', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
     expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
     expect(parts.local_reply_config.mappers.length).toBeGreaterThan(0);
     expect(parseEnvoyConfig(JSON.stringify({ virtual_hosts: [parts.virtual_host] }), 'envoy.config.route.v3.RouteConfiguration').errors).toEqual([]);
@@ -458,7 +458,7 @@ describe('the settings modelgate relies on', () => {
 
 describe('the gRPC port authenticated (issue 21)', () => {
   const SECRET = 'render-test-secret-0Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8';
-  const authed = () => demoWith((y) => y
+  const authed = (edit: (y: string) => string = (y) => y) => demoWith((y) => edit(y)
     .replace(/^grpc:\n/m, 'grpc:\n  secret: { env: S }\n  tls: { certFile: /etc/modelgate/tls.crt, keyFile: /etc/modelgate/tls.key, clientCaFile: /etc/modelgate/envoy-ca.crt }\n')
     .replace(/^gateway:\n/m, 'gateway:\n  authzTls: { certFile: /etc/envoy/client.crt, keyFile: /etc/envoy/client.key, caFile: /etc/envoy/modelgate-ca.crt, serverName: modelgate.internal }\n  trustedProxyHops: 2\n'));
 
@@ -469,13 +469,26 @@ describe('the gRPC port authenticated (issue 21)', () => {
     expect(r.warnings).toEqual([]);
     const b = parseYaml(text);
     expect(httpConnectionManager(b).xff_num_trusted_hops).toBe(2);
-    const meter = b.static_resources.clusters.find((c: Obj) => c.name === 'modelgate_meter');
-    expect(meter.transport_socket.typed_config.common_tls_context.alpn_protocols).toEqual(['h2']);
-    expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(3);
+    for (const name of ['modelgate_meter', 'modelgate_ratelimit']) {
+      const c = b.static_resources.clusters.find((x: Obj) => x.name === name);
+      expect(c.transport_socket.typed_config.common_tls_context.alpn_protocols, name).toEqual(['h2']);
+    }
+    // ext_authz, the meter's access log, the health check and the two rate limit filters (embedded engine).
+    expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(5);
   });
 
   it('puts the secret into the parts a platform team pastes too', () => {
-    expect(renderEnvoyParts({ ...authed(), grpcSecret: SECRET }).split(`Bearer ${SECRET}`).length - 1).toBe(3);
+    expect(renderEnvoyParts({ ...authed(), grpcSecret: SECRET }).split(`Bearer ${SECRET}`).length - 1).toBe(5);
+  });
+
+  it('sends neither the secret nor the client certificate to envoyproxy/ratelimit (the global engine)', () => {
+    const text = renderEnvoyYaml({ ...authed((y) => y.replace('engine: embedded', 'engine: global')), grpcSecret: SECRET });
+    expect(checkEnvoyConfig(text).errors).toEqual([]);
+    const b = parseYaml(text);
+    const rl = b.static_resources.clusters.find((c: Obj) => c.name === 'modelgate_ratelimit');
+    expect(rl.transport_socket).toBeUndefined();
+    expect(rl.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(8081);
+    expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(3);
   });
 
   it('refuses to render a config with grpc.secret without its value', () => {

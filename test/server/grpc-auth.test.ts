@@ -1,7 +1,7 @@
 /**
  * Issue 21, finding 2: the gRPC port authenticates its callers. With grpc.secret every call on the
- * port, whatever its service (Check, the meter's access-log streams, health, an unknown
- * method), must carry `authorization: Bearer <secret>`; a Check without it is still answered with a
+ * port, whatever its service (Check, the meter's access-log streams, the embedded rate limit
+ * engine's ShouldRateLimit, health, an unknown method), must carry `authorization: Bearer <secret>`; a Check without it is still answered with a
  * normal CheckResponse (a 503 authz_unauthenticated denial, in the client's error shape), never a
  * failed RPC that an Envoy set to fail open would let through; every other call fails
  * UNAUTHENTICATED. With grpc.tls the port speaks TLS and only a client with a certificate of the
@@ -17,7 +17,8 @@ import { parseConfig } from '../../src/config/load';
 import { startService, type Service } from '../../src/server/service';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, LogSink, reasonOf, tempConfig } from '../support/service-harness';
-import { check, forgedMeterStream, health, metadata } from '../support/grpc-clients';
+import { check, forgedMeterStream, health, metadata, shouldRateLimit } from '../support/grpc-clients';
+import { CODE, UNIT } from '../../src/ratelimit/rls-codec';
 import { makeTestCerts, SERVER_NAME, type TestCerts } from '../support/test-certs';
 
 const SECRET = 'Zq3v8W0kN5p2Yx7rT1aL4sD9fG6hJ2mB+/=_.~-A';
@@ -84,6 +85,19 @@ for (const transport of ['builtin', 'node'] as const) {
       expect((await forgedMeterStream(service.grpcAddress, metadata(`Bearer ${SECRET}`), `metered-${transport}`)).code).toBe(grpc.status.OK);
       await vi.waitFor(() => expect(logs.lines.filter((l) => l.msg === 'usage' && l.requestId === `metered-${transport}`)).toHaveLength(1), { timeout: 10_000 });
       expect(logs.lines.filter((l) => l.requestId === `forged-${transport}`)).toEqual([]);
+    });
+
+    test('fails a ShouldRateLimit without the secret UNAUTHENTICATED before reading it: no window is counted', async () => {
+      const call = (hits: number) => ({
+        domain: 'modelgate', hitsAddend: 1,
+        descriptors: [{ entries: [{ key: 'limit', value: 'rpm' }, { key: 'key', value: `rl-${transport}` }], limit: { requestsPerUnit: 2, unit: UNIT.MINUTE }, hitsAddend: hits }],
+      });
+      await expect(shouldRateLimit(service.grpcAddress, call(5))).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      await expect(shouldRateLimit(service.grpcAddress, call(5), metadata(`Bearer ${SECRET.slice(0, -1)}x`))).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      // With the secret the engine answers, and nothing of the refused calls was counted (5 hits would be over 2).
+      const res = await shouldRateLimit(service.grpcAddress, call(1), metadata(`Bearer ${SECRET}`));
+      expect(res.overallCode).toBe(CODE.OK);
+      expect(res.statuses[0]).toMatchObject({ code: CODE.OK, remaining: 1 });
     });
 
     test('fails an unknown method without the secret UNAUTHENTICATED (no probing for methods)', async () => {

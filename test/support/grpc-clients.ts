@@ -1,7 +1,8 @@
 /**
  * grpc-js clients of modelgate's gRPC port, as a caller that is not Envoy would use it (issue 21's
- * attacker): a Check, a health check, and a forged meter report (a key id and a large usage, as the
- * finding sent it), each with or without the `authorization` metadata of the port's secret.
+ * attacker): a Check, a health check, a forged meter report (a key id and a large usage, as the
+ * finding sent it) and a rate limit call to the embedded engine (hits on a key's window), each with
+ * or without the `authorization` metadata of the port's secret.
  */
 import * as grpc from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
@@ -9,6 +10,8 @@ import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth
 import { buildCheckRequest, type HttpRequestLine } from '../../src/envoy/check-request';
 import { LOADER_OPTIONS } from '../../proto/include-dirs.js';
 import { authorizationClient } from '../../src/envoy/protos';
+import { decodeResponse, encodeRequest, type RateLimitRequest, type RateLimitResponse } from '../../src/ratelimit/rls-codec';
+import { RLS_PATH } from '../../src/server/rls-service';
 
 export const healthPkg = (): any => grpc.loadPackageDefinition(loadSync(require.resolve('grpc-health-check/proto/health/v1/health.proto'), { enums: String })) as any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -69,3 +72,13 @@ export function forgedMeterStream(address: string, md = metadata(), requestId = 
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const accessLogPkg = (): any => grpc.loadPackageDefinition(loadSync('envoy/service/accesslog/v3/als.proto', LOADER_OPTIONS)) as any;
+
+/** One RateLimitService/ShouldRateLimit call (the embedded engine's method on the port). */
+export function shouldRateLimit(address: string, req: RateLimitRequest, md = metadata()): Promise<RateLimitResponse> {
+  const client = new grpc.Client(address, grpc.credentials.createInsecure());
+  return new Promise((resolve, reject) => client.makeUnaryRequest(RLS_PATH, encodeRequest, decodeResponse, req, md, { deadline: Date.now() + 10_000 }, (err, res) => {
+    client.close();
+    if (err || !res) reject(err ?? new Error('no answer'));
+    else resolve(res);
+  }));
+}

@@ -18,7 +18,7 @@ export const SCHEMA = 'modelgate';
 export const INVALIDATION_CHANNEL = 'modelgate_invalidate';
 
 /**
- * Settlements (migration 4): `{"s":[[request id, replica or null, cost], ...]}` after each batch of
+ * Settlements (migration 5): `{"s":[[request id, replica or null, cost], ...]}` after each batch of
  * debits, so the replica that allowed a request (and holds it in flight, or leased its balance) hears
  * that another replica settled it. A channel of its own: a replica of an older build, which reads
  * anything unknown on the invalidation channel as "forget everything", never sees these.
@@ -314,7 +314,32 @@ END $$;
 `,
   },
   /*
-   * Version 4. Nothing served unpaid, and strict budgets without a row lock per request:
+   * Version 4 (issue 25): rate limits on groups (the default of each key), on a group's models and
+   * on keys (overrides), as JSON objects of positive integers: rpm, tpm, rpd, tpd (32-bit, as the
+   * rate limit service counts) and inFlight (keys and groups only). A change fires the existing
+   * triggers: every replica's cache forgets the entry, so the next Check carries the new limit.
+   */
+  {
+    version: 4,
+    name: 'rate limits on groups, group models and keys',
+    sql: `
+CREATE FUNCTION limits_valid(l jsonb, with_in_flight boolean) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+  SELECT l IS NULL OR (jsonb_typeof(l) = 'object' AND NOT EXISTS (
+    SELECT 1 FROM jsonb_each(l) e
+    WHERE e.key NOT IN ('rpm', 'tpm', 'rpd', 'tpd', 'inFlight')
+       OR (e.key = 'inFlight' AND NOT with_in_flight)
+       OR jsonb_typeof(e.value) <> 'number'
+       OR e.value::numeric <> trunc(e.value::numeric)
+       OR e.value::numeric < 1
+       OR e.value::numeric > CASE WHEN e.key = 'inFlight' THEN 1000000 ELSE 4294967295 END))
+$$;
+ALTER TABLE groups ADD COLUMN limits jsonb CONSTRAINT groups_limits_valid CHECK (limits_valid(limits, true));
+ALTER TABLE group_models ADD COLUMN limits jsonb CONSTRAINT group_models_limits_valid CHECK (limits_valid(limits, false));
+ALTER TABLE keys ADD COLUMN limits jsonb CONSTRAINT keys_limits_valid CHECK (limits_valid(limits, true));
+`,
+  },
+  /*
+   * Version 5. Nothing served unpaid, and strict budgets without a row lock per request:
    * - a ledger row says whether its tokens are the provider's or an estimate (and why), and whether
    *   it is a provisional settlement at the request's maximum (no report came), which the request's
    *   next settlement replaces;
@@ -327,7 +352,7 @@ END $$;
    *   announced on their own channel (SETTLED_CHANNEL) for the replica that allowed them.
    */
   {
-    version: 4,
+    version: 5,
     name: 'estimated and provisional settlements; reservations that expire into debits; strict-mode leases; batched debits',
     sql: `
 ALTER TABLE usage
