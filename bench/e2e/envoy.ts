@@ -56,9 +56,12 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
       authz: { host: '127.0.0.1', port: o.authz?.port ?? 1 },
       http: { host: '127.0.0.1', port: o.httpPort },
       upstreams: { chat: up, messages: up, generative: up, alt: up },
+      // As a production gateway is set up: hints name the public address, rendered into the bundle
+      // (without it, a Lua filter writes the address each client used into hints: src/envoy/base-url-filter.ts).
+      publicBaseUrl: config.gateway.publicBaseUrl ?? 'https://gateway.bench.example',
     },
   }) as Obj;
-  const changes: string[] = ['listener and admin on free loopback ports; every upstream cluster at the stand-in'];
+  const changes: string[] = ['listener and admin on free loopback ports; every upstream cluster at the stand-in; gateway.publicBaseUrl set'];
   const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
   const authzCluster = (b.static_resources.clusters as Obj[]).find((c) => c.name === CLUSTER.authz)!;
   if (!o.authz) {

@@ -9,7 +9,7 @@ import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/Chec
 import { allowPlan, writeCheckResponse, type AllowPlan } from './write-response';
 import type { Config } from '../config/load';
 import type { Decision } from './decision';
-import { logPath } from './decision-log';
+import { loggedModel, logPath } from './decision-log';
 
 export type Serialize = (response: CheckResponse) => Buffer;
 
@@ -34,7 +34,7 @@ function responseKey(d: Decision, path: string): string {
   const where = (r.kind === 'protocol' || r.kind === 'models') && r.fixedId !== undefined ? r.fixedId : `/${path}`;
   const rare = d.modelIsKey || d.removeQuery || d.rateLimit || d.retryAfter !== undefined
     ? `${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}\0${d.rateLimit ? d.rateLimit.stamp : ''}\0${d.retryAfter ?? ''}` : '';
-  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.alt ? 1 : 0}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${d.modelKnown ? d.model : ''}\0${d.hint}\0${rare}\0${where}`;
+  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.alt ? 1 : 0}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${loggedModel(d) ?? ''}\0${d.hint}\0${rare}\0${where}`;
 }
 
 export class ResponseEncoder {
@@ -83,7 +83,7 @@ export class ResponseEncoder {
     const key = responseKey(d, path);
     let bytes = c.bytes.get(key);
     if (!bytes) {
-      bytes = this.serialize(writeCheckResponse(d, config, c.plan, d.modelKnown ? d.model : undefined, logPath(d, path), this.replica));
+      bytes = this.serialize(writeCheckResponse(d, config, c.plan, loggedModel(d), logPath(d, path), this.replica));
       c.bytes.set(key, bytes);
     }
     return bytes;

@@ -14,6 +14,7 @@ import { UPSTREAM_FAMILIES, upstreamOf, type Config, type UpstreamFamily } from 
 import type { Decision } from './decision';
 import { errorBody } from './error-body';
 import { keyHeaders } from './extract-key';
+import { retryHeaders } from './retry-advice';
 import { METADATA_FIELD as RATE_LIMIT_FIELD } from '../ratelimit/limits';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
@@ -143,7 +144,7 @@ export function denialParts(d: Decision): { status: number; headers: [string, st
     [HEADER.hint, d.hint],
   ];
   if (d.status === 401) headers.push(['www-authenticate', challenge(d)]);
-  if (d.retryAfter !== undefined) headers.push(['retry-after', String(d.retryAfter)]);
   if (d.route.kind === 'wrong_method') headers.push(['allow', d.route.allow]);
+  headers.push(...retryHeaders(d.status, d.retryAfter));
   return { status: d.status, headers, body: errorBody(d.route.family, d.status, d.reason, d.hint, d.retryAfter) };
 }

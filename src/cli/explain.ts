@@ -49,7 +49,7 @@ function statusNumber(code: unknown): string {
   return String(def.type?.value?.find((v) => v.name === code)?.number ?? code);
 }
 
-const SHOWN_AS_IS = /^(x-modelgate-|content-type$|www-authenticate$|allow$)/;
+const SHOWN_AS_IS = /^(x-modelgate-|content-type$|www-authenticate$|allow$|x-should-retry$|retry-after$)/;
 
 /** Renders a CheckResponse for people (what Envoy would do with the request). */
 export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output): string {

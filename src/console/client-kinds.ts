@@ -40,8 +40,8 @@ const GEN = '/v1beta/models/{model}:generateContent';
 export const CLIENT_KINDS: readonly ClientKind[] = [
   {
     id: 'coding-agent', label: 'Coding agent (chat/responses kind)', spec: 'Coding-agent clients of the chat/responses kind',
-    note: 'No /v1 suffix: the agent adds /v1/responses (or /v1/chat/completions) itself.',
-    alt: false, suffix: '', appends: '/v1/responses', lists: '/v1/models', style: 'responses', noTrailingSlash: false,
+    note: 'No /v1 suffix: the agent appends /responses (Codex CLI) or /chat/completions itself; the gateway serves both at the root.',
+    alt: false, suffix: '', appends: '/responses', lists: '/v1/models', style: 'responses', noTrailingSlash: false,
   },
   {
     id: 'chat-app', label: 'Chat app, editor or assistant', spec: 'Generic chat-completion-compatible clients (chat apps, editors, assistants)',

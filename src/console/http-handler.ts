@@ -247,7 +247,8 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
       const report = runDoctor(di, { gatewayBase: base.url, baseConfigured: base.configured, routes: config.routes, key: doctorKey(who), modelIsKey });
       return { status: 200, body: report, keyId: who.ok ? who.record.id : who.keyId };
     }
-    if (!who.ok) return problem(who.reason, who.hint, { keyId: who.keyId, field: who.status === 401 ? 'key' : undefined });
+    // The gateway's hints write {base_url} where they name its address; the console knows it (gateway-base.ts).
+    if (!who.ok) return problem(who.reason, who.hint.split('{base_url}').join(base.url), { keyId: who.keyId, field: who.status === 401 ? 'key' : undefined });
 
     if (name === 'access') {
       let usage: unknown;

@@ -16,7 +16,7 @@
  * route's per-filter config (RateLimitPerRoute.rate_limits), the form whose `hits_addend` Envoy
  * 1.40 honours (a route's own `rate_limits` ignored it when tried).
  *
- * A refusal is Envoy's local reply: 429 with x-modelgate-reason/-hint, retry-after and the
+ * A refusal is Envoy's local reply: 429 with x-modelgate-reason/-hint, x-should-retry, retry-after and the
  * rate-limit headers OpenAI and Anthropic clients read (set by the filter, from the metadata and,
  * for requests, Envoy's own X-RateLimit-Reset), the body in the client's error shape (a
  * local-reply mapper, renderRateLimitReplies). Only the requests filter sends Envoy's
@@ -26,6 +26,7 @@ import type { Config } from '../config/load';
 import { KINDS, METADATA_FIELD, SLOTS, ENTRY, WINDOWED, slotName, type LimitKind } from '../ratelimit/limits';
 import { CLUSTER, EXT_AUTHZ_FILTER } from './render-routes';
 import { grpcServiceMetadata } from './render-grpc-auth';
+import { retryHeaders, type EnvoyFormatter } from '../check/retry-advice';
 
 type Obj = Record<string, unknown>;
 
@@ -44,14 +45,14 @@ export type RateLimitRenderInput = Pick<Config, 'rateLimits'> & {
   readonly grpcSecret?: string;
 };
 
-const md = (field: string): string => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${METADATA_FIELD}:${field})%`;
+const md = (field: string): EnvoyFormatter => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${METADATA_FIELD}:${field})%`;
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
 
 /** What a 429 of each kind carries (HeaderValueOption formatters, evaluated when the filter refuses). */
 function refusalHeaders(kind: LimitKind): Obj[] {
   // Requests: Envoy's X-RateLimit-Reset is the reset of the window that refused (exact); tokens:
   // the Check's reset of the key's shortest token window (that filter sends no X-RateLimit-*).
-  const reset = kind === 'requests' ? '%RESP(X-RATELIMIT-RESET)%' : md('tokens_reset');
+  const reset: EnvoyFormatter = kind === 'requests' ? '%RESP(X-RATELIMIT-RESET)%' : md('tokens_reset');
   const what = kind === 'requests' ? 'request' : 'token';
   const hint = kind === 'requests'
     ? `rate limit reached: ${md('requests_hint')}; the limit reached resets in ${reset} s: retry then`
@@ -60,7 +61,8 @@ function refusalHeaders(kind: LimitKind): Obj[] {
   return [
     header('x-modelgate-reason', kind === 'requests' ? 'rate_limited' : 'tokens_rate_limited'),
     header('x-modelgate-hint', hint),
-    header('retry-after', reset),
+    // x-should-retry: true and retry-after: the limit's own reset (src/check/retry-advice.ts).
+    ...retryHeaders(429, reset).map(([key, value]) => header(key, value)),
     // OpenAI's names (x-ratelimit-{limit,remaining,reset}-{requests,tokens}; reset as a duration).
     header(`x-ratelimit-limit-${plural}`, md(`${kind}_limit`)),
     header(`x-ratelimit-remaining-${plural}`, '0'),
@@ -151,7 +153,8 @@ export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai'
   for (const [family, filter] of families) {
     out.push({
       filter: { and_filter: { filters: [status(503), { response_flag_filter: { flags: ['RLSE'] } }, ...(filter ? [filter] : [])] } },
-      headers_to_add: [header('x-modelgate-reason', 'rate_limit_unavailable'), header('x-modelgate-hint', unavailableHint)],
+      headers_to_add: [header('x-modelgate-reason', 'rate_limit_unavailable'), header('x-modelgate-hint', unavailableHint),
+        ...retryHeaders(503).map(([key, value]) => header(key, value))],
       body_format_override: { json_format: unavailable[family], content_type: 'application/json' },
     });
   }

@@ -11,6 +11,7 @@
  * over several routes.
  */
 import { errorBody } from '../check/error-body';
+import { retryHeaders } from '../check/retry-advice';
 import type { Family } from '../check/routes';
 import type { UpstreamFamily } from '../config/load';
 
@@ -97,6 +98,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     const hint = base(hintText);
     const headers = [header('content-type', 'application/json'), header('x-modelgate-reason', reason), header('x-modelgate-hint', hint)];
     if (allow) headers.push(header('allow', allow));
+    for (const [k, v] of retryHeaders(status)) headers.push(header(k, v));
     return {
       name,
       match,
@@ -124,6 +126,14 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     endpoint('alt_chat_completions', { path: `${alt}/v1/chat/completions` }, 'POST', to(CLUSTER.alt)),
     endpoint('alt_responses', { path: `${alt}/v1/responses` }, 'POST', to(CLUSTER.alt)),
     endpoint('alt_embeddings', { path: `${alt}/v1/embeddings` }, 'POST', to(CLUSTER.alt)),
+    // Coding agents of the chat/responses kind use the root address itself as their Base URL (seed
+    // §4.1 row 1: "{base_url}, no /v1 suffix") and append only /responses or /chat/completions
+    // (Codex CLI: `base_url = {base_url}` -> POST /responses): the same endpoints, upstream and check.
+    // Upstream, the path is the provider's own, /v1/... (prefix_rewrite of an exact path: the whole path; the query stays).
+    endpoint('agent_responses', { path: '/responses' }, 'POST', { ...to(CLUSTER.chat), prefix_rewrite: '/v1/responses' }),
+    endpoint('agent_chat_completions', { path: '/chat/completions' }, 'POST', { ...to(CLUSTER.chat), prefix_rewrite: '/v1/chat/completions' }),
+    endpoint('alt_agent_responses', { path: `${alt}/responses` }, 'POST', { ...to(CLUSTER.alt), prefix_rewrite: `${alt}/v1/responses` }),
+    endpoint('alt_agent_chat_completions', { path: `${alt}/chat/completions` }, 'POST', { ...to(CLUSTER.alt), prefix_rewrite: `${alt}/v1/chat/completions` }),
     endpoint('alt_generative', re(`${escapeRe(alt)}/v1beta/models/[^/]+${GEN}`), 'POST', to(CLUSTER.alt)),
     endpoint('alt_generative_count_embed', re(`${escapeRe(alt)}/v1beta/models/[^/]+${GEN2}`), 'POST', to(CLUSTER.alt)),
     // Model lists: answered by modelgate's HTTP listener after ext_authz checked the key.
@@ -144,6 +154,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
 
     // ---- (2) A known path with the wrong method: 405 with allow.
     direct('method_post_only', re(`${A}/v1/(?:chat/completions|responses|embeddings)`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'openai', 'POST'),
+    direct('method_post_only_agent', re(`${A}/(?:chat/completions|responses)`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'openai', 'POST'),
     direct('method_post_only_messages', re(`${A}/v1/messages(?:/count_tokens)?`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'anthropic', 'POST'),
     direct('method_post_only_generative', re(`${A}/v1beta/models/[^/]+${GEN}`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'gemini', 'POST'),
     direct('method_post_only_generative_count_embed', re(`${A}/v1beta/models/[^/]+${GEN2}`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'gemini', 'POST'),
@@ -180,8 +191,9 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
       'wrong prefix: /v1/v1beta. A command-line generative client uses the root address {base_url}; an editor generative provider uses {base_url}/v1beta', 'openai'),
     direct('wrong_prefix_chat_under_v1beta', re(`${A}/v1beta/(?:chat/completions|responses|embeddings|messages)(?:/.*)?`), 404, 'prefix_wrong',
       'wrong prefix: chat-completion, responses, embeddings and messages endpoints are under /v1, not /v1beta. Use {base_url}/v1 (messages-style clients: {base_url})', 'gemini'),
+    // (POST /responses and /chat/completions themselves are the coding agents' endpoints, above.)
     direct('wrong_prefix_missing_v1', re(`${A}/(?:chat/completions|responses|embeddings|models)(?:/.*)?`), 404, 'prefix_wrong',
-      `wrong prefix: /v1 is missing. Chat-completion, responses and embeddings clients use the Base URL {base_url}/v1 (alternate route: {base_url}${alt}/v1)`, 'openai'),
+      `wrong prefix: /v1 is missing. Chat-completion, responses and embeddings clients use the Base URL {base_url}/v1 (alternate route: {base_url}${alt}/v1); only coding agents append /responses or /chat/completions to {base_url} itself`, 'openai'),
     direct('wrong_prefix_missing_v1_messages', re(`${A}/messages(?:/.*)?`), 404, 'prefix_wrong',
       `wrong prefix: /v1 is missing. Messages-style clients use the root address {base_url} (alternate route: {base_url}${alt}) and request /v1/messages`, 'anthropic'),
 

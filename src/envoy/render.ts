@@ -11,6 +11,8 @@ import { Document, isMap, isSeq, visit, type Node } from 'yaml';
 import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
 import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
 import { errorBody } from '../check/error-body';
+import { retryHeaders } from '../check/retry-advice';
+import { baseUrlFilter } from './base-url-filter';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
 import { DECOMPRESSOR_FILTER, METER_FILTER, UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters } from './meter-filters';
@@ -265,6 +267,8 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
         headers_to_add: [
           { header: { key: 'x-modelgate-reason', value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
           { header: { key: 'x-modelgate-hint', value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+          // Retry a 503/504 after a second, never a 400/413 (src/check/retry-advice.ts).
+          ...retryHeaders(code).map(([key, value]) => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' })),
         ],
         body_format_override: { text_format_source: { inline_string: literal(errorBody(family, code, reason, hint)) }, content_type: 'application/json' },
       });
@@ -311,6 +315,8 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     access_log: accessLog(input),
     local_reply_config: renderLocalReplies(input),
     http_filters: [
+      // First, so that it sees every answer: Envoy's, modelgate's denials (base-url-filter.ts).
+      ...(input.gateway.publicBaseUrl ? [] : [baseUrlFilter()]),
       extAuthzFilter(input),
       ...(input.meter?.enabled ? meterHttpFilters() : []),
       // After the meter, so that it sees the end of every allowed request, a refused one too (an

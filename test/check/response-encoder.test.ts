@@ -13,7 +13,7 @@ import type { Decision } from '../../src/check/decision';
 import { authorizationService } from '../../src/envoy/protos';
 import { ResponseEncoder } from '../../src/check/response-encoder';
 import { classify } from '../../src/check/routes';
-import { logPath } from '../../src/check/decision-log';
+import { loggedModel, logPath } from '../../src/check/decision-log';
 
 const def = authorizationService().Check;
 const config = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'));
@@ -51,7 +51,7 @@ test('cached bytes decode to exactly the response built for each decision, first
   const plan = allowPlan(config);
   for (let round = 0; round < 2; round++) {
     for (const { d, path } of CASES) {
-      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))));
+      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, loggedModel(d), logPath(d, path))));
       expect(def.responseDeserialize(encoder.encode(d, config, path))).toEqual(expected);
     }
   }
@@ -60,7 +60,7 @@ test('cached bytes decode to exactly the response built for each decision, first
 test('decisions that differ in anything the response carries never share bytes', () => {
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
   const plan = allowPlan(config);
-  const built = CASES.map(({ d, path }) => def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))).toString('base64'));
+  const built = CASES.map(({ d, path }) => def.responseSerialize(writeCheckResponse(d, config, plan, loggedModel(d), logPath(d, path))).toString('base64'));
   const seen = CASES.map(({ d, path }) => encoder.encode(d, config, path).toString('base64'));
   // Equal bytes exactly where the responses are equal (a path that holds a key is logged as one redacted text).
   expect(seen).toEqual(built);

@@ -173,7 +173,7 @@ describe('errorBody', () => {
 
   test.each([
     ['openai', 401, 'authentication_error'],
-    ['openai', 403, 'permission_error'],
+    ['openai', 403, 'invalid_request_error'],
     ['openai', 503, 'server_error'],
     ['anthropic', 401, 'authentication_error'],
     ['anthropic', 404, 'not_found_error'],

@@ -281,7 +281,7 @@ describe('parseConfig freezes its result', () => {
 
   test('still reads its maps normally', () => {
     expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
-    expect(config.groups.get('pro')!.models.size).toBe(7);
+    expect(config.groups.get('pro')!.models.size).toBe(12);
   });
 });
 

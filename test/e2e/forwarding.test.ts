@@ -74,6 +74,9 @@ function cases(prefix: '' | '/alt'): Case[] {
     { name: 'chat completions', path: `${prefix}/v1/chat/completions`, key: bearer, body: chatBody('gpt-4o'), family: fam('chat'), model: 'gpt-4o', credential: openai },
     { name: 'chat completions, key in x-api-key', path: `${prefix}/v1/chat/completions`, key: ['x-api-key', BOB], body: chatBody('gpt-4o-mini'), family: fam('chat'), model: 'gpt-4o-mini', credential: openai },
     { name: 'responses', path: `${prefix}/v1/responses`, key: bearer, body: responsesBody('o3'), family: fam('chat'), model: 'o3', credential: openai },
+    // The coding agents' paths (Base URL {base_url}, seed §4.1 row 1): upstream as the provider's own /v1/... path.
+    { name: "a coding agent's responses (Codex CLI's POST /responses)", path: `${prefix}/responses`, key: bearer, body: responsesBody('gpt-6.1-sol'), family: fam('chat'), model: 'gpt-6.1-sol', credential: openai, upstreamPath: `${prefix}/v1/responses` },
+    { name: "a coding agent's chat completions", path: `${prefix}/chat/completions`, key: bearer, body: chatBody('gpt-4o'), family: fam('chat'), model: 'gpt-4o', credential: openai, upstreamPath: `${prefix}/v1/chat/completions` },
     { name: 'embeddings', path: `${prefix}/v1/embeddings`, key: bearer, body: embeddingsBody('text-embedding-3-large'), family: fam('chat'), model: 'text-embedding-3-large', credential: openai },
     { name: 'messages', path: `${prefix}/v1/messages`, key: ['x-api-key', BOB], headers: [['anthropic-version', '2023-06-01']], body: messagesBody('claude-sonnet-4-5'), family: fam('messages'), model: 'claude-sonnet-4-5', credential: anthropic },
     { name: 'messages, key in Authorization', path: `${prefix}/v1/messages`, key: bearer, headers: [['anthropic-version', '2023-06-01']], body: messagesBody('claude-sonnet-4-5'), family: fam('messages'), model: 'claude-sonnet-4-5', credential: anthropic },
@@ -160,7 +163,8 @@ describeE2E('allowed requests, as the provider receives them through a real Envo
     const hcm = (parseYaml(gw.envoyYaml) as any).static_resources.listeners[0].filter_chains[0].filters[0].typed_config; // eslint-disable-line @typescript-eslint/no-explicit-any
     const upstreamRoutes = (hcm.route_config.virtual_hosts[0].routes as Array<{ name: string; route?: { cluster: string } }>)
       .filter((r) => r.route?.cluster.startsWith('upstream_'));
-    expect(upstreamRoutes.length).toBe(14);
+    // 14 spec endpoints (root and alternate) and the coding agents' /responses and /chat/completions (root and alternate).
+    expect(upstreamRoutes.length).toBe(18);
     const taken = new Map(gw.accessLog().filter((l) => l.status === 200).map((l) => [String(l.route), String(l.upstream_cluster)]));
     expect(upstreamRoutes.filter((r) => taken.get(r.name) !== r.route!.cluster).map((r) => r.name)).toEqual([]);
   });

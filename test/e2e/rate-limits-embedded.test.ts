@@ -32,7 +32,7 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     expect(gw.received.filter((r) => r.headers['x-modelgate-key-id'] === 'rl-rpm')).toHaveLength(5);
   });
 
-  it('answers a 429 in the OpenAI shape with retry-after and x-ratelimit-*-requests', async () => {
+  it('answers a 429 in the OpenAI shape with x-should-retry: true, retry-after (the window\'s reset) and x-ratelimit-*-requests', async () => {
     await roomInMinute(10);
     expect((await sendAs(gw, 'openai', shapes.openai.key)).status).toBe(200);
     const r = await sendAs(gw, 'openai', shapes.openai.key);
@@ -40,7 +40,7 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     const retry = Number(r.headers['retry-after']);
     expect(retry).toBeGreaterThan(0);
     expect(retry).toBeLessThanOrEqual(60);
-    expect(r.headers).toMatchObject({ 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': `${retry}s`, 'content-type': 'application/json' });
+    expect(r.headers).toMatchObject({ 'x-should-retry': 'true', 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': `${retry}s`, 'content-type': 'application/json' });
     expect(r.json()).toEqual({ error: { message: expect.stringContaining('1 requests per minute'), type: 'rate_limit_error', param: null, code: 'rate_limited' } });
     expect(r.headers['x-modelgate-hint']).toContain(`resets in ${retry} s`);
   });
@@ -83,11 +83,15 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     const refused = await sendAs(gw, 'openai', tokens.key);
     expect(refused.status).toBe(429);
     expect(refused.headers['x-modelgate-reason']).toBe('tokens_rate_limited');
-    expect(refused.headers).toMatchObject({ 'x-ratelimit-limit-tokens': '30', 'x-ratelimit-remaining-tokens': '0' });
+    expect(refused.headers).toMatchObject({ 'x-should-retry': 'true', 'x-ratelimit-limit-tokens': '30', 'x-ratelimit-remaining-tokens': '0' });
+    const wait = Number(refused.headers['retry-after']);
+    expect(wait).toBeGreaterThan(0);
+    expect(wait).toBeLessThanOrEqual(60);
+    expect(refused.headers['x-ratelimit-reset-tokens']).toBe(`${wait}s`);
     expect(refused.json().error.message).toContain('30 tokens per minute');
   });
 
-  it('holds a key to its requests in flight under 200 parallel streams, 429 concurrency_limited with retry-after 1, and frees a slot when a response ends', async () => {
+  it('holds a key to its requests in flight under 200 parallel streams, 429 concurrency_limited with x-should-retry: true and retry-after 1, and frees a slot when a response ends', async () => {
     const body = JSON.stringify({ model: 'gpt-4o', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'a long story, please, in many many words' }] });
     const send = () => gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${inFlight.key}`], ['content-type', 'application/json']], body, http2: true });
     const table = gw.modelgate.service!.inFlight;
@@ -103,6 +107,7 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     for (const r of refused) {
       expect(r.headers['x-modelgate-reason']).toBe('concurrency_limited');
       expect(r.headers['retry-after']).toBe('1');
+      expect(r.headers['x-should-retry']).toBe('true');
     }
     await until('every slot back', () => gw.modelgate.service!.inFlight.inFlight('rl-inflight') === 0);
     expect((await send()).status).toBe(200);

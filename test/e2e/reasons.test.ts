@@ -103,7 +103,7 @@ function cases(p: '' | '/alt'): Case[] {
   return [
     // 404/405: Envoy's own routes, before any key (all of them in routes.test.ts).
     { reason: 'path_repeated', why: 'a Base URL ending in /v1 for a messages client', path: `${p}/v1/v1/messages`, body: '{}' },
-    { reason: 'prefix_wrong', why: 'a chat client with the root Base URL', path: `${p}/chat/completions`, body: '{}' },
+    { reason: 'prefix_wrong', why: 'an embeddings client with the root Base URL', path: `${p}/embeddings`, body: '{}' },
     { reason: 'path_unknown', why: 'a legacy endpoint', path: `${p}/v1/completions`, body: '{}' },
     { reason: 'method_not_allowed', why: 'GET on a POST endpoint', method: 'GET', path: `${p}/v1/messages` },
     // 401: the key.

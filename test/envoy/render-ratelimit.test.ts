@@ -43,4 +43,15 @@ describe('rate limits in the bundle', () => {
     });
     expect(requests.some((r) => 'hits_addend' in r)).toBe(false);
   });
+
+  it('advises a retry on every refusal: 429 with x-should-retry true and retry-after the limit\'s own reset, 503 rate_limit_unavailable with retry-after 1', () => {
+    const hcm = hcmOf(render(demo.replace('  failureMode: allow ', '  failureMode: deny ')));
+    const headersOf = (list: Obj[]): Record<string, string> => Object.fromEntries(list.map((h) => [h.header.key, h.header.value]));
+    const byName = Object.fromEntries(hcm.http_filters.filter((f: Obj) => f.name.startsWith('modelgate.ratelimit_')).map((f: Obj) => [f.name, headersOf(f.typed_config.response_headers_to_add)]));
+    expect(byName['modelgate.ratelimit_requests']).toMatchObject({ 'x-should-retry': 'true', 'retry-after': '%RESP(X-RATELIMIT-RESET)%' });
+    expect(byName['modelgate.ratelimit_tokens']).toMatchObject({ 'x-should-retry': 'true', 'retry-after': '%DYNAMIC_METADATA(envoy.filters.http.ext_authz:rl:tokens_reset)%' });
+    const unavailable = (hcm.local_reply_config.mappers as Obj[]).filter((m) => JSON.stringify(m.filter).includes('RLSE'));
+    expect(unavailable).toHaveLength(3);
+    for (const m of unavailable) expect(headersOf(m.headers_to_add)).toMatchObject({ 'x-modelgate-reason': 'rate_limit_unavailable', 'x-should-retry': 'true', 'retry-after': '1' });
+  });
 });

@@ -19,7 +19,8 @@ type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-exp
 
 const MiB = 1024 * 1024;
 const HCM = 'static_resources.listeners[0].filter_chains[0].filters[0].typed_config';
-const EXT_AUTHZ = `${HCM}.http_filters[0].typed_config`;
+// http_filters[0] is the filter that writes the address into hints (base-url-filter.ts; the demo has no publicBaseUrl).
+const EXT_AUTHZ = `${HCM}.http_filters[1].typed_config`;
 const ROUTES = `${HCM}.route_config.virtual_hosts[0].routes`;
 
 /** envoy.yaml with one exact text replaced (the replacement must happen). */
@@ -81,7 +82,7 @@ describe('the strict checker', () => {
 
   it('rejects a typed_config whose @type names no type in the API', () => {
     expectError(broken('envoy.extensions.filters.http.router.v3.Router', 'envoy.extensions.filters.http.router.v3.Rooter'),
-      `${HCM}.http_filters[6].typed_config["@type"]: cannot resolve type URL`);
+      `${HCM}.http_filters[7].typed_config["@type"]: cannot resolve type URL`);
   });
 
   it('rejects an unknown field inside a typed_config payload', () => {
@@ -195,14 +196,21 @@ describe('the settings modelgate relies on', () => {
     expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
-  it('runs ext_authz, then the meter (its Lua tail capture and the gzip decompressor), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between', () => {
+  it('runs the address-in-hints filter, ext_authz, then the meter (its Lua tail capture and the gzip decompressor), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(filters.map((f) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+  });
+
+  it('writes no address into hints at run time when gateway.publicBaseUrl is set: the hints are rendered with it', () => {
+    const yaml = renderEnvoyYaml(demoWith((y) => y.replace('# publicBaseUrl: https://llm.example.com', 'publicBaseUrl: https://llm.example.com')));
+    expect(yaml).not.toContain('modelgate.base_url_in_hints');
+    expect(yaml).not.toContain('{base_url}');
+    expect(yaml).toContain('use the Base URL https://llm.example.com/v1');
   });
 
   it('meters without ever holding a response: the Lua filter keeps the body\'s last bytes as it passes and publishes them as metadata', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    const lua = filters[1].typed_config;
+    const lua = filters[2].typed_config;
     expect(lua['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua');
     const source = lua.default_source_code.inline_string as string;
     // Streams chunk by chunk (bodyChunks), never h:body(), which would buffer the whole response.
@@ -211,7 +219,7 @@ describe('the settings modelgate relies on', () => {
     expect(source).toContain('dynamicMetadata():set("modelgate.meter", "tail"');
     expect(source).toContain('dynamicMetadata():set("modelgate.meter", "final"');
     // Decompresses answers only (requests are left alone).
-    const dec = filters[2].typed_config;
+    const dec = filters[3].typed_config;
     expect(dec.decompressor_library.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip');
     expect(dec.request_direction_config.common_config.enabled.default_value).toBe(false);
   });
@@ -296,7 +304,7 @@ describe('the settings modelgate relies on', () => {
   it("removes modelgate's own credential header (the console key) on every upstream route", () => {
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     const upstream = routes.filter((r) => String(r.route?.cluster ?? '').startsWith('upstream_'));
-    expect(upstream.length).toBe(14);
+    expect(upstream.length).toBe(18); // the spec's 14 endpoints and the coding agents' 4 (root and alternate)
     for (const r of upstream) expect(r.request_headers_to_remove, String(r.name)).toContain('x-modelgate-console-key');
   });
 
@@ -405,7 +413,7 @@ describe('the settings modelgate relies on', () => {
 
   it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
     const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
-    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers']);
+    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers']);
     expect(parts.access_log.map((l: Obj) => l.name)).toEqual(['envoy.access_loggers.http_grpc']);
     expect(parts.connection_manager_settings).toMatchObject({ path_with_escaped_slashes_action: 'REJECT_REQUEST', common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' } });
     expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_ratelimit', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
@@ -417,7 +425,8 @@ describe('the settings modelgate relies on', () => {
   it('never cuts a stream: every upstream route has timeout 0s, an idle timeout and a host rewrite', () => {
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     const upstream = routes.filter((r) => r.route?.cluster?.startsWith('upstream_'));
-    expect(upstream.length).toBe(14);
+    // 14 spec endpoints (root and alternate), and the coding agents' /responses and /chat/completions (root and alternate).
+    expect(upstream.length).toBe(18);
     for (const r of upstream) {
       expect(r.route.timeout, r.name).toBe('0s');
       expect(r.route.idle_timeout, r.name).toBe('300s');
