@@ -31,6 +31,11 @@ export interface BundleOptions {
   readonly upstreamPort: number;
   /** The meter's filters and access log (needs modelgate as the authz target). */
   readonly meter: boolean;
+  /**
+   * Which of the meter's parts Envoy runs (to split its cost): all; without the decompressor; the
+   * access log alone (no Lua tail capture: the meter then estimates every response).
+   */
+  readonly meterParts?: 'all' | 'nogzip' | 'log';
   /** The rate limit filters (issue 25): kept only for the rate limit rows, so the other rows stay as they were measured. */
   readonly rateLimits?: boolean;
   /**
@@ -83,7 +88,12 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
     for (const r of hcm.route_config.virtual_hosts[0].routes as Obj[]) delete r.request_headers_to_remove;
     changes.push("no request_headers_to_remove on the routes (the client's key goes to LiteLLM)");
   }
-  if (o.meter) changes.push("the meter's filters (Lua tail capture, gzip decompressor) and its gRPC access log");
+  if (o.meter) {
+    const parts = o.meterParts ?? 'all';
+    if (parts !== 'all') hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => f.name !== DECOMPRESSOR_FILTER && (parts === 'nogzip' || f.name !== METER_FILTER));
+    changes.push(parts === 'all' ? "the meter's filters (Lua tail capture, gzip decompressor) and its gRPC access log"
+      : parts === 'nogzip' ? "the meter's Lua tail capture and its gRPC access log (no decompressor)" : "the meter's gRPC access log only (no Lua, no decompressor)");
+  }
   if (!o.rateLimits) {
     hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => !String(f.name).startsWith('modelgate.ratelimit_'));
     b.static_resources.clusters = (b.static_resources.clusters as Obj[]).filter((c) => c.name !== CLUSTER.ratelimit);

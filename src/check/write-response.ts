@@ -46,8 +46,10 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   if (d.keyId) fields.keyId = { stringValue: d.keyId };
   if (d.group) fields.group = { stringValue: d.group };
   if (model !== undefined) fields.model = { stringValue: model };
-  // The meter's access log reports exactly the requests marked so (envoy/render.ts meterAccessLog).
-  if (metered) fields.metered = { boolValue: true };
+  // The meter's access log reports the requests marked true (envoy/meter-filters.ts meterAccessLog),
+  // and those with no Check metadata at all: the mark is always written, so its absence means no
+  // answer of a Check reached the request.
+  fields.metered = { boolValue: metered };
   // Strict mode's leases: the replica whose lease a settlement debits (meter/leases.ts).
   if (metered && replica !== undefined) fields.replica = { stringValue: replica };
   // Rate limits (issue 25): what Envoy's rate limit filters read (ratelimit/metadata.ts).

@@ -84,11 +84,31 @@ export function decompressorFilter(): Obj {
  * after another is never refused concurrency_limited, nor held to a balance, for a request it has
  * already received. The interval only bounds what a write in progress may hold back.
  */
+/** The Check's mark on a request the meter settles (check/write-response.ts). */
+const METERED = { filter: EXT_AUTHZ_FILTER, path: [{ key: 'metered' }], value: { bool_match: true } };
+
 /** @param auth what every gRPC call to modelgate carries (render-grpc-auth.ts grpcServiceMetadata: the port's secret, if set) */
 export function meterAccessLog(auth: Obj = {}): Obj {
   return {
     name: 'envoy.access_loggers.http_grpc',
-    filter: { metadata_filter: { matcher: { filter: EXT_AUTHZ_FILTER, path: [{ key: 'metered' }], value: { bool_match: true } } } },
+    filter: {
+      or_filter: {
+        filters: [
+          { metadata_filter: { matcher: METERED, match_if_key_not_found: false } },
+          // No Check metadata (every answer carries `metered`) and no response, or the 503 of a Check
+          // that failed or timed out: a request whose Check may have allowed it without the answer
+          // reaching it (the meter releases it). Not the direct responses of unknown paths.
+          {
+            and_filter: {
+              filters: [
+                { metadata_filter: { matcher: METERED, match_if_key_not_found: true } },
+                { or_filter: { filters: [0, 503].map((code) => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.meter_unanswered_${code}` } } } })) } },
+              ],
+            },
+          },
+        ],
+      },
+    },
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig',
       common_config: {

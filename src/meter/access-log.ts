@@ -1,7 +1,8 @@
 /**
  * The meter's input: Envoy's gRPC access log (`envoy.service.accesslog.v3.AccessLogService`,
  * StreamAccessLogs), one entry per allowed, metered request when its stream ends, whatever the
- * reason it ended (a complete response, a client that walked away, an upstream reset). Envoy
+ * reason it ended (and one per request that ended before a Check's answer reached it: no Check
+ * metadata) (a complete response, a client that walked away, an upstream reset). Envoy
  * batches entries on one long-lived stream per worker, so a report costs Envoy a few microseconds
  * instead of a gRPC stream per request.
  *
@@ -41,6 +42,8 @@ export interface MeterReport {
   readonly tail: Uint8Array | undefined;
   /** The filter saw the end of the response body (false: the stream was cut, or the filter failed). */
   readonly ended: boolean;
+  /** A byte of the request went upstream (Envoy's time_to_first_upstream_tx_byte). */
+  readonly upstreamSent: boolean;
 }
 
 export interface ReadResult {
@@ -200,6 +203,7 @@ interface Draft {
   responseBodyBytes: number;
   contentType: string;
   contentEncoding: string;
+  upstreamSent: boolean;
 }
 
 const AUTHZ_NS = Buffer.from(AUTHZ_NAMESPACE);
@@ -211,11 +215,15 @@ function sameBytes(s: number, e: number, b: Buffer): boolean {
   return true;
 }
 
-/** AccessLogCommon: only metadata(17) -> Metadata.filter_metadata(1) map<string, Struct>. */
+/**
+ * AccessLogCommon: metadata(17) -> Metadata.filter_metadata(1) map<string, Struct>, and whether
+ * time_to_first_upstream_tx_byte(7) is there (a byte of the request went upstream).
+ */
 function readCommon(end: number, d: Draft): void {
   while (pos < end) {
     const t = tag(end);
     if (t !== (17 << 3 | 2)) {
+      if (t === (7 << 3 | 2)) d.upstreamSent = true;
       skip(t & 7, end);
       continue;
     }
@@ -307,7 +315,7 @@ function readResponse(end: number, d: Draft): void {
 }
 
 function readEntry(end: number): MeterReport {
-  const d: Draft = { requestId: '', path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '' };
+  const d: Draft = { requestId: '', path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '', upstreamSent: false };
   while (pos < end) {
     const t = tag(end);
     if ((t & 7) !== 2) {
@@ -334,6 +342,7 @@ function readEntry(end: number): MeterReport {
     contentEncoding: d.contentEncoding,
     tail: tail instanceof Uint8Array ? tail : typeof tail === 'string' ? Buffer.from(tail) : undefined,
     ended: final !== undefined,
+    upstreamSent: d.upstreamSent,
   };
 }
 

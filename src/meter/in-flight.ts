@@ -11,6 +11,7 @@
  * Bounded: at most `maxEntries` requests (the Check denies more, fail closed); samples are at most
  * INPUT_SAMPLE_BYTES each. Time is a parameter.
  */
+import { LRUCache } from 'lru-cache';
 import type { ModelPrice, PendingRequest } from '../store/store';
 
 /**
@@ -38,6 +39,11 @@ interface KeyTotals {
 export class InFlight {
   readonly #byId = new Map<string, InFlightRequest>();
   readonly #byKey = new Map<string, KeyTotals>();
+  /**
+   * Requests that ended before a Check's answer for them was used (meter.ts, `unanswered`): a Check
+   * decided after that is not held in flight, since nothing of it will ever be reported. Bounded.
+   */
+  readonly #gone = new LRUCache<string, true>({ max: 10_000 });
   /** Changes with every add and take (the state file's checkpoint writes only after a change). */
   version = 0;
 
@@ -47,8 +53,12 @@ export class InFlight {
     return this.#byId.size;
   }
 
-  /** false: full (the caller denies). A request id seen twice replaces its first entry. */
+  /**
+   * false: full (the caller denies). A request id seen twice replaces its first entry; one already
+   * gone (ended without its answer) is not held.
+   */
   add(r: InFlightRequest): boolean {
+    if (this.#gone.has(r.requestId)) return true;
     if (this.#byId.has(r.requestId)) this.take(r.requestId);
     if (this.#byId.size >= this.maxEntries) return false;
     this.#byId.set(r.requestId, r);
@@ -75,6 +85,11 @@ export class InFlight {
     if (--t.count === 0) this.#byKey.delete(r.keyId);
     else t.held -= r.maxCost;
     return r;
+  }
+
+  /** The request ended without a Check's answer: never held from now on (and not now: see take). */
+  gone(requestId: string): void {
+    this.#gone.set(requestId, true);
   }
 
   /** Requests of a key in flight here. */

@@ -10,7 +10,9 @@
  *   `undecodable` (an encoding the meter cannot read), `implausible` (usage out of bounds);
  * - a request whose report never comes settles at its maximum cost when its deadline passes
  *   (`provisional`, reason `no_report`): a report that comes later replaces it;
- * - an upstream error (4xx/5xx before any answer) costs nothing: `released`.
+ * - an upstream error (4xx/5xx before any answer) costs nothing: `released`; so does a request
+ *   that ended before a Check's answer reached it (the Check timed out at Envoy, or the client left
+ *   during it), which Envoy reports without the Check's metadata: `released`, `not_forwarded`.
  *
  * Settling never throws: a store that cannot take a debit is retried, then logged with every
  * figure needed to bill it by hand (`failed`, counted).
@@ -27,12 +29,15 @@ import { capturedText } from './response-text';
 import { tailUsage } from './tail-usage';
 import type { Usage } from './usage-reader';
 
+/** Why a request cost nothing. */
+export type ReleaseReason = 'upstream_error' | 'meter_disabled' | 'not_forwarded';
+
 /** What the meter counts (server/metrics.ts implements it with prom-client). */
 export interface MeterMetrics {
   /** A debit: exact (`estimate` undefined), estimated or provisional. */
   settled(group: string, model: string, usage: Usage, cost: number, result: 'metered' | 'estimated' | 'provisional', reason: string): void;
   /** Nothing to debit: an upstream error, the meter switched off, token counting. */
-  released(reason: 'upstream_error' | 'meter_disabled' | 'not_billable'): void;
+  released(reason: ReleaseReason | 'not_billable'): void;
   /** A debit the store never took (after its retries). */
   failed(reason: 'store_unavailable' | 'price_invalid'): void;
   /** Access-log entries that could not be read. */
@@ -90,7 +95,7 @@ export type Settlement =
     readonly debit: DebitResult;
     readonly price: ModelPrice | null;
   }
-  | { readonly result: 'released'; readonly request: MeteredRequest; readonly reason: 'upstream_error' | 'meter_disabled' }
+  | { readonly result: 'released'; readonly request: MeteredRequest; readonly reason: ReleaseReason }
   | { readonly result: 'failed'; readonly request: MeteredRequest; readonly reason: 'store_unavailable' | 'price_invalid' }
   | { readonly result: 'skipped' | 'not_billable' };
 
@@ -167,6 +172,7 @@ export class Meter {
    */
   report(r: MeterReport): void {
     const a = r.authz;
+    if (a.metered === undefined) return this.#unanswered(r);
     if (a.metered !== true || typeof a.keyId !== 'string' || !isProtocol(a.style) || !r.requestId) return this.onSettled?.({ result: 'skipped' });
     const request: MeteredRequest = {
       requestId: r.requestId, keyId: a.keyId, group: typeof a.group === 'string' ? a.group : '', model: typeof a.model === 'string' ? a.model : '', protocol: a.style,
@@ -206,6 +212,26 @@ export class Meter {
     return plausible(usage, config.meter.usageCeiling) ? usage : undefined;
   }
 
+  /**
+   * A request Envoy reports without any Check's metadata: no answer of a Check reached it (the Check
+   * timed out at Envoy, or the client left while it ran), so nothing went upstream and it costs
+   * nothing. Allowed here: released. Else it may be allowed here later (a Check still running) or
+   * have been allowed by another replica: remembered as gone, and announced through the store.
+   */
+  #unanswered(r: MeterReport): void {
+    // Envoy sends nothing upstream without a Check's answer (failure_mode_allow: false); if it did,
+    // the request is left to its deadline rather than released.
+    if (!r.requestId || r.upstreamSent) return this.onSettled?.({ result: 'skipped' });
+    const entry = this.deps.inFlight.take(r.requestId);
+    if (!entry) {
+      this.deps.inFlight.gone(r.requestId);
+      this.deps.store?.announceReleased?.(r.requestId);
+      return this.onSettled?.({ result: 'skipped' });
+    }
+    const request: MeteredRequest = { requestId: entry.requestId, keyId: entry.keyId, group: entry.group, model: entry.model, protocol: entry.protocol };
+    void this.#track(this.#release(request, 'not_forwarded', entry).then((s) => this.#leaseSettled(entry, s)));
+  }
+
   /** Requests whose deadline passed with no report: settled at their maximum, provisionally. */
   expire(): void {
     for (const entry of this.deps.inFlight.expired(this.#now())) void this.#track(this.#provisional(entry, true).then((s) => this.#leaseSettled(entry, s)));
@@ -218,6 +244,8 @@ export class Meter {
   settledElsewhere(settled: readonly SettledRequest[]): void {
     for (const s of settled) {
       const entry = this.deps.inFlight.take(s.requestId);
+      // Released by a report another replica received: a Check still running here is not held.
+      if (!entry && s.released) this.deps.inFlight.gone(s.requestId);
       if (entry?.reserved === 'lease') this.deps.leases?.settle(entry.keyId, entry.maxCost, s.replica === this.deps.leases.replica ? s.cost : 0);
     }
   }
@@ -356,9 +384,10 @@ export class Meter {
     return this.#debit(request, entry, { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 }, 'no_report', true);
   }
 
-  async #release(request: MeteredRequest, reason: 'upstream_error' | 'meter_disabled', entry: InFlightRequest | undefined): Promise<Settlement> {
+  async #release(request: MeteredRequest, reason: ReleaseReason, entry: InFlightRequest | undefined): Promise<Settlement> {
     this.deps.metrics?.released(reason);
     if (reason === 'meter_disabled') this.deps.logger.warn({ ...request, reason }, 'not metered: the meter is switched off');
+    if (reason === 'not_forwarded') this.deps.logger.info({ ...request, reason }, 'released: no answer of its Check reached the request (it timed out at Envoy, or the client left while it ran), so nothing went upstream');
     if ((entry ? entry.reserved === 'store' : this.deps.config().meter.mode === 'strict') && this.deps.store) await this.deps.store.release(request.requestId).catch(() => {});
     return { result: 'released', request, reason };
   }

@@ -165,6 +165,8 @@ export interface SettledRequest {
   readonly requestId: string;
   readonly replica: string | null;
   readonly cost: number;
+  /** Not settled but released: the request ended before a Check's answer reached it (nothing went upstream). */
+  readonly released?: boolean;
 }
 
 /** What a reservation holds, for the provisional debit it becomes if it expires. */
@@ -246,6 +248,12 @@ export interface MeterStore {
    * Settlements any replica made (a store shared by replicas): the replica that allowed a request
    * hears that it was settled elsewhere. Returns an unsubscribe function.
    */
+  /**
+   * Announces to every replica requests that ended before a Check's answer reached them (their
+   * reports came here; the replica that allowed one releases it, and a store reservation of it is
+   * deleted). Batched; a store with one process needs none.
+   */
+  announceReleased?(requestId: string): void;
   onSettled?(listener: (settled: readonly SettledRequest[]) => void): () => void;
   /** Keeps the requests in flight across a restart (a store that can: the file store). */
   checkpointPending?(requests: readonly PendingRequest[]): void;

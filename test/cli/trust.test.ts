@@ -84,7 +84,7 @@ describe('explain against an authenticated port', () => {
     configPath = tempConfig(withSecret);
     service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: new LogSink(), watch: false, env: { MG_SECRET: SECRET } });
   });
-  afterAll(async () => service?.close(1000));
+  afterAll(async () => service?.close(1000, 0));
 
   const args = () => ['explain', '--addr', service.grpcAddress, '-H', `Authorization: Bearer ${DEMO_KEYS.alice}`, 'POST', '/v1/chat/completions', '{"messages":[],"model":"gpt-4o-mini"}'];
 

@@ -227,7 +227,15 @@ describe('the settings modelgate relies on', () => {
   it('reports every metered request to the meter through the gRPC access log, batched, and nothing else', () => {
     const logs = httpConnectionManager(envoyBundle().config).access_log as Obj[];
     const als = logs.find((l) => l.name === 'envoy.access_loggers.http_grpc')!;
-    expect(als.filter).toEqual({ metadata_filter: { matcher: { filter: 'envoy.filters.http.ext_authz', path: [{ key: 'metered' }], value: { bool_match: true } } } });
+    const metered = { filter: 'envoy.filters.http.ext_authz', path: [{ key: 'metered' }], value: { bool_match: true } };
+    const [marked, unanswered] = als.filter.or_filter.filters as Obj[];
+    // Every request the Check marked metered...
+    expect(marked).toEqual({ metadata_filter: { matcher: metered, match_if_key_not_found: false } });
+    // ...and every request no Check answer reached (no mark at all) that ended without a response or
+    // with the 503 of a failed Check: the meter releases what it may have admitted for them.
+    expect(unanswered.and_filter.filters[0]).toEqual({ metadata_filter: { matcher: metered, match_if_key_not_found: true } });
+    const codes = (unanswered.and_filter.filters[1].or_filter.filters as Obj[]).map((f) => f.status_code_filter.comparison);
+    expect(codes.map((c) => [c.op, c.value.default_value])).toEqual([['EQ', 0], ['EQ', 503]]);
     expect(als.typed_config.common_config).toMatchObject({ transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: 'modelgate_meter' } }, buffer_flush_interval: '0.05s' });
     expect(als.typed_config.additional_response_headers_to_log).toEqual(['content-type', 'content-encoding']);
     // No request header is logged (a key could be in one).

@@ -29,9 +29,10 @@ const struct = (fields: Record<string, string | number | boolean>) => ({
   fields: Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, typeof v === 'string' ? { stringValue: v } : typeof v === 'number' ? { numberValue: v } : { boolValue: v }])),
 });
 
-function entry(o: { id: string; status?: number; authz?: Record<string, string | number | boolean>; meter?: Record<string, string | number | boolean>; bodyBytes?: number; contentType?: string }) {
+function entry(o: { id: string; status?: number; authz?: Record<string, string | number | boolean>; meter?: Record<string, string | number | boolean>; bodyBytes?: number; contentType?: string; upstream?: boolean }) {
   return {
     common_properties: {
+      ...(o.upstream ? { time_to_first_upstream_tx_byte: { seconds: 0, nanos: 1000 }, upstream_remote_address: { socket_address: { address: '10.0.0.2', port_value: 443 } } } : {}),
       downstream_remote_address: { socket_address: { address: '10.0.0.1', port_value: 1234 } },
       start_time: { seconds: 1, nanos: 0 },
       route_name: 'chat_completions',
@@ -60,7 +61,13 @@ describe('readAccessLogMessage', () => {
     });
     expect(Buffer.from(reports[0].tail!).toString()).toBe(tail);
     // No response started, no meter metadata: status 0, nothing kept, not ended.
-    expect(reports[1]).toMatchObject({ requestId: 'r2', status: 0, tail: undefined, ended: false });
+    expect(reports[1]).toMatchObject({ requestId: 'r2', status: 0, tail: undefined, ended: false, upstreamSent: false });
+  });
+
+  it('says whether a byte of the request went upstream, and reads an entry without the Check\'s metadata', () => {
+    const { reports } = readAccessLogMessage(encode([entry({ id: 'up', status: 200, upstream: true, authz: { metered: true } }), entry({ id: 'none', status: 503 })]));
+    expect(reports[0]).toMatchObject({ requestId: 'up', upstreamSent: true, authz: { metered: true } });
+    expect(reports[1]).toMatchObject({ requestId: 'none', status: 503, upstreamSent: false, authz: {} });
   });
 
   it('keeps the tail as bytes, even when they are not valid UTF-8 (a cut multibyte character)', () => {

@@ -24,6 +24,17 @@ describe('InFlight', () => {
     expect([f.count('k'), f.held('k')]).toEqual([0, 0]);
   });
 
+  it('never holds a request that ended before its Check was decided (gone), and stays bounded', () => {
+    const f = new InFlight();
+    f.gone('late');
+    expect(f.add(req('late', 'k', 0.5))).toBe(true);
+    expect([f.get('late'), f.count('k'), f.size]).toEqual([undefined, 0, 0]);
+    for (let i = 0; i < 20_000; i++) f.gone(`g${i}`);
+    // The oldest marks are forgotten past 10,000: such a request is held again (and settles at its deadline).
+    expect(f.add(req('late', 'k', 0.5))).toBe(true);
+    expect(f.count('k')).toBe(1);
+  });
+
   it('replaces a request id seen twice instead of holding it twice', () => {
     const f = new InFlight();
     f.add(req('a', 'k', 0.5));

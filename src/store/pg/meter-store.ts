@@ -10,7 +10,7 @@
  * (debit): a duplicate, or the replacement of a provisional settlement.
  */
 import type pg from 'pg';
-import { SCHEMA } from './schema';
+import { SCHEMA, SETTLED_CHANNEL } from './schema';
 import type { DebitRequest, DebitResult, MeterStore, ModelPrice, ReservedRequest, ReserveResult, SettledRequest, UsageEntry, UsageQuery } from '../store';
 
 /** The store's bounded query (store.ts): rejects with a one-line reason. */
@@ -56,6 +56,13 @@ const BATCH_MAX = 500;
 /** Batches in flight at once (each holds a pool connection). */
 const BATCHES_IN_FLIGHT = 2;
 
+/** Released request ids per announcement: a NOTIFY payload holds under 8,000 bytes. */
+const ANNOUNCE_BYTES = 6000;
+/** Ids waiting to be announced at most; past it the rest settle at their deadline (never free). */
+const ANNOUNCE_QUEUE_MAX = 10_000;
+/** How long ids gather before an announcement (one statement per this at most). */
+const ANNOUNCE_MS = 50;
+
 interface Waiting {
   readonly r: DebitRequest;
   resolve(d: DebitResult): void;
@@ -65,6 +72,8 @@ interface Waiting {
 export class PgMeterStore implements MeterStore {
   readonly #queue: Waiting[] = [];
   #inFlight = 0;
+  readonly #released = new Set<string>();
+  #announcing: NodeJS.Timeout | undefined;
 
   constructor(private readonly query: PgQuery) {}
 
@@ -151,10 +160,12 @@ export class PgMeterStore implements MeterStore {
   settledNotification(payload: string | undefined): void {
     let parsed: SettledRequest[] = [];
     try {
-      const v = JSON.parse(payload ?? '') as { s?: unknown };
+      const v = JSON.parse(payload ?? '') as { s?: unknown; r?: unknown };
       if (Array.isArray(v.s)) {
         parsed = v.s.flatMap((e): SettledRequest[] => (Array.isArray(e) && typeof e[0] === 'string'
           ? [{ requestId: e[0], replica: typeof e[1] === 'string' ? e[1] : null, cost: Number(e[2]) || 0 }] : []));
+      } else if (Array.isArray(v.r)) {
+        parsed = v.r.flatMap((id): SettledRequest[] => (typeof id === 'string' ? [{ requestId: id, replica: null, cost: 0, released: true }] : []));
       }
     } catch { /* nothing to hand on */ }
     if (parsed.length === 0) return;
@@ -166,6 +177,39 @@ export class PgMeterStore implements MeterStore {
   onSettled(listener: (settled: readonly SettledRequest[]) => void): () => void {
     this.#settledListeners.add(listener);
     return () => this.#settledListeners.delete(listener);
+  }
+
+  /**
+   * Requests that ended before a Check's answer reached them, announced on SETTLED_CHANNEL as
+   * `{"r":[ids]}` (the replica that allowed one releases it: meter.ts) with their reservations
+   * deleted, in one statement per ANNOUNCE_MS at most, whatever the rate of such reports.
+   */
+  announceReleased(requestId: string): void {
+    if (this.#released.size >= ANNOUNCE_QUEUE_MAX || requestId.length > 200) return;
+    this.#released.add(requestId);
+    if (this.#announcing) return;
+    this.#announcing = setTimeout(() => void this.#announce(), ANNOUNCE_MS);
+    this.#announcing.unref();
+  }
+
+  async #announce(): Promise<void> {
+    const ids: string[] = [];
+    let bytes = 0;
+    for (const id of this.#released) {
+      if (bytes + id.length + 3 > ANNOUNCE_BYTES) break;
+      ids.push(id);
+      bytes += id.length + 3;
+      this.#released.delete(id);
+    }
+    try {
+      await this.query('announce released', `WITH d AS (DELETE FROM ${SCHEMA}.reservations WHERE request_id = ANY($1::text[]))
+        SELECT pg_notify('${SETTLED_CHANNEL}', json_build_object('r', $1::text[])::text)`, [ids]);
+    } catch { /* not announced: those requests settle at their deadline, provisionally */ }
+    this.#announcing = undefined;
+    if (this.#released.size > 0) {
+      this.#announcing = setTimeout(() => void this.#announce(), ANNOUNCE_MS);
+      this.#announcing.unref();
+    }
   }
 
   async release(requestId: string): Promise<void> {

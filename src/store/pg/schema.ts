@@ -20,7 +20,8 @@ export const INVALIDATION_CHANNEL = 'modelgate_invalidate';
 /**
  * Settlements (migration 5): `{"s":[[request id, replica or null, cost], ...]}` after each batch of
  * debits, so the replica that allowed a request (and holds it in flight, or leased its balance) hears
- * that another replica settled it. A channel of its own: a replica of an older build, which reads
+ * that another replica settled it; and `{"r":[request id, ...]}` for requests released because they
+ * ended before a Check's answer reached them (meter-store.ts announceReleased). A channel of its own: a replica of an older build, which reads
  * anything unknown on the invalidation channel as "forget everything", never sees these.
  */
 export const SETTLED_CHANNEL = 'modelgate_settled';
