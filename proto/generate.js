@@ -17,8 +17,6 @@ const args = [
   ...includeDirs.flatMap((d) => ['-I', d]),
   '-O', out,
   'envoy/service/auth/v3/external_auth.proto',
-  // The meter (issue 11): Envoy's external processing service.
-  'envoy/service/ext_proc/v3/external_processor.proto',
 ];
 execFileSync(process.execPath, args, { stdio: 'inherit' });
 

@@ -8,7 +8,7 @@
  * - the authz cluster pointed at the no-op server or OPA-Envoy, without the grpc.health.v1 check
  *   (neither serves that service: Envoy would mark the host unhealthy and route in panic mode);
  * - `pack_as_bytes: false` for OPA-Envoy (its documented setting; see peers/README.md);
- * - the meter's ext_proc filter only in the metering rows (the config's `meter.enabled`).
+ * - the meter's filters and access log only in the metering rows (the config's `meter.enabled`).
  *
  * Envoy runs pinned with taskset, `--concurrency` workers, its access log (stdout) to a file.
  */
@@ -17,7 +17,8 @@ import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import * as path from 'node:path';
 import type { Config } from '../../src/config/load';
 import { renderBootstrap, toYaml } from '../../src/envoy/render';
-import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER } from '../../src/envoy/render-routes';
+import { DECOMPRESSOR_FILTER, METER_FILTER } from '../../src/envoy/meter-filters';
+import { CLUSTER, EXT_AUTHZ_FILTER } from '../../src/envoy/render-routes';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -28,8 +29,13 @@ export interface BundleOptions {
   readonly httpPort: number;
   /** Every upstream family goes here. */
   readonly upstreamPort: number;
-  /** The meter's ext_proc filter (needs modelgate as the authz target). */
+  /** The meter's filters and access log (needs modelgate as the authz target). */
   readonly meter: boolean;
+  /**
+   * Which of the meter's parts Envoy runs (to split its cost): all; without the decompressor; the
+   * access log alone (no Lua tail capture: the meter then estimates every response).
+   */
+  readonly meterParts?: 'all' | 'nogzip' | 'log';
   /** The rate limit filters (issue 25): kept only for the rate limit rows, so the other rows stay as they were measured. */
   readonly rateLimits?: boolean;
   /**
@@ -64,7 +70,7 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
   const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
   const authzCluster = (b.static_resources.clusters as Obj[]).find((c) => c.name === CLUSTER.authz)!;
   if (!o.authz) {
-    hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => f.name !== EXT_AUTHZ_FILTER && f.name !== EXT_PROC_FILTER);
+    hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => f.name !== EXT_AUTHZ_FILTER && f.name !== METER_FILTER && f.name !== DECOMPRESSOR_FILTER);
     delete authzCluster.health_checks;
     changes.push('no ext_authz filter (and no meter)');
   } else {
@@ -82,7 +88,12 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
     for (const r of hcm.route_config.virtual_hosts[0].routes as Obj[]) delete r.request_headers_to_remove;
     changes.push("no request_headers_to_remove on the routes (the client's key goes to LiteLLM)");
   }
-  if (o.meter) changes.push("the meter's ext_proc filter (observability mode)");
+  if (o.meter) {
+    const parts = o.meterParts ?? 'all';
+    if (parts !== 'all') hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => f.name !== DECOMPRESSOR_FILTER && (parts === 'nogzip' || f.name !== METER_FILTER));
+    changes.push(parts === 'all' ? "the meter's filters (Lua tail capture, gzip decompressor) and its gRPC access log"
+      : parts === 'nogzip' ? "the meter's Lua tail capture and its gRPC access log (no decompressor)" : "the meter's gRPC access log only (no Lua, no decompressor)");
+  }
   if (!o.rateLimits) {
     hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => !String(f.name).startsWith('modelgate.ratelimit_'));
     b.static_resources.clusters = (b.static_resources.clusters as Obj[]).filter((c) => c.name !== CLUSTER.ratelimit);

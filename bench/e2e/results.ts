@@ -24,6 +24,8 @@ export interface E2eResults {
 }
 
 const x = ratio;
+/** The offered rate of the metering rows' latency (bench/e2e/run.ts METER_LABEL). */
+const METER_RATE_LABEL = '200/s';
 
 export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string {
   const ok = r.runs.filter((run) => run.problems.length === 0);
@@ -122,6 +124,45 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     line(`| small chat: modelgate p99 through Envoy at half the no-op's capacity (${int(tailRate ?? Number.NaN)} req/s) | ${ms(tail)} (no-op ${ms(tailNoop)}) | < 5 ms | ${verdict(Number.isFinite(tail) ? tail < 5000 : undefined)} |`);
   }
 
+  // ---------------------------------------------------------------- the metered path (issue 23)
+  if (present.has('modelgate-meter') || present.has('modelgate-pg-strict')) {
+    line();
+    line('### Targets of the metered path');
+    line();
+    line('| target | measured | threshold | result |');
+    line('| --- | --- | --- | --- |');
+    const gate = (id: SetupId, mix: MixId): number => {
+      const c = cpuPer10k(ok, id, mix);
+      return c.envoy + c.authz;
+    };
+    for (const mix of ['small_chat', 'small_chat_stream'] as MixId[]) {
+      const name = mix === 'small_chat' ? 'answer' : 'stream';
+      const a = cap('modelgate-meter', mix);
+      const b = cap('modelgate', mix);
+      line(`| soft metering (file store), ${name}: closed-loop throughput vs no meter | ${int(a)} / ${int(b)} req/s = ${x(a / b)} | ≥ 0.80× | ${verdict(Number.isFinite(a / b) ? a / b >= 0.8 : undefined)} |`);
+      const ca = gate('modelgate-meter', mix);
+      const cb = gate('modelgate', mix);
+      line(`| soft metering (file store), ${name}: gateway core CPU (Envoy + modelgate) per 10,000 vs no meter | ${ca.toFixed(2)} / ${cb.toFixed(2)} s = ${x(ca / cb)} | ≤ 1.25× | ${verdict(Number.isFinite(ca / cb) ? ca / cb <= 1.25 : undefined)} |`);
+      const pa = pct('modelgate-meter', mix, METER_RATE_LABEL, 50);
+      const pb = pct('modelgate', mix, METER_RATE_LABEL, 50);
+      line(`| soft metering (file store), ${name}: p50 added at ${METER_RATE_LABEL} | ${ms(pa)} vs ${ms(pb)} = +${ms(pa - pb)} | ≤ 0.1 ms | ${verdict(Number.isFinite(pa - pb) ? pa - pb <= 100 : undefined)} |`);
+    }
+    const strict = cap('modelgate-pg-strict', 'small_chat');
+    const soft = cap('modelgate-pg-meter', 'small_chat');
+    line(`| strict vs soft on PostgreSQL, answer: closed-loop throughput | ${int(strict)} / ${int(soft)} req/s = ${x(strict / soft)} | ≥ 0.50× | ${verdict(Number.isFinite(strict / soft) ? strict / soft >= 0.5 : undefined)} |`);
+    const pgCpu = cpuPer10k(ok, 'modelgate-pg-strict', 'small_chat').store / 10; // s per 10k -> ms per request
+    line(`| strict on PostgreSQL, answer: PostgreSQL CPU per request | ${Number.isFinite(pgCpu) ? pgCpu.toFixed(3) : '–'} ms | ≤ 0.1 ms | ${verdict(Number.isFinite(pgCpu) ? pgCpu <= 0.1 : undefined)} |`);
+    const own = cap('noop-builtin', 'small_chat');
+    const mg = cap('modelgate', 'small_chat');
+    line(`| Check, small chat: modelgate vs the no-op on modelgate's own gRPC server | ${int(mg)} / ${int(own)} req/s = ${x(mg / own)} | ≥ 0.90× | ${verdict(Number.isFinite(mg / own) ? mg / own >= 0.9 : undefined)} |`);
+    const own256 = cap('noop-builtin', 'body_256k_model_last');
+    const mg256 = cap('modelgate', 'body_256k_model_last');
+    line(`| Check, 256 KiB body: modelgate vs the no-op on modelgate's own gRPC server | ${int(mg256)} / ${int(own256)} req/s = ${x(mg256 / own256)} | ≥ 0.75× | ${verdict(Number.isFinite(mg256 / own256) ? mg256 / own256 >= 0.75 : undefined)} |`);
+    const each = sel('modelgate', 'small_chat', 'paced', 'noop50').map((run) => run.latency.p99Us);
+    const met = each.filter((v) => v < 5000).length;
+    line(`| Check, small chat: p99 at half the no-op's capacity, in each run | ${each.map((v) => ms(v)).join(', ') || '–'}: ${met} of ${each.length} under 5 ms | < 5 ms in each | ${verdict(each.length ? met === each.length : undefined)} |`);
+  }
+
   // ---------------------------------------------------------------- throughput
   line();
   line('## Max throughput (closed loop)');
@@ -195,20 +236,20 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
   }
 
   // ---------------------------------------------------------------- metering
-  const meterIds: SetupId[] = ['envoy', 'modelgate', 'modelgate-meter', 'modelgate-pg', 'modelgate-pg-meter', 'modelgate-pg-strict'];
+  const meterIds: SetupId[] = ['envoy', 'modelgate', 'modelgate-meter', 'modelgate-meter-nogzip', 'modelgate-meter-logonly', 'modelgate-pg', 'modelgate-pg-meter', 'modelgate-pg-strict'];
   if (meterIds.some((id) => present.has(id) && id.includes('meter') || id.includes('strict'))) {
     line();
-    line('## Metering (issue 11): with and without the meter, soft and strict');
+    line('## Metering: with and without the meter, soft and strict');
     line();
     line('Small chat, answered (JSON) and streamed (SSE with usage), at 200 requests a second (a rate every metering setup can take): time to the first byte of the response (its headers) and to its end, from the scheduled send time; closed-loop throughput; CPU of modelgate and PostgreSQL per 10,000 requests.');
     line();
-    line('| setup | mix | closed req/s | TTFB p50 | TTFB p99 | total p50 | total p99 | total p99.9 | modelgate CPU /10k | PostgreSQL CPU /10k |');
-    line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+    line('| setup | mix | closed req/s | TTFB p50 | TTFB p99 | total p50 | total p99 | total p99.9 | Envoy CPU /10k | modelgate CPU /10k | PostgreSQL CPU /10k |');
+    line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const id of meterIds.filter((i) => present.has(i))) {
       for (const mix of ['small_chat', 'small_chat_stream'] as MixId[]) {
         if (!sel(id, mix, 'paced', '200/s').length && !sel(id, mix, 'closed').length) continue;
         const c = cpuPer10k(ok, id, mix);
-        line(`| ${SETUP_TITLES[id]} | ${mix === 'small_chat' ? 'answer' : 'stream'} | ${int(cap(id, mix))} | ${ms(pct(id, mix, '200/s', 50, true))} | ${ms(pct(id, mix, '200/s', 99, true))} | ${ms(pct(id, mix, '200/s', 50))} | ${ms(pct(id, mix, '200/s', 99))} | ${ms(pct(id, mix, '200/s', 99.9))} | ${Number.isFinite(c.authz) ? c.authz.toFixed(2) : '–'} | ${id.includes('pg') ? c.store.toFixed(2) : '–'} |`);
+        line(`| ${SETUP_TITLES[id]} | ${mix === 'small_chat' ? 'answer' : 'stream'} | ${int(cap(id, mix))} | ${ms(pct(id, mix, '200/s', 50, true))} | ${ms(pct(id, mix, '200/s', 99, true))} | ${ms(pct(id, mix, '200/s', 50))} | ${ms(pct(id, mix, '200/s', 99))} | ${ms(pct(id, mix, '200/s', 99.9))} | ${Number.isFinite(c.envoy) ? c.envoy.toFixed(2) : '–'} | ${Number.isFinite(c.authz) ? c.authz.toFixed(2) : '–'} | ${id.includes('pg') ? c.store.toFixed(2) : '–'} |`);
       }
     }
   }

@@ -40,7 +40,7 @@ import { UPSTREAM_MARKERS } from './upstream';
 
 export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'] as const;
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
-export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls'] as const;
+export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls', 'modelgate-meter-nogzip', 'modelgate-meter-logonly'] as const;
 export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
 
 export const SETUP_TITLES: Record<SetupId, string> = {
@@ -55,6 +55,8 @@ export const SETUP_TITLES: Record<SetupId, string> = {
   'noop-node': 'Envoy + no-op ext_authz (modelgate\'s gRPC server on node:http2)',
   'litellm': 'Envoy + LiteLLM proxy',
   'modelgate-meter': 'modelgate + meter, soft (file store)',
+  'modelgate-meter-nogzip': 'modelgate + meter, soft, without the decompressor (Envoy\'s share of the meter)',
+  'modelgate-meter-logonly': 'modelgate + meter, soft, access log only: no Lua, no decompressor (Envoy\'s share of the meter)',
   'modelgate-pg-meter': 'modelgate + meter, soft (PostgreSQL)',
   'modelgate-pg-strict': 'modelgate + meter, strict (PostgreSQL)',
   'modelgate-rl': 'modelgate + meter + rate limits, embedded engine',
@@ -241,11 +243,13 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     case 'modelgate-w2':
     case 'modelgate-pg':
     case 'modelgate-meter':
+    case 'modelgate-meter-nogzip':
+    case 'modelgate-meter-logonly':
     case 'modelgate-pg-meter':
     case 'modelgate-pg-strict':
     case 'modelgate-rl':
     case 'modelgate-rl-global': {
-      const meter = id === 'modelgate-pg-strict' ? 'strict' : id.endsWith('-meter') || id.startsWith('modelgate-rl') ? 'soft' : 'off';
+      const meter = id === 'modelgate-pg-strict' ? 'strict' : id.includes('-meter') || id.startsWith('modelgate-rl') ? 'soft' : 'off';
       let rateLimits: { engine: 'embedded' | 'global'; service?: string; redis?: string } | undefined;
       if (id === 'modelgate-rl') rateLimits = { engine: 'embedded' };
       if (id === 'modelgate-rl-global') {
@@ -280,6 +284,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         httpPort: Number(m.http.split(':')[1]),
         upstreamPort,
         meter: meter !== 'off',
+        meterParts: id === 'modelgate-meter-logonly' ? 'log' : id === 'modelgate-meter-nogzip' ? 'nogzip' : 'all',
         rateLimits: rateLimits !== undefined,
       });
       break;

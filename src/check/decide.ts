@@ -9,7 +9,8 @@ import { consoleHints } from './console-address';
 import type { Decision } from './decision';
 import { emptyKeyParams, extractKey, findKeyInUrl, keyHeaders } from './extract-key';
 import { lenientDecode, printable } from './safe-text';
-import { extractModel } from './extract-model';
+import { extractModel, type TopLevelFields } from './extract-model';
+import { REQUEST_FIELDS } from './request-fields';
 import { KEY_PREFIX, hashKey, isKeyBody } from './key-format';
 import { modelNotInGroupHint } from './model-hints';
 import { HINTS, type DenyReason } from './reasons';
@@ -101,10 +102,12 @@ function decideForGroup(
   if (route.kind === 'models' && route.model === undefined) return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined, undefined);
 
   let model = route.model;
+  let fields: TopLevelFields | undefined;
   if (model === undefined) {
     const read = readModel(view, routes.maxJsonDepth, config);
     if ('reason' in read) return deny(route, read.reason, read.hint, who);
     model = read.model;
+    fields = read.fields;
   } else if (view.partialBody) {
     // The model is in the path, but a cut body is still refused: over HTTP/2 Envoy checks a body a
     // little over max_request_bytes cut to the limit (x-envoy-auth-partial-body: true) instead of
@@ -134,7 +137,7 @@ function decideForGroup(
   if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
     return deny(route, 'balance_insufficient', HINTS.balance_insufficient.notPositive(amountText(key.balance)), { ...who, model, modelKnown: true });
   }
-  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model, route.kind === 'protocol' ? limitsPart(key, group, m, model, now) : undefined);
+  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model, route.kind === 'protocol' ? limitsPart(key, group, m, model, now) : undefined, fields);
 }
 
 /** The rate limits of an allowed protocol request (issue 25): what Envoy counts, and the in-flight cap. */
@@ -157,8 +160,8 @@ const MAX_QUERY_KEY_CANDIDATES = 16;
  * to recognise it by), is a key in the URL. Only requests with a long query value pay for it (one
  * cached lookup each; most requests have no query).
  */
-function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined, limits: Partial<Decision> | undefined): MaybePromise<Decision> {
-  if (view.query === '') return allow(view, routes, route, key, who.stale, model, limits);
+function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined, limits: Partial<Decision> | undefined, fields?: TopLevelFields): MaybePromise<Decision> {
+  if (view.query === '') return allow(view, routes, route, key, who.stale, model, limits, fields);
   const candidates: string[] = [];
   for (const part of view.query.split('&')) {
     const eq = part.indexOf('=');
@@ -172,7 +175,7 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
     return deny(route, 'key_in_url', HINTS.key_in_url.tooManyValues(candidates.length, MAX_QUERY_KEY_CANDIDATES), who);
   }
   const next = (i: number): MaybePromise<Decision> => {
-    if (i === candidates.length) return allow(view, routes, route, key, who.stale, model, limits);
+    if (i === candidates.length) return allow(view, routes, route, key, who.stale, model, limits, fields);
     return then(lookups.keys.get(hashKey(candidates[i])), (found) => {
       if (found.status === 'found') return deny(route, 'key_in_url', HINTS.key_in_url.query, who);
       if (found.status === 'unavailable') return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore, who);
@@ -182,11 +185,12 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
   return next(0);
 }
 
-function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, limits: Partial<Decision> | undefined): Decision {
+function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, limits: Partial<Decision> | undefined, fields?: TopLevelFields): Decision {
   const plain: Decision = model === undefined
-    ? { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, group: key.group, stale, balance: key.balance }
-    : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale, balance: key.balance };
-  const d = limits ? { ...plain, ...limits } : plain;
+    ? { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, stale, balance: key.balance }
+    : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, model, modelKnown: true, stale, balance: key.balance };
+  let d = limits ? { ...plain, ...limits } : plain;
+  if (fields) d = { ...d, bodyFields: fields };
   // Parameters named like a key with an empty value: Envoy removes them (only then: a removal
   // makes Envoy re-serialise the whole query).
   const removeQuery = view.query === '' ? undefined : emptyKeyParams(view.query, routes);
@@ -199,7 +203,7 @@ export const amountText = (n: number): string => (Number.isFinite(n) ? (n === 0 
 const tooLarge = (config: Config): string => HINTS.body_too_large.overLimit(config.gateway.maxRequestBytes);
 
 /** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
-function readModel(view: RequestView, maxDepth: number, config: Config): { model: string } | { reason: DenyReason; hint: string } {
+function readModel(view: RequestView, maxDepth: number, config: Config): { model: string; fields?: TopLevelFields } | { reason: DenyReason; hint: string } {
   const type = view.headers['content-type'];
   if (type !== undefined && type !== 'application/json' && !isJsonUtf8(type)) {
     return { reason: 'content_type_unsupported', hint: HINTS.content_type_unsupported.notJson(printable(type, 48)) };
@@ -210,9 +214,9 @@ function readModel(view: RequestView, maxDepth: number, config: Config): { model
   }
   if (view.partialBody) return { reason: 'body_too_large', hint: tooLarge(config) };
   if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: HINTS.body_invalid.empty };
-  const r = extractModel(view.body, maxDepth);
+  const r = extractModel(view.body, maxDepth, REQUEST_FIELDS);
   if (r.ok) {
-    return r.model === '' ? { reason: 'model_missing', hint: HINTS.model_missing.empty } : { model: r.model };
+    return r.model === '' ? { reason: 'model_missing', hint: HINTS.model_missing.empty } : { model: r.model, fields: r.fields };
   }
   switch (r.problem) {
     case 'model_absent': return { reason: 'model_missing', hint: HINTS.model_missing.absent };

@@ -5,6 +5,7 @@
 import type { RateLimitMetadata } from '../ratelimit/metadata';
 import type { Reason } from './reasons';
 import type { Route } from './routes';
+import type { TopLevelFields } from './extract-model';
 
 export interface Decision {
   readonly allowed: boolean;
@@ -13,6 +14,8 @@ export interface Decision {
   readonly hint: string;
   readonly route: Route;
   readonly keyId?: string;
+  /** Allowed only: the key's SHA-256 (its cache entry), for the meter to update its balance there. */
+  readonly keySha256?: string;
   readonly group?: string;
   /** The model as requested (client-supplied: sanitise before echoing anywhere). */
   readonly model?: string;
@@ -24,6 +27,11 @@ export interface Decision {
   readonly stale?: boolean;
   /** On an allowed protocol request: the key's balance (`null`: unlimited), for strict metering. */
   readonly balance?: number | null;
+  /**
+   * Allowed only: where the body's top-level fields the meter reads (request-fields.ts) sit, found
+   * in the same pass as the model. Not part of the answer Envoy gets (the response cache ignores it).
+   */
+  readonly bodyFields?: TopLevelFields;
   /** Allowed protocol requests with counted limits: what Envoy's rate limit filters read (ratelimit/metadata.ts). */
   readonly rateLimit?: RateLimitMetadata;
   /** Allowed protocol requests: the key's cap on requests in flight (ratelimit/in-flight.ts), if any. */

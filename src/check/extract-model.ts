@@ -19,9 +19,17 @@
  */
 import { isUtf8 } from 'node:buffer';
 
+/**
+ * Where the values of some top-level keys sit in the body, by key (the last occurrence, as
+ * JSON.parse keeps it; `[start, end)` byte offsets of the value as written). Only keys the caller
+ * asked for; read in the same pass that finds the model, so the meter's reading of a request (its
+ * `n`, `max_tokens`, `stream`...) costs no second scan of a large body.
+ */
+export type TopLevelFields = ReadonlyMap<string, readonly [number, number]>;
+
 /** Result of {@link extractModel}: the model, or why the body gives none. */
 export type ModelExtraction =
-  | { readonly ok: true; readonly model: string }
+  | { readonly ok: true; readonly model: string; readonly fields?: TopLevelFields }
   | { readonly ok: false; readonly problem: ExtractProblem; readonly detail: string };
 
 /**
@@ -55,11 +63,23 @@ const CONTROL_CHAR = /[\u0000-\u001f]/;
  * @param maxDepth deepest nesting of objects and arrays allowed (the top-level object is 1)
  * @throws RangeError if maxDepth is not a positive integer
  */
-export function extractModel(body: Uint8Array, maxDepth = 256): ModelExtraction {
+export function extractModel(body: Uint8Array, maxDepth = 256, watch?: ReadonlySet<string>): ModelExtraction {
   if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new RangeError('maxDepth must be a positive integer');
   if (!isUtf8(body)) return refuse('not_utf8', 'body is not valid UTF-8');
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  return new Scanner(buf).run(maxDepth);
+  return new Scanner(buf, watch).run(maxDepth);
+}
+
+/**
+ * The watched top-level fields of a JSON object body whose model is elsewhere (Gemini's path), from
+ * the same validating scan; undefined when the body is not a valid JSON object.
+ */
+export function extractFields(body: Uint8Array, maxDepth: number, watch: ReadonlySet<string>): TopLevelFields | undefined {
+  if (!isUtf8(body)) return undefined;
+  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const scanner = new Scanner(buf, watch);
+  const r = scanner.run(maxDepth);
+  return r.ok || (r.problem !== 'empty' && r.problem !== 'invalid_json' && r.problem !== 'not_object' && r.problem !== 'too_deep') ? scanner.found() ?? new Map() : undefined;
 }
 
 function refuse(problem: ExtractProblem, detail: string): ModelExtraction {
@@ -86,8 +106,18 @@ class Scanner {
   private conflict = false;
   /** A top-level key spelled `model` in another case, as sent (decoded); refused. */
   private caseVariant: string | undefined;
+  /** Watched top-level keys: the value being read (its key and first byte), and those read. */
+  private fieldKey: string | undefined;
+  private fieldStart = -1;
+  private fields: Map<string, readonly [number, number]> | undefined;
+  /** Longest watched key in bytes (longer keys are not decoded to compare). */
+  private readonly watchMax: number;
 
-  constructor(private readonly buf: Buffer) {}
+  constructor(private readonly buf: Buffer, private readonly watch?: ReadonlySet<string>) {
+    let max = 0;
+    if (watch) for (const k of watch) max = Math.max(max, Buffer.byteLength(k));
+    this.watchMax = max;
+  }
 
   run(maxDepth: number): ModelExtraction {
     const b = this.buf, n = b.length;
@@ -124,6 +154,7 @@ class Scanner {
       if (i < 0) break;
       // After a value: close containers until one continues with a comma.
       for (;;) {
+        if (depth === 1 && this.fieldStart >= 0) this.recordField(i);
         i = this.space(i);
         if (depth === 0) {
           if (i !== n) this.fail(i, 'unexpected data after the JSON value');
@@ -154,9 +185,14 @@ class Scanner {
     const end = this.string(i);
     if (end < 0) return -1;
     const isModel = topLevel && this.isModelKey(i, end);
+    const field = topLevel && this.watch !== undefined && !isModel ? this.watchedKey(i, end) : undefined;
     i = this.space(end);
     if (this.buf[i] !== COLON) return this.fail(i, "expected ':'");
     i = this.space(i + 1);
+    if (field !== undefined) {
+      this.fieldKey = field;
+      this.fieldStart = i;
+    }
     if (isModel) {
       if (this.buf[i] === QUOTE) this.modelValueAt = i; // decoded once it is read
       else this.recordModel(undefined, typeAt(this.buf[i]));
@@ -185,6 +221,31 @@ class Scanner {
     if (key === 'model') return true;
     if (typeof key === 'string' && key.toLowerCase() === 'model') this.caseVariant ??= key;
     return false;
+  }
+
+  /** The key between the quotes at start and end - 1, if it is a watched one. */
+  private watchedKey(start: number, end: number): string | undefined {
+    if (end - start - 2 > (this.escaped ? 6 * this.watchMax : this.watchMax)) return undefined;
+    let key: unknown;
+    if (!this.escaped) key = this.buf.toString('utf8', start + 1, end - 1);
+    else {
+      try {
+        key = JSON.parse(this.buf.toString('utf8', start, end));
+      } catch {
+        return undefined;
+      }
+    }
+    return typeof key === 'string' && this.watch!.has(key) ? key : undefined;
+  }
+
+  /** The watched fields read by run(). */
+  found(): TopLevelFields | undefined {
+    return this.fields;
+  }
+
+  private recordField(end: number): void {
+    (this.fields ??= new Map()).set(this.fieldKey as string, [this.fieldStart, end]);
+    this.fieldStart = -1;
   }
 
   private recordModelString(start: number, end: number): number {
@@ -225,7 +286,7 @@ class Scanner {
     }
     if (this.modelCount === 0) return refuse('model_absent', 'no top-level "model" key');
     if (this.model === undefined) return refuse('model_not_string', `"model" is ${this.modelType}, not a string`);
-    return { ok: true, model: this.model };
+    return this.fields ? { ok: true, model: this.model, fields: this.fields } : { ok: true, model: this.model };
   }
 
   /** Reads a string from its opening quote at i; escapes are checked, control bytes are not. */

@@ -56,6 +56,11 @@ export interface PipelineDeps {
    * for allowed decisions; a throw or rejection denies (fail closed).
    */
   readonly admit?: Admission;
+  /**
+   * True while the process shuts down: the gRPC port stays open for the meter's reports, and a
+   * Check arriving meanwhile is denied (authz_unavailable; another replica answers the retry).
+   */
+  readonly draining?: () => boolean;
 }
 
 /** See PipelineDeps.admit. */
@@ -160,8 +165,8 @@ export interface CheckPipeline {
   logServed(decision: Decision, view: RequestView, started: number): void;
 }
 
-/** The reasons of a Check that could not be read, authenticated or decided. */
-type UndecidedReason = 'internal_error' | 'check_request_malformed' | 'authz_unauthenticated';
+/** The reasons of a Check that could not be read, authenticated or decided (or came while shutting down). */
+type UndecidedReason = 'internal_error' | 'check_request_malformed' | 'authz_unauthenticated' | 'authz_unavailable';
 
 /** The decision of a Check that could not be read, authenticated or decided: no request, so no route of its own. */
 function undecided(reason: UndecidedReason, hint: string, config: Config): Decision {
@@ -171,6 +176,7 @@ function undecided(reason: UndecidedReason, hint: string, config: Config): Decis
 export function createPipeline(deps: PipelineDeps): CheckPipeline {
   const now = deps.now ?? Date.now;
   const admit = deps.admit;
+  const draining = deps.draining;
   const filters = new WeakMap<Config, HeaderFilter>();
   const filterOf = (config: Config): HeaderFilter => {
     let f = filters.get(config);
@@ -202,6 +208,7 @@ export function createPipeline(deps: PipelineDeps): CheckPipeline {
 
   return {
     check(request) {
+      if (draining?.()) return denyUndecided('authz_unavailable', HINTS.authz_unavailable.shuttingDown);
       const started = performance.now();
       const config = deps.config();
       if (config !== lastConfig) {

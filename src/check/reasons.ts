@@ -223,10 +223,19 @@ export const REASONS = {
   },
   balance_insufficient: {
     status: 403,
-    when: "the key's balance is not a number > 0 (not checked for model lists); in strict metering, also when the balance minus requests in flight cannot cover the request's maximum cost",
-    hints: { notPositive: (amount: string) => `the key's balance is ${amount}: top it up before using models` },
+    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica; strict mode: always, reservations in the store)",
+    hints: {
+      notPositive: (amount: string) => `the key's balance is ${amount}: top it up before using models`,
+      /** The meter's admission (meter/admission.ts); amounts as the Check writes them (six significant digits). */
+      inFlightSoft: (balance: string, count: number, held: string, cost: string) => `the key's balance (${balance}) minus what its ${count} request${count === 1 ? '' : 's'} in flight may cost (${held}) cannot cover this request's maximum cost (${cost}): wait for them to finish, lower max_tokens, or top the balance up`,
+      reserved: (available: string, cost: string) => `the key's balance minus requests in flight (${available}) cannot cover this request's maximum cost (${cost}): top it up, lower max_tokens, or wait for requests in flight to finish`,
+    },
   },
-  stream_usage_required: { status: 400, when: 'meter.unmeteredStreams is deny and a streamed chat completion does not set stream_options.include_usage (it could not be metered)', hints: {} },
+  stream_usage_required: {
+    status: 400,
+    when: 'meter.unmeteredStreams is deny and a streamed chat completion does not set stream_options.include_usage (it could not be metered)',
+    hints: { includeUsage: 'this gateway meters usage and a stream reports it only when asked: set "stream_options": {"include_usage": true} in the request' },
+  },
   rate_limited: {
     status: 429,
     when: "the key's requests per minute or per day (its own, its group's, or per model) are used up: Envoy's rate limit filter answers, with retry-after and each protocol's rate-limit headers (docs/rate-limits.md)",
@@ -257,7 +266,13 @@ export const REASONS = {
   store_unavailable: {
     status: 503,
     when: 'the store cannot answer and nothing usable is cached',
-    hints: { keyStore: 'the key store cannot answer right now; retry shortly' },
+    hints: {
+      keyStore: 'the key store cannot answer right now; retry shortly',
+      /** The meter's admission (meter/admission.ts): strict mode's reservation could not be made. */
+      balanceStore: 'the balance store cannot answer right now; retry shortly',
+      /** The meter's in-flight table is full (meter/in-flight.ts). */
+      meterFull: 'the gateway is tracking too many requests in flight to meter another one; retry shortly',
+    },
   },
   check_request_malformed: {
     status: 503,
@@ -281,7 +296,11 @@ export const REASONS = {
   internal_error: {
     status: 503,
     when: 'an unexpected failure while deciding; the request is denied (fail closed)',
-    hints: { failed: 'the authorization service failed to decide; retry shortly' },
+    hints: {
+      failed: 'the authorization service failed to decide; retry shortly',
+      /** The meter's admission: a request it could never settle. */
+      noRequestId: 'the request has no x-request-id, so its usage could not be settled: the gateway must generate request ids',
+    },
   },
   rate_limit_unavailable: {
     status: 503,
@@ -290,8 +309,12 @@ export const REASONS = {
   },
   authz_unavailable: {
     status: 503,
-    when: 'Envoy got no answer from modelgate (down, hung, or past gateway.authzTimeoutMs); the gateway fails closed (Envoy local reply)',
-    hints: { noDecision: 'the gateway could not get an authorization decision (the authorization service is down or too slow), so nothing was sent upstream: retry shortly' },
+    when: 'Envoy got no answer from modelgate (down, hung, or past gateway.authzTimeoutMs): the gateway fails closed (Envoy local reply); or modelgate is shutting down and waits for the reports of the requests it allowed (its own answer)',
+    hints: {
+      noDecision: 'the gateway could not get an authorization decision (the authorization service is down or too slow), so nothing was sent upstream: retry shortly',
+      /** modelgate's own answer (check/pipeline.ts) while it drains the meter's reports at shutdown. */
+      shuttingDown: 'this authorization service is shutting down: retry shortly',
+    },
   },
   upstream_unavailable: {
     status: 503,

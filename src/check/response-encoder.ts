@@ -45,6 +45,7 @@ const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | ((
     return out;
   },
   keyId: 'key',
+  keySha256: 'unwritten', // the meter's balance updates only
   group: 'key',
   // Written as logged (decision-log.ts loggedModel): a model of the group as is, another bounded and
   // redacted, a model that is a key never (so it never enters the cache key either).
@@ -53,6 +54,7 @@ const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | ((
   modelIsKey: 'key',
   stale: 'unwritten', // the log line only
   balance: 'unwritten', // the meter's admission only
+  bodyFields: 'unwritten', // the meter's admission only (where the body's fields sit)
   // The rate limit metadata: its values change every second (their resets) and with the limits.
   rateLimit: (d) => (d.rateLimit ? JSON.stringify(d.rateLimit.fields) : ''),
   inFlightLimit: 'unwritten', // the in-flight cap's admission only
@@ -84,7 +86,11 @@ function responseKey(d: Decision, path: string): string {
 export class ResponseEncoder {
   readonly #perConfig = new WeakMap<Config, PerConfig>();
 
-  constructor(readonly serialize: Serialize, readonly maxEntries = 10_000) {}
+  /**
+   * @param replica this process's name, in the metadata of metered requests in strict mode (the
+   *   meter's leases: whoever settles a request debits its replica's lease)
+   */
+  constructor(readonly serialize: Serialize, readonly maxEntries = 10_000, readonly replica?: string) {}
 
   /** The serialised CheckResponse for a decision on a request with this path (without query). */
   encode(d: Decision, config: Config, path = ''): Buffer {
@@ -123,7 +129,7 @@ export class ResponseEncoder {
     const key = responseKey(d, path);
     let bytes = c.bytes.get(key);
     if (!bytes) {
-      bytes = this.serialize(writeCheckResponse(d, config, c.plan, loggedModel(d), logPath(d, path)));
+      bytes = this.serialize(writeCheckResponse(d, config, c.plan, loggedModel(d), logPath(d, path), this.replica));
       c.bytes.set(key, bytes);
     }
     return bytes;

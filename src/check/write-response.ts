@@ -30,8 +30,8 @@ function header(key: string, value: string): HeaderValueOption {
  * Envoy's dynamic metadata for its access log (envoy/README.md): never a key. `path` is the path as
  * modelgate logs it (decision-log.ts logPath), which Envoy's log shows instead of the raw one.
  */
-function metadata(d: Decision, model: string | undefined, path: string | undefined): CheckResponse['dynamic_metadata'] {
-  const fields: Record<string, { stringValue: string }> = {
+function metadata(d: Decision, model: string | undefined, path: string | undefined, metered = false, replica?: string): CheckResponse['dynamic_metadata'] {
+  const fields: Record<string, { stringValue: string } | { boolValue: boolean }> = {
     decision: { stringValue: d.allowed ? 'allow' : 'deny' },
     reason: { stringValue: d.reason },
     style: { stringValue: d.route.style },
@@ -40,9 +40,24 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   if (d.keyId) fields.keyId = { stringValue: d.keyId };
   if (d.group) fields.group = { stringValue: d.group };
   if (model !== undefined) fields.model = { stringValue: model };
+  // The meter's access log reports the requests marked true (envoy/meter-filters.ts meterAccessLog),
+  // and those with no Check metadata at all: the mark is always written, so its absence means no
+  // answer of a Check reached the request.
+  fields.metered = { boolValue: metered };
+  // Strict mode's leases: the replica whose lease a settlement debits (meter/leases.ts).
+  if (metered && replica !== undefined) fields.replica = { stringValue: replica };
   // Rate limits (issue 25): what Envoy's rate limit filters read (ratelimit/metadata.ts).
   if (d.allowed && d.rateLimit) (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
   return { fields };
+}
+
+/**
+ * An allowed protocol request the meter settles: every one but token counting (free at every
+ * provider). Marked even with `meter.enabled: false` reloaded while the bundle still reports: the
+ * meter then counts what it did not debit (released, meter_disabled).
+ */
+function meteredRequest(d: Decision, path: string | undefined): boolean {
+  return d.allowed && d.route.kind === 'protocol' && path !== undefined && !path.endsWith('/count_tokens') && !path.endsWith(':countTokens');
 }
 
 /** RFC 6750 §3: no error code when the request had no credentials; quoted-string safe description. */
@@ -83,7 +98,7 @@ const SPOOFABLE = [HEADER.reason, HEADER.hint];
  * Writes the CheckResponse for a decision. `modelForMetadata` is the log-safe model name, if any;
  * `pathForMetadata` the log-safe path.
  */
-export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined, pathForMetadata?: string): CheckResponse {
+export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined, pathForMetadata?: string, replica?: string): CheckResponse {
   if (d.allowed) {
     const headers = [header(HEADER.keyId, d.keyId ?? ''), header(HEADER.group, d.group ?? '')];
     const remove: string[] = [...SPOOFABLE];
@@ -102,7 +117,7 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
     return {
       status: { code: 0 },
       ok_response: { headers, headers_to_remove: remove, ...(d.removeQuery ? { query_parameters_to_remove: [...d.removeQuery] } : {}) },
-      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata),
+      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata, meteredRequest(d, pathForMetadata), config.meter.mode === 'strict' && config.meter.leases ? replica : undefined),
     };
   }
   const denial = denialParts(d);

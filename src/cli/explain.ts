@@ -3,6 +3,7 @@
  * to a running service (authenticated as Envoy is, with --config), and prints the decision. Secrets in the answer (an upstream credential)
  * are masked; the client's key is never printed.
  */
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -12,6 +13,7 @@ import { HEADER } from '../check/headers';
 import { SHOULD_RETRY_HEADER } from '../check/retry-advice';
 import { buildCheckRequest, type HttpRequestLine } from '../envoy/check-request';
 import { authPackageDefinition, authorizationClient } from '../envoy/protos';
+import { DRY_RUN_REQUEST_ID_PREFIX } from '../meter/admission';
 import { GRPC_SECRET_HEADER } from '../config/grpc-auth';
 import { readConfig, renderInput } from './envoy';
 import { CliError, once, usageError } from './errors';
@@ -31,7 +33,10 @@ export function sendCheck(address: string, line: HttpRequestLine, timeoutMs = 50
   const metadata = new grpc.Metadata();
   if (auth.secret !== undefined) metadata.set(GRPC_SECRET_HEADER, `Bearer ${auth.secret}`);
   return new Promise((resolve, reject) => {
-    client.Check(buildCheckRequest(line), metadata, { deadline: Date.now() + timeoutMs }, (err, res) => {
+    // A dry run for the meter: decided as any Check, but nothing is held or reserved for a request
+    // that never goes upstream (Envoy always sets its own x-request-id, so no client can send this).
+    const dryRun = { ...line, headers: [...(line.headers ?? []).filter(([k]) => k.toLowerCase() !== 'x-request-id'), ['x-request-id', `${DRY_RUN_REQUEST_ID_PREFIX}${randomUUID()}`] as const] };
+    client.Check(buildCheckRequest(dryRun), metadata, { deadline: Date.now() + timeoutMs }, (err, res) => {
       client.close();
       if (err) reject(new Error(`Check failed: ${err.details || err.message}`));
       else resolve(res!);

@@ -119,8 +119,10 @@ export function upCommand(run: CliRun): Command {
       let stopping = false;
       const stopAll = async (): Promise<void> => {
         stopping = true;
+        // Envoy first: the streams it cuts are reported to the meter as it stops; the meter then waits
+        // briefly for those reports and settles what is left at its maximum, provisionally.
         await envoy?.stop();
-        await service?.close(3000);
+        await service?.close(3000, 2000);
         for (const e of engines.reverse()) await e.stop();
         await upstream?.close();
       };

@@ -38,9 +38,10 @@ const num = (n: number): string => String(Number(n.toPrecision(12)));
 
 export function usageText(entries: readonly UsageEntry[]): string {
   if (entries.length === 0) return 'No usage.\n';
-  const rows = [['TIME', 'KEY', 'GROUP', 'MODEL', 'PROTOCOL', 'INPUT', 'CACHED', 'OUTPUT', 'COST']];
+  const rows = [['TIME', 'KEY', 'GROUP', 'MODEL', 'PROTOCOL', 'INPUT', 'CACHED', 'OUTPUT', 'COST', 'USAGE']];
   for (const e of entries) {
-    rows.push([isoTime(new Date(Math.floor(e.time / 1000) * 1000)), e.keyId, e.group, e.model, e.protocol, String(e.inputTokens), String(e.cachedInputTokens), String(e.outputTokens), e.priced ? num(e.cost) : '0 (no price)']);
+    rows.push([isoTime(new Date(Math.floor(e.time / 1000) * 1000)), e.keyId, e.group, e.model, e.protocol, String(e.inputTokens), String(e.cachedInputTokens), String(e.outputTokens), e.priced ? num(e.cost) : '0 (no price)',
+      e.provisional ? `maximum (${e.estimated ?? 'no_report'}, provisional)` : e.estimated ? `estimated (${e.estimated})` : 'provider']);
   }
   const t = usageTotals(entries);
   return `${table(rows)}\n${t.responses} response${t.responses === 1 ? '' : 's'}: ${t.inputTokens} input (${t.cachedInputTokens} cached), ${t.outputTokens} output tokens; cost ${num(t.cost)}\n`;

@@ -282,14 +282,23 @@ const postgres = mapping({
   heartbeatMs: orDefault(integer(100, 60_000), 1000).describe('How long a silently dead LISTEN connection can go unnoticed.'),
 });
 
+const usageCeiling = mapping({
+  inputTokens: orDefault(integer(1, 1_000_000_000), 10_000_000).describe('Most input tokens one request may report; more is implausible: the meter estimates instead.'),
+  outputTokens: orDefault(integer(1, 1_000_000_000), 1_000_000).describe('Most output tokens one request may report; more is implausible: the meter estimates instead.'),
+});
+
 const meter = mapping({
-  enabled: orDefault(flag(), true).describe("Meter responses (Envoy's ext_proc filter on the protocol routes, served on modelgate's gRPC port) and debit balances by tokens x price."),
+  enabled: orDefault(flag(), true).describe("Meter responses and debit balances by tokens x price: Envoy's meter filter keeps each response's last bytes and its gRPC access log reports every request's end to modelgate's gRPC port."),
   mode: z.enum(['soft', 'strict'], { error: 'must be soft or strict' }).prefault('soft')
-    .describe('soft: debit after each response (requests in flight when a balance reaches zero still complete). strict: reserve the maximum cost at Check time (a store round trip), deny when the balance minus open reservations cannot cover it, settle at the end.'),
-  unmeteredStreams: z.enum(['allow', 'deny'], { error: 'must be allow or deny' }).prefault('allow')
-    .describe('A streamed chat completion without stream_options.include_usage cannot be metered. allow: serve it and count it as unmetered; deny: 400 stream_usage_required with a hint.'),
-  maxOutputTokens: orDefault(integer(1, 100_000_000), 4096).describe('Strict mode: output tokens reserved when neither the request (max_tokens, max_output_tokens, maxOutputTokens) nor the model (maxOutputTokens) names a maximum.'),
-  reservationSeconds: orDefault(integer(1, 86_400), 900).describe('Strict mode: a reservation whose response never ends is released after this long (a crashed replica strands nothing).'),
+    .describe("soft: no store round trip at Check time; a key's requests in flight on this replica are held against its cached balance at their maximum cost, and one request may always run while the balance is positive (overspend: at most one request's maximum per replica). strict: the maximum cost is reserved in the store first and the balance never goes below zero while the upstream honours the request's maximum."),
+  unmeteredStreams: z.enum(['estimate', 'deny', 'allow'], { error: 'must be estimate or deny' }).prefault('estimate')
+    .describe('A streamed chat completion without stream_options.include_usage reports no usage. estimate: serve it and debit an estimate (allow is an older name for it); deny: 400 stream_usage_required with a hint.'),
+  maxOutputTokens: orDefault(integer(1, 100_000_000), 32768).describe("Output tokens a request may produce when neither the request (max_tokens and its aliases) nor the model (maxOutputTokens) names a maximum: its maximum cost (strict mode's reservation, soft mode's hold)."),
+  referencedInputTokens: orDefault(integer(0, 100_000_000), 200_000).describe('Input tokens counted for input the body only references (previous_response_id, conversation, cachedContent, a stored prompt): in the maximum cost, and in an estimate when the provider reports no input.'),
+  usageCeiling: orDefault(usageCeiling, {}).describe('The most usage one request may report; above it (or negative, or not a number) the provider\'s figures are replaced by an estimate (marked implausible).'),
+  leases: orDefault(flag(), true).describe("Strict mode on PostgreSQL: each replica leases a slice of a key's balance in one statement and reserves from it in memory (no round trip per request); false: one reservation statement per request, which also settles a request whose replica died before any report reached another one."),
+  reservationSeconds: orDefault(integer(1, 86_400), 900).describe('A request whose end is not reported within this long settles at its maximum cost, provisionally (a later report replaces it); in strict mode its reservation does the same.'),
+  drainSeconds: orDefault(integer(0, 3600), 25).describe('On shutdown, how long modelgate waits for the reports of requests still running before it settles them at their maximum, provisionally.'),
   stateFile: text().nullish().describe('File store: where balances spent are kept (JSON, written atomically); relative paths from the config file. Default: beside the config, <name>.state.json.'),
 });
 
@@ -338,7 +347,7 @@ const price = mapping({
 const modelObject = mapping({
   name: text(MODEL_NAME, `a model name: ${NAME_RULE}`).describe('The model name clients send.'),
   price: price.nullish().describe('Price per million tokens (input, output, cachedInput), in the balance\'s unit; absent: metered in tokens, costs nothing.'),
-  maxOutputTokens: integer(1, 100_000_000).nullish().describe('Strict metering: output tokens reserved when a request names no max_tokens (absent: meter.maxOutputTokens).'),
+  maxOutputTokens: integer(1, 100_000_000).nullish().describe("The model's output cap (its provider's maximum output tokens): a request's maximum cost uses it when the request names no max_tokens, and never more (absent: meter.maxOutputTokens)."),
   protocols: z
     .array(protocol, { error: `must be a non-empty list of: ${PROTOCOLS.join(', ')}` })
     .min(1, { error: `must be a non-empty list of: ${PROTOCOLS.join(', ')}` })

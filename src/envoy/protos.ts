@@ -6,14 +6,11 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { LOADER_OPTIONS } from '../../proto/include-dirs.js';
 import type { ProtoGrpcType } from '../../proto/types/external_auth';
-import type { ProtoGrpcType as ExtProcGrpcType } from '../../proto/types/external_processor';
 import type { CheckRequest, CheckRequest__Output } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse, CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 
-import type { ProcessingRequest__Output } from '../../proto/types/envoy/service/ext_proc/v3/ProcessingRequest';
-import type { ProcessingResponse } from '../../proto/types/envoy/service/ext_proc/v3/ProcessingResponse';
 
-export type { CheckRequest, CheckRequest__Output, CheckResponse, CheckResponse__Output, ProcessingRequest__Output, ProcessingResponse };
+export type { CheckRequest, CheckRequest__Output, CheckResponse, CheckResponse__Output };
 
 let cached: ProtoGrpcType | undefined;
 let cachedDefinition: protoLoader.PackageDefinition | undefined;
@@ -38,17 +35,4 @@ export function authorizationService(): grpc.ServiceDefinition {
 /** A typed Authorization client constructor (used by `modelgate explain`, tests and benchmarks). */
 export function authorizationClient(): ProtoGrpcType['envoy']['service']['auth']['v3']['Authorization'] {
   return authProto().envoy.service.auth.v3.Authorization;
-}
-
-/** The meter's side (issue 11): envoy.service.ext_proc.v3.ExternalProcessor, loaded once. */
-let cachedExtProc: ExtProcGrpcType | undefined;
-
-export function extProcProto(): ExtProcGrpcType {
-  cachedExtProc ??= grpc.loadPackageDefinition(protoLoader.loadSync('envoy/service/ext_proc/v3/external_processor.proto', { ...LOADER_OPTIONS })) as unknown as ExtProcGrpcType;
-  return cachedExtProc;
-}
-
-/** The ExternalProcessor service definition, for `server.addService`. */
-export function externalProcessorService(): grpc.ServiceDefinition {
-  return extProcProto().envoy.service.ext_proc.v3.ExternalProcessor.service;
 }

@@ -22,7 +22,7 @@ import { upstreamOf, type UpstreamFamily } from '../config/load';
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
 export const CLUSTER = {
   authz: 'modelgate_authz',
-  /** The meter's ext_proc streams: modelgate's gRPC port again, on connections of their own (render.ts meterCluster). */
+  /** The meter's access-log streams: modelgate's gRPC port again (envoy/meter-filters.ts). */
   meter: 'modelgate_meter',
   http: 'modelgate_http',
   /** The rate limit service: modelgate's gRPC port (embedded engine) or envoyproxy/ratelimit (render-ratelimit.ts). */
@@ -34,8 +34,6 @@ export const CLUSTER = {
 } as const;
 
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
-/** The meter (issue 11): Envoy's external processing filter, on the protocol routes only. */
-export const EXT_PROC_FILTER = 'envoy.filters.http.ext_proc';
 /** The filter that drops request trailers on upstream routes (render.ts trailersFilter). */
 export const TRAILERS_FILTER = 'modelgate.drop_request_trailers';
 
@@ -53,6 +51,8 @@ export interface RouteTableInput {
   readonly upstreamIdleTimeoutSeconds?: number;
   /** Request headers each upstream route removes, by the upstream it goes to (render.ts upstreamHeadersToRemove). */
   readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
+  /** Request headers each upstream route sets (the meter's accept-encoding). */
+  readonly upstreamRequestHeaders?: Readonly<Record<string, string>>;
   /** Per-filter config every upstream route carries (the rate limit filters' descriptors, render-ratelimit.ts). */
   readonly upstreamPerFilterConfig?: Record<string, unknown>;
 }
@@ -67,9 +67,7 @@ function filtersOff(names: readonly string[]): Obj {
   for (const name of names) {
     out[name] = name === EXT_AUTHZ_FILTER
       ? { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true }
-      : name === EXT_PROC_FILTER
-        ? { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true }
-        : { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
+      : { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
   }
   return out;
 }
@@ -128,10 +126,12 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const idle = `${input.upstreamIdleTimeoutSeconds ?? 300}s`;
   const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: idle, auto_host_rewrite: true });
   const toHttp: Obj = { cluster: CLUSTER.http, timeout: '15s' };
+  const upstreamHeadersToAdd = input.upstreamRequestHeaders ? Object.entries(input.upstreamRequestHeaders).map(([k, v]) => header(k, v)) : undefined;
   /**
    * An endpoint's route: to its upstream (the path rewritten to the provider's when the endpoint
    * names one), removing the request headers that upstream must not get (its own credential header
-   * kept) and carrying the rate limit filters' descriptors; or to modelgate's HTTP listener (model lists).
+   * kept), carrying the rate limit filters' descriptors and asking the provider only for encodings
+   * the meter reads; or to modelgate's HTTP listener (model lists).
    */
   const endpoint = (name: string, match: Obj, e: Endpoint, underAlt: boolean): Obj => {
     if (e.style === 'models') {
@@ -146,6 +146,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
       route: { ...to(UPSTREAM_CLUSTER[goesTo]), ...rewrite },
       ...(input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(goesTo)] } : {}),
       ...(input.upstreamPerFilterConfig ? { typed_per_filter_config: input.upstreamPerFilterConfig } : {}),
+      ...(upstreamHeadersToAdd ? { request_headers_to_add: upstreamHeadersToAdd } : {}),
     };
   };
   /** A direct response with the reason, the hint and the body in the client's error shape. */

@@ -17,7 +17,8 @@ import { retryHeaders } from '../check/retry-advice';
 import { baseUrlFilter } from './base-url-filter';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
-import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes } from './render-routes';
+import { DECOMPRESSOR_FILTER, METER_FILTER, UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters } from './meter-filters';
+import { CLUSTER, EXT_AUTHZ_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes } from './render-routes';
 import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
 
 type Obj = Record<string, unknown>;
@@ -114,54 +115,11 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
   };
 }
 
-/**
- * The meter's filter (issue 11): Envoy's ext_proc after ext_authz, so it sees the headers ext_authz
- * set (x-modelgate-key-id, -group, -model) and Envoy's x-request-id, then the response headers and
- * body. observability_mode: Envoy sends each part and goes on without waiting for an answer, so a
- * response is never delayed or held by the meter (docs/metering.md has the measurements that
- * chose it). failure_mode_allow: a meter that cannot be reached never stops traffic. Only the
- * headers the meter reads are sent. No grpc_service timeout: a stream lives as long as its response.
- */
-export function extProcFilter(input?: GatewayRenderInput): Obj {
-  return {
-    name: EXT_PROC_FILTER,
-    typed_config: {
-      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter }, ...grpcServiceMetadata(input && secretOf(input)) },
-      failure_mode_allow: true,
-      observability_mode: true,
-      processing_mode: {
-        request_header_mode: 'SEND', response_header_mode: 'SEND', request_body_mode: 'NONE', response_body_mode: 'STREAMED',
-        request_trailer_mode: 'SKIP', response_trailer_mode: 'SKIP',
-      },
-      forward_rules: { allowed_headers: { patterns: METER_HEADERS.map((h) => ({ exact: h })) } },
-      stat_prefix: 'modelgate_meter',
-    },
-  };
-}
-
-/** The headers the meter reads (meter/meter.ts): who, what, which request; the response's status and encoding. */
-const METER_HEADERS = [':path', 'x-request-id', HEADER.keyId, HEADER.group, HEADER.model, ':status', 'content-type', 'content-encoding'];
-
-/**
- * Streams per connection to the meter. Envoy ends every ext_proc stream of observability mode with
- * a RST_STREAM, and Node's HTTP/2 server (nghttp2's rapid-reset guard, CVE-2023-44487: a burst of
- * 1,000 resets, then 33 a second; Node 20 cannot change it) answers a connection that exceeds that
- * with GOAWAY: at 50 metered requests a second a connection died within a minute (within seconds at
- * hundreds), taking the Checks in flight on it (503 authz_unavailable) and the meter's streams with it.
- * Under 1,000 streams per connection a connection never reaches the limit; Envoy opens the next one
- * beside it, which the meter's observability-mode streams never wait for (bench/README-e2e.md).
- */
-export const METER_STREAMS_PER_CONNECTION = 900;
-
-/** The meter's cluster: modelgate's gRPC port, its own connections, each retired before the reset guard can trip. */
+/** The meter's cluster: modelgate's gRPC port again (its access-log service), for the meter's long-lived streams. */
 function meterCluster(at: HostPort, tls: AuthzTls | null): Obj {
   return cluster(CLUSTER.meter, at, {
     ...authzTransportSocket(tls),
-    typed_extension_protocol_options: httpOptions({
-      explicit_http_config: { http2_protocol_options: {} },
-      common_http_protocol_options: { max_requests_per_connection: METER_STREAMS_PER_CONNECTION },
-    }),
+    typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
     circuit_breakers: BREAKERS,
   });
 }
@@ -197,9 +155,9 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
  * to 7 characters (the longest standard one), so that a key sent as an HTTP/2 method leaves at most
  * its first character.
  */
-function accessLog(): Obj[] {
+function accessLog(input: GatewayRenderInput): Obj[] {
   const md = (k: string): string => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${k})%`;
-  return [{
+  return [...(input.meter?.enabled ? [meterAccessLog(grpcServiceMetadata(secretOf(input)))] : []), {
     name: 'envoy.access_loggers.stdout',
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
@@ -335,13 +293,13 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     generate_request_id: true,
     preserve_external_request_id: false,
     stream_idle_timeout: `${input.gateway.upstreamIdleTimeoutSeconds}s`,
-    access_log: accessLog(),
+    access_log: accessLog(input),
     local_reply_config: renderLocalReplies(input),
     http_filters: [
       // First, so that it sees every answer: Envoy's, modelgate's denials (base-url-filter.ts).
       ...(input.gateway.publicBaseUrl ? [] : [baseUrlFilter()]),
       extAuthzFilter(input),
-      ...(input.meter?.enabled ? [extProcFilter(input)] : []),
+      ...(input.meter?.enabled ? meterHttpFilters() : []),
       // After the meter, so that it sees the end of every allowed request, a refused one too (an
       // in-flight slot is given back at that end). The embedded engine is modelgate's gRPC port:
       // its calls carry the port's secret like every other (never sent to envoyproxy/ratelimit).
@@ -351,7 +309,8 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     ],
     route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({
       altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl,
-      upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
+      upstreamOnlyFilters: input.meter?.enabled ? [METER_FILTER, DECOMPRESSOR_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
+      upstreamRequestHeaders: input.meter?.enabled ? { 'accept-encoding': UPSTREAM_ACCEPT_ENCODING } : undefined,
       upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
       headersToRemove: (family) => upstreamHeadersToRemove(input, family),
       ...(input.rateLimits ? { upstreamPerFilterConfig: rateLimitPerRoute() } : {}),
@@ -430,6 +389,7 @@ export function renderEnvoyParts(input: GatewayRenderInput, source?: string): st
     clusters: renderClusters(input),
     virtual_host: (hcm.route_config as { virtual_hosts: Obj[] }).virtual_hosts[0],
     local_reply_config: hcm.local_reply_config,
+    access_log: (hcm.access_log as Obj[]).filter((l) => l.name === 'envoy.access_loggers.http_grpc'),
     connection_manager_settings: {
       merge_slashes: hcm.merge_slashes, normalize_path: hcm.normalize_path, path_with_escaped_slashes_action: hcm.path_with_escaped_slashes_action,
       common_http_protocol_options: hcm.common_http_protocol_options,
@@ -439,7 +399,8 @@ export function renderEnvoyParts(input: GatewayRenderInput, source?: string): st
  http_filters: into your HTTP connection manager's http_filters, before envoy.filters.http.router.
  clusters: into static_resources.clusters (or your CDS).
  virtual_host: into route_config.virtual_hosts (or put its routes first in yours). Every other route
-   on the same connection manager must turn ext_authz (and the meter's ext_proc) off (typed_per_filter_config, as the 404 routes do).
+   on the same connection manager must turn ext_authz (and the meter's filters) off (typed_per_filter_config, as the 404 routes do).
+ access_log: the meter's gRPC access log (when metering) goes into the connection manager's access_log.
  local_reply_config: into the connection manager (Envoy's own errors in the client's shape).
  connection_manager_settings: set these on the connection manager too.`;
   return toYaml(parts, header);

@@ -63,10 +63,12 @@ export interface GrpcH2Server {
   /**
    * Stops accepting connections and tells every client to open no new calls (GOAWAY); unary calls
    * in flight are answered. When none is left (and streams had 250 ms to see their last
-   * messages), open streaming calls are finished UNAVAILABLE. Resolves when every connection is
-   * closed, or after `graceMs`, when the rest are cut.
+   * messages), open streaming calls are finished UNAVAILABLE. With `streamsDone`, the port goes on
+   * accepting connections and calls until it resolves (the meter's streams stay open until it has
+   * heard of every request), and only then closes. Resolves when every connection is closed, or
+   * after `graceMs`, when the rest are cut.
    */
-  drain(graceMs: number): Promise<void>;
+  drain(graceMs: number, streamsDone?: Promise<void>): Promise<void>;
 }
 
 const NO_EVENTS: RequestEvents = { data() {}, end() {}, closed() {} };
@@ -142,7 +144,7 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
 
   return {
     address: `${host}:${port}`,
-    drain(graceMs) {
+    drain(graceMs, streamsDone) {
       return new Promise<void>((resolve) => {
         let done = false;
         const finish = (): void => {
@@ -154,15 +156,23 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
         };
         const timer = setTimeout(finish, graceMs);
         timer.unref();
-        server.close(finish);
+        // Every client opens its next calls on a new connection. With streamsDone, the port keeps
+        // listening until it resolves: a client whose stream on an old connection ended (or that
+        // had none yet) can still open one (the meter's reports), and new Checks get the
+        // service's draining answer.
         goAwayAll();
-        tracker.onUnaryIdle = () => {
-          setTimeout(() => {
-            if (tracker.unaryInFlight > 0) return;
-            for (const call of [...tracker.streams]) call.finish(GrpcStatus.UNAVAILABLE, 'the server is shutting down');
-          }, 250).unref();
-        };
-        if (tracker.unaryInFlight === 0) tracker.onUnaryIdle();
+        const closing = streamsDone ?? Promise.resolve();
+        void closing.then(() => {
+          server.close(finish);
+          goAwayAll();
+          tracker.onUnaryIdle = () => {
+            setTimeout(() => {
+              if (tracker.unaryInFlight > 0) return;
+              for (const call of [...tracker.streams]) call.finish(GrpcStatus.UNAVAILABLE, 'the server is shutting down');
+            }, streamsDone ? 0 : 250).unref();
+          };
+          if (tracker.unaryInFlight === 0) tracker.onUnaryIdle();
+        });
       });
     },
   };

@@ -1,103 +1,161 @@
 /**
- * The meter's word at Check time (issue 11), run by the Check pipeline on allowed requests only
- * (check/pipeline.ts `admit`):
+ * The meter's word at Check time, run by the Check pipeline on allowed requests only
+ * (check/pipeline.ts `admit`). Every billable request is recorded in flight here (in-flight.ts)
+ * with what it may cost at most: its body as input (one token per byte, an upper bound for
+ * byte-level tokenizers, plus meter.referencedInputTokens for input it only references) and its
+ * maximum output (request-shape.ts: the request's own maximum under any alias, else the model's
+ * cap, else meter.maxOutputTokens; never above the cap; times `n`/`candidateCount`).
  *
- * - `meter.unmeteredStreams: deny`: a streamed chat completion without
- *   `stream_options.include_usage` would report no usage, so it is refused with a hint that says
- *   how to fix it (400 stream_usage_required).
- * - `meter.mode: strict`: the request's maximum cost is reserved in the store before it goes
- *   upstream (input: one token per body byte, an upper bound for byte-level tokenizers; output:
- *   the request's own maximum, else the model's maxOutputTokens, else meter.maxOutputTokens). When
- *   the balance minus what requests in flight hold cannot cover it: 403 balance_insufficient. The
- *   reservation is settled by the debit at the response's end (or released, or it expires).
- *
- * Soft mode with streams allowed returns the decision untouched: no parse, no store round trip.
+ * - `meter.unmeteredStreams: deny`: a chat stream without `stream_options.include_usage` (read as
+ *   a lax upstream reads `stream`) is refused with a hint (400 stream_usage_required).
+ * - soft mode: no store round trip. A key with a positive balance may always have one request in
+ *   flight on this replica; each further one must fit what the balance has left once the requests
+ *   in flight are counted at their maximum. So one key can overspend by at most one request's
+ *   maximum per replica, however many it sends at once.
+ * - strict mode: the maximum is reserved in the store before the request goes upstream; a request
+ *   that does not fit the balance minus open reservations is refused. Zero overspend while the
+ *   upstream honours the request's maximum (or the model's cap).
  */
 import type { Config } from '../config/load';
 import { amountText, type MaybePromise } from '../check/decide';
 import type { Decision } from '../check/decision';
+import { extractFields } from '../check/extract-model';
+import { REQUEST_FIELDS } from '../check/request-fields';
 import type { Admission } from '../check/pipeline';
-import type { DenyReason } from '../check/reasons';
+import { HINTS, type DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
-import type { GroupRecord, MeterStore, ModelPrice } from '../store/store';
+import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } from '../store/store';
+import { INPUT_SAMPLE_BYTES } from './estimate';
+import type { LeaseBook } from './leases';
+import type { InFlight, InFlightRequest } from './in-flight';
+import { maxOutputTokens, requestShape, type RequestShape } from './request-shape';
 
 export interface AdmissionDeps {
   readonly store: MeterStore | undefined;
+  /** Strict mode on a store that leases (PostgreSQL): reservations from this replica's lease. */
+  readonly leases?: LeaseBook;
   readonly groups: { get(name: string): Lookup<GroupRecord> | Promise<Lookup<GroupRecord>> };
+  readonly inFlight: InFlight;
+  /** Epoch milliseconds. */
+  readonly now?: () => number;
 }
 
 function deny(d: Decision, reason: DenyReason, hint: string): Decision {
   return { allowed: false, reason, hint, route: d.route, keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale };
 }
 
-function parseBody(view: RequestView): Record<string, unknown> | undefined {
-  if (!view.body || view.body.length === 0) return undefined;
-  try {
-    const v = JSON.parse(Buffer.from(view.body.buffer, view.body.byteOffset, view.body.byteLength).toString('utf8')) as unknown;
-    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
-  }
+/** Token counting endpoints: free at every provider, never metered. */
+export function notBillable(path: string): boolean {
+  return path.endsWith('/count_tokens') || path.endsWith(':countTokens');
 }
 
-/** A chat completion that streams without asking for the final usage chunk. */
-export function streamsWithoutUsage(body: Record<string, unknown> | undefined): boolean {
-  if (!body || body.stream !== true) return false;
-  const o = body.stream_options;
-  return !(o && typeof o === 'object' && (o as Record<string, unknown>).include_usage === true);
+/** The cost of some tokens at a price, in the balance's unit. */
+export function tokensCost(input: number, output: number, price: ModelPrice): number {
+  return (input * price.input + output * price.output) / 1e6;
 }
 
-const positiveInt = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined);
-
-/** The output tokens a request may produce at most, as it says itself (undefined: it names none). */
-export function requestedMaxOutput(body: Record<string, unknown> | undefined): number | undefined {
+/**
+ * The request body's first bytes, for an input estimate. A small body is kept as it is (a view of
+ * the message it came in, no copy); of a larger one a copy of its start, so a request in flight
+ * never holds megabytes.
+ */
+function sampleOf(body: Uint8Array | undefined): Uint8Array | undefined {
   if (!body) return undefined;
-  const gen = body.generationConfig;
-  return positiveInt(body.max_completion_tokens) ?? positiveInt(body.max_tokens) ?? positiveInt(body.max_output_tokens)
-    ?? (gen && typeof gen === 'object' ? positiveInt((gen as Record<string, unknown>).maxOutputTokens) : undefined);
-}
-
-/** The most a request can cost: its body bytes as input tokens, its maximum output at the output price. */
-export function maxCost(bodyBytes: number, maxOutput: number, price: ModelPrice): number {
-  return (bodyBytes * price.input + maxOutput * price.output) / 1e6;
+  return body.length <= INPUT_SAMPLE_BYTES ? body : Uint8Array.prototype.slice.call(body, 0, INPUT_SAMPLE_BYTES);
 }
 
 /** Six significant digits, written as a decimal (the same form as the Check's balance hints). */
 const round = (n: number): string => amountText(Number(n.toPrecision(6)));
 
+/**
+ * Request ids of dry runs (`modelgate explain`): decided as any Check, but nothing is held in flight
+ * or reserved, since the request never goes upstream and will never be reported. Envoy replaces
+ * every client's x-request-id with its own (generate_request_id, preserve_external_request_id:
+ * false in the bundle), so no request through Envoy carries one.
+ */
+export const DRY_RUN_REQUEST_ID_PREFIX = 'modelgate-dry-run-';
+
+const insufficient = (available: number, amount: number): string => HINTS.balance_insufficient.reserved(round(available), round(amount));
+
 export function createAdmission(deps: AdmissionDeps): Admission {
+  const now = deps.now ?? Date.now;
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
     const m = config.meter;
-    if (!m.enabled || d.route.kind !== 'protocol') return d;
-    const strict = m.mode === 'strict' && d.balance !== null && d.balance !== undefined;
-    const checkStream = m.unmeteredStreams === 'deny' && d.route.style === 'chat';
-    if (!strict && !checkStream) return d;
-    const body = parseBody(view);
-    if (checkStream && streamsWithoutUsage(body)) {
-      return deny(d, 'stream_usage_required', 'this gateway meters usage and a stream reports it only when asked: set "stream_options": {"include_usage": true} in the request');
+    if (!m.enabled || d.route.kind !== 'protocol' || notBillable(view.path)) return d;
+    const style = d.route.style;
+    // The Check located these fields with the model; a generative request (model in the path) was not scanned.
+    const fields = d.bodyFields ?? (view.body && view.body.length > 0 ? extractFields(view.body, config.routes.maxJsonDepth, REQUEST_FIELDS) : undefined);
+    const shape = requestShape(style, view.path, view.body, fields);
+    if (m.unmeteredStreams === 'deny' && style === 'chat' && shape.stream && !shape.includeUsage) {
+      return deny(d, 'stream_usage_required', HINTS.stream_usage_required.includeUsage);
     }
-    if (!strict || view.path.endsWith('/count_tokens') || view.path.endsWith(':countTokens')) return d;
+    if (view.requestId === '') return deny(d, 'internal_error', HINTS.internal_error.noRequestId);
     const group = deps.groups.get(d.group as string);
-    return group instanceof Promise ? group.then((g) => reserve(d, view, config, body, g)) : reserve(d, view, config, body, group);
+    return group instanceof Promise ? group.then((g) => admitWith(d, view, config, style, shape, g)) : admitWith(d, view, config, style, shape, group);
   };
 
-  async function reserve(d: Decision, view: RequestView, config: Config, body: Record<string, unknown> | undefined, g: Lookup<GroupRecord>): Promise<Decision> {
-    if (g.status === 'unavailable' || !deps.store) return deny(d, 'store_unavailable', 'the balance store cannot answer right now; retry shortly');
+  function admitWith(d: Decision, view: RequestView, config: Config, style: Protocol, shape: RequestShape, g: Lookup<GroupRecord>): MaybePromise<Decision> {
+    const m = config.meter;
+    if (g.status === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
     const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
     const price = model?.price ?? null;
-    // A model without a price costs nothing: nothing to reserve.
-    if (price === null) return d;
-    if (view.requestId === '') return deny(d, 'internal_error', 'the request has no x-request-id, so its reservation could not be settled: the gateway must generate request ids');
-    const output = d.route.kind === 'protocol' && d.route.style === 'embeddings' ? 0 : requestedMaxOutput(body) ?? model?.maxOutputTokens ?? config.meter.maxOutputTokens;
-    const amount = maxCost(view.body?.length ?? 0, output, price);
+    const bodyBytes = view.body?.length ?? 0;
+    const maxInputTokens = bodyBytes + (shape.referencedInput ? m.referencedInputTokens : 0);
+    const maxOutput = maxOutputTokens(shape, model?.maxOutputTokens, m.maxOutputTokens);
+    const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
+    const limited = d.balance !== null && d.balance !== undefined;
+    const since = now();
+    const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
+      requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
+      price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
+      sample: sampleOf(view.body),
+      stream: shape.stream, referencedInput: shape.referencedInput,
+      since, deadline: since + m.reservationSeconds * 1000,
+    });
+    const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
+    const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? d : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
+    if (!limited || price === null || maxCost === 0) return track(false);
+
+    const balance = d.balance as number;
+    if (m.mode === 'soft') {
+      const keyId = d.keyId as string;
+      const count = deps.inFlight.count(keyId);
+      const left = balance - deps.inFlight.held(keyId);
+      if (count > 0 && left < maxCost) {
+        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.inFlightSoft(round(balance), count, round(balance - left), round(maxCost)));
+      }
+      return track(false);
+    }
+    if (dryRun) return d;
+    if (deps.leases && config.meter.leases) return fromLease(d, deps.leases, maxCost, track);
+    return reserve(d, view, config, maxCost, { group: d.group as string, model: d.model as string, protocol: style, inputTokens: maxInputTokens, outputTokens: maxOutput }, track);
+  }
+
+  async function fromLease(d: Decision, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
     let r;
     try {
-      r = await deps.store.reserve(view.requestId, d.keyId as string, amount, config.meter.reservationSeconds);
+      r = await leases.reserve(d.keyId as string, amount);
     } catch {
-      return deny(d, 'store_unavailable', 'the balance store cannot answer right now; retry shortly');
+      return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     }
-    if (r.ok) return d;
-    return deny(d, 'balance_insufficient', `the key's balance minus requests in flight (${round(r.available ?? 0)}) cannot cover this request's maximum cost (${round(amount)}): top it up, lower max_tokens, or wait for requests in flight to finish`);
+    if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available, amount));
+    const tracked = track('lease');
+    if (!tracked.allowed) leases.settle(d.keyId as string, amount, 0);
+    return tracked;
+  }
+
+  async function reserve(d: Decision, view: RequestView, config: Config, amount: number, held: ReservedRequest, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
+    if (!deps.store) return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
+    let r;
+    try {
+      r = await deps.store.reserve(view.requestId, d.keyId as string, amount, config.meter.reservationSeconds, held);
+    } catch {
+      return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
+    }
+    if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available ?? 0, amount));
+    const tracked = track('store');
+    if (!tracked.allowed) await deps.store.release(view.requestId).catch(() => {});
+    return tracked;
   }
 }

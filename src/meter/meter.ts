@@ -1,31 +1,53 @@
 /**
- * The meter (issue 11): follows one request through Envoy's ext_proc stream (request headers, then
- * response headers and body), reads the usage the response reports (usage-reader.ts) and settles
- * it: a debit of tokens x price, once per request id, in the store. Nothing here can delay or
- * break a response: Envoy sends the stream in observability mode (it does not wait for us), and
- * every failure ends as a count and a log line, never an exception.
+ * The meter: settles every allowed, billable request when Envoy reports its end (access-log.ts),
+ * with a debit of tokens x price, once per request id, in the store. Nothing is free
+ * (docs/metering.md):
  *
- * A response is either metered (a ledger row, tokens and cost counted), not billable (token
- * counting endpoints), or unmetered with a reason (no usage in the answer, an upstream error, a
- * cut stream, a store that stayed down): never silently free.
+ * - the provider's usage, when it reported a complete, plausible one (finite, >= 0, under
+ *   meter.usageCeiling): `metered`, exact;
+ * - else an estimate (estimate.ts), debited and marked with why: `stream_without_usage`,
+ *   `no_usage`, `incomplete` (the stream was cut: the client left, the upstream reset),
+ *   `undecodable` (an encoding the meter cannot read), `implausible` (usage out of bounds);
+ * - a request whose report never comes settles at its maximum cost when its deadline passes
+ *   (`provisional`, reason `no_report`): a report that comes later replaces it;
+ * - an upstream error (4xx/5xx before any answer) costs nothing: `released`; so does a request
+ *   that ended before a Check's answer reached it (the Check timed out at Envoy, or the client left
+ *   during it), which Envoy reports without the Check's metadata: `released`, `not_forwarded`.
+ *
+ * Settling never throws: a store that cannot take a debit is retried, then logged with every
+ * figure needed to bill it by hand (`failed`, counted).
  */
 import type { Config } from '../config/load';
-import { HEADER } from '../check/headers';
-import { classify } from '../check/routes';
 import type { Lookup } from '../store/cache';
-import type { DebitResult, GroupRecord, MeterStore, ModelPrice, Protocol } from '../store/store';
-import { UsageReader, type UnmeteredReason, type Usage } from './usage-reader';
+import { PROTOCOLS, type DebitResult, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
+import type { LeaseBook } from './leases';
+import type { MeterReport } from './access-log';
+import type { Estimator } from './estimate';
+import type { InFlight, InFlightRequest } from './in-flight';
+import { bodyUsage } from './body-usage';
+import { capturedText } from './response-text';
+import { tailUsage } from './tail-usage';
+import type { Usage } from './usage-reader';
+
+/** Why a request cost nothing. */
+export type ReleaseReason = 'upstream_error' | 'meter_disabled' | 'not_forwarded';
 
 /** What the meter counts (server/metrics.ts implements it with prom-client). */
 export interface MeterMetrics {
-  metered(group: string, model: string, usage: Usage, cost: number): void;
-  unmetered(reason: UnmeteredReason): void;
-  notBillable(): void;
+  /** A debit: exact (`estimate` undefined), estimated or provisional. */
+  settled(group: string, model: string, usage: Usage, cost: number, result: 'metered' | 'estimated' | 'provisional', reason: string): void;
+  /** Nothing to debit: an upstream error, the meter switched off, token counting. */
+  released(reason: ReleaseReason | 'not_billable'): void;
+  /** A debit the store never took (after its retries). */
+  failed(reason: 'store_unavailable' | 'price_invalid'): void;
+  /** Access-log entries that could not be read. */
+  lostReports(n: number): void;
 }
 
 export interface MeterLogger {
   info(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
 }
 
 export interface MeterDeps {
@@ -33,65 +55,341 @@ export interface MeterDeps {
   /** Cached group lookups (StoreCache.groups): the price of the model. */
   readonly groups: { get(name: string): Lookup<GroupRecord> | Promise<Lookup<GroupRecord>> };
   readonly store: MeterStore | undefined;
+  readonly inFlight: InFlight;
+  readonly estimator: Estimator;
   readonly metrics?: MeterMetrics;
   readonly logger: MeterLogger;
-  /** Waits between debit attempts while the store cannot answer (default 0.2 s, 1 s, 5 s). */
+  /** Epoch milliseconds. */
+  readonly now?: () => number;
+  /** Waits between debit attempts while the store cannot answer. */
   readonly retryDelaysMs?: readonly number[];
+  /** A debit's resulting balance, for the local cache (so the next Check sees it before any notification). */
+  readonly onBalance?: (keySha256: string, balance: number | null) => void;
+  /**
+   * Where the exact path's "usage" lines go, written in pino's line format by a fixed-shape
+   * serialiser (as the Check's decision lines); absent: through the logger.
+   */
+  readonly usageLog?: { enabled(): boolean; write(line: string): void; readonly bindings: string };
+  /** Strict mode's leases (leases.ts), when the store leases: a settled request's cost comes off them too. */
+  readonly leases?: LeaseBook;
 }
 
-/** A header of an ext_proc headers message, by lowercase name. */
-export type HeaderGetter = (name: string) => string | undefined;
-
-/** The request as the meter knows it from its headers (set by ext_authz on allowed requests). */
+/** The request as the meter knows it. */
 export interface MeteredRequest {
   readonly requestId: string;
   readonly keyId: string;
   readonly group: string;
   readonly model: string;
   readonly protocol: Protocol;
+  /** Strict mode on leases: the replica that allowed it (its lease pays). */
+  readonly replica?: string;
 }
 
-/** One settled response, for tests and tools. */
+/** One settled request, for tests, tools and the rate limits (token counts). */
 export type Settlement =
-  | { readonly result: 'metered'; readonly request: MeteredRequest; readonly usage: Usage; readonly debit: DebitResult; readonly price: ModelPrice | null }
-  | { readonly result: 'unmetered'; readonly request: MeteredRequest; readonly reason: UnmeteredReason }
-  | { readonly result: 'not_billable' | 'skipped' };
+  | {
+    readonly result: 'metered' | 'estimated' | 'provisional';
+    readonly request: MeteredRequest;
+    readonly usage: Usage;
+    readonly estimate?: EstimateReason;
+    readonly debit: DebitResult;
+    readonly price: ModelPrice | null;
+  }
+  | { readonly result: 'released'; readonly request: MeteredRequest; readonly reason: ReleaseReason }
+  | { readonly result: 'failed'; readonly request: MeteredRequest; readonly reason: 'store_unavailable' | 'price_invalid' }
+  | { readonly result: 'skipped' | 'not_billable' };
+
+/** Store reservations past their time are settled every this many ticks (seconds). */
+const EXPIRE_EVERY_TICKS = 10;
+
+/** Requests in flight a state file keeps at most. */
+const CHECKPOINT_MAX = 50_000;
+
+/** What survives a restart of a request in flight (no body sample, no price). */
+function pendingOf(r: PendingRequest): PendingRequest {
+  return {
+    requestId: r.requestId, keyId: r.keyId, ...(r.keySha256 ? { keySha256: r.keySha256 } : {}), group: r.group, model: r.model, protocol: r.protocol,
+    limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
+    referencedInput: r.referencedInput, stream: r.stream, since: r.since, deadline: r.deadline,
+  };
+}
+
+const NO_TOKENS: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });
+
+/** The exact path's "usage" line, in pino's line format (what logger.info would write for the same fields). */
+function usageLine(q: MeteredRequest, u: Usage, d: DebitResult, priced: boolean, bindings: string, time: number): string {
+  return `{"level":30,"time":${time},${bindings},"requestId":${JSON.stringify(q.requestId)},"keyId":${JSON.stringify(q.keyId)},"group":${JSON.stringify(q.group)},"model":${JSON.stringify(q.model)},"protocol":"${q.protocol}",` +
+    `"inputTokens":${u.inputTokens},"outputTokens":${u.outputTokens},"cachedInputTokens":${u.cachedInputTokens},"cost":${d.cost},"priced":${priced},"balance":${d.balance},"msg":"usage"}\n`;
+}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
+const isProtocol = (s: unknown): s is Protocol => typeof s === 'string' && (PROTOCOLS as readonly string[]).includes(s);
+const EMPTY = new Uint8Array(0);
+
+/** Counts the provider reported that are finite, >= 0 and within the ceilings. */
+function plausible(u: Usage | undefined, ceiling: Config['meter']['usageCeiling']): u is Usage {
+  if (!u || u.implausible) return false;
+  const ok = (n: number, max: number): boolean => Number.isSafeInteger(n) && n >= 0 && n <= max;
+  return ok(u.inputTokens, ceiling.inputTokens) && ok(u.outputTokens, ceiling.outputTokens) && ok(u.cachedInputTokens, ceiling.inputTokens);
+}
 
 export class Meter {
   #pending = 0;
   readonly #idle: (() => void)[] = [];
-  /** Called with every settlement (tests wait on it). */
+  readonly #now: () => number;
+  /** Called with every settlement (tests wait on it; the rate limits count tokens from it). */
   onSettled?: (s: Settlement) => void;
 
-  constructor(readonly deps: MeterDeps) {}
-
-  /** A new ext_proc stream. */
-  stream(): MeterStream {
-    return new MeterStream(this);
+  constructor(readonly deps: MeterDeps) {
+    this.#now = deps.now ?? Date.now;
   }
 
-  /** Settlements still running (debits waiting for the store). */
+  /** Settlements still running (debits waiting for the store, estimates). */
   get pending(): number {
     return this.#pending;
   }
 
-  /** Resolves when no settlement is running (drain before close). */
+  /** Nothing in flight and no settlement running (tests wait on it). */
+  get settledAll(): boolean {
+    return this.deps.inFlight.size === 0 && this.#pending === 0;
+  }
+
+  /** Resolves when no settlement is running. */
   idle(): Promise<void> {
     return this.#pending === 0 ? Promise.resolve() : new Promise((r) => this.#idle.push(r));
   }
 
-  /** @internal settles one response; never rejects. */
-  async settle(request: MeteredRequest, outcome: { usage: Usage } | { reason: UnmeteredReason }): Promise<Settlement> {
+  /** Access-log entries that could not be read: their requests settle at their deadline. */
+  lostReports(n: number): void {
+    this.deps.metrics?.lostReports(n);
+    this.deps.logger.error({ entries: n }, 'access-log entries could not be read; their requests settle at their maximum when their deadline passes');
+  }
+
+  /**
+   * One access-log report (Envoy's word that a request ended). The common case (a whole,
+   * uncompressed answer or stream whose usage is complete and plausible) settles at once, without a
+   * promise, on a store that debits synchronously; everything else takes the full path.
+   */
+  report(r: MeterReport): void {
+    const a = r.authz;
+    if (a.metered === undefined) return this.#unanswered(r);
+    if (a.metered !== true || typeof a.keyId !== 'string' || !isProtocol(a.style) || !r.requestId) return this.onSettled?.({ result: 'skipped' });
+    const request: MeteredRequest = {
+      requestId: r.requestId, keyId: a.keyId, group: typeof a.group === 'string' ? a.group : '', model: typeof a.model === 'string' ? a.model : '', protocol: a.style,
+      ...(typeof a.replica === 'string' ? { replica: a.replica } : {}),
+    };
+    const entry = this.deps.inFlight.get(r.requestId);
+    const usage = this.#exactUsage(request.protocol, r);
+    if (usage) {
+      const store = this.deps.store;
+      if (store?.debitNow && entry && entry.price !== undefined) {
+        let debit: DebitResult | undefined;
+        try {
+          debit = store.debitNow({
+            requestId: request.requestId, keyId: request.keyId, group: request.group, model: request.model, protocol: request.protocol,
+            inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedInputTokens: usage.cachedInputTokens, price: entry.price, estimated: null, provisional: false,
+          });
+        } catch { /* the full path retries it */ }
+        if (debit) {
+          const s = this.#settled(request, entry, usage, undefined, false, debit, entry.price);
+          this.#finish(r.requestId, s);
+          this.onSettled?.(s);
+          return;
+        }
+      }
+      void this.#track(this.#debit(request, entry, usage, undefined, false).then((s) => this.#finish(r.requestId, s)));
+      return;
+    }
+    void this.#track(this.#fromReport(request, r, entry));
+  }
+
+  /** The provider's usage of a whole, uncompressed, complete response, if it is plausible; else undefined. */
+  #exactUsage(protocol: Protocol, r: MeterReport): Usage | undefined {
+    const config = this.deps.config();
+    if (!config.meter.enabled || r.status < 200 || r.status >= 400 || !r.ended || !r.tail || r.tail.length < r.responseBodyBytes) return undefined;
+    if (r.contentEncoding !== '' && r.contentEncoding.toLowerCase() !== 'identity') return undefined;
+    const usage = bodyUsage(protocol, r.tail, r.contentType.startsWith('text/event-stream'));
+    return plausible(usage, config.meter.usageCeiling) ? usage : undefined;
+  }
+
+  /**
+   * A request Envoy reports without any Check's metadata: no answer of a Check reached it (the Check
+   * timed out at Envoy, or the client left while it ran), so nothing went upstream and it costs
+   * nothing. Allowed here: released. Else it may be allowed here later (a Check still running) or
+   * have been allowed by another replica: remembered as gone, and announced through the store.
+   */
+  #unanswered(r: MeterReport): void {
+    // Envoy sends nothing upstream without a Check's answer (failure_mode_allow: false); if it did,
+    // the request is left to its deadline rather than released.
+    if (!r.requestId || r.upstreamSent) return this.onSettled?.({ result: 'skipped' });
+    const entry = this.deps.inFlight.take(r.requestId);
+    if (!entry) {
+      this.deps.inFlight.gone(r.requestId);
+      this.deps.store?.announceReleased?.(r.requestId);
+      return this.onSettled?.({ result: 'skipped' });
+    }
+    const request: MeteredRequest = { requestId: entry.requestId, keyId: entry.keyId, group: entry.group, model: entry.model, protocol: entry.protocol };
+    void this.#track(this.#release(request, 'not_forwarded', entry).then((s) => this.#leaseSettled(entry, s)));
+  }
+
+  /** Requests whose deadline passed with no report: settled at their maximum, provisionally. */
+  expire(): void {
+    for (const entry of this.deps.inFlight.expired(this.#now())) void this.#track(this.#provisional(entry, true).then((s) => this.#leaseSettled(entry, s)));
+  }
+
+  /**
+   * Requests another replica settled (the store's notifications): those allowed here are done; a
+   * leased one's cost came off this replica's lease with its debit.
+   */
+  settledElsewhere(settled: readonly SettledRequest[]): void {
+    for (const s of settled) {
+      const entry = this.deps.inFlight.take(s.requestId);
+      // Released by a report another replica received: a Check still running here is not held.
+      if (!entry && s.released) this.deps.inFlight.gone(s.requestId);
+      if (entry?.reserved === 'lease') this.deps.leases?.settle(entry.keyId, entry.maxCost, s.replica === this.deps.leases.replica ? s.cost : 0);
+    }
+  }
+
+  /** A request settled: no longer in flight here; a leased one gives back what it reserved, less what it cost. */
+  #finish(requestId: string, s: Settlement): Settlement {
+    const entry = this.deps.inFlight.take(requestId);
+    if (entry) this.#leaseSettled(entry, s);
+    return s;
+  }
+
+  #leaseSettled(entry: InFlightRequest, s: Settlement): Settlement {
+    if (entry.reserved !== 'lease' || !this.deps.leases) return s;
+    const charged = (s.result === 'metered' || s.result === 'estimated' || s.result === 'provisional') && s.debit.applied ? Math.max(0, s.debit.cost) : 0;
+    this.deps.leases.settle(entry.keyId, entry.maxCost, charged);
+    return s;
+  }
+
+  #checkpointed = -1;
+  #ticks = 0;
+
+  /**
+   * Once a second: expiry, and the requests in flight handed to a store that keeps them across a
+   * restart (the file store's state file; at most CHECKPOINT_MAX, the newest).
+   */
+  tick(): void {
+    this.expire();
+    this.deps.leases?.maintain().catch((err: unknown) => this.deps.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'leases not renewed yet (retried)'));
+    const store = this.deps.store;
+    if (store?.expireReservations && ++this.#ticks % EXPIRE_EVERY_TICKS === 0) {
+      store.expireReservations().catch((err: unknown) => this.deps.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'expired reservations not settled yet (retried)'));
+    }
+    this.checkpoint();
+  }
+
+  /** Hands the requests in flight to a store that keeps them across a restart, if they changed. */
+  checkpoint(): void {
+    const store = this.deps.store;
+    const inFlight = this.deps.inFlight;
+    if (!store?.checkpointPending || inFlight.version === this.#checkpointed) return;
+    this.#checkpointed = inFlight.version;
+    store.checkpointPending(inFlight.list().slice(-CHECKPOINT_MAX).map(pendingOf));
+  }
+
+  /** Takes back the requests an earlier process left in flight (file store), before serving. */
+  restore(): number {
+    const left = this.deps.store?.restorePending?.() ?? [];
+    for (const p of left) this.deps.inFlight.add({ ...pendingOf(p), reserved: false });
+    return left.length;
+  }
+
+  /**
+   * Shutdown: waits until every request allowed here has been reported (or `timeoutMs` passed),
+   * then settles the rest at their maximum, provisionally (a report reaching another replica, or
+   * this one once restarted, replaces it). Resolves when every settlement has landed.
+   */
+  async drain(timeoutMs: number): Promise<number> {
+    const deadline = this.#now() + timeoutMs;
+    while (this.deps.inFlight.size > 0 && this.#now() < deadline) await sleep(50);
+    const left = this.deps.inFlight.drainAll();
+    for (const entry of left) void this.#track(this.#provisional(entry, false).then((s) => this.#leaseSettled(entry, s)));
+    await this.idle();
+    await this.deps.leases?.releaseAll();
+    return left.length;
+  }
+
+  async #track(p: Promise<Settlement>): Promise<void> {
     this.#pending++;
     try {
-      const s = 'usage' in outcome ? await this.#debit(request, outcome.usage) : await this.#unmetered(request, outcome.reason);
+      const s = await p;
       this.onSettled?.(s);
-      return s;
+    } catch (err) {
+      this.deps.logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed to settle a request');
     } finally {
       if (--this.#pending === 0) for (const wake of this.#idle.splice(0)) wake();
     }
+  }
+
+  async #fromReport(request: MeteredRequest, r: MeterReport, entry: InFlightRequest | undefined): Promise<Settlement> {
+    let s: Settlement = { result: 'skipped' };
+    try {
+      s = await this.#settleReport(request, r, entry);
+      return s;
+    } finally {
+      // Held against the key until its debit is in the store and the local cache (soft mode's bound).
+      this.#finish(r.requestId, s);
+    }
+  }
+
+  async #settleReport(request: MeteredRequest, r: MeterReport, entry: InFlightRequest | undefined): Promise<Settlement> {
+    const config = this.deps.config();
+    if (!config.meter.enabled) return this.#release(request, 'meter_disabled', entry);
+    // No answer reached the client and the client did not leave first: the upstream failed or refused.
+    if (r.status >= 400 || (r.status === 0 && r.ended)) return this.#release(request, 'upstream_error', entry);
+    const sse = /^text\/event-stream/i.test(r.contentType);
+    const tail = r.tail ?? EMPTY;
+    const whole = r.ended && tail.length >= r.responseBodyBytes;
+    const read = r.status === 0 ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding);
+    const ceiling = config.meter.usageCeiling;
+    const provider = read.usage;
+    const trusted = plausible(provider, ceiling);
+    if (r.ended && r.status !== 0 && trusted && !read.undecodable) return this.#debit(request, entry, provider, undefined, false);
+
+    const reason: EstimateReason = read.undecodable ? 'undecodable'
+      : provider !== undefined && !trusted ? 'implausible'
+        : !r.ended || r.status === 0 ? 'incomplete'
+          : sse && request.protocol === 'chat' ? 'stream_without_usage'
+            : 'no_usage';
+    const est = this.deps.estimator;
+    const estimatedInput = trusted && provider.inputTokens > 0
+      ? provider.inputTokens
+      : await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? false }, config.meter.referencedInputTokens);
+    const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
+    const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
+    let estimatedOutput = 0;
+    if (!embeds && r.responseBodyBytes > 0) {
+      const text = read.undecodable ? undefined : capturedText(tail, sse, whole);
+      estimatedOutput = await est.output(request.protocol, text?.text, text?.bytes ?? 0, r.responseBodyBytes, sse);
+    }
+    // An estimate never exceeds what the request could cost at most (its reservation, its hold):
+    // the provider cannot have produced more than the request allowed. What the provider itself
+    // reported (a partial count of a cut stream) stands as a floor.
+    const input = trusted && provider.inputTokens > 0 ? provider.inputTokens : entry ? Math.min(estimatedInput, entry.maxInputTokens) : estimatedInput;
+    const output = Math.max(entry ? Math.min(estimatedOutput, entry.maxOutputTokens) : estimatedOutput, trusted ? provider.outputTokens : 0);
+    const usage: Usage = { inputTokens: input, outputTokens: Math.min(output, ceiling.outputTokens), cachedInputTokens: trusted ? Math.min(provider.cachedInputTokens, input) : 0 };
+    return this.#debit(request, entry, usage, reason, false);
+  }
+
+  /** A request with no report: its maximum, provisionally (`expired`: its deadline passed; else shutdown). */
+  #provisional(entry: InFlightRequest, expired: boolean): Promise<Settlement> {
+    const request: MeteredRequest = {
+      requestId: entry.requestId, keyId: entry.keyId, group: entry.group, model: entry.model, protocol: entry.protocol,
+      ...(entry.reserved === 'lease' && this.deps.leases ? { replica: this.deps.leases.replica } : {}),
+    };
+    this.deps.logger.warn({ ...request, after: expired ? 'deadline' : 'shutdown', since: new Date(entry.since).toISOString() }, 'no report of the response yet: settling at its maximum, provisionally');
+    return this.#debit(request, entry, { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 }, 'no_report', true);
+  }
+
+  async #release(request: MeteredRequest, reason: ReleaseReason, entry: InFlightRequest | undefined): Promise<Settlement> {
+    this.deps.metrics?.released(reason);
+    if (reason === 'meter_disabled') this.deps.logger.warn({ ...request, reason }, 'not metered: the meter is switched off');
+    if (reason === 'not_forwarded') this.deps.logger.info({ ...request, reason }, 'released: no answer of its Check reached the request (it timed out at Envoy, or the client left while it ran), so nothing went upstream');
+    if ((entry ? entry.reserved === 'store' : this.deps.config().meter.mode === 'strict') && this.deps.store) await this.deps.store.release(request.requestId).catch(() => {});
+    return { result: 'released', request, reason };
   }
 
   async #price(request: MeteredRequest): Promise<ModelPrice | null | 'unavailable' | 'invalid'> {
@@ -104,111 +402,50 @@ export class Meter {
     return ok(price.input) && ok(price.output) && ok(price.cachedInput) ? price : 'invalid';
   }
 
-  async #debit(request: MeteredRequest, usage: Usage): Promise<Settlement> {
+  async #debit(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean): Promise<Settlement> {
     const store = this.deps.store;
-    if (!store) return this.#unmetered(request, 'store_unavailable');
-    const delays = this.deps.retryDelaysMs ?? [200, 1000, 5000];
-    let lastError = '';
-    for (let attempt = 0; attempt <= delays.length; attempt++) {
+    const delays = this.deps.retryDelaysMs ?? [200, 1000, 5000, 15_000, 30_000, 60_000];
+    let lastError = 'no store keeps balances';
+    for (let attempt = 0; store && attempt <= delays.length; attempt++) {
       if (attempt > 0) await sleep(delays[attempt - 1]);
       try {
-        const price = await this.#price(request);
-        if (price === 'invalid') return this.#unmetered(request, 'price_invalid');
+        const price = entry?.price !== undefined && attempt === 0 ? entry.price : await this.#price(request);
+        if (price === 'invalid') return this.#failed(request, usage, 'price_invalid', 'the model has an invalid price');
         if (price === 'unavailable') throw new Error('the group cannot be looked up');
-        const debit = await store.debit({ ...request, ...usage, price });
-        const cost = debit.applied ? debit.cost : 0;
-        this.deps.metrics?.metered(request.group, request.model, debit.applied ? usage : { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }, cost);
-        this.deps.logger.info({
-          ...request, ...usage, cost: debit.cost, priced: price !== null, balance: debit.balance, ...(debit.applied ? {} : { duplicate: true }),
-        }, 'usage');
-        return { result: 'metered', request, usage, debit, price };
+        const debit = await store.debit({ ...request, ...usage, price, estimated: estimate ?? null, provisional });
+        return this.#settled(request, entry, usage, estimate, provisional, debit, price);
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
       }
     }
-    this.deps.logger.warn({ ...request, ...usage, error: lastError }, 'unmetered: the store did not take the debit');
-    return this.#unmetered(request, 'store_unavailable', true);
+    return this.#failed(request, usage, 'store_unavailable', lastError);
   }
 
-  async #unmetered(request: MeteredRequest, reason: UnmeteredReason, logged = false): Promise<Settlement> {
-    this.deps.metrics?.unmetered(reason);
-    if (!logged) this.deps.logger.warn({ ...request, reason, ...(reason === 'stream_without_usage' ? { hint: 'the client must set stream_options.include_usage: true' } : {}) }, 'unmetered');
-    // Strict mode: what was reserved at Check time goes back (no usage to settle it with).
-    if (this.deps.config().meter.mode === 'strict' && this.deps.store) await this.deps.store.release(request.requestId).catch(() => {});
-    return { result: 'unmetered', request, reason };
-  }
-}
-
-/** Path without query, a token-counting endpoint (free at every provider). */
-function notBillable(path: string): boolean {
-  return path.endsWith('/count_tokens') || path.endsWith(':countTokens');
-}
-
-/** The state of one ext_proc stream. */
-export class MeterStream {
-  #request: MeteredRequest | undefined;
-  #reader: UsageReader | undefined;
-  #status = 0;
-  #done = false;
-
-  constructor(private readonly meter: Meter) {}
-
-  /** Nothing more to read on this stream (the processor may close it: Envoy then stops sending). */
-  get done(): boolean {
-    return this.#done;
-  }
-
-  /** The request headers (after ext_authz set x-modelgate-*). */
-  requestHeaders(get: HeaderGetter): void {
-    const keyId = get(HEADER.keyId);
-    const requestId = get('x-request-id');
-    if (!keyId || !requestId) return this.#finish({ result: 'skipped' });
-    const path = (get(':path') ?? '').split('?')[0];
-    const config = this.meter.deps.config();
-    const route = classify('POST', path, config.routes.altPrefix, false);
-    if (route.kind !== 'protocol') return this.#finish({ result: 'skipped' });
-    if (notBillable(path)) {
-      this.meter.deps.metrics?.notBillable();
-      return this.#finish({ result: 'not_billable' });
+  /** A debit landed: the cache, the counters, the "usage" line. */
+  #settled(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean, debit: DebitResult, price: ModelPrice | null): Settlement {
+    const result = provisional ? 'provisional' : estimate ? 'estimated' : 'metered';
+    if (entry?.keySha256 && debit.applied) this.deps.onBalance?.(entry.keySha256, debit.balance);
+    if (debit.applied) this.deps.metrics?.settled(request.group, request.model, usage, debit.cost, result, estimate ?? '');
+    else this.deps.metrics?.settled(request.group, request.model, NO_TOKENS, 0, result, estimate ?? '');
+    const fast = this.deps.usageLog;
+    if (!estimate && !provisional && debit.applied && fast) {
+      if (fast.enabled()) fast.write(usageLine(request, usage, debit, price !== null, fast.bindings, this.#now()));
+    } else {
+      const line: Record<string, unknown> = { ...request, ...usage, cost: debit.cost, priced: price !== null, balance: debit.balance };
+      if (estimate) line.estimated = estimate;
+      if (provisional) line.provisional = true;
+      if (!debit.applied) line.duplicate = true;
+      if (estimate === 'stream_without_usage') line.hint = 'the client did not set stream_options.include_usage: true, so the usage was estimated';
+      if (estimate) this.deps.logger.warn(line, 'usage');
+      else this.deps.logger.info(line, 'usage');
     }
-    this.#request = { requestId, keyId, group: get(HEADER.group) ?? '', model: get(HEADER.model) ?? route.model ?? '', protocol: route.style };
-    if (!config.meter.enabled) this.#settle({ reason: 'meter_disabled' });
+    return estimate ? { result, request, usage, estimate, debit, price } : { result, request, usage, debit, price };
   }
 
-  responseHeaders(get: HeaderGetter, endOfStream: boolean): void {
-    if (this.#done || !this.#request) return;
-    this.#status = Number(get(':status') ?? 0);
-    if (this.#status >= 400 || this.#status === 0) return this.#settle({ reason: 'upstream_error' });
-    this.#reader = new UsageReader(this.#request.protocol, get('content-type') ?? '', get('content-encoding') ?? '');
-    if (endOfStream) this.#end(true);
-  }
-
-  responseBody(chunk: Uint8Array, endOfStream: boolean): void {
-    if (this.#done || !this.#reader) return;
-    if (chunk.length > 0) this.#reader.push(chunk);
-    if (endOfStream) this.#end(true);
-  }
-
-  /** The ext_proc stream ended (Envoy closed it, or it failed). */
-  close(): void {
-    if (this.#done || !this.#request) return;
-    if (!this.#reader) return this.#settle({ reason: 'incomplete' });
-    this.#end(false);
-  }
-
-  #end(complete: boolean): void {
-    const reader = this.#reader as UsageReader;
-    this.#done = true;
-    void reader.end(complete).then((outcome) => this.meter.settle(this.#request as MeteredRequest, outcome));
-  }
-
-  #settle(outcome: { reason: UnmeteredReason }): void {
-    this.#done = true;
-    void this.meter.settle(this.#request as MeteredRequest, outcome);
-  }
-
-  #finish(s: Settlement): void {
-    this.#done = true;
-    this.meter.onSettled?.(s);
+  #failed(request: MeteredRequest, usage: Usage, reason: 'store_unavailable' | 'price_invalid', error: string): Settlement {
+    this.deps.metrics?.failed(reason);
+    // Every figure needed to bill it by hand.
+    this.deps.logger.error({ ...request, ...usage, reason, error }, 'unsettled: the store did not take the debit');
+    return { result: 'failed', request, reason };
   }
 }

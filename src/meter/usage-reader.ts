@@ -20,6 +20,8 @@ export interface Usage {
   readonly inputTokens: number;
   readonly outputTokens: number;
   readonly cachedInputTokens: number;
+  /** The provider's usage held a count that is not a finite number >= 0: not to be trusted. */
+  readonly implausible?: true;
 }
 
 /** Why a response could not be metered (a label of modelgate_meter_unmetered_total). */
@@ -35,7 +37,7 @@ export type UnmeteredReason =
 
 export type UsageOutcome = { readonly usage: Usage } | { readonly reason: UnmeteredReason };
 
-const TARGETS: Readonly<Record<Protocol, ReadonlySet<string>>> = {
+export const TARGETS: Readonly<Record<Protocol, ReadonlySet<string>>> = {
   chat: new Set(['usage']),
   embeddings: new Set(['usage']),
   responses: new Set(['usage', 'response.usage']),
@@ -43,16 +45,22 @@ const TARGETS: Readonly<Record<Protocol, ReadonlySet<string>>> = {
   generative: new Set(['usageMetadata']),
 };
 
-type Bag = Map<string, number>;
+export type Bag = Map<string, number>;
 
 /** Flattens a usage object's numbers into `a.b` keys (later values overwrite earlier ones). */
-function absorb(bag: Bag, value: unknown, prefix = ''): void {
+export function absorb(bag: Bag, value: unknown, prefix = ''): void {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return;
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
     if (typeof v === 'number' && Number.isFinite(v) && v >= 0) bag.set(prefix + k, Math.floor(v));
     else if (v && typeof v === 'object') absorb(bag, v, `${prefix}${k}.`);
+    // A count that is not a finite number >= 0 (negative, a string, NaN written as a string):
+    // the provider's figures cannot be trusted; the meter estimates instead (IMPLAUSIBLE).
+    else if (/tokens?|count/i.test(k) && v !== null && typeof v !== 'boolean') bag.set(IMPLAUSIBLE, 1);
   }
 }
+
+/** Set in a bag when a usage object held a count that is not a finite number >= 0. */
+export const IMPLAUSIBLE = '!implausible';
 
 /** The normalised usage from what was read, or undefined when the input count is missing. */
 export function normalise(protocol: Protocol, bag: Bag): Usage | undefined {
@@ -84,6 +92,7 @@ export function normalise(protocol: Protocol, bag: Bag): Usage | undefined {
       cached = n('cachedContentTokenCount');
       break;
   }
+  if (bag.has(IMPLAUSIBLE)) return { inputTokens: input ?? 0, outputTokens: output, cachedInputTokens: Math.min(cached, input ?? 0), implausible: true };
   if (input === undefined) return undefined;
   return { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
 }

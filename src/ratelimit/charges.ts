@@ -8,8 +8,8 @@
  *
  * Why the meter charges, rather than Envoy's `hits_addend` applied at stream end: Envoy would need
  * the token count in its dynamic metadata when the stream ends, which only a filter in the
- * response's path can set; the meter reads responses beside the path (ext_proc observability mode,
- * or the access log), never holding a byte (docs/rate-limits.md has the measurements).
+ * response's path can set; the meter reads responses beside the path (Envoy's access log, after the
+ * response has gone), never holding a byte (docs/rate-limits.md).
  */
 import type { RateLimitEngine } from './embedded-engine';
 import { SLOTS, WINDOWED, carriedLimit, descriptorEntries, slotLimit, slotName, type EffectiveLimits } from './limits';

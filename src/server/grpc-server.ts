@@ -1,6 +1,6 @@
 /**
  * The gRPC side: `envoy.service.auth.v3.Authorization/Check`, `grpc.health.v1.Health` and the
- * meter's ExternalProcessor on one port, served by src/grpc (modelgate's own HTTP/2, or node:http2
+ * meter's access-log streams on one port, served by src/grpc (modelgate's own HTTP/2, or node:http2
  * with `grpc.transport: node`; not grpc-js's server: src/grpc/server.ts says why). Thin glue: every Check is answered with a normal
  * CheckResponse, whatever its bytes (a denial is data, never a failed RPC, which a fail-open Envoy
  * would let through).
@@ -17,7 +17,7 @@ export interface GrpcServer {
   readonly address: string;
   setServing(serving: boolean): void;
   /** Stops accepting calls, answers those in flight, then resolves (force-closes after `graceMs`). */
-  drain(graceMs: number): Promise<void>;
+  drain(graceMs: number, streamsDone?: Promise<void>): Promise<void>;
 }
 
 /** A serialised CheckResponse (check/response-encoder.ts). */
@@ -64,7 +64,7 @@ export function checkMethod(handlers: CheckHandlers): Method {
 }
 
 /**
- * @param moreMethods further methods on the same port (the meter's ExternalProcessor, server/ext-proc.ts)
+ * @param moreMethods further methods on the same port (the meter's access-log service, server/meter-service.ts)
  */
 export interface GrpcServerSettings {
   readonly maxReceiveMessageBytes: number;
@@ -104,6 +104,6 @@ export async function startGrpcServer(address: string, handlers: CheckHandlers, 
       health.setStatus('', status);
       health.setStatus(AUTHZ_SERVICE_NAME, status);
     },
-    drain: (graceMs) => server.drain(graceMs),
+    drain: (graceMs, streamsDone) => server.drain(graceMs, streamsDone),
   };
 }

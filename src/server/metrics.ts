@@ -156,20 +156,22 @@ export function createMetrics(defaultMetrics = true): Metrics {
   };
 }
 
-/** Tokens and cost by group and model (the models a group allows: a bounded set), responses by result. */
+/** Tokens and cost by group and model (the models a group allows: a bounded set), responses by result and reason. */
 function meterMetrics(registry: Registry): MeterMetrics {
-  const tokens = new Counter({ name: 'modelgate_meter_tokens_total', help: 'Tokens metered from responses, by group, model and kind (input, cached_input, output); input includes cached_input', labelNames: ['group', 'model', 'kind'], registers: [registry] });
+  const tokens = new Counter({ name: 'modelgate_meter_tokens_total', help: 'Tokens debited, by group, model and kind (input, cached_input, output); input includes cached_input; estimates and provisional maximums included', labelNames: ['group', 'model', 'kind'], registers: [registry] });
   const cost = new Counter({ name: 'modelgate_meter_cost_total', help: "Cost debited (tokens x price), in the balance's unit, by group and model", labelNames: ['group', 'model'], registers: [registry] });
-  const responses = new Counter({ name: 'modelgate_meter_responses_total', help: 'Responses seen by the meter: metered, not_billable (token counting), unmetered (with the reason)', labelNames: ['result', 'reason'], registers: [registry] });
+  const responses = new Counter({ name: 'modelgate_meter_responses_total', help: 'Requests settled by the meter, by result (metered: the provider\'s usage; estimated; provisional: no report, its maximum; released: nothing to debit; failed: the store never took it) and reason', labelNames: ['result', 'reason'], registers: [registry] });
+  const lost = new Counter({ name: 'modelgate_meter_reports_lost_total', help: 'Access-log entries that could not be read (their requests settle at their maximum at their deadline)', registers: [registry] });
   return {
-    metered(group, model, usage, c) {
-      responses.inc({ result: 'metered', reason: '' });
+    settled(group, model, usage, c, result, reason) {
+      responses.inc({ result, reason });
       tokens.inc({ group, model, kind: 'input' }, usage.inputTokens);
       tokens.inc({ group, model, kind: 'cached_input' }, usage.cachedInputTokens);
       tokens.inc({ group, model, kind: 'output' }, usage.outputTokens);
       cost.inc({ group, model }, c);
     },
-    unmetered: (reason) => responses.inc({ result: 'unmetered', reason }),
-    notBillable: () => responses.inc({ result: 'not_billable', reason: '' }),
+    released: (reason) => responses.inc({ result: 'released', reason }),
+    failed: (reason) => responses.inc({ result: 'failed', reason }),
+    lostReports: (n) => lost.inc(n),
   };
 }

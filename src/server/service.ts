@@ -3,6 +3,7 @@
  * HTTP listeners, hot reload and draining. Everything a process needs; nothing reads the
  * environment after start.
  */
+import { randomUUID } from 'node:crypto';
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -29,8 +30,11 @@ import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
 import { createAdmission } from '../meter/admission';
 import { Meter } from '../meter/meter';
+import { InFlight } from '../meter/in-flight';
+import { LeaseBook } from '../meter/leases';
+import { createEstimator, workerTokenCounter } from '../meter/estimate';
 import { recentUsage } from '../meter/recent-usage';
-import { externalProcessorMethod } from './ext-proc';
+import { meterService } from './meter-service';
 import type { Method } from '../grpc/server';
 import type { Decision } from '../check/decision';
 import { admitInFlight } from '../ratelimit/admission';
@@ -38,7 +42,7 @@ import { chargeTokens } from '../ratelimit/charges';
 import { ChargeBatcher } from '../ratelimit/charge-batcher';
 import { limitsLeft } from '../ratelimit/left';
 import { EmbeddedEngine, type RateLimitEngine } from '../ratelimit/embedded-engine';
-import { LocalInFlight, type InFlightTable } from '../ratelimit/in-flight';
+import type { InFlightTable } from '../ratelimit/in-flight';
 import { effectiveLimits, type EffectiveLimits } from '../ratelimit/limits';
 import { LRUCache } from 'lru-cache';
 import type { KeyRecord } from '../store/store';
@@ -66,11 +70,6 @@ export interface ServiceOptions {
   readonly watchIntervalMs?: number;
   /** Recent usage per key for the console's access view (the meter); absent: no usage section. */
   readonly usage?: UsageProvider;
-  /**
-   * Requests in flight per key (the inFlight limit). The meter's in-flight table will provide it;
-   * until then (and by default) a LocalInFlight stand-in released at each settlement.
-   */
-  readonly inFlight?: InFlightTable;
 }
 
 export interface Service {
@@ -93,7 +92,11 @@ export interface Service {
   check(req: CheckRequest): Promise<CheckResponse__Output>;
   config(): Config;
   /** SIGTERM path: health NOT_SERVING, answer in-flight checks, close, flush logs. */
-  close(graceMs?: number): Promise<void>;
+  /**
+   * Drains and stops: no new calls; the meter waits up to `meterDrainMs` (meter.drainSeconds by
+   * default) for the reports of requests still running, then settles the rest provisionally.
+   */
+  close(graceMs?: number, meterDrainMs?: number): Promise<void>;
 }
 
 export async function startService(opts: ServiceOptions): Promise<Service> {
@@ -134,15 +137,42 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   });
 
   const checkDef = authorizationService().Check;
-  const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r));
+  // This process's name in the store's leases (strict mode on PostgreSQL) and in the Check's metadata.
+  const replica = randomUUID();
+  const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r), undefined, replica);
   const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
   if (fileStore?.meter && cluster.isWorker) {
     logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
   }
-  const meterAdmit = createAdmission({ store: store.meter, groups: cache.groups });
+  // Requests allowed here and not settled yet (meter/in-flight.ts): soft mode's bound, deadlines, input
+  // samples, and the rate limits' in-flight cap (a request is in flight from its Check to its settlement).
+  const inFlight = new InFlight();
+  const meterStore = store.meter;
+  const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
+  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases });
   // Rate limits (issue 25): the in-flight cap here; requests and tokens per window in Envoy's
   // rate limit filters, counted by the engine (embedded: this process; global: envoyproxy/ratelimit).
-  const inFlight = opts.inFlight ?? new LocalInFlight({ now: opts.now });
+  // The cap counts the meter's table (a request is in flight from its Check to its settlement), plus
+  // the Checks between the cap and the meter's admission (a store round trip in strict mode), so
+  // concurrent Checks of one key cannot all pass the cap before any of them is recorded.
+  const admitting = new Map<string, string>();
+  const admittingByKey = new Map<string, number>();
+  const slots: InFlightTable = {
+    inFlight: (keyId) => inFlight.count(keyId) + (admittingByKey.get(keyId) ?? 0),
+    acquire: (keyId, requestId) => {
+      if (admitting.has(requestId)) return;
+      admitting.set(requestId, keyId);
+      admittingByKey.set(keyId, (admittingByKey.get(keyId) ?? 0) + 1);
+    },
+    release: (requestId) => {
+      const keyId = admitting.get(requestId);
+      if (keyId === undefined) return;
+      admitting.delete(requestId);
+      const n = (admittingByKey.get(keyId) ?? 1) - 1;
+      if (n <= 0) admittingByKey.delete(keyId);
+      else admittingByKey.set(keyId, n);
+    },
+  };
   const embedded = config.rateLimits.engine === 'embedded' ? new EmbeddedEngine({ now: opts.now }) : undefined;
   const remote = embedded ? undefined : new RemoteEngine(config.rateLimits.service, Math.max(config.rateLimits.timeoutMs, 1000));
   const rateLimitEngine: RateLimitEngine = embedded ?? (remote as RemoteEngine);
@@ -151,25 +181,40 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const chargeEngine: RateLimitEngine = charges ?? rateLimitEngine;
   // The last word on an allowed request: the in-flight cap, then the meter's admission.
   const admit: Admission = (d, view, c) => {
-    const { decision, acquired } = admitInFlight(inFlight, d, view);
+    const { decision, acquired } = admitInFlight(slots, d, view);
     if (!decision.allowed) return decision;
     if (!acquired) return meterAdmit(decision, view, c);
-    // A slot was taken: given back if the meter refuses the request.
-    const released = (m: Decision): Decision => {
-      if (!m.allowed) inFlight.release(view.requestId);
-      return m;
-    };
+    // The slot taken for the admission is given back once the meter has decided: allowed, the
+    // request is in the meter's table from then on; refused, it never ran.
     const m = meterAdmit(decision, view, c);
-    return m instanceof Promise ? m.then(released, (err: unknown) => {
-      inFlight.release(view.requestId);
-      throw err;
-    }) : released(m);
+    if (!(m instanceof Promise)) {
+      slots.release(view.requestId);
+      return m;
+    }
+    return m.finally(() => slots.release(view.requestId));
   };
-  const pipeline = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit });
+  // Shutting down: the port stays open for the meter's reports, and a Check arriving meanwhile is
+  // denied (fail closed; another replica, or this gateway once restarted, answers the retry).
+  let draining = false;
+  const pipeline = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit, draining: () => draining });
   pipeline.prepare(config);
   // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is
-  // counted as unmetered (meter_disabled), never refused.
-  const meter = new Meter({ config: () => config, groups: cache.groups, store: store.meter, metrics: metrics.meter, logger });
+  // counted as released (meter_disabled), never refused.
+  const tokenCounter = workerTokenCounter();
+  const meter = new Meter({
+    config: () => config, groups: cache.groups, store: store.meter, inFlight, estimator: createEstimator(tokenCounter), metrics: metrics.meter, logger, now: opts.now,
+    // The file store tells the cache itself, at once; PostgreSQL's notification comes a moment later.
+    onBalance: fileStore ? undefined : (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
+    usageLog: decisionLog,
+    leases,
+  });
+  // Requests this replica allowed and another one settled (PostgreSQL's notifications).
+  const unsubscribeSettled = meterStore?.onSettled?.((settled) => meter.settledElsewhere(settled));
+  const restored = meter.restore();
+  if (restored > 0) logger.info({ requests: restored }, 'requests in flight at the last stop: settled when reported, or at their maximum at their deadline');
+  const meterTimer = setInterval(() => meter.tick(), 1000);
+  meterTimer.unref();
+  const meterGrpc = meterService(meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message'));
   const keysById = new LRUCache<string, { key: KeyRecord | null }>({ max: 10_000, ttl: Math.max(config.cache.ttlMs, 1) });
   const limitsOf = async (keyId: string, group: string, model: string): Promise<EffectiveLimits | null> => {
     let hit = keysById.get(keyId);
@@ -180,10 +225,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     const found = g.status === 'found' ? g.value : undefined;
     return effectiveLimits(hit.key, found, found?.models.get(model));
   };
+  // Tokens a response used count against the key's token limits (whatever settled it: usage the
+  // upstream reported, or the meter's estimate). The in-flight slot needs no release: the settlement
+  // took the request out of the meter's table.
   meter.onSettled = (s) => {
-    if (s.result !== 'metered' && s.result !== 'unmetered') return;
-    inFlight.release(s.request.requestId);
-    if (s.result !== 'metered') return;
+    if ((s.result !== 'metered' && s.result !== 'estimated') || !s.debit.applied) return;
     const tokens = s.usage.inputTokens + s.usage.outputTokens;
     chargeTokens({ engine: chargeEngine, domain: () => config.rateLimits.domain, limits: limitsOf }, { keyId: s.request.keyId, group: s.request.group, model: s.request.model, tokens })
       .then((n) => { if (n > 0) metrics.rateLimitCharges.inc({ result: 'charged' }); })
@@ -193,7 +239,6 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       });
   };
 
-  let draining = false;
   // gRPC health (Envoy's health check) follows the store too: a replica whose store is down is
   // avoided while others can answer, and with every one down Envoy's panic threshold uses them all.
   const ready = (): boolean => !draining && store.ready();
@@ -202,7 +247,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, pipeline, { ...config.grpc, ...grpcAuth },
-    [externalProcessorMethod(meter, (err) => logger.error({ err: errorText(err) }, 'meter failed on a message')), ...(embedded ? [rateLimitServiceMethod(embedded) as [string, Method]] : [])],
+    [meterGrpc.method, ...(embedded ? [rateLimitServiceMethod(embedded) as [string, Method]] : [])],
     (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
   const catalog = createCatalogHandler({ lookups: cache, pipeline });
   // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
@@ -247,19 +292,31 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     store,
     meter,
     rateLimitEngine,
-    inFlight,
+    inFlight: slots,
     checkBytes: pipeline.check,
     check: async (req) => checkDef.responseDeserialize(await pipeline.check(checkDef.requestSerialize(req))) as CheckResponse__Output,
     config: () => config,
-    async close(graceMs = 5000) {
+    async close(graceMs = 5000, meterDrainMs = config.meter.drainSeconds * 1000) {
       draining = true;
       grpcServer.setServing(false);
       clearInterval(healthTimer);
       unwatch();
-      await grpcServer.drain(graceMs);
+      // No new calls (GOAWAY); the meter's access-log streams stay open until every request
+      // allowed here has been reported (or the drain time passed), then they end and the rest
+      // settle at their maximum, provisionally.
+      const meterDrained = meter.drain(meterDrainMs).then((left) => {
+        if (left > 0) logger.warn({ requests: left }, 'requests still running at shutdown settled at their maximum, provisionally');
+        meterGrpc.endAll();
+      });
+      await grpcServer.drain(Math.max(graceMs, meterDrainMs + 1000), meterDrained);
+      await meterDrained;
+      clearInterval(meterTimer);
+      meter.checkpoint();
+      unsubscribeSettled?.();
       await httpServer.close();
       // Debits still waiting for the store get a moment to land.
       await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
+      await tokenCounter.close();
       cache.close();
       await charges?.flushAll();
       remote?.close();

@@ -1,27 +1,41 @@
 /**
- * Balances that move in the file store (the demo, issue 11): what each key has spent is kept in
- * memory and in a state file beside the config, so a restart keeps it. A key's balance is its
- * `balance` in the config minus what it spent: raising `balance` in the config tops it up.
+ * Balances that move in the file store (the demo): what each key has spent is kept in memory and in
+ * a state file beside the config, so a restart keeps it. A key's balance is its `balance` in the
+ * config minus what it spent: raising `balance` in the config tops it up.
  *
- * The state file is JSON, written atomically (a temporary file, then rename) at most every
- * `flushMs` and on close. A state file that cannot be read, or that holds a number that is not
- * finite, stops the start: guessing would either forgive spending or deny everyone.
+ * The state file is JSON, written atomically (a temporary file, then rename; mode 0600: it names
+ * keys and requests) at most once a second (`flushMs`) and on close. It also holds the requests still in
+ * flight when it was written (`pending`), so that after a crash their reports, or their deadlines,
+ * still settle them. A state file that cannot be read, or that holds a number that is not finite,
+ * stops the start: guessing would either forgive spending or deny everyone.
  *
  * One process only: with `serve --workers N` every worker would keep its own copy; metering more
  * than one process needs the PostgreSQL store.
  */
 import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import type { DebitRequest, DebitResult, MeterStore, ReserveResult, UsageEntry, UsageQuery } from './store';
+import type { DebitRequest, DebitResult, MeterStore, PendingRequest, ReserveResult, UsageEntry, UsageQuery } from './store';
 
 /** Ledger entries kept in memory and in the state file, newest last. */
 const LEDGER_MAX = 2000;
+/**
+ * The state file is written at most this often: each write serialises the whole ledger, so under
+ * load it is the meter's largest cost on the file store; a crash loses at most this long of spending.
+ */
+const FLUSH_MS = 1000;
+/** Entries the ledger may grow past LEDGER_MAX before it is trimmed back. */
+const LEDGER_SLACK = 500;
 /** Request ids remembered for idempotency (a settlement retried within this many requests debits once). */
 const SEEN_MAX = 100_000;
+/** Reservations outlive their request's deadline by this much, so the meter's provisional debit lands first. */
+const RESERVATION_GRACE_MS = 60_000;
 
 interface StateFile {
   readonly version: 1;
   readonly spent: Record<string, number>;
   readonly usage: UsageEntry[];
+  /** Provisional settlements not replaced yet: request id -> what was debited. */
+  readonly provisional?: Record<string, { keyId: string; cost: number }>;
+  readonly pending?: PendingRequest[];
 }
 
 export interface FileMeterOptions {
@@ -29,7 +43,7 @@ export interface FileMeterOptions {
   readonly path?: string;
   readonly flushMs?: number;
   readonly now?: () => number;
-  /** Called after a debit changed a key's balance (the store invalidates its cache entry). */
+  /** Called after a debit changed a key's balance (the store updates its cached record). */
   readonly onSpent: (keyId: string) => void;
   /** A failed write of the state file (kept in memory; retried at the next flush). */
   readonly onError?: (err: Error) => void;
@@ -42,6 +56,8 @@ export function costOf(r: Pick<DebitRequest, 'inputTokens' | 'outputTokens' | 'c
   const c = ((r.inputTokens - cached) * r.price.input + cached * (r.price.cachedInput ?? r.price.input) + r.outputTokens * r.price.output) / 1e6;
   return Math.round(c * 1e12) / 1e12;
 }
+
+const finite = (n: unknown): n is number => typeof n === 'number' && Number.isFinite(n);
 
 function readState(path: string): StateFile | undefined {
   let text: string;
@@ -61,16 +77,29 @@ function readState(path: string): StateFile | undefined {
   const d = data as Partial<StateFile>;
   if (!d || typeof d !== 'object' || d.version !== 1 || !d.spent || typeof d.spent !== 'object' || !Array.isArray(d.usage)) throw bad('not a version 1 state');
   for (const [id, n] of Object.entries(d.spent)) {
-    if (typeof n !== 'number' || !Number.isFinite(n)) throw bad(`spent of ${JSON.stringify(id)} is not a finite number`);
+    if (!finite(n)) throw bad(`spent of ${JSON.stringify(id)} is not a finite number`);
   }
+  for (const [id, p] of Object.entries(d.provisional ?? {})) {
+    if (!p || typeof p.keyId !== 'string' || !finite(p.cost)) throw bad(`the provisional settlement of ${JSON.stringify(id)} is not usable`);
+  }
+  if (d.pending !== undefined && !Array.isArray(d.pending)) throw bad('pending is not a list');
   return d as StateFile;
 }
 
 export class FileMeter implements MeterStore {
   readonly #spent = new Map<string, number>();
   readonly #ledger: UsageEntry[] = [];
-  readonly #seen = new Set<string>();
+  /**
+   * Request ids settled recently, in two generations: a lookup checks both, and when the newer one
+   * is full the older is dropped. (Evicting one id at a time from a single Set costs a scan past
+   * every id evicted before it: quadratic under sustained load.)
+   */
+  #seen = new Set<string>();
+  #seenBefore = new Set<string>();
+  readonly #provisional = new Map<string, { keyId: string; cost: number }>();
   readonly #reservations = new Map<string, { keyId: string; amount: number; expiresAt: number }>();
+  #pending: PendingRequest[] = [];
+  readonly #restored: PendingRequest[] = [];
   readonly #now: () => number;
   #timer: NodeJS.Timeout | undefined;
   #dirty = false;
@@ -85,6 +114,8 @@ export class FileMeter implements MeterStore {
         this.#ledger.push(e);
         this.#seen.add(e.requestId);
       }
+      for (const [id, p] of Object.entries(state.provisional ?? {})) this.#provisional.set(id, p);
+      this.#restored.push(...(state.pending ?? []));
     }
   }
 
@@ -94,19 +125,42 @@ export class FileMeter implements MeterStore {
   }
 
   async debit(r: DebitRequest): Promise<DebitResult> {
+    return this.debitNow(r);
+  }
+
+  /** debit(), synchronously (the meter's fast path: no promise per response). */
+  debitNow(r: DebitRequest): DebitResult {
     this.#reservations.delete(r.requestId);
     const cost = costOf(r);
+    if (!Number.isFinite(cost) || cost < 0) throw new Error(`the cost of request ${r.requestId} is not a finite amount`);
     const limit = this.balanceOf(r.keyId);
-    const balanceAfter = (): number | null => (limit === null || limit === undefined ? null : limit - this.spent(r.keyId));
-    if (this.#seen.has(r.requestId)) return { applied: false, cost, balance: balanceAfter() };
+    const balanceAfter = (): number | null => (limit === null || limit === undefined ? null : Math.round((limit - this.spent(r.keyId)) * 1e12) / 1e12);
+    const earlier = this.#provisional.get(r.requestId);
+    // Settled before, and not provisionally (or this one is provisional too): nothing more to debit.
+    if (this.#settled(r.requestId) && (!earlier || r.provisional)) return { applied: false, cost, balance: balanceAfter() };
+    const charge = earlier ? cost - earlier.cost : cost;
+    if (limit !== null && limit !== undefined) {
+      const next = Math.round((this.spent(r.keyId) + charge) * 1e12) / 1e12;
+      if (!Number.isFinite(next)) throw new Error(`a debit would make what ${r.keyId} spent not a finite number`);
+    }
     this.#remember(r.requestId);
-    this.#ledger.push({
+    if (earlier) {
+      this.#provisional.delete(r.requestId);
+      const at = this.#ledger.findIndex((e) => e.requestId === r.requestId);
+      if (at >= 0) this.#ledger.splice(at, 1);
+    }
+    if (r.provisional) this.#provisional.set(r.requestId, { keyId: r.keyId, cost });
+    const entry: { -readonly [K in keyof UsageEntry]: UsageEntry[K] } = {
       time: this.#now(), requestId: r.requestId, keyId: r.keyId, group: r.group, model: r.model, protocol: r.protocol,
       inputTokens: r.inputTokens, outputTokens: r.outputTokens, cachedInputTokens: Math.min(r.cachedInputTokens, r.inputTokens), cost, priced: r.price !== null,
-    });
-    if (this.#ledger.length > LEDGER_MAX) this.#ledger.splice(0, this.#ledger.length - LEDGER_MAX);
-    if (cost > 0 && limit !== null && limit !== undefined) {
-      this.#spent.set(r.keyId, Math.round((this.spent(r.keyId) + cost) * 1e12) / 1e12);
+    };
+    if (r.estimated) entry.estimated = r.estimated;
+    if (r.provisional) entry.provisional = true;
+    this.#ledger.push(entry);
+    // Trimmed in steps, not one entry per debit (a shift of the whole array each time).
+    if (this.#ledger.length > LEDGER_MAX + LEDGER_SLACK) this.#ledger.splice(0, this.#ledger.length - LEDGER_MAX);
+    if (charge !== 0 && limit !== null && limit !== undefined) {
+      this.#spent.set(r.keyId, Math.round((this.spent(r.keyId) + charge) * 1e12) / 1e12);
       this.opts.onSpent(r.keyId);
     }
     this.#schedule();
@@ -125,7 +179,7 @@ export class FileMeter implements MeterStore {
     }
     const available = limit - this.spent(keyId) - held;
     if (available <= 0 || available < amount) return { ok: false, available };
-    this.#reservations.set(requestId, { keyId, amount, expiresAt: now + ttlSeconds * 1000 });
+    this.#reservations.set(requestId, { keyId, amount, expiresAt: now + ttlSeconds * 1000 + RESERVATION_GRACE_MS });
     return { ok: true, available: available - amount };
   }
 
@@ -136,7 +190,8 @@ export class FileMeter implements MeterStore {
   async usage(q: UsageQuery): Promise<UsageEntry[]> {
     const out: UsageEntry[] = [];
     const limit = q.limit ?? 100;
-    for (let i = this.#ledger.length - 1; i >= 0 && out.length < limit; i--) {
+    const oldest = Math.max(0, this.#ledger.length - LEDGER_MAX);
+    for (let i = this.#ledger.length - 1; i >= oldest && out.length < limit; i--) {
       const e = this.#ledger[i];
       if (q.keyId !== undefined && e.keyId !== q.keyId) continue;
       if (q.group !== undefined && e.group !== q.group) continue;
@@ -146,16 +201,31 @@ export class FileMeter implements MeterStore {
     return out;
   }
 
+  /** The requests in flight, kept in the state file with the next write. */
+  checkpointPending(requests: readonly PendingRequest[]): void {
+    this.#pending = [...requests];
+    this.#schedule();
+  }
+
+  /** The requests in flight when the state file was last written by an earlier process and not settled since (once). */
+  restorePending(): PendingRequest[] {
+    return this.#restored.splice(0).filter((p) => !this.#settled(p.requestId));
+  }
+
   /** Writes the state file now if anything changed. */
   flush(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (!this.#dirty || !this.opts.path) return;
-    const state: StateFile = { version: 1, spent: Object.fromEntries(this.#spent), usage: this.#ledger };
+    const state: StateFile = {
+      version: 1, spent: Object.fromEntries(this.#spent), usage: this.#ledger.length > LEDGER_MAX ? this.#ledger.slice(-LEDGER_MAX) : this.#ledger,
+      ...(this.#provisional.size > 0 ? { provisional: Object.fromEntries(this.#provisional) } : {}),
+      ...(this.#pending.length > 0 ? { pending: this.#pending } : {}),
+    };
     const tmp = `${this.opts.path}.${process.pid}.tmp`;
     try {
-      // Owner only (issue 21): key ids, amounts and request ids. chmod too: a leftover temporary file keeps its mode on write.
-      writeFileSync(tmp, `${JSON.stringify(state, null, 1)}\n`, { mode: 0o600 });
+      // Owner only: key ids, amounts and request ids. chmod too: a leftover temporary file keeps its mode on write.
+      writeFileSync(tmp, `${JSON.stringify(state)}\n`, { mode: 0o600 });
       chmodSync(tmp, 0o600);
       renameSync(tmp, this.opts.path);
       this.#dirty = false;
@@ -168,15 +238,23 @@ export class FileMeter implements MeterStore {
     this.flush();
   }
 
+  #settled(requestId: string): boolean {
+    return this.#seen.has(requestId) || this.#seenBefore.has(requestId);
+  }
+
   #remember(requestId: string): void {
     this.#seen.add(requestId);
-    if (this.#seen.size > SEEN_MAX) this.#seen.delete(this.#seen.values().next().value as string);
+    if (this.#seen.size >= SEEN_MAX / 2) {
+      for (const id of this.#seenBefore) this.#provisional.delete(id);
+      this.#seenBefore = this.#seen;
+      this.#seen = new Set();
+    }
   }
 
   #schedule(): void {
     this.#dirty = true;
     if (this.#timer || !this.opts.path) return;
-    this.#timer = setTimeout(() => this.flush(), this.opts.flushMs ?? 200);
+    this.#timer = setTimeout(() => this.flush(), this.opts.flushMs ?? FLUSH_MS);
     this.#timer.unref();
   }
 }

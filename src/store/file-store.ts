@@ -51,8 +51,10 @@ export class FileStore implements Store {
   #spent(id: string): void {
     const k = this.#configured.get(id);
     if (!k) return;
-    this.#keys.set(k.sha256, this.#served(k));
-    for (const l of this.#listeners) l({ kind: 'key', sha256: k.sha256 });
+    const served = this.#served(k);
+    this.#keys.set(k.sha256, served);
+    // Only the balance changed: caches take it as is (no lookup on the next Check).
+    for (const l of this.#listeners) l({ kind: 'key', sha256: k.sha256, balance: served.balance });
   }
 
   // Lookup is by SHA-256 of the key, so a timing difference could at most reveal a hash

@@ -92,6 +92,17 @@ export interface Store {
   readonly meter?: MeterStore;
 }
 
+/**
+ * Why a debit is an estimate rather than the provider's own usage (docs/metering.md):
+ * `stream_without_usage` a chat stream without stream_options.include_usage; `no_usage` an answer
+ * that reports none; `incomplete` a response cut short (the client left, the upstream reset);
+ * `undecodable` an encoding the meter cannot read; `implausible` usage out of bounds (negative,
+ * not a number, over meter.usageCeiling); `no_report` no report of the response arrived before its
+ * deadline (provisional: its maximum cost).
+ */
+export const ESTIMATE_REASONS = ['stream_without_usage', 'no_usage', 'incomplete', 'undecodable', 'implausible', 'no_report'] as const;
+export type EstimateReason = (typeof ESTIMATE_REASONS)[number];
+
 /** One metered response, as the ledger records it. */
 export interface UsageEntry {
   /** Epoch milliseconds. */
@@ -110,6 +121,10 @@ export interface UsageEntry {
   readonly cost: number;
   /** false: the model had no price (metered in tokens, cost nothing). */
   readonly priced: boolean;
+  /** Why the tokens are an estimate; absent (or null): the provider's own usage. */
+  readonly estimated?: EstimateReason | null;
+  /** A request settled at its maximum without a report: a later report replaces it. */
+  readonly provisional?: boolean;
 }
 
 /** A debit to apply: the usage and the price it is charged at. */
@@ -123,20 +138,73 @@ export interface DebitRequest {
   readonly outputTokens: number;
   readonly cachedInputTokens: number;
   readonly price: ModelPrice | null;
+  /** Why the tokens are an estimate (null: the provider's usage). */
+  readonly estimated?: EstimateReason | null;
+  /**
+   * A settlement without a report (the request's maximum): replaced by the next settlement of the
+   * same request id, if any comes. A settlement that is not provisional is final.
+   */
+  readonly provisional?: boolean;
+  /** The replica that allowed the request: its lease (strict mode) is debited the cost too. */
+  readonly replica?: string | null;
 }
 
 export interface DebitResult {
-  /** false: this request id was already settled (nothing debited this time). */
+  /**
+   * false: this request id was already settled finally (nothing debited this time). A final
+   * settlement of a request settled provisionally is applied: the difference is debited.
+   */
   readonly applied: boolean;
   readonly cost: number;
   /** The key's balance afterwards (`null`: unlimited, or the key is gone). */
   readonly balance: number | null;
 }
 
+/** A request settled by some replica: its id, the replica that allowed it (strict mode's lease holder), its cost. */
+export interface SettledRequest {
+  readonly requestId: string;
+  readonly replica: string | null;
+  readonly cost: number;
+  /** Not settled but released: the request ended before a Check's answer reached it (nothing went upstream). */
+  readonly released?: boolean;
+}
+
+/** What a reservation holds, for the provisional debit it becomes if it expires. */
+export interface ReservedRequest {
+  readonly group: string;
+  readonly model: string;
+  readonly protocol: string;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+}
+
 export interface ReserveResult {
   readonly ok: boolean;
   /** balance - open reservations (after this one when ok); `null`: unlimited or no such key. */
   readonly available: number | null;
+}
+
+/**
+ * A request allowed and not yet settled, as a store keeps it across a restart (file store): enough
+ * to settle it at its maximum when its deadline passes, or to hold it against its key meanwhile.
+ */
+export interface PendingRequest {
+  readonly requestId: string;
+  readonly keyId: string;
+  readonly keySha256?: string;
+  readonly group: string;
+  readonly model: string;
+  readonly protocol: Protocol;
+  readonly limited: boolean;
+  readonly maxInputTokens: number;
+  readonly maxOutputTokens: number;
+  readonly maxCost: number;
+  readonly bodyBytes: number;
+  readonly referencedInput: boolean;
+  readonly stream: boolean;
+  /** Epoch milliseconds. */
+  readonly since: number;
+  readonly deadline: number;
 }
 
 export interface UsageQuery {
@@ -150,15 +218,47 @@ export interface UsageQuery {
 
 /**
  * What the meter needs from a store. Every call is atomic; `debit` is idempotent per request id
- * (and drops that request's reservation); a rejected promise means "could not do it".
+ * (and drops that request's reservation), except that a final settlement replaces a provisional
+ * one; a balance or a total spent never becomes anything but a finite number (a debit that would
+ * make one rejects); a rejected promise means "could not do it".
  */
 export interface MeterStore {
   debit(request: DebitRequest): Promise<DebitResult>;
-  /** Strict mode: holds `amount` for a request while balance - open reservations covers it. */
-  reserve(requestId: string, keyId: string, amount: number, ttlSeconds: number): Promise<ReserveResult>;
+  /** debit(), synchronously, where the store can (in memory: the file store). Throws what debit() rejects with. */
+  debitNow?(request: DebitRequest): DebitResult;
+  /**
+   * Strict mode: holds `amount` for a request while balance - open reservations covers it. `held`
+   * says what the request is (its maximum in tokens): a reservation never settled becomes a
+   * provisional debit of `amount` with those tokens when it expires.
+   */
+  reserve(requestId: string, keyId: string, amount: number, ttlSeconds: number, held?: ReservedRequest): Promise<ReserveResult>;
+  /** Settles reservations past their time (provisionally, at what they hold); returns how many. */
+  expireReservations?(): Promise<number>;
   /** Drops a request's reservation without a debit (an error, no usage). */
   release(requestId: string): Promise<void>;
   usage(query: UsageQuery): Promise<UsageEntry[]>;
+  /**
+   * Strict mode without a round trip per request (a store that can: PostgreSQL): sets `replica`'s
+   * lease on a key's balance to `want` for `ttlSeconds`, but at most half of what the balance still
+   * covers beyond `need` and never more than it covers; what a request of `replica` costs comes off
+   * the lease with its debit. `granted` null: the key is unlimited.
+   */
+  lease?(replica: string, keyId: string, want: number, need: number, ttlSeconds: number): Promise<{ granted: number | null; balance: number | null }>;
+  /**
+   * Settlements any replica made (a store shared by replicas): the replica that allowed a request
+   * hears that it was settled elsewhere. Returns an unsubscribe function.
+   */
+  /**
+   * Announces to every replica requests that ended before a Check's answer reached them (their
+   * reports came here; the replica that allowed one releases it, and a store reservation of it is
+   * deleted). Batched; a store with one process needs none.
+   */
+  announceReleased?(requestId: string): void;
+  onSettled?(listener: (settled: readonly SettledRequest[]) => void): () => void;
+  /** Keeps the requests in flight across a restart (a store that can: the file store). */
+  checkpointPending?(requests: readonly PendingRequest[]): void;
+  /** The requests in flight an earlier process left (once, at start). */
+  restorePending?(): PendingRequest[];
 }
 
 /**

@@ -116,7 +116,7 @@ describe('the bundle of each setup', () => {
     expect(hcm(opa.yaml).http_filters[0].typed_config.with_request_body.pack_as_bytes).toBe(false);
     expect(clusters(opa.yaml).modelgate_authz.health_checks).toBeUndefined();
     const metered = renderBundle(demo, { authz: { port: 3, healthCheck: true, packAsBytes: true }, httpPort: 1, upstreamPort: 2, meter: true });
-    expect(hcm(metered.yaml).http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(hcm(metered.yaml).http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
     expect(clusters(metered.yaml).modelgate_meter).toBeDefined();
   });
 });

@@ -125,7 +125,7 @@ describe('writeCheckResponse for denials', () => {
   test('carries camelCase Struct metadata on a denial', () => {
     const d: Decision = { ...denial('model_not_in_group', ROUTE_OF.openai), keyId: 'alice', group: 'basic', model: 'gpt-5' };
     expect(write(d, PLAIN, undefined).dynamic_metadata).toEqual({
-      fields: { decision: { stringValue: 'deny' }, reason: { stringValue: 'model_not_in_group' }, style: { stringValue: 'chat' }, keyId: { stringValue: 'alice' }, group: { stringValue: 'basic' } },
+      fields: { decision: { stringValue: 'deny' }, reason: { stringValue: 'model_not_in_group' }, style: { stringValue: 'chat' }, keyId: { stringValue: 'alice' }, group: { stringValue: 'basic' }, metered: { boolValue: false } },
     });
   });
 
@@ -295,6 +295,8 @@ describe('writeCheckResponse for allows', () => {
         keyId: { stringValue: 'alice' },
         group: { stringValue: 'basic' },
         model: { stringValue: 'gemini-2.5-flash' },
+        // Always written: the meter's access log reads its absence as "no Check answer reached this request".
+        metered: { boolValue: false },
       },
     });
     expect(JSON.stringify(res.dynamic_metadata)).not.toMatch(/string_value/);

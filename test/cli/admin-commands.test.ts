@@ -90,9 +90,9 @@ const NO_PRICE = 'no price: metered, costs nothing';
 
 describe('with PostgreSQL', () => {
   it('migrates a fresh database once', async () => {
-    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 4.\n');
-    expect(await json('migrate')).toEqual({ from: 4, to: 4, applied: [] });
-    expect(await ok('migrate')).toBe('Schema already at version 4; nothing to do.\n');
+    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 5.\n');
+    expect(await json('migrate')).toEqual({ from: 5, to: 5, applied: [] });
+    expect(await ok('migrate')).toBe('Schema already at version 5; nothing to do.\n');
   });
 
   it('creates, updates and lists groups; --model replaces the list, other flags leave it alone', async () => {
@@ -316,15 +316,16 @@ describe('the --model syntax', () => {
 
 describe('usage and a database of another application', () => {
   it('shows the usage ledger newest first with totals, filtered by key, group and time', async () => {
-    await sql.query(`INSERT INTO modelgate.usage (request_id, time, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced) VALUES
-      ('r1', '2026-01-01T10:00:00Z', 'alice', 'basic', 'gpt-4o-mini', 'chat', 100, 20, 10, 0.36, true),
-      ('r2', '2026-01-02T10:00:00Z', 'alice', 'basic', 'gpt-4o', 'responses', 50, 5, 0, 0, false),
-      ('r3', '2026-01-03T10:00:00Z', 'bob', 'pro', 'o3', 'chat', 7, 3, 0, 0.1, true)`);
+    await sql.query(`INSERT INTO modelgate.usage (request_id, time, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional) VALUES
+      ('r1', '2026-01-01T10:00:00Z', 'alice', 'basic', 'gpt-4o-mini', 'chat', 100, 20, 10, 0.36, true, NULL, false),
+      ('r2', '2026-01-02T10:00:00Z', 'alice', 'basic', 'gpt-4o', 'responses', 50, 5, 0, 0, false, 'incomplete', false),
+      ('r3', '2026-01-03T10:00:00Z', 'bob', 'pro', 'o3', 'chat', 7, 3, 0, 0.1, true, 'no_report', true)`);
     expect(await ok('usage', '--key', 'alice')).toBe(
-      'TIME                  KEY    GROUP  MODEL        PROTOCOL   INPUT  CACHED  OUTPUT  COST\n' +
-      '2026-01-02T10:00:00Z  alice  basic  gpt-4o       responses  50     0       5       0 (no price)\n' +
-      '2026-01-01T10:00:00Z  alice  basic  gpt-4o-mini  chat       100    10      20      0.36\n' +
+      'TIME                  KEY    GROUP  MODEL        PROTOCOL   INPUT  CACHED  OUTPUT  COST          USAGE\n' +
+      '2026-01-02T10:00:00Z  alice  basic  gpt-4o       responses  50     0       5       0 (no price)  estimated (incomplete)\n' +
+      '2026-01-01T10:00:00Z  alice  basic  gpt-4o-mini  chat       100    10      20      0.36          provider\n' +
       '2 responses: 150 input (10 cached), 25 output tokens; cost 0.36\n');
+    expect(await ok('usage', '--key', 'bob')).toContain('maximum (no_report, provisional)');
     const all = await json<{ usage: { requestId: string }[]; totals: { responses: number; cost: number } }>('usage', '--since', '2026-01-02');
     expect(all.usage.map((u) => u.requestId)).toEqual(['r3', 'r2']);
     expect(all.totals).toMatchObject({ responses: 2, cost: 0.1 });
@@ -341,7 +342,7 @@ describe('usage and a database of another application', () => {
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/^modelgate: PostgreSQL at postgres:\/\/.*\(from DATABASE_URL\): the database already holds tables of another application \(public\.orders\).*--allow-foreign-tables/);
       expect((await run(['migrate'], { DATABASE_URL: url })).code).toBe(1);
-      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 4.\n');
+      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 5.\n');
       expect((await run(['keys', 'list'], { DATABASE_URL: url })).code).toBe(0);
     } finally {
       await other.end();

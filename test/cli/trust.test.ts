@@ -40,7 +40,7 @@ describe('envoy-config', () => {
     const r = await run(['envoy-config', '--config', tempConfig(withSecret)], { MG_SECRET: SECRET });
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
-    // ext_authz, ext_proc, the health check and the two rate limit filters (the embedded engine answers on the port).
+    // ext_authz, the meter's access log, the health check and the two rate limit filters (the embedded engine answers on the port).
     expect(r.stdout.split(`Bearer ${SECRET}`).length - 1).toBe(5);
   });
 
@@ -84,7 +84,7 @@ describe('explain against an authenticated port', () => {
     configPath = tempConfig(withSecret);
     service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: new LogSink(), watch: false, env: { MG_SECRET: SECRET } });
   });
-  afterAll(async () => service?.close(1000));
+  afterAll(async () => service?.close(1000, 0));
 
   const args = () => ['explain', '--addr', service.grpcAddress, '-H', `Authorization: Bearer ${DEMO_KEYS.alice}`, 'POST', '/v1/chat/completions', '{"messages":[],"model":"gpt-4o-mini"}'];
 

@@ -28,7 +28,7 @@ describe('parseConfig on the demo file', () => {
     expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
     const basic = config.groups.get('basic')!;
     expect(basic.available).toBe(true);
-    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true, price: { input: 0.15, output: 0.6, cachedInput: 0.075 }, maxOutputTokens: null });
+    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true, price: { input: 0.15, output: 0.6, cachedInput: 0.075 }, maxOutputTokens: 16384 });
     expect(basic.models.get('text-embedding-3-small')).toEqual({ name: 'text-embedding-3-small', protocols: ['embeddings'], available: true, price: { input: 0.02, output: 0, cachedInput: null }, maxOutputTokens: null });
     expect(basic.models.get('gemini-2.0-flash')).toEqual({ name: 'gemini-2.0-flash', protocols: ['generative'], available: false, price: null, maxOutputTokens: null });
     expect(config.groups.get('pro')!.models.get('gpt-4o')).toEqual({ name: 'gpt-4o', protocols: null, available: true, price: null, maxOutputTokens: null });
@@ -324,8 +324,13 @@ describe('prices and the meter', () => {
     expect(() => parseConfig(key('.inf'))).toThrow(/keys\[0\]\.balance: must be a number/);
   });
 
-  test('defaults the meter to on, soft, streams allowed', () => {
-    expect(parseConfig('').meter).toEqual({ enabled: true, mode: 'soft', unmeteredStreams: 'allow', maxOutputTokens: 4096, reservationSeconds: 900 });
+  test('defaults the meter to on, soft, streams without usage estimated', () => {
+    expect(parseConfig('').meter).toEqual({
+      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', maxOutputTokens: 32768, referencedInputTokens: 200_000,
+      usageCeiling: { inputTokens: 10_000_000, outputTokens: 1_000_000 }, leases: true, reservationSeconds: 900, drainSeconds: 25,
+    });
+    // `allow`, the older name of estimate, is still read.
+    expect(parseConfig('meter: { unmeteredStreams: allow }').meter.unmeteredStreams).toBe('allow');
     expect(() => parseConfig('meter: { mode: hard }')).toThrow(/meter\.mode: must be soft or strict/);
   });
 });

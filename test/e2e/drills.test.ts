@@ -32,12 +32,18 @@ async function metric(gw: Gateway, name: string): Promise<number> {
   return text.split('\n').filter((l) => l.startsWith(name)).reduce((n, l) => n + Number(l.split(' ').pop()), 0);
 }
 
-/** A gateway whose modelgate is a real process; no Envoy access log (a long drill would keep it all in memory). */
+/**
+ * A gateway whose modelgate is a real process; no stdout access log of Envoy's (a long drill would
+ * keep it all in memory); the meter's gRPC access log stays (without it every request stays in flight).
+ */
 function drillGateway(opts: { workers?: number; storeUrl?: string; config?: (demo: string) => string } = {}): Promise<Gateway> {
   return startGateway({
     modelgate: 'process', workers: opts.workers, storeUrl: opts.storeUrl, config: opts.config, keepLogLines: 1000,
     upstream: { chunkDelayMs: 0 },
-    editEnvoy: (b) => { delete b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.access_log; },
+    editEnvoy: (b) => {
+      const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+      hcm.access_log = hcm.access_log.filter((l: { name: string }) => l.name === 'envoy.access_loggers.http_grpc');
+    },
   });
 }
 

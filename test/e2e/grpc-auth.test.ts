@@ -1,9 +1,9 @@
 /**
  * Issue 21, finding 2, through the real Envoy: an authenticated gRPC port. The finding: a grpc-js
- * client sent one forged ExternalProcessor stream (x-modelgate-key-id: k5, usage 100k/100k) and the
+ * client sent one forged meter stream (x-modelgate-key-id: k5, usage 100k/100k) and the
  * key was debited with no key at all; anything reaching the port could run Checks without limit.
  * - grpc.secret: Envoy presents the secret with every call (the rendered initial_metadata of
- *   ext_authz, the meter's ext_proc, the rate limit filters' calls to the embedded engine and the
+ *   ext_authz, the meter's access log, the rate limit filters' calls to the embedded engine and the
  *   health check), so traffic through Envoy is decided, metered, rate limited and health-checked as
  *   before; a caller without it gets denials and UNAUTHENTICATED streams and calls, no key is
  *   debited and no key's rate limit window is counted.
@@ -74,7 +74,8 @@ for (const transport of ['builtin', 'node'] as const) {
       const filters = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters;
       const metadataOf = (name: string) => filters.find((f: { name: string }) => f.name === name).typed_config.grpc_service.initial_metadata;
       expect(metadataOf('envoy.filters.http.ext_authz')).toEqual([{ key: 'authorization', value: `Bearer ${SECRET}` }]);
-      expect(metadataOf('envoy.filters.http.ext_proc')).toEqual([{ key: 'authorization', value: `Bearer ${SECRET}` }]);
+      const als = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.access_log.find((l: { name: string }) => l.name === 'envoy.access_loggers.http_grpc');
+      expect(als.typed_config.common_config.grpc_service.initial_metadata).toEqual([{ key: 'authorization', value: `Bearer ${SECRET}` }]);
       for (const name of ['modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests']) {
         const f = filters.find((x: { name: string }) => x.name === name).typed_config.rate_limit_service.grpc_service;
         expect(f.envoy_grpc.cluster_name).toBe('modelgate_ratelimit');

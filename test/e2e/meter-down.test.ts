@@ -1,7 +1,8 @@
 /**
- * A meter that is off or cannot be reached never stops traffic (issue 11): responses go on
- * unchanged, and they are counted as unmetered, by modelgate when it is running with the meter
- * switched off, by Envoy when the meter cannot be reached at all (failure_mode_allow).
+ * A meter that is off or cannot be reached never stops traffic, and never makes it free: with the
+ * meter switched off at run time modelgate counts what it did not debit (meter_disabled); when
+ * Envoy's reports cannot reach it, every request it allowed settles at its maximum when its
+ * deadline passes (provisional, no_report).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -20,7 +21,7 @@ describeE2E('the meter switched off at run time', () => {
   }, 60_000);
   afterAll(() => gw?.close());
 
-  it('keeps every protocol serving and counts each response unmetered (meter_disabled), debiting nothing', async () => {
+  it('keeps every protocol serving and counts each response it did not debit (meter_disabled)', async () => {
     const text = readFileSync(gw.configPath, 'utf8');
     writeFileSync(gw.configPath, text.replace('meter:\n  enabled: true', 'meter:\n  enabled: false'));
     await waitFor('the reload', () => gw.modelgate.service!.config().meter.enabled === false);
@@ -50,12 +51,14 @@ describeE2E('a meter that cannot be reached', () => {
   beforeAll(async () => {
     const port = await closedPort();
     gw = await startGateway({
+      // Requests never reported settle 2 s after they were allowed (the default is 15 minutes).
+      config: (demo) => demo.replace('  reservationSeconds: 900 ', '  reservationSeconds: 2 '),
       envoyConfig: (yaml) => {
-        // The meter's filter points at a cluster where nothing listens.
+        // The meter's access log points at a cluster where nothing listens.
         const b = parse(yaml);
         const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
-        const extProc = hcm.http_filters.find((f: { name: string }) => f.name === 'envoy.filters.http.ext_proc');
-        extProc.typed_config.grpc_service.envoy_grpc.cluster_name = 'dead_meter';
+        const als = hcm.access_log.find((l: { name: string }) => l.name === 'envoy.access_loggers.http_grpc');
+        als.typed_config.common_config.grpc_service.envoy_grpc.cluster_name = 'dead_meter';
         b.static_resources.clusters.push({
           name: 'dead_meter', type: 'STATIC', connect_timeout: '0.25s',
           typed_extension_protocol_options: { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': { '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions', explicit_http_config: { http2_protocol_options: {} } } },
@@ -67,15 +70,17 @@ describeE2E('a meter that cannot be reached', () => {
   }, 60_000);
   afterAll(() => gw?.close());
 
-  it('keeps every protocol serving complete answers, and Envoy counts the streams it could not meter', async () => {
+  it('keeps every protocol serving, and settles each request at its maximum when its report never comes', async () => {
+    const store = gw.modelgate.service!.store;
     for (const c of PROTOCOL_CASES) {
       const reply = await sendProtocol(gw, c, DEMO_KEYS.alice);
       expect(reply.status, c.name).toBe(200);
       expect(reply.text, c.name).toMatch(/Hello from the demo upstream|usage|embedding/);
     }
-    const stats = await (await fetch(`${gw.envoy.adminUrl}/stats?filter=ext_proc`)).text();
-    // Envoy's own count of requests that went on without the meter (failure_mode_allow).
-    expect(stats).toContain(`http.modelgate.ext_proc.modelgate_meter.failure_mode_allowed: ${PROTOCOL_CASES.length}\n`);
-    expect((await gw.modelgate.service!.store.meter!.usage({ limit: 10 })).length).toBe(0);
+    await waitFor('the provisional settlements', async () => (await store.meter!.usage({ limit: 100 })).length === PROTOCOL_CASES.length, 15_000);
+    const rows = await store.meter!.usage({ limit: 100 });
+    // Never free: each at its maximum, provisionally (a report arriving later would replace it).
+    expect(rows.every((r) => r.estimated === 'no_report' && r.provisional === true && r.cost > 0)).toBe(true);
+    expect(await metricsOf(gw)).toMatch(new RegExp(`modelgate_meter_responses_total\\{result="provisional",reason="no_report"\\} ${PROTOCOL_CASES.length}\\b`));
   });
 });

@@ -4,14 +4,19 @@
  * most 10 of 100 concurrent requests through when the balance covers 10; a key driven to zero is
  * denied on two replicas (two Envoys, two modelgates, one database) within a second.
  */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { setGroup, setPrice } from '../../src/store/pg/groups';
+import { startService, type Service } from '../../src/server/service';
 import { migrate } from '../../src/store/pg/schema';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { expectedUsage, PROTOCOL_CASES, sendProtocol, waitFor, type ProtocolCase } from '../support/meter-cases';
 import { issueKey } from '../support/pg-keys';
 import { openPool, startPgServer, type PgServer } from '../support/pg-server';
+import { DEMO_CONFIG, LogSink } from '../support/service-harness';
 
 const PRICES: Record<string, [number, number]> = {
   'gpt-4o-mini': [2000, 8000],
@@ -71,14 +76,15 @@ describeE2E('metering on PostgreSQL through Envoy', () => {
   });
 
   it('debits 100 concurrent requests of one key exactly 100 times (no lost update)', async () => {
-    const key = await newKey(pool, 'busy', 1000);
+    // Enough for 100 requests at their maximum (soft mode holds each in flight at it).
+    const key = await newKey(pool, 'busy', 100_000);
     const replies = await Promise.all(Array.from({ length: 100 }, () => sendProtocol(gw, PROTOCOL_CASES[0], key)));
-    expect(replies.filter((r) => r.status === 200)).toHaveLength(100);
+    expect(replies.filter((r) => r.status !== 200).map((r) => r.text)).toEqual([]);
     await waitFor('100 debits', async () => (await rows(pool, 'busy')) === 100, 30_000);
     const { rows: [r] } = await pool.query<{ ok: boolean; n: number }>(
-      "SELECT k.balance = 1000 - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'busy') AS ok, (SELECT count(DISTINCT request_id)::int FROM modelgate.usage WHERE key_id = 'busy') AS n FROM modelgate.keys k WHERE id = 'busy'");
+      "SELECT k.balance = 100000 - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'busy') AS ok, (SELECT count(DISTINCT request_id)::int FROM modelgate.usage WHERE key_id = 'busy') AS n FROM modelgate.keys k WHERE id = 'busy'");
     expect(r).toEqual({ ok: true, n: 100 });
-    expect(Number(await balanceOf(pool, 'busy'))).toBeLessThan(1000);
+    expect(Number(await balanceOf(pool, 'busy'))).toBeLessThan(100_000);
   });
 
   it('serves a key in flight and denies it on its next request once its balance is spent', async () => {
@@ -132,21 +138,27 @@ describeE2E('strict metering on PostgreSQL through Envoy', () => {
     expect(denied.every((r) => r.headers['x-modelgate-reason'] === 'balance_insufficient')).toBe(true);
     expect(String(denied[0].headers['x-modelgate-hint'])).toMatch(/requests in flight/);
     await waitFor('every settlement', async () => (await rows(pool, 'tight')) === ok.length, 30_000);
-    // Settled to the real usage: no reservation left, the balance never below zero.
+    // Settled to the real usage: no reservation left, the leases given back once idle, the balance never below zero.
     expect((await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'tight'")).rows[0].n).toBe(0);
+    await waitFor('the lease to be given back', async () => (await pool.query("SELECT count(*)::int AS n FROM modelgate.leases WHERE key_id = 'tight' AND amount > 0")).rows[0].n === 0, 15_000);
     const { rows: [r] } = await pool.query<{ ok: boolean }>(`SELECT balance = $1::numeric - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'tight') AND balance >= 0 AS ok FROM modelgate.keys WHERE id = 'tight'`, [initial]);
     expect(r.ok).toBe(true);
   });
 
-  it('releases the reservation of a response that reports no usage', async () => {
+  it('settles a response that reports no usage with an estimate, leaving no reservation', async () => {
     const key = await newKey(pool, 'nousage', 10);
     const reply = await gw.send('POST', '/v1/chat/completions', {
       headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']],
       body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, max_tokens: 10, messages: [{ role: 'user', content: 'x' }] }),
     });
     expect(reply.status).toBe(200);
-    await waitFor('the release', async () => (await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'nousage'")).rows[0].n === 0);
-    expect(await balanceOf(pool, 'nousage')).toBe('10');
+    await waitFor('the settlement', async () => (await rows(pool, 'nousage')) === 1);
+    expect((await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'nousage'")).rows[0].n).toBe(0);
+    const { rows: [row] } = await pool.query("SELECT estimated, cost::float8 AS cost, provisional FROM modelgate.usage WHERE key_id = 'nousage'");
+    expect(row).toMatchObject({ estimated: 'stream_without_usage', provisional: false });
+    expect(row.cost).toBeGreaterThan(0);
+    const { rows: [b] } = await pool.query<{ ok: boolean }>("SELECT balance = 10 - (SELECT cost FROM modelgate.usage WHERE key_id = 'nousage') AS ok FROM modelgate.keys WHERE id = 'nousage'");
+    expect(b.ok).toBe(true);
   });
 });
 
@@ -189,5 +201,74 @@ describeE2E('two replicas on one PostgreSQL', () => {
     }
     expect(Object.keys(deniedAt).sort()).toEqual(['a', 'b']);
     expect(Math.max(deniedAt.a, deniedAt.b) - spentAt).toBeLessThan(1000);
+  });
+});
+
+describeE2E('a replica settling the requests another one allowed', () => {
+  let server: PgServer;
+  let pool: AdminDb;
+  const gateways: Gateway[] = [];
+  let settler: Service;
+  beforeAll(async () => {
+    server = await startPgServer();
+    pool = openPool(server.url);
+    await seed(pool);
+  }, 90_000);
+  afterAll(async () => {
+    for (const g of gateways) await g.close();
+    await settler?.close(1000, 0);
+    await pool?.end();
+    await server?.close();
+  });
+
+  /** One Envoy whose Checks go to its own modelgate and whose reports go to `settler`, another replica. */
+  async function split(strict: boolean): Promise<Gateway> {
+    const dir = mkdtempSync(join(tmpdir(), 'modelgate-settler-'));
+    const configPath = join(dir, 'modelgate.yaml');
+    writeFileSync(configPath, withStore(server.url, strict)(readFileSync(DEMO_CONFIG, 'utf8')));
+    settler ??= await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: new LogSink(), watch: false });
+    const port = Number(settler.grpcAddress.split(':').pop());
+    const gw = await startGateway({
+      config: withStore(server.url, strict),
+      editEnvoy: (b) => {
+        const meter = b.static_resources.clusters.find((c: { name: string }) => c.name === 'modelgate_meter');
+        meter.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = port;
+      },
+    });
+    gateways.push(gw);
+    return gw;
+  }
+
+  it('soft mode: the replica that allowed a request hears it was settled and stops holding it', async () => {
+    const gw = await split(false);
+    // gpt-4o-mini's maximum here (8,000 per million output tokens, 32,768 tokens) is about 262: the
+    // balance covers about three requests held at their maximum at once.
+    const key = await newKey(pool, 'split', 800);
+    for (let i = 0; i < 12; i++) {
+      const r = await sendProtocol(gw, PROTOCOL_CASES[0], key);
+      expect(r.status, `request ${i}: ${r.text}`).toBe(200);
+      await waitFor('its settlement', async () => (await rows(pool, 'split')) === i + 1);
+    }
+    // Settled by the other replica, and let go here at once (not at its deadline).
+    await waitFor('nothing held', () => gw.modelgate.service!.meter.deps.inFlight.size === 0);
+  });
+
+  it('strict mode with leases: never past the balance, and the lease follows the other replica\'s debits', async () => {
+    const gw = await split(true);
+    const c: ProtocolCase = { ...PROTOCOL_CASES[0], body: { model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'strict, split' }] } };
+    const maxCost = (Buffer.byteLength(JSON.stringify(c.body)) * 2000 + 50 * 8000) / 1e6;
+    const key = await newKey(pool, 'split-strict', null);
+    await pool.query("UPDATE modelgate.keys SET balance = 6 * $1::numeric WHERE id = 'split-strict'", [String(maxCost)]);
+    let served = 0;
+    for (let round = 0; round < 5; round++) {
+      const replies = await Promise.all(Array.from({ length: 20 }, () => sendProtocol(gw, c, key)));
+      served += replies.filter((r) => r.status === 200).length;
+      expect(replies.every((r) => r.status === 200 || r.headers['x-modelgate-reason'] === 'balance_insufficient')).toBe(true);
+      await waitFor('the round\'s settlements', async () => (await rows(pool, 'split-strict')) === served);
+    }
+    expect(served).toBeGreaterThanOrEqual(6);
+    expect(Number(await balanceOf(pool, 'split-strict'))).toBeGreaterThanOrEqual(0);
+    await waitFor('nothing held, the lease given back', async () => gw.modelgate.service!.meter.deps.inFlight.size === 0
+      && (await pool.query("SELECT count(*)::int AS n FROM modelgate.leases WHERE key_id = 'split-strict' AND amount > 0")).rows[0].n === 0, 15_000);
   });
 });

@@ -1,8 +1,8 @@
 /**
  * Balances that move (issue 11), through a real Envoy, modelgate and the demo upstream, on the
  * file store (the demo): every protocol's answer and stream debits exactly tokens x price; a key
- * driven to zero is denied; a chat stream without usage is counted as unmetered; the state file
- * keeps what was spent. (PostgreSQL, concurrency, strict mode and replicas: meter-pg.test.ts.)
+ * driven to zero is denied; a chat stream without usage, or cut short, is debited an estimate; the
+ * state file keeps what was spent. (Every money attack: money.test.ts.) (PostgreSQL, concurrency, strict mode and replicas: meter-pg.test.ts.)
  */
 import { existsSync, readFileSync } from 'node:fs';
 import * as http from 'node:http';
@@ -58,23 +58,29 @@ describeE2E('metering through Envoy (file store)', () => {
     expect([a.requestId, b.requestId]).not.toContain('chosen-by-the-client');
   });
 
-  it('counts a chat stream without include_usage as unmetered (stream_without_usage), debits nothing, and logs why', async () => {
+  it('debits an estimate for a chat stream without include_usage (stream_without_usage), and logs why', async () => {
     const before = await balance(DEMO_KEYS.alice);
+    const entries = (await ledger()).length;
     const reply = await gw.send('POST', '/v1/chat/completions', {
       headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json']],
       body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'no usage please' }] }),
     });
     expect(reply.status).toBe(200);
-    await waitFor('the unmetered line', async () => gw.modelgate.logLines().some((l) => l.includes('"reason":"stream_without_usage"')));
-    const line = JSON.parse(gw.modelgate.logLines().find((l) => l.includes('"reason":"stream_without_usage"'))!) as Record<string, unknown>;
-    expect(line).toMatchObject({ msg: 'unmetered', keyId: 'alice', model: 'gpt-4o-mini', protocol: 'chat', hint: expect.stringContaining('include_usage') });
-    expect(await balance(DEMO_KEYS.alice)).toBe(before);
+    await waitFor('the estimated debit', async () => (await ledger()).length === entries + 1);
+    const [entry] = await ledger();
+    expect(entry).toMatchObject({ keyId: 'alice', model: 'gpt-4o-mini', estimated: 'stream_without_usage', priced: true });
+    expect(entry.inputTokens).toBeGreaterThan(0);
+    expect(entry.outputTokens).toBeGreaterThan(0);
+    expect(await balance(DEMO_KEYS.alice)).toBeCloseTo(before - entry.cost, 10);
+    const line = JSON.parse(gw.modelgate.logLines().find((l) => l.includes('"estimated":"stream_without_usage"'))!) as Record<string, unknown>;
+    expect(line).toMatchObject({ msg: 'usage', keyId: 'alice', model: 'gpt-4o-mini', protocol: 'chat', hint: expect.stringContaining('include_usage') });
     const metrics = await (await fetch(`http://${gw.modelgate.httpAddress}/metrics`)).text();
-    expect(metrics).toMatch(/modelgate_meter_responses_total\{result="unmetered",reason="stream_without_usage"\} [1-9]/);
+    expect(metrics).toMatch(/modelgate_meter_responses_total\{result="estimated",reason="stream_without_usage"\} [1-9]/);
   });
 
-  it('counts a stream the client walked away from as unmetered (incomplete), debiting nothing', async () => {
+  it('debits an estimate for a stream the client walked away from (incomplete), never nothing', async () => {
     const before = await balance(DEMO_KEYS.alice);
+    const entries = (await ledger()).length;
     const body = JSON.stringify({ model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'I will hang up' }] });
     await new Promise<void>((resolve, reject) => {
       const url = new URL(gw.baseUrl);
@@ -89,8 +95,11 @@ describeE2E('metering through Envoy (file store)', () => {
       req.once('error', reject);
       req.end(body);
     });
-    await waitFor('the unmetered line', async () => gw.modelgate.logLines().some((l) => l.includes('"reason":"incomplete"')), 15_000);
-    expect(await balance(DEMO_KEYS.alice)).toBe(before);
+    await waitFor('the estimated debit', async () => (await ledger()).length === entries + 1, 15_000);
+    const [entry] = await ledger();
+    expect(entry).toMatchObject({ keyId: 'alice', estimated: 'incomplete' });
+    expect(entry.cost).toBeGreaterThan(0);
+    expect(await balance(DEMO_KEYS.alice)).toBeCloseTo(before - entry.cost, 10);
   });
 
   it('drives the trial key to zero, then denies it balance_insufficient on its next request', async () => {

@@ -74,12 +74,12 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     // Until the charge lands, requests pass; after it, the tokens used decide.
     let n = used;
     while (n < 30) {
-      await until('the charge', async () => gw.modelgate.service!.meter.pending === 0);
+      await until('the charge', async () => gw.modelgate.service!.meter.settledAll);
       const r = await sendAs(gw, 'openai', tokens.key);
       if (r.status !== 200) break;
       n += r.json().usage.total_tokens as number;
     }
-    await until('the last charge', async () => gw.modelgate.service!.meter.pending === 0);
+    await until('the last charge', async () => gw.modelgate.service!.meter.settledAll);
     const refused = await sendAs(gw, 'openai', tokens.key);
     expect(refused.status).toBe(429);
     expect(refused.headers['x-modelgate-reason']).toBe('tokens_rate_limited');

@@ -74,7 +74,7 @@ describeGlobal('rate limits across two Envoys and two replicas (Redis, envoyprox
       const r = await sendAs(gw, 'openai', key);
       expect(r.status, r.text).toBe(200);
       used += r.json().usage.total_tokens as number;
-      await until('the charge', () => gw.modelgate.service!.meter.pending === 0);
+      await until('the charge', () => gw.modelgate.service!.meter.settledAll);
       // The charge is one call to the service after the debit: wait until it was counted.
       await until('the token charge', async () => (await fetchCharged(gw)) >= Math.ceil((i + 1) / 2));
     }

@@ -63,7 +63,7 @@ const CONFIG = (demo: string): string => demo
   .replace('authzTimeoutMs: 1000', 'authzTimeoutMs: 300')
   .replace('upstreamIdleTimeoutSeconds: 300', 'upstreamIdleTimeoutSeconds: 1')
   .replace('maxRequestBytes: 33554432', 'maxRequestBytes: 65536')
-  .replace('unmeteredStreams: allow', 'unmeteredStreams: deny')
+  .replace('unmeteredStreams: estimate', 'unmeteredStreams: deny')
   + '\nconsole:\n  rateLimit:\n    perAddressPerMinute: 3\n    perKeyPerMinute: 100\n';
 
 async function closedPort(): Promise<number> {

@@ -232,9 +232,9 @@ describe('the settings modelgate relies on', () => {
     expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
-  it('runs the address-in-hints filter, ext_authz, then the meter (ext_proc), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between', () => {
+  it('runs the address-in-hints filter, ext_authz, then the meter (its Lua tail capture and the gzip decompressor), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.map((f) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(filters.map((f) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
   });
 
   it('writes no address into hints at run time when gateway.publicBaseUrl is set: the hints are rendered with it', () => {
@@ -244,47 +244,66 @@ describe('the settings modelgate relies on', () => {
     expect(yaml).toContain('use the Base URL https://llm.example.com/v1');
   });
 
-  it('meters without ever holding a response: observability mode, fail open, response body streamed, only the headers it reads', () => {
+  it('meters without ever holding a response: the Lua filter keeps the body\'s last bytes as it passes and publishes them as metadata', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    const meter = filters.find((f) => f.name === 'envoy.filters.http.ext_proc')!.typed_config;
-    expect(meter).toMatchObject({
-      grpc_service: { envoy_grpc: { cluster_name: 'modelgate_meter' } },
-      failure_mode_allow: true,
-      observability_mode: true,
-      processing_mode: { request_header_mode: 'SEND', response_header_mode: 'SEND', request_body_mode: 'NONE', response_body_mode: 'STREAMED', request_trailer_mode: 'SKIP', response_trailer_mode: 'SKIP' },
-    });
-    expect(meter.grpc_service.timeout).toBeUndefined();
-    expect(meter.forward_rules.allowed_headers.patterns.map((p: Obj) => p.exact)).toEqual(expect.arrayContaining(['x-modelgate-key-id', 'x-request-id', ':path', ':status', 'content-encoding']));
+    const lua = filters[2].typed_config;
+    expect(lua['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua');
+    const source = lua.default_source_code.inline_string as string;
+    // Streams chunk by chunk (bodyChunks), never h:body(), which would buffer the whole response.
+    expect(source).toContain('h:bodyChunks()');
+    expect(source).not.toMatch(/:body\(/);
+    expect(source).toContain('dynamicMetadata():set("modelgate.meter", "tail"');
+    expect(source).toContain('dynamicMetadata():set("modelgate.meter", "final"');
+    // Decompresses answers only (requests are left alone).
+    const dec = filters[3].typed_config;
+    expect(dec.decompressor_library.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip');
+    expect(dec.request_direction_config.common_config.enabled.default_value).toBe(false);
   });
 
-  it('turns the meter off on every route but the protocol endpoints, and leaves it on there', () => {
+  it('reports every metered request to the meter through the gRPC access log, batched, and nothing else', () => {
+    const logs = httpConnectionManager(envoyBundle().config).access_log as Obj[];
+    const als = logs.find((l) => l.name === 'envoy.access_loggers.http_grpc')!;
+    const metered = { filter: 'envoy.filters.http.ext_authz', path: [{ key: 'metered' }], value: { bool_match: true } };
+    const [marked, unanswered] = als.filter.or_filter.filters as Obj[];
+    // Every request the Check marked metered...
+    expect(marked).toEqual({ metadata_filter: { matcher: metered, match_if_key_not_found: false } });
+    // ...and every request no Check answer reached (no mark at all) that ended without a response or
+    // with the 503 of a failed Check: the meter releases what it may have admitted for them.
+    expect(unanswered.and_filter.filters[0]).toEqual({ metadata_filter: { matcher: metered, match_if_key_not_found: true } });
+    const codes = (unanswered.and_filter.filters[1].or_filter.filters as Obj[]).map((f) => f.status_code_filter.comparison);
+    expect(codes.map((c) => [c.op, c.value.default_value])).toEqual([['EQ', 0], ['EQ', 503]]);
+    expect(als.typed_config.common_config).toMatchObject({ transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: 'modelgate_meter' } }, buffer_flush_interval: '0.05s' });
+    expect(als.typed_config.additional_response_headers_to_log).toEqual(['content-type', 'content-encoding']);
+    // No request header is logged (a key could be in one).
+    expect(als.typed_config.additional_request_headers_to_log).toBeUndefined();
+  });
+
+  it('turns the meter off on every route but the protocol endpoints, where it asks providers only for encodings it reads', () => {
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     for (const r of routes) {
       const upstream = typeof r.route?.cluster === 'string' && r.route.cluster.startsWith('upstream_');
-      const off = r.typed_per_filter_config?.['envoy.filters.http.ext_proc'];
-      if (upstream) expect(off, r.name).toBeUndefined();
-      else expect(off, r.name).toEqual({ '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true });
+      for (const f of ['modelgate.meter', 'envoy.filters.http.decompressor']) {
+        const off = r.typed_per_filter_config?.[f];
+        if (upstream) expect(off, r.name).toBeUndefined();
+        else expect(off, r.name).toEqual({ '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true });
+      }
+      if (upstream) expect(r.request_headers_to_add, r.name).toEqual([{ header: { key: 'accept-encoding', value: 'gzip' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }]);
     }
   });
 
-  it("sends the meter's streams to modelgate's gRPC port on connections of their own, each retired after 900 streams", () => {
-    // Envoy resets every observability-mode stream; Node's HTTP/2 server sends GOAWAY after 1,000
-    // resets on a connection (then 33/s): the Checks on it would fail (bench/README-e2e.md).
+  it("sends the meter's access-log streams to modelgate's gRPC port over HTTP/2", () => {
     const clusters = envoyBundle().config.static_resources.clusters as Obj[];
     const byName = Object.fromEntries(clusters.map((c) => [c.name, c]));
     const meter = byName.modelgate_meter;
     expect(meter.load_assignment).toEqual({ ...byName.modelgate_authz.load_assignment, cluster_name: 'modelgate_meter' });
-    expect(meter.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']).toMatchObject({
-      explicit_http_config: { http2_protocol_options: {} },
-      common_http_protocol_options: { max_requests_per_connection: 900 },
-    });
-    expect(byName.modelgate_authz.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].common_http_protocol_options).toBeUndefined();
+    expect(meter.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']).toMatchObject({ explicit_http_config: { http2_protocol_options: {} } });
   });
 
   it('renders no meter when meter.enabled is false', () => {
     const yaml = renderEnvoyYaml(demoWith((y) => y.replace('meter:\n  enabled: true', 'meter:\n  enabled: false')));
-    expect(yaml).not.toContain('ext_proc');
+    expect(yaml).not.toContain('modelgate.meter');
     expect(yaml).not.toContain('modelgate_meter');
+    expect(yaml).not.toContain('decompressor');
   });
 
   it("drops every request trailer with Envoy's header_mutation filter, on upstream routes only", () => {
@@ -356,7 +375,7 @@ describe('the settings modelgate relies on', () => {
 
   it('logs JSON with the ext_authz metadata and nothing of the request line as sent', () => {
     const hcm = httpConnectionManager(envoyBundle().config);
-    const log = hcm.access_log[0].typed_config.log_format;
+    const log = (hcm.access_log as Obj[]).find((l) => l.name === 'envoy.access_loggers.stdout')!.typed_config.log_format;
     const fields = log.json_format as Record<string, string>;
     for (const k of ['keyId', 'group', 'model', 'reason', 'style', 'decision', 'path']) {
       expect(Object.values(fields)).toContain(`%DYNAMIC_METADATA(envoy.filters.http.ext_authz:${k})%`);
@@ -440,7 +459,8 @@ describe('the settings modelgate relies on', () => {
 
   it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
     const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
-    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers']);
+    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers']);
+    expect(parts.access_log.map((l: Obj) => l.name)).toEqual(['envoy.access_loggers.http_grpc']);
     expect(parts.connection_manager_settings).toMatchObject({ path_with_escaped_slashes_action: 'REJECT_REQUEST', common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' } });
     expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_ratelimit', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
     expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
@@ -512,7 +532,7 @@ describe('the gRPC port authenticated (issue 21)', () => {
       const c = b.static_resources.clusters.find((x: Obj) => x.name === name);
       expect(c.transport_socket.typed_config.common_tls_context.alpn_protocols, name).toEqual(['h2']);
     }
-    // ext_authz, ext_proc, the health check and the two rate limit filters (embedded engine).
+    // ext_authz, the meter's access log, the health check and the two rate limit filters (embedded engine).
     expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(5);
   });
 

@@ -1,12 +1,13 @@
 /**
- * The meter's word at Check time, through a real modelgate (file store): strict mode reserves a
- * request's maximum cost and denies what the balance minus requests in flight cannot cover; the
- * reservation is settled by the debit; `unmeteredStreams: deny` refuses chat streams that would
- * report no usage. Soft mode with streams allowed changes nothing.
+ * The meter's word at Check time, through a real modelgate (file store): every billable request is
+ * held in flight at its maximum cost; soft mode lets a key with a positive balance run one request
+ * and more only while the balance covers their maximum; strict mode reserves the maximum in the
+ * store; `unmeteredStreams: deny` refuses chat streams that would report no usage, reading
+ * `stream` as a lax upstream does.
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { maxCost, requestedMaxOutput, streamsWithoutUsage } from '../../src/meter/admission';
+import { tokensCost } from '../../src/meter/admission';
 import type { FileStore } from '../../src/store/file-store';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
@@ -18,18 +19,58 @@ afterEach(async () => {
 });
 
 const demo = readFileSync(DEMO_CONFIG, 'utf8');
+const strict = (): string => demo.replace('  mode: soft ', '  mode: strict ');
 const chat = (key: string, body: unknown) => ({
   method: 'POST', path: '/v1/chat/completions',
   headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']] as [string, string][],
   body: JSON.stringify(body),
 });
+const PRICE = { input: 0.15, output: 0.6, cachedInput: null };
+
+describe('soft mode (the default)', () => {
+  it('lets a key with a small balance run one request at a time, whatever it sends at once', async () => {
+    h = await startHarness();
+    const body = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] };
+    // trial's 0.00006 covers no request's maximum (16,384 output tokens of gpt-4o-mini), so the
+    // first is allowed (its balance is positive) and every other one while it is in flight is not.
+    const answers = await Promise.all(Array.from({ length: 50 }, () => h!.check(chat(DEMO_KEYS.trial, body))));
+    const reasons = answers.map(reasonOf);
+    expect(reasons.filter((r) => r === 'allowed')).toHaveLength(1);
+    expect(reasons.filter((r) => r === 'balance_insufficient')).toHaveLength(49);
+    const denied = answers.find((a) => reasonOf(a) === 'balance_insufficient')!;
+    expect(deniedHeader(denied, 'x-modelgate-hint')).toMatch(/^the key's balance \(0\.00006\) minus what its 1 request in flight may cost \([0-9.]+\) cannot cover this request's maximum cost \([0-9.]+\): wait for them to finish/);
+    // Settled, it leaves room again.
+    const id = h.logs.decisions().find((d) => d.reason === 'allowed')!.requestId as string;
+    await h.service.meter.deps.store!.debit({ requestId: id, keyId: 'trial', group: 'basic', model: 'gpt-4o-mini', protocol: 'chat', inputTokens: 1, outputTokens: 25, cachedInputTokens: 0, price: PRICE });
+    h.service.meter.deps.inFlight.take(id);
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, body)))).toBe('allowed');
+  });
+
+  it('lets a key run as many at once as its balance covers at their maximum (plus one)', async () => {
+    h = await startHarness();
+    const body = { model: 'gpt-4o-mini', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] };
+    const each = tokensCost(Buffer.byteLength(JSON.stringify(body)), 100, PRICE);
+    const answers = [];
+    for (let i = 0; i < 10; i++) answers.push(reasonOf(await h.check(chat(DEMO_KEYS.trial, body))));
+    // The first always; then each one while balance - held >= its maximum.
+    const fits = 1 + Math.floor((0.00006 - each) / each) + 1;
+    expect(answers.filter((r) => r === 'allowed')).toHaveLength(Math.min(10, fits));
+  });
+
+  it('holds nothing against unlimited keys and unpriced models', async () => {
+    h = await startHarness();
+    const big = { model: 'gpt-4o', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'x' }] };
+    const answers = await Promise.all(Array.from({ length: 20 }, () => h!.check(chat(DEMO_KEYS.bob, big))));
+    expect(answers.map(reasonOf).every((r) => r === 'allowed')).toBe(true);
+    expect(h.service.meter.deps.inFlight.held('bob')).toBe(0);
+  });
+});
 
 describe('strict mode', () => {
   it('reserves the maximum cost, denies what the balance minus reservations cannot cover, and frees it on settlement', async () => {
-    h = await startHarness({ configPath: tempConfig(demo.replace('  mode: soft ', '  mode: strict ')) });
+    h = await startHarness({ configPath: tempConfig(strict()) });
     const body = { model: 'gpt-4o-mini', max_tokens: 20, messages: [{ role: 'user', content: 'x' }] };
-    // gpt-4o-mini in basic: 0.15 in / 0.6 out per million; trial has 0.00006.
-    const each = maxCost(Buffer.byteLength(JSON.stringify(body)), 20, { input: 0.15, output: 0.6, cachedInput: null });
+    const each = tokensCost(Buffer.byteLength(JSON.stringify(body)), 20, PRICE);
     const fits = Math.floor(0.00006 / each);
     expect(fits).toBeGreaterThanOrEqual(1);
     const answers = [];
@@ -38,15 +79,42 @@ describe('strict mode', () => {
     expect(answers.slice(fits)).toEqual(['balance_insufficient', 'balance_insufficient', 'balance_insufficient']);
     const denied = await h.check(chat(DEMO_KEYS.trial, body));
     expect(deniedHeader(denied, 'x-modelgate-hint')).toMatch(/^the key's balance minus requests in flight \([0-9.e-]+\) cannot cover this request's maximum cost \([0-9.e-]+\)/);
-    // A settlement (the debit of one of them) drops its reservation: room for one more.
     const meter = (h.service.store as FileStore).meter!;
-    const held = [...h.logs.decisions()].filter((d) => d.reason === 'allowed').map((d) => d.requestId as string);
-    await meter.debit({ requestId: held[0], keyId: 'trial', group: 'basic', model: 'gpt-4o-mini', protocol: 'chat', inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, price: { input: 0.15, output: 0.6, cachedInput: null } });
+    const held = h.logs.decisions().filter((d) => d.reason === 'allowed').map((d) => d.requestId as string);
+    await meter.debit({ requestId: held[0], keyId: 'trial', group: 'basic', model: 'gpt-4o-mini', protocol: 'chat', inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, price: PRICE });
     expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, body)))).toBe('allowed');
   });
 
+  it('reserves n answers, every alias of the maximum, and the model cap when none is named', async () => {
+    h = await startHarness({ configPath: tempConfig(strict()) });
+    // 0.00006 at 0.6 per million output tokens is 100 output tokens at most.
+    const ok = { model: 'gpt-4o-mini', max_tokens: 20, messages: [] };
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, ok)))).toBe('allowed');
+    for (const body of [
+      { ...ok, n: 128 },
+      { ...ok, n: '8' },
+      { model: 'gpt-4o-mini', max_tokens: 20, max_completion_tokens: 5000, messages: [] },
+      { model: 'gpt-4o-mini', maxTokens: 5000, messages: [] },
+      { model: 'gpt-4o-mini', messages: [] },
+      { model: 'gpt-4o-mini', max_tokens: 20, previous_response_id: 'resp_1', messages: [] },
+    ]) expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, body))), JSON.stringify(body)).toBe('balance_insufficient');
+  });
+
+  it('reads Gemini\'s candidateCount and generation_config in snake case', async () => {
+    h = await startHarness({ configPath: tempConfig(strict()) });
+    const gen = (body: unknown) => ({
+      method: 'POST', path: '/v1beta/models/gemini-2.5-flash:generateContent',
+      headers: [['x-vendor-api-key', DEMO_KEYS.trial], ['content-type', 'application/json']] as [string, string][],
+      body: JSON.stringify(body),
+    });
+    // 0.00006 at 2.5 per million output tokens is 24 tokens.
+    expect(reasonOf(await h.check(gen({ contents: [], generationConfig: { maxOutputTokens: 5 } })))).toBe('allowed');
+    expect(reasonOf(await h.check(gen({ contents: [], generationConfig: { maxOutputTokens: 5, candidateCount: 8 } })))).toBe('balance_insufficient');
+    expect(reasonOf(await h.check(gen({ contents: [], generation_config: { max_output_tokens: 5000 } })))).toBe('balance_insufficient');
+  });
+
   it('reserves nothing for unlimited keys, unpriced models and token counts', async () => {
-    h = await startHarness({ configPath: tempConfig(demo.replace('  mode: soft ', '  mode: strict ').replace('balance: 0.1 ', 'balance: 0.000001 ')) });
+    h = await startHarness({ configPath: tempConfig(strict()) });
     const big = { model: 'gpt-4o-mini', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'x' }] };
     expect(reasonOf(await h.check(chat(DEMO_KEYS.bob, big)))).toBe('allowed');
     expect(reasonOf(await h.check(chat(DEMO_KEYS.bob, { ...big, model: 'gpt-4o' })))).toBe('allowed');
@@ -62,32 +130,21 @@ describe('strict mode', () => {
 describe('unmeteredStreams', () => {
   const stream = { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'x' }] };
 
-  it('deny: refuses a chat stream without include_usage with 400 stream_usage_required and a hint, and serves one with it', async () => {
-    h = await startHarness({ configPath: tempConfig(demo.replace('  unmeteredStreams: allow ', '  unmeteredStreams: deny ')) });
-    const refused = await h.check(chat(DEMO_KEYS.alice, stream));
-    expect(reasonOf(refused)).toBe('stream_usage_required');
-    expect(refused.denied_response?.status?.code).toBe('BadRequest');
-    expect(deniedHeader(refused, 'x-modelgate-hint')).toContain('"stream_options": {"include_usage": true}');
+  it('deny: refuses a chat stream without include_usage, however `stream` is spelled, and serves one with it', async () => {
+    h = await startHarness({ configPath: tempConfig(demo.replace('  unmeteredStreams: estimate ', '  unmeteredStreams: deny ')) });
+    for (const s of [true, 1, 'true', '1', 'True', 'yes', 'on']) {
+      const refused = await h.check(chat(DEMO_KEYS.alice, { ...stream, stream: s }));
+      expect(reasonOf(refused), JSON.stringify(s)).toBe('stream_usage_required');
+      expect(refused.denied_response?.status?.code).toBe('BadRequest');
+      expect(deniedHeader(refused, 'x-modelgate-hint')).toContain('"stream_options": {"include_usage": true}');
+    }
     expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, { ...stream, stream_options: { include_usage: true } })))).toBe('allowed');
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, { ...stream, stream: 'false' })))).toBe('allowed');
     expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, { model: 'gpt-4o-mini', messages: [] })))).toBe('allowed');
   });
 
-  it('allow (the default): serves it', async () => {
+  it('estimate (the default): serves it', async () => {
     h = await startHarness();
     expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, stream)))).toBe('allowed');
-  });
-});
-
-describe('estimates', () => {
-  it('reads the maximum output each protocol names', () => {
-    expect(requestedMaxOutput({ max_tokens: 10 })).toBe(10);
-    expect(requestedMaxOutput({ max_completion_tokens: 7, max_tokens: 10 })).toBe(7);
-    expect(requestedMaxOutput({ max_output_tokens: 5 })).toBe(5);
-    expect(requestedMaxOutput({ generationConfig: { maxOutputTokens: 3 } })).toBe(3);
-    expect(requestedMaxOutput({ max_tokens: -1 })).toBeUndefined();
-    expect(requestedMaxOutput({ max_tokens: '10' })).toBeUndefined();
-    expect(streamsWithoutUsage({ stream: true })).toBe(true);
-    expect(streamsWithoutUsage({ stream: true, stream_options: { include_usage: true } })).toBe(false);
-    expect(streamsWithoutUsage({ stream: false })).toBe(false);
   });
 });

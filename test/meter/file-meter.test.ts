@@ -16,7 +16,7 @@ const debit = (requestId: string, outputTokens = 1000): DebitRequest => ({
 });
 
 describe('FileStore with a meter', () => {
-  it('debits once per request id and serves the balance net of spending, invalidating the key', async () => {
+  it('debits once per request id and serves the balance net of spending, telling caches the new balance', async () => {
     const store = new FileStore(new Map(), [key(1)], { meter: true });
     const events: unknown[] = [];
     store.onInvalidate((e) => events.push(e));
@@ -24,7 +24,7 @@ describe('FileStore with a meter', () => {
     expect(await store.meter!.debit(debit('r1'))).toEqual({ applied: true, cost: 0.0089, balance: 0.9911 });
     expect(await store.meter!.debit(debit('r1'))).toEqual({ applied: false, cost: 0.0089, balance: 0.9911 });
     expect((await store.findKey('a'.repeat(64)))!.balance).toBe(0.9911);
-    expect(events).toEqual([{ kind: 'key', sha256: 'a'.repeat(64) }]);
+    expect(events).toEqual([{ kind: 'key', sha256: 'a'.repeat(64), balance: 0.9911 }]);
     expect(await store.meter!.usage({ keyId: 'k' })).toHaveLength(1);
   });
 
@@ -67,10 +67,54 @@ describe('FileStore with a meter', () => {
     const store = new FileStore(new Map(), [key(1)], { meter: true, now: () => now });
     expect(await store.meter!.reserve('a', 'k', 0.6, 60)).toEqual({ ok: true, available: 0.4 });
     expect((await store.meter!.reserve('b', 'k', 0.6, 60)).ok).toBe(false);
+    // A reservation outlives its request's deadline by a minute: the meter's provisional debit lands first.
     now += 61_000;
+    expect((await store.meter!.reserve('b', 'k', 0.6, 60)).ok).toBe(false);
+    now += 60_000;
     expect((await store.meter!.reserve('b', 'k', 0.6, 60)).ok).toBe(true);
     await store.meter!.release('b');
     expect((await store.meter!.reserve('c', 'k', 1, 60)).ok).toBe(true);
     expect(await store.meter!.reserve('d', 'nobody', 1, 60)).toEqual({ ok: false, available: null });
+  });
+
+  it('replaces a provisional settlement with the request\'s final one, debiting the difference, once', async () => {
+    const store = new FileStore(new Map(), [key(1)], { meter: true });
+    const m = store.meter!;
+    // Settled at its maximum without a report: 0.0089.
+    expect(await m.debit({ ...debit('r1'), estimated: 'no_report', provisional: true })).toMatchObject({ applied: true, cost: 0.0089, balance: 0.9911 });
+    // Another provisional settlement of it changes nothing.
+    expect((await m.debit({ ...debit('r1', 5000), estimated: 'no_report', provisional: true })).applied).toBe(false);
+    // The report: 100 output tokens, (400 x 2 + 100 + 100 x 8) / 1e6 = 0.0017.
+    expect(await m.debit(debit('r1', 100))).toMatchObject({ applied: true, cost: 0.0017, balance: 0.9983 });
+    expect((await m.debit(debit('r1', 100))).applied).toBe(false);
+    const rows = await m.usage({ keyId: 'k' });
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ requestId: 'r1', outputTokens: 100, cost: 0.0017 });
+    expect(rows[0].provisional).toBeUndefined();
+  });
+
+  it('marks estimates in the ledger and never lets what a key spent stop being a finite number', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'modelgate-meter-')), 'modelgate.state.json');
+    const store = new FileStore(new Map(), [key(1)], { path });
+    await store.meter!.debit({ ...debit('r1'), estimated: 'incomplete' });
+    expect((await store.meter!.usage({}))[0].estimated).toBe('incomplete');
+    await expect(store.meter!.debit({ ...debit('r2'), outputTokens: 1e308, price: { input: 1e12, output: 1e12, cachedInput: null } })).rejects.toThrow(/finite/);
+    await store.close();
+    const state = JSON.parse(readFileSync(path, 'utf8'));
+    expect(Number.isFinite(state.spent.k)).toBe(true);
+    // The state file it wrote loads again, and is only for its owner to read.
+    expect(() => new FileStore(new Map(), [key(1)], { path })).not.toThrow();
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+
+  it('keeps the requests in flight across a restart, once', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'modelgate-meter-')), 'modelgate.state.json');
+    const first = new FileStore(new Map(), [key(1)], { path });
+    const pending = { requestId: 'r9', keyId: 'k', group: 'g', model: 'm', protocol: 'chat' as const, limited: true, maxInputTokens: 10, maxOutputTokens: 20, maxCost: 0.001, bodyBytes: 10, referencedInput: false, stream: true, since: 1, deadline: 2 };
+    first.meter!.checkpointPending!([pending]);
+    await first.close();
+    const second = new FileStore(new Map(), [key(1)], { path });
+    expect(second.meter!.restorePending!()).toEqual([pending]);
+    expect(second.meter!.restorePending!()).toEqual([]);
   });
 });

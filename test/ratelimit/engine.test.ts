@@ -6,7 +6,6 @@ import { describe, expect, it } from 'vitest';
 import { EmbeddedEngine } from '../../src/ratelimit/embedded-engine';
 import { CODE, UNIT, decodeRequest, decodeResponse, encodeRequest, encodeResponse, type Descriptor } from '../../src/ratelimit/rls-codec';
 import { chargeDescriptors } from '../../src/ratelimit/charges';
-import { LocalInFlight } from '../../src/ratelimit/in-flight';
 import { ChargeBatcher } from '../../src/ratelimit/charge-batcher';
 
 const rpm = (key: string, limit: number, hits?: number): Descriptor => ({
@@ -68,22 +67,6 @@ describe('token charges', () => {
       { entries: [{ key: 'limit', value: 'tpm' }, { key: 'key', value: 'k' }], limit: { requestsPerUnit: 999, unit: UNIT.MINUTE }, hitsAddend: 321 },
       { entries: [{ key: 'limit', value: 'tpd_m' }, { key: 'key', value: 'k' }, { key: 'model', value: 'm' }], limit: { requestsPerUnit: 49999, unit: UNIT.DAY }, hitsAddend: 321 },
     ]);
-  });
-});
-
-describe('the in-flight stand-in table', () => {
-  it('counts per key, releases once per request, and gives back a slot past its ttl', () => {
-    let now = 0;
-    const t = new LocalInFlight({ now: () => now, ttlMs: 1000 });
-    t.acquire('k', 'r1');
-    t.acquire('k', 'r1');
-    t.acquire('k', 'r2');
-    expect(t.inFlight('k')).toBe(2);
-    t.release('r1');
-    t.release('r1');
-    expect(t.inFlight('k')).toBe(1);
-    now = 1001;
-    expect(t.inFlight('k')).toBe(0);
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * Issue 21, finding 2: the gRPC port authenticates its callers. With grpc.secret every call on the
- * port, whatever its service (Check, the meter's ExternalProcessor streams, the embedded rate limit
+ * port, whatever its service (Check, the meter's access-log streams, the embedded rate limit
  * engine's ShouldRateLimit, health, an unknown method), must carry `authorization: Bearer <secret>`; a Check without it is still answered with a
  * normal CheckResponse (a 503 authz_unauthenticated denial, in the client's error shape), never a
  * failed RPC that an Envoy set to fail open would let through; every other call fails
@@ -37,7 +37,7 @@ for (const transport of ['builtin', 'node'] as const) {
       const configPath = tempConfig(demoWith(`  secret: { env: MG_GRPC_SECRET }\n`).replace('transport: builtin', `transport: ${transport}`));
       service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, env: { MG_GRPC_SECRET: SECRET } });
     });
-    afterAll(async () => service?.close(1000));
+    afterAll(async () => service?.close(1000, 0));
 
     test('answers a Check that carries the secret as usual', async () => {
       expect(reasonOf(await check(service.grpcAddress, insecure, ALICE_CHAT, metadata(`Bearer ${SECRET}`)))).toBe('allowed');
@@ -139,7 +139,7 @@ describe('grpc.tls (mTLS)', () => {
         const text = demoWith(tlsSection(certs)).replace('transport: builtin', `transport: ${transport}`).replace(/^gateway:\n/m, `gateway:\n${gatewayTls(certs)}`);
         service = await startService({ configPath: tempConfig(text), grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, env: {} });
       });
-      afterAll(async () => service?.close(1000));
+      afterAll(async () => service?.close(1000, 0));
 
       test('answers a client with a certificate of the client CA', async () => {
         expect(reasonOf(await check(service.grpcAddress, ssl(certs, 'client'), ALICE_CHAT, metadata(), NAME))).toBe('allowed');
@@ -171,7 +171,7 @@ describe('the warning for an unauthenticated port beyond loopback', () => {
   const start = async (grpcSection: string, env: NodeJS.ProcessEnv) => {
     const logs = new LogSink();
     const service = await startService({ configPath: tempConfig(demoWith(grpcSection)), grpcAddress: '0.0.0.0:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, env });
-    await service.close(1000);
+    await service.close(1000, 0);
     return logs.lines.filter((l) => l.level === 40).map((l) => String(l.msg));
   };
 

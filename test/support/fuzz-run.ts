@@ -87,10 +87,11 @@ export async function startFuzzGateway(editEnvoy?: (bootstrap: Record<string, an
         c.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config = { http2_protocol_options: {} };
         // The family, for the oracle's "went to the right upstream" check.
         const route = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes as Array<{ route?: { cluster?: string }; request_headers_to_add?: unknown[] }>;
-        for (const r of route) if (r.route?.cluster === name) r.request_headers_to_add = [{ header: { key: 'x-fuzz-family', value: name === 'upstream_chat' ? 'chat' : 'generative' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }];
+        for (const r of route) if (r.route?.cluster === name) r.request_headers_to_add = [...(r.request_headers_to_add ?? []), { header: { key: 'x-fuzz-family', value: name === 'upstream_chat' ? 'chat' : 'generative' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }];
       }
-      // No access log either (Envoy's output is kept in memory by the harness).
-      delete b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.access_log;
+      // No stdout access log either (Envoy's output is kept in memory by the harness); the meter's stays.
+      const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+      hcm.access_log = hcm.access_log.filter((l: { name: string }) => l.name === 'envoy.access_loggers.http_grpc');
       editEnvoy?.(b);
     },
   });

@@ -224,7 +224,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       logLines: () => logs.raw,
       kill: () => { throw new Error('an in-process modelgate cannot be signalled; use modelgate: "process"'); },
       restart: () => Promise.reject(new Error('in-process modelgate cannot restart')),
-      close: () => service.close(1000),
+      // Envoy is stopped first: no report can come any more.
+      close: () => service.close(1000, 0),
     };
   }
 

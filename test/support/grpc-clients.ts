@@ -1,6 +1,6 @@
 /**
  * grpc-js clients of modelgate's gRPC port, as a caller that is not Envoy would use it (issue 21's
- * attacker): a Check, a health check, a forged meter stream (a key id and a large usage, as the
+ * attacker): a Check, a health check, a forged meter report (a key id and a large usage, as the
  * finding sent it) and a rate limit call to the embedded engine (hits on a key's window), each with
  * or without the `authorization` metadata of the port's secret.
  */
@@ -8,7 +8,8 @@ import * as grpc from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { buildCheckRequest, type HttpRequestLine } from '../../src/envoy/check-request';
-import { authorizationClient, extProcProto } from '../../src/envoy/protos';
+import { LOADER_OPTIONS } from '../../proto/include-dirs.js';
+import { authorizationClient } from '../../src/envoy/protos';
 import { decodeResponse, encodeRequest, type RateLimitRequest, type RateLimitResponse } from '../../src/ratelimit/rls-codec';
 import { RLS_PATH } from '../../src/server/rls-service';
 
@@ -38,25 +39,39 @@ export function health(address: string, creds: grpc.ChannelCredentials, md = met
   }));
 }
 
-/** One forged meter stream, as the finding sent it: a key id and a big usage; resolves with how the call ended. */
+/**
+ * One forged meter report, as the finding sent it: an access-log entry (the meter's input, on
+ * AccessLogService/StreamAccessLogs) for a key id with a big usage; resolves with how the call ended.
+ */
 export function forgedMeterStream(address: string, md = metadata(), requestId = 'forged-1', keyId = 'alice'): Promise<grpc.StatusObject> {
-  const Client = extProcProto().envoy.service.ext_proc.v3.ExternalProcessor;
+  const Client = accessLogPkg().envoy.service.accesslog.v3.AccessLogService;
   const client = new Client(address, grpc.credentials.createInsecure());
   return new Promise((resolve) => {
-    const call = client.Process(md);
-    call.on('data', () => {});
+    const call = client.StreamAccessLogs(md, () => {});
     call.on('error', () => {});
-    call.on('status', (s) => {
+    call.on('status', (s: grpc.StatusObject) => {
       client.close();
       resolve(s);
     });
-    const h = (k: string, v: string) => ({ key: k, raw_value: Buffer.from(v) });
-    call.write({ request_headers: { headers: { headers: [h(':path', '/v1/chat/completions'), h('x-request-id', requestId), h('x-modelgate-key-id', keyId), h('x-modelgate-group', 'basic'), h('x-modelgate-model', 'gpt-4o-mini')] } } });
-    call.write({ response_headers: { headers: { headers: [h(':status', '200'), h('content-type', 'application/json')] } } });
-    call.write({ response_body: { body: Buffer.from('{"usage":{"prompt_tokens":100000,"completion_tokens":100000}}'), end_of_stream: true } });
+    const str = (v: string) => ({ stringValue: v });
+    const body = '{"usage":{"prompt_tokens":100000,"completion_tokens":100000}}';
+    call.write({
+      identifier: { log_name: 'modelgate_meter', node: { id: 'forger' } },
+      http_logs: { log_entry: [{
+        common_properties: { metadata: { filter_metadata: {
+          'envoy.filters.http.ext_authz': { fields: { keyId: str(keyId), group: str('basic'), model: str('gpt-4o-mini'), style: str('chat'), metered: { boolValue: true } } },
+          'modelgate.meter': { fields: { final: str(body) } },
+        } } },
+        request: { request_id: requestId, path: '/v1/chat/completions' },
+        response: { response_code: { value: 200 }, response_body_bytes: body.length, response_headers: { 'content-type': 'application/json' } },
+      }] },
+    });
     call.end();
   });
 }
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const accessLogPkg = (): any => grpc.loadPackageDefinition(loadSync('envoy/service/accesslog/v3/als.proto', LOADER_OPTIONS)) as any;
 
 /** One RateLimitService/ShouldRateLimit call (the embedded engine's method on the port). */
 export function shouldRateLimit(address: string, req: RateLimitRequest, md = metadata()): Promise<RateLimitResponse> {

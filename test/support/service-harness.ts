@@ -34,7 +34,8 @@ export interface Harness {
   readonly logs: LogSink;
   readonly configPath: string;
   check(line: HttpRequestLine): Promise<CheckResponse__Output>;
-  close(): Promise<void>;
+  /** Stops the service; requests still in flight are settled at once (no meter drain) unless `meterDrainMs` says. */
+  close(meterDrainMs?: number): Promise<void>;
 }
 
 /** A temp copy of a config (the demo by default, or the given YAML text). */
@@ -59,9 +60,9 @@ export async function startHarness(opts: Partial<ServiceOptions> = {}): Promise<
     check: (line) => new Promise((resolve, reject) => {
       client.Check(buildCheckRequest(line), (err, res) => (err ? reject(err) : resolve(res!)));
     }),
-    async close() {
+    async close(meterDrainMs = 0) {
       client.close();
-      await service.close(1000);
+      await service.close(1000, meterDrainMs);
     },
   };
 }

@@ -23,6 +23,9 @@ export interface PgListenerOptions {
   readonly reconnectMinMs: number;
   readonly reconnectMaxMs: number;
   readonly onEvent: (event: InvalidationEvent) => void;
+  /** A second channel, listened to on the same connection (the meter's settlements), and what hears it. */
+  readonly settledChannel?: string;
+  readonly onSettled?: (payload: string | undefined) => void;
   /** Connection state changes and failures, for logs and readiness. */
   readonly onState: (connected: boolean, error?: Error) => void;
 }
@@ -108,8 +111,10 @@ export class PgListener {
         await client.connect();
         client.on('notification', (msg) => {
           if (msg.channel === this.options.channel) this.options.onEvent(parseInvalidation(msg.payload));
+          else if (msg.channel === this.options.settledChannel) this.options.onSettled?.(msg.payload);
         });
         await client.query(`LISTEN ${client.escapeIdentifier(this.options.channel)}`);
+        if (this.options.settledChannel) await client.query(`LISTEN ${client.escapeIdentifier(this.options.settledChannel)}`);
       } catch (err) {
         client.end().catch(() => {});
         if (this.closed) break;

@@ -1,12 +1,17 @@
 /**
- * The meter's side of the PostgreSQL store (issue 11): debits, strict-mode reservations and the
- * usage ledger. Each operation is one statement (the functions of schema.ts migration 2), so it
- * is atomic, and a debit is applied at most once per request id. The keys table's triggers send
- * the invalidation, so every replica's cache forgets the balance within a round trip.
+ * The meter's side of the PostgreSQL store: debits, strict-mode reservations and the usage ledger.
+ * Each operation is one statement (the functions of schema.ts), so it is atomic, and a debit is
+ * applied at most once per request id (a final settlement replaces a provisional one).
+ *
+ * Debits are batched without waiting: the first goes at once; those that arrive while batches are
+ * in flight are sent together when one comes back (debit_many: one statement, one balance update
+ * and one notification per key). Under load a debit costs PostgreSQL a share of a statement;
+ * alone it costs what it did before. A row the batch finds already in the ledger is settled alone
+ * (debit): a duplicate, or the replacement of a provisional settlement.
  */
 import type pg from 'pg';
-import { SCHEMA } from './schema';
-import type { DebitRequest, DebitResult, MeterStore, ModelPrice, ReserveResult, UsageEntry, UsageQuery } from '../store';
+import { SCHEMA, SETTLED_CHANNEL } from './schema';
+import type { DebitRequest, DebitResult, MeterStore, ModelPrice, ReservedRequest, ReserveResult, SettledRequest, UsageEntry, UsageQuery } from '../store';
 
 /** The store's bounded query (store.ts): rejects with a one-line reason. */
 export type PgQuery = <R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]) => Promise<R[]>;
@@ -23,6 +28,8 @@ interface UsageRow {
   cached_input_tokens: string;
   cost: number;
   priced: boolean;
+  estimated: string | null;
+  provisional: boolean;
 }
 
 /**
@@ -35,39 +42,189 @@ function numeric(n: number | null): string | null {
   return String(n);
 }
 
-const tokens = (n: number): string => String(Math.max(0, Math.floor(n)));
+const tokens = (n: number): string => {
+  if (!Number.isFinite(n)) throw new Error(`not a finite token count: ${n}`);
+  return String(Math.max(0, Math.floor(n)));
+};
 
 function priceArgs(price: ModelPrice | null): (string | null)[] {
   return price === null ? [null, null, null] : [numeric(price.input), numeric(price.output), numeric(price.cachedInput)];
 }
 
+/** Debits per statement at most. */
+const BATCH_MAX = 500;
+/** Batches in flight at once (each holds a pool connection). */
+const BATCHES_IN_FLIGHT = 2;
+
+/** Released request ids per announcement: a NOTIFY payload holds under 8,000 bytes. */
+const ANNOUNCE_BYTES = 6000;
+/** Ids waiting to be announced at most; past it the rest settle at their deadline (never free). */
+const ANNOUNCE_QUEUE_MAX = 10_000;
+/** How long ids gather before an announcement (one statement per this at most). */
+const ANNOUNCE_MS = 50;
+
+interface Waiting {
+  readonly r: DebitRequest;
+  resolve(d: DebitResult): void;
+  reject(e: unknown): void;
+}
+
 export class PgMeterStore implements MeterStore {
+  readonly #queue: Waiting[] = [];
+  #inFlight = 0;
+  readonly #released = new Set<string>();
+  #announcing: NodeJS.Timeout | undefined;
+
   constructor(private readonly query: PgQuery) {}
 
-  async debit(r: DebitRequest): Promise<DebitResult> {
+  debit(r: DebitRequest): Promise<DebitResult> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ r, resolve, reject });
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (this.#inFlight < BATCHES_IN_FLIGHT && this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, BATCH_MAX);
+      this.#inFlight++;
+      void this.#send(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  async #send(batch: Waiting[]): Promise<void> {
+    if (batch.length === 1) {
+      const w = batch[0];
+      await this.#debitOne(w.r).then(w.resolve, w.reject);
+      return;
+    }
+    let rows: { request_id: string; applied: boolean; conflict: boolean; cost: number; balance: number | null }[];
+    try {
+      const json = JSON.stringify(batch.map(({ r }) => {
+        const cached = Math.min(r.cachedInputTokens, r.inputTokens);
+        const [pi, po, pc] = priceArgs(r.price);
+        return {
+          request_id: r.requestId, key_id: r.keyId, group_name: r.group, model: r.model, protocol: r.protocol,
+          input_tokens: tokens(r.inputTokens), output_tokens: tokens(r.outputTokens), cached_input_tokens: tokens(cached),
+          price_in: pi, price_out: po, price_cached: pc, estimated: r.estimated ?? null, provisional: r.provisional === true, replica: r.replica ?? null,
+        };
+      }));
+      rows = await this.query('debit', `SELECT request_id, applied, conflict, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit_many($1::jsonb)`, [json]);
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+      return;
+    }
+    // A request id twice in one batch: the first row answers it; the rest settle alone.
+    const byId = new Map<string, (typeof rows)[number]>();
+    for (const row of rows) if (!byId.has(row.request_id)) byId.set(row.request_id, row);
+    const seen = new Set<string>();
+    for (const w of batch) {
+      const row = byId.get(w.r.requestId);
+      if (!row || row.conflict || seen.has(w.r.requestId)) {
+        await this.#debitOne(w.r).then(w.resolve, w.reject);
+        continue;
+      }
+      seen.add(w.r.requestId);
+      w.resolve({ applied: row.applied, cost: row.cost, balance: row.balance });
+    }
+  }
+
+  async #debitOne(r: DebitRequest): Promise<DebitResult> {
     const cached = Math.min(r.cachedInputTokens, r.inputTokens);
     const rows = await this.query<{ applied: boolean; cost: number; balance: number | null }>('debit',
-      `SELECT applied, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price)]);
+      `SELECT applied, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price), r.estimated ?? null, r.provisional === true, r.replica ?? null]);
     const row = rows[0];
     return { applied: row.applied, cost: row.cost, balance: row.balance };
   }
 
-  async reserve(requestId: string, keyId: string, amount: number, ttlSeconds: number): Promise<ReserveResult> {
+  async reserve(requestId: string, keyId: string, amount: number, ttlSeconds: number, held?: ReservedRequest): Promise<ReserveResult> {
     const rows = await this.query<{ ok: boolean; available: number | null }>('reserve',
-      `SELECT ok, available::float8 AS available FROM ${SCHEMA}.reserve($1, $2, $3, $4)`,
-      [requestId, keyId, numeric(amount), Math.max(1, Math.ceil(ttlSeconds))]);
+      `SELECT ok, available::float8 AS available FROM ${SCHEMA}.reserve($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [requestId, keyId, numeric(amount), Math.max(1, Math.ceil(ttlSeconds)), held?.group ?? null, held?.model ?? null, held?.protocol ?? null,
+        held ? tokens(held.inputTokens) : null, held ? tokens(held.outputTokens) : null]);
     return { ok: rows[0].ok, available: rows[0].available };
+  }
+
+  async lease(replica: string, keyId: string, want: number, need: number, ttlSeconds: number): Promise<{ granted: number | null; balance: number | null }> {
+    const rows = await this.query<{ granted: number | null; balance: number | null }>('lease',
+      `SELECT granted::float8 AS granted, balance::float8 AS balance FROM ${SCHEMA}.lease($1, $2, $3, $4, $5)`,
+      [replica, keyId, numeric(Math.max(0, want)), numeric(Math.max(0, need)), Math.max(1, Math.ceil(ttlSeconds))]);
+    return rows[0] ?? { granted: 0, balance: null };
+  }
+
+  /** Hands settlement notifications (SETTLED_CHANNEL) to the listeners; a payload it cannot read is ignored. */
+  settledNotification(payload: string | undefined): void {
+    let parsed: SettledRequest[] = [];
+    try {
+      const v = JSON.parse(payload ?? '') as { s?: unknown; r?: unknown };
+      if (Array.isArray(v.s)) {
+        parsed = v.s.flatMap((e): SettledRequest[] => (Array.isArray(e) && typeof e[0] === 'string'
+          ? [{ requestId: e[0], replica: typeof e[1] === 'string' ? e[1] : null, cost: Number(e[2]) || 0 }] : []));
+      } else if (Array.isArray(v.r)) {
+        parsed = v.r.flatMap((id): SettledRequest[] => (typeof id === 'string' ? [{ requestId: id, replica: null, cost: 0, released: true }] : []));
+      }
+    } catch { /* nothing to hand on */ }
+    if (parsed.length === 0) return;
+    for (const l of this.#settledListeners) l(parsed);
+  }
+
+  readonly #settledListeners = new Set<(s: readonly SettledRequest[]) => void>();
+
+  onSettled(listener: (settled: readonly SettledRequest[]) => void): () => void {
+    this.#settledListeners.add(listener);
+    return () => this.#settledListeners.delete(listener);
+  }
+
+  /**
+   * Requests that ended before a Check's answer reached them, announced on SETTLED_CHANNEL as
+   * `{"r":[ids]}` (the replica that allowed one releases it: meter.ts) with their reservations
+   * deleted, in one statement per ANNOUNCE_MS at most, whatever the rate of such reports.
+   */
+  announceReleased(requestId: string): void {
+    if (this.#released.size >= ANNOUNCE_QUEUE_MAX || requestId.length > 200) return;
+    this.#released.add(requestId);
+    if (this.#announcing) return;
+    this.#announcing = setTimeout(() => void this.#announce(), ANNOUNCE_MS);
+    this.#announcing.unref();
+  }
+
+  async #announce(): Promise<void> {
+    const ids: string[] = [];
+    let bytes = 0;
+    for (const id of this.#released) {
+      if (bytes + id.length + 3 > ANNOUNCE_BYTES) break;
+      ids.push(id);
+      bytes += id.length + 3;
+      this.#released.delete(id);
+    }
+    try {
+      await this.query('announce released', `WITH d AS (DELETE FROM ${SCHEMA}.reservations WHERE request_id = ANY($1::text[]))
+        SELECT pg_notify('${SETTLED_CHANNEL}', json_build_object('r', $1::text[])::text)`, [ids]);
+    } catch { /* not announced: those requests settle at their deadline, provisionally */ }
+    this.#announcing = undefined;
+    if (this.#released.size > 0) {
+      this.#announcing = setTimeout(() => void this.#announce(), ANNOUNCE_MS);
+      this.#announcing.unref();
+    }
   }
 
   async release(requestId: string): Promise<void> {
     await this.query('release', `DELETE FROM ${SCHEMA}.reservations WHERE request_id = $1`, [requestId]);
   }
 
+  async expireReservations(): Promise<number> {
+    const rows = await this.query<{ n: number }>('expire reservations', `SELECT ${SCHEMA}.expire_reservations(1000) AS n`, []);
+    return rows[0].n;
+  }
+
   async usage(q: UsageQuery): Promise<UsageEntry[]> {
     const rows = await this.query<UsageRow>('usage',
       `SELECT time, request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens,
-          cost::float8 AS cost, priced
+          cost::float8 AS cost, priced, estimated, provisional
         FROM ${SCHEMA}.usage
         WHERE ($1::text IS NULL OR key_id = $1) AND ($2::text IS NULL OR group_name = $2) AND ($3::timestamptz IS NULL OR time >= $3)
         ORDER BY time DESC, request_id LIMIT $4`,
@@ -75,7 +232,7 @@ export class PgMeterStore implements MeterStore {
     return rows.map((r) => ({
       time: r.time.getTime(), requestId: r.request_id, keyId: r.key_id, group: r.group_name, model: r.model, protocol: r.protocol,
       inputTokens: Number(r.input_tokens), outputTokens: Number(r.output_tokens), cachedInputTokens: Number(r.cached_input_tokens),
-      cost: r.cost, priced: r.priced,
+      cost: r.cost, priced: r.priced, ...(r.estimated ? { estimated: r.estimated as UsageEntry['estimated'] } : {}), ...(r.provisional ? { provisional: true } : {}),
     }));
   }
 }

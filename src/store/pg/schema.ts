@@ -18,6 +18,15 @@ export const SCHEMA = 'modelgate';
 export const INVALIDATION_CHANNEL = 'modelgate_invalidate';
 
 /**
+ * Settlements (migration 5): `{"s":[[request id, replica or null, cost], ...]}` after each batch of
+ * debits, so the replica that allowed a request (and holds it in flight, or leased its balance) hears
+ * that another replica settled it; and `{"r":[request id, ...]}` for requests released because they
+ * ended before a Check's answer reached them (meter-store.ts announceReleased). A channel of its own: a replica of an older build, which reads
+ * anything unknown on the invalidation channel as "forget everything", never sees these.
+ */
+export const SETTLED_CHANNEL = 'modelgate_settled';
+
+/**
  * Key of the transaction-scoped advisory lock that serialises migrations, so replicas starting at
  * the same moment apply each migration exactly once ('modelgat' in ASCII, a fixed signed bigint).
  */
@@ -328,6 +337,230 @@ $$;
 ALTER TABLE groups ADD COLUMN limits jsonb CONSTRAINT groups_limits_valid CHECK (limits_valid(limits, true));
 ALTER TABLE group_models ADD COLUMN limits jsonb CONSTRAINT group_models_limits_valid CHECK (limits_valid(limits, false));
 ALTER TABLE keys ADD COLUMN limits jsonb CONSTRAINT keys_limits_valid CHECK (limits_valid(limits, true));
+`,
+  },
+  /*
+   * Version 5. Nothing served unpaid, and strict budgets without a row lock per request:
+   * - a ledger row says whether its tokens are the provider's or an estimate (and why), and whether
+   *   it is a provisional settlement at the request's maximum (no report came), which the request's
+   *   next settlement replaces;
+   * - a reservation whose settlement never comes becomes such a provisional row when it expires
+   *   (expire_reservations): a crashed replica cannot make a request free;
+   * - leases (strict mode): a replica takes a slice of a key's balance in one statement and reserves
+   *   from it in memory; what a request costs comes off the balance and off its replica's lease
+   *   together, so balance >= every lease + every reservation holds at every commit;
+   * - settlements come in batches (debit_many: one statement, one balance update per key) and are
+   *   announced on their own channel (SETTLED_CHANNEL) for the replica that allowed them.
+   */
+  {
+    version: 5,
+    name: 'estimated and provisional settlements; reservations that expire into debits; strict-mode leases; batched debits',
+    sql: `
+ALTER TABLE usage
+  ADD COLUMN estimated text CHECK (estimated IN ('stream_without_usage', 'no_usage', 'incomplete', 'undecodable', 'implausible', 'no_report')),
+  ADD COLUMN provisional boolean NOT NULL DEFAULT false;
+
+-- What a reservation settles as when it expires: the request's maximum in tokens.
+ALTER TABLE reservations
+  ADD COLUMN group_name text,
+  ADD COLUMN model text,
+  ADD COLUMN protocol text,
+  ADD COLUMN input_tokens bigint CHECK (input_tokens >= 0),
+  ADD COLUMN output_tokens bigint CHECK (output_tokens >= 0);
+CREATE INDEX reservations_expires ON reservations (expires_at);
+
+-- Strict mode's leases: the part of a key's balance a replica may reserve from without asking.
+-- A lease past expires_at counts for nothing (its replica stopped renewing it: gone).
+CREATE TABLE leases (
+  replica text NOT NULL CHECK (replica <> '' AND length(replica) <= 200),
+  key_id text NOT NULL REFERENCES keys (id) ON DELETE CASCADE ON UPDATE CASCADE,
+  amount numeric NOT NULL CHECK (amount >= 0 AND amount < 1e100),
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (key_id, replica)
+);
+
+-- What a key's balance still covers: minus open reservations and live leases (but p_replica's own).
+CREATE FUNCTION held(p_key text, p_replica text) RETURNS numeric LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT sum(r.amount) FROM ${SCHEMA}.reservations r WHERE r.key_id = p_key), 0)
+       + coalesce((SELECT sum(l.amount) FROM ${SCHEMA}.leases l WHERE l.key_id = p_key AND l.expires_at > now()
+                     AND l.replica IS DISTINCT FROM p_replica), 0)
+$$;
+
+DROP FUNCTION reserve(text, text, numeric, integer);
+CREATE FUNCTION reserve(p_request text, p_key text, p_amount numeric, p_seconds integer,
+  p_group text, p_model text, p_protocol text, p_input bigint, p_output bigint)
+RETURNS TABLE (ok boolean, available numeric) LANGUAGE plpgsql AS $$
+DECLARE
+  b numeric;
+  held numeric;
+BEGIN
+  SELECT k.balance INTO b FROM ${SCHEMA}.keys k WHERE k.id = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT false, NULL::numeric;
+    RETURN;
+  END IF;
+  IF b IS NULL THEN
+    RETURN QUERY SELECT true, NULL::numeric;
+    RETURN;
+  END IF;
+  -- Expired reservations still count until they have become provisional debits.
+  held := ${SCHEMA}.held(p_key, NULL);
+  IF b - held <= 0 OR b - held < p_amount THEN
+    RETURN QUERY SELECT false, b - held;
+    RETURN;
+  END IF;
+  INSERT INTO ${SCHEMA}.reservations (request_id, key_id, amount, expires_at, group_name, model, protocol, input_tokens, output_tokens)
+    VALUES (p_request, p_key, p_amount, now() + make_interval(secs => p_seconds), p_group, p_model, p_protocol, p_input, p_output)
+    ON CONFLICT (request_id) DO NOTHING;
+  RETURN QUERY SELECT true, b - held - p_amount;
+END $$;
+
+-- Sets a replica's lease on a key for p_seconds: p_want, but never more than half of what the
+-- balance still covers beyond p_need (what the replica needs now), so replicas sharing a small
+-- balance each get a share; never more than the balance covers at all (0: none). One statement
+-- whatever it changes: the replica asks once for many requests.
+CREATE FUNCTION lease(p_replica text, p_key text, p_want numeric, p_need numeric, p_seconds integer)
+RETURNS TABLE (granted numeric, balance numeric) LANGUAGE plpgsql AS $$
+DECLARE
+  b numeric;
+  g numeric;
+BEGIN
+  SELECT k.balance INTO b FROM ${SCHEMA}.keys k WHERE k.id = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT 0::numeric, NULL::numeric;
+    RETURN;
+  END IF;
+  IF b IS NULL THEN
+    RETURN QUERY SELECT NULL::numeric, NULL::numeric;
+    RETURN;
+  END IF;
+  g := b - ${SCHEMA}.held(p_key, p_replica);
+  g := greatest(0, least(p_want, greatest(p_need, g / 2), g));
+  IF g = 0 THEN
+    DELETE FROM ${SCHEMA}.leases l WHERE l.key_id = p_key AND l.replica = p_replica;
+  ELSE
+    INSERT INTO ${SCHEMA}.leases (replica, key_id, amount, expires_at) VALUES (p_replica, p_key, g, now() + make_interval(secs => p_seconds))
+      ON CONFLICT (key_id, replica) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at;
+  END IF;
+  RETURN QUERY SELECT g, b;
+END $$;
+
+-- Settles one request: drops its reservation, writes (or, over a provisional row, replaces) its
+-- ledger row and debits the key the difference, and its replica's lease as much. At most once per
+-- request id, except that a settlement that is not provisional replaces a provisional one.
+DROP FUNCTION debit(text, text, text, text, text, bigint, bigint, bigint, numeric, numeric, numeric);
+CREATE FUNCTION debit(p_request text, p_key text, p_group text, p_model text, p_protocol text,
+  p_input bigint, p_output bigint, p_cached bigint, p_price_in numeric, p_price_out numeric, p_price_cached numeric,
+  p_estimated text, p_provisional boolean, p_replica text)
+RETURNS TABLE (applied boolean, cost numeric, balance numeric) LANGUAGE plpgsql AS $$
+DECLARE
+  c numeric;
+  b numeric;
+  old_cost numeric;
+  old_provisional boolean;
+  delta numeric;
+BEGIN
+  DELETE FROM ${SCHEMA}.reservations r WHERE r.request_id = p_request;
+  c := CASE WHEN p_price_in IS NULL OR p_price_out IS NULL THEN 0
+    ELSE ((p_input - p_cached) * p_price_in + p_cached * coalesce(p_price_cached, p_price_in) + p_output * p_price_out) / 1000000 END;
+  INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional)
+    VALUES (p_request, p_key, p_group, p_model, p_protocol, p_input, p_output, p_cached, c, p_price_in IS NOT NULL, p_estimated, p_provisional)
+    ON CONFLICT (request_id) DO NOTHING;
+  IF FOUND THEN
+    delta := c;
+  ELSE
+    SELECT u.cost, u.provisional INTO old_cost, old_provisional FROM ${SCHEMA}.usage u WHERE u.request_id = p_request FOR UPDATE;
+    IF NOT old_provisional OR p_provisional THEN
+      RETURN QUERY SELECT false, c, (SELECT k.balance FROM ${SCHEMA}.keys k WHERE k.id = p_key);
+      RETURN;
+    END IF;
+    UPDATE ${SCHEMA}.usage u SET time = now(), input_tokens = p_input, output_tokens = p_output, cached_input_tokens = p_cached,
+      cost = c, priced = p_price_in IS NOT NULL, estimated = p_estimated, provisional = false
+      WHERE u.request_id = p_request;
+    delta := c - old_cost;
+  END IF;
+  IF delta <> 0 THEN
+    UPDATE ${SCHEMA}.keys k SET balance = k.balance - delta WHERE k.id = p_key AND k.balance IS NOT NULL RETURNING k.balance INTO b;
+  ELSE
+    SELECT k.balance INTO b FROM ${SCHEMA}.keys k WHERE k.id = p_key;
+  END IF;
+  IF p_replica IS NOT NULL AND delta > 0 THEN
+    UPDATE ${SCHEMA}.leases l SET amount = greatest(0, l.amount - delta) WHERE l.key_id = p_key AND l.replica = p_replica;
+  END IF;
+  PERFORM pg_notify('${SETTLED_CHANNEL}', json_build_object('s', json_build_array(json_build_array(p_request, p_replica, c)))::text);
+  RETURN QUERY SELECT true, c, b;
+END $$;
+
+-- Many settlements in one statement: new ledger rows are inserted together, each key's balance and
+-- each lease is updated once, and one notification names them all. A row whose request id is already
+-- in the ledger is answered \`conflict\`: the caller settles it alone with debit() (a duplicate, or the
+-- replacement of a provisional row).
+CREATE FUNCTION debit_many(p jsonb)
+RETURNS TABLE (request_id text, applied boolean, conflict boolean, cost numeric, balance numeric) LANGUAGE sql AS $$
+  WITH input AS (
+    SELECT * FROM jsonb_to_recordset(p) AS x(request_id text, key_id text, group_name text, model text, protocol text,
+      input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, price_in numeric, price_out numeric, price_cached numeric,
+      estimated text, provisional boolean, replica text)
+  ), costed AS (
+    SELECT i.*, CASE WHEN i.price_in IS NULL OR i.price_out IS NULL THEN 0
+      ELSE ((i.input_tokens - i.cached_input_tokens) * i.price_in + i.cached_input_tokens * coalesce(i.price_cached, i.price_in) + i.output_tokens * i.price_out) / 1000000 END AS cost
+    FROM input i
+  ), dropped AS (
+    DELETE FROM ${SCHEMA}.reservations r USING costed c WHERE r.request_id = c.request_id
+  ), inserted AS (
+    INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional)
+      SELECT c.request_id, c.key_id, c.group_name, c.model, c.protocol, c.input_tokens, c.output_tokens, c.cached_input_tokens, c.cost,
+        c.price_in IS NOT NULL, c.estimated, coalesce(c.provisional, false)
+      FROM costed c
+      ON CONFLICT (request_id) DO NOTHING
+      RETURNING usage.request_id, usage.key_id, usage.cost
+  ), settled AS (
+    SELECT i.request_id, i.key_id, i.cost, c.replica FROM inserted i JOIN costed c ON c.request_id = i.request_id
+  ), updated AS (
+    UPDATE ${SCHEMA}.keys k SET balance = k.balance - s.total
+      FROM (SELECT st.key_id, sum(st.cost) AS total FROM settled st GROUP BY st.key_id) s
+      WHERE k.id = s.key_id AND k.balance IS NOT NULL AND s.total <> 0
+      RETURNING k.id, k.balance
+  ), leased AS (
+    UPDATE ${SCHEMA}.leases l SET amount = greatest(0, l.amount - s.total)
+      FROM (SELECT st.key_id, st.replica, sum(st.cost) AS total FROM settled st WHERE st.replica IS NOT NULL GROUP BY st.key_id, st.replica) s
+      WHERE l.key_id = s.key_id AND l.replica = s.replica AND s.total > 0
+  ), notified AS (
+    -- At most 8,000 bytes a notification: 60 settlements each.
+    SELECT pg_notify('${SETTLED_CHANNEL}', json_build_object('s', json_agg(json_build_array(g.request_id, g.replica, g.cost)))::text)
+    FROM (SELECT st.*, (row_number() OVER ()) / 60 AS chunk FROM settled st) g GROUP BY g.chunk
+  )
+  SELECT c.request_id, i.request_id IS NOT NULL, i.request_id IS NULL, c.cost,
+    CASE WHEN u.id IS NOT NULL THEN u.balance ELSE (SELECT k.balance FROM ${SCHEMA}.keys k WHERE k.id = c.key_id) END
+  FROM costed c
+    LEFT JOIN inserted i ON i.request_id = c.request_id
+    LEFT JOIN updated u ON u.id = c.key_id
+    CROSS JOIN (SELECT count(*) FROM notified) n
+$$;
+
+-- Reservations past their time settle at what they hold, provisionally: a report that comes
+-- later replaces them (debit). Run by every replica now and then; SKIP LOCKED lets them share it.
+-- Leases past their time are removed (they already count for nothing).
+CREATE FUNCTION expire_reservations(p_limit integer)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  n integer := 0;
+BEGIN
+  FOR r IN SELECT * FROM ${SCHEMA}.reservations x WHERE x.expires_at <= now() ORDER BY x.expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED LOOP
+    DELETE FROM ${SCHEMA}.reservations x WHERE x.request_id = r.request_id;
+    INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional)
+      VALUES (r.request_id, r.key_id, coalesce(r.group_name, ''), coalesce(r.model, ''), coalesce(r.protocol, ''),
+        coalesce(r.input_tokens, 0), coalesce(r.output_tokens, 0), 0, r.amount, true, 'no_report', true)
+      ON CONFLICT (request_id) DO NOTHING;
+    IF FOUND AND r.amount > 0 THEN
+      UPDATE ${SCHEMA}.keys k SET balance = k.balance - r.amount WHERE k.id = r.key_id AND k.balance IS NOT NULL;
+    END IF;
+    n := n + 1;
+  END LOOP;
+  DELETE FROM ${SCHEMA}.leases l WHERE l.expires_at <= now() - interval '1 minute';
+  RETURN n;
+END $$;
 `,
   },
 ];

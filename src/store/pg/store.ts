@@ -9,7 +9,7 @@
 import pg from 'pg';
 import { PgListener } from './listener';
 import { PgMeterStore } from './meter-store';
-import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, migrate, schemaVersion } from './schema';
+import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, SETTLED_CHANNEL, migrate, schemaVersion } from './schema';
 import { LIMIT_NAMES, PROTOCOLS } from '../store';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Limits, ModelPrice, ModelRecord, Protocol, Store } from '../store';
 
@@ -191,6 +191,8 @@ export class PgStore implements Store {
       reconnectMinMs: o.reconnectMinMs,
       reconnectMaxMs: o.reconnectMaxMs,
       onEvent: (event) => this.emit(event),
+      settledChannel: SETTLED_CHANNEL,
+      onSettled: (payload) => this.meter.settledNotification(payload),
       onState: (connected, error) => {
         if (error) this.options.onError?.(error, 'listener');
         if (connected) for (const wake of this.listeningWaiters.splice(0)) wake();

@@ -1,0 +1,130 @@
+/**
+ * The meter's part of the bundle (docs/metering.md): what Envoy does so that every allowed request
+ * is settled, at a few microseconds of Envoy's CPU per request.
+ *
+ * - `modelgate.meter` (Lua, upstream routes only): keeps the last METER_TAIL_BYTES of each response
+ *   body (the usage every provider reports sits at its end) and publishes them as dynamic metadata:
+ *   `tail` after the first chunk and as the body grows, so a stream cut short still leaves what it
+ *   had, and `final` at its end. It never holds a byte: chunks pass as they come.
+ * - `envoy.filters.http.decompressor` (upstream routes only): gzip answers are decompressed before the
+ *   meter reads them; the routes ask providers for gzip or nothing (accept-encoding: gzip), so an
+ *   answer the meter cannot read is one a provider sent unasked (estimated, never free).
+ * - the gRPC access log `modelgate_meter`: one entry per request the Check marked `metered`, when
+ *   its stream ends for whatever reason, batched on one stream per Envoy worker to modelgate's gRPC
+ *   port (AccessLogService). It carries the Check's metadata, the meter's, the status, the body
+ *   sizes and the response's content type and encoding.
+ */
+import { CLUSTER, EXT_AUTHZ_FILTER } from './render-routes';
+
+type Obj = Record<string, unknown>;
+
+/** The Lua filter's name, and the metadata namespace it writes (meter/access-log.ts reads it). */
+export const METER_FILTER = 'modelgate.meter';
+export const DECOMPRESSOR_FILTER = 'envoy.filters.http.decompressor';
+/** Bytes of a response's end the meter keeps; a usage object is a few hundred. */
+export const METER_TAIL_BYTES = 16384;
+/** What upstream routes ask providers for: encodings the meter reads (through the decompressor). */
+export const UPSTREAM_ACCEPT_ENCODING = 'gzip';
+
+/**
+ * The Lua source. Lua objects of the stream (its metadata) may not be kept across a chunk's yield,
+ * so they are fetched again at each publish. Publishing copies the tail (one metadata write): after
+ * the first chunk, whenever the bytes seen double (up to 64 KiB), then every 64 KiB, and at the end.
+ */
+export const METER_LUA = `-- modelgate meter (rendered by modelgate; docs/metering.md)
+local KEEP = ${METER_TAIL_BYTES}
+local STEP_MAX = 65536
+function envoy_on_response(h)
+  local parts, kept, total, mark = {}, 0, 0, 1
+  for chunk in h:bodyChunks() do
+    local len = chunk:length()
+    if len > 0 then
+      parts[#parts + 1] = chunk:getBytes(0, len)
+      kept = kept + len
+      total = total + len
+      if kept > 2 * KEEP then
+        parts = { string.sub(table.concat(parts), -KEEP) }
+        kept = KEEP
+      end
+      if total >= mark then
+        h:streamInfo():dynamicMetadata():set("${METER_FILTER}", "tail", table.concat(parts))
+        mark = total + math.min(math.max(total, 4096), STEP_MAX)
+      end
+    end
+  end
+  if kept > KEEP then parts = { string.sub(table.concat(parts), -KEEP) } end
+  h:streamInfo():dynamicMetadata():set("${METER_FILTER}", "final", table.concat(parts))
+end
+`;
+
+export function meterLuaFilter(): Obj {
+  return {
+    name: METER_FILTER,
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua', default_source_code: { inline_string: METER_LUA } },
+  };
+}
+
+/** gzip responses decompressed for the meter (requests are left alone). */
+export function decompressorFilter(): Obj {
+  return {
+    name: DECOMPRESSOR_FILTER,
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.decompressor.v3.Decompressor',
+      decompressor_library: { name: 'gzip', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip' } },
+      request_direction_config: { common_config: { enabled: { default_value: false, runtime_key: 'modelgate.decompress_requests' } } },
+      response_direction_config: {},
+    },
+  };
+}
+
+/**
+ * The access log that reports each metered request's end to the meter. Each entry is sent as it is
+ * written (buffer_size_bytes 0: one message on the worker's long-lived stream, no timer), so a
+ * request leaves the meter's in-flight table as its response ends: a client sending one request
+ * after another is never refused concurrency_limited, nor held to a balance, for a request it has
+ * already received. The interval only bounds what a write in progress may hold back.
+ */
+/** The Check's mark on a request the meter settles (check/write-response.ts). */
+const METERED = { filter: EXT_AUTHZ_FILTER, path: [{ key: 'metered' }], value: { bool_match: true } };
+
+/** @param auth what every gRPC call to modelgate carries (render-grpc-auth.ts grpcServiceMetadata: the port's secret, if set) */
+export function meterAccessLog(auth: Obj = {}): Obj {
+  return {
+    name: 'envoy.access_loggers.http_grpc',
+    filter: {
+      or_filter: {
+        filters: [
+          { metadata_filter: { matcher: METERED, match_if_key_not_found: false } },
+          // No Check metadata (every answer carries `metered`) and no response, or the 503 of a Check
+          // that failed or timed out: a request whose Check may have allowed it without the answer
+          // reaching it (the meter releases it). Not the direct responses of unknown paths.
+          {
+            and_filter: {
+              filters: [
+                { metadata_filter: { matcher: METERED, match_if_key_not_found: true } },
+                { or_filter: { filters: [0, 503].map((code) => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.meter_unanswered_${code}` } } } })) } },
+              ],
+            },
+          },
+        ],
+      },
+    },
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig',
+      common_config: {
+        log_name: 'modelgate_meter',
+        transport_api_version: 'V3',
+        grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter }, ...auth },
+        buffer_flush_interval: '0.05s',
+        buffer_size_bytes: 0,
+        grpc_stream_retry_policy: { num_retries: 5, retry_back_off: { base_interval: '0.1s', max_interval: '1s' } },
+      },
+      additional_response_headers_to_log: ['content-type', 'content-encoding'],
+    },
+  };
+}
+
+/** The filters the meter adds to the chain (after ext_authz, before the router), in order. */
+export function meterHttpFilters(): Obj[] {
+  return [meterLuaFilter(), decompressorFilter()];
+}

@@ -1,0 +1,388 @@
+/**
+ * The meter's input: Envoy's gRPC access log (`envoy.service.accesslog.v3.AccessLogService`,
+ * StreamAccessLogs), one entry per allowed, metered request when its stream ends, whatever the
+ * reason it ended (and one per request that ended before a Check's answer reached it: no Check
+ * metadata) (a complete response, a client that walked away, an upstream reset). Envoy
+ * batches entries on one long-lived stream per worker, so a report costs Envoy a few microseconds
+ * instead of a gRPC stream per request.
+ *
+ * What a report holds (envoy/data/accesslog/v3/accesslog.proto):
+ *
+ *   StreamAccessLogsMessage.http_logs(2).log_entry(1) -> HTTPAccessLogEntry:
+ *     common_properties(1) -> AccessLogCommon.metadata(17) -> Metadata.filter_metadata(1):
+ *       "envoy.filters.http.ext_authz": the Check's metadata (keyId, group, model, style, metered)
+ *       "modelgate.meter": what the meter's Lua filter kept of the response body (`tail` on the way, `final` at its end)
+ *     request(3) -> HTTPRequestProperties: request_id(9), path(5), request_body_bytes(12)
+ *     response(4) -> HTTPResponseProperties: response_code(1, UInt32Value), response_body_bytes(3),
+ *       response_headers(4, map: content-type and content-encoding, as the bundle asks)
+ *
+ * Pure: bytes in, plain reports out. The wire format is walked once and everything else is skipped
+ * by wire type. A malformed message yields the reports read before the fault and a count of the
+ * entries lost (the caller logs it; the requests concerned then settle when their deadline passes,
+ * never free).
+ */
+
+/** One metered request's end, as Envoy saw it. */
+export interface MeterReport {
+  /** Envoy's x-request-id (the ledger's key). */
+  readonly requestId: string;
+  /** The path as sent, query included. */
+  readonly path: string;
+  /** The Check's dynamic metadata the meter reads: keyId, group, model, style, path; `metered` on billable requests. */
+  readonly authz: Readonly<Record<string, string | number | boolean>>;
+  /** HTTP status sent to the client; 0 when no response started. */
+  readonly status: number;
+  readonly requestBodyBytes: number;
+  /** Response body bytes sent to the client (after Envoy's decompression). */
+  readonly responseBodyBytes: number;
+  readonly contentType: string;
+  /** The response's content-encoding as the client got it ('' when none: Envoy decompressed gzip). */
+  readonly contentEncoding: string;
+  /** The last bytes of the body the meter's filter kept (undefined: it kept nothing). */
+  readonly tail: Uint8Array | undefined;
+  /** The filter saw the end of the response body (false: the stream was cut, or the filter failed). */
+  readonly ended: boolean;
+  /** A byte of the request went upstream (Envoy's time_to_first_upstream_tx_byte). */
+  readonly upstreamSent: boolean;
+}
+
+export interface ReadResult {
+  readonly reports: MeterReport[];
+  /** Entries that could not be read (malformed bytes). */
+  readonly lost: number;
+}
+
+export const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
+export const METER_NAMESPACE = 'modelgate.meter';
+
+class Malformed extends Error {}
+
+/**
+ * The wire walk. One message at a time (the meter reads them one after another), so the cursor is
+ * module state: no object per field or sub-message, which at thousands of entries a second was most
+ * of the reader's cost (garbage).
+ */
+let buf: Buffer = Buffer.alloc(0);
+let pos = 0;
+
+function varint(end: number): number {
+  if (pos < end) {
+    const b = buf[pos];
+    if (b < 0x80) {
+      pos++;
+      return b;
+    }
+  }
+  let result = 0;
+  let mul = 1;
+  for (let n = 0; n < 10; n++) {
+    if (pos >= end) throw new Malformed('truncated varint');
+    const b = buf[pos++];
+    // Past 2^53 precision is lost, never the framing: lengths and counts are far below it.
+    result += (b & 0x7f) * mul;
+    if (b < 0x80) return result;
+    mul *= 128;
+  }
+  throw new Malformed('varint too long');
+}
+
+/** The next field's tag (field number x 8 + wire type); field 0 is malformed. */
+function tag(end: number): number {
+  const t = varint(end);
+  if (t < 8) throw new Malformed('field number 0');
+  return t;
+}
+
+/** The end of a length-delimited field whose bytes start at `pos` after this call. */
+function lengthEnd(end: number): number {
+  const len = varint(end);
+  if (len > end - pos) throw new Malformed('length past the end');
+  return pos + len;
+}
+
+function skip(wireType: number, end: number): void {
+  switch (wireType) {
+    case 0: varint(end); return;
+    case 1: advance(8, end); return;
+    case 2: pos = lengthEnd(end); return;
+    case 5: advance(4, end); return;
+    default: throw new Malformed(`wire type ${wireType}`);
+  }
+}
+
+function advance(n: number, end: number): void {
+  if (pos + n > end) throw new Malformed('truncated field');
+  pos += n;
+}
+
+const text = (s: number, e: number): string => buf.toString('utf8', s, e);
+
+/** A google.protobuf.Value of a Struct field: strings, numbers and booleans; the tail string as bytes. */
+type FieldValue = string | number | boolean | Uint8Array;
+
+function readValue(end: number, asBytes: boolean): FieldValue | undefined {
+  let v: FieldValue | undefined;
+  while (pos < end) {
+    const t = tag(end);
+    if (t === (2 << 3 | 1)) {
+      advance(8, end);
+      v = buf.readDoubleLE(pos - 8);
+    } else if (t === (3 << 3 | 2)) {
+      const e = lengthEnd(end);
+      // The message is not reused once read, so the tail is a view of it, not a copy.
+      v = asBytes ? buf.subarray(pos, e) : text(pos, e);
+      pos = e;
+    } else if (t === (4 << 3 | 0)) v = varint(end) !== 0;
+    else skip(t & 7, end);
+  }
+  return v;
+}
+
+/** Keys of a metadata namespace the meter reads, as bytes (others are skipped without decoding). */
+type Wanted = readonly (readonly [string, Uint8Array])[];
+const wanted = (...keys: string[]): Wanted => keys.map((k) => [k, Buffer.from(k)] as const);
+const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path', 'replica');
+/** `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end. */
+const BYTES_KEYS: ReadonlySet<string> = new Set(['tail', 'final']);
+const METER_KEYS = wanted('tail', 'final');
+
+function keyAt(s: number, e: number, keys: Wanted): string | undefined {
+  const len = e - s;
+  for (const [name, bytes] of keys) {
+    if (bytes.length !== len) continue;
+    let i = 0;
+    while (i < len && buf[s + i] === bytes[i]) i++;
+    if (i === len) return name;
+  }
+  return undefined;
+}
+
+/**
+ * google.protobuf.Struct: fields(1) map<string, Value>, only the `keys` asked for. `bytesFor`: the
+ * key whose string value is kept as bytes.
+ */
+function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted, bytesFor?: ReadonlySet<string>): void {
+  while (pos < end) {
+    const t = tag(end);
+    if (t !== (1 << 3 | 2)) {
+      skip(t & 7, end);
+      continue;
+    }
+    const entryEnd = lengthEnd(end);
+    let key: string | undefined;
+    let valueStart = -1;
+    let valueEnd = -1;
+    while (pos < entryEnd) {
+      const et = tag(entryEnd);
+      if (et === (1 << 3 | 2)) {
+        const e = lengthEnd(entryEnd);
+        key = keyAt(pos, e, keys);
+        pos = e;
+      } else if (et === (2 << 3 | 2)) {
+        valueEnd = lengthEnd(entryEnd);
+        valueStart = pos;
+        pos = valueEnd;
+      } else skip(et & 7, entryEnd);
+    }
+    if (key !== undefined && valueStart >= 0) {
+      pos = valueStart;
+      const v = readValue(valueEnd, bytesFor?.has(key) === true);
+      if (v !== undefined) into[key] = v;
+    }
+    pos = entryEnd;
+  }
+}
+
+interface Draft {
+  requestId: string;
+  path: string;
+  authz: Record<string, FieldValue>;
+  meter: Record<string, FieldValue>;
+  status: number;
+  requestBodyBytes: number;
+  responseBodyBytes: number;
+  contentType: string;
+  contentEncoding: string;
+  upstreamSent: boolean;
+}
+
+const AUTHZ_NS = Buffer.from(AUTHZ_NAMESPACE);
+const METER_NS = Buffer.from(METER_NAMESPACE);
+
+function sameBytes(s: number, e: number, b: Buffer): boolean {
+  if (e - s !== b.length) return false;
+  for (let i = 0; i < b.length; i++) if (buf[s + i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * AccessLogCommon: metadata(17) -> Metadata.filter_metadata(1) map<string, Struct>, and whether
+ * time_to_first_upstream_tx_byte(7) is there (a byte of the request went upstream).
+ */
+function readCommon(end: number, d: Draft): void {
+  while (pos < end) {
+    const t = tag(end);
+    if (t !== (17 << 3 | 2)) {
+      if (t === (7 << 3 | 2)) d.upstreamSent = true;
+      skip(t & 7, end);
+      continue;
+    }
+    const mdEnd = lengthEnd(end);
+    while (pos < mdEnd) {
+      const mt = tag(mdEnd);
+      if (mt !== (1 << 3 | 2)) {
+        skip(mt & 7, mdEnd);
+        continue;
+      }
+      const entryEnd = lengthEnd(mdEnd);
+      let ns = 0;
+      let structStart = -1;
+      let structEnd = -1;
+      while (pos < entryEnd) {
+        const et = tag(entryEnd);
+        if (et === (1 << 3 | 2)) {
+          const e = lengthEnd(entryEnd);
+          ns = sameBytes(pos, e, AUTHZ_NS) ? 1 : sameBytes(pos, e, METER_NS) ? 2 : 0;
+          pos = e;
+        } else if (et === (2 << 3 | 2)) {
+          structEnd = lengthEnd(entryEnd);
+          structStart = pos;
+          pos = structEnd;
+        } else skip(et & 7, entryEnd);
+      }
+      if (ns !== 0 && structStart >= 0) {
+        pos = structStart;
+        if (ns === 1) readStruct(structEnd, d.authz, AUTHZ_KEYS);
+        else readStruct(structEnd, d.meter, METER_KEYS, BYTES_KEYS);
+      }
+      pos = entryEnd;
+    }
+  }
+}
+
+function readRequest(end: number, d: Draft): void {
+  while (pos < end) {
+    const t = tag(end);
+    if (t === (9 << 3 | 2)) {
+      const e = lengthEnd(end);
+      d.requestId = text(pos, e);
+      pos = e;
+    } else if (t === (5 << 3 | 2)) {
+      const e = lengthEnd(end);
+      d.path = text(pos, e);
+      pos = e;
+    } else if (t === (12 << 3 | 0)) d.requestBodyBytes = varint(end);
+    else skip(t & 7, end);
+  }
+}
+
+const CONTENT_TYPE = Buffer.from('content-type');
+const CONTENT_ENCODING = Buffer.from('content-encoding');
+
+function readResponse(end: number, d: Draft): void {
+  while (pos < end) {
+    const t = tag(end);
+    if (t === (1 << 3 | 2)) {
+      // google.protobuf.UInt32Value: value(1)
+      const vEnd = lengthEnd(end);
+      while (pos < vEnd) {
+        const vt = tag(vEnd);
+        if (vt === (1 << 3 | 0)) d.status = varint(vEnd);
+        else skip(vt & 7, vEnd);
+      }
+    } else if (t === (3 << 3 | 0)) d.responseBodyBytes = varint(end);
+    else if (t === (4 << 3 | 2)) {
+      const entryEnd = lengthEnd(end);
+      let which = 0;
+      let v = '';
+      while (pos < entryEnd) {
+        const et = tag(entryEnd);
+        if (et === (1 << 3 | 2)) {
+          const e = lengthEnd(entryEnd);
+          // Envoy logs header names in lower case, as HTTP/2 carries them.
+          which = sameBytes(pos, e, CONTENT_TYPE) ? 1 : sameBytes(pos, e, CONTENT_ENCODING) ? 2 : 0;
+          pos = e;
+        } else if (et === (2 << 3 | 2)) {
+          const e = lengthEnd(entryEnd);
+          v = text(pos, e);
+          pos = e;
+        } else skip(et & 7, entryEnd);
+      }
+      if (which === 1) d.contentType = v;
+      else if (which === 2) d.contentEncoding = v;
+    } else skip(t & 7, end);
+  }
+}
+
+function readEntry(end: number): MeterReport {
+  const d: Draft = { requestId: '', path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '', upstreamSent: false };
+  while (pos < end) {
+    const t = tag(end);
+    if ((t & 7) !== 2) {
+      skip(t & 7, end);
+      continue;
+    }
+    const e = lengthEnd(end);
+    const field = t >>> 3;
+    if (field === 1) readCommon(e, d);
+    else if (field === 3) readRequest(e, d);
+    else if (field === 4) readResponse(e, d);
+    pos = e;
+  }
+  const final = d.meter.final;
+  const tail = final ?? d.meter.tail;
+  return {
+    requestId: d.requestId,
+    path: d.path,
+    authz: d.authz as Record<string, string | number | boolean>,
+    status: d.status,
+    requestBodyBytes: d.requestBodyBytes,
+    responseBodyBytes: d.responseBodyBytes,
+    contentType: d.contentType,
+    contentEncoding: d.contentEncoding,
+    tail: tail instanceof Uint8Array ? tail : typeof tail === 'string' ? Buffer.from(tail) : undefined,
+    ended: final !== undefined,
+    upstreamSent: d.upstreamSent,
+  };
+}
+
+/** Reads one StreamAccessLogsMessage. Never throws. */
+export function readAccessLogMessage(bytes: Uint8Array): ReadResult {
+  const reports: MeterReport[] = [];
+  let lost = 0;
+  buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  pos = 0;
+  const end = buf.length;
+  try {
+    while (pos < end) {
+      const t = tag(end);
+      if (t !== (2 << 3 | 2)) {
+        skip(t & 7, end);
+        continue;
+      }
+      // HTTPAccessLogEntries: log_entry(1), repeated.
+      const logsEnd = lengthEnd(end);
+      while (pos < logsEnd) {
+        const lt = tag(logsEnd);
+        if (lt !== (1 << 3 | 2)) {
+          skip(lt & 7, logsEnd);
+          continue;
+        }
+        const entryEnd = lengthEnd(logsEnd);
+        try {
+          reports.push(readEntry(entryEnd));
+        } catch (err) {
+          if (!(err instanceof Malformed)) throw err;
+          lost++;
+        }
+        pos = entryEnd;
+      }
+    }
+  } catch (err) {
+    if (!(err instanceof Malformed)) throw err;
+    lost++;
+  } finally {
+    buf = Buffer.alloc(0);
+  }
+  return { reports, lost };
+}

@@ -1,0 +1,183 @@
+/**
+ * Token estimates for responses whose provider usage is missing, cut short, undecodable or
+ * implausible (the meter debits an estimate then, never nothing; docs/metering.md).
+ *
+ * Counting is done with a real tokenizer, `gpt-tokenizer`'s o200k_base (the encoding of OpenAI's
+ * current models), in a worker thread: loading its ranks takes about 0.4 s and 70 MB, and counting
+ * a few kilobytes takes a few hundred microseconds, none of which may stall a Check on the main
+ * thread. The worker starts with the first estimate and stays. No tokenizer is published for
+ * Anthropic's or Google's current models; their counts are o200k_base's times a per-family factor
+ * (FAMILY_FACTOR), a documented approximation.
+ *
+ * Inputs:
+ * - output: the text the response carried (response-text.ts), extrapolated to the whole body by
+ *   bytes when only the body's tail was kept; a body the meter cannot read counts one token per byte;
+ * - input: the request body's string values (JSON keys and punctuation are not text the provider
+ *   counts), from the sample the Check kept (the first INPUT_SAMPLE_BYTES bytes), extrapolated to
+ *   the whole body by bytes; a request whose sample is not here (another replica allowed it) counts
+ *   one token per four body bytes. Input the body only references (a stored conversation, a cached
+ *   context) adds meter.referencedInputTokens.
+ */
+import { Worker } from 'node:worker_threads';
+import type { Protocol } from '../store/store';
+
+/** Bytes of a request body the Check keeps for an input estimate. */
+export const INPUT_SAMPLE_BYTES = 4096;
+
+/** o200k_base count times this, by protocol family (no published tokenizer for Anthropic's and Google's current models). */
+export const FAMILY_FACTOR: Readonly<Record<Protocol, number>> = { chat: 1, responses: 1, embeddings: 1, messages: 1.2, generative: 1 };
+
+/** An inline image or file (a data: URL): counted as this many tokens instead of its base64 text. */
+export const INLINE_MEDIA_TOKENS = 1000;
+
+/**
+ * Body bytes per output token where no text could be read to measure it: a chat stream's chunk is
+ * about 150-200 bytes of JSON per token or two of text (so 32 errs high); an answer is mostly its text.
+ */
+export const SSE_BYTES_PER_TOKEN = 32;
+export const JSON_BYTES_PER_TOKEN = 4;
+
+/** Counts tokens of texts. */
+export interface TokenCounter {
+  count(texts: readonly string[]): Promise<number[]>;
+  close(): Promise<void>;
+}
+
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { countTokens } = require(workerData.tokenizer);
+parentPort.on('message', (m) => {
+  try {
+    parentPort.postMessage({ id: m.id, counts: m.texts.map((t) => countTokens(t)) });
+  } catch (err) {
+    parentPort.postMessage({ id: m.id, error: String(err && err.message || err) });
+  }
+});
+`;
+
+/** The o200k_base counter in a worker thread, started on first use. */
+export function workerTokenCounter(): TokenCounter {
+  let worker: Worker | undefined;
+  let nextId = 0;
+  const waiting = new Map<number, { resolve: (n: number[]) => void; reject: (e: Error) => void }>();
+  const start = (): Worker => {
+    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { tokenizer: require.resolve('gpt-tokenizer/encoding/o200k_base') } });
+    w.unref();
+    w.on('message', (m: { id: number; counts?: number[]; error?: string }) => {
+      const p = waiting.get(m.id);
+      waiting.delete(m.id);
+      if (p) (m.counts ? p.resolve(m.counts) : p.reject(new Error(m.error ?? 'tokenizer failed')));
+    });
+    const fail = (err: Error): void => {
+      worker = undefined;
+      for (const p of waiting.values()) p.reject(err);
+      waiting.clear();
+    };
+    w.on('error', fail);
+    w.on('exit', (code) => fail(new Error(`tokenizer worker exited (${code})`)));
+    return w;
+  };
+  return {
+    count(texts) {
+      worker ??= start();
+      const id = nextId++;
+      return new Promise((resolve, reject) => {
+        waiting.set(id, { resolve, reject });
+        worker!.postMessage({ id, texts });
+      });
+    },
+    async close() {
+      const w = worker;
+      worker = undefined;
+      if (w) await w.terminate();
+    },
+  };
+}
+
+const DATA_URL = /^data:[^,;]{0,100}(;[^,]{0,100})?,/;
+
+/**
+ * The string values of a JSON text (not its keys), as one text to count, and the inline media
+ * found: works on a cut document too (a sample). Strings are decoded with JSON.parse when they hold
+ * escapes; an unterminated last string is taken as it is.
+ */
+export function jsonStringValues(text: string): { text: string; media: number } {
+  const out: string[] = [];
+  let media = 0;
+  let i = 0;
+  const n = text.length;
+  while (i < n) {
+    const q = text.indexOf('"', i);
+    if (q < 0) break;
+    let j = q + 1;
+    let escaped = false;
+    while (j < n) {
+      const c = text.charCodeAt(j);
+      if (c === 0x5c) {
+        escaped = true;
+        j += 2;
+        continue;
+      }
+      if (c === 0x22) break;
+      j++;
+    }
+    const raw = text.slice(q + 1, Math.min(j, n));
+    // A key is followed by a colon.
+    let k = j + 1;
+    while (k < n && (text.charCodeAt(k) === 0x20 || text.charCodeAt(k) === 0x0a || text.charCodeAt(k) === 0x0d || text.charCodeAt(k) === 0x09)) k++;
+    const isKey = j < n && text.charCodeAt(k) === 0x3a;
+    if (!isKey) {
+      let value = raw;
+      if (escaped) {
+        try {
+          value = JSON.parse(`"${raw}"`) as string;
+        } catch { /* a cut escape at the end of a sample: the raw text */ }
+      }
+      if (DATA_URL.test(value)) media++;
+      else out.push(value);
+    }
+    i = j + 1;
+  }
+  return { text: out.join(' '), media };
+}
+
+export interface InputEstimateSource {
+  /** The first bytes of the request body (absent: not kept here). */
+  readonly sample?: Uint8Array;
+  /** The whole body's length in bytes. */
+  readonly bodyBytes: number;
+  readonly referencedInput: boolean;
+}
+
+export interface Estimator {
+  /** Input tokens of a request. */
+  input(protocol: Protocol, source: InputEstimateSource, referencedInputTokens: number): Promise<number>;
+  /**
+   * Output tokens of a response: `text` read from `textBytes` bytes of a body of `bodyBytes`
+   * (extrapolated by bytes); `undefined` text: the body could not be read (one token per byte).
+   * Bytes sent beyond what was read, when what was read held no text, count at a stream's or an
+   * answer's typical density (SSE_BYTES_PER_TOKEN, JSON_BYTES_PER_TOKEN).
+   */
+  output(protocol: Protocol, text: string | undefined, textBytes: number, bodyBytes: number, sse: boolean): Promise<number>;
+}
+
+export function createEstimator(counter: TokenCounter): Estimator {
+  const scaled = (protocol: Protocol, n: number): number => Math.ceil(n * FAMILY_FACTOR[protocol]);
+  return {
+    async input(protocol, source, referencedInputTokens) {
+      const referenced = source.referencedInput ? referencedInputTokens : 0;
+      if (!source.sample || source.sample.length === 0) return Math.ceil(source.bodyBytes / 4) + referenced;
+      const { text, media } = jsonStringValues(Buffer.from(source.sample.buffer, source.sample.byteOffset, source.sample.byteLength).toString('utf8'));
+      const [tokens] = await counter.count([text]);
+      const factor = source.bodyBytes > source.sample.length ? source.bodyBytes / source.sample.length : 1;
+      return scaled(protocol, Math.ceil((tokens + media * INLINE_MEDIA_TOKENS) * factor)) + referenced;
+    },
+    async output(protocol, text, textBytes, bodyBytes, sse) {
+      if (text === undefined) return bodyBytes;
+      const [tokens] = text.length === 0 ? [0] : await counter.count([text]);
+      if (bodyBytes <= textBytes) return scaled(protocol, tokens);
+      if (tokens > 0 && textBytes > 0) return scaled(protocol, Math.ceil((tokens * bodyBytes) / textBytes));
+      return scaled(protocol, tokens + Math.ceil((bodyBytes - textBytes) / (sse ? SSE_BYTES_PER_TOKEN : JSON_BYTES_PER_TOKEN)));
+    },
+  };
+}

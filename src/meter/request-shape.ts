@@ -1,0 +1,119 @@
+/**
+ * What a request may cost at most, read from its body the way the laxest upstream would read it
+ * (the money rule: a field the gateway reads more strictly than the provider is one a client can
+ * use to spend past its reservation). Pure; the values come from the top-level fields the Check's
+ * model scan located (check/request-fields.ts), each parsed on its own, so a 1 MiB body is never
+ * parsed whole here.
+ *
+ * Lax means: `"stream": 1`, `"true"`, `"yes"` stream (pydantic's lax booleans); `"n": "8"` and
+ * `8.0` are 8; every alias a provider accepts is read (snake and camel case, top level and inside
+ * Gemini's generationConfig); of two spellings the larger maximum counts.
+ */
+import type { TopLevelFields } from '../check/extract-model';
+import type { Protocol } from '../store/store';
+
+export interface RequestShape {
+  /** The request streams its answer (lax reading). */
+  readonly stream: boolean;
+  /** A chat stream asked for the final usage chunk (`stream_options.include_usage`). */
+  readonly includeUsage: boolean;
+  /** The most output tokens one answer may produce, as the request says (undefined: it names none). */
+  readonly maxOutput: number | undefined;
+  /** Answers produced per request (`n`, `candidateCount`, `best_of`): output is multiplied by it. */
+  readonly answers: number;
+  /** Thinking tokens a request allows on top of its output maximum (Gemini's thinkingBudget). */
+  readonly extraOutput: number;
+  /** Input the provider adds from elsewhere: a stored conversation, a previous response, a cached context. */
+  readonly referencedInput: boolean;
+  /** An embedding request (no output tokens): /v1/embeddings, Gemini's embedContent and batchEmbedContents. */
+  readonly embeds: boolean;
+}
+
+const TRUE_WORDS = new Set(['true', '1', 'yes', 'on', 't', 'y']);
+
+/** A value as a lax upstream reads a boolean. */
+export function laxBool(v: unknown): boolean {
+  if (v === true) return true;
+  if (typeof v === 'number') return v !== 0 && Number.isFinite(v);
+  if (typeof v === 'string') return TRUE_WORDS.has(v.trim().toLowerCase());
+  return false;
+}
+
+/** A value as a lax upstream reads a positive integer (8, 8.0, "8", " 8 "); undefined otherwise. */
+export function laxCount(v: unknown): number | undefined {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\s*\+?\d+(\.0*)?\s*$/.test(v) ? Number(v) : Number.NaN;
+  return Number.isFinite(n) && n >= 1 && Number.isInteger(n) ? n : undefined;
+}
+
+/** The larger of the counts that are set. */
+function largest(...vs: (number | undefined)[]): number | undefined {
+  let best: number | undefined;
+  for (const v of vs) if (v !== undefined && (best === undefined || v > best)) best = v;
+  return best;
+}
+
+function parseSpan(body: Uint8Array, span: readonly [number, number] | undefined): unknown {
+  if (!span) return undefined;
+  try {
+    return JSON.parse(Buffer.from(body.buffer, body.byteOffset + span[0], span[1] - span[0]).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+const asObject = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+
+/** Nothing said: one answer, no maximum named, no stream. */
+export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, embeds: false });
+
+/**
+ * Reads a request's shape from its body and the located top-level fields.
+ * @param path the request path (Gemini streams by endpoint: `:streamGenerateContent`)
+ */
+export function requestShape(protocol: Protocol, path: string, body: Uint8Array | undefined, fields: TopLevelFields | undefined): RequestShape {
+  const streamPath = protocol === 'generative' && path.endsWith(':streamGenerateContent');
+  const embeds = protocol === 'embeddings' || (protocol === 'generative' && (path.endsWith(':embedContent') || path.endsWith(':batchEmbedContents')));
+  if (!body || !fields) return streamPath || embeds ? { ...PLAIN_SHAPE, stream: streamPath, embeds } : PLAIN_SHAPE;
+  const get = (k: string): unknown => parseSpan(body, fields.get(k));
+  const gen = asObject(get('generationConfig')) ?? {};
+  const gen2 = asObject(get('generation_config')) ?? {};
+  const opts = asObject(get('stream_options')) ?? asObject(get('streamOptions'));
+  const thinking = asObject(gen.thinkingConfig) ?? asObject(gen.thinking_config) ?? asObject(gen2.thinkingConfig) ?? asObject(gen2.thinking_config);
+  const maxOutput = largest(
+    laxCount(get('max_tokens')), laxCount(get('max_completion_tokens')), laxCount(get('max_output_tokens')),
+    laxCount(get('maxOutputTokens')), laxCount(get('maxTokens')), laxCount(get('max_new_tokens')),
+    laxCount(gen.maxOutputTokens), laxCount(gen.max_output_tokens), laxCount(gen2.maxOutputTokens), laxCount(gen2.max_output_tokens),
+  );
+  const answers = largest(
+    laxCount(get('n')), laxCount(get('best_of')), laxCount(get('candidateCount')), laxCount(get('candidate_count')),
+    laxCount(gen.candidateCount), laxCount(gen.candidate_count), laxCount(gen2.candidateCount), laxCount(gen2.candidate_count),
+  ) ?? 1;
+  const extraOutput = thinking ? (laxCount(thinking.thinkingBudget) ?? laxCount(thinking.thinking_budget) ?? 0) : 0;
+  const present = (k: string): boolean => {
+    const v = get(k);
+    return v !== undefined && v !== null && v !== '' && v !== false;
+  };
+  return {
+    stream: streamPath || laxBool(get('stream')),
+    includeUsage: opts !== undefined && laxBool(opts.include_usage ?? opts.includeUsage),
+    maxOutput,
+    answers,
+    extraOutput,
+    // `prompt` is a stored prompt template of the Responses API (an object with an id).
+    referencedInput: present('previous_response_id') || present('previousResponseId') || present('conversation') ||
+      present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined),
+    embeds,
+  };
+}
+
+/**
+ * The most output tokens a request can produce: its own maximum (else the model's cap, else the
+ * default), never above the model's cap, times the answers it asks for, plus a thinking budget.
+ * Embeddings produce none.
+ */
+export function maxOutputTokens(shape: RequestShape, modelCap: number | null | undefined, fallback: number): number {
+  if (shape.embeds) return 0;
+  const cap = modelCap ?? undefined;
+  const own = shape.maxOutput === undefined ? cap ?? fallback : cap === undefined ? shape.maxOutput : Math.min(shape.maxOutput, cap);
+  return own * shape.answers + shape.extraOutput;
+}

@@ -1,0 +1,95 @@
+/**
+ * The meter's reader of Envoy's access-log messages (src/meter/access-log.ts), against messages
+ * encoded with protobufjs from Envoy's own API protos: what a report holds, every other field
+ * skipped, malformed bytes counted as lost and never thrown.
+ */
+import * as protoLoader from '@grpc/proto-loader';
+import * as protobuf from 'protobufjs';
+import { describe, expect, it } from 'vitest';
+import { includeDirs } from '../../proto/include-dirs.js';
+import { readAccessLogMessage } from '../../src/meter/access-log';
+
+const root = new protobuf.Root();
+root.resolvePath = (_origin, target) => {
+  for (const dir of includeDirs) {
+    const p = `${dir}/${target}`;
+    try {
+      require('node:fs').accessSync(p);
+      return p;
+    } catch { /* next */ }
+  }
+  return target;
+};
+root.loadSync('envoy/service/accesslog/v3/als.proto', { keepCase: true });
+const Message = root.lookupType('envoy.service.accesslog.v3.StreamAccessLogsMessage');
+void protoLoader; // the same protos the service's loader reads
+
+// Struct values are camelCase in protobufjs objects even with keepCase (as in src/check/write-response.ts).
+const struct = (fields: Record<string, string | number | boolean>) => ({
+  fields: Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, typeof v === 'string' ? { stringValue: v } : typeof v === 'number' ? { numberValue: v } : { boolValue: v }])),
+});
+
+function entry(o: { id: string; status?: number; authz?: Record<string, string | number | boolean>; meter?: Record<string, string | number | boolean>; bodyBytes?: number; contentType?: string; upstream?: boolean }) {
+  return {
+    common_properties: {
+      ...(o.upstream ? { time_to_first_upstream_tx_byte: { seconds: 0, nanos: 1000 }, upstream_remote_address: { socket_address: { address: '10.0.0.2', port_value: 443 } } } : {}),
+      downstream_remote_address: { socket_address: { address: '10.0.0.1', port_value: 1234 } },
+      start_time: { seconds: 1, nanos: 0 },
+      route_name: 'chat_completions',
+      response_flags: { downstream_connection_termination: true },
+      metadata: { filter_metadata: { 'envoy.filters.http.ext_authz': struct(o.authz ?? {}), ...(o.meter ? { 'modelgate.meter': struct(o.meter) } : {}) } },
+    },
+    request: { request_id: o.id, path: '/v1/chat/completions?x=1', request_body_bytes: 77, user_agent: 'sdk', request_headers_bytes: 300 },
+    response: { ...(o.status !== undefined ? { response_code: { value: o.status } } : {}), response_body_bytes: o.bodyBytes ?? 0, response_headers: { 'content-type': o.contentType ?? 'application/json', server: 'envoy' } },
+  };
+}
+
+const encode = (entries: unknown[]): Uint8Array => Message.encode(Message.fromObject({ identifier: { log_name: 'modelgate_meter', node: { id: 'n' } }, http_logs: { log_entry: entries } })).finish();
+
+describe('readAccessLogMessage', () => {
+  it('reads each entry\'s request id, status, sizes, headers, the Check\'s metadata and the meter\'s tail', () => {
+    const tail = 'data: {"usage":{"prompt_tokens":3}}\n\n';
+    const { reports, lost } = readAccessLogMessage(encode([
+      entry({ id: 'r1', status: 200, bodyBytes: 900, contentType: 'text/event-stream', authz: { decision: 'allow', keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', style: 'chat', metered: true }, meter: { tail: 'data: {"cho', final: tail } }),
+      entry({ id: 'r2', authz: { keyId: 'bob', metered: true } }),
+    ]));
+    expect(lost).toBe(0);
+    expect(reports).toHaveLength(2);
+    expect(reports[0]).toMatchObject({
+      requestId: 'r1', path: '/v1/chat/completions?x=1', status: 200, requestBodyBytes: 77, responseBodyBytes: 900, contentType: 'text/event-stream', contentEncoding: '',
+      authz: { keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', style: 'chat', metered: true }, ended: true,
+    });
+    expect(Buffer.from(reports[0].tail!).toString()).toBe(tail);
+    // No response started, no meter metadata: status 0, nothing kept, not ended.
+    expect(reports[1]).toMatchObject({ requestId: 'r2', status: 0, tail: undefined, ended: false, upstreamSent: false });
+  });
+
+  it('says whether a byte of the request went upstream, and reads an entry without the Check\'s metadata', () => {
+    const { reports } = readAccessLogMessage(encode([entry({ id: 'up', status: 200, upstream: true, authz: { metered: true } }), entry({ id: 'none', status: 503 })]));
+    expect(reports[0]).toMatchObject({ requestId: 'up', upstreamSent: true, authz: { metered: true } });
+    expect(reports[1]).toMatchObject({ requestId: 'none', status: 503, upstreamSent: false, authz: {} });
+  });
+
+  it('keeps the tail as bytes, even when they are not valid UTF-8 (a cut multibyte character)', () => {
+    const bytes = Buffer.concat([Buffer.from('é', 'utf8').subarray(1), Buffer.from('{"usage":{}}')]);
+    const msg = encode([entry({ id: 'r', status: 200, meter: { final: 'PLACEHOLDER' } })]);
+    // Swap the placeholder's bytes for raw ones of the same length (protobufjs writes valid UTF-8 only).
+    const raw = Buffer.from(msg);
+    const at = raw.indexOf('PLACEHOLDER');
+    const patched = Buffer.concat([raw.subarray(0, at), Buffer.alloc(11, 0x20).fill(bytes.subarray(0, 11)), raw.subarray(at + 11)]);
+    const { reports } = readAccessLogMessage(patched);
+    expect(Buffer.from(reports[0].tail!)).toEqual(bytes.subarray(0, 11));
+  });
+
+  it('counts a malformed message as lost and never throws', () => {
+    const good = encode([entry({ id: 'r1', status: 200 })]);
+    expect(readAccessLogMessage(good.subarray(0, good.length - 3))).toMatchObject({ lost: 1 });
+    expect(readAccessLogMessage(Buffer.from([0x12, 0xff, 0xff, 0xff, 0xff, 0x0f]))).toEqual({ reports: [], lost: 1 });
+    expect(readAccessLogMessage(Buffer.alloc(0))).toEqual({ reports: [], lost: 0 });
+    for (let i = 0; i < 2000; i++) {
+      const junk = Buffer.from(good);
+      junk[Math.floor(Math.random() * junk.length)] = Math.floor(Math.random() * 256);
+      expect(() => readAccessLogMessage(junk)).not.toThrow();
+    }
+  });
+});

@@ -1,0 +1,85 @@
+/**
+ * Strict mode's leases (src/meter/leases.ts) against a store that grants like PostgreSQL's lease():
+ * reservations come from the lease in memory, one store call at a time per key, and no more is ever
+ * reserved than the store granted.
+ */
+import { describe, expect, it } from 'vitest';
+import { LeaseBook, IDLE_MS, EXHAUSTED_MS } from '../../src/meter/leases';
+
+/** A store with `balance` for one key, shared by replicas, counting calls. */
+function fakeStore(balance: number) {
+  const leases = new Map<string, number>();
+  const calls: Array<[string, number]> = [];
+  return {
+    calls,
+    leases,
+    spend(replica: string, cost: number) {
+      balance -= cost;
+      leases.set(replica, Math.max(0, (leases.get(replica) ?? 0) - cost));
+    },
+    async lease(replica: string, _key: string, want: number, need: number) {
+      calls.push([replica, want]);
+      await new Promise((r) => setTimeout(r, 2));
+      let others = 0;
+      for (const [r, a] of leases) if (r !== replica) others += a;
+      const covered = balance - others;
+      const granted = Math.max(0, Math.min(want, Math.max(need, covered / 2), covered));
+      leases.set(replica, granted);
+      return { granted, balance };
+    },
+  };
+}
+
+describe('LeaseBook', () => {
+  it('reserves from one lease call for many requests, and never past the balance', async () => {
+    const store = fakeStore(10);
+    const book = new LeaseBook(store, 'a');
+    const answers = await Promise.all(Array.from({ length: 50 }, () => book.reserve('k', 1)));
+    expect(answers.filter((a) => a.ok)).toHaveLength(10);
+    // Doubling what is in use, up to half of what is left: a few calls, not one per request (50).
+    expect(store.calls.length).toBeLessThanOrEqual(10);
+  });
+
+  it('refuses without asking again while the balance is taken, and asks again once something settles', async () => {
+    let now = 1000;
+    const store = fakeStore(3);
+    const book = new LeaseBook(store, 'a', () => now);
+    for (let i = 0; i < 3; i++) expect((await book.reserve('k', 1)).ok).toBe(true);
+    expect((await book.reserve('k', 1)).ok).toBe(false);
+    const calls = store.calls.length;
+    expect((await book.reserve('k', 1)).ok).toBe(false);
+    expect(store.calls.length).toBe(calls);
+    // One request ends, costing 0.5 (of its 1 reserved): its debit took 0.5 off the balance and the lease.
+    store.spend('a', 0.5);
+    book.settle('k', 1, 0.5);
+    expect((await book.reserve('k', 0.5)).ok).toBe(true);
+    expect(store.calls.length).toBe(calls);
+    now += EXHAUSTED_MS;
+  });
+
+  it('shares a balance between replicas: what one leases, the other cannot', async () => {
+    const store = fakeStore(4);
+    const a = new LeaseBook(store, 'a');
+    const b = new LeaseBook(store, 'b');
+    expect((await a.reserve('k', 3)).ok).toBe(true);
+    expect((await b.reserve('k', 3)).ok).toBe(false);
+    expect((await b.reserve('k', 1)).ok).toBe(true);
+  });
+
+  it('gives an idle key\'s lease back, and renews one in use', async () => {
+    let now = 1000;
+    const store = fakeStore(10);
+    const book = new LeaseBook(store, 'a', () => now);
+    await book.reserve('k', 1);
+    book.settle('k', 1, 0.25);
+    now += IDLE_MS + 1;
+    await book.maintain();
+    expect(store.leases.get('a')).toBe(0);
+    expect(book.size).toBe(0);
+    await book.reserve('k2', 1);
+    now += 40_000;
+    const before = store.calls.length;
+    await book.maintain();
+    expect(store.calls.length).toBe(before + 1);
+  });
+});

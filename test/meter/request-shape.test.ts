@@ -1,0 +1,86 @@
+/**
+ * How the meter reads what a request may cost (src/meter/request-shape.ts): as the laxest upstream
+ * reads it, every alias, the larger of two spellings, capped by the model.
+ */
+import { describe, expect, it } from 'vitest';
+import { extractFields, extractModel } from '../../src/check/extract-model';
+import { REQUEST_FIELDS } from '../../src/check/request-fields';
+import { laxBool, laxCount, maxOutputTokens, requestShape } from '../../src/meter/request-shape';
+import type { Protocol } from '../../src/store/store';
+
+function shape(body: unknown, protocol: Protocol = 'chat', path = '/v1/chat/completions') {
+  const bytes = Buffer.from(JSON.stringify(body));
+  const found = extractModel(bytes, 256, REQUEST_FIELDS);
+  const fields = found.ok ? found.fields : extractFields(bytes, 256, REQUEST_FIELDS);
+  return requestShape(protocol, path, bytes, fields);
+}
+
+describe('lax values', () => {
+  it('reads booleans as pydantic does in lax mode', () => {
+    for (const v of [true, 1, 'true', 'True', '1', 'yes', 'on', 't', 'y']) expect(laxBool(v), JSON.stringify(v)).toBe(true);
+    for (const v of [false, 0, 'false', '0', 'no', 'off', '', null, undefined, {}, []]) expect(laxBool(v), JSON.stringify(v)).toBe(false);
+  });
+
+  it('reads counts written as numbers or numeric strings', () => {
+    expect([8, 8.0, '8', ' 8 ', '+8', '8.0'].map(laxCount)).toEqual([8, 8, 8, 8, 8, 8]);
+    expect([0, -1, 1.5, 'eight', '1e3', null, true, Infinity].map(laxCount)).toEqual([undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined]);
+  });
+});
+
+describe('requestShape', () => {
+  it('finds a stream however it is spelled, and whether usage was asked for', () => {
+    expect(shape({ model: 'm', stream: 'true' })).toMatchObject({ stream: true, includeUsage: false });
+    expect(shape({ model: 'm', stream: 1, stream_options: { include_usage: 'true' } })).toMatchObject({ stream: true, includeUsage: true });
+    expect(shape({ model: 'm', stream: false })).toMatchObject({ stream: false });
+    expect(shape({}, 'generative', '/v1beta/models/g:streamGenerateContent')).toMatchObject({ stream: true });
+  });
+
+  it('reads every maximum alias, the largest of them, and the answers asked for', () => {
+    expect(shape({ model: 'm', max_tokens: 10 }).maxOutput).toBe(10);
+    expect(shape({ model: 'm', max_tokens: 10, max_completion_tokens: 5000 }).maxOutput).toBe(5000);
+    expect(shape({ model: 'm', maxTokens: '300' }).maxOutput).toBe(300);
+    expect(shape({ model: 'm', max_output_tokens: 7 }, 'responses', '/v1/responses').maxOutput).toBe(7);
+    expect(shape({ model: 'm', n: '4' }).answers).toBe(4);
+    expect(shape({ model: 'm', best_of: 3, n: 2 }).answers).toBe(3);
+    expect(shape({ contents: [], generationConfig: { maxOutputTokens: 9, candidateCount: 2, thinkingConfig: { thinkingBudget: 100 } } }, 'generative', '/v1beta/models/g:generateContent'))
+      .toMatchObject({ maxOutput: 9, answers: 2, extraOutput: 100 });
+    expect(shape({ contents: [], generation_config: { max_output_tokens: 11, candidate_count: 3 } }, 'generative', '/v1beta/models/g:generateContent'))
+      .toMatchObject({ maxOutput: 11, answers: 3 });
+  });
+
+  it('takes the last of a key written twice, as JSON.parse does', () => {
+    expect(JSON.parse('{"n":1,"n":9}').n).toBe(9);
+    const bytes = Buffer.from('{"model":"m","n":1,"n":9}');
+    const r = extractModel(bytes, 256, REQUEST_FIELDS);
+    expect(r.ok && requestShape('chat', '/v1/chat/completions', bytes, r.fields).answers).toBe(9);
+  });
+
+  it('notices input the body only references', () => {
+    expect(shape({ model: 'm', previous_response_id: 'resp_1' }, 'responses', '/v1/responses').referencedInput).toBe(true);
+    expect(shape({ model: 'm', conversation: 'conv_1' }, 'responses', '/v1/responses').referencedInput).toBe(true);
+    expect(shape({ model: 'm', prompt: { id: 'pmpt_1' } }, 'responses', '/v1/responses').referencedInput).toBe(true);
+    expect(shape({ contents: [], cachedContent: 'cachedContents/1' }, 'generative', '/v1beta/models/g:generateContent').referencedInput).toBe(true);
+    expect(shape({ model: 'm', previous_response_id: null }, 'responses', '/v1/responses').referencedInput).toBe(false);
+    expect(shape({ model: 'm', prompt: 'a legacy completion prompt' }).referencedInput).toBe(false);
+  });
+
+  it('knows embeddings produce no output', () => {
+    expect(shape({ model: 'e', input: 'x' }, 'embeddings', '/v1/embeddings').embeds).toBe(true);
+    expect(shape({ content: {} }, 'generative', '/v1beta/models/g:embedContent').embeds).toBe(true);
+    expect(shape({ requests: [] }, 'generative', '/v1beta/models/g:batchEmbedContents').embeds).toBe(true);
+  });
+});
+
+describe('maxOutputTokens', () => {
+  it('is the request\'s maximum, never above the model\'s cap, else the cap, else the default, times the answers', () => {
+    const s = (o: Partial<ReturnType<typeof shape>>) => ({ ...shape({ model: 'm' }), ...o });
+    expect(maxOutputTokens(s({ maxOutput: 100 }), 16384, 32768)).toBe(100);
+    expect(maxOutputTokens(s({ maxOutput: 100_000 }), 16384, 32768)).toBe(16384);
+    expect(maxOutputTokens(s({}), 16384, 32768)).toBe(16384);
+    expect(maxOutputTokens(s({}), null, 32768)).toBe(32768);
+    expect(maxOutputTokens(s({ maxOutput: 100_000 }), null, 32768)).toBe(100_000);
+    expect(maxOutputTokens(s({ maxOutput: 10, answers: 128 }), 16384, 32768)).toBe(1280);
+    expect(maxOutputTokens(s({ maxOutput: 10, extraOutput: 500 }), 16384, 32768)).toBe(510);
+    expect(maxOutputTokens(s({ embeds: true, maxOutput: 10 }), 16384, 32768)).toBe(0);
+  });
+});

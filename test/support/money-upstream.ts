@@ -1,0 +1,194 @@
+/**
+ * A stand-in provider for the money tests and the money drill: it behaves as real providers do
+ * where a hostile key holder could exploit the meter, and misbehaves on request.
+ *
+ * As real providers do: it reads `stream`, `n`, `candidateCount` and every max-tokens alias as lax
+ * upstreams do (`"stream": "true"` streams, `"n": "3"` is 3), produces `n` answers, honours the
+ * maximum (else the model's default of 30 tokens), reports usage where each provider does (a chat
+ * stream only with `stream_options.include_usage`; Anthropic's message_start and message_delta;
+ * Gemini's usageMetadata on every chunk, the last one complete; no usage from Gemini's embeddings),
+ * and streams one token per event, TOKEN_DELAY_MS apart.
+ *
+ * On request (headers the client sends, which Envoy forwards):
+ * - `x-stand-in-usage`: a JSON value put in place of every usage count (`1e300`, `-5`, `"12"`,
+ *   `null`), or `omit` for no usage at all;
+ * - `x-stand-in-encoding`: compress the answer with gzip and label it with this content-encoding
+ *   whatever the request accepted (`zstd`: bytes no zstd decoder reads);
+ * - `x-stand-in-delay-ms`: the delay between stream events;
+ * - `x-stand-in-tokens`: output tokens per answer when the request names no maximum.
+ *
+ * Every output token is one of WORDS, each a single o200k_base token, so a test can compare an
+ * estimate with what the client received.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as zlib from 'node:zlib';
+
+export const WORDS = [' the', ' of', ' and', ' to', ' in', ' is', ' that', ' for', ' it', ' on'];
+export const DEFAULT_TOKENS = 30;
+export const TOKEN_DELAY_MS = 2;
+
+export interface MoneyRequest {
+  readonly path: string;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: string;
+}
+
+export interface MoneyUpstream {
+  readonly port: number;
+  readonly received: MoneyRequest[];
+  close(): Promise<void>;
+}
+
+const TRUE = new Set(['true', '1', 'yes', 'on', 't', 'y']);
+const lax = (v: unknown): boolean => v === true || (typeof v === 'number' && v !== 0) || (typeof v === 'string' && TRUE.has(v.toLowerCase()));
+const laxInt = (v: unknown): number | undefined => {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\s*\d+\s*$/.test(v) ? Number(v) : NaN;
+  return Number.isInteger(n) && n > 0 ? n : undefined;
+};
+const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+
+/** Input tokens as the provider counts them: the words of every string of the request. */
+function inputTokens(body: unknown): number {
+  let n = 0;
+  const walk = (v: unknown): void => {
+    if (typeof v === 'string') n += v.split(/\s+/).filter(Boolean).length;
+    else if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === 'object') Object.values(v).forEach(walk);
+  };
+  walk(body);
+  return Math.max(1, n);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export function startMoneyUpstream(): Promise<MoneyUpstream> {
+  const received: MoneyRequest[] = [];
+  const sockets = new Set<import('node:net').Socket>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      received.push({ path: req.url ?? '', headers: req.headers, body: text });
+      void answer(req, res, text).catch(() => res.destroy());
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
+    port: (server.address() as AddressInfo).port,
+    received,
+    close: () => new Promise<void>((r) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => r());
+    }),
+  })));
+}
+
+async function answer(req: http.IncomingMessage, res: http.ServerResponse, text: string): Promise<void> {
+  let body: Record<string, unknown> = {};
+  try {
+    body = obj(JSON.parse(text));
+  } catch { /* an empty body: Gemini's model is in the path */ }
+  const url = new URL(req.url ?? '/', 'http://x');
+  const path = url.pathname.replace(/^\/alt(?=\/)/, '');
+  const h = (n: string): string | undefined => (typeof req.headers[n] === 'string' ? (req.headers[n] as string) : undefined);
+  const usageOverride = h('x-stand-in-usage');
+  const delay = Number(h('x-stand-in-delay-ms') ?? TOKEN_DELAY_MS);
+  const gen = { ...obj(body.generationConfig), ...obj(body.generation_config) };
+  const max = laxInt(body.max_completion_tokens) ?? laxInt(body.max_tokens) ?? laxInt(body.max_output_tokens) ?? laxInt(gen.maxOutputTokens) ?? laxInt(gen.max_output_tokens);
+  const tokens = max ?? Number(h('x-stand-in-tokens') ?? DEFAULT_TOKENS);
+  const answers = laxInt(body.n) ?? laxInt(gen.candidateCount) ?? laxInt(gen.candidate_count) ?? 1;
+  const input = inputTokens(body);
+  const count = (n: number): unknown => (usageOverride === undefined || usageOverride === 'omit' ? n : JSON.parse(usageOverride));
+  const omit = usageOverride === 'omit';
+  const word = (i: number): string => WORDS[i % WORDS.length];
+  const full = Array.from({ length: tokens }, (_, i) => word(i)).join('');
+  const out = tokens * answers;
+
+  const encoding = h('x-stand-in-encoding');
+  const send = (status: number, contentType: string, payload: string): void => {
+    if (encoding) {
+      res.writeHead(status, { 'content-type': contentType, 'content-encoding': encoding });
+      res.end(zlib.gzipSync(payload));
+    } else {
+      res.writeHead(status, { 'content-type': contentType });
+      res.end(payload);
+    }
+  };
+  /** An SSE or JSON-array stream, one piece per token, written as it goes (a client may leave mid-way). */
+  const stream = async (contentType: string, pieces: string[]): Promise<void> => {
+    if (encoding) return send(200, contentType, pieces.join(''));
+    res.writeHead(200, { 'content-type': contentType });
+    for (const p of pieces) {
+      if (res.destroyed) return;
+      res.write(p);
+      if (delay > 0) await sleep(delay);
+    }
+    res.end();
+  };
+  const sse = (event: string | undefined, data: unknown): string => `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
+
+  if (path === '/v1/chat/completions') {
+    const usage = { prompt_tokens: count(input), completion_tokens: count(out), total_tokens: count(input + out) };
+    if (!lax(body.stream)) {
+      const choices = Array.from({ length: answers }, (_, index) => ({ index, message: { role: 'assistant', content: full }, finish_reason: 'stop' }));
+      return send(200, 'application/json', JSON.stringify({ id: 'chatcmpl-money', object: 'chat.completion', model: body.model, choices, ...(omit ? {} : { usage }) }));
+    }
+    const pieces: string[] = [];
+    for (let i = 0; i < tokens; i++) {
+      for (let index = 0; index < answers; index++) pieces.push(sse(undefined, { id: 'chatcmpl-money', object: 'chat.completion.chunk', choices: [{ index, delta: { content: word(i) }, finish_reason: null }] }));
+    }
+    for (let index = 0; index < answers; index++) pieces.push(sse(undefined, { id: 'chatcmpl-money', object: 'chat.completion.chunk', choices: [{ index, delta: {}, finish_reason: 'stop' }] }));
+    if (lax(obj(body.stream_options).include_usage) && !omit) pieces.push(sse(undefined, { id: 'chatcmpl-money', object: 'chat.completion.chunk', choices: [], usage }));
+    pieces.push('data: [DONE]\n\n');
+    return stream('text/event-stream', pieces);
+  }
+  if (path === '/v1/responses') {
+    const usage = { input_tokens: count(input), output_tokens: count(tokens), total_tokens: count(input + tokens) };
+    const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, output: status === 'completed' ? [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
+    if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(response('completed', true)));
+    const pieces = [sse('response.created', { type: 'response.created', response: response('in_progress', false) })];
+    for (let i = 0; i < tokens; i++) pieces.push(sse('response.output_text.delta', { type: 'response.output_text.delta', delta: word(i) }));
+    pieces.push(sse('response.output_text.done', { type: 'response.output_text.done', text: full }));
+    pieces.push(sse('response.completed', { type: 'response.completed', response: response('completed', true) }));
+    return stream('text/event-stream', pieces);
+  }
+  if (path === '/v1/embeddings') {
+    return send(200, 'application/json', JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2] }], ...(omit ? {} : { usage: { prompt_tokens: count(input), total_tokens: count(input) } }) }));
+  }
+  if (path === '/v1/messages') {
+    const message = { id: 'msg_money', type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: full }], stop_reason: 'end_turn', usage: { input_tokens: count(input), output_tokens: count(tokens) } };
+    if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(omit ? { ...message, usage: undefined } : message));
+    const pieces = [
+      sse('message_start', { type: 'message_start', message: { ...message, content: [], stop_reason: null, ...(omit ? { usage: undefined } : { usage: { input_tokens: count(input), output_tokens: count(1) } }) } }),
+      sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }),
+    ];
+    for (let i = 0; i < tokens; i++) pieces.push(sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: word(i) } }));
+    pieces.push(sse('content_block_stop', { type: 'content_block_stop', index: 0 }));
+    pieces.push(sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, ...(omit ? {} : { usage: { output_tokens: count(tokens) } }) }));
+    pieces.push(sse('message_stop', { type: 'message_stop' }));
+    return stream('text/event-stream', pieces);
+  }
+  const m = /^\/v1beta\/models\/[^/]+:(\w+)$/.exec(path);
+  if (m) {
+    const method = m[1];
+    if (method === 'embedContent') return send(200, 'application/json', JSON.stringify({ embedding: { values: [0.1, 0.2] } }));
+    if (method === 'batchEmbedContents') return send(200, 'application/json', JSON.stringify({ embeddings: (Array.isArray(body.requests) ? body.requests : [0]).map(() => ({ values: [0.1] })) }));
+    if (method === 'countTokens') return send(200, 'application/json', JSON.stringify({ totalTokens: input }));
+    const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...(done > 0 ? { candidatesTokenCount: count(done) } : {}), totalTokenCount: count(input + done) });
+    const candidates = (t: string) => Array.from({ length: answers }, (_, index) => ({ index, content: { role: 'model', parts: [{ text: t }] } }));
+    if (method === 'generateContent') return send(200, 'application/json', JSON.stringify({ candidates: candidates(full), ...(omit ? {} : { usageMetadata: usageMetadata(out) }), modelVersion: 'money' }));
+    // streamGenerateContent: SSE with alt=sse, else a JSON array. Each chunk reports the prompt;
+    // only the last one the output (as Gemini does).
+    const chunk = (i: number) => ({ candidates: candidates(word(i)), ...(omit ? {} : { usageMetadata: usageMetadata(i === tokens - 1 ? out : 0) }) });
+    const asSse = url.searchParams.get('alt') === 'sse';
+    const pieces = Array.from({ length: tokens }, (_, i) => (asSse ? sse(undefined, chunk(i)) : `${i === 0 ? '[' : ','}${JSON.stringify(chunk(i))}`));
+    if (!asSse) pieces.push(']');
+    return stream(asSse ? 'text/event-stream' : 'application/json', pieces);
+  }
+  send(404, 'application/json', JSON.stringify({ error: { message: `no such path ${path}` } }));
+}
