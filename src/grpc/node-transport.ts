@@ -81,14 +81,37 @@ class NodeResponse implements ResponseStream {
   }
 }
 
-/** An http2 server whose streams open calls through `open`. */
-export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
-  // Node refuses new streams once a session buffers more than maxSessionMemory (10 MB by default):
-  // 100 Checks of 256 KiB bodies in flight are more than that. grpc-js lifts the limit the same way.
-  const server = http2.createServer({ maxSessionMemory: Number.MAX_SAFE_INTEGER });
+/**
+ * The limits node:http2 is given. Its own memory limit stays on (maxSessionMemory, counted in MB:
+ * header tables, outgoing data queued, unacknowledged PINGs and SETTINGS; past it new streams are
+ * refused with ENHANCE_YOUR_CALM); it is raised from 10 to 64 because node counts a stream's
+ * buffered request DATA against it, and the bundle lets a Check carry a 32 MiB body. Streams are
+ * capped as the builtin transport caps them, and header lists are the same 64 KiB.
+ */
+const NODE_OPTIONS: http2.ServerOptions = {
+  maxSessionMemory: 64,
+  settings: { maxConcurrentStreams: 2_048, maxHeaderListSize: 64 * 1024 },
+  maxHeaderListPairs: 1_000,
+};
+
+/** Open streams per session, for the idle timeout. */
+const openStreams = new WeakMap<http2.Http2Session, number>();
+
+/**
+ * An http2 server whose streams open calls through `open`. A session with no stream open and no
+ * frame either way for `idleTimeoutMs` is closed gracefully (node's session timeout counts any
+ * frame as activity).
+ */
+export function nodeHttp2Server(open: OpenStream, idleTimeoutMs: number): http2.Http2Server {
+  const server = http2.createServer(NODE_OPTIONS);
   server.on('stream', (stream, headers) => {
     // A client's reset is an error event on the stream: routine, and seen by the call as 'close'.
     stream.on('error', ignore);
+    const session = stream.session;
+    if (session) {
+      openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
+      stream.once('close', () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
+    }
     // HEADERS and a reset in one read: the stream is gone before this event ('stream' comes on a
     // later tick); nothing to open.
     if (stream.destroyed || stream.closed) return;
@@ -97,6 +120,11 @@ export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
     stream.on('data', (chunk: Buffer) => events.data(chunk));
     stream.on('end', () => events.end());
     stream.on('close', () => events.closed());
+  });
+  server.setTimeout(idleTimeoutMs);
+  // With a listener node leaves the session open: one with a stream in progress is kept.
+  server.on('timeout', (session: http2.Http2Session) => {
+    if ((openStreams.get(session) ?? 0) === 0) session.close();
   });
   server.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
   return server;

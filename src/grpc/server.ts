@@ -20,7 +20,7 @@
 import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { CallTracker, openCall, type Method, type RequestEvents, type ResponseStream } from './call';
-import { Connection } from './h2/connection';
+import { Connection, SWEEPS_PER_IDLE_TIMEOUT } from './h2/connection';
 import { nodeHttp2Server } from './node-transport';
 import { GrpcStatus } from './status';
 
@@ -34,7 +34,22 @@ export interface GrpcServerOptions {
   readonly transport?: GrpcTransport;
   /** Connection-level problems (a peer breaking HTTP/2, socket errors), for the log. */
   readonly onError?: (err: unknown) => void;
+  /** Connections open at once; past it a new one is closed at once (default 1,024). */
+  readonly maxConnections?: number;
+  /** A connection with no stream open for this long is drained and closed (default 60 s). */
+  readonly idleTimeoutMs?: number;
 }
+
+/**
+ * Envoy opens one connection per worker thread to each cluster (a few more when one fills up, and
+ * the meter's each 900 streams); a thousand is many Envoys. Past it a connection costs a file
+ * descriptor and some memory each, so a flood of them is refused instead.
+ */
+const MAX_CONNECTIONS = 1_024;
+/** Envoy keeps an idle upstream connection an hour by default, and opens another when it needs one. */
+const IDLE_TIMEOUT_MS = 60_000;
+/** Refused connections are logged at most this often. */
+const REFUSAL_LOG_MS = 10_000;
 
 export interface GrpcH2Server {
   /** host:port as bound (the port filled in when 0 was asked). */
@@ -72,8 +87,20 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
   let server: net.Server;
   let goAwayAll: () => void;
   let destroyAll: () => void;
+  let sweeper: NodeJS.Timeout | undefined;
+  const maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
+  const idleTimeoutMs = opts.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+  let refusalLoggedAt = -Infinity;
+  const refused = (open: number): void => {
+    const now = Date.now();
+    if (now - refusalLoggedAt < REFUSAL_LOG_MS) return;
+    refusalLoggedAt = now;
+    onError(new Error(`a connection refused: ${open} are open, the most this server accepts (further refusals are not logged for ${REFUSAL_LOG_MS / 1000} s)`));
+  };
   if (opts.transport === 'node') {
-    const h2 = nodeHttp2Server(open);
+    const h2 = nodeHttp2Server(open, idleTimeoutMs);
+    h2.maxConnections = maxConnections;
+    h2.on('drop', () => refused(maxConnections));
     const sessions = new Set<import('node:http2').ServerHttp2Session>();
     h2.on('session', (session) => {
       sessions.add(session);
@@ -86,9 +113,15 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
   } else {
     const connections = new Set<Connection>();
     server = net.createServer((socket) => {
+      if (connections.size >= maxConnections) {
+        socket.destroy();
+        return refused(connections.size);
+      }
       const c = new Connection(socket, { open, onError, onClose: () => connections.delete(c) });
       connections.add(c);
     });
+    sweeper = setInterval(() => connections.forEach((c) => c.sweep()), idleTimeoutMs / SWEEPS_PER_IDLE_TIMEOUT);
+    sweeper.unref();
     goAwayAll = () => connections.forEach((c) => c.goAway());
     destroyAll = () => connections.forEach((c) => c.destroy());
   }
@@ -114,6 +147,7 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
           if (done) return;
           done = true;
           clearTimeout(timer);
+          clearInterval(sweeper);
           destroyAll();
           resolve();
         };
