@@ -18,7 +18,7 @@ export class RawClient {
   readonly #decoder = new HpackDecoder();
   private constructor(readonly socket: net.Socket) {
     socket.on('data', (d: Buffer) => {
-      this.text += d.toString('latin1');
+      if (this.text.length < 65_536) this.text += d.toString('latin1');
       this.#buf = Buffer.concat([this.#buf, d]);
       while (this.#buf.length >= 9) {
         const len = this.#buf.readUIntBE(0, 3);
