@@ -82,19 +82,19 @@ class NodeResponse implements ResponseStream {
 }
 
 /**
- * The limits node:http2 is given. Its memory limit stays on (maxSessionMemory, in MB: header
- * tables, data queued either way, unacknowledged PINGs and SETTINGS; past it new streams are refused
- * with ENHANCE_YOUR_CALM), raised from node's 10 because Envoy's large flow-control windows let it
- * push whole request bodies at once and node counts them until the call has read them: through
- * Envoy, 100 concurrent Checks of 256 KiB bodies were all refused (503 authz_unavailable) at 10, and
- * at 64 fared as on the builtin transport; 256 holds eight bodies of the bundle's largest (32 MiB). Streams are capped as on the builtin
- * transport (which also bounds the answers queued for a client that does not read), and header
- * lists to the same 64 KiB.
+ * The limits node:http2 is given (docs/grpc-port.md). Its memory limit stays on (maxSessionMemory,
+ * in MB: header tables, data queued either way, unacknowledged PINGs and SETTINGS; past it new
+ * streams are refused with ENHANCE_YOUR_CALM), raised from node's 10 because Envoy's large
+ * flow-control windows let it push whole request bodies at once and node counts them until the
+ * call has read them: through Envoy, 100 concurrent Checks of 256 KiB bodies were all refused
+ * (503 authz_unavailable) at 10, and at 64 fared as on the builtin transport; 256 holds eight
+ * bodies of the bundle's largest (32 MiB). Streams are capped as on the builtin transport (which
+ * also bounds the answers queued for a client that does not read), header lists to the same 64 KiB.
+ * nghttp2's own guards stay as they are (rapid reset: 1,000 then 33 a second; 1,000 queued ACKs).
  */
 const NODE_OPTIONS: http2.ServerOptions = {
   maxSessionMemory: 256,
   settings: { maxConcurrentStreams: 2_048, maxHeaderListSize: 64 * 1024 },
-  maxHeaderListPairs: 1_000,
 };
 
 /** Open streams per session, for the idle timeout. */

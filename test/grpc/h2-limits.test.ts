@@ -50,7 +50,7 @@ async function pingPong(c: RawClient): Promise<void> {
   await c.until(() => c.frames.filter((f) => f.type === FRAME.PING && f.flags === FLAG.ACK).length > before, 20_000);
 }
 
-describe('rapid reset (CVE-2023-44487): streams reset before their answer', () => {
+describe('rapid reset (CVE-2023-44487): streams reset before their answer, or refused', () => {
   test('990 of them are within the budget; 1,100 in a row get GOAWAY ENHANCE_YOUR_CALM, the drain in two steps, and the socket closed', async () => {
     const ok = await RawClient.connect(server.address);
     ok.send(calls(1, 990, '/test.Echo/Slow', Buffer.from('x'), (id) => [frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL))]));
@@ -68,6 +68,20 @@ describe('rapid reset (CVE-2023-44487): streams reset before their answer', () =
     const last = c.frames.filter((f) => f.type === FRAME.GOAWAY).at(-1)!;
     expect(last.payload.readUInt32BE(4)).toBe(ERROR.ENHANCE_YOUR_CALM);
     expect(errors.some((e) => /rapid reset/.test(e.message))).toBe(true);
+  });
+
+  test('streams opened past the 2,048 announced take from the same budget: 1,100 refused, then GOAWAY ENHANCE_YOUR_CALM', async () => {
+    const c = await RawClient.connect(server.address);
+    const opens: Buffer[] = [];
+    for (let i = 0, id = 1; i < 2048 + 1100; i++, id += 2) opens.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders('/test.Echo/Slow')));
+    c.send(Buffer.concat(opens));
+    await c.until(() => c.goAway() !== undefined, 20_000);
+    expect(c.goAway()!.code).toBe(ERROR.ENHANCE_YOUR_CALM);
+    const refused = c.frames.filter((f) => f.type === FRAME.RST_STREAM);
+    expect(refused[0]).toMatchObject({ id: 1 + 2 * 2048 });
+    expect(refused.every((f) => f.payload.readUInt32BE(0) === ERROR.REFUSED_STREAM)).toBe(true);
+    expect(refused.length).toBeGreaterThan(1000);
+    c.close();
   });
 
   test('streams reset after their answer (Envoy cancelling a Check that was just answered) do not count: 3,000 of them', async () => {

@@ -20,7 +20,7 @@
  *
  * Limits, where nghttp2 has them and they matter (docs/grpc-port.md lists them with the attacks
  * they answer): header blocks (64 KiB, 64 CONTINUATIONs), concurrent streams (2,048), streams reset
- * by the client before their answer (a burst of 1,000, then 33 a second: rapid reset), control
+ * by the client before their answer or refused (a burst of 1,000, then 33 a second: rapid reset), control
  * frames answered while the client does not read (1,000), unread output (reads pause past 1 MiB;
  * closed past 8 MiB), answers waiting for flow-control window (new streams refused past 4 MiB), a
  * preface that never comes (10 s), a connection without streams (closed after the idle timeout),
@@ -70,9 +70,10 @@ const END_GRACE_MS = 2_000;
 /** After ENHANCE_YOUR_CALM the streams in flight get this long before the socket is destroyed. */
 const CALM_GRACE_MS = 5_000;
 /**
- * Streams a client may reset before their answer: nghttp2's defaults (a burst of 1,000, then 33 a
- * second). Envoy resets a Check only at its timeout or when its own client goes away, and the
- * meter's streams only when a response is cut (the meter ends its side first otherwise).
+ * Streams a client may reset before their answer, or open past the limits we announce (refused):
+ * nghttp2's defaults for resets (a burst of 1,000, then 33 a second). Envoy resets a Check only at
+ * its timeout or when its own client goes away, and the meter's streams only when a response is
+ * cut (the meter ends its side first otherwise); it never opens more streams than announced.
  */
 const RESET_BURST = 1_000;
 const RESETS_PER_SECOND = 33;
@@ -583,12 +584,13 @@ export class Connection implements StreamOwner {
   }
 
   /**
-   * The client resets streams before their answer faster than the budget allows (rapid reset):
+   * The client resets streams before their answer (rapid reset), or opens them past our limits,
+   * faster than the budget allows:
    * GOAWAY ENHANCE_YOUR_CALM, in the drain's two steps (nothing the client sent before it saw the
    * GOAWAY is refused), and the socket is cut if it is still open a few seconds later.
    */
   #calm(): void {
-    this.#opts.onError(new Error(`HTTP/2 connection error (${ERROR.ENHANCE_YOUR_CALM}): over ${RESET_BURST} streams reset before their answer (rapid reset); GOAWAY`));
+    this.#opts.onError(new Error(`HTTP/2 connection error (${ERROR.ENHANCE_YOUR_CALM}): over ${RESET_BURST} streams reset before their answer or refused (rapid reset); GOAWAY`));
     this.goAway(ERROR.ENHANCE_YOUR_CALM);
     setTimeout(() => this.#socket.destroy(), CALM_GRACE_MS).unref();
   }
@@ -655,7 +657,11 @@ export class Connection implements StreamOwner {
     }
     if (this.#drainPhase === 2 || this.#streams.size >= MAX_CONCURRENT_STREAMS || this.#queuedBytes > MAX_QUEUED_OUTPUT) {
       this.#answer(frame(FRAME.RST_STREAM, 0, id, words(ERROR.REFUSED_STREAM)));
-      return this.#closedStreams.add(id, CLOSED.WE_RESET);
+      this.#closedStreams.add(id, CLOSED.WE_RESET);
+      // Past the limit we announced (or the answers it has not let us send): the same budget as
+      // resets, since either way streams end before their answer. A drain's refusals are races, not abuse.
+      if (this.#drainPhase === 0 && !this.#resets.take(Date.now())) this.#calm();
+      return;
     }
     const s = new Stream(id, this);
     s.contentLength = head.contentLength;
@@ -752,6 +758,8 @@ export class Connection implements StreamOwner {
     this.write(frame(FRAME.GOAWAY, 0, 0, Buffer.concat([words(this.#lastStreamId, code), Buffer.from(reason, 'latin1')])));
     this.#flush();
     this.#closed = true;
+    // Nothing more is read (it would be dropped); the peer gets a second to read the GOAWAY.
+    this.#socket.pause();
     this.#socket.end();
     setTimeout(() => this.#socket.destroy(), 1000).unref();
     this.#closeStreams();
