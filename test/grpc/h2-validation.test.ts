@@ -86,6 +86,18 @@ describe('a malformed request (RFC 9113 §8.1.1) resets its stream with PROTOCOL
     c.close();
   });
 
+  test('a field checked once is remembered only as it was: the same place with another value is checked again', async () => {
+    const c = await RawClient.connect(server.address);
+    for (const [id, value, ok] of [[1, 'fine', true], [3, 'fine', true], [5, 'not\r\nfine', false], [7, 'fine', true], [9, ' fine', false]] as const) {
+      c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, block(...grpcRequest(['x-v', value]))));
+      c.send(frame(FRAME.DATA, FLAG.END_STREAM, id, frameMessage(Buffer.from(`s${id}`))));
+      await c.until(() => c.answer(id).ended || rstCode(c, id) !== undefined);
+      if (ok) expect(c.answer(id).data.subarray(5).toString()).toBe(`echo:s${id}`);
+      else expect(rstCode(c, id)).toBe(ERROR.PROTOCOL_ERROR);
+    }
+    c.close();
+  });
+
   test('a well-formed request with te: trailers and a matching content-length is answered', async () => {
     const c = await RawClient.connect(server.address);
     const body = frameMessage(Buffer.from('counted'));

@@ -8,16 +8,25 @@
  * malformed: its stream is reset with PROTOCOL_ERROR (§8.1.1), the connection goes on.
  *
  * One object per connection, reset for each block, so a request costs no allocation here; what the
- * server reads of it (`:path`, `content-type`, `content-length`) is kept, nothing else.
+ * server reads of it (`:path`, `content-type`, `content-length`) is kept, nothing else. A client
+ * sends much the same fields on every request, and HPACK hands back the same strings for them (its
+ * tables', and its cache of recent Huffman strings): a field identical to the one at the same place
+ * in the previous block was checked then, and is not checked again character by character.
  */
 
+/** What a field is to this server: a pseudo-header field (one bit each), or a regular field. */
 const METHOD = 1;
 const SCHEME = 2;
 const AUTHORITY = 4;
 const PATH = 8;
+const OTHER = 16;
+const CONTENT_TYPE = 32;
+const CONTENT_LENGTH = 64;
 
 /** Per-field overhead of SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2). */
 const FIELD_OVERHEAD = 32;
+/** Fields of the previous blocks remembered (by position) as checked, with their kind. */
+const REMEMBERED = 32;
 
 export class RequestHead {
   path: string | undefined;
@@ -32,6 +41,11 @@ export class RequestHead {
   #pseudo = 0;
   #regular = false;
   #trailers = false;
+  /** The field's position in the block; the fields of earlier blocks that passed, by position. */
+  #index = 0;
+  readonly #names: (string | undefined)[] = new Array<string | undefined>(REMEMBERED).fill(undefined);
+  readonly #values: (string | undefined)[] = new Array<string | undefined>(REMEMBERED).fill(undefined);
+  readonly #kinds = new Uint8Array(REMEMBERED);
 
   /** Starts a block: a request's headers, or its trailers. */
   start(trailers: boolean): void {
@@ -44,80 +58,97 @@ export class RequestHead {
     this.#pseudo = 0;
     this.#regular = false;
     this.#trailers = trailers;
+    this.#index = 0;
   }
 
   /** One decoded field (HpackDecoder's callback; bound once). */
   readonly field = (name: string, value: string): void => {
     this.listBytes += name.length + value.length + FIELD_OVERHEAD;
     if (this.problem !== undefined) return;
+    const i = this.#index++;
+    let kind: number;
+    if (i < REMEMBERED && value === this.#values[i] && name === this.#names[i]) {
+      kind = this.#kinds[i];
+    } else {
+      kind = this.#check(name, value);
+      if (kind === 0) return;
+      if (i < REMEMBERED) {
+        this.#names[i] = name;
+        this.#values[i] = value;
+        this.#kinds[i] = kind;
+      }
+    }
+    if (kind >= OTHER) {
+      this.#regular = true;
+      if (kind === CONTENT_TYPE) this.contentType = value;
+      else if (kind === CONTENT_LENGTH && (this.contentLength >= 0 || (this.contentLength = decimal(value)) < 0)) this.#malformed('an invalid content-length');
+      return;
+    }
+    if (this.#trailers) return void this.#malformed('a pseudo-header field in trailers');
+    if (this.#regular) return void this.#malformed('a pseudo-header field after a regular one');
+    if (this.#pseudo & kind) return void this.#malformed('a pseudo-header field twice');
+    this.#pseudo |= kind;
+    if (kind === PATH) this.path = value;
+    else if (kind === METHOD) this.method = value;
+  };
+
+  /** After the last field: the block as a whole (required pseudo-header fields). */
+  finish(): void {
+    if (this.problem !== undefined || this.#trailers) return;
+    if ((this.#pseudo & METHOD) === 0) return void this.#malformed('no :method');
+    if (this.method === 'CONNECT') {
+      // RFC 9113 §8.5: :authority only. This server serves no CONNECT; a well-formed one is answered as any other request.
+      if ((this.#pseudo & (SCHEME | PATH)) !== 0 || (this.#pseudo & AUTHORITY) === 0) this.#malformed('a malformed CONNECT');
+      return;
+    }
+    if ((this.#pseudo & SCHEME) === 0) return void this.#malformed('no :scheme');
+    if ((this.#pseudo & PATH) === 0) this.#malformed('no :path');
+  }
+
+  /** A field seen for the first time at its place: its kind, or 0 (malformed, and said why). */
+  #check(name: string, value: string): number {
     if (!validValue(value)) return this.#malformed('a field value with NUL, CR, LF or surrounding whitespace');
-    if (name.charCodeAt(0) === 0x3a) return this.#pseudoField(name, value);
-    this.#regular = true;
+    if (name.charCodeAt(0) === 0x3a) {
+      switch (name) {
+        case ':method': return METHOD;
+        case ':scheme': return SCHEME;
+        case ':authority': return AUTHORITY;
+        case ':path': return value === '' ? this.#malformed('an empty :path') : PATH;
+        // :status (a response's), :protocol (extended CONNECT is not enabled) and any other.
+        default: return this.#malformed('a pseudo-header field a request cannot have');
+      }
+    }
     if (!validName(name)) return this.#malformed('a field name that is not lower-case token characters');
     switch (name) {
-      case 'content-type':
-        this.contentType = value;
-        return;
-      case 'content-length':
-        if (this.contentLength >= 0 || !/^[0-9]{1,15}$/.test(value)) return this.#malformed('an invalid content-length');
-        this.contentLength = Number(value);
-        return;
-      case 'te':
-        if (value !== 'trailers') this.#malformed('te other than "trailers"');
-        return;
+      case 'content-type': return CONTENT_TYPE;
+      case 'content-length': return CONTENT_LENGTH;
+      case 'te': return value === 'trailers' ? OTHER : this.#malformed('te other than "trailers"');
       case 'connection':
       case 'keep-alive':
       case 'proxy-connection':
       case 'transfer-encoding':
       case 'upgrade':
         return this.#malformed('a connection-specific field');
+      default: return OTHER;
     }
-  };
-
-  /** After the last field: the block as a whole (required pseudo-header fields). */
-  finish(): void {
-    if (this.problem !== undefined || this.#trailers) return;
-    if ((this.#pseudo & METHOD) === 0) return this.#malformed('no :method');
-    if (this.method === 'CONNECT') {
-      // RFC 9113 §8.5: :authority only. This server serves no CONNECT; a well-formed one is answered as any other request.
-      if ((this.#pseudo & (SCHEME | PATH)) !== 0 || (this.#pseudo & AUTHORITY) === 0) this.#malformed('a malformed CONNECT');
-      return;
-    }
-    if ((this.#pseudo & SCHEME) === 0) return this.#malformed('no :scheme');
-    if ((this.#pseudo & PATH) === 0) return this.#malformed('no :path');
   }
 
-  #pseudoField(name: string, value: string): void {
-    if (this.#trailers) return this.#malformed('a pseudo-header field in trailers');
-    if (this.#regular) return this.#malformed('a pseudo-header field after a regular one');
-    let bit: number;
-    switch (name) {
-      case ':method':
-        bit = METHOD;
-        this.method = value;
-        break;
-      case ':scheme':
-        bit = SCHEME;
-        break;
-      case ':authority':
-        bit = AUTHORITY;
-        break;
-      case ':path':
-        if (value === '') return this.#malformed('an empty :path');
-        bit = PATH;
-        this.path = value;
-        break;
-      default:
-        // :status (a response's), :protocol (extended CONNECT is not enabled) and any other.
-        return this.#malformed('a pseudo-header field a request cannot have');
-    }
-    if (this.#pseudo & bit) return this.#malformed('a pseudo-header field twice');
-    this.#pseudo |= bit;
-  }
-
-  #malformed(problem: string): void {
+  #malformed(problem: string): 0 {
     this.problem = problem;
+    return 0;
   }
+}
+
+/** A content-length's value (1 to 15 digits), or -1. */
+function decimal(value: string): number {
+  if (value.length === 0 || value.length > 15) return -1;
+  let n = 0;
+  for (let i = 0; i < value.length; i++) {
+    const d = value.charCodeAt(i) - 0x30;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
+  }
+  return n;
 }
 
 /** RFC 9113 §8.2.1: no octet in 0x00-0x20, 0x41-0x5a (upper case), 0x7f-0xff, and no colon. */
