@@ -417,14 +417,14 @@ function closedAfter(closed: Conn[], start: number): string {
 
 const sum = (m: Map<number, number>): number => [...m.values()].reduce((a, b) => a + b, 0);
 
-/** 200 connections that send the preface and SETTINGS, then nothing; held up to 75 s. */
+/** 200 connections that send the preface and SETTINGS, then nothing; held up to 90 s. */
 async function slowloris(server: Server): Promise<Omit<Row, 'attack' | 'transport'>> {
   const probe = healthProbe(server.grpc);
   const conns: Conn[] = [];
   const start = Date.now();
   const { rss } = await withRss(server.pid, async () => {
     for (let i = 0; i < 200; i++) conns.push(await Conn.open(server.grpc));
-    const deadline = start + 75_000;
+    const deadline = start + 90_000;
     while (Date.now() < deadline && conns.some((c) => !c.closed)) await sleep(250);
     return {};
   });
@@ -433,7 +433,7 @@ async function slowloris(server: Server): Promise<Omit<Row, 'attack' | 'transpor
   conns.forEach((c) => c.socket.destroy());
   return {
     outcome: closed.length === 0
-      ? 'all 200 held for 75 s'
+      ? 'all 200 held for 90 s'
       : `${closed.length} of 200 closed by the server${closedAfter(closed, start)} (GOAWAY: ${codes(closed.flatMap((c) => c.goAways))})`,
     rssMiB: `${mib(rss.before)} → ${mib(rss.peak)} → ${mib(rss.after)}`,
     health: fmtHealth(health),

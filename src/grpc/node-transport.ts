@@ -97,37 +97,59 @@ const NODE_OPTIONS: http2.ServerOptions = {
   settings: { maxConcurrentStreams: 2_048, maxHeaderListSize: 64 * 1024 },
 };
 
-/** Open streams per session, for the idle timeout. */
-const openStreams = new WeakMap<http2.Http2Session, number>();
+/** What the idle sweep knows of a session: streams open, streams opened ever, and at the last sweep. */
+interface SessionState {
+  open: number;
+  opened: number;
+  openedAtSweep: number;
+  idleSweeps: number;
+}
+
+const sessionStates = new WeakMap<http2.Http2Session, SessionState>();
 
 /**
- * An http2 server whose streams open calls through `open`. A session with no stream open and no
- * frame either way for `idleTimeoutMs` is closed gracefully (node's session timeout counts any
- * frame as activity).
+ * Called by the server SWEEPS_PER_IDLE_TIMEOUT times per idle timeout (as for the builtin
+ * transport's connections): a session that had no stream open through a whole timeout is closed
+ * gracefully (GOAWAY), whatever PINGs it sent. Node's own session timeout (`server.setTimeout`)
+ * would count any frame as activity and refresh a timer on every read and write.
  */
-export function nodeHttp2Server(open: OpenStream, idleTimeoutMs: number): http2.Http2Server {
+export function sweepSession(session: http2.Http2Session, sweepsPerTimeout: number): void {
+  const st = sessionStates.get(session);
+  if (st === undefined || session.closed || session.destroyed) return;
+  if (st.open === 0 && st.opened === st.openedAtSweep) {
+    if (++st.idleSweeps > sweepsPerTimeout) session.close();
+  } else {
+    st.idleSweeps = 0;
+  }
+  st.openedAtSweep = st.opened;
+}
+
+/** An http2 server whose streams open calls through `open`. */
+export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
   const server = http2.createServer(NODE_OPTIONS);
+  server.on('session', (session) => sessionStates.set(session, { open: 0, opened: 0, openedAtSweep: 0, idleSweeps: 0 }));
   server.on('stream', (stream, headers) => {
     // A client's reset is an error event on the stream: routine, and seen by the call as 'close'.
     stream.on('error', ignore);
-    const session = stream.session;
-    if (session) {
-      openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
-      stream.once('close', () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
+    const st = stream.session && sessionStates.get(stream.session);
+    if (st) {
+      st.open++;
+      st.opened++;
     }
     // HEADERS and a reset in one read: the stream is gone before this event ('stream' comes on a
     // later tick); nothing to open.
-    if (stream.destroyed || stream.closed) return;
+    if (stream.destroyed || stream.closed) {
+      if (st) st.open--;
+      return;
+    }
     const contentType = headers['content-type'];
     const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream));
     stream.on('data', (chunk: Buffer) => events.data(chunk));
     stream.on('end', () => events.end());
-    stream.on('close', () => events.closed());
-  });
-  server.setTimeout(idleTimeoutMs);
-  // With a listener node leaves the session open: one with a stream in progress is kept.
-  server.on('timeout', (session: http2.Http2Session) => {
-    if ((openStreams.get(session) ?? 0) === 0) session.close();
+    stream.on('close', () => {
+      if (st) st.open--;
+      events.closed();
+    });
   });
   server.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
   return server;

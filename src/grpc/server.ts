@@ -21,7 +21,7 @@ import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { CallTracker, openCall, type Method, type RequestEvents, type ResponseStream } from './call';
 import { Connection, SWEEPS_PER_IDLE_TIMEOUT } from './h2/connection';
-import { nodeHttp2Server } from './node-transport';
+import { nodeHttp2Server, sweepSession } from './node-transport';
 import { GrpcStatus } from './status';
 
 export type { Method, RequestProblem, StreamCall, StreamMethod, UnaryMethod } from './call';
@@ -98,7 +98,7 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     onError(new Error(`a connection refused: ${open} are open, the most this server accepts (further refusals are not logged for ${REFUSAL_LOG_MS / 1000} s)`));
   };
   if (opts.transport === 'node') {
-    const h2 = nodeHttp2Server(open, idleTimeoutMs);
+    const h2 = nodeHttp2Server(open);
     h2.maxConnections = maxConnections;
     h2.on('drop', () => refused(maxConnections));
     const sessions = new Set<import('node:http2').ServerHttp2Session>();
@@ -108,6 +108,8 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     });
     h2.on('sessionError', onError);
     server = h2;
+    sweeper = setInterval(() => sessions.forEach((s) => sweepSession(s, SWEEPS_PER_IDLE_TIMEOUT)), idleTimeoutMs / SWEEPS_PER_IDLE_TIMEOUT);
+    sweeper.unref();
     goAwayAll = () => sessions.forEach((s) => s.close());
     destroyAll = () => sessions.forEach((s) => s.destroy());
   } else {

@@ -79,15 +79,21 @@ const RESET_BURST = 1_000;
 const RESETS_PER_SECOND = 33;
 /**
  * Frames written in answer to the client's (SETTINGS and PING ACKs, RST_STREAMs) while the
- * socket is backed up: nghttp2's max_outbound_ack. Past it the client is flooding without reading.
+ * socket is backed up (64 KiB or more unsent), or in one read: nghttp2's max_outbound_ack. Past it
+ * the client is flooding without reading.
  */
 const MAX_REACTIVE = 1_000;
+const REACTIVE_FORGIVEN_BELOW = 64 * 1024;
 /** Unread output: reading pauses past this (until the socket drains); past the second, the connection is cut. */
 const OUTPUT_HIGH_WATER = 1024 * 1024;
 const MAX_UNREAD_OUTPUT = 8 * 1024 * 1024;
 /** Answers waiting for flow-control window: past this, new streams are refused until it is sent. */
 const MAX_QUEUED_OUTPUT = 4 * 1024 * 1024;
-/** The idle timeout is checked by sweeps this many times per timeout (server.ts calls sweep()). */
+/**
+ * The idle timeout is checked by sweeps this many times per timeout (server.ts calls sweep()): a
+ * connection idle through more sweeps than this is closed between one and 1.25 timeouts after its
+ * last stream.
+ */
 export const SWEEPS_PER_IDLE_TIMEOUT = 4;
 const SERVER_PREFACE = Buffer.concat([
   frame(FRAME.SETTINGS, 0, 0, settingsPayload([
@@ -143,7 +149,7 @@ export class Connection implements StreamOwner {
   #flushQueued = false;
   /** DATA octets queued on streams, waiting for flow-control window. */
   #queuedBytes = 0;
-  /** Frames written in answer to the client's since the socket was last drained. */
+  /** Frames written in answer to the client's since the socket last had under 64 KiB unsent. */
   #reactive = 0;
   /** Reading is paused until the socket drains. */
   #paused = false;
@@ -225,13 +231,13 @@ export class Connection implements StreamOwner {
   sweep(): void {
     if (this.#closed || !this.#prefaceSeen) return;
     if (this.#streams.size === 0 && this.#opened === this.#openedAtSweep) {
-      if (++this.#idleSweeps >= SWEEPS_PER_IDLE_TIMEOUT) this.goAway();
+      if (++this.#idleSweeps > SWEEPS_PER_IDLE_TIMEOUT) this.goAway();
     } else {
       this.#idleSweeps = 0;
     }
     this.#openedAtSweep = this.#opened;
     if ((this.#paused || this.#blocked.size > 0) && !this.#progress) {
-      if (++this.#stalledSweeps >= SWEEPS_PER_IDLE_TIMEOUT) {
+      if (++this.#stalledSweeps > SWEEPS_PER_IDLE_TIMEOUT) {
         this.#opts.onError(new Error('the peer has taken none of its answers for the idle timeout; connection closed'));
         this.#socket.destroy();
       }
@@ -267,9 +273,9 @@ export class Connection implements StreamOwner {
     this.#outBytes = 0;
     this.#socket.write(out);
     const backlog = this.#socket.writableLength;
-    if (backlog === 0) {
-      this.#reactive = 0;
-    } else if (backlog > OUTPUT_HIGH_WATER) {
+    // A client keeping up (little left unsent) owes nothing; one that is not keeps its count.
+    if (backlog < REACTIVE_FORGIVEN_BELOW) this.#reactive = 0;
+    if (backlog > OUTPUT_HIGH_WATER) {
       if (backlog > MAX_UNREAD_OUTPUT) {
         this.#opts.onError(new Error('the peer is not reading its answers; connection closed'));
         return void this.#socket.destroy();
