@@ -53,6 +53,13 @@ module.exports = {
       to: { path: ['^src/server/', '^src/cli/', pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js')] },
     },
     {
+      name: 'ratelimit-below-server-and-cli',
+      comment: 'Rate limits (src/ratelimit) are pure: the server serves and calls the engine; no gRPC library, logger, metrics library or driver here.',
+      severity: 'error',
+      from: { path: '^src/ratelimit/' },
+      to: { path: ['^src/server/', '^src/cli/', pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js')] },
+    },
+    {
       name: 'console-below-server-and-cli',
       severity: 'error',
       comment: 'The console is mounted by the server and called by the CLI, never the other way round.',

@@ -1,6 +1,6 @@
 /**
  * The FIXED request mixes of the benchmark, as the CheckRequests Envoy would send for them
- * (shape: /work/shared/notes/envoy-ext-authz.md §2, check_request_utils.cc): lowercase `headers`
+ * (shape: Envoy's ext_authz check_request_utils.cc, as src/envoy/check-request.ts builds them): lowercase `headers`
  * including `:path` (with query), `:method`, `:authority`, `:scheme`, `x-request-id` and
  * `x-envoy-auth-partial-body`; the body as `raw_body` bytes (`pack_as_bytes: true`).
  *

@@ -1,11 +1,15 @@
 #!/usr/bin/env node
 'use strict';
-// npm start's fast path: runs the TypeScript build (`npm run build`) only when a source file is
-// newer than the last build, so a later start does not wait ~5 s for tsc to find nothing to do.
-// Sources: tsconfig.json's include folders, package.json and tsconfig.json (not package-lock.json:
-// npm install writes it after its own build, `prepare`).
+// npm start's fast path: runs the source build (`npm run build`: tsconfig.json, src/ only) only when
+// one of its inputs is newer than the last source build, so a later start does not wait for tsc to
+// find nothing to do. Inputs: tsconfig.json's include folders (src/, proto/), package.json (src
+// imports it) and tsconfig.json itself; not test/ or bench/ (test/tsconfig.json and
+// bench/tsconfig.json compile those, with their own incremental state), not package-lock.json (npm
+// install writes it after its own build, `prepare`). The stamp is the source build's own
+// incremental state, dist/tsconfig.tsbuildinfo, touched after every build here (tsc leaves it alone
+// when nothing changed).
 const { execFileSync } = require('node:child_process');
-const { readdirSync, statSync, utimesSync } = require('node:fs');
+const { existsSync, readdirSync, rmSync, statSync, utimesSync } = require('node:fs');
 const { join } = require('node:path');
 
 const root = join(__dirname, '..');
@@ -24,11 +28,15 @@ function newestIn(path) {
   return newest;
 }
 
+// tsc --incremental trusts its state, not its outputs: with the entry point gone (a partly cleaned
+// dist/), forget the state so that the build emits everything again.
+if (!existsSync(join(root, 'dist', 'src', 'cli', 'main.js'))) rmSync(stamp, { force: true });
+
 let built = 0;
 try {
   built = statSync(stamp).mtimeMs;
 } catch { /* never built */ }
-const sources = ['src', 'proto', 'bench', 'test', 'package.json', 'tsconfig.json'];
+const sources = ['src', 'proto', 'package.json', 'tsconfig.json'];
 if (built === 0 || sources.some((s) => newestIn(join(root, s)) > built)) {
   execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json'), '--incremental'], { stdio: 'inherit' });
   const now = new Date();

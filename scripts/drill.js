@@ -4,7 +4,7 @@
  * with DRILL_FULL=1): modelgate killed and restarted, frozen 5 s, one of two workers killed,
  * PostgreSQL stopped 30 s and frozen 10 s, the config replaced by an invalid one then a valid one,
  * stdout blocked 150 s (past the 64 MiB log buffer), a flood of 1,000,000 random keys. Prints one
- * table row per drill (the README's table). About 15 minutes on 2 cores. Exit code 0 when no
+ * table row per drill (docs/security.md's table). About 15 minutes on 2 cores. Exit code 0 when no
  * request was allowed without a valid decision.
  */
 'use strict';

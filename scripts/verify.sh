@@ -77,7 +77,8 @@ check "carol model list (balance not checked)" '200 "id":"gpt-4o-mini"' GET /v1/
 check "alice, a model typo" "403 model_not_in_group" POST /v1/chat/completions "$(chat gpt-4o-mni)" "Authorization: Bearer $ALICE"
 check "alice, another group's model" "403 model_not_in_group" POST /v1/messages "$(messages claude-sonnet-4-5)" "x-api-key: $ALICE" "$AV"
 check "no key" "401 key_missing" POST /v1/chat/completions "$(chat gpt-4o-mini)"
-check "a Base URL without /v1" "404 prefix_wrong" POST /chat/completions "$(chat gpt-4o-mini)" "Authorization: Bearer $ALICE"
+check "an embeddings Base URL without /v1" "404 prefix_wrong" POST /embeddings '{"model":"text-embedding-3-small","input":"hi"}' "Authorization: Bearer $ALICE"
+check "a coding agent at the root address (Codex: POST /responses)" "200 as key alice" POST /responses '{"model":"gpt-6.1-sol","input":"hi"}' "Authorization: Bearer $ALICE"
 check "a Base URL ending in /v1 for messages" "404 path_repeated" POST /v1/v1/messages "$(messages claude-3-5-haiku-latest)" "x-api-key: $ALICE" "$AV"
 
 if [ "$failed" -eq 0 ]; then

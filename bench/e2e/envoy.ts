@@ -30,11 +30,15 @@ export interface BundleOptions {
   readonly upstreamPort: number;
   /** The meter's ext_proc filter (needs modelgate as the authz target). */
   readonly meter: boolean;
+  /** The rate limit filters (issue 25): kept only for the rate limit rows, so the other rows stay as they were measured. */
+  readonly rateLimits?: boolean;
   /**
    * Keep the client's credential headers on the way upstream (LiteLLM: the upstream is the
    * authorizer, and reads the key from them). The generated routes remove them.
    */
   readonly keepCredentialHeaders?: boolean;
+  /** The gRPC port's secret, read (the config's grpc.secret), rendered into every call to modelgate. */
+  readonly grpcSecret?: string;
 }
 
 /** The bundle as Envoy reads it, and what was changed from the generated one. */
@@ -42,6 +46,7 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
   const up = { tls: false, host: '127.0.0.1', port: o.upstreamPort, caFile: '' };
   const b = renderBootstrap({
     ...config,
+    grpcSecret: o.grpcSecret,
     meter: { ...config.meter, enabled: o.meter },
     gateway: {
       ...config.gateway,
@@ -50,9 +55,12 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
       authz: { host: '127.0.0.1', port: o.authz?.port ?? 1 },
       http: { host: '127.0.0.1', port: o.httpPort },
       upstreams: { chat: up, messages: up, generative: up, alt: up },
+      // As a production gateway is set up: hints name the public address, rendered into the bundle
+      // (without it, a Lua filter writes the address each client used into hints: src/envoy/base-url-filter.ts).
+      publicBaseUrl: config.gateway.publicBaseUrl ?? 'https://gateway.bench.example',
     },
   }) as Obj;
-  const changes: string[] = ['listener and admin on free loopback ports; every upstream cluster at the stand-in'];
+  const changes: string[] = ['listener and admin on free loopback ports; every upstream cluster at the stand-in; gateway.publicBaseUrl set'];
   const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
   const authzCluster = (b.static_resources.clusters as Obj[]).find((c) => c.name === CLUSTER.authz)!;
   if (!o.authz) {
@@ -75,6 +83,16 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
     changes.push("no request_headers_to_remove on the routes (the client's key goes to LiteLLM)");
   }
   if (o.meter) changes.push("the meter's ext_proc filter (observability mode)");
+  if (!o.rateLimits) {
+    hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => !String(f.name).startsWith('modelgate.ratelimit_'));
+    b.static_resources.clusters = (b.static_resources.clusters as Obj[]).filter((c) => c.name !== CLUSTER.ratelimit);
+    for (const r of hcm.route_config.virtual_hosts[0].routes as Obj[]) {
+      const pf = r.typed_per_filter_config as Obj | undefined;
+      if (pf) for (const k of Object.keys(pf)) if (k.startsWith('modelgate.ratelimit_')) delete pf[k];
+    }
+  } else changes.push("the rate limit filters (tokens, then requests) calling the engine's cluster");
+  if (config.grpc.secret) changes.push('the gRPC secret in every call to modelgate (grpc_service initial_metadata)');
+  if (config.gateway.authzTls) changes.push("mTLS to modelgate's gRPC port (the authz cluster's TLS transport socket)");
   return { yaml: toYaml(b, ' modelgate end-to-end benchmark: the generated bundle, see bench/e2e/envoy.ts'), changes };
 }
 

@@ -216,6 +216,27 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     }
   }
 
+  // ---------------------------------------------------------------- rate limits
+  const rlIds: SetupId[] = ['modelgate-meter', 'modelgate-rl', 'modelgate-rl-global'];
+  if (present.has('modelgate-rl') || present.has('modelgate-rl-global')) {
+    line();
+    line('## Rate limits (issue 25): what the engine costs');
+    line();
+    line('Small chat, answered, at 200 requests a second: each request of the rate limit rows is checked against its key\'s tokens per minute and counted against its requests per minute (two calls to the engine), and each response is charged its tokens (a third, from modelgate). Added p50/p99 over the meter row (the same setup without rate limits); CPU per 10,000 requests; Redis and envoyproxy/ratelimit (the global engine\'s processes, on the load core) as the engine column.');
+    line();
+    line('| setup | closed req/s | vs without | p50 | added p50 | p99 | added p99 | Envoy CPU /10k | modelgate CPU /10k | engine CPU /10k (Redis + ratelimit) |');
+    line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+    const base = { rps: cap('modelgate-meter', 'small_chat'), p50: pct('modelgate-meter', 'small_chat', '200/s', 50), p99: pct('modelgate-meter', 'small_chat', '200/s', 99) };
+    const plus = (a: number, b: number): string => (Number.isFinite(a) && Number.isFinite(b) ? `${a >= b ? '+' : '−'}${(Math.abs(a - b) / 1000).toFixed(1)} ms` : '–');
+    for (const id of rlIds.filter((i) => present.has(i))) {
+      const c = cpuPer10k(ok, id, 'small_chat');
+      const rps = cap(id, 'small_chat');
+      const p50 = pct(id, 'small_chat', '200/s', 50);
+      const p99 = pct(id, 'small_chat', '200/s', 99);
+      line(`| ${SETUP_TITLES[id]} | ${int(rps)} | ${id === 'modelgate-meter' ? '–' : `${(rps / base.rps).toFixed(2)}x`} | ${ms(p50)} | ${id === 'modelgate-meter' ? '–' : plus(p50, base.p50)} | ${ms(p99)} | ${id === 'modelgate-meter' ? '–' : plus(p99, base.p99)} | ${c.envoy.toFixed(2)} | ${c.authz.toFixed(2)} | ${id === 'modelgate-rl-global' ? c.store.toFixed(2) : '–'} |`);
+    }
+  }
+
   // ---------------------------------------------------------------- every run
   line();
   line('## Every run');

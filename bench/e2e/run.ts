@@ -30,7 +30,7 @@ const OUT = path.join(ROOT, 'bench', 'out', 'e2e');
 
 /** Which mixes each setup runs (the metering rows: the small chat, answered and streamed). */
 const MAIN_MIXES: MixId[] = ['small_chat', 'body_256k_model_last', 'generative_path', 'mixed_90_10'];
-const METER_SETUPS: SetupId[] = ['modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict'];
+const METER_SETUPS: SetupId[] = ['modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'];
 const STREAM_ALSO: SetupId[] = ['envoy', 'modelgate', 'modelgate-pg'];
 /** The metering rows' offered rate. */
 const METER_RATE = 200;

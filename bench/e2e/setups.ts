@@ -13,24 +13,34 @@
  *   modelgate-meter     modelgate, file store, the meter on (soft)          } metering rows
  *   modelgate-pg-meter  modelgate, PostgreSQL, the meter on (soft)          } (issue 11)
  *   modelgate-pg-strict modelgate, PostgreSQL, the meter on, strict mode    }
+ *   modelgate-rl        modelgate + meter (soft, file store), rate limits on the   } rate limit rows
+ *                       keys, embedded engine (modelgate answers the filters)      } (issue 25): every
+ *   modelgate-rl-global the same, global engine: envoyproxy/ratelimit + Redis      } request asks the engine
+ *   modelgate-secret    (--setups only) modelgate with grpc.secret            } the gRPC port
+ *   modelgate-mtls      (--setups only) modelgate with mTLS (grpc.tls)        } authenticated
+ *   modelgate-secret-mtls (--setups only) both                                } (issue 21)
  *
  * Placement (2 cores): Envoy and the authorizing process on the "gateway" core, the load generator,
  * the upstream and PostgreSQL on the "load" core. bench/README-e2e.md says why.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { parseDocument } from 'yaml';
+import { readGrpcSecret } from '../../src/config/grpc-auth';
 import { parseConfig, type Config } from '../../src/config/load';
 import { renderBundle, startPinnedEnvoy, type RunningEnvoy } from './envoy';
 import type { HttpKind } from './mixes';
 import { peerData } from './peer-data';
 import type { BenchPg } from './pg';
-import { freePort, httpStatus, listening, spawnPinned, type Proc } from './procs';
+import { freePort, httpStatus, listening, pin, spawnPinned, type Proc } from './procs';
+import { startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
 import { UPSTREAM_MARKERS } from './upstream';
 
-export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict'] as const;
+export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'] as const;
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
-export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node'] as const;
+export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls'] as const;
 export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
 
 export const SETUP_TITLES: Record<SetupId, string> = {
@@ -47,6 +57,11 @@ export const SETUP_TITLES: Record<SetupId, string> = {
   'modelgate-meter': 'modelgate + meter, soft (file store)',
   'modelgate-pg-meter': 'modelgate + meter, soft (PostgreSQL)',
   'modelgate-pg-strict': 'modelgate + meter, strict (PostgreSQL)',
+  'modelgate-rl': 'modelgate + meter + rate limits, embedded engine',
+  'modelgate-rl-global': 'modelgate + meter + rate limits, global engine (envoyproxy/ratelimit, Redis)',
+  'modelgate-secret': 'Envoy + modelgate, gRPC port with grpc.secret',
+  'modelgate-mtls': 'Envoy + modelgate, gRPC port with mTLS (grpc.tls)',
+  'modelgate-secret-mtls': 'Envoy + modelgate, gRPC port with grpc.secret and mTLS',
 };
 
 export interface BenchContext {
@@ -87,13 +102,60 @@ export interface RunningSetup {
 
 const allowMarker = (kind: HttpKind): string => (kind.expect.allowed ? UPSTREAM_MARKERS[kind.expect.family] : UPSTREAM_MARKERS.chat);
 
-/** modelgate's config for a setup: the demo config with the meter and store of the setup. */
-function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUrl?: string): string {
+/** Rate limits the benchmark's traffic never reaches: every request asks the engine, none is refused. */
+const BENCH_LIMITS = { rpm: 1_000_000_000, tpm: 4_000_000_000 };
+
+/** How a setup's gRPC port authenticates Envoy (issue 21): the secret's file, the certificates' files. */
+interface PortAuth {
+  readonly secretFile?: string;
+  readonly tls?: { readonly serverCert: string; readonly serverKey: string; readonly serverCa: string; readonly clientCert: string; readonly clientKey: string; readonly clientCa: string };
+}
+
+/**
+ * modelgate's config for a setup: the demo config with the meter, store and gRPC port
+ * authentication of the setup, and for the rate limit rows, the engine and limits on the
+ * benchmark's keys (key-wide requests and tokens per minute: both filters call the engine, and
+ * each response's tokens are charged).
+ */
+function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUrl?: string, auth: PortAuth = {}, rateLimits?: { engine: 'embedded' | 'global'; service?: string; redis?: string }): string {
   const doc = parseDocument(demo);
   doc.setIn(['meter', 'enabled'], meter !== 'off');
   if (meter !== 'off') doc.setIn(['meter', 'mode'], meter);
   if (storeUrl) doc.set('store', storeUrl);
+  if (rateLimits) {
+    doc.setIn(['rateLimits', 'engine'], rateLimits.engine);
+    if (rateLimits.service) doc.setIn(['rateLimits', 'service'], rateLimits.service);
+    if (rateLimits.redis) doc.setIn(['rateLimits', 'redis'], rateLimits.redis);
+    const keys = doc.get('keys') as { items: Array<{ get(k: string): unknown; set(k: string, v: unknown): void }> };
+    for (const k of keys.items) if (['alice', 'bob'].includes(String(k.get('id')))) k.set('limits', doc.createNode(BENCH_LIMITS));
+  }
+  if (auth.secretFile) doc.setIn(['grpc', 'secret'], doc.createNode({ file: auth.secretFile }));
+  if (auth.tls) {
+    const t = auth.tls;
+    doc.setIn(['grpc', 'tls'], doc.createNode({ certFile: t.serverCert, keyFile: t.serverKey, clientCaFile: t.clientCa }));
+    doc.setIn(['gateway', 'authzTls'], doc.createNode({ certFile: t.clientCert, keyFile: t.clientKey, caFile: t.serverCa, serverName: BENCH_SERVER_NAME }));
+  }
   return doc.toString();
+}
+
+const BENCH_SERVER_NAME = 'modelgate.bench';
+
+/** A CA each for modelgate and Envoy, and a certificate each (P-256, as a deployment would make them). */
+function makeCerts(dir: string): NonNullable<PortAuth['tls']> {
+  mkdirSync(dir, { recursive: true });
+  const ssl = (args: string[]): void => {
+    const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`openssl ${args[0]} failed: ${r.stderr}`);
+  };
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  for (const ca of ['server-ca', 'client-ca']) ssl(['req', '-x509', ...ec, '-days', '30', '-subj', `/CN=${ca}`, '-keyout', `${ca}.key`, '-out', `${ca}.crt`, '-addext', 'basicConstraints=critical,CA:TRUE']);
+  for (const [leaf, ca, ext] of [['server', 'server-ca', `subjectAltName=DNS:${BENCH_SERVER_NAME}\n`], ['client', 'client-ca', 'extendedKeyUsage=clientAuth\n']]) {
+    ssl(['req', ...ec, '-subj', `/CN=${leaf}`, '-keyout', `${leaf}.key`, '-out', `${leaf}.csr`]);
+    writeFileSync(path.join(dir, `${leaf}.ext`), ext);
+    ssl(['x509', '-req', '-in', `${leaf}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-days', '30', '-out', `${leaf}.crt`, '-extfile', `${leaf}.ext`]);
+  }
+  const f = (n: string): string => path.join(dir, n);
+  return { serverCert: f('server.crt'), serverKey: f('server.key'), serverCa: f('server-ca.crt'), clientCert: f('client.crt'), clientKey: f('client.key'), clientCa: f('client-ca.crt') };
 }
 
 async function startModelgateProc(ctx: BenchContext, id: string, configPath: string, workers: number): Promise<{ proc: Proc; grpcPort: number; http: string }> {
@@ -125,6 +187,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
   let markers = (k: HttpKind): string[] => [k.expect.allowed ? allowMarker(k) : `[modelgate: ${k.expect.reason}]`];
   let upstreamPort = ctx.upstreamPort;
   const httpPortFor = async (): Promise<number> => freePort();
+  const engines: EngineProcess[] = [];
 
   switch (id) {
     case 'envoy': {
@@ -150,13 +213,56 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       markers = (k) => [allowMarker(k)];
       break;
     }
+    case 'modelgate-secret':
+    case 'modelgate-mtls':
+    case 'modelgate-secret-mtls': {
+      // The same as `modelgate`, with the gRPC port authenticated (issue 21): what each costs per Check.
+      const auth: PortAuth = {
+        ...(id.includes('secret') ? { secretFile: path.join(ctx.outDir, 'grpc-secret') } : {}),
+        ...(id.includes('mtls') ? { tls: makeCerts(path.join(ctx.outDir, 'certs')) } : {}),
+      };
+      if (auth.secretFile) writeFileSync(auth.secretFile, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
+      const configPath = path.join(ctx.outDir, `${id}.yaml`);
+      writeFileSync(configPath, modelgateConfig(ctx.demoConfig, 'off', undefined, auth));
+      const m = await startModelgateProc(ctx, id, configPath, 1);
+      authz = m.proc;
+      modelgateHttp = m.http;
+      const config = parseConfig(readFileSync(configPath, 'utf8'));
+      bundle = renderBundle(config, {
+        authz: { port: m.grpcPort, healthCheck: true, packAsBytes: true },
+        httpPort: Number(m.http.split(':')[1]),
+        upstreamPort,
+        meter: false,
+        grpcSecret: readGrpcSecret(config, { env: {}, configPath }),
+      });
+      break;
+    }
     case 'modelgate':
     case 'modelgate-w2':
     case 'modelgate-pg':
     case 'modelgate-meter':
     case 'modelgate-pg-meter':
-    case 'modelgate-pg-strict': {
-      const meter = id === 'modelgate-pg-strict' ? 'strict' : id.endsWith('-meter') ? 'soft' : 'off';
+    case 'modelgate-pg-strict':
+    case 'modelgate-rl':
+    case 'modelgate-rl-global': {
+      const meter = id === 'modelgate-pg-strict' ? 'strict' : id.endsWith('-meter') || id.startsWith('modelgate-rl') ? 'soft' : 'off';
+      let rateLimits: { engine: 'embedded' | 'global'; service?: string; redis?: string } | undefined;
+      if (id === 'modelgate-rl') rateLimits = { engine: 'embedded' };
+      if (id === 'modelgate-rl-global') {
+        // Redis and envoyproxy/ratelimit on the load core, as PostgreSQL: infrastructure beside the gateway.
+        const redisPort = await freePort();
+        const grpc = { host: '127.0.0.1', port: await freePort() };
+        const redis = await startRedis({ host: '127.0.0.1', port: redisPort });
+        const ratelimit = await startRatelimit({ grpc, redis: { host: '127.0.0.1', port: redisPort }, domain: 'modelgate' }).catch(async (err: unknown) => {
+          await redis.stop();
+          throw err;
+        });
+        if (ctx.loadCpus) await pin([redis.pid, ratelimit.pid], ctx.loadCpus);
+        engines.push(ratelimit, redis);
+        storePids = () => [redis.pid, ratelimit.pid];
+        rateLimits = { engine: 'global', service: `127.0.0.1:${grpc.port}`, redis: `127.0.0.1:${redisPort}` };
+        notes.push('store CPU: Redis and envoyproxy/ratelimit, pinned to the load core');
+      }
       let storeUrl: string | undefined;
       if (id.includes('-pg')) {
         if (!ctx.pg) throw new Error('no PostgreSQL');
@@ -164,7 +270,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         storePids = () => ctx.pg!.pids();
       }
       const configPath = path.join(ctx.outDir, `${id}.yaml`);
-      writeFileSync(configPath, modelgateConfig(ctx.demoConfig, meter, storeUrl));
+      writeFileSync(configPath, modelgateConfig(ctx.demoConfig, meter, storeUrl, {}, rateLimits));
       rmSync(configPath.replace(/\.yaml$/, '.state.json'), { force: true });
       const m = await startModelgateProc(ctx, id, configPath, id === 'modelgate-w2' ? 2 : 1);
       authz = m.proc;
@@ -174,6 +280,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         httpPort: Number(m.http.split(':')[1]),
         upstreamPort,
         meter: meter !== 'off',
+        rateLimits: rateLimits !== undefined,
       });
       break;
     }
@@ -245,6 +352,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     });
   } catch (err) {
     await authz?.stop();
+    for (const e of engines) await e.stop();
     throw err;
   }
   return {
@@ -260,6 +368,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     async stop() {
       await envoy.stop();
       await authz?.stop();
+      for (const e of engines) await e.stop();
     },
   };
 }

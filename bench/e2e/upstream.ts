@@ -4,7 +4,7 @@
  * answers at once with a fixed, valid response of the request's protocol family, usage included
  * (the meter reads it). No JSON parsing, no per-request objects beyond the parser's few: the
  * upstream must cost as little CPU as possible, because it shares a core with the load generator
- * (bench/README-e2e, "Placement"). The demo upstream (src/demo/upstream.ts) parses every body as
+ * (bench/README-e2e.md, "Placement"). The demo upstream (src/demo/upstream.ts) parses every body as
  * JSON to count tokens, which costs about 3 ms of CPU per 256 KiB body; this one only skips bytes.
  *
  * A small body (under 16 KiB) containing `"stream":true` gets an SSE stream of three chunks with a

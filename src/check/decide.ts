@@ -16,7 +16,9 @@ import { statusOf, type DenyReason } from './reasons';
 import type { RequestView } from './request-view';
 import { classify, endpointFor, type Route } from './routes';
 import type { Lookup } from '../store/cache';
-import type { GroupRecord, KeyRecord } from '../store/store';
+import type { GroupRecord, KeyRecord, ModelRecord } from '../store/store';
+import { effectiveLimits } from '../ratelimit/limits';
+import { rateLimitMetadata } from '../ratelimit/metadata';
 
 /** Cached store access, as the decision needs it (StoreCache fits). */
 export interface Lookups {
@@ -82,13 +84,13 @@ function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: 
   if (key.expiresAt !== null && key.expiresAt <= now) {
     return deny(route, 'key_expired', `the key ${JSON.stringify(key.id)} expired at ${new Date(key.expiresAt).toISOString()}: use a current key`, who);
   }
-  return then(lookups.groups.get(key.group), (groupLookup) => decideForGroup(view, config, lookups, route, key, who, groupLookup));
+  return then(lookups.groups.get(key.group), (groupLookup) => decideForGroup(view, config, lookups, route, key, who, groupLookup, now));
 }
 
 /** The group, the body and model, the protocol, availability, the balance (seed §7: 403s, in order). */
 function decideForGroup(
   view: RequestView, config: Config, lookups: Lookups, route: EndpointRoute, key: KeyRecord,
-  who: { keyId: string; group: string; stale: boolean }, groupLookup: Lookup<GroupRecord>,
+  who: { keyId: string; group: string; stale: boolean }, groupLookup: Lookup<GroupRecord>, now: number,
 ): MaybePromise<Decision> {
   const routes = config.routes;
   if (groupLookup.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
@@ -96,7 +98,7 @@ function decideForGroup(
   const group = groupLookup.value;
   if (!group.available) return deny(route, 'group_unavailable', `the key's group ${JSON.stringify(group.name)} is marked unavailable in the console (${consoleHints(config).address})`, who);
 
-  if (route.kind === 'models' && route.model === undefined) return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined);
+  if (route.kind === 'models' && route.model === undefined) return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined, undefined);
 
   let model = route.model;
   if (model === undefined) {
@@ -132,7 +134,17 @@ function decideForGroup(
   if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
     return deny(route, 'balance_insufficient', `the key's balance is ${amountText(key.balance)}: top it up before using models`, { ...who, model, modelKnown: true });
   }
-  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model);
+  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model, route.kind === 'protocol' ? limitsPart(key, group, m, model, now) : undefined);
+}
+
+/** The rate limits of an allowed protocol request (issue 25): what Envoy counts, and the in-flight cap. */
+function limitsPart(key: KeyRecord, group: GroupRecord, m: ModelRecord, model: string, now: number): Partial<Decision> | undefined {
+  if (!key.limits && !group.limits && !m.limits) return undefined;
+  const limits = effectiveLimits(key, group, m);
+  const rateLimit = rateLimitMetadata(limits, key.id, model, now);
+  const inFlight = limits.key.inFlight;
+  if (!rateLimit && !inFlight) return undefined;
+  return { ...(rateLimit ? { rateLimit } : {}), ...(inFlight ? { inFlightLimit: inFlight } : {}) };
 }
 
 /** Runs of 16 to 512 characters a key may hold, in a query value or name: each could be a key of the store. */
@@ -145,8 +157,8 @@ const MAX_QUERY_KEY_CANDIDATES = 16;
  * to recognise it by), is a key in the URL. Only requests with a long query value pay for it (one
  * cached lookup each; most requests have no query).
  */
-function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined): MaybePromise<Decision> {
-  if (view.query === '') return allow(view, routes, route, key, who.stale, model);
+function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined, limits: Partial<Decision> | undefined): MaybePromise<Decision> {
+  if (view.query === '') return allow(view, routes, route, key, who.stale, model, limits);
   const candidates: string[] = [];
   for (const part of view.query.split('&')) {
     const eq = part.indexOf('=');
@@ -160,7 +172,7 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
     return deny(route, 'key_in_url', `the query has ${candidates.length} long values that could each be a key (at most ${MAX_QUERY_KEY_CANDIDATES} are checked); keys never go in the URL: shorten the query`, who);
   }
   const next = (i: number): MaybePromise<Decision> => {
-    if (i === candidates.length) return allow(view, routes, route, key, who.stale, model);
+    if (i === candidates.length) return allow(view, routes, route, key, who.stale, model, limits);
     return then(lookups.keys.get(hashKey(candidates[i])), (found) => {
       if (found.status === 'found') return deny(route, 'key_in_url', 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header', who);
       if (found.status === 'unavailable') return deny(route, 'store_unavailable', 'the key store cannot answer right now; retry shortly', who);
@@ -170,10 +182,11 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
   return next(0);
 }
 
-function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined): Decision {
-  const d: Decision = model === undefined
+function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, limits: Partial<Decision> | undefined): Decision {
+  const plain: Decision = model === undefined
     ? { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, stale, balance: key.balance }
     : { allowed: true, reason: 'allowed', status: 200, hint: '', route, keyId: key.id, group: key.group, model, modelKnown: true, stale, balance: key.balance };
+  const d = limits ? { ...plain, ...limits } : plain;
   // Parameters named like a key with an empty value: Envoy removes them (only then: a removal
   // makes Envoy re-serialise the whole query).
   const removeQuery = view.query === '' ? undefined : emptyKeyParams(view.query, routes);

@@ -63,9 +63,17 @@ export function decisionLine(d: Decision, view: RequestView, durUs: number): Dec
   return line;
 }
 
+/**
+ * The model as logged, here and in Envoy's access log (write-response.ts metadata): a model of the
+ * key's group as is, another requested model bounded and redacted, none when it is a key.
+ */
+export function loggedModel(d: Decision): string | undefined {
+  return d.model === undefined || d.modelIsKey ? undefined : d.modelKnown ? d.model : printable(d.model, 128);
+}
+
 /** The fields of a decision line but the request id and duration. */
 export function decisionShape(d: Decision, view: RequestView): Omit<DecisionLine, 'requestId' | 'durUs'> {
-  const model = d.model === undefined || d.modelIsKey ? undefined : d.modelKnown ? d.model : printable(d.model, 128);
+  const model = loggedModel(d);
   const line: Omit<DecisionLine, 'requestId' | 'durUs'> = {
     decision: d.allowed ? 'allow' : 'deny',
     status: d.status,

@@ -1,4 +1,5 @@
 /** The plain result of deciding one request: what the write stage and the log line are built from. */
+import type { RateLimitMetadata } from '../ratelimit/metadata';
 import type { Reason } from './reasons';
 import type { Route } from './routes';
 
@@ -21,6 +22,12 @@ export interface Decision {
   readonly stale?: boolean;
   /** On an allowed protocol request: the key's balance (`null`: unlimited), for strict metering. */
   readonly balance?: number | null;
+  /** Allowed protocol requests with counted limits: what Envoy's rate limit filters read (ratelimit/metadata.ts). */
+  readonly rateLimit?: RateLimitMetadata;
+  /** Allowed protocol requests: the key's cap on requests in flight (ratelimit/in-flight.ts), if any. */
+  readonly inFlightLimit?: number;
+  /** A 429 of modelgate's own (concurrency_limited): seconds the client should wait (retry-after). */
+  readonly retryAfter?: number;
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];
 }

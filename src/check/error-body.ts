@@ -5,9 +5,12 @@
  */
 import type { Family } from './routes';
 
-// OpenAI answers an unknown URL with 404 invalid_request_error, as Envoy's 404 routes here do.
+// OpenAI answers an unknown URL with 404 invalid_request_error, as Envoy's 404 routes here do, and
+// a model the project may not use with 403 invalid_request_error. That type also tells litellm (aider
+// and many tools) that the request itself is wrong: it raises BadRequestError, which aider does not
+// retry; with `permission_error` litellm raised APIError and aider retried a 403 nine times over 70 s.
 const OPENAI_TYPE: Readonly<Record<number, string>> = {
-  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'invalid_request_error',
+  400: 'invalid_request_error', 401: 'authentication_error', 403: 'invalid_request_error', 404: 'invalid_request_error',
   405: 'invalid_request_error', 413: 'invalid_request_error', 415: 'invalid_request_error', 429: 'rate_limit_error', 503: 'server_error', 504: 'server_error',
 };
 const ANTHROPIC_TYPE: Readonly<Record<number, string>> = {
@@ -20,14 +23,18 @@ const GEMINI_STATUS: Readonly<Record<number, string>> = {
   405: 'UNIMPLEMENTED', 413: 'INVALID_ARGUMENT', 415: 'INVALID_ARGUMENT', 429: 'RESOURCE_EXHAUSTED', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED',
 };
 
-/** The JSON error body for a denial. */
-export function errorBody(family: Family, status: number, reason: string, hint: string): string {
+/**
+ * The JSON error body for a denial. `retryAfter` (seconds, 429 only): Gemini's RESOURCE_EXHAUSTED
+ * carries it as a google.rpc.RetryInfo detail, as Google's API does.
+ */
+export function errorBody(family: Family, status: number, reason: string, hint: string, retryAfter?: number | string): string {
   const message = `${hint} [modelgate: ${reason}]`;
   switch (family) {
     case 'anthropic':
       return JSON.stringify({ type: 'error', error: { type: ANTHROPIC_TYPE[status] ?? 'api_error', message } });
     case 'gemini':
-      return JSON.stringify({ error: { code: status, message, status: GEMINI_STATUS[status] ?? 'UNKNOWN' } });
+      return JSON.stringify({ error: { code: status, message, status: GEMINI_STATUS[status] ?? 'UNKNOWN',
+        ...(retryAfter !== undefined ? { details: [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${retryAfter}s` }] } : {}) } });
     default:
       return JSON.stringify({ error: { message, type: OPENAI_TYPE[status] ?? 'invalid_request_error', param: null, code: reason } });
   }

@@ -59,7 +59,7 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
  * Every header a decision reads: the pseudo-headers, the request id, Envoy's partial-body flag,
  * the ones that choose the route or refuse the body (content-type, content-encoding), and the configured key headers (both kinds:
  * a key in the other kind's header is reported). Envoy's `allowed_headers` (envoy/envoy.yaml)
- * lists all of them but the partial-body flag, which Envoy adds itself (test/envoy/bundled-config.test.ts
+ * lists all of them but the partial-body flag, which Envoy adds itself (test/envoy/render.test.ts
  * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
  */
 export function decisionHeaders(routes: Config['routes']): string[] {

@@ -1,6 +1,6 @@
 /**
  * The one catalogue of decision reasons: every reason code modelgate can answer with, its HTTP
- * status, and when it applies. README.md's reason table is checked against this list by
+ * status, and when it applies. docs/reasons-and-headers.md's reason table is checked against this list by
  * test/check/reasons-doc.test.ts, so the code, the docs and the tests cannot drift apart.
  *
  * Order follows the spec's order of checks (seed §4.1 rule 4, §7): path (404/405) first, then the
@@ -30,9 +30,14 @@ export const REASONS = {
   model_unavailable: { status: 403, when: 'the model is marked available: false (its channel is down)' },
   balance_insufficient: { status: 403, when: "the key's balance is not a number > 0 (not checked for model lists); in strict metering, also when the balance minus requests in flight cannot cover the request's maximum cost" },
   stream_usage_required: { status: 400, when: 'meter.unmeteredStreams is deny and a streamed chat completion does not set stream_options.include_usage (it could not be metered)' },
+  rate_limited: { status: 429, when: "the key's requests per minute or per day (its own, its group's, or per model) are used up: Envoy's rate limit filter answers, with retry-after and each protocol's rate-limit headers (docs/rate-limits.md)" },
+  tokens_rate_limited: { status: 429, when: "the tokens the key used in this minute or day (charged after each response) reached its tokens per minute or per day: Envoy's rate limit filter answers, with retry-after" },
+  concurrency_limited: { status: 429, when: "the key already has as many requests in flight on this replica as its inFlight limit allows" },
   store_unavailable: { status: 503, when: 'the store cannot answer and nothing usable is cached' },
   check_request_malformed: { status: 503, when: 'the CheckRequest bytes could not be decoded (not Envoy ext_authz v3?); denied, never a failed RPC' },
+  authz_unauthenticated: { status: 503, when: "the Check came without the gRPC port's secret (grpc.secret): Envoy's bundle was rendered without it, or the caller is not the gateway's Envoy; denied, never a failed RPC, and no key is looked up" },
   internal_error: { status: 503, when: 'an unexpected failure while deciding; the request is denied (fail closed)' },
+  rate_limit_unavailable: { status: 503, when: 'rateLimits.failureMode is deny and the rate limit service could not answer (down, Redis down, or past rateLimits.timeoutMs) (Envoy local reply)' },
   authz_unavailable: { status: 503, when: 'Envoy got no answer from modelgate (down, hung, or past gateway.authzTimeoutMs); the gateway fails closed (Envoy local reply)' },
   upstream_unavailable: { status: 503, when: 'allowed, but Envoy could not reach the upstream provider (Envoy local reply)' },
   request_invalid: { status: 400, when: 'Envoy refused the request before any check: an encoded slash or an invalid character in the path, broken HTTP framing (Envoy local reply)' },

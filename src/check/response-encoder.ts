@@ -9,7 +9,7 @@ import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/Chec
 import { allowPlan, writeCheckResponse, type AllowPlan } from './write-response';
 import type { Config } from '../config/load';
 import type { Decision } from './decision';
-import { logPath } from './decision-log';
+import { loggedModel, logPath } from './decision-log';
 
 export type Serialize = (response: CheckResponse) => Buffer;
 
@@ -32,8 +32,9 @@ interface PerConfig {
 function responseKey(d: Decision, path: string): string {
   const r = d.route;
   const where = (r.kind === 'protocol' || r.kind === 'models') && r.fixedId !== undefined ? r.fixedId : `/${path}`;
-  const rare = d.modelIsKey || d.removeQuery ? `${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}` : '';
-  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${d.modelKnown ? d.model : ''}\0${d.hint}\0${rare}\0${where}`;
+  const rare = d.modelIsKey || d.removeQuery || d.rateLimit || d.retryAfter !== undefined
+    ? `${d.modelIsKey ? 1 : 0}\0${d.removeQuery ? d.removeQuery.join('&') : ''}\0${d.rateLimit ? d.rateLimit.stamp : ''}\0${d.retryAfter ?? ''}` : '';
+  return `${d.allowed ? 1 : 0}\0${d.reason}\0${r.kind}\0${r.style}\0${r.family}\0${r.alt ? 1 : 0}\0${r.kind === 'wrong_method' ? r.allow : ''}\0${d.keyId ?? ''}\0${d.group ?? ''}\0${loggedModel(d) ?? ''}\0${d.hint}\0${rare}\0${where}`;
 }
 
 export class ResponseEncoder {
@@ -46,7 +47,8 @@ export class ResponseEncoder {
     let c = this.#perConfig.get(config);
     if (!c) this.#perConfig.set(config, (c = { plan: allowPlan(config), bytes: new LRUCache({ max: this.maxEntries }), allowed: new Map(), allowedCount: 0 }));
     const r = d.route;
-    if (d.allowed && r.kind === 'protocol' && r.fixedId !== undefined && d.keyId !== undefined && d.group !== undefined && !d.modelIsKey && !d.removeQuery) {
+    // Answers with rate limit metadata change every second (their resets): keyed by it below.
+    if (d.allowed && r.kind === 'protocol' && r.fixedId !== undefined && d.keyId !== undefined && d.group !== undefined && !d.modelIsKey && !d.removeQuery && !d.rateLimit) {
       return this.#encodeAllowed(c, d, config, path, r.fixedId, d.keyId, d.group, d.modelKnown && d.model !== undefined ? d.model : '');
     }
     return this.#encodeAny(c, d, config, path);
@@ -77,7 +79,7 @@ export class ResponseEncoder {
     const key = responseKey(d, path);
     let bytes = c.bytes.get(key);
     if (!bytes) {
-      bytes = this.serialize(writeCheckResponse(d, config, c.plan, d.modelKnown ? d.model : undefined, logPath(d, path)));
+      bytes = this.serialize(writeCheckResponse(d, config, c.plan, loggedModel(d), logPath(d, path)));
       c.bytes.set(key, bytes);
     }
     return bytes;

@@ -25,6 +25,10 @@ const V1_POST: Readonly<Record<string, Protocol>> = {
   '/v1/embeddings': 'embeddings',
   '/v1/messages': 'messages',
   '/v1/messages/count_tokens': 'messages',
+  // Coding agents of the chat/responses kind append these to the root address itself (seed §4.1
+  // row 1, "{base_url}, no /v1 suffix"; Codex CLI with `base_url = {base_url}`): the same endpoints.
+  '/responses': 'responses',
+  '/chat/completions': 'chat',
 };
 
 /** Canonical endpoint of each protocol style, for hints. */

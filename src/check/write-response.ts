@@ -10,11 +10,12 @@
  */
 import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/HeaderValueOption';
-import type { Config } from '../config/load';
+import { UPSTREAM_FAMILIES, upstreamOf, type Config, type UpstreamFamily } from '../config/load';
 import type { Decision } from './decision';
 import { errorBody } from './error-body';
 import { keyHeaders } from './extract-key';
-import { PROTOCOLS, type Protocol } from '../store/store';
+import { retryHeaders } from './retry-advice';
+import { METADATA_FIELD as RATE_LIMIT_FIELD } from '../ratelimit/limits';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
 const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14, 504: 4 };
@@ -45,6 +46,8 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   if (d.keyId) fields.keyId = { stringValue: d.keyId };
   if (d.group) fields.group = { stringValue: d.group };
   if (model !== undefined) fields.model = { stringValue: model };
+  // Rate limits (issue 25): what Envoy's rate limit filters read (ratelimit/metadata.ts).
+  if (d.allowed && d.rateLimit) (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
   return { fields };
 }
 
@@ -56,23 +59,25 @@ function challenge(d: Decision): string {
 
 /**
  * The upstream header plan of an allowed request, computed once per config. Every header that can
- * carry a client key is removed, whichever the route reads; the one exception per protocol style is
- * the header that style's own upstream credential sets (Envoy applies removals after sets, so
- * removing it would drop the credential; the set overwrites the client's value instead).
+ * carry a client key is removed, whichever the route reads; the one exception per upstream is the
+ * header that upstream's own credential sets (Envoy applies removals after sets, so removing it
+ * would drop the credential; the set overwrites the client's value instead). Credentials belong to
+ * an upstream, not to a protocol style: a request under the alternate prefix goes to the alt
+ * upstream and gets the alt upstream's credential only (issue 21).
  */
 export interface AllowPlan {
   /** Every key header (`routes.bearerHeaders` + `routes.vendorHeaders`). */
   readonly removeHeaders: readonly string[];
-  /** What an allowed request of each protocol style removes. */
-  readonly removeFor: Readonly<Record<Protocol, readonly string[]>>;
+  /** What an allowed request to each upstream removes. */
+  readonly removeFor: Readonly<Record<UpstreamFamily, readonly string[]>>;
 }
 
 export function allowPlan(config: Config): AllowPlan {
   const removeHeaders = [...new Set(keyHeaders(config.routes, 'both'))];
-  const removeFor = {} as Record<Protocol, readonly string[]>;
-  for (const p of PROTOCOLS) {
-    const own = config.upstream.credentials[p]?.header;
-    removeFor[p] = removeHeaders.filter((h) => h !== own);
+  const removeFor = {} as Record<UpstreamFamily, readonly string[]>;
+  for (const family of UPSTREAM_FAMILIES) {
+    const own = config.upstream.credentials[family]?.header;
+    removeFor[family] = removeHeaders.filter((h) => h !== own);
   }
   return { removeHeaders, removeFor };
 }
@@ -91,9 +96,10 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
     if (d.model !== undefined && d.modelKnown) headers.push(header(HEADER.model, d.model));
     else remove.push(HEADER.model);
     if (d.route.kind === 'protocol') {
-      const cred = config.upstream.credentials[d.route.style];
+      const family = upstreamOf(d.route.style, d.route.alt);
+      const cred = config.upstream.credentials[family];
       if (cred) headers.push(header(cred.header, cred.value));
-      remove.push(...plan.removeFor[d.route.style]);
+      remove.push(...plan.removeFor[family]);
     }
     // Model lists keep the key headers: the catalog authenticates the request itself (it trusts no
     // identity header a client could send to its port directly).
@@ -126,5 +132,6 @@ export function denialParts(d: Decision): { status: number; headers: [string, st
   ];
   if (d.status === 401) headers.push(['www-authenticate', challenge(d)]);
   if (d.route.kind === 'wrong_method') headers.push(['allow', d.route.allow]);
-  return { status: d.status, headers, body: errorBody(d.route.family, d.status, d.reason, d.hint) };
+  headers.push(...retryHeaders(d.status, d.retryAfter));
+  return { status: d.status, headers, body: errorBody(d.route.family, d.status, d.reason, d.hint, d.retryAfter) };
 }

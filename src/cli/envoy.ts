@@ -5,11 +5,13 @@
  * - `modelgate envoy-check [FILE]`: checks an Envoy bootstrap strictly against Envoy's own v3 API
  *   protos (src/envoy/config-check.ts). Problems go to stderr, one per line, and the exit code is 1.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { ConfigError, parseConfig, type Config } from '../config/load';
 import { checkEnvoyConfig } from '../envoy/config-check';
-import { renderEnvoyParts, renderEnvoyYaml } from '../envoy/render';
+import { GrpcAuthError, readGrpcSecret } from '../config/grpc-auth';
+import { bundleWarnings } from '../envoy/bundle-warnings';
+import { renderEnvoyParts, renderEnvoyYaml, type GatewayRenderInput } from '../envoy/render';
 import { CliError, once } from './errors';
 import type { CliRun } from './io';
 
@@ -36,21 +38,43 @@ export function readConfig(path: string, env: NodeJS.ProcessEnv): Config {
 
 /**
  * Upstream credentials are set by modelgate at run time and never written into Envoy's config, so
- * rendering must not need their variables: an environment in which every variable is set.
+ * rendering must not need their variables: an environment in which every variable is set. (The
+ * gRPC port's secret is written into it: read from the real environment, renderInput.)
  */
 const EVERY_VARIABLE_SET = new Proxy({}, { get: () => 'set' }) as NodeJS.ProcessEnv;
+
+/** What the bundle is rendered from: the config, and the gRPC secret it names, read. */
+export function renderInput(config: Config, configPath: string, env: NodeJS.ProcessEnv): GatewayRenderInput {
+  try {
+    return { ...config, grpcSecret: readGrpcSecret(config, { env, configPath }) };
+  } catch (err) {
+    if (err instanceof GrpcAuthError) throw new CliError(`${configPath}: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * Writes a file only its owner can read (0600): a rendered bundle can hold the gRPC secret. An
+ * existing file keeps its mode on write, so it is set again.
+ */
+export function writePrivateFile(path: string, text: string): void {
+  writeFileSync(path, text, { mode: 0o600 });
+  chmodSync(path, 0o600);
+}
 
 export function envoyConfigCommand(run: CliRun): Command {
   return new Command('envoy-config')
     .description("render the Envoy bundle from modelgate's config (envoy/envoy.yaml is this for envoy/modelgate.yaml)")
     .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
     .option('--parts', 'only the parts to add to your own Envoy: HTTP filters, clusters, virtual host, local replies')
-    .option('-o, --out <file>', 'write to this file instead of stdout', once('--out'))
+    .option('-o, --out <file>', 'write to this file (mode 0600: it can hold the gRPC secret) instead of stdout', once('--out'))
     .action((options: { config?: string; parts?: boolean; out?: string }) => {
       const path = configPathOf(options.config, run.env);
       const config = readConfig(path, EVERY_VARIABLE_SET);
-      const text = options.parts ? renderEnvoyParts(config, path) : renderEnvoyYaml(config, path);
-      if (options.out) writeFileSync(options.out, text);
+      const input = renderInput(config, path, run.env);
+      const text = options.parts ? renderEnvoyParts(input, path) : renderEnvoyYaml(input, path);
+      for (const w of bundleWarnings(config)) run.stderr(`warning: ${w}\n`);
+      if (options.out) writePrivateFile(options.out, text);
       else run.stdout(text);
     });
 }

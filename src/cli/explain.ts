@@ -1,23 +1,35 @@
 /**
  * `modelgate explain`: sends one CheckRequest, built as Envoy would build it for an HTTP request,
- * to a running service, and prints the decision. Secrets in the answer (an upstream credential)
+ * to a running service (authenticated as Envoy is, with --config), and prints the decision. Secrets in the answer (an upstream credential)
  * are masked; the client's key is never printed.
  */
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { Command } from 'commander';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { buildCheckRequest, type HttpRequestLine } from '../envoy/check-request';
 import { authPackageDefinition, authorizationClient } from '../envoy/protos';
+import { GRPC_SECRET_HEADER } from '../config/grpc-auth';
+import { readConfig, renderInput } from './envoy';
 import { CliError, once, usageError } from './errors';
 import type { CliRun } from './io';
 
+/** How `explain` authenticates to the gRPC port, as Envoy does (issue 21): the secret, and Envoy's client certificate. */
+export interface PortAuth {
+  readonly secret?: string;
+  readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly ca: Buffer; readonly serverName: string | null };
+}
+
 /** Sends one CheckRequest to `address` and resolves with Envoy's view of the answer. */
-export function sendCheck(address: string, line: HttpRequestLine, timeoutMs = 5000): Promise<CheckResponse__Output> {
+export function sendCheck(address: string, line: HttpRequestLine, timeoutMs = 5000, auth: PortAuth = {}): Promise<CheckResponse__Output> {
   const Client = authorizationClient();
-  const client = new Client(address, grpc.credentials.createInsecure());
+  const creds = auth.tls ? grpc.credentials.createSsl(auth.tls.ca, auth.tls.key, auth.tls.cert) : grpc.credentials.createInsecure();
+  const client = new Client(address, creds, auth.tls?.serverName ? { 'grpc.ssl_target_name_override': auth.tls.serverName } : {});
+  const metadata = new grpc.Metadata();
+  if (auth.secret !== undefined) metadata.set(GRPC_SECRET_HEADER, `Bearer ${auth.secret}`);
   return new Promise((resolve, reject) => {
-    client.Check(buildCheckRequest(line), { deadline: Date.now() + timeoutMs }, (err, res) => {
+    client.Check(buildCheckRequest(line), metadata, { deadline: Date.now() + timeoutMs }, (err, res) => {
       client.close();
       if (err) reject(new Error(`Check failed: ${err.details || err.message}`));
       else resolve(res!);
@@ -32,7 +44,7 @@ function statusNumber(code: unknown): string {
   return String(def.type?.value?.find((v) => v.name === code)?.number ?? code);
 }
 
-const SHOWN_AS_IS = /^(x-modelgate-|content-type$|www-authenticate$|allow$)/;
+const SHOWN_AS_IS = /^(x-modelgate-|content-type$|www-authenticate$|allow$|x-should-retry$|retry-after$)/;
 
 /** Renders a CheckResponse for people (what Envoy would do with the request). */
 export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output): string {
@@ -57,6 +69,23 @@ export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output
   return out.join('\n');
 }
 
+/** The port's credentials a config names, read (none without a config). */
+function portAuth(configPath: string | undefined, env: NodeJS.ProcessEnv): PortAuth {
+  if (configPath === undefined) return {};
+  // Upstream credentials are not needed here: their variables count as set (as for envoy-config).
+  const config = readConfig(configPath, new Proxy(env, { get: (t, k: string) => t[k] || 'set' }));
+  const secret = renderInput(config, configPath, env).grpcSecret;
+  const t = config.gateway.authzTls;
+  const file = (p: string): Buffer => {
+    try {
+      return readFileSync(resolve(dirname(configPath), p));
+    } catch (err) {
+      throw new CliError(`${configPath}: gateway.authzTls: ${p} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  };
+  return { secret, tls: t ? { cert: file(t.certFile), key: file(t.keyFile), ca: file(t.caFile), serverName: t.serverName } : undefined };
+}
+
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
 
 /** `modelgate explain [--addr HOST:PORT] [-H 'Name: value']... METHOD PATH [BODY|@FILE]`. */
@@ -68,8 +97,9 @@ export function explainCommand(run: CliRun): Command {
     .argument('[body]', 'the request body, or @FILE to read it from a file')
     .option('--addr <host:port>', 'the gRPC address of modelgate (default: $MODELGATE_GRPC_ADDR, else 127.0.0.1:9191)', once('--addr'))
     .option('-H, --header <name: value>', "a request header, e.g. 'Authorization: Bearer sk-mg-...' (repeatable)", collect)
+    .option('--config <file>', "authenticate as Envoy does, with this config's grpc.secret and gateway.authzTls (default: $MODELGATE_CONFIG; without either, no authentication)", once('--config'))
     .addHelpText('after', '\nThe client\'s key is never printed, and upstream credentials in the answer are masked.')
-    .action(async (method: string, path: string, bodyArg: string | undefined, options: { addr?: string; header?: string[] }) => {
+    .action(async (method: string, path: string, bodyArg: string | undefined, options: { addr?: string; header?: string[]; config?: string }) => {
       const headers = (options.header ?? []).map((h): [string, string] => {
         const colon = h.indexOf(':');
         if (colon <= 0) throw usageError(`-H wants 'Name: value', got ${JSON.stringify(h.slice(0, 40))}`);
@@ -80,7 +110,7 @@ export function explainCommand(run: CliRun): Command {
       const addr = options.addr ?? run.env.MODELGATE_GRPC_ADDR ?? '127.0.0.1:9191';
       let answer: CheckResponse__Output;
       try {
-        answer = await sendCheck(addr, line);
+        answer = await sendCheck(addr, line, 5000, portAuth(options.config ?? run.env.MODELGATE_CONFIG, run.env));
       } catch (err) {
         throw new CliError(`${addr}: ${err instanceof Error ? err.message : String(err)}`);
       }

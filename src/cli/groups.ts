@@ -14,6 +14,7 @@ import type pg from 'pg';
 import { PROTOCOLS, type ModelPrice, type Protocol } from '../store/store';
 import { CliError, checkName, once, sqlState, usageError } from './errors';
 import type { CliRun } from './io';
+import { groupLimitsCommand } from './limits';
 import { storeCommand, withStore, type StoreOptions } from './store-admin';
 import { table } from './text';
 
@@ -311,6 +312,7 @@ export function groupsCommand(run: CliRun): Command {
         }),
       ),
   );
+  groups.addCommand(groupLimitsCommand(run));
   groups.addCommand(
     storeCommand('remove', 'remove a group and its models (refused while keys belong to it)')
       .argument('<name>', 'the group\'s name')

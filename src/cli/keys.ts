@@ -14,6 +14,7 @@ import { parseAmount } from './balance';
 import { CliError, checkName, once, sqlState, usageError } from './errors';
 import { fileKey, type FileKey } from './file-key';
 import type { CliRun } from './io';
+import { keyLimitsCommand } from './limits';
 import { storeCommand, withStore, type StoreOptions } from './store-admin';
 import { balanceText, isoTime, table } from './text';
 
@@ -230,6 +231,7 @@ export function keysCommand(run: CliRun): Command {
   );
   keys.addCommand(keyStateCommand(run, 'disable', true, 'disable a key (401 key_disabled)'));
   keys.addCommand(keyStateCommand(run, 'enable', false, 'enable a disabled key again'));
+  keys.addCommand(keyLimitsCommand(run));
   keys.addCommand(
     storeCommand('rotate', 'replace a key by a fresh one, keeping its id, group, balance and expiry; prints the new key once')
       .argument('<id>', 'the key\'s id')

@@ -23,7 +23,7 @@ import { serveCommand } from './serve';
 import { upCommand } from './up';
 import { usageCommand } from './usage';
 
-/** Help is laid out for this width whatever the terminal, so it reads the same everywhere (and in README.md). */
+/** Help is laid out for this width whatever the terminal, so it reads the same everywhere (and in docs/cli.md). */
 const HELP_WIDTH = 100;
 
 /** A parse error of commander, with the command that raised it. */

@@ -16,7 +16,9 @@ import { ensureEnvoy, EnvoyUnavailable } from '../envoy/ensure';
 import { startEnvoy, type EnvoyProcess } from '../envoy/process';
 import { renderEnvoyYaml } from '../envoy/render';
 import { startService, type Service } from '../server/service';
-import { configPathOf, readConfig } from './envoy';
+import { EngineUnavailable, startRatelimit, startRedis, type EngineProcess } from '../server/global-engine';
+import { bundleWarnings } from '../envoy/bundle-warnings';
+import { configPathOf, readConfig, renderInput } from './envoy';
 import { tuneHeap } from './heap-tuning';
 import { CliError, once } from './errors';
 import type { CliRun } from './io';
@@ -41,7 +43,14 @@ function demoKeyLines(configPath: string): string[] {
   return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('export ')) : [];
 }
 
-function banner(config: Config, configPath: string, envoyVersion: string, upstream: DemoUpstream | undefined): string {
+/** "alice's balance 12.5" for the demo keys the config has with a balance: the banner's figures come from the config. */
+function balanceOf(config: Config, id: string): string | undefined {
+  const k = config.keys.find((x) => x.id === id);
+  return k && k.balance !== null ? String(k.balance) : undefined;
+}
+
+/** What `up` prints once everything runs (exported for its test). */
+export function banner(config: Config, configPath: string, envoyVersion: string, upstream: { readonly url: string } | undefined): string {
   const base = baseUrlOf(config);
   const g = config.gateway;
   const upstreams = upstream
@@ -55,6 +64,9 @@ function banner(config: Config, configPath: string, envoyVersion: string, upstre
     `  upstreams    ${upstreams}`,
     `  modelgate    gRPC ${config.server.grpc}, HTTP ${config.server.http} (/metrics, /readyz)`,
     `  Envoy admin  http://${g.admin.host}:${g.admin.port}`,
+    config.rateLimits.engine === 'global'
+      ? `  rate limits  envoyproxy/ratelimit on ${config.rateLimits.service.host}:${config.rateLimits.service.port}, Redis on ${config.rateLimits.redis.host}:${config.rateLimits.redis.port}`
+      : '  rate limits  embedded (counted by modelgate itself; one process)',
   ];
   const keys = upstream ? demoKeyLines(configPath) : [];
   if (keys.length > 0) {
@@ -69,8 +81,11 @@ function banner(config: Config, configPath: string, envoyVersion: string, upstre
       `  npm run verify    (every demo key through the gateway, every answer checked)`,
       '',
       'Metering: every answer debits the key by tokens x price ("msg":"usage" lines show the cost and the balance after);',
-      `  npx modelgate usage --key alice     (the ledger; $TRIAL, balance 0.1, runs out after a handful of requests)`,
+      `  npx modelgate usage --key alice     (the ledger${balanceOf(config, 'alice') ? `; alice's balance in the config: ${balanceOf(config, 'alice')}` : ''})`,
     );
+    const trial = balanceOf(config, 'trial');
+    if (trial) lines.push(`  $TRIAL starts with a balance of ${trial} (the config's): it runs out after a few requests`);
+    lines.push('', `Rate limits (${config.rateLimits.engine} engine): $GRACE may make 3 requests a minute; its fourth gets 429 rate_limited with retry-after.`);
   }
   lines.push('', 'Decision lines (modelgate) and access-log lines (Envoy) follow as JSON on stdout. Ctrl-C stops all three.', '');
   return lines.join('\n');
@@ -87,6 +102,8 @@ export function upCommand(run: CliRun): Command {
       const env = run.env;
       const configPath = configPathOf(options.config, env);
       const config = readConfig(configPath, env);
+      const input = renderInput(config, configPath, env);
+      for (const w of bundleWarnings(config)) run.stderr(`warning: ${w}\n`);
       let envoyBin: { path: string; version: string };
       try {
         envoyBin = ensureEnvoy({ log: (m) => run.stderr(`${m}\n`) });
@@ -98,14 +115,27 @@ export function upCommand(run: CliRun): Command {
       let upstream: DemoUpstream | undefined;
       let service: Service | undefined;
       let envoy: EnvoyProcess | undefined;
+      const engines: EngineProcess[] = [];
       let stopping = false;
       const stopAll = async (): Promise<void> => {
         stopping = true;
         await envoy?.stop();
         await service?.close(3000);
+        for (const e of engines.reverse()) await e.stop();
         await upstream?.close();
       };
       try {
+        // The global rate limit engine (docs/rate-limits.md): Redis, then envoyproxy/ratelimit counting in it.
+        if (config.rateLimits.engine === 'global') {
+          const r = config.rateLimits;
+          const started = async (p: Promise<EngineProcess>): Promise<void> => {
+            engines.push(await p.catch((err: Error) => {
+              throw new CliError(err instanceof EngineUnavailable ? err.message : `the global rate limit engine cannot start: ${err.message}`);
+            }));
+          };
+          await started(startRedis(r.redis, env));
+          await started(startRatelimit({ grpc: r.service, redis: r.redis, domain: r.domain, env }));
+        }
         if (options.demoUpstream) {
           const at = parseHostPort(options.demoUpstream);
           upstream = await startDemoUpstream({ host: at.host, port: at.port }).catch((err: NodeJS.ErrnoException) => {
@@ -117,7 +147,7 @@ export function upCommand(run: CliRun): Command {
         });
         envoy = await startEnvoy({
           binary: envoyBin.path,
-          config: renderEnvoyYaml(config, configPath),
+          config: renderEnvoyYaml(input, configPath),
           logLevel: options.envoyLogLevel ?? 'warn',
           onStdout: (c) => process.stdout.write(c),
           onStderr: (c) => process.stderr.write(c),

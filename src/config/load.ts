@@ -7,7 +7,7 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { PROTOCOLS, type GroupRecord, type KeyRecord, type ModelRecord, type Protocol } from '../store/store';
+import { type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
 import { configSchemaFor, expiryTime, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
@@ -33,6 +33,14 @@ export interface UpstreamTarget extends HostPort {
 export const UPSTREAM_FAMILIES = ['chat', 'messages', 'generative', 'alt'] as const;
 export type UpstreamFamily = (typeof UPSTREAM_FAMILIES)[number];
 
+/** The upstream each protocol style's requests go to under the root (envoy/render-routes.ts routes them so). */
+export const UPSTREAM_OF_STYLE: Readonly<Record<Protocol, UpstreamFamily>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+
+/** The upstream a protocol request goes to: its style's, or under the alternate prefix the alt upstream, whatever the style. */
+export function upstreamOf(style: Protocol, alt: boolean): UpstreamFamily {
+  return alt ? 'alt' : UPSTREAM_OF_STYLE[style];
+}
+
 /** What `modelgate envoy-config` renders the Envoy bundle from (schema.ts `gateway`). */
 export interface GatewaySettings {
   readonly listen: HostPort;
@@ -40,6 +48,10 @@ export interface GatewaySettings {
   readonly publicBaseUrl: string | null;
   /** Where Envoy reaches modelgate (default: server.grpc and server.http). */
   readonly authz: HostPort;
+  /** Envoy's client certificate for modelgate's gRPC port, when it speaks TLS (grpc.tls). */
+  readonly authzTls: AuthzTls | null;
+  /** Proxies in front of Envoy that append to x-forwarded-for (the connection manager's xff_num_trusted_hops). */
+  readonly trustedProxyHops: number;
   readonly http: HostPort;
   readonly maxRequestBytes: number;
   readonly authzTimeoutMs: number;
@@ -49,12 +61,43 @@ export interface GatewaySettings {
   readonly upstreams: Readonly<Record<UpstreamFamily, UpstreamTarget>>;
 }
 
+/** schema.ts `rateLimits`, addresses parsed. */
+export interface RateLimitSettings {
+  readonly engine: 'embedded' | 'global';
+  readonly failureMode: 'allow' | 'deny';
+  readonly service: HostPort;
+  readonly redis: HostPort;
+  readonly domain: string;
+  readonly timeoutMs: number;
+}
+
+/** The limits given (nulls dropped), or null when none is. */
+function limitsOf(l: Limits | null | undefined): Limits | null {
+  if (!l) return null;
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(l)) if (typeof v === 'number') out[k] = v;
+  return Object.keys(out).length === 0 ? null : out;
+}
+
+/** Envoy's side of mTLS to modelgate's gRPC port (schema.ts `gateway.authzTls`). */
+export interface AuthzTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
+  readonly serverName: string | null;
+}
+
 const DEFAULT_CA_FILE = '/etc/ssl/certs/ca-certificates.crt';
 
 /** "127.0.0.1:9191" or "[::1]:9191" (validated by the schema). */
 export function parseHostPort(text: string): HostPort {
   const i = text.lastIndexOf(':');
   return { host: text.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(text.slice(i + 1)) };
+}
+
+/** Whether a listener's host is reachable from this machine only (127.0.0.0/8, ::1, localhost). */
+export function isLoopback(host: string): boolean {
+  return /^127(\.\d{1,3}){3}$/.test(host) || host === '::1' || host.toLowerCase() === 'localhost';
 }
 
 function upstreamTarget(v: string | { url: string; caFile?: string | null }): UpstreamTarget {
@@ -75,7 +118,11 @@ export interface Config {
   readonly log: Frozen<ConfigFile['log']>;
   readonly cache: { readonly maxEntries: number; readonly maxNotFound: number; readonly ttlMs: number; readonly staleMs: number };
   readonly grpc: Frozen<ConfigFile['grpc']>;
-  readonly upstream: { readonly credentials: Readonly<Partial<Record<Protocol, UpstreamCredential>>> };
+  /**
+   * The operator's credential of each upstream that has one (gateway.upstreams.<name>.credential),
+   * resolved from its variable: set on allowed requests to that upstream and to no other.
+   */
+  readonly upstream: { readonly credentials: Readonly<Partial<Record<UpstreamFamily, UpstreamCredential>>> };
   readonly store: { readonly kind: 'file' } | { readonly kind: 'postgres'; readonly url: string };
   /** Bounds of the PostgreSQL store (every wait is bounded, so an outage is a prompt 503, not a stall). */
   readonly postgres: Frozen<ConfigFile['postgres']>;
@@ -84,6 +131,8 @@ export interface Config {
   /** Metering (issue 11). */
   readonly meter: Frozen<ConfigFile['meter']>;
   readonly gateway: GatewaySettings;
+  /** Rate limits of model traffic: the engine and its failure mode (issue 25). */
+  readonly rateLimits: RateLimitSettings;
   /** The console's API limits (schema.ts `console`). */
   readonly console: Frozen<ConfigFile['console']>;
   readonly groups: ReadonlyMap<string, GroupRecord>;
@@ -152,10 +201,11 @@ function problemLines(issues: readonly z.core.$ZodIssue[], prefix: readonly Prop
 }
 
 function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
-  const credentials: Partial<Record<Protocol, UpstreamCredential>> = {};
-  for (const p of PROTOCOLS) {
-    const c = f.upstream.credentials[p];
-    if (c) credentials[p] = { header: c.header, value: c.prefix + (env[c.env] as string) };
+  const credentials: Partial<Record<UpstreamFamily, UpstreamCredential>> = {};
+  for (const family of UPSTREAM_FAMILIES) {
+    const target = f.gateway.upstreams[family];
+    const c = typeof target === 'string' ? undefined : target.credential;
+    if (c) credentials[family] = { header: c.header, value: c.prefix + (env[c.env] as string) };
   }
   const groups = new Map<string, GroupRecord>();
   for (const [name, g] of Object.entries(f.groups)) {
@@ -165,15 +215,16 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
         name: m.name, protocols: m.protocols ?? null, available: m.available,
         price: m.price ? { input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null } : null,
         maxOutputTokens: m.maxOutputTokens ?? null,
+        ...(m.limits ? { limits: limitsOf(m.limits) } : {}),
       };
       models.set(model.name, model);
     }
-    groups.set(name, { name, available: g.available, models });
+    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: limitsOf(g.limits) } : {}) });
   }
   const keys: KeyRecord[] = new Array(f.keys.length);
   for (let i = 0; i < f.keys.length; i++) {
     const k = f.keys[i];
-    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt) };
+    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: limitsOf(k.limits) } : {}) };
   }
   return {
     routes: f.routes,
@@ -186,11 +237,14 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     server: f.server,
     meter: f.meter,
     console: f.console,
+    rateLimits: { ...f.rateLimits, service: parseHostPort(f.rateLimits.service), redis: parseHostPort(f.rateLimits.redis) },
     gateway: {
       listen: parseHostPort(f.gateway.listen),
       admin: parseHostPort(f.gateway.admin),
       publicBaseUrl: f.gateway.publicBaseUrl ?? null,
       authz: parseHostPort(f.gateway.authz ?? f.server.grpc),
+      authzTls: f.gateway.authzTls ? { ...f.gateway.authzTls, serverName: f.gateway.authzTls.serverName ?? null } : null,
+      trustedProxyHops: f.gateway.trustedProxyHops,
       http: parseHostPort(f.gateway.http ?? f.server.http),
       maxRequestBytes: f.gateway.maxRequestBytes,
       authzTimeoutMs: f.gateway.authzTimeoutMs,

@@ -136,7 +136,30 @@ const cache = mapping({
   staleSeconds: orDefault(integer(0, 86_400), 300).describe('How long a cached answer may stand in while the store cannot answer (PostgreSQL down).'),
 });
 
+/** The gRPC secret: visible, header-safe characters (no "%": Envoy reads header values as format strings). */
+export const GRPC_SECRET = /^[A-Za-z0-9._~+/=-]{32,512}$/;
+export const GRPC_SECRET_RULE = '32 to 512 characters from A-Z a-z 0-9 . _ ~ + / = - (e.g. openssl rand -base64 32)';
+
+const grpcSecret = mapping({
+  env: text(ENV_NAME, 'an environment variable name').nullish().describe('The environment variable holding the secret (read at start).'),
+  file: text().nullish().describe('A file holding the secret (read at start; one trailing newline ignored); relative paths from the config file. Keep it mode 0600.'),
+}).superRefine((v, ctx) => {
+  if (!isMapping(v as unknown)) return;
+  const given = [v.env, v.file].filter((x) => x != null);
+  if (given.length !== 1) ctx.addIssue({ code: 'custom', message: 'must name exactly one of env or file' });
+}, always);
+
+const grpcTls = mapping({
+  certFile: text().describe("modelgate's certificate (PEM, chain included) for its gRPC port; relative paths from the config file."),
+  keyFile: text().describe('Its private key (PEM).'),
+  clientCaFile: text().describe("The CA (PEM) that signed Envoy's client certificate (gateway.authzTls.certFile): a connection without a certificate it signed is refused in the TLS handshake. Use a CA of its own for this port."),
+});
+
 const grpc = mapping({
+  secret: grpcSecret.nullish().describe(
+    `A shared secret Envoy sends with every gRPC call (authorization: Bearer <secret>, rendered into the bundle as grpc_service initial_metadata): a call without it gets no decision (a Check is denied with 503 authz_unauthenticated, a meter stream or health call fails UNAUTHENTICATED). {env: NAME} or {file: path}; ${GRPC_SECRET_RULE}.`,
+  ),
+  tls: grpcTls.nullish().describe("mTLS: the gRPC port speaks TLS and requires a client certificate signed by clientCaFile. Envoy's side is gateway.authzTls (both or neither)."),
   maxReceiveMessageBytes: orDefault(integer(1024 * 1024, 1024 * 1024 * 1024), 40 * 1024 * 1024).describe(
     "Largest CheckRequest accepted; keep it above Envoy's with_request_body.max_request_bytes (32 MiB in envoy/envoy.yaml).",
   ),
@@ -146,17 +169,42 @@ const grpc = mapping({
 });
 
 const credential = mapping({
-  header: text(HEADER_NAME, 'an HTTP header name').toLowerCase().describe('The upstream header to set, e.g. authorization.'),
+  header: text(HEADER_NAME, 'an HTTP header name').toLowerCase()
+    .refine((h) => !h.startsWith('x-modelgate-'), { error: "must not be one of modelgate's own x-modelgate-* headers" })
+    .describe('The upstream header to set, e.g. authorization.'),
   prefix: z.string({ error: 'must be a string' }).prefault('').describe('Written before the secret, e.g. "Bearer ".'),
   env: text(ENV_NAME, 'an environment variable name').describe('The environment variable holding the secret, read at start and on reload; it must be set and non-empty.'),
 });
 
-const credentials = mapping(
-  Object.fromEntries(PROTOCOLS.map((p) => [p, credential.nullish().describe(`Upstream credential for ${p} requests.`)])) as Record<(typeof PROTOCOLS)[number], z.ZodOptional<z.ZodNullable<typeof credential>>>,
-);
+/** Where each protocol style's requests go at the root (its `alt` twins all go to upstream alt). */
+const UPSTREAM_OF_STYLE_TEXT: Readonly<Record<string, string>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+
+/**
+ * The form before issue 21: one credential per protocol style, set on that style's requests under
+ * the root and the alternate prefix alike, so the operator's provider keys reached the alt upstream.
+ * It cannot be read as it was meant (the alt upstream would keep getting every provider's key), so
+ * each entry is refused with the place it belongs now.
+ */
+const legacyCredentials = z.unknown().superRefine((v, ctx) => {
+  if (v == null || (isMapping(v) && Object.keys(v).length === 0)) return;
+  if (!isMapping(v)) {
+    ctx.addIssue({ code: 'custom', message: 'removed: credentials are set per upstream, as gateway.upstreams.<chat|messages|generative|alt>.credential' });
+    return;
+  }
+  for (const [style, c] of Object.entries(v)) {
+    if (c == null) continue;
+    const family = UPSTREAM_OF_STYLE_TEXT[style];
+    ctx.addIssue({
+      code: 'custom', path: [style],
+      message: family
+        ? `credentials are set per upstream now, so that a credential reaches only the provider it belongs to (this one also went to the alternate upstream): move it to gateway.upstreams.${family}.credential (the upstream then written as {url, credential}); the alt upstream gets a credential only from gateway.upstreams.alt.credential`
+        : 'removed: credentials are set per upstream, as gateway.upstreams.<chat|messages|generative|alt>.credential',
+    });
+  }
+}, always);
 
 const upstream = mapping({
-  credentials: orDefault(credentials, {}).describe('Optional upstream credential per protocol style, set on allowed requests; the client key headers are always removed.'),
+  credentials: legacyCredentials.optional().meta({ deprecated: true, anyOf: [{ type: 'object', maxProperties: 0 }, { type: 'null' }] }).describe('Removed (issue 21): a credential is set per upstream, as gateway.upstreams.<name>.credential. An entry here is refused with the place it belongs now.'),
 });
 
 const hostPort = (dflt: string, what: string) => orDefault(text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191'), dflt).describe(what);
@@ -172,9 +220,19 @@ const upstreamTarget = z
     mapping({
       url: text(UPSTREAM_URL, 'an http:// or https:// URL of a host (and port), without a path').describe('The provider, e.g. https://api.openai.com.'),
       caFile: text().nullish().describe('CA bundle that checks the provider\'s certificate (https only). Default /etc/ssl/certs/ca-certificates.crt.'),
+      credential: credential.nullish().describe(
+        "The operator's credential for this upstream, set by modelgate on every allowed request that goes to it (and to no other upstream), e.g. {header: authorization, prefix: \"Bearer \", env: OPENAI_API_KEY}. Absent: requests to it carry no credential. Never written into Envoy's config.",
+      ),
     }),
-  ], { error: 'must be a URL or {url, caFile}' })
-  .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile}.');
+  ], { error: 'must be a URL or {url, caFile, credential}' })
+  .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile, credential}.');
+
+const authzTls = mapping({
+  certFile: text().describe("Envoy's client certificate (PEM) for modelgate's gRPC port, signed by grpc.tls.clientCaFile. Written into the bundle as given: use absolute paths."),
+  keyFile: text().describe('Its private key (PEM).'),
+  caFile: text().describe("The CA (PEM) that signed modelgate's certificate (grpc.tls.certFile)."),
+  serverName: text(/^[A-Za-z0-9.-]{1,253}$/, 'a DNS name').nullish().describe("The DNS name in modelgate's certificate: sent as SNI and required among its subject alternative names. Absent: any certificate caFile signed is accepted (give the port a CA of its own)."),
+});
 
 const upstreams = mapping({
   chat: upstreamTarget.prefault('https://api.openai.com').describe('Upstream of POST /v1/chat/completions, /v1/responses and /v1/embeddings (cluster upstream_chat).'),
@@ -190,6 +248,10 @@ const gateway = mapping({
     .nullish()
     .describe('The base address clients use, written into hints and the console instead of "{base_url}". Absent: hints say {base_url}.'),
   authz: text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191').nullish().describe('Where Envoy reaches modelgate\'s gRPC listener; default server.grpc.'),
+  authzTls: authzTls.nullish().describe("Envoy's side of grpc.tls (mTLS to modelgate's gRPC port): its client certificate and the CA of modelgate's. Set with grpc.tls, or neither."),
+  trustedProxyHops: orDefault(integer(0, 10), 0).describe(
+    "Proxies in front of Envoy (load balancers) that append the client's address to x-forwarded-for, rendered as the connection manager's xff_num_trusted_hops: Envoy then takes the client's address that many hops from the right, for its access log and the console's per-address limit. 0: the address that connects to Envoy. Set it only when every request comes through those proxies (a client reaching Envoy directly could claim any address).",
+  ),
   http: text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9192').nullish().describe('Where Envoy reaches modelgate\'s HTTP listener; default server.http.'),
   maxRequestBytes: orDefault(integer(1024, 1024 * 1024 * 1024), 32 * 1024 * 1024).describe(
     'Largest request body (ext_authz with_request_body.max_request_bytes): a bigger one is answered 413 body_too_large before any Check. grpc.maxReceiveMessageBytes must be at least this + 1 MiB.',
@@ -230,6 +292,37 @@ const meter = mapping({
   stateFile: text().nullish().describe('File store: where balances spent are kept (JSON, written atomically); relative paths from the config file. Default: beside the config, <name>.state.json.'),
 });
 
+/** The largest limit: the rate limit service's counters and limits are 32-bit. */
+export const MAX_LIMIT = 4_294_967_295;
+
+/** Rate limits (issue 25; docs/rate-limits.md): absent or null, none. */
+const limitFields = {
+  rpm: integer(1, MAX_LIMIT).nullish().describe('Requests per minute (a fixed window, counted across every replica by the rate limit engine); over it: 429 rate_limited.'),
+  tpm: integer(1, MAX_LIMIT).nullish().describe('Tokens per minute: each response is charged its real token count when it ends; once the tokens used in the window reach it, 429 tokens_rate_limited until the window resets.'),
+  rpd: integer(1, MAX_LIMIT).nullish().describe('Requests per day (UTC); over it: 429 rate_limited.'),
+  tpd: integer(1, MAX_LIMIT).nullish().describe('Tokens per day (UTC); once reached: 429 tokens_rate_limited.'),
+};
+
+const keyLimits = mapping({
+  ...limitFields,
+  inFlight: integer(1, 1_000_000).nullish().describe('Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight.'),
+}, 'must be a mapping of limits {rpm, tpm, rpd, tpd, inFlight}');
+
+const modelLimits = mapping(limitFields, 'must be a mapping of limits {rpm, tpm, rpd, tpd}');
+
+const rateLimits = mapping({
+  engine: z.enum(['embedded', 'global'], { error: 'must be embedded or global' }).prefault('embedded').describe(
+    'embedded: modelgate itself counts (in memory, one modelgate process: npm start); global: envoyproxy/ratelimit with Redis, shared by every Envoy and replica (rateLimits.service).',
+  ),
+  failureMode: z.enum(['allow', 'deny'], { error: 'must be allow or deny' }).prefault('allow').describe(
+    'When the rate limit service cannot answer (down, Redis down, past timeoutMs): allow (serve the request unlimited and count it in Envoy\'s failure_mode_allowed) or deny (503 rate_limit_unavailable).',
+  ),
+  service: hostPort('127.0.0.1:8081', "global engine: envoyproxy/ratelimit's gRPC address (Envoy's rate limit filter and modelgate's token charges); `modelgate up` starts it there."),
+  redis: hostPort('127.0.0.1:6379', 'global engine: the Redis envoyproxy/ratelimit counts in; `modelgate up` starts redis-server there.'),
+  domain: orDefault(text(/^[A-Za-z0-9._-]{1,64}$/, 'a domain of 1-64 characters from A-Z a-z 0-9 . _ -'), 'modelgate').describe("The rate limit service's domain for modelgate's descriptors (its config must declare it)."),
+  timeoutMs: orDefault(integer(5, 10_000), 100).describe('How long Envoy waits for the rate limit service before failureMode applies.'),
+});
+
 const protocol = z.enum(PROTOCOLS, { error: `must be one of: ${PROTOCOLS.join(', ')}` });
 
 /** A price per million tokens: a finite number >= 0 (zod's number refuses NaN and the infinities). */
@@ -251,11 +344,12 @@ const modelObject = mapping({
     .optional()
     .describe('The protocol styles it is served on; absent: any.'),
   available: orDefault(flag(), true).describe("false: in the group, but its channel is down (403 model_unavailable)."),
+  limits: modelLimits.nullish().describe("Limits of each key on this model (requests and tokens per minute and day), on top of the key's own."),
 });
 
 /** A plain name (any protocol, available) or {name, protocols, available}. */
 const model = z.union([z.string().regex(MODEL_NAME, { error: `must be a model name: ${NAME_RULE}` }), modelObject], {
-  error: 'must be a model name or {name, protocols, available, price, maxOutputTokens}',
+  error: 'must be a model name or {name, protocols, available, price, maxOutputTokens, limits}',
 });
 
 /** The name a models[] entry declares, if it is a valid one (for the duplicate check). */
@@ -279,7 +373,8 @@ const group = mapping(
           seen.add(name);
         });
       }, always)
-      .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available, price, maxOutputTokens}.'),
+      .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available, price, maxOutputTokens, limits}.'),
+    limits: keyLimits.nullish().describe('The default limits of each key of the group (each key counted on its own); a key\'s own limits override them one by one.'),
   },
   'must be a mapping with models',
 );
@@ -315,6 +410,7 @@ const key = mapping(
     // Not orDefault: a key list can be long, and a default through a transform costs every entry (load.ts reads null as false).
     disabled: flag().nullish().default(false).describe('true: refused (401 key_disabled).'),
     expiresAt,
+    limits: keyLimits.nullish().describe("The key's own limits: each one given overrides its group's."),
   },
   'must be a mapping with id, sha256 and group',
 );
@@ -356,18 +452,26 @@ export const configFileSchema = mapping({
   log: orDefault(log, {}).describe('Decision log settings.'),
   cache: orDefault(cache, {}).describe('Store cache (takes effect at the next start).'),
   grpc: orDefault(grpc, {}).describe('gRPC listener settings (take effect at the next start).'),
-  upstream: orDefault(upstream, {}).describe('What allowed requests carry upstream.'),
+  upstream: orDefault(upstream, {}).meta({ deprecated: true }).describe('Removed (issue 21): upstream credentials are set per upstream, as gateway.upstreams.<name>.credential.'),
   store: text(STORE, '"file" or a postgres:// URL')
     .nullish()
     .describe('"file" (default: the groups and keys below) or a postgres:// URL; --store, MODELGATE_STORE and DATABASE_URL override it. Takes effect at the next start.'),
   postgres: orDefault(postgres, {}).describe('Bounds of the PostgreSQL store: an outage is a prompt 503, never a stall (take effect at the next start).'),
   server: orDefault(server, {}).describe("modelgate's own listeners (take effect at the next start)."),
   meter: orDefault(meter, {}).describe('Balances that move: usage read from responses, debited at tokens x price (mode and unmeteredStreams reload; enabled and stateFile take effect at the next start).'),
+  rateLimits: orDefault(rateLimits, {}).describe('Rate limits of model traffic (limits themselves are set on groups, models and keys): the engine that counts them and what happens when it cannot answer (docs/rate-limits.md). engine and the addresses take effect at the next start and `envoy-config`.'),
   console: orDefault(consoleSection, {}).describe('The console at {base_url}/console/ (src/console): sign in with a key, see its access, set up a client, check a setup.'),
   gateway: orDefault(gateway, {}).describe('The Envoy bundle `modelgate envoy-config` renders from this file (and `modelgate up` runs): listener, limits, upstreams.'),
   groups,
   keys,
 })
+  .superRefine((root, ctx) => {
+    if (!isMapping(root)) return;
+    const serverTls = isMapping(root.grpc) && root.grpc.tls != null;
+    const envoyTls = isMapping(root.gateway) && root.gateway.authzTls != null;
+    if (serverTls && !envoyTls) ctx.addIssue({ code: 'custom', path: ['gateway', 'authzTls'], message: "must be set with grpc.tls: Envoy needs a client certificate for modelgate's TLS port" });
+    if (envoyTls && !serverTls) ctx.addIssue({ code: 'custom', path: ['grpc', 'tls'], message: "must be set with gateway.authzTls: modelgate's gRPC port speaks TLS only with it" });
+  }, always)
   .superRefine((root, ctx) => {
     if (!isMapping(root)) return;
     const known = fileStoreGroups(root);
@@ -379,12 +483,13 @@ export const configFileSchema = mapping({
   }, always)
   .meta({
     title: 'modelgate configuration',
-    description: 'modelgate.yaml: service settings and the embedded file store (groups and keys). Every section is optional. See README.md, Configuration.',
+    description: 'modelgate.yaml: service settings and the embedded file store (groups and keys). Every section is optional. See docs/configuration.md.',
   });
 
 /**
  * The schema with the one rule that needs the environment: every upstream credential's variable is
- * set and non-empty. (Its value is never echoed, only the variable's name.)
+ * set and non-empty (gateway.upstreams.<name>.credential.env). (The gRPC secret is read where it is
+ * used, at start: config/grpc-secret.ts.) (Its value is never echoed, only the variable's name.)
  */
 export function configSchemaFor(env: NodeJS.ProcessEnv) {
   let schema = byEnvironment.get(env);
@@ -397,12 +502,14 @@ const byEnvironment = new WeakMap<NodeJS.ProcessEnv, ReturnType<typeof withEnvir
 
 function withEnvironment(env: NodeJS.ProcessEnv) {
   return configFileSchema.superRefine((root, ctx) => {
-    const creds = isMapping(root) && isMapping(root.upstream) ? root.upstream.credentials : undefined;
-    if (!isMapping(creds)) return;
-    for (const p of PROTOCOLS) {
-      const name = isMapping(creds[p]) ? (creds[p] as Record<string, unknown>).env : undefined;
+    const gateway = isMapping(root) && isMapping(root.gateway) ? root.gateway : undefined;
+    const upstreams = gateway && isMapping(gateway.upstreams) ? gateway.upstreams : undefined;
+    if (!upstreams) return;
+    for (const [family, target] of Object.entries(upstreams)) {
+      const cred = isMapping(target) && isMapping(target.credential) ? target.credential : undefined;
+      const name = cred?.env;
       if (typeof name === 'string' && ENV_NAME.test(name) && !env[name]) {
-        ctx.addIssue({ code: 'custom', path: ['upstream', 'credentials', p, 'env'], message: `environment variable ${name} is not set or empty` });
+        ctx.addIssue({ code: 'custom', path: ['gateway', 'upstreams', family, 'credential', 'env'], message: `environment variable ${name} is not set or empty` });
       }
     }
   }, always);

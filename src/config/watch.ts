@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { ConfigError, parseConfig, type Config } from './load';
 
 /** Settings that only take effect at start; a reload that changes them says so. */
-const RESTART_ONLY: readonly (keyof Config)[] = ['grpc', 'cache', 'store', 'postgres'];
+const RESTART_ONLY: readonly (keyof Config)[] = ['grpc', 'cache', 'store', 'postgres', 'rateLimits'];
 
 export function watchConfig(
   path: string,

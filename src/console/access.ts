@@ -18,7 +18,8 @@ import { statusOf, type Reason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import { endpointFor, type Family } from '../check/routes';
 import type { Config } from '../config/load';
-import { PROTOCOLS, type GroupRecord, type KeyRecord, type Protocol } from '../store/store';
+import { PROTOCOLS, type GroupRecord, type KeyRecord, type Limits, type Protocol } from '../store/store';
+import { keyLimits } from '../ratelimit/limits';
 
 export interface ConsoleModel {
   readonly name: string;
@@ -29,12 +30,15 @@ export interface ConsoleModel {
   readonly endpoints: readonly string[];
   /** The model lists that show it (the same answer as those endpoints give): `GET /v1/models`. */
   readonly listedOn: readonly string[];
+  /** Rate limits of each key on this model (on top of the key's own), if any. */
+  readonly limits?: Limits;
 }
 
 export interface ConsoleAccess {
   /** This gateway's {base_url}, before every endpoint path. */
   readonly baseUrl: string;
-  readonly key: { readonly id: string; readonly balance: number | null; readonly expiresAt: string | null };
+  /** `limits`: the key's rate limits in force (its own, else its group's; docs/rate-limits.md). */
+  readonly key: { readonly id: string; readonly balance: number | null; readonly expiresAt: string | null; readonly limits: Limits };
   readonly group: { readonly name: string; readonly available: boolean; readonly exists: boolean };
   readonly models: readonly ConsoleModel[];
 }
@@ -68,6 +72,7 @@ export function consoleModels(group: GroupRecord): ConsoleModel[] {
     available: model.available,
     endpoints: (model.protocols ?? PROTOCOLS).map((style) => endpointFor(style, model.name, '')),
     listedOn: listedOn.map((f) => LIST_PATH[f]),
+    ...(model.limits ? { limits: model.limits } : {}),
   }));
 }
 
@@ -95,7 +100,10 @@ export async function signIn(pasted: string, deps: AccessDeps, base: string): Pr
     group,
     access: {
       baseUrl: base,
-      key: { id: record.id, balance: record.balance, expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt).toISOString() },
+      key: {
+        id: record.id, balance: record.balance, expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt).toISOString(),
+        limits: Object.fromEntries(Object.entries(keyLimits(record, group)).filter(([, v]) => typeof v === 'number')),
+      },
       group: { name: record.group, available: group?.available ?? false, exists: group !== undefined },
       models: group ? consoleModels(group) : [],
     },

@@ -2,7 +2,7 @@
  * The spec's Base URL table (seed §4.1) as data: one row per client kind, with the Base URL it is
  * configured with, the path it appends itself, the protocol style it speaks and the key header it
  * sends. The console's "Set up a client" view, the doctor (page and `modelgate doctor`) and the
- * README's console section all read this one table.
+ * Base URL table of docs/clients.md all read this one table.
  *
  * The spec's row "Alternate route, messages style and command-line generative client" covers two
  * clients that append different paths, so it is two kinds here (`alt-messages`,
@@ -40,8 +40,8 @@ const GEN = '/v1beta/models/{model}:generateContent';
 export const CLIENT_KINDS: readonly ClientKind[] = [
   {
     id: 'coding-agent', label: 'Coding agent (chat/responses kind)', spec: 'Coding-agent clients of the chat/responses kind',
-    note: 'No /v1 suffix: the agent adds /v1/responses (or /v1/chat/completions) itself.',
-    alt: false, suffix: '', appends: '/v1/responses', lists: '/v1/models', style: 'responses', noTrailingSlash: false,
+    note: 'No /v1 suffix: the agent appends /responses (Codex CLI) or /chat/completions itself; the gateway serves both at the root.',
+    alt: false, suffix: '', appends: '/responses', lists: '/v1/models', style: 'responses', noTrailingSlash: false,
   },
   {
     id: 'chat-app', label: 'Chat app, editor or assistant', spec: 'Generic chat-completion-compatible clients (chat apps, editors, assistants)',
@@ -162,7 +162,7 @@ export function setupFor(kind: ClientKind, base: string, routes: Config['routes'
 }
 
 /**
- * The Base URL table as Markdown, for README.md (test/console/readme.test.ts keeps the README's copy
+ * The Base URL table as Markdown, for docs/clients.md (test/console/clients-doc.test.ts keeps that copy
  * equal to this): one row per client kind, with `{base_url}` and the alternate prefix.
  */
 export function baseUrlTableMarkdown(routes: Config['routes']): string {
@@ -170,5 +170,5 @@ export function baseUrlTableMarkdown(routes: Config['routes']): string {
     const s = setupFor(k, '{base_url}', routes);
     return `| \`${k.id}\` | ${k.spec} | \`${s.baseUrl}\` | \`${k.appends}\` | \`${s.header}\` |`;
   });
-  return ['| `--client` | client kind (seed §4.1) | Base URL | the client appends | header |', '|---|---|---|---|---|', ...rows].join('\n');
+  return ['| `--client` | client kind (docs/spec.md §4.1) | Base URL | the client appends | header |', '|---|---|---|---|---|', ...rows].join('\n');
 }

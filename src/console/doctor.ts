@@ -207,19 +207,26 @@ const RULES: readonly Rule[] = [
       if (s.rest === want) return PASS(`the client requests ${want}${appended}, the endpoint for ${s.kind.label}`);
       const sent = `${s.rest}${appended}`;
       const answer = gatewayAnswer(POST, `${s.rootPath}${sent}`, s.ctx.routes.altPrefix);
+      // Another Base URL that still reaches an endpoint of this kind's style and route: it works (the
+      // coding agents' /responses and /chat/completions at the root serve any client that sends them,
+      // and a coding agent set to {base_url}/v1 sends /v1/responses), though the table says otherwise.
+      const reached = answer.cluster === undefined ? undefined : classify(POST, sent, s.ctx.routes.altPrefix, false);
+      if (reached?.kind === 'protocol' && reached.style === s.kind.style && reached.alt === s.kind.alt) {
+        return NOTE(`the client requests ${showPath(sent)}, an endpoint of this gateway for ${s.kind.style} requests, so it works; the Base URL table sets ${s.kind.label} clients up with ${s.expected.baseUrl}`);
+      }
       const what = answer.reason === 'path_repeated'
         ? `path repeated: the Base URL ends in ${JSON.stringify(showPath(s.rest || '/'))} and the client appends ${s.kind.appends} itself, so it requests ${showPath(sent)}`
         : answer.reason !== undefined
           ? `wrong prefix: the client requests ${showPath(sent)}`
           : `wrong prefix: the client requests ${showPath(sent)}, which reaches ${s.kind.alt ? 'the root route, not the alternate route' : 'the alternate route, not the root route'} this client kind is for`;
-      return FAIL(`${what}. ${prefixAdvice(s.kind, s.rest, s.ctx.routes.altPrefix)}`.trim(), set, answer);
+      return FAIL(`${what}. ${prefixAdvice(s.kind, s.rest, s.ctx.routes.altPrefix, s.ctx.gatewayBase)}`.trim(), set, answer);
     },
   },
   {
     id: 'address', ref: '§7 401 (address first)', title: 'The address is this gateway',
     run(s) {
       if (s.ctx.reachable === false && s.url) {
-        return FAIL(`no modelgate gateway answered at ${show(s.url.origin)} (its console API did not): the address is wrong, or the gateway is down`, 'check the address: the Base URL must point at the gateway, whose console answers at {base_url}/console/');
+        return FAIL(`no modelgate gateway answered at ${show(s.url.origin)} (its console API did not): the address is wrong, or the gateway is down`, `check the address: the Base URL must point at the gateway, whose console answers at ${s.ctx.gatewayBase}/console/`);
       }
       const gw = parseUrl(s.ctx.gatewayBase);
       if (!gw || !s.url) return null;
@@ -330,10 +337,10 @@ function decodeURIComponentSafe(s: string): string {
 }
 
 /** The spec's own words for the prefix mistakes it names (seed §7 404 row, §4.1 table notes). */
-function prefixAdvice(kind: ClientKind, rest: string, alt: string): string {
+function prefixAdvice(kind: ClientKind, rest: string, alt: string, base: string): string {
   const tail = rest.slice(kind.alt && rest.startsWith(alt) ? alt.length : 0);
   if (kind.style === 'generative' && kind.suffix === '' && tail.endsWith('/v1beta')) return 'A command-line generative client must use the root address, not /v1beta.';
-  if (kind.style === 'generative' && kind.suffix === '/v1beta') return 'An editor generative provider (or a hand-written generative request) must use {base_url}/v1beta.';
+  if (kind.style === 'generative' && kind.suffix === '/v1beta') return `An editor generative provider (or a hand-written generative request) must use ${base}/v1beta.`;
   if (kind.suffix === '' && tail.endsWith('/v1')) return 'No /v1 suffix: this client adds /v1 itself.';
   if (kind.suffix === '/v1' && tail === '') return 'This client appends only the endpoint, so the Base URL ends in /v1.';
   return '';

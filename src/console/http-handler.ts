@@ -20,6 +20,7 @@ import { hashKey } from '../check/key-format';
 import type { CheckLogger } from '../check/pipeline';
 import { statusOf, type Reason } from '../check/reasons';
 import type { Config } from '../config/load';
+import { CLIENT_ADDRESS_HEADER } from '../envoy/render-routes';
 import { PROTOCOLS, type GroupRecord } from '../store/store';
 import { signIn, type SignIn } from './access';
 import { loadAssets, type Asset } from './assets';
@@ -29,6 +30,7 @@ import { gatewayBaseOf } from './gateway-base';
 import { RateLimiter } from './rate-limit';
 import { snippetsFor } from './snippets';
 import { RECENT_USAGE_ROWS, type UsageProvider } from './usage';
+import type { KeyRecord } from '../store/store';
 
 /** The request header that carries the key (percent-encoded UTF-8). */
 export const CONSOLE_KEY_HEADER = 'x-modelgate-console-key';
@@ -56,6 +58,11 @@ export interface ConsoleDeps {
   readonly now?: () => number;
   /** Recent usage per key (the meter); absent: the access view has no usage section. */
   readonly usage?: UsageProvider;
+  /**
+   * What is left of a key's key-wide rate limit windows, asked of the rate limit engine without
+   * counting (docs/rate-limits.md); absent, or rejecting: the view shows the limits alone.
+   */
+  readonly rateLimitsLeft?: (record: KeyRecord, group: GroupRecord | undefined) => Promise<Record<string, number> | null>;
 }
 
 interface Answer {
@@ -71,13 +78,17 @@ function problem(reason: Reason, hint: string, extra: { keyId?: string; headers?
 }
 
 /**
- * The client address for rate limiting: the last x-forwarded-for entry, which Envoy appends itself
- * (use_remote_address: true; a client can prepend entries, never append), else the socket's peer.
+ * The client address for rate limiting: the one Envoy determined and set on the console's route
+ * (x-modelgate-client-address: the connection's peer, or behind gateway.trustedProxyHops load
+ * balancers the x-forwarded-for hop that many from the right; render-routes.ts), else the last
+ * x-forwarded-for entry, which Envoy appends itself (use_remote_address: true; a client can prepend
+ * entries, never append), else the socket's peer.
  */
 export function clientAddress(req: IncomingMessage): string {
+  const set = req.headers[CLIENT_ADDRESS_HEADER];
   const xff = req.headers['x-forwarded-for'];
   const last = (Array.isArray(xff) ? xff.join(',') : xff ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '').at(-1);
-  const address = last ?? req.socket.remoteAddress ?? '';
+  const address = (typeof set === 'string' && set !== '' ? set : undefined) ?? last ?? req.socket.remoteAddress ?? '';
   // Only an address is logged and counted: anything else in the header (a key, say) is not.
   return IP_ADDRESS.test(address) ? address : 'unparseable';
 }
@@ -236,7 +247,8 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
       const report = runDoctor(di, { gatewayBase: base.url, baseConfigured: base.configured, routes: config.routes, key: doctorKey(who), modelIsKey });
       return { status: 200, body: report, keyId: who.ok ? who.record.id : who.keyId };
     }
-    if (!who.ok) return problem(who.reason, who.hint, { keyId: who.keyId, field: who.status === 401 ? 'key' : undefined });
+    // The gateway's hints write {base_url} where they name its address; the console knows it (gateway-base.ts).
+    if (!who.ok) return problem(who.reason, who.hint.split('{base_url}').join(base.url), { keyId: who.keyId, field: who.status === 401 ? 'key' : undefined });
 
     if (name === 'access') {
       let usage: unknown;
@@ -248,7 +260,16 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
           usage = null;
         }
       }
-      return { status: 200, keyId: who.record.id, body: { ...who.access, ...(deps.usage ? { usage } : {}) } };
+      let left: Record<string, number> | null = null;
+      if (deps.rateLimitsLeft) {
+        try {
+          left = await deps.rateLimitsLeft(who.record, who.group);
+        } catch (err) {
+          deps.logger.warn({ err: err instanceof Error ? err.message : String(err), keyId: who.record.id }, 'console: rate limits left unavailable');
+        }
+      }
+      const access = left ? { ...who.access, key: { ...who.access.key, left } } : who.access;
+      return { status: 200, keyId: who.record.id, body: { ...access, ...(deps.usage ? { usage } : {}) } };
     }
     // setup
     return {

@@ -1,8 +1,10 @@
 /**
  * Copyable set-up snippets for each client kind (seed §4.1, §5): a curl for every kind, the client
  * settings for kinds configured in a settings box, the OpenAI, Anthropic and Google SDKs in
- * TypeScript and Python, and the three environment variables of the command-line generative client
- * (seed §5.6). The key is always the placeholder `<API_KEY>` (seed §5.7: keys must not appear in
+ * TypeScript and Python, and the real clients of each kind as docs/clients.md lists them: Codex CLI
+ * (config.toml provider block), Claude Code (environment), gemini-cli (the three environment
+ * variables of seed §5.6 and the settings.json line that selects API-key auth), aider and llm. The
+ * end-to-end tests run each agent with exactly this text (test/e2e/agent-*.test.ts). The key is always the placeholder `<API_KEY>` (seed §5.7: keys must not appear in
  * screenshots); the page swaps it in only when the user asks to reveal it.
  *
  * Every value put into code is quoted for its language (JSON string literals for TypeScript and
@@ -14,7 +16,7 @@ import type { ClientSetup } from './client-kinds';
 export interface Snippet {
   readonly id: string;
   readonly label: string;
-  readonly language: 'shell' | 'typescript' | 'python' | 'text';
+  readonly language: 'shell' | 'typescript' | 'python' | 'text' | 'toml' | 'json';
   readonly code: string;
 }
 
@@ -85,8 +87,15 @@ function anthropic(s: ClientSetup, model: string): Snippet[] {
 function google(s: ClientSetup, model: string): Snippet[] {
   return [
     {
-      id: 'cli-env', label: 'Command-line generative client (environment)', language: 'shell',
-      code: [`export GEMINI_API_KEY=${sh(API_KEY_PLACEHOLDER)}`, `export GOOGLE_GEMINI_BASE_URL=${sh(s.baseUrl)}`, `export GEMINI_MODEL=${sh(model)}`].join('\n'),
+      id: 'cli-env', label: 'Command-line generative client, gemini-cli (environment)', language: 'shell',
+      code: [`export GEMINI_API_KEY=${sh(API_KEY_PLACEHOLDER)}`, `export GOOGLE_GEMINI_BASE_URL=${sh(s.baseUrl)}`, `export GEMINI_MODEL=${sh(model)}`,
+        '# gemini -p in a folder not yet trusted exits 55: trust it once in gemini, or export GEMINI_CLI_TRUST_WORKSPACE=true',
+        `gemini -p 'say hi'`].join('\n'),
+    },
+    {
+      // Without it gemini-cli stops before any request: "Invalid auth method selected" (exit 41).
+      id: 'gemini-settings', label: 'gemini-cli settings (~/.gemini/settings.json): sign in with the API key', language: 'json',
+      code: JSON.stringify({ security: { auth: { selectedType: 'gemini-api-key' } } }, null, 2),
     },
     {
       id: 'google-ts', label: 'Google Gen AI SDK (TypeScript)', language: 'typescript',
@@ -102,6 +111,44 @@ function google(s: ClientSetup, model: string): Snippet[] {
   ];
 }
 
+/** Codex CLI: a provider block in ~/.codex/config.toml (TOML basic strings read JSON string literals as they are). */
+function codex(s: ClientSetup, model: string): Snippet[] {
+  return [
+    {
+      id: 'codex-config', label: 'Codex CLI (~/.codex/config.toml)', language: 'toml',
+      // TOML: keys after a [table] header belong to that table, so the first two go above any table.
+      code: ['# at the top of ~/.codex/config.toml, before any [table]', `model = ${q(model)}`, 'model_provider = "modelgate"', '', '[model_providers.modelgate]', 'name = "modelgate"',
+        `base_url = ${q(s.baseUrl)}`, 'env_key = "MODELGATE_API_KEY"', 'wire_api = "responses"'].join('\n'),
+    },
+    { id: 'codex-env', label: 'Codex CLI (environment)', language: 'shell', code: [`export MODELGATE_API_KEY=${sh(API_KEY_PLACEHOLDER)}`, `codex exec 'say hi'`].join('\n') },
+  ];
+}
+
+/** Claude Code: its three environment variables (the key goes out as x-api-key). */
+function claudeCode(s: ClientSetup, model: string): Snippet {
+  return {
+    id: 'claude-code-env', label: 'Claude Code (environment)', language: 'shell',
+    code: [`export ANTHROPIC_BASE_URL=${sh(s.baseUrl)}`, `export ANTHROPIC_API_KEY=${sh(API_KEY_PLACEHOLDER)}`, `export ANTHROPIC_MODEL=${sh(model)}`, `claude -p 'say hi'`].join('\n'),
+  };
+}
+
+/** Chat-completion clients on the command line: aider (litellm inside) and Simon Willison's llm. */
+function chatTools(s: ClientSetup, model: string): Snippet[] {
+  return [
+    {
+      id: 'aider', label: 'aider (environment)', language: 'shell',
+      code: [`export OPENAI_API_BASE=${sh(s.baseUrl)}`, `export OPENAI_API_KEY=${sh(API_KEY_PLACEHOLDER)}`, `aider --model ${sh(`openai/${model}`)}`].join('\n'),
+    },
+    {
+      id: 'llm', label: 'llm (extra-openai-models.yaml)', language: 'shell',
+      // YAML reads JSON string literals as double-quoted scalars.
+      code: [`llm keys set modelgate --value ${sh(API_KEY_PLACEHOLDER)}`, `cat >> "$(dirname "$(llm logs path)")/extra-openai-models.yaml" <<'EOF'`,
+        `- model_id: ${q(`modelgate/${model}`)}`, `  model_name: ${q(model)}`, `  api_base: ${q(s.baseUrl)}`, '  api_key_name: modelgate', 'EOF',
+        `llm -m ${sh(`modelgate/${model}`)} 'say hi'`].join('\n'),
+    },
+  ];
+}
+
 /** The snippets for one row of the Base URL table. */
 export function snippetsFor(s: ClientSetup, model: string): Snippet[] {
   const out = [curl(s, model)];
@@ -112,6 +159,19 @@ export function snippetsFor(s: ClientSetup, model: string): Snippet[] {
     case 'generative-http':
     case 'alt-generative-http':
       out.push(settings(s, model));
+      break;
+  }
+  switch (s.kind.id) {
+    case 'coding-agent':
+      out.push(...codex(s, model));
+      break;
+    case 'chat-app':
+    case 'alt-chat':
+      out.push(...chatTools(s, model));
+      break;
+    case 'messages-client':
+    case 'alt-messages':
+      out.push(claudeCode(s, model));
       break;
   }
   switch (s.kind.id) {

@@ -10,10 +10,15 @@
  * names the model, the key id modelgate set, and whether any client key header arrived (it never
  * should); `x-demo-received-headers` lists the header names (never values) it got.
  *
+ * It answers what a request asks for (reply.ts): JSON that fits the schema in JSON mode, a call of
+ * the forced tool in the protocol's own shape, so that coding agents (gemini-cli's model router,
+ * Claude Code, Codex CLI) complete a short task against it without retries.
+ *
  * Used by `npm start` (modelgate up --demo-upstream), the end-to-end tests and the benchmarks.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { demoContent } from './reply';
 
 /** One request as the upstream received it (for tests that check what crossed the gateway). */
 export interface ReceivedRequest {
@@ -136,15 +141,19 @@ async function answer(r: ReceivedRequest, res: ServerResponse, delayMs: number):
     const [, modelSeg, method] = gemini;
     const model = decodeURIComponent(modelSeg);
     const input = demoTokens(promptText(body));
-    const text = replyText(r, model);
-    const output = demoTokens(text);
+    const content = demoContent(body, replyText(r, model));
+    const text = content.kind === 'text' ? content.text : '';
+    const output = demoTokens(content.kind === 'text' ? text : JSON.stringify(content.args));
     const usageMetadata = { promptTokenCount: input, candidatesTokenCount: output, totalTokenCount: input + output };
-    const candidate = (t: string, done: boolean): Json => ({ content: { parts: [{ text: t }], role: 'model' }, ...(done ? { finishReason: 'STOP' } : {}), index: 0 });
+    const candidate = (t: string, done: boolean): Json => ({
+      content: { parts: [content.kind === 'tool' ? { functionCall: { name: content.name, args: content.args } } : { text: t }], role: 'model' },
+      ...(done ? { finishReason: 'STOP' } : {}), index: 0,
+    });
     switch (method) {
       case 'generateContent':
         return sendJson(res, 200, { candidates: [candidate(text, true)], usageMetadata, modelVersion: model, responseId: id }, extra);
       case 'streamGenerateContent': {
-        const parts = words(text);
+        const parts = content.kind === 'tool' ? [''] : words(text);
         const chunks = parts.map((w, i) => ({
           candidates: [candidate(w, i === parts.length - 1)],
           // Gemini repeats usageMetadata on chunks; the last one holds the totals.
@@ -173,22 +182,29 @@ async function answer(r: ReceivedRequest, res: ServerResponse, delayMs: number):
 
   const model = typeof body.model === 'string' ? body.model : '(no model)';
   const input = demoTokens(promptText(body));
-  const text = replyText(r, model);
-  const output = demoTokens(text);
+  const content = demoContent(body, replyText(r, model));
+  const text = content.kind === 'text' ? content.text : '';
+  const args = content.kind === 'tool' ? JSON.stringify(content.args) : '';
+  const output = demoTokens(content.kind === 'text' ? text : args);
   const stream = body.stream === true;
 
   if (r.method === 'POST' && path === '/v1/chat/completions') {
     const usage = { prompt_tokens: input, completion_tokens: output, total_tokens: input + output };
+    const call = content.kind === 'tool' ? { id: `call_${id}`, type: 'function', function: { name: content.name, arguments: args } } : undefined;
+    const finish = call ? 'tool_calls' : 'stop';
     if (!stream) {
       return sendJson(res, 200, {
         id: `chatcmpl-${id}`, object: 'chat.completion', created, model,
-        choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: 'stop' }],
+        choices: [{ index: 0, message: { role: 'assistant', content: call ? null : text, refusal: null, ...(call ? { tool_calls: [call] } : {}) }, logprobs: null, finish_reason: finish }],
         usage, system_fingerprint: 'demo',
       }, extra);
     }
     const includeUsage = (body.stream_options as Json | undefined)?.include_usage === true;
-    const chunk = (delta: Json, finish: string | null): Json => ({ id: `chatcmpl-${id}`, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
-    const events = [chunk({ role: 'assistant', content: '' }, null), ...words(text).map((w) => chunk({ content: w }, null)), chunk({}, 'stop')].map((c) => ({ data: JSON.stringify(includeUsage ? { ...c, usage: null } : c) }));
+    const chunk = (delta: Json, fin: string | null): Json => ({ id: `chatcmpl-${id}`, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: fin }] });
+    const deltas = call
+      ? [chunk({ tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, null), chunk({ tool_calls: [{ index: 0, function: { arguments: args } }] }, null)]
+      : words(text).map((w) => chunk({ content: w }, null));
+    const events = [chunk({ role: 'assistant', content: call ? null : '' }, null), ...deltas, chunk({}, finish)].map((c) => ({ data: JSON.stringify(includeUsage ? { ...c, usage: null } : c) }));
     if (includeUsage) events.push({ data: JSON.stringify({ id: `chatcmpl-${id}`, object: 'chat.completion.chunk', created, model, choices: [], usage }) });
     events.push({ data: '[DONE]' });
     return sendSse(res, events, delayMs, extra);
@@ -198,9 +214,21 @@ async function answer(r: ReceivedRequest, res: ServerResponse, delayMs: number):
     const usage = { input_tokens: input, input_tokens_details: { cached_tokens: 0 }, output_tokens: output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: input + output };
     const message = (t: string, status: string): Json => ({ type: 'message', id: `msg_${id}`, status, role: 'assistant', content: t === '' ? [] : [{ type: 'output_text', text: t, annotations: [] }] });
     const response = (status: string, out: Json[], u: Json | null): Json => ({ id: `resp_${id}`, object: 'response', created_at: created, status, model, output: out, usage: u, error: null, incomplete_details: null, instructions: null, metadata: {}, parallel_tool_calls: true, temperature: 1, tool_choice: 'auto', tools: [], top_p: 1 });
-    if (!stream) return sendJson(res, 200, response('completed', [message(text, 'completed')], usage), extra);
     let seq = 0;
     const ev = (type: string, data: Json): { event: string; data: string } => ({ event: type, data: JSON.stringify({ type, sequence_number: seq++, ...data }) });
+    if (content.kind === 'tool') {
+      const fc = (a: string, status: string): Json => ({ type: 'function_call', id: `fc_${id}`, call_id: `call_${id}`, name: content.name, arguments: a, status });
+      if (!stream) return sendJson(res, 200, response('completed', [fc(args, 'completed')], usage), extra);
+      return sendSse(res, [
+        ev('response.created', { response: response('in_progress', [], null) }),
+        ev('response.output_item.added', { output_index: 0, item: fc('', 'in_progress') }),
+        ev('response.function_call_arguments.delta', { item_id: `fc_${id}`, output_index: 0, delta: args }),
+        ev('response.function_call_arguments.done', { item_id: `fc_${id}`, output_index: 0, arguments: args }),
+        ev('response.output_item.done', { output_index: 0, item: fc(args, 'completed') }),
+        ev('response.completed', { response: response('completed', [fc(args, 'completed')], usage) }),
+      ], delayMs, extra);
+    }
+    if (!stream) return sendJson(res, 200, response('completed', [message(text, 'completed')], usage), extra);
     const events = [
       ev('response.created', { response: response('in_progress', [], null) }),
       ev('response.output_item.added', { output_index: 0, item: message('', 'in_progress') }),
@@ -227,15 +255,19 @@ async function answer(r: ReceivedRequest, res: ServerResponse, delayMs: number):
   if (r.method === 'POST' && path === '/v1/messages') {
     const usage = { input_tokens: input, output_tokens: output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
     const msg = (content: Json[], u: Json, stop: string | null): Json => ({ id: `msg_${id}`, type: 'message', role: 'assistant', model, content, stop_reason: stop, stop_sequence: null, usage: u });
-    if (!stream) return sendJson(res, 200, msg([{ type: 'text', text }], usage, 'end_turn'), extra);
+    const tool = content.kind === 'tool' ? { type: 'tool_use', id: `toolu_${id}`, name: content.name, input: content.args } : undefined;
+    const stop = tool ? 'tool_use' : 'end_turn';
+    if (!stream) return sendJson(res, 200, msg([tool ?? { type: 'text', text }], usage, stop), extra);
     const ev = (type: string, data: Json): { event: string; data: string } => ({ event: type, data: JSON.stringify({ type, ...data }) });
     return sendSse(res, [
       ev('message_start', { message: msg([], { ...usage, output_tokens: 1 }, null) }),
-      ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
+      ev('content_block_start', { index: 0, content_block: tool ? { ...tool, input: {} } : { type: 'text', text: '' } }),
       ev('ping', {}),
-      ...words(text).map((w) => ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: w } })),
+      ...(tool
+        ? [ev('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: args } })]
+        : words(text).map((w) => ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: w } }))),
       ev('content_block_stop', { index: 0 }),
-      ev('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: output } }),
+      ev('message_delta', { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: output } }),
       ev('message_stop', {}),
     ], delayMs, extra);
   }

@@ -64,7 +64,7 @@ const HEADER_REGEX: Record<string, [RegExp, RegExp]> = {
 };
 
 /** Proto files loaded so far; a Root is rebuilt from them when a file fails to load. */
-const loadedFiles = ['envoy/config/bootstrap/v3/bootstrap.proto'];
+const loadedFiles = ['envoy/config/bootstrap/v3/bootstrap.proto', 'envoy/extensions/filters/http/ratelimit/v3/rate_limit.proto'];
 let root: protobuf.Root | undefined;
 
 function protoRoot(): protobuf.Root {
@@ -72,10 +72,28 @@ function protoRoot(): protobuf.Root {
     const r = new protobuf.Root();
     r.resolvePath = (_origin, target) => SEARCH_DIRS.map((d) => path.join(d, target)).find((f) => fs.existsSync(f)) ?? target;
     r.loadSync(loadedFiles, LOAD_OPTIONS);
+    addNewerFields(r);
     r.resolveAll();
     root = r;
   }
   return root;
+}
+
+/**
+ * Fields of Envoy's API newer than the bundled protos that the bundle uses, declared here as the
+ * newer protos declare them (so they are checked, not waved through). The rate limit filters'
+ * per-route `rate_limits` entries carry `hits_addend` (Envoy 1.33+: the entry's hits; the
+ * bundle's token checks send 0, render-ratelimit.ts).
+ */
+function addNewerFields(r: protobuf.Root): void {
+  const t = r.lookup('envoy.extensions.filters.http.ratelimit.v3.RateLimitConfig');
+  if (t instanceof protobuf.Type && !t.fields.hits_addend) {
+    const hits = new protobuf.Type('HitsAddend')
+      .add(new protobuf.Field('number', 1, '.google.protobuf.UInt64Value'))
+      .add(new protobuf.Field('format', 2, 'string'));
+    t.add(hits);
+    t.add(new protobuf.Field('hits_addend', 5, 'HitsAddend'));
+  }
 }
 
 /**

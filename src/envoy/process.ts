@@ -53,7 +53,8 @@ export async function startEnvoy(opts: EnvoyStartOptions): Promise<EnvoyProcess>
   const dir = mkdtempSync(join(tmpdir(), 'modelgate-envoy-'));
   const configFile = join(dir, 'envoy.yaml');
   const adminFile = join(dir, 'admin-address');
-  writeFileSync(configFile, opts.config);
+  // The bundle can hold the gRPC secret: only this user reads it (the folder is 0700 already).
+  writeFileSync(configFile, opts.config, { mode: 0o600 });
   const args = [
     '-c', configFile,
     // Several Envoys on one machine (parallel test files, a demo beside a test run): no shared memory.

@@ -11,8 +11,9 @@
  * over several routes.
  */
 import { errorBody } from '../check/error-body';
+import { retryHeaders } from '../check/retry-advice';
 import type { Family } from '../check/routes';
-import type { Protocol } from '../store/store';
+import type { UpstreamFamily } from '../config/load';
 
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */
 export const CLUSTER = {
@@ -20,11 +21,16 @@ export const CLUSTER = {
   /** The meter's ext_proc streams: modelgate's gRPC port again, on connections of their own (render.ts meterCluster). */
   meter: 'modelgate_meter',
   http: 'modelgate_http',
+  /** The rate limit service: modelgate's gRPC port (embedded engine) or envoyproxy/ratelimit (render-ratelimit.ts). */
+  ratelimit: 'modelgate_ratelimit',
   chat: 'upstream_chat',
   messages: 'upstream_messages',
   generative: 'upstream_generative',
   alt: 'upstream_alt',
 } as const;
+
+/** The client's address as Envoy determined it, set on the console's route (console/http-handler.ts reads it). */
+export const CLIENT_ADDRESS_HEADER = 'x-modelgate-client-address';
 
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
 /** The meter (issue 11): Envoy's external processing filter, on the protocol routes only. */
@@ -44,14 +50,15 @@ export interface RouteTableInput {
   readonly upstreamOnlyFilters: readonly string[];
   /** idle_timeout of the upstream routes (gateway.upstreamIdleTimeoutSeconds; default 300). */
   readonly upstreamIdleTimeoutSeconds?: number;
-  /** Request headers each upstream route removes, by the protocol style it serves (render.ts upstreamHeadersToRemove). */
-  readonly headersToRemove?: (style: Protocol) => readonly string[];
+  /** Request headers each upstream route removes, by the upstream it goes to (render.ts upstreamHeadersToRemove). */
+  readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
+  /** Per-filter config every upstream route carries (the rate limit filters' descriptors, render-ratelimit.ts). */
+  readonly upstreamPerFilterConfig?: Record<string, unknown>;
 }
 
-/** The protocol style each upstream route serves (the `alt_` routes serve the same as their root twins). */
-const ROUTE_STYLE: Readonly<Record<string, Protocol>> = {
-  chat_completions: 'chat', responses: 'responses', embeddings: 'embeddings', messages: 'messages', messages_count_tokens: 'messages',
-  generative: 'generative', generative_count_embed: 'generative',
+/** The upstream of each upstream cluster. */
+const FAMILY_OF_CLUSTER: Readonly<Record<string, UpstreamFamily>> = {
+  [CLUSTER.chat]: 'chat', [CLUSTER.messages]: 'messages', [CLUSTER.generative]: 'generative', [CLUSTER.alt]: 'alt',
 };
 
 const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
@@ -93,6 +100,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     const hint = base(hintText);
     const headers = [header('content-type', 'application/json'), header('x-modelgate-reason', reason), header('x-modelgate-hint', hint)];
     if (allow) headers.push(header('allow', allow));
+    for (const [k, v] of retryHeaders(status)) headers.push(header(k, v));
     return {
       name,
       match,
@@ -120,6 +128,14 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     endpoint('alt_chat_completions', { path: `${alt}/v1/chat/completions` }, 'POST', to(CLUSTER.alt)),
     endpoint('alt_responses', { path: `${alt}/v1/responses` }, 'POST', to(CLUSTER.alt)),
     endpoint('alt_embeddings', { path: `${alt}/v1/embeddings` }, 'POST', to(CLUSTER.alt)),
+    // Coding agents of the chat/responses kind use the root address itself as their Base URL (seed
+    // §4.1 row 1: "{base_url}, no /v1 suffix") and append only /responses or /chat/completions
+    // (Codex CLI: `base_url = {base_url}` -> POST /responses): the same endpoints, upstream and check.
+    // Upstream, the path is the provider's own, /v1/... (prefix_rewrite of an exact path: the whole path; the query stays).
+    endpoint('agent_responses', { path: '/responses' }, 'POST', { ...to(CLUSTER.chat), prefix_rewrite: '/v1/responses' }),
+    endpoint('agent_chat_completions', { path: '/chat/completions' }, 'POST', { ...to(CLUSTER.chat), prefix_rewrite: '/v1/chat/completions' }),
+    endpoint('alt_agent_responses', { path: `${alt}/responses` }, 'POST', { ...to(CLUSTER.alt), prefix_rewrite: `${alt}/v1/responses` }),
+    endpoint('alt_agent_chat_completions', { path: `${alt}/chat/completions` }, 'POST', { ...to(CLUSTER.alt), prefix_rewrite: `${alt}/v1/chat/completions` }),
     endpoint('alt_generative', re(`${escapeRe(alt)}/v1beta/models/[^/]+${GEN}`), 'POST', to(CLUSTER.alt)),
     endpoint('alt_generative_count_embed', re(`${escapeRe(alt)}/v1beta/models/[^/]+${GEN2}`), 'POST', to(CLUSTER.alt)),
     // Model lists: answered by modelgate's HTTP listener after ext_authz checked the key.
@@ -130,10 +146,17 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // The console (src/console): `/console` and everything under it, any method, to modelgate's
     // HTTP listener with ext_authz off: the console authenticates each API call itself. Before the
     // 404 routes, whose `.*/models/...` regexes would otherwise answer some of its paths.
-    { name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect },
+    // The console's per-address limit counts the client's address as Envoy determined it (the
+    // connection's peer, or with gateway.trustedProxyHops the x-forwarded-for hop that many from the
+    // right), passed in a header of modelgate's own that a client's copy cannot override.
+    {
+      name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect,
+      request_headers_to_add: [header(CLIENT_ADDRESS_HEADER, '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%')],
+    },
 
     // ---- (2) A known path with the wrong method: 405 with allow.
     direct('method_post_only', re(`${A}/v1/(?:chat/completions|responses|embeddings)`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'openai', 'POST'),
+    direct('method_post_only_agent', re(`${A}/(?:chat/completions|responses)`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'openai', 'POST'),
     direct('method_post_only_messages', re(`${A}/v1/messages(?:/count_tokens)?`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'anthropic', 'POST'),
     direct('method_post_only_generative', re(`${A}/v1beta/models/[^/]+${GEN}`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'gemini', 'POST'),
     direct('method_post_only_generative_count_embed', re(`${A}/v1beta/models/[^/]+${GEN2}`), 405, 'method_not_allowed', 'method not allowed: this endpoint takes POST', 'gemini', 'POST'),
@@ -170,8 +193,9 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
       'wrong prefix: /v1/v1beta. A command-line generative client uses the root address {base_url}; an editor generative provider uses {base_url}/v1beta', 'openai'),
     direct('wrong_prefix_chat_under_v1beta', re(`${A}/v1beta/(?:chat/completions|responses|embeddings|messages)(?:/.*)?`), 404, 'prefix_wrong',
       'wrong prefix: chat-completion, responses, embeddings and messages endpoints are under /v1, not /v1beta. Use {base_url}/v1 (messages-style clients: {base_url})', 'gemini'),
+    // (POST /responses and /chat/completions themselves are the coding agents' endpoints, above.)
     direct('wrong_prefix_missing_v1', re(`${A}/(?:chat/completions|responses|embeddings|models)(?:/.*)?`), 404, 'prefix_wrong',
-      `wrong prefix: /v1 is missing. Chat-completion, responses and embeddings clients use the Base URL {base_url}/v1 (alternate route: {base_url}${alt}/v1)`, 'openai'),
+      `wrong prefix: /v1 is missing. Chat-completion, responses and embeddings clients use the Base URL {base_url}/v1 (alternate route: {base_url}${alt}/v1); only coding agents append /responses or /chat/completions to {base_url} itself`, 'openai'),
     direct('wrong_prefix_missing_v1_messages', re(`${A}/messages(?:/.*)?`), 404, 'prefix_wrong',
       `wrong prefix: /v1 is missing. Messages-style clients use the root address {base_url} (alternate route: {base_url}${alt}) and request /v1/messages`, 'anthropic'),
 
@@ -191,12 +215,14 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // Catch-all: no request reaches ext_authz without a route (Envoy would skip the check and answer a bare 404).
     direct('unknown', { prefix: '/' }, 404, 'path_unknown', table, 'openai'),
   );
-  // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers).
-  if (input.headersToRemove) {
-    for (const r of routes) {
-      const style = ROUTE_STYLE[String(r.name).replace(/^alt_/, '')];
-      if (style && r.route && (r.route as Obj).cluster !== CLUSTER.http) r.request_headers_to_remove = [...input.headersToRemove(style)];
-    }
+  // Upstream routes remove the credential headers nobody reads (issue 14: they reached providers)
+  // and every credential header but their own upstream's (issue 21); they carry the rate limit
+  // filters' descriptors (issue 25).
+  for (const r of routes) {
+    const family = r.route ? FAMILY_OF_CLUSTER[String((r.route as Obj).cluster)] : undefined;
+    if (!family) continue;
+    if (input.headersToRemove) r.request_headers_to_remove = [...input.headersToRemove(family)];
+    if (input.upstreamPerFilterConfig) r.typed_per_filter_config = { ...(r.typed_per_filter_config as Obj | undefined), ...input.upstreamPerFilterConfig };
   }
   return routes;
 }

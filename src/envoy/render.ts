@@ -8,21 +8,34 @@
  * route lives here; envoy/README.md explains each setting.
  */
 import { Document, isMap, isSeq, visit, type Node } from 'yaml';
-import type { Config, HostPort, UpstreamTarget } from '../config/load';
-import type { Protocol } from '../store/store';
+import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
+import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
 import { errorBody } from '../check/error-body';
+import { retryHeaders } from '../check/retry-advice';
+import { baseUrlFilter } from './base-url-filter';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
-import { CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
+import { CLIENT_ADDRESS_HEADER, CLUSTER, EXT_AUTHZ_FILTER, EXT_PROC_FILTER, TRAILERS_FILTER, renderRoutes } from './render-routes';
+import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
 
 type Obj = Record<string, unknown>;
 
 /**
  * The part of modelgate's config the bundle is rendered from (no `meter`: no meter filter).
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
- * modelgate sets for that style.
+ * modelgate sets for that route's upstream.
  */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter'>> & { readonly upstream?: Config['upstream'] };
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc' | 'rateLimits'>> & {
+  readonly upstream?: Config['upstream'];
+  /** The gRPC port's secret, read (config/grpc-auth.ts readGrpcSecret): required when `grpc.secret` is set. */
+  readonly grpcSecret?: string;
+};
+
+/** The secret Envoy presents to modelgate's gRPC port, if the config sets one. */
+function secretOf(input: GatewayRenderInput): string | undefined {
+  if (input.grpc?.secret && input.grpcSecret === undefined) throw new Error('grpc.secret is set: the bundle is rendered with its value (readGrpcSecret)');
+  return input.grpc?.secret ? input.grpcSecret : undefined;
+}
 
 /**
  * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
@@ -88,7 +101,7 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz',
       transport_api_version: 'V3',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs) },
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs), ...grpcServiceMetadata(secretOf(input)) },
       failure_mode_allow: false,
       status_on_error: { code: 'ServiceUnavailable' },
       with_request_body: { max_request_bytes: input.gateway.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
@@ -103,16 +116,16 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
  * The meter's filter (issue 11): Envoy's ext_proc after ext_authz, so it sees the headers ext_authz
  * set (x-modelgate-key-id, -group, -model) and Envoy's x-request-id, then the response headers and
  * body. observability_mode: Envoy sends each part and goes on without waiting for an answer, so a
- * response is never delayed or held by the meter (README "Metering" has the measurements that
+ * response is never delayed or held by the meter (docs/metering.md has the measurements that
  * chose it). failure_mode_allow: a meter that cannot be reached never stops traffic. Only the
  * headers the meter reads are sent. No grpc_service timeout: a stream lives as long as its response.
  */
-export function extProcFilter(): Obj {
+export function extProcFilter(input?: GatewayRenderInput): Obj {
   return {
     name: EXT_PROC_FILTER,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter } },
+      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.meter }, ...grpcServiceMetadata(input && secretOf(input)) },
       failure_mode_allow: true,
       observability_mode: true,
       processing_mode: {
@@ -140,8 +153,9 @@ const METER_HEADERS = [':path', 'x-request-id', 'x-modelgate-key-id', 'x-modelga
 export const METER_STREAMS_PER_CONNECTION = 900;
 
 /** The meter's cluster: modelgate's gRPC port, its own connections, each retired before the reset guard can trip. */
-function meterCluster(at: HostPort): Obj {
+function meterCluster(at: HostPort, tls: AuthzTls | null): Obj {
   return cluster(CLUSTER.meter, at, {
+    ...authzTransportSocket(tls),
     typed_extension_protocol_options: httpOptions({
       explicit_http_config: { http2_protocol_options: {} },
       common_http_protocol_options: { max_requests_per_connection: METER_STREAMS_PER_CONNECTION },
@@ -156,11 +170,19 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
   return [
     // gRPC needs HTTP/2. Health-checked with grpc.health.v1, so a dead service shows in /clusters and stats.
     cluster(CLUSTER.authz, g.authz, {
+      ...authzTransportSocket(g.authzTls),
       typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
       circuit_breakers: BREAKERS,
-      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: {} }],
+      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: healthCheckMetadata(secretOf(input)) }],
     }),
-    ...(input.meter?.enabled ? [meterCluster(g.authz)] : []),
+    ...(input.meter?.enabled ? [meterCluster(g.authz, g.authzTls)] : []),
+    // The rate limit service (issue 25): modelgate itself (embedded engine: its gRPC port, so the
+    // port's mTLS too) or envoyproxy/ratelimit (plaintext; it knows nothing of modelgate's port).
+    ...(input.rateLimits ? [cluster(CLUSTER.ratelimit, input.rateLimits.engine === 'embedded' ? g.authz : input.rateLimits.service, {
+      ...(input.rateLimits.engine === 'embedded' ? authzTransportSocket(g.authzTls) : {}),
+      typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
+      circuit_breakers: BREAKERS,
+    })] : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
     upstreamCluster(CLUSTER.chat, g.upstreams.chat),
     upstreamCluster(CLUSTER.messages, g.upstreams.messages),
@@ -232,14 +254,25 @@ end
 export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'api-key', 'anthropic-api-key', 'x-goog-api-key', 'x-vendor-api-key', 'x-amz-security-token'] as const;
 
 /**
- * What an upstream route of this protocol style removes: the provider credential headers and the
- * configured key headers, except the header modelgate sets the style's own upstream credential in
- * (a route-level removal runs after ext_authz and would drop it; modelgate's set overwrites the
- * client's value instead).
+ * modelgate's own headers that no upstream gets, removed from every request an upstream route
+ * forwards: the console's key header, which modelgate reads as a credential (issue 21: it reached
+ * providers), the client address Envoy passes to the console, and the reason and hint of answers.
+ * The identity headers (x-modelgate-key-id, -group, -model) are each Check's to set or remove
+ * (check/write-response.ts).
  */
-export function upstreamHeadersToRemove(input: GatewayRenderInput, style: Protocol): string[] {
-  const own = input.upstream?.credentials[style]?.header;
-  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders])].filter((h) => h !== own);
+export const MODELGATE_HEADERS_NEVER_UPSTREAM = ['x-modelgate-console-key', CLIENT_ADDRESS_HEADER, 'x-modelgate-reason', 'x-modelgate-hint'] as const;
+
+/**
+ * What the route to this upstream removes: the provider credential headers, modelgate's own
+ * headers no upstream gets and the configured key headers, except the header modelgate sets this
+ * upstream's own credential in (a route-level removal runs after ext_authz and would drop it;
+ * modelgate's set overwrites the client's value instead). Every other upstream's credential header
+ * is removed here too, so a route keeps only its own upstream's.
+ */
+export function upstreamHeadersToRemove(input: GatewayRenderInput, family: UpstreamFamily): string[] {
+  const own = input.upstream?.credentials[family]?.header;
+  const others = UPSTREAM_FAMILIES.filter((f) => f !== family).flatMap((f) => input.upstream?.credentials[f]?.header ?? []);
+  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...MODELGATE_HEADERS_NEVER_UPSTREAM, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders, ...others])].filter((h) => h !== own);
 }
 
 /**
@@ -264,7 +297,8 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
     ['anthropic', { or_filter: { filters: [pathIs(`${A}/v1/messages(?:[/?].*)?`), { header_filter: { header: { name: 'anthropic-version', present_match: true } } }] } }],
     ['openai', undefined],
   ];
-  const mappers: Obj[] = [];
+  // Rate limit refusals first: their 429s and 503s carry no ext_authz decision of their own.
+  const mappers: Obj[] = input.rateLimits ? rateLimitReplyMappers(families) : [];
   // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
   const literal = (s: string): string => s.replace(/%/g, '%%');
   const add = (when: Obj[], code: number, reason: string, hint: string, rewriteStatus = false): void => {
@@ -275,6 +309,8 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
         headers_to_add: [
           { header: { key: 'x-modelgate-reason', value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
           { header: { key: 'x-modelgate-hint', value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+          // Retry a 503/504 after a second, never a 400/413 (src/check/retry-advice.ts).
+          ...retryHeaders(code).map(([key, value]) => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' })),
         ],
         body_format_override: { text_format_source: { inline_string: literal(errorBody(family, code, reason, hint)) }, content_type: 'application/json' },
       });
@@ -312,14 +348,23 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     // REJECT_REQUEST gives HTTP/2 clients). modelgate never reads such a name.
     common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' },
     use_remote_address: true,
+    // Load balancers in front (gateway.trustedProxyHops): the client's address is taken that many
+    // x-forwarded-for hops from the right, for the access log and the console's per-address limit.
+    ...(input.gateway.trustedProxyHops > 0 ? { xff_num_trusted_hops: input.gateway.trustedProxyHops } : {}),
     generate_request_id: true,
     preserve_external_request_id: false,
     stream_idle_timeout: `${input.gateway.upstreamIdleTimeoutSeconds}s`,
     access_log: accessLog(),
     local_reply_config: renderLocalReplies(input),
     http_filters: [
+      // First, so that it sees every answer: Envoy's, modelgate's denials (base-url-filter.ts).
+      ...(input.gateway.publicBaseUrl ? [] : [baseUrlFilter()]),
       extAuthzFilter(input),
-      ...(input.meter?.enabled ? [extProcFilter()] : []),
+      ...(input.meter?.enabled ? [extProcFilter(input)] : []),
+      // After the meter, so that it sees the end of every allowed request, a refused one too (an
+      // in-flight slot is given back at that end). The embedded engine is modelgate's gRPC port:
+      // its calls carry the port's secret like every other (never sent to envoyproxy/ratelimit).
+      ...(input.rateLimits ? rateLimitFilters({ rateLimits: input.rateLimits, grpcSecret: input.rateLimits.engine === 'embedded' ? secretOf(input) : undefined }) : []),
       trailersFilter(),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
@@ -327,7 +372,8 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
       altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl,
       upstreamOnlyFilters: input.meter?.enabled ? [EXT_PROC_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
       upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
-      headersToRemove: (style) => upstreamHeadersToRemove(input, style),
+      headersToRemove: (family) => upstreamHeadersToRemove(input, family),
+      ...(input.rateLimits ? { upstreamPerFilterConfig: rateLimitPerRoute() } : {}),
     }) }] },
   };
 }

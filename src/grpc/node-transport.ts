@@ -4,6 +4,7 @@
  * get along with; it costs about three times the CPU per Check (bench/README-e2e.md).
  */
 import * as http2 from 'node:http2';
+import type * as tls from 'node:tls';
 import { frameMessage } from './message-reader';
 import { OK_TRAILERS, statusTrailers, type RequestEvents, type ResponseStream } from './call';
 import type { OpenStream } from './h2/connection';
@@ -124,9 +125,12 @@ export function sweepSession(session: http2.Http2Session, sweepsPerTimeout: numb
   st.openedAtSweep = st.opened;
 }
 
-/** An http2 server whose streams open calls through `open`. */
-export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
-  const server = http2.createServer(NODE_OPTIONS);
+/**
+ * An http2 server whose streams open calls through `open`; with `tls` (server.ts TlsSettings), over
+ * TLS (ALPN h2) with a client certificate required. The same limits either way.
+ */
+export function nodeHttp2Server(open: OpenStream, tls?: tls.TlsOptions): http2.Http2Server | http2.Http2SecureServer {
+  const server: http2.Http2Server | http2.Http2SecureServer = tls ? http2.createSecureServer({ ...NODE_OPTIONS, ...tls }) : http2.createServer(NODE_OPTIONS);
   server.on('session', (session) => sessionStates.set(session, { open: 0, opened: 0, openedAtSweep: 0, idleSweeps: 0 }));
   server.on('stream', (stream, headers) => {
     // A client's reset is an error event on the stream: routine, and seen by the call as 'close'.
@@ -143,7 +147,8 @@ export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
       return;
     }
     const contentType = headers['content-type'];
-    const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream));
+    const authorization = headers.authorization;
+    const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream), typeof authorization === 'string' ? authorization : undefined);
     stream.on('data', (chunk: Buffer) => events.data(chunk));
     stream.on('end', () => events.end());
     stream.on('close', () => {
@@ -151,6 +156,6 @@ export function nodeHttp2Server(open: OpenStream): http2.Http2Server {
       events.closed();
     });
   });
-  server.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
+  (server as http2.Http2Server).on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
   return server;
 }

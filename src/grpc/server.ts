@@ -18,6 +18,7 @@
  * - no compression, no keepalive pings of its own (grpc-js's server sends none by default either).
  */
 import * as net from 'node:net';
+import * as tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { CallTracker, openCall, type Method, type RequestEvents, type ResponseStream } from './call';
 import { Connection, SWEEPS_PER_IDLE_TIMEOUT } from './h2/connection';
@@ -28,16 +29,33 @@ export type { Method, RequestProblem, StreamCall, StreamMethod, UnaryMethod } fr
 
 export type GrpcTransport = 'builtin' | 'node';
 
+/** TLS for the port (PEM): the server's certificate chain and key, and the CA a client's certificate must be signed by. */
+export interface TlsSettings {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly clientCa: Buffer;
+}
+
 export interface GrpcServerOptions {
   /** The largest request message accepted (Envoy's CheckRequest carries the whole body). */
   readonly maxReceiveMessageBytes: number;
   readonly transport?: GrpcTransport;
-  /** Connection-level problems (a peer breaking HTTP/2, socket errors), for the log. */
+  /** Connection-level problems (a peer breaking HTTP/2, socket errors, failed TLS handshakes), for the log. */
   readonly onError?: (err: unknown) => void;
-  /** Connections open at once; past it a new one is closed at once (default 1,024). */
+  /** Connections open at once, TLS handshakes in progress included; past it a new one is closed at once (default 1,024). */
   readonly maxConnections?: number;
   /** A connection with no stream open for this long is drained and closed (default 60 s). */
   readonly idleTimeoutMs?: number;
+  /** TLS with a client certificate required (mTLS): a connection without one is refused in the handshake. */
+  readonly tls?: TlsSettings;
+  /**
+   * Whether a call's `authorization` metadata lets it in (the port's shared secret); absent: every
+   * call does. A call that does not get in is answered at once, before any of its request is read
+   * (an unauthenticated caller costs a header block, never a buffered message): with
+   * `unauthenticated`'s message for its path (the Check's: a normal denial), else UNAUTHENTICATED.
+   */
+  readonly authorize?: (authorization: string | undefined) => boolean;
+  readonly unauthenticated?: ReadonlyMap<string, () => Buffer>;
 }
 
 /**
@@ -50,6 +68,9 @@ const MAX_CONNECTIONS = 1_024;
 const IDLE_TIMEOUT_MS = 60_000;
 /** Refused connections are logged at most this often. */
 const REFUSAL_LOG_MS = 10_000;
+
+/** How long a TLS client may take over its handshake (the builtin transport's preface timeout is the same). */
+const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 export interface GrpcH2Server {
   /** host:port as bound (the port filled in when 0 was asked). */
@@ -70,9 +91,16 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
   const onError = opts.onError ?? ignore;
   const tracker = new CallTracker();
   const ctx = { limit: opts.maxReceiveMessageBytes, tracker, onError };
-  const open = (path: string, contentType: string | undefined, res: ResponseStream): RequestEvents => {
+  const authorize = opts.authorize;
+  const open = (path: string, contentType: string | undefined, res: ResponseStream, authorization: string | undefined): RequestEvents => {
     if (contentType === undefined || !contentType.startsWith('application/grpc')) {
       res.refuse(415, 'gRPC requests need content-type: application/grpc\n');
+      return NO_EVENTS;
+    }
+    if (authorize !== undefined && !authorize(authorization)) {
+      const answer = opts.unauthenticated?.get(path);
+      if (answer === undefined) res.end(GrpcStatus.UNAUTHENTICATED, 'this port needs the gateway\'s gRPC secret (authorization metadata)');
+      else res.sendUnary(answer());
       return NO_EVENTS;
     }
     const method = methods.get(path);
@@ -83,24 +111,19 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     return openCall(method, res, ctx);
   };
 
-  // What drain() needs of either transport: stop listening, GOAWAY, cut.
+  // What drain() and the idle sweep need of either transport: stop listening, GOAWAY, cut, sweep.
   let server: net.Server;
   let goAwayAll: () => void;
   let destroyAll: () => void;
-  let sweeper: NodeJS.Timeout | undefined;
+  let sweepAll: () => void;
   const maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
   const idleTimeoutMs = opts.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
-  let refusalLoggedAt = -Infinity;
-  const refused = (open: number): void => {
-    const now = Date.now();
-    if (now - refusalLoggedAt < REFUSAL_LOG_MS) return;
-    refusalLoggedAt = now;
-    onError(new Error(`a connection refused: ${open} are open, the most this server accepts (further refusals are not logged for ${REFUSAL_LOG_MS / 1000} s)`));
+  const tlsOptions: tls.TlsOptions | undefined = opts.tls && {
+    cert: opts.tls.cert, key: opts.tls.key, ca: opts.tls.clientCa,
+    requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'], handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
   };
   if (opts.transport === 'node') {
-    const h2 = nodeHttp2Server(open);
-    h2.maxConnections = maxConnections;
-    h2.on('drop', () => refused(maxConnections));
+    const h2 = nodeHttp2Server(open, tlsOptions);
     const sessions = new Set<import('node:http2').ServerHttp2Session>();
     h2.on('session', (session) => {
       sessions.add(session);
@@ -108,25 +131,31 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     });
     h2.on('sessionError', onError);
     server = h2;
-    sweeper = setInterval(() => sessions.forEach((s) => sweepSession(s, SWEEPS_PER_IDLE_TIMEOUT)), idleTimeoutMs / SWEEPS_PER_IDLE_TIMEOUT);
-    sweeper.unref();
+    sweepAll = () => sessions.forEach((s) => sweepSession(s, SWEEPS_PER_IDLE_TIMEOUT));
     goAwayAll = () => sessions.forEach((s) => s.close());
     destroyAll = () => sessions.forEach((s) => s.destroy());
   } else {
     const connections = new Set<Connection>();
-    server = net.createServer((socket) => {
-      if (connections.size >= maxConnections) {
-        socket.destroy();
-        return refused(connections.size);
-      }
+    const accept = (socket: net.Socket): void => {
       const c = new Connection(socket, { open, onError, onClose: () => connections.delete(c) });
       connections.add(c);
-    });
-    sweeper = setInterval(() => connections.forEach((c) => c.sweep()), idleTimeoutMs / SWEEPS_PER_IDLE_TIMEOUT);
-    sweeper.unref();
+    };
+    // With TLS, the connection starts once the handshake (client certificate checked) is done.
+    server = tlsOptions ? tls.createServer(tlsOptions, accept) : net.createServer(accept);
+    sweepAll = () => connections.forEach((c) => c.sweep());
     goAwayAll = () => connections.forEach((c) => c.goAway());
     destroyAll = () => connections.forEach((c) => c.destroy());
   }
+  // The cap is the listener's (node's maxConnections: a socket past it is closed as it is accepted,
+  // and 'drop' emitted), so it counts every socket, TLS handshakes in progress included, on either transport.
+  server.maxConnections = maxConnections;
+  let refusalLoggedAt = -Infinity;
+  server.on('drop', () => {
+    const now = Date.now();
+    if (now - refusalLoggedAt < REFUSAL_LOG_MS) return;
+    refusalLoggedAt = now;
+    onError(new Error(`a connection refused: ${maxConnections} are open, the most this server accepts (further refusals are not logged for ${REFUSAL_LOG_MS / 1000} s)`));
+  });
 
   const colon = address.lastIndexOf(':');
   const host = address.slice(0, colon);
@@ -138,6 +167,9 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     });
   });
   server.on('error', onError);
+  const sweeper = setInterval(sweepAll, idleTimeoutMs / SWEEPS_PER_IDLE_TIMEOUT);
+  sweeper.unref();
+  if (tlsOptions) server.on('tlsClientError', (err: Error) => onError(new Error(`TLS handshake refused: ${err.message}`)));
   const port = (server.address() as AddressInfo).port;
 
   return {

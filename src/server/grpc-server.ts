@@ -5,7 +5,8 @@
  * CheckResponse, whatever its bytes (a denial is data, never a failed RPC, which a fail-open Envoy
  * would let through).
  */
-import { startH2GrpcServer, type GrpcTransport, type Method, type RequestProblem } from '../grpc/server';
+import { timingSafeEqual } from 'node:crypto';
+import { startH2GrpcServer, type GrpcTransport, type Method, type RequestProblem, type TlsSettings } from '../grpc/server';
 import { Health } from './health';
 
 export const AUTHZ_SERVICE_NAME = 'envoy.service.auth.v3.Authorization';
@@ -31,6 +32,12 @@ export interface CheckHandlers {
   failClosed(err: unknown): CheckAnswer;
   /** A call whose bytes are not one CheckRequest message (cut, compressed, too large): deny. */
   unreadable(problem: RequestProblem): CheckAnswer;
+  /**
+   * A Check without the port's secret: a normal denial (503 authz_unauthenticated), never a failed
+   * RPC, which an Envoy set to fail open (failure_mode_allow) would let through. Sent before any of
+   * the request is read: no key is looked up, nothing of the caller's is parsed or buffered.
+   */
+  unauthenticated(): CheckAnswer;
 }
 
 /** The Check method: bytes in, bytes out, and never a failed call. */
@@ -56,12 +63,34 @@ export function checkMethod(handlers: CheckHandlers): Method {
 export interface GrpcServerSettings {
   readonly maxReceiveMessageBytes: number;
   readonly transport: GrpcTransport;
+  /** mTLS (grpc.tls, read): only a client with a certificate `clientCa` signed gets a connection. */
+  readonly tls?: TlsSettings;
+  /**
+   * The shared secret (grpc.secret, read): every call on the port, whatever its service (Check,
+   * the meter's streams, the embedded rate limit service, health), must carry `authorization: Bearer <secret>`.
+   */
+  readonly secret?: string;
+}
+
+/** A constant-time check of a call's `authorization` against `Bearer <secret>`. */
+export function secretCheck(secret: string): (authorization: string | undefined) => boolean {
+  const expected = Buffer.from(`Bearer ${secret}`, 'utf8');
+  return (authorization) => {
+    if (authorization === undefined || authorization.length !== expected.length) return false;
+    const given = Buffer.from(authorization, 'utf8');
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  };
 }
 
 export async function startGrpcServer(address: string, handlers: CheckHandlers, settings: GrpcServerSettings, moreMethods: Iterable<[string, Method]> = [], onError?: (err: unknown) => void): Promise<GrpcServer> {
   const health = new Health({ '': 'NOT_SERVING', [AUTHZ_SERVICE_NAME]: 'NOT_SERVING' });
   const methods = new Map<string, Method>([[CHECK_PATH, checkMethod(handlers)], ...health.methods(), ...moreMethods]);
-  const server = await startH2GrpcServer(address, methods, { ...settings, onError });
+  // Without the secret, a Check still gets a CheckResponse (a denial); every other call fails UNAUTHENTICATED.
+  const unauthenticated = new Map([[CHECK_PATH, () => handlers.unauthenticated()]]);
+  const server = await startH2GrpcServer(address, methods, {
+    maxReceiveMessageBytes: settings.maxReceiveMessageBytes, transport: settings.transport, onError, tls: settings.tls,
+    ...(settings.secret !== undefined ? { authorize: secretCheck(settings.secret), unauthenticated } : {}),
+  });
   return {
     address: server.address,
     setServing(serving) {

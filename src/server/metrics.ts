@@ -19,6 +19,8 @@ export interface Metrics {
   readonly reloads: Counter<'result'>;
   readonly storeReady: Gauge;
   readonly logDroppedBytes: Counter;
+  /** Token charges to the rate limit engine after responses (issue 25), by result (charged, failed). */
+  readonly rateLimitCharges: Counter<'result'>;
   /** The meter's counts (issue 11): by group and model, never by key (bounded cardinality). */
   readonly meter: MeterMetrics;
 }
@@ -148,6 +150,7 @@ export function createMetrics(defaultMetrics = true): Metrics {
     // A gauge is not a count: with --workers N the cluster aggregation takes the minimum (1 only when
     // every worker's store can answer), where counters are summed.
     storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer (with --workers: every worker\'s)', registers: [registry], aggregator: 'min' }),
+    rateLimitCharges: new Counter({ name: 'modelgate_rate_limit_token_charges_total', help: 'Responses whose tokens were charged to the rate limit engine (charged), or could not be (failed: the engine did not answer; that key\'s token windows miss them)', labelNames: ['result'], registers: [registry] }),
     logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),
     meter: meterMetrics(registry),
   };

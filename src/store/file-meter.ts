@@ -10,7 +10,7 @@
  * One process only: with `serve --workers N` every worker would keep its own copy; metering more
  * than one process needs the PostgreSQL store.
  */
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { DebitRequest, DebitResult, MeterStore, ReserveResult, UsageEntry, UsageQuery } from './store';
 
 /** Ledger entries kept in memory and in the state file, newest last. */
@@ -154,7 +154,9 @@ export class FileMeter implements MeterStore {
     const state: StateFile = { version: 1, spent: Object.fromEntries(this.#spent), usage: this.#ledger };
     const tmp = `${this.opts.path}.${process.pid}.tmp`;
     try {
-      writeFileSync(tmp, `${JSON.stringify(state, null, 1)}\n`);
+      // Owner only (issue 21): key ids, amounts and request ids. chmod too: a leftover temporary file keeps its mode on write.
+      writeFileSync(tmp, `${JSON.stringify(state, null, 1)}\n`, { mode: 0o600 });
+      chmodSync(tmp, 0o600);
       renameSync(tmp, this.opts.path);
       this.#dirty = false;
     } catch (err) {

@@ -65,6 +65,10 @@ export class FileStore implements Store {
     return this.#groups.get(name) ?? null;
   }
 
+  async findKeyById(id: string): Promise<KeyRecord | null> {
+    return this.#configured.get(id) ?? null;
+  }
+
   onInvalidate(listener: (e: InvalidationEvent) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);

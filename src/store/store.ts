@@ -8,6 +8,23 @@
 export const PROTOCOLS = ['chat', 'responses', 'embeddings', 'messages', 'generative'] as const;
 export type Protocol = (typeof PROTOCOLS)[number];
 
+/**
+ * Rate limits (issue 25), each `null` or absent when there is none: requests and tokens per minute
+ * and per day (fixed windows, counted by the rate limit engine across replicas), and requests in
+ * flight (per replica, released when the response ends).
+ */
+export interface Limits {
+  readonly rpm?: number | null;
+  readonly tpm?: number | null;
+  readonly rpd?: number | null;
+  readonly tpd?: number | null;
+  readonly inFlight?: number | null;
+}
+
+/** The limit names, in the order they are shown. */
+export const LIMIT_NAMES = ['rpm', 'tpm', 'rpd', 'tpd', 'inFlight'] as const;
+export type LimitName = (typeof LIMIT_NAMES)[number];
+
 /** A model's price per million tokens, in the balance's unit (issue 11). */
 export interface ModelPrice {
   readonly input: number;
@@ -26,6 +43,8 @@ export interface ModelRecord {
   readonly price?: ModelPrice | null;
   /** Strict mode: output tokens reserved when a request names no maximum (absent: the meter's default). */
   readonly maxOutputTokens?: number | null;
+  /** Limits per key for this model (requests and tokens; not inFlight), on top of the key's own. */
+  readonly limits?: Limits | null;
 }
 
 export interface GroupRecord {
@@ -34,6 +53,8 @@ export interface GroupRecord {
   readonly available: boolean;
   /** By exact name (case and spaces matter, seed §2). */
   readonly models: ReadonlyMap<string, ModelRecord>;
+  /** The default limits of each of its keys (each key counted on its own). */
+  readonly limits?: Limits | null;
 }
 
 export interface KeyRecord {
@@ -47,6 +68,8 @@ export interface KeyRecord {
   readonly disabled: boolean;
   /** Epoch milliseconds, or `null` for never. */
   readonly expiresAt: number | null;
+  /** The key's own limits: each one set overrides its group's. */
+  readonly limits?: Limits | null;
 }
 
 /**
@@ -58,6 +81,8 @@ export interface Store {
   readonly kind: string;
   findKey(sha256: string): Promise<KeyRecord | null>;
   findGroup(name: string): Promise<GroupRecord | null>;
+  /** A key by its id (the rate limits' token charges know only the id); optional for test stores. */
+  findKeyById?(id: string): Promise<KeyRecord | null>;
   /** Subscribe to invalidations; returns an unsubscribe function. */
   onInvalidate(listener: (event: InvalidationEvent) => void): () => void;
   /** true once the store has loaded and can answer. */

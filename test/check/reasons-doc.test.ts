@@ -1,5 +1,5 @@
 /**
- * The reason catalogue (src/check/reasons.ts) is the one source: README.md's reason table must list
+ * The reason catalogue (src/check/reasons.ts) is the one source: docs/reasons-and-headers.md's reason table must list
  * exactly its codes with their statuses, so the code, the docs and the tests cannot drift apart.
  */
 import { readFileSync } from 'node:fs';
@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { REASONS } from '../../src/check/reasons';
 
-test('README.md\'s reason table lists exactly the catalogue\'s reasons and statuses', () => {
-  const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+test('docs/reasons-and-headers.md\'s reason table lists exactly the catalogue\'s reasons and statuses', () => {
+  const readme = readFileSync(join(__dirname, '..', '..', 'docs', 'reasons-and-headers.md'), 'utf8');
   const start = readme.indexOf('<!-- reasons:start -->');
   const end = readme.indexOf('<!-- reasons:end -->');
   expect(start).toBeGreaterThan(-1);

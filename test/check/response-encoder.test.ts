@@ -8,11 +8,12 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { allowPlan, writeCheckResponse } from '../../src/check/write-response';
 import { parseConfig } from '../../src/config/load';
+import { withUpstreamCredentials } from '../support/upstream-credentials';
 import type { Decision } from '../../src/check/decision';
 import { authorizationService } from '../../src/envoy/protos';
 import { ResponseEncoder } from '../../src/check/response-encoder';
 import { classify } from '../../src/check/routes';
-import { logPath } from '../../src/check/decision-log';
+import { loggedModel, logPath } from '../../src/check/decision-log';
 
 const def = authorizationService().Check;
 const config = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'));
@@ -50,7 +51,7 @@ test('cached bytes decode to exactly the response built for each decision, first
   const plan = allowPlan(config);
   for (let round = 0; round < 2; round++) {
     for (const { d, path } of CASES) {
-      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))));
+      const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, loggedModel(d), logPath(d, path))));
       expect(def.responseDeserialize(encoder.encode(d, config, path))).toEqual(expected);
     }
   }
@@ -59,7 +60,7 @@ test('cached bytes decode to exactly the response built for each decision, first
 test('decisions that differ in anything the response carries never share bytes', () => {
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
   const plan = allowPlan(config);
-  const built = CASES.map(({ d, path }) => def.responseSerialize(writeCheckResponse(d, config, plan, d.modelKnown ? d.model : undefined, logPath(d, path))).toString('base64'));
+  const built = CASES.map(({ d, path }) => def.responseSerialize(writeCheckResponse(d, config, plan, loggedModel(d), logPath(d, path))).toString('base64'));
   const seen = CASES.map(({ d, path }) => encoder.encode(d, config, path).toString('base64'));
   // Equal bytes exactly where the responses are equal (a path that holds a key is logged as one redacted text).
   expect(seen).toEqual(built);
@@ -70,7 +71,7 @@ test('a new config (a reload) gets answers built from it, not the old cache', ()
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
   const allow = cases('')[0].d;
   const before = def.responseDeserialize(encoder.encode(allow, config)) as any;
-  const withCredential = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8') + 'upstream:\n  credentials:\n    chat: { header: authorization, prefix: "Bearer ", env: UP }\n', { UP: 'upstream-secret' });
+  const withCredential = parseConfig(withUpstreamCredentials(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'), { chat: { header: 'authorization', prefix: 'Bearer ', env: 'UP', secret: 'upstream-secret' } }), { UP: 'upstream-secret' });
   const after = def.responseDeserialize(encoder.encode(allow, withCredential)) as any;
   expect(before.ok_response.headers.map((h: any) => h.header.key)).not.toContain('authorization');
   expect(after.ok_response.headers.find((h: any) => h.header.key === 'authorization').header.value).toBe('Bearer upstream-secret');

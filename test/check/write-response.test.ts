@@ -21,14 +21,21 @@ import { PROTOCOLS, type Protocol } from '../../src/store/store';
 
 const DEMO = readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8');
 const PLAIN = parseConfig(DEMO);
-const CREDENTIALS_YAML = `
-upstream:
-  credentials:
-    chat: { header: authorization, prefix: "Bearer ", env: UP_OPENAI }
-    messages: { header: x-api-key, env: UP_ANTHROPIC }
-    generative: { header: x-goog-api-key, env: UP_GEMINI }
+/** Credentials of the chat, messages and generative upstreams; the alt upstream has none. */
+const CREDENTIALS_UPSTREAMS = `
+    chat: { url: "http://127.0.0.1:9300", credential: { header: authorization, prefix: "Bearer ", env: UP_OPENAI } }
+    messages: { url: "http://127.0.0.1:9300", credential: { header: x-api-key, env: UP_ANTHROPIC } }
+    generative: { url: "http://127.0.0.1:9300", credential: { header: x-goog-api-key, env: UP_GEMINI } }
 `;
-const WITH_CREDENTIALS = parseConfig(DEMO + CREDENTIALS_YAML, { UP_OPENAI: 'up-openai', UP_ANTHROPIC: 'up-anthropic', UP_GEMINI: 'up-gemini' });
+const withUpstreams = (lines: string): string => {
+  const out = DEMO.replace(/\n    chat: http:\/\/127\.0\.0\.1:9300\n    messages: http:\/\/127\.0\.0\.1:9300\n    generative: http:\/\/127\.0\.0\.1:9300\n/, lines);
+  if (out === DEMO) throw new Error('the demo config changed: withUpstreams must be updated');
+  return out;
+};
+const CREDENTIAL_ENV = { UP_OPENAI: 'up-openai', UP_ANTHROPIC: 'up-anthropic', UP_GEMINI: 'up-gemini', UP_ALT: 'up-alt' };
+const WITH_CREDENTIALS = parseConfig(withUpstreams(CREDENTIALS_UPSTREAMS), CREDENTIAL_ENV);
+/** The same, and the alt upstream with a credential of its own in a header none of the others use. */
+const WITH_ALT_CREDENTIAL = parseConfig(withUpstreams(CREDENTIALS_UPSTREAMS).replace('    alt: http://127.0.0.1:9300', '    alt: { url: "http://127.0.0.1:9300", credential: { header: x-alt-token, env: UP_ALT } }'), CREDENTIAL_ENV);
 const KEY_HEADERS = keyHeaders(PLAIN.routes, 'both');
 
 const ROUTE_OF: Readonly<Record<Family, Route>> = {
@@ -166,7 +173,7 @@ describe('errorBody', () => {
 
   test.each([
     ['openai', 401, 'authentication_error'],
-    ['openai', 403, 'permission_error'],
+    ['openai', 403, 'invalid_request_error'],
     ['openai', 503, 'server_error'],
     ['anthropic', 401, 'authentication_error'],
     ['anthropic', 404, 'not_found_error'],
@@ -215,20 +222,44 @@ describe('writeCheckResponse for allows', () => {
     expect(res.ok_response!.headers_to_remove).toContain(HEADER.model);
   });
 
-  test.each([
-    ['chat', 'authorization', 'Bearer up-openai'],
-    ['messages', 'x-api-key', 'up-anthropic'],
-    ['generative', 'x-goog-api-key', 'up-gemini'],
-  ] as const)('sets the upstream credential of %s and does not also remove its header', (style, header, value) => {
-    const res = write(allow(PROTOCOL_ROUTES[style], { model: 'm', modelKnown: true }), WITH_CREDENTIALS);
-    expect(headerMap(res.ok_response!.headers).get(header)).toBe(value);
-    expect(res.ok_response!.headers_to_remove).not.toContain(header);
-    expect(res.ok_response!.headers_to_remove).toContain('x-vendor-api-key');
+  /** Every protocol route under the root and the alternate prefix, with the upstream it goes to. */
+  const ROUTES_BY_UPSTREAM = [
+    ['/v1/chat/completions', 'chat'], ['/v1/responses', 'chat'], ['/v1/embeddings', 'chat'],
+    ['/v1/messages', 'messages'], ['/v1/messages/count_tokens', 'messages'], ['/v1beta/models/m:generateContent', 'generative'],
+    ['/alt/v1/chat/completions', 'alt'], ['/alt/v1/responses', 'alt'], ['/alt/v1/embeddings', 'alt'],
+    ['/alt/v1/messages', 'alt'], ['/alt/v1/messages/count_tokens', 'alt'], ['/alt/v1beta/models/m:generateContent', 'alt'],
+  ] as const;
+  const CREDENTIAL_OF = {
+    chat: ['authorization', 'Bearer up-openai'], messages: ['x-api-key', 'up-anthropic'], generative: ['x-goog-api-key', 'up-gemini'],
+  } as const;
+
+  // Issue 21: the credential was chosen by protocol style, so /alt/v1/chat/completions carried the
+  // operator's OpenAI key to the alt upstream.
+  test.each(ROUTES_BY_UPSTREAM)('sets on POST %s only the credential of its upstream (%s), and removes every other key header', (path, upstream) => {
+    const res = write(allow(classify('POST', path, '/alt', false), { model: 'm', modelKnown: true }), WITH_CREDENTIALS);
+    const set = headerMap(res.ok_response!.headers);
+    const own = upstream === 'alt' ? undefined : CREDENTIAL_OF[upstream];
+    for (const [, [header, value]] of Object.entries(CREDENTIAL_OF)) {
+      if (own && own[0] === header) expect(set.get(header)).toBe(value);
+      else expect(set.has(header), header).toBe(false);
+    }
+    for (const h of KEY_HEADERS) {
+      if (own?.[0] === h) expect(res.ok_response!.headers_to_remove).not.toContain(h);
+      else expect(res.ok_response!.headers_to_remove, h).toContain(h);
+    }
+    expect(JSON.stringify(res)).not.toMatch(upstream === 'alt' ? /up-openai|up-anthropic|up-gemini/ : /up-alt/);
+  });
+
+  test.each(ROUTES_BY_UPSTREAM)('gives POST %s the alt credential only when it goes to the alt upstream (%s)', (path, upstream) => {
+    const res = write(allow(classify('POST', path, '/alt', false), { model: 'm', modelKnown: true }), WITH_ALT_CREDENTIAL);
+    const set = headerMap(res.ok_response!.headers);
+    expect(set.get('x-alt-token')).toBe(upstream === 'alt' ? 'up-alt' : undefined);
+    if (upstream === 'alt') for (const [header] of Object.values(CREDENTIAL_OF)) expect(set.has(header), header).toBe(false);
   });
 
   // allowPlan once exempted the headers of *every* configured credential from removal, so an allowed
   // /v1/messages forwarded the client's own `Authorization: Bearer <modelgate key>` upstream.
-  test.each(['responses', 'embeddings', 'messages', 'generative'] as const)('leaves no client key header upstream on a %s allow when other styles have credentials', (style) => {
+  test.each(PROTOCOLS)('leaves no client key header upstream on a %s allow when other upstreams have credentials', (style) => {
     const res = write(allow(PROTOCOL_ROUTES[style], { model: 'm', modelKnown: true }), WITH_CREDENTIALS);
     const set = headerMap(res.ok_response!.headers);
     const leaked = KEY_HEADERS.filter((h) => !set.has(h) && !res.ok_response!.headers_to_remove!.includes(h));

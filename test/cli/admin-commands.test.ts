@@ -90,9 +90,9 @@ const NO_PRICE = 'no price: metered, costs nothing';
 
 describe('with PostgreSQL', () => {
   it('migrates a fresh database once', async () => {
-    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 3.\n');
-    expect(await json('migrate')).toEqual({ from: 3, to: 3, applied: [] });
-    expect(await ok('migrate')).toBe('Schema already at version 3; nothing to do.\n');
+    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 4.\n');
+    expect(await json('migrate')).toEqual({ from: 4, to: 4, applied: [] });
+    expect(await ok('migrate')).toBe('Schema already at version 4; nothing to do.\n');
   });
 
   it('creates, updates and lists groups; --model replaces the list, other flags leave it alone', async () => {
@@ -159,6 +159,31 @@ describe('with PostgreSQL', () => {
     const doc = JSON.parse((await run(['keys', 'new', '--group', 'pro', '--id', 'bob', '--expires', '2030-06-01T12:00:00Z', '--json'])).stdout);
     expect(doc).toMatchObject({ mode: 'postgres', record: { id: 'bob', group: 'pro', balance: null, disabled: false, expiresAt: '2030-06-01T12:00:00Z' } });
     expect(doc.record.sha256).toBe(hashKey(doc.key));
+  });
+
+  it('sets, shows and removes rate limits of a group, a group model and a key; the store reads them; the table refuses nonsense', async () => {
+    expect(await ok('groups', 'limits', 'basic', '--rpm', '60', '--tpm', '100000', '--in-flight', '4')).toBe('Group basic: 60 rpm, 100,000 tpm, 4 in flight.\n');
+    expect(await ok('groups', 'limits', 'basic', '--model', 'gpt-4o-mini', '--rpm', '5')).toBe('Group basic, model gpt-4o-mini: 5 rpm.\n');
+    expect(await run(['groups', 'limits', 'basic', '--model', 'gpt-4o-mini', '--in-flight', '2'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--in-flight is a limit of keys and groups') });
+    expect(await ok('keys', 'limits', 'alice', '--rpm', '3')).toBe('Key alice (group basic): its own limits 3 rpm; its group\'s 60 rpm, 100,000 tpm, 4 in flight; in force 3 rpm, 100,000 tpm, 4 in flight.\n');
+    const store = await openPgStore(server.url);
+    try {
+      expect((await store.findKeyById('alice'))!.limits).toEqual({ rpm: 3 });
+      const group = (await store.findGroup('basic'))!;
+      expect(group.limits).toEqual({ rpm: 60, tpm: 100000, inFlight: 4 });
+      expect(group.models.get('gpt-4o-mini')!.limits).toEqual({ rpm: 5 });
+    } finally {
+      await store.close();
+    }
+    expect(await ok('keys', 'limits', 'alice', '--rpm', 'none')).toContain('its own limits none;');
+    expect(await run(['keys', 'limits', 'alice', '--rpm', '0'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--rpm must be a whole number from 1 to 4294967295, or none') });
+    expect(await run(['keys', 'limits', 'nobody', '--rpm', '1'])).toMatchObject({ code: 1, stderr: expect.stringContaining('no key with id "nobody"') });
+    expect(await ok('groups', 'limits', 'basic', '--clear')).toBe('Group basic: none.\n');
+    expect(await ok('groups', 'limits', 'basic', '--model', 'gpt-4o-mini', '--clear')).toBe('Group basic, model gpt-4o-mini: none.\n');
+    // The table's own check, for writers other than this CLI.
+    await expect(sql.query(`UPDATE modelgate.keys SET limits = '{"rpm": -1}' WHERE id = 'alice'`)).rejects.toThrow(/keys_limits_valid/);
+    await expect(sql.query(`UPDATE modelgate.group_models SET limits = '{"inFlight": 2}' WHERE group_name = 'basic'`)).rejects.toThrow(/group_models_limits_valid/);
+    await expect(sql.query(`UPDATE modelgate.groups SET limits = '{"rps": 2}' WHERE name = 'basic'`)).rejects.toThrow(/groups_limits_valid/);
   });
 
   it('lists keys without ever showing them', async () => {
@@ -248,6 +273,11 @@ describe('with PostgreSQL', () => {
     expect(viaFlag.code).toBe(1);
     expect(viaFlag.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/modelgate:\*\*\*@127\.0\.0\.1:1\/modelgate \(from --store\): .*ECONNREFUSED.*\n$/);
     expect(viaFlag.stderr).not.toContain('hunter2');
+    // A password in the query (libpq's ?password=, ?sslpassword=) is hidden too (issue 21).
+    const inQuery = await run(['keys', 'list', '--store', 'postgres://modelgate@127.0.0.1:1/modelgate?sslmode=disable&password=hunter2&sslpassword=hunter3']);
+    expect(inQuery.code).toBe(1);
+    expect(inQuery.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/modelgate@127\.0\.0\.1:1\/modelgate\?sslmode=disable&password=\*\*\*&sslpassword=\*\*\* \(from --store\): /);
+    expect(inQuery.stderr).not.toMatch(/hunter[23]/);
     expect((await run(['keys', 'list'], { MODELGATE_STORE: dead, DATABASE_URL: server.url })).code).toBe(1);
     expect((await run(['keys', 'list'], { MODELGATE_STORE: server.url, DATABASE_URL: dead })).code).toBe(0);
     expect((await run(['keys', 'list', '--store', 'file'])).code).toBe(2);
@@ -311,7 +341,7 @@ describe('usage and a database of another application', () => {
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/^modelgate: PostgreSQL at postgres:\/\/.*\(from DATABASE_URL\): the database already holds tables of another application \(public\.orders\).*--allow-foreign-tables/);
       expect((await run(['migrate'], { DATABASE_URL: url })).code).toBe(1);
-      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 3.\n');
+      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 4.\n');
       expect((await run(['keys', 'list'], { DATABASE_URL: url })).code).toBe(0);
     } finally {
       await other.end();

@@ -61,7 +61,7 @@ test('envoy-check accepts the bundled Envoy config and names the path of a missp
   const broken = tempConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'envoy.yaml'), 'utf8').replace('transport_api_version: V3', 'transport_api_version: V4'));
   const bad = spawnSync(process.execPath, [CLI, 'envoy-check', broken], { encoding: 'utf8' });
   expect(bad.status).toBe(1);
-  expect(bad.stderr).toMatch(/http_filters\[0\]\.typed_config\.transport_api_version: unknown enum value "V4"/);
+  expect(bad.stderr).toMatch(/http_filters\[1\]\.typed_config\.transport_api_version: unknown enum value "V4"/);
 });
 
 test('keys new without a store prints the key once and the YAML stanza with its hash', () => {

@@ -39,7 +39,7 @@ describe('the published schema, as an editor applies it', () => {
     ['an empty file', ''],
     ['sections given with no value', 'routes:\nlog:\ncache:\ngrpc:\nupstream:\nstore:\ngroups:\nkeys:\n'],
     ['a PostgreSQL store', 'store: postgres://u:p@db/modelgate\npostgres: { poolSize: 4 }\n'],
-    ['an upstream credential', 'upstream:\n  credentials:\n    chat: { header: Authorization, prefix: "Bearer ", env: UP }\n'],
+    ['an upstream credential', 'gateway:\n  upstreams:\n    chat: { url: "https://api.openai.com", credential: { header: Authorization, prefix: "Bearer ", env: UP } }\n'],
   ])('accepts %s', (_name, yaml) => {
     expect(errorsOf(yaml)).toEqual([]);
   });
@@ -53,6 +53,7 @@ describe('the published schema, as an editor applies it', () => {
     ['a log level that does not exist', 'log: { level: loud }\n', '/log/level', /allowed values/],
     ['a group name with a space', 'groups:\n  "my group": { models: [m] }\n', '/groups', /property name/],
     ['a store that is not a URL', 'store: mysql://db\n', '/store', /pattern/],
+    ['a per-style credential (removed in issue 21)', 'upstream:\n  credentials:\n    chat: { header: authorization, env: UP }\n', '/upstream/credentials', /must NOT have more than 0 properties/],
   ])('rejects %s, naming where', (_name, yaml, path, message) => {
     const errors = errorsOf(yaml);
     expect(errors.some((e) => e.startsWith(`${path} `) && message.test(e)), errors.join('\n')).toBe(true);

@@ -36,9 +36,10 @@ describe('parseConfig on the demo file', () => {
     expect(config.groups.get('paused')).toMatchObject({ available: false });
   });
 
-  test('reads the seven demo keys with balance, disabled and expiresAt', () => {
+  test('reads the eight demo keys with balance, disabled, expiresAt and limits', () => {
     const byId = Object.fromEntries(config.keys.map((k) => [k.id, k]));
-    expect(Object.keys(byId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'trial']);
+    expect(Object.keys(byId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'trial', 'grace']);
+    expect(byId.grace.limits).toEqual({ rpm: 3, tpm: 2000, inFlight: 2 });
     expect(byId.trial.balance).toBe(0.00006);
     expect(byId.alice).toEqual({ id: 'alice', sha256: '4787fb0e1aae0693be94be74ad11456fbd0771f21f84d8153cbee4f7b893af4c', group: 'basic', balance: 12.5, disabled: false, expiresAt: null });
     expect(byId.bob.balance).toBeNull();
@@ -112,18 +113,26 @@ describe('parseConfig defaults', () => {
 
 describe('parseConfig upstream credentials', () => {
   const text = [
-    'upstream:',
-    '  credentials:',
-    '    chat: { header: Authorization, prefix: "Bearer ", env: UP_OPENAI }',
-    '    messages: { header: x-api-key, env: UP_ANTHROPIC }',
+    'gateway:',
+    '  upstreams:',
+    '    chat: { url: "https://api.openai.com", credential: { header: Authorization, prefix: "Bearer ", env: UP_OPENAI } }',
+    '    messages: { url: "https://api.anthropic.com", credential: { header: x-api-key, env: UP_ANTHROPIC } }',
+    '    alt: "https://alt.example"',
   ].join('\n');
 
-  test('resolves each credential from the env it is given, with its prefix', () => {
+  test('resolves each upstream\'s credential from the env it is given, with its prefix; an upstream without one gets none', () => {
     const c = parseConfig(text, { UP_OPENAI: 'sk-upstream-1', UP_ANTHROPIC: 'sk-ant-upstream-2' });
     expect(c.upstream.credentials).toEqual({
       chat: { header: 'authorization', value: 'Bearer sk-upstream-1' },
       messages: { header: 'x-api-key', value: 'sk-ant-upstream-2' },
     });
+    expect(c.gateway.upstreams.chat).toEqual({ tls: true, host: 'api.openai.com', port: 443, caFile: '/etc/ssl/certs/ca-certificates.crt' });
+  });
+
+  test('gives the alt upstream only its own credential', () => {
+    const alt = `${text.replace('    alt: "https://alt.example"', '    alt: { url: "https://alt.example", credential: { header: x-alt-token, env: UP_ALT } }')}`;
+    const c = parseConfig(alt, { UP_OPENAI: 'a', UP_ANTHROPIC: 'b', UP_ALT: 'alt-secret' });
+    expect(c.upstream.credentials.alt).toEqual({ header: 'x-alt-token', value: 'alt-secret' });
   });
 
   test('never reads process.env itself', () => {
@@ -131,8 +140,8 @@ describe('parseConfig upstream credentials', () => {
     process.env.UP_ANTHROPIC = 'from-process-env';
     try {
       expect(problemsOf(text, {})).toEqual([
-        'upstream.credentials.chat.env: environment variable UP_OPENAI is not set or empty',
-        'upstream.credentials.messages.env: environment variable UP_ANTHROPIC is not set or empty',
+        'gateway.upstreams.chat.credential.env: environment variable UP_OPENAI is not set or empty',
+        'gateway.upstreams.messages.credential.env: environment variable UP_ANTHROPIC is not set or empty',
       ]);
     } finally {
       delete process.env.UP_OPENAI;
@@ -141,7 +150,31 @@ describe('parseConfig upstream credentials', () => {
   });
 
   test('treats an empty variable as missing', () => {
-    expect(problemsOf(text, { UP_OPENAI: '', UP_ANTHROPIC: 'x' })).toEqual(['upstream.credentials.chat.env: environment variable UP_OPENAI is not set or empty']);
+    expect(problemsOf(text, { UP_OPENAI: '', UP_ANTHROPIC: 'x' })).toEqual(['gateway.upstreams.chat.credential.env: environment variable UP_OPENAI is not set or empty']);
+  });
+
+  test('refuses the per-style form of before issue 21, each entry with where it belongs now, all at once', () => {
+    const old = [
+      'upstream:',
+      '  credentials:',
+      '    chat: { header: authorization, prefix: "Bearer ", env: UP_OPENAI }',
+      '    responses: { header: authorization, prefix: "Bearer ", env: UP_OPENAI }',
+      '    messages: { header: x-api-key, env: UP_ANTHROPIC }',
+      '    generative: { header: x-goog-api-key, env: UP_GEMINI }',
+      'routes: { altPrefix: alt }',
+    ].join('\n');
+    const problems = problemsOf(old, { UP_OPENAI: 'a', UP_ANTHROPIC: 'b', UP_GEMINI: 'c' });
+    expect(problems).toHaveLength(5);
+    expect(problems).toContainEqual(expect.stringMatching(/^upstream\.credentials\.chat: .*move it to gateway\.upstreams\.chat\.credential/));
+    expect(problems).toContainEqual(expect.stringMatching(/^upstream\.credentials\.responses: .*gateway\.upstreams\.chat\.credential/));
+    expect(problems).toContainEqual(expect.stringMatching(/^upstream\.credentials\.messages: .*gateway\.upstreams\.messages\.credential/));
+    expect(problems).toContainEqual(expect.stringMatching(/^upstream\.credentials\.generative: .*gateway\.upstreams\.generative\.credential/));
+    expect(problems).toContainEqual(expect.stringMatching(/^routes\.altPrefix: /));
+  });
+
+  test('accepts an empty legacy section (nothing to move)', () => {
+    expect(parseConfig('upstream:\n  credentials: {}\n').upstream.credentials).toEqual({});
+    expect(parseConfig('upstream:\n  credentials:\n').upstream.credentials).toEqual({});
   });
 });
 
@@ -248,7 +281,7 @@ describe('parseConfig freezes its result', () => {
 
   test('still reads its maps normally', () => {
     expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
-    expect(config.groups.get('pro')!.models.size).toBe(7);
+    expect(config.groups.get('pro')!.models.size).toBe(12);
   });
 });
 

@@ -47,7 +47,7 @@ describe('reloadConfig', () => {
     expect(applied[0].previous).toBe(before);
     expect(current.groups.get('extra')!.models.has('gpt-4o')).toBe(true);
     const info = lines.lines.filter((l) => l.level === 30);
-    expect(info).toEqual([expect.objectContaining({ msg: 'config reloaded', file: path, groups: 4, keys: 7 })]);
+    expect(info).toEqual([expect.objectContaining({ msg: 'config reloaded', file: path, groups: 4, keys: 8 })]);
     expect(lines.lines.filter((l) => (l.level as number) >= 40)).toEqual([]);
   });
 

@@ -71,13 +71,22 @@ beforeAll(async () => { h = await startHarness({ usage }); });
 afterAll(async () => { await h?.close(); });
 
 describe('sign in with each demo key', () => {
+  test('grace: the key\'s rate limits in force', async () => {
+    const a = await call(h, '/console/api/access', { key: DEMO_KEYS.grace });
+    expect(a.status).toBe(200);
+    expect(a.body.key.limits).toEqual({ rpm: 3, tpm: 2000, inFlight: 2 });
+    // What is left, as the engine counts it (nothing used yet in this test's service).
+    expect(a.body.key.left).toEqual({ rpm: 3, tpm: 2000 });
+  });
+
   test('alice: group basic (available), balance 12.5, the group\'s models with their styles and availability', async () => {
     const a = await call(h, '/console/api/access', { key: DEMO_KEYS.alice });
     expect(a.status).toBe(200);
-    expect(a.body.key).toEqual({ id: 'alice', balance: 12.5, expiresAt: null });
+    expect(a.body.key).toEqual({ id: 'alice', balance: 12.5, expiresAt: null, limits: {} });
     expect(a.body.group).toEqual({ name: 'basic', available: true, exists: true });
     const byName = Object.fromEntries(a.body.models.map((m: any) => [m.name, m]));
-    expect(Object.keys(byName)).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gpt-4.1-nano']);
+    expect(Object.keys(byName)).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gpt-4.1-nano',
+      'gpt-6.1-sol', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
     expect(byName['gemini-2.0-flash']).toMatchObject({ protocols: ['generative'], available: false, listedOn: [] });
     expect(byName['claude-3-5-haiku-latest'].endpoints).toEqual(['POST /v1/messages']);
     expect(a.body.baseUrl).toBe(`http://${h.service.httpAddress}`);
@@ -114,7 +123,7 @@ describe('key hygiene first, with hints for the key field', () => {
     ['a space inside', `${DEMO_KEYS.alice.slice(0, 20)} ${DEMO_KEYS.alice.slice(20)}`, 'key_malformed', /space/],
     ['a mistyped character', `${DEMO_KEYS.alice.slice(0, -1)}${DEMO_KEYS.alice.endsWith('A') ? 'B' : 'A'}`, 'key_incomplete', /checksum/],
     ['an empty field', '', 'key_missing', /paste the whole key/],
-    ['a key of another gateway', 'sk-live-0123456789abcdefghij', 'key_unknown', /copied from the console \(\{base_url\}\/console\/\)/],
+    ['a key of another gateway', 'sk-live-0123456789abcdefghij', 'key_unknown', /copied from the console \(http:\/\/127\.0\.0\.1:\d+\/console\/\)/],
   ])('%s', async (_name, key, reason, hint) => {
     const a = await call(h, '/console/api/access', { key });
     expect(a.status).toBe(401);
@@ -234,7 +243,7 @@ describe('set up a client', () => {
 
 describe('the doctor over the API', () => {
   test('names the failing rule and the change', async () => {
-    const a = await call(h, '/console/api/doctor', { key: DEMO_KEYS.alice, body: { baseUrl: `http://${h.service.httpAddress}/v1`, clientKind: 'coding-agent' } });
+    const a = await call(h, '/console/api/doctor', { key: DEMO_KEYS.alice, body: { baseUrl: `http://${h.service.httpAddress}/v1`, clientKind: 'messages-client' } });
     expect(a.status).toBe(200);
     expect(a.body.failing).toMatchObject({ id: 'path', ref: '§4.1 rule 4, §7 404', gatewayAnswers: { status: 404, reason: 'path_repeated' } });
     expect(a.body.failing.change).toBe(`set the Base URL to http://${h.service.httpAddress}`);

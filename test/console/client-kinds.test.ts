@@ -70,10 +70,13 @@ describe.each(CLIENT_KINDS.map((k) => [k.id, k] as const))('%s', (_id, kind) => 
     const snippets = snippetsFor(s, 'gemini-2.5-flash');
     expect(snippets[0].id).toBe('curl');
     expect(snippets[0].code).toContain(s.endpoint);
+    // Settings files hold no key (the key goes in the environment beside them); gemini-cli's holds no
+    // address either, and Codex's environment only the key (its address is in config.toml).
+    const keyless = new Set(['codex-config', 'gemini-settings']);
     for (const sn of snippets) {
-      expect(sn.code).toContain('<API_KEY>');
+      if (!keyless.has(sn.id)) expect(sn.code, sn.id).toContain('<API_KEY>');
       expect(sn.code).not.toMatch(/sk-mg-/);
-      if (sn.id !== 'curl') expect(sn.code).toContain(s.baseUrl);
+      if (!['curl', 'gemini-settings', 'codex-env'].includes(sn.id)) expect(sn.code, sn.id).toContain(s.baseUrl);
     }
   });
 });
@@ -98,7 +101,10 @@ test('the gateway\'s answers follow Envoy\'s path normalisation and first-match 
   expect(normalizedPath('//v1//chat/completions')).toBe('/v1/chat/completions');
   expect(normalizedPath('/v1/./models')).toBe('/v1/models');
   expect(gatewayAnswer('POST', '/v1/v1/responses', '/alt')).toMatchObject({ status: 404, reason: 'path_repeated', route: 'repeated_v1' });
-  expect(gatewayAnswer('POST', '/chat/completions', '/alt')).toMatchObject({ status: 404, reason: 'prefix_wrong' });
+  expect(gatewayAnswer('POST', '/embeddings', '/alt')).toMatchObject({ status: 404, reason: 'prefix_wrong' });
+  // A coding agent's own path at the root address (seed §4.1 row 1): the endpoint, checked.
+  expect(gatewayAnswer('POST', '/chat/completions', '/alt')).toMatchObject({ route: 'agent_chat_completions', cluster: 'upstream_chat' });
+  expect(gatewayAnswer('GET', '/responses', '/alt')).toMatchObject({ status: 405, reason: 'method_not_allowed' });
   expect(gatewayAnswer('GET', '/v1/chat/completions', '/alt')).toMatchObject({ status: 405, reason: 'method_not_allowed' });
   expect(gatewayAnswer('GET', '/console/api/info', '/alt')).toMatchObject({ route: 'console', cluster: 'modelgate_http' });
   expect(gatewayAnswer('GET', '/nothing', '/alt')).toMatchObject({ status: 404, reason: 'path_unknown', route: 'unknown' });

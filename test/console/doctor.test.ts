@@ -52,11 +52,13 @@ const ROWS: Row[] = [
   { name: 'a segment added to the request URL', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: `${GW}/v1/v1/chat/completions`, status: 404 }, fails: 'endpoint-url', detail: /added or repeated/, answers: 'path_repeated' },
   { name: 'a request URL that is not a URL', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: 'chat/completions' }, fails: 'endpoint-url', detail: /not an http/ },
   // §4.1 rule 4, §7 404
-  { name: 'a coding agent with /v1 (path appended twice)', input: { baseUrl: `${GW}/v1`, clientKind: 'coding-agent' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/responses.*No \/v1 suffix/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
+  { name: 'a messages client with /v1 (path appended twice)', input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/messages/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
+  { name: 'a coding agent with /v1/v1 (path appended twice)', input: { baseUrl: `${GW}/v1/v1`, clientKind: 'coding-agent' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/responses.*No \/v1 suffix/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
   { name: 'a messages client with /v1', input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' }, fails: 'path', detail: /path repeated/, answers: 'path_repeated' },
-  { name: 'a chat SDK without /v1 (wrong prefix)', input: { baseUrl: GW, clientKind: 'chat-sdk' }, fails: 'path', detail: /wrong prefix.*\/chat\/completions.*ends in \/v1/, change: /\/v1$/, answers: 'prefix_wrong' },
+  // (A chat SDK at the root address sends POST /chat/completions, which the coding agents' row serves.)
+  { name: 'an embeddings SDK without /v1 (wrong prefix)', input: { baseUrl: GW, clientKind: 'embeddings' }, fails: 'path', detail: /wrong prefix.*\/embeddings.*ends in \/v1/, change: /\/v1$/, answers: 'prefix_wrong' },
   { name: 'a generative command-line client with /v1beta', input: { baseUrl: `${GW}/v1beta`, clientKind: 'generative-cli' }, fails: 'path', detail: /must use the root address, not \/v1beta/, answers: 'path_repeated' },
-  { name: 'an editor generative provider at the root', input: { baseUrl: GW, clientKind: 'generative-http' }, fails: 'path', detail: /must use \{base_url\}\/v1beta/, change: /\/v1beta$/, answers: 'prefix_wrong' },
+  { name: 'an editor generative provider at the root', input: { baseUrl: GW, clientKind: 'generative-http' }, fails: 'path', detail: /must use http:\/\/gw\.test:10000\/v1beta/, change: /\/v1beta$/, answers: 'prefix_wrong' },
   { name: 'an alternate-route client without the prefix', input: { baseUrl: `${GW}/v1`, clientKind: 'alt-chat' }, fails: 'path', detail: /reaches the root route, not the alternate route/, change: /\/alt\/v1$/ },
   { name: 'a root-route client under the alternate prefix', input: { baseUrl: `${GW}/alt/v1`, clientKind: 'chat-sdk' }, fails: 'path', detail: /reaches the alternate route, not the root route/ },
   { name: 'the alternate prefix twice', input: { baseUrl: `${GW}/alt/alt`, clientKind: 'alt-messages' }, fails: 'path', detail: /path repeated/, answers: 'path_repeated' },

@@ -147,7 +147,8 @@ describeBrowser('the console in Chromium, through Envoy', () => {
     expect(Number(await fact('Balance'))).toBeGreaterThan(12.49);
     expect(await fact('Expires')).toBe('never');
     const rows = await modelRows();
-    expect(Object.keys(rows)).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gpt-4.1-nano']);
+    expect(Object.keys(rows)).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gpt-4.1-nano',
+      'gpt-6.1-sol', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
     expect(rows['claude-3-5-haiku-latest']).toEqual(['messages', 'yes', 'POST /v1/messages', 'GET /v1/models (anthropic-version)']);
     expect(await page.textContent('#models-base')).toBe(gw.baseUrl);
     expect(rows['gemini-2.0-flash'][1]).toBe('no: channel down');
@@ -166,7 +167,8 @@ describeBrowser('the console in Chromium, through Envoy', () => {
     expect(await signIn(DEMO_KEYS.bob)).toBe('in');
     expect(await fact('Group')).toMatch(/^pro\s*available$/);
     expect(await fact('Balance')).toBe('unlimited');
-    expect(Object.keys(await modelRows())).toEqual(['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large', 'claude-sonnet-4-5', 'gemini-2.5-pro', 'gemini-2.5-flash']);
+    expect(Object.keys(await modelRows())).toEqual(['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large', 'claude-sonnet-4-5', 'gemini-2.5-pro', 'gemini-2.5-flash',
+      'gpt-6.1-sol', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
 
     expect(await signIn(DEMO_KEYS.carol)).toBe('in');
     expect(await fact('Group')).toMatch(/^basic\s*available$/);
@@ -201,7 +203,7 @@ describeBrowser('the console in Chromium, through Envoy', () => {
     await page.waitForSelector('#setup-table tbody tr');
     const cells = await page.locator('#setup-table tbody tr').evaluateAll((trs) => Object.fromEntries(trs.map((tr) => [(tr as HTMLElement).dataset.kind, [...tr.querySelectorAll('td')].map((td) => td.innerText.trim())])));
     const b = gw.baseUrl;
-    expect(cells['coding-agent']).toEqual([b, `${b}/v1/responses`, 'Authorization: Bearer <API_KEY>']);
+    expect(cells['coding-agent']).toEqual([b, `${b}/responses`, 'Authorization: Bearer <API_KEY>']);
     expect(cells['chat-sdk']).toEqual([`${b}/v1`, `${b}/v1/chat/completions`, 'Authorization: Bearer <API_KEY>']);
     expect(cells['messages-client'][0]).toBe(b);
     expect(cells['generative-cli'][0]).toBe(b);
@@ -250,16 +252,16 @@ describeBrowser('the console in Chromium, through Envoy', () => {
     expect(await signIn(DEMO_KEYS.alice)).toBe('in');
     const b = gw.baseUrl;
 
-    const repeated = await runDoctor({ baseUrl: `${b}/v1`, kind: 'coding-agent' });
+    const repeated = await runDoctor({ baseUrl: `${b}/v1`, kind: 'messages-client' });
     expect(repeated.rule).toBe('path');
     expect(repeated.title).toBe('One thing to change: §4.1 rule 4, §7 404');
-    expect(repeated.text).toMatch(/path repeated.*\/v1\/v1\/responses/);
+    expect(repeated.text).toMatch(/path repeated.*\/v1\/v1\/messages/);
     expect(repeated.text).toContain(`Change: set the Base URL to ${b}`);
     expect(repeated.text).toContain('The gateway answers this with 404 path_repeated.');
     expect(await axeViolations()).toEqual([]);
     await screenshot('doctor');
 
-    const prefix = await runDoctor({ baseUrl: b, kind: 'chat-sdk' });
+    const prefix = await runDoctor({ baseUrl: b, kind: 'embeddings' });
     expect(prefix.rule).toBe('path');
     expect(prefix.text).toMatch(/wrong prefix/);
     expect(prefix.text).toContain(`Change: set the Base URL to ${b}/v1`);
@@ -281,7 +283,7 @@ describeBrowser('the console in Chromium, through Envoy', () => {
   }, 90_000);
 
   test('what the doctor predicts for a wrong Base URL is what Envoy really answers', async () => {
-    for (const [path, reason] of [['/v1/v1/responses', 'path_repeated'], ['/chat/completions', 'prefix_wrong'], ['/v1beta/v1beta/models/gemini-2.5-flash:generateContent', 'path_repeated'], ['/models/gemini-2.5-flash:generateContent', 'prefix_wrong']]) {
+    for (const [path, reason] of [['/v1/v1/responses', 'path_repeated'], ['/embeddings', 'prefix_wrong'], ['/v1beta/v1beta/models/gemini-2.5-flash:generateContent', 'path_repeated'], ['/models/gemini-2.5-flash:generateContent', 'prefix_wrong']]) {
       const r = await gw.send('POST', path, { headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json']], body: '{}' });
       expect(r.status, path).toBe(404);
       expect(r.headers['x-modelgate-reason'], path).toBe(reason);

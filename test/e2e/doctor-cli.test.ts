@@ -63,7 +63,7 @@ describeE2E('modelgate doctor through the real gateway', () => {
   });
 
   test('a repeated path: rule 4 names it, and the gateway answers 404 path_repeated', async () => {
-    const r = await doctor(['--base-url', `${b}/v1`, '--client', 'coding-agent']);
+    const r = await doctor(['--base-url', `${b}/v1`, '--client', 'messages-client']);
     expect(r.out).toMatch(/CHANGE {2}§4\.1 rule 4, §7 404 +No repeated path/);
     expect(r.out).toContain(`change: set the Base URL to ${b}`);
     expect(r.out).toContain('the gateway answers this with 404 path_repeated');
@@ -71,12 +71,19 @@ describeE2E('modelgate doctor through the real gateway', () => {
     expect(r.code).toBe(1);
   });
 
-  test('a wrong prefix: a chat SDK without /v1', async () => {
-    const r = await doctor(['--base-url', b, '--client', 'chat-sdk', '--model', 'gpt-4o-mini']);
+  test('a wrong prefix: an embeddings SDK without /v1', async () => {
+    const r = await doctor(['--base-url', b, '--client', 'embeddings', '--model', 'text-embedding-3-small']);
     expect(r.out).toMatch(/CHANGE {2}§4\.1 rule 4/);
     expect(r.out).toContain(`change: set the Base URL to ${b}/v1`);
-    expect(r.out).toContain(`POST ${b}/chat/completions -> 404 prefix_wrong`);
+    expect(r.out).toContain(`POST ${b}/embeddings -> 404 prefix_wrong`);
     expect(r.code).toBe(1);
+  });
+
+  test("a chat SDK at the root address reaches the coding agents' endpoint: a note, and the one short request works", async () => {
+    const r = await doctor(['--base-url', b, '--client', 'chat-sdk', '--model', 'gpt-4o-mini']);
+    expect(r.out).toMatch(/note +§4\.1 rule 4/i);
+    expect(r.out).toContain('the client requests /chat/completions, an endpoint of this gateway for chat requests, so it works');
+    expect(r.out).toContain(`POST ${b}/chat/completions -> 200`);
   });
 
   test('a cut key: §7 401 (key), and the malformed key is not sent anywhere', async () => {

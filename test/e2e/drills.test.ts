@@ -2,7 +2,7 @@
  * Fault drills under load, through the real Envoy (issue 14 §2; engine in test/support/drill.ts).
  * In `npm test` each drill runs in a short version (seconds); `npm run drill` (scripts/drill.js,
  * DRILL_FULL=1) runs the full ones (5 s freeze, 30 s PostgreSQL outage, 1,000,000 random keys) and
- * prints the README's table. Each drill starts its own gateway: Envoy on the rendered bundle, the
+ * prints docs/security.md's table. Each drill starts its own gateway: Envoy on the rendered bundle, the
  * demo upstream, and `modelgate serve` as a real process that can be killed, frozen and restarted.
  */
 import { execFileSync } from 'node:child_process';
@@ -14,6 +14,8 @@ import { DEMO_KEYS } from '../support/demo-keys';
 import { childrenOf, demoDrillKeys, gone, latency, rssMb, runDrill, tableRow, TABLE_HEADER, type DrillKey, type DrillResult, type Traffic } from '../support/drill';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { startPgServer, type PgServer } from '../support/pg-server';
+import { describeGlobal, startGlobalEngine, type GlobalEngine } from '../support/global-engine';
+import { parse, stringify } from 'yaml';
 
 const FULL = process.env.DRILL_FULL === '1';
 const P = FULL
@@ -210,6 +212,82 @@ describeE2E('fault drills under load, through the real Envoy', () => {
       await gw.close();
     }
   }, FULL ? 4 * 3600_000 : TIMEOUT);
+
+  describeGlobal('with the global rate limit engine (Redis, envoyproxy/ratelimit)', () => {
+    let engine: GlobalEngine;
+    beforeAll(async () => {
+      engine = await startGlobalEngine();
+    });
+    afterAll(() => engine?.close());
+    /** The demo config on this engine, alice and bob with limits traffic never reaches (so every request asks the engine). */
+    const onEngine = (failureMode: 'allow' | 'deny') => (demo: string): string => {
+      const doc = parse(demo.replace(/\nrateLimits:\n(  .*\n)+/, '\n')) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+      for (const k of doc.keys) if (k.id === 'alice' || k.id === 'bob') k.limits = { rpm: 1_000_000, tpm: 1_000_000_000 };
+      return `${stringify(doc)}\n${engine.configYaml(failureMode)}`;
+    };
+    const duringFault = (t: Traffic, w: { faultStart: number; faultEnd: number }): string[] => {
+      const l = latency(t.sent, w.faultStart, w.faultEnd);
+      return [`during the fault p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms (${l.n} requests)`];
+    };
+
+    it(`Redis stopped for ${P.pgStopMs / 1000} s (failureMode allow)`, async () => {
+      const gw = await drillGateway({ config: onEngine('allow') });
+      try {
+        expectHeld(await runDrill(`Redis stopped ${P.pgStopMs / 1000} s, then started (rate limits, failureMode allow)`, gw, demoDrillKeys(DEMO_KEYS), {
+          rate: P.rate, warmupMs: P.warmupMs, settleMs: P.settleMs,
+          fault: async () => {
+            await engine.stopRedis();
+            await sleep(P.pgStopMs);
+            await engine.startRedisAgain();
+            return performance.now();
+          },
+          notes: duringFault,
+        }));
+      } finally {
+        await gw.close();
+      }
+    }, TIMEOUT);
+
+    it(`the rate limit service stopped for ${P.pgStopMs / 1000} s (failureMode allow)`, async () => {
+      const gw = await drillGateway({ config: onEngine('allow') });
+      try {
+        expectHeld(await runDrill(`rate limit service (envoyproxy/ratelimit) stopped ${P.pgStopMs / 1000} s, then started (failureMode allow)`, gw, demoDrillKeys(DEMO_KEYS), {
+          rate: P.rate, warmupMs: P.warmupMs, settleMs: P.settleMs,
+          fault: async () => {
+            await engine.stopRatelimit();
+            await sleep(P.pgStopMs);
+            await engine.restartRatelimit();
+            return performance.now();
+          },
+          notes: duringFault,
+        }));
+      } finally {
+        await gw.close();
+      }
+    }, TIMEOUT);
+
+    it(`the rate limit service stopped for ${P.pgStopMs / 1000} s (failureMode deny)`, async () => {
+      const gw = await drillGateway({ config: onEngine('deny') });
+      try {
+        const r = await runDrill(`rate limit service stopped ${P.pgStopMs / 1000} s, then started (failureMode deny)`, gw, demoDrillKeys(DEMO_KEYS), {
+          rate: P.rate, warmupMs: P.warmupMs, settleMs: P.settleMs,
+          fault: async () => {
+            await engine.stopRatelimit();
+            await sleep(P.pgStopMs);
+            await engine.restartRatelimit();
+            return performance.now();
+          },
+          notes: (t) => [`valid requests refused 503 rate_limit_unavailable: ${t.sent.filter((s) => s.k.id !== null && s.reason === 'rate_limit_unavailable').length}`],
+        });
+        expectHeld(r);
+        // Deny means deny: the valid requests that failed are the service's 503s, nothing else.
+        expect(r.failed).toBeGreaterThan(0);
+        expect(Object.keys(r.answers).filter((k) => k.startsWith('valid') && !k.startsWith('valid 200'))).toEqual(['valid 503 rate_limit_unavailable']);
+      } finally {
+        await gw.close();
+      }
+    }, TIMEOUT);
+  });
 
   describeE2E('with a PostgreSQL store', () => {
     let pg: PgServer;

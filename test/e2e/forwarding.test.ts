@@ -3,7 +3,8 @@
  * upstream route of the spec, under the root and the alternate prefix, over HTTP/1.1 and h2c, goes
  * to its own upstream cluster with the body byte for byte as sent, every client key header and the
  * `key` query parameter removed, x-modelgate-* set by modelgate (a client's copies overwritten or
- * removed) and the upstream credential of the protocol style injected when one is configured.
+ * removed) and the credential of the request's upstream injected when it has one (the alt upstream
+ * here has none: nothing of the others' reaches it).
  * Also: repeated key headers, a chunked body, and a large body whose `model` comes last.
  */
 import { execFile } from 'node:child_process';
@@ -13,17 +14,20 @@ import { parse as parseYaml } from 'yaml';
 import type { UpstreamFamily } from '../../src/config/load';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway, type Received } from '../support/gateway';
+import { credentialEnv, credentialValue, withUpstreamCredentials } from '../support/upstream-credentials';
 
 const BOB = DEMO_KEYS.bob; // group pro, unlimited
 
-/** Upstream credentials per protocol style (responses and embeddings have none: their key header is only removed). */
-const SECRETS = { UPSTREAM_OPENAI_KEY: 'upstream-openai-secret', UPSTREAM_ANTHROPIC_KEY: 'upstream-anthropic-secret', UPSTREAM_GEMINI_KEY: 'upstream-gemini-secret' };
-const CREDENTIALS = `upstream:
-  credentials:
-    chat: { header: authorization, prefix: "Bearer ", env: UPSTREAM_OPENAI_KEY }
-    messages: { header: x-api-key, env: UPSTREAM_ANTHROPIC_KEY }
-    generative: { header: x-goog-api-key, env: UPSTREAM_GEMINI_KEY }
-`;
+/**
+ * Upstream credentials per upstream (issue 21): the chat upstream (chat, responses, embeddings), the
+ * messages and the generative ones have one; the alt upstream has none, so nothing of them reaches it.
+ */
+const CREDS = {
+  chat: { header: 'authorization', prefix: 'Bearer ', env: 'UPSTREAM_OPENAI_KEY', secret: 'upstream-openai-secret' },
+  messages: { header: 'x-api-key', env: 'UPSTREAM_ANTHROPIC_KEY', secret: 'upstream-anthropic-secret' },
+  generative: { header: 'x-goog-api-key', env: 'UPSTREAM_GEMINI_KEY', secret: 'upstream-gemini-secret' },
+} as const;
+const SECRETS = credentialEnv(CREDS);
 
 /** Every header that can carry a client key (config routes.bearerHeaders + vendorHeaders). */
 const KEY_HEADERS = ['authorization', 'x-api-key', 'x-vendor-api-key', 'x-goog-api-key'];
@@ -31,7 +35,7 @@ const KEY_HEADERS = ['authorization', 'x-api-key', 'x-vendor-api-key', 'x-goog-a
 /** Copies of modelgate's own headers a client tries to smuggle in. */
 const SPOOFED: Array<[string, string]> = [
   ['x-modelgate-key-id', 'mallory'], ['x-modelgate-group', 'admin'], ['x-modelgate-model', 'free-model'],
-  ['x-modelgate-reason', 'allowed'], ['x-modelgate-hint', 'trust me'],
+  ['x-modelgate-reason', 'allowed'], ['x-modelgate-hint', 'trust me'], ['x-modelgate-console-key', 'sk-mg-console-key-sent-along'],
 ];
 
 // Bodies with unusual but valid bytes: non-ASCII, escapes, odd spacing, numbers in exponent form, `model` not first.
@@ -57,20 +61,23 @@ interface Case {
   readonly upstreamPath?: string;
 }
 
-const openai: Case['credential'] = ['authorization', `Bearer ${SECRETS.UPSTREAM_OPENAI_KEY}`];
-const anthropic: Case['credential'] = ['x-api-key', SECRETS.UPSTREAM_ANTHROPIC_KEY];
-const gemini: Case['credential'] = ['x-goog-api-key', SECRETS.UPSTREAM_GEMINI_KEY];
-
 function cases(prefix: '' | '/alt'): Case[] {
   const fam = (f: UpstreamFamily): UpstreamFamily => (prefix ? 'alt' : f);
+  // The alt upstream has no credential: its routes get none, whatever their protocol style.
+  const openai: Case['credential'] = prefix ? undefined : ['authorization', credentialValue(CREDS.chat)];
+  const anthropic: Case['credential'] = prefix ? undefined : ['x-api-key', credentialValue(CREDS.messages)];
+  const gemini: Case['credential'] = prefix ? undefined : ['x-goog-api-key', credentialValue(CREDS.generative)];
   const bearer = ['authorization', `Bearer ${BOB}`] as const;
   // The alternate generative route also reads the Bearer headers (routes.vendorHeaders + bearerHeaders).
   const generativeKey = prefix ? (['authorization', `Bearer ${BOB}`] as const) : (['x-goog-api-key', BOB] as const);
   return [
     { name: 'chat completions', path: `${prefix}/v1/chat/completions`, key: bearer, body: chatBody('gpt-4o'), family: fam('chat'), model: 'gpt-4o', credential: openai },
     { name: 'chat completions, key in x-api-key', path: `${prefix}/v1/chat/completions`, key: ['x-api-key', BOB], body: chatBody('gpt-4o-mini'), family: fam('chat'), model: 'gpt-4o-mini', credential: openai },
-    { name: 'responses (no upstream credential)', path: `${prefix}/v1/responses`, key: bearer, body: responsesBody('o3'), family: fam('chat'), model: 'o3' },
-    { name: 'embeddings (no upstream credential)', path: `${prefix}/v1/embeddings`, key: bearer, body: embeddingsBody('text-embedding-3-large'), family: fam('chat'), model: 'text-embedding-3-large' },
+    { name: 'responses', path: `${prefix}/v1/responses`, key: bearer, body: responsesBody('o3'), family: fam('chat'), model: 'o3', credential: openai },
+    // The coding agents' paths (Base URL {base_url}, seed §4.1 row 1): upstream as the provider's own /v1/... path.
+    { name: "a coding agent's responses (Codex CLI's POST /responses)", path: `${prefix}/responses`, key: bearer, body: responsesBody('gpt-6.1-sol'), family: fam('chat'), model: 'gpt-6.1-sol', credential: openai, upstreamPath: `${prefix}/v1/responses` },
+    { name: "a coding agent's chat completions", path: `${prefix}/chat/completions`, key: bearer, body: chatBody('gpt-4o'), family: fam('chat'), model: 'gpt-4o', credential: openai, upstreamPath: `${prefix}/v1/chat/completions` },
+    { name: 'embeddings', path: `${prefix}/v1/embeddings`, key: bearer, body: embeddingsBody('text-embedding-3-large'), family: fam('chat'), model: 'text-embedding-3-large', credential: openai },
     { name: 'messages', path: `${prefix}/v1/messages`, key: ['x-api-key', BOB], headers: [['anthropic-version', '2023-06-01']], body: messagesBody('claude-sonnet-4-5'), family: fam('messages'), model: 'claude-sonnet-4-5', credential: anthropic },
     { name: 'messages, key in Authorization', path: `${prefix}/v1/messages`, key: bearer, headers: [['anthropic-version', '2023-06-01']], body: messagesBody('claude-sonnet-4-5'), family: fam('messages'), model: 'claude-sonnet-4-5', credential: anthropic },
     { name: 'messages count_tokens', path: `${prefix}/v1/messages/count_tokens`, key: ['x-api-key', BOB], headers: [['anthropic-version', '2023-06-01']], body: messagesBody('claude-sonnet-4-5'), family: fam('messages'), model: 'claude-sonnet-4-5', credential: anthropic },
@@ -82,7 +89,7 @@ function cases(prefix: '' | '/alt'): Case[] {
     { name: 'batchEmbedContents', path: `${prefix}/v1beta/models/gemini-2.5-flash:batchEmbedContents`, key: generativeKey, body: BATCH_BODY, family: fam('generative'), model: 'gemini-2.5-flash', credential: gemini },
     { name: 'chat completions with a query, an empty key parameter removed', path: `${prefix}/v1/chat/completions?api-version=2024-10-21&key=`, key: bearer, body: chatBody('gpt-4o'), family: fam('chat'), model: 'gpt-4o', credential: openai, upstreamPath: `${prefix}/v1/chat/completions?api-version=2024-10-21` },
     // Envoy re-serialises the query once it removes a parameter: sorted by name, a bare flag gets "=".
-    { name: 'a query with a bare flag, re-serialised by Envoy', path: `${prefix}/v1/embeddings?b=2&flag&a=1&key=`, key: bearer, body: embeddingsBody('text-embedding-3-large'), family: fam('chat'), model: 'text-embedding-3-large', upstreamPath: `${prefix}/v1/embeddings?a=1&b=2&flag=` },
+    { name: 'a query with a bare flag, re-serialised by Envoy', path: `${prefix}/v1/embeddings?b=2&flag&a=1&key=`, key: bearer, body: embeddingsBody('text-embedding-3-large'), family: fam('chat'), model: 'text-embedding-3-large', credential: openai, upstreamPath: `${prefix}/v1/embeddings?a=1&b=2&flag=` },
   ];
 }
 
@@ -90,7 +97,7 @@ describeE2E('allowed requests, as the provider receives them through a real Envo
   let gw: Gateway;
   let seq = 0;
   beforeAll(async () => {
-    gw = await startGateway({ config: (demo) => demo.replace('# upstream:\n', `${CREDENTIALS}# upstream:\n`), env: SECRETS });
+    gw = await startGateway({ config: (demo) => withUpstreamCredentials(demo, CREDS), env: SECRETS });
   });
   afterAll(async () => gw?.close());
 
@@ -138,6 +145,12 @@ describeE2E('allowed requests, as the provider receives them through a real Envo
       else expect(r.headers[h], h).toBeUndefined();
     }
     expect(JSON.stringify(r.rawHeaders) + r.url).not.toContain(BOB);
+    // No other upstream's credential, anywhere in the request (issue 21).
+    for (const [family, cred] of Object.entries(CREDS)) {
+      if (family !== c.family) expect(JSON.stringify(r.rawHeaders) + r.url, `${family}'s credential at upstream_${c.family}`).not.toContain(cred.secret);
+    }
+    // modelgate's own credential header never leaves (issue 21).
+    expect(r.headers['x-modelgate-console-key']).toBeUndefined();
     // Everything else the client sent goes on.
     expect(r.headers['x-trace']).toBe('kept');
     expect(r.headers['content-type']).toBe('application/json');
@@ -150,7 +163,8 @@ describeE2E('allowed requests, as the provider receives them through a real Envo
     const hcm = (parseYaml(gw.envoyYaml) as any).static_resources.listeners[0].filter_chains[0].filters[0].typed_config; // eslint-disable-line @typescript-eslint/no-explicit-any
     const upstreamRoutes = (hcm.route_config.virtual_hosts[0].routes as Array<{ name: string; route?: { cluster: string } }>)
       .filter((r) => r.route?.cluster.startsWith('upstream_'));
-    expect(upstreamRoutes.length).toBe(14);
+    // 14 spec endpoints (root and alternate) and the coding agents' /responses and /chat/completions (root and alternate).
+    expect(upstreamRoutes.length).toBe(18);
     const taken = new Map(gw.accessLog().filter((l) => l.status === 200).map((l) => [String(l.route), String(l.upstream_cluster)]));
     expect(upstreamRoutes.filter((r) => taken.get(r.name) !== r.route!.cluster).map((r) => r.name)).toEqual([]);
   });

@@ -1,12 +1,12 @@
 /**
- * The gateway's invariant (README "Security model"), checked by a property-based fuzzer through the
+ * The gateway's invariant (docs/security.md, "Security model"), checked by a property-based fuzzer through the
  * real Envoy (test/support/fuzz-*.ts): a seeded run in every `npm test`, and the regression table of
  * every counter-example it found, each now fixed. `npm run fuzz -- --cases N | --minutes M` runs a
  * long one (FUZZ_CASES, FUZZ_MINUTES, FUZZ_SEED, FUZZ_REPORT set the run; scripts/fuzz.js).
  */
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { FUZZ_KEYS, type FuzzCase } from '../support/fuzz-grammar';
+import { FUZZ_CREDENTIALS, FUZZ_KEYS, type FuzzCase } from '../support/fuzz-grammar';
 import { violations } from '../support/fuzz-oracle';
 import { fuzz, startFuzzGateway, type FuzzGateway, type FuzzReport } from '../support/fuzz-run';
 import { describeE2E } from '../support/gateway';
@@ -31,8 +31,9 @@ const JSON_TYPE = ['content-type', 'application/json'] as const;
 /**
  * Every kind of counter-example the fuzzer found, shrunk, one row each (with what was wrong). The
  * first twelve are what it found in the code before issue 14 (32,000 cases, seeds 14-21: 818
- * failing rounds of these twelve kinds); the others it found during the work. Each is fixed in the
- * bundle or the service; they run first, every time.
+ * failing rounds of these twelve kinds); the others it found during the work, and the last three
+ * are issue 21's findings in the oracle's words. Each is fixed in the bundle or the service; they
+ * run first, every time.
  */
 const FOUND: FuzzCase[] = [
   // status 400 without a reason, a hint or a JSON body (Envoy's own "Bad Request" for an unknown HTTP/1 method): now 400 request_invalid
@@ -66,6 +67,13 @@ const FOUND: FuzzCase[] = [
   // a server that decodes before routing reads "/v1beta/models/tuned/gemini:streamGenerateContent", not model "tuned/gemini"
   // (found with Envoy's default path_with_escaped_slashes_action, KEEP_UNCHANGED; the bundle refuses it: 400 request_invalid)
   ESCAPED_SLASH,
+  // Issue 21: its findings 1 and 4 in the oracle's words (the oracle learned them then; the last describe shows it sees them):
+  // the chat upstream's credential reached the alt upstream in the header authorization (credentials chosen by protocol style)
+  { http2: false, method: 'POST', path: '/alt/v1/chat/completions', headers: [AUTH_ALICE, JSON_TYPE], body: CHAT },
+  // the messages upstream's credential reached the alt upstream in the header x-api-key
+  { http2: true, method: 'POST', path: '/alt/v1/messages', headers: [['x-api-key', K.alice], JSON_TYPE], body: `{"messages":[{"role":"user","content":"hello"}],"max_tokens":8,"model":"claude-3-5-haiku-latest"}` },
+  // key material of alice reached the upstream in the header x-modelgate-console-key; modelgate's own header x-modelgate-console-key reached the upstream
+  { http2: false, method: 'POST', path: '/v1/chat/completions', headers: [AUTH_ALICE, ['x-modelgate-console-key', K.alice], JSON_TYPE], body: CHAT },
 ];
 
 function summary(r: FuzzReport): string {
@@ -80,6 +88,10 @@ describeE2E('the invariant, through the real Envoy', () => {
 
   it(`holds for every counter-example found so far (${FOUND.length} rows)`, async () => {
     for (const c of FOUND) expect(violations(c, await f.run(c), f.world), JSON.stringify(c)).toEqual([]);
+  });
+
+  it("forwards issue 21's rows (each is an allowed request, so the oracle checks what the upstream got)", async () => {
+    for (const c of FOUND.slice(-3)) expect((await f.run(c)).upstream, JSON.stringify(c)).toHaveLength(1);
   });
 
   it(`holds for ${CASES.toLocaleString('en-US')} generated requests (seed ${SEED}${MINUTES === undefined ? '' : `, at most ${MINUTES} min`})`, async () => {
@@ -109,5 +121,30 @@ describeE2E("Envoy's default for escaped slashes would break the invariant (the 
     const o = await weak.run(ESCAPED_SLASH);
     expect(o.upstream.map((u) => u.url)).toEqual([ESCAPED_SLASH.path]);
     expect(violations(ESCAPED_SLASH, o, weak.world).join('\n')).toMatch(/a server that decodes before routing reads/);
+  });
+});
+
+describeE2E('a gateway that behaved as before issue 21 would break the invariant (the oracle sees it)', () => {
+  let before: FuzzGateway;
+  beforeAll(async () => {
+    before = await startFuzzGateway((b) => {
+      const routes = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes as Array<Record<string, any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+      for (const r of routes) {
+        if (Array.isArray(r.request_headers_to_remove)) r.request_headers_to_remove = r.request_headers_to_remove.filter((h: string) => h !== 'x-modelgate-console-key');
+        // The chat style's credential on the alternate prefix too, as the per-style credentials did.
+        if (r.route?.cluster === 'upstream_alt' && /chat|responses|embeddings/.test(String(r.name))) {
+          r.request_headers_to_add = [{ header: { key: 'authorization', value: `Bearer ${FUZZ_CREDENTIALS.chat.secret}` }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }];
+        }
+      }
+    });
+  });
+  afterAll(async () => before?.close());
+
+  it('sees the chat credential at the alt upstream, and the console key header leaving', async () => {
+    const [altChat, , consoleKey] = FOUND.slice(-3);
+    expect(violations(altChat, await before.run(altChat), before.world).join('\n')).toMatch(/the chat upstream's credential reached the alt upstream in the header authorization/);
+    const v = violations(consoleKey, await before.run(consoleKey), before.world).join('\n');
+    expect(v).toMatch(/key material of alice reached the upstream in the header x-modelgate-console-key/);
+    expect(v).toMatch(/modelgate's own header x-modelgate-console-key reached the upstream/);
   });
 });

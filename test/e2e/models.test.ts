@@ -13,9 +13,11 @@ const { alice, bob, carol, dave, frank } = DEMO_KEYS;
 
 // The demo config (envoy/modelgate.yaml): basic = alice, carol; pro = bob. Unavailable models
 // (gemini-2.0-flash, gpt-4.1-nano) are never listed; a model without protocols is listed everywhere.
-const OPENAI = { alice: ['gpt-4o-mini', 'text-embedding-3-small'], bob: ['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large'] };
-const ANTHROPIC = { alice: ['gpt-4o-mini', 'claude-3-5-haiku-latest'], bob: ['gpt-4o', 'gpt-4o-mini', 'claude-sonnet-4-5'] };
-const GEMINI = { alice: ['gpt-4o-mini', 'gemini-2.5-flash'], bob: ['gpt-4o', 'gpt-4o-mini', 'gemini-2.5-pro', 'gemini-2.5-flash'] };
+// Both groups carry the coding agents' default models too (gpt-6.1-sol, claude-opus-5-5, gemini-3.x).
+const AGENT_GEMINI = ['gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite'];
+const OPENAI = { alice: ['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol'], bob: ['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large', 'gpt-6.1-sol'] };
+const ANTHROPIC = { alice: ['gpt-4o-mini', 'claude-3-5-haiku-latest', 'claude-opus-5-5'], bob: ['gpt-4o', 'gpt-4o-mini', 'claude-sonnet-4-5', 'claude-opus-5-5'] };
+const GEMINI = { alice: ['gpt-4o-mini', 'gemini-2.5-flash', ...AGENT_GEMINI], bob: ['gpt-4o', 'gpt-4o-mini', 'gemini-2.5-pro', 'gemini-2.5-flash', ...AGENT_GEMINI] };
 
 describeE2E('model lists through a real Envoy', () => {
   let gw: Gateway;

@@ -34,6 +34,11 @@ import { DEMO_CONFIG } from '../support/service-harness';
 const NOT_THROUGH_ENVOY: Partial<Record<Reason, string>> = {
   check_request_malformed: 'Envoy always sends a valid CheckRequest; test/check/bad-input.test.ts',
   internal_error: 'needs a fault inside modelgate; test/server/store-failures.test.ts',
+  authz_unauthenticated: "needs an Envoy without the gRPC port's secret; test/e2e/grpc-auth.test.ts (through Envoy, set to fail open) and test/server/grpc-auth.test.ts",
+  // Through Envoy too, in the rate limit files (they need tokens used up, slow streams, or a stopped engine).
+  tokens_rate_limited: 'test/e2e/rate-limits-embedded.test.ts, rate-limits-global.test.ts',
+  concurrency_limited: 'test/e2e/rate-limits-embedded.test.ts (200 parallel streams)',
+  rate_limit_unavailable: 'test/e2e/drills.test.ts (the rate limit service stopped, failureMode deny)',
 };
 
 const DOWN_KEY = generateKey();
@@ -98,7 +103,7 @@ function cases(p: '' | '/alt'): Case[] {
   return [
     // 404/405: Envoy's own routes, before any key (all of them in routes.test.ts).
     { reason: 'path_repeated', why: 'a Base URL ending in /v1 for a messages client', path: `${p}/v1/v1/messages`, body: '{}' },
-    { reason: 'prefix_wrong', why: 'a chat client with the root Base URL', path: `${p}/chat/completions`, body: '{}' },
+    { reason: 'prefix_wrong', why: 'an embeddings client with the root Base URL', path: `${p}/embeddings`, body: '{}' },
     { reason: 'path_unknown', why: 'a legacy endpoint', path: `${p}/v1/completions`, body: '{}' },
     { reason: 'method_not_allowed', why: 'GET on a POST endpoint', method: 'GET', path: `${p}/v1/messages` },
     // 401: the key.
@@ -283,6 +288,18 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     expect(limited.json()).toMatchObject({ error: { reason: 'console_rate_limited', status: 429, hint: expect.stringMatching(/^too many console requests from this address: retry in \d+ s$/) } });
     expect(limited.text).not.toContain(alice);
     seen.add('console_rate_limited');
+  });
+
+  it('answers 429 rate_limited (Envoy\'s rate limit filter, the embedded engine) to the demo key grace\'s fourth request in a minute', async () => {
+    const send = () => gw.send('POST', '/v1/chat/completions', { headers: [bearer(DEMO_KEYS.grace), ['content-type', 'application/json']], body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }) });
+    // Four in a row, within one minute window (its reset would let a fifth through): retried once at the next window if split.
+    let answers: Reply[] = [];
+    for (let attempt = 0; attempt < 2 && !answers.some((a) => a.status === 429); attempt++) answers = [await send(), await send(), await send(), await send()];
+    const limited = answers.find((a) => a.status === 429)!;
+    expect(limited.headers['x-modelgate-reason']).toBe('rate_limited');
+    expect(limited.headers['x-modelgate-hint']).toMatch(/^rate limit reached: the key "grace" may use 3 requests per minute; the limit reached resets in \d+ s: retry then$/);
+    expect(limited.json()).toMatchObject({ error: { type: 'rate_limit_error', code: 'rate_limited' } });
+    seen.add('rate_limited');
   });
 
   it('has produced every reason of the catalogue a client can cause, and names where the others are proven', () => {

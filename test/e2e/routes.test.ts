@@ -31,6 +31,10 @@ const LINES: Array<[string, Expect, string]> = [
   ['POST /v1/embeddings', { cluster: 'upstream_chat' }, '§4.2 embeddings'],
   ['POST /v1/messages', { cluster: 'upstream_messages' }, '§4.2 messages'],
   ['POST /v1/messages/count_tokens', { cluster: 'upstream_messages' }, 'messages token count'],
+  ['POST /responses', { cluster: 'upstream_chat' }, '§4.1 row 1: a coding agent with Base URL {base_url} (Codex CLI)'],
+  ['POST /chat/completions', { cluster: 'upstream_chat' }, '§4.1 row 1: a chat-kind coding agent with Base URL {base_url}'],
+  ['POST /alt/responses', { cluster: 'upstream_alt' }, 'a coding agent with Base URL {base_url}/alt'],
+  ['POST /alt/chat/completions', { cluster: 'upstream_alt' }, 'a chat-kind coding agent with Base URL {base_url}/alt'],
   ['POST /v1beta/models/gemini-2.5-pro:generateContent', { cluster: 'upstream_generative' }, '§4.2 generateContent'],
   ['POST /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse', { cluster: 'upstream_generative' }, 'streaming, query ignored'],
   ['POST /v1beta/models/gemini-2.5-flash:countTokens', { cluster: 'upstream_generative' }, 'countTokens'],
@@ -80,9 +84,8 @@ const LINES: Array<[string, Expect, string]> = [
   ['POST /alt/v1/chat/completions/chat/completions', { status: 404, reason: 'path_repeated' }, 'alternate Base URL holds the endpoint'],
 
   // §4.1 rule 4 / §7: wrong or missing prefix.
-  ['POST /chat/completions', { status: 404, reason: 'prefix_wrong', hint: /\{base_url\}\/v1/ }, 'chat client with Base URL {base_url}'],
-  ['POST /responses', { status: 404, reason: 'prefix_wrong' }, 'responses SDK with Base URL {base_url}'],
-  ['POST /embeddings', { status: 404, reason: 'prefix_wrong' }, 'embeddings SDK with Base URL {base_url}'],
+  ['POST /embeddings', { status: 404, reason: 'prefix_wrong', hint: /\{base_url\}\/v1/ }, 'embeddings SDK with Base URL {base_url}'],
+  ['POST /responses/responses', { status: 404, reason: 'prefix_wrong' }, 'a coding agent whose Base URL holds /responses'],
   ['GET /models', { status: 404, reason: 'prefix_wrong' }, 'model list with Base URL {base_url}'],
   ['POST /messages', { status: 404, reason: 'prefix_wrong', hint: /root address \{base_url\}/ }, 'messages client that dropped /v1'],
   ['POST /models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong', hint: /editor generative provider must use \{base_url\}\/v1beta/ }, '§7: editor provider with Base URL {base_url}'],
@@ -93,7 +96,7 @@ const LINES: Array<[string, Expect, string]> = [
   ['POST /v1/v1beta/models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong' }, 'generative CLI with Base URL {base_url}/v1'],
   ['POST /v1beta/chat/completions', { status: 404, reason: 'prefix_wrong', hint: /under \/v1, not \/v1beta/ }, 'chat client with Base URL {base_url}/v1beta'],
   ['POST /v1beta/messages', { status: 404, reason: 'prefix_wrong' }, 'messages client with Base URL {base_url}/v1beta'],
-  ['POST /alt/chat/completions', { status: 404, reason: 'prefix_wrong', hint: /\{base_url\}\/alt\/v1/ }, 'alternate chat client with Base URL {base_url}/alt'],
+  ['POST /alt/embeddings', { status: 404, reason: 'prefix_wrong', hint: /\{base_url\}\/alt\/v1/ }, 'alternate embeddings client with Base URL {base_url}/alt'],
   ['POST /alt/messages', { status: 404, reason: 'prefix_wrong' }, 'alternate messages without /v1'],
   ['POST /alt/models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong' }, 'alternate editor provider with Base URL {base_url}/alt'],
   ['POST /alt/v1/models/gemini-2.5-pro:generateContent', { status: 404, reason: 'prefix_wrong' }, 'alternate generative under /alt/v1'],
@@ -117,6 +120,8 @@ const LINES: Array<[string, Expect, string]> = [
   // A known path with the wrong method: 405 and allow.
   ['GET /v1/chat/completions', { status: 405, allow: 'POST' }, 'browser opening the endpoint'],
   ['PUT /v1/responses', { status: 405, allow: 'POST' }, 'wrong method'],
+  ['GET /responses', { status: 405, allow: 'POST' }, "a coding agent's endpoint with GET"],
+  ['GET /alt/chat/completions', { status: 405, allow: 'POST' }, "a coding agent's alternate endpoint with GET"],
   ['GET /v1/messages', { status: 405, allow: 'POST' }, 'wrong method'],
   ['GET /alt/v1/messages/count_tokens', { status: 405, allow: 'POST' }, 'wrong method, alternate'],
   ['GET /v1beta/models/gemini-2.5-pro:generateContent', { status: 405, allow: 'POST' }, 'generative call with GET'],
@@ -199,7 +204,10 @@ describeE2E('the rendered routes, through a real Envoy', () => {
     if (expected.status === 405) expect(h.allow).toBe(expected.allow);
     else expect(h.allow).toBeUndefined();
     const hint = String(h['x-modelgate-hint']);
-    if ('hint' in expected && expected.hint) expect(hint).toMatch(expected.hint);
+    // No publicBaseUrl: the hint names the address the client used (envoy/base-url-filter.ts), never the placeholder.
+    expect(hint).not.toContain('{base_url}');
+    if ('hint' in expected && expected.hint) expect(hint.split(gw.baseUrl).join('{base_url}')).toMatch(expected.hint);
+    expect(h['x-should-retry']).toBe('false');
     // The body is the one modelgate itself would write for this reason, in the client's own error shape.
     // (A HEAD answer has no body, by HTTP's rules.)
     expect(reply.text).toBe(method === 'HEAD' ? '' : errorBody(familyOf(path), expected.status, reason, hint));
@@ -253,6 +261,21 @@ describeE2E('the rendered routes, through a real Envoy', () => {
       expect(log.upstream_cluster).toBe('modelgate_http');
       expect(log.details).toBe('via_upstream');
       expect(reply.headers['x-frame-options']).toBe('DENY');
+    }
+  });
+
+  it('names the address only when the Host header is a plain host name: anything else keeps the placeholder', async () => {
+    const plain = await gw.send('POST', '/embeddings', { headers: [['host', 'gateway.example:8080']], body: '{}' });
+    expect(plain.headers['x-modelgate-hint']).toContain('use the Base URL http://gateway.example:8080/v1 ');
+    expect(plain.text).toContain('use the Base URL http://gateway.example:8080/v1 ');
+    expect(JSON.parse(plain.text)).toMatchObject({ error: { code: 'prefix_wrong' } });
+    const v6 = await gw.send('POST', '/embeddings', { headers: [['host', '[::1]:10000']], body: '{}' });
+    expect(v6.headers['x-modelgate-hint']).toContain('http://[::1]:10000/v1');
+    for (const host of ['gateway.example@evil.example', "x'y", 'a(b)', 'a'.repeat(300)]) {
+      const r = await gw.send('POST', '/embeddings', { headers: [['host', host]], body: '{}' });
+      if (r.status === 400) continue; // Envoy refused the Host itself (request_invalid)
+      expect(r.headers['x-modelgate-hint'], host).toContain('{base_url}/v1');
+      expect(r.text, host).not.toContain(host);
     }
   });
 

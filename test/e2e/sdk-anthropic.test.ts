@@ -71,7 +71,7 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
     it(`models.list and models.retrieve with baseURL ${where}: the key's group only, in Anthropic's shape`, async () => {
       const ids: string[] = [];
       for await (const m of client(prefix).models.list()) ids.push(m.id);
-      expect(ids).toEqual(['gpt-4o-mini', 'claude-3-5-haiku-latest']);
+      expect(ids).toEqual(['gpt-4o-mini', 'claude-3-5-haiku-latest', 'claude-opus-5-5']);
       expect(fetches.sent.at(-1)).toMatchObject({ method: 'GET' });
       expect(fetches.sent.at(-1)!.url.split('?')[0]).toBe(`${gw.baseUrl}${prefix}/v1/models`);
       expect((await client(prefix).models.retrieve('claude-3-5-haiku-latest')).display_name).toBe('claude-3-5-haiku-latest');
@@ -99,7 +99,8 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
     it(`raises NotFoundError with the hint when the Base URL ends in /v1 (${where}/v1)`, async () => {
       const err = await client(prefix, alice, '/v1').messages.create(ask).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(Anthropic.NotFoundError);
-      expect((err as Error).message).toMatch(/path repeated: \/v1 appears twice\. Coding agents and messages-style clients use the root address \{base_url\}/);
+      // The hint names the address the client used (no publicBaseUrl in the demo config).
+      expect((err as Error).message).toContain(`path repeated: /v1 appears twice. Coding agents and messages-style clients use the root address ${gw.baseUrl} `);
     });
   }
 

@@ -97,7 +97,7 @@ describeE2E('the stock @google/genai SDK through a real Envoy', () => {
     it(`models.list with baseUrl ${where}: the key's group only, in Gemini's shape`, async () => {
       const names: string[] = [];
       for await (const m of await client(prefix).models.list()) names.push(m.name ?? '');
-      expect(names).toEqual(['models/gpt-4o-mini', 'models/gemini-2.5-flash', 'models/gemini-embedding-001']);
+      expect(names).toEqual(['models/gpt-4o-mini', 'models/gemini-2.5-flash', 'models/gemini-embedding-001', 'models/gemini-3.1-pro-preview', 'models/gemini-3.8-flash', 'models/gemini-3.5-flash-lite']);
       expect(lastSent().url.split('?')[0]).toBe(`${gw.baseUrl}${prefix}/v1beta/models`);
     });
 

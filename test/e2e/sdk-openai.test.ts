@@ -85,7 +85,7 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
     it(`models.list and models.retrieve with baseURL ${where}: the key's group only`, async () => {
       const ids: string[] = [];
       for await (const m of client(prefix).models.list()) ids.push(m.id);
-      expect(ids).toEqual(['gpt-4o-mini', 'text-embedding-3-small']);
+      expect(ids).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol']);
       expect(fetches.sent.at(-1)).toMatchObject({ method: 'GET', url: `${gw.baseUrl}${prefix}/v1/models` });
       expect((await client(prefix).models.retrieve('gpt-4o-mini')).id).toBe('gpt-4o-mini');
     });
@@ -121,10 +121,21 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
       });
     }
 
-    it(`raises NotFoundError with the hint when the Base URL lacks /v1 (${prefix || ''}{base_url} instead of ${where})`, async () => {
-      const err = await client(prefix, alice, '').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    it(`raises NotFoundError with the hint when the Base URL lacks /v1 (${prefix ? `{base_url}${prefix}` : '{base_url}'} instead of ${where}), with x-should-retry: false`, async () => {
+      const err = await client(prefix, alice, '').embeddings.create({ model: 'text-embedding-3-small', input: 'hi' }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-      expect((err as Error).message).toMatch(/^404 wrong prefix: \/v1 is missing\. Chat-completion, responses and embeddings clients use the Base URL \{base_url\}\/v1/);
+      expect((err as Error).message).toMatch(new RegExp(`^404 wrong prefix: /v1 is missing\\. Chat-completion, responses and embeddings clients use the Base URL ${gw.baseUrl.replace(/[.]/g, '\\.')}/v1 `));
+      expect((err as InstanceType<typeof OpenAI.NotFoundError>).headers.get('x-should-retry')).toBe('false');
+    });
+
+    it(`answers chat completions and responses at ${prefix ? `{base_url}${prefix}` : '{base_url}'} itself: the coding agents' row of the Base URL table`, async () => {
+      const c = await client(prefix, alice, '').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+      expect(c.choices[0].message.content).toContain('as key alice');
+      // Upstream, the path is the provider's own.
+      expect(lastUpstream()).toMatchObject({ family, url: `${prefix}/v1/chat/completions` });
+      const r = await client(prefix, alice, '').responses.create({ model: 'gpt-4o-mini', input: 'hi' });
+      expect(r.output_text).toContain('as key alice');
+      expect(lastUpstream()).toMatchObject({ family, url: `${prefix}/v1/responses` });
     });
   }
 

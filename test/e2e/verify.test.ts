@@ -32,9 +32,9 @@ describeE2E('scripts/verify.sh through a real Envoy', () => {
     const lines = out.trim().split('\n');
     expect(lines[0]).toBe(`verify: ${gw.baseUrl}`);
     const checks = lines.slice(1, -1);
-    expect(checks.length).toBe(32);
+    expect(checks.length).toBe(33);
     expect(checks.filter((l) => !l.startsWith('ok   '))).toEqual([]);
-    expect(lines.at(-1)).toBe('verify: 32 checks, all passed');
+    expect(lines.at(-1)).toBe('verify: 33 checks, all passed');
     expect(code).toBe(0);
     // Every demo key was sent, on every protocol family and the alternate route.
     for (const who of ['alice', 'bob', 'carol', 'dave', 'erin', 'frank']) {
@@ -56,7 +56,7 @@ describeE2E('scripts/verify.sh through a real Envoy', () => {
       const { code, out } = await verify(gw.baseUrl);
       expect(code).toBe(1);
       expect(out).toContain('FAIL carol chat: POST /v1/chat/completions: expected 403 balance_insufficient, got 200 allowed');
-      expect(out.trim().split('\n').at(-1)).toBe('verify: 32 checks, 4 failed');
+      expect(out.trim().split('\n').at(-1)).toBe('verify: 33 checks, 4 failed');
     } finally {
       writeFileSync(gw.configPath, original);
     }

@@ -19,7 +19,8 @@ type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-exp
 
 const MiB = 1024 * 1024;
 const HCM = 'static_resources.listeners[0].filter_chains[0].filters[0].typed_config';
-const EXT_AUTHZ = `${HCM}.http_filters[0].typed_config`;
+// http_filters[0] is the filter that writes the address into hints (base-url-filter.ts; the demo has no publicBaseUrl).
+const EXT_AUTHZ = `${HCM}.http_filters[1].typed_config`;
 const ROUTES = `${HCM}.route_config.virtual_hosts[0].routes`;
 
 /** envoy.yaml with one exact text replaced (the replacement must happen). */
@@ -81,7 +82,7 @@ describe('the strict checker', () => {
 
   it('rejects a typed_config whose @type names no type in the API', () => {
     expectError(broken('envoy.extensions.filters.http.router.v3.Router', 'envoy.extensions.filters.http.router.v3.Rooter'),
-      `${HCM}.http_filters[3].typed_config["@type"]: cannot resolve type URL`);
+      `${HCM}.http_filters[6].typed_config["@type"]: cannot resolve type URL`);
   });
 
   it('rejects an unknown field inside a typed_config payload', () => {
@@ -195,14 +196,21 @@ describe('the settings modelgate relies on', () => {
     expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
-  it('runs ext_authz, then the meter (ext_proc), then the filter that drops request trailers, before the router and nothing else in between', () => {
+  it('runs the address-in-hints filter, ext_authz, then the meter (ext_proc), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.map((f) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(filters.map((f) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+  });
+
+  it('writes no address into hints at run time when gateway.publicBaseUrl is set: the hints are rendered with it', () => {
+    const yaml = renderEnvoyYaml(demoWith((y) => y.replace('# publicBaseUrl: https://llm.example.com', 'publicBaseUrl: https://llm.example.com')));
+    expect(yaml).not.toContain('modelgate.base_url_in_hints');
+    expect(yaml).not.toContain('{base_url}');
+    expect(yaml).toContain('use the Base URL https://llm.example.com/v1');
   });
 
   it('meters without ever holding a response: observability mode, fail open, response body streamed, only the headers it reads', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    const meter = filters[1].typed_config;
+    const meter = filters.find((f) => f.name === 'envoy.filters.http.ext_proc')!.typed_config;
     expect(meter).toMatchObject({
       grpc_service: { envoy_grpc: { cluster_name: 'modelgate_meter' } },
       failure_mode_allow: true,
@@ -264,15 +272,29 @@ describe('the settings modelgate relies on', () => {
     }
   });
 
-  it('keeps the header of a configured upstream credential on the routes of its style only', () => {
-    const config = demoWith((y) => `${y}\nupstream:\n  credentials:\n    messages: { header: x-api-key, env: A }\n    generative: { header: x-goog-api-key, env: G }\n`);
+  it('keeps the header of a configured upstream credential on the routes to its upstream only (issue 21)', () => {
+    const config = demoWith((y) => y.replace(/\n    messages: http:\/\/127\.0\.0\.1:9300\n    generative: http:\/\/127\.0\.0\.1:9300\n    alt: http:\/\/127\.0\.0\.1:9300\n/,
+      '\n    messages: { url: "http://127.0.0.1:9300", credential: { header: x-api-key, env: A } }\n    generative: { url: "http://127.0.0.1:9300", credential: { header: x-goog-api-key, env: G } }\n    alt: { url: "http://127.0.0.1:9300", credential: { header: x-alt-token, env: T } }\n'));
+    expect(config.upstream.credentials.alt?.header).toBe('x-alt-token');
     const routes = httpConnectionManager(parseYaml(renderEnvoyYaml(config))).route_config.virtual_hosts[0].routes as Obj[];
     const removes = (name: string) => routes.find((r) => r.name === name)!.request_headers_to_remove as string[];
     expect(removes('messages')).not.toContain('x-api-key');
-    expect(removes('alt_messages_count_tokens')).not.toContain('x-api-key');
-    expect(removes('messages')).toContain('authorization');
+    expect(removes('messages_count_tokens')).not.toContain('x-api-key');
+    expect(removes('messages')).toEqual(expect.arrayContaining(['authorization', 'x-alt-token', 'x-goog-api-key']));
     expect(removes('generative')).not.toContain('x-goog-api-key');
-    expect(removes('chat_completions')).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key']));
+    expect(removes('chat_completions')).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'x-alt-token']));
+    // Under the alternate prefix every route goes to the alt upstream: only its header stays.
+    for (const name of routes.map((r) => String(r.name)).filter((n) => n.startsWith('alt_') && !n.includes('models'))) {
+      expect(removes(name), name).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'authorization']));
+      expect(removes(name), name).not.toContain('x-alt-token');
+    }
+  });
+
+  it("removes modelgate's own credential header (the console key) on every upstream route", () => {
+    const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
+    const upstream = routes.filter((r) => String(r.route?.cluster ?? '').startsWith('upstream_'));
+    expect(upstream.length).toBe(18); // the spec's 14 endpoints and the coding agents' 4 (root and alternate)
+    for (const r of upstream) expect(r.request_headers_to_remove, String(r.name)).toContain('x-modelgate-console-key');
   });
 
   it('sets append_action OVERWRITE_IF_EXISTS_OR_ADD on every header it adds', () => {
@@ -380,9 +402,9 @@ describe('the settings modelgate relies on', () => {
 
   it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
     const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
-    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.drop_request_trailers']);
+    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'envoy.filters.http.ext_proc', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers']);
     expect(parts.connection_manager_settings).toMatchObject({ path_with_escaped_slashes_action: 'REJECT_REQUEST', common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' } });
-    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
+    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_ratelimit', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
     expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
     expect(parts.local_reply_config.mappers.length).toBeGreaterThan(0);
     expect(parseEnvoyConfig(JSON.stringify({ virtual_hosts: [parts.virtual_host] }), 'envoy.config.route.v3.RouteConfiguration').errors).toEqual([]);
@@ -391,7 +413,8 @@ describe('the settings modelgate relies on', () => {
   it('never cuts a stream: every upstream route has timeout 0s, an idle timeout and a host rewrite', () => {
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     const upstream = routes.filter((r) => r.route?.cluster?.startsWith('upstream_'));
-    expect(upstream.length).toBe(14);
+    // 14 spec endpoints (root and alternate), and the coding agents' /responses and /chat/completions (root and alternate).
+    expect(upstream.length).toBe(18);
     for (const r of upstream) {
       expect(r.route.timeout, r.name).toBe('0s');
       expect(r.route.idle_timeout, r.name).toBe('300s');
@@ -427,5 +450,50 @@ describe('the settings modelgate relies on', () => {
         '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true,
       });
     }
+  });
+});
+
+describe('the gRPC port authenticated (issue 21)', () => {
+  const SECRET = 'render-test-secret-0Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8';
+  const authed = (edit: (y: string) => string = (y) => y) => demoWith((y) => edit(y)
+    .replace(/^grpc:\n/m, 'grpc:\n  secret: { env: S }\n  tls: { certFile: /etc/modelgate/tls.crt, keyFile: /etc/modelgate/tls.key, clientCaFile: /etc/modelgate/envoy-ca.crt }\n')
+    .replace(/^gateway:\n/m, 'gateway:\n  authzTls: { certFile: /etc/envoy/client.crt, keyFile: /etc/envoy/client.key, caFile: /etc/envoy/modelgate-ca.crt, serverName: modelgate.internal }\n  trustedProxyHops: 2\n'));
+
+  it('passes strict validation against the API protos with the secret, mTLS and trusted hops', () => {
+    const text = renderEnvoyYaml({ ...authed(), grpcSecret: SECRET });
+    const r = checkEnvoyConfig(text);
+    expect(r.errors).toEqual([]);
+    expect(r.warnings).toEqual([]);
+    const b = parseYaml(text);
+    expect(httpConnectionManager(b).xff_num_trusted_hops).toBe(2);
+    for (const name of ['modelgate_meter', 'modelgate_ratelimit']) {
+      const c = b.static_resources.clusters.find((x: Obj) => x.name === name);
+      expect(c.transport_socket.typed_config.common_tls_context.alpn_protocols, name).toEqual(['h2']);
+    }
+    // ext_authz, ext_proc, the health check and the two rate limit filters (embedded engine).
+    expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(5);
+  });
+
+  it('puts the secret into the parts a platform team pastes too', () => {
+    expect(renderEnvoyParts({ ...authed(), grpcSecret: SECRET }).split(`Bearer ${SECRET}`).length - 1).toBe(5);
+  });
+
+  it('sends neither the secret nor the client certificate to envoyproxy/ratelimit (the global engine)', () => {
+    const text = renderEnvoyYaml({ ...authed((y) => y.replace('engine: embedded', 'engine: global')), grpcSecret: SECRET });
+    expect(checkEnvoyConfig(text).errors).toEqual([]);
+    const b = parseYaml(text);
+    const rl = b.static_resources.clusters.find((c: Obj) => c.name === 'modelgate_ratelimit');
+    expect(rl.transport_socket).toBeUndefined();
+    expect(rl.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(8081);
+    expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(3);
+  });
+
+  it('refuses to render a config with grpc.secret without its value', () => {
+    expect(() => renderEnvoyYaml(authed())).toThrow(/grpc\.secret is set/);
+  });
+
+  it('renders no authentication and no trusted hops by default', () => {
+    const text = renderEnvoyYaml(demoWith());
+    expect(text).not.toMatch(/initial_metadata|transport_socket: \{ name: envoy\.transport_sockets\.tls[^}]*UpstreamTlsContext[^}]*tls_certificates|xff_num_trusted_hops/);
   });
 });

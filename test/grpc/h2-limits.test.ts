@@ -1,19 +1,22 @@
 /**
  * The limits that bound what one client can make the builtin transport hold or do (nghttp2's, where
  * they matter), each driven frame by frame: streams reset before their answer (rapid reset), control
- * frames to answer while the client reads nothing (PING flood), unread answers (reads pause), answers
+ * frames to answer while the client reads nothing (PING flood), unread answers (reads pause, over TCP
+ * and over TLS), answers
  * waiting for a window the client never opens, connections without streams (idle timeout), and the
  * number of connections; and what Envoy does routinely (resets of answered streams, a client that
  * reads slowly) staying within them. Then node:http2's limits as the node transport sets them.
  */
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
+import * as tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Connection } from '../../src/grpc/h2/connection';
 import { ERROR, FLAG, frame, FRAME, PREFACE, SETTING, words } from '../../src/grpc/h2/frames';
 import { frameMessage } from '../../src/grpc/message-reader';
 import { startH2GrpcServer, type GrpcH2Server, type Method } from '../../src/grpc/server';
-import { RawClient, requestHeaders } from '../support/raw-h2';
+import { pingPong, RawClient, requestHeaders } from '../support/raw-h2';
+import { makeTestCerts, tlsOptions } from '../support/test-certs';
 
 const echo: Method = { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) };
 const slow: Method = { kind: 'unary', handle: () => new Promise<Buffer>(() => {}) };
@@ -42,12 +45,6 @@ function calls(first: number, n: number, path: string, message: Buffer, after: (
     out.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders(path)), frame(FRAME.DATA, FLAG.END_STREAM, id, body), ...after(id));
   }
   return Buffer.concat(out);
-}
-
-async function pingPong(c: RawClient): Promise<void> {
-  const before = c.frames.filter((f) => f.type === FRAME.PING && f.flags === FLAG.ACK).length;
-  c.send(frame(FRAME.PING, 0, 0, Buffer.from('are-you?')));
-  await c.until(() => c.frames.filter((f) => f.type === FRAME.PING && f.flags === FLAG.ACK).length > before, 20_000);
 }
 
 describe('rapid reset (CVE-2023-44487): streams reset before their answer, or refused', () => {
@@ -124,11 +121,13 @@ describe('a client that does not read', () => {
     expect(acks).toBeLessThan(2_000_000);
   });
 
-  test('Checks whose answers it does not read: the server stops reading once 1 MiB is unread, and reads again when it drains', async () => {
+  test.each([['TCP', false], ['TLS', true]])('Checks whose answers it does not read, over %s: the server stops reading once 1 MiB is unread, and reads again when it drains', async (_over, secure) => {
     // A bare connection on a socket this test can see; every stream is answered 2 KiB at once.
+    // Over TLS, the TLS socket's backlog is what the connection sees: the same limits must hold.
     let answered = 0;
     const sockets: net.Socket[] = [];
-    const bare = net.createServer((socket) => {
+    const certs = secure ? tlsOptions(makeTestCerts()) : undefined;
+    const accept = (socket: net.Socket): void => {
       sockets.push(socket);
       new Connection(socket, {
         open: (_path, _type, res) => {
@@ -139,9 +138,10 @@ describe('a client that does not read', () => {
         onError: () => {},
         onClose: () => {},
       });
-    });
+    };
+    const bare = certs ? tls.createServer(certs.server, accept) : net.createServer(accept);
     await new Promise<void>((r) => bare.listen(0, '127.0.0.1', r));
-    const c = await RawClient.connect(`127.0.0.1:${(bare.address() as net.AddressInfo).port}`);
+    const c = await RawClient.connect(`127.0.0.1:${(bare.address() as net.AddressInfo).port}`, true, certs?.client);
     c.send(windows(2 ** 31 - 1));
     await pingPong(c);
     c.socket.pause();

@@ -36,6 +36,19 @@ const NODE_FAILS: Record<string, string> = {
   'http2/6.9.1/2': 'node ends the connection with GOAWAY INTERNAL_ERROR, not FLOW_CONTROL_ERROR, when the connection window overflows',
 };
 
+/**
+ * The cases node:http2 passes or fails by timing alone (each failed now and then, in one run of six
+ * to eight, on the branch before and after merging issue 21's TLS work): the three of h2spec's that
+ * send DATA or HEADERS after their request's END_STREAM and want STREAM_CLOSED. When node has
+ * answered the request (the port's 415) and closed the stream before it reads that frame (the
+ * frames read apart), nghttp2 drops the frame as in 5.1/11 and 5.1/12.
+ */
+const NODE_RACES: Record<string, string> = {
+  'http2/5.1/5': 'DATA: passes when node reads it before it has answered the request; otherwise as 5.1/11',
+  'http2/5.1/6': 'HEADERS: the same; otherwise as 5.1/12',
+  'http2/6.1/2': 'DATA again (6.1 repeats 5.1/5)',
+};
+
 interface CaseResult { readonly id: string; readonly title: string; readonly outcome: 'passed' | 'failed' | 'skipped'; readonly detail: string }
 
 /** Every case of h2spec's JUnit report, with its id (`http2/6.7/2`: the suite's package and the case's 1-based index). */
@@ -94,7 +107,8 @@ for (const transport of ['builtin', 'node'] as const) {
       const { results, output } = await runH2spec((h2spec as { path: string }).path, harness.service.grpcAddress);
       expect(results.length, output.slice(-3000)).toBe(145);
       const expected = transport === 'builtin' ? {} : NODE_FAILS;
-      const unexpected = results.filter((r) => r.outcome !== 'passed' && !(r.id in expected)).map((r) => `${r.id} ${r.title} (${r.outcome}): ${r.detail}`);
+      const racy = transport === 'builtin' ? {} : NODE_RACES;
+      const unexpected = results.filter((r) => r.outcome !== 'passed' && !(r.id in expected) && !(r.id in racy)).map((r) => `${r.id} ${r.title} (${r.outcome}): ${r.detail}`);
       expect(unexpected, 'cases that did not pass').toEqual([]);
       // A case expected to fail that passes is news: the list is then out of date.
       const nowPassing = results.filter((r) => r.outcome === 'passed' && r.id in expected).map((r) => r.id);

@@ -3,7 +3,7 @@
  * written atomically and read back at start, a top-up by raising the configured balance, and a
  * state file that cannot be trusted stopping the start instead of being guessed.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -35,12 +35,20 @@ describe('FileStore with a meter', () => {
     await first.close();
     const state = JSON.parse(readFileSync(path, 'utf8'));
     expect(state).toMatchObject({ version: 1, spent: { k: 0.0089 } });
+    // Only its owner reads it (issue 21): key ids, amounts, request ids.
+    expect(statSync(path).mode & 0o777).toBe(0o600);
     const second = new FileStore(new Map(), [key(1)], { path });
     expect((await second.findKey('a'.repeat(64)))!.balance).toBe(0.9911);
+    // A state file a version before issue 21 wrote 0644, and a leftover temporary file: 0600 after the next write.
+    chmodSync(path, 0o644);
+    writeFileSync(`${path}.${process.pid}.tmp`, '', { mode: 0o644 });
+    await second.meter!.debit(debit('r2'));
+    second.meter!.flush();
+    expect(statSync(path).mode & 0o777).toBe(0o600);
     // The same request id settled again after a restart: still once.
     expect((await second.meter!.debit(debit('r1'))).applied).toBe(false);
     second.replace(new Map(), [key(2)]);
-    expect((await second.findKey('a'.repeat(64)))!.balance).toBe(1.9911);
+    expect((await second.findKey('a'.repeat(64)))!.balance).toBe(1.9822);
     await second.close();
   });
 

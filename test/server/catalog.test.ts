@@ -19,14 +19,14 @@ test('lists the group\'s available chat-side models in the OpenAI shape on /v1/m
   const r = await get('/v1/models', { authorization: `Bearer ${DEMO_KEYS.alice}` });
   expect(r.status).toBe(200);
   expect(r.body.object).toBe('list');
-  expect(r.body.data.map((m: any) => m.id).sort()).toEqual(['gpt-4o-mini', 'text-embedding-3-small']);
+  expect(r.body.data.map((m: any) => m.id).sort()).toEqual(['gpt-4o-mini', 'gpt-6.1-sol', 'text-embedding-3-small']);
   for (const m of r.body.data) expect(m).toMatchObject({ object: 'model', owned_by: 'modelgate' });
 });
 
 test('uses the Anthropic shape when the request carries anthropic-version', async () => {
   const r = await get('/v1/models', { 'x-api-key': DEMO_KEYS.alice, 'anthropic-version': '2023-06-01' });
   expect(r.status).toBe(200);
-  expect(r.body.data.map((m: any) => m.id).sort()).toEqual(['claude-3-5-haiku-latest', 'gpt-4o-mini']);
+  expect(r.body.data.map((m: any) => m.id).sort()).toEqual(['claude-3-5-haiku-latest', 'claude-opus-5-5', 'gpt-4o-mini']);
   expect(r.body.data[0]).toMatchObject({ type: 'model' });
   expect(r.body).toMatchObject({ has_more: false });
   expect(r.body.first_id).toBe(r.body.data[0].id);
@@ -36,7 +36,7 @@ test('lists generative models in the Gemini shape on /v1beta/models, hiding unav
   const r = await get('/v1beta/models', { 'x-goog-api-key': DEMO_KEYS.alice });
   expect(r.status).toBe(200);
   const names = r.body.models.map((m: any) => m.name).sort();
-  expect(names).toEqual(['models/gemini-2.5-flash', 'models/gpt-4o-mini']);
+  expect(names).toEqual(['models/gemini-2.5-flash', 'models/gemini-3.1-pro-preview', 'models/gemini-3.5-flash-lite', 'models/gemini-3.8-flash', 'models/gpt-4o-mini']);
   expect(names).not.toContain('models/gemini-2.0-flash');
 });
 

@@ -32,10 +32,15 @@ grpc:
 upstream:
   credentials:
     chat: { header: authorization, prefix: "Bearer ", env: UP_CHAT }
-    messages: { header: "x api key", env: UP_MESSAGES, extra: 1 }
     embeddings: { header: authorization, prefix: 7, env: "not a name" }
     telepathy: { header: x-mind, env: UP_MIND }
   timeout: 5
+gateway:
+  upstreams:
+    chat: { url: "https://api.openai.com", credential: { header: authorization, prefix: "Bearer ", env: UP_CHAT } }
+    messages: { url: "https://api.anthropic.com", credential: { header: "x api key", env: UP_MESSAGES, extra: 1 } }
+    generative: { url: "https://generativelanguage.googleapis.com", credential: { header: authorization, prefix: 7, env: "not a name" } }
+    alt: { url: "https://alt.example", credential: { header: x-mind, env: UP_MIND }, colour: red }
 store: mysql://db
 groups:
   basic:
@@ -99,12 +104,16 @@ export const EXPECTED: readonly [string, RegExp][] = [
   ['grpc.maxReceiveMessageBytes', /integer/],
   ['grpc.port', /unknown field/],
   ['upstream.timeout', /unknown field/],
-  ['upstream.credentials.chat.env', /UP_CHAT is not set/],
-  ['upstream.credentials.messages.header', /HTTP header name/],
-  ['upstream.credentials.messages.extra', /unknown field/],
-  ['upstream.credentials.embeddings.prefix', /must be a string/],
-  ['upstream.credentials.embeddings.env', /environment variable name/],
-  ['upstream.credentials.telepathy', /unknown field \(expected one of: chat, responses, embeddings, messages, generative\)/],
+  // The per-style form of before issue 21: each entry refused with where it belongs now.
+  ['upstream.credentials.chat', /set per upstream now.*move it to gateway\.upstreams\.chat\.credential/],
+  ['upstream.credentials.embeddings', /move it to gateway\.upstreams\.chat\.credential/],
+  ['upstream.credentials.telepathy', /removed: credentials are set per upstream/],
+  ['gateway.upstreams.chat.credential.env', /UP_CHAT is not set/],
+  ['gateway.upstreams.messages.credential.header', /HTTP header name/],
+  ['gateway.upstreams.messages.credential.extra', /unknown field/],
+  ['gateway.upstreams.generative.credential.prefix', /must be a string/],
+  ['gateway.upstreams.generative.credential.env', /environment variable name/],
+  ['gateway.upstreams.alt.colour', /unknown field \(expected one of: url, caFile, credential\)/],
   ['store', /"file" or a postgres/],
   ['groups.basic.available', /true or false/],
   ['groups.basic.colour', /unknown field/],

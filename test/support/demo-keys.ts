@@ -40,6 +40,8 @@ export const DEMO_KEYS = {
   frank: keys.frank,
   /** group basic, balance 1: runs out after a handful of metered requests */
   trial: keys.trial,
+  /** group basic, unlimited balance, rate limited: rpm 3, tpm 2000, inFlight 2 */
+  grace: keys.grace,
 } as const;
 
 for (const [id, key] of Object.entries(DEMO_KEYS)) if (!/^sk-mg-[A-Za-z0-9]{40}$/.test(key ?? '')) throw new Error(`envoy/demo-keys.env: no demo key for ${id}`);

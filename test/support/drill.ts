@@ -245,7 +245,7 @@ export function demoDrillKeys(demo: Readonly<Record<string, string>>): DrillKey[
   ];
 }
 
-/** The figures as one row of the README's drill table. */
+/** The figures as one row of docs/security.md's drill table. */
 export function tableRow(r: DrillResult): string {
   const ms = (n: number): string => (n === Infinity ? 'never' : n < 1000 ? `${Math.round(n)} ms` : `${(n / 1000).toFixed(1)} s`);
   const failed = `${r.failed} of ${r.valid}${r.expectedUnavailable > 0 ? ` (+${r.expectedUnavailable} uncached keys 503, expected)` : ''}`;

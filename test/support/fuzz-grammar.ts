@@ -16,6 +16,7 @@
  */
 import fc from 'fast-check';
 import { DEMO_KEYS } from './demo-keys';
+import type { TestCredential } from './upstream-credentials';
 
 /** The body limit of the fuzzed gateway (gateway.maxRequestBytes): small, so sizes around it are cheap. */
 export const FUZZ_BODY_LIMIT = 4096;
@@ -30,6 +31,17 @@ export const FUZZ_KEYS: Readonly<Record<string, string>> = {
   ...DEMO_KEYS,
   unknown: UNKNOWN_KEY,
   imported: IMPORTED_KEY,
+};
+
+/**
+ * The operator's credential of each upstream in the fuzzed gateway (issue 21): each must reach its
+ * own upstream only. The alt upstream's is in the same header as the chat upstream's.
+ */
+export const FUZZ_CREDENTIALS: Readonly<Record<'chat' | 'messages' | 'generative' | 'alt', TestCredential>> = {
+  chat: { header: 'authorization', prefix: 'Bearer ', env: 'FUZZ_CRED_CHAT', secret: 'opcred-chat-Q7w2x' },
+  messages: { header: 'x-api-key', env: 'FUZZ_CRED_MESSAGES', secret: 'opcred-messages-R8e3c' },
+  generative: { header: 'x-goog-api-key', env: 'FUZZ_CRED_GENERATIVE', secret: 'opcred-generative-T9y4v' },
+  alt: { header: 'authorization', prefix: 'Bearer ', env: 'FUZZ_CRED_ALT', secret: 'opcred-alt-U1i5b' },
 };
 
 /** How a key is written into a header value. */
@@ -212,7 +224,10 @@ function specArbitrary(hostile: boolean): fc.Arbitrary<FuzzSpec> {
     body: bodyShape(hostile),
     contentType: u<string | null>(fc.constant('application/json'), fc.constantFrom(null, 'application/json; charset=utf-8', 'Application/JSON', 'application/json; charset=utf-7', 'application/json;charset=UTF-16', 'text/plain', 'application/x-www-form-urlencoded', 'application/json, text/plain', 'multipart/form-data; boundary=x', '')),
     contentEncoding: u<string | null>(fc.constant(null), fc.constantFrom('gzip', 'identity', 'br', 'gzip, identity', 'GZIP')),
-    extraHeaders: u<ReadonlyArray<readonly [string, string]>>(fc.constant([]), fc.array(fc.constantFrom<readonly [string, string]>(['anthropic-version', '2023-06-01'], ['x-modelgate-key-id', 'bob'], ['x-modelgate-group', 'pro'], ['x-modelgate-model', 'gpt-4o'], ['x-request-id', 'fuzz'], ['x-envoy-auth-partial-body', 'false'], ['x-forwarded-for', '10.0.0.1'], ['te', 'trailers'], ['transfer-encoding', 'gzip, chunked']), { maxLength: 3 })),
+    extraHeaders: u<ReadonlyArray<readonly [string, string]>>(fc.constant([]), fc.array(fc.constantFrom<readonly [string, string]>(['anthropic-version', '2023-06-01'], ['x-modelgate-key-id', 'bob'], ['x-modelgate-group', 'pro'], ['x-modelgate-model', 'gpt-4o'],
+      // modelgate's own headers a client has no business sending upstream (issue 21), and the operator credentials' header names.
+      ['x-modelgate-console-key', '@alice@whole'], ['x-modelgate-reason', 'allowed'], ['x-modelgate-hint', 'trust me'], ['x-modelgate-client-address', '10.9.9.9'],
+      ['x-alt-token', 'client-forged'], ['x-goog-api-key', 'client-forged'], ['x-request-id', 'fuzz'], ['x-envoy-auth-partial-body', 'false'], ['x-forwarded-for', '10.0.0.1'], ['te', 'trailers'], ['transfer-encoding', 'gzip, chunked']), { maxLength: 3 })),
     trailers: u<ReadonlyArray<readonly [string, string]>>(fc.constant([]), fc.array(fc.tuple(fc.constantFrom('authorization', 'x-api-key', 'x-goog-api-key', 'x-anything'), fc.constantFrom(...KEY_NAMES)).map(([n, k]) => [n, `@${k}@whole`] as const), { minLength: 1, maxLength: 2 })),
   });
 }
@@ -406,7 +421,7 @@ export function renderCase(spec: FuzzSpec): FuzzCase {
   const body = bodyText(spec);
   // A transfer coding on a request without a body (a HEAD) makes Envoy answer its 400 with a body,
   // which node's client (rightly strict for HEAD) cannot read: not a request a client sends.
-  headers.push(...spec.extraHeaders.filter(([n]) => n !== 'transfer-encoding' || body !== undefined));
+  headers.push(...spec.extraHeaders.filter(([n]) => n !== 'transfer-encoding' || body !== undefined).map(([n, v]) => [n, withKeys(v)] as const));
   const c: FuzzCase = { http2: spec.http2, method: spec.method ?? methodOf(spec.endpoint), path, headers };
   return {
     ...c,

@@ -1,5 +1,5 @@
 /**
- * The gateway's invariant (README "Security model"), checked on what an upstream received and on
+ * The gateway's invariant (docs/security.md, "Security model"), checked on what an upstream received and on
  * what the client got, independently of modelgate's own code (its own readings of paths, headers
  * and bodies, written here again the way upstream servers read them):
  *
@@ -10,6 +10,11 @@
  *   reads it: decoded before or after routing, first and last occurrence, case-insensitively) that
  *   is in that group, available, and declared for that protocol. Every request that does not reach
  *   an upstream got a clear answer: a status, a reason, a hint.
+ *
+ * And (issue 21): an upstream receives the operator's credential of that upstream, exactly once in
+ * its header, and nothing of any other upstream's credential; of modelgate's own x-modelgate-*
+ * headers only the identity modelgate sets (key id, group, model) reaches it; no credential comes
+ * back in an answer.
  *
  * Key material: 8 characters in a row of a key's secret part, as sent or percent-decoded, anywhere
  * in the request line, a header (name or value) or a trailer. The body is the client's content: a
@@ -22,7 +27,7 @@ import { isUtf8 } from 'node:buffer';
 import { REASONS } from '../../src/check/reasons';
 import type { Config } from '../../src/config/load';
 import type { Protocol } from '../../src/store/store';
-import { FUZZ_KEYS, type FuzzCase } from './fuzz-grammar';
+import { FUZZ_CREDENTIALS, FUZZ_KEYS, type FuzzCase } from './fuzz-grammar';
 
 /** What one upstream received. */
 export interface UpstreamRecord {
@@ -51,6 +56,9 @@ const BODY_ROUTES: Readonly<Record<string, Protocol>> = {
   '/v1/chat/completions': 'chat', '/v1/responses': 'responses', '/v1/embeddings': 'embeddings', '/v1/messages': 'messages', '/v1/messages/count_tokens': 'messages',
 };
 const FAMILY_OF: Readonly<Record<Protocol, string>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+
+/** The x-modelgate-* headers modelgate sets on an allowed request; any other of its own never leaves. */
+const IDENTITY_HEADERS = ['x-modelgate-key-id', 'x-modelgate-group', 'x-modelgate-model'];
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
@@ -209,6 +217,22 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
     if (k) v.push(`key material of ${k} reached the upstream in the ${what}`);
   }
 
+  // Operator credentials: this upstream's own, once, in its header; nothing of any other's.
+  for (const [family, cred] of Object.entries(FUZZ_CREDENTIALS)) {
+    if (family === u.family) {
+      const got = header(u, cred.header);
+      if (got.length !== 1 || got[0] !== `${cred.prefix ?? ''}${cred.secret}`) v.push(`the ${family} upstream got ${cred.header} ${JSON.stringify(got.map((x) => x.slice(0, 24)))}, not its own credential once`);
+      continue;
+    }
+    const at = where.find(([, text]) => text.includes(cred.secret));
+    if (at) v.push(`the ${family} upstream's credential reached the ${u.family} upstream in the ${at[0]}`);
+  }
+  // modelgate's own headers: only the identity it sets leaves the gateway.
+  for (let i = 0; i < u.rawHeaders.length; i += 2) {
+    const name = u.rawHeaders[i].toLowerCase();
+    if (name.startsWith('x-modelgate-') && !IDENTITY_HEADERS.includes(name)) v.push(`modelgate's own header ${name} reached the upstream`);
+  }
+
   // Which endpoint the upstream reads, decoding after routing and before it.
   const q = u.url.indexOf('?');
   const path = q === -1 ? u.url : u.url.slice(0, q);
@@ -255,6 +279,8 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
     v.push(`x-modelgate-key-id ${JSON.stringify(ids[0])} is no key of the store`);
     return;
   }
+  const groups = header(u, 'x-modelgate-group');
+  if (groups.length !== 1 || groups[0] !== record.group) v.push(`x-modelgate-group is ${JSON.stringify(groups)}, key ${record.id}'s group is ${record.group}`);
   const presented = presentedKey(c, path);
   if ('why' in presented) v.push(`allowed as ${record.id} but ${presented.why}`);
   else if (sha256(presented.key) !== record.sha256) v.push(`allowed as ${record.id} but the client presented another key`);
@@ -352,8 +378,9 @@ function checkAnswered(c: FuzzCase, o: Outcome, world: World, v: string[]): void
       }
     }
   }
-  // Nothing of a key comes back in an answer.
+  // Nothing of a key or an operator credential comes back in an answer.
   const answer = `${JSON.stringify(o.headers)}\n${o.body.toString('utf8')}`;
   const k = keyMaterialIn(answer);
   if (k) v.push(`key material of ${k} came back in the answer`);
+  for (const [family, cred] of Object.entries(FUZZ_CREDENTIALS)) if (answer.includes(cred.secret)) v.push(`the ${family} upstream's credential came back in the answer`);
 }

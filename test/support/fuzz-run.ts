@@ -13,7 +13,8 @@ import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { parseConfig } from '../../src/config/load';
-import { FUZZ_BODY_LIMIT, FUZZ_KEYS, IMPORTED_KEY, fuzzCase, type FuzzCase } from './fuzz-grammar';
+import { FUZZ_BODY_LIMIT, FUZZ_CREDENTIALS, FUZZ_KEYS, IMPORTED_KEY, fuzzCase, type FuzzCase } from './fuzz-grammar';
+import { credentialEnv, withUpstreamCredentials } from './upstream-credentials';
 import { violations, type Outcome, type UpstreamRecord, type World } from './fuzz-oracle';
 import { startGateway, type Gateway } from './gateway';
 import { createHash } from 'node:crypto';
@@ -21,7 +22,8 @@ import { readFileSync } from 'node:fs';
 import { DEMO_CONFIG } from './service-harness';
 
 /**
- * The demo config with what the fuzzer needs: a small body limit, odd model names, an imported key;
+ * The demo config with what the fuzzer needs: a small body limit, odd model names, an imported key,
+ * an operator credential on every upstream;
  * decisions are not logged (a long run would keep millions of lines in memory; logs are
  * test/e2e/log-safety.test.ts's).
  */
@@ -31,7 +33,7 @@ export function fuzzConfig(demo: string): string {
     .replace(/^( {2}level: )info$/m, '$1warn')
     .replace(/( {6}- name: gemini-2\.0-flash\n)/, '      - { name: "llama3:8b", protocols: [generative] }\n      - { name: "50%off", protocols: [generative] }\n      - { name: "my model", protocols: [generative, chat] }\n      - { name: "tuned/gemini", protocols: [generative] }\n$1');
   if (text === demo || !text.includes('llama3:8b')) throw new Error('the demo config changed: fuzzConfig must be updated');
-  return `${text}  - id: imported-1\n    sha256: ${createHash('sha256').update(IMPORTED_KEY).digest('hex')}\n    group: basic\n`;
+  return `${withUpstreamCredentials(text, FUZZ_CREDENTIALS)}  - id: imported-1\n    sha256: ${createHash('sha256').update(IMPORTED_KEY).digest('hex')}\n    group: basic\n`;
 }
 
 export interface FuzzGateway {
@@ -77,6 +79,7 @@ export async function startFuzzGateway(editEnvoy?: (bootstrap: Record<string, an
   const yamlText = fuzzConfig(readFileSync(DEMO_CONFIG, 'utf8'));
   const gw = await startGateway({
     config: yamlText,
+    env: credentialEnv(FUZZ_CREDENTIALS),
     editEnvoy: (b) => {
       for (const name of ['upstream_chat', 'upstream_generative']) {
         const c = b.static_resources.clusters.find((x: { name: string }) => x.name === name);
@@ -91,7 +94,7 @@ export async function startFuzzGateway(editEnvoy?: (bootstrap: Record<string, an
       editEnvoy?.(b);
     },
   });
-  const world: World = { config: parseConfig(yamlText), now: Date.now() };
+  const world: World = { config: parseConfig(yamlText, credentialEnv(FUZZ_CREDENTIALS)), now: Date.now() };
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   // One HTTP/2 connection per case: a request that makes Envoy close the whole connection (GOAWAY)
   // must show as its own outcome, not as the failure of whichever case comes next.

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, inject } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { readGrpcSecret } from '../../src/config/grpc-auth';
 import { parseConfig, UPSTREAM_FAMILIES, type UpstreamFamily } from '../../src/config/load';
 import { startDemoUpstream, type DemoUpstream, type DemoUpstreamOptions, type ReceivedRequest } from '../../src/demo/upstream';
 import { startEnvoy, type EnvoyProcess } from '../../src/envoy/process';
@@ -229,6 +230,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '', ...opts.upstreamTargets?.[f] });
   let envoyYaml = renderEnvoyYaml({
     ...config,
+    grpcSecret: readGrpcSecret(config, { env: { ...process.env, ...env }, configPath }),
     gateway: {
       ...config.gateway,
       listen: { host: '127.0.0.1', port: 0 },

@@ -7,7 +7,7 @@ plus the balance, and returns a UserAPIKeyAuth whose `models` is the group's ava
 LiteLLM itself then enforces the model allowlist (enable_post_custom_auth_checks +
 custom_auth_run_common_checks, as its custom-auth docs require for a key model allowlist).
 
-Env: MODELGATE_PEER_DATA, the data.json to read (set by bench/e2e/peers.ts).
+Env: MODELGATE_PEER_DATA, the data.json to read (set by bench/e2e/setups.ts).
 """
 import hashlib
 import json

@@ -127,6 +127,19 @@
     return el('span', { class: `badge ${yes ? 'yes' : 'no'}` }, yes ? textYes : textNo);
   }
 
+  // Rate limits (docs/rate-limits.md): {rpm, tpm, rpd, tpd, inFlight} as words.
+  function limitsText(l) {
+    const names = { rpm: 'requests per minute', tpm: 'tokens per minute', rpd: 'requests per day', tpd: 'tokens per day', inFlight: 'requests in flight (per gateway replica)' };
+    const parts = Object.keys(names).filter((k) => l && typeof l[k] === 'number').map((k) => `${l[k].toLocaleString('en-US')} ${names[k]}`);
+    return parts.length === 0 ? 'none' : parts.join(', ');
+  }
+
+  // What is left of each key-wide window, as the rate limit engine counts it now.
+  function leftText(left) {
+    const names = { rpm: 'requests this minute', tpm: 'tokens this minute', rpd: 'requests today (UTC)', tpd: 'tokens today (UTC)' };
+    return Object.keys(names).filter((k) => typeof left[k] === 'number').map((k) => `${left[k].toLocaleString('en-US')} ${names[k]}`).join(', ');
+  }
+
   function renderAccess() {
     const a = access;
     const facts = $('key-facts');
@@ -136,6 +149,8 @@
       el('dt', {}, 'Group'), el('dd', {}, el('code', {}, a.group.name), badge(a.group.available, 'available', a.group.exists ? 'unavailable' : 'no longer exists')),
       el('dt', {}, 'Balance'), el('dd', {}, balance, a.key.balance !== null && a.key.balance <= 0 ? badge(false, '', 'insufficient') : null),
       el('dt', {}, 'Expires'), el('dd', {}, a.key.expiresAt === null ? 'never' : a.key.expiresAt),
+      el('dt', {}, 'Rate limits'), el('dd', {}, limitsText(a.key.limits)),
+      ...(a.key.left ? [el('dt', {}, 'Left now'), el('dd', {}, leftText(a.key.left))] : []),
     );
     const warnings = [];
     if (!a.group.available) warnings.push(`Group ${a.group.name} is marked unavailable: every request with this key is refused (403 group_unavailable) until it is available again.`);
@@ -145,7 +160,7 @@
     $('models-title').textContent = `Models of group ${a.group.name}`;
     $('models-base').textContent = a.baseUrl;
     const rows = a.models.map((m) => el('tr', {},
-      el('th', { scope: 'row' }, el('code', {}, m.name)),
+      el('th', { scope: 'row' }, el('code', {}, m.name), m.limits ? el('div', { class: 'limits' }, `limits: ${limitsText(m.limits)}`) : null),
       el('td', {}, m.protocols === null ? 'any' : m.protocols.join(', ')),
       el('td', {}, m.available ? badge(true, 'yes', '') : badge(false, '', 'no: channel down')),
       el('td', {}, el('ul', {}, m.endpoints.map((e) => el('li', {}, el('code', {}, e))))),

@@ -1,7 +1,8 @@
 /**
- * One HTTP/2 connection (RFC 9113, cleartext with prior knowledge, as Envoy's gRPC client and
- * grpc-js connect) carrying gRPC calls: frames read from the socket, header blocks decoded and
- * checked, each stream's DATA handed to its call, answers written (framed by each stream: stream.ts).
+ * One HTTP/2 connection (RFC 9113, with prior knowledge over TCP or over TLS once its handshake is
+ * done (server.ts), as Envoy's gRPC client and grpc-js connect) carrying gRPC calls: frames read
+ * from the socket, header blocks decoded and checked, each stream's DATA handed to its call, answers
+ * written (framed by each stream: stream.ts).
  *
  * Why not node:http2: every stream there is a Duplex with its own listeners and header objects,
  * and a gRPC answer leaves in two writes (headers + message, then trailers once 'wantTrailers'
@@ -38,8 +39,11 @@ import { RequestHead } from './request-head';
 import { ResetBudget } from './reset-budget';
 import { Stream, type StreamOwner } from './stream';
 
-/** Opens the call of a new stream (its path and content-type read), answering through `res`. */
-export type OpenStream = (path: string, contentType: string | undefined, res: ResponseStream) => RequestEvents;
+/**
+ * Opens the call of a new stream (its path, content-type and `authorization` metadata read: the
+ * port's shared secret, server.ts), answering through `res`.
+ */
+export type OpenStream = (path: string, contentType: string | undefined, res: ResponseStream, authorization: string | undefined) => RequestEvents;
 
 export interface ConnectionOptions {
   readonly open: OpenStream;
@@ -674,7 +678,7 @@ export class Connection implements StreamOwner {
     s.remoteEnded = endStream;
     this.#streams.set(id, s);
     this.#opened++;
-    const events = this.#opts.open(head.path ?? '', head.contentType, s);
+    const events = this.#opts.open(head.path ?? '', head.contentType, s, head.authorization);
     if (s.gone) return events.closed();
     s.events = events;
     if (endStream) events.end();

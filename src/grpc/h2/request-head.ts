@@ -8,7 +8,8 @@
  * malformed: its stream is reset with PROTOCOL_ERROR (§8.1.1), the connection goes on.
  *
  * One object per connection, reset for each block, so a request costs no allocation here; what the
- * server reads of it (`:path`, `content-type`, `content-length`) is kept, nothing else. A client
+ * server reads of it (`:path`, `content-type`, `content-length`, and `authorization`: the port's
+ * shared secret, checked by server.ts) is kept, nothing else. A client
  * sends much the same fields on every request, and HPACK hands back the same strings for them (its
  * tables', and its cache of recent Huffman strings): a field identical to the one at the same place
  * in the previous block was checked then, and is not checked again character by character.
@@ -22,6 +23,7 @@ const PATH = 8;
 const OTHER = 16;
 const CONTENT_TYPE = 32;
 const CONTENT_LENGTH = 64;
+const AUTHORIZATION = 128;
 
 /** Per-field overhead of SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2). */
 const FIELD_OVERHEAD = 32;
@@ -32,6 +34,8 @@ export class RequestHead {
   path: string | undefined;
   method: string | undefined;
   contentType: string | undefined;
+  /** The first `authorization` field's value (as node:http2 keeps it); never logged. */
+  authorization: string | undefined;
   /** The `content-length` announced, or -1 (RFC 9113 §8.1.1: DATA must add up to it). */
   contentLength = -1;
   /** Why the block is malformed (for tests and debugging; never a header's value), or undefined. */
@@ -52,6 +56,7 @@ export class RequestHead {
     this.path = undefined;
     this.method = undefined;
     this.contentType = undefined;
+    this.authorization = undefined;
     this.contentLength = -1;
     this.problem = undefined;
     this.listBytes = 0;
@@ -81,6 +86,7 @@ export class RequestHead {
     if (kind >= OTHER) {
       this.#regular = true;
       if (kind === CONTENT_TYPE) this.contentType = value;
+      else if (kind === AUTHORIZATION) this.authorization ??= value;
       else if (kind === CONTENT_LENGTH && (this.contentLength >= 0 || (this.contentLength = decimal(value)) < 0)) this.#malformed('an invalid content-length');
       return;
     }
@@ -122,6 +128,7 @@ export class RequestHead {
     switch (name) {
       case 'content-type': return CONTENT_TYPE;
       case 'content-length': return CONTENT_LENGTH;
+      case 'authorization': return AUTHORIZATION;
       case 'te': return value === 'trailers' ? OTHER : this.#malformed('te other than "trailers"');
       case 'connection':
       case 'keep-alive':

@@ -305,6 +305,31 @@ BEGIN
 END $$;
 `,
   },
+  /*
+   * Version 4 (issue 25): rate limits on groups (the default of each key), on a group's models and
+   * on keys (overrides), as JSON objects of positive integers: rpm, tpm, rpd, tpd (32-bit, as the
+   * rate limit service counts) and inFlight (keys and groups only). A change fires the existing
+   * triggers: every replica's cache forgets the entry, so the next Check carries the new limit.
+   */
+  {
+    version: 4,
+    name: 'rate limits on groups, group models and keys',
+    sql: `
+CREATE FUNCTION limits_valid(l jsonb, with_in_flight boolean) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+  SELECT l IS NULL OR (jsonb_typeof(l) = 'object' AND NOT EXISTS (
+    SELECT 1 FROM jsonb_each(l) e
+    WHERE e.key NOT IN ('rpm', 'tpm', 'rpd', 'tpd', 'inFlight')
+       OR (e.key = 'inFlight' AND NOT with_in_flight)
+       OR jsonb_typeof(e.value) <> 'number'
+       OR e.value::numeric <> trunc(e.value::numeric)
+       OR e.value::numeric < 1
+       OR e.value::numeric > CASE WHEN e.key = 'inFlight' THEN 1000000 ELSE 4294967295 END))
+$$;
+ALTER TABLE groups ADD COLUMN limits jsonb CONSTRAINT groups_limits_valid CHECK (limits_valid(limits, true));
+ALTER TABLE group_models ADD COLUMN limits jsonb CONSTRAINT group_models_limits_valid CHECK (limits_valid(limits, false));
+ALTER TABLE keys ADD COLUMN limits jsonb CONSTRAINT keys_limits_valid CHECK (limits_valid(limits, true));
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

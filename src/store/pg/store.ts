@@ -10,8 +10,8 @@ import pg from 'pg';
 import { PgListener } from './listener';
 import { PgMeterStore } from './meter-store';
 import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, migrate, schemaVersion } from './schema';
-import { PROTOCOLS } from '../store';
-import type { GroupRecord, InvalidationEvent, KeyRecord, ModelPrice, ModelRecord, Protocol, Store } from '../store';
+import { LIMIT_NAMES, PROTOCOLS } from '../store';
+import type { GroupRecord, InvalidationEvent, KeyRecord, Limits, ModelPrice, ModelRecord, Protocol, Store } from '../store';
 
 export interface PgStoreOptions {
   /** Bound on one lookup, enforced by the server (statement_timeout) and the client. */
@@ -60,13 +60,14 @@ export interface PgStoreStats {
   readonly reconnects: number;
 }
 
-const KEY_SQL = `SELECT id, sha256, group_name, balance::float8 AS balance, disabled, expires_at
-  FROM ${SCHEMA}.keys WHERE sha256 = $1`;
+const KEY_COLUMNS = 'id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, limits';
+const KEY_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE sha256 = $1`;
+const KEY_BY_ID_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE id = $1`;
 
 // One round trip for a group and its models; a group without models yields one row of NULLs.
 const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.available AS model_available,
     m.input_price::float8 AS input_price, m.output_price::float8 AS output_price,
-    m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens
+    m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens, g.limits AS group_limits, m.limits AS model_limits
   FROM ${SCHEMA}.groups g LEFT JOIN ${SCHEMA}.group_models m ON m.group_name = g.name
   WHERE g.name = $1 ORDER BY m.position, m.name`;
 
@@ -78,6 +79,8 @@ export interface KeyRow {
   balance: number | null;
   disabled: boolean;
   expires_at: Date | null;
+  /** Rate limits (migration 4): a JSON object of LIMIT_NAMES, or null. */
+  limits?: Limits | null;
 }
 
 interface GroupRow {
@@ -90,6 +93,19 @@ interface GroupRow {
   output_price: number | null;
   cached_input_price: number | null;
   max_output_tokens: number | null;
+  group_limits: Limits | null;
+  model_limits: Limits | null;
+}
+
+/** A limits column as read: only positive integers of the known names (the CHECK admits nothing else; a newer schema's extra names are dropped). */
+function toLimits(v: unknown): Limits | null {
+  if (!v || typeof v !== 'object') return null;
+  const out: Record<string, number> = {};
+  for (const name of LIMIT_NAMES) {
+    const n = (v as Record<string, unknown>)[name];
+    if (typeof n === 'number' && Number.isInteger(n) && n > 0) out[name] = n;
+  }
+  return Object.keys(out).length === 0 ? null : out;
 }
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -98,7 +114,8 @@ function toModel(row: GroupRow & { model: string }): ModelRecord {
   // The table's CHECK allows only known protocols; filtering keeps an unknown one (written by a
   // newer version) from matching anything, which fails closed.
   const protocols = row.protocols === null ? null : row.protocols.filter((p): p is Protocol => (PROTOCOLS as readonly string[]).includes(p));
-  return { name: row.model, protocols, available: row.model_available ?? false, price: toPrice(row), maxOutputTokens: row.max_output_tokens };
+  const limits = toLimits(row.model_limits);
+  return { name: row.model, protocols, available: row.model_available ?? false, price: toPrice(row), maxOutputTokens: row.max_output_tokens, ...(limits ? { limits } : {}) };
 }
 
 /**
@@ -109,6 +126,19 @@ function toPrice(row: GroupRow): ModelPrice | null {
   const ok = (n: number | null): n is number => n !== null && Number.isFinite(n) && n >= 0;
   if (!ok(row.input_price) || !ok(row.output_price)) return null;
   return { input: row.input_price, output: row.output_price, cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null };
+}
+
+function toKey(r: KeyRow): KeyRecord {
+  const limits = toLimits(r.limits);
+  return {
+    id: r.id,
+    sha256: r.sha256,
+    group: r.group_name,
+    balance: r.balance,
+    disabled: r.disabled,
+    expiresAt: r.expires_at === null ? null : r.expires_at.getTime(),
+    ...(limits ? { limits } : {}),
+  };
 }
 
 /** A one-line reason, also for the message-less AggregateError of a refused `localhost` (::1 and 127.0.0.1). */
@@ -208,16 +238,12 @@ export class PgStore implements Store {
     if (!SHA256_HEX.test(sha256)) return null;
     this.counters.keyQueries++;
     const rows = await this.query<KeyRow>('findKey', KEY_SQL, [sha256]);
-    if (rows.length === 0) return null;
-    const r = rows[0];
-    return {
-      id: r.id,
-      sha256: r.sha256,
-      group: r.group_name,
-      balance: r.balance,
-      disabled: r.disabled,
-      expiresAt: r.expires_at === null ? null : r.expires_at.getTime(),
-    };
+    return rows.length === 0 ? null : toKey(rows[0]);
+  }
+
+  async findKeyById(id: string): Promise<KeyRecord | null> {
+    const rows = await this.query<KeyRow>('findKeyById', KEY_BY_ID_SQL, [id]);
+    return rows.length === 0 ? null : toKey(rows[0]);
   }
 
   async findGroup(name: string): Promise<GroupRecord | null> {
@@ -228,7 +254,8 @@ export class PgStore implements Store {
     for (const row of rows) {
       if (row.model !== null) models.set(row.model, toModel(row as GroupRow & { model: string }));
     }
-    return { name: rows[0].name, available: rows[0].available, models };
+    const limits = toLimits(rows[0].group_limits);
+    return { name: rows[0].name, available: rows[0].available, models, ...(limits ? { limits } : {}) };
   }
 
   onInvalidate(listener: (event: InvalidationEvent) => void): () => void {
@@ -311,11 +338,19 @@ export async function openPgStore(url: string, options: PgStoreOptions = {}): Pr
   return store;
 }
 
-/** A connection string with its password hidden, for messages. */
+/**
+ * Query parameters of a connection string that can hold a secret: libpq's `password` and
+ * `sslpassword`, and anything named like a password, secret, token or key (issue 21: a password
+ * given as `?password=` was printed in connection errors).
+ */
+const SECRET_PARAM = /pass|secret|token|key/i;
+
+/** A connection string with its password hidden (in the userinfo and in the query), for messages. */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
+    for (const name of new Set(u.searchParams.keys())) if (SECRET_PARAM.test(name)) u.searchParams.set(name, '***');
     return u.toString();
   } catch {
     return '<unparseable store URL>';

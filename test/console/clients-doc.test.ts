@@ -1,5 +1,5 @@
 /**
- * README.md's table of client kinds is the Base URL table of src/console/client-kinds.ts (the one
+ * docs/clients.md's table of client kinds is the Base URL table of src/console/client-kinds.ts (the one
  * the console page and `modelgate doctor` use), so the docs cannot drift from the code.
  */
 import { readFileSync } from 'node:fs';
@@ -10,10 +10,10 @@ import { baseUrlTableMarkdown } from '../../src/console/client-kinds';
 
 const ROOT = join(__dirname, '..', '..');
 
-test('README.md lists exactly the client kinds, Base URLs and headers of the code', () => {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+test('docs/clients.md lists exactly the client kinds, Base URLs and headers of the code', () => {
+  const readme = readFileSync(join(ROOT, 'docs', 'clients.md'), 'utf8');
   const block = /<!-- client-kinds:start -->\n([\s\S]*?)\n<!-- client-kinds:end -->/.exec(readme);
-  expect(block, 'README.md has no client-kinds block').not.toBeNull();
+  expect(block, 'docs/clients.md has no client-kinds block').not.toBeNull();
   const config = parseConfig(readFileSync(join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'));
   expect(block![1]).toBe(baseUrlTableMarkdown(config.routes));
 });

@@ -1,0 +1,77 @@
+/**
+ * What authenticates the gRPC port (issue 21), read at start by whoever needs it:
+ * - the shared secret (grpc.secret), from the environment variable or the file the config names:
+ *   `modelgate serve` checks every call against it, `modelgate envoy-config` / `up` render it into
+ *   Envoy's grpc_service initial_metadata;
+ * - modelgate's TLS certificate, key and client CA (grpc.tls), for `modelgate serve`.
+ * A value is never logged or put in an error message; only where it was looked for is.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { Config } from './load';
+import { GRPC_SECRET, GRPC_SECRET_RULE } from './schema';
+
+/** The metadata header Envoy sends the secret in, as `Bearer <secret>` (gRPC's call-credential convention). */
+export const GRPC_SECRET_HEADER = 'authorization';
+
+/** Why the secret or a TLS file could not be read. */
+export class GrpcAuthError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GrpcAuthError';
+  }
+}
+
+export interface SecretSources {
+  readonly env: NodeJS.ProcessEnv;
+  /** The config file: a relative `file` is read from its folder. */
+  readonly configPath: string;
+  /** Reads a file (default fs.readFileSync). */
+  readonly readFile?: (path: string) => Buffer;
+}
+
+/** The secret's value, or undefined when the config sets none. Throws GrpcAuthError saying what is wrong. */
+export function readGrpcSecret(config: Pick<Config, 'grpc'>, sources: SecretSources): string | undefined {
+  const s = config.grpc.secret;
+  if (!s) return undefined;
+  let value: string | undefined;
+  let where: string;
+  if (s.env) {
+    where = `grpc.secret.env: environment variable ${s.env}`;
+    value = sources.env[s.env];
+    if (!value) throw new GrpcAuthError(`${where} is not set or empty`);
+  } else {
+    const path = resolve(dirname(sources.configPath), s.file!);
+    where = `grpc.secret.file: ${path}`;
+    try {
+      value = read(sources, path).toString('utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      throw unreadable(where, err);
+    }
+  }
+  if (!GRPC_SECRET.test(value)) throw new GrpcAuthError(`${where} must hold ${GRPC_SECRET_RULE}`);
+  return value;
+}
+
+/** modelgate's side of mTLS (grpc.tls), its files read; undefined when the config sets none. */
+export function readGrpcTls(config: Pick<Config, 'grpc'>, sources: SecretSources): { cert: Buffer; key: Buffer; clientCa: Buffer } | undefined {
+  const t = config.grpc.tls;
+  if (!t) return undefined;
+  const file = (field: 'certFile' | 'keyFile' | 'clientCaFile'): Buffer => {
+    const path = resolve(dirname(sources.configPath), t[field]);
+    try {
+      return read(sources, path);
+    } catch (err) {
+      throw unreadable(`grpc.tls.${field}: ${path}`, err);
+    }
+  };
+  return { cert: file('certFile'), key: file('keyFile'), clientCa: file('clientCaFile') };
+}
+
+function read(sources: SecretSources, path: string): Buffer {
+  return (sources.readFile ?? readFileSync)(path);
+}
+
+function unreadable(where: string, err: unknown): GrpcAuthError {
+  return new GrpcAuthError(`${where} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+}

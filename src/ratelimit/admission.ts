@@ -1,0 +1,33 @@
+/**
+ * The concurrency cap at Check time (issue 25): an allowed protocol request of a key with an
+ * `inFlight` limit takes a slot of the replica's in-flight table, or is refused 429
+ * concurrency_limited when the key already holds them all. Run by the Check pipeline on allowed
+ * decisions (check/pipeline.ts `admit`). Requests and tokens per minute and day are not decided
+ * here: Envoy's rate limit filters count them (render-ratelimit.ts).
+ */
+import type { Decision } from '../check/decision';
+import { statusOf } from '../check/reasons';
+import type { RequestView } from '../check/request-view';
+import type { InFlightTable } from './in-flight';
+
+/** Seconds a client refused for concurrency is told to wait: a slot frees when any response of the key ends. */
+export const CONCURRENCY_RETRY_AFTER = 1;
+
+/** count_tokens calls are free everywhere and never held long: not counted in flight. */
+const notCounted = (path: string): boolean => path.endsWith('/count_tokens') || path.endsWith(':countTokens');
+
+/** The decision after the cap, and whether a slot was taken (to give back if a later stage refuses). */
+export function admitInFlight(table: InFlightTable, d: Decision, view: RequestView): { decision: Decision; acquired: boolean } {
+  const limit = d.inFlightLimit;
+  if (!d.allowed || limit === undefined || d.keyId === undefined || view.requestId === '' || notCounted(view.path)) return { decision: d, acquired: false };
+  const now = table.inFlight(d.keyId);
+  if (now >= limit) {
+    return { acquired: false, decision: {
+      allowed: false, reason: 'concurrency_limited', status: statusOf('concurrency_limited'), route: d.route,
+      hint: `the key ${JSON.stringify(d.keyId)} already has ${now} request${now === 1 ? '' : 's'} in flight, its limit of ${limit} at once on this gateway replica: retry when one has finished`,
+      keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale, retryAfter: CONCURRENCY_RETRY_AFTER,
+    } };
+  }
+  table.acquire(d.keyId, view.requestId);
+  return { decision: d, acquired: true };
+}
