@@ -83,26 +83,78 @@ class NodeResponse implements ResponseStream {
 }
 
 /**
+ * The limits node:http2 is given (docs/grpc-port.md). Its memory limit stays on (maxSessionMemory,
+ * in MB: header tables, data queued either way, unacknowledged PINGs and SETTINGS; past it new
+ * streams are refused with ENHANCE_YOUR_CALM), raised from node's 10 because Envoy's large
+ * flow-control windows let it push whole request bodies at once and node counts them until the
+ * call has read them: through Envoy, 100 concurrent Checks of 256 KiB bodies were all refused
+ * (503 authz_unavailable) at 10, and at 64 fared as on the builtin transport; 256 holds eight
+ * bodies of the bundle's largest (32 MiB). Streams are capped as on the builtin transport (which
+ * also bounds the answers queued for a client that does not read), header lists to the same 64 KiB.
+ * nghttp2's own guards stay as they are (rapid reset: 1,000 then 33 a second; 1,000 queued ACKs).
+ */
+const NODE_OPTIONS: http2.ServerOptions = {
+  maxSessionMemory: 256,
+  settings: { maxConcurrentStreams: 2_048, maxHeaderListSize: 64 * 1024 },
+};
+
+/** What the idle sweep knows of a session: streams open, streams opened ever, and at the last sweep. */
+interface SessionState {
+  open: number;
+  opened: number;
+  openedAtSweep: number;
+  idleSweeps: number;
+}
+
+const sessionStates = new WeakMap<http2.Http2Session, SessionState>();
+
+/**
+ * Called by the server SWEEPS_PER_IDLE_TIMEOUT times per idle timeout (as for the builtin
+ * transport's connections): a session that had no stream open through a whole timeout is closed
+ * gracefully (GOAWAY), whatever PINGs it sent. Node's own session timeout (`server.setTimeout`)
+ * would count any frame as activity and refresh a timer on every read and write.
+ */
+export function sweepSession(session: http2.Http2Session, sweepsPerTimeout: number): void {
+  const st = sessionStates.get(session);
+  if (st === undefined || session.closed || session.destroyed) return;
+  if (st.open === 0 && st.opened === st.openedAtSweep) {
+    if (++st.idleSweeps > sweepsPerTimeout) session.close();
+  } else {
+    st.idleSweeps = 0;
+  }
+  st.openedAtSweep = st.opened;
+}
+
+/**
  * An http2 server whose streams open calls through `open`; with `tls` (server.ts TlsSettings), over
- * TLS (ALPN h2) with a client certificate required.
+ * TLS (ALPN h2) with a client certificate required. The same limits either way.
  */
 export function nodeHttp2Server(open: OpenStream, tls?: tls.TlsOptions): http2.Http2Server | http2.Http2SecureServer {
-  // Node refuses new streams once a session buffers more than maxSessionMemory (10 MB by default):
-  // 100 Checks of 256 KiB bodies in flight are more than that. grpc-js lifts the limit the same way.
-  const options = { maxSessionMemory: Number.MAX_SAFE_INTEGER };
-  const server: http2.Http2Server | http2.Http2SecureServer = tls ? http2.createSecureServer({ ...options, ...tls }) : http2.createServer(options);
+  const server: http2.Http2Server | http2.Http2SecureServer = tls ? http2.createSecureServer({ ...NODE_OPTIONS, ...tls }) : http2.createServer(NODE_OPTIONS);
+  server.on('session', (session) => sessionStates.set(session, { open: 0, opened: 0, openedAtSweep: 0, idleSweeps: 0 }));
   server.on('stream', (stream, headers) => {
     // A client's reset is an error event on the stream: routine, and seen by the call as 'close'.
     stream.on('error', ignore);
+    const st = stream.session && sessionStates.get(stream.session);
+    if (st) {
+      st.open++;
+      st.opened++;
+    }
     // HEADERS and a reset in one read: the stream is gone before this event ('stream' comes on a
     // later tick); nothing to open.
-    if (stream.destroyed || stream.closed) return;
+    if (stream.destroyed || stream.closed) {
+      if (st) st.open--;
+      return;
+    }
     const contentType = headers['content-type'];
     const authorization = headers.authorization;
     const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream), typeof authorization === 'string' ? authorization : undefined);
     stream.on('data', (chunk: Buffer) => events.data(chunk));
     stream.on('end', () => events.end());
-    stream.on('close', () => events.closed());
+    stream.on('close', () => {
+      if (st) st.open--;
+      events.closed();
+    });
   });
   (server as http2.Http2Server).on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
   return server;

@@ -21,8 +21,8 @@ import * as net from 'node:net';
 import * as tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { CallTracker, openCall, type Method, type RequestEvents, type ResponseStream } from './call';
-import { Connection } from './h2/connection';
-import { nodeHttp2Server } from './node-transport';
+import { Connection, SWEEPS_PER_IDLE_TIMEOUT } from './h2/connection';
+import { nodeHttp2Server, sweepSession } from './node-transport';
 import { GrpcStatus } from './status';
 
 export type { Method, RequestProblem, StreamCall, StreamMethod, UnaryMethod } from './call';
@@ -42,6 +42,10 @@ export interface GrpcServerOptions {
   readonly transport?: GrpcTransport;
   /** Connection-level problems (a peer breaking HTTP/2, socket errors, failed TLS handshakes), for the log. */
   readonly onError?: (err: unknown) => void;
+  /** Connections open at once, TLS handshakes in progress included; past it a new one is closed at once (default 1,024). */
+  readonly maxConnections?: number;
+  /** A connection with no stream open for this long is drained and closed (default 60 s). */
+  readonly idleTimeoutMs?: number;
   /** TLS with a client certificate required (mTLS): a connection without one is refused in the handshake. */
   readonly tls?: TlsSettings;
   /**
@@ -53,6 +57,17 @@ export interface GrpcServerOptions {
   readonly authorize?: (authorization: string | undefined) => boolean;
   readonly unauthenticated?: ReadonlyMap<string, () => Buffer>;
 }
+
+/**
+ * Envoy opens one connection per worker thread to each cluster (a few more when one fills up, and
+ * the meter's each 900 streams); a thousand is many Envoys. Past it a connection costs a file
+ * descriptor and some memory each, so a flood of them is refused instead.
+ */
+const MAX_CONNECTIONS = 1_024;
+/** Envoy keeps an idle upstream connection an hour by default, and opens another when it needs one. */
+const IDLE_TIMEOUT_MS = 60_000;
+/** Refused connections are logged at most this often. */
+const REFUSAL_LOG_MS = 10_000;
 
 /** How long a TLS client may take over its handshake (the builtin transport's preface timeout is the same). */
 const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -98,10 +113,13 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     return openCall(method, res, ctx);
   };
 
-  // What drain() needs of either transport: stop listening, GOAWAY, cut.
+  // What drain() and the idle sweep need of either transport: stop listening, GOAWAY, cut, sweep.
   let server: net.Server;
   let goAwayAll: () => void;
   let destroyAll: () => void;
+  let sweepAll: () => void;
+  const maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
+  const idleTimeoutMs = opts.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
   const tlsOptions: tls.TlsOptions | undefined = opts.tls && {
     cert: opts.tls.cert, key: opts.tls.key, ca: opts.tls.clientCa,
     requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'], handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
@@ -115,6 +133,7 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     });
     h2.on('sessionError', onError);
     server = h2;
+    sweepAll = () => sessions.forEach((s) => sweepSession(s, SWEEPS_PER_IDLE_TIMEOUT));
     goAwayAll = () => sessions.forEach((s) => s.close());
     destroyAll = () => sessions.forEach((s) => s.destroy());
   } else {
@@ -125,9 +144,20 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     };
     // With TLS, the connection starts once the handshake (client certificate checked) is done.
     server = tlsOptions ? tls.createServer(tlsOptions, accept) : net.createServer(accept);
+    sweepAll = () => connections.forEach((c) => c.sweep());
     goAwayAll = () => connections.forEach((c) => c.goAway());
     destroyAll = () => connections.forEach((c) => c.destroy());
   }
+  // The cap is the listener's (node's maxConnections: a socket past it is closed as it is accepted,
+  // and 'drop' emitted), so it counts every socket, TLS handshakes in progress included, on either transport.
+  server.maxConnections = maxConnections;
+  let refusalLoggedAt = -Infinity;
+  server.on('drop', () => {
+    const now = Date.now();
+    if (now - refusalLoggedAt < REFUSAL_LOG_MS) return;
+    refusalLoggedAt = now;
+    onError(new Error(`a connection refused: ${maxConnections} are open, the most this server accepts (further refusals are not logged for ${REFUSAL_LOG_MS / 1000} s)`));
+  });
 
   const colon = address.lastIndexOf(':');
   const host = address.slice(0, colon);
@@ -139,6 +169,8 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     });
   });
   server.on('error', onError);
+  const sweeper = setInterval(sweepAll, idleTimeoutMs / SWEEPS_PER_IDLE_TIMEOUT);
+  sweeper.unref();
   if (tlsOptions) server.on('tlsClientError', (err: Error) => onError(new Error(`TLS handshake refused: ${err.message}`)));
   const port = (server.address() as AddressInfo).port;
 
@@ -151,6 +183,7 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
           if (done) return;
           done = true;
           clearTimeout(timer);
+          clearInterval(sweeper);
           destroyAll();
           resolve();
         };

@@ -4,6 +4,7 @@
  * correctness test/grpc/hpack.test.ts establishes against RFC 7541 and nghttp2).
  */
 import * as net from 'node:net';
+import * as tls from 'node:tls';
 import { FLAG, frame, FRAME, PREFACE } from '../../src/grpc/h2/frames';
 import { HpackDecoder, literalField } from '../../src/grpc/h2/hpack';
 
@@ -18,7 +19,7 @@ export class RawClient {
   readonly #decoder = new HpackDecoder();
   private constructor(readonly socket: net.Socket) {
     socket.on('data', (d: Buffer) => {
-      this.text += d.toString('latin1');
+      if (this.text.length < 65_536) this.text += d.toString('latin1');
       this.#buf = Buffer.concat([this.#buf, d]);
       while (this.#buf.length >= 9) {
         const len = this.#buf.readUIntBE(0, 3);
@@ -31,10 +32,15 @@ export class RawClient {
     socket.on('error', () => {});
   }
 
-  static async connect(address: string, preface = true): Promise<RawClient> {
+  /** With `secure`, over TLS (ALPN h2) once the handshake is done; a refused handshake rejects. */
+  static async connect(address: string, preface = true, secure?: tls.ConnectionOptions): Promise<RawClient> {
     const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
-    const socket = net.connect(port, host);
-    await new Promise((r) => socket.once('connect', r));
+    const socket = secure ? tls.connect({ ...secure, port, host, ALPNProtocols: ['h2'] }) : net.connect(port, host);
+    await new Promise((resolve, reject) => {
+      socket.once(secure ? 'secureConnect' : 'connect', resolve);
+      socket.once('error', reject);
+      socket.once('close', () => reject(new Error('closed before connecting')));
+    });
     const c = new RawClient(socket);
     if (preface) c.send(Buffer.concat([PREFACE, frame(FRAME.SETTINGS, 0, 0)]));
     return c;
@@ -73,6 +79,14 @@ export class RawClient {
   close(): void {
     this.socket.destroy();
   }
+}
+
+/** A PING, and its ACK waited for: the server has read everything sent before it. */
+export async function pingPong(c: RawClient): Promise<void> {
+  const acks = (): number => c.frames.filter((f) => f.type === FRAME.PING && f.flags === FLAG.ACK).length;
+  const before = acks();
+  c.send(frame(FRAME.PING, 0, 0, Buffer.from('are-you?')));
+  await c.until(() => acks() > before, 20_000);
 }
 
 export function requestHeaders(path = '/test.Echo/Unary'): Buffer {

@@ -5,9 +5,10 @@
  * Nothing is committed: each run makes new ones.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type * as tls from 'node:tls';
 
 export interface TestCerts {
   readonly dir: string;
@@ -55,5 +56,16 @@ export function makeTestCerts(): TestCerts {
     dir, serverCert: f('server.crt'), serverKey: f('server.key'), serverCa: f('server-ca.crt'),
     clientCert: f('client.crt'), clientKey: f('client.key'), clientCa: f('client-ca.crt'),
     strangerCert: f('stranger.crt'), strangerKey: f('stranger.key'),
+  };
+}
+
+/**
+ * The set read for a TLS server of the gRPC port's kind (its certificate, a client certificate of
+ * the client CA required, ALPN h2) and for a client with a certificate of the client CA.
+ */
+export function tlsOptions(c: TestCerts): { server: tls.TlsOptions; client: tls.ConnectionOptions } {
+  return {
+    server: { cert: readFileSync(c.serverCert), key: readFileSync(c.serverKey), ca: readFileSync(c.clientCa), requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'] },
+    client: { ca: readFileSync(c.serverCa), cert: readFileSync(c.clientCert), key: readFileSync(c.clientKey), servername: SERVER_NAME },
   };
 }

@@ -18,9 +18,11 @@ export interface StreamOwner {
   write(bytes: Buffer): void;
   /** A header block with any owed HPACK table size update in front. */
   headerBlock(block: Buffer): Buffer;
+  /** Queues a DATA payload on the stream and writes what flow control allows of it. */
+  enqueue(s: Stream, data: Buffer): void;
   /** Writes what flow control allows of the stream's queued DATA, then its trailers. */
   flushStream(s: Stream): void;
-  /** The stream's answer is complete. */
+  /** The stream's END_STREAM is written: its answer is complete. */
   localEnd(s: Stream): void;
 }
 
@@ -37,12 +39,25 @@ export class Stream implements ResponseStream {
   sendWindow: number;
   recvUnacked = 0;
   remoteEnded = false;
+  /** The call is done writing (its END_STREAM may still wait for flow control). */
   localEnded = false;
+  /** Our END_STREAM is written: the answer is complete. */
+  endSent = false;
   headersSent = false;
   gone = false;
   /** DATA waiting for flow-control window, and the trailers' header block to follow it. */
   queued: Buffer[] = [];
   queuedTrailers: Buffer | undefined;
+  /** The answer ends with its last DATA frame (a plain HTTP answer), not with trailers. */
+  finOnData = false;
+  /**
+   * The rest of the request is read (and dropped) to its END_STREAM once the answer is complete,
+   * rather than reset (a plain HTTP refusal: RFC 9113 §8.1 lets either be done).
+   */
+  keepReading = false;
+  /** The request's content-length, or -1; and the DATA octets received (RFC 9113 §8.1.1). */
+  contentLength = -1;
+  received = 0;
 
   constructor(readonly id: number, readonly conn: StreamOwner) {
     this.sendWindow = conn.peerInitialWindow;
@@ -85,8 +100,7 @@ export class Stream implements ResponseStream {
     data[0] = 0;
     data.writeUInt32BE(message.length, 1);
     message.copy(data, 5);
-    this.queued.push(data);
-    this.conn.flushStream(this);
+    this.conn.enqueue(this, data);
   }
 
   end(code: GrpcStatusCode, message: string): void {
@@ -106,23 +120,20 @@ export class Stream implements ResponseStream {
     conn.flushStream(this);
   }
 
-  /** A plain HTTP answer (not gRPC at all: a wrong content-type); the text only if flow control has room for it. */
+  /**
+   * A plain HTTP answer (not gRPC at all: a wrong content-type): its text as flow control allows,
+   * the END_STREAM on the last DATA frame; the rest of the request is then read to its end.
+   */
   refuse(httpStatus: number, text: string): void {
     if (!this.writable) return;
     const conn = this.conn;
     this.headersSent = true;
-    const body = Buffer.from(text, 'latin1');
-    const fits = body.length <= Math.min(this.sendWindow, conn.sendWindow, conn.peerMaxFrame);
-    const head = frame(FRAME.HEADERS, fits ? FLAG.END_HEADERS : FLAG.END_HEADERS | FLAG.END_STREAM, this.id,
-      conn.headerBlock(Buffer.concat([literalField(STATIC_INDEX.status, String(httpStatus)), literalField(STATIC_INDEX.contentType, 'text/plain')])));
-    if (fits) {
-      this.sendWindow -= body.length;
-      conn.sendWindow -= body.length;
-      conn.write(Buffer.concat([head, frame(FRAME.DATA, FLAG.END_STREAM, this.id, body)]));
-    } else {
-      conn.write(head);
-    }
-    conn.localEnd(this);
+    this.localEnded = true;
+    this.finOnData = true;
+    this.keepReading = true;
+    conn.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, this.id,
+      conn.headerBlock(Buffer.concat([literalField(STATIC_INDEX.status, String(httpStatus)), literalField(STATIC_INDEX.contentType, 'text/plain')]))));
+    conn.enqueue(this, Buffer.from(text, 'latin1'));
   }
 
   #headers(): void {
