@@ -1,5 +1,5 @@
 /**
- * The abuse rows of issue 21's table, re-run against a real `modelgate serve` on each gRPC
+ * The abuse rows of the gRPC port's trust review (docs/grpc-port.md), re-run against a real `modelgate serve` on each gRPC
  * transport (a fresh server per row; docs/grpc-port.md has the results): what the server's memory
  * did (RSS before, at its peak, and 5 s after), whether and how the attacking connections were
  * told to stop (GOAWAY and its code, or closed), and how a gRPC health check on its own connection

@@ -36,7 +36,7 @@ export interface BundleOptions {
    * access log alone (no Lua tail capture: the meter then estimates every response).
    */
   readonly meterParts?: 'all' | 'nogzip' | 'log';
-  /** The rate limit filters (issue 25): kept only for the rate limit rows, so the other rows stay as they were measured. */
+  /** The rate limit filters (docs/rate-limits.md): kept only for the rate limit rows, so the other rows stay as they were measured. */
   readonly rateLimits?: boolean;
   /**
    * Keep the client's credential headers on the way upstream (LiteLLM: the upstream is the

@@ -1,6 +1,6 @@
 /**
  * The FIXED request mixes of the end-to-end benchmark, as HTTP requests a client sends to Envoy
- * (issue 13): a small chat body, a 256 KiB chat body with `model` last, a generative request
+ * (bench/README.md): a small chat body, a 256 KiB chat body with `model` last, a generative request
  * (model in the path, key in x-vendor-api-key) and a 90/10 valid/denied mix. The bodies and headers
  * are the in-process benchmark's (check-requests.ts), so both benchmarks send the same requests.
  * Not tuned to any setup: change them only with a note in RESULTS-e2e.md.

@@ -1,7 +1,7 @@
 /**
  * bench/RESULTS-e2e.md from the raw runs: throughput, latency at the fixed rates, CPU per 10,000
  * requests and RSS per setup, ratios to the floor and to the no-op ext_authz, the targets of
- * issue 13, the metering rows of issue 11, and every run with its checks.
+ * the Check, the metering rows, and every run with its checks.
  */
 import { median } from '../latency';
 import { pooled, type RunRecord } from './load';
@@ -124,7 +124,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     line(`| small chat: modelgate p99 through Envoy at half the no-op's capacity (${int(tailRate ?? Number.NaN)} req/s) | ${ms(tail)} (no-op ${ms(tailNoop)}) | < 5 ms | ${verdict(Number.isFinite(tail) ? tail < 5000 : undefined)} |`);
   }
 
-  // ---------------------------------------------------------------- the metered path (issue 23)
+  // ---------------------------------------------------------------- the metered path (bench/README.md)
   if (present.has('modelgate-meter') || present.has('modelgate-pg-strict')) {
     line();
     line('### Targets of the metered path');
@@ -167,7 +167,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
   line();
   line('## Max throughput (closed loop)');
   line();
-  line('req/s, and the ratio to Envoy alone (the floor), to Envoy + no-op ext_authz (grpc-js: the reference of issue 13) and to the no-op on modelgate\'s own gRPC server ("own no-op": the limit of its stack).');
+  line('req/s, and the ratio to Envoy alone (the floor), to Envoy + no-op ext_authz (grpc-js: the first reference) and to the no-op on modelgate\'s own gRPC server ("own no-op": the limit of its stack).');
   line();
   const tmixes = mixes.filter((mx) => mx.id !== 'small_chat_stream');
   line(`| setup | ${tmixes.map((mx) => mx.title).join(' | ')} |`);
@@ -258,7 +258,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
   const rlIds: SetupId[] = ['modelgate-meter', 'modelgate-rl', 'modelgate-rl-global'];
   if (present.has('modelgate-rl') || present.has('modelgate-rl-global')) {
     line();
-    line('## Rate limits (issue 25): what the engine costs');
+    line('## Rate limits (docs/rate-limits.md): what the engine costs');
     line();
     line('Small chat, answered, at 200 requests a second: each request of the rate limit rows is checked against its key\'s tokens per minute and counted against its requests per minute (two calls to the engine), and each response is charged its tokens (a third, from modelgate). Added p50/p99 over the meter row (the same setup without rate limits); CPU per 10,000 requests; Redis and envoyproxy/ratelimit (the global engine\'s processes, on the load core) as the engine column.');
     line();

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:e2e` (issue 13): the same requests through the same Envoy (the generated bundle,
+ * `npm run bench:e2e` (bench/README.md): the same requests through the same Envoy (the generated bundle,
  * a stand-in upstream that answers at once) in every setup of setups.ts, in one run on one
  * machine: max throughput (closed loop) and latency at fixed offered rates (open loop, evenly
  * paced: 25%, 50% and 75% of the floor's capacity for each mix), CPU seconds per 10,000 requests

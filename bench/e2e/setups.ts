@@ -1,5 +1,5 @@
 /**
- * The setups of the end-to-end benchmark (issue 13), each one Envoy on the generated bundle in
+ * The setups of the end-to-end benchmark (bench/README.md), each one Envoy on the generated bundle in
  * front of the same stand-in upstream, differing only in who authorizes:
  *
  *   envoy               Envoy alone (no ext_authz): the floor
@@ -11,14 +11,14 @@
  *   opa                 Envoy + OPA-Envoy (the same decision in Rego)
  *   litellm             Envoy -> LiteLLM proxy (keys and per-key model access) -> the stand-in
  *   modelgate-meter     modelgate, file store, the meter on (soft)          } metering rows
- *   modelgate-pg-meter  modelgate, PostgreSQL, the meter on (soft)          } (issue 11)
+ *   modelgate-pg-meter  modelgate, PostgreSQL, the meter on (soft)          } (docs/metering.md)
  *   modelgate-pg-strict modelgate, PostgreSQL, the meter on, strict mode    }
  *   modelgate-rl        modelgate + meter (soft, file store), rate limits on the   } rate limit rows
- *                       keys, embedded engine (modelgate answers the filters)      } (issue 25): every
+ *                       keys, embedded engine (modelgate answers the filters)      } (docs/rate-limits.md): every
  *   modelgate-rl-global the same, global engine: envoyproxy/ratelimit + Redis      } request asks the engine
  *   modelgate-secret    (--setups only) modelgate with grpc.secret            } the gRPC port
  *   modelgate-mtls      (--setups only) modelgate with mTLS (grpc.tls)        } authenticated
- *   modelgate-secret-mtls (--setups only) both                                } (issue 21)
+ *   modelgate-secret-mtls (--setups only) both                                } (docs/security.md)
  *
  * Placement (2 cores): Envoy and the authorizing process on the "gateway" core, the load generator,
  * the upstream and PostgreSQL on the "load" core. bench/README-e2e.md says why.
@@ -107,7 +107,7 @@ const allowMarker = (kind: HttpKind): string => (kind.expect.allowed ? UPSTREAM_
 /** Rate limits the benchmark's traffic never reaches: every request asks the engine, none is refused. */
 const BENCH_LIMITS = { rpm: 1_000_000_000, tpm: 4_000_000_000 };
 
-/** How a setup's gRPC port authenticates Envoy (issue 21): the secret's file, the certificates' files. */
+/** How a setup's gRPC port authenticates Envoy (docs/security.md): the secret's file, the certificates' files. */
 interface PortAuth {
   readonly secretFile?: string;
   readonly tls?: { readonly serverCert: string; readonly serverKey: string; readonly serverCa: string; readonly clientCert: string; readonly clientKey: string; readonly clientCa: string };
@@ -218,7 +218,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     case 'modelgate-secret':
     case 'modelgate-mtls':
     case 'modelgate-secret-mtls': {
-      // The same as `modelgate`, with the gRPC port authenticated (issue 21): what each costs per Check.
+      // The same as `modelgate`, with the gRPC port authenticated (docs/security.md): what each costs per Check.
       const auth: PortAuth = {
         ...(id.includes('secret') ? { secretFile: path.join(ctx.outDir, 'grpc-secret') } : {}),
         ...(id.includes('mtls') ? { tls: makeCerts(path.join(ctx.outDir, 'certs')) } : {}),

@@ -1,5 +1,5 @@
 /**
- * Tail-latency experiments through Envoy (issue 13, "Tail latency"): one setup of setups.ts at a
+ * Tail-latency experiments through Envoy (bench/README-e2e.md): one setup of setups.ts at a
  * time (the no-op or modelgate), evenly paced small chat requests at a fixed rate, with V8's GC
  * trace, for several variants (node flags, workers, Envoy worker threads). Prints and writes a
  * Markdown table: latency percentiles, and the GC pauses seen during the measured runs.

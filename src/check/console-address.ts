@@ -1,5 +1,5 @@
 /**
- * Where the console is (seed §2, §7 check 5: "the console shows the group or channel as
+ * Where the console is (docs/spec.md §2, §7 check 5: "the console shows the group or channel as
  * available"), for hints that send a person there: `{publicBaseUrl}/console/`, or
  * `{base_url}/console/` when the config has no public address. Computed once per config (a
  * reload brings a new Config object), so a denial that names the console builds no extra text.

@@ -1,5 +1,5 @@
 /**
- * Stage 2 of the pipeline: decides one request, in the spec's order of checks (seed §4.1 rule 4,
+ * Stage 2 of the pipeline: decides one request, in the spec's order of checks (docs/spec.md §4.1 rule 4,
  * §7): the path (404/405), then the key (401), then the group, the body and model (400/403), then
  * the balance (403). Knows nothing of gRPC, PostgreSQL or logging; time and the store come in as
  * parameters. Every outcome is a Decision, never an exception.
@@ -73,7 +73,7 @@ export function decide(view: RequestView, config: Config, lookups: Lookups, now:
   return then(lookups.keys.get(hashKey(extracted.key)), (keyLookup) => decideForKey(view, config, lookups, now, route, keyLookup));
 }
 
-/** The key's own checks (seed §7: 401s), then the group. */
+/** The key's own checks (docs/spec.md §7: 401s), then the group. */
 function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: number, route: EndpointRoute, keyLookup: Lookup<KeyRecord>): MaybePromise<Decision> {
   if (keyLookup.status === 'unavailable') return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore);
   if (keyLookup.status === 'not_found') {
@@ -88,7 +88,7 @@ function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: 
   return then(lookups.groups.get(key.group), (groupLookup) => decideForGroup(view, config, lookups, route, key, who, groupLookup, now));
 }
 
-/** The group, the body and model, the protocol, availability, the balance (seed §7: 403s, in order). */
+/** The group, the body and model, the protocol, availability, the balance (docs/spec.md §7: 403s, in order). */
 function decideForGroup(
   view: RequestView, config: Config, lookups: Lookups, route: EndpointRoute, key: KeyRecord,
   who: { keyId: string; group: string; stale: boolean }, groupLookup: Lookup<GroupRecord>, now: number,
@@ -133,14 +133,14 @@ function decideForGroup(
     return deny(route, 'model_wrong_protocol', HINTS.model_wrong_protocol.otherStyle(model, route.style, where), { ...who, model, modelKnown: true });
   }
   if (!m.available) return deny(route, 'model_unavailable', HINTS.model_unavailable.channelDown(model), { ...who, model, modelKnown: true });
-  // Finite and positive, or denied: a NaN balance (PostgreSQL numeric accepts 'NaN') fails `<= 0` too (issue 14).
+  // Finite and positive, or denied: a NaN balance (PostgreSQL numeric accepts 'NaN') fails `<= 0` too (docs/security.md).
   if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
     return deny(route, 'balance_insufficient', HINTS.balance_insufficient.notPositive(amountText(key.balance)), { ...who, model, modelKnown: true });
   }
   return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model, route.kind === 'protocol' ? limitsPart(key, group, m, model, now) : undefined, fields);
 }
 
-/** The rate limits of an allowed protocol request (issue 25): what Envoy counts, and the in-flight cap. */
+/** The rate limits of an allowed protocol request (docs/rate-limits.md): what Envoy counts, and the in-flight cap. */
 function limitsPart(key: KeyRecord, group: GroupRecord, m: ModelRecord, model: string, now: number): Partial<Decision> | undefined {
   if (!key.limits && !group.limits && !m.limits) return undefined;
   const limits = effectiveLimits(key, group, m);
@@ -202,7 +202,7 @@ export const amountText = (n: number): string => (Number.isFinite(n) ? (n === 0 
 
 const tooLarge = (config: Config): string => HINTS.body_too_large.overLimit(config.gateway.maxRequestBytes);
 
-/** The model from the JSON body (seed §4.2: `model` is a required string of the body). */
+/** The model from the JSON body (docs/spec.md §4.2: `model` is a required string of the body). */
 function readModel(view: RequestView, maxDepth: number, config: Config): { model: string; fields?: TopLevelFields } | { reason: DenyReason; hint: string } {
   const type = view.headers['content-type'];
   if (type !== undefined && type !== 'application/json' && !isJsonUtf8(type)) {

@@ -1,5 +1,5 @@
 /**
- * The spec's endpoints (seed §4.2), once: the Check's classifier (routes.ts) and the Envoy route
+ * The spec's endpoints (docs/spec.md §4.2), once: the Check's classifier (routes.ts) and the Envoy route
  * table (envoy/render-routes.ts) are both derived from this list, as are the console doctor's
  * endpoint segments (console/doctor.ts). Each is served at the root and under the alternate prefix.
  *
@@ -36,7 +36,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
   { name: 'embeddings', method: 'POST', path: '/v1/embeddings', style: 'embeddings' },
   { name: 'messages', method: 'POST', path: '/v1/messages', style: 'messages' },
   { name: 'messages_count_tokens', method: 'POST', path: '/v1/messages/count_tokens', style: 'messages' },
-  // Coding agents of the chat/responses kind use the root address itself as their Base URL (seed
+  // Coding agents of the chat/responses kind use the root address itself as their Base URL (docs/spec.md
   // §4.1 row 1: "{base_url}, no /v1 suffix") and append only /responses or /chat/completions
   // (Codex CLI: `base_url = {base_url}` -> POST /responses): the same endpoints, upstream and check.
   { name: 'agent_responses', method: 'POST', path: '/responses', style: 'responses', upstreamPath: '/v1/responses' },

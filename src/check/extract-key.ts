@@ -1,6 +1,6 @@
 /**
  * Finds the client's key in the headers this route expects and checks its shape, without any
- * lookup (seed §5: Bearer header for chat/messages/alt routes, the vendor header on /v1beta, never
+ * lookup (docs/spec.md §5: Bearer header for chat/messages/alt routes, the vendor header on /v1beta, never
  * the URL, pasted whole without quotes or extra characters). Pure. Hints never contain the key.
  */
 import type { Config } from '../config/load';
@@ -44,7 +44,7 @@ function describe(header: string): string {
 }
 
 /**
- * 401 key_in_url when the query string or the path carries a key (seed §5.4): the `sk-mg-` prefix,
+ * 401 key_in_url when the query string or the path carries a key (docs/spec.md §5.4): the `sk-mg-` prefix,
  * or the 40 characters of an issued key without it, in the raw text or once percent-decoded
  * (escape by escape, so an invalid escape elsewhere hides nothing), or any value of a parameter
  * named like a key (`routes.queryKeyParams`).
@@ -176,7 +176,7 @@ function checkToken(token: string, header: string, whereText?: string): KeyExtra
 
 /**
  * The same shape checks for a key pasted into a key box (the console's sign-in field, `modelgate
- * doctor`'s key): what a client's API Key box must hold (seed §5.5: the whole key, no quotes, no
+ * doctor`'s key): what a client's API Key box must hold (docs/spec.md §5.5: the whole key, no quotes, no
  * `Bearer `, no extra characters). Hints speak of "the key you pasted" and never contain it.
  */
 export function checkPastedKey(value: string): KeyExtraction {

@@ -1,5 +1,5 @@
 /**
- * What a group really offers (seed §1: "the real list is what the console and the models
+ * What a group really offers (docs/spec.md §1: "the real list is what the console and the models
  * endpoints return"): the one function behind both the model lists (server/catalog.ts) and the
  * console's "My access" (console/access.ts), so the two cannot disagree.
  *

@@ -1,5 +1,5 @@
 /**
- * Hints for 403 model_not_in_group that follow the spec's model-not-found checks (seed §7):
+ * Hints for 403 model_not_in_group that follow the spec's model-not-found checks (docs/spec.md §7):
  * (1) the key's group, (2) the group's models, (3) typos and extra spaces, (4) the protocol,
  * (5) availability. Suggestions come only from the key's own group: a hint never reveals another
  * group's models.
@@ -11,7 +11,7 @@ import type { GroupRecord } from '../store/store';
 const MAX_COMPARED_LENGTH = 128;
 
 /**
- * A model of the group that the client probably meant (seed §7 check 3): the same name without
+ * A model of the group that the client probably meant (docs/spec.md §7 check 3): the same name without
  * leading or trailing spaces, the same name in another case, or a near typo. Only names of the
  * key's own group are considered.
  */

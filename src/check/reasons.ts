@@ -10,7 +10,7 @@
  * Envoy sends itself (direct responses, local replies: envoy/render*.ts) may hold `{base_url}`,
  * replaced by gateway.publicBaseUrl when set.
  *
- * Order follows the spec's order of checks (seed §4.1 rule 4, §7): path (404/405) first, then the
+ * Order follows the spec's order of checks (docs/spec.md §4.1 rule 4, §7): path (404/405) first, then the
  * key (401), then group, body, model and balance (403/400), then store failures (503).
  */
 import { KEY_LENGTH, KEY_PREFIX } from './key-format';
@@ -61,7 +61,7 @@ export const REASONS = {
       noPath: 'the request has no path',
       noEndpoint: 'no endpoint has this path',
       badModelEscape: 'the model name in the path is not valid percent-encoding',
-      /** Envoy's answer: the Base URL table of seed §4.1. */
+      /** Envoy's answer: the Base URL table of docs/spec.md §4.1. */
       table: (alt: string) => `unknown path. Base URL per client: coding agents (chat/responses), messages-style clients and command-line generative clients: {base_url}; chat-completion apps and SDKs, responses, embeddings: {base_url}/v1; generative HTTP or editor providers: {base_url}/v1beta; alternate route: {base_url}${alt} (messages, command-line generative), {base_url}${alt}/v1 (chat-completion), {base_url}${alt}/v1beta (generative HTTP or editor)`,
     },
   },
@@ -78,7 +78,7 @@ export const REASONS = {
   },
   key_in_url: {
     status: 401,
-    when: 'a key in the query string or path: the spec says never in the URL (seed §5.4)',
+    when: 'a key in the query string or path: the spec says never in the URL (docs/spec.md §5.4)',
     hints: {
       path: 'a key is in the URL path; send it only in a header',
       query: 'a key is in the URL query string; keys never go in the URL: remove it and send the key in a header',

@@ -1,5 +1,5 @@
 /**
- * Classifies a request (`:method`, path without query) into one of the spec's endpoints (seed §4.2,
+ * Classifies a request (`:method`, path without query) into one of the spec's endpoints (docs/spec.md §4.2,
  * endpoints.ts) under the root or the alternate prefix. Pure; Envoy's route table is rendered from
  * the same endpoint list (envoy/render-routes.ts); this is the service's own, fail-closed view of it.
  */
@@ -9,7 +9,7 @@ import { HINTS } from './reasons';
 
 /** Error body shape the client's SDK parses. */
 export type Family = 'openai' | 'anthropic' | 'gemini';
-/** Which header list carries the key on this route (seed §5.2, §5.3; /alt/v1beta accepts both). */
+/** Which header list carries the key on this route (docs/spec.md §5.2, §5.3; /alt/v1beta accepts both). */
 export type KeySource = 'bearer' | 'vendor' | 'both';
 
 export type Route =

@@ -46,7 +46,7 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   fields.metered = { boolValue: metered };
   // Strict mode's leases: the replica whose lease a settlement debits (meter/leases.ts).
   if (metered && replica !== undefined) fields.replica = { stringValue: replica };
-  // Rate limits (issue 25): what Envoy's rate limit filters read (ratelimit/metadata.ts).
+  // Rate limits (docs/rate-limits.md): what Envoy's rate limit filters read (ratelimit/metadata.ts).
   if (d.allowed && d.rateLimit) (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
   return { fields };
 }
@@ -72,7 +72,7 @@ function challenge(d: Decision): string {
  * header that upstream's own credential sets (Envoy applies removals after sets, so removing it
  * would drop the credential; the set overwrites the client's value instead). Credentials belong to
  * an upstream, not to a protocol style: a request under the alternate prefix goes to the alt
- * upstream and gets the alt upstream's credential only (issue 21).
+ * upstream and gets the alt upstream's credential only (docs/security.md).
  */
 export interface AllowPlan {
   /** Every key header (`routes.bearerHeaders` + `routes.vendorHeaders`). */

@@ -2,7 +2,7 @@
  * `modelgate doctor --base-url URL --client KIND [--model M]`: the console's "Check my setup" from
  * a terminal. It finds the gateway's console from the Base URL (GET .../console/api/info, no key),
  * signs the key in there (POST /console/api/access), runs the same doctor as the page
- * (console/doctor.ts runDoctor) and then, as seed §4.1 rule 3 asks, sends one short request through
+ * (console/doctor.ts runDoctor) and then, as docs/spec.md §4.1 rule 3 asks, sends one short request through
  * the gateway exactly where the client would: the model list, or with --model a one-line request to
  * the model.
  *
@@ -117,7 +117,7 @@ async function readKey(run: CliRun): Promise<string> {
   throw usageError(`no key: set ${KEY_ENV} (or run in a terminal to be asked); the key is never taken from an argument`);
 }
 
-/** The smallest request of a style, as the client would send it (seed §4.2). */
+/** The smallest request of a style, as the client would send it (docs/spec.md §4.2). */
 function shortRequestBody(kind: ClientKind, model: string): object {
   switch (kind.style) {
     case 'chat': return { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 };

@@ -23,7 +23,7 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /**
  * Checks an operator-given name (key id, group, model): not empty, no surrounding spaces (the
- * spec's classic mistake, seed §7), no control characters, at most `max` characters.
+ * spec's classic mistake, docs/spec.md §7), no control characters, at most `max` characters.
  */
 export function checkName(what: string, value: string, max = 200): string {
   if (value === '') throw usageError(`${what} must not be empty`);

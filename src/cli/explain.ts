@@ -19,7 +19,7 @@ import { readConfig, renderInput } from './envoy';
 import { CliError, once, usageError } from './errors';
 import type { CliRun } from './io';
 
-/** How `explain` authenticates to the gRPC port, as Envoy does (issue 21): the secret, and Envoy's client certificate. */
+/** How `explain` authenticates to the gRPC port, as Envoy does (docs/security.md): the secret, and Envoy's client certificate. */
 export interface PortAuth {
   readonly secret?: string;
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly ca: Buffer; readonly serverName: string | null };

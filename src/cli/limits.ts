@@ -1,5 +1,5 @@
 /**
- * `modelgate keys limits ID` and `modelgate groups limits GROUP [--model M]` (issue 25): a key's,
+ * `modelgate keys limits ID` and `modelgate groups limits GROUP [--model M]` (docs/rate-limits.md): a key's,
  * a group's or a group model's rate limits in the PostgreSQL store (store/pg/limits.ts), shown,
  * set or removed one by one. A change fires the tables' triggers, so every replica's next Check
  * carries it.

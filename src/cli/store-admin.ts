@@ -119,7 +119,7 @@ const NETWORK_CODES = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'E
 /**
  * One line for stderr; never the key, never the store password. Names where the URL came from
  * (`--store`, MODELGATE_STORE, DATABASE_URL), so that a DATABASE_URL exported for another
- * application is recognised as such (issue 14).
+ * application is recognised as such (docs/security.md).
  */
 export function describeError(err: unknown, url: string, source = ''): string {
   const e = err as Error & { code?: string; errors?: Error[] };

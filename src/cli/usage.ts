@@ -1,5 +1,5 @@
 /**
- * `modelgate usage`: the usage ledger (issue 11), newest first, with totals: PostgreSQL's
+ * `modelgate usage`: the usage ledger (docs/metering.md), newest first, with totals: PostgreSQL's
  * modelgate.usage, or in file mode the meter's state file beside the config (what `npm start`
  * spent).
  */

@@ -1,5 +1,5 @@
 /**
- * What authenticates the gRPC port (issue 21), read at start by whoever needs it:
+ * What authenticates the gRPC port (docs/security.md), read at start by whoever needs it:
  * - the shared secret (grpc.secret), from the environment variable or the file the config names:
  *   `modelgate serve` checks every call against it, `modelgate envoy-config` / `up` render it into
  *   Envoy's grpc_service initial_metadata;

@@ -128,10 +128,10 @@ export interface Config {
   readonly postgres: Frozen<ConfigFile['postgres']>;
   /** modelgate's own listeners ("host:port"). */
   readonly server: Frozen<ConfigFile['server']>;
-  /** Metering (issue 11). */
+  /** Metering (docs/metering.md). */
   readonly meter: Frozen<ConfigFile['meter']>;
   readonly gateway: GatewaySettings;
-  /** Rate limits of model traffic: the engine and its failure mode (issue 25). */
+  /** Rate limits of model traffic: the engine and its failure mode (docs/rate-limits.md). */
   readonly rateLimits: RateLimitSettings;
   /** The console's API limits (schema.ts `console`). */
   readonly console: Frozen<ConfigFile['console']>;

@@ -181,7 +181,7 @@ const credential = mapping({
 const UPSTREAM_OF_STYLE_TEXT: Readonly<Record<string, string>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
 
 /**
- * The form before issue 21: one credential per protocol style, set on that style's requests under
+ * The form of earlier versions: one credential per protocol style, set on that style's requests under
  * the root and the alternate prefix alike, so the operator's provider keys reached the alt upstream.
  * It cannot be read as it was meant (the alt upstream would keep getting every provider's key), so
  * each entry is refused with the place it belongs now.
@@ -205,7 +205,7 @@ const legacyCredentials = z.unknown().superRefine((v, ctx) => {
 }, always);
 
 const upstream = mapping({
-  credentials: legacyCredentials.optional().meta({ deprecated: true, anyOf: [{ type: 'object', maxProperties: 0 }, { type: 'null' }] }).describe('Removed (issue 21): a credential is set per upstream, as gateway.upstreams.<name>.credential. An entry here is refused with the place it belongs now.'),
+  credentials: legacyCredentials.optional().meta({ deprecated: true, anyOf: [{ type: 'object', maxProperties: 0 }, { type: 'null' }] }).describe('Removed: a credential is set per upstream, as gateway.upstreams.<name>.credential. An entry here is refused with the place it belongs now.'),
 });
 
 const hostPort = (dflt: string, what: string) => orDefault(text(HOST_PORT, 'host:port, e.g. 127.0.0.1:9191'), dflt).describe(what);
@@ -305,7 +305,7 @@ const meter = mapping({
 /** The largest limit: the rate limit service's counters and limits are 32-bit. */
 export const MAX_LIMIT = 4_294_967_295;
 
-/** Rate limits (issue 25; docs/rate-limits.md): absent or null, none. */
+/** Rate limits (docs/rate-limits.md): absent or null, none. */
 const limitFields = {
   rpm: integer(1, MAX_LIMIT).nullish().describe('Requests per minute (a fixed window, counted across every replica by the rate limit engine); over it: 429 rate_limited.'),
   tpm: integer(1, MAX_LIMIT).nullish().describe('Tokens per minute: each response is charged its real token count when it ends; once the tokens used in the window reach it, 429 tokens_rate_limited until the window resets.'),
@@ -462,7 +462,7 @@ export const configFileSchema = mapping({
   log: orDefault(log, {}).describe('Decision log settings.'),
   cache: orDefault(cache, {}).describe('Store cache (takes effect at the next start).'),
   grpc: orDefault(grpc, {}).describe('gRPC listener settings (take effect at the next start).'),
-  upstream: orDefault(upstream, {}).meta({ deprecated: true }).describe('Removed (issue 21): upstream credentials are set per upstream, as gateway.upstreams.<name>.credential.'),
+  upstream: orDefault(upstream, {}).meta({ deprecated: true }).describe('Removed: upstream credentials are set per upstream, as gateway.upstreams.<name>.credential.'),
   store: text(STORE, '"file" or a postgres:// URL')
     .nullish()
     .describe('"file" (default: the groups and keys below) or a postgres:// URL; --store, MODELGATE_STORE and DATABASE_URL override it. Takes effect at the next start.'),

@@ -6,7 +6,7 @@
  * check/group-models.ts, the one function the model lists use too.
  *
  * A key whose group is unavailable still signs in: the console is where a person sees that the
- * group is marked unavailable (seed §2, §7 check 5). Only the presenting key's own group is ever
+ * group is marked unavailable (docs/spec.md §2, §7 check 5). Only the presenting key's own group is ever
  * read.
  */
 import { checkPastedKey } from '../check/extract-key';
@@ -82,7 +82,7 @@ export async function signIn(pasted: string, deps: AccessDeps, base: string): Pr
   if (!shape.ok) return fail(shape.reason, shape.hint);
   const key = shape.key;
   const config = deps.config();
-  // The decision a model list would get, with the key where the spec puts it (seed §4.2).
+  // The decision a model list would get, with the key where the spec puts it (docs/spec.md §4.2).
   const view: RequestView = { method: 'GET', path: '/v1/models', query: '', headers: { authorization: `Bearer ${key}` }, body: undefined, partialBody: false, requestId: '' };
   const d = await decideSafely(view, config, deps.lookups, deps.now(), deps.logger);
   if (!d.allowed && d.reason !== 'group_unavailable') return fail(d.reason, d.hint, d.keyId);

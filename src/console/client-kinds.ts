@@ -1,5 +1,5 @@
 /**
- * The spec's Base URL table (seed §4.1) as data: one row per client kind, with the Base URL it is
+ * The spec's Base URL table (docs/spec.md §4.1) as data: one row per client kind, with the Base URL it is
  * configured with, the path it appends itself, the protocol style it speaks and the key header it
  * sends. The console's "Set up a client" view, the doctor (page and `modelgate doctor`) and the
  * Base URL table of docs/clients.md all read this one table.
@@ -17,7 +17,7 @@ export interface ClientKind {
   readonly id: string;
   /** Short name for people. */
   readonly label: string;
-  /** The spec's own "Client kind" text (seed §4.1). */
+  /** The spec's own "Client kind" text (docs/spec.md §4.1). */
   readonly spec: string;
   /** The spec's note for the row. */
   readonly note: string;
@@ -30,7 +30,7 @@ export interface ClientKind {
   /** The model list the client asks for, appended to its Base URL. */
   readonly lists: string;
   readonly style: Protocol;
-  /** Messages-style rows say "no trailing /" (seed §4.1). */
+  /** Messages-style rows say "no trailing /" (docs/spec.md §4.1). */
   readonly noTrailingSlash: boolean;
 }
 

@@ -1,7 +1,7 @@
 /**
  * The doctor: given the Base URL and the client kind a person configured (and, if they have them,
  * the model, a failing request URL and the status it got), it applies the spec's rules in the
- * spec's order and names the first one that fails, with the one setting to change (seed §4.1 rule
+ * spec's order and names the first one that fails, with the one setting to change (docs/spec.md §4.1 rule
  * 4: "One setting is changed at a time"):
  *
  *   §4.1 rule 1  the Base URL holds the base address only
@@ -338,7 +338,7 @@ function decodeURIComponentSafe(s: string): string {
   }
 }
 
-/** The spec's own words for the prefix mistakes it names (seed §7 404 row, §4.1 table notes). */
+/** The spec's own words for the prefix mistakes it names (docs/spec.md §7 404 row, §4.1 table notes). */
 function prefixAdvice(kind: ClientKind, rest: string, alt: string, base: string): string {
   const tail = rest.slice(kind.alt && rest.startsWith(alt) ? alt.length : 0);
   if (kind.style === 'generative' && kind.suffix === '' && tail.endsWith('/v1beta')) return 'A command-line generative client must use the root address, not /v1beta.';

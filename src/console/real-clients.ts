@@ -1,5 +1,5 @@
 /**
- * The real clients of each row of the Base URL table (seed §4.1), configured as the console's
+ * The real clients of each row of the Base URL table (docs/spec.md §4.1), configured as the console's
  * snippets say, and the request lines each was seen to send through the gateway. docs/clients.md
  * holds this table as Markdown (test/console/real-clients.test.ts keeps the two equal), and the
  * end-to-end tests that run each client (test/e2e/agent-*.test.ts, test/e2e/python-clients.test.ts)

@@ -1,10 +1,10 @@
 /**
- * Copyable set-up snippets for each client kind (seed §4.1, §5): a curl for every kind, the client
+ * Copyable set-up snippets for each client kind (docs/spec.md §4.1, §5): a curl for every kind, the client
  * settings for kinds configured in a settings box, the OpenAI, Anthropic and Google SDKs in
  * TypeScript and Python, and the real clients of each kind as docs/clients.md lists them: Codex CLI
  * (config.toml provider block), Claude Code (environment), gemini-cli (the three environment
- * variables of seed §5.6 and the settings.json line that selects API-key auth), aider and llm. The
- * end-to-end tests run each agent with exactly this text (test/e2e/agent-*.test.ts). The key is always the placeholder `<API_KEY>` (seed §5.7: keys must not appear in
+ * variables of docs/spec.md §5.6 and the settings.json line that selects API-key auth), aider and llm. The
+ * end-to-end tests run each agent with exactly this text (test/e2e/agent-*.test.ts). The key is always the placeholder `<API_KEY>` (docs/spec.md §5.7: keys must not appear in
  * screenshots); the page swaps it in only when the user asks to reveal it.
  *
  * Every value put into code is quoted for its language (JSON string literals for TypeScript and
@@ -99,7 +99,7 @@ function google(s: ClientSetup, model: string): Snippet[] {
     },
     {
       id: 'google-ts', label: 'Google Gen AI SDK (TypeScript)', language: 'typescript',
-      // @google/genai 3.x defaults to API version v1; the generative protocol is under /v1beta (seed §9).
+      // @google/genai 3.x defaults to API version v1; the generative protocol is under /v1beta (docs/spec.md §9).
       code: [`import { GoogleGenAI } from '@google/genai';`, '', `const ai = new GoogleGenAI({ apiKey: ${q(API_KEY_PLACEHOLDER)}, httpOptions: { baseUrl: ${q(s.baseUrl)}, apiVersion: 'v1beta' } });`,
         `const reply = await ai.models.generateContent({ model: ${q(model)}, contents: 'hi' });`, 'console.log(reply.text);'].join('\n'),
     },

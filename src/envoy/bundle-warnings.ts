@@ -1,5 +1,5 @@
 /**
- * What a rendered bundle exposes that an operator should know at once (issue 21): printed by
+ * What a rendered bundle exposes that an operator should know at once (docs/security.md): printed by
  * `modelgate envoy-config` and `modelgate up` on stderr. Pure: settings in, sentences out.
  */
 import { isLoopback, type Config } from '../config/load';

@@ -1,5 +1,5 @@
 /**
- * How Envoy authenticates to modelgate's gRPC port (issue 21), for every gRPC call it makes there:
+ * How Envoy authenticates to modelgate's gRPC port (docs/security.md), for every gRPC call it makes there:
  * the ext_authz Check, the meter's streams, the rate limit filters' calls to the embedded engine
  * (RateLimitService/ShouldRateLimit) and the gRPC health check.
  * - The shared secret (grpc.secret): `authorization: Bearer <secret>` in each call's metadata

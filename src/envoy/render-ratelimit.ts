@@ -1,5 +1,5 @@
 /**
- * Envoy's global rate limiting in the rendered bundle (issue 25, docs/rate-limits.md): two HTTP
+ * Envoy's global rate limiting in the rendered bundle (docs/rate-limits.md): two HTTP
  * rate limit filters after ext_authz and the meter, each calling the rate limit service (the
  * embedded engine on modelgate's gRPC port, or envoyproxy/ratelimit) with the descriptors
  * modelgate's Check put in ext_authz's dynamic metadata (ratelimit/metadata.ts):
@@ -43,7 +43,7 @@ export const RATE_LIMIT_FILTER: Readonly<Record<LimitKind, string>> = {
 export type RateLimitRenderInput = Pick<Config, 'rateLimits'> & {
   /**
    * The secret of modelgate's gRPC port, read, when the filters call it (the embedded engine): each
-   * call carries it like ext_authz's and the meter's (render-grpc-auth.ts, issue 21).
+   * call carries it like ext_authz's and the meter's (render-grpc-auth.ts).
    */
   readonly grpcSecret?: string;
 };

@@ -1,8 +1,8 @@
 /**
- * The route table of the rendered Envoy bundle (seed §4.1, §4.2, §7): the spec's endpoints with
+ * The route table of the rendered Envoy bundle (docs/spec.md §4.1, §4.2, §7): the spec's endpoints with
  * ext_authz on (derived from check/endpoints.ts, the list the Check classifies by), then the paths
  * clients get wrong, answered by Envoy itself with a reason and a hint (check/reasons.ts) before
- * any key is looked at (seed §4.1 rule 4: a 404 is checked for the path first).
+ * any key is looked at (docs/spec.md §4.1 rule 4: a 404 is checked for the path first).
  *
  * Order matters (first match wins): (1) endpoints, and the console; (2) a known path with another method: 405;
  * (3) 404 path_repeated / prefix_wrong; (4) one model by id, after (3) so that "/v1/models/models"
@@ -209,7 +209,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const H = HINTS;
 
   const routes: Obj[] = [
-    // ---- (1) Endpoints (seed §4.2), ext_authz on. No overall timeout (streamed answers); idle gateway.upstreamIdleTimeoutSeconds.
+    // ---- (1) Endpoints (docs/spec.md §4.2), ext_authz on. No overall timeout (streamed answers); idle gateway.upstreamIdleTimeoutSeconds.
     ...upstream.map(at(false)),
     ...upstream.map(at(true)),
     // Model lists: answered by modelgate's HTTP listener after ext_authz checked the key.
@@ -232,11 +232,11 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     ...byModel.filter((e) => e.method === 'POST').map((e) => direct(`method_post_only_${e.name}`, re(`${A}${modelPathRegex(e)}`), 'method_not_allowed', H.method_not_allowed.endpoint, family(e), 'POST')),
     ...lists.map((e) => direct(`method_get_only_${e.name}`, re(`${A}${escapeRe(e.path)}`), 'method_not_allowed', H.method_not_allowed.modelList, family(e), 'GET')),
 
-    // ---- (3) 404 path_repeated and prefix_wrong: a Base URL wrong in a way we can name (seed §4.1 rules 1, 2, 4; §7).
+    // ---- (3) 404 path_repeated and prefix_wrong: a Base URL wrong in a way we can name (docs/spec.md §4.1 rules 1, 2, 4; §7).
     direct('repeated_v1beta', re(`${A}/v1beta/v1beta(?:/.*)?`), 'path_repeated', H.path_repeated.v1beta(alt), 'gemini'),
     direct('repeated_generative_models', re(`${A}/v1beta/models/(?:v1beta/)?models(?:/.*)?`), 'path_repeated', H.path_repeated.generativeModels, 'gemini'),
     // A generative call under /v1: a client that adds the API version itself, set to (or defaulting
-    // to) v1. @google/genai 3.x defaults to v1; the spec's generative protocol is /v1beta (seed §9).
+    // to) v1. @google/genai 3.x defaults to v1; the spec's generative protocol is /v1beta (docs/spec.md §9).
     ...generative.map((e) => direct(`wrong_version_${e.name}`, re(`${A}/v1/models/[^/]+:${oneOf(e.modelMethods!)}`), 'prefix_wrong', H.prefix_wrong.generativeUnderV1(alt), 'gemini')),
     // A generative :method anywhere but right after /v1beta/models/{model}: "/models/x:generateContent" = a Base URL without /v1beta.
     ...generative.map((e) => direct(`wrong_prefix_${e.name}`, re(`.*/models/[^/]+:${oneOf(e.modelMethods!)}`), 'prefix_wrong', H.prefix_wrong.generativeElsewhere, 'gemini')),
@@ -263,7 +263,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     ...models.map((e) => direct(`method_get_only_${e.name}`, re(`${A}${modelPathRegex(e)}`), 'method_not_allowed', H.method_not_allowed.model, family(e), 'GET')),
   ];
 
-  // ---- (5) 404 path_unknown, with the Base URL table of seed §4.1 in the message.
+  // ---- (5) 404 path_unknown, with the Base URL table of docs/spec.md §4.1 in the message.
   const table = H.path_unknown.table(alt);
   routes.push(
     direct('unknown_generative', re(`${A}/v1beta(?:/.*)?`), 'path_unknown', table, 'gemini'),

@@ -136,7 +136,7 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
       health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: healthCheckMetadata(secretOf(input)) }],
     }),
     ...(input.meter?.enabled ? [meterCluster(g.authz, g.authzTls)] : []),
-    // The rate limit service (issue 25): modelgate itself (embedded engine: its gRPC port, so the
+    // The rate limit service (docs/rate-limits.md): modelgate itself (embedded engine: its gRPC port, so the
     // port's mTLS too) or envoyproxy/ratelimit (plaintext; it knows nothing of modelgate's port).
     ...(input.rateLimits ? [cluster(CLUSTER.ratelimit, input.rateLimits.engine === 'embedded' ? g.authz : input.rateLimits.service, {
       ...(input.rateLimits.engine === 'embedded' ? authzTransportSocket(g.authzTls) : {}),

@@ -1,5 +1,5 @@
 /**
- * Reads the usage a response reports, as its bytes pass (issue 11, "Usage from the response"):
+ * Reads the usage a response reports, as its bytes pass (docs/metering.md, "What is read from each response"):
  *
  * | protocol | JSON answer | stream |
  * |---|---|---|

@@ -1,5 +1,5 @@
 /**
- * The concurrency cap at Check time (issue 25): an allowed protocol request of a key with an
+ * The concurrency cap at Check time (docs/rate-limits.md): an allowed protocol request of a key with an
  * `inFlight` limit takes a slot of the replica's in-flight table, or is refused 429
  * concurrency_limited when the key already holds them all. Run by the Check pipeline on allowed
  * decisions (check/pipeline.ts `admit`). Requests and tokens per minute and day are not decided

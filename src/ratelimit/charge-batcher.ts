@@ -1,5 +1,5 @@
 /**
- * Token charges to a remote engine, batched (issue 25): each response's charge names its key's
+ * Token charges to a remote engine, batched (docs/rate-limits.md): each response's charge names its key's
  * token windows, and many responses' charges fit one RateLimitRequest (each descriptor carries its
  * own hits, so the service adds each on its own). One call per `windowMs` (or per `maxDescriptors`)
  * instead of one per response: measured through Envoy, a gRPC call per charge cost modelgate about

@@ -1,5 +1,5 @@
 /**
- * Token charges (issue 25): after each metered response, the tokens it used (input, cached
+ * Token charges (docs/rate-limits.md): after each metered response, the tokens it used (input, cached
  * included, plus output, as the meter read them) are added to the key's token windows in the rate
  * limit engine, so that the token check of the key's next request (Envoy's tokens filter, which
  * adds nothing itself) sees them. One RateLimitRequest per response, one descriptor per token limit

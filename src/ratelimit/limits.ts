@@ -1,5 +1,5 @@
 /**
- * Rate limits (issue 25, docs/rate-limits.md): which limits apply to a request, and how they
+ * Rate limits (docs/rate-limits.md): which limits apply to a request, and how they
  * travel. One source for everything that must agree: the descriptors the Check puts in Envoy's
  * dynamic metadata, the route actions the Envoy bundle reads them with (envoy/render-ratelimit.ts),
  * the token charges after each response (charges.ts), and the hints and headers of a 429.

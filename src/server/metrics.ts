@@ -19,9 +19,9 @@ export interface Metrics {
   readonly reloads: Counter<'result'>;
   readonly storeReady: Gauge;
   readonly logDroppedBytes: Counter;
-  /** Token charges to the rate limit engine after responses (issue 25), by result (charged, failed). */
+  /** Token charges to the rate limit engine after responses (docs/rate-limits.md), by result (charged, failed). */
   readonly rateLimitCharges: Counter<'result'>;
-  /** The meter's counts (issue 11): by group and model, never by key (bounded cardinality). */
+  /** The meter's counts (docs/metering.md): by group and model, never by key (bounded cardinality). */
   readonly meter: MeterMetrics;
 }
 

@@ -78,7 +78,7 @@ export interface Service {
   readonly logger: Logger;
   readonly cache: StoreCache;
   readonly store: Store;
-  /** The meter (issue 11). */
+  /** The meter (docs/metering.md). */
   readonly meter: Meter;
   /** The rate limit engine modelgate charges tokens to (and, embedded, answers Envoy from). */
   readonly rateLimitEngine: RateLimitEngine;
@@ -150,7 +150,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
   const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases });
-  // Rate limits (issue 25): the in-flight cap here; requests and tokens per window in Envoy's
+  // Rate limits (docs/rate-limits.md): the in-flight cap here; requests and tokens per window in Envoy's
   // rate limit filters, counted by the engine (embedded: this process; global: envoyproxy/ratelimit).
   // The cap counts the meter's table (a request is in flight from its Check to its settlement), plus
   // the Checks between the cap and the meter's admission (a store round trip in strict mode), so
@@ -243,7 +243,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // avoided while others can answer, and with every one down Envoy's panic threshold uses them all.
   const ready = (): boolean => !draining && store.ready();
   // Readiness (/readyz) is "can answer Checks": a store outage is answered from the cache or with a
-  // prompt 503, so it must not take the replica out of a load balancer (issue 14 §3).
+  // prompt 503, so it must not take the replica out of a load balancer (docs/operations.md: health).
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
   const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, pipeline, { ...config.grpc, ...grpcAuth },

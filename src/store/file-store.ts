@@ -2,7 +2,7 @@
  * The embedded default store: groups and keys from the config file, held in memory. A reload
  * replaces the whole snapshot atomically and tells caches to drop everything.
  *
- * With metering (issue 11), a key's balance is its configured balance minus what it spent
+ * With metering (docs/metering.md), a key's balance is its configured balance minus what it spent
  * (file-meter.ts, kept in a state file beside the config); a debit replaces that key's record and
  * invalidates exactly its cache entry, so the next request sees the new balance.
  */

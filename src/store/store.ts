@@ -4,12 +4,12 @@
  * never reaches a store.
  */
 
-/** Protocol styles of the spec (seed §1, §4.2). */
+/** Protocol styles of the spec (docs/spec.md §1, §4.2). */
 export const PROTOCOLS = ['chat', 'responses', 'embeddings', 'messages', 'generative'] as const;
 export type Protocol = (typeof PROTOCOLS)[number];
 
 /**
- * Rate limits (issue 25), each `null` or absent when there is none: requests and tokens per minute
+ * Rate limits (docs/rate-limits.md), each `null` or absent when there is none: requests and tokens per minute
  * and per day (fixed windows, counted by the rate limit engine across replicas), and requests in
  * flight (per replica, released when the response ends).
  */
@@ -25,7 +25,7 @@ export interface Limits {
 export const LIMIT_NAMES = ['rpm', 'tpm', 'rpd', 'tpd', 'inFlight'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
-/** A model's price per million tokens, in the balance's unit (issue 11). */
+/** A model's price per million tokens, in the balance's unit (docs/metering.md). */
 export interface ModelPrice {
   readonly input: number;
   readonly output: number;
@@ -51,7 +51,7 @@ export interface GroupRecord {
   readonly name: string;
   /** false: every key of the group gets 403 group_unavailable. */
   readonly available: boolean;
-  /** By exact name (case and spaces matter, seed §2). */
+  /** By exact name (case and spaces matter, docs/spec.md §2). */
   readonly models: ReadonlyMap<string, ModelRecord>;
   /** The default limits of each of its keys (each key counted on its own). */
   readonly limits?: Limits | null;
@@ -88,7 +88,7 @@ export interface Store {
   /** true once the store has loaded and can answer. */
   ready(): boolean;
   close(): Promise<void>;
-  /** Balances that move (issue 11): debits, reservations and the usage ledger. */
+  /** Balances that move (docs/metering.md): debits, reservations and the usage ledger. */
   readonly meter?: MeterStore;
 }
 

@@ -1,5 +1,5 @@
 /**
- * Issue 14: a balance is usable only when it is a finite number > 0. PostgreSQL's numeric accepts
+ * A balance is usable only when it is a finite number > 0. PostgreSQL's numeric accepts
  * 'NaN' (which compares false with everything in JavaScript, so `balance <= 0` let it through for
  * ever); whatever a store returns, anything but a finite positive number is balance_insufficient.
  */

@@ -1,5 +1,5 @@
 /**
- * Hints that send a person to the console name its address (seed §2, §7 check 5): the configured
+ * Hints that send a person to the console name its address (docs/spec.md §2, §7 check 5): the configured
  * `gateway.publicBaseUrl` + `/console/`, else `{base_url}/console/`; computed once per config.
  */
 import { readFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * extractKey / findKeyInUrl / keyHeaders over a table of what clients really send (seed §5: the
+ * extractKey / findKeyInUrl / keyHeaders over a table of what clients really send (docs/spec.md §5: the
  * key whole, in the header of its route, never in the URL). Every denial is also checked for the
  * one thing a hint must never do: contain the key, or any 12-character piece of it.
  */

@@ -1,5 +1,5 @@
 /**
- * modelNotInGroupHint follows the spec's model-not-found checks (seed §7): extra spaces, case,
+ * modelNotInGroupHint follows the spec's model-not-found checks (docs/spec.md §7): extra spaces, case,
  * typos, then the group and the list endpoint. Suggestions come only from the key's own group, and
  * whatever the client sent comes back printable, bounded and with any key redacted.
  */

@@ -1,7 +1,7 @@
 /**
- * classify: every endpoint of seed §4.2 (and the extensions the service knows) under the root, the
+ * classify: every endpoint of docs/spec.md §4.2 (and the extensions the service knows) under the root, the
  * alternate prefix `/alt` and a custom one, with their protocol style, error-body family and key
- * headers (seed §5.2, §5.3); wrong methods; percent-encoded models; paths no endpoint has.
+ * headers (docs/spec.md §5.2, §5.3); wrong methods; percent-encoded models; paths no endpoint has.
  */
 import { describe, expect, test } from 'vitest';
 import { GENERATIVE_METHODS } from '../../src/check/endpoints';
@@ -33,7 +33,7 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'POST', path: '/v1/embeddings', route: { kind: 'protocol', style: 'embeddings', family: 'openai' } },
   { method: 'POST', path: '/v1/messages', route: { kind: 'protocol', style: 'messages', family: 'anthropic' } },
   { method: 'POST', path: '/v1/messages/count_tokens', route: { kind: 'protocol', style: 'messages', family: 'anthropic' } },
-  // The coding agents' paths: their Base URL is {base_url} itself (seed §4.1 row 1; Codex CLI sends POST /responses).
+  // The coding agents' paths: their Base URL is {base_url} itself (docs/spec.md §4.1 row 1; Codex CLI sends POST /responses).
   { method: 'POST', path: '/responses', route: { kind: 'protocol', style: 'responses', family: 'openai' } },
   { method: 'POST', path: '/chat/completions', route: { kind: 'protocol', style: 'chat', family: 'openai' } },
   ...[...GENERATIVE_METHODS].map((m): Endpoint => ({ method: 'POST', path: `/v1beta/models/gemini-2.5-flash:${m}`, v1beta: true, route: { kind: 'protocol', style: 'generative', family: 'gemini', model: 'gemini-2.5-flash' } })),

@@ -234,7 +234,7 @@ describe('writeCheckResponse for allows', () => {
     chat: ['authorization', 'Bearer up-openai'], messages: ['x-api-key', 'up-anthropic'], generative: ['x-goog-api-key', 'up-gemini'],
   } as const;
 
-  // Issue 21: the credential was chosen by protocol style, so /alt/v1/chat/completions carried the
+  // Once the credential was chosen by protocol style, so /alt/v1/chat/completions carried the
   // operator's OpenAI key to the alt upstream.
   test.each(ROUTES_BY_UPSTREAM)('sets on POST %s only the credential of its upstream (%s), and removes every other key header', (path, upstream) => {
     const res = write(allow(classify('POST', path, '/alt', false), { model: 'm', modelKnown: true }), WITH_CREDENTIALS);

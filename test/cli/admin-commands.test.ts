@@ -273,7 +273,7 @@ describe('with PostgreSQL', () => {
     expect(viaFlag.code).toBe(1);
     expect(viaFlag.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/modelgate:\*\*\*@127\.0\.0\.1:1\/modelgate \(from --store\): .*ECONNREFUSED.*\n$/);
     expect(viaFlag.stderr).not.toContain('hunter2');
-    // A password in the query (libpq's ?password=, ?sslpassword=) is hidden too (issue 21).
+    // A password in the query (libpq's ?password=, ?sslpassword=) is hidden too (docs/security.md).
     const inQuery = await run(['keys', 'list', '--store', 'postgres://modelgate@127.0.0.1:1/modelgate?sslmode=disable&password=hunter2&sslpassword=hunter3']);
     expect(inQuery.code).toBe(1);
     expect(inQuery.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/modelgate@127\.0\.0\.1:1\/modelgate\?sslmode=disable&password=\*\*\*&sslpassword=\*\*\* \(from --store\): /);

@@ -1,5 +1,5 @@
 /**
- * Issue 21 at the command line: `envoy-config` writes the bundle 0600 (it can hold the gRPC
+ * Trust boundaries at the command line (docs/security.md): `envoy-config` writes the bundle 0600 (it can hold the gRPC
  * secret), renders the secret it reads from the real environment, and warns about an Envoy admin
  * address or a gRPC port beyond loopback; `up`'s banner takes its figures from the config;
  * `explain` authenticates as Envoy does with --config.

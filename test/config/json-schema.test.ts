@@ -53,7 +53,7 @@ describe('the published schema, as an editor applies it', () => {
     ['a log level that does not exist', 'log: { level: loud }\n', '/log/level', /allowed values/],
     ['a group name with a space', 'groups:\n  "my group": { models: [m] }\n', '/groups', /property name/],
     ['a store that is not a URL', 'store: mysql://db\n', '/store', /pattern/],
-    ['a per-style credential (removed in issue 21)', 'upstream:\n  credentials:\n    chat: { header: authorization, env: UP }\n', '/upstream/credentials', /must NOT have more than 0 properties/],
+    ['a per-style credential (removed)', 'upstream:\n  credentials:\n    chat: { header: authorization, env: UP }\n', '/upstream/credentials', /must NOT have more than 0 properties/],
   ])('rejects %s, naming where', (_name, yaml, path, message) => {
     const errors = errorsOf(yaml);
     expect(errors.some((e) => e.startsWith(`${path} `) && message.test(e)), errors.join('\n')).toBe(true);

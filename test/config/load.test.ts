@@ -153,7 +153,7 @@ describe('parseConfig upstream credentials', () => {
     expect(problemsOf(text, { UP_OPENAI: '', UP_ANTHROPIC: 'x' })).toEqual(['gateway.upstreams.chat.credential.env: environment variable UP_OPENAI is not set or empty']);
   });
 
-  test('refuses the per-style form of before issue 21, each entry with where it belongs now, all at once', () => {
+  test('refuses the per-style form of of earlier versions, each entry with where it belongs now, all at once', () => {
     const old = [
       'upstream:',
       '  credentials:',
@@ -318,7 +318,7 @@ describe('prices and the meter', () => {
     expect(() => parseConfig(model('{ input: 1 }'))).toThrow(/price\.output/);
   });
 
-  test('refuses a NaN or infinite key balance (issue 14: any number read from any store)', () => {
+  test('refuses a NaN or infinite key balance (any number read from any store)', () => {
     const key = (balance: string) => `groups:\n  g:\n    models: [m]\nkeys:\n  - id: k\n    sha256: ${'a'.repeat(64)}\n    group: g\n    balance: ${balance}\n`;
     expect(() => parseConfig(key('.nan'))).toThrow(/keys\[0\]\.balance: must be a number/);
     expect(() => parseConfig(key('.inf'))).toThrow(/keys\[0\]\.balance: must be a number/);

@@ -1,5 +1,5 @@
 /**
- * The Base URL table (seed §4.1) as data, checked against the spec's text and against both route
+ * The Base URL table (docs/spec.md §4.1) as data, checked against the spec's text and against both route
  * tables: for every client kind, Base URL + the path the client appends is an endpoint of the
  * kind's protocol style for the service (src/check/routes.ts) and is routed by Envoy's table
  * (src/envoy/render-routes.ts, read by src/console/gateway-answer.ts) to the right cluster.
@@ -17,7 +17,7 @@ const ROOT = join(__dirname, '..', '..');
 const CONFIG = parseConfig(readFileSync(join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'));
 const BASE = 'https://llm.example.com';
 
-/** The spec's table rows (seed §4.1, copied word for word): [client kind, Base URL]. */
+/** The spec's table rows (docs/spec.md §4.1, copied word for word): [client kind, Base URL]. */
 const SPEC_ROWS: Array<[string, string]> = [
   ['Coding-agent clients of the chat/responses kind', '{base_url}'],
   ['Generic chat-completion-compatible clients (chat apps, editors, assistants)', '{base_url}/v1'],
@@ -62,7 +62,7 @@ describe.each(CLIENT_KINDS.map((k) => [k.id, k] as const))('%s', (_id, kind) => 
     expect(gatewayAnswer('GET', list, CONFIG.routes.altPrefix).cluster).toBe('modelgate_http');
   });
 
-  test('its header is the one the spec names (seed §5.2, §5.3)', () => {
+  test('its header is the one the spec names (docs/spec.md §5.2, §5.3)', () => {
     expect(s.header).toBe(kind.style === 'generative' && !kind.alt ? 'x-vendor-api-key: <API_KEY>' : 'Authorization: Bearer <API_KEY>');
   });
 
@@ -102,7 +102,7 @@ test('the gateway\'s answers follow Envoy\'s path normalisation and first-match 
   expect(normalizedPath('/v1/./models')).toBe('/v1/models');
   expect(gatewayAnswer('POST', '/v1/v1/responses', '/alt')).toMatchObject({ status: 404, reason: 'path_repeated', route: 'repeated_v1' });
   expect(gatewayAnswer('POST', '/embeddings', '/alt')).toMatchObject({ status: 404, reason: 'prefix_wrong' });
-  // A coding agent's own path at the root address (seed §4.1 row 1): the endpoint, checked.
+  // A coding agent's own path at the root address (docs/spec.md §4.1 row 1): the endpoint, checked.
   expect(gatewayAnswer('POST', '/chat/completions', '/alt')).toMatchObject({ route: 'agent_chat_completions', cluster: 'upstream_chat' });
   expect(gatewayAnswer('GET', '/responses', '/alt')).toMatchObject({ status: 405, reason: 'method_not_allowed' });
   expect(gatewayAnswer('GET', '/v1/chat/completions', '/alt')).toMatchObject({ status: 405, reason: 'method_not_allowed' });

@@ -1,5 +1,5 @@
 /**
- * The doctor (src/console/doctor.ts), table-driven: every rule of the spec it applies (seed §4.1
+ * The doctor (src/console/doctor.ts), table-driven: every rule of the spec it applies (docs/spec.md §4.1
  * rules 1, 2, 4; §5 rule 4; §7's 401/403/404 rows and the five model-not-found checks) fails for
  * the setting it is about, names the one setting to change, and stops the later rules (one setting
  * at a time). Each row is what a person would type into the page or `modelgate doctor`.

@@ -1,7 +1,7 @@
 /**
  * Claude Code (the real npm package, pinned by scripts/clients/; its native binary run directly)
  * through the real Envoy, configured exactly as the console's "set up a client" renders it for the
- * messages-style row of the Base URL table (seed §4.1: `{base_url}`, and `{base_url}/alt`):
+ * messages-style row of the Base URL table (docs/spec.md §4.1: `{base_url}`, and `{base_url}/alt`):
  * `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` and `ANTHROPIC_MODEL`. `claude -p` runs
  * non-interactively, in a fresh home, under a timeout. It sends `POST /v1/messages?beta=true`
  * with the key in x-api-key.

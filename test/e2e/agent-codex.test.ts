@@ -1,7 +1,7 @@
 /**
  * Codex CLI (the real npm package, pinned by scripts/clients/) through the real Envoy, configured
  * exactly as the console's "set up a client" renders it for the coding-agent row of the Base URL
- * table (seed §4.1: `{base_url}`, no /v1 suffix): a config.toml provider block with
+ * table (docs/spec.md §4.1: `{base_url}`, no /v1 suffix): a config.toml provider block with
  * `base_url = "{base_url}"` and `wire_api = "responses"`, the key in the variable it names. It
  * sends `POST /responses`, which the gateway serves as /v1/responses. `codex exec` runs
  * non-interactively, in a fresh home, under a timeout.

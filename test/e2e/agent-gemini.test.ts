@@ -1,7 +1,7 @@
 /**
  * gemini-cli (the real npm package, pinned by scripts/clients/) through the real Envoy, configured
  * exactly as the console's "set up a client" renders it for the command-line generative row of the
- * Base URL table (seed §4.1: `{base_url}`, and `{base_url}/alt`; §5.6: the key, the root address
+ * Base URL table (docs/spec.md §4.1: `{base_url}`, and `{base_url}/alt`; §5.6: the key, the root address
  * and the default model as three environment variables), plus the settings.json line the console
  * gives that selects API-key sign-in (without it gemini-cli exits 41, "Invalid auth method
  * selected", before any request). The folder is trusted through GEMINI_CLI_TRUST_WORKSPACE, as the

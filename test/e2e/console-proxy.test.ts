@@ -1,5 +1,5 @@
 /**
- * Issue 21, finding 3: the console's per-address limit behind a load balancer, through the real
+ * The console's per-address limit behind a load balancer, through the real
  * Envoy. A stand-in load balancer (an HTTP proxy that appends the client's address to
  * x-forwarded-for, as cloud load balancers do) sits in front of Envoy; two clients reach it from two
  * loopback addresses (127.0.0.2, 127.0.0.3). With `gateway.trustedProxyHops: 1` Envoy takes the
@@ -50,7 +50,7 @@ const burst = async (balancer: string, from: string, n: number, headers?: Record
   return out;
 };
 
-describeE2E('the console behind a load balancer (issue 21)', () => {
+describeE2E('the console behind a load balancer (docs/security.md)', () => {
   let trusted: Gateway;
   let untrusted: Gateway;
   let lbTrusted: Awaited<ReturnType<typeof startBalancer>>;

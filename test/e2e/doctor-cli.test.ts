@@ -1,7 +1,7 @@
 /**
  * `modelgate doctor` against the real gateway (Envoy on the rendered bundle, modelgate, the demo
  * upstream): it finds the console from the Base URL, signs the key in there, names the failing rule
- * with the one setting to change, and sends one short request where the client would (seed §4.1
+ * with the one setting to change, and sends one short request where the client would (docs/spec.md §4.1
  * rule 3), whose real answer agrees with the doctor. The key comes from MODELGATE_API_KEY only and
  * is never printed.
  */

@@ -1,5 +1,5 @@
 /**
- * Fault drills under load, through the real Envoy (issue 14 §2; engine in test/support/drill.ts).
+ * Fault drills under load, through the real Envoy (docs/security.md, "Fault drills"; engine in test/support/drill.ts).
  * In `npm test` each drill runs in a short version (seconds); `npm run drill` (scripts/drill.js,
  * DRILL_FULL=1) runs the full ones (5 s freeze, 30 s PostgreSQL outage, 1,000,000 random keys) and
  * prints docs/security.md's table. Each drill starts its own gateway: Envoy on the rendered bundle, the

@@ -19,7 +19,7 @@ import { credentialEnv, credentialValue, withUpstreamCredentials } from '../supp
 const BOB = DEMO_KEYS.bob; // group pro, unlimited
 
 /**
- * Upstream credentials per upstream (issue 21): the chat upstream (chat, responses, embeddings), the
+ * Upstream credentials per upstream (docs/security.md): the chat upstream (chat, responses, embeddings), the
  * messages and the generative ones have one; the alt upstream has none, so nothing of them reaches it.
  */
 const CREDS = {
@@ -74,7 +74,7 @@ function cases(prefix: '' | '/alt'): Case[] {
     { name: 'chat completions', path: `${prefix}/v1/chat/completions`, key: bearer, body: chatBody('gpt-4o'), family: fam('chat'), model: 'gpt-4o', credential: openai },
     { name: 'chat completions, key in x-api-key', path: `${prefix}/v1/chat/completions`, key: ['x-api-key', BOB], body: chatBody('gpt-4o-mini'), family: fam('chat'), model: 'gpt-4o-mini', credential: openai },
     { name: 'responses', path: `${prefix}/v1/responses`, key: bearer, body: responsesBody('o3'), family: fam('chat'), model: 'o3', credential: openai },
-    // The coding agents' paths (Base URL {base_url}, seed §4.1 row 1): upstream as the provider's own /v1/... path.
+    // The coding agents' paths (Base URL {base_url}, docs/spec.md §4.1 row 1): upstream as the provider's own /v1/... path.
     { name: "a coding agent's responses (Codex CLI's POST /responses)", path: `${prefix}/responses`, key: bearer, body: responsesBody('gpt-6.1-sol'), family: fam('chat'), model: 'gpt-6.1-sol', credential: openai, upstreamPath: `${prefix}/v1/responses` },
     { name: "a coding agent's chat completions", path: `${prefix}/chat/completions`, key: bearer, body: chatBody('gpt-4o'), family: fam('chat'), model: 'gpt-4o', credential: openai, upstreamPath: `${prefix}/v1/chat/completions` },
     { name: 'embeddings', path: `${prefix}/v1/embeddings`, key: bearer, body: embeddingsBody('text-embedding-3-large'), family: fam('chat'), model: 'text-embedding-3-large', credential: openai },
@@ -145,11 +145,11 @@ describeE2E('allowed requests, as the provider receives them through a real Envo
       else expect(r.headers[h], h).toBeUndefined();
     }
     expect(JSON.stringify(r.rawHeaders) + r.url).not.toContain(BOB);
-    // No other upstream's credential, anywhere in the request (issue 21).
+    // No other upstream's credential, anywhere in the request (docs/security.md).
     for (const [family, cred] of Object.entries(CREDS)) {
       if (family !== c.family) expect(JSON.stringify(r.rawHeaders) + r.url, `${family}'s credential at upstream_${c.family}`).not.toContain(cred.secret);
     }
-    // modelgate's own credential header never leaves (issue 21).
+    // modelgate's own credential header never leaves (docs/security.md).
     expect(r.headers['x-modelgate-console-key']).toBeUndefined();
     // Everything else the client sent goes on.
     expect(r.headers['x-trace']).toBe('kept');

@@ -30,9 +30,9 @@ const JSON_TYPE = ['content-type', 'application/json'] as const;
 
 /**
  * Every kind of counter-example the fuzzer found, shrunk, one row each (with what was wrong). The
- * first twelve are what it found in the code before issue 14 (32,000 cases, seeds 14-21: 818
+ * first twelve are what it found in the code before the fuzzer existed (32,000 cases, seeds 14-21: 818
  * failing rounds of these twelve kinds); the others it found during the work, and the last three
- * are issue 21's findings in the oracle's words. Each is fixed in the bundle or the service; they
+ * are the trust review's findings (docs/security.md) in the oracle's words. Each is fixed in the bundle or the service; they
  * run first, every time.
  */
 const FOUND: FuzzCase[] = [
@@ -67,7 +67,7 @@ const FOUND: FuzzCase[] = [
   // a server that decodes before routing reads "/v1beta/models/tuned/gemini:streamGenerateContent", not model "tuned/gemini"
   // (found with Envoy's default path_with_escaped_slashes_action, KEEP_UNCHANGED; the bundle refuses it: 400 request_invalid)
   ESCAPED_SLASH,
-  // Issue 21: its findings 1 and 4 in the oracle's words (the oracle learned them then; the last describe shows it sees them):
+  // The trust review: its findings 1 and 4 in the oracle's words (the oracle learned them then; the last describe shows it sees them):
   // the chat upstream's credential reached the alt upstream in the header authorization (credentials chosen by protocol style)
   { http2: false, method: 'POST', path: '/alt/v1/chat/completions', headers: [AUTH_ALICE, JSON_TYPE], body: CHAT },
   // the messages upstream's credential reached the alt upstream in the header x-api-key
@@ -90,7 +90,7 @@ describeE2E('the invariant, through the real Envoy', () => {
     for (const c of FOUND) expect(violations(c, await f.run(c), f.world), JSON.stringify(c)).toEqual([]);
   });
 
-  it("forwards issue 21's rows (each is an allowed request, so the oracle checks what the upstream got)", async () => {
+  it("forwards the trust review's rows (each is an allowed request, so the oracle checks what the upstream got)", async () => {
     for (const c of FOUND.slice(-3)) expect((await f.run(c)).upstream, JSON.stringify(c)).toHaveLength(1);
   });
 
@@ -124,7 +124,7 @@ describeE2E("Envoy's default for escaped slashes would break the invariant (the 
   });
 });
 
-describeE2E('a gateway that behaved as before issue 21 would break the invariant (the oracle sees it)', () => {
+describeE2E('a gateway that behaved as of earlier versions would break the invariant (the oracle sees it)', () => {
   let before: FuzzGateway;
   beforeAll(async () => {
     before = await startFuzzGateway((b) => {

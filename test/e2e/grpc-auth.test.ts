@@ -1,5 +1,5 @@
 /**
- * Issue 21, finding 2, through the real Envoy: an authenticated gRPC port. The finding: a grpc-js
+ * Through the real Envoy: an authenticated gRPC port. The finding: a grpc-js
  * client sent one forged meter stream (x-modelgate-key-id: k5, usage 100k/100k) and the
  * key was debited with no key at all; anything reaching the port could run Checks without limit.
  * - grpc.secret: Envoy presents the secret with every call (the rendered initial_metadata of

@@ -1,5 +1,5 @@
 /**
- * Balances that move on PostgreSQL (issue 11), through real Envoys: every protocol debits exactly
+ * Balances that move on PostgreSQL (docs/metering.md), through real Envoys: every protocol debits exactly
  * tokens x price; 100 concurrent requests of one key debit exactly 100 times; strict mode lets at
  * most 10 of 100 concurrent requests through when the balance covers 10; a key driven to zero is
  * denied on two replicas (two Envoys, two modelgates, one database) within a second.

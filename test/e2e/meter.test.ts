@@ -1,5 +1,5 @@
 /**
- * Balances that move (issue 11), through a real Envoy, modelgate and the demo upstream, on the
+ * Balances that move (docs/metering.md), through a real Envoy, modelgate and the demo upstream, on the
  * file store (the demo): every protocol's answer and stream debits exactly tokens x price; a key
  * driven to zero is denied; a chat stream without usage, or cut short, is debited an estimate; the
  * state file keeps what was spent. (Every money attack: money.test.ts.) (PostgreSQL, concurrency, strict mode and replicas: meter-pg.test.ts.)

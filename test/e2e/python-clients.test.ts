@@ -1,6 +1,6 @@
 /**
  * The Python SDKs from PyPI (openai, anthropic, google-genai, pinned by scripts/clients/ in the venv
- * scripts/ensure-clients makes) for every row of the Base URL table (seed §4.1), root and /alt,
+ * scripts/ensure-clients makes) for every row of the Base URL table (docs/spec.md §4.1), root and /alt,
  * configured exactly as the row says, through the real Envoy; and the command-line chat clients
  * aider (litellm inside) and llm, set up with the console's own snippets. Each SDK runs in one
  * Python process that makes every call of every row and prints the outcomes as JSON; what the

@@ -1,5 +1,5 @@
 /**
- * Rate limits with the embedded engine (issue 25), through the real Envoy: no Redis, no
+ * Rate limits with the embedded engine (docs/rate-limits.md), through the real Envoy: no Redis, no
  * envoyproxy/ratelimit, modelgate answers Envoy's rate limit filters itself (what `npm start` runs).
  * Requests per minute exactly, tokens charged after each response and checked before the next,
  * requests in flight, each protocol's 429 shape and headers.

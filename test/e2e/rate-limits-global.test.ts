@@ -1,5 +1,5 @@
 /**
- * Rate limits that hold across replicas (issue 25), with the global engine: two Envoys and two
+ * Rate limits that hold across replicas (docs/rate-limits.md), with the global engine: two Envoys and two
  * modelgate replicas sharing one Redis (through one envoyproxy/ratelimit) and one PostgreSQL.
  * A key limited to N requests per minute gets exactly N across both; token limits stop a key after
  * the tokens it used; a limit changed in the store applies to the next request; each protocol's 429.

@@ -1,5 +1,5 @@
 /**
- * Each stock SDK, unchanged, meets a 429 of a rate limit (issue 25) through the real Envoy: it
+ * Each stock SDK, unchanged, meets a 429 of a rate limit (docs/rate-limits.md) through the real Envoy: it
  * waits (openai and @anthropic-ai/sdk as retry-after says; @google/genai with its retry options
  * on, by its own backoff: it does not read retry-after) and then succeeds, once the key's minute
  * window has reset. One key per SDK, limited to 1 request per minute, used up first; the three

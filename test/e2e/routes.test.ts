@@ -1,5 +1,5 @@
 /**
- * Where the rendered bundle sends each request line of the spec (seed §4.1 Base URL table, §4.2
+ * Where the rendered bundle sends each request line of the spec (docs/spec.md §4.1 Base URL table, §4.2
  * endpoint list, §4.1 rule 4 and §7 404 hints), asked of a real Envoy: each line is what a client
  * produces from a Base URL plus its path. Endpoint lines are sent without a key, so the check must
  * run (Envoy's access log names the route and cluster; modelgate answers key_missing, which also

@@ -1,6 +1,6 @@
 /**
  * The stock `@anthropic-ai/sdk`, unchanged, through the real Envoy, configured exactly as the spec's
- * Base URL table says (seed §4.1): `baseURL: {base_url}` (messages-style clients request
+ * Base URL table says (docs/spec.md §4.1): `baseURL: {base_url}` (messages-style clients request
  * /v1/messages themselves) and `{base_url}/alt` on the alternate route, the key as `apiKey`.
  * messages (plain and streamed), count_tokens and the model list work; every denial surfaces as the
  * SDK's own error class with our hint.
@@ -31,7 +31,7 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
     await gw?.close();
   });
 
-  /** The client exactly as a user configures it (seed §4.1: messages-style clients → {base_url}). */
+  /** The client exactly as a user configures it (docs/spec.md §4.1: messages-style clients → {base_url}). */
   const client = (prefix: '' | '/alt', apiKey = alice, baseSuffix = ''): Anthropic => new Anthropic({ apiKey, baseURL: `${gw.baseUrl}${prefix}${baseSuffix}` });
   const ask = { model: 'claude-3-5-haiku-latest', max_tokens: 64, messages: [{ role: 'user' as const, content: 'hi' }] };
 

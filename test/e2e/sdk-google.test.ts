@@ -1,6 +1,6 @@
 /**
  * The stock `@google/genai` SDK, unchanged, through the real Envoy, configured as the spec's Base URL
- * table says for a client that appends the version part itself (seed §4.1: the command-line
+ * table says for a client that appends the version part itself (docs/spec.md §4.1: the command-line
  * generative client → {base_url}; alternate route → {base_url}/alt): `httpOptions.baseUrl` is the
  * root address, the key is `apiKey`. generateContent, generateContentStream, countTokens,
  * embedContent and the model list work; every denial surfaces as the SDK's `ApiError` with its
@@ -11,7 +11,7 @@
  * embedContent), GET {baseUrl}/{apiVersion}/models, the key in `x-goog-api-key`, never `?key=`.
  *
  * The API version: this SDK (3.x) defaults to `v1`, but the spec's generative protocol is `/v1beta`
- * (seed §4.2, §9). The gateway keeps the spec: a client must be set to v1beta (`apiVersion:
+ * (docs/spec.md §4.2, §9). The gateway keeps the spec: a client must be set to v1beta (`apiVersion:
  * 'v1beta'`, or GOOGLE_GENAI_API_VERSION=beta), exactly as it must be given the Base URL; left at
  * its default, the SDK gets 404 prefix_wrong with a hint that says so (tested below).
  * Its error message is the JSON body, so the hint appears JSON-escaped inside it.

@@ -1,6 +1,6 @@
 /**
  * The stock `openai` SDK, unchanged, through the real Envoy, configured exactly as the spec's Base
- * URL table says (seed §4.1): `baseURL: {base_url}/v1` (and `{base_url}/alt/v1` on the alternate
+ * URL table says (docs/spec.md §4.1): `baseURL: {base_url}/v1` (and `{base_url}/alt/v1` on the alternate
  * route), the key as `apiKey`. Chat completions (plain and streamed), responses, embeddings and the
  * model list work; every denial surfaces as the SDK's own error class with our hint in its message.
  *
@@ -28,7 +28,7 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
     await gw?.close();
   });
 
-  /** The client exactly as a user configures it (seed §4.1: chat-completion SDK → {base_url}/v1). */
+  /** The client exactly as a user configures it (docs/spec.md §4.1: chat-completion SDK → {base_url}/v1). */
   const client = (prefix: '' | '/alt', apiKey = alice, baseSuffix = '/v1'): OpenAI => new OpenAI({ apiKey, baseURL: `${gw.baseUrl}${prefix}${baseSuffix}` });
 
   /** The family and path the upstream received for the SDK's last request. */

@@ -1,5 +1,5 @@
 /**
- * Issue 21, finding 1: operator credentials belong to an upstream, not to a protocol style. With a
+ * Operator credentials belong to an upstream, not to a protocol style. With a
  * credential on every upstream (the alt upstream's in the same header as the chat upstream's, with
  * another value), every upstream route of the spec, under the root and the alternate prefix, over
  * HTTP/1.1 and h2c, goes through the real Envoy to its own recording server, which receives exactly
@@ -30,7 +30,7 @@ const EMBEDDINGS = '{"model":"text-embedding-3-large","input":"hi"}';
 const MESSAGES = '{"model":"claude-sonnet-4-5","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}';
 const GENERATIVE = '{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}';
 
-/** Every upstream route of the spec (seed §4.2, §1 for /alt): path, body, the upstream it goes to. */
+/** Every upstream route of the spec (docs/spec.md §4.2, §1 for /alt): path, body, the upstream it goes to. */
 function routes(prefix: '' | '/alt'): Array<{ path: string; body: string; family: UpstreamFamily; key: [string, string]; headers: Array<[string, string]> }> {
   const to = (f: UpstreamFamily): UpstreamFamily => (prefix ? 'alt' : f);
   const bearer: [string, string] = ['authorization', `Bearer ${BOB}`];
@@ -48,7 +48,7 @@ function routes(prefix: '' | '/alt'): Array<{ path: string; body: string; family
   ];
 }
 
-describeE2E('operator credentials reach only their own upstream, through a real Envoy (issue 21)', () => {
+describeE2E('operator credentials reach only their own upstream, through a real Envoy (docs/security.md)', () => {
   let gw: Gateway;
   let seq = 0;
   beforeAll(async () => {

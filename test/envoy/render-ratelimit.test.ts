@@ -1,4 +1,4 @@
-/** The rate limit parts of the rendered bundle (issue 25; src/envoy/render-ratelimit.ts). */
+/** The rate limit parts of the rendered bundle (docs/rate-limits.md; src/envoy/render-ratelimit.ts). */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';

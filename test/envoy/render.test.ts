@@ -329,7 +329,7 @@ describe('the settings modelgate relies on', () => {
     }
   });
 
-  it('keeps the header of a configured upstream credential on the routes to its upstream only (issue 21)', () => {
+  it('keeps the header of a configured upstream credential on the routes to its upstream only (docs/security.md)', () => {
     const config = demoWith((y) => y.replace(/\n    messages: http:\/\/127\.0\.0\.1:9300\n    generative: http:\/\/127\.0\.0\.1:9300\n    alt: http:\/\/127\.0\.0\.1:9300\n/,
       '\n    messages: { url: "http://127.0.0.1:9300", credential: { header: x-api-key, env: A } }\n    generative: { url: "http://127.0.0.1:9300", credential: { header: x-goog-api-key, env: G } }\n    alt: { url: "http://127.0.0.1:9300", credential: { header: x-alt-token, env: T } }\n'));
     expect(config.upstream.credentials.alt?.header).toBe('x-alt-token');
@@ -523,7 +523,7 @@ const authed = (files = { cert: '/etc/envoy/client.crt', key: '/etc/envoy/client
 /** The rate limits counted by envoyproxy/ratelimit instead of modelgate's embedded engine. */
 const globalEngine = (y: string): string => y.replace('engine: embedded', 'engine: global');
 
-describe('the gRPC port authenticated (issue 21)', () => {
+describe('the gRPC port authenticated (docs/security.md)', () => {
   it('renders the secret, mTLS and trusted hops', () => {
     const text = renderEnvoyYaml({ ...authed(), grpcSecret: SECRET });
     const b = parseYaml(text);
@@ -559,7 +559,7 @@ describe('the gRPC port authenticated (issue 21)', () => {
   });
 });
 
-describeE2E("the gRPC port authenticated (issue 21): the pinned Envoy's own check", () => {
+describeE2E("the gRPC port authenticated (docs/security.md): the pinned Envoy's own check", () => {
   it('accepts the bundle with the secret, mTLS and trusted hops (either rate limit engine), with no warning', () => {
     // Envoy reads the certificate files while it validates: real ones, made for this run.
     const certs = makeTestCerts();

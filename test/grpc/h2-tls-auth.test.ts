@@ -1,6 +1,6 @@
 /**
  * The gRPC port's connection limits over TLS, and its shared secret read through the builtin
- * transport's request validation (issue 21's trust work merged with the h2 hardening):
+ * transport's request validation (the port's TLS and authentication, docs/security.md, with the h2 hardening):
  * - the connection cap counts TLS handshakes in progress (a flood of sockets that never finish one
  *   holds no more than the cap), on both transports; the idle timeout closes a TLS connection as
  *   it does a TCP one (a TLS client that does not read: h2-limits.test.ts);

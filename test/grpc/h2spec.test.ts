@@ -38,7 +38,7 @@ const NODE_FAILS: Record<string, string> = {
 
 /**
  * The cases node:http2 passes or fails by timing alone (each failed now and then, in one run of six
- * to eight, on the branch before and after merging issue 21's TLS work): the three of h2spec's that
+ * to eight, on the branch before and after merging the port's TLS work): the three of h2spec's that
  * send DATA or HEADERS after their request's END_STREAM and want STREAM_CLOSED. When node has
  * answered the request (the port's 415) and closed the stream before it reads that frame (the
  * frames read apart), nghttp2 drops the frame as in 5.1/11 and 5.1/12.

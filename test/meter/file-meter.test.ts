@@ -35,11 +35,11 @@ describe('FileStore with a meter', () => {
     await first.close();
     const state = JSON.parse(readFileSync(path, 'utf8'));
     expect(state).toMatchObject({ version: 1, spent: { k: 0.0089 } });
-    // Only its owner reads it (issue 21): key ids, amounts, request ids.
+    // Only its owner reads it (docs/security.md): key ids, amounts, request ids.
     expect(statSync(path).mode & 0o777).toBe(0o600);
     const second = new FileStore(new Map(), [key(1)], { path });
     expect((await second.findKey('a'.repeat(64)))!.balance).toBe(0.9911);
-    // A state file a version before issue 21 wrote 0644, and a leftover temporary file: 0600 after the next write.
+    // A state file a version of earlier versions wrote 0644, and a leftover temporary file: 0600 after the next write.
     chmodSync(path, 0o644);
     writeFileSync(`${path}.${process.pid}.tmp`, '', { mode: 0o644 });
     await second.meter!.debit(debit('r2'));

@@ -1,5 +1,5 @@
 /**
- * The embedded rate limit engine and the rate limit service's wire format (issue 25): the same
+ * The embedded rate limit engine and the rate limit service's wire format (docs/rate-limits.md): the same
  * counting as envoyproxy/ratelimit for descriptors that carry their limit, with a fake clock.
  */
 import { describe, expect, it } from 'vitest';

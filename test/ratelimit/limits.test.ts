@@ -1,4 +1,4 @@
-/** A key's limits after overrides, and what a request carries to Envoy's rate limit filters (issue 25). */
+/** A key's limits after overrides, and what a request carries to Envoy's rate limit filters (docs/rate-limits.md). */
 import { describe, expect, it } from 'vitest';
 import { effectiveLimits, resetAt, resetSeconds } from '../../src/ratelimit/limits';
 import { rateLimitMetadata } from '../../src/ratelimit/metadata';

@@ -1,5 +1,5 @@
 /**
- * Issue 21, finding 2: the gRPC port authenticates its callers. With grpc.secret every call on the
+ * The gRPC port authenticates its callers. With grpc.secret every call on the
  * port, whatever its service (Check, the meter's access-log streams, the embedded rate limit
  * engine's ShouldRateLimit, health, an unknown method), must carry `authorization: Bearer <secret>`; a Check without it is still answered with a
  * normal CheckResponse (a 503 authz_unauthenticated denial, in the client's error shape), never a

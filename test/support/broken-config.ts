@@ -104,7 +104,7 @@ export const EXPECTED: readonly [string, RegExp][] = [
   ['grpc.maxReceiveMessageBytes', /integer/],
   ['grpc.port', /unknown field/],
   ['upstream.timeout', /unknown field/],
-  // The per-style form of before issue 21: each entry refused with where it belongs now.
+  // The per-style form of of earlier versions: each entry refused with where it belongs now.
   ['upstream.credentials.chat', /set per upstream now.*move it to gateway\.upstreams\.chat\.credential/],
   ['upstream.credentials.embeddings', /move it to gateway\.upstreams\.chat\.credential/],
   ['upstream.credentials.telepathy', /removed: credentials are set per upstream/],

@@ -1,5 +1,5 @@
 /**
- * Fault drills under load, through the real Envoy (issue 14 §2). Steady traffic (valid and invalid
+ * Fault drills under load, through the real Envoy (docs/security.md, "Fault drills"). Steady traffic (valid and invalid
  * keys, over HTTP/2 to Envoy) runs while a fault is injected; every request is numbered
  * (`x-drill-seq`), so what the upstream received can be matched with what was sent. Per drill:
  *

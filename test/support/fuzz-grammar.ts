@@ -1,5 +1,5 @@
 /**
- * The request grammar of the gateway fuzzer (issue 14 §1): fast-check arbitraries that build HTTP
+ * The request grammar of the gateway fuzzer (docs/security.md): fast-check arbitraries that build HTTP
  * requests the way attackers and confused clients do. Every part is a small structured choice
  * (not a random string), so that fast-check shrinks a counter-example to the few choices that
  * matter, and `renderCase` turns the choices into the request that is sent.
@@ -34,7 +34,7 @@ export const FUZZ_KEYS: Readonly<Record<string, string>> = {
 };
 
 /**
- * The operator's credential of each upstream in the fuzzed gateway (issue 21): each must reach its
+ * The operator's credential of each upstream in the fuzzed gateway (docs/security.md): each must reach its
  * own upstream only. The alt upstream's is in the same header as the chat upstream's.
  */
 export const FUZZ_CREDENTIALS: Readonly<Record<'chat' | 'messages' | 'generative' | 'alt', TestCredential>> = {
@@ -225,7 +225,7 @@ function specArbitrary(hostile: boolean): fc.Arbitrary<FuzzSpec> {
     contentType: u<string | null>(fc.constant('application/json'), fc.constantFrom(null, 'application/json; charset=utf-8', 'Application/JSON', 'application/json; charset=utf-7', 'application/json;charset=UTF-16', 'text/plain', 'application/x-www-form-urlencoded', 'application/json, text/plain', 'multipart/form-data; boundary=x', '')),
     contentEncoding: u<string | null>(fc.constant(null), fc.constantFrom('gzip', 'identity', 'br', 'gzip, identity', 'GZIP')),
     extraHeaders: u<ReadonlyArray<readonly [string, string]>>(fc.constant([]), fc.array(fc.constantFrom<readonly [string, string]>(['anthropic-version', '2023-06-01'], ['x-modelgate-key-id', 'bob'], ['x-modelgate-group', 'pro'], ['x-modelgate-model', 'gpt-4o'],
-      // modelgate's own headers a client has no business sending upstream (issue 21), and the operator credentials' header names.
+      // modelgate's own headers a client has no business sending upstream (docs/security.md), and the operator credentials' header names.
       ['x-modelgate-console-key', '@alice@whole'], ['x-modelgate-reason', 'allowed'], ['x-modelgate-hint', 'trust me'], ['x-modelgate-client-address', '10.9.9.9'],
       ['x-alt-token', 'client-forged'], ['x-goog-api-key', 'client-forged'], ['x-request-id', 'fuzz'], ['x-envoy-auth-partial-body', 'false'], ['x-forwarded-for', '10.0.0.1'], ['te', 'trailers'], ['transfer-encoding', 'gzip, chunked']), { maxLength: 3 })),
     trailers: u<ReadonlyArray<readonly [string, string]>>(fc.constant([]), fc.array(fc.tuple(fc.constantFrom('authorization', 'x-api-key', 'x-goog-api-key', 'x-anything'), fc.constantFrom(...KEY_NAMES)).map(([n, k]) => [n, `@${k}@whole`] as const), { minLength: 1, maxLength: 2 })),

@@ -11,7 +11,7 @@
  *   is in that group, available, and declared for that protocol. Every request that does not reach
  *   an upstream got a clear answer: a status, a reason, a hint.
  *
- * And (issue 21): an upstream receives the operator's credential of that upstream, exactly once in
+ * And (docs/security.md): an upstream receives the operator's credential of that upstream, exactly once in
  * its header, and nothing of any other upstream's credential; of modelgate's own x-modelgate-*
  * headers only the identity modelgate sets (key id, group, model) reaches it; no credential comes
  * back in an answer.
@@ -156,7 +156,7 @@ function topLevelMembers(text: string): Array<[string, unknown]> {
   return members;
 }
 
-/** The key headers a route reads (seed §5): Bearer ones, the vendor ones on /v1beta, both on /alt/v1beta. */
+/** The key headers a route reads (docs/spec.md §5): Bearer ones, the vendor ones on /v1beta, both on /alt/v1beta. */
 function acceptedHeaders(path: string): string[] {
   const bearer = ['authorization', 'x-api-key'];
   const vendor = ['x-vendor-api-key', 'x-goog-api-key'];

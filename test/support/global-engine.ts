@@ -1,5 +1,5 @@
 /**
- * The global rate limit engine for the end-to-end tests (issue 25): one redis-server and one
+ * The global rate limit engine for the end-to-end tests (docs/rate-limits.md): one redis-server and one
  * envoyproxy/ratelimit on free ports, shared by every Envoy and modelgate replica of a test file.
  * A missing binary fails the file (CI installs both with scripts/ensure-redis and
  * scripts/ensure-ratelimit); outside CI the file is skipped with the reason, as Envoy's are.

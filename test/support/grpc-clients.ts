@@ -1,5 +1,5 @@
 /**
- * grpc-js clients of modelgate's gRPC port, as a caller that is not Envoy would use it (issue 21's
+ * grpc-js clients of modelgate's gRPC port, as a caller that is not Envoy would use it (the
  * attacker): a Check, a health check, a forged meter report (a key id and a large usage, as the
  * finding sent it) and a rate limit call to the embedded engine (hits on a key's window), each with
  * or without the `authorization` metadata of the port's secret.

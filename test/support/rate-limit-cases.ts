@@ -1,5 +1,5 @@
 /**
- * Keys with rate limits for the rate limit tests (issue 25): fresh keys added to the demo config,
+ * Keys with rate limits for the rate limit tests (docs/rate-limits.md): fresh keys added to the demo config,
  * and the requests and answers each protocol's clients see.
  */
 import { parse, stringify } from 'yaml';

@@ -1,5 +1,5 @@
 /**
- * Certificates for the mTLS tests of the gRPC port (issue 21), made with the openssl command line
+ * Certificates for the mTLS tests of the gRPC port (docs/security.md), made with the openssl command line
  * into a fresh temporary folder: a CA for modelgate's certificate, a CA for Envoy's client
  * certificate, and a stranger's CA with a client certificate of its own (which must be refused).
  * Nothing is committed: each run makes new ones.

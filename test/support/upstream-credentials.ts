@@ -1,6 +1,6 @@
 /**
  * The demo config with an operator credential on some upstreams (gateway.upstreams.<name>.credential),
- * for tests that check which credential reaches which upstream (issue 21).
+ * for tests that check which credential reaches which upstream (docs/security.md).
  */
 import type { UpstreamFamily } from '../../src/config/load';
 

@@ -110,7 +110,7 @@ CREATE TABLE modelgate_groups (
 
 CREATE TABLE modelgate_group_models (
   group_name text NOT NULL REFERENCES modelgate_groups (name) ON DELETE CASCADE ON UPDATE CASCADE,
-  -- Exact model name: case and spaces matter (seed §2).
+  -- Exact model name: case and spaces matter (docs/spec.md §2).
   name text NOT NULL CHECK (name <> '' AND length(name) <= 500),
   -- NULL = any protocol style; otherwise a non-empty subset of src/store/store.ts PROTOCOLS.
   protocols text[] CHECK (protocols IS NULL OR (cardinality(protocols) > 0
@@ -144,8 +144,8 @@ ${notifyTriggers('modelgate_group_models', 'modelgate_notify_group')}
    * Version 2. Migration 1 shipped creating modelgate_* tables in the connection's current schema
    * (usually public); it now runs with search_path = modelgate (so its text is unchanged), and
    * databases migrated by older builds are moved there first (adoptLegacyTables). Then version 2
-   * gives the tables their short names, and adds what metering needs (issue 11) and the finite
-   * balance rule (issue 14).
+   * gives the tables their short names, and adds what metering needs (docs/metering.md) and the finite
+   * balance rule (docs/security.md).
    */
   {
     version: 2,
@@ -178,7 +178,7 @@ BEGIN
   RETURN NULL;
 END $$;
 
--- Issue 14: numeric accepts 'NaN', which compares greater than every number, so a NaN balance
+-- numeric accepts 'NaN', which compares greater than every number, so a NaN balance
 -- passed "balance <= 0" for ever. A balance must be finite (NaN and, from PostgreSQL 14, the
 -- infinities fail both comparisons). A NaN already stored becomes 0: the key is denied until
 -- someone sets a real balance, instead of being unlimited.
@@ -315,7 +315,7 @@ END $$;
 `,
   },
   /*
-   * Version 4 (issue 25): rate limits on groups (the default of each key), on a group's models and
+   * Version 4 (docs/rate-limits.md): rate limits on groups (the default of each key), on a group's models and
    * on keys (overrides), as JSON objects of positive integers: rpm, tpm, rpd, tpd (32-bit, as the
    * rate limit service counts) and inFlight (keys and groups only). A change fires the existing
    * triggers: every replica's cache forgets the entry, so the next Check carries the new limit.
@@ -581,7 +581,7 @@ export interface MigrateOptions {
   /**
    * Create modelgate's schema even in a database that already holds tables of other applications.
    * Only `modelgate migrate --allow-foreign-tables` sets it: `serve` and the admin commands never
-   * migrate implicitly into someone else's database (issue 14: a DATABASE_URL exported for another
+   * migrate implicitly into someone else's database (a DATABASE_URL exported for another
    * application must not get modelgate's tables and triggers).
    */
   readonly allowForeignTables?: boolean;

@@ -156,7 +156,7 @@ export class PgStore implements Store {
   private readonly options: Required<Omit<PgStoreOptions, 'onError'>> & Pick<PgStoreOptions, 'onError'>;
   private counters = { keyQueries: 0, groupQueries: 0, errors: 0 };
   private schemaReady = false;
-  /** Debits, reservations and the usage ledger (issue 11). */
+  /** Debits, reservations and the usage ledger (docs/metering.md). */
   readonly meter: PgMeterStore;
   private closed = false;
   private listeningWaiters: (() => void)[] = [];
@@ -342,7 +342,7 @@ export async function openPgStore(url: string, options: PgStoreOptions = {}): Pr
 
 /**
  * Query parameters of a connection string that can hold a secret: libpq's `password` and
- * `sslpassword`, and anything named like a password, secret, token or key (issue 21: a password
+ * `sslpassword`, and anything named like a password, secret, token or key (a password
  * given as `?password=` was printed in connection errors).
  */
 const SECRET_PARAM = /pass|secret|token|key/i;

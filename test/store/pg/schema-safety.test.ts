@@ -1,5 +1,5 @@
 /**
- * Issue 14 on PostgreSQL: everything modelgate creates lives in its own schema; a database that
+ * On PostgreSQL: everything modelgate creates lives in its own schema; a database that
  * holds another application's tables is never migrated implicitly (and the error names where the
  * URL came from); tables of an older build are adopted; a balance or price that is not a finite
  * number is refused by the database itself, whoever writes it.
