@@ -6,7 +6,9 @@
  * Not tuned to any setup: change them only with a note in RESULTS-e2e.md.
  *
  * `small_chat_stream` (the same chat request with `stream: true` and usage in the stream) is used only by
- * the metering rows, for time to first byte versus total time.
+ * the metering rows, for time to first byte versus total time; `small_chat_stream_estimated` (no
+ * `stream_options.include_usage`, so no usage in the stream) by the soft meter row and its reference
+ * without the meter: what an estimate costs.
  */
 import { DEMO_KEYS } from '../../test/support/demo-keys';
 import { generativeBody, largeChatBodyModelLast, sdkHeaders, smallChatBody } from '../check-requests';
@@ -21,7 +23,7 @@ export interface HttpKind {
   readonly expect: Expect;
 }
 
-export type MixId = 'small_chat' | 'body_256k_model_last' | 'generative_path' | 'mixed_90_10' | 'small_chat_stream';
+export type MixId = 'small_chat' | 'body_256k_model_last' | 'generative_path' | 'mixed_90_10' | 'small_chat_stream' | 'small_chat_stream_estimated';
 
 export interface HttpMix {
   readonly id: MixId;
@@ -50,6 +52,7 @@ export function httpMixes(): HttpMix[] {
   const denied = chat('denied', smallChatBody('gpt-4o'), { allowed: false, reason: 'model_not_in_group' });
   const genBody = generativeBody();
   const streamBody = Buffer.from(JSON.stringify({ ...JSON.parse(smallChatBody('gpt-4o-mini').toString()), stream: true, stream_options: { include_usage: true } }));
+  const estimatedBody = Buffer.from(JSON.stringify({ ...JSON.parse(smallChatBody('gpt-4o-mini').toString()), stream: true }));
   return [
     { id: 'small_chat', title: 'small chat body, valid key', kinds: [small], sequence: ['valid'] },
     {
@@ -77,5 +80,6 @@ export function httpMixes(): HttpMix[] {
       sequence: ['valid', 'valid', 'valid', 'valid', 'valid', 'valid', 'valid', 'valid', 'valid', 'denied'],
     },
     { id: 'small_chat_stream', title: 'small chat, streamed (SSE, usage in the stream)', kinds: [chat('valid', streamBody, allowChat)], sequence: ['valid'] },
+    { id: 'small_chat_stream_estimated', title: 'small chat, streamed without usage (the meter estimates: tokenizer)', kinds: [chat('valid', estimatedBody, allowChat)], sequence: ['valid'] },
   ];
 }

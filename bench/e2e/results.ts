@@ -90,7 +90,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
       const where = label.startsWith('noop') ? `${label.slice(4)}% of the no-op's capacity` : `${label} of the floor's capacity`;
       line(`| small chat at ${where}: p50 added over Envoy alone, modelgate vs no-op | +${ms(addMg)} vs +${ms(addNoop)} = ${x(rr)} | ≤ 1.2× | ${verdict(Number.isFinite(rr) ? rr <= 1.2 : undefined)} |`);
     }
-    const mainMixes = mixes.filter((mx) => mx.id !== 'small_chat_stream');
+    const mainMixes = mixes.filter((mx) => mx.id !== 'small_chat_stream' && mx.id !== 'small_chat_stream_estimated');
     const thr = mainMixes.map((mx) => ({ mix: mx.id, mg: cap('modelgate', mx.id), opa: cap('opa', mx.id) }));
     const thrPass = thr.every((t) => t.mg > t.opa);
     line(`| throughput ahead of OPA-Envoy, every mix | ${thr.map((t) => `${t.mix}: ${int(t.mg)} vs ${int(t.opa)}`).join('; ')} | higher | ${verdict(thr.some((t) => Number.isFinite(t.opa)) ? thrPass : undefined)} |`);
@@ -147,6 +147,12 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
       const pb = pct('modelgate', mix, METER_RATE_LABEL, 50);
       line(`| soft metering (file store), ${name}: p50 added at ${METER_RATE_LABEL} | ${ms(pa)} vs ${ms(pb)} = +${ms(pa - pb)} | ≤ 0.1 ms | ${verdict(Number.isFinite(pa - pb) ? pa - pb <= 100 : undefined)} |`);
     }
+    {
+      const exact = cpuPer10k(ok, 'modelgate-meter', 'small_chat_stream').authz;
+      const est = cpuPer10k(ok, 'modelgate-meter', 'small_chat_stream_estimated').authz;
+      const base = cpuPer10k(ok, 'modelgate', 'small_chat_stream_estimated').authz;
+      line(`| what an estimate costs (stream without usage, tokenized in a worker) vs the exact stream: modelgate CPU per 10,000 | ${Number.isFinite(est) ? est.toFixed(2) : '–'} vs ${Number.isFinite(exact) ? exact.toFixed(2) : '–'} s (no meter: ${Number.isFinite(base) ? base.toFixed(2) : '–'}) | measured | – |`);
+    }
     const strict = cap('modelgate-pg-strict', 'small_chat');
     const soft = cap('modelgate-pg-meter', 'small_chat');
     line(`| strict vs soft on PostgreSQL, answer: closed-loop throughput | ${int(strict)} / ${int(soft)} req/s = ${x(strict / soft)} | ≥ 0.50× | ${verdict(Number.isFinite(strict / soft) ? strict / soft >= 0.5 : undefined)} |`);
@@ -169,7 +175,7 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
   line();
   line('req/s, and the ratio to Envoy alone (the floor), to Envoy + no-op ext_authz (grpc-js: the first reference) and to the no-op on modelgate\'s own gRPC server ("own no-op": the limit of its stack).');
   line();
-  const tmixes = mixes.filter((mx) => mx.id !== 'small_chat_stream');
+  const tmixes = mixes.filter((mx) => mx.id !== 'small_chat_stream' && mx.id !== 'small_chat_stream_estimated');
   line(`| setup | ${tmixes.map((mx) => mx.title).join(' | ')} |`);
   line(`| --- | ${tmixes.map(() => '---').join(' | ')} |`);
   for (const id of setupIds) {
@@ -246,10 +252,10 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     line('| setup | mix | closed req/s | TTFB p50 | TTFB p99 | total p50 | total p99 | total p99.9 | Envoy CPU /10k | modelgate CPU /10k | PostgreSQL CPU /10k |');
     line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const id of meterIds.filter((i) => present.has(i))) {
-      for (const mix of ['small_chat', 'small_chat_stream'] as MixId[]) {
+      for (const mix of ['small_chat', 'small_chat_stream', 'small_chat_stream_estimated'] as MixId[]) {
         if (!sel(id, mix, 'paced', '200/s').length && !sel(id, mix, 'closed').length) continue;
         const c = cpuPer10k(ok, id, mix);
-        line(`| ${SETUP_TITLES[id]} | ${mix === 'small_chat' ? 'answer' : 'stream'} | ${int(cap(id, mix))} | ${ms(pct(id, mix, '200/s', 50, true))} | ${ms(pct(id, mix, '200/s', 99, true))} | ${ms(pct(id, mix, '200/s', 50))} | ${ms(pct(id, mix, '200/s', 99))} | ${ms(pct(id, mix, '200/s', 99.9))} | ${Number.isFinite(c.envoy) ? c.envoy.toFixed(2) : '–'} | ${Number.isFinite(c.authz) ? c.authz.toFixed(2) : '–'} | ${id.includes('pg') ? c.store.toFixed(2) : '–'} |`);
+        line(`| ${SETUP_TITLES[id]} | ${mix === 'small_chat' ? 'answer' : mix === 'small_chat_stream' ? 'stream' : 'stream without usage (estimated)'} | ${int(cap(id, mix))} | ${ms(pct(id, mix, '200/s', 50, true))} | ${ms(pct(id, mix, '200/s', 99, true))} | ${ms(pct(id, mix, '200/s', 50))} | ${ms(pct(id, mix, '200/s', 99))} | ${ms(pct(id, mix, '200/s', 99.9))} | ${Number.isFinite(c.envoy) ? c.envoy.toFixed(2) : '–'} | ${Number.isFinite(c.authz) ? c.authz.toFixed(2) : '–'} | ${id.includes('pg') ? c.store.toFixed(2) : '–'} |`);
       }
     }
   }

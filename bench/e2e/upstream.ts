@@ -8,7 +8,7 @@
  * JSON to count tokens, which costs about 3 ms of CPU per 256 KiB body; this one only skips bytes.
  *
  * A small body (under 16 KiB) containing `"stream":true` gets an SSE stream of three chunks with a
- * final usage chunk (OpenAI's `stream_options.include_usage` shape), written at once.
+ * final usage chunk (OpenAI's `stream_options.include_usage` shape) when it asks for one, written at once.
  *
  *   node dist/bench/e2e/upstream.js [PORT]     prints `upstream listening 127.0.0.1:PORT`
  */
@@ -31,6 +31,8 @@ const CHAT_STREAM = ok('text/event-stream', [
   `data: ${JSON.stringify({ id: 'chatcmpl-standin', object: 'chat.completion.chunk', created: 1767225600, model: 'gpt-4o-mini', choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } })}\n\n`,
   'data: [DONE]\n\n',
 ].join(''));
+/** A stream of a request without `stream_options.include_usage`: no usage chunk, as OpenAI sends it (the meter estimates). */
+const CHAT_STREAM_NO_USAGE = ok('text/event-stream', [chunk({ role: 'assistant', content: '' }), chunk({ content: 'ok' }), 'data: [DONE]\n\n'].join(''));
 
 const GEMINI = ok('application/json', JSON.stringify({
   candidates: [{ content: { parts: [{ text: 'ok' }], role: 'model' }, finishReason: 'STOP', index: 0 }],
@@ -52,14 +54,15 @@ const BAD_REQUEST = Buffer.from('HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r
 /** What marks an allowed answer in a response body (the load generator checks every one). */
 export const UPSTREAM_MARKERS = { chat: 'chatcmpl-standin', generative: '"modelVersion":"gemini-2.5-flash"' } as const;
 
-function answerFor(path: string, streamed: boolean): Buffer {
+function answerFor(path: string, streamed: boolean, withUsage: boolean): Buffer {
   if (path.includes(':generateContent') || path.includes(':streamGenerateContent')) return GEMINI;
   if (path.startsWith('/v1/messages')) return MESSAGES;
   if (path.startsWith('/v1/embeddings')) return EMBEDDINGS;
-  return streamed ? CHAT_STREAM : CHAT;
+  return streamed ? (withUsage ? CHAT_STREAM : CHAT_STREAM_NO_USAGE) : CHAT;
 }
 
 const STREAM_FLAG = Buffer.from('"stream":true');
+const INCLUDE_USAGE = Buffer.from('"include_usage":true');
 const SMALL_BODY = 16 * 1024;
 
 /** One connection's parser state: headers, then a body of known length, or chunks. */
@@ -179,8 +182,9 @@ class HttpConnection {
   }
 
   private answer(): void {
-    const streamed = this.small !== null && this.small.length > 0 && Buffer.concat(this.small).includes(STREAM_FLAG);
-    this.socket.write(answerFor(this.path, streamed));
+    const small = this.small !== null && this.small.length > 0 ? Buffer.concat(this.small) : undefined;
+    const streamed = small !== undefined && small.includes(STREAM_FLAG);
+    this.socket.write(answerFor(this.path, streamed, streamed && small.includes(INCLUDE_USAGE)));
     this.small = null;
     this.state = 'head';
   }
