@@ -9,9 +9,10 @@
  * - `meter.unmeteredStreams: deny`: a chat stream without `stream_options.include_usage` (read as
  *   a lax upstream reads `stream`) is refused with a hint (400 stream_usage_required).
  * - soft mode: no store round trip. A key with a positive balance may always have one request in
- *   flight on this replica; each further one must fit what the balance has left once the requests
- *   in flight are counted at their maximum. So one key can overspend by at most one request's
- *   maximum per replica, however many it sends at once.
+ *   flight on this replica if it asks for one answer; each further one, and one asking for several
+ *   answers, must fit what the balance has left once the requests in flight are counted at their
+ *   maximum. So one key can overspend by at most one single-answer request's maximum per replica,
+ *   however many it sends at once.
  * - strict mode: the maximum is reserved in the store before the request goes upstream; a request
  *   that does not fit the balance minus open reservations is refused. Zero overspend while the
  *   upstream honours the request's maximum (or the model's cap).
@@ -124,6 +125,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const left = balance - deps.inFlight.held(keyId);
       if (count > 0 && left < maxCost) {
         return deny(d, 'balance_insufficient', HINTS.balance_insufficient.inFlightSoft(round(balance), count, round(balance - left), round(maxCost)));
+      }
+      // The lone request the balance does not cover is one answer's worth: a request for many
+      // (`n`, `candidateCount`) must fit, or one request could spend the balance many times over.
+      if (left < maxCost && shape.answers > 1) {
+        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.manyAnswers(round(balance), shape.answers, round(maxCost)));
       }
       return track(false);
     }

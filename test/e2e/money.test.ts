@@ -160,6 +160,19 @@ describeE2E('money: nothing served unpaid, soft mode (file store, Envoy 1.40 bun
     });
   }
 
+  it('does not let a lone request on a small balance ask for many answers (n: 128) unless the balance covers them', async () => {
+    const before = await balance(DEMO_KEYS.trial);
+    const ledger = (await store.meter!.usage({ keyId: 'trial', limit: 1000 })).length;
+    for (const n of [128, '8', 2]) {
+      const a = await request(gw, '/v1/chat/completions', bearer(DEMO_KEYS.trial), { model: 'gpt-4o-mini', n, max_tokens: 16384, messages: msg('many answers') });
+      expect(a.status, String(n)).toBe(403);
+      expect(a.text).toContain('balance_insufficient');
+      expect(a.text).toContain(`${Number(n)} answers`);
+    }
+    expect(await balance(DEMO_KEYS.trial)).toBe(before);
+    expect((await store.meter!.usage({ keyId: 'trial', limit: 1000 })).length).toBe(ledger);
+  });
+
   it('holds a small balance against 200 concurrent streams: one is served at a time, overspend at most one request', async () => {
     const before = await balance(DEMO_KEYS.trial);
     const body = { model: 'gpt-4o-mini', stream: true, messages: msg('all at once') };

@@ -57,6 +57,19 @@ describe('soft mode (the default)', () => {
     expect(answers.filter((r) => r === 'allowed')).toHaveLength(Math.min(10, fits));
   });
 
+  it("lets the lone request a small balance does not cover ask for one answer only (n, candidateCount must fit)", async () => {
+    h = await startHarness();
+    for (const n of [2, 128, '8']) {
+      const a = await h.check(chat(DEMO_KEYS.trial, { model: 'gpt-4o-mini', n, messages: [{ role: 'user', content: 'hi' }] }));
+      expect(reasonOf(a), String(n)).toBe('balance_insufficient');
+      expect(deniedHeader(a, 'x-modelgate-hint')).toMatch(new RegExp(`^the key's balance \\(0\\.00006\\) cannot cover this request's maximum cost \\([0-9.]+\\) for its ${Number(n)} answers \\(n, candidateCount\\): ask for one answer`));
+    }
+    expect(h.service.meter.deps.inFlight.count('trial')).toBe(0);
+    // One answer (n: 1) is the lone request soft mode allows; many answers that the balance covers are allowed too.
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, { model: 'gpt-4o-mini', n: 1, messages: [{ role: 'user', content: 'hi' }] })))).toBe('allowed');
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, { model: 'gpt-4o-mini', n: 4, messages: [{ role: 'user', content: 'hi' }] })))).toBe('allowed');
+  });
+
   it('holds nothing against unlimited keys and unpriced models', async () => {
     h = await startHarness();
     const big = { model: 'gpt-4o', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'x' }] };
