@@ -4,7 +4,7 @@
  */
 import type { RateLimitEngine } from './embedded-engine';
 import { WINDOWED, carriedLimit, descriptorEntries, type EffectiveLimits, type WindowedLimit } from './limits';
-import { UNIT } from './rls-codec';
+import { CODE, UNIT } from './rls-codec';
 
 /** Remaining requests or tokens per key-wide limit (rpm, tpm, rpd, tpd that apply); null when none applies. */
 export async function limitsLeft(engine: RateLimitEngine, domain: string, limits: EffectiveLimits, keyId: string): Promise<Record<string, number> | null> {
@@ -22,8 +22,9 @@ export async function limitsLeft(engine: RateLimitEngine, domain: string, limits
   const out: Record<string, number> = {};
   names.forEach((n, i) => {
     const s = res.statuses[i];
-    // A token window carries its limit less one (limits.ts carriedLimit): what is left is one more.
-    const left = s ? s.remaining + (WINDOWED[n].what === 'tokens' && s.remaining > 0 ? 1 : 0) : 0;
+    // A token window carries its limit less one (limits.ts carriedLimit): while it is not over,
+    // what is left is one more than the engine says (99 of 100 tokens used: 1 left, remaining 0).
+    const left = !s || s.code === CODE.OVER_LIMIT ? 0 : s.remaining + (WINDOWED[n].what === 'tokens' ? 1 : 0);
     out[n] = Math.min(left, limits.key[n] as number);
   });
   return out;

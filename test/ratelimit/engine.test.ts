@@ -7,6 +7,8 @@ import { EmbeddedEngine } from '../../src/ratelimit/embedded-engine';
 import { CODE, UNIT, decodeRequest, decodeResponse, encodeRequest, encodeResponse, type Descriptor } from '../../src/ratelimit/rls-codec';
 import { chargeDescriptors } from '../../src/ratelimit/charges';
 import { ChargeBatcher } from '../../src/ratelimit/charge-batcher';
+import { limitsLeft } from '../../src/ratelimit/left';
+import { carriedLimit, descriptorEntries } from '../../src/ratelimit/limits';
 
 const rpm = (key: string, limit: number, hits?: number): Descriptor => ({
   entries: [{ key: 'limit', value: 'rpm' }, { key: 'key', value: key }], limit: { requestsPerUnit: limit, unit: UNIT.MINUTE }, ...(hits === undefined ? {} : { hitsAddend: hits }),
@@ -79,5 +81,18 @@ describe('batched charges', () => {
     await Promise.all([b.shouldRateLimit({ domain: 'd', descriptors: [rpm('k', 100, 10)], hitsAddend: 0 }), b.shouldRateLimit({ domain: 'd', descriptors: [rpm('k', 100, 20), rpm('j', 100, 1)], hitsAddend: 0 })]);
     expect(sent).toEqual([3]);
     expect(engine.decide({ domain: 'd', descriptors: [rpm('k', 100, 0)], hitsAddend: 0 }).statuses[0].remaining).toBe(70);
+  });
+});
+
+describe('what is left of a key\'s windows (the console)', () => {
+  it('counts a token window\'s last token: 99 of 100 used leaves 1, 100 leave 0', async () => {
+    const e = new EmbeddedEngine({ now: () => Date.UTC(2026, 0, 1, 10, 0, 15) });
+    const charge = (hits: number) => e.decide({ domain: 'modelgate', hitsAddend: 0, descriptors: [{ entries: descriptorEntries('tpm', 'k', undefined), limit: { requestsPerUnit: carriedLimit('tpm', 100), unit: UNIT.MINUTE }, hitsAddend: hits }] });
+    const left = async () => (await limitsLeft(e, 'modelgate', { key: { tpm: 100 }, model: null }, 'k'))!.tpm;
+    expect(await left()).toBe(100);
+    charge(99);
+    expect(await left()).toBe(1);
+    charge(1);
+    expect(await left()).toBe(0);
   });
 });
