@@ -8,6 +8,15 @@
  */
 import type { Protocol } from '../store/store';
 
+/**
+ * A token counting call (`count_tokens`, `:countTokens`): free at every provider and answered at
+ * once, so never metered (meter/admission.ts), never marked for the meter's report
+ * (write-response.ts) and not counted in flight (ratelimit/admission.ts).
+ */
+export function isTokenCount(path: string): boolean {
+  return path.endsWith('/count_tokens') || path.endsWith(':countTokens');
+}
+
 export interface Endpoint {
   /** The Envoy route's name (its alternate-prefix twin: `alt_` + name). */
   readonly name: string;

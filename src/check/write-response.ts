@@ -12,6 +12,7 @@ import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/Chec
 import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/HeaderValueOption';
 import { UPSTREAM_FAMILIES, upstreamOf, type Config, type UpstreamFamily } from '../config/load';
 import type { Decision } from './decision';
+import { isTokenCount } from './endpoints';
 import { errorBody } from './error-body';
 import { HEADER } from './headers';
 import { keyHeaders } from './extract-key';
@@ -57,7 +58,7 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
  * meter then counts what it did not debit (released, meter_disabled).
  */
 function meteredRequest(d: Decision, path: string | undefined): boolean {
-  return d.allowed && d.route.kind === 'protocol' && path !== undefined && !path.endsWith('/count_tokens') && !path.endsWith(':countTokens');
+  return d.allowed && d.route.kind === 'protocol' && path !== undefined && !isTokenCount(path);
 }
 
 /** RFC 6750 §3: no error code when the request had no credentials; quoted-string safe description. */

@@ -26,8 +26,6 @@ export interface SecretSources {
   readonly env: NodeJS.ProcessEnv;
   /** The config file: a relative `file` is read from its folder. */
   readonly configPath: string;
-  /** Reads a file (default fs.readFileSync). */
-  readonly readFile?: (path: string) => Buffer;
 }
 
 /** The secret's value, or undefined when the config sets none. Throws GrpcAuthError saying what is wrong. */
@@ -44,7 +42,7 @@ export function readGrpcSecret(config: Pick<Config, 'grpc'>, sources: SecretSour
     const path = resolve(dirname(sources.configPath), s.file!);
     where = `grpc.secret.file: ${path}`;
     try {
-      value = read(sources, path).toString('utf8').replace(/\r?\n$/, '');
+      value = readFileSync(path).toString('utf8').replace(/\r?\n$/, '');
     } catch (err) {
       throw unreadable(where, err);
     }
@@ -60,16 +58,12 @@ export function readGrpcTls(config: Pick<Config, 'grpc'>, sources: SecretSources
   const file = (field: 'certFile' | 'keyFile' | 'clientCaFile'): Buffer => {
     const path = resolve(dirname(sources.configPath), t[field]);
     try {
-      return read(sources, path);
+      return readFileSync(path);
     } catch (err) {
       throw unreadable(`grpc.tls.${field}: ${path}`, err);
     }
   };
   return { cert: file('certFile'), key: file('keyFile'), clientCa: file('clientCaFile') };
-}
-
-function read(sources: SecretSources, path: string): Buffer {
-  return (sources.readFile ?? readFileSync)(path);
 }
 
 function unreadable(where: string, err: unknown): GrpcAuthError {

@@ -7,8 +7,8 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
-import { configSchemaFor, expiryTime, type ConfigFile } from './schema';
+import { toLimits, type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
+import { configSchemaFor, expiryTime, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
   readonly header: string;
@@ -32,9 +32,6 @@ export interface UpstreamTarget extends HostPort {
 /** The upstream protocol families, each one Envoy cluster (`upstream_<family>`). */
 export const UPSTREAM_FAMILIES = ['chat', 'messages', 'generative', 'alt'] as const;
 export type UpstreamFamily = (typeof UPSTREAM_FAMILIES)[number];
-
-/** The upstream each protocol style's requests go to under the root (envoy/render-routes.ts routes them so). */
-export const UPSTREAM_OF_STYLE: Readonly<Record<Protocol, UpstreamFamily>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
 
 /** The upstream a protocol request goes to: its style's, or under the alternate prefix the alt upstream, whatever the style. */
 export function upstreamOf(style: Protocol, alt: boolean): UpstreamFamily {
@@ -72,13 +69,6 @@ export interface RateLimitSettings {
 }
 
 /** The limits given (nulls dropped), or null when none is. */
-function limitsOf(l: Limits | null | undefined): Limits | null {
-  if (!l) return null;
-  const out: Record<string, number> = {};
-  for (const [k, v] of Object.entries(l)) if (typeof v === 'number') out[k] = v;
-  return Object.keys(out).length === 0 ? null : out;
-}
-
 /** Envoy's side of mTLS to modelgate's gRPC port (schema.ts `gateway.authzTls`). */
 export interface AuthzTls {
   readonly certFile: string;
@@ -215,16 +205,16 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
         name: m.name, protocols: m.protocols ?? null, available: m.available,
         price: m.price ? { input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null } : null,
         maxOutputTokens: m.maxOutputTokens ?? null,
-        ...(m.limits ? { limits: limitsOf(m.limits) } : {}),
+        ...(m.limits ? { limits: toLimits(m.limits) } : {}),
       };
       models.set(model.name, model);
     }
-    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: limitsOf(g.limits) } : {}) });
+    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: toLimits(g.limits) } : {}) });
   }
   const keys: KeyRecord[] = new Array(f.keys.length);
   for (let i = 0; i < f.keys.length; i++) {
     const k = f.keys[i];
-    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: limitsOf(k.limits) } : {}) };
+    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}) };
   }
   return {
     routes: f.routes,

@@ -14,7 +14,7 @@
  */
 import { z } from 'zod';
 import { HEADER_PREFIX } from '../check/headers';
-import { PROTOCOLS } from '../store/store';
+import { PROTOCOLS, type Protocol } from '../store/store';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 /** An HTTP field name (RFC 9110 token), at most 128 characters; read in any case, kept lowercase. */
@@ -177,8 +177,11 @@ const credential = mapping({
   env: text(ENV_NAME, 'an environment variable name').describe('The environment variable holding the secret, read at start and on reload; it must be set and non-empty.'),
 });
 
-/** Where each protocol style's requests go at the root (its `alt` twins all go to upstream alt). */
-const UPSTREAM_OF_STYLE_TEXT: Readonly<Record<string, string>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+/**
+ * The upstream each protocol style's requests go to under the root (its `alt` twins all go to
+ * upstream alt; config/load.ts upstreamOf, envoy/render-routes.ts routes them so).
+ */
+export const UPSTREAM_OF_STYLE: Readonly<Record<Protocol, 'chat' | 'messages' | 'generative'>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
 
 /**
  * The form of earlier versions: one credential per protocol style, set on that style's requests under
@@ -194,7 +197,7 @@ const legacyCredentials = z.unknown().superRefine((v, ctx) => {
   }
   for (const [style, c] of Object.entries(v)) {
     if (c == null) continue;
-    const family = UPSTREAM_OF_STYLE_TEXT[style];
+    const family = Object.hasOwn(UPSTREAM_OF_STYLE, style) ? UPSTREAM_OF_STYLE[style as Protocol] : undefined;
     ctx.addIssue({
       code: 'custom', path: [style],
       message: family

@@ -37,11 +37,6 @@ export function baseUrlFilter(): Obj {
   };
 }
 
-/** The same test as the Lua's, for tests and the console: a host name or address with an optional port. */
-export function safeAuthority(authority: string): boolean {
-  return authority.length <= MAX_AUTHORITY && /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?$/.test(authority);
-}
-
 const BASE_URL_LUA = `local PLACEHOLDER = "${BASE_URL_PLACEHOLDER}"
 local NS = "modelgate.base_url"
 

@@ -24,7 +24,7 @@
  */
 import type { Config } from '../config/load';
 import { KINDS, METADATA_FIELD, SLOTS, ENTRY, WINDOWED, slotName, type LimitKind } from '../ratelimit/limits';
-import { CLUSTER, EXT_AUTHZ_FILTER } from './render-routes';
+import { CLUSTER, EXT_AUTHZ_FILTER, header } from './render-routes';
 import { grpcServiceMetadata } from './render-grpc-auth';
 import { retryHeaders, type EnvoyFormatter } from '../check/retry-advice';
 import { errorBody } from '../check/error-body';
@@ -49,7 +49,6 @@ export type RateLimitRenderInput = Pick<Config, 'rateLimits'> & {
 };
 
 const md = (field: string): EnvoyFormatter => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${METADATA_FIELD}:${field})%`;
-const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
 
 /** What a 429 of each kind carries (HeaderValueOption formatters, evaluated when the filter refuses). */
 function refusalHeaders(kind: LimitKind): Obj[] {
@@ -134,12 +133,9 @@ export function rateLimitPerRoute(): Obj {
 export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai' | 'anthropic' | 'gemini', Obj | undefined]>): Obj[] {
   const status = (code: number): Obj => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } } } });
   const sent = (name: string): EnvoyFormatter => `%RESP(${name.toUpperCase()})%`;
-  const message = `${sent(HEADER.hint)} [modelgate: ${sent(HEADER.reason)}]`;
-  const bodies: Record<string, Obj> = {
-    openai: { error: { message, type: 'rate_limit_error', param: null, code: sent(HEADER.reason) } },
-    anthropic: { type: 'error', error: { type: 'rate_limit_error', message } },
-    gemini: { error: { code: 429, message, status: 'RESOURCE_EXHAUSTED', details: [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '%RESP(RETRY-AFTER)%s' }] } },
-  };
+  // A refusal's body as every denial's (check/error-body.ts), its reason, hint and retry delay the headers the filter set.
+  const refusalBody = (family: 'openai' | 'anthropic' | 'gemini'): Obj =>
+    JSON.parse(errorBody(family, 429, sent(HEADER.reason), sent(HEADER.hint), '%RESP(RETRY-AFTER)%')) as Obj;
   // The service failing: an answer like every other denial (check/error-body.ts), no '%' in it.
   const unavailableReason = 'rate_limit_unavailable';
   const unavailableHint = HINTS[unavailableReason].deny;
@@ -148,7 +144,7 @@ export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai'
   for (const [family, filter] of families) {
     out.push({
       filter: { and_filter: { filters: [status(429), { response_flag_filter: { flags: ['RL'] } }, ...(filter ? [filter] : [])] } },
-      body_format_override: { json_format: bodies[family], content_type: 'application/json' },
+      body_format_override: { json_format: refusalBody(family), content_type: 'application/json' },
     });
   }
   for (const [family, filter] of families) {

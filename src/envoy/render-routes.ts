@@ -57,7 +57,8 @@ export interface RouteTableInput {
   readonly upstreamPerFilterConfig?: Record<string, unknown>;
 }
 
-const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
+/** A header Envoy sets, replacing one the request or answer carries. */
+export const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
 const method = (m: 'GET' | 'POST'): Obj => ({ name: ':method', string_match: { exact: m } });
 const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/-]/g, (c) => (c === '/' || c === '-' ? c : `\\${c}`));
 

@@ -143,25 +143,18 @@ type Wanted = readonly (readonly [string, Uint8Array])[];
 const wanted = (...keys: string[]): Wanted => keys.map((k) => [k, Buffer.from(k)] as const);
 const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path', 'replica');
 /** `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end. */
-const BYTES_KEYS: ReadonlySet<string> = new Set(['tail', 'final']);
 const METER_KEYS = wanted('tail', 'final');
 
 function keyAt(s: number, e: number, keys: Wanted): string | undefined {
-  const len = e - s;
-  for (const [name, bytes] of keys) {
-    if (bytes.length !== len) continue;
-    let i = 0;
-    while (i < len && buf[s + i] === bytes[i]) i++;
-    if (i === len) return name;
-  }
+  for (const [name, bytes] of keys) if (sameBytes(s, e, bytes)) return name;
   return undefined;
 }
 
 /**
- * google.protobuf.Struct: fields(1) map<string, Value>, only the `keys` asked for. `bytesFor`: the
- * key whose string value is kept as bytes.
+ * google.protobuf.Struct: fields(1) map<string, Value>, only the `keys` asked for. `asBytes`: string
+ * values are kept as bytes (the meter's body tail).
  */
-function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted, bytesFor?: ReadonlySet<string>): void {
+function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted, asBytes: boolean): void {
   while (pos < end) {
     const t = tag(end);
     if (t !== (1 << 3 | 2)) {
@@ -186,7 +179,7 @@ function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted,
     }
     if (key !== undefined && valueStart >= 0) {
       pos = valueStart;
-      const v = readValue(valueEnd, bytesFor?.has(key) === true);
+      const v = readValue(valueEnd, asBytes);
       if (v !== undefined) into[key] = v;
     }
     pos = entryEnd;
@@ -209,7 +202,7 @@ interface Draft {
 const AUTHZ_NS = Buffer.from(AUTHZ_NAMESPACE);
 const METER_NS = Buffer.from(METER_NAMESPACE);
 
-function sameBytes(s: number, e: number, b: Buffer): boolean {
+function sameBytes(s: number, e: number, b: Uint8Array): boolean {
   if (e - s !== b.length) return false;
   for (let i = 0; i < b.length; i++) if (buf[s + i] !== b[i]) return false;
   return true;
@@ -252,8 +245,8 @@ function readCommon(end: number, d: Draft): void {
       }
       if (ns !== 0 && structStart >= 0) {
         pos = structStart;
-        if (ns === 1) readStruct(structEnd, d.authz, AUTHZ_KEYS);
-        else readStruct(structEnd, d.meter, METER_KEYS, BYTES_KEYS);
+        if (ns === 1) readStruct(structEnd, d.authz, AUTHZ_KEYS, false);
+        else readStruct(structEnd, d.meter, METER_KEYS, true);
       }
       pos = entryEnd;
     }

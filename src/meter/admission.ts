@@ -20,6 +20,7 @@
 import type { Config } from '../config/load';
 import { amountText, type MaybePromise } from '../check/decide';
 import type { Decision } from '../check/decision';
+import { isTokenCount } from '../check/endpoints';
 import { extractFields } from '../check/extract-model';
 import { REQUEST_FIELDS } from '../check/request-fields';
 import type { Admission } from '../check/pipeline';
@@ -44,11 +45,6 @@ export interface AdmissionDeps {
 
 function deny(d: Decision, reason: DenyReason, hint: string): Decision {
   return { allowed: false, reason, hint, route: d.route, keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale };
-}
-
-/** Token counting endpoints: free at every provider, never metered. */
-export function notBillable(path: string): boolean {
-  return path.endsWith('/count_tokens') || path.endsWith(':countTokens');
 }
 
 /** The cost of some tokens at a price, in the balance's unit. */
@@ -83,7 +79,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
     const m = config.meter;
-    if (!m.enabled || d.route.kind !== 'protocol' || notBillable(view.path)) return d;
+    if (!m.enabled || d.route.kind !== 'protocol' || isTokenCount(view.path)) return d;
     const style = d.route.style;
     // The Check located these fields with the model; a generative request (model in the path) was not scanned.
     const fields = d.bodyFields ?? (view.body && view.body.length > 0 ? extractFields(view.body, config.routes.maxJsonDepth, REQUEST_FIELDS) : undefined);

@@ -27,7 +27,7 @@ import type { InFlight, InFlightRequest } from './in-flight';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
 import { tailUsage } from './tail-usage';
-import type { Usage } from './usage-reader';
+import { isIdentity, isSse, type Usage } from './usage-reader';
 
 /** Why a request cost nothing. */
 export type ReleaseReason = 'upstream_error' | 'meter_disabled' | 'not_forwarded';
@@ -207,8 +207,8 @@ export class Meter {
   #exactUsage(protocol: Protocol, r: MeterReport): Usage | undefined {
     const config = this.deps.config();
     if (!config.meter.enabled || r.status < 200 || r.status >= 400 || !r.ended || !r.tail || r.tail.length < r.responseBodyBytes) return undefined;
-    if (r.contentEncoding !== '' && r.contentEncoding.toLowerCase() !== 'identity') return undefined;
-    const usage = bodyUsage(protocol, r.tail, r.contentType.startsWith('text/event-stream'));
+    if (!isIdentity(r.contentEncoding)) return undefined;
+    const usage = bodyUsage(protocol, r.tail, isSse(r.contentType));
     return plausible(usage, config.meter.usageCeiling) ? usage : undefined;
   }
 
@@ -340,7 +340,7 @@ export class Meter {
     if (!config.meter.enabled) return this.#release(request, 'meter_disabled', entry);
     // No answer reached the client and the client did not leave first: the upstream failed or refused.
     if (r.status >= 400 || (r.status === 0 && r.ended)) return this.#release(request, 'upstream_error', entry);
-    const sse = /^text\/event-stream/i.test(r.contentType);
+    const sse = isSse(r.contentType);
     const tail = r.tail ?? EMPTY;
     const whole = r.ended && tail.length >= r.responseBodyBytes;
     const read = r.status === 0 ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding);

@@ -5,7 +5,7 @@
  * read: SSE events after the first blank line, or the last usage object of a JSON document.
  */
 import type { Protocol } from '../store/store';
-import { absorb, normalise, TARGETS, UsageReader, type Bag, type Usage } from './usage-reader';
+import { absorb, isIdentity, isSse, normalise, TARGETS, UsageReader, type Bag, type Usage } from './usage-reader';
 
 export interface TailUsage {
   /** What the provider reported (possibly a partial count when the stream was cut). */
@@ -68,11 +68,10 @@ export function lastObjectFor(text: string, keys: readonly string[]): unknown {
  * @param whole the capture is the whole body
  */
 export async function tailUsage(protocol: Protocol, captured: Uint8Array, whole: boolean, contentType: string, contentEncoding: string): Promise<TailUsage> {
-  const enc = contentEncoding.trim().toLowerCase();
   if (whole) return wholeBody(protocol, captured, contentType, contentEncoding);
   // A compressed stream cannot be read from its middle.
-  if (enc !== '' && enc !== 'identity') return { usage: undefined, undecodable: true };
-  if (/^text\/event-stream/i.test(contentType)) {
+  if (!isIdentity(contentEncoding)) return { usage: undefined, undecodable: true };
+  if (isSse(contentType)) {
     const from = afterFirstEvent(captured);
     if (from < 0) return { usage: undefined, undecodable: false };
     return wholeBody(protocol, captured.subarray(from), contentType, '');

@@ -174,6 +174,17 @@ class SseReader {
 const NEWLINE = new Uint8Array([0x0a]);
 
 /** The usage of one response, fed chunk by chunk. */
+/** A body served as server-sent events (content-type text/event-stream, any case). */
+export function isSse(contentType: string): boolean {
+  return /^text\/event-stream/i.test(contentType);
+}
+
+/** A content-encoding that leaves the body as it is ('' or identity, any case or spacing). */
+export function isIdentity(contentEncoding: string): boolean {
+  const enc = contentEncoding.trim().toLowerCase();
+  return enc === '' || enc === 'identity';
+}
+
 export class UsageReader {
   readonly #bag: Bag = new Map();
   #found = false;
@@ -197,11 +208,11 @@ export class UsageReader {
       }
     };
     const capture = (): JsonCapture => new JsonCapture(TARGETS[protocol], onValue);
-    const sse = /^text\/event-stream/i.test(contentType);
+    const sse = isSse(contentType);
     this.#stream = sse || streamRequested;
     this.#sink = sse ? new SseReader(capture) : capture();
-    const enc = encoding.trim().toLowerCase();
-    if (enc !== '' && enc !== 'identity') {
+    if (!isIdentity(encoding)) {
+      const enc = encoding.trim().toLowerCase();
       const make = enc === 'gzip' || enc === 'x-gzip' ? zlib.createGunzip : enc === 'deflate' ? zlib.createInflate : enc === 'br' ? zlib.createBrotliDecompress : undefined;
       if (!make) this.#broken = true;
       else {

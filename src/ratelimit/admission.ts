@@ -6,6 +6,7 @@
  * here: Envoy's rate limit filters count them (render-ratelimit.ts).
  */
 import type { Decision } from '../check/decision';
+import { isTokenCount } from '../check/endpoints';
 import { HINTS } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { InFlightTable } from './in-flight';
@@ -13,13 +14,10 @@ import type { InFlightTable } from './in-flight';
 /** Seconds a client refused for concurrency is told to wait: a slot frees when any response of the key ends. */
 export const CONCURRENCY_RETRY_AFTER = 1;
 
-/** count_tokens calls are free everywhere and never held long: not counted in flight. */
-const notCounted = (path: string): boolean => path.endsWith('/count_tokens') || path.endsWith(':countTokens');
-
 /** The decision after the cap, and whether a slot was taken (to give back if a later stage refuses). */
 export function admitInFlight(table: InFlightTable, d: Decision, view: RequestView): { decision: Decision; acquired: boolean } {
   const limit = d.inFlightLimit;
-  if (!d.allowed || limit === undefined || d.keyId === undefined || view.requestId === '' || notCounted(view.path)) return { decision: d, acquired: false };
+  if (!d.allowed || limit === undefined || d.keyId === undefined || view.requestId === '' || isTokenCount(view.path)) return { decision: d, acquired: false };
   const now = table.inFlight(d.keyId);
   if (now >= limit) {
     return { acquired: false, decision: {

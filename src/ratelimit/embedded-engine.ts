@@ -35,6 +35,8 @@ interface Counter {
 
 export class EmbeddedEngine implements RateLimitEngine {
   readonly #counters = new Map<string, Counter>();
+  /** The earliest `until` among the counters (or earlier): no counter has expired before it. */
+  #soonest = Number.POSITIVE_INFINITY;
   readonly #now: () => number;
   readonly #max: number;
 
@@ -82,13 +84,22 @@ export class EmbeddedEngine implements RateLimitEngine {
   #store(key: string, c: Counter): void {
     if (this.#counters.size >= this.#max) {
       const now = Math.floor(this.#now() / 1000);
-      for (const [k, v] of this.#counters) if (v.until <= now) this.#counters.delete(k);
+      // Swept only when a counter may have expired since the last sweep: a full table of live
+      // counters is not scanned again on every new one.
+      if (this.#soonest <= now) {
+        this.#soonest = Number.POSITIVE_INFINITY;
+        for (const [k, v] of this.#counters) {
+          if (v.until <= now) this.#counters.delete(k);
+          else if (v.until < this.#soonest) this.#soonest = v.until;
+        }
+      }
       // Still full: the oldest counters go (Map keeps insertion order).
       for (const k of this.#counters.keys()) {
         if (this.#counters.size < this.#max) break;
         this.#counters.delete(k);
       }
     }
+    if (c.until < this.#soonest) this.#soonest = c.until;
     this.#counters.set(key, c);
   }
 }

@@ -9,7 +9,7 @@
  *     (reason catalogue: rate_limited, tokens_rate_limited), computed for this second
  *
  * The values depend on the clock (resets), so a CheckResponse that carries them is encoded for
- * the second it answers (check/response-encoder.ts keys it by `stamp`).
+ * the second it answers (check/response-encoder.ts keys it by the whole metadata; `stamp` is that second).
  */
 import { KINDS, SLOTS, WINDOWED, carriedLimit, hasWindowed, kindAnswer, slotLimit, slotName, type EffectiveLimits } from './limits';
 
@@ -19,7 +19,7 @@ type Value = { numberValue: number } | { stringValue: string } | { structValue: 
 export interface RateLimitMetadata {
   /** The Struct's fields (proto-loader's JSON form of google.protobuf.Struct). */
   readonly fields: Record<string, Value>;
-  /** The epoch second the resets were computed for (part of the encoded answer's cache key). */
+  /** The epoch second the resets were computed for. */
   readonly stamp: number;
 }
 

@@ -18,7 +18,6 @@
 
 /** envoy.type.v3.RateLimitUnit / RateLimitResponse.RateLimit.Unit. */
 export const UNIT = { SECOND: 1, MINUTE: 2, HOUR: 3, DAY: 4 } as const;
-export type UnitName = keyof typeof UNIT;
 
 export const CODE = { UNKNOWN: 0, OK: 1, OVER_LIMIT: 2 } as const;
 

@@ -25,6 +25,17 @@ export interface Limits {
 export const LIMIT_NAMES = ['rpm', 'tpm', 'rpd', 'tpd', 'inFlight'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
+/** The limits that are set (whole numbers > 0) of a record from any source, or null when none is. */
+export function toLimits(v: unknown): Limits | null {
+  if (!v || typeof v !== 'object') return null;
+  const out: Record<string, number> = {};
+  for (const name of LIMIT_NAMES) {
+    const n = (v as Record<string, unknown>)[name];
+    if (typeof n === 'number' && Number.isInteger(n) && n > 0) out[name] = n;
+  }
+  return Object.keys(out).length === 0 ? null : out;
+}
+
 /** A model's price per million tokens, in the balance's unit (docs/metering.md). */
 export interface ModelPrice {
   readonly input: number;

@@ -324,7 +324,7 @@ export class Connection implements StreamOwner {
         return;
       }
       const n = Math.min(room, data.length);
-      const last = n === data.length && s.queued.length === 1 && s.finOnData;
+      const last = n === data.length && s.queued.length === 1 && s.plainHttp;
       this.write(frame(FRAME.DATA, last ? FLAG.END_STREAM : 0, s.id, n === data.length ? data : data.subarray(0, n)));
       s.sendWindow -= n;
       this.sendWindow -= n;
@@ -354,7 +354,7 @@ export class Connection implements StreamOwner {
     s.localEnded = true;
     s.endSent = true;
     if (s.remoteEnded) return this.#close(s, CLOSED.ENDED);
-    if (s.keepReading || s.gone) return;
+    if (s.plainHttp || s.gone) return;
     this.write(frame(FRAME.RST_STREAM, 0, s.id, words(ERROR.NO_ERROR)));
     this.#close(s, CLOSED.WE_RESET);
   }

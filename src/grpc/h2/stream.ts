@@ -48,13 +48,12 @@ export class Stream implements ResponseStream {
   /** DATA waiting for flow-control window, and the trailers' header block to follow it. */
   queued: Buffer[] = [];
   queuedTrailers: Buffer | undefined;
-  /** The answer ends with its last DATA frame (a plain HTTP answer), not with trailers. */
-  finOnData = false;
   /**
-   * The rest of the request is read (and dropped) to its END_STREAM once the answer is complete,
-   * rather than reset (a plain HTTP refusal: RFC 9113 §8.1 lets either be done).
+   * A plain HTTP answer (a refusal): it ends with its last DATA frame, not with trailers, and the
+   * rest of the request is then read (and dropped) to its END_STREAM rather than reset (RFC 9113
+   * §8.1 lets either be done).
    */
-  keepReading = false;
+  plainHttp = false;
   /** The request's content-length, or -1; and the DATA octets received (RFC 9113 §8.1.1). */
   contentLength = -1;
   received = 0;
@@ -129,8 +128,7 @@ export class Stream implements ResponseStream {
     const conn = this.conn;
     this.headersSent = true;
     this.localEnded = true;
-    this.finOnData = true;
-    this.keepReading = true;
+    this.plainHttp = true;
     conn.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, this.id,
       conn.headerBlock(Buffer.concat([literalField(STATIC_INDEX.status, String(httpStatus)), literalField(STATIC_INDEX.contentType, 'text/plain')]))));
     conn.enqueue(this, Buffer.from(text, 'latin1'));

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { PgListener } from './listener';
 import { PgMeterStore } from './meter-store';
 import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, SETTLED_CHANNEL, migrate, schemaVersion } from './schema';
-import { LIMIT_NAMES, PROTOCOLS } from '../store';
+import { PROTOCOLS, toLimits } from '../store';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Limits, ModelPrice, ModelRecord, Protocol, Store } from '../store';
 
 export interface PgStoreOptions {
@@ -98,16 +98,6 @@ interface GroupRow {
 }
 
 /** A limits column as read: only positive integers of the known names (the CHECK admits nothing else; a newer schema's extra names are dropped). */
-function toLimits(v: unknown): Limits | null {
-  if (!v || typeof v !== 'object') return null;
-  const out: Record<string, number> = {};
-  for (const name of LIMIT_NAMES) {
-    const n = (v as Record<string, unknown>)[name];
-    if (typeof n === 'number' && Number.isInteger(n) && n > 0) out[name] = n;
-  }
-  return Object.keys(out).length === 0 ? null : out;
-}
-
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 function toModel(row: GroupRow & { model: string }): ModelRecord {
