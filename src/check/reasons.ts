@@ -237,6 +237,11 @@ export const REASONS = {
     when: 'meter.unmeteredStreams is deny and a streamed chat completion does not set stream_options.include_usage (it could not be metered)',
     hints: { includeUsage: 'this gateway meters usage and a stream reports it only when asked: set "stream_options": {"include_usage": true} in the request' },
   },
+  background_unsupported: {
+    status: 400,
+    when: 'the meter is on and a Responses API request sets background (its answer would be produced after the request, where the meter never sees what it cost)',
+    hints: { background: 'this gateway meters each answer as it serves it and cannot meter a background response: remove "background" (or set it to false); "stream": true keeps a long request alive' },
+  },
   rate_limited: {
     status: 429,
     when: "the key's requests per minute or per day (its own, its group's, or per model) are used up: Envoy's rate limit filter answers, with retry-after and each protocol's rate-limit headers (docs/rate-limits.md)",

@@ -17,4 +17,6 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'thinking',
   // Input the body does not hold: a stored conversation or cached context the provider adds.
   'previous_response_id', 'previousResponseId', 'conversation', 'cachedContent', 'cached_content', 'prompt',
+  // The Responses API's background mode: the answer is produced after the request ends.
+  'background',
 ]);

@@ -6,6 +6,9 @@
  * maximum output (request-shape.ts: the request's own maximum under any alias, else the model's
  * cap, else meter.maxOutputTokens; never above the cap; times `n`/`candidateCount`).
  *
+ * - a Responses API request in background mode (`background`, read as a lax upstream reads it) is
+ *   refused (400 background_unsupported): its answer is produced after the request, where the
+ *   meter never sees it, and this gateway serves no route to fetch it.
  * - `meter.unmeteredStreams: deny`: a chat stream without `stream_options.include_usage` (read as
  *   a lax upstream reads `stream`) is refused with a hint (400 stream_usage_required).
  * - soft mode: no store round trip. A key with a positive balance may always have one request in
@@ -84,6 +87,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // The Check located these fields with the model; a generative request (model in the path) was not scanned.
     const fields = d.bodyFields ?? (view.body && view.body.length > 0 ? extractFields(view.body, config.routes.maxJsonDepth, REQUEST_FIELDS) : undefined);
     const shape = requestShape(style, view.path, view.body, fields);
+    if (shape.background) return deny(d, 'background_unsupported', HINTS.background_unsupported.background);
     if (m.unmeteredStreams === 'deny' && style === 'chat' && shape.stream && !shape.includeUsage) {
       return deny(d, 'stream_usage_required', HINTS.stream_usage_required.includeUsage);
     }

@@ -27,6 +27,11 @@ export interface RequestShape {
   readonly referencedInput: boolean;
   /** An embedding request (no output tokens): /v1/embeddings, Gemini's embedContent and batchEmbedContents. */
   readonly embeds: boolean;
+  /**
+   * A Responses API request in background mode (lax reading): the provider answers at once with a
+   * queued response and produces the real one afterwards, where the gateway never sees its usage.
+   */
+  readonly background: boolean;
 }
 
 const TRUE_WORDS = new Set(['true', '1', 'yes', 'on', 't', 'y']);
@@ -64,7 +69,7 @@ function parseSpan(body: Uint8Array, span: readonly [number, number] | undefined
 const asObject = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
 
 /** Nothing said: one answer, no maximum named, no stream. */
-export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, embeds: false });
+export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, embeds: false, background: false });
 
 /**
  * Reads a request's shape from its body and the located top-level fields.
@@ -103,6 +108,7 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     referencedInput: present('previous_response_id') || present('previousResponseId') || present('conversation') ||
       present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined),
     embeds,
+    background: protocol === 'responses' && laxBool(get('background')),
   };
 }
 

@@ -277,6 +277,15 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     expect(ok.text).toContain('data: [DONE]');
   });
 
+  it('answers 400 background_unsupported for a Responses API request in background mode (the meter never sees its answer), however `background` is spelled, and serves it without', async () => {
+    const body = (background: unknown) => JSON.stringify({ model: 'gpt-4o-mini', input: 'hi', background });
+    for (const [path, background] of [['/v1/responses', true], ['/alt/v1/responses', 'true'], ['/responses', 1]] as const) {
+      await expectDenial({ reason: 'background_unsupported', why: '', path, headers: [bearer(alice)], body: body(background), hint: /background/ });
+    }
+    const ok = await gw.send('POST', '/v1/responses', { headers: [bearer(alice), ['content-type', 'application/json']], body: body(false) });
+    expect(ok.status, ok.text).toBe(200);
+  });
+
   it('answers 429 console_rate_limited (the console\'s own JSON, retry-after) past the per-address limit of its API, through Envoy', async () => {
     const answers: Reply[] = [];
     for (let i = 0; i < 4; i++) answers.push(await gw.send('POST', '/console/api/access', { headers: [['x-modelgate-console-key', encodeURIComponent(alice)]], body: '{}' }));

@@ -140,6 +140,32 @@ describe('strict mode', () => {
   });
 });
 
+describe('background mode', () => {
+  const responses = (key: string, body: unknown) => ({ ...chat(key, body), path: '/v1/responses' });
+
+  it('refuses a Responses API request with background set, however it is spelled, streamed or not, for every key; serves it without', async () => {
+    h = await startHarness();
+    for (const background of [true, 1, 'true', 'yes', 'On']) {
+      for (const key of [DEMO_KEYS.alice, DEMO_KEYS.trial]) {
+        const refused = await h.check(responses(key, { model: 'gpt-4o-mini', input: 'x', background, stream: background === 1 }));
+        expect(reasonOf(refused), JSON.stringify(background)).toBe('background_unsupported');
+        expect(refused.denied_response?.status?.code).toBe('BadRequest');
+        expect(deniedHeader(refused, 'x-modelgate-hint')).toContain('remove "background"');
+      }
+    }
+    for (const background of [false, 0, 'false', null]) {
+      expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, { model: 'gpt-4o-mini', input: 'x', background }))), JSON.stringify(background)).toBe('allowed');
+    }
+    // Only the Responses API has a background mode.
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, { model: 'gpt-4o-mini', messages: [], background: true })))).toBe('allowed');
+  });
+
+  it('is not refused with the meter off', async () => {
+    h = await startHarness({ configPath: tempConfig(demo.replace(/meter:\n  enabled: true/, 'meter:\n  enabled: false')) });
+    expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, { model: 'gpt-4o-mini', input: 'x', background: true })))).toBe('allowed');
+  });
+});
+
 describe('unmeteredStreams', () => {
   const stream = { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'x' }] };
 
