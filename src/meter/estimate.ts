@@ -55,40 +55,84 @@ parentPort.on('message', (m) => {
 });
 `;
 
-/** The o200k_base counter in a worker thread, started on first use. */
+/** Texts one message to the worker carries at most (counts asked for in one turn of the event loop share messages). */
+export const TEXTS_PER_MESSAGE = 64;
+
+/**
+ * The o200k_base counter in a worker thread, started on first use. The counts asked for in one
+ * turn of the event loop go in one message (up to TEXTS_PER_MESSAGE texts): a message costs the
+ * main thread and the worker a few microseconds whatever it carries, and on a shared core wakes the
+ * worker once instead of once per text.
+ */
 export function workerTokenCounter(): TokenCounter {
+  type Asked = { readonly texts: readonly string[]; resolve: (n: number[]) => void; reject: (e: Error) => void };
   let worker: Worker | undefined;
   let nextId = 0;
-  const waiting = new Map<number, { resolve: (n: number[]) => void; reject: (e: Error) => void }>();
+  let queued: Asked[] = [];
+  let scheduled = false;
+  const waiting = new Map<number, Asked[]>();
   const start = (): Worker => {
     const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { tokenizer: require.resolve('gpt-tokenizer/encoding/o200k_base') } });
     w.unref();
     w.on('message', (m: { id: number; counts?: number[]; error?: string }) => {
-      const p = waiting.get(m.id);
+      const batch = waiting.get(m.id);
       waiting.delete(m.id);
-      if (p) (m.counts ? p.resolve(m.counts) : p.reject(new Error(m.error ?? 'tokenizer failed')));
+      if (!batch) return;
+      let at = 0;
+      for (const a of batch) {
+        if (m.counts) a.resolve(m.counts.slice(at, at + a.texts.length));
+        else a.reject(new Error(m.error ?? 'tokenizer failed'));
+        at += a.texts.length;
+      }
     });
     const fail = (err: Error): void => {
       worker = undefined;
-      for (const p of waiting.values()) p.reject(err);
+      for (const batch of waiting.values()) for (const a of batch) a.reject(err);
       waiting.clear();
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`tokenizer worker exited (${code})`)));
     return w;
   };
+  const send = (batch: Asked[]): void => {
+    const id = nextId++;
+    waiting.set(id, batch);
+    worker!.postMessage({ id, texts: batch.flatMap((a) => a.texts) });
+  };
+  const flush = (): void => {
+    scheduled = false;
+    const all = queued;
+    queued = [];
+    if (all.length === 0) return;
+    worker ??= start();
+    let batch: Asked[] = [];
+    let texts = 0;
+    for (const a of all) {
+      if (batch.length > 0 && texts + a.texts.length > TEXTS_PER_MESSAGE) {
+        send(batch);
+        batch = [];
+        texts = 0;
+      }
+      batch.push(a);
+      texts += a.texts.length;
+    }
+    send(batch);
+  };
   return {
     count(texts) {
-      worker ??= start();
-      const id = nextId++;
       return new Promise((resolve, reject) => {
-        waiting.set(id, { resolve, reject });
-        worker!.postMessage({ id, texts });
+        queued.push({ texts, resolve, reject });
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
       });
     },
     async close() {
       const w = worker;
       worker = undefined;
+      for (const a of queued) a.reject(new Error('tokenizer closed'));
+      queued = [];
       if (w) await w.terminate();
     },
   };

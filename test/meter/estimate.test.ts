@@ -81,6 +81,14 @@ describe('estimates with the o200k_base tokenizer (in a worker thread)', () => {
     expect(await counter.count([text, ''])).toEqual([countTokens(text), 0]);
   });
 
+  it('gives each caller its own counts when the counts asked for in one turn share messages to the worker', async () => {
+    // 150 callers of one to three texts each: more than TEXTS_PER_MESSAGE, so several messages.
+    const asks = Array.from({ length: 150 }, (_, i) => Array.from({ length: 1 + (i % 3) }, (_, j) => `text ${i}.${j} ${'word '.repeat(i + j)}`));
+    const counts = await Promise.all(asks.map((texts) => counter.count(texts)));
+    expect(counts).toEqual(asks.map((texts) => texts.map((t) => countTokens(t))));
+    expect(await counter.count([])).toEqual([]);
+  });
+
   it('estimates input from the string values of the request, extrapolating a sample to the whole body', async () => {
     const body = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Tell me a story about a lighthouse keeper.' }] });
     const values = jsonStringValues(body);
