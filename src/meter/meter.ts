@@ -343,7 +343,7 @@ export class Meter {
     const sse = isSse(r.contentType);
     const tail = r.tail ?? EMPTY;
     const whole = r.ended && tail.length >= r.responseBodyBytes;
-    const read = r.status === 0 ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding);
+    const read = r.status === 0 ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended);
     const ceiling = config.meter.usageCeiling;
     const provider = read.usage;
     const trusted = plausible(provider, ceiling);

@@ -2,7 +2,8 @@
  * The usage a response reported, from what the meter's filter kept of its body (meter/access-log.ts):
  * the whole body when it was at most the filter's tail size, read exactly as the stream reader
  * reads a whole response (usage-reader.ts), else its last bytes, of which only what is whole is
- * read: SSE events after the first blank line, or the last usage object of a JSON document.
+ * read: SSE events after the first blank line (else, for a stream that ended, the last usage object
+ * of the event cut at the tail's start), or the last usage object of a JSON document.
  */
 import type { Protocol } from '../store/store';
 import { absorb, isIdentity, isSse, normalise, TARGETS, UsageReader, type Bag, type Usage } from './usage-reader';
@@ -30,22 +31,12 @@ function afterFirstEvent(b: Uint8Array): number {
   return -1;
 }
 
-/**
- * The last `"<key>": {...}` object in a piece of JSON text, for one of `keys` (the last segment of
- * a target path: `usage`, `usageMetadata`). A key pattern outside a string is a real key: inside
- * a JSON string every quote is escaped, so `"usage":` cannot appear there.
- */
-export function lastObjectFor(text: string, keys: readonly string[]): unknown {
-  let best = -1;
-  for (const k of keys) {
-    const re = new RegExp(`"${k}"\\s*:\\s*\\{`, 'g');
-    for (let m = re.exec(text); m; m = re.exec(text)) if (m.index > best) best = m.index + m[0].length - 1;
-  }
-  if (best < 0) return undefined;
+/** The index after the JSON object that starts at `open` (a `{`), or -1 if it is not closed. */
+function objectEnd(text: string, open: number): number {
   let depth = 0;
   let inString = false;
   let escape = false;
-  for (let i = best; i < text.length; i++) {
+  for (let i = open; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
       if (escape) escape = false;
@@ -53,33 +44,91 @@ export function lastObjectFor(text: string, keys: readonly string[]): unknown {
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x7b) depth++;
-    else if (c === 0x7d && --depth === 0) {
-      try {
-        return JSON.parse(text.slice(best, i + 1));
-      } catch {
-        return undefined;
-      }
+    else if (c === 0x7d && --depth === 0) return i + 1;
+  }
+  return -1;
+}
+
+/**
+ * How many containers close between `from` (outside any string) and the end of the JSON value it
+ * is in: the end of the text, or of its SSE event (a blank line). -1 if the value does not end.
+ */
+function closesToEnd(text: string, from: number): number {
+  let depth = 0;
+  let inString = false;
+  let escape = false;
+  for (let i = from; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (escape) escape = false;
+      else if (c === 0x5c) escape = true;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) depth++;
+    else if (c === 0x7d || c === 0x5d) depth--;
+    else if (c === 0x0a && (text.charCodeAt(i + 1) === 0x0a || text.charCodeAt(i + 1) === 0x0d)) return depth < 0 ? -depth : -1;
+  }
+  return depth < 0 ? -depth : -1;
+}
+
+/**
+ * Containers a usage object may close on its way to the end of its document or event: 1 when it is
+ * a member of the document (an answer, a chat chunk, Anthropic's message_delta, a Gemini chunk), 2
+ * when of an object in it (the Responses API's `response`, a Gemini chunk in a streamed array).
+ * A `"usage": {...}` deeper in (a tool's parameter schema a response echoes) is not the provider's.
+ */
+const MAX_CLOSES = 2;
+
+/**
+ * The last `"<key>": {...}` object in a piece of JSON text, for one of `keys` (the last segment of
+ * a target path: `usage`, `usageMetadata`), that is at most MAX_CLOSES containers deep counted from
+ * the end of its document or SSE event. A key pattern outside a string is a real key: inside a
+ * JSON string every quote is escaped, so `"usage":` cannot appear there.
+ */
+export function lastObjectFor(text: string, keys: readonly string[]): unknown {
+  const opens: number[] = [];
+  for (const k of keys) {
+    const re = new RegExp(`"${k}"\\s*:\\s*\\{`, 'g');
+    for (let m = re.exec(text); m; m = re.exec(text)) opens.push(m.index + m[0].length - 1);
+  }
+  opens.sort((a, b) => b - a);
+  for (const open of opens) {
+    const end = objectEnd(text, open);
+    if (end < 0) continue;
+    const closes = closesToEnd(text, end);
+    if (closes < 1 || closes > MAX_CLOSES) continue;
+    try {
+      return JSON.parse(text.slice(open, end));
+    } catch {
+      return undefined;
     }
   }
   return undefined;
 }
 
+/** The usage of the last usage object of a tail (lastObjectFor), normalised. */
+function lastUsage(protocol: Protocol, captured: Uint8Array): Usage | undefined {
+  const keys = [...new Set([...TARGETS[protocol]].map((t) => t.split('.').pop() as string))];
+  const found = lastObjectFor(Buffer.from(captured.buffer, captured.byteOffset, captured.byteLength).toString('utf8'), keys);
+  if (found === undefined) return undefined;
+  const bag: Bag = new Map();
+  absorb(bag, found);
+  return normalise(protocol, bag);
+}
+
 /**
  * @param whole the capture is the whole body
  */
-export async function tailUsage(protocol: Protocol, captured: Uint8Array, whole: boolean, contentType: string, contentEncoding: string): Promise<TailUsage> {
+export async function tailUsage(protocol: Protocol, captured: Uint8Array, whole: boolean, contentType: string, contentEncoding: string, ended = true): Promise<TailUsage> {
   if (whole) return wholeBody(protocol, captured, contentType, contentEncoding);
   // A compressed stream cannot be read from its middle.
   if (!isIdentity(contentEncoding)) return { usage: undefined, undecodable: true };
   if (isSse(contentType)) {
     const from = afterFirstEvent(captured);
-    if (from < 0) return { usage: undefined, undecodable: false };
-    return wholeBody(protocol, captured.subarray(from), contentType, '');
+    const events = from < 0 ? { usage: undefined, undecodable: false } : await wholeBody(protocol, captured.subarray(from), contentType, '');
+    // The event that reports usage may be longer than the tail (the Responses API's response.completed
+    // repeats the request's instructions and tools): its end, with the usage, is still here.
+    return events.usage !== undefined || !ended ? events : { usage: lastUsage(protocol, captured), undecodable: false };
   }
-  const keys = [...new Set([...TARGETS[protocol]].map((t) => t.split('.').pop() as string))];
-  const found = lastObjectFor(Buffer.from(captured.buffer, captured.byteOffset, captured.byteLength).toString('utf8'), keys);
-  if (found === undefined) return { usage: undefined, undecodable: false };
-  const bag: Bag = new Map();
-  absorb(bag, found);
-  return { usage: normalise(protocol, bag), undecodable: false };
+  return { usage: lastUsage(protocol, captured), undecodable: false };
 }

@@ -71,6 +71,33 @@ describe('capturedText', () => {
   });
 });
 
+describe('tailUsage: an event longer than the tail', () => {
+  // The Responses API's last event repeats the request's instructions and tools before its usage.
+  const tools = [{ type: 'function', name: 'f', parameters: { type: 'object', properties: { usage: { input_tokens: 1, output_tokens: 1 } } } }];
+  const completed = (usage: unknown) => sse(
+    { type: 'response.output_text.delta', delta: 'hi' },
+    { type: 'response.completed', response: { id: 'r', instructions: 'Be brief. '.repeat(2000), tools, output: [], ...(usage ? { usage } : {}), user: null, metadata: { usage: 'x' } } },
+  );
+  const tail = (body: string) => b(body).subarray(-16384);
+
+  it('reads the usage at the end of a stream\'s last event when the event began before the tail', async () => {
+    const body = completed({ input_tokens: 259034, output_tokens: 20, input_tokens_details: { cached_tokens: 0 } });
+    expect(b(body).length).toBeGreaterThan(20000);
+    const r = await tailUsage('responses', tail(body), false, 'text/event-stream', '');
+    expect(r.usage).toEqual({ inputTokens: 259034, outputTokens: 20, cachedInputTokens: 0 });
+  });
+
+  it('never takes a usage object deeper in (a tool schema the response echoes), nor reads a cut stream this way', async () => {
+    expect((await tailUsage('responses', tail(completed(undefined)), false, 'text/event-stream', '')).usage).toBeUndefined();
+    const cut = completed({ input_tokens: 259034, output_tokens: 20 });
+    expect((await tailUsage('responses', tail(cut), false, 'text/event-stream', '', false)).usage).toBeUndefined();
+    // The same rule for a JSON answer's tail: a member of the answer, or of an object in it.
+    expect(lastObjectFor(JSON.stringify({ tools, instructions: 'x' }), ['usage'])).toBeUndefined();
+    expect(lastObjectFor(JSON.stringify({ tools, usage: { input_tokens: 5 } }), ['usage'])).toEqual({ input_tokens: 5 });
+    expect(lastObjectFor(JSON.stringify([{ a: 1 }, { usageMetadata: { promptTokenCount: 3 } }]), ['usageMetadata'])).toEqual({ promptTokenCount: 3 });
+  });
+});
+
 describe('estimates with the o200k_base tokenizer (in a worker thread)', () => {
   const counter = workerTokenCounter();
   const est = createEstimator(counter);
