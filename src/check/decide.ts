@@ -10,7 +10,7 @@ import type { Decision } from './decision';
 import { emptyKeyParams, extractKey, findKeyInUrl, keyHeaders } from './extract-key';
 import { lenientDecode, printable } from './safe-text';
 import { extractModel, type TopLevelFields } from './extract-model';
-import { REQUEST_FIELDS } from './request-fields';
+import { REQUEST_FIELDS, REQUEST_MARKS } from './request-fields';
 import { KEY_PREFIX, hashKey, isKeyBody } from './key-format';
 import { modelNotInGroupHint } from './model-hints';
 import { HINTS, type DenyReason } from './reasons';
@@ -214,7 +214,7 @@ function readModel(view: RequestView, maxDepth: number, config: Config): { model
   }
   if (view.partialBody) return { reason: 'body_too_large', hint: tooLarge(config) };
   if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: HINTS.body_invalid.empty };
-  const r = extractModel(view.body, maxDepth, REQUEST_FIELDS);
+  const r = extractModel(view.body, maxDepth, REQUEST_FIELDS, REQUEST_MARKS);
   if (r.ok) {
     return r.model === '' ? { reason: 'model_missing', hint: HINTS.model_missing.empty } : { model: r.model, fields: r.fields };
   }

@@ -25,7 +25,54 @@ import { isUtf8 } from 'node:buffer';
  * asked for; read in the same pass that finds the model, so the meter's reading of a request (its
  * `n`, `max_tokens`, `stream`...) costs no second scan of a large body.
  */
-export type TopLevelFields = ReadonlyMap<string, readonly [number, number]>;
+export type TopLevelFields = ReadonlyMap<string, readonly [number, number]> & {
+  /** Marked strings found anywhere in the body (NestedMarks), by name, with how often. */
+  readonly marks?: ReadonlyMap<string, number>;
+};
+
+/**
+ * Strings to notice anywhere in a body, decoded (`"image\u005furl"` is `image_url`): as keys, or as
+ * the string value of a `type` key, exactly or by prefix (found under the prefix's name). Only names up to
+ * MAX_MARK_BYTES long; a table by first byte and length keeps the others from being decoded.
+ */
+export interface NestedMarks {
+  readonly exact: ReadonlyMap<string, { readonly as: 'key' | 'value' }>;
+  readonly prefixes: ReadonlyArray<readonly [string, { readonly as: 'key' | 'value' }]>;
+}
+
+/** Longest marked string, in bytes. */
+export const MAX_MARK_BYTES = 31;
+
+interface CompiledMarks {
+  readonly marks: NestedMarks;
+  /** By first byte: bit n set when a marked string of n bytes starts with it. */
+  readonly lengths: Uint32Array;
+}
+
+const compiled = new WeakMap<NestedMarks, CompiledMarks>();
+
+function compile(marks: NestedMarks): CompiledMarks {
+  let c = compiled.get(marks);
+  if (c) return c;
+  const lengths = new Uint32Array(256);
+  for (const name of marks.exact.keys()) {
+    if (name.length > MAX_MARK_BYTES) throw new RangeError(`mark ${name} is longer than ${MAX_MARK_BYTES} bytes`);
+    lengths[name.charCodeAt(0)] |= 1 << name.length;
+  }
+  for (const [prefix] of marks.prefixes) for (let n = prefix.length; n <= MAX_MARK_BYTES; n++) lengths[prefix.charCodeAt(0)] |= 1 << n;
+  c = { marks, lengths };
+  compiled.set(marks, c);
+  return c;
+}
+
+/** The name a decoded string is marked under, if any. */
+function markOf(marks: NestedMarks, s: string, asKey: boolean): string | undefined {
+  const as = asKey ? 'key' : 'value';
+  const exact = marks.exact.get(s);
+  if (exact) return exact.as === as ? s : undefined;
+  for (const [prefix, m] of marks.prefixes) if (m.as === as && s.startsWith(prefix)) return prefix;
+  return undefined;
+}
 
 /** Result of {@link extractModel}: the model, or why the body gives none. */
 export type ModelExtraction =
@@ -63,21 +110,21 @@ const CONTROL_CHAR = /[\u0000-\u001f]/;
  * @param maxDepth deepest nesting of objects and arrays allowed (the top-level object is 1)
  * @throws RangeError if maxDepth is not a positive integer
  */
-export function extractModel(body: Uint8Array, maxDepth = 256, watch?: ReadonlySet<string>): ModelExtraction {
+export function extractModel(body: Uint8Array, maxDepth = 256, watch?: ReadonlySet<string>, marks?: NestedMarks): ModelExtraction {
   if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new RangeError('maxDepth must be a positive integer');
   if (!isUtf8(body)) return refuse('not_utf8', 'body is not valid UTF-8');
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  return new Scanner(buf, watch).run(maxDepth);
+  return new Scanner(buf, watch, marks).run(maxDepth);
 }
 
 /**
  * The watched top-level fields of a JSON object body whose model is elsewhere (Gemini's path), from
  * the same validating scan; undefined when the body is not a valid JSON object.
  */
-export function extractFields(body: Uint8Array, maxDepth: number, watch: ReadonlySet<string>): TopLevelFields | undefined {
+export function extractFields(body: Uint8Array, maxDepth: number, watch: ReadonlySet<string>, marks?: NestedMarks): TopLevelFields | undefined {
   if (!isUtf8(body)) return undefined;
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  const scanner = new Scanner(buf, watch);
+  const scanner = new Scanner(buf, watch, marks);
   const r = scanner.run(maxDepth);
   return r.ok || (r.problem !== 'empty' && r.problem !== 'invalid_json' && r.problem !== 'not_object' && r.problem !== 'too_deep') ? scanner.found() ?? new Map() : undefined;
 }
@@ -112,11 +159,54 @@ class Scanner {
   private fields: Map<string, readonly [number, number]> | undefined;
   /** Longest watched key in bytes (longer keys are not decoded to compare). */
   private readonly watchMax: number;
+  private readonly marks: CompiledMarks | undefined;
+  private marked: Map<string, number> | undefined;
+  /** Opening quote of the value of the last `type` key, when marks are looked for (value marks are types). */
+  private typeValueAt = -1;
 
-  constructor(private readonly buf: Buffer, private readonly watch?: ReadonlySet<string>) {
+  constructor(private readonly buf: Buffer, private readonly watch?: ReadonlySet<string>, marks?: NestedMarks) {
     let max = 0;
     if (watch) for (const k of watch) max = Math.max(max, Buffer.byteLength(k));
     this.watchMax = max;
+    this.marks = marks ? compile(marks) : undefined;
+  }
+
+  /** Notes a key if it is marked; whether it is `type` (whose string value is then looked at). */
+  private markKey(start: number, end: number): boolean {
+    const b = this.buf;
+    if (!this.escaped) {
+      if (end - start === 6 && b[start + 1] === 0x74 && b[start + 2] === 0x79 && b[start + 3] === 0x70 && b[start + 4] === 0x65) return true;
+      this.mark(start, end, true);
+      return false;
+    }
+    // `"typ\u0065"` is `type` to a provider's parser.
+    if (end - start - 2 <= 6 * 4) {
+      try {
+        if (JSON.parse(b.toString('utf8', start, end)) === 'type') return true;
+      } catch { /* a raw control character: not `type` */ }
+    }
+    this.mark(start, end, true);
+    return false;
+  }
+
+  /** Notes the string between the quotes at start and end - 1 if it is marked (NestedMarks). */
+  private mark(start: number, end: number, asKey: boolean): void {
+    const { marks, lengths } = this.marks as CompiledMarks;
+    const length = end - start - 2;
+    let s: unknown;
+    if (!this.escaped) {
+      if (length > MAX_MARK_BYTES || ((lengths[this.buf[start + 1]] >>> length) & 1) === 0) return;
+      s = this.buf.toString('latin1', start + 1, end - 1);
+    } else {
+      if (length > 6 * MAX_MARK_BYTES) return;
+      try {
+        s = JSON.parse(this.buf.toString('utf8', start, end));
+      } catch {
+        return; // a raw control character: not a marked name either
+      }
+    }
+    const name = typeof s === 'string' ? markOf(marks, s, asKey) : undefined;
+    if (name !== undefined) (this.marked ??= new Map()).set(name, (this.marked.get(name) ?? 0) + 1);
   }
 
   run(maxDepth: number): ModelExtraction {
@@ -146,6 +236,7 @@ class Scanner {
       } else if (c === QUOTE) {
         const start = i;
         i = this.string(i);
+        if (i >= 0 && start === this.typeValueAt) this.mark(start, i, false);
         if (i >= 0 && start === this.modelValueAt) i = this.recordModelString(start, i);
       } else if (c === 0x74) i = this.word(i, TRUE);
       else if (c === 0x66) i = this.word(i, FALSE);
@@ -184,11 +275,13 @@ class Scanner {
     if (this.buf[i] !== QUOTE) return this.fail(i, 'expected a string key');
     const end = this.string(i);
     if (end < 0) return -1;
+    const isType = this.marks !== undefined && this.markKey(i, end);
     const isModel = topLevel && this.isModelKey(i, end);
     const field = topLevel && this.watch !== undefined && !isModel ? this.watchedKey(i, end) : undefined;
     i = this.space(end);
     if (this.buf[i] !== COLON) return this.fail(i, "expected ':'");
     i = this.space(i + 1);
+    if (isType) this.typeValueAt = i;
     if (field !== undefined) {
       this.fieldKey = field;
       this.fieldStart = i;
@@ -240,7 +333,9 @@ class Scanner {
 
   /** The watched fields read by run(). */
   found(): TopLevelFields | undefined {
-    return this.fields;
+    if (this.marked) return Object.assign(this.fields ?? new Map<string, readonly [number, number]>(), { marks: this.marked as ReadonlyMap<string, number> });
+    // Watched and none found: an empty map says so (no second scan to look again).
+    return this.fields ?? (this.watch ? EMPTY_FIELDS : undefined);
   }
 
   private recordField(end: number): void {
@@ -286,7 +381,8 @@ class Scanner {
     }
     if (this.modelCount === 0) return refuse('model_absent', 'no top-level "model" key');
     if (this.model === undefined) return refuse('model_not_string', `"model" is ${this.modelType}, not a string`);
-    return this.fields ? { ok: true, model: this.model, fields: this.fields } : { ok: true, model: this.model };
+    const fields = this.found();
+    return fields ? { ok: true, model: this.model, fields } : { ok: true, model: this.model };
   }
 
   /** Reads a string from its opening quote at i; escapes are checked, control bytes are not. */
@@ -383,6 +479,8 @@ class Scanner {
     return -1;
   }
 }
+
+const EMPTY_FIELDS: TopLevelFields = new Map();
 
 /** An indexOf result, with "not found" as the end of the body. */
 function found(index: number, end: number): number {

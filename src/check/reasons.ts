@@ -223,11 +223,12 @@ export const REASONS = {
   },
   balance_insufficient: {
     status: 403,
-    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers; strict mode: always, reservations in the store)",
+    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers or holds input from elsewhere: images, files, URLs, a previous response; strict mode: always, reservations in the store)",
     hints: {
       notPositive: (amount: string) => `the key's balance is ${amount}: top it up before using models`,
       /** The meter's admission (meter/admission.ts); amounts as the Check writes them (six significant digits). */
       inFlightSoft: (balance: string, count: number, held: string, cost: string) => `the key's balance (${balance}) minus what its ${count} request${count === 1 ? '' : 's'} in flight may cost (${held}) cannot cover this request's maximum cost (${cost}): wait for them to finish, lower max_tokens, or top the balance up`,
+      referenced: (balance: string, parts: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}), which counts ${parts} input source${parts === 1 ? '' : 's'} the provider reads beyond the body's bytes (images, files, URLs, fetched pages, a previous response) at their largest: send fewer, or top the balance up`,
       manyAnswers: (balance: string, answers: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) for its ${answers} answers (n, candidateCount): ask for one answer, or top the balance up`,
       reserved: (available: string, cost: string) => `the key's balance minus requests in flight (${available}) cannot cover this request's maximum cost (${cost}): top it up, lower max_tokens, or wait for requests in flight to finish`,
     },
@@ -241,6 +242,11 @@ export const REASONS = {
     status: 400,
     when: 'the meter is on and a Responses API request sets background (its answer would be produced after the request, where the meter never sees what it cost)',
     hints: { background: 'this gateway meters each answer as it serves it and cannot meter a background response: remove "background" (or set it to false); "stream": true keeps a long request alive' },
+  },
+  hosted_tool_unpriced: {
+    status: 400,
+    when: "the meter is on and a request names a tool the provider runs and bills per call besides tokens (web search, file search, code containers, image generation, Gemini's grounding), and meter.hostedTools is deny (the default)",
+    hints: { tool: (name: string) => `this gateway meters tokens and cannot price the provider's per-call fee of the hosted tool ${json(name)}: remove it from the request (or ask the gateway's operator to allow hosted tools)` },
   },
   rate_limited: {
     status: 429,

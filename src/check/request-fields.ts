@@ -20,3 +20,50 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   // The Responses API's background mode: the answer is produced after the request ends.
   'background',
 ]);
+
+/**
+ * What a string anywhere in a body can say about its cost beyond its bytes and its output (the
+ * meter's maximum, meter/request-shape.ts): `referenced`, a part the provider counts as input the
+ * body does not hold at its price in tokens (an image, audio, a file or document, a file id or URL,
+ * a web page, a remote MCP server's results); `hosted_tool`, a tool the provider runs and bills per
+ * call besides tokens (web search, file search, code containers, image generation, grounding).
+ */
+export type MarkKind = 'referenced' | 'hosted_tool';
+
+/** A marked string: as a key (`"inlineData": {...}`), or as the value of a `type` (`"type": "image_url"`). */
+export interface Mark {
+  readonly kind: MarkKind;
+  readonly as: 'key' | 'value';
+}
+
+/**
+ * The marked strings, decoded (`"image\u005furl"` is `image_url`), each counted once per
+ * occurrence. Part and tool types are matched as the values of `type` keys (never in text, enums or
+ * names), Gemini's parts and tools (which have no `type`) as keys. Prefixes (longest first) cover dated tool types: `web_search_20250305`, `web_search_preview`.
+ */
+export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonly prefixes: ReadonlyArray<readonly [string, Mark]> } = (() => {
+  const referencedValue: Mark = { kind: 'referenced', as: 'value' };
+  const referencedKey: Mark = { kind: 'referenced', as: 'key' };
+  const toolValue: Mark = { kind: 'hosted_tool', as: 'value' };
+  const toolKey: Mark = { kind: 'hosted_tool', as: 'key' };
+  const exact = new Map<string, Mark>();
+  // Content parts: OpenAI chat (image_url, input_audio, file), Responses (input_image, input_file),
+  // Anthropic (image, document), and tools whose results come back as input (remote MCP servers).
+  for (const v of ['image_url', 'input_audio', 'file', 'input_image', 'input_file', 'image', 'document', 'mcp']) exact.set(v, referencedValue);
+  // Gemini's parts and its tools whose results are input (fetched pages, code output).
+  for (const k of ['inlineData', 'inline_data', 'fileData', 'file_data', 'urlContext', 'url_context', 'codeExecution', 'code_execution']) exact.set(k, referencedKey);
+  // OpenAI's hosted tools (Responses `type`), billed per call or per container.
+  for (const v of ['file_search', 'code_interpreter', 'image_generation']) exact.set(v, toolValue);
+  // Gemini's grounding (per grounded prompt) and chat completions' web search (search models).
+  for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval', 'googleMaps', 'google_maps', 'web_search_options']) exact.set(k, toolKey);
+  return {
+    exact,
+    prefixes: [
+      // OpenAI's web_search, web_search_preview(_2025_03_11), web_search_2025_08_26; Anthropic's web_search_20250305.
+      ['web_search', toolValue],
+      // Anthropic's code_execution_20250522 (container hours) and web_fetch_20250910 (pages as input).
+      ['code_execution_', toolValue],
+      ['web_fetch_', referencedValue],
+    ],
+  };
+})();

@@ -9,11 +9,14 @@
  * - a Responses API request in background mode (`background`, read as a lax upstream reads it) is
  *   refused (400 background_unsupported): its answer is produced after the request, where the
  *   meter never sees it, and this gateway serves no route to fetch it.
+ * - a request naming a hosted tool (billed per call besides tokens: check/request-fields.ts
+ *   REQUEST_MARKS) is refused (400 hosted_tool_unpriced) unless `meter.hostedTools: allow`.
  * - `meter.unmeteredStreams: deny`: a chat stream without `stream_options.include_usage` (read as
  *   a lax upstream reads `stream`) is refused with a hint (400 stream_usage_required).
  * - soft mode: no store round trip. A key with a positive balance may always have one request in
- *   flight on this replica if it asks for one answer; each further one, and one asking for several
- *   answers, must fit what the balance has left once the requests in flight are counted at their
+ *   flight on this replica if it asks for one answer and holds no input from elsewhere (images, files,
+ *   URLs, a previous response); each further one, and one asking for several answers or holding such
+ *   input, must fit what the balance has left once the requests in flight are counted at their
  *   maximum. So one key can overspend by at most one single-answer request's maximum per replica,
  *   however many it sends at once.
  * - strict mode: the maximum is reserved in the store before the request goes upstream; a request
@@ -25,7 +28,7 @@ import { amountText, type MaybePromise } from '../check/decide';
 import type { Decision } from '../check/decision';
 import { isTokenCount } from '../check/endpoints';
 import { extractFields } from '../check/extract-model';
-import { REQUEST_FIELDS } from '../check/request-fields';
+import { REQUEST_FIELDS, REQUEST_MARKS } from '../check/request-fields';
 import type { Admission } from '../check/pipeline';
 import { HINTS, type DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
@@ -85,9 +88,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     if (!m.enabled || d.route.kind !== 'protocol' || isTokenCount(view.path)) return d;
     const style = d.route.style;
     // The Check located these fields with the model; a generative request (model in the path) was not scanned.
-    const fields = d.bodyFields ?? (view.body && view.body.length > 0 ? extractFields(view.body, config.routes.maxJsonDepth, REQUEST_FIELDS) : undefined);
+    const fields = d.bodyFields ?? (view.body && view.body.length > 0 ? extractFields(view.body, config.routes.maxJsonDepth, REQUEST_FIELDS, REQUEST_MARKS) : undefined);
     const shape = requestShape(style, view.path, view.body, fields);
     if (shape.background) return deny(d, 'background_unsupported', HINTS.background_unsupported.background);
+    if (shape.hostedTools.length > 0 && m.hostedTools === 'deny') return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(shape.hostedTools[0]));
     if (m.unmeteredStreams === 'deny' && style === 'chat' && shape.stream && !shape.includeUsage) {
       return deny(d, 'stream_usage_required', HINTS.stream_usage_required.includeUsage);
     }
@@ -102,7 +106,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
     const price = model?.price ?? null;
     const bodyBytes = view.body?.length ?? 0;
-    const maxInputTokens = bodyBytes + (shape.referencedInput ? m.referencedInputTokens : 0);
+    const maxInputTokens = bodyBytes + shape.referencedCount * m.referencedInputTokens;
     const maxOutput = maxOutputTokens(shape, model?.maxOutputTokens, m.maxOutputTokens);
     const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
@@ -130,6 +134,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       // (`n`, `candidateCount`) must fit, or one request could spend the balance many times over.
       if (left < maxCost && shape.answers > 1) {
         return deny(d, 'balance_insufficient', HINTS.balance_insufficient.manyAnswers(round(balance), shape.answers, round(maxCost)));
+      }
+      // Likewise input from elsewhere: images, files, URLs, a previous response (their count is the client's).
+      if (left < maxCost && shape.referencedCount > 0) {
+        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.referenced(round(balance), shape.referencedCount, round(maxCost)));
       }
       return track(false);
     }

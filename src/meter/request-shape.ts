@@ -10,6 +10,7 @@
  * Gemini's generationConfig); of two spellings the larger maximum counts.
  */
 import type { TopLevelFields } from '../check/extract-model';
+import { REQUEST_MARKS } from '../check/request-fields';
 import type { Protocol } from '../store/store';
 
 export interface RequestShape {
@@ -23,8 +24,15 @@ export interface RequestShape {
   readonly answers: number;
   /** Thinking tokens a request allows on top of its output maximum (Gemini's thinkingBudget). */
   readonly extraOutput: number;
-  /** Input the provider adds from elsewhere: a stored conversation, a previous response, a cached context. */
+  /** Input the provider adds from elsewhere: a stored conversation, a previous response, a cached context, or parts it counts beyond their bytes. */
   readonly referencedInput: boolean;
+  /**
+   * How many such sources: one for a stored conversation, previous response, cached context or
+   * stored prompt, plus one per marked part (an image, audio, a file, a URL, fetched pages: REQUEST_MARKS).
+   */
+  readonly referencedCount: number;
+  /** Tools the provider runs and bills per call besides tokens, by name (REQUEST_MARKS `hosted_tool`). */
+  readonly hostedTools: readonly string[];
   /** An embedding request (no output tokens): /v1/embeddings, Gemini's embedContent and batchEmbedContents. */
   readonly embeds: boolean;
   /**
@@ -69,7 +77,7 @@ function parseSpan(body: Uint8Array, span: readonly [number, number] | undefined
 const asObject = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
 
 /** Nothing said: one answer, no maximum named, no stream. */
-export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, embeds: false, background: false });
+export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false });
 
 /**
  * Reads a request's shape from its body and the located top-level fields.
@@ -98,18 +106,36 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     const v = get(k);
     return v !== undefined && v !== null && v !== '' && v !== false;
   };
+  // `prompt` is a stored prompt template of the Responses API (an object with an id).
+  const stored = present('previous_response_id') || present('previousResponseId') || present('conversation') ||
+    present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined);
+  const { parts, tools } = marked(fields);
+  const referencedCount = (stored ? 1 : 0) + parts;
   return {
     stream: streamPath || laxBool(get('stream')),
     includeUsage: opts !== undefined && laxBool(opts.include_usage ?? opts.includeUsage),
     maxOutput,
     answers,
     extraOutput,
-    // `prompt` is a stored prompt template of the Responses API (an object with an id).
-    referencedInput: present('previous_response_id') || present('previousResponseId') || present('conversation') ||
-      present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined),
+    referencedInput: referencedCount > 0,
+    referencedCount,
+    hostedTools: tools,
     embeds,
     background: protocol === 'responses' && laxBool(get('background')),
   };
+}
+
+/** The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted tools. */
+function marked(fields: TopLevelFields): { parts: number; tools: string[] } {
+  let parts = 0;
+  const tools: string[] = [];
+  if (!fields.marks) return { parts, tools };
+  for (const [name, count] of fields.marks) {
+    const kind = (REQUEST_MARKS.exact.get(name) ?? REQUEST_MARKS.prefixes.find(([p]) => p === name)?.[1])?.kind;
+    if (kind === 'referenced') parts += count;
+    else if (kind === 'hosted_tool') tools.push(name);
+  }
+  return { parts, tools };
 }
 
 /**

@@ -326,11 +326,13 @@ describe('prices and the meter', () => {
 
   test('defaults the meter to on, soft, streams without usage estimated', () => {
     expect(parseConfig('').meter).toEqual({
-      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', maxOutputTokens: 32768, referencedInputTokens: 200_000,
+      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', hostedTools: 'deny', maxOutputTokens: 32768, referencedInputTokens: 200_000,
       usageCeiling: { inputTokens: 10_000_000, outputTokens: 1_000_000 }, leases: true, reservationSeconds: 900, drainSeconds: 25,
     });
     // `allow`, the older name of estimate, is still read.
     expect(parseConfig('meter: { unmeteredStreams: allow }').meter.unmeteredStreams).toBe('allow');
     expect(() => parseConfig('meter: { mode: hard }')).toThrow(/meter\.mode: must be soft or strict/);
+    expect(parseConfig('meter: { hostedTools: allow }').meter.hostedTools).toBe('allow');
+    expect(() => parseConfig('meter: { hostedTools: maybe }')).toThrow(/meter\.hostedTools: must be deny or allow/);
   });
 });

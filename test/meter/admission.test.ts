@@ -166,6 +166,44 @@ describe('background mode', () => {
   });
 });
 
+describe('hosted tools and input from elsewhere', () => {
+  const responses = (key: string, body: unknown) => ({ ...chat(key, body), path: '/v1/responses' });
+  const image = (url: string) => ({ role: 'user', content: [{ type: 'image_url', image_url: { url } }] });
+
+  it('refuses a hosted tool billed per call (400 hosted_tool_unpriced, naming it) unless meter.hostedTools is allow', async () => {
+    h = await startHarness();
+    const body = { model: 'gpt-4o-mini', input: 'x', tools: [{ type: 'web_search_preview' }] };
+    const refused = await h.check(responses(DEMO_KEYS.alice, body));
+    expect(reasonOf(refused)).toBe('hosted_tool_unpriced');
+    expect(refused.denied_response?.status?.code).toBe('BadRequest');
+    expect(deniedHeader(refused, 'x-modelgate-hint')).toContain('"web_search"');
+    expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, { ...body, tools: [{ type: 'function', name: 'web_search' }] })))).toBe('allowed');
+    await h.close();
+    h = await startHarness({ configPath: tempConfig(demo.replace('  mode: soft ', '  hostedTools: allow\n  mode: soft ')) });
+    expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, body)))).toBe('allowed');
+  });
+
+  it('soft mode: the lone request a small balance does not cover may not hold input from elsewhere (its maximum counts meter.referencedInputTokens per part)', async () => {
+    h = await startHarness();
+    // trial's balance (0.00006) covers a plain request's maximum but not 200,000 input tokens.
+    const refused = await h.check(chat(DEMO_KEYS.trial, { model: 'gpt-4o-mini', max_tokens: 10, messages: [image('https://x/1.png')] }));
+    expect(reasonOf(refused)).toBe('balance_insufficient');
+    expect(deniedHeader(refused, 'x-modelgate-hint')).toMatch(/counts 1 input source the provider reads beyond the body's bytes/);
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, { model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })))).toBe('allowed');
+  });
+
+  it('strict mode: reserves meter.referencedInputTokens per part the provider reads beyond the body', async () => {
+    h = await startHarness({ configPath: tempConfig(strict()) });
+    const one = { model: 'gpt-4o-mini', max_tokens: 10, messages: [image('https://x/1.png')] };
+    const allowed = await h.check(chat(DEMO_KEYS.alice, one));
+    expect(reasonOf(allowed)).toBe('allowed');
+    // trial (0.00006) cannot reserve 200,000 input tokens of gpt-4o-mini (0.03).
+    const refused = await h.check(chat(DEMO_KEYS.trial, one));
+    expect(reasonOf(refused)).toBe('balance_insufficient');
+    expect(deniedHeader(refused, 'x-modelgate-hint')).toMatch(/maximum cost \(0\.03/);
+  });
+});
+
 describe('unmeteredStreams', () => {
   const stream = { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'x' }] };
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { extractFields, extractModel } from '../../src/check/extract-model';
-import { REQUEST_FIELDS } from '../../src/check/request-fields';
+import { REQUEST_FIELDS, REQUEST_MARKS } from '../../src/check/request-fields';
 import { laxBool, laxCount, maxOutputTokens, requestShape } from '../../src/meter/request-shape';
 import type { Protocol } from '../../src/store/store';
 
@@ -82,5 +82,44 @@ describe('maxOutputTokens', () => {
     expect(maxOutputTokens(s({ maxOutput: 10, answers: 128 }), 16384, 32768)).toBe(1280);
     expect(maxOutputTokens(s({ maxOutput: 10, extraOutput: 500 }), 16384, 32768)).toBe(510);
     expect(maxOutputTokens(s({ embeds: true, maxOutput: 10 }), 16384, 32768)).toBe(0);
+  });
+});
+
+describe('marked parts and hosted tools (REQUEST_MARKS), found by the Check\'s one scan', () => {
+  const shapeOf = (protocol: Protocol, body: unknown, path = '/v1/x'): ReturnType<typeof requestShape> => {
+    const bytes = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+    const r = extractModel(bytes, 64, REQUEST_FIELDS, REQUEST_MARKS);
+    const fields = r.ok ? r.fields : extractFields(bytes, 64, REQUEST_FIELDS, REQUEST_MARKS);
+    return requestShape(protocol, path, bytes, fields);
+  };
+
+  it('counts each part the provider reads beyond its bytes, in every protocol, escapes decoded', () => {
+    const chat = { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'an image of a file' }, { type: 'image_url', image_url: { url: 'https://x/y.png' } }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AA' } }] }] };
+    expect(shapeOf('chat', chat)).toMatchObject({ referencedInput: true, referencedCount: 2, hostedTools: [] });
+    expect(shapeOf('responses', { model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x' }, { type: 'input_file', file_id: 'f' }] }] }).referencedCount).toBe(2);
+    // Anthropic's document from a file counts twice (the part and its file source).
+    expect(shapeOf('messages', { model: 'm', messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://x' } }, { type: 'document', source: { type: 'file', file_id: 'f' } }] }] }).referencedCount).toBe(3);
+    // Only as the value of `type` (also spelled with escapes): an enum, a name or a text saying "image" is no part.
+    expect(shapeOf('chat', '{"model":"m","messages":[{"role":"user","content":[{"typ\\u0065":"image_url"}]}]}').referencedCount).toBe(1);
+    expect(shapeOf('chat', { model: 'm', tools: [{ type: 'function', function: { name: 'image', parameters: { properties: { kind: { enum: ['file', 'image', 'document'] } } } } }], messages: [] }).referencedCount).toBe(0);
+    expect(shapeOf('generative', { contents: [{ parts: [{ fileData: { fileUri: 'https://youtube.com/x' } }, { inline_data: { data: 'AA' } }] }] }, '/v1beta/models/g:generateContent').referencedCount).toBe(2);
+    // An escaped spelling is what a provider decodes.
+    expect(shapeOf('chat', '{"model":"m","messages":[{"role":"user","content":[{"type":"image\\u005furl","image\\u005Furl":{"url":"https://x"}}]}]}').referencedCount).toBe(1);
+    // Text that merely says "image" or names a file is not a part; a previous response counts once more.
+    expect(shapeOf('chat', { model: 'm', messages: [{ role: 'user', content: 'image file document input_image please' }] })).toMatchObject({ referencedInput: false, referencedCount: 0 });
+    expect(shapeOf('responses', { model: 'm', previous_response_id: 'r', input: [{ type: 'input_image', image_url: 'https://x' }] }).referencedCount).toBe(2);
+  });
+
+  it('names the hosted tools billed per call, and not a client function that shares a name', () => {
+    expect(shapeOf('responses', { model: 'm', tools: [{ type: 'web_search_preview' }, { type: 'function', name: 'web_search' }] }).hostedTools).toEqual(['web_search']);
+    expect([...shapeOf('responses', { model: 'm', tools: [{ type: 'code_interpreter', container: { type: 'auto' } }, { type: 'file_search' }] }).hostedTools].sort()).toEqual(['code_interpreter', 'file_search']);
+    expect(shapeOf('messages', { model: 'm', tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 8 }] }).hostedTools).toEqual(['web_search']);
+    expect(shapeOf('generative', { tools: [{ googleSearch: {} }] }, '/v1beta/models/g:generateContent').hostedTools).toEqual(['googleSearch']);
+    expect(shapeOf('chat', { model: 'm', web_search_options: {}, messages: [] }).hostedTools).toEqual(['web_search_options']);
+    // gemini-cli's and Claude Code's own tools are client functions: not hosted.
+    expect(shapeOf('generative', { tools: [{ functionDeclarations: [{ name: 'google_web_search' }, { name: 'web_fetch' }] }] }, '/v1beta/models/g:generateContent')).toMatchObject({ hostedTools: [], referencedCount: 0 });
+    expect(shapeOf('messages', { model: 'm', tools: [{ name: 'WebSearch', input_schema: {} }, { name: 'Read', input_schema: {} }] })).toMatchObject({ hostedTools: [], referencedCount: 0 });
+    // Gemini's URL context and code execution are counted in tokens: referenced, not hosted.
+    expect(shapeOf('generative', { tools: [{ urlContext: {} }, { code_execution: {} }] }, '/v1beta/models/g:generateContent')).toMatchObject({ hostedTools: [], referencedCount: 2 });
   });
 });
