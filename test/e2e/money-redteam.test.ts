@@ -14,11 +14,11 @@ import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+import { IMAGE_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
 
 /** Each case's own key, group basic (demo prices), balance 0.001. */
 const BALANCE = 0.001;
-const KEYS = ['chatImages', 'geminiVideo', 'claudeSearch', 'responsesSearch', 'softImages'] as const;
+const KEYS = ['chatImages', 'geminiVideo', 'claudeSearch', 'responsesSearch', 'softImages', 'longCompleted'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 const withKeys = (demo: string): string =>
@@ -131,5 +131,18 @@ describeE2E('money red team: soft mode bound (balance + one request maximum M)',
     // docs/metering.md: M = the body's bytes as input tokens plus the model's output cap (16,384), at 0.15 / 0.60.
     const m = (r.bodyBytes * 0.15 + 16384 * 0.6) / 1e6;
     expect(BALANCE - r.balance, `ledger ${JSON.stringify(r.row)}, M ${m}`).toBeLessThanOrEqual(BALANCE + m);
+  });
+
+  it('responses: a stream whose response.completed is over 16 KiB (20 KB of instructions, echoed) is debited the usage the provider reported', async () => {
+    // The meter keeps the last 16 KiB: response.completed, which echoes instructions and tools, no
+    // longer fits, so the provider's usage is never read and the input is estimated from the body.
+    const content = [{ type: 'input_text', text: 'describe' }, ...Array.from({ length: 10 }, (_, n) => ({ type: 'input_image', image_url: `https://example.com/${n}.png` }))];
+    const r = await spend(gw, store, 'longCompleted', '/v1/responses', bearer('longCompleted'), {
+      model: 'gpt-4o-mini', stream: true, max_output_tokens: 20, instructions: 'Be brief. '.repeat(2000), input: [{ role: 'user', content }],
+    });
+    expect(r.sent.status).toBe(200);
+    const reported = Number(/"input_tokens":(\d+)/.exec(r.sent.text)?.[1]);
+    expect(reported).toBeGreaterThan(10 * IMAGE_TOKENS);
+    expect(r.row, JSON.stringify(r.row)).toMatchObject({ inputTokens: reported });
   });
 });

@@ -185,7 +185,8 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   }
   if (path === '/v1/responses') {
     const usage = { input_tokens: count(input), output_tokens: count(tokens), total_tokens: count(input + tokens) };
-    const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, output: status === 'completed' ? [...Array.from({ length: searches }, (_, i) => ({ type: 'web_search_call', id: `ws_${i}`, status: 'completed', action: { type: 'search', query: 'q' } })), { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
+    // As OpenAI does, every response object (response.created, response.completed) echoes the request's instructions and tools.
+    const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, instructions: body.instructions ?? null, tools: body.tools ?? [], output: status === 'completed' ? [...Array.from({ length: searches }, (_, i) => ({ type: 'web_search_call', id: `ws_${i}`, status: 'completed', action: { type: 'search', query: 'q' } })), { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
     if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(response('completed', true)));
     const pieces = [sse('response.created', { type: 'response.created', response: response('in_progress', false) })];
     for (let i = 0; i < tokens; i++) pieces.push(sse('response.output_text.delta', { type: 'response.output_text.delta', delta: word(i) }));
