@@ -19,6 +19,14 @@
  *
  * Every output token is one of WORDS, each a single o200k_base token, so a test can compare an
  * estimate with what the client received.
+ *
+ * Input a body only points at, billed as providers bill it (test/e2e/money-redteam.test.ts): an image
+ * part (chat `image_url`, responses `input_image`) is IMAGE_TOKENS, an Anthropic image by URL
+ * ANTHROPIC_IMAGE_TOKENS, a Gemini `fileData` part (a YouTube video) VIDEO_TOKENS; each web search
+ * of a hosted tool (Anthropic `web_search_*`, which searches up to its `max_uses`; responses
+ * `web_search`/`web_search_preview`, one call) adds SEARCH_TOKENS of results as input, and is
+ * reported where the provider reports it (`usage.server_tool_use.web_search_requests`; a
+ * `web_search_call` output item).
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -48,16 +56,43 @@ const laxInt = (v: unknown): number | undefined => {
 };
 const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
-/** Input tokens as the provider counts them: the words of every string of the request. */
+/** gpt-4o-mini's count of one high-detail image (2048x2048 scaled to 768x768, 4 tiles: 2,833 + 4 x 5,667). */
+export const IMAGE_TOKENS = 25_501;
+/** Claude's count of one image of about 1.15 megapixels (width x height / 750). */
+export const ANTHROPIC_IMAGE_TOKENS = 1_600;
+/** Gemini's count of a one-hour video by fileUri (263 tokens a second). */
+export const VIDEO_TOKENS = 946_800;
+/** One web search's results, billed as input (OpenAI bills gpt-4o-mini's as a fixed 8,000-token block). */
+export const SEARCH_TOKENS = 8_000;
+
+/** Input tokens as the provider counts them: the words of every string of the request, plus the media it points at. */
 function inputTokens(body: unknown): number {
   let n = 0;
   const walk = (v: unknown): void => {
     if (typeof v === 'string') n += v.split(/\s+/).filter(Boolean).length;
     else if (Array.isArray(v)) v.forEach(walk);
-    else if (v && typeof v === 'object') Object.values(v).forEach(walk);
+    else if (v && typeof v === 'object') {
+      const o = v as Record<string, unknown>;
+      if (o.type === 'image_url' || o.type === 'input_image') n += IMAGE_TOKENS;
+      if (o.type === 'image' && obj(o.source).type === 'url') n += ANTHROPIC_IMAGE_TOKENS;
+      if (typeof obj(o.fileData ?? o.file_data).fileUri === 'string' || typeof obj(o.file_data).file_uri === 'string') n += VIDEO_TOKENS;
+      Object.values(v).forEach(walk);
+    }
   };
   walk(body);
   return Math.max(1, n);
+}
+
+/** Web searches a request's hosted tools make (Anthropic: up to max_uses, here all of them; OpenAI: one call). */
+function webSearches(body: Record<string, unknown>, path: string): number {
+  const tools = Array.isArray(body.tools) ? body.tools.map(obj) : [];
+  let n = 0;
+  for (const t of tools) {
+    const type = typeof t.type === 'string' ? t.type : '';
+    if (path === '/v1/messages' && type.startsWith('web_search_')) n += laxInt(t.max_uses) ?? 1;
+    if (path === '/v1/responses' && (type === 'web_search' || type === 'web_search_preview')) n += 1;
+  }
+  return n;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -102,7 +137,8 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const max = laxInt(body.max_completion_tokens) ?? laxInt(body.max_tokens) ?? laxInt(body.max_output_tokens) ?? laxInt(gen.maxOutputTokens) ?? laxInt(gen.max_output_tokens);
   const tokens = max ?? Number(h('x-stand-in-tokens') ?? DEFAULT_TOKENS);
   const answers = laxInt(body.n) ?? laxInt(gen.candidateCount) ?? laxInt(gen.candidate_count) ?? 1;
-  const input = inputTokens(body);
+  const searches = webSearches(body, path);
+  const input = inputTokens(body) + searches * SEARCH_TOKENS;
   const count = (n: number): unknown => (usageOverride === undefined || usageOverride === 'omit' ? n : JSON.parse(usageOverride));
   const omit = usageOverride === 'omit';
   const word = (i: number): string => WORDS[i % WORDS.length];
@@ -149,7 +185,8 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   }
   if (path === '/v1/responses') {
     const usage = { input_tokens: count(input), output_tokens: count(tokens), total_tokens: count(input + tokens) };
-    const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, output: status === 'completed' ? [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
+    // As OpenAI does, every response object (response.created, response.completed) echoes the request's instructions and tools.
+    const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, instructions: body.instructions ?? null, tools: body.tools ?? [], output: status === 'completed' ? [...Array.from({ length: searches }, (_, i) => ({ type: 'web_search_call', id: `ws_${i}`, status: 'completed', action: { type: 'search', query: 'q' } })), { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
     if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(response('completed', true)));
     const pieces = [sse('response.created', { type: 'response.created', response: response('in_progress', false) })];
     for (let i = 0; i < tokens; i++) pieces.push(sse('response.output_text.delta', { type: 'response.output_text.delta', delta: word(i) }));
@@ -161,7 +198,7 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     return send(200, 'application/json', JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2] }], ...(omit ? {} : { usage: { prompt_tokens: count(input), total_tokens: count(input) } }) }));
   }
   if (path === '/v1/messages') {
-    const message = { id: 'msg_money', type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: full }], stop_reason: 'end_turn', usage: { input_tokens: count(input), output_tokens: count(tokens) } };
+    const message = { id: 'msg_money', type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: full }], stop_reason: 'end_turn', usage: { input_tokens: count(input), output_tokens: count(tokens), ...(searches > 0 ? { server_tool_use: { web_search_requests: searches } } : {}) } };
     if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(omit ? { ...message, usage: undefined } : message));
     const pieces = [
       sse('message_start', { type: 'message_start', message: { ...message, content: [], stop_reason: null, ...(omit ? { usage: undefined } : { usage: { input_tokens: count(input), output_tokens: count(1) } }) } }),
