@@ -118,6 +118,20 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     const cpuLite = cpuPer10k(ok, 'litellm', 'small_chat');
     const cpuMg = cpuPer10k(ok, 'modelgate', 'small_chat');
     line(`| LiteLLM beside modelgate (small chat): added p50 at half LiteLLM's capacity; CPU s per 10,000 requests (authz + Envoy + upstream) | +${ms(liteAdd)} vs +${ms(mgAdd)} (${x(liteAdd / mgAdd, 0)}); ${cpuLite.total.toFixed(1)} vs ${cpuMg.total.toFixed(2)} s (${x(cpuLite.total / cpuMg.total, 0)}) | measured (an order of magnitude expected) | ${verdict(Number.isFinite(liteAdd) && Number.isFinite(cpuLite.total) ? liteAdd / mgAdd >= 10 && cpuLite.total / cpuMg.total >= 10 : undefined)} |`);
+    {
+      // What a balance costs in each: LiteLLM with its own budget enforcement (bench/peers/README.md)
+      // beside modelgate with the meter (soft, file store), closed loop. No threshold: measured.
+      const three = (id: SetupId): number => {
+        const c = cpuPer10k(ok, id, 'small_chat');
+        return c.authz + c.envoy + c.upstream;
+      };
+      const liteB = cap('litellm-budget', 'small_chat');
+      const meter = cap('modelgate-meter', 'small_chat');
+      const cpuB = three('litellm-budget');
+      const cpuM = three('modelgate-meter');
+      const f2 = (v: number): string => (Number.isFinite(v) ? v.toFixed(2) : '–');
+      line(`| LiteLLM with its budget vs modelgate + meter (soft), small chat, closed loop: throughput; CPU s per 10,000 requests (authz + Envoy + upstream) | ${int(liteB)} vs ${int(meter)} req/s (${x(liteB / meter)}); ${f2(cpuB)} vs ${f2(cpuM)} s (${x(cpuB / cpuM, 1)}); LiteLLM without its budget: ${int(cap('litellm', 'small_chat'))} req/s, ${f2(three('litellm'))} s | measured | – |`);
+    }
     const tail = pct('modelgate', 'small_chat', 'noop50', 99);
     const tailNoop = pct('noop', 'small_chat', 'noop50', 99);
     const tailRate = ok.find((run) => run.rateLabel === 'noop50')?.requestedRate;
@@ -242,14 +256,14 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
   }
 
   // ---------------------------------------------------------------- metering
-  const meterIds: SetupId[] = ['envoy', 'modelgate', 'modelgate-meter', 'modelgate-meter-nogzip', 'modelgate-meter-logonly', 'modelgate-pg', 'modelgate-pg-meter', 'modelgate-pg-strict'];
+  const meterIds: SetupId[] = ['envoy', 'modelgate', 'modelgate-meter', 'modelgate-meter-nogzip', 'modelgate-meter-logonly', 'modelgate-pg', 'modelgate-pg-meter', 'modelgate-pg-strict', 'litellm', 'litellm-budget'];
   if (meterIds.some((id) => present.has(id) && id.includes('meter') || id.includes('strict'))) {
     line();
     line('## Metering: with and without the meter, soft and strict');
     line();
-    line('Small chat, answered (JSON) and streamed (SSE with usage), at 200 requests a second (a rate every metering setup can take): time to the first byte of the response (its headers) and to its end, from the scheduled send time; closed-loop throughput; CPU of modelgate and PostgreSQL per 10,000 requests.');
+    line('Small chat, answered (JSON) and streamed (SSE with usage), at 200 requests a second (a rate every metering setup can take): time to the first byte of the response (its headers) and to its end, from the scheduled send time; closed-loop throughput; CPU of modelgate and PostgreSQL per 10,000 requests. LiteLLM without and with its budget (closed loop only; bench/peers/README.md) for what a balance costs there: LiteLLM is the whole proxy, so its CPU is in the authz column and its Envoy has no ext_authz filter.');
     line();
-    line('| setup | mix | closed req/s | TTFB p50 | TTFB p99 | total p50 | total p99 | total p99.9 | Envoy CPU /10k | modelgate CPU /10k | PostgreSQL CPU /10k |');
+    line('| setup | mix | closed req/s | TTFB p50 | TTFB p99 | total p50 | total p99 | total p99.9 | Envoy CPU /10k | authz CPU /10k (modelgate, LiteLLM) | PostgreSQL CPU /10k |');
     line('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const id of meterIds.filter((i) => present.has(i))) {
       for (const mix of ['small_chat', 'small_chat_stream', 'small_chat_stream_estimated'] as MixId[]) {

@@ -33,6 +33,11 @@ const OUT = path.join(ROOT, 'bench', 'out', 'e2e');
 const MAIN_MIXES: MixId[] = ['small_chat', 'body_256k_model_last', 'generative_path', 'mixed_90_10'];
 const METER_SETUPS: SetupId[] = ['modelgate-meter', 'modelgate-meter-nogzip', 'modelgate-meter-logonly', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'];
 const STREAM_ALSO: SetupId[] = ['envoy', 'modelgate', 'modelgate-pg'];
+/**
+ * Closed loop only: LiteLLM with its budget, beside the meter rows by throughput and CPU per request
+ * (LiteLLM cannot take the fixed rates; \`litellm\` is the latency reference for LiteLLM).
+ */
+const CLOSED_ONLY: SetupId[] = ['litellm-budget'];
 /** The metering rows' offered rate. */
 const METER_RATE = 200;
 const METER_LABEL = '200/s';
@@ -54,6 +59,7 @@ function mixesFor(id: SetupId): MixId[] {
   // What an estimate costs: the soft meter row and its reference without the meter.
   const estimated: MixId[] = id === 'modelgate-meter' || id === 'modelgate' ? ['small_chat_stream_estimated'] : [];
   if (METER_SETUPS.includes(id)) return ['small_chat', 'small_chat_stream', ...estimated];
+  if (CLOSED_ONLY.includes(id)) return ['small_chat'];
   return STREAM_ALSO.includes(id) ? [...MAIN_MIXES, 'small_chat_stream', ...estimated] : MAIN_MIXES;
 }
 
@@ -190,7 +196,7 @@ async function main(): Promise<void> {
             log(`${mix.id}: closed loop, ${s.id} (${rep + 1}/${repeats})`);
             // LiteLLM answers tens of requests per second: with 100 in flight a 256 KiB request would
             // wait longer than a run for its turn, so it gets 10 (one per connection).
-            const closed = s.id === 'litellm' ? { ...settings, closedStreams: 1 } : settings;
+            const closed = s.id === 'litellm' || s.id === 'litellm-budget' ? { ...settings, closedStreams: 1 } : settings;
             await attempt(`${mix.id} closed ${s.id}`, () => runLoad(s, mix, bodyFiles, closed, 'closed', rep));
           }
         }
@@ -224,7 +230,7 @@ async function main(): Promise<void> {
           continue;
         }
         if (mix.id === 'small_chat_stream' || mix.id === 'small_chat_stream_estimated') continue;
-        const list = order.filter((s) => mixesFor(s.id).includes(mix.id) && !METER_SETUPS.includes(s.id));
+        const list = order.filter((s) => mixesFor(s.id).includes(mix.id) && !METER_SETUPS.includes(s.id) && !CLOSED_ONLY.includes(s.id));
         for (const share of RATES) await paced(mix, list, share * floor, `${share * 100}%`);
       }
       // The metering rows (and their references without the meter): the small chat answered and

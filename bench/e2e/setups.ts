@@ -10,6 +10,8 @@
  *   modelgate-pg        Envoy + modelgate, PostgreSQL store (warm cache)
  *   opa                 Envoy + OPA-Envoy (the same decision in Rego)
  *   litellm             Envoy -> LiteLLM proxy (keys and per-key model access) -> the stand-in
+ *   litellm-budget      the same with LiteLLM's own budget enforcement: each key's balance as its
+ *                       max_budget, each response priced and counted by LiteLLM (bench/peers/README.md)
  *   modelgate-meter     modelgate, file store, the meter on (soft)          } metering rows
  *   modelgate-pg-meter  modelgate, PostgreSQL, the meter on (soft)          } (docs/metering.md)
  *   modelgate-pg-strict modelgate, PostgreSQL, the meter on, strict mode    }
@@ -38,7 +40,7 @@ import { freePort, httpStatus, listening, pin, spawnPinned, type Proc } from './
 import { startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
 import { UPSTREAM_MARKERS } from './upstream';
 
-export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'] as const;
+export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'litellm-budget', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'] as const;
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
 export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls', 'modelgate-meter-nogzip', 'modelgate-meter-logonly'] as const;
 export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
@@ -54,6 +56,7 @@ export const SETUP_TITLES: Record<SetupId, string> = {
   'opa-bytes': 'Envoy + OPA-Envoy, pack_as_bytes: true',
   'noop-node': 'Envoy + no-op ext_authz (modelgate\'s gRPC server on node:http2)',
   'litellm': 'Envoy + LiteLLM proxy',
+  'litellm-budget': 'Envoy + LiteLLM proxy with its budget (max_budget, spend tracking)',
   'modelgate-meter': 'modelgate + meter, soft (file store)',
   'modelgate-meter-nogzip': 'modelgate + meter, soft, without the decompressor (Envoy\'s share of the meter)',
   'modelgate-meter-logonly': 'modelgate + meter, soft, access log only: no Lua, no decompressor (Envoy\'s share of the meter)',
@@ -141,6 +144,18 @@ function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUr
 }
 
 const BENCH_SERVER_NAME = 'modelgate.bench';
+
+/**
+ * The litellm-budget setup's LiteLLM config: bench/peers/litellm/config.yaml with LiteLLM's own
+ * spend-tracking callback registered (spend_tracking.py: its ProxyDBLogger, which LiteLLM registers
+ * itself only when a database is connected). custom_auth.py, told by MODELGATE_PEER_BUDGET, returns
+ * each key's balance as its max_budget; LiteLLM's budget reservation enforces it.
+ */
+export function litellmBudgetConfig(configYaml: string): string {
+  const doc = parseDocument(configYaml);
+  doc.setIn(['litellm_settings', 'callbacks'], doc.createNode(['spend_tracking.proxy_db_logger']));
+  return doc.toString();
+}
 
 /** A CA each for modelgate and Envoy, and a certificate each (P-256, as a deployment would make them). */
 function makeCerts(dir: string): NonNullable<PortAuth['tls']> {
@@ -311,32 +326,46 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       bundle = renderBundle(demo, { authz: { port: grpcPort, healthCheck: false, packAsBytes: id === 'opa-bytes' }, httpPort: await httpPortFor(), upstreamPort, meter: false });
       break;
     }
-    case 'litellm': {
+    case 'litellm':
+    case 'litellm-budget': {
       if (!existsSync(ctx.litellmBin)) throw new Error(`no LiteLLM at ${ctx.litellmBin}: run bench/peers/litellm/install.sh`);
       const port = await freePort();
       const dataFile = path.join(ctx.outDir, 'peer-data.json');
       writeFileSync(dataFile, JSON.stringify(peerData(demo)));
       const up = `http://127.0.0.1:${ctx.upstreamPort}`;
       const workers = ctx.gatewayCpus ? ctx.gatewayCpus.split(',').length : 2;
+      const peerDir = path.join(ctx.root, 'bench/peers/litellm');
+      const budget = id === 'litellm-budget';
+      let config = path.join(peerDir, 'config.yaml');
+      if (budget) {
+        // Written beside the run's other files; its modules (custom_auth, spend_tracking) come from PYTHONPATH.
+        config = path.join(ctx.outDir, 'litellm-budget-config.yaml');
+        writeFileSync(config, litellmBudgetConfig(readFileSync(path.join(peerDir, 'config.yaml'), 'utf8')));
+      }
       authz = await spawnPinned({
-        name: 'litellm',
+        name: id,
         cmd: ctx.litellmBin,
-        args: ['--config', path.join(ctx.root, 'bench/peers/litellm/config.yaml'), '--host', '127.0.0.1', '--port', String(port), '--num_workers', String(workers)],
+        args: ['--config', config, '--host', '127.0.0.1', '--port', String(port), '--num_workers', String(workers)],
         cpus: ctx.gatewayCpus,
-        cwd: path.join(ctx.root, 'bench/peers/litellm'),
+        cwd: peerDir,
         env: {
           ...process.env,
+          PYTHONPATH: peerDir,
           STANDIN_BASE: up, STANDIN_OPENAI_BASE: `${up}/v1`, STANDIN_GEMINI_BASE: up, STANDIN_API_KEY: 'standin-upstream-credential',
           LITELLM_MASTER_KEY: `sk-peer-master-${Math.random().toString(36).slice(2)}`,
           MODELGATE_PEER_DATA: dataFile,
+          MODELGATE_PEER_BUDGET: budget ? '1' : '0',
           // LiteLLM's production page: errors only, no .env loading; no network here: the bundled cost map.
           LITELLM_LOG: 'ERROR', LITELLM_MODE: 'PRODUCTION', LITELLM_LOCAL_MODEL_COST_MAP: 'True',
         },
-        logFile: path.join(ctx.outDir, 'litellm.log'),
+        logFile: path.join(ctx.outDir, `${id}.log`),
         ready: async () => (await httpStatus(`http://127.0.0.1:${port}/health/liveliness`)) === 200,
         timeoutMs: 120_000,
       });
       notes.push(`LiteLLM --num_workers ${workers} (one per core it may use, as its production page says)`);
+      if (budget) {
+        notes.push('each key\'s balance is its LiteLLM max_budget (alice: 12.5 USD, never reached here), enforced by LiteLLM\'s budget reservation; each response priced from LiteLLM\'s model cost map and counted by its own cost callback (ProxyDBLogger), spend in memory (no database: bench/peers/README.md)');
+      }
       upstreamPort = port;
       bundle = renderBundle(demo, { httpPort: await httpPortFor(), upstreamPort, meter: false, keepCredentialHeaders: true });
       bundle.changes.push('every upstream cluster at LiteLLM (LiteLLM forwards to the stand-in)');

@@ -12,6 +12,7 @@ import { hashKey } from '../../src/check/key-format';
 import { renderBundle } from '../../bench/e2e/envoy';
 import { httpMixes } from '../../bench/e2e/mixes';
 import { peerData } from '../../bench/e2e/peer-data';
+import { litellmBudgetConfig } from '../../bench/e2e/setups';
 import { startLeanUpstream, UPSTREAM_MARKERS, type LeanUpstream } from '../../bench/e2e/upstream';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { parse as parseYaml } from 'yaml';
@@ -90,6 +91,20 @@ describe("the peers' data", () => {
     expect(g.basic.models['gpt-4o-mini'].protocols).toBeNull();
     expect(g.basic.models['gpt-4.1-nano'].available).toBe(false);
     expect(g.paused.available).toBe(false);
+  });
+});
+
+describe("LiteLLM with its budget (setup litellm-budget)", () => {
+  it("is the litellm setup's config with LiteLLM's own cost callback registered, and nothing else changed", () => {
+    const base = readFileSync('bench/peers/litellm/config.yaml', 'utf8');
+    const budget = parseYaml(litellmBudgetConfig(base));
+    const plain = parseYaml(base);
+    expect(budget.litellm_settings.callbacks).toEqual(['spend_tracking.proxy_db_logger']);
+    delete budget.litellm_settings.callbacks;
+    expect(budget).toEqual(plain);
+    // The callback is LiteLLM's own class, only instantiated; custom auth turns the balance into max_budget.
+    expect(readFileSync('bench/peers/litellm/spend_tracking.py', 'utf8')).toMatch(/^from litellm\.proxy\.hooks\.proxy_track_cost_callback import ProxyDBLogger\n\nproxy_db_logger = ProxyDBLogger\(\)$/m);
+    expect(readFileSync('bench/peers/litellm/custom_auth.py', 'utf8')).toContain('"max_budget": float(balance)');
   });
 });
 

@@ -7,7 +7,14 @@ plus the balance, and returns a UserAPIKeyAuth whose `models` is the group's ava
 LiteLLM itself then enforces the model allowlist (enable_post_custom_auth_checks +
 custom_auth_run_common_checks, as its custom-auth docs require for a key model allowlist).
 
-Env: MODELGATE_PEER_DATA, the data.json to read (set by bench/e2e/setups.ts).
+With MODELGATE_PEER_BUDGET=1 (setup litellm-budget) the key's balance becomes the returned object's
+`max_budget` (with `spend` 0) and LiteLLM enforces it itself: its budget reservation after the common
+checks (litellm/proxy/spend_tracking/budget_reservation.py) reads and reserves the key's spend counter
+`spend:key:<token>` and raises BudgetExceededError once the spend reaches `max_budget`; LiteLLM's own
+cost callback (spend_tracking.py) prices each response from its model cost map and adds it to that
+counter. This function then checks only what has no LiteLLM counterpart here (a balance of 0).
+
+Env: MODELGATE_PEER_DATA, the data.json to read (set by bench/e2e/setups.ts); MODELGATE_PEER_BUDGET.
 """
 import hashlib
 import json
@@ -26,6 +33,8 @@ _GROUPS = _DATA["groups"]
 _GROUP_MODELS = {
     name: sorted(m for m, spec in g["models"].items() if spec["available"]) for name, g in _GROUPS.items()
 }
+# Setup litellm-budget: the balance is LiteLLM's max_budget, enforced by LiteLLM (see above).
+_LITELLM_BUDGET = os.environ.get("MODELGATE_PEER_BUDGET") == "1"
 _BEARER = ("authorization", "x-api-key")
 _VENDOR = ("x-vendor-api-key", "x-goog-api-key")
 
@@ -79,6 +88,8 @@ async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     balance = rec["balance"]
     if balance is not None and balance <= 0:
         raise _deny(403, "balance_insufficient", "the key's balance is used up")
+    # LiteLLM's budget: a max_budget of 0 is "no budget" to LiteLLM (hence the check above).
+    budget = {"max_budget": float(balance), "spend": 0.0} if _LITELLM_BUDGET and balance is not None else {}
     return UserAPIKeyAuth(
         token=digest,
         key_alias=rec["id"],
@@ -86,4 +97,5 @@ async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
         user_role=LitellmUserRoles.INTERNAL_USER,
         models=_GROUP_MODELS[rec["group"]],
         metadata={"group": rec["group"]},
+        **budget,
     )
