@@ -1,11 +1,13 @@
 /**
- * Red team of the meter's bound (docs/metering.md, "Overspend"): strict mode promises zero overspend,
- * soft mode at most the balance plus R x M, both computed with "its body bytes as input tokens (an
- * upper bound for byte-level tokenizers)". That is not an upper bound when the body points at input
- * the provider fetches and bills: an image by URL, a video by fileUri, the results of a hosted web
- * search. Nor does any price cover a hosted tool's per-call fee. Each case here goes through a real
- * Envoy and modelgate to a stand-in provider that bills such input as providers do
- * (support/money-upstream.ts), on a fresh key with a balance of 0.001, and asserts the stated bound.
+ * The meter's bound (docs/metering.md, "Overspend") against input from elsewhere: strict mode
+ * promises zero overspend, soft mode at most the balance plus R x M. A body's bytes bound the input
+ * it holds, not the input it points at (an image by URL, a video by fileUri, a hosted web search's
+ * results), and no price covers a hosted tool's per-call fee. So each source of input from elsewhere
+ * counts meter.referencedInputTokens in the maximum (soft mode's lone request may hold none), and
+ * hosted tools are refused (hosted_tool_unpriced). Each case goes through a real Envoy and modelgate
+ * to a stand-in provider that bills such input as providers do (support/money-upstream.ts), on its
+ * own key with a balance of 0.001, and asserts the stated bound. Also: a stream whose last event is
+ * longer than the meter's tail is debited the usage the provider reported.
  */
 import * as http from 'node:http';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -21,8 +23,10 @@ const BALANCE = 0.001;
 const KEYS = ['chatImages', 'geminiVideo', 'claudeSearch', 'responsesSearch', 'softImages', 'longCompleted'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
+/** The long stream's key can pay for its ten images (it tests reading the usage, not the bound). */
+const balanceOf = (k: KeyName): number => (k === 'longCompleted' ? 10 : BALANCE);
 const withKeys = (demo: string): string =>
-  demo.replace(/^keys:\n/m, `keys:\n${KEYS.map((k) => `  - id: rt-${k}\n    sha256: ${hashKey(keys[k])}\n    group: basic\n    balance: ${BALANCE}\n`).join('')}`);
+  demo.replace(/^keys:\n/m, `keys:\n${KEYS.map((k) => `  - id: rt-${k}\n    sha256: ${hashKey(keys[k])}\n    group: basic\n    balance: ${balanceOf(k)}\n`).join('')}`);
 
 /** A hosted web search's fee: OpenAI and Anthropic list about $10 per 1,000 (the demo's unit is dollars). */
 const SEARCH_FEE = 0.01;
@@ -127,10 +131,13 @@ describeE2E('money red team: soft mode bound (balance + one request maximum M)',
   it('chat: one request with 40 images by URL spends at most the balance plus M', async () => {
     const content = [{ type: 'text', text: 'describe' }, ...Array.from({ length: 40 }, (_, n) => ({ type: 'image_url', image_url: { url: `https://example.com/${n}.png` } }))];
     const r = await spend(gw, store, 'softImages', '/v1/chat/completions', bearer('softImages'), { model: 'gpt-4o-mini', messages: [{ role: 'user', content }] });
-    expect(r.sent.status).toBe(200);
-    // docs/metering.md: M = the body's bytes as input tokens plus the model's output cap (16,384), at 0.15 / 0.60.
+    // docs/metering.md: M = the body's bytes as input tokens plus the model's output cap (16,384), at
+    // 0.15 / 0.60, for a request with no input from elsewhere; one with 40 images must fit the balance.
     const m = (r.bodyBytes * 0.15 + 16384 * 0.6) / 1e6;
-    expect(BALANCE - r.balance, `ledger ${JSON.stringify(r.row)}, M ${m}`).toBeLessThanOrEqual(BALANCE + m);
+    expect(BALANCE - r.balance, `status ${r.sent.status}, ledger ${JSON.stringify(r.row)}, M ${m}`).toBeLessThanOrEqual(BALANCE + m);
+    expect(r.sent.status).toBe(403);
+    expect(r.sent.text).toContain('balance_insufficient');
+    expect(r.balance).toBe(BALANCE);
   });
 
   it('responses: a stream whose response.completed is over 16 KiB (20 KB of instructions, echoed) is debited the usage the provider reported', async () => {
