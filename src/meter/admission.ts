@@ -107,7 +107,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const price = model?.price ?? null;
     const bodyBytes = view.body?.length ?? 0;
     const maxInputTokens = bodyBytes + shape.referencedCount * m.referencedInputTokens;
-    const maxOutput = maxOutputTokens(shape, model?.maxOutputTokens, m.maxOutputTokens);
+    // An Anthropic beta can raise a model's output cap at the provider (output-128k-...): with any
+    // beta the request's own max_tokens is not held to the configured cap.
+    const capRaised = style === 'messages' && (view.headers['anthropic-beta'] ?? '') !== '';
+    const maxOutput = maxOutputTokens(shape, capRaised && shape.maxOutput !== undefined ? null : model?.maxOutputTokens, m.maxOutputTokens);
     const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();

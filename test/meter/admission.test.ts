@@ -204,6 +204,23 @@ describe('hosted tools and input from elsewhere', () => {
   });
 });
 
+describe('Anthropic betas', () => {
+  it('an anthropic-beta header (one can raise the output cap: output-128k) leaves the request\'s own max_tokens above the model\'s cap', async () => {
+    h = await startHarness({ configPath: tempConfig(strict()) });
+    const ask = (beta?: string) => h!.check({
+      method: 'POST', path: '/v1/messages',
+      headers: [['x-api-key', DEMO_KEYS.trial], ['anthropic-version', '2023-06-01'], ['content-type', 'application/json'], ...(beta ? [['anthropic-beta', beta] as [string, string]] : [])],
+      body: JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 128000, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    const cost = (r: Awaited<ReturnType<typeof ask>>): number => Number(/maximum cost \(([\d.e-]+)\)/.exec(deniedHeader(r, 'x-modelgate-hint') ?? '')?.[1]);
+    const capped = await ask();
+    const raised = await ask('output-128k-2025-02-19');
+    expect([reasonOf(capped), reasonOf(raised)]).toEqual(['balance_insufficient', 'balance_insufficient']);
+    // 128,000 output tokens held instead of the model's cap.
+    expect(cost(raised) / cost(capped)).toBeGreaterThan(2);
+  });
+});
+
 describe('unmeteredStreams', () => {
   const stream = { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'x' }] };
 
