@@ -28,6 +28,8 @@ import { isUtf8 } from 'node:buffer';
 export type TopLevelFields = ReadonlyMap<string, readonly [number, number]> & {
   /** Marked strings found anywhere in the body (NestedMarks), by name, with how often. */
   readonly marks?: ReadonlyMap<string, number>;
+  /** A top-level key that is a watched one in another case (`"N"`, `"Max_Tokens"`): [as sent, watched]. */
+  readonly caseVariant?: readonly [string, string];
 };
 
 /**
@@ -159,6 +161,9 @@ class Scanner {
   private fields: Map<string, readonly [number, number]> | undefined;
   /** Longest watched key in bytes (longer keys are not decoded to compare). */
   private readonly watchMax: number;
+  /** Watched keys by their lower case (case-insensitive binders read `"N"` as `n`). */
+  private readonly watchLower: ReadonlyMap<string, string> | undefined;
+  private fieldCase: readonly [string, string] | undefined;
   private readonly marks: CompiledMarks | undefined;
   private marked: Map<string, number> | undefined;
   /** Opening quote of the value of the last `type` key, when marks are looked for (value marks are types). */
@@ -168,6 +173,7 @@ class Scanner {
     let max = 0;
     if (watch) for (const k of watch) max = Math.max(max, Buffer.byteLength(k));
     this.watchMax = max;
+    this.watchLower = watch ? lowerCased(watch) : undefined;
     this.marks = marks ? compile(marks) : undefined;
   }
 
@@ -328,12 +334,18 @@ class Scanner {
         return undefined;
       }
     }
-    return typeof key === 'string' && this.watch!.has(key) ? key : undefined;
+    if (typeof key !== 'string') return undefined;
+    if (this.watch!.has(key)) return key;
+    const watched = this.watchLower!.get(key.toLowerCase());
+    if (watched !== undefined) this.fieldCase ??= [key, watched];
+    return undefined;
   }
 
   /** The watched fields read by run(). */
   found(): TopLevelFields | undefined {
-    if (this.marked) return Object.assign(this.fields ?? new Map<string, readonly [number, number]>(), { marks: this.marked as ReadonlyMap<string, number> });
+    if (this.marked || this.fieldCase) {
+      return Object.assign(this.fields ?? new Map<string, readonly [number, number]>(), { marks: this.marked as ReadonlyMap<string, number> | undefined, caseVariant: this.fieldCase });
+    }
     // Watched and none found: an empty map says so (no second scan to look again).
     return this.fields ?? (this.watch ? EMPTY_FIELDS : undefined);
   }
@@ -481,6 +493,17 @@ class Scanner {
 }
 
 const EMPTY_FIELDS: TopLevelFields = new Map();
+
+const lowerCache = new WeakMap<ReadonlySet<string>, ReadonlyMap<string, string>>();
+
+function lowerCased(watch: ReadonlySet<string>): ReadonlyMap<string, string> {
+  let m = lowerCache.get(watch);
+  if (!m) {
+    m = new Map([...watch].map((k) => [k.toLowerCase(), k]));
+    lowerCache.set(watch, m);
+  }
+  return m;
+}
 
 /** An indexOf result, with "not found" as the end of the body. */
 function found(index: number, end: number): number {

@@ -170,12 +170,14 @@ export const REASONS = {
   },
   body_invalid: {
     status: 400,
-    when: 'the body is not a JSON object (empty, invalid JSON or UTF-8, compressed, nested too deep, duplicate model, "MODEL" beside "model")',
+    when: 'the body is not a JSON object (empty, invalid JSON or UTF-8, compressed, nested too deep, duplicate model, "MODEL" beside "model"; with the meter on, a field it reads in another case: "N", "Max_Tokens")',
     hints: {
       /** `encoding` printable. */
       compressed: (encoding: string) => `the body is compressed (content-encoding ${json(encoding)}): send plain JSON`,
       empty: 'the request body is empty: send a JSON object with a "model" field',
       modelCase: (detail: string) => `${detail}: send the model only as "model"`,
+      /** The meter's fields (check/request-fields.ts), as the model's. */
+      fieldCase: (sent: string, field: string) => `the top-level key ${json(sent)} is ${json(field)} in another case, which case-insensitive parsers read as it: send it only as ${json(field)}`,
       unusable: (detail: string) => `the body is not a usable JSON object: ${detail}`,
     },
   },

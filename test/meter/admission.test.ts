@@ -204,6 +204,19 @@ describe('hosted tools and input from elsewhere', () => {
   });
 });
 
+describe('the meter\'s fields in another case', () => {
+  it('refuses "N", "Max_Tokens", "STREAM" (a case-insensitive binder reads them as n, max_tokens, stream; this reading would not), as "MODEL" is refused', async () => {
+    h = await startHarness();
+    for (const [sent, field] of [['N', 'n'], ['Max_Tokens', 'max_tokens'], ['STREAM', 'stream'], ['CandidateCount', 'candidateCount']]) {
+      const refused = await h.check(chat(DEMO_KEYS.alice, { model: 'gpt-4o-mini', [sent]: sent === 'STREAM' ? true : 128, messages: [] }));
+      expect(reasonOf(refused), sent).toBe('body_invalid');
+      expect(deniedHeader(refused, 'x-modelgate-hint')).toBe(`the top-level key "${sent}" is "${field}" in another case, which case-insensitive parsers read as it: send it only as "${field}"`);
+    }
+    // Nested keys are the provider's own objects (read case-sensitively by their schemas), and other keys pass.
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, { model: 'gpt-4o-mini', metadata: { N: '1' }, Temperature: 1, messages: [] })))).toBe('allowed');
+  });
+});
+
 describe('Anthropic betas', () => {
   it('an anthropic-beta header (one can raise the output cap: output-128k) leaves the request\'s own max_tokens above the model\'s cap', async () => {
     h = await startHarness({ configPath: tempConfig(strict()) });
