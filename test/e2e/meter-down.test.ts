@@ -5,12 +5,12 @@
  * deadline passes (provisional, no_report).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { PROTOCOL_CASES, sendProtocol, waitFor } from '../support/meter-cases';
+import { REFUSED_PORT } from '../support/refused-port';
 
 const metricsOf = async (gw: Gateway): Promise<string> => (await fetch(`http://${gw.modelgate.httpAddress}/metrics`)).text();
 
@@ -37,19 +37,10 @@ describeE2E('the meter switched off at run time', () => {
   });
 });
 
-async function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 describeE2E('a meter that cannot be reached', () => {
   let gw: Gateway;
   beforeAll(async () => {
-    const port = await closedPort();
+    const port = REFUSED_PORT;
     gw = await startGateway({
       // Requests never reported settle 2 s after they were allowed (the default is 15 minutes).
       config: (demo) => demo.replace('  reservationSeconds: 900 ', '  reservationSeconds: 2 '),

@@ -6,27 +6,18 @@
  * service is a port nothing listens on: no Redis, no envoyproxy/ratelimit needed. (The drills stop a
  * running service and see it recover: test/e2e/drills.test.ts.)
  */
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { limitedKey, sendAs, withKeys, type Family } from '../support/rate-limit-cases';
+import { REFUSED_PORT } from '../support/refused-port';
 
 const limited = limitedKey('rl-unavailable', { rpm: 1000 });
-
-/** A local port nothing listens on (taken, then given back). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describeE2E('the rate limit service out of reach (failureMode deny)', () => {
   let gw: Gateway;
   beforeAll(async () => {
-    const port = await closedPort();
+    const port = REFUSED_PORT;
     gw = await startGateway({ config: withKeys([limited], (doc) => {
       doc.rateLimits = { engine: 'global', service: `127.0.0.1:${port}`, redis: '127.0.0.1:6379', failureMode: 'deny', timeoutMs: 200 };
     }) });

@@ -17,7 +17,6 @@
  * timeout (upstream_timeout), and a 64 KiB body limit (body_too_large).
  */
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { errorBody } from '../../src/check/error-body';
@@ -29,6 +28,7 @@ import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from '../../src
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway, type Reply } from '../support/gateway';
 import { DEMO_CONFIG } from '../support/service-harness';
+import { REFUSED_PORT } from '../support/refused-port';
 
 /** Not causable through Envoy (see the module comment). */
 const NOT_THROUGH_ENVOY: Partial<Record<Reason, string>> = {
@@ -65,15 +65,6 @@ const CONFIG = (demo: string): string => demo
   .replace('maxRequestBytes: 33554432', 'maxRequestBytes: 65536')
   .replace('unmeteredStreams: estimate', 'unmeteredStreams: deny')
   + '\nconsole:\n  rateLimit:\n    perAddressPerMinute: 3\n    perKeyPerMinute: 100\n';
-
-async function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const { alice, bob, carol, dave, erin, frank } = DEMO_KEYS;
 const CHAT = (model: string): string => JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] });
@@ -160,7 +151,7 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     gw = await startGateway({
       config: text,
       store: new FaultyStore(new FileStore(c.groups, c.keys)),
-      upstreamTargets: { alt: { host: '127.0.0.1', port: await closedPort() } },
+      upstreamTargets: { alt: { host: '127.0.0.1', port: REFUSED_PORT } },
       upstream: {
         // x-test-silent: the upstream takes the request and never answers.
         override: (r) => r.headers['x-test-silent'] !== undefined,
