@@ -15,11 +15,11 @@ import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
 import { startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
 
-const KEYS = ['sparseSample', 'sparseCut', 'geminiCase', 'geminiFileSearch', 'claudeMcp', 'slowAnswer'] as const;
+const KEYS = ['sparseSample', 'sparseCut', 'geminiCase', 'geminiFileSearch', 'claudeMcp', 'itemReference', 'longS', 'slowAnswer', 'leftAnswer'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 /** The estimate cases can pay for what they send (they test the estimate, not the bound); the others have 0.001. */
-const balanceOf = (k: KeyName): number => (k === 'sparseSample' || k === 'sparseCut' || k === 'slowAnswer' ? 10 : 0.001);
+const balanceOf = (k: KeyName): number => (k === 'sparseSample' || k === 'sparseCut' || k === 'slowAnswer' || k === 'leftAnswer' ? 10 : 0.001);
 const withKeys = (demo: string): string =>
   demo.replace(/^keys:\n/m, `keys:\n${KEYS.map((k) => `  - id: rt2-${k}\n    sha256: ${hashKey(keys[k])}\n    group: basic\n    balance: ${balanceOf(k)}\n`).join('')}`);
 
@@ -125,6 +125,21 @@ describeE2E('money red team 2: soft mode, the stand-in provider', () => {
     });
     expect(sent.status, sent.text.slice(0, 300)).toBe(403);
   });
+
+  it('responses: an item_reference input item (a stored item pulled in by id) counts as input from elsewhere', async () => {
+    const sent = await post(gw, '/v1/responses', bearer('itemReference'), {
+      model: 'gpt-4o-mini', max_output_tokens: 20000, input: [{ type: 'item_reference', id: 'msg_0123456789abcdef' }, { role: 'user', content: 'and now?' }],
+    });
+    // Balance 0.001, maximum about 0.012: a lone request with input from elsewhere must fit.
+    expect(sent.status, sent.text.slice(0, 300)).toBe(403);
+  });
+
+  it('"previou\u017f_response_id" (long s: Go\'s encoding/json folds it to previous_response_id) is refused as "N" is', async () => {
+    const sent = await post(gw, '/v1/responses', bearer('longS'), {
+      model: 'gpt-4o-mini', max_output_tokens: 20000, 'previou\u017f_response_id': 'resp_0123456789abcdef', input: 'continue',
+    });
+    expect(sent.status, sent.text.slice(0, 300)).toBe(400);
+  });
 });
 
 describeE2E('money red team 2: a non-streaming answer slower than the upstream idle timeout', () => {
@@ -161,5 +176,21 @@ describeE2E('money red team 2: a non-streaming answer slower than the upstream i
     const balance = (await store.findKey(hashKey(keys.slowAnswer)))!.balance as number;
     // Released as upstream_error: nothing debited, for 16,000 output tokens the provider billed.
     expect(balance, 'the key paid nothing for a request the provider billed').toBeLessThan(10);
+  });
+
+  it('a client that leaves a non-streaming request before its answer is debited its output too (the provider goes on and bills it)', async () => {
+    const url = new URL(gw.baseUrl);
+    const data = Buffer.from(JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 16000, messages: [{ role: 'user', content: 'write a long essay' }] }));
+    const before = answered;
+    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', agent: false, headers: { 'content-type': 'application/json', 'content-length': data.length, ...bearer('leftAnswer') } });
+    req.on('error', () => {});
+    req.end(data);
+    setTimeout(() => req.destroy(), 400);
+    const store = gw.modelgate.service!.store as FileStore;
+    const row = await rowOf(store, 'leftAnswer');
+    await waitFor('the provider produced (and billed) the answer', () => answered === before + 1, 30_000);
+    expect(row.estimated).toBe('incomplete');
+    // Debited an estimate of its input and no output: the provider billed 16,000 output tokens.
+    expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThan(0);
   });
 });
