@@ -38,8 +38,8 @@ export type TopLevelFields = ReadonlyMap<string, readonly [number, number]> & {
  * MAX_MARK_BYTES long; a table by first byte and length keeps the others from being decoded.
  */
 export interface NestedMarks {
-  readonly exact: ReadonlyMap<string, { readonly as: 'key' | 'value' }>;
-  readonly prefixes: ReadonlyArray<readonly [string, { readonly as: 'key' | 'value' }]>;
+  readonly exact: ReadonlyMap<string, { readonly as: 'key' | 'value' | 'both' }>;
+  readonly prefixes: ReadonlyArray<readonly [string, { readonly as: 'key' | 'value' | 'both' }]>;
 }
 
 /** Longest marked string, in bytes. */
@@ -71,8 +71,8 @@ function compile(marks: NestedMarks): CompiledMarks {
 function markOf(marks: NestedMarks, s: string, asKey: boolean): string | undefined {
   const as = asKey ? 'key' : 'value';
   const exact = marks.exact.get(s);
-  if (exact) return exact.as === as ? s : undefined;
-  for (const [prefix, m] of marks.prefixes) if (m.as === as && s.startsWith(prefix)) return prefix;
+  if (exact) return exact.as === as || exact.as === 'both' ? s : undefined;
+  for (const [prefix, m] of marks.prefixes) if ((m.as === as || m.as === 'both') && s.startsWith(prefix)) return prefix;
   return undefined;
 }
 
@@ -336,7 +336,7 @@ class Scanner {
     }
     if (typeof key !== 'string') return undefined;
     if (this.watch!.has(key)) return key;
-    const watched = this.watchLower!.get(key.toLowerCase());
+    const watched = this.watchLower!.get(goFold(key));
     if (watched !== undefined) this.fieldCase ??= [key, watched];
     return undefined;
   }
@@ -494,12 +494,20 @@ class Scanner {
 
 const EMPTY_FIELDS: TopLevelFields = new Map();
 
+/**
+ * A key as case-insensitive binders compare it: Go's encoding/json folds with Unicode simple
+ * folding, which also maps the long s (U+017F) to s and the Kelvin sign (U+212A) to k.
+ */
+export function goFold(key: string): string {
+  return key.replace(/\u017f/g, 's').toLowerCase();
+}
+
 const lowerCache = new WeakMap<ReadonlySet<string>, ReadonlyMap<string, string>>();
 
 function lowerCased(watch: ReadonlySet<string>): ReadonlyMap<string, string> {
   let m = lowerCache.get(watch);
   if (!m) {
-    m = new Map([...watch].map((k) => [k.toLowerCase(), k]));
+    m = new Map([...watch].map((k) => [goFold(k), k]));
     lowerCache.set(watch, m);
   }
   return m;

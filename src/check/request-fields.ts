@@ -33,7 +33,7 @@ export type MarkKind = 'referenced' | 'hosted_tool';
 /** A marked string: as a key (`"inlineData": {...}`), or as the value of a `type` (`"type": "image_url"`). */
 export interface Mark {
   readonly kind: MarkKind;
-  readonly as: 'key' | 'value';
+  readonly as: 'key' | 'value' | 'both';
 }
 
 /**
@@ -47,15 +47,20 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   const toolValue: Mark = { kind: 'hosted_tool', as: 'value' };
   const toolKey: Mark = { kind: 'hosted_tool', as: 'key' };
   const exact = new Map<string, Mark>();
-  // Content parts: OpenAI chat (image_url, input_audio, file), Responses (input_image, input_file),
-  // Anthropic (image, document), and tools whose results come back as input (remote MCP servers).
-  for (const v of ['image_url', 'input_audio', 'file', 'input_image', 'input_file', 'image', 'document', 'mcp']) exact.set(v, referencedValue);
-  // Gemini's parts and its tools whose results are input (fetched pages, code output).
-  for (const k of ['inlineData', 'inline_data', 'fileData', 'file_data', 'urlContext', 'url_context', 'codeExecution', 'code_execution']) exact.set(k, referencedKey);
+  const toolAnywhere: Mark = { kind: 'hosted_tool', as: 'both' };
+  // Content parts: OpenAI chat (image_url, input_audio, file), Responses (input_image, input_file, an
+  // item_reference to a stored item), Anthropic (image, document), and tools whose results come back
+  // as input (a remote MCP server).
+  for (const v of ['image_url', 'input_audio', 'file', 'input_image', 'input_file', 'item_reference', 'image', 'document', 'mcp']) exact.set(v, referencedValue);
+  // Gemini's parts and its tools whose results are input (fetched pages, code output); Anthropic's
+  // remote MCP servers.
+  for (const k of ['inlineData', 'inline_data', 'fileData', 'file_data', 'urlContext', 'url_context', 'codeExecution', 'code_execution', 'mcp_servers']) exact.set(k, referencedKey);
   // OpenAI's hosted tools (Responses `type`), billed per call or per container.
-  for (const v of ['file_search', 'code_interpreter', 'image_generation']) exact.set(v, toolValue);
+  for (const v of ['code_interpreter', 'image_generation']) exact.set(v, toolValue);
+  // File search: OpenAI's tool type (per call) and Gemini's tool key (retrieved chunks, indexing).
+  for (const k of ['file_search', 'fileSearch']) exact.set(k, toolAnywhere);
   // Gemini's grounding (per grounded prompt) and chat completions' web search (search models).
-  for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval', 'googleMaps', 'google_maps', 'web_search_options']) exact.set(k, toolKey);
+  for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval', 'googleMaps', 'google_maps', 'enterpriseWebSearch', 'enterprise_web_search', 'web_search_options']) exact.set(k, toolKey);
   return {
     exact,
     prefixes: [

@@ -44,6 +44,8 @@ export interface MeterReport {
   readonly ended: boolean;
   /** A byte of the request went upstream (Envoy's time_to_first_upstream_tx_byte). */
   readonly upstreamSent: boolean;
+  /** A byte of an answer came back from upstream (Envoy's time_to_first_upstream_rx_byte). */
+  readonly upstreamAnswered: boolean;
 }
 
 export interface ReadResult {
@@ -197,6 +199,7 @@ interface Draft {
   contentType: string;
   contentEncoding: string;
   upstreamSent: boolean;
+  upstreamAnswered: boolean;
 }
 
 const AUTHZ_NS = Buffer.from(AUTHZ_NAMESPACE);
@@ -210,13 +213,15 @@ function sameBytes(s: number, e: number, b: Uint8Array): boolean {
 
 /**
  * AccessLogCommon: metadata(17) -> Metadata.filter_metadata(1) map<string, Struct>, and whether
- * time_to_first_upstream_tx_byte(7) is there (a byte of the request went upstream).
+ * time_to_first_upstream_tx_byte(7) is there (a byte of the request went upstream), and
+ * time_to_first_upstream_rx_byte(9) (a byte of an answer came back).
  */
 function readCommon(end: number, d: Draft): void {
   while (pos < end) {
     const t = tag(end);
     if (t !== (17 << 3 | 2)) {
       if (t === (7 << 3 | 2)) d.upstreamSent = true;
+      else if (t === (9 << 3 | 2)) d.upstreamAnswered = true;
       skip(t & 7, end);
       continue;
     }
@@ -308,7 +313,7 @@ function readResponse(end: number, d: Draft): void {
 }
 
 function readEntry(end: number): MeterReport {
-  const d: Draft = { requestId: '', path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '', upstreamSent: false };
+  const d: Draft = { requestId: '', path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '', upstreamSent: false, upstreamAnswered: false };
   while (pos < end) {
     const t = tag(end);
     if ((t & 7) !== 2) {
@@ -336,6 +341,7 @@ function readEntry(end: number): MeterReport {
     tail: tail instanceof Uint8Array ? tail : typeof tail === 'string' ? Buffer.from(tail) : undefined,
     ended: final !== undefined,
     upstreamSent: d.upstreamSent,
+    upstreamAnswered: d.upstreamAnswered,
   };
 }
 

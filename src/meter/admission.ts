@@ -91,7 +91,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const fields = d.bodyFields ?? (view.body && view.body.length > 0 ? extractFields(view.body, config.routes.maxJsonDepth, REQUEST_FIELDS, REQUEST_MARKS) : undefined);
     const shape = requestShape(style, view.path, view.body, fields);
     // `"N": 128` is n to a case-insensitive binder (Go's encoding/json), and 1 to this reading: refused, as "MODEL" is.
-    if (fields?.caseVariant) return deny(d, 'body_invalid', HINTS.body_invalid.fieldCase(...fields.caseVariant));
+    if (shape.caseVariant) return deny(d, 'body_invalid', HINTS.body_invalid.fieldCase(...shape.caseVariant));
     if (shape.background) return deny(d, 'background_unsupported', HINTS.background_unsupported.background);
     if (shape.hostedTools.length > 0 && m.hostedTools === 'deny') return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(shape.hostedTools[0]));
     if (m.unmeteredStreams === 'deny' && style === 'chat' && shape.stream && !shape.includeUsage) {

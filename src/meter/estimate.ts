@@ -13,10 +13,10 @@
  * - output: the text the response carried (response-text.ts), extrapolated to the whole body by
  *   bytes when only the body's tail was kept; a body the meter cannot read counts one token per byte;
  * - input: the request body's string values (JSON keys and punctuation are not text the provider
- *   counts), from the sample the Check kept (the first INPUT_SAMPLE_BYTES bytes), extrapolated to
- *   the whole body by bytes; a request whose sample is not here (another replica allowed it) counts
- *   one token per four body bytes. Input the body only references (a stored conversation, a cached
- *   context) adds meter.referencedInputTokens.
+ *   counts) when the Check kept the whole body (at most INPUT_SAMPLE_BYTES bytes); a larger body, or
+ *   one whose sample is not here (another replica allowed it), counts one token per byte, an upper
+ *   bound (a client chooses what the first bytes say of the rest). Input the body only references
+ *   (a stored conversation, a cached context, an image by URL) adds meter.referencedInputTokens.
  */
 import { Worker } from 'node:worker_threads';
 import type { Protocol } from '../store/store';
@@ -210,11 +210,12 @@ export function createEstimator(counter: TokenCounter): Estimator {
   return {
     async input(protocol, source, referencedInputTokens) {
       const referenced = source.referencedInput ? referencedInputTokens : 0;
-      if (!source.sample || source.sample.length === 0) return Math.ceil(source.bodyBytes / 4) + referenced;
+      // A body larger than its sample is counted at one token per byte, an upper bound: what a
+      // sample says of the rest is the client's to choose (a sample of digits before 200 KB of text).
+      if (!source.sample || source.sample.length === 0 || source.bodyBytes > source.sample.length) return source.bodyBytes + referenced;
       const { text, media } = jsonStringValues(Buffer.from(source.sample.buffer, source.sample.byteOffset, source.sample.byteLength).toString('utf8'));
       const [tokens] = await counter.count([text]);
-      const factor = source.bodyBytes > source.sample.length ? source.bodyBytes / source.sample.length : 1;
-      return scaled(protocol, Math.ceil((tokens + media * INLINE_MEDIA_TOKENS) * factor)) + referenced;
+      return scaled(protocol, tokens + media * INLINE_MEDIA_TOKENS) + referenced;
     },
     async output(protocol, text, textBytes, bodyBytes, sse) {
       if (text === undefined) return bodyBytes;

@@ -338,12 +338,15 @@ export class Meter {
   async #settleReport(request: MeteredRequest, r: MeterReport, entry: InFlightRequest | undefined): Promise<Settlement> {
     const config = this.deps.config();
     if (!config.meter.enabled) return this.#release(request, 'meter_disabled', entry);
-    // No answer reached the client and the client did not leave first: the upstream failed or refused.
-    if (r.status >= 400 || (r.status === 0 && r.ended)) return this.#release(request, 'upstream_error', entry);
+    // The request went upstream and not a byte of an answer came back (Envoy's timeout, a reset, the
+    // client gone first): the provider may have produced the whole answer, and billed it.
+    const unanswered = r.upstreamSent && !r.upstreamAnswered;
+    // The provider's own error (it answered 4xx/5xx), or nothing went upstream: providers do not charge.
+    if (!unanswered && (r.status >= 400 || (r.status === 0 && r.ended))) return this.#release(request, 'upstream_error', entry);
     const sse = isSse(r.contentType);
     const tail = r.tail ?? EMPTY;
     const whole = r.ended && tail.length >= r.responseBodyBytes;
-    const read = r.status === 0 ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended);
+    const read = r.status === 0 || unanswered ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended);
     const ceiling = config.meter.usageCeiling;
     const provider = read.usage;
     const trusted = plausible(provider, ceiling);
@@ -351,7 +354,7 @@ export class Meter {
 
     const reason: EstimateReason = read.undecodable ? 'undecodable'
       : provider !== undefined && !trusted ? 'implausible'
-        : !r.ended || r.status === 0 ? 'incomplete'
+        : unanswered || !r.ended || r.status === 0 ? 'incomplete'
           : sse && request.protocol === 'chat' ? 'stream_without_usage'
             : 'no_usage';
     const est = this.deps.estimator;
@@ -361,7 +364,8 @@ export class Meter {
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
     const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
     let estimatedOutput = 0;
-    if (!embeds && r.responseBodyBytes > 0) {
+    if (!embeds && unanswered) estimatedOutput = entry?.maxOutputTokens ?? config.meter.maxOutputTokens;
+    else if (!embeds && r.responseBodyBytes > 0) {
       const text = read.undecodable ? undefined : capturedText(tail, sse, whole);
       estimatedOutput = await est.output(request.protocol, text?.text, text?.bytes ?? 0, r.responseBodyBytes, sse);
     }

@@ -9,7 +9,7 @@
  * `8.0` are 8; every alias a provider accepts is read (snake and camel case, top level and inside
  * Gemini's generationConfig); of two spellings the larger maximum counts.
  */
-import type { TopLevelFields } from '../check/extract-model';
+import { goFold, type TopLevelFields } from '../check/extract-model';
 import { REQUEST_MARKS } from '../check/request-fields';
 import type { Protocol } from '../store/store';
 
@@ -33,6 +33,11 @@ export interface RequestShape {
   readonly referencedCount: number;
   /** Tools the provider runs and bills per call besides tokens, by name (REQUEST_MARKS `hosted_tool`). */
   readonly hostedTools: readonly string[];
+  /**
+   * A field read here, sent in another case (`"N"`; inside generationConfig `"CandidateCount"`):
+   * [as sent, as read]. A case-insensitive binder reads it; this reading would not.
+   */
+  readonly caseVariant?: readonly [string, string];
   /** An embedding request (no output tokens): /v1/embeddings, Gemini's embedContent and batchEmbedContents. */
   readonly embeds: boolean;
   /**
@@ -102,6 +107,7 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     laxCount(gen.candidateCount), laxCount(gen.candidate_count), laxCount(gen2.candidateCount), laxCount(gen2.candidate_count),
   ) ?? 1;
   const extraOutput = thinking ? (laxCount(thinking.thinkingBudget) ?? laxCount(thinking.thinking_budget) ?? 0) : 0;
+  const caseVariant = fields.caseVariant ?? nestedCaseVariant([gen, gen2, thinking ?? {}, opts ?? {}]);
   const present = (k: string): boolean => {
     const v = get(k);
     return v !== undefined && v !== null && v !== '' && v !== false;
@@ -122,7 +128,22 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     hostedTools: tools,
     embeds,
     background: protocol === 'responses' && laxBool(get('background')),
+    ...(caseVariant ? { caseVariant } : {}),
   };
+}
+
+/** The keys read inside Gemini's generationConfig, its thinkingConfig and stream_options. */
+const NESTED_READ = ['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config', 'thinkingBudget', 'thinking_budget', 'include_usage', 'includeUsage'];
+const NESTED_FOLDED = new Map(NESTED_READ.map((k) => [goFold(k), k]));
+
+function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonly [string, string] | undefined {
+  for (const o of objects) {
+    for (const k of Object.keys(o)) {
+      const read = NESTED_FOLDED.get(goFold(k));
+      if (read !== undefined && read !== k) return [k, read];
+    }
+  }
+  return undefined;
 }
 
 /** The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted tools. */

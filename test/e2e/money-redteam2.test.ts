@@ -111,11 +111,12 @@ describeE2E('money red team 2: soft mode, the stand-in provider', () => {
     expect(sent.status, sent.text.slice(0, 300)).toBe(400);
   });
 
-  it('gemini: the fileSearch tool (retrieved chunks billed as input) counts as input from elsewhere: a lone request the balance cannot cover is refused', async () => {
+  it('gemini: the fileSearch tool (retrieved chunks billed as input, indexing billed) is refused as a hosted tool, as OpenAI\'s file_search is', async () => {
     const sent = await post(gw, '/v1beta/models/gemini-2.5-flash:generateContent', goog('geminiFileSearch'), {
       contents: [{ role: 'user', parts: [{ text: 'what do my files say?' }] }], tools: [{ fileSearch: { fileSearchStoreNames: ['fileSearchStores/my-store'] } }],
     });
-    expect(sent.status, sent.text.slice(0, 300)).toBe(403);
+    expect(sent.status, sent.text.slice(0, 300)).toBe(400);
+    expect(sent.text).toContain('hosted_tool_unpriced');
   });
 
   it('anthropic: mcp_servers (a remote MCP server, type "url": its results are input) counts as input from elsewhere', async () => {

@@ -122,7 +122,7 @@ describeE2E('money: a request whose Check answered too late costs nothing and ho
 describeE2E('money: the report of a request without its Check\'s answer, however it arrives', () => {
   const report = (requestId: string, upstreamSent: boolean): MeterReport => ({
     requestId, path: '/v1/chat/completions', authz: {}, status: 503, requestBodyBytes: 60, responseBodyBytes: 0,
-    contentType: 'application/json', contentEncoding: '', tail: undefined, ended: true, upstreamSent,
+    contentType: 'application/json', contentEncoding: '', tail: undefined, ended: true, upstreamSent, upstreamAnswered: false,
   });
   const line = (requestId: string) => ({
     method: 'POST', path: '/v1/chat/completions',
