@@ -4,14 +4,17 @@
  */
 import { readFileSync } from 'node:fs';
 
-interface ProfileNode {
+/** A V8 `.cpuprofile` (node --cpu-prof), the parts read here and in profile-parts.ts. */
+export interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   children?: number[];
 }
 
-interface Profile {
+export interface Profile {
   nodes: ProfileNode[];
+  /** µs, the clock the samples' timeDeltas count from. */
+  startTime: number;
   samples: number[];
   timeDeltas: number[];
 }

@@ -13,19 +13,7 @@
  * worker) counts as busy where it stood. Read the parts as shares, and CPU per request from the bench.
  */
 import { readFileSync } from 'node:fs';
-
-interface Node {
-  id: number;
-  callFrame: { functionName: string; url: string };
-  children?: number[];
-}
-
-interface Profile {
-  nodes: Node[];
-  startTime: number;
-  samples: number[];
-  timeDeltas: number[];
-}
+import type { Profile, ProfileNode } from './cpu-profile-top';
 
 /** First match wins; tested against each frame's script URL, innermost frame first. */
 const PARTS: ReadonlyArray<readonly [RegExp, string]> = [
@@ -42,7 +30,7 @@ const PARTS: ReadonlyArray<readonly [RegExp, string]> = [
   [/node_modules/, 'other libraries'],
 ];
 
-function read(file: string): { p: Profile; byId: Map<number, Node>; parent: Map<number, number> } {
+function read(file: string): { p: Profile; byId: Map<number, ProfileNode>; parent: Map<number, number> } {
   const p = JSON.parse(readFileSync(file, 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();

@@ -31,9 +31,14 @@ function afterFirstEvent(b: Uint8Array): number {
   return -1;
 }
 
-/** The index after the JSON object that starts at `open` (a `{`), or -1 if it is not closed. */
-function objectEnd(text: string, open: number): number {
+/**
+ * For the JSON object that starts at `open` (a `{`, outside any string): the index after it, and how
+ * many containers close between its end and the end of the value it is in (the end of the text, or
+ * of its SSE event: a blank line). Undefined if the object, or that value, does not end.
+ */
+function objectAndCloses(text: string, open: number): { end: number; closes: number } | undefined {
   let depth = 0;
+  let end = -1;
   let inString = false;
   let escape = false;
   for (let i = open; i < text.length; i++) {
@@ -43,32 +48,12 @@ function objectEnd(text: string, open: number): number {
       else if (c === 0x5c) escape = true;
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
-    else if (c === 0x7b) depth++;
-    else if (c === 0x7d && --depth === 0) return i + 1;
-  }
-  return -1;
-}
-
-/**
- * How many containers close between `from` (outside any string) and the end of the JSON value it
- * is in: the end of the text, or of its SSE event (a blank line). -1 if the value does not end.
- */
-function closesToEnd(text: string, from: number): number {
-  let depth = 0;
-  let inString = false;
-  let escape = false;
-  for (let i = from; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (escape) escape = false;
-      else if (c === 0x5c) escape = true;
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
     else if (c === 0x7b || c === 0x5b) depth++;
-    else if (c === 0x7d || c === 0x5d) depth--;
-    else if (c === 0x0a && (text.charCodeAt(i + 1) === 0x0a || text.charCodeAt(i + 1) === 0x0d)) return depth < 0 ? -depth : -1;
+    else if (c === 0x7d || c === 0x5d) {
+      if (--depth === 0 && end < 0) end = i + 1;
+    } else if (end >= 0 && c === 0x0a && (text.charCodeAt(i + 1) === 0x0a || text.charCodeAt(i + 1) === 0x0d)) break;
   }
-  return depth < 0 ? -depth : -1;
+  return end >= 0 && depth < 0 ? { end, closes: -depth } : undefined;
 }
 
 /**
@@ -93,12 +78,10 @@ export function lastObjectFor(text: string, keys: readonly string[]): unknown {
   }
   opens.sort((a, b) => b - a);
   for (const open of opens) {
-    const end = objectEnd(text, open);
-    if (end < 0) continue;
-    const closes = closesToEnd(text, end);
-    if (closes < 1 || closes > MAX_CLOSES) continue;
+    const found = objectAndCloses(text, open);
+    if (!found || found.closes > MAX_CLOSES) continue;
     try {
-      return JSON.parse(text.slice(open, end));
+      return JSON.parse(text.slice(open, found.end));
     } catch {
       return undefined;
     }

@@ -9,13 +9,13 @@
  * own key with a balance of 0.001, and asserts the stated bound. Also: a stream whose last event is
  * longer than the meter's tail is debited the usage the provider reported.
  */
-import * as http from 'node:http';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateKey, hashKey } from '../../src/check/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
+import { request, withMoneyKeys } from '../support/money-client';
 import { IMAGE_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
 
 /** Each case's own key, group basic (demo prices), balance 0.001. */
@@ -25,26 +25,10 @@ type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 /** The long stream's key can pay for its ten images (it tests reading the usage, not the bound). */
 const balanceOf = (k: KeyName): number => (k === 'longCompleted' ? 10 : BALANCE);
-const withKeys = (demo: string): string =>
-  demo.replace(/^keys:\n/m, `keys:\n${KEYS.map((k) => `  - id: rt-${k}\n    sha256: ${hashKey(keys[k])}\n    group: basic\n    balance: ${balanceOf(k)}\n`).join('')}`);
+const withKeys = withMoneyKeys(keys, (k) => balanceOf(k as KeyName), 'rt');
 
 /** A hosted web search's fee: OpenAI and Anthropic list about $10 per 1,000 (the demo's unit is dollars). */
 const SEARCH_FEE = 0.01;
-
-function post(gw: Gateway, path: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; text: string }> {
-  const url = new URL(gw.baseUrl);
-  const data = Buffer.from(JSON.stringify(body));
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path, agent: false, headers: { 'content-type': 'application/json', 'content-length': data.length, ...headers } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(data);
-  });
-}
 
 async function moneyGateway(mode: 'soft' | 'strict'): Promise<{ up: MoneyUpstream; gw: Gateway; store: FileStore }> {
   const up = await startMoneyUpstream();
@@ -55,7 +39,7 @@ async function moneyGateway(mode: 'soft' | 'strict'): Promise<{ up: MoneyUpstrea
 
 /** Sends one request on a case's key; when served, waits for its ledger row. */
 async function spend(gw: Gateway, store: FileStore, key: KeyName, path: string, headers: Record<string, string>, body: unknown) {
-  const sent = await post(gw, path, headers, body);
+  const sent = await request(gw, path, headers, body);
   let row: UsageEntry | undefined;
   if (sent.status === 200) {
     await waitFor('the ledger row', async () => (await store.meter!.usage({ keyId: `rt-${key}`, limit: 10 })).length > 0, 15_000);

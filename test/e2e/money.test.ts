@@ -5,7 +5,6 @@
  * usage or by a flagged estimate, never by nothing; and the overspend stays within its stated bound.
  */
 import { readFileSync } from 'node:fs';
-import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey } from '../../src/check/key-format';
@@ -15,43 +14,12 @@ import type { UsageEntry } from '../../src/store/store';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
+import { request, type Sent } from '../support/money-client';
 import { DEFAULT_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
 
 const PRICE = { input: 0.15, output: 0.6 };
 /** gpt-4o-mini's cap in the demo config: a request's maximum output when it names none. */
 const CAP = 16384;
-
-interface Sent {
-  readonly status: number;
-  readonly text: string;
-}
-
-/**
- * One request over HTTP/1.1; with `cutWhen`, the client hangs up as soon as what it received
- * matches (a client that takes what it wants and leaves before the usage arrives).
- */
-function request(gw: Gateway, path: string, headers: Record<string, string>, body: unknown, cutWhen?: (received: string) => boolean): Promise<Sent> {
-  const url = new URL(gw.baseUrl);
-  const data = Buffer.from(JSON.stringify(body));
-  return new Promise((resolve, reject) => {
-    let text = '';
-    let status = 0;
-    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path, agent: false, headers: { 'content-type': 'application/json', 'content-length': data.length, ...headers } }, (res) => {
-      status = res.statusCode ?? 0;
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => {
-        text += c;
-        if (cutWhen?.(text)) {
-          req.destroy();
-          resolve({ status, text });
-        }
-      });
-      res.on('end', () => resolve({ status, text }));
-    });
-    req.on('error', (err) => (status ? resolve({ status, text }) : reject(err)));
-    req.end(data);
-  });
-}
 
 const bearer = (key: string, extra: Record<string, string> = {}): Record<string, string> => ({ authorization: `Bearer ${key}`, ...extra });
 const msg = (content: string) => [{ role: 'user', content }];

@@ -1,0 +1,47 @@
+/**
+ * The money tests' client side (test/e2e/money*.test.ts): one JSON request over HTTP/1.1, which a
+ * client may cut, and keys of their own added to the demo config.
+ */
+import * as http from 'node:http';
+import { hashKey } from '../../src/check/key-format';
+import type { Gateway } from './gateway';
+
+export interface Sent {
+  readonly status: number;
+  readonly text: string;
+}
+
+/**
+ * One request over HTTP/1.1; with `cutWhen`, the client hangs up as soon as what it received
+ * matches (a client that takes what it wants and leaves before the usage arrives).
+ */
+export function request(gw: Gateway, path: string, headers: Record<string, string>, body: unknown, cutWhen?: (received: string) => boolean): Promise<Sent> {
+  const url = new URL(gw.baseUrl);
+  const data = Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    let text = '';
+    let status = 0;
+    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path, agent: false, headers: { 'content-type': 'application/json', 'content-length': data.length, ...headers } }, (res) => {
+      status = res.statusCode ?? 0;
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        text += c;
+        if (cutWhen?.(text)) {
+          req.destroy();
+          resolve({ status, text });
+        }
+      });
+      res.on('end', () => resolve({ status, text }));
+    });
+    req.on('error', (err) => (status ? resolve({ status, text }) : reject(err)));
+    req.end(data);
+  });
+}
+
+/**
+ * The demo config with keys of a test's own in group basic: `rt-<name>` for each, with a balance.
+ * @param prefix the ids' prefix (each file its own)
+ */
+export function withMoneyKeys(keys: Readonly<Record<string, string>>, balanceOf: (name: string) => number, prefix: string): (demo: string) => string {
+  return (demo) => demo.replace(/^keys:\n/m, `keys:\n${Object.entries(keys).map(([name, key]) => `  - id: ${prefix}-${name}\n    sha256: ${hashKey(key)}\n    group: basic\n    balance: ${balanceOf(name)}\n`).join('')}`);
+}
