@@ -17,6 +17,10 @@
  * - `x-stand-in-delay-ms`: the delay between stream events;
  * - `x-stand-in-tokens`: output tokens per answer when the request names no maximum.
  *
+ * A request body sent with `content-encoding: gzip` is decompressed first, as Google's API front
+ * end does. A chat or responses answer names the `service_tier` the request asked for, as OpenAI's
+ * do (priority processing is billed at a higher price per token: test/e2e/money-redteam3.test.ts).
+ *
  * Every output token is one of WORDS, each a single o200k_base token, so a test can compare an
  * estimate with what the client received.
  *
@@ -104,7 +108,15 @@ export function startMoneyUpstream(): Promise<MoneyUpstream> {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
+      const raw = Buffer.concat(chunks);
+      let text: string;
+      try {
+        text = (/^\s*gzip\s*$/i.test(String(req.headers['content-encoding'] ?? '')) ? zlib.gunzipSync(raw) : raw).toString('utf8');
+      } catch {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: 'the body is not gzip' } }));
+        return;
+      }
       received.push({ path: req.url ?? '', headers: req.headers, body: text });
       void answer(req, res, text).catch(() => res.destroy());
     });
@@ -144,6 +156,7 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const word = (i: number): string => WORDS[i % WORDS.length];
   const full = Array.from({ length: tokens }, (_, i) => word(i)).join('');
   const out = tokens * answers;
+  const tier = typeof body.service_tier === 'string' ? { service_tier: body.service_tier === 'auto' ? 'default' : body.service_tier } : {};
 
   const encoding = h('x-stand-in-encoding');
   const send = (status: number, contentType: string, payload: string): void => {
@@ -172,7 +185,7 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     const usage = { prompt_tokens: count(input), completion_tokens: count(out), total_tokens: count(input + out) };
     if (!lax(body.stream)) {
       const choices = Array.from({ length: answers }, (_, index) => ({ index, message: { role: 'assistant', content: full }, finish_reason: 'stop' }));
-      return send(200, 'application/json', JSON.stringify({ id: 'chatcmpl-money', object: 'chat.completion', model: body.model, choices, ...(omit ? {} : { usage }) }));
+      return send(200, 'application/json', JSON.stringify({ id: 'chatcmpl-money', object: 'chat.completion', model: body.model, choices, ...tier, ...(omit ? {} : { usage }) }));
     }
     const pieces: string[] = [];
     for (let i = 0; i < tokens; i++) {
@@ -186,7 +199,7 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   if (path === '/v1/responses') {
     const usage = { input_tokens: count(input), output_tokens: count(tokens), total_tokens: count(input + tokens) };
     // As OpenAI does, every response object (response.created, response.completed) echoes the request's instructions and tools.
-    const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, instructions: body.instructions ?? null, tools: body.tools ?? [], output: status === 'completed' ? [...Array.from({ length: searches }, (_, i) => ({ type: 'web_search_call', id: `ws_${i}`, status: 'completed', action: { type: 'search', query: 'q' } })), { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
+    const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, instructions: body.instructions ?? null, tools: body.tools ?? [], ...tier, output: status === 'completed' ? [...Array.from({ length: searches }, (_, i) => ({ type: 'web_search_call', id: `ws_${i}`, status: 'completed', action: { type: 'search', query: 'q' } })), { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
     if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(response('completed', true)));
     const pieces = [sse('response.created', { type: 'response.created', response: response('in_progress', false) })];
     for (let i = 0; i < tokens; i++) pieces.push(sse('response.output_text.delta', { type: 'response.output_text.delta', delta: word(i) }));

@@ -1,0 +1,212 @@
+/**
+ * Money red team, round 3 (docs/metering.md, "Overspend"; the rule: nothing is served without being
+ * paid for, and an overspend has a stated bound). Each case goes through a real Envoy and modelgate
+ * to the stand-in provider (support/money-upstream.ts), on its own key, and asserts the stated bound
+ * or what the provider bills. The cases that failed when written (branch redteam, on main a580fb7)
+ * say why in their comments; the last one is an attack that is already defended.
+ */
+import * as zlib from 'node:zlib';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { generateKey, hashKey } from '../../src/check/key-format';
+import type { AdminDb } from '../../src/store/pg/admin';
+import { setGroup, setPrice } from '../../src/store/pg/groups';
+import { migrate } from '../../src/store/pg/schema';
+import type { FileStore } from '../../src/store/file-store';
+import type { UsageEntry } from '../../src/store/store';
+import { describeE2E, startGateway, type Gateway, type Reply } from '../support/gateway';
+import { waitFor } from '../support/meter-cases';
+import { request, withMoneyKeys } from '../support/money-client';
+import { startMoneyUpstream, VIDEO_TOKENS, type MoneyUpstream } from '../support/money-upstream';
+import { issueKey } from '../support/pg-keys';
+import { openPool, startPgServer, type PgServer } from '../support/pg-server';
+
+const KEYS = ['gzipSoft', 'gzipStrict', 'priority', 'betaSoft', 'duplicateN', 'retryHeaders'] as const;
+type KeyName = (typeof KEYS)[number];
+const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
+/** 0.001 for the bound cases; the strict gzip case can pay for one plain request (0.164) but not for a video; the others pay what they send. */
+const BALANCES: Record<KeyName, number> = { gzipSoft: 0.001, gzipStrict: 0.2, priority: 10, betaSoft: 0.001, duplicateN: 0.001, retryHeaders: 10 };
+const withKeys = withMoneyKeys(keys, (k) => BALANCES[k as KeyName], 'rt3');
+
+const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bearer ${keys[key]}` });
+const claude = (key: KeyName): Record<string, string> => ({ 'x-api-key': keys[key], 'anthropic-version': '2023-06-01' });
+
+/** The demo's prices (envoy/modelgate.yaml, group basic), per million tokens. */
+const GEMINI_FLASH = { input: 0.3, output: 2.5, cap: 65536 };
+const HAIKU = { input: 0.8, output: 4, cap: 8192 };
+const MINI = { input: 0.15, output: 0.6 };
+
+async function moneyGateway(mode: 'soft' | 'strict'): Promise<{ up: MoneyUpstream; gw: Gateway; store: FileStore }> {
+  const up = await startMoneyUpstream();
+  const at = { host: '127.0.0.1', port: up.port };
+  const gw = await startGateway({ config: (demo) => withKeys(demo.replace('  mode: soft ', `  mode: ${mode} `)), upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
+  return { up, gw, store: gw.modelgate.service!.store as FileStore };
+}
+
+async function rowOf(store: FileStore, key: KeyName): Promise<UsageEntry> {
+  await waitFor('the ledger row', async () => (await store.meter!.usage({ keyId: `rt3-${key}`, limit: 10 })).length > 0, 30_000);
+  return (await store.meter!.usage({ keyId: `rt3-${key}`, limit: 1 }))[0];
+}
+
+async function balanceOf(store: FileStore, key: KeyName): Promise<number> {
+  return (await store.findKey(hashKey(keys[key])))!.balance as number;
+}
+
+/**
+ * A Gemini request for eight answers about a one-hour video by fileUri (VIDEO_TOKENS of input), its
+ * body gzip-compressed (`content-encoding: gzip`, which Google's API front end decompresses).
+ */
+const GEMINI_VIDEO = {
+  contents: [{ role: 'user', parts: [{ fileData: { fileUri: 'https://www.youtube.com/watch?v=9hE5-98ZeCg' } }, { text: 'summarize' }] }],
+  generationConfig: { candidateCount: 8, maxOutputTokens: 5 },
+};
+function sendGzippedGemini(gw: Gateway, key: KeyName): Promise<Reply> {
+  return gw.send('POST', '/v1beta/models/gemini-2.5-flash:generateContent', {
+    body: zlib.gzipSync(JSON.stringify(GEMINI_VIDEO)),
+    headers: [['x-goog-api-key', keys[key]], ['content-type', 'application/json'], ['content-encoding', 'gzip']],
+  });
+}
+
+describeE2E('money red team 3: soft mode', () => {
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  let store: FileStore;
+  beforeAll(async () => {
+    ({ up, gw, store } = await moneyGateway('soft'));
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it('gemini: a gzip-compressed body (its candidateCount and its video unread: the plain shape) spends at most the balance plus M', async () => {
+    // The Check reads Gemini's body only for the meter (its model is in the path) and never asks
+    // whether it could: a compressed or otherwise unreadable body gets the plain shape (one answer,
+    // no input from elsewhere), which soft mode lets through as the lone request. OpenAI's and
+    // Anthropic's routes refuse a compressed body (body_invalid); Gemini's forwards it.
+    const sent = await sendGzippedGemini(gw, 'gzipSoft');
+    if (sent.status === 200) await rowOf(store, 'gzipSoft');
+    const spent = BALANCES.gzipSoft - (await balanceOf(store, 'gzipSoft'));
+    // M: the body's bytes as input plus the model's output cap, for a request with no input from elsewhere.
+    const m = (zlib.gzipSync(JSON.stringify(GEMINI_VIDEO)).length * GEMINI_FLASH.input + GEMINI_FLASH.cap * GEMINI_FLASH.output) / 1e6;
+    // Seen when written: served, 0.284 spent (946,800 input tokens), against a bound of 0.165.
+    expect(spent, `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeLessThanOrEqual(BALANCES.gzipSoft + m);
+  });
+
+  it('anthropic: with any anthropic-beta header the lone request\'s output is the client\'s max_tokens, past the model\'s cap the bound M counts', async () => {
+    // admission.ts lifts the configured cap for a request with an anthropic-beta header (a beta can
+    // raise the provider's cap: output-128k-...), and soft mode still lets it through as the lone
+    // request a balance need not cover. docs/metering.md's bound counts the model's cap (8,192 here).
+    const sent = await request(gw, '/v1/messages', { ...claude('betaSoft'), 'anthropic-beta': 'output-128k-2025-02-19' }, {
+      model: 'claude-3-5-haiku-latest', max_tokens: 64_000, messages: [{ role: 'user', content: 'write a long story' }],
+    });
+    if (sent.status === 200) await rowOf(store, 'betaSoft');
+    const spent = BALANCES.betaSoft - (await balanceOf(store, 'betaSoft'));
+    const m = (1000 * HAIKU.input + HAIKU.cap * HAIKU.output) / 1e6;
+    // Seen when written: served, 0.256 spent (64,000 output tokens), against a bound of 0.034.
+    expect(spent, `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeLessThanOrEqual(BALANCES.betaSoft + m);
+  });
+
+  it('chat: a duplicated "n" (8, then 1) is refused, or held at the larger, as a duplicated "model" is refused', async () => {
+    // The Check keeps a duplicated field's last value (as JSON.parse does); extract-model.ts refuses
+    // duplicated models because other parsers keep the first (simdjson's on-demand API, Go's gjson,
+    // which relays use to peek at fields). A first-wins upstream produces eight answers of 2,000
+    // tokens (0.0096) for a request held as one (0.0012), which soft mode lets through alone.
+    const body = `{"model":"gpt-4o-mini","n":8,"max_tokens":2000,"messages":[{"role":"user","content":"write"}],"n":1}`;
+    const sent = await gw.send('POST', '/v1/chat/completions', { body, headers: [['authorization', `Bearer ${keys.duplicateN}`], ['content-type', 'application/json']] });
+    // Seen when written: 200 (held as n = 1).
+    expect(sent.status, sent.text.slice(0, 300)).not.toBe(200);
+  });
+
+  it('chat: service_tier "priority" (billed by OpenAI at about 1.7x the standard price) is refused, or debited what the provider bills', async () => {
+    // The price is one per model; a request chooses its tier (OpenAI's priority processing: gpt-4o
+    // 4.25/17 against 2.50/10 per million, gpt-4.1 3.50/14 against 2/8), and the answer names it
+    // (`"service_tier": "priority"`). Anthropic's `speed: "fast"` and `inference_geo` do the same.
+    const sent = await request(gw, '/v1/chat/completions', bearer('priority'), {
+      model: 'gpt-4o-mini', service_tier: 'priority', max_tokens: 1000, messages: [{ role: 'user', content: 'write' }],
+    });
+    if (sent.status !== 200) {
+      expect(sent.status).toBe(400);
+      return;
+    }
+    expect(JSON.parse(sent.text)).toMatchObject({ service_tier: 'priority' });
+    const row = await rowOf(store, 'priority');
+    const standard = (row.inputTokens * MINI.input + row.outputTokens * MINI.output) / 1e6;
+    // Seen when written: served, debited the standard price (0.0006006 for 4 + 1,000 tokens).
+    expect(row.cost, JSON.stringify(row)).toBeGreaterThanOrEqual(1.7 * standard);
+  });
+
+  it('defended: Envoy retry headers from a client (x-envoy-retry-on, retriable status 200) never make one paid request several at the provider', async () => {
+    // A retry on a 200 would have the provider produce and bill every attempt, the meter seeing one.
+    // use_remote_address: true makes every client external, so Envoy drops its x-envoy-* headers.
+    const before = up.received.length;
+    const sent = await request(gw, '/v1/chat/completions', {
+      ...bearer('retryHeaders'), 'x-envoy-retry-on': 'retriable-status-codes,5xx,reset', 'x-envoy-retriable-status-codes': '200', 'x-envoy-max-retries': '5',
+      'x-envoy-upstream-rq-per-try-timeout-ms': '1', 'x-envoy-hedge-on-per-try-timeout': 'true',
+    }, { model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
+    expect(sent.status).toBe(200);
+    const row = await rowOf(store, 'retryHeaders');
+    expect(up.received.length - before).toBe(1);
+    expect(row.estimated).toBeUndefined();
+  });
+});
+
+describeE2E('money red team 3: strict mode (file store)', () => {
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  let store: FileStore;
+  beforeAll(async () => {
+    ({ up, gw, store } = await moneyGateway('strict'));
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it('gemini: a gzip-compressed body (eight answers, a video) may not spend past the balance', async () => {
+    // Reserved as the plain shape (200 bytes, 65,536 output tokens: 0.164), billed 946,800 input tokens (0.284).
+    const sent = await sendGzippedGemini(gw, 'gzipStrict');
+    if (sent.status === 200) {
+      const row = await rowOf(store, 'gzipStrict');
+      expect(row.inputTokens).toBeGreaterThanOrEqual(VIDEO_TOKENS);
+    }
+    // Seen when written: served, balance -0.084.
+    expect(await balanceOf(store, 'gzipStrict'), `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeGreaterThanOrEqual(0);
+  });
+});
+
+describeE2E('money red team 3: strict mode on PostgreSQL (leases)', () => {
+  let server: PgServer;
+  let pool: AdminDb;
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  let key: string;
+  beforeAll(async () => {
+    server = await startPgServer();
+    pool = openPool(server.url);
+    await migrate(pool);
+    await setGroup(pool, { name: 'basic', models: [{ name: 'gemini-2.5-flash', protocols: ['generative'], available: true }] });
+    await setPrice(pool, 'basic', 'gemini-2.5-flash', { price: { input: GEMINI_FLASH.input, output: GEMINI_FLASH.output, cachedInput: null }, maxOutputTokens: GEMINI_FLASH.cap });
+    key = (await issueKey(pool, { group: 'basic', id: 'rt3-pg-gzip', balance: String(BALANCES.gzipStrict) })).key;
+    up = await startMoneyUpstream();
+    const at = { host: '127.0.0.1', port: up.port };
+    gw = await startGateway({ config: (demo) => `${demo.replace('  mode: soft ', '  mode: strict ')}\nstore: ${server.url}\n`, upstreamTargets: { generative: at, alt: at } });
+  }, 120_000);
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+    await pool?.end();
+    await server?.close();
+  });
+
+  it('gemini: a gzip-compressed body (eight answers, a video) may not spend past the balance', async () => {
+    const sent = await gw.send('POST', '/v1beta/models/gemini-2.5-flash:generateContent', {
+      body: zlib.gzipSync(JSON.stringify(GEMINI_VIDEO)),
+      headers: [['x-goog-api-key', key], ['content-type', 'application/json'], ['content-encoding', 'gzip']],
+    });
+    const rows = async (): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', ['rt3-pg-gzip'])).rows[0].n;
+    if (sent.status === 200) await waitFor('the ledger row', async () => (await rows()) > 0, 30_000);
+    const { rows: [k] } = await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', ['rt3-pg-gzip']);
+    // Seen when written: served, balance -0.0841409.
+    expect(Number(k.b), `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeGreaterThanOrEqual(0);
+  });
+});
