@@ -2,8 +2,8 @@
  * Money red team, round 3 (docs/metering.md, "Overspend"; the rule: nothing is served without being
  * paid for, and an overspend has a stated bound). Each case goes through a real Envoy and modelgate
  * to the stand-in provider (support/money-upstream.ts), on its own key, and asserts the stated bound
- * or what the provider bills. The cases that failed when written (branch redteam, on main a580fb7)
- * say why in their comments; the last one is an attack that is already defended.
+ * or what the provider bills. Every case failed when written (branch redteam, on main a580fb7) and
+ * says what was seen, except the one named "defended": an attack the bundle already stops.
  */
 import * as zlib from 'node:zlib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -20,11 +20,11 @@ import { startMoneyUpstream, VIDEO_TOKENS, type MoneyUpstream } from '../support
 import { issueKey } from '../support/pg-keys';
 import { openPool, startPgServer, type PgServer } from '../support/pg-server';
 
-const KEYS = ['gzipSoft', 'gzipStrict', 'priority', 'betaSoft', 'duplicateN', 'retryHeaders'] as const;
+const KEYS = ['gzipSoft', 'gzipStrict', 'priority', 'betaSoft', 'duplicateN', 'retryHeaders', 'reasoningStream', 'reasoningCut', 'geminiMask'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 /** 0.001 for the bound cases; the strict gzip case can pay for one plain request (0.164) but not for a video; the others pay what they send. */
-const BALANCES: Record<KeyName, number> = { gzipSoft: 0.001, gzipStrict: 0.2, priority: 10, betaSoft: 0.001, duplicateN: 0.001, retryHeaders: 10 };
+const BALANCES: Record<KeyName, number> = { gzipSoft: 0.001, gzipStrict: 0.2, priority: 10, betaSoft: 0.001, duplicateN: 0.001, retryHeaders: 10, reasoningStream: 10, reasoningCut: 10, geminiMask: 10 };
 const withKeys = withMoneyKeys(keys, (k) => BALANCES[k as KeyName], 'rt3');
 
 const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bearer ${keys[key]}` });
@@ -133,6 +133,49 @@ describeE2E('money red team 3: soft mode', () => {
     const standard = (row.inputTokens * MINI.input + row.outputTokens * MINI.output) / 1e6;
     // Seen when written: served, debited the standard price (0.0006006 for 4 + 1,000 tokens).
     expect(row.cost, JSON.stringify(row)).toBeGreaterThanOrEqual(1.7 * standard);
+  });
+
+  /**
+   * A reasoning model (o-series, gpt-5, Gemini 2.5 thinking) bills its hidden reasoning as output
+   * and never shows it: an estimate from the text the response carried misses it. Each request here
+   * reasons REASONING tokens (the stand-in's x-stand-in-reasoning) and answers 5.
+   */
+  const REASONING = 10_000;
+  const reasons = { 'x-stand-in-reasoning': String(REASONING), 'x-stand-in-tokens': '5' };
+
+  it('chat: a stream without include_usage from a reasoning model is debited its reasoning tokens, not only the text it showed', async () => {
+    const sent = await request(gw, '/v1/chat/completions', { ...bearer('reasoningStream'), ...reasons }, {
+      model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'prove it' }],
+    });
+    expect(sent.status).toBe(200);
+    const row = await rowOf(store, 'reasoningStream');
+    expect(row.estimated).toBe('stream_without_usage');
+    // Seen when written: 6 output tokens debited for 10,005 billed.
+    expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThanOrEqual(REASONING);
+  });
+
+  it('responses: a stream cut after its text (before response.completed) is debited the reasoning the provider billed', async () => {
+    const sent = await request(gw, '/v1/responses', { ...bearer('reasoningCut'), ...reasons, 'x-stand-in-delay-ms': '200' }, {
+      model: 'gpt-4o-mini', stream: true, input: 'prove it',
+    }, (received) => received.includes('response.output_text.done'));
+    expect(sent.status).toBe(200);
+    const row = await rowOf(store, 'reasoningCut');
+    expect(row.estimated).toBe('incomplete');
+    // Seen when written: 25 output tokens debited for 10,005 billed (the provider produced the answer before its last event).
+    expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThanOrEqual(REASONING);
+  });
+
+  it('gemini: a field mask (?fields=candidates) that drops usageMetadata leaves the thinking tokens to be paid', async () => {
+    // Google's system parameter `fields` (or the x-goog-fieldmask header) trims the answer: without
+    // usageMetadata the meter estimates from the text, which holds no thoughts.
+    const sent = await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent?fields=candidates', { 'x-goog-api-key': keys.geminiMask, ...reasons }, {
+      contents: [{ role: 'user', parts: [{ text: 'prove it' }] }], generationConfig: { thinkingConfig: { thinkingBudget: 24576 } },
+    });
+    expect(sent.status, sent.text.slice(0, 200)).toBe(200);
+    expect(sent.text).not.toContain('usageMetadata');
+    const row = await rowOf(store, 'geminiMask');
+    // Seen when written: estimated (no_usage), 5 output tokens debited for 10,005 billed.
+    expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThanOrEqual(REASONING);
   });
 
   it('defended: Envoy retry headers from a client (x-envoy-retry-on, retriable status 200) never make one paid request several at the provider', async () => {

@@ -17,6 +17,13 @@
  * - `x-stand-in-delay-ms`: the delay between stream events;
  * - `x-stand-in-tokens`: output tokens per answer when the request names no maximum.
  *
+ * - `x-stand-in-reasoning`: hidden reasoning tokens a reasoning model produces before its answer
+ *   and bills as output, never shown (chat: in `completion_tokens`; responses: in `output_tokens`;
+ *   Gemini: `thoughtsTokenCount`).
+ *
+ * Gemini's field mask (the `fields` query parameter or `x-goog-fieldmask`) keeps only the
+ * top-level fields it names, as Google's front end does.
+ *
  * A request body sent with `content-encoding: gzip` is decompressed first, as Google's API front
  * end does. A chat or responses answer names the `service_tier` the request asked for, as OpenAI's
  * do (priority processing is billed at a higher price per token: test/e2e/money-redteam3.test.ts).
@@ -155,7 +162,8 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const omit = usageOverride === 'omit';
   const word = (i: number): string => WORDS[i % WORDS.length];
   const full = Array.from({ length: tokens }, (_, i) => word(i)).join('');
-  const out = tokens * answers;
+  const reasoning = Number(h('x-stand-in-reasoning') ?? 0);
+  const out = tokens * answers + reasoning;
   const tier = typeof body.service_tier === 'string' ? { service_tier: body.service_tier === 'auto' ? 'default' : body.service_tier } : {};
 
   const encoding = h('x-stand-in-encoding');
@@ -197,7 +205,7 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     return stream('text/event-stream', pieces);
   }
   if (path === '/v1/responses') {
-    const usage = { input_tokens: count(input), output_tokens: count(tokens), total_tokens: count(input + tokens) };
+    const usage = { input_tokens: count(input), output_tokens: count(tokens + reasoning), total_tokens: count(input + tokens + reasoning) };
     // As OpenAI does, every response object (response.created, response.completed) echoes the request's instructions and tools.
     const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, instructions: body.instructions ?? null, tools: body.tools ?? [], ...tier, output: status === 'completed' ? [...Array.from({ length: searches }, (_, i) => ({ type: 'web_search_call', id: `ws_${i}`, status: 'completed', action: { type: 'search', query: 'q' } })), { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
     if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(response('completed', true)));
@@ -229,12 +237,14 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     if (method === 'embedContent') return send(200, 'application/json', JSON.stringify({ embedding: { values: [0.1, 0.2] } }));
     if (method === 'batchEmbedContents') return send(200, 'application/json', JSON.stringify({ embeddings: (Array.isArray(body.requests) ? body.requests : [0]).map(() => ({ values: [0.1] })) }));
     if (method === 'countTokens') return send(200, 'application/json', JSON.stringify({ totalTokens: input }));
-    const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...(done > 0 ? { candidatesTokenCount: count(done) } : {}), totalTokenCount: count(input + done) });
+    const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...(done > 0 ? { candidatesTokenCount: count(done - reasoning), ...(reasoning > 0 ? { thoughtsTokenCount: count(reasoning) } : {}) } : {}), totalTokenCount: count(input + done) });
+    const mask = (url.searchParams.get('fields') ?? h('x-goog-fieldmask'))?.split(',').map((f) => f.trim());
+    const masked = (o: Record<string, unknown>): Record<string, unknown> => (mask ? Object.fromEntries(Object.entries(o).filter(([k]) => mask.includes(k))) : o);
     const candidates = (t: string) => Array.from({ length: answers }, (_, index) => ({ index, content: { role: 'model', parts: [{ text: t }] } }));
-    if (method === 'generateContent') return send(200, 'application/json', JSON.stringify({ candidates: candidates(full), ...(omit ? {} : { usageMetadata: usageMetadata(out) }), modelVersion: 'money' }));
+    if (method === 'generateContent') return send(200, 'application/json', JSON.stringify(masked({ candidates: candidates(full), ...(omit ? {} : { usageMetadata: usageMetadata(out) }), modelVersion: 'money' })));
     // streamGenerateContent: SSE with alt=sse, else a JSON array. Each chunk reports the prompt;
     // only the last one the output (as Gemini does).
-    const chunk = (i: number) => ({ candidates: candidates(word(i)), ...(omit ? {} : { usageMetadata: usageMetadata(i === tokens - 1 ? out : 0) }) });
+    const chunk = (i: number) => masked({ candidates: candidates(word(i)), ...(omit ? {} : { usageMetadata: usageMetadata(i === tokens - 1 ? out : 0) }) });
     const asSse = url.searchParams.get('alt') === 'sse';
     const pieces = Array.from({ length: tokens }, (_, i) => (asSse ? sse(undefined, chunk(i)) : `${i === 0 ? '[' : ','}${JSON.stringify(chunk(i))}`));
     if (!asSse) pieces.push(']');
