@@ -30,6 +30,8 @@ export type TopLevelFields = ReadonlyMap<string, readonly [number, number]> & {
   readonly marks?: ReadonlyMap<string, number>;
   /** A top-level key that is a watched one in another case (`"N"`, `"Max_Tokens"`): [as sent, watched]. */
   readonly caseVariant?: readonly [string, string];
+  /** A watched key sent twice with values that differ as written (first-wins parsers read the first). */
+  readonly twice?: string;
 };
 
 /**
@@ -164,6 +166,8 @@ class Scanner {
   /** Watched keys by their lower case (case-insensitive binders read `"N"` as `n`). */
   private readonly watchLower: ReadonlyMap<string, string> | undefined;
   private fieldCase: readonly [string, string] | undefined;
+  /** The first watched key seen twice with different values. */
+  private twice: string | undefined;
   private readonly marks: CompiledMarks | undefined;
   private marked: Map<string, number> | undefined;
   /** Opening quote of the value of the last `type` key, when marks are looked for (value marks are types). */
@@ -343,15 +347,18 @@ class Scanner {
 
   /** The watched fields read by run(). */
   found(): TopLevelFields | undefined {
-    if (this.marked || this.fieldCase) {
-      return Object.assign(this.fields ?? new Map<string, readonly [number, number]>(), { marks: this.marked as ReadonlyMap<string, number> | undefined, caseVariant: this.fieldCase });
+    if (this.marked || this.fieldCase || this.twice) {
+      return Object.assign(this.fields ?? new Map<string, readonly [number, number]>(), { marks: this.marked as ReadonlyMap<string, number> | undefined, caseVariant: this.fieldCase, twice: this.twice });
     }
     // Watched and none found: an empty map says so (no second scan to look again).
     return this.fields ?? (this.watch ? EMPTY_FIELDS : undefined);
   }
 
   private recordField(end: number): void {
-    (this.fields ??= new Map()).set(this.fieldKey as string, [this.fieldStart, end]);
+    const key = this.fieldKey as string;
+    const before = this.fields?.get(key);
+    if (before && this.twice === undefined && this.buf.compare(this.buf, before[0], before[1], this.fieldStart, end) !== 0) this.twice = key;
+    (this.fields ??= new Map()).set(key, [this.fieldStart, end]);
     this.fieldStart = -1;
   }
 

@@ -170,7 +170,7 @@ export const REASONS = {
   },
   body_invalid: {
     status: 400,
-    when: 'the body is not a JSON object (empty, invalid JSON or UTF-8, compressed, nested too deep, duplicate model, "MODEL" beside "model"; with the meter on, a field it reads in another case: "N", "Max_Tokens")',
+    when: 'the body is not a JSON object (empty, invalid JSON or UTF-8, compressed, nested too deep, duplicate model, "MODEL" beside "model"; with the meter on, a field it reads in another case: "N", "Max_Tokens", or twice with different values: "n": 8, "n": 1; a Gemini body (model in the path) that is compressed or not a JSON object)',
     hints: {
       /** `encoding` printable. */
       compressed: (encoding: string) => `the body is compressed (content-encoding ${json(encoding)}): send plain JSON`,
@@ -179,6 +179,8 @@ export const REASONS = {
       /** The meter's fields (check/request-fields.ts), as the model's. */
       fieldCase: (sent: string, field: string) => `the top-level key ${json(sent)} is ${json(field)} in another case, which case-insensitive parsers read as it: send it only as ${json(field)}`,
       unusable: (detail: string) => `the body is not a usable JSON object: ${detail}`,
+      /** The meter's fields, sent twice with different values (first-wins and last-wins parsers read different requests). */
+      fieldTwice: (field: string) => `the key ${json(field)} appears more than once with different values, which parsers read differently: send it once`,
     },
   },
   content_type_unsupported: {
@@ -225,12 +227,14 @@ export const REASONS = {
   },
   balance_insufficient: {
     status: 403,
-    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers or holds input from elsewhere: images, files, URLs, a previous response; strict mode: always, reservations in the store)",
+    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers, holds input from elsewhere: images, files, URLs, a previous response, or names max_tokens above the model's cap with an anthropic-beta header; strict mode: always, reservations in the store)",
     hints: {
       notPositive: (amount: string) => `the key's balance is ${amount}: top it up before using models`,
       /** The meter's admission (meter/admission.ts); amounts as the Check writes them (six significant digits). */
       inFlightSoft: (balance: string, count: number, held: string, cost: string) => `the key's balance (${balance}) minus what its ${count} request${count === 1 ? '' : 's'} in flight may cost (${held}) cannot cover this request's maximum cost (${cost}): wait for them to finish, lower max_tokens, or top the balance up`,
       referenced: (balance: string, parts: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}), which counts ${parts} input source${parts === 1 ? '' : 's'} the provider reads beyond the body's bytes (images, files, URLs, fetched pages, a previous response) at their largest: send fewer, or top the balance up`,
+      /** A request's own maximum output above the model's cap (an Anthropic beta may raise it at the provider). */
+      beyondCap: (balance: string, maxOutput: number, cap: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) with max_tokens ${maxOutput} above the model's usual cap of ${cap}: lower max_tokens, or top the balance up`,
       manyAnswers: (balance: string, answers: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) for its ${answers} answers (n, candidateCount): ask for one answer, or top the balance up`,
       reserved: (available: string, cost: string) => `the key's balance minus requests in flight (${available}) cannot cover this request's maximum cost (${cost}): top it up, lower max_tokens, or wait for requests in flight to finish`,
     },
@@ -249,6 +253,11 @@ export const REASONS = {
     status: 400,
     when: "the meter is on and a request names a tool the provider runs and bills per call besides tokens (web search, file search, code containers, image generation, Gemini's grounding), and meter.hostedTools is deny (the default)",
     hints: { tool: (name: string) => `this gateway meters tokens and cannot price the provider's per-call fee of the hosted tool ${json(name)}: remove it from the request (or ask the gateway's operator to allow hosted tools)` },
+  },
+  service_tier_unpriced: {
+    status: 400,
+    when: 'the meter is on and a request asks for a tier the provider bills above the model\'s price (OpenAI service_tier "priority" or "scale", Anthropic speed "fast", inference_geo other than "global"), and meter.serviceTiers is deny (the default)',
+    hints: { tier: (field: string, value: string) => `this gateway prices the model at its standard rate and cannot meter ${json(field)}: ${json(value)}, which the provider bills higher: remove it (or ask the gateway's operator to allow priced tiers)` },
   },
   rate_limited: {
     status: 429,

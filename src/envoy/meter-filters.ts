@@ -4,8 +4,8 @@
  *
  * - `modelgate.meter` (Lua, upstream routes only): keeps the last METER_TAIL_BYTES of each response
  *   body (the usage every provider reports sits at its end) and publishes them as dynamic metadata:
- *   `tail` after the first chunk and as the body grows, so a stream cut short still leaves what it
- *   had, and `final` at its end. It never holds a byte: chunks pass as they come.
+ *   for an event stream `tail` after the first chunk and as the body grows, so a stream cut short
+ *   still leaves what it had, and `final` at its end. It never holds a byte: chunks pass as they come.
  * - `envoy.filters.http.decompressor` (upstream routes only): gzip answers are decompressed before the
  *   meter reads them; the routes ask providers for gzip or nothing (accept-encoding: gzip), so an
  *   answer the meter cannot read is one a provider sent unasked (estimated, never free).
@@ -28,13 +28,18 @@ export const UPSTREAM_ACCEPT_ENCODING = 'gzip';
 
 /**
  * The Lua source. Lua objects of the stream (its metadata) may not be kept across a chunk's yield,
- * so they are fetched again at each publish. Publishing copies the tail (one metadata write): after
- * the first chunk, whenever the bytes seen double (up to 64 KiB), then every 64 KiB, and at the end.
+ * so they are fetched again at each publish. Publishing copies the tail (one metadata write): at the
+ * end, and for an event stream also on the way (after the first chunk, whenever the bytes seen double
+ * up to 64 KiB, then every 64 KiB), so a cut stream leaves the text it carried. Another answer cut
+ * short leaves no tail: its output is estimated from its byte count (one token per byte, more than
+ * any text). One write instead of two for a JSON answer, which the access log would carry twice.
  */
 export const METER_LUA = `-- modelgate meter (rendered by modelgate; docs/metering.md)
 local KEEP = ${METER_TAIL_BYTES}
 local STEP_MAX = 65536
 function envoy_on_response(h)
+  local ct = h:headers():get("content-type")
+  local sse = ct ~= nil and string.find(string.lower(ct), "text/event-stream", 1, true) ~= nil
   local parts, kept, total, mark = {}, 0, 0, 1
   for chunk in h:bodyChunks() do
     local len = chunk:length()
@@ -46,7 +51,7 @@ function envoy_on_response(h)
         parts = { string.sub(table.concat(parts), -KEEP) }
         kept = KEEP
       end
-      if total >= mark then
+      if sse and total >= mark then
         h:streamInfo():dynamicMetadata():set("${METER_FILTER}", "tail", table.concat(parts))
         mark = total + math.min(math.max(total, 4096), STEP_MAX)
       end

@@ -29,6 +29,7 @@ import type { Decision } from '../check/decision';
 import { isTokenCount } from '../check/endpoints';
 import { extractFields } from '../check/extract-model';
 import { REQUEST_FIELDS, REQUEST_MARKS } from '../check/request-fields';
+import { printable } from '../check/safe-text';
 import type { Admission } from '../check/pipeline';
 import { HINTS, type DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
@@ -81,6 +82,18 @@ export const DRY_RUN_REQUEST_ID_PREFIX = 'modelgate-dry-run-';
 
 const insufficient = (available: number, amount: number): string => HINTS.balance_insufficient.reserved(round(available), round(amount));
 
+/** Glob patterns (`*`: any characters) as one RegExp, compiled once per list. */
+const compiledGlobs = new WeakMap<readonly string[], RegExp>();
+function reasons(patterns: readonly string[], model: string): boolean {
+  let re = compiledGlobs.get(patterns);
+  if (!re) {
+    const alts = patterns.map((p) => p.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*'));
+    re = alts.length === 0 ? /$^/ : new RegExp(`^(?:${alts.join('|')})$`, 'i');
+    compiledGlobs.set(patterns, re);
+  }
+  return re.test(model);
+}
+
 export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
@@ -88,8 +101,18 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     if (!m.enabled || d.route.kind !== 'protocol' || isTokenCount(view.path)) return d;
     const style = d.route.style;
     // The Check located these fields with the model; a generative request (model in the path) was not scanned.
-    const fields = d.bodyFields ?? (view.body && view.body.length > 0 ? extractFields(view.body, config.routes.maxJsonDepth, REQUEST_FIELDS, REQUEST_MARKS) : undefined);
+    const hasBody = view.body !== undefined && view.body.length > 0;
+    // A body whose model is in the path (Gemini) was not read by the Check: one the meter cannot
+    // read would be held at the plainest shape while the provider reads its answers and its video.
+    if (!d.bodyFields && hasBody) {
+      const encoding = view.headers['content-encoding'];
+      if (encoding && encoding.toLowerCase() !== 'identity') return deny(d, 'body_invalid', HINTS.body_invalid.compressed(printable(encoding, 24)));
+    }
+    const fields = d.bodyFields ?? (hasBody ? extractFields(view.body as Uint8Array, config.routes.maxJsonDepth, REQUEST_FIELDS, REQUEST_MARKS) : undefined);
+    if (hasBody && !fields) return deny(d, 'body_invalid', HINTS.body_invalid.unusable('it is not a JSON object in UTF-8 within the nesting limit'));
     const shape = requestShape(style, view.path, view.body, fields);
+    if (shape.twice) return deny(d, 'body_invalid', HINTS.body_invalid.fieldTwice(shape.twice));
+    if (shape.pricedTier && m.serviceTiers === 'deny') return deny(d, 'service_tier_unpriced', HINTS.service_tier_unpriced.tier(shape.pricedTier[0], printable(shape.pricedTier[1], 32)));
     // `"N": 128` is n to a case-insensitive binder (Go's encoding/json), and 1 to this reading: refused, as "MODEL" is.
     if (shape.caseVariant) return deny(d, 'body_invalid', HINTS.body_invalid.fieldCase(...shape.caseVariant));
     if (shape.background) return deny(d, 'background_unsupported', HINTS.background_unsupported.background);
@@ -113,6 +136,9 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // beta the request's own max_tokens is not held to the configured cap.
     const capRaised = style === 'messages' && (view.headers['anthropic-beta'] ?? '') !== '';
     const maxOutput = maxOutputTokens(shape, capRaised && shape.maxOutput !== undefined ? null : model?.maxOutputTokens, m.maxOutputTokens);
+    // The output cap soft mode's bound counts (M): a raised maximum above it must fit the balance.
+    const usualCap = model?.maxOutputTokens ?? m.maxOutputTokens;
+    const beyondCap = capRaised && shape.maxOutput !== undefined && shape.maxOutput > usualCap ? shape.maxOutput : undefined;
     const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
@@ -121,6 +147,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
+      ...(shape.reasoning || reasons(m.reasoningModels, d.model as string) ? { reasoning: true } : {}),
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
@@ -139,6 +166,9 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       // (`n`, `candidateCount`) must fit, or one request could spend the balance many times over.
       if (left < maxCost && shape.answers > 1) {
         return deny(d, 'balance_insufficient', HINTS.balance_insufficient.manyAnswers(round(balance), shape.answers, round(maxCost)));
+      }
+      if (left < maxCost && beyondCap !== undefined) {
+        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.beyondCap(round(balance), beyondCap, usualCap, round(maxCost)));
       }
       // Likewise input from elsewhere: images, files, URLs, a previous response (their count is the client's).
       if (left < maxCost && shape.referencedCount > 0) {

@@ -110,7 +110,7 @@ function pendingOf(r: PendingRequest): PendingRequest {
   return {
     requestId: r.requestId, keyId: r.keyId, ...(r.keySha256 ? { keySha256: r.keySha256 } : {}), group: r.group, model: r.model, protocol: r.protocol,
     limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
-    referencedInput: r.referencedInput, stream: r.stream, since: r.since, deadline: r.deadline,
+    referencedInput: r.referencedInput, stream: r.stream, ...(r.reasoning ? { reasoning: true } : {}), since: r.since, deadline: r.deadline,
   };
 }
 
@@ -364,7 +364,8 @@ export class Meter {
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
     const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
     let estimatedOutput = 0;
-    if (!embeds && unanswered) estimatedOutput = entry?.maxOutputTokens ?? config.meter.maxOutputTokens;
+    // Unanswered, or a model that reasons: the provider may have billed output the answer never showed.
+    if (!embeds && (unanswered || entry?.reasoning)) estimatedOutput = entry?.maxOutputTokens ?? config.meter.maxOutputTokens;
     else if (!embeds && r.responseBodyBytes > 0) {
       const text = read.undecodable ? undefined : capturedText(tail, sse, whole);
       estimatedOutput = await est.output(request.protocol, text?.text, text?.bytes ?? 0, r.responseBodyBytes, sse);

@@ -9,7 +9,7 @@
  * `8.0` are 8; every alias a provider accepts is read (snake and camel case, top level and inside
  * Gemini's generationConfig); of two spellings the larger maximum counts.
  */
-import { goFold, type TopLevelFields } from '../check/extract-model';
+import { extractFields, goFold, type TopLevelFields } from '../check/extract-model';
 import { REQUEST_MARKS } from '../check/request-fields';
 import type { Protocol } from '../store/store';
 
@@ -45,6 +45,12 @@ export interface RequestShape {
    * queued response and produces the real one afterwards, where the gateway never sees its usage.
    */
   readonly background: boolean;
+  /** A field the meter reads, sent twice with values that differ (top level or inside generationConfig, its thinkingConfig, stream_options). */
+  readonly twice?: string;
+  /** A tier the provider bills above the model's price: [field, value] (OpenAI service_tier priority, Anthropic speed fast, inference_geo). */
+  readonly pricedTier?: readonly [string, string];
+  /** The request asks for reasoning (reasoning_effort, reasoning, Anthropic thinking, Gemini thinkingConfig): output the answer never shows. */
+  readonly reasoning: boolean;
 }
 
 const TRUE_WORDS = new Set(['true', '1', 'yes', 'on', 't', 'y']);
@@ -82,7 +88,7 @@ function parseSpan(body: Uint8Array, span: readonly [number, number] | undefined
 const asObject = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
 
 /** Nothing said: one answer, no maximum named, no stream. */
-export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false });
+export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false, reasoning: false });
 
 /**
  * Reads a request's shape from its body and the located top-level fields.
@@ -117,6 +123,8 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined);
   const { parts, tools } = marked(fields);
   const referencedCount = (stored ? 1 : 0) + parts;
+  const twice = fields.twice ?? nestedTwice(body, fields.get('generationConfig')) ?? nestedTwice(body, fields.get('generation_config')) ??
+    nestedTwice(body, fields.get('stream_options')) ?? nestedTwice(body, fields.get('streamOptions'));
   return {
     stream: streamPath || laxBool(get('stream')),
     includeUsage: opts !== undefined && laxBool(opts.include_usage ?? opts.includeUsage),
@@ -128,8 +136,61 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     hostedTools: tools,
     embeds,
     background: protocol === 'responses' && laxBool(get('background')),
+    reasoning: asksReasoning(protocol, get, thinking),
     ...(caseVariant ? { caseVariant } : {}),
+    ...(twice ? { twice } : {}),
+    ...pricedTier(protocol, get),
   };
+}
+
+const word = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim().toLowerCase() : undefined);
+
+/** OpenAI's tiers billed at the model's standard price or below (flex); others (priority, scale) cost more. */
+const STANDARD_TIERS = new Set(['auto', 'default', 'flex']);
+
+/** A tier the provider bills above the model's price, as [field, value]; {} when none. */
+function pricedTier(protocol: Protocol, get: (k: string) => unknown): { pricedTier?: readonly [string, string] } {
+  const check = (field: string, ok: (w: string) => boolean): { pricedTier?: readonly [string, string] } | undefined => {
+    const v = get(field);
+    const w = word(v);
+    return w !== undefined && !ok(w) ? { pricedTier: [field, String(v)] } : undefined;
+  };
+  if (protocol === 'chat' || protocol === 'responses') return check('service_tier', (w) => STANDARD_TIERS.has(w)) ?? {};
+  // Anthropic: fast mode (about 6x), and inference_geo other than global (US-only: 1.1x).
+  if (protocol === 'messages') return check('speed', (w) => w === 'standard') ?? check('inference_geo', (w) => w === 'global') ?? {};
+  return {};
+}
+
+/** Whether the request asks the model to reason (output billed that the answer never shows). */
+function asksReasoning(protocol: Protocol, get: (k: string) => unknown, thinking: Record<string, unknown> | undefined): boolean {
+  if (protocol === 'chat' || protocol === 'responses') {
+    const effort = word(get('reasoning_effort'));
+    if (effort !== undefined && effort !== 'none') return true;
+    const r = asObject(get('reasoning'));
+    if (r && word(r.effort) !== 'none') return true;
+  }
+  if (protocol === 'messages') {
+    const t = asObject(get('thinking'));
+    if (t && word(t.type) !== 'disabled') return true;
+  }
+  if (thinking) {
+    const budget = thinking.thinkingBudget ?? thinking.thinking_budget;
+    if (budget !== 0 && budget !== '0') return true;
+    if (laxBool(thinking.includeThoughts ?? thinking.include_thoughts)) return true;
+  }
+  return false;
+}
+
+/** Keys read inside the nested objects, whose duplicates are looked for. */
+const NESTED_WATCH: ReadonlySet<string> = new Set(['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config', 'thinkingBudget', 'thinking_budget', 'include_usage', 'includeUsage']);
+
+/** A key read inside the object at `span` (and its thinkingConfig), sent twice with different values. */
+function nestedTwice(body: Uint8Array, span: readonly [number, number] | undefined, depth = 0): string | undefined {
+  if (!span || depth > 1 || body[span[0]] !== 0x7b) return undefined;
+  const inner = body.subarray(span[0], span[1]);
+  const f = extractFields(inner, 8, NESTED_WATCH);
+  if (!f) return undefined;
+  return f.twice ?? nestedTwice(inner, f.get('thinkingConfig'), depth + 1) ?? nestedTwice(inner, f.get('thinking_config'), depth + 1);
 }
 
 /** The keys read inside Gemini's generationConfig, its thinkingConfig and stream_options. */

@@ -213,6 +213,8 @@ export interface PendingRequest {
   readonly bodyBytes: number;
   readonly referencedInput: boolean;
   readonly stream: boolean;
+  /** The model may reason (meter.reasoningModels) or the request asked it to: an estimate of its output is its maximum. */
+  readonly reasoning?: boolean;
   /** Epoch milliseconds. */
   readonly since: number;
   readonly deadline: number;

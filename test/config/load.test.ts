@@ -326,7 +326,8 @@ describe('prices and the meter', () => {
 
   test('defaults the meter to on, soft, streams without usage estimated', () => {
     expect(parseConfig('').meter).toEqual({
-      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', hostedTools: 'deny', maxOutputTokens: 32768, referencedInputTokens: 200_000,
+      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', hostedTools: 'deny', serviceTiers: 'deny', maxOutputTokens: 32768, referencedInputTokens: 200_000,
+      reasoningModels: ['o1*', 'o3*', 'o4*', 'gpt-5*', 'gpt-oss*', 'codex*', 'gemini-2.5*', 'gemini-3*', '*thinking*', '*reasoner*', 'deepseek-r*', 'qwq*', 'grok-3-mini*', 'grok-4*'],
       usageCeiling: { inputTokens: 10_000_000, outputTokens: 1_000_000 }, leases: true, reservationSeconds: 900, drainSeconds: 25,
     });
     // `allow`, the older name of estimate, is still read.
@@ -334,5 +335,9 @@ describe('prices and the meter', () => {
     expect(() => parseConfig('meter: { mode: hard }')).toThrow(/meter\.mode: must be soft or strict/);
     expect(parseConfig('meter: { hostedTools: allow }').meter.hostedTools).toBe('allow');
     expect(() => parseConfig('meter: { hostedTools: maybe }')).toThrow(/meter\.hostedTools: must be deny or allow/);
+    expect(parseConfig('meter: { serviceTiers: allow }').meter.serviceTiers).toBe('allow');
+    expect(() => parseConfig('meter: { serviceTiers: sometimes }')).toThrow(/meter\.serviceTiers: must be deny or allow/);
+    expect(parseConfig('meter: { reasoningModels: [] }').meter.reasoningModels).toEqual([]);
+    expect(() => parseConfig('meter: { reasoningModels: [1] }')).toThrow(/meter\.reasoningModels/);
   });
 });

@@ -291,6 +291,28 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     expect(ok.status, ok.text).toBe(200);
   });
 
+  it('answers 400 service_tier_unpriced for a tier billed above the model\'s price (OpenAI priority, Anthropic fast mode and US-only inference), and serves the standard tiers', async () => {
+    const cases: Array<[string, [string, string], object, RegExp]> = [
+      ['/v1/chat/completions', bearer(alice), { model: 'gpt-4o-mini', service_tier: 'priority', messages: [{ role: 'user', content: 'hi' }] }, /"service_tier": "priority"/],
+      ['/v1/responses', bearer(alice), { model: 'gpt-4o-mini', service_tier: 'Scale', input: 'hi' }, /"service_tier": "Scale"/],
+      ['/v1/messages', ['x-api-key', alice], { model: 'claude-3-5-haiku-latest', max_tokens: 10, speed: 'fast', messages: [{ role: 'user', content: 'hi' }] }, /"speed": "fast"/],
+      ['/v1/messages', ['x-api-key', alice], { model: 'claude-3-5-haiku-latest', max_tokens: 10, inference_geo: 'us', messages: [{ role: 'user', content: 'hi' }] }, /"inference_geo": "us"/],
+    ];
+    for (const [path, key, body, hint] of cases) {
+      await expectDenial({ reason: 'service_tier_unpriced', why: '', path, headers: path.endsWith('/messages') ? [key, ['anthropic-version', '2023-06-01']] : [key], body: JSON.stringify(body), hint });
+    }
+    const ok = await gw.send('POST', '/v1/messages', { headers: [['x-api-key', alice], ['anthropic-version', '2023-06-01'], ['content-type', 'application/json']], body: JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 10, speed: 'standard', inference_geo: 'global', service_tier: 'auto', messages: [{ role: 'user', content: 'hi' }] }) });
+    expect(ok.status, ok.text).toBe(200);
+  });
+
+  it('answers 400 body_invalid for a field the meter reads sent twice with different values, and for a Gemini body it cannot read (compressed, not JSON)', async () => {
+    await expectDenial({ reason: 'body_invalid', why: '', path: '/v1/chat/completions', headers: [bearer(alice)], body: '{"model":"gpt-4o-mini","n":8,"messages":[{"role":"user","content":"hi"}],"n":1}', hint: /"n" appears more than once/ });
+    await expectDenial({ reason: 'body_invalid', why: '', path: '/v1beta/models/gemini-2.5-flash:generateContent', headers: [['x-goog-api-key', alice]], body: '{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"candidateCount":8,"candidateCount":1}}', hint: /"candidateCount" appears more than once/ });
+    await expectDenial({ reason: 'body_invalid', why: '', path: '/v1beta/models/gemini-2.5-flash:generateContent', headers: [['x-goog-api-key', alice]], body: '{"contents": [', hint: /not a usable JSON object/ });
+    const same = await gw.send('POST', '/v1/chat/completions', { headers: [bearer(alice), ['content-type', 'application/json']], body: '{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"max_tokens":5}' });
+    expect(same.status, same.text).toBe(200);
+  });
+
   it('answers 429 console_rate_limited (the console\'s own JSON, retry-after) past the per-address limit of its API, through Envoy', async () => {
     const answers: Reply[] = [];
     for (let i = 0; i < 4; i++) answers.push(await gw.send('POST', '/console/api/access', { headers: [['x-modelgate-console-key', encodeURIComponent(alice)]], body: '{}' }));

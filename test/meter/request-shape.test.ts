@@ -123,3 +123,40 @@ describe('marked parts and hosted tools (REQUEST_MARKS), found by the Check\'s o
     expect(shapeOf('generative', { tools: [{ urlContext: {} }, { code_execution: {} }] }, '/v1beta/models/g:generateContent')).toMatchObject({ hostedTools: [], referencedCount: 2 });
   });
 });
+
+describe('fields sent twice, priced tiers, reasoning asked for', () => {
+  const raw = (text: string, protocol: Protocol = 'chat', path = '/v1/chat/completions') => {
+    const body = Buffer.from(text);
+    return requestShape(protocol, path, body, extractFields(body, 64, REQUEST_FIELDS, REQUEST_MARKS));
+  };
+
+  it('names a read field sent twice with different values, top level or nested, and not one repeated as written', () => {
+    expect(raw('{"model":"m","n":8,"n":1}').twice).toBe('n');
+    expect(raw('{"model":"m","n":2,"n":2}').twice).toBeUndefined();
+    expect(raw('{"generationConfig":{"candidateCount":8,"candidateCount":1}}', 'generative', '/v1beta/models/g:generateContent').twice).toBe('candidateCount');
+    expect(raw('{"generationConfig":{"thinkingConfig":{"thinkingBudget":1,"thinkingBudget":30000}}}', 'generative', '/v1beta/models/g:generateContent').twice).toBe('thinkingBudget');
+    expect(raw('{"model":"m","stream":true,"stream_options":{"include_usage":true,"include_usage":false}}').twice).toBe('include_usage');
+    // Keys the meter does not read may repeat (the provider decides what they mean).
+    expect(raw('{"model":"m","user":"a","user":"b"}').twice).toBeUndefined();
+  });
+
+  it('finds the tiers billed above the price, read laxly, and lets the standard ones through', () => {
+    expect(shape({ model: 'm', service_tier: 'priority' }).pricedTier).toEqual(['service_tier', 'priority']);
+    expect(shape({ model: 'm', service_tier: ' Scale ' }, 'responses', '/v1/responses').pricedTier).toEqual(['service_tier', ' Scale ']);
+    for (const tier of ['auto', 'default', 'flex', 'FLEX']) expect(shape({ model: 'm', service_tier: tier }).pricedTier).toBeUndefined();
+    expect(shape({ model: 'm', speed: 'fast' }, 'messages', '/v1/messages').pricedTier).toEqual(['speed', 'fast']);
+    expect(shape({ model: 'm', inference_geo: 'us' }, 'messages', '/v1/messages').pricedTier).toEqual(['inference_geo', 'us']);
+    expect(shape({ model: 'm', speed: 'standard', inference_geo: 'global', service_tier: 'standard_only' }, 'messages', '/v1/messages').pricedTier).toBeUndefined();
+  });
+
+  it('says whether the request asks for reasoning', () => {
+    expect(shape({ model: 'm', reasoning_effort: 'low' }).reasoning).toBe(true);
+    expect(shape({ model: 'm', reasoning_effort: 'none' }).reasoning).toBe(false);
+    expect(shape({ model: 'm', reasoning: {} }, 'responses', '/v1/responses').reasoning).toBe(true);
+    expect(shape({ model: 'm', thinking: { type: 'enabled', budget_tokens: 2000 } }, 'messages', '/v1/messages').reasoning).toBe(true);
+    expect(shape({ model: 'm', thinking: { type: 'disabled' } }, 'messages', '/v1/messages').reasoning).toBe(false);
+    expect(shape({ generationConfig: { thinkingConfig: { thinkingBudget: 0 } } }, 'generative', '/v1beta/models/g:generateContent').reasoning).toBe(false);
+    expect(shape({ generationConfig: { thinkingConfig: { thinkingBudget: -1 } } }, 'generative', '/v1beta/models/g:generateContent').reasoning).toBe(true);
+    expect(shape({ model: 'm', messages: [] }).reasoning).toBe(false);
+  });
+});
