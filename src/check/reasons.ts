@@ -185,7 +185,7 @@ export const REASONS = {
   },
   content_type_unsupported: {
     status: 415,
-    when: 'a body read for its model is sent with a content type other than application/json (UTF-8)',
+    when: 'a body read for its model (or, with the meter on, a Gemini body read for its cost) is sent with a content type other than application/json (UTF-8)',
     hints: {
       /** `type` printable. */
       notJson: (type: string) => `the body must be JSON in UTF-8: send Content-Type: application/json (not ${json(type)}), as other content types or charsets can make the provider read another model`,
@@ -227,14 +227,14 @@ export const REASONS = {
   },
   balance_insufficient: {
     status: 403,
-    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers, holds input from elsewhere: images, files, URLs, a previous response, or names max_tokens above the model's cap with an anthropic-beta header; strict mode: always, reservations in the store)",
+    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers, holds input from elsewhere: images, files, URLs, a previous response, or names a maximum output above the model's cap (anthropic-beta) or, with no cap, above meter.maxOutputTokens; strict mode: always, reservations in the store)",
     hints: {
       notPositive: (amount: string) => `the key's balance is ${amount}: top it up before using models`,
       /** The meter's admission (meter/admission.ts); amounts as the Check writes them (six significant digits). */
       inFlightSoft: (balance: string, count: number, held: string, cost: string) => `the key's balance (${balance}) minus what its ${count} request${count === 1 ? '' : 's'} in flight may cost (${held}) cannot cover this request's maximum cost (${cost}): wait for them to finish, lower max_tokens, or top the balance up`,
       referenced: (balance: string, parts: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}), which counts ${parts} input source${parts === 1 ? '' : 's'} the provider reads beyond the body's bytes (images, files, URLs, fetched pages, a previous response) at their largest: send fewer, or top the balance up`,
       /** A request's own maximum output above the model's cap (an Anthropic beta may raise it at the provider). */
-      beyondCap: (balance: string, maxOutput: number, cap: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) with max_tokens ${maxOutput} above the model's usual cap of ${cap}: lower max_tokens, or top the balance up`,
+      beyondCap: (balance: string, maxOutput: number, cap: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) with a maximum output of ${maxOutput} tokens, above the usual cap of ${cap}: lower max_tokens, or top the balance up`,
       manyAnswers: (balance: string, answers: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) for its ${answers} answers (n, candidateCount): ask for one answer, or top the balance up`,
       reserved: (available: string, cost: string) => `the key's balance minus requests in flight (${available}) cannot cover this request's maximum cost (${cost}): top it up, lower max_tokens, or wait for requests in flight to finish`,
     },
@@ -256,7 +256,7 @@ export const REASONS = {
   },
   service_tier_unpriced: {
     status: 400,
-    when: 'the meter is on and a request asks for a tier the provider bills above the model\'s price (OpenAI service_tier "priority" or "scale", Anthropic speed "fast", inference_geo other than "global"), and meter.serviceTiers is deny (the default)',
+    when: 'the meter is on and a request asks for a tier the provider bills above the model\'s price (OpenAI service_tier "priority" or "scale", Gemini service_tier "priority", Anthropic speed "fast", inference_geo other than "global"), and meter.serviceTiers is deny (the default)',
     hints: { tier: (field: string, value: string) => `this gateway prices the model at its standard rate and cannot meter ${json(field)}: ${json(value)}, which the provider bills higher: remove it (or ask the gateway's operator to allow priced tiers)` },
   },
   rate_limited: {

@@ -20,7 +20,7 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   // The Responses API's background mode: the answer is produced after the request ends.
   'background',
   // Tiers billed above the model's standard price: OpenAI's service_tier, Anthropic's speed and inference_geo.
-  'service_tier', 'speed', 'inference_geo',
+  'service_tier', 'serviceTier', 'speed', 'inference_geo',
   // Reasoning asked for (OpenAI chat, Responses): output the answer never shows.
   'reasoning_effort', 'reasoning',
 ]);

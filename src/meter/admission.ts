@@ -24,7 +24,7 @@
  *   upstream honours the request's maximum (or the model's cap).
  */
 import type { Config } from '../config/load';
-import { amountText, type MaybePromise } from '../check/decide';
+import { amountText, isJsonUtf8, type MaybePromise } from '../check/decide';
 import type { Decision } from '../check/decision';
 import { isTokenCount } from '../check/endpoints';
 import { extractFields } from '../check/extract-model';
@@ -38,7 +38,7 @@ import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } f
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
-import { maxOutputTokens, requestShape, type RequestShape } from './request-shape';
+import { mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
 
 export interface AdmissionDeps {
   readonly store: MeterStore | undefined;
@@ -82,18 +82,6 @@ export const DRY_RUN_REQUEST_ID_PREFIX = 'modelgate-dry-run-';
 
 const insufficient = (available: number, amount: number): string => HINTS.balance_insufficient.reserved(round(available), round(amount));
 
-/** Glob patterns (`*`: any characters) as one RegExp, compiled once per list. */
-const compiledGlobs = new WeakMap<readonly string[], RegExp>();
-function reasons(patterns: readonly string[], model: string): boolean {
-  let re = compiledGlobs.get(patterns);
-  if (!re) {
-    const alts = patterns.map((p) => p.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*'));
-    re = alts.length === 0 ? /$^/ : new RegExp(`^(?:${alts.join('|')})$`, 'i');
-    compiledGlobs.set(patterns, re);
-  }
-  return re.test(model);
-}
-
 export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
@@ -105,12 +93,14 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // A body whose model is in the path (Gemini) was not read by the Check: one the meter cannot
     // read would be held at the plainest shape while the provider reads its answers and its video.
     if (!d.bodyFields && hasBody) {
+      const type = view.headers['content-type'];
+      if (type !== undefined && !isJsonUtf8(type)) return deny(d, 'content_type_unsupported', HINTS.content_type_unsupported.notJson(printable(type, 48)));
       const encoding = view.headers['content-encoding'];
       if (encoding && encoding.toLowerCase() !== 'identity') return deny(d, 'body_invalid', HINTS.body_invalid.compressed(printable(encoding, 24)));
     }
     const fields = d.bodyFields ?? (hasBody ? extractFields(view.body as Uint8Array, config.routes.maxJsonDepth, REQUEST_FIELDS, REQUEST_MARKS) : undefined);
     if (hasBody && !fields) return deny(d, 'body_invalid', HINTS.body_invalid.unusable('it is not a JSON object in UTF-8 within the nesting limit'));
-    const shape = requestShape(style, view.path, view.body, fields);
+    const shape = requestShape(style, view.path, view.body, fields, config.routes.maxJsonDepth);
     if (shape.twice) return deny(d, 'body_invalid', HINTS.body_invalid.fieldTwice(shape.twice));
     if (shape.pricedTier && m.serviceTiers === 'deny') return deny(d, 'service_tier_unpriced', HINTS.service_tier_unpriced.tier(shape.pricedTier[0], printable(shape.pricedTier[1], 32)));
     // `"N": 128` is n to a case-insensitive binder (Go's encoding/json), and 1 to this reading: refused, as "MODEL" is.
@@ -138,7 +128,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const maxOutput = maxOutputTokens(shape, capRaised && shape.maxOutput !== undefined ? null : model?.maxOutputTokens, m.maxOutputTokens);
     // The output cap soft mode's bound counts (M): a raised maximum above it must fit the balance.
     const usualCap = model?.maxOutputTokens ?? m.maxOutputTokens;
-    const beyondCap = capRaised && shape.maxOutput !== undefined && shape.maxOutput > usualCap ? shape.maxOutput : undefined;
+    const beyondCap = shape.maxOutput !== undefined && shape.maxOutput > usualCap && (capRaised || model?.maxOutputTokens == null) ? shape.maxOutput : undefined;
     const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
@@ -147,7 +137,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
-      ...(shape.reasoning || reasons(m.reasoningModels, d.model as string) ? { reasoning: true } : {}),
+      ...(shape.reasoning || mayReason(m.reasoningModels, d.model as string) ? { reasoning: true } : {}),
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);

@@ -26,6 +26,7 @@ import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
+import { mayReason } from './request-shape';
 import { tailUsage } from './tail-usage';
 import { isIdentity, isSse, type Usage } from './usage-reader';
 
@@ -365,9 +366,12 @@ export class Meter {
     const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
     let estimatedOutput = 0;
     // Unanswered, or a model that reasons: the provider may have billed output the answer never showed.
-    if (!embeds && (unanswered || entry?.reasoning)) estimatedOutput = entry?.maxOutputTokens ?? config.meter.maxOutputTokens;
+    // (Without the request's entry here, as after a restart, the model's name says whether it reasons.)
+    const reasoning = entry ? entry.reasoning === true : mayReason(config.meter.reasoningModels, request.model);
+    if (!embeds && (unanswered || reasoning)) estimatedOutput = entry?.maxOutputTokens ?? config.meter.maxOutputTokens;
     else if (!embeds && r.responseBodyBytes > 0) {
-      const text = read.undecodable ? undefined : capturedText(tail, sse, whole);
+      // An answer that is not an event stream leaves no tail when cut short: its bytes count (one token each).
+      const text = read.undecodable || (!sse && tail.length === 0) ? undefined : capturedText(tail, sse, whole);
       estimatedOutput = await est.output(request.protocol, text?.text, text?.bytes ?? 0, r.responseBodyBytes, sse);
     }
     // An estimate never exceeds what the request could cost at most (its reservation, its hold):

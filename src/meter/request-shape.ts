@@ -94,7 +94,7 @@ export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeU
  * Reads a request's shape from its body and the located top-level fields.
  * @param path the request path (Gemini streams by endpoint: `:streamGenerateContent`)
  */
-export function requestShape(protocol: Protocol, path: string, body: Uint8Array | undefined, fields: TopLevelFields | undefined): RequestShape {
+export function requestShape(protocol: Protocol, path: string, body: Uint8Array | undefined, fields: TopLevelFields | undefined, maxDepth = 256): RequestShape {
   const streamPath = protocol === 'generative' && path.endsWith(':streamGenerateContent');
   const embeds = protocol === 'embeddings' || (protocol === 'generative' && (path.endsWith(':embedContent') || path.endsWith(':batchEmbedContents')));
   if (!body || !fields) return streamPath || embeds ? { ...PLAIN_SHAPE, stream: streamPath, embeds } : PLAIN_SHAPE;
@@ -123,8 +123,8 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined);
   const { parts, tools } = marked(fields);
   const referencedCount = (stored ? 1 : 0) + parts;
-  const twice = fields.twice ?? nestedTwice(body, fields.get('generationConfig')) ?? nestedTwice(body, fields.get('generation_config')) ??
-    nestedTwice(body, fields.get('stream_options')) ?? nestedTwice(body, fields.get('streamOptions'));
+  let twice = fields.twice;
+  for (const k of NESTED_OBJECTS) twice ??= nestedTwice(body, fields.get(k), maxDepth, k);
   return {
     stream: streamPath || laxBool(get('stream')),
     includeUsage: opts !== undefined && laxBool(opts.include_usage ?? opts.includeUsage),
@@ -145,8 +145,13 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
 
 const word = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim().toLowerCase() : undefined);
 
-/** OpenAI's tiers billed at the model's standard price or below (flex); others (priority, scale) cost more. */
-const STANDARD_TIERS = new Set(['auto', 'default', 'flex']);
+/**
+ * Tiers billed at the model's standard price or below: OpenAI's auto, default, flex (and the
+ * on_demand of OpenAI-compatible providers such as Groq); Gemini's standard and flex (also as the
+ * SDK's SERVICE_TIER_ names). Others (priority, scale) cost more.
+ */
+const STANDARD_TIERS = new Set(['auto', 'default', 'flex', 'on_demand', 'standard']);
+const GEMINI_TIERS = new Set(['standard', 'flex', 'unspecified', 'service_tier_standard', 'service_tier_flex', 'service_tier_unspecified']);
 
 /** A tier the provider bills above the model's price, as [field, value]; {} when none. */
 function pricedTier(protocol: Protocol, get: (k: string) => unknown): { pricedTier?: readonly [string, string] } {
@@ -158,6 +163,8 @@ function pricedTier(protocol: Protocol, get: (k: string) => unknown): { pricedTi
   if (protocol === 'chat' || protocol === 'responses') return check('service_tier', (w) => STANDARD_TIERS.has(w)) ?? {};
   // Anthropic: fast mode (about 6x), and inference_geo other than global (US-only: 1.1x).
   if (protocol === 'messages') return check('speed', (w) => w === 'standard') ?? check('inference_geo', (w) => w === 'global') ?? {};
+  // Gemini's priority tier (billed 75-100% above standard).
+  if (protocol === 'generative') return check('service_tier', (w) => GEMINI_TIERS.has(w)) ?? check('serviceTier', (w) => GEMINI_TIERS.has(w)) ?? {};
   return {};
 }
 
@@ -181,16 +188,41 @@ function asksReasoning(protocol: Protocol, get: (k: string) => unknown, thinking
   return false;
 }
 
-/** Keys read inside the nested objects, whose duplicates are looked for. */
-const NESTED_WATCH: ReadonlySet<string> = new Set(['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config', 'thinkingBudget', 'thinking_budget', 'include_usage', 'includeUsage']);
+/** The top-level objects whose keys are read (and so looked at for duplicates). */
+const NESTED_OBJECTS = ['generationConfig', 'generation_config', 'stream_options', 'streamOptions', 'thinking', 'reasoning'] as const;
+/** Keys read inside them, whose duplicates are looked for. */
+const NESTED_WATCH: ReadonlySet<string> = new Set(['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config',
+  'thinkingBudget', 'thinking_budget', 'includeThoughts', 'include_thoughts', 'include_usage', 'includeUsage', 'type', 'budget_tokens', 'effort']);
 
-/** A key read inside the object at `span` (and its thinkingConfig), sent twice with different values. */
-function nestedTwice(body: Uint8Array, span: readonly [number, number] | undefined, depth = 0): string | undefined {
+/**
+ * A key read inside the object at `span` (and its thinkingConfig), sent twice with different values.
+ * The span is part of a body already validated within `maxDepth`, so it scans; if it did not, the
+ * object's own name is returned (refused: never read as having no duplicates).
+ */
+function nestedTwice(body: Uint8Array, span: readonly [number, number] | undefined, maxDepth: number, name: string, depth = 0): string | undefined {
   if (!span || depth > 1 || body[span[0]] !== 0x7b) return undefined;
   const inner = body.subarray(span[0], span[1]);
-  const f = extractFields(inner, 8, NESTED_WATCH);
-  if (!f) return undefined;
-  return f.twice ?? nestedTwice(inner, f.get('thinkingConfig'), depth + 1) ?? nestedTwice(inner, f.get('thinking_config'), depth + 1);
+  const f = extractFields(inner, maxDepth, NESTED_WATCH);
+  if (!f) return name;
+  return f.twice ?? nestedTwice(inner, f.get('thinkingConfig'), maxDepth, 'thinkingConfig', depth + 1) ?? nestedTwice(inner, f.get('thinking_config'), maxDepth, 'thinking_config', depth + 1);
+}
+
+/** Glob patterns (`*`: any characters) as one RegExp, compiled once per list. */
+const compiledGlobs = new WeakMap<readonly string[], RegExp>();
+
+/**
+ * Whether a model matches meter.reasoningModels: its name, or its last `/` segment after an `ft:`
+ * prefix (`openai/o3`, `ft:o4-mini:org::id`), case-insensitively.
+ */
+export function mayReason(patterns: readonly string[], model: string): boolean {
+  let re = compiledGlobs.get(patterns);
+  if (!re) {
+    const alts = patterns.map((p) => p.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*'));
+    re = alts.length === 0 ? /(?!)/ : new RegExp(`^(?:${alts.join('|')})$`, 'i');
+    compiledGlobs.set(patterns, re);
+  }
+  const last = model.slice(model.lastIndexOf('/') + 1).replace(/^ft:/i, '');
+  return re.test(model) || re.test(last);
 }
 
 /** The keys read inside Gemini's generationConfig, its thinkingConfig and stream_options. */

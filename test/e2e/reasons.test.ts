@@ -309,6 +309,7 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     await expectDenial({ reason: 'body_invalid', why: '', path: '/v1/chat/completions', headers: [bearer(alice)], body: '{"model":"gpt-4o-mini","n":8,"messages":[{"role":"user","content":"hi"}],"n":1}', hint: /"n" appears more than once/ });
     await expectDenial({ reason: 'body_invalid', why: '', path: '/v1beta/models/gemini-2.5-flash:generateContent', headers: [['x-goog-api-key', alice]], body: '{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"candidateCount":8,"candidateCount":1}}', hint: /"candidateCount" appears more than once/ });
     await expectDenial({ reason: 'body_invalid', why: '', path: '/v1beta/models/gemini-2.5-flash:generateContent', headers: [['x-goog-api-key', alice]], body: '{"contents": [', hint: /not a usable JSON object/ });
+    await expectDenial({ reason: 'content_type_unsupported', why: '', path: '/v1beta/models/gemini-2.5-flash:generateContent', headers: [['x-goog-api-key', alice]], contentType: 'application/json; charset=utf-7', body: '{"contents":[{"parts":[{"text":"hi"}]}]}', hint: /charset=utf-7/ });
     const same = await gw.send('POST', '/v1/chat/completions', { headers: [bearer(alice), ['content-type', 'application/json']], body: '{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"max_tokens":5}' });
     expect(same.status, same.text).toBe(200);
   });

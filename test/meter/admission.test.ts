@@ -70,6 +70,17 @@ describe('soft mode (the default)', () => {
     expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, { model: 'gpt-4o-mini', n: 4, messages: [{ role: 'user', content: 'hi' }] })))).toBe('allowed');
   });
 
+  it('lets the lone request a small balance does not cover name no maximum output above the model\'s cap, nor, for a model without one, above meter.maxOutputTokens', async () => {
+    // gpt-4o-mini without its maxOutputTokens: the request's own maximum would count, uncapped.
+    const capless = demo.replace(/(- name: gpt-4o-mini\s+# any protocol style\n\s+price: [^\n]+\n)\s+maxOutputTokens: 16384[^\n]*\n/, '$1');
+    expect(capless).not.toEqual(demo);
+    h = await startHarness({ configPath: tempConfig(capless) });
+    const a = await h.check(chat(DEMO_KEYS.trial, { model: 'gpt-4o-mini', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'hi' }] }));
+    expect(reasonOf(a)).toBe('balance_insufficient');
+    expect(deniedHeader(a, 'x-modelgate-hint')).toMatch(/with a maximum output of 1000000 tokens, above the usual cap of 32768: lower max_tokens/);
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, { model: 'gpt-4o-mini', max_tokens: 32768, messages: [{ role: 'user', content: 'hi' }] })))).toBe('allowed');
+  });
+
   it('holds nothing against unlimited keys and unpriced models', async () => {
     h = await startHarness();
     const big = { model: 'gpt-4o', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'x' }] };

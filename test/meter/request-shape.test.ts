@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { extractFields, extractModel } from '../../src/check/extract-model';
 import { REQUEST_FIELDS, REQUEST_MARKS } from '../../src/check/request-fields';
-import { laxBool, laxCount, maxOutputTokens, requestShape } from '../../src/meter/request-shape';
+import { laxBool, laxCount, maxOutputTokens, mayReason, requestShape } from '../../src/meter/request-shape';
 import type { Protocol } from '../../src/store/store';
 
 function shape(body: unknown, protocol: Protocol = 'chat', path = '/v1/chat/completions') {
@@ -138,6 +138,11 @@ describe('fields sent twice, priced tiers, reasoning asked for', () => {
     expect(raw('{"model":"m","stream":true,"stream_options":{"include_usage":true,"include_usage":false}}').twice).toBe('include_usage');
     // Keys the meter does not read may repeat (the provider decides what they mean).
     expect(raw('{"model":"m","user":"a","user":"b"}').twice).toBeUndefined();
+    // A deep sibling (a response schema) does not hide them.
+    const deep = `${'{"a":'.repeat(12)}1${'}'.repeat(12)}`;
+    expect(raw(`{"generationConfig":{"candidateCount":8,"responseSchema":${deep},"candidateCount":1}}`, 'generative', '/v1beta/models/g:generateContent').twice).toBe('candidateCount');
+    expect(raw('{"model":"m","max_tokens":9,"thinking":{"type":"enabled","budget_tokens":10,"type":"disabled"}}', 'messages', '/v1/messages').twice).toBe('type');
+    expect(raw('{"model":"m","reasoning":{"effort":"high","effort":"none"}}', 'responses', '/v1/responses').twice).toBe('effort');
   });
 
   it('finds the tiers billed above the price, read laxly, and lets the standard ones through', () => {
@@ -147,6 +152,11 @@ describe('fields sent twice, priced tiers, reasoning asked for', () => {
     expect(shape({ model: 'm', speed: 'fast' }, 'messages', '/v1/messages').pricedTier).toEqual(['speed', 'fast']);
     expect(shape({ model: 'm', inference_geo: 'us' }, 'messages', '/v1/messages').pricedTier).toEqual(['inference_geo', 'us']);
     expect(shape({ model: 'm', speed: 'standard', inference_geo: 'global', service_tier: 'standard_only' }, 'messages', '/v1/messages').pricedTier).toBeUndefined();
+    expect(shape({ model: 'm', service_tier: 'on_demand' }).pricedTier).toBeUndefined();
+    const gemini = (body: object) => shape(body, 'generative', '/v1beta/models/g:generateContent').pricedTier;
+    expect(gemini({ contents: [], serviceTier: 'SERVICE_TIER_PRIORITY' })).toEqual(['serviceTier', 'SERVICE_TIER_PRIORITY']);
+    expect(gemini({ contents: [], service_tier: 'priority' })).toEqual(['service_tier', 'priority']);
+    for (const tier of ['standard', 'flex', 'SERVICE_TIER_FLEX']) expect(gemini({ contents: [], serviceTier: tier })).toBeUndefined();
   });
 
   it('says whether the request asks for reasoning', () => {
@@ -158,5 +168,19 @@ describe('fields sent twice, priced tiers, reasoning asked for', () => {
     expect(shape({ generationConfig: { thinkingConfig: { thinkingBudget: 0 } } }, 'generative', '/v1beta/models/g:generateContent').reasoning).toBe(false);
     expect(shape({ generationConfig: { thinkingConfig: { thinkingBudget: -1 } } }, 'generative', '/v1beta/models/g:generateContent').reasoning).toBe(true);
     expect(shape({ model: 'm', messages: [] }).reasoning).toBe(false);
+  });
+});
+
+describe('mayReason (meter.reasoningModels)', () => {
+  it('matches glob patterns against the name and its last segment, case-insensitively, and nothing for an empty list', () => {
+    const list = ['o3*', 'gpt-5*', '*thinking*'];
+    expect(mayReason(list, 'o3-mini')).toBe(true);
+    expect(mayReason(list, 'openai/o3')).toBe(true);
+    expect(mayReason(list, 'ft:gpt-5-mini:org::abc')).toBe(true);
+    expect(mayReason(list, 'GPT-5')).toBe(true);
+    expect(mayReason(list, 'claude-3-7-sonnet-thinking')).toBe(true);
+    expect(mayReason(list, 'gpt-4o-mini')).toBe(false);
+    expect(mayReason(['a.b*'], 'axb')).toBe(false);
+    expect(mayReason([], '')).toBe(false);
   });
 });
