@@ -230,7 +230,7 @@ function readModel(view: RequestView, maxDepth: number, config: Config): { model
  * `application/json`, with at most a `charset=utf-8` parameter (RFC 8259 §8.1: JSON is UTF-8; a
  * charset-honouring provider would decode `utf-7` or `utf-16` into other text than the one checked).
  */
-export function isJsonUtf8(value: string): boolean {
+function isJsonUtf8(value: string): boolean {
   const parts = value.split(';');
   if (parts[0].trim().toLowerCase() !== 'application/json') return false;
   for (let i = 1; i < parts.length; i++) {

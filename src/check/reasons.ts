@@ -185,7 +185,7 @@ export const REASONS = {
   },
   content_type_unsupported: {
     status: 415,
-    when: 'a body read for its model (or, with the meter on, a Gemini body read for its cost) is sent with a content type other than application/json (UTF-8)',
+    when: 'a body read for its model is sent with a content type other than application/json (UTF-8); with the meter on, a Gemini body (read for its cost) naming a charset other than UTF-8',
     hints: {
       /** `type` printable. */
       notJson: (type: string) => `the body must be JSON in UTF-8: send Content-Type: application/json (not ${json(type)}), as other content types or charsets can make the provider read another model`,

@@ -24,7 +24,7 @@
  *   upstream honours the request's maximum (or the model's cap).
  */
 import type { Config } from '../config/load';
-import { amountText, isJsonUtf8, type MaybePromise } from '../check/decide';
+import { amountText, type MaybePromise } from '../check/decide';
 import type { Decision } from '../check/decision';
 import { isTokenCount } from '../check/endpoints';
 import { extractFields } from '../check/extract-model';
@@ -93,8 +93,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // A body whose model is in the path (Gemini) was not read by the Check: one the meter cannot
     // read would be held at the plainest shape while the provider reads its answers and its video.
     if (!d.bodyFields && hasBody) {
+      // Its media type is the provider's business; a charset other than UTF-8 is not (a provider
+      // honouring utf-16 or utf-7 would read other fields than these).
       const type = view.headers['content-type'];
-      if (type !== undefined && !isJsonUtf8(type)) return deny(d, 'content_type_unsupported', HINTS.content_type_unsupported.notJson(printable(type, 48)));
+      const charset = type === undefined ? undefined : /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(type)?.[1].toLowerCase();
+      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') return deny(d, 'content_type_unsupported', HINTS.content_type_unsupported.notJson(printable(type as string, 48)));
       const encoding = view.headers['content-encoding'];
       if (encoding && encoding.toLowerCase() !== 'identity') return deny(d, 'body_invalid', HINTS.body_invalid.compressed(printable(encoding, 24)));
     }
