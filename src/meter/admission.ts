@@ -131,7 +131,9 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const maxOutput = maxOutputTokens(shape, capRaised && shape.maxOutput !== undefined ? null : model?.maxOutputTokens, m.maxOutputTokens);
     // The output cap soft mode's bound counts (M): a raised maximum above it must fit the balance.
     const usualCap = model?.maxOutputTokens ?? m.maxOutputTokens;
-    const beyondCap = shape.maxOutput !== undefined && shape.maxOutput > usualCap && (capRaised || model?.maxOutputTokens == null) ? shape.maxOutput : undefined;
+    // A Gemini thinking budget counts on top, up to the cap: a larger one must fit too (the client names it).
+    const beyondCap = shape.maxOutput !== undefined && shape.maxOutput > usualCap && (capRaised || model?.maxOutputTokens == null) ? shape.maxOutput
+      : shape.extraOutput > usualCap ? shape.extraOutput : undefined;
     const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();

@@ -81,6 +81,19 @@ describe('soft mode (the default)', () => {
     expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, { model: 'gpt-4o-mini', max_tokens: 32768, messages: [{ role: 'user', content: 'hi' }] })))).toBe('allowed');
   });
 
+  it('lets the lone request a small balance does not cover hold a Gemini thinking budget only up to the model\'s cap', async () => {
+    h = await startHarness();
+    const gemini = (budget: number) => ({
+      method: 'POST', path: '/v1beta/models/gemini-2.5-flash:generateContent',
+      headers: [['x-goog-api-key', DEMO_KEYS.trial], ['content-type', 'application/json']] as [string, string][],
+      body: JSON.stringify({ contents: [{ parts: [{ text: 'hi' }] }], generationConfig: { maxOutputTokens: 100, thinkingConfig: { thinkingBudget: budget } } }),
+    });
+    const a = await h.check(gemini(1_000_000_000));
+    expect(reasonOf(a)).toBe('balance_insufficient');
+    expect(deniedHeader(a, 'x-modelgate-hint')).toMatch(/with a maximum output of 1000000000 tokens, above the usual cap of 65536/);
+    expect(reasonOf(await h.check(gemini(24_576)))).toBe('allowed');
+  });
+
   it('holds nothing against unlimited keys and unpriced models', async () => {
     h = await startHarness();
     const big = { model: 'gpt-4o', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'x' }] };
