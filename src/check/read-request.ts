@@ -64,7 +64,7 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
  * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
  */
 export function decisionHeaders(routes: Config['routes']): string[] {
-  return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
+  return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
 }
 
 /** The decoder's filter for a config's routes (built once per config). */

@@ -82,6 +82,18 @@ export const DRY_RUN_REQUEST_ID_PREFIX = 'modelgate-dry-run-';
 
 const insufficient = (available: number, amount: number): string => HINTS.balance_insufficient.reserved(round(available), round(amount));
 
+/**
+ * A Gemini field mask (`?fields=`, `?$fields=`, `x-goog-fieldmask`): the provider trims its answer,
+ * usage and text included, and bills the whole. Its output is then debited at the maximum, as a
+ * reasoning model's is (the meter sees no usage and no text of what was produced).
+ */
+function fieldMask(view: RequestView): boolean {
+  if (view.headers['x-goog-fieldmask'] !== undefined) return true;
+  if (view.query === '') return false;
+  for (const name of new URLSearchParams(view.query).keys()) if (name === 'fields' || name === '$fields') return true;
+  return false;
+}
+
 export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
@@ -142,7 +154,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
-      ...(shape.reasoning || mayReason(m.reasoningModels, d.model as string) ? { reasoning: true } : {}),
+      ...(shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view)) ? { reasoning: true } : {}),
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);

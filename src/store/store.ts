@@ -213,7 +213,7 @@ export interface PendingRequest {
   readonly bodyBytes: number;
   readonly referencedInput: boolean;
   readonly stream: boolean;
-  /** The model may reason (meter.reasoningModels) or the request asked it to: an estimate of its output is its maximum. */
+  /** The model may reason (meter.reasoningModels), the request asked it to, or a Gemini field mask hides the answer: an estimate of its output is its maximum. */
   readonly reasoning?: boolean;
   /** Epoch milliseconds. */
   readonly since: number;
