@@ -1,0 +1,190 @@
+/**
+ * Money red team, round 5 (docs/metering.md, "Overspend" and "Restarts and shutdown"; the rule:
+ * nothing is served without being paid for, and an overspend has a stated bound). Each case goes
+ * through a real Envoy and modelgate to the stand-in provider (support/money-upstream.ts), on its own
+ * key, and asserts what the provider billed or the stated bound. Cases named "defended" are attacks
+ * the bundle already stops, kept for their coverage; the others failed when written (branch
+ * redteam, on main d8b4c1c) and say what was seen.
+ *
+ * Round 5 looks at time: a report that comes after `meter.reservationSeconds` (the provisional debit
+ * at the maximum is then replaced by what the report says), and a `modelgate serve` killed (SIGKILL)
+ * and started again while a request is in flight.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { generateKey, hashKey } from '../../src/check/key-format';
+import type { FileStore } from '../../src/store/file-store';
+import type { UsageEntry } from '../../src/store/store';
+import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { waitFor } from '../support/meter-cases';
+import { request, withMoneyKeys, type Sent } from '../support/money-client';
+import { IMAGE_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+
+const KEYS = ['lateReasoning', 'lateImage', 'lateControl', 'restartStrict', 'restartSoft'] as const;
+type KeyName = (typeof KEYS)[number];
+const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
+
+/** The demo's gpt-4o-mini (group basic): per million tokens, and its output cap. */
+const MINI = { input: 0.15, output: 0.6, cap: 16384 };
+const cost = (input: number, output: number): number => (input * MINI.input + output * MINI.output) / 1e6;
+
+/** The restart cases' request: 200 output tokens named, so its maximum is mostly what it really costs. */
+const RESTART_BODY = { model: 'gpt-4o-mini', max_tokens: 200, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'write' }] };
+const RESTART_MAX = cost(Buffer.byteLength(JSON.stringify(RESTART_BODY)), 200);
+
+/** The late cases pay what they send; restartStrict has 1.2 of one request's maximum (strict: one at a time), restartSoft as much. */
+const BALANCES: Record<KeyName, number> = { lateReasoning: 10, lateImage: 10, lateControl: 10, restartStrict: 1.2 * RESTART_MAX, restartSoft: 1.2 * RESTART_MAX };
+const withKeys = withMoneyKeys(keys, (k) => BALANCES[k as KeyName], 'rt5');
+const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bearer ${keys[key]}` });
+
+/** The final (not provisional) ledger row of a key's only request, once the report replaced the provisional one. */
+async function finalRow(store: FileStore, key: KeyName): Promise<UsageEntry> {
+  let row: UsageEntry | undefined;
+  await waitFor('the report to replace the provisional debit', async () => {
+    const rows = await store.meter!.usage({ keyId: `rt5-${key}`, limit: 10 });
+    row = rows.find((r) => !r.provisional);
+    return row !== undefined;
+  }, 60_000);
+  return row!;
+}
+
+describeE2E('money red team 5: a report that comes after meter.reservationSeconds (soft, file store)', () => {
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  let store: FileStore;
+  beforeAll(async () => {
+    up = await startMoneyUpstream();
+    const at = { host: '127.0.0.1', port: up.port };
+    // Every stream below lasts about 3 s: its deadline (1 s) passes while it runs.
+    gw = await startGateway({ config: (demo) => withKeys(demo.replace(/  reservationSeconds: 900 /, '  reservationSeconds: 1 ')), upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
+    store = gw.modelgate.service!.store as FileStore;
+    expect(gw.modelgate.service!.config().meter.reservationSeconds).toBe(1);
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  /** A chat stream without include_usage, 12 visible tokens 250 ms apart (about 3 s). */
+  const slow = { 'x-stand-in-tokens': '12', 'x-stand-in-delay-ms': '250' };
+
+  it('defended: a plain stream settled provisionally at its maximum is replaced by its estimate once its report comes (one row, no double debit)', async () => {
+    const sent = await request(gw, '/v1/chat/completions', { ...bearer('lateControl'), ...slow }, { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'write' }] });
+    expect(sent.status, sent.text).toBe(200);
+    const row = await finalRow(store, 'lateControl');
+    const rows = await store.meter!.usage({ keyId: 'rt5-lateControl', limit: 10 });
+    expect(rows.length).toBe(1);
+    expect(row.estimated).toBe('stream_without_usage');
+    expect(row.outputTokens).toBeGreaterThanOrEqual(12);
+    // The balance is the config's minus this one row: the provisional maximum was credited back.
+    const balance = (await store.findKey(hashKey(keys.lateControl)))!.balance as number;
+    expect(balance).toBeCloseTo(BALANCES.lateControl - row.cost, 12);
+  });
+
+  it('reasoning_effort on gpt-4o-mini, a stream without usage that outlives its deadline: the late report drops the request\'s "reasoning" mark and debits 12 output tokens for 5,012 billed', async () => {
+    // Before its deadline such a stream is debited its maximum output (docs/metering.md,
+    // "Reasoning": the request asks for reasoning). After it, the report finds no entry in flight
+    // and goes by the model's name only (gpt-4o-mini is not in meter.reasoningModels).
+    const REASONING = 5000;
+    const sent = await request(gw, '/v1/chat/completions', { ...bearer('lateReasoning'), ...slow, 'x-stand-in-reasoning': String(REASONING) },
+      { model: 'gpt-4o-mini', reasoning_effort: 'high', stream: true, messages: [{ role: 'user', content: 'write' }] });
+    expect(sent.status, sent.text).toBe(200);
+    const billed = cost(1, 12 + REASONING);
+    const row = await finalRow(store, 'lateReasoning');
+    const spent = BALANCES.lateReasoning - ((await store.findKey(hashKey(keys.lateReasoning)))!.balance as number);
+    // Seen: outputTokens 13, spent 0.0000243 for 0.0030073 billed.
+    expect(row.outputTokens, `debited ${spent} for ${billed} billed`).toBeGreaterThanOrEqual(12 + REASONING);
+    expect(spent).toBeGreaterThanOrEqual(billed);
+  });
+
+  it('an image by URL, a stream without usage that outlives its deadline: the late report forgets the referenced input and debits the body\'s bytes for 25,501 billed input tokens', async () => {
+    // Before its deadline the input estimate counts meter.referencedInputTokens for the image
+    // (docs/metering.md, "How estimates are made"); after it, only the body's bytes.
+    const sent = await request(gw, '/v1/chat/completions', { ...bearer('lateImage'), ...slow }, {
+      model: 'gpt-4o-mini', stream: true,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'describe' }, { type: 'image_url', image_url: { url: 'https://example.com/cat.png', detail: 'high' } }] }],
+    });
+    expect(sent.status, sent.text).toBe(200);
+    const row = await finalRow(store, 'lateImage');
+    const spent = BALANCES.lateImage - ((await store.findKey(hashKey(keys.lateImage)))!.balance as number);
+    const billed = cost(IMAGE_TOKENS, 12);
+    // Seen: inputTokens 199 (the body's bytes), spent 0.0000376 for 0.0038323 billed.
+    expect(row.inputTokens, `debited ${spent} for ${billed} billed`).toBeGreaterThanOrEqual(IMAGE_TOKENS);
+    expect(spent).toBeGreaterThanOrEqual(billed);
+  });
+});
+
+/** The file store's state file, as `modelgate serve` writes it beside its config (docs/metering.md, "The ledger"). */
+interface StateFile {
+  spent: Record<string, number>;
+  usage: UsageEntry[];
+  pending?: Array<{ requestId: string; keyId: string }>;
+}
+const stateOf = (gw: Gateway): StateFile | undefined => {
+  try {
+    return JSON.parse(readFileSync(join(dirname(gw.configPath), 'modelgate.state.json'), 'utf8')) as StateFile;
+  } catch {
+    return undefined; // not written yet, or being replaced
+  }
+};
+
+describeE2E('money red team 5: modelgate serve killed (SIGKILL) and started again while a request is in flight (file store)', () => {
+  async function restartGateway(mode: 'soft' | 'strict'): Promise<{ up: MoneyUpstream; gw: Gateway }> {
+    const up = await startMoneyUpstream();
+    const at = { host: '127.0.0.1', port: up.port };
+    const gw = await startGateway({
+      modelgate: 'process',
+      config: (demo) => withKeys(demo.replace('  mode: soft ', `  mode: ${mode} `).replace(/  reservationSeconds: 900 /, '  reservationSeconds: 30 ')),
+      upstreamTargets: { chat: at, messages: at, generative: at, alt: at },
+    });
+    return { up, gw };
+  }
+
+  /**
+   * Request A streams 200 tokens 60 ms apart (about 12 s); once the state file holds it in flight,
+   * modelgate is killed and started again, and request B of the same key is sent; then both settle.
+   */
+  async function killDuringA(gw: Gateway, key: KeyName): Promise<{ a: Sent; b: Sent; spent: number; rows: UsageEntry[] }> {
+    const keyId = `rt5-${key}`;
+    const a = request(gw, '/v1/chat/completions', { ...bearer(key), 'x-stand-in-delay-ms': '60' }, RESTART_BODY);
+    await waitFor('the state file to hold A in flight', () => stateOf(gw)?.pending?.some((p) => p.keyId === keyId) === true, 30_000);
+    gw.modelgate.kill('SIGKILL');
+    await gw.modelgate.restart();
+    const b = await request(gw, '/v1/chat/completions', { ...bearer(key), 'x-stand-in-delay-ms': '1' }, RESTART_BODY);
+    const aSent = await a;
+    const served = [aSent, b].filter((s) => s.status === 200).length;
+    await waitFor('a final ledger row for every request served', () => (stateOf(gw)?.usage.filter((u) => u.keyId === keyId && !u.provisional).length ?? 0) >= served, 90_000);
+    const state = stateOf(gw)!;
+    return { a: aSent, b, spent: state.spent[keyId] ?? 0, rows: state.usage.filter((u) => u.keyId === keyId) };
+  }
+
+  it('defended: soft: the request in flight at the kill is restored and held, so the restarted process refuses another past the balance', async () => {
+    const { up, gw } = await restartGateway('soft');
+    try {
+      const { a, b, spent, rows } = await killDuringA(gw, 'restartSoft');
+      expect(a.status, a.text).toBe(200);
+      expect(b.status, b.text).toBe(403);
+      expect(rows.filter((r) => !r.provisional).length).toBe(1);
+      // Soft mode's bound with one replica: the balance plus one request's maximum.
+      expect(spent).toBeLessThanOrEqual(BALANCES.restartSoft + RESTART_MAX);
+    } finally {
+      await gw.close();
+      await up.close();
+    }
+  }, 180_000);
+
+  it('strict: the request in flight at the kill is restored without its reservation, so the restarted process reserves the whole balance again for another (bound: zero)', async () => {
+    const { up, gw } = await restartGateway('strict');
+    try {
+      const { a, b, spent, rows } = await killDuringA(gw, 'restartStrict');
+      expect(a.status, a.text).toBe(200);
+      // Seen: B served (200), spent 0.0002409 on a balance of 0.00016938 (A's reservation was lost with the process).
+      expect(spent, `B answered ${b.status}; ${rows.length} rows; spent ${spent} on ${BALANCES.restartStrict}`).toBeLessThanOrEqual(BALANCES.restartStrict);
+      expect(b.status).toBe(403);
+    } finally {
+      await gw.close();
+      await up.close();
+    }
+  }, 180_000);
+});
