@@ -8,18 +8,25 @@
  *
  * Round 5 looks at time: a report that comes after `meter.reservationSeconds` (the provisional debit
  * at the maximum is then replaced by what the report says), and a `modelgate serve` killed (SIGKILL)
- * and started again while a request is in flight.
+ * and started again while a request is in flight; and strict mode's leases on PostgreSQL when a
+ * balance is lowered outside the meter.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateKey, hashKey } from '../../src/check/key-format';
+import type { AdminDb } from '../../src/store/pg/admin';
+import { addBalance } from '../../src/store/pg/balances';
+import { setGroup, setPrice } from '../../src/store/pg/groups';
+import { migrate } from '../../src/store/pg/schema';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
 import { request, withMoneyKeys, type Sent } from '../support/money-client';
 import { IMAGE_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+import { issueKey } from '../support/pg-keys';
+import { openPool, startPgServer, type PgServer } from '../support/pg-server';
 
 const KEYS = ['lateReasoning', 'lateImage', 'lateControl', 'restartStrict', 'restartSoft'] as const;
 type KeyName = (typeof KEYS)[number];
@@ -82,7 +89,7 @@ describeE2E('money red team 5: a report that comes after meter.reservationSecond
     expect(balance).toBeCloseTo(BALANCES.lateControl - row.cost, 12);
   });
 
-  it('reasoning_effort on gpt-4o-mini, a stream without usage that outlives its deadline: the late report drops the request\'s "reasoning" mark and debits 12 output tokens for 5,012 billed', async () => {
+  it('reasoning_effort on gpt-4o-mini, a stream without usage that outlives its deadline: the late report drops the request\'s "reasoning" mark and debits 13 output tokens for 5,012 billed', async () => {
     // Before its deadline such a stream is debited its maximum output (docs/metering.md,
     // "Reasoning": the request asks for reasoning). After it, the report finds no entry in flight
     // and goes by the model's name only (gpt-4o-mini is not in meter.reasoningModels).
@@ -187,4 +194,55 @@ describeE2E('money red team 5: modelgate serve killed (SIGKILL) and started agai
       await up.close();
     }
   }, 180_000);
+});
+
+describeE2E('money red team 5: strict mode on PostgreSQL (leases), a balance lowered while a lease is held', () => {
+  let server: PgServer;
+  let pool: AdminDb;
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  beforeAll(async () => {
+    server = await startPgServer();
+    pool = openPool(server.url);
+    await migrate(pool);
+    await setGroup(pool, { name: 'basic', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }] });
+    await setPrice(pool, 'basic', 'gpt-4o-mini', { price: { input: MINI.input, output: MINI.output, cachedInput: null }, maxOutputTokens: MINI.cap });
+    up = await startMoneyUpstream();
+    const at = { host: '127.0.0.1', port: up.port };
+    gw = await startGateway({ config: (demo) => `${demo.replace('  mode: soft ', '  mode: strict ')}\nstore: ${server.url}\n`, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
+  }, 120_000);
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+    await pool?.end();
+    await server?.close();
+  });
+
+  it('a billing job takes the balance down to what the request in flight reserved: the replica still serves another from the slack of its lease (bound: zero)', async () => {
+    const id = 'rt5-pg-lowered';
+    const { key } = await issueKey(pool, { group: 'basic', id, balance: null });
+    await pool.query('UPDATE modelgate.keys SET balance = 10 * $2::numeric WHERE id = $1', [id, String(RESTART_MAX)]);
+    const balance = async (): Promise<number> => Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b);
+    const auth = { authorization: `Bearer ${key}` };
+    // A: about 12 s of stream; its maximum is reserved from this replica's lease (granted with room to spare).
+    const seen = up.received.length;
+    const a = request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '60' }, RESTART_BODY);
+    await waitFor('A upstream', () => up.received.length > seen, 30_000);
+    const lease = Number((await pool.query<{ a: string }>('SELECT coalesce(sum(amount), 0)::text AS a FROM modelgate.leases WHERE key_id = $1', [id])).rows[0].a);
+    // An operator's billing job (or `keys balance --add`) debits the key outside the meter: what is
+    // left covers exactly A's reservation, so strict mode has nothing left for another request.
+    await addBalance(pool, id, String(-(await balance() - RESTART_MAX)));
+    // (The Check reads the key's balance only to see that it is positive, which it still is: the
+    // reservation comes from the lease either way, whenever the row trigger's notification lands.)
+    const b = await request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '1' }, RESTART_BODY);
+    const aSent = await a;
+    expect(aSent.status, aSent.text).toBe(200);
+    const served = [aSent, b].filter((x) => x.status === 200).length;
+    const rows = async (): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n;
+    await waitFor('every debit', async () => (await rows()) >= served, 60_000);
+    const after = await balance();
+    // Seen: B served (200) from a lease of 0.0002823 (twice A's maximum), balance after -0.00009975.
+    expect(after, `B answered ${b.status}; lease ${lease}; balance after ${after}`).toBeGreaterThanOrEqual(0);
+    expect(b.status).toBe(403);
+  }, 120_000);
 });
