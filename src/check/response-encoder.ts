@@ -60,6 +60,7 @@ const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | ((
   inFlightLimit: 'unwritten', // the in-flight cap's admission only
   retryAfter: 'key',
   removeQuery: (d) => (d.removeQuery ? d.removeQuery.join('&') : ''),
+  meterMarks: (d) => (d.meterMarks ? `${d.meterMarks.hiddenOutput ?? ''}/${d.meterMarks.referencedInput ? 1 : 0}` : ''),
 };
 const ROUTE_KEY: { readonly [F in RouteField]-?: 'key' } = { kind: 'key', style: 'key', family: 'key', keys: 'key', alt: 'key', model: 'key', fixedId: 'key', allow: 'key', detail: 'key' };
 const ROUTE_FIELDS = Object.keys(ROUTE_KEY) as RouteField[];

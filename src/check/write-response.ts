@@ -32,7 +32,7 @@ function header(key: string, value: string): HeaderValueOption {
  * modelgate logs it (decision-log.ts logPath), which Envoy's log shows instead of the raw one.
  */
 function metadata(d: Decision, model: string | undefined, path: string | undefined, metered = false, replica?: string): CheckResponse['dynamic_metadata'] {
-  const fields: Record<string, { stringValue: string } | { boolValue: boolean }> = {
+  const fields: Record<string, { stringValue: string } | { boolValue: boolean } | { numberValue: number }> = {
     decision: { stringValue: d.allowed ? 'allow' : 'deny' },
     reason: { stringValue: d.reason },
     style: { stringValue: d.route.style },
@@ -47,6 +47,9 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   fields.metered = { boolValue: metered };
   // Strict mode's leases: the replica whose lease a settlement debits (meter/leases.ts).
   if (metered && replica !== undefined) fields.replica = { stringValue: replica };
+  // What an estimate of its cost needs beyond the report (meter/meter.ts, when no entry is found).
+  if (metered && d.meterMarks?.hiddenOutput !== undefined) fields.hiddenOutput = { numberValue: d.meterMarks.hiddenOutput };
+  if (metered && d.meterMarks?.referencedInput) fields.referencedInput = { boolValue: true };
   // Rate limits (docs/rate-limits.md): what Envoy's rate limit filters read (ratelimit/metadata.ts).
   if (d.allowed && d.rateLimit) (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
   return { fields };

@@ -154,11 +154,16 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
-      ...(shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view)) ? { reasoning: true } : {}),
+      ...(hidden ? { reasoning: true } : {}),
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
-    const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? d : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
+    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view));
+    // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another replica).
+    const marked: Decision = hidden || shape.referencedInput
+      ? { ...d, meterMarks: { ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}) } }
+      : d;
+    const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     if (!limited || price === null || maxCost === 0) return track(false);
 
     const balance = d.balance as number;
@@ -191,7 +196,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
   async function fromLease(d: Decision, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
     let r;
     try {
-      r = await leases.reserve(d.keyId as string, amount);
+      r = await leases.reserve(d.keyId as string, amount, d.keySha256);
     } catch {
       return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     }

@@ -26,6 +26,8 @@ interface KeyLease {
   touched: number;
   /** A lease call under way: requests wait for it. */
   call?: Promise<void>;
+  /** The key's hash (balance notifications name it). */
+  sha?: string;
   /** Epoch ms: when the store last granted less than asked (0: not since something settled). */
   exhausted: number;
 }
@@ -41,6 +43,8 @@ export type LeaseAnswer = { readonly ok: true } | { readonly ok: false; readonly
 
 export class LeaseBook {
   readonly #keys = new Map<string, KeyLease>();
+  /** Key ids by key hash, for the store's balance notifications (which name the hash). */
+  readonly #keyOfSha = new Map<string, string>();
 
   constructor(readonly store: LeaseStore, readonly replica: string, private readonly now: () => number = Date.now) {}
 
@@ -51,9 +55,11 @@ export class LeaseBook {
    * fit are refused without asking again until something of the key settles (or EXHAUSTED_MS pass):
    * a flood of requests on an empty balance costs the store nothing.
    */
-  async reserve(keyId: string, amount: number): Promise<LeaseAnswer> {
+  async reserve(keyId: string, amount: number, keySha256?: string): Promise<LeaseAnswer> {
     let k = this.#keys.get(keyId);
-    if (!k) this.#keys.set(keyId, (k = { granted: 0, used: 0, requests: 0, expires: 0, touched: this.now(), exhausted: 0 }));
+    if (!k) this.#keys.set(keyId, (k = { granted: 0, used: 0, requests: 0, expires: 0, touched: this.now(), exhausted: 0, ...(keySha256 ? { sha: keySha256 } : {}) }));
+    if (keySha256 && k.sha === undefined) k.sha = keySha256;
+    if (k.sha) this.#keyOfSha.set(k.sha, keyId);
     let asked = false;
     for (;;) {
       // The store grants in exact decimals; sums of floats here may exceed it by rounding alone.
@@ -103,6 +109,19 @@ export class LeaseBook {
     k.exhausted = 0;
   }
 
+  /**
+   * The store says a key's balance is now `balance` (every change notifies it: debits, and a balance
+   * lowered outside the meter, by `keys balance` or a billing job). A lease larger than the whole
+   * balance is cut to it: a replica never serves past the balance from room the store granted before
+   * it was lowered. (Other replicas' leases are not known here: each cuts its own.)
+   */
+  balanceIs(keySha256: string, balance: number | null): void {
+    const keyId = this.#keyOfSha.get(keySha256);
+    const k = keyId === undefined ? undefined : this.#keys.get(keyId);
+    if (!k || k.granted === null || balance === null || !(k.granted > balance)) return;
+    k.granted = Math.max(0, balance);
+  }
+
   /** Renews leases in use that run out soon; gives back those of idle keys. Errors are the caller's to log. */
   async maintain(): Promise<void> {
     const now = this.now();
@@ -111,6 +130,7 @@ export class LeaseBook {
       if (k.call || k.granted === null) continue;
       if (k.used === 0 && now - k.touched > IDLE_MS) {
         this.#keys.delete(keyId);
+        if (k.sha) this.#keyOfSha.delete(k.sha);
         if (k.granted > 0) calls.push(this.store.lease(this.replica, keyId, 0, 0, LEASE_SECONDS).then(() => undefined));
       } else if (k.used > 0 && k.expires - now < (LEASE_SECONDS * 1000) / 2) {
         k.call = this.#ask(keyId, k, Math.max(k.granted, k.used), k.used);

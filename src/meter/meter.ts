@@ -361,14 +361,16 @@ export class Meter {
     const est = this.deps.estimator;
     const estimatedInput = trusted && provider.inputTokens > 0
       ? provider.inputTokens
-      : await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? false }, config.meter.referencedInputTokens);
+      : await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens);
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
     const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
     let estimatedOutput = 0;
     // Unanswered, or a model that reasons: the provider may have billed output the answer never showed.
-    // (Without the request's entry here, as after a restart, the model's name says whether it reasons.)
-    const reasoning = entry ? entry.reasoning === true : mayReason(config.meter.reasoningModels, request.model);
-    if (!embeds && (unanswered || reasoning)) estimatedOutput = entry?.maxOutputTokens ?? config.meter.maxOutputTokens;
+    // Without the request's entry here (a report after its deadline, or at another replica), the
+    // Check's metadata says it (hiddenOutput: the maximum), else the model's name.
+    const hiddenMax = typeof r.authz.hiddenOutput === 'number' && Number.isFinite(r.authz.hiddenOutput) && r.authz.hiddenOutput >= 0 ? r.authz.hiddenOutput : undefined;
+    const reasoning = entry ? entry.reasoning === true : hiddenMax !== undefined || mayReason(config.meter.reasoningModels, request.model);
+    if (!embeds && (unanswered || reasoning)) estimatedOutput = entry?.maxOutputTokens ?? hiddenMax ?? config.meter.maxOutputTokens;
     else if (!embeds && r.responseBodyBytes > 0) {
       // An answer that is not an event stream leaves no tail when cut short: its bytes count (one token each).
       const text = read.undecodable || (!sse && tail.length === 0) ? undefined : capturedText(tail, sse, whole);

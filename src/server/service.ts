@@ -150,6 +150,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
   const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases });
+  // A balance lowered outside the meter cuts this replica's lease to it (meter/leases.ts balanceIs).
+  const unwatchBalances = leases ? store.onInvalidate((e) => { if (e.kind === 'key' && e.balance !== undefined) leases.balanceIs(e.sha256, e.balance); }) : undefined;
   // Rate limits (docs/rate-limits.md): the in-flight cap here; requests and tokens per window in Envoy's
   // rate limit filters, counted by the engine (embedded: this process; global: envoyproxy/ratelimit).
   // The cap counts the meter's table (a request is in flight from its Check to its settlement), plus
@@ -318,6 +320,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await Promise.race([meter.idle(), new Promise((r) => setTimeout(r, Math.min(graceMs, 2000)).unref())]);
       await tokenCounter.close();
       cache.close();
+      unwatchBalances?.();
       await charges?.flushAll();
       remote?.close();
       await store.close();

@@ -116,6 +116,13 @@ export class FileMeter implements MeterStore {
       }
       for (const [id, p] of Object.entries(state.provisional ?? {})) this.#provisional.set(id, p);
       this.#restored.push(...(state.pending ?? []));
+      // Strict mode's reservations live in memory: those of the requests still in flight come back
+      // with them, or a restart would free their room while they run (and be debited later).
+      for (const p of state.pending ?? []) {
+        if (p.limited && Number.isFinite(p.maxCost) && p.maxCost > 0 && !this.#seen.has(p.requestId)) {
+          this.#reservations.set(p.requestId, { keyId: p.keyId, amount: p.maxCost, expiresAt: p.deadline + RESERVATION_GRACE_MS });
+        }
+      }
     }
   }
 

@@ -31,6 +31,20 @@ function fakeStore(balance: number) {
 }
 
 describe('LeaseBook', () => {
+  it('cuts a lease to a balance lowered outside the meter (its notification), so nothing past it is served from the lease', async () => {
+    const store = fakeStore(100);
+    const book = new LeaseBook(store, 'a');
+    expect((await book.reserve('k', 1, 'sha-k')).ok).toBe(true);
+    // The lease holds more than the request (it doubles what is in use); the balance drops to 1.
+    book.balanceIs('sha-k', 1);
+    book.balanceIs('sha-other', 0); // another key's notification changes nothing here
+    store.spend('billing', 99);
+    const calls = store.calls.length;
+    expect((await book.reserve('k', 1, 'sha-k')).ok).toBe(false);
+    // It asked the store rather than serving from the lease's old room.
+    expect(store.calls.length).toBe(calls + 1);
+  });
+
   it('reserves from one lease call for many requests, and never past the balance', async () => {
     const store = fakeStore(10);
     const book = new LeaseBook(store, 'a');
