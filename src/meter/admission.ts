@@ -149,6 +149,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
+    // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
+    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view));
     const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
       requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
@@ -158,7 +160,6 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
-    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view));
     // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another replica).
     const marked: Decision = hidden || shape.referencedInput
       ? { ...d, meterMarks: { ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}) } }
