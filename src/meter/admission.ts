@@ -156,7 +156,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
-      ...(hidden ? { reasoning: true } : {}),
+      ...(hidden ? { outputHidden: true } : {}),
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);

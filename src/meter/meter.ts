@@ -111,7 +111,7 @@ function pendingOf(r: PendingRequest): PendingRequest {
   return {
     requestId: r.requestId, keyId: r.keyId, ...(r.keySha256 ? { keySha256: r.keySha256 } : {}), group: r.group, model: r.model, protocol: r.protocol,
     limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
-    referencedInput: r.referencedInput, stream: r.stream, ...(r.reasoning ? { reasoning: true } : {}), since: r.since, deadline: r.deadline,
+    referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}), since: r.since, deadline: r.deadline,
   };
 }
 
@@ -369,8 +369,8 @@ export class Meter {
     // Without the request's entry here (a report after its deadline, or at another replica), the
     // Check's metadata says it (hiddenOutput: the maximum), else the model's name.
     const hiddenMax = typeof r.authz.hiddenOutput === 'number' && Number.isFinite(r.authz.hiddenOutput) && r.authz.hiddenOutput >= 0 ? r.authz.hiddenOutput : undefined;
-    const reasoning = entry ? entry.reasoning === true : hiddenMax !== undefined || mayReason(config.meter.reasoningModels, request.model);
-    if (!embeds && (unanswered || reasoning)) estimatedOutput = entry?.maxOutputTokens ?? hiddenMax ?? config.meter.maxOutputTokens;
+    const hidden = entry ? entry.outputHidden === true : hiddenMax !== undefined || mayReason(config.meter.reasoningModels, request.model);
+    if (!embeds && (unanswered || hidden)) estimatedOutput = entry?.maxOutputTokens ?? hiddenMax ?? config.meter.maxOutputTokens;
     else if (!embeds && r.responseBodyBytes > 0) {
       // An answer that is not an event stream leaves no tail when cut short: its bytes count (one token each).
       const text = read.undecodable || (!sse && tail.length === 0) ? undefined : capturedText(tail, sse, whole);

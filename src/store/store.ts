@@ -214,7 +214,7 @@ export interface PendingRequest {
   readonly referencedInput: boolean;
   readonly stream: boolean;
   /** The model may reason (meter.reasoningModels), the request asked it to, or a Gemini field mask hides the answer: an estimate of its output is its maximum. */
-  readonly reasoning?: boolean;
+  readonly outputHidden?: boolean;
   /** Epoch milliseconds. */
   readonly since: number;
   readonly deadline: number;

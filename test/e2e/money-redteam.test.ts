@@ -10,13 +10,13 @@
  * longer than the meter's tail is debited the usage the provider reported.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/check/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
-import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { request, withMoneyKeys } from '../support/money-client';
-import { IMAGE_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys } from '../support/money-client';
+import { IMAGE_TOKENS, type MoneyUpstream } from '../support/money-upstream';
 
 /** Each case's own key, group basic (demo prices), balance 0.001. */
 const BALANCE = 0.001;
@@ -30,13 +30,6 @@ const withKeys = withMoneyKeys(keys, (k) => balanceOf(k as KeyName), 'rt');
 /** A hosted web search's fee: OpenAI and Anthropic list about $10 per 1,000 (the demo's unit is dollars). */
 const SEARCH_FEE = 0.01;
 
-async function moneyGateway(mode: 'soft' | 'strict'): Promise<{ up: MoneyUpstream; gw: Gateway; store: FileStore }> {
-  const up = await startMoneyUpstream();
-  const at = { host: '127.0.0.1', port: up.port };
-  const gw = await startGateway({ config: (demo) => withKeys(demo.replace('  mode: soft ', `  mode: ${mode} `)), upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
-  return { up, gw, store: gw.modelgate.service!.store as FileStore };
-}
-
 /** Sends one request on a case's key; when served, waits for its ledger row. */
 async function spend(gw: Gateway, store: FileStore, key: KeyName, path: string, headers: Record<string, string>, body: unknown) {
   const sent = await request(gw, path, headers, body);
@@ -45,7 +38,7 @@ async function spend(gw: Gateway, store: FileStore, key: KeyName, path: string, 
     await waitFor('the ledger row', async () => (await store.meter!.usage({ keyId: `rt-${key}`, limit: 10 })).length > 0, 15_000);
     [row] = await store.meter!.usage({ keyId: `rt-${key}`, limit: 1 });
   }
-  const balance = (await store.findKey(hashKey(keys[key])))!.balance as number;
+  const balance = await balanceOfKey(store, keys[key]);
   return { sent, row, balance, bodyBytes: Buffer.byteLength(JSON.stringify(body)) };
 }
 
@@ -57,7 +50,7 @@ describeE2E('money red team: strict mode reserves body bytes as input, but input
   let gw: Gateway;
   let store: FileStore;
   beforeAll(async () => {
-    ({ up, gw, store } = await moneyGateway('strict'));
+    ({ up, gw, store } = await startMoneyGateway((demo) => withKeys(inMode('strict')(demo))));
   }, 60_000);
   afterAll(async () => {
     await gw?.close();
@@ -105,7 +98,7 @@ describeE2E('money red team: soft mode bound (balance + one request maximum M)',
   let gw: Gateway;
   let store: FileStore;
   beforeAll(async () => {
-    ({ up, gw, store } = await moneyGateway('soft'));
+    ({ up, gw, store } = await startMoneyGateway(withKeys));
   }, 60_000);
   afterAll(async () => {
     await gw?.close();

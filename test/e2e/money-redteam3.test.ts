@@ -7,7 +7,7 @@
  */
 import * as zlib from 'node:zlib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/check/key-format';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { setGroup, setPrice } from '../../src/store/pg/groups';
 import { migrate } from '../../src/store/pg/schema';
@@ -15,7 +15,7 @@ import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, startGateway, type Gateway, type Reply } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { request, withMoneyKeys } from '../support/money-client';
+import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys } from '../support/money-client';
 import { startMoneyUpstream, VIDEO_TOKENS, type MoneyUpstream } from '../support/money-upstream';
 import { issueKey } from '../support/pg-keys';
 import { openPool, startPgServer, type PgServer } from '../support/pg-server';
@@ -34,21 +34,12 @@ const claude = (key: KeyName): Record<string, string> => ({ 'x-api-key': keys[ke
 const GEMINI_FLASH = { input: 0.3, output: 2.5, cap: 65536 };
 const HAIKU = { input: 0.8, output: 4, cap: 8192 };
 
-async function moneyGateway(mode: 'soft' | 'strict'): Promise<{ up: MoneyUpstream; gw: Gateway; store: FileStore }> {
-  const up = await startMoneyUpstream();
-  const at = { host: '127.0.0.1', port: up.port };
-  const gw = await startGateway({ config: (demo) => withKeys(demo.replace('  mode: soft ', `  mode: ${mode} `)), upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
-  return { up, gw, store: gw.modelgate.service!.store as FileStore };
-}
-
 async function rowOf(store: FileStore, key: KeyName): Promise<UsageEntry> {
   await waitFor('the ledger row', async () => (await store.meter!.usage({ keyId: `rt3-${key}`, limit: 10 })).length > 0, 30_000);
   return (await store.meter!.usage({ keyId: `rt3-${key}`, limit: 1 }))[0];
 }
 
-async function balanceOf(store: FileStore, key: KeyName): Promise<number> {
-  return (await store.findKey(hashKey(keys[key])))!.balance as number;
-}
+const balanceOf = (store: FileStore, key: KeyName): Promise<number> => balanceOfKey(store, keys[key]);
 
 /**
  * A Gemini request for eight answers about a one-hour video by fileUri (VIDEO_TOKENS of input), its
@@ -70,7 +61,7 @@ describeE2E('money red team 3: soft mode', () => {
   let gw: Gateway;
   let store: FileStore;
   beforeAll(async () => {
-    ({ up, gw, store } = await moneyGateway('soft'));
+    ({ up, gw, store } = await startMoneyGateway(withKeys));
   }, 60_000);
   afterAll(async () => {
     await gw?.close();
@@ -211,7 +202,7 @@ describeE2E('money red team 3: strict mode (file store)', () => {
   let gw: Gateway;
   let store: FileStore;
   beforeAll(async () => {
-    ({ up, gw, store } = await moneyGateway('strict'));
+    ({ up, gw, store } = await startMoneyGateway((demo) => withKeys(inMode('strict')(demo))));
   }, 60_000);
   afterAll(async () => {
     await gw?.close();

@@ -8,13 +8,13 @@
  */
 import * as net from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/check/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
-import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { request, withMoneyKeys } from '../support/money-client';
-import { startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys } from '../support/money-client';
+import type { MoneyUpstream } from '../support/money-upstream';
 
 const KEYS = ['probe', 'upgrade', 'maskSoft', 'maskStrict'] as const;
 type KeyName = (typeof KEYS)[number];
@@ -33,20 +33,11 @@ const withFlash2 = (demo: string): string => demo.replace(
   `      - name: gemini-2.0-flash\n        protocols: [generative]\n        price: { input: ${FLASH_2.input}, output: ${FLASH_2.output} }\n        maxOutputTokens: ${FLASH_2.cap}\n`,
 );
 
-async function moneyGateway(mode: 'soft' | 'strict'): Promise<{ up: MoneyUpstream; gw: Gateway; store: FileStore }> {
-  const up = await startMoneyUpstream();
-  const at = { host: '127.0.0.1', port: up.port };
-  const gw = await startGateway({ config: (demo) => withFlash2(withKeys(demo.replace('  mode: soft ', `  mode: ${mode} `))), upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
-  return { up, gw, store: gw.modelgate.service!.store as FileStore };
-}
-
 async function rows(store: FileStore, key: KeyName): Promise<UsageEntry[]> {
   return store.meter!.usage({ keyId: `rt4-${key}`, limit: 1000 });
 }
 
-async function balanceOf(store: FileStore, key: KeyName): Promise<number> {
-  return (await store.findKey(hashKey(keys[key])))!.balance as number;
-}
+const balanceOf = (store: FileStore, key: KeyName): Promise<number> => balanceOfKey(store, keys[key]);
 
 /** A path the provider answers without generating (token counting): free, not metered. */
 const counts = (upstreamPath: string): boolean => /(?:\/count_tokens|:countTokens)(?:\?|$)/.test(upstreamPath);
@@ -187,7 +178,7 @@ describeE2E('money red team 4: soft mode', () => {
   let gw: Gateway;
   let store: FileStore;
   beforeAll(async () => {
-    ({ up, gw, store } = await moneyGateway('soft'));
+    ({ up, gw, store } = await startMoneyGateway((demo) => withFlash2(withKeys(demo))));
   }, 60_000);
   afterAll(async () => {
     await gw?.close();
@@ -263,7 +254,7 @@ describeE2E('money red team 4: strict mode', () => {
   let gw: Gateway;
   let store: FileStore;
   beforeAll(async () => {
-    ({ up, gw, store } = await moneyGateway('strict'));
+    ({ up, gw, store } = await startMoneyGateway((demo) => withFlash2(withKeys(inMode('strict')(demo)))));
   }, 60_000);
   afterAll(async () => {
     await gw?.close();

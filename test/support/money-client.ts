@@ -1,10 +1,13 @@
 /**
  * The money tests' client side (test/e2e/money*.test.ts): one JSON request over HTTP/1.1, which a
- * client may cut, and keys of their own added to the demo config.
+ * client may cut, keys of their own added to the demo config, and a gateway whose every upstream is
+ * the stand-in provider (money-upstream.ts).
  */
 import * as http from 'node:http';
 import { hashKey } from '../../src/check/key-format';
-import type { Gateway } from './gateway';
+import type { FileStore } from '../../src/store/file-store';
+import { startGateway, type Gateway } from './gateway';
+import { startMoneyUpstream, type MoneyUpstream } from './money-upstream';
 
 export interface Sent {
   readonly status: number;
@@ -44,4 +47,20 @@ export function request(gw: Gateway, path: string, headers: Record<string, strin
  */
 export function withMoneyKeys(keys: Readonly<Record<string, string>>, balanceOf: (name: string) => number, prefix: string): (demo: string) => string {
   return (demo) => demo.replace(/^keys:\n/m, `keys:\n${Object.entries(keys).map(([name, key]) => `  - id: ${prefix}-${name}\n    sha256: ${hashKey(key)}\n    group: basic\n    balance: ${balanceOf(name)}\n`).join('')}`);
+}
+
+/** The demo config in another meter mode. */
+export const inMode = (mode: 'soft' | 'strict') => (demo: string): string => demo.replace('  mode: soft ', `  mode: ${mode} `);
+
+/** A gateway (modelgate in process, file store) whose every upstream is a new stand-in provider. */
+export async function startMoneyGateway(config: (demo: string) => string): Promise<{ up: MoneyUpstream; gw: Gateway; store: FileStore }> {
+  const up = await startMoneyUpstream();
+  const at = { host: '127.0.0.1', port: up.port };
+  const gw = await startGateway({ config, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
+  return { up, gw, store: gw.modelgate.service!.store as FileStore };
+}
+
+/** A key's balance as the file store has it now. */
+export async function balanceOfKey(store: FileStore, key: string): Promise<number> {
+  return (await store.findKey(hashKey(key)))!.balance as number;
 }
