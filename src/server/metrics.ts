@@ -29,12 +29,14 @@ export interface Metrics {
 interface HotCell {
   readonly labels: string[];
   pending: number;
+  /** Its series has been handed to prom-client (a cell counted 0 still shows, as prom-client's inc(0) would). */
+  shown: boolean;
 }
 
 /**
  * A prom-client Counter whose increments are plain additions, handed to prom-client at scrape
- * time. Label sets are few (a closed catalogue of reasons, cache kinds x events), so the cells
- * stay a small map keyed by one string.
+ * time. Label sets are few (a closed catalogue of reasons, cache kinds x events; the meter's groups x
+ * the models they allow), so the cells stay a small map keyed by one string.
  */
 class HotCounter<L extends string> {
   readonly #cells = new Map<string, HotCell>();
@@ -48,9 +50,10 @@ class HotCounter<L extends string> {
       registers: [registry],
       collect() {
         for (const cell of cells.values()) {
-          if (cell.pending === 0) continue;
+          if (cell.pending === 0 && cell.shown) continue;
           this.labels(...cell.labels).inc(cell.pending);
           cell.pending = 0;
+          cell.shown = true;
         }
       },
     });
@@ -60,7 +63,7 @@ class HotCounter<L extends string> {
   cell(...labels: string[]): HotCell {
     const key = labels.join('\u0000');
     let cell = this.#cells.get(key);
-    if (!cell) this.#cells.set(key, (cell = { labels, pending: 0 }));
+    if (!cell) this.#cells.set(key, (cell = { labels, pending: 0, shown: false }));
     return cell;
   }
 }
@@ -157,21 +160,42 @@ export function createMetrics(defaultMetrics = true): Metrics {
 }
 
 /** Tokens and cost by group and model (the models a group allows: a bounded set), responses by result and reason. */
+/** A counter only goes up: a count that is not a finite positive number adds nothing (prom-client would throw at the scrape). */
+function add(cell: HotCell, n: number): void {
+  if (Number.isFinite(n) && n > 0) cell.pending += n;
+}
+
 function meterMetrics(registry: Registry): MeterMetrics {
-  const tokens = new Counter({ name: 'modelgate_meter_tokens_total', help: 'Tokens debited, by group, model and kind (input, cached_input, output); input includes cached_input; estimates and provisional maximums included', labelNames: ['group', 'model', 'kind'], registers: [registry] });
-  const cost = new Counter({ name: 'modelgate_meter_cost_total', help: "Cost debited (tokens x price), in the balance's unit, by group and model", labelNames: ['group', 'model'], registers: [registry] });
-  const responses = new Counter({ name: 'modelgate_meter_responses_total', help: 'Requests settled by the meter, by result (metered: the provider\'s usage; estimated; provisional: no report, its maximum; released: nothing to debit; failed: the store never took it) and reason', labelNames: ['result', 'reason'], registers: [registry] });
+  // Hot counters, as the Check's: a settlement adds to plain numbers found through nested maps (no
+  // label object hashed per count, which was a kilobyte of garbage per settled request).
+  const tokens = new HotCounter('modelgate_meter_tokens_total', 'Tokens debited, by group, model and kind (input, cached_input, output); input includes cached_input; estimates and provisional maximums included', ['group', 'model', 'kind'] as const, registry);
+  const cost = new HotCounter('modelgate_meter_cost_total', "Cost debited (tokens x price), in the balance's unit, by group and model", ['group', 'model'] as const, registry);
+  const responses = new HotCounter('modelgate_meter_responses_total', 'Requests settled by the meter, by result (metered: the provider\'s usage; estimated; provisional: no report, its maximum; released: nothing to debit; failed: the store never took it) and reason', ['result', 'reason'] as const, registry);
   const lost = new Counter({ name: 'modelgate_meter_reports_lost_total', help: 'Access-log entries that could not be read (their requests settle at their maximum at their deadline)', registers: [registry] });
+  // group -> model -> cells: the models a group allows, a bounded set (as the series themselves are).
+  const spent = new Map<string, Map<string, { input: HotCell; cached: HotCell; output: HotCell; cost: HotCell }>>();
+  const results = new Map<string, Map<string, HotCell>>();
+  const response = (result: string, reason: string): HotCell => {
+    let byReason = results.get(result);
+    if (!byReason) results.set(result, (byReason = new Map()));
+    let cell = byReason.get(reason);
+    if (!cell) byReason.set(reason, (cell = responses.cell(result, reason)));
+    return cell;
+  };
   return {
     settled(group, model, usage, c, result, reason) {
-      responses.inc({ result, reason });
-      tokens.inc({ group, model, kind: 'input' }, usage.inputTokens);
-      tokens.inc({ group, model, kind: 'cached_input' }, usage.cachedInputTokens);
-      tokens.inc({ group, model, kind: 'output' }, usage.outputTokens);
-      cost.inc({ group, model }, c);
+      response(result, reason).pending++;
+      let byModel = spent.get(group);
+      if (!byModel) spent.set(group, (byModel = new Map()));
+      let cells = byModel.get(model);
+      if (!cells) byModel.set(model, (cells = { input: tokens.cell(group, model, 'input'), cached: tokens.cell(group, model, 'cached_input'), output: tokens.cell(group, model, 'output'), cost: cost.cell(group, model) }));
+      add(cells.input, usage.inputTokens);
+      add(cells.cached, usage.cachedInputTokens);
+      add(cells.output, usage.outputTokens);
+      add(cells.cost, c);
     },
-    released: (reason) => responses.inc({ result: 'released', reason }),
-    failed: (reason) => responses.inc({ result: 'failed', reason }),
+    released: (reason) => { response('released', reason).pending++; },
+    failed: (reason) => { response('failed', reason).pending++; },
     lostReports: (n) => lost.inc(n),
   };
 }

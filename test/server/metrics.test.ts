@@ -73,4 +73,34 @@ describe('hot metrics', () => {
     const one = await AggregatorRegistry.aggregate(await Promise.all(workers.map((w) => w.registry.getMetricsAsJSON()))).metrics();
     expect(one).toMatch(/^modelgate_store_ready 0$/m);
   });
+
+  test('the meter\'s counters print what prom-client\'s Counter prints for the same settlements, a 0 included; a count that is not a finite positive number adds nothing', async () => {
+    const m = createMetrics(false);
+    const usage = (inputTokens: number, cachedInputTokens: number, outputTokens: number) => ({ inputTokens, cachedInputTokens, outputTokens });
+    m.meter.settled('team', 'gpt-4o', usage(100, 0, 20), 0.0005, 'metered', '');
+    m.meter.settled('team', 'gpt-4o', usage(50, 10, 5), 0.00025, 'estimated', 'stream_without_usage');
+    m.meter.settled('team', 'gpt-4o', usage(Number.NaN, -1, Infinity), Number.NaN, 'metered', '');
+    m.meter.released('not_forwarded');
+    m.meter.failed('store_down');
+    const ref = new Registry();
+    const tokens = new Counter({ name: 'modelgate_meter_tokens_total', help: 'Tokens debited, by group, model and kind (input, cached_input, output); input includes cached_input; estimates and provisional maximums included', labelNames: ['group', 'model', 'kind'], registers: [ref] });
+    const cost = new Counter({ name: 'modelgate_meter_cost_total', help: "Cost debited (tokens x price), in the balance's unit, by group and model", labelNames: ['group', 'model'], registers: [ref] });
+    const responses = new Counter({ name: 'modelgate_meter_responses_total', help: 'Requests settled by the meter, by result (metered: the provider\'s usage; estimated; provisional: no report, its maximum; released: nothing to debit; failed: the store never took it) and reason', labelNames: ['result', 'reason'], registers: [ref] });
+    tokens.labels('team', 'gpt-4o', 'input').inc(150);
+    tokens.labels('team', 'gpt-4o', 'cached_input').inc(10);
+    tokens.labels('team', 'gpt-4o', 'output').inc(25);
+    cost.labels('team', 'gpt-4o').inc(0.00075);
+    responses.labels('metered', '').inc(2);
+    responses.labels('estimated', 'stream_without_usage').inc(1);
+    responses.labels('released', 'not_forwarded').inc(1);
+    responses.labels('failed', 'store_down').inc(1);
+    const ours = await m.registry.metrics();
+    const theirs = await ref.metrics();
+    for (const name of ['modelgate_meter_tokens_total', 'modelgate_meter_cost_total', 'modelgate_meter_responses_total']) expect(block(ours, name)).toBe(block(theirs, name));
+    // A series counted 0 shows as prom-client's inc(0) would, and a second scrape does not count twice.
+    const zero = createMetrics(false);
+    zero.meter.settled('team', 'o3', usage(7, 0, 0), 0, 'metered', '');
+    expect(await zero.registry.metrics()).toContain('modelgate_meter_tokens_total{group="team",model="o3",kind="cached_input"} 0');
+    expect(await zero.registry.metrics()).toContain('modelgate_meter_tokens_total{group="team",model="o3",kind="input"} 7');
+  });
 });
