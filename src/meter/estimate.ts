@@ -13,7 +13,8 @@
  * - output: the text the response carried (response-text.ts), extrapolated to the whole body by
  *   bytes when only the body's tail was kept; a body the meter cannot read counts one token per byte;
  * - input: the request body's string values (JSON keys and punctuation are not text the provider
- *   counts) when the Check kept the whole body (at most INPUT_SAMPLE_BYTES bytes); a larger body, or
+ *   counts; an embedding request's numbers count one token each, as its input may be token ids)
+ *   when the Check kept the whole body (at most INPUT_SAMPLE_BYTES bytes); a larger body, or
  *   one whose sample is not here (another replica allowed it), counts one token per byte, an upper
  *   bound (a client chooses what the first bytes say of the rest). Input the body only references
  *   (a stored conversation, a cached context, an image by URL) adds meter.referencedInputTokens.
@@ -140,19 +141,29 @@ export function workerTokenCounter(): TokenCounter {
 
 const DATA_URL = /^data:[^,;]{0,100}(;[^,]{0,100})?,/;
 
+/** A JSON number, outside strings. */
+const JSON_NUMBER = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+const numbersIn = (s: string): number => s.match(JSON_NUMBER)?.length ?? 0;
+
 /**
- * The string values of a JSON text (not its keys), as one text to count, and the inline media
- * found: works on a cut document too (a sample). Strings are decoded with JSON.parse when they hold
- * escapes; an unterminated last string is taken as it is.
+ * The string values of a JSON text (not its keys), as one text to count, the inline media found,
+ * and the numbers outside strings (an embedding request may send its input as token ids, one
+ * number a token): works on a cut document too (a sample). Strings are decoded with JSON.parse when
+ * they hold escapes; an unterminated last string is taken as it is.
  */
-export function jsonStringValues(text: string): { text: string; media: number } {
+export function jsonStringValues(text: string): { text: string; media: number; numbers: number } {
   const out: string[] = [];
   let media = 0;
+  let numbers = 0;
   let i = 0;
   const n = text.length;
   while (i < n) {
     const q = text.indexOf('"', i);
-    if (q < 0) break;
+    if (q < 0) {
+      numbers += numbersIn(text.slice(i));
+      break;
+    }
+    numbers += numbersIn(text.slice(i, q));
     let j = q + 1;
     let escaped = false;
     while (j < n) {
@@ -182,7 +193,7 @@ export function jsonStringValues(text: string): { text: string; media: number } 
     }
     i = j + 1;
   }
-  return { text: out.join(' '), media };
+  return { text: out.join(' '), media, numbers };
 }
 
 export interface InputEstimateSource {
@@ -213,9 +224,10 @@ export function createEstimator(counter: TokenCounter): Estimator {
       // A body larger than its sample is counted at one token per byte, an upper bound: what a
       // sample says of the rest is the client's to choose (a sample of digits before 200 KB of text).
       if (!source.sample || source.sample.length === 0 || source.bodyBytes > source.sample.length) return source.bodyBytes + referenced;
-      const { text, media } = jsonStringValues(Buffer.from(source.sample.buffer, source.sample.byteOffset, source.sample.byteLength).toString('utf8'));
+      const { text, media, numbers } = jsonStringValues(Buffer.from(source.sample.buffer, source.sample.byteOffset, source.sample.byteLength).toString('utf8'));
       const [tokens] = await counter.count([text]);
-      return scaled(protocol, tokens + media * INLINE_MEDIA_TOKENS) + referenced;
+      // Embeddings take their input as token ids too (`input: [[1, 2, ...]]`): each number one token.
+      return scaled(protocol, tokens + media * INLINE_MEDIA_TOKENS + (protocol === 'embeddings' ? numbers : 0)) + referenced;
     },
     async output(protocol, text, textBytes, bodyBytes, sse) {
       if (text === undefined) return bodyBytes;

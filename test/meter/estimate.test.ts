@@ -132,6 +132,19 @@ describe('estimates with the o200k_base tokenizer (in a worker thread)', () => {
     expect(await est.input('chat', { bodyBytes: 400, referencedInput: false }, 0)).toBe(400);
   });
 
+  it('counts an embedding request\'s token ids (numbers) as one token each; a chat request\'s numbers are parameters, not text', async () => {
+    const ids = Array.from({ length: 900 }, (_, i) => (i * 7919) % 1000);
+    const body = JSON.stringify({ model: 'text-embedding-3-small', input: [ids.slice(0, 500), ids.slice(500)], dimensions: 256 });
+    expect(body.length).toBeLessThan(4096);
+    const values = jsonStringValues(body);
+    expect(values.numbers).toBe(901);
+    const modelTokens = countTokens(values.text);
+    expect(await est.input('embeddings', { sample: b(body), bodyBytes: body.length, referencedInput: false }, 0)).toBe(modelTokens + 901);
+    const chat = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 100, temperature: 0.5, messages: [{ role: 'user', content: 'a 1, 2, 3 "quoted" \\ text' }] });
+    expect(jsonStringValues(chat).numbers).toBe(2);
+    expect(await est.input('chat', { sample: b(chat), bodyBytes: chat.length, referencedInput: false }, 0)).toBe(countTokens(jsonStringValues(chat).text));
+  });
+
   it('estimates output from the text read, extrapolated to the bytes sent, and a body it cannot read by its bytes', async () => {
     const text = ' the'.repeat(30);
     expect(await est.output('chat', text, 1000, 1000, true)).toBe(30);
