@@ -318,4 +318,24 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
     expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M);
     expect(await balanceIsLedger(id, initial)).toBe(true);
   }, 120_000);
+
+  it('soft, two replicas, a balance of 5.5 x M: 100 streams at once over both: each replica holds its own view of the whole balance: spent 1 on 0.55, past the stated bound balance + 2 x M (0.75)', async () => {
+    await soft();
+    const id = 'rt6-soft-wide';
+    // M for rt6-flat: its cap (100 tokens) at 0.001, no input price: 0.1. The balance pays for five and a half.
+    const M = FLAT_PRICE.cap * FLAT_PRICE.output / 1e6;
+    const initial = '0.55';
+    const key = await newKey(id, initial);
+    // Streams of about 2 s, each asking the cap (billed exactly M).
+    const sent = await burst(100, 50, a, b, (gw, i) => flat(gw, key, `${id} ${i}`, { max: FLAT_PRICE.cap }));
+    const served = sent.filter((s) => s.status === 200).length;
+    await waitFor('a row for each served', async () => (await finalRows(id)) === served, 60_000);
+    await waitFor('both replicas to let go of every request', () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll, 30_000);
+    const spent = Number(initial) - await balanceOf(id);
+    const why = `statuses ${JSON.stringify(statuses(sent))}; served ${served} (each billed ${M}); spent ${spent} on a balance of ${initial}; bound ${Number(initial) + 2 * M}`;
+    console.log(`rt6 soft wide: ${why}`);
+    expect(await balanceIsLedger(id, initial)).toBe(true);
+    // Seen: served 10 (five on each replica), spent 1 on a balance of 0.55 (bound 0.75).
+    expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M + 1e-12);
+  }, 120_000);
 });
