@@ -16,6 +16,8 @@
  *   whatever the request accepted (`zstd`: bytes no zstd decoder reads);
  * - `x-stand-in-delay-ms`: the delay between stream events;
  * - `x-stand-in-tokens`: output tokens per answer when the request names no maximum.
+ * - `x-stand-in-hold-ms`: wait this long before answering at all (a provider slow to its first byte;
+ *   a client may leave before any of the answer came back).
  *
  * - `x-stand-in-reasoning`: hidden reasoning tokens a reasoning model produces before its answer
  *   and bills as output, never shown (chat: in `completion_tokens`; responses: in `output_tokens`;
@@ -150,6 +152,11 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const url = new URL(req.url ?? '/', 'http://x');
   const path = url.pathname.replace(/^\/alt(?=\/)/, '');
   const h = (n: string): string | undefined => (typeof req.headers[n] === 'string' ? (req.headers[n] as string) : undefined);
+  const hold = Number(h('x-stand-in-hold-ms') ?? 0);
+  if (hold > 0) {
+    await sleep(hold);
+    if (res.destroyed || req.socket.destroyed) return;
+  }
   const usageOverride = h('x-stand-in-usage');
   const delay = Number(h('x-stand-in-delay-ms') ?? TOKEN_DELAY_MS);
   const gen = { ...obj(body.generationConfig), ...obj(body.generation_config) };
