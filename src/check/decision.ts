@@ -39,12 +39,13 @@ export interface Decision {
   /** A 429 of modelgate's own (concurrency_limited): seconds the client should wait (retry-after). */
   readonly retryAfter?: number;
   /**
-   * Allowed metered requests whose estimate needs more than the report says (meter/admission.ts):
+   * What an allowed metered request's estimate needs beyond the report (meter/admission.ts):
+   * `maxInput` and `maxOutput`, the tokens it may cost at most (an estimate never exceeds them);
    * `hiddenOutput`, the output to debit when it is estimated (a reasoning model or request, a Gemini
    * field mask); `referencedInput`, input the provider adds from elsewhere. Carried in Envoy's
    * metadata, so a report that finds no entry (a late one, another replica's) settles the same.
    */
-  readonly meterMarks?: { readonly hiddenOutput?: number; readonly referencedInput?: true };
+  readonly meterMarks?: { readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true };
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];
 }

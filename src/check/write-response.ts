@@ -48,6 +48,8 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   // Strict mode's leases: the replica whose lease a settlement debits (meter/leases.ts).
   if (metered && replica !== undefined) fields.replica = { stringValue: replica };
   // What an estimate of its cost needs beyond the report (meter/meter.ts, when no entry is found).
+  if (metered && d.meterMarks?.maxInput !== undefined) fields.maxInput = { numberValue: d.meterMarks.maxInput };
+  if (metered && d.meterMarks?.maxOutput !== undefined) fields.maxOutput = { numberValue: d.meterMarks.maxOutput };
   if (metered && d.meterMarks?.hiddenOutput !== undefined) fields.hiddenOutput = { numberValue: d.meterMarks.hiddenOutput };
   if (metered && d.meterMarks?.referencedInput) fields.referencedInput = { boolValue: true };
   // Rate limits (docs/rate-limits.md): what Envoy's rate limit filters read (ratelimit/metadata.ts).

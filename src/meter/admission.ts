@@ -160,10 +160,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
-    // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another replica).
-    const marked: Decision = hidden || shape.referencedInput
-      ? { ...d, meterMarks: { ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}) } }
-      : d;
+    // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another
+    // replica): its maxima bound an estimate there as the entry does here.
+    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}) };
+    const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     if (!limited || price === null || maxCost === 0) return track(false);
 

@@ -115,6 +115,9 @@ function pendingOf(r: PendingRequest): PendingRequest {
   };
 }
 
+/** A token count from the Check's metadata: a finite number >= 0, else undefined. */
+const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+
 const NO_TOKENS: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });
 
 /** The exact path's "usage" line, in pino's line format (what logger.info would write for the same fields). */
@@ -368,9 +371,12 @@ export class Meter {
     // Unanswered, or a model that reasons: the provider may have billed output the answer never showed.
     // Without the request's entry here (a report after its deadline, or at another replica), the
     // Check's metadata says it (hiddenOutput: the maximum), else the model's name.
-    const hiddenMax = typeof r.authz.hiddenOutput === 'number' && Number.isFinite(r.authz.hiddenOutput) && r.authz.hiddenOutput >= 0 ? r.authz.hiddenOutput : undefined;
+    const hiddenMax = tokenCount(r.authz.hiddenOutput);
     const hidden = entry ? entry.outputHidden === true : hiddenMax !== undefined || mayReason(config.meter.reasoningModels, request.model);
-    if (!embeds && (unanswered || hidden)) estimatedOutput = entry?.maxOutputTokens ?? hiddenMax ?? config.meter.maxOutputTokens;
+    // The request's maxima: its entry's, or those the Check's metadata carries (maxInput, maxOutput).
+    const maxIn = entry ? entry.maxInputTokens : tokenCount(r.authz.maxInput);
+    const maxOut = entry ? entry.maxOutputTokens : tokenCount(r.authz.maxOutput) ?? hiddenMax;
+    if (!embeds && (unanswered || hidden)) estimatedOutput = maxOut ?? config.meter.maxOutputTokens;
     else if (!embeds && r.responseBodyBytes > 0) {
       // An answer that is not an event stream leaves no tail when cut short: its bytes count (one token each).
       const text = read.undecodable || (!sse && tail.length === 0) ? undefined : capturedText(tail, sse, whole);
@@ -379,8 +385,8 @@ export class Meter {
     // An estimate never exceeds what the request could cost at most (its reservation, its hold):
     // the provider cannot have produced more than the request allowed. What the provider itself
     // reported (a partial count of a cut stream) stands as a floor.
-    const input = trusted && provider.inputTokens > 0 ? provider.inputTokens : entry ? Math.min(estimatedInput, entry.maxInputTokens) : estimatedInput;
-    const output = Math.max(entry ? Math.min(estimatedOutput, entry.maxOutputTokens) : estimatedOutput, trusted ? provider.outputTokens : 0);
+    const input = trusted && provider.inputTokens > 0 ? provider.inputTokens : maxIn !== undefined ? Math.min(estimatedInput, maxIn) : estimatedInput;
+    const output = Math.max(maxOut !== undefined ? Math.min(estimatedOutput, maxOut) : estimatedOutput, trusted ? provider.outputTokens : 0);
     const usage: Usage = { inputTokens: input, outputTokens: Math.min(output, ceiling.outputTokens), cachedInputTokens: trusted ? Math.min(provider.cachedInputTokens, input) : 0 };
     return this.#debit(request, entry, usage, reason, false);
   }

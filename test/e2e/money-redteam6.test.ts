@@ -210,7 +210,7 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
     expect(await balanceOf(id)).toBeCloseTo(10 * PER - PER, 12);
   }, 90_000);
 
-  it('strict, a request whose client leaves before its answer, reported to the other replica: debited meter.maxOutputTokens (32,768 tokens) for a request of 50, the balance far below zero', async () => {
+  it('strict, a request whose client leaves before its answer, reported to the other replica: debited its maximum (50 tokens), as where it was allowed (was meter.maxOutputTokens, 32,768, the balance far below zero)', async () => {
     crossing ??= await reportingTo(b);
     const id = 'rt6-gone-there';
     const key = await newKey(id, String(10 * PER));
@@ -218,9 +218,10 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
     await waitFor('its row', async () => (await finalRows(id)) === 1, 60_000);
     const [row] = await ledger(id);
     const after = await balanceOf(id);
-    // Seen: output 32768 (meter.maxOutputTokens: the settling replica has no entry and the Check's
-    // metadata does not carry the request's maximum), cost 32.768, balance after -32.268.
-    expect(row.output, `row ${JSON.stringify(row)}; balance after ${after}`).toBeLessThanOrEqual(50);
+    // Seen before the fix: output 32768 (meter.maxOutputTokens: the settling replica has no entry and
+    // the Check's metadata did not carry the request's maximum), cost 32.768, balance after -32.268.
+    // The metadata now carries maxInput and maxOutput.
+    expect(row.output, `row ${JSON.stringify(row)}; balance after ${after}`).toBe(50);
     expect(after, `row ${JSON.stringify(row)}; balance after ${after}`).toBeGreaterThanOrEqual(0);
   }, 90_000);
 
