@@ -46,6 +46,8 @@ export interface AdmissionDeps {
   readonly leases?: LeaseBook;
   readonly groups: { get(name: string): Lookup<GroupRecord> | Promise<Lookup<GroupRecord>> };
   readonly inFlight: InFlight;
+  /** Replicas sharing the store's balances (Store.replicas): soft mode holds a key's requests here to its share. */
+  readonly replicas?: () => number;
   /** Epoch milliseconds. */
   readonly now?: () => number;
 }
@@ -171,21 +173,27 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     if (m.mode === 'soft') {
       const keyId = d.keyId as string;
       const count = deps.inFlight.count(keyId);
-      const left = balance - deps.inFlight.held(keyId);
+      // With R replicas on one store each holds a key's requests to its share of the balance, so
+      // together they hold no more than the balance (plus each one's lone request: the bound R x M).
+      const replicas = Math.max(1, Math.floor(deps.replicas?.() ?? 1) || 1);
+      const share = balance / replicas;
+      const held = deps.inFlight.held(keyId);
+      const left = share - held;
+      const seen = replicas > 1 ? `${round(balance)}; ${round(share)} of it on this replica, one of ${replicas}` : round(balance);
       if (count > 0 && left < maxCost) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.inFlightSoft(round(balance), count, round(balance - left), round(maxCost)));
+        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.inFlightSoft(seen, count, round(held), round(maxCost)));
       }
       // The lone request the balance does not cover is one answer's worth: a request for many
       // (`n`, `candidateCount`) must fit, or one request could spend the balance many times over.
       if (left < maxCost && shape.answers > 1) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.manyAnswers(round(balance), shape.answers, round(maxCost)));
+        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.manyAnswers(seen, shape.answers, round(maxCost)));
       }
       if (left < maxCost && beyondCap !== undefined) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.beyondCap(round(balance), beyondCap, usualCap, round(maxCost)));
+        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.beyondCap(seen, beyondCap, usualCap, round(maxCost)));
       }
       // Likewise input from elsewhere: images, files, URLs, a previous response (their count is the client's).
       if (left < maxCost && shape.referencedCount > 0) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.referenced(round(balance), shape.referencedCount, round(maxCost)));
+        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.referenced(seen, shape.referencedCount, round(maxCost)));
       }
       return track(false);
     }

@@ -149,7 +149,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const inFlight = new InFlight();
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
-  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases });
+  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1 });
   // A balance lowered outside the meter cuts this replica's lease to it (meter/leases.ts balanceIs).
   const unwatchBalances = leases ? store.onInvalidate((e) => { if (e.kind === 'key' && e.balance !== undefined) leases.balanceIs(e.sha256, e.balance); }) : undefined;
   // Rate limits (docs/rate-limits.md): the in-flight cap here; requests and tokens per window in Envoy's

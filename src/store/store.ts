@@ -101,6 +101,11 @@ export interface Store {
   close(): Promise<void>;
   /** Balances that move (docs/metering.md): debits, reservations and the usage ledger. */
   readonly meter?: MeterStore;
+  /**
+   * modelgate processes sharing this store's balances, this one included (PostgreSQL: counted every
+   * few seconds; absent: one). Soft mode holds a key's requests in flight here to its share.
+   */
+  replicas?(): number;
 }
 
 /**

@@ -216,6 +216,30 @@ describe('hosted tools and input from elsewhere', () => {
     expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, { model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })))).toBe('allowed');
   });
 
+  it('soft mode with R replicas on one store: each holds a key\'s requests to its share of the balance (balance / R), plus its lone request', async () => {
+    h = await startHarness({ configPath: tempConfig(demo.replace('    balance: 0.00006 ', '    balance: 0.06 ')) });
+    const body = { model: 'gpt-4o-mini', max_tokens: 16384, messages: [{ role: 'user', content: 'hi' }] };
+    const each = tokensCost(Buffer.byteLength(JSON.stringify(body)), 16384, PRICE);
+    const run = async (): Promise<string[]> => {
+      const answers: string[] = [];
+      for (let i = 0; i < 10; i++) answers.push(reasonOf(await h!.check(chat(DEMO_KEYS.trial, body))));
+      return answers;
+    };
+    // One replica: the lone request, then each while what is held leaves room for one more.
+    const alone = await run();
+    expect(alone.filter((r) => r === 'allowed')).toHaveLength(Math.max(1, Math.floor(0.06 / each)));
+    for (const d of h.logs.decisions().filter((x) => x.reason === 'allowed')) h.service.meter.deps.inFlight.take(d.requestId as string);
+    expect(h.service.meter.deps.inFlight.count('trial')).toBe(0);
+    // Three replicas share the store: this one holds to a third of the balance.
+    (h.service.store as { replicas?: () => number }).replicas = () => 3;
+    const before = h.logs.decisions().length;
+    const shared = await run();
+    expect(shared.filter((r) => r === 'allowed')).toHaveLength(Math.max(1, Math.floor(0.02 / each)));
+    expect(Math.floor(0.02 / each)).toBeLessThan(Math.floor(0.06 / each));
+    const hint = h.logs.decisions().slice(before).find((d) => d.reason === 'balance_insufficient')?.hint;
+    expect(hint).toMatch(/^the key's balance \(0\.06; 0\.02 of it on this replica, one of 3\) minus what its \d+ requests? in flight may cost/);
+  });
+
   it('strict mode: reserves meter.referencedInputTokens per part the provider reads beyond the body', async () => {
     h = await startHarness({ configPath: tempConfig(strict()) });
     const one = { model: 'gpt-4o-mini', max_tokens: 10, messages: [image('https://x/1.png')] };

@@ -137,6 +137,10 @@ function errorMessage(err: unknown): string {
   return e?.message || e?.errors?.map((x) => x.message).join('; ') || e?.code || String(err);
 }
 
+/** How often the replicas sharing the database are counted (replicas()). */
+export const REPLICA_COUNT_MS = 2000;
+const REPLICAS_SQL = 'SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1';
+
 /** Store over PostgreSQL; build it with openPgStore(). */
 export class PgStore implements Store {
   readonly kind = 'postgres';
@@ -150,6 +154,8 @@ export class PgStore implements Store {
   readonly meter: PgMeterStore;
   private closed = false;
   private listeningWaiters: (() => void)[] = [];
+  private replicaCount = 1;
+  private replicaTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly url: string,
@@ -185,7 +191,10 @@ export class PgStore implements Store {
       onSettled: (payload) => this.meter.settledNotification(payload),
       onState: (connected, error) => {
         if (error) this.options.onError?.(error, 'listener');
-        if (connected) for (const wake of this.listeningWaiters.splice(0)) wake();
+        if (connected) {
+          for (const wake of this.listeningWaiters.splice(0)) wake();
+          void this.countReplicas();
+        }
       },
     });
   }
@@ -218,6 +227,27 @@ export class PgStore implements Store {
     }
     this.schemaReady = true;
     this.listener.start();
+    this.replicaTimer = setInterval(() => void this.countReplicas(), REPLICA_COUNT_MS);
+    this.replicaTimer.unref();
+  }
+
+  /**
+   * modelgate processes on this database, this one included: each holds one LISTEN connection named
+   * `<applicationName>-listen` (pg_stat_activity shows every session of the role they share). Soft
+   * mode splits a key's balance among them (meter/admission.ts); 1 until first counted.
+   */
+  replicas(): number {
+    return this.replicaCount;
+  }
+
+  private async countReplicas(): Promise<void> {
+    if (this.closed) return;
+    try {
+      const rows = await this.query<{ n: string }>('countReplicas', REPLICAS_SQL, [`${this.options.applicationName}-listen`]);
+      const others = Number(rows[0]?.n ?? 0);
+      // This one's own LISTEN connection may be down (reconnecting): it counts anyway.
+      this.replicaCount = Math.max(1, (Number.isFinite(others) ? others : 0) + (this.listener.connected ? 0 : 1));
+    } catch { /* the last count stands; the failure is in the store's error count */ }
   }
 
   /** The URL without its password, and where it came from. */
@@ -286,6 +316,7 @@ export class PgStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.replicaTimer);
     await this.listener.close();
     await this.pool.end();
   }

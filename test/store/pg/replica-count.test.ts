@@ -1,0 +1,43 @@
+/**
+ * Store.replicas() on PostgreSQL: the modelgate processes sharing a database, counted from their
+ * LISTEN connections (soft mode holds a key's requests on each to its share of the balance:
+ * meter/admission.ts). Each store here stands for one replica.
+ */
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { openPgStore, type PgStore } from '../../../src/store/pg/store';
+import { startPgServer, type PgServer } from '../../support/pg-server';
+
+let server: PgServer;
+const open: PgStore[] = [];
+
+beforeAll(async () => {
+  server = await startPgServer();
+}, 60_000);
+afterAll(async () => {
+  for (const s of open) await s.close();
+  await server?.close();
+});
+
+async function until(what: string, ok: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test('counts the replicas on the database (this one included), follows one that joins and one that leaves; another database is not counted', async () => {
+  const a = await openPgStore(server.url);
+  open.push(a);
+  await until('a to count itself', () => a.replicas() === 1);
+  const b = await openPgStore(server.url);
+  open.push(b);
+  await until('both to count two', () => a.replicas() === 2 && b.replicas() === 2);
+  // A replica of another database shares no balances with these.
+  const other = await openPgStore(await server.createDatabase());
+  open.push(other);
+  await until('the other to count itself alone', () => other.replicas() === 1);
+  expect(a.replicas()).toBe(2);
+  await b.close();
+  await until('a to count one again', () => a.replicas() === 1);
+}, 60_000);
