@@ -81,7 +81,7 @@ describe('hot metrics', () => {
     m.meter.settled('team', 'gpt-4o', usage(50, 10, 5), 0.00025, 'estimated', 'stream_without_usage');
     m.meter.settled('team', 'gpt-4o', usage(Number.NaN, -1, Infinity), Number.NaN, 'metered', '');
     m.meter.released('not_forwarded');
-    m.meter.failed('store_down');
+    m.meter.failed('store_unavailable');
     const ref = new Registry();
     const tokens = new Counter({ name: 'modelgate_meter_tokens_total', help: 'Tokens debited, by group, model and kind (input, cached_input, output); input includes cached_input; estimates and provisional maximums included', labelNames: ['group', 'model', 'kind'], registers: [ref] });
     const cost = new Counter({ name: 'modelgate_meter_cost_total', help: "Cost debited (tokens x price), in the balance's unit, by group and model", labelNames: ['group', 'model'], registers: [ref] });
@@ -93,7 +93,7 @@ describe('hot metrics', () => {
     responses.labels('metered', '').inc(2);
     responses.labels('estimated', 'stream_without_usage').inc(1);
     responses.labels('released', 'not_forwarded').inc(1);
-    responses.labels('failed', 'store_down').inc(1);
+    responses.labels('failed', 'store_unavailable').inc(1);
     const ours = await m.registry.metrics();
     const theirs = await ref.metrics();
     for (const name of ['modelgate_meter_tokens_total', 'modelgate_meter_cost_total', 'modelgate_meter_responses_total']) expect(block(ours, name)).toBe(block(theirs, name));
