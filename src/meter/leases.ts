@@ -30,6 +30,12 @@ interface KeyLease {
   sha?: string;
   /** Epoch ms: when the store last granted less than asked (0: not since something settled). */
   exhausted: number;
+  /**
+   * The lowest balance notified while a lease call was under way: the grant it brings back may
+   * predate that balance (the call and the notification travel on different connections), so it
+   * is cut to it as well.
+   */
+  cutDuringCall?: number;
 }
 
 /** A lease lasts this long unless renewed; renewed while in use when less than half of it is left. */
@@ -84,13 +90,15 @@ export class LeaseBook {
   }
 
   async #ask(keyId: string, k: KeyLease, want: number, need: number): Promise<void> {
+    k.cutDuringCall = undefined;
     try {
       const r = await this.store.lease(this.replica, keyId, want, need, LEASE_SECONDS);
-      k.granted = r.granted;
+      k.granted = r.granted !== null && k.cutDuringCall !== undefined ? Math.min(r.granted, k.cutDuringCall) : r.granted;
       k.expires = this.now() + LEASE_SECONDS * 1000;
       k.exhausted = r.granted !== null && r.granted < need ? this.now() : 0;
     } finally {
       k.call = undefined;
+      k.cutDuringCall = undefined;
     }
   }
 
@@ -118,7 +126,10 @@ export class LeaseBook {
   balanceIs(keySha256: string, balance: number | null): void {
     const keyId = this.#keyOfSha.get(keySha256);
     const k = keyId === undefined ? undefined : this.#keys.get(keyId);
-    if (!k || k.granted === null || balance === null || !(k.granted > balance)) return;
+    if (!k || balance === null) return;
+    // A grant on its way may predate this balance: it is cut when it lands (#ask).
+    if (k.call) k.cutDuringCall = Math.max(0, Math.min(k.cutDuringCall ?? Infinity, balance));
+    if (k.granted === null || !(k.granted > balance)) return;
     k.granted = Math.max(0, balance);
   }
 

@@ -45,6 +45,31 @@ describe('LeaseBook', () => {
     expect(store.calls.length).toBe(calls + 1);
   });
 
+  it('cuts a grant that lands after a lower balance was notified (the lease call and the notification race on different connections)', async () => {
+    const store = fakeStore(100);
+    let land: () => void = () => {};
+    const slow = { ...store, async lease(replica: string, key: string, want: number, need: number) {
+      const r = await store.lease(replica, key, want, need);
+      await new Promise<void>((resolve) => { land = resolve; });
+      return r;
+    } };
+    const book = new LeaseBook(slow, 'a');
+    const first = book.reserve('k', 1, 'sha-k');
+    await new Promise((r) => setTimeout(r, 20));
+    // The store granted from a balance of 100; a billing job takes it to 1 before the grant lands here.
+    store.spend('billing', 99);
+    book.balanceIs('sha-k', 1);
+    land();
+    expect((await first).ok).toBe(true);
+    const calls = store.calls.length;
+    const second = book.reserve('k', 1, 'sha-k');
+    await new Promise((r) => setTimeout(r, 20));
+    land();
+    // Not served from the grant of 100's room: the lease was cut to 1 (in use), so it asked again and got nothing.
+    expect((await second).ok).toBe(false);
+    expect(store.calls.length).toBe(calls + 1);
+  });
+
   it('reserves from one lease call for many requests, and never past the balance', async () => {
     const store = fakeStore(10);
     const book = new LeaseBook(store, 'a');
