@@ -4,9 +4,10 @@
  * drain: health goes NOT_SERVING, checks in flight are answered, then the process exits.
  */
 import cluster from 'node:cluster';
+import { readFileSync } from 'node:fs';
 import * as v8 from 'node:v8';
 import { Command } from 'commander';
-import { ConfigError } from '../config/load';
+import { ConfigError, parseConfig } from '../config/load';
 import { startService, type Service } from '../server/service';
 import { runWorkers } from '../server/workers';
 import { tuneHeap } from './heap-tuning';
@@ -34,13 +35,18 @@ export function serveCommand(run: CliRun): Command {
       tuneHeap(process.execArgv, run.env.NODE_OPTIONS, v8.setFlagsFromString);
       const workers = Number(options.workers ?? 1);
       if (!Number.isInteger(workers) || workers < 1 || workers > 64) throw usageError('--workers must be an integer from 1 to 64');
-      if (workers > 1 && cluster.isPrimary) return runWorkers(workers, run.stderr);
       const env = run.env;
       const configPath = options.config ?? env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml';
+      // Same order as the store commands: --store, MODELGATE_STORE, DATABASE_URL, else the config's `store:`.
+      const override = options.store || env.MODELGATE_STORE || env.DATABASE_URL ? resolveStore(options.store, env) : undefined;
+      if (workers > 1 && cluster.isPrimary) {
+        if (fileMeter(configPath, override?.mode, env)) {
+          throw usageError(`--workers ${workers} with the meter on the file store: each worker would keep its own balances, so a key could spend ${workers} times its balance; run one process (no --workers), or keep balances on PostgreSQL (--store postgres://...)`);
+        }
+        return runWorkers(workers, run.stderr);
+      }
       let service: Service;
       try {
-        // Same order as the store commands: --store, MODELGATE_STORE, DATABASE_URL, else the config's `store:`.
-        const override = options.store || env.MODELGATE_STORE || env.DATABASE_URL ? resolveStore(options.store, env) : undefined;
         service = await startService({
           configPath,
           grpcAddress: options.grpc ?? env.MODELGATE_GRPC_ADDR,
@@ -56,6 +62,20 @@ export function serveCommand(run: CliRun): Command {
       }
       drainOnSignals(service);
     });
+}
+
+/**
+ * The meter is on and its balances are on the file store (they live in one process's memory). A
+ * config that does not load says nothing here: the workers report it as a single process would.
+ */
+function fileMeter(configPath: string, storeMode: 'file' | 'postgres' | undefined, env: NodeJS.ProcessEnv): boolean {
+  let config;
+  try {
+    config = parseConfig(readFileSync(configPath, 'utf8'), env);
+  } catch {
+    return false;
+  }
+  return config.meter.enabled && (storeMode ? storeMode === 'file' : config.store.kind !== 'postgres');
 }
 
 /** SIGTERM or SIGINT: drain, then exit 0. A repeated signal is ignored. */

@@ -85,6 +85,10 @@ test('bin/modelgate.js (npx modelgate) answers --version and --help, and ends a 
     stdout: '',
     stderr: "modelgate: --workers must be an integer from 1 to 64 (see 'modelgate serve --help')\n",
   });
+  // The demo config meters on the file store: balances in one process's memory, so no workers.
+  const workers = spawnSync(process.execPath, [BIN, 'serve', '--workers', '2', '--config', join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), '--store', 'file'], { encoding: 'utf8', timeout: 30_000 });
+  expect(workers).toMatchObject({ status: 2, stdout: '' });
+  expect(workers.stderr).toMatch(/^modelgate: --workers 2 with the meter on the file store: each worker would keep its own balances, so a key could spend 2 times its balance; run one process \(no --workers\), or keep balances on PostgreSQL/);
 });
 
 test('SIGTERM stops the process cleanly: exit code 0 and a final log line', async () => {
