@@ -86,6 +86,32 @@ describeE2E('money red team 7: one gateway, file store', () => {
     await waitFor(`the gateway in ${m} mode`, () => gw.modelgate.service!.config().meter.mode === m, 30_000);
   }
 
+  // --- Anthropic's hidden tool prompts ---------------------------------------------------------
+
+  it('strict: a request with Anthropic\'s client tools (computer, bash, text editor) is billed about 2,500 input tokens for a 300-byte body; its reservation counts the bytes, so the balance goes below zero', async () => {
+    const sent: Sent[] = [];
+    for (let i = 0; i < 4; i++) {
+      const s = await request(gw, '/v1/messages', claude('toolsStrict', TOOLS_HEADERS), TOOLS_BODY(`rt7 tools strict ${i}`));
+      sent.push(s);
+      if (s.status !== 200) break;
+      await waitFor('its row', async () => (await rowsOf('toolsStrict')).length === i + 1, 30_000);
+    }
+    await settled();
+    const rows = await rowsOf('toolsStrict');
+    const after = await balanceOf('toolsStrict');
+    const bytes = Buffer.byteLength(JSON.stringify(TOOLS_BODY('rt7 tools strict 0')));
+    const reserved = (bytes * HAIKU.input + 5 * HAIKU.output) / 1e6;
+    const why = `statuses ${JSON.stringify(statuses(sent))}; reservation ${reserved} (${bytes} bytes as input); rows ${JSON.stringify(rows.map((r) => ({ in: r.inputTokens, out: r.outputTokens, cost: r.cost })))}; balance after ${after} on ${BALANCES.toolsStrict}`;
+    console.log(`rt7 tools strict: ${why}`);
+    expect(sent[0].status, why).toBe(200);
+    // The ledger has what the provider billed (its hidden tool prompts included): the key is not served free.
+    expect(rows[rows.length - 1].inputTokens, why).toBeGreaterThan(HIDDEN_TOOL_TOKENS);
+    // Seen: two requests served, each billed 2,537 input tokens (0.002557) on a reservation of
+    // 0.000343 (its 323 bytes): the balance 0.003 went to -0.002114. Strict mode's bound is zero.
+    // (Held at what the provider bills, the first is served and the second refused.)
+    expect(after, why).toBeGreaterThanOrEqual(0);
+  }, 60_000);
+
   // --- Anthropic's prompt caching --------------------------------------------------------------
 
   /** A 2,000-word system prompt marked for caching with `ttl`; Anthropic bills its write at 1.25x (5m) or 2x (1h) the list input price. */
@@ -230,6 +256,28 @@ describeE2E('money red team 7: one gateway, file store', () => {
     expect(await balanceOf('embeds')).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
+  // --- soft mode ---------------------------------------------------------------------------------
+
+  it('soft: 100 requests at once with Anthropic\'s client tools on a balance of 0.01: each is held at its 300 bytes and billed about 2,500 tokens, so the key spends past balance + M', async () => {
+    await mode('soft');
+    const tag = 'rt7 tools soft';
+    // Every request waits 3 s at the provider before answering: all of those allowed are in flight together.
+    const sent = await Promise.all(Array.from({ length: 100 }, (_, i) => request(gw, '/v1/messages', claude('toolsSoft', { ...TOOLS_HEADERS, 'x-stand-in-hold-ms': '3000' }), TOOLS_BODY(`${tag} ${i}`))));
+    const served = sent.filter((s) => s.status === 200).length;
+    await waitFor(`a row for each of the ${served} served`, async () => (await rowsOf('toolsSoft')).length === served, 60_000);
+    await settled();
+    const bytes = Math.max(...Array.from({ length: 100 }, (_, i) => Buffer.byteLength(JSON.stringify(TOOLS_BODY(`${tag} ${i}`)))));
+    // M: the largest single-answer request's maximum: its body's bytes as input plus the model's cap.
+    const M = (bytes * HAIKU.input + HAIKU.cap * HAIKU.output) / 1e6;
+    const spent = BALANCES.toolsSoft - await balanceOf('toolsSoft');
+    const rows = await rowsOf('toolsSoft');
+    const why = `statuses ${JSON.stringify(statuses(sent))}; each held at ${(bytes * HAIKU.input + 5 * HAIKU.output) / 1e6}, billed ${rows[0]?.cost} (${rows[0]?.inputTokens} input tokens); spent ${spent} on ${BALANCES.toolsSoft}; bound balance + M = ${BALANCES.toolsSoft + M}`;
+    console.log(`rt7 tools soft: ${why}`);
+    expect(served, why).toBeGreaterThan(0);
+    // Seen: 29 served (each held at 0.000342), each billed 0.002557: spent 0.074153 on a balance of
+    // 0.01 (bound 0.04309).
+    expect(spent, why).toBeLessThanOrEqual(BALANCES.toolsSoft + M + 1e-12);
+  }, 120_000);
 });
 
 /**
