@@ -138,6 +138,17 @@ describeE2E('money red team 7: one gateway, file store', () => {
     expect(row.cost, why).toBeCloseTo(billed, 12);
   }, 60_000);
 
+  it('a 1-hour cache write (`cache_control.ttl: "1h"`, chosen by the client; Anthropic bills 2x the input price) is debited at the configured price: the key pays 1.25x of the 2x (docs/metering.md names 1.25x only)', async () => {
+    const { sent, row, billed, why } = await cacheWrite('cache1h', '1h');
+    // Refused (as a priced tier is: a client-chosen multiplier one price cannot meter), or debited what was billed.
+    if (sent.status !== 200) {
+      expect(sent.status, why).toBe(400);
+      return;
+    }
+    // Seen: 2,008 tokens written to the 1h cache, billed 0.0032328, debited 0.002028: 37% unpaid.
+    expect(row.cost, why).toBeGreaterThanOrEqual(billed - 1e-12);
+  }, 60_000);
+
   // --- bodies over the limit, however they are framed --------------------------------------------
 
   const bigBody = (tag: string): Buffer => Buffer.from(JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: `${tag} ${'the '.repeat(BODY_LIMIT / 2)}` }] }));
