@@ -346,4 +346,56 @@ describeE2E('money red team 7: strict without leases, two replicas on one Postgr
     expect((await rows()).map((r) => `${r.estimated ?? 'exact'} ${r.output}`)).toEqual(Array(served).fill('exact 50'));
     expect(sent.filter((s) => s.status !== 200).every((s) => s.status === 403 && s.text.includes('balance_insufficient')), why).toBe(true);
   }, 120_000);
+
+  /** A replica's LISTEN connection's backend pid (white box: the store's listener). */
+  const listenPid = (g: Gateway): number | null => ((g.modelgate.service!.store as unknown as { listener: { pid: number | null } }).listener.pid);
+  const replicasSeen = (g: Gateway): number => (g.modelgate.service!.store as unknown as { replicas(): number }).replicas();
+
+  it('soft: while one replica\'s LISTEN connection keeps dropping (it still answers Checks), the other counts one replica and holds to the whole balance: 100 streams over both spend past balance + 2 x M', async () => {
+    for (const g of [a, b]) writeFileSync(g.configPath, readFileSync(g.configPath, 'utf8').replace('  mode: strict ', '  mode: soft '));
+    await waitFor('both replicas in soft mode', () => a.modelgate.service!.config().meter.mode === 'soft' && b.modelgate.service!.config().meter.mode === 'soft', 30_000);
+    await waitFor('both replicas counting two', () => replicasSeen(a) === 2 && replicasSeen(b) === 2, 30_000);
+    const id = 'rt7-listen-drop';
+    // M: rt7-flat's cap (100 tokens) at 0.001, no input price. The balance pays for ten and a half:
+    // with each replica holding to half of it, 5 + 5 are served (1, within balance + 2 x M = 1.25);
+    // one holding to all of it serves 10 and the other 5 (1.5).
+    const M = 0.1;
+    const initial = '1.05';
+    const { key } = await issueKey(pool, { group: 'basic', id, balance: initial });
+    // A's LISTEN connection is cut as soon as it is back (a flapping connection: a proxy or firewall
+    // that drops it, a database at max_connections): B's count of LISTEN sessions finds itself alone.
+    let cutting = true;
+    let cuts = 0;
+    const cutter = (async () => {
+      while (cutting) {
+        const pid = listenPid(a);
+        if (pid !== null) cuts += (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT pg_terminate_backend($1)) t', [pid])).rows[0].n;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    let sent: Sent[] = [];
+    try {
+      await waitFor('replica B to count one replica', () => replicasSeen(b) === 1, 30_000);
+      const seen = `A counts ${replicasSeen(a)}, B counts ${replicasSeen(b)}`;
+      sent = await Promise.all(Array.from({ length: 100 }, (_, i) => request(i < 50 ? a : b, '/v1/chat/completions', { authorization: `Bearer ${key}`, 'x-stand-in-delay-ms': '20' },
+        { model: FLAT, max_tokens: 100, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: `${id} ${i}` }] })));
+      console.log(`rt7 listen drop: at the burst ${seen}`);
+    } finally {
+      cutting = false;
+      await cutter;
+    }
+    const served = sent.filter((s) => s.status === 200).length;
+    const servedA = sent.slice(0, 50).filter((s) => s.status === 200).length;
+    await waitFor(`a final row for each of the ${served} served`, async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n === served, 60_000);
+    await waitFor('both replicas to let go of every request', () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll, 30_000);
+    const after = Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b);
+    const spent = Number(initial) - after;
+    const why = `${cuts} cuts of A's LISTEN connection; statuses ${JSON.stringify(statuses(sent))}; served ${servedA} by A, ${served - servedA} by B (each billed ${M}); spent ${spent} on ${initial}; bound ${Number(initial) + 2 * M}`;
+    console.log(`rt7 listen drop: ${why}`);
+    expect(served, why).toBeGreaterThan(0);
+    expect(servedA, why).toBeGreaterThan(0);
+    // Seen: A (counting two) served 5, B (counting one: A's LISTEN session was gone) served 10: spent
+    // 1.5 on 1.05 (bound 1.25).
+    expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M + 1e-12);
+  }, 120_000);
 });
