@@ -19,6 +19,10 @@
  * - `x-stand-in-hold-ms`: wait this long before answering at all (a provider slow to its first byte;
  *   a client may leave before any of the answer came back).
  *
+ * - `x-stand-in-tool-prompts: on`: Anthropic's hidden tool prompts (test/e2e/money-redteam7.test.ts),
+ *   billed as input beside the body's own tokens: TOOL_PROMPT_TOKENS when the request has `tools`,
+ *   plus each Anthropic-defined client tool's (CLIENT_TOOL_TOKENS: bash, text editor, computer use).
+ *
  * - `x-stand-in-reasoning`: hidden reasoning tokens a reasoning model produces before its answer
  *   and bills as output, never shown (chat: in `completion_tokens`; responses: in `output_tokens`;
  *   Gemini: `thoughtsTokenCount`).
@@ -29,6 +33,11 @@
  * A request body sent with `content-encoding: gzip` is decompressed first, as Google's API front
  * end does. A chat or responses answer names the `service_tier` the request asked for, as OpenAI's
  * do (priority processing is billed at a higher price per token: test/e2e/money-redteam3.test.ts).
+ *
+ * Anthropic's prompt caching: a request with a `cache_control` breakpoint anywhere writes its whole
+ * input to the cache, reported as Anthropic reports it (`input_tokens` 0, `cache_creation_input_tokens`,
+ * and `cache_creation.ephemeral_5m_input_tokens` or `ephemeral_1h_input_tokens` by the `ttl` named;
+ * Anthropic bills 5-minute writes at 1.25x the input price and 1-hour writes at 2x).
  *
  * Every output token is one of WORDS, each a single o200k_base token, so a test can compare an
  * estimate with what the client received.
@@ -106,6 +115,42 @@ function webSearches(body: Record<string, unknown>, path: string): number {
     if (path === '/v1/responses' && (type === 'web_search' || type === 'web_search_preview')) n += 1;
   }
   return n;
+}
+
+/** Anthropic's tool use system prompt (current models, tool_choice auto or none), billed as input whenever `tools` is set. */
+export const TOOL_PROMPT_TOKENS = 346;
+/**
+ * Anthropic-defined client tools' own prompts, by type prefix, billed as input: bash 245, text
+ * editor 700, computer use 735 plus its system prompt (466-499: 499 here).
+ */
+export const CLIENT_TOOL_TOKENS: ReadonlyArray<readonly [string, number]> = [['bash_', 245], ['text_editor_', 700], ['computer_', 735 + 499]];
+
+/** Anthropic's hidden tool prompts for a request's tools. */
+function toolPromptTokens(body: Record<string, unknown>): number {
+  const tools = Array.isArray(body.tools) ? body.tools.map(obj) : [];
+  if (tools.length === 0) return 0;
+  let n = TOOL_PROMPT_TOKENS;
+  for (const t of tools) {
+    const type = typeof t.type === 'string' ? t.type : '';
+    n += CLIENT_TOOL_TOKENS.find(([p]) => type.startsWith(p))?.[1] ?? 0;
+  }
+  return n;
+}
+
+/** The cache TTL of a request's `cache_control` breakpoints ('1h' if any names it), or undefined without one. */
+function cacheTtl(body: unknown): '5m' | '1h' | undefined {
+  let ttl: '5m' | '1h' | undefined;
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === 'object') {
+      const o = v as Record<string, unknown>;
+      const cc = obj(o.cache_control);
+      if (cc.type === 'ephemeral') ttl = cc.ttl === '1h' || ttl === '1h' ? '1h' : '5m';
+      Object.values(o).forEach(walk);
+    }
+  };
+  walk(body);
+  return ttl;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -226,10 +271,16 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     return send(200, 'application/json', JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2] }], ...(omit ? {} : { usage: { prompt_tokens: count(input), total_tokens: count(input) } }) }));
   }
   if (path === '/v1/messages') {
-    const message = { id: 'msg_money', type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: full }], stop_reason: 'end_turn', usage: { input_tokens: count(input), output_tokens: count(tokens), ...(searches > 0 ? { server_tool_use: { web_search_requests: searches } } : {}) } };
+    const billedIn = input + (h('x-stand-in-tool-prompts') === 'on' ? toolPromptTokens(body) : 0);
+    const ttl = cacheTtl(body);
+    const inputUsage = ttl === undefined ? { input_tokens: count(billedIn) } : {
+      input_tokens: count(0), cache_creation_input_tokens: count(billedIn), cache_read_input_tokens: count(0),
+      cache_creation: { ephemeral_5m_input_tokens: count(ttl === '5m' ? billedIn : 0), ephemeral_1h_input_tokens: count(ttl === '1h' ? billedIn : 0) },
+    };
+    const message = { id: 'msg_money', type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: full }], stop_reason: 'end_turn', usage: { ...inputUsage, output_tokens: count(tokens), ...(searches > 0 ? { server_tool_use: { web_search_requests: searches } } : {}) } };
     if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(omit ? { ...message, usage: undefined } : message));
     const pieces = [
-      sse('message_start', { type: 'message_start', message: { ...message, content: [], stop_reason: null, ...(omit ? { usage: undefined } : { usage: { input_tokens: count(input), output_tokens: count(1) } }) } }),
+      sse('message_start', { type: 'message_start', message: { ...message, content: [], stop_reason: null, ...(omit ? { usage: undefined } : { usage: { ...inputUsage, output_tokens: count(1) } }) } }),
       sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }),
     ];
     for (let i = 0; i < tokens; i++) pieces.push(sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: word(i) } }));
