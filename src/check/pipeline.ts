@@ -95,7 +95,8 @@ function admitSafely(admit: Admission, d: Decision, view: RequestView, config: C
 }
 
 /**
- * The text of a decision's shape (decision-log.ts shapeText), by the answer's bytes and the method:
+ * The text of a decision's shape (decision-log.ts shapeText), by the answer's cached bytes (the
+ * encoder's `base`: without a request's own meter marks) and the method:
  * the bytes stand for everything of the shape but the method, a stale answer and a model outside
  * the group (those are not cached). Weakly held: it goes when the encoder drops the answer.
  */
@@ -122,7 +123,7 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
   if (!decision.allowed || config.log.allows) {
     const log = deps.decisionLog;
     if (!log) deps.logger.info(decisionLine(decision, view, durUs), 'decision');
-    else if (log.enabled()) log.write(lineFromShape(shapeFor(bytes, decision, view, log.bindings), Date.now(), printableRequestId(view.requestId), durUs));
+    else if (log.enabled()) log.write(lineFromShape(shapeFor(deps.encoder.base, decision, view, log.bindings), Date.now(), printableRequestId(view.requestId), durUs));
   }
   deps.metrics?.countDecision(statusOf(decision.reason), decision.reason);
   deps.metrics?.observeCheckSeconds(durUs / 1e6);

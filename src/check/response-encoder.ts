@@ -6,7 +6,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
-import { allowPlan, writeCheckResponse, type AllowPlan } from './write-response';
+import { allowPlan, meteredRequest, meterMarkFields, writeCheckResponse, type AllowPlan } from './write-response';
 import type { Config } from '../config/load';
 import type { Decision } from './decision';
 import type { Route } from './routes';
@@ -30,12 +30,12 @@ type FieldOfAny<T> = T extends unknown ? keyof T : never;
 type RouteField = FieldOfAny<Route>;
 
 /**
- * How each field of a Decision enters the cache key: `key` (as it is), a projection of it, or
+ * How each field of a Decision enters the cache key: `key` (as it is), a projection of it,
  * `unwritten` (writeCheckResponse never reads it, which test/check/response-encoder.test.ts
- * checks). The type names every field of Decision and of Route: a field added there does not
+ * checks), or `appended` (each request's own: written after the cached bytes, never in them). The type names every field of Decision and of Route: a field added there does not
  * compile until it is placed here, so the cache cannot return bytes built without it.
  */
-const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | ((d: Decision) => string) } = {
+const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | 'appended' | ((d: Decision) => string) } = {
   allowed: 'key',
   reason: 'key',
   hint: 'key',
@@ -60,16 +60,101 @@ const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | ((
   inFlightLimit: 'unwritten', // the in-flight cap's admission only
   retryAfter: 'key',
   removeQuery: (d) => (d.removeQuery ? d.removeQuery.join('&') : ''),
-  meterMarks: (d) => (d.meterMarks ? `${d.meterMarks.hiddenOutput ?? ''}/${d.meterMarks.referencedInput ? 1 : 0}` : ''),
+  // A metered request's maxima (its body's bytes, its max_tokens): nearly every request's differ, so
+  // they are appended to the cached bytes (appendMarks) instead of keying them.
+  meterMarks: 'appended',
 };
 const ROUTE_KEY: { readonly [F in RouteField]-?: 'key' } = { kind: 'key', style: 'key', family: 'key', keys: 'key', alt: 'key', model: 'key', fixedId: 'key', allow: 'key', detail: 'key' };
 const ROUTE_FIELDS = Object.keys(ROUTE_KEY) as RouteField[];
-const KEYED = (Object.entries(DECISION_KEY) as [keyof Decision, (typeof DECISION_KEY)[keyof Decision]][]).filter(([, how]) => how !== 'unwritten');
+const KEYED = (Object.entries(DECISION_KEY) as [keyof Decision, (typeof DECISION_KEY)[keyof Decision]][]).filter(([, how]) => how !== 'unwritten' && how !== 'appended');
 
 /** Decision fields the response never carries (for the test that checks it). */
 export const UNWRITTEN_FIELDS = (Object.keys(DECISION_KEY) as (keyof Decision)[]).filter((f) => DECISION_KEY[f] === 'unwritten');
 
 const text = (v: unknown): string => (v === undefined ? '' : String(v));
+
+const varintLength = (n: number): number => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
+function writeVarint(out: Buffer, at: number, n: number): number {
+  while (n >= 0x80) {
+    out[at++] = (n & 0x7f) | 0x80;
+    n >>>= 7;
+  }
+  out[at++] = n;
+  return at;
+}
+function readVarint(b: Buffer, at: number): [number, number] {
+  let n = 0;
+  for (let shift = 0; at < b.length && shift < 35; shift += 7) {
+    const x = b[at++];
+    n += (x & 0x7f) * 2 ** shift;
+    if (x < 0x80) return [n, at];
+  }
+  return [-1, at];
+}
+
+/** google.protobuf.Struct map entries (fields = 1) for a few bool or number Values. */
+function structEntries(fields: Record<string, { boolValue: boolean } | { numberValue: number }>): Buffer {
+  const parts: Buffer[] = [];
+  for (const [name, v] of Object.entries(fields)) {
+    const key = Buffer.from(name, 'utf8');
+    // Value: number_value = 2 (a double), bool_value = 4 (a varint).
+    const value = 'numberValue' in v ? Buffer.alloc(9) : Buffer.from([0x20, v.boolValue ? 1 : 0]);
+    if ('numberValue' in v) {
+      value[0] = 0x11;
+      value.writeDoubleLE(v.numberValue, 1);
+    }
+    const inner = 1 + varintLength(key.length) + key.length + 1 + varintLength(value.length) + value.length;
+    const entry = Buffer.allocUnsafe(1 + varintLength(inner) + inner);
+    let at = writeVarint(entry, 1, inner);
+    entry[0] = 0x0a;
+    entry[at++] = 0x0a;
+    at = writeVarint(entry, at, key.length);
+    at += key.copy(entry, at);
+    entry[at++] = 0x12;
+    at = writeVarint(entry, at, value.length);
+    value.copy(entry, at);
+    parts.push(entry);
+  }
+  return Buffer.concat(parts);
+}
+
+/**
+ * A CheckResponse's bytes with more Struct entries in its dynamic_metadata (field 4, which the
+ * encoder writes last): the same message as one written with them. Undefined when the bytes do
+ * not end with that field (the caller then encodes the whole response).
+ */
+function appendToMetadata(bytes: Buffer, entries: Buffer): Buffer | undefined {
+  let at = 0;
+  while (at < bytes.length) {
+    const start = at;
+    const [tag, next] = readVarint(bytes, at);
+    if (tag < 0) return undefined;
+    at = next;
+    const wire = tag & 7;
+    if (wire === 0) {
+      const [v, after] = readVarint(bytes, at);
+      if (v < 0) return undefined;
+      at = after;
+    } else if (wire === 1) at += 8;
+    else if (wire === 5) at += 4;
+    else if (wire === 2) {
+      const [length, content] = readVarint(bytes, at);
+      if (length < 0) return undefined;
+      at = content + length;
+      if (tag >>> 3 === 4 && at === bytes.length) {
+        const total = length + entries.length;
+        const out = Buffer.allocUnsafe(start + 1 + varintLength(total) + total);
+        bytes.copy(out, 0, 0, start);
+        out[start] = 0x22;
+        let w = writeVarint(out, start + 1, total);
+        w += bytes.copy(out, w, content, at);
+        entries.copy(out, w);
+        return out;
+      }
+    } else return undefined;
+  }
+  return undefined;
+}
 
 /**
  * The cache key of a decision's response: every written field of the decision (DECISION_KEY), then
@@ -93,8 +178,27 @@ export class ResponseEncoder {
    */
   constructor(readonly serialize: Serialize, readonly maxEntries = 10_000, readonly replica?: string) {}
 
+  /**
+   * The cached bytes the last encode() returned, or extended with its request's own marks: the
+   * same for every request of one answer (pipeline.ts keys what it derives from an answer by it).
+   */
+  base: Buffer = Buffer.alloc(0);
+
   /** The serialised CheckResponse for a decision on a request with this path (without query). */
   encode(d: Decision, config: Config, path = ''): Buffer {
+    const base = this.#encodeCached(d, config, path);
+    this.base = base;
+    // A metered request's own marks (its maxima) follow the cached bytes, never enter them.
+    if (!d.meterMarks || !meteredRequest(d, logPath(d, path))) return base;
+    const marks = meterMarkFields(d);
+    if (Object.keys(marks).length === 0) return base;
+    const out = appendToMetadata(base, structEntries(marks));
+    if (out) return out;
+    const c = this.#perConfig.get(config) as PerConfig;
+    return this.serialize(writeCheckResponse(d, config, c.plan, loggedModel(d), logPath(d, path), this.replica));
+  }
+
+  #encodeCached(d: Decision, config: Config, path: string): Buffer {
     let c = this.#perConfig.get(config);
     if (!c) this.#perConfig.set(config, (c = { plan: allowPlan(config), bytes: new LRUCache({ max: this.maxEntries }), allowed: new Map(), allowedCount: 0 }));
     const r = d.route;
@@ -130,7 +234,9 @@ export class ResponseEncoder {
     const key = responseKey(d, path);
     let bytes = c.bytes.get(key);
     if (!bytes) {
-      bytes = this.serialize(writeCheckResponse(d, config, c.plan, loggedModel(d), logPath(d, path), this.replica));
+      // Without the request's own marks (encode appends them).
+      const unmarked = d.meterMarks ? { ...d, meterMarks: undefined } : d;
+      bytes = this.serialize(writeCheckResponse(unmarked, config, c.plan, loggedModel(d), logPath(d, path), this.replica));
       c.bytes.set(key, bytes);
     }
     return bytes;

@@ -48,13 +48,25 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   // Strict mode's leases: the replica whose lease a settlement debits (meter/leases.ts).
   if (metered && replica !== undefined) fields.replica = { stringValue: replica };
   // What an estimate of its cost needs beyond the report (meter/meter.ts, when no entry is found).
-  if (metered && d.meterMarks?.maxInput !== undefined) fields.maxInput = { numberValue: d.meterMarks.maxInput };
-  if (metered && d.meterMarks?.maxOutput !== undefined) fields.maxOutput = { numberValue: d.meterMarks.maxOutput };
-  if (metered && d.meterMarks?.hiddenOutput !== undefined) fields.hiddenOutput = { numberValue: d.meterMarks.hiddenOutput };
-  if (metered && d.meterMarks?.referencedInput) fields.referencedInput = { boolValue: true };
+  if (metered) Object.assign(fields, meterMarkFields(d));
   // Rate limits (docs/rate-limits.md): what Envoy's rate limit filters read (ratelimit/metadata.ts).
   if (d.allowed && d.rateLimit) (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
   return { fields };
+}
+
+/**
+ * The metadata fields of a metered request's marks (Decision.meterMarks): each request's own (its
+ * maxima), so the response cache appends them to the bytes it keeps (response-encoder.ts).
+ */
+export function meterMarkFields(d: Decision): Record<string, { boolValue: boolean } | { numberValue: number }> {
+  const fields: Record<string, { boolValue: boolean } | { numberValue: number }> = {};
+  const m = d.meterMarks;
+  if (!m) return fields;
+  if (m.maxInput !== undefined) fields.maxInput = { numberValue: m.maxInput };
+  if (m.maxOutput !== undefined) fields.maxOutput = { numberValue: m.maxOutput };
+  if (m.hiddenOutput !== undefined) fields.hiddenOutput = { numberValue: m.hiddenOutput };
+  if (m.referencedInput) fields.referencedInput = { boolValue: true };
+  return fields;
 }
 
 /**
@@ -62,7 +74,7 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
  * provider). Marked even with `meter.enabled: false` reloaded while the bundle still reports: the
  * meter then counts what it did not debit (released, meter_disabled).
  */
-function meteredRequest(d: Decision, path: string | undefined): boolean {
+export function meteredRequest(d: Decision, path: string | undefined): boolean {
   return d.allowed && d.route.kind === 'protocol' && path !== undefined && !isTokenCount(path);
 }
 

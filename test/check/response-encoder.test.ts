@@ -97,3 +97,28 @@ test('a new config (a reload) gets answers built from it, not the old cache', ()
   expect(after.ok_response.headers.find((h: any) => h.header.key === 'authorization').header.value).toBe('Bearer upstream-secret');
   expect(after.ok_response.headers_to_remove).not.toContain('authorization');
 });
+
+test("a metered request's own marks (its maxima) are in its answer, never in another's: the cache appends them to the bytes it keeps", () => {
+  const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
+  const plan = allowPlan(config);
+  const chat = classify('POST', '/v1/chat/completions', '/alt', false);
+  const allow = (meterMarks: Decision['meterMarks'], over: Partial<Decision> = {}): Decision => ({ allowed: true, reason: 'allowed', hint: '', route: chat, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, meterMarks, ...over });
+  const marks: Decision['meterMarks'][] = [
+    undefined, { maxInput: 83, maxOutput: 50 }, { maxInput: 110, maxOutput: 4000 }, { maxInput: 83, maxOutput: 50, hiddenOutput: 50 },
+    { maxInput: 2_000_000, maxOutput: 16384, referencedInput: true }, { maxInput: 0, maxOutput: 0 }, { maxInput: 0.5 },
+  ];
+  const path = '/v1/chat/completions';
+  for (let round = 0; round < 2; round++) {
+    for (const m of marks) {
+      for (const d of [allow(m), allow(m, { rateLimit: { fields: { requests_limit: { stringValue: '3' } }, stamp: 1 } }), allow(m, { removeQuery: ['key'] })]) {
+        const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, config, plan, loggedModel(d), logPath(d, path))));
+        const got = def.responseDeserialize(encoder.encode(d, config, path));
+        expect(got, JSON.stringify(m)).toEqual(expected);
+        expect(got.dynamic_metadata?.fields?.maxOutput?.number_value ?? got.dynamic_metadata?.fields?.maxOutput?.numberValue).toBe(m?.maxOutput);
+      }
+    }
+  }
+  // Token counting is not metered: no marks, whatever the decision holds.
+  const count = allow({ maxInput: 9, maxOutput: 9 }, { route: classify('POST', '/v1/messages/count_tokens', '/alt', false) });
+  expect(def.responseDeserialize(encoder.encode(count, config, '/v1/messages/count_tokens')).dynamic_metadata?.fields?.maxInput).toBeUndefined();
+});

@@ -303,3 +303,23 @@ describe('unmeteredStreams', () => {
     expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, stream)))).toBe('allowed');
   });
 });
+
+describe('the maxima in the Check\'s metadata', () => {
+  it('carries each request\'s own maxInput and maxOutput (not an earlier request\'s of the same key and model: the encoded response cache)', async () => {
+    h = await startHarness();
+    const meta = async (body: unknown) => {
+      const res = await h!.check(chat(DEMO_KEYS.alice, body));
+      expect(reasonOf(res)).toBe('allowed');
+      const f = res.dynamic_metadata?.fields ?? {};
+      return { maxInput: f.maxInput?.numberValue, maxOutput: f.maxOutput?.numberValue, hiddenOutput: f.hiddenOutput?.numberValue };
+    };
+    const small = { model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] };
+    const large = { model: 'gpt-4o-mini', max_tokens: 4000, messages: [{ role: 'user', content: 'hi there, a longer question' }] };
+    expect(await meta(small)).toEqual({ maxInput: Buffer.byteLength(JSON.stringify(small)), maxOutput: 50, hiddenOutput: undefined });
+    expect(await meta(large)).toEqual({ maxInput: Buffer.byteLength(JSON.stringify(large)), maxOutput: 4000, hiddenOutput: undefined });
+    // A request that asks for reasoning: its hidden output is its maximum.
+    const reasoning = { ...small, reasoning_effort: 'high' };
+    expect((await meta(reasoning)).hiddenOutput).toBe(50);
+    expect(await meta(small)).toEqual({ maxInput: Buffer.byteLength(JSON.stringify(small)), maxOutput: 50, hiddenOutput: undefined });
+  });
+});

@@ -109,6 +109,9 @@ export class PgListener {
       });
       try {
         await client.connect();
+        // Named after connecting: an application_name in the URL overrides the one asked for at
+        // connect time, and replicas are counted by this name (store.ts replicas()).
+        await client.query('SELECT set_config($1, $2, false)', ['application_name', this.options.applicationName]);
         client.on('notification', (msg) => {
           if (msg.channel === this.options.channel) this.options.onEvent(parseInvalidation(msg.payload));
           else if (msg.channel === this.options.settledChannel) this.options.onSettled?.(msg.payload);

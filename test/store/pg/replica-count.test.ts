@@ -41,3 +41,13 @@ test('counts the replicas on the database (this one included), follows one that 
   await b.close();
   await until('a to count one again', () => a.replicas() === 1);
 }, 60_000);
+
+test('counts the replicas whatever application_name their URL sets (the URL overrides the one a client asks for)', async () => {
+  const url = await server.createDatabase();
+  const named = `${url}${url.includes('?') ? '&' : '?'}application_name=modelgate-eu`;
+  const a = await openPgStore(named);
+  open.push(a);
+  const b = await openPgStore(named);
+  open.push(b);
+  await until('both to count two', () => a.replicas() === 2 && b.replicas() === 2);
+}, 60_000);
