@@ -30,9 +30,13 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
  * meter's maximum, meter/request-shape.ts): `referenced`, a part the provider counts as input the
  * body does not hold at its price in tokens (an image, audio, a file or document, a file id or URL,
  * a web page, a remote MCP server's results); `hosted_tool`, a tool the provider runs and bills per
- * call besides tokens (web search, file search, code containers, image generation, grounding).
+ * call besides tokens (web search, file search, code containers, image generation, grounding);
+ * `tool_prompt`, a tool whose definition makes the provider add prompt tokens of its own (Anthropic's
+ * tool use system prompt for any tool with an `input_schema`, and its client tools' prompts: bash,
+ * the text editor, computer use, memory); `cache_write`, a prompt cache breakpoint (Anthropic's
+ * `cache_control`, and a `ttl` that may make its write cost 2x the input price).
  */
-export type MarkKind = 'referenced' | 'hosted_tool';
+export type MarkKind = 'referenced' | 'hosted_tool' | 'tool_prompt' | 'cache_write';
 
 /** A marked string: as a key (`"inlineData": {...}`), or as the value of a `type` (`"type": "image_url"`). */
 export interface Mark {
@@ -65,6 +69,10 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   for (const k of ['file_search', 'fileSearch']) exact.set(k, toolAnywhere);
   // Gemini's grounding (per grounded prompt) and chat completions' web search (search models).
   for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval', 'googleMaps', 'google_maps', 'enterpriseWebSearch', 'enterprise_web_search', 'web_search_options']) exact.set(k, toolKey);
+  // Anthropic's custom tools (their definitions carry an input_schema): its tool use system prompt.
+  exact.set('input_schema', { kind: 'tool_prompt', as: 'key' });
+  // Anthropic's prompt cache breakpoints, and the key of a 1-hour TTL.
+  for (const k of ['cache_control', 'ttl']) exact.set(k, { kind: 'cache_write', as: 'key' });
   return {
     exact,
     prefixes: [
@@ -73,6 +81,8 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
       // Anthropic's code_execution_20250522 (container hours) and web_fetch_20250910 (pages as input).
       ['code_execution_', toolValue],
       ['web_fetch_', referencedValue],
+      // Anthropic's client tools, each with a prompt of its own (bash_20250124, text_editor_20250728, computer_20250124, memory_20250818).
+      ...(['bash_', 'text_editor_', 'computer_', 'memory_'] as const).map((p) => [p, { kind: 'tool_prompt', as: 'value' }] as const),
     ],
   };
 })();

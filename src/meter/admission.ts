@@ -138,7 +138,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
     const price = model?.price ?? null;
     const bodyBytes = view.body?.length ?? 0;
-    const maxInputTokens = bodyBytes + shape.referencedCount * m.referencedInputTokens;
+    // Its bytes as tokens (times what a cache write costs), what it references, and the provider's own prompts.
+    const maxInputTokens = Math.ceil(bodyBytes * shape.inputFactor) + shape.referencedCount * m.referencedInputTokens + shape.providerInput;
     // An Anthropic beta can raise a model's output cap at the provider (output-128k-...): with any
     // beta the request's own max_tokens is not held to the configured cap.
     const capRaised = style === 'messages' && (view.headers['anthropic-beta'] ?? '') !== '';
@@ -175,11 +176,16 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const count = deps.inFlight.count(keyId);
       // With R replicas on one store each holds a key's requests to its share of the balance, so
       // together they hold no more than the balance (plus each one's lone request: the bound R x M).
-      const replicas = Math.max(1, Math.floor(deps.replicas?.() ?? 1) || 1);
-      const share = balance / replicas;
+      // 0: this replica cannot count the others (its store connection is down), so it holds none of
+      // the balance: one request at a time here while the others hold to their shares.
+      const counted = deps.replicas?.() ?? 1;
+      const blind = counted === 0;
+      const replicas = blind ? 1 : Math.max(1, Math.floor(counted) || 1);
+      const share = blind ? 0 : balance / replicas;
       const held = deps.inFlight.held(keyId);
       const left = share - held;
-      const seen = replicas > 1 ? `${round(balance)}; ${round(share)} of it on this replica, one of ${replicas}` : round(balance);
+      const seen = blind ? `${round(balance)}; none of it on this replica while its store connection is down`
+        : replicas > 1 ? `${round(balance)}; ${round(share)} of it on this replica, one of ${replicas}` : round(balance);
       if (count > 0 && left < maxCost) {
         return deny(d, 'balance_insufficient', HINTS.balance_insufficient.inFlightSoft(seen, count, round(held), round(maxCost)));
       }

@@ -51,7 +51,27 @@ export interface RequestShape {
   readonly pricedTier?: readonly [string, string];
   /** The request asks for reasoning (reasoning_effort, reasoning, Anthropic thinking, Gemini thinkingConfig): output the answer never shows. */
   readonly reasoning: boolean;
+  /**
+   * Input tokens the provider adds to the request's own (Anthropic's tool use system prompt and its
+   * client tools' prompts: PROVIDER_TOOL_TOKENS), at most.
+   */
+  readonly providerInput: number;
+  /**
+   * What its input may cost per token at most, in input tokens: 1; an Anthropic request with a cache
+   * breakpoint writes it at 1.25x the input price (5 minutes), or 2x with a `ttl` (1 hour).
+   */
+  readonly inputFactor: number;
 }
+
+/**
+ * Anthropic's own prompts, in input tokens, rounded up from its published figures: the tool use
+ * system prompt whenever a custom tool is defined (346 on current models, 530 on older ones), and
+ * each client tool's (bash 245, text editor 700, computer use 735 plus a system prompt of up to 499,
+ * memory: taken as the text editor's).
+ */
+export const PROVIDER_TOOL_TOKENS: Readonly<Record<string, number>> = { input_schema: 600, bash_: 300, text_editor_: 800, computer_: 1400, memory_: 800 };
+/** Anthropic's cache writes: 1.25x the input price for 5 minutes (the default), 2x for 1 hour. */
+export const CACHE_WRITE_FACTOR = { minutes5: 1.25, hour1: 2 } as const;
 
 const TRUE_WORDS = new Set(['true', '1', 'yes', 'on', 't', 'y']);
 
@@ -88,7 +108,7 @@ function parseSpan(body: Uint8Array, span: readonly [number, number] | undefined
 const asObject = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
 
 /** Nothing said: one answer, no maximum named, no stream. */
-export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false, reasoning: false });
+export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false, reasoning: false, providerInput: 0, inputFactor: 1 });
 
 /**
  * Reads a request's shape from its body and the located top-level fields.
@@ -121,7 +141,8 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
   // `prompt` is a stored prompt template of the Responses API (an object with an id).
   const stored = present('previous_response_id') || present('previousResponseId') || present('conversation') ||
     present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined);
-  const { parts, tools } = marked(fields);
+  const { parts, tools, toolPrompts, cacheControl, ttl } = marked(fields);
+  const anthropic = protocol === 'messages';
   const referencedCount = (stored ? 1 : 0) + parts;
   let twice = fields.twice;
   for (const k of NESTED_OBJECTS) twice ??= nestedTwice(body, fields.get(k), maxDepth, k);
@@ -137,6 +158,11 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     embeds,
     background: protocol === 'responses' && laxBool(get('background')),
     reasoning: asksReasoning(protocol, get, thinking),
+    // The tool use system prompt once (a custom tool, or a client tool, is defined), each client tool's own.
+    providerInput: anthropic && toolPrompts.size > 0
+      ? PROVIDER_TOOL_TOKENS.input_schema + [...toolPrompts].reduce((sum, [name, count]) => sum + (name === 'input_schema' ? 0 : (PROVIDER_TOOL_TOKENS[name] ?? PROVIDER_TOOL_TOKENS.computer_) * count), 0)
+      : 0,
+    inputFactor: anthropic && cacheControl ? (ttl ? CACHE_WRITE_FACTOR.hour1 : CACHE_WRITE_FACTOR.minutes5) : 1,
     ...(caseVariant ? { caseVariant } : {}),
     ...(twice ? { twice } : {}),
     ...pricedTier(protocol, get),
@@ -239,17 +265,25 @@ function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonl
   return undefined;
 }
 
-/** The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted tools. */
-function marked(fields: TopLevelFields): { parts: number; tools: string[] } {
+/** The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted tools, tool prompts, cache breakpoints. */
+function marked(fields: TopLevelFields): { parts: number; tools: string[]; toolPrompts: Map<string, number>; cacheControl: boolean; ttl: boolean } {
   let parts = 0;
   const tools: string[] = [];
-  if (!fields.marks) return { parts, tools };
+  const toolPrompts = new Map<string, number>();
+  let cacheControl = false;
+  let ttl = false;
+  if (!fields.marks) return { parts, tools, toolPrompts, cacheControl, ttl };
   for (const [name, count] of fields.marks) {
     const kind = (REQUEST_MARKS.exact.get(name) ?? REQUEST_MARKS.prefixes.find(([p]) => p === name)?.[1])?.kind;
     if (kind === 'referenced') parts += count;
     else if (kind === 'hosted_tool') tools.push(name);
+    else if (kind === 'tool_prompt') toolPrompts.set(name, count);
+    else if (kind === 'cache_write') {
+      if (name === 'ttl') ttl = true;
+      else cacheControl = true;
+    }
   }
-  return { parts, tools };
+  return { parts, tools, toolPrompts, cacheControl, ttl };
 }
 
 /**

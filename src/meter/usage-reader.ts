@@ -5,7 +5,7 @@
  * |---|---|---|
  * | chat, embeddings | `usage` {prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens} | SSE: the final chunk's `usage` (only with `stream_options.include_usage`) |
  * | responses | `usage` {input_tokens, output_tokens, input_tokens_details.cached_tokens} | SSE: `response.usage` of `response.completed` |
- * | messages | `usage` {input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens} | SSE: `message.usage` of `message_start`, then `usage` of `message_delta` (output so far) |
+ * | messages | `usage` {input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, cache_creation.ephemeral_5m/1h_input_tokens} | SSE: `message.usage` of `message_start`, then `usage` of `message_delta` (output so far) |
  * | generative | `usageMetadata` {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount} | SSE (`alt=sse`) or a streamed JSON array: the last `usageMetadata` |
  *
  * Tokens are normalised to: input (all of it, cached included), cached input, output (reasoning
@@ -15,6 +15,7 @@
 import * as zlib from 'node:zlib';
 import type { Protocol } from '../store/store';
 import { JsonCapture } from './json-capture';
+import { CACHE_WRITE_FACTOR } from './request-shape';
 
 export interface Usage {
   readonly inputTokens: number;
@@ -80,12 +81,19 @@ export function normalise(protocol: Protocol, bag: Bag): Usage | undefined {
       output = n('output_tokens');
       cached = n('input_tokens_details.cached_tokens');
       break;
-    case 'messages':
-      // input_tokens excludes the cache reads and writes; both are input the provider bills.
-      input = bag.has('input_tokens') ? n('input_tokens') + n('cache_read_input_tokens') + n('cache_creation_input_tokens') : undefined;
+    case 'messages': {
+      // input_tokens excludes the cache reads and writes; both are input the provider bills. A write
+      // costs 1.25x the input price (5 minutes) or 2x (1 hour, `cache_creation.ephemeral_1h_input_tokens`):
+      // the premium counts as input tokens (0.25 or 1 more per token written), so one price bills it.
+      const writes = n('cache_creation_input_tokens');
+      const hour = n('cache_creation.ephemeral_1h_input_tokens');
+      const minutes = bag.has('cache_creation.ephemeral_5m_input_tokens') ? n('cache_creation.ephemeral_5m_input_tokens') : Math.max(0, writes - hour);
+      const premium = Math.ceil(minutes * (CACHE_WRITE_FACTOR.minutes5 - 1) + hour * (CACHE_WRITE_FACTOR.hour1 - 1));
+      input = bag.has('input_tokens') ? n('input_tokens') + n('cache_read_input_tokens') + Math.max(writes, minutes + hour) + premium : undefined;
       output = n('output_tokens');
       cached = n('cache_read_input_tokens');
       break;
+    }
     case 'generative':
       input = bag.has('promptTokenCount') ? n('promptTokenCount') + n('toolUsePromptTokenCount') : undefined;
       output = n('candidatesTokenCount') + n('thoughtsTokenCount');

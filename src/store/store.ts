@@ -103,7 +103,8 @@ export interface Store {
   readonly meter?: MeterStore;
   /**
    * modelgate processes sharing this store's balances, this one included (PostgreSQL: counted every
-   * few seconds; absent: one). Soft mode holds a key's requests in flight here to its share.
+   * few seconds; absent: one); 0 when this one cannot count them. Soft mode holds a key's requests in
+   * flight here to its share (none of it at 0: one request at a time).
    */
   replicas?(): number;
 }

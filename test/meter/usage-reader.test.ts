@@ -84,8 +84,14 @@ describe('provider shapes', () => {
   it('counts cached and reasoning tokens as the providers report them', async () => {
     expect(await one('chat', '{"id":"x","usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":60},"completion_tokens_details":{"reasoning_tokens":5}}}'))
       .toEqual({ usage: { inputTokens: 100, outputTokens: 20, cachedInputTokens: 60 } });
+    // Anthropic's cache writes cost 1.25x the input price (5 minutes, the default) or 2x (1 hour): the
+    // premium counts as input tokens (5 written: 5 + ceil(1.25) = 7 tokens at the input price).
     expect(await one('messages', '{"usage":{"input_tokens":10,"cache_read_input_tokens":50,"cache_creation_input_tokens":5,"output_tokens":7}}'))
-      .toEqual({ usage: { inputTokens: 65, outputTokens: 7, cachedInputTokens: 50 } });
+      .toEqual({ usage: { inputTokens: 67, outputTokens: 7, cachedInputTokens: 50 } });
+    expect(await one('messages', '{"usage":{"input_tokens":10,"cache_read_input_tokens":50,"cache_creation_input_tokens":400,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":300},"output_tokens":7}}'))
+      .toEqual({ usage: { inputTokens: 10 + 50 + 400 + 25 + 300, outputTokens: 7, cachedInputTokens: 50 } });
+    expect(await one('messages', '{"usage":{"input_tokens":3,"cache_read_input_tokens":0,"cache_creation_input_tokens":2008,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":2008},"output_tokens":1}}'))
+      .toEqual({ usage: { inputTokens: 3 + 2008 * 2, outputTokens: 1, cachedInputTokens: 0 } });
     expect(await one('generative', '{"candidates":[],"usageMetadata":{"promptTokenCount":30,"cachedContentTokenCount":10,"candidatesTokenCount":4,"thoughtsTokenCount":6}}'))
       .toEqual({ usage: { inputTokens: 30, outputTokens: 10, cachedInputTokens: 10 } });
   });

@@ -233,22 +233,26 @@ export class PgStore implements Store {
 
   /**
    * modelgate processes on this database, this one included: each holds one LISTEN connection named
-   * `<applicationName>-listen` (pg_stat_activity shows every session of the role they share). Soft
-   * mode splits a key's balance among them (meter/admission.ts); 1 until first counted.
+   * `<applicationName>-listen` (pg_stat_activity). Soft mode splits a key's balance among them
+   * (meter/admission.ts). 0 while this one's own LISTEN connection is down: the others no longer count
+   * it, so it cannot know its share (soft mode then holds one request at a time here). openPgStore
+   * counts once before it returns.
    */
   replicas(): number {
-    return this.replicaCount;
+    return this.listener.connected ? this.replicaCount : 0;
   }
 
-  private async countReplicas(): Promise<void> {
+  /** Counts the replicas now (replicas()); failures keep the last count. */
+  async countReplicas(): Promise<void> {
     if (this.closed) return;
     try {
       const rows = await this.query<{ n: string }>('countReplicas', REPLICAS_SQL, [`${this.options.applicationName}-listen`]);
-      const others = Number(rows[0]?.n ?? 0);
-      // This one's own LISTEN connection may be down (reconnecting): it counts anyway.
-      this.replicaCount = Math.max(1, (Number.isFinite(others) ? others : 0) + (this.listener.connected ? 0 : 1));
+      const n = Number(rows[0]?.n ?? 0);
+      // This one's own LISTEN connection may have dropped since: it counts anyway.
+      this.replicaCount = Math.max(1, (Number.isFinite(n) ? n : 0) + (this.listener.connected ? 0 : 1));
     } catch { /* the last count stands; the failure is in the store's error count */ }
   }
+
 
   /** The URL without its password, and where it came from. */
   private where(): string {
@@ -354,6 +358,8 @@ export async function openPgStore(url: string, options: PgStoreOptions = {}): Pr
   try {
     await store.start();
     await store.whenListening((options.connectTimeoutMs ?? PG_STORE_DEFAULTS.connectTimeoutMs) * 2);
+    // Soft mode's share is known before the first Check (else it would hold to the whole balance).
+    await store.countReplicas();
   } catch (err) {
     await store.close().catch(() => {});
     throw err;
