@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { extractFields, extractModel } from '../../src/check/extract-model';
 import { REQUEST_FIELDS, REQUEST_MARKS } from '../../src/check/request-fields';
-import { laxBool, laxCount, maxOutputTokens, mayReason, requestShape } from '../../src/meter/request-shape';
+import { CACHE_WRITE_FACTOR, PROVIDER_TOOL_TOKENS, laxBool, laxCount, maxOutputTokens, mayReason, requestShape } from '../../src/meter/request-shape';
 import type { Protocol } from '../../src/store/store';
 
 function shape(body: unknown, protocol: Protocol = 'chat', path = '/v1/chat/completions') {
@@ -92,6 +92,23 @@ describe('marked parts and hosted tools (REQUEST_MARKS), found by the Check\'s o
     const fields = r.ok ? r.fields : extractFields(bytes, 64, REQUEST_FIELDS, REQUEST_MARKS);
     return requestShape(protocol, path, bytes, fields);
   };
+
+  it('holds Anthropic\'s own tool prompts (a custom tool\'s system prompt once, each client tool\'s) and its cache-write price (x1.25, x2 with a ttl); other protocols add none', () => {
+    const custom = { name: 'read', description: 'reads', input_schema: { type: 'object', properties: {} } };
+    const base = { model: 'claude', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] };
+    expect(shapeOf('messages', base)).toMatchObject({ providerInput: 0, inputFactor: 1 });
+    expect(shapeOf('messages', { ...base, tools: [custom, { ...custom, name: 'write' }] }).providerInput).toBe(PROVIDER_TOOL_TOKENS.input_schema);
+    const client = [{ type: 'computer_20250124', name: 'computer', display_width_px: 1024, display_height_px: 768 }, { type: 'bash_20250124', name: 'bash' }, { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' }];
+    expect(shapeOf('messages', { ...base, tools: client }).providerInput).toBe(PROVIDER_TOOL_TOKENS.input_schema + PROVIDER_TOOL_TOKENS.computer_ + PROVIDER_TOOL_TOKENS.bash_ + PROVIDER_TOOL_TOKENS.text_editor_);
+    // Anthropic's published figures, rounded up: 346 (tool use), 735 + 499 (computer use), 245 (bash), 700 (text editor).
+    expect(PROVIDER_TOOL_TOKENS.input_schema).toBeGreaterThanOrEqual(346);
+    expect(PROVIDER_TOOL_TOKENS.computer_).toBeGreaterThanOrEqual(735 + 499);
+    expect(shapeOf('chat', { model: 'm', messages: [], tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }).providerInput).toBe(0);
+    const cached = { ...base, system: [{ type: 'text', text: 'long', cache_control: { type: 'ephemeral' } }] };
+    expect(shapeOf('messages', cached).inputFactor).toBe(CACHE_WRITE_FACTOR.minutes5);
+    expect(shapeOf('messages', { ...cached, system: [{ type: 'text', text: 'long', cache_control: { type: 'ephemeral', ttl: '1h' } }] }).inputFactor).toBe(CACHE_WRITE_FACTOR.hour1);
+    expect(shapeOf('chat', { model: 'm', messages: [{ role: 'user', content: 'x', cache_control: { type: 'ephemeral' } }] }).inputFactor).toBe(1);
+  });
 
   it('counts each part the provider reads beyond its bytes, in every protocol, escapes decoded', () => {
     const chat = { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'an image of a file' }, { type: 'image_url', image_url: { url: 'https://x/y.png' } }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AA' } }] }] };
