@@ -139,6 +139,8 @@ function errorMessage(err: unknown): string {
 
 /** How often the replicas sharing the database are counted (replicas()). */
 export const REPLICA_COUNT_MS = 2000;
+/** A replica that (re)connects is counted by the others within REPLICA_COUNT_MS; it waits three of them. */
+export const REPLICA_GRACE_MS = 3 * REPLICA_COUNT_MS;
 const REPLICAS_SQL = 'SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1';
 
 /** Store over PostgreSQL; build it with openPgStore(). */
@@ -156,6 +158,8 @@ export class PgStore implements Store {
   private listeningWaiters: (() => void)[] = [];
   private replicaCount = 1;
   private replicaTimer: NodeJS.Timeout | undefined;
+  /** Epoch ms of the LISTEN connection's last (re)connect. */
+  private connectedAt = 0;
 
   constructor(
     private readonly url: string,
@@ -192,6 +196,7 @@ export class PgStore implements Store {
       onState: (connected, error) => {
         if (error) this.options.onError?.(error, 'listener');
         if (connected) {
+          this.connectedAt = Date.now();
           for (const wake of this.listeningWaiters.splice(0)) wake();
           void this.countReplicas();
         }
@@ -234,12 +239,15 @@ export class PgStore implements Store {
   /**
    * modelgate processes on this database, this one included: each holds one LISTEN connection named
    * `<applicationName>-listen` (pg_stat_activity). Soft mode splits a key's balance among them
-   * (meter/admission.ts). 0 while this one's own LISTEN connection is down: the others no longer count
-   * it, so it cannot know its share (soft mode then holds one request at a time here). openPgStore
+   * (meter/admission.ts). 0 when it counted others and they may not count it: while its own LISTEN
+   * connection is down, and for REPLICA_GRACE_MS after it (re)connects, until each of them has counted
+   * again (soft mode then holds one request at a time here). A replica that counted only itself keeps
+   * its count (a database blip does not cut a lone replica to one request at a time). openPgStore
    * counts once before it returns.
    */
   replicas(): number {
-    return this.listener.connected ? this.replicaCount : 0;
+    if (this.replicaCount <= 1) return this.replicaCount;
+    return this.listener.connected && Date.now() - this.connectedAt >= REPLICA_GRACE_MS ? this.replicaCount : 0;
   }
 
   /** Counts the replicas now (replicas()); failures keep the last count. */
