@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { decide, type Lookups } from '../../src/check/decide';
+import { amountText, decide, type Lookups } from '../../src/check/decide';
 import { generateKey, hashKey } from '../../src/check/key-format';
 import { statusOf, type Reason } from '../../src/check/reasons';
 import type { RequestView } from '../../src/check/request-view';
@@ -38,4 +38,13 @@ it.each([NaN, Infinity, -Infinity, 0, -0, -1, Number.MIN_VALUE * -1])('denies a 
 it.each([0.0001, 12.5, Number.MAX_VALUE])('allows a finite positive balance of %s, and an unlimited key', (balance) => {
   expect(decideWith(balance)).toMatchObject({ allowed: true, balance });
   expect(decideWith(null)).toMatchObject({ allowed: true, balance: null });
+});
+
+it('writes amounts in hints as Intl would (decimal, at most 12 places, never an exponent), taking the shortest form when it is one', () => {
+  const intl = (n: number): string => (Number.isFinite(n) ? (n === 0 ? 0 : n).toLocaleString('en-US', { maximumFractionDigits: 12, useGrouping: false }) : String(n));
+  const cases = [0, -0, 0.00006, -6e-7, 12.5, 1e21, 1e-7, 1.5e-13, 123456789012345680000, Number.NaN, -Infinity, Infinity, 0.1 + 0.2, 0.0220704, 1 / 3, -2 / 3, 9.999999999999e-1];
+  // And a spread of magnitudes, rounded as the meter rounds them (6 significant digits) and not.
+  for (let e = -15; e <= 15; e++) for (const m of [1.234567, -7.654321, 3]) cases.push(m * 10 ** e, Number((m * 10 ** e).toPrecision(6)));
+  for (const n of cases) expect(amountText(n), String(n)).toBe(intl(n));
+  expect(amountText(-6e-7)).toBe('-0.0000006');
 });
