@@ -1,0 +1,228 @@
+/**
+ * Money red team, round 8: a key holder with a small balance looking for a way to be served without
+ * paying, or to spend past the bounds docs/metering.md states (soft: balance + R x M; strict: zero),
+ * aimed at what changed on 2026-11-27 (4bb6073..026c14e): Anthropic's tool prompts and cache writes
+ * held and debited, the Check's maxima appended to the cached response bytes, soft mode's
+ * per-replica share of the balance on PostgreSQL. Every request goes through the real Envoy to the
+ * stand-in provider (support/money-upstream.ts), which bills exactly. Cases named "defended" are
+ * attacks the gateway already stops, kept for their coverage; the others failed when written
+ * (branch redteam, on main 026c14e) and say what was seen.
+ */
+import * as http from 'node:http';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { generateKey } from '../../src/check/key-format';
+import { PROVIDER_TOOL_TOKENS } from '../../src/meter/request-shape';
+import type { AdminDb } from '../../src/store/pg/admin';
+import { setGroup, setPrice } from '../../src/store/pg/groups';
+import { migrate } from '../../src/store/pg/schema';
+import type { FileStore } from '../../src/store/file-store';
+import type { UsageEntry } from '../../src/store/store';
+import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { waitFor } from '../support/meter-cases';
+import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
+import { CLIENT_TOOL_TOKENS, TOOL_PROMPT_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+import { issueKey } from '../support/pg-keys';
+import { openPool, startPgServer, type PgServer } from '../support/pg-server';
+
+type Counts = Record<string, number>;
+const statuses = (sent: Sent[]): Counts => sent.reduce<Counts>((c, s) => ({ ...c, [s.status]: (c[s.status] ?? 0) + 1 }), {});
+
+// ================================================================================================
+// One gateway, file store, strict mode: Anthropic's own prompts and cache writes
+// ================================================================================================
+
+const KEYS = ['longTools', 'goneTools', 'long1h', 'unlisted', 'toolsCached', 'escaped', 'cut1h'] as const;
+type KeyName = (typeof KEYS)[number];
+const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
+const BALANCES: Record<KeyName, number> = { longTools: 10, goneTools: 10, long1h: 10, unlisted: 0.0002, toolsCached: 0.0035, escaped: 0.0013, cut1h: 10 };
+const withKeys = withMoneyKeys(keys, (k) => BALANCES[k as KeyName], 'rt8');
+
+/** claude-3-5-haiku-latest as the demo config prices it (Anthropic's list price), per million tokens. */
+const HAIKU = { input: 0.8, output: 4, cap: 8192 };
+const claude = (key: KeyName, extra: Record<string, string> = {}): Record<string, string> => ({ 'x-api-key': keys[key], 'anthropic-version': '2023-06-01', ...extra });
+
+/** Anthropic's client tools (computer use, bash, the text editor): a 300-byte body billed about 2,500 input tokens. */
+const TOOLS = [
+  { type: 'computer_20250124', name: 'computer', display_width_px: 1024, display_height_px: 768 },
+  { type: 'bash_20250124', name: 'bash' },
+  { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' },
+];
+const TOOLS_HEADERS = { 'anthropic-beta': 'computer-use-2025-01-24', 'x-stand-in-tool-prompts': 'on' };
+const HIDDEN_TOOL_TOKENS = TOOL_PROMPT_TOKENS + CLIENT_TOOL_TOKENS.reduce((s, [, n]) => s + n, 0);
+/** Output tokens whose stream is well over the meter's 16 KiB tail (about 110 bytes an event). */
+const LONG = 400;
+
+/** The input the provider billed, in input tokens at the input price (a cache write's premium included), from the message_start the client received. */
+function billedInput(text: string): { tokens: number; written: number; ttl: string } {
+  const start = /event: message_start\ndata: (.*)\n/.exec(text);
+  const u = (start ? (JSON.parse(start[1]) as { message: { usage: Record<string, unknown> } }).message.usage : (JSON.parse(text) as { usage: Record<string, unknown> }).usage) as {
+    input_tokens: number; cache_creation_input_tokens?: number; cache_read_input_tokens?: number; cache_creation?: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
+  };
+  const m5 = u.cache_creation?.ephemeral_5m_input_tokens ?? 0;
+  const h1 = u.cache_creation?.ephemeral_1h_input_tokens ?? 0;
+  return { tokens: u.input_tokens + (u.cache_read_input_tokens ?? 0) + m5 * 1.25 + h1 * 2, written: m5 + h1, ttl: h1 > 0 ? '1h' : m5 > 0 ? '5m' : 'none' };
+}
+
+/** A request with a body sent as given (escapes and all), over HTTP/1.1. */
+function rawRequest(gw: Gateway, path: string, headers: Record<string, string>, body: string): Promise<Sent> {
+  const url = new URL(gw.baseUrl);
+  const data = Buffer.from(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path, agent: false, headers: { 'content-type': 'application/json', 'content-length': data.length, ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one gateway, file store, strict)', () => {
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  let store: FileStore;
+
+  beforeAll(async () => {
+    ({ up, gw, store } = await startMoneyGateway((demo) => inMode('strict')(withKeys(demo))));
+  }, 120_000);
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  const rowsOf = async (key: KeyName): Promise<UsageEntry[]> => store.meter!.usage({ keyId: `rt8-${key}`, limit: 100 });
+  const balanceOf = (key: KeyName): Promise<number> => balanceOfKey(store, keys[key]);
+  const upstreamWith = (tag: string): number => up.received.filter((r) => r.body.includes(tag)).length;
+  const oneRow = async (key: KeyName): Promise<UsageEntry> => {
+    await waitFor('its row', async () => (await rowsOf(key)).length === 1, 30_000);
+    await waitFor('the meter to let go of every request', () => gw.modelgate.service!.meter.settledAll, 30_000);
+    return (await rowsOf(key))[0];
+  };
+
+  it('defended: a 1-hour cache breakpoint whose keys are written with escapes ("cache_contro\\u006c", "t\\u0074l", as Anthropic\'s JSON parser reads them) is held at 2x: refused on a balance between the 1.25x and the 2x hold', async () => {
+    const tag = 'rt8 escaped';
+    const text = 'the '.repeat(200);
+    const body = `{"model":"claude-3-5-haiku-latest","max_tokens":5,"system":[{"type":"text","text":"${text}","cache_contro\\u006c":{"type":"ephemeral","t\\u0074l":"1h"}}],"messages":[{"role":"user","content":"${tag}"}]}`;
+    const bytes = Buffer.byteLength(body);
+    const at = (factor: number): number => (Math.ceil(bytes * factor) * HAIKU.input + 5 * HAIKU.output) / 1e6;
+    expect(at(1.25)).toBeLessThan(BALANCES.escaped);
+    expect(at(2)).toBeGreaterThan(BALANCES.escaped);
+    const sent = await rawRequest(gw, '/v1/messages', claude('escaped'), body);
+    expect(sent.status, sent.text).toBe(403);
+    expect(sent.text).toContain('balance_insufficient');
+    expect(upstreamWith(tag)).toBe(0);
+  }, 60_000);
+
+});
+
+// ================================================================================================
+// Replicas on one PostgreSQL, soft mode: the share of the balance while the count changes
+// ================================================================================================
+
+describeE2E('money red team 8: soft mode\'s share of the balance while replicas come and go (PostgreSQL)', () => {
+  const FLAT = 'rt8-flat';
+  /** rt8-flat: 0.001 a token out, nothing in; cap 100 tokens. A request of max_tokens 100 is held and billed exactly M = 0.1. */
+  const M = 0.1;
+  let server: PgServer;
+  let pool: AdminDb;
+  let up: MoneyUpstream;
+  let at: { host: string; port: number };
+  let a: Gateway;
+  let b: Gateway;
+  const extra: Gateway[] = [];
+
+  const pgConfig = (demo: string): string => `${inMode('soft')(demo)}\nstore: ${server.url}\n`;
+  const targets = () => ({ chat: at, messages: at, generative: at, alt: at });
+
+  beforeAll(async () => {
+    server = await startPgServer();
+    pool = openPool(server.url);
+    await migrate(pool);
+    await setGroup(pool, { name: 'basic', models: [{ name: FLAT, protocols: null, available: true }, { name: 'gpt-4o-mini', protocols: null, available: true }] });
+    await setPrice(pool, 'basic', FLAT, { price: { input: 0, output: 1000, cachedInput: null }, maxOutputTokens: 100 });
+    await setPrice(pool, 'basic', 'gpt-4o-mini', { price: { input: 0.15, output: 0.6, cachedInput: null }, maxOutputTokens: 16384 });
+    up = await startMoneyUpstream();
+    at = { host: '127.0.0.1', port: up.port };
+    [a, b] = await Promise.all([startGateway({ config: pgConfig, upstreamTargets: targets() }), startGateway({ config: pgConfig, upstreamTargets: targets() })]);
+  }, 120_000);
+  afterAll(async () => {
+    for (const g of extra) await g.close();
+    await a?.close();
+    await b?.close();
+    await up?.close();
+    await pool?.end();
+    await server?.close();
+  });
+
+  const listenPid = (g: Gateway): number | null => ((g.modelgate.service!.store as unknown as { listener: { pid: number | null } }).listener.pid);
+  const replicasSeen = (g: Gateway): number => (g.modelgate.service!.store as unknown as { replicas(): number }).replicas();
+  const finalRows = async (id: string): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n;
+  const balanceOf = async (id: string): Promise<number> => Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b);
+  const upstreamWith = (tag: string): number => up.received.filter((r) => r.body.includes(tag)).length;
+  const settledAll = (gs: Gateway[]): boolean => gs.every((g) => g.modelgate.service!.meter.settledAll);
+
+  /**
+   * `n` requests at once through `gw`, each held at the provider until the gate `gate` opens: those
+   * allowed stay in flight as long as the test needs. Resolves once each one is either refused or
+   * at the provider; `done` when all have answered.
+   */
+  async function heldBurst(gw: Gateway, key: string, tag: string, n: number, gate: string): Promise<{ done: Promise<Sent[]>; allowed: number }> {
+    let refused = 0;
+    const done = Promise.all(Array.from({ length: n }, (_, i) => request(gw, '/v1/chat/completions', { authorization: `Bearer ${key}`, 'x-stand-in-gate': gate, 'x-stand-in-delay-ms': '0' },
+      { model: FLAT, max_tokens: 100, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: `${tag} ${i} .` }] }).then((s) => {
+      if (s.status !== 200) refused++;
+      return s;
+    })));
+    await waitFor(`each of ${n} requests refused or at the provider`, () => refused + upstreamWith(`${tag} `) === n, 60_000);
+    return { done, allowed: upstreamWith(`${tag} `) };
+  }
+
+  /** One Envoy whose Checks go to a modelgate of its own and whose reports go to replica `to` (as money-redteam6.test.ts). */
+  async function reportingTo(to: Gateway): Promise<Gateway> {
+    const port = Number(to.modelgate.grpcAddress.split(':').pop());
+    const gw = await startGateway({
+      config: pgConfig, upstreamTargets: targets(),
+      editEnvoy: (bundle) => {
+        const meter = bundle.static_resources.clusters.find((c: { name: string }) => c.name === 'modelgate_meter');
+        meter.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = port;
+      },
+    });
+    extra.push(gw);
+    return gw;
+  }
+
+  let c: Gateway | undefined;
+
+  it('defended: the maxima a report at another replica uses are each request\'s own, whatever the response cache answered before it (the same key and model with max_tokens 1 first; another key; the alternate prefix; a query the Check removes)', async () => {
+    c ??= await reportingTo(b);
+    const id = 'rt8-cached-max';
+    const { key } = await issueKey(pool, { group: 'basic', id, balance: '100' });
+    const other = await issueKey(pool, { group: 'basic', id: `${id}-other`, balance: '100' });
+    const send = (path: string, k: string, max: number, tag: string, extraHeaders: Record<string, string> = {}): Promise<Sent> =>
+      request(c!, path, { authorization: `Bearer ${k}`, ...extraHeaders }, { model: 'gpt-4o-mini', max_tokens: max, messages: [{ role: 'user', content: tag }] });
+    /** A request whose client leaves before a byte of its answer: debited its maximum output, as the Check's metadata carries it. */
+    async function leave(path: string, k: string, max: number, tag: string): Promise<void> {
+      const url = new URL(c!.baseUrl);
+      const data = Buffer.from(JSON.stringify({ model: 'gpt-4o-mini', max_tokens: max, messages: [{ role: 'user', content: tag }] }));
+      const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path, agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': data.length, authorization: `Bearer ${k}`, 'x-stand-in-hold-ms': '3000' } });
+      req.on('error', () => {});
+      req.end(data);
+      await waitFor('the request at the provider', () => upstreamWith(tag) === 1, 30_000);
+      req.destroy();
+    }
+    // Cheap answers first: the response cache keeps the bytes of this key, group, model and endpoint.
+    for (const [path, k, tag] of [['/v1/chat/completions', key, `${id} warm`], ['/v1/chat/completions', other.key, `${id} warm other`], ['/alt/v1/chat/completions', key, `${id} warm alt`], ['/v1/chat/completions?api-key=', key, `${id} warm query`]] as const) {
+      expect((await send(path, k, 1, tag)).status).toBe(200);
+    }
+    const cases = [['/v1/chat/completions', 7001, `${id} gone`], ['/alt/v1/chat/completions', 7002, `${id} gone alt`], ['/v1/chat/completions?api-key=', 7003, `${id} gone query`]] as const;
+    for (const [path, max, tag] of cases) await leave(path, key, max, tag);
+    await waitFor('a row for each', async () => (await finalRows(id)) === 3 + cases.length, 60_000);
+    const rows = (await pool.query<{ output: number; estimated: string | null }>('SELECT output_tokens::int AS output, estimated FROM modelgate.usage WHERE key_id = $1 AND estimated = \'incomplete\' ORDER BY output_tokens', [id])).rows;
+    console.log(`rt8 cached maxima: ${JSON.stringify(rows)}`);
+    expect(rows.map((r) => r.output)).toEqual(cases.map(([, max]) => max));
+  }, 120_000);
+
+});
