@@ -101,6 +101,20 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     return (await rowsOf(key))[0];
   };
 
+  it('an Anthropic stream longer than the meter\'s 16 KiB tail, with client tools, is debited the input the provider billed (its tool prompts): message_start is no longer in the tail', async () => {
+    const body = { model: 'claude-3-5-haiku-latest', max_tokens: LONG, stream: true, tools: TOOLS, messages: [{ role: 'user', content: 'rt8 long tools' }] };
+    const sent = await request(gw, '/v1/messages', claude('longTools', { ...TOOLS_HEADERS, 'x-stand-in-delay-ms': '0' }), body);
+    expect(sent.status).toBe(200);
+    expect(sent.text).toContain('message_stop');
+    const row = await oneRow('longTools');
+    const billed = billedInput(sent.text);
+    const why = `a stream of ${Buffer.byteLength(sent.text)} bytes; billed ${billed.tokens} input tokens (${HIDDEN_TOOL_TOKENS} of them Anthropic's tool prompts) and ${LONG} output: ${(billed.tokens * HAIKU.input + LONG * HAIKU.output) / 1e6}; debited ${row.inputTokens} input, ${row.outputTokens} output (${row.estimated ?? 'exact'}): ${row.cost}`;
+    console.log(`rt8 long tools: ${why}`);
+    // Seen: the tail (the last 16 KiB) holds message_delta's usage (output_tokens only); message_start, with
+    // the input count, is gone: estimated (no_usage) from the body's strings, 46 input tokens for 2,536 billed (debited 0.0016368, billed 0.0036288).
+    expect(row.inputTokens, why).toBeGreaterThanOrEqual(billed.tokens);
+  }, 60_000);
+
   it('defended: a 1-hour cache breakpoint whose keys are written with escapes ("cache_contro\\u006c", "t\\u0074l", as Anthropic\'s JSON parser reads them) is held at 2x: refused on a balance between the 1.25x and the 2x hold', async () => {
     const tag = 'rt8 escaped';
     const text = 'the '.repeat(200);
