@@ -115,6 +115,24 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     expect(row.inputTokens, why).toBeGreaterThanOrEqual(billed.tokens);
   }, 60_000);
 
+  it('an Anthropic request with client tools whose client leaves before a byte of the answer came back is debited its tool prompts too (the provider billed them)', async () => {
+    const tag = 'rt8 gone tools';
+    const url = new URL(gw.baseUrl);
+    const data = Buffer.from(JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 5, tools: TOOLS, messages: [{ role: 'user', content: tag }] }));
+    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: '/v1/messages', agent: false,
+      headers: { 'content-type': 'application/json', 'content-length': data.length, ...claude('goneTools', { ...TOOLS_HEADERS, 'x-stand-in-hold-ms': '3000' }) } });
+    req.on('error', () => {});
+    req.end(data);
+    await waitFor('the request at the provider', () => upstreamWith(tag) === 1, 30_000);
+    req.destroy();
+    const row = await oneRow('goneTools');
+    const why = `debited ${row.inputTokens} input, ${row.outputTokens} output (${row.estimated ?? 'exact'}): ${row.cost}; the provider bills ${HIDDEN_TOOL_TOKENS} input tokens of tool prompts alone`;
+    console.log(`rt8 gone tools: ${why}`);
+    expect(row.estimated).toBe('incomplete');
+    // Seen: the input estimate counts the body's strings (46 tokens), none of the 2,525 tokens of tool prompts: debited 0.0000568.
+    expect(row.inputTokens, why).toBeGreaterThanOrEqual(HIDDEN_TOOL_TOKENS);
+  }, 60_000);
+
   it('defended: a 1-hour cache breakpoint whose keys are written with escapes ("cache_contro\\u006c", "t\\u0074l", as Anthropic\'s JSON parser reads them) is held at 2x: refused on a balance between the 1.25x and the 2x hold', async () => {
     const tag = 'rt8 escaped';
     const text = 'the '.repeat(200);
