@@ -133,6 +133,25 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     expect(row.inputTokens, why).toBeGreaterThanOrEqual(HIDDEN_TOOL_TOKENS);
   }, 60_000);
 
+  it('a 1-hour cache write in an Anthropic stream longer than the tail, whose message_delta reports the cumulative input counts (as the SDKs\' MessageDeltaUsage has them, without message_start\'s breakdown by TTL), is debited at 2x, as billed', async () => {
+    const body = {
+      model: 'claude-3-5-haiku-latest', max_tokens: LONG, stream: true,
+      system: [{ type: 'text', text: 'the '.repeat(2000), cache_control: { type: 'ephemeral', ttl: '1h' } }],
+      messages: [{ role: 'user', content: 'rt8 long 1h' }],
+    };
+    const sent = await request(gw, '/v1/messages', claude('long1h', { 'x-stand-in-delay-ms': '0', 'x-stand-in-delta-usage': 'cumulative' }), body);
+    expect(sent.status).toBe(200);
+    const row = await oneRow('long1h');
+    const billed = billedInput(sent.text);
+    const billedCost = (billed.tokens * HAIKU.input + LONG * HAIKU.output) / 1e6;
+    const why = `${billed.written} tokens written to the ${billed.ttl} cache (message_start's breakdown), billed ${billed.tokens} input tokens at the input price and ${LONG} output: ${billedCost}; debited ${row.inputTokens} input (${row.estimated ?? 'exact'}): ${row.cost}`;
+    console.log(`rt8 long 1h: ${why}`);
+    expect(billed.ttl).toBe('1h');
+    // Seen: the tail's message_delta says cache_creation_input_tokens without the breakdown, read as a
+    // 5-minute write: 2,008 tokens written, debited 2,510 input tokens (1.25x) for 4,016 billed (2x): 0.003608 for 0.0048128.
+    expect(row.cost, why).toBeGreaterThanOrEqual(billedCost - 1e-12);
+  }, 60_000);
+
   it('defended: a 1-hour cache breakpoint whose keys are written with escapes ("cache_contro\\u006c", "t\\u0074l", as Anthropic\'s JSON parser reads them) is held at 2x: refused on a balance between the 1.25x and the 2x hold', async () => {
     const tag = 'rt8 escaped';
     const text = 'the '.repeat(200);
