@@ -152,6 +152,28 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     expect(row.cost, why).toBeGreaterThanOrEqual(billedCost - 1e-12);
   }, 60_000);
 
+  it('strict: a request whose only tool is an Anthropic tool type outside the list (the tool search tool) is held the tool use system prompt the provider bills: the balance never goes below zero', async () => {
+    const body = { model: 'claude-3-5-haiku-latest', max_tokens: 5, tools: [{ type: 'tool_search_tool_regex_20251119', name: 'tool_search_tool_regex' }], messages: [{ role: 'user', content: 'rt8 unlisted' }] };
+    const bytes = Buffer.byteLength(JSON.stringify(body));
+    const reserved = (bytes * HAIKU.input + 5 * HAIKU.output) / 1e6;
+    const sent: Sent[] = [];
+    for (let i = 0; i < 3; i++) {
+      const s = await request(gw, '/v1/messages', claude('unlisted', { 'x-stand-in-tool-prompts': 'on' }), body);
+      sent.push(s);
+      if (s.status !== 200) break;
+      await waitFor('its row', async () => (await rowsOf('unlisted')).length === i + 1, 30_000);
+    }
+    await waitFor('the meter to let go of every request', () => gw.modelgate.service!.meter.settledAll, 30_000);
+    const rows = await rowsOf('unlisted');
+    const after = await balanceOf('unlisted');
+    const why = `statuses ${JSON.stringify(statuses(sent))}; reserved ${reserved} (${bytes} bytes, no tool prompt: ${PROVIDER_TOOL_TOKENS.input_schema} is added only for input_schema and the listed client tools); billed ${rows.map((r) => `${r.inputTokens} in, ${r.cost}`).join('; ')}; balance ${BALANCES.unlisted} -> ${after}`;
+    console.log(`rt8 unlisted tool: ${why}`);
+    // Refusing it (an unknown Anthropic tool type) keeps the bound too.
+    // Seen: served once, reserved 0.0001712 (its 189 bytes), billed 0.0003016 (352 input tokens, 346 of them the
+    // tool use system prompt): balance 0.0002 -> -0.0001016. Strict mode's bound is zero.
+    expect(after, why).toBeGreaterThanOrEqual(0);
+  }, 60_000);
+
   it('defended: a 1-hour cache breakpoint whose keys are written with escapes ("cache_contro\\u006c", "t\\u0074l", as Anthropic\'s JSON parser reads them) is held at 2x: refused on a balance between the 1.25x and the 2x hold', async () => {
     const tag = 'rt8 escaped';
     const text = 'the '.repeat(200);
