@@ -174,6 +174,32 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     expect(after, why).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
+  it('strict: client tools with a 1-hour cache breakpoint (Anthropic writes its tool prompts to the cache with the tools, at 2x) are held at what the provider bills: the balance never goes below zero', async () => {
+    const body = {
+      model: 'claude-3-5-haiku-latest', max_tokens: 5,
+      tools: [TOOLS[0], TOOLS[1], { ...TOOLS[2], cache_control: { type: 'ephemeral', ttl: '1h' } }],
+      messages: [{ role: 'user', content: 'rt8 tools cached' }],
+    };
+    const bytes = Buffer.byteLength(JSON.stringify(body));
+    const allowance = PROVIDER_TOOL_TOKENS.input_schema + PROVIDER_TOOL_TOKENS.computer_ + PROVIDER_TOOL_TOKENS.bash_ + PROVIDER_TOOL_TOKENS.text_editor_;
+    const held = ((Math.ceil(bytes * 2) + allowance) * HAIKU.input + 5 * HAIKU.output) / 1e6;
+    const sent: Sent[] = [];
+    for (let i = 0; i < 3; i++) {
+      const s = await request(gw, '/v1/messages', claude('toolsCached', TOOLS_HEADERS), body);
+      sent.push(s);
+      if (s.status !== 200) break;
+      await waitFor('its row', async () => (await rowsOf('toolsCached')).length === i + 1, 30_000);
+    }
+    await waitFor('the meter to let go of every request', () => gw.modelgate.service!.meter.settledAll, 30_000);
+    const rows = await rowsOf('toolsCached');
+    const after = await balanceOf('toolsCached');
+    const billed = sent[0].status === 200 ? billedInput(sent[0].text) : undefined;
+    const why = `statuses ${JSON.stringify(statuses(sent))}; held ${held} (${bytes} bytes x 2 + ${allowance} tool prompt tokens x 1); billed ${billed?.tokens} input tokens (${billed?.written} written to the ${billed?.ttl} cache, tool prompts included); debited ${rows.map((r) => `${r.inputTokens} in, ${r.cost}`).join('; ')}; balance ${BALANCES.toolsCached} -> ${after}`;
+    console.log(`rt8 tools cached: ${why}`);
+    // Seen: served once, held 0.0030904, billed 0.0040808 (5,076 input tokens: 2,538 written at 2x): balance 0.0035 -> -0.0005808.
+    expect(after, why).toBeGreaterThanOrEqual(0);
+  }, 60_000);
+
   it('defended: a 1-hour cache breakpoint whose keys are written with escapes ("cache_contro\\u006c", "t\\u0074l", as Anthropic\'s JSON parser reads them) is held at 2x: refused on a balance between the 1.25x and the 2x hold', async () => {
     const tag = 'rt8 escaped';
     const text = 'the '.repeat(200);
