@@ -313,6 +313,45 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     return gw;
   }
 
+  it('soft, two replicas: one replica\'s LISTEN connection drops while its share of a key\'s balance is in flight; the other, counting one, holds to the whole balance beside those requests: the key spends at most balance + 2 x M', async () => {
+    await waitFor('both replicas counting two', () => replicasSeen(a) === 2 && replicasSeen(b) === 2, 30_000);
+    const id = 'rt8-drop-mid';
+    const initial = '1.05';
+    const { key } = await issueKey(pool, { group: 'basic', id, balance: initial });
+    // Each replica holds to half the balance: 5 + 5 in flight, held at the provider.
+    const onA = await heldBurst(a, key, `${id} a1`, 20, `${id} 1`);
+    const onB = await heldBurst(b, key, `${id} b1`, 20, `${id} 1`);
+    // A's LISTEN connection is cut (and again whenever it is back): B counts one replica.
+    let cutting = true;
+    const cutter = (async () => {
+      while (cutting) {
+        const pid = listenPid(a);
+        if (pid !== null) await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    let later: Awaited<ReturnType<typeof heldBurst>>;
+    try {
+      await waitFor('replica B to count one replica', () => replicasSeen(b) === 1, 30_000);
+      later = await heldBurst(b, key, `${id} b2`, 20, `${id} 2`);
+    } finally {
+      cutting = false;
+      await cutter;
+    }
+    up.open(`${id} 1`);
+    up.open(`${id} 2`);
+    const sent = [...await onA.done, ...await onB.done, ...await later.done];
+    const served = sent.filter((s) => s.status === 200).length;
+    await waitFor(`a final row for each of the ${served} served`, async () => (await finalRows(id)) === served, 60_000);
+    await waitFor('both replicas to let go of every request', () => settledAll([a, b]), 30_000);
+    const spent = Number(initial) - await balanceOf(id);
+    const why = `in flight before the drop: ${onA.allowed} on A, ${onB.allowed} on B; then B (counting one) allowed ${later.allowed} more; statuses ${JSON.stringify(statuses(sent))}; each billed ${M}; spent ${spent} on ${initial}; bound balance + 2 x M = ${Number(initial) + 2 * M}`;
+    console.log(`rt8 drop mid-burst: ${why}`);
+    expect(served, why).toBeGreaterThan(0);
+    // Seen: 5 on A and 5 on B, then 5 more on B: spent 1.5 on 1.05 (bound 1.25).
+    expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M + 1e-12);
+  }, 150_000);
+
   let c: Gateway | undefined;
 
   it('defended: the maxima a report at another replica uses are each request\'s own, whatever the response cache answered before it (the same key and model with max_tokens 1 first; another key; the alternate prefix; a query the Check removes)', async () => {
