@@ -234,7 +234,6 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     expect(row.inputTokens, why).toBeGreaterThanOrEqual(billed.tokens);
     expect(row.outputTokens, why).toBeGreaterThanOrEqual(3);
   }, 60_000);
-
 });
 
 // ================================================================================================
@@ -354,6 +353,31 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
 
   let c: Gateway | undefined;
 
+  it('soft: a third replica joins while the two others\' shares of a key\'s balance are in flight; it holds to its third beside them: the key spends at most balance + 3 x M', async () => {
+    await waitFor('both replicas counting two again', () => replicasSeen(a) === 2 && replicasSeen(b) === 2, 60_000);
+    const id = 'rt8-join-mid';
+    const initial = '3.05';
+    const { key } = await issueKey(pool, { group: 'basic', id, balance: initial });
+    const onA = await heldBurst(a, key, `${id} a1`, 25, `${id} 1`);
+    const onB = await heldBurst(b, key, `${id} b1`, 25, `${id} 1`);
+    // A third replica (its Envoy reports to B) joins, and waits out its grace (it holds none until every other counted it).
+    c = await reportingTo(b);
+    await waitFor('the new replica counting three, its grace over', () => replicasSeen(c!) === 3, 60_000);
+    const later = await heldBurst(c, key, `${id} c2`, 25, `${id} 2`);
+    up.open(`${id} 1`);
+    up.open(`${id} 2`);
+    const sent = [...await onA.done, ...await onB.done, ...await later.done];
+    const served = sent.filter((s) => s.status === 200).length;
+    await waitFor(`a final row for each of the ${served} served`, async () => (await finalRows(id)) === served, 60_000);
+    await waitFor('the replicas to let go of every request', () => settledAll([a, b, c!]), 30_000);
+    const spent = Number(initial) - await balanceOf(id);
+    const why = `in flight before the join: ${onA.allowed} on A, ${onB.allowed} on B (each counting two); then the new replica (counting three) allowed ${later.allowed}; statuses ${JSON.stringify(statuses(sent))}; each billed ${M}; spent ${spent} on ${initial}; bound balance + 3 x M = ${Number(initial) + 3 * M}`;
+    console.log(`rt8 join mid-burst: ${why}`);
+    expect(served, why).toBeGreaterThan(0);
+    // Seen: 15 on A and 15 on B, then 10 on the new replica: spent 4 on 3.05 (bound 3.35).
+    expect(spent, why).toBeLessThanOrEqual(Number(initial) + 3 * M + 1e-12);
+  }, 180_000);
+
   it('defended: the maxima a report at another replica uses are each request\'s own, whatever the response cache answered before it (the same key and model with max_tokens 1 first; another key; the alternate prefix; a query the Check removes)', async () => {
     c ??= await reportingTo(b);
     const id = 'rt8-cached-max';
@@ -383,5 +407,4 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     console.log(`rt8 cached maxima: ${JSON.stringify(rows)}`);
     expect(rows.map((r) => r.output)).toEqual(cases.map(([, max]) => max));
   }, 120_000);
-
 });
