@@ -18,6 +18,11 @@
  * - `x-stand-in-tokens`: output tokens per answer when the request names no maximum.
  * - `x-stand-in-hold-ms`: wait this long before answering at all (a provider slow to its first byte;
  *   a client may leave before any of the answer came back).
+ * - `x-stand-in-gate: NAME`: wait before answering at all until the test opens the gate
+ *   (`MoneyUpstream.open(NAME)`): requests in flight for as long as a test needs, whatever the timing.
+ * - `x-stand-in-delta-usage: cumulative`: Anthropic's message_delta reports the cumulative input
+ *   counts too (`input_tokens`, `cache_creation_input_tokens`, `cache_read_input_tokens`, as the
+ *   SDKs' MessageDeltaUsage has them), without message_start's `cache_creation` breakdown by TTL.
  *
  * - `x-stand-in-tool-prompts: on`: Anthropic's hidden tool prompts (test/e2e/money-redteam7.test.ts),
  *   billed as input beside the body's own tokens: TOOL_PROMPT_TOKENS when the request has `tools`,
@@ -67,7 +72,21 @@ export interface MoneyRequest {
 export interface MoneyUpstream {
   readonly port: number;
   readonly received: MoneyRequest[];
+  /** Opens the gate NAME: requests waiting on it (`x-stand-in-gate`) are answered. */
+  open(name: string): void;
   close(): Promise<void>;
+}
+
+/** The gates of one stand-in (`x-stand-in-gate`): each opens once. */
+type Gates = Map<string, { readonly opened: Promise<void>; open(): void }>;
+function gateOf(gates: Gates, name: string): { readonly opened: Promise<void>; open(): void } {
+  let g = gates.get(name);
+  if (!g) {
+    let open = (): void => {};
+    const opened = new Promise<void>((r) => (open = r));
+    gates.set(name, (g = { opened, open }));
+  }
+  return g;
 }
 
 const TRUE = new Set(['true', '1', 'yes', 'on', 't', 'y']);
@@ -157,6 +176,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 export function startMoneyUpstream(): Promise<MoneyUpstream> {
   const received: MoneyRequest[] = [];
+  const gates: Gates = new Map();
   const sockets = new Set<import('node:net').Socket>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -172,7 +192,7 @@ export function startMoneyUpstream(): Promise<MoneyUpstream> {
         return;
       }
       received.push({ path: req.url ?? '', headers: req.headers, body: text });
-      void answer(req, res, text).catch(() => res.destroy());
+      void answer(req, res, text, gates).catch(() => res.destroy());
     });
   });
   server.on('connection', (s) => {
@@ -182,14 +202,16 @@ export function startMoneyUpstream(): Promise<MoneyUpstream> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
     port: (server.address() as AddressInfo).port,
     received,
+    open: (name: string) => gateOf(gates, name).open(),
     close: () => new Promise<void>((r) => {
+      for (const g of gates.values()) g.open();
       for (const s of sockets) s.destroy();
       server.close(() => r());
     }),
   })));
 }
 
-async function answer(req: http.IncomingMessage, res: http.ServerResponse, text: string): Promise<void> {
+async function answer(req: http.IncomingMessage, res: http.ServerResponse, text: string, gates: Gates): Promise<void> {
   let body: Record<string, unknown> = {};
   try {
     body = obj(JSON.parse(text));
@@ -197,6 +219,11 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const url = new URL(req.url ?? '/', 'http://x');
   const path = url.pathname.replace(/^\/alt(?=\/)/, '');
   const h = (n: string): string | undefined => (typeof req.headers[n] === 'string' ? (req.headers[n] as string) : undefined);
+  const gate = h('x-stand-in-gate');
+  if (gate !== undefined) {
+    await gateOf(gates, gate).opened;
+    if (res.destroyed || req.socket.destroyed) return;
+  }
   const hold = Number(h('x-stand-in-hold-ms') ?? 0);
   if (hold > 0) {
     await sleep(hold);
@@ -285,7 +312,9 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     ];
     for (let i = 0; i < tokens; i++) pieces.push(sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: word(i) } }));
     pieces.push(sse('content_block_stop', { type: 'content_block_stop', index: 0 }));
-    pieces.push(sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, ...(omit ? {} : { usage: { output_tokens: count(tokens) } }) }));
+    // Cumulative counts on request (the SDKs' MessageDeltaUsage), without the breakdown by TTL.
+    const deltaInput = h('x-stand-in-delta-usage') === 'cumulative' ? Object.fromEntries(Object.entries(inputUsage).filter(([k]) => k !== 'cache_creation')) : {};
+    pieces.push(sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, ...(omit ? {} : { usage: { ...deltaInput, output_tokens: count(tokens) } }) }));
     pieces.push(sse('message_stop', { type: 'message_stop' }));
     return stream('text/event-stream', pieces);
   }
