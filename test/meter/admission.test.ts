@@ -323,3 +323,20 @@ describe('the maxima in the Check\'s metadata', () => {
     expect(await meta(small)).toEqual({ maxInput: Buffer.byteLength(JSON.stringify(small)), maxOutput: 50, hiddenOutput: undefined });
   });
 });
+
+describe("Anthropic's cache writes in the hold", () => {
+  it("holds the cache write's price over Anthropic's own tool prompts too (they are written to the cache with the tools: 2x with a 1-hour ttl)", async () => {
+    h = await startHarness();
+    const tools = [{ type: 'computer_20250124', name: 'computer', display_width_px: 1024, display_height_px: 768 }, { type: 'bash_20250124', name: 'bash' }, { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool', cache_control: { type: 'ephemeral', ttl: '1h' } }];
+    const body = { model: 'claude-3-5-haiku-latest', max_tokens: 5, tools, messages: [{ role: 'user', content: 'hi' }] };
+    const res = await h.check({
+      method: 'POST', path: '/v1/messages', body: JSON.stringify(body),
+      headers: [['x-api-key', DEMO_KEYS.alice], ['anthropic-version', '2023-06-01'], ['content-type', 'application/json']],
+    });
+    expect(reasonOf(res)).toBe('allowed');
+    // Everything up to the breakpoint is written at 2x: the body's bytes and Anthropic's prompts for
+    // these tools (tool use 600, computer use 1,400, bash 300, text editor 800, as held).
+    const provider = 600 + 1400 + 300 + 800;
+    expect(res.dynamic_metadata?.fields?.maxInput?.numberValue).toBeGreaterThanOrEqual(2 * (Buffer.byteLength(JSON.stringify(body)) + provider));
+  });
+});
