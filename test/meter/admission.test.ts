@@ -340,3 +340,19 @@ describe("Anthropic's cache writes in the hold", () => {
     expect(res.dynamic_metadata?.fields?.maxInput?.numberValue).toBeGreaterThanOrEqual(2 * (Buffer.byteLength(JSON.stringify(body)) + provider));
   });
 });
+
+describe('soft mode on a replica that cannot count the others (replicas() = 0)', () => {
+  it('refuses what it cannot hold as the store connection\'s doing (503 store_unavailable, retryable), never as balance_insufficient (a 403 a client does not retry, "top the balance up")', async () => {
+    h = await startHarness({ configPath: tempConfig(demo.replace('    balance: 0.00006 ', '    balance: 1000 ')) });
+    (h.service.store as { replicas?: () => number }).replicas = () => 0;
+    const body = { model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, body)))).toBe('allowed');
+    // A second one while the first is in flight, and a lone one with an image: the balance (1000) covers both.
+    const second = await h.check(chat(DEMO_KEYS.trial, body));
+    expect(reasonOf(second)).toBe('store_unavailable');
+    expect(deniedHeader(second, 'x-modelgate-hint')).toMatch(/count the other replicas/);
+    for (const d of h.logs.decisions().filter((x) => x.reason === 'allowed')) h.service.meter.deps.inFlight.take(d.requestId as string);
+    const picture = await h.check(chat(DEMO_KEYS.trial, { ...body, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/1.png' } }] }] }));
+    expect(reasonOf(picture)).toBe('store_unavailable');
+  });
+});
