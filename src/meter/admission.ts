@@ -138,8 +138,9 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
     const price = model?.price ?? null;
     const bodyBytes = view.body?.length ?? 0;
-    // Its bytes as tokens (times what a cache write costs), what it references, and the provider's own prompts.
-    const maxInputTokens = Math.ceil(bodyBytes * shape.inputFactor) + shape.referencedCount * m.referencedInputTokens + shape.providerInput;
+    // Its bytes as tokens, what it references and the provider's own prompts, times what a cache
+    // write costs (Anthropic writes its tool prompts with the tools, and a breakpoint may cache them all).
+    const maxInputTokens = Math.ceil((bodyBytes + shape.referencedCount * m.referencedInputTokens + shape.providerInput) * shape.inputFactor);
     // An Anthropic beta can raise a model's output cap at the provider (output-128k-...): with any
     // beta the request's own max_tokens is not held to the configured cap.
     const capRaised = style === 'messages' && (view.headers['anthropic-beta'] ?? '') !== '';
