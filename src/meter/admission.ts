@@ -185,22 +185,23 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const share = blind ? 0 : balance / replicas;
       const held = deps.inFlight.held(keyId);
       const left = share - held;
-      const seen = blind ? `${round(balance)}; none of it on this replica while its store connection is down`
-        : replicas > 1 ? `${round(balance)}; ${round(share)} of it on this replica, one of ${replicas}` : round(balance);
+      const seen = replicas > 1 ? `${round(balance)}; ${round(share)} of it on this replica, one of ${replicas}` : round(balance);
+      // Blind, what it refuses is the store connection's doing, not the balance's: retryable.
+      const refuse = (hint: string): Decision => (blind ? deny(d, 'store_unavailable', HINTS.store_unavailable.replicasUncounted) : deny(d, 'balance_insufficient', hint));
       if (count > 0 && left < maxCost) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.inFlightSoft(seen, count, round(held), round(maxCost)));
+        return refuse(HINTS.balance_insufficient.inFlightSoft(seen, count, round(held), round(maxCost)));
       }
       // The lone request the balance does not cover is one answer's worth: a request for many
       // (`n`, `candidateCount`) must fit, or one request could spend the balance many times over.
       if (left < maxCost && shape.answers > 1) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.manyAnswers(seen, shape.answers, round(maxCost)));
+        return refuse(HINTS.balance_insufficient.manyAnswers(seen, shape.answers, round(maxCost)));
       }
       if (left < maxCost && beyondCap !== undefined) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.beyondCap(seen, beyondCap, usualCap, round(maxCost)));
+        return refuse(HINTS.balance_insufficient.beyondCap(seen, beyondCap, usualCap, round(maxCost)));
       }
       // Likewise input from elsewhere: images, files, URLs, a previous response (their count is the client's).
       if (left < maxCost && shape.referencedCount > 0) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.referenced(seen, shape.referencedCount, round(maxCost)));
+        return refuse(HINTS.balance_insufficient.referenced(seen, shape.referencedCount, round(maxCost)));
       }
       return track(false);
     }
