@@ -131,7 +131,10 @@ describe("Anthropic's 1-hour cache writes in a stream longer than the meter's ta
     const whole = await tailUsage('messages', bytes, true, 'text/event-stream', '');
     expect(whole.usage).toEqual({ inputTokens: 3 + 2008 * 2, outputTokens: 900, cachedInputTokens: 0 });
     // What Envoy's meter filter keeps of it: its last METER_TAIL_BYTES.
-    const tail = await tailUsage('messages', bytes.subarray(bytes.length - METER_TAIL_BYTES), false, 'text/event-stream', '');
+    // The request named the ttl (the Check's marks, its entry): the writes without a breakdown were those.
+    const tail = await tailUsage('messages', bytes.subarray(bytes.length - METER_TAIL_BYTES), false, 'text/event-stream', '', true, true);
     expect(tail.usage).toEqual({ inputTokens: 3 + 2008 * 2, outputTokens: 900, cachedInputTokens: 0 });
+    // A request that named none: 5 minutes.
+    expect((await tailUsage('messages', bytes.subarray(bytes.length - METER_TAIL_BYTES), false, 'text/event-stream', '')).usage?.inputTokens).toBe(3 + 2008 + 502);
   });
 });
