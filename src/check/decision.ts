@@ -45,7 +45,7 @@ export interface Decision {
    * field mask); `referencedInput`, input the provider adds from elsewhere. Carried in Envoy's
    * metadata, so a report that finds no entry (a late one, another replica's) settles the same.
    */
-  readonly meterMarks?: { readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true };
+  readonly meterMarks?: { readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true; readonly cacheWriteHour?: true };
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];
 }

@@ -288,13 +288,15 @@ export const REASONS = {
   },
   store_unavailable: {
     status: 503,
-    when: 'the store cannot answer and nothing usable is cached',
+    when: "the store cannot answer and nothing usable is cached; in soft metering on PostgreSQL, also a key's second request in flight on a replica (or a lone one that asks for several answers, holds input from elsewhere or names an output above the model's cap) while that replica cannot count the others sharing the balance: its LISTEN connection is down, or came back less than 6 s ago",
     hints: {
       keyStore: 'the key store cannot answer right now; retry shortly',
       /** The meter's admission (meter/admission.ts): strict mode's reservation could not be made. */
       balanceStore: 'the balance store cannot answer right now; retry shortly',
       /** The meter's in-flight table is full (meter/in-flight.ts). */
       meterFull: 'the gateway is tracking too many requests in flight to meter another one; retry shortly',
+      /** Soft mode's blind replica (meter/admission.ts): it holds none of a key's balance. */
+      replicasUncounted: "this gateway replica cannot count the other replicas sharing the key's balance right now (its store connection is down or just came back), so it runs one request of a key at a time and none that may cost more than one answer: retry shortly",
     },
   },
   check_request_malformed: {

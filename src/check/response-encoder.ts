@@ -61,7 +61,7 @@ const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | 'a
   retryAfter: 'key',
   removeQuery: (d) => (d.removeQuery ? d.removeQuery.join('&') : ''),
   // A metered request's maxima (its body's bytes, its max_tokens): nearly every request's differ, so
-  // they are appended to the cached bytes (appendMarks) instead of keying them.
+  // they are appended to the cached bytes (appendToMetadata) instead of keying them.
   meterMarks: 'appended',
 };
 const ROUTE_KEY: { readonly [F in RouteField]-?: 'key' } = { kind: 'key', style: 'key', family: 'key', keys: 'key', alt: 'key', model: 'key', fixedId: 'key', allow: 'key', detail: 'key' };
@@ -92,38 +92,69 @@ function readVarint(b: Buffer, at: number): [number, number] {
   return [-1, at];
 }
 
-/** google.protobuf.Struct map entries (fields = 1) for a few bool or number Values. */
-function structEntries(fields: Record<string, { boolValue: boolean } | { numberValue: number }>): Buffer {
-  const parts: Buffer[] = [];
-  for (const [name, v] of Object.entries(fields)) {
+/**
+ * The bytes of a google.protobuf.Struct map entry (fields = 1) up to its Value's payload, for a
+ * number (number_value = 2, a double: 8 bytes follow) or a bool (bool_value = 4, a varint: 1 byte
+ * follows). Built once per name (the marks' few names, each shorter than 100 bytes).
+ */
+const ENTRY_HEADS = new Map<string, readonly [Buffer, Buffer]>();
+function entryHeads(name: string): readonly [Buffer, Buffer] {
+  let heads = ENTRY_HEADS.get(name);
+  if (!heads) {
     const key = Buffer.from(name, 'utf8');
-    // Value: number_value = 2 (a double), bool_value = 4 (a varint).
-    const value = 'numberValue' in v ? Buffer.alloc(9) : Buffer.from([0x20, v.boolValue ? 1 : 0]);
-    if ('numberValue' in v) {
-      value[0] = 0x11;
-      value.writeDoubleLE(v.numberValue, 1);
-    }
-    const inner = 1 + varintLength(key.length) + key.length + 1 + varintLength(value.length) + value.length;
-    const entry = Buffer.allocUnsafe(1 + varintLength(inner) + inner);
-    let at = writeVarint(entry, 1, inner);
-    entry[0] = 0x0a;
-    entry[at++] = 0x0a;
-    at = writeVarint(entry, at, key.length);
-    at += key.copy(entry, at);
-    entry[at++] = 0x12;
-    at = writeVarint(entry, at, value.length);
-    value.copy(entry, at);
-    parts.push(entry);
+    const head = (valueTag: number, payload: number) => {
+      const value = 1 + payload;
+      const inner = 1 + varintLength(key.length) + key.length + 1 + varintLength(value) + value;
+      const out = Buffer.alloc(1 + varintLength(inner) + inner - payload);
+      let at = writeVarint(out, 1, inner);
+      out[0] = 0x0a;
+      out[at++] = 0x0a;
+      at = writeVarint(out, at, key.length);
+      at += key.copy(out, at);
+      out[at++] = 0x12;
+      at = writeVarint(out, at, value);
+      out[at] = valueTag;
+      return out;
+    };
+    heads = [head(0x11, 8), head(0x20, 1)];
+    if (ENTRY_HEADS.size < 64) ENTRY_HEADS.set(name, heads);
   }
-  return Buffer.concat(parts);
+  return heads;
+}
+
+type MarkFields = Record<string, { boolValue: boolean } | { numberValue: number }>;
+
+/** The length of google.protobuf.Struct map entries (fields = 1) for a few bool or number Values. */
+function entriesLength(fields: MarkFields): number {
+  let n = 0;
+  for (const name in fields) {
+    const v = fields[name];
+    n += 'numberValue' in v ? entryHeads(name)[0].length + 8 : entryHeads(name)[1].length + 1;
+  }
+  return n;
+}
+
+/** Writes those entries at `at`. */
+function writeEntries(out: Buffer, at: number, fields: MarkFields): number {
+  for (const name in fields) {
+    const v = fields[name];
+    if ('numberValue' in v) {
+      at += entryHeads(name)[0].copy(out, at);
+      at = out.writeDoubleLE(v.numberValue, at);
+    } else {
+      at += entryHeads(name)[1].copy(out, at);
+      out[at++] = v.boolValue ? 1 : 0;
+    }
+  }
+  return at;
 }
 
 /**
  * A CheckResponse's bytes with more Struct entries in its dynamic_metadata (field 4, which the
  * encoder writes last): the same message as one written with them. Undefined when the bytes do
- * not end with that field (the caller then encodes the whole response).
+ * not end with that field (the caller then encodes the whole response). One allocation.
  */
-function appendToMetadata(bytes: Buffer, entries: Buffer): Buffer | undefined {
+function appendToMetadata(bytes: Buffer, fields: MarkFields): Buffer | undefined {
   let at = 0;
   while (at < bytes.length) {
     const start = at;
@@ -141,14 +172,14 @@ function appendToMetadata(bytes: Buffer, entries: Buffer): Buffer | undefined {
       const [length, content] = readVarint(bytes, at);
       if (length < 0) return undefined;
       at = content + length;
-      if (tag >>> 3 === 4 && at === bytes.length) {
-        const total = length + entries.length;
+      if (tag === 0x22 && at === bytes.length) {
+        const total = length + entriesLength(fields);
         const out = Buffer.allocUnsafe(start + 1 + varintLength(total) + total);
         bytes.copy(out, 0, 0, start);
         out[start] = 0x22;
         let w = writeVarint(out, start + 1, total);
         w += bytes.copy(out, w, content, at);
-        entries.copy(out, w);
+        writeEntries(out, w, fields);
         return out;
       }
     } else return undefined;
@@ -192,7 +223,7 @@ export class ResponseEncoder {
     if (!d.meterMarks || !meteredRequest(d, logPath(d, path))) return base;
     const marks = meterMarkFields(d);
     if (Object.keys(marks).length === 0) return base;
-    const out = appendToMetadata(base, structEntries(marks));
+    const out = appendToMetadata(base, marks);
     if (out) return out;
     const c = this.#perConfig.get(config) as PerConfig;
     return this.serialize(writeCheckResponse(d, config, c.plan, loggedModel(d), logPath(d, path), this.replica));

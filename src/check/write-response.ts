@@ -66,6 +66,7 @@ export function meterMarkFields(d: Decision): Record<string, { boolValue: boolea
   if (m.maxOutput !== undefined) fields.maxOutput = { numberValue: m.maxOutput };
   if (m.hiddenOutput !== undefined) fields.hiddenOutput = { numberValue: m.hiddenOutput };
   if (m.referencedInput) fields.referencedInput = { boolValue: true };
+  if (m.cacheWriteHour) fields.cacheWriteHour = { boolValue: true };
   return fields;
 }
 

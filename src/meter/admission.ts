@@ -38,7 +38,7 @@ import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } f
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
-import { mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
+import { CACHE_WRITE_FACTOR, mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
 
 export interface AdmissionDeps {
   readonly store: MeterStore | undefined;
@@ -138,8 +138,9 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
     const price = model?.price ?? null;
     const bodyBytes = view.body?.length ?? 0;
-    // Its bytes as tokens (times what a cache write costs), what it references, and the provider's own prompts.
-    const maxInputTokens = Math.ceil(bodyBytes * shape.inputFactor) + shape.referencedCount * m.referencedInputTokens + shape.providerInput;
+    // Its bytes as tokens, what it references and the provider's own prompts, times what a cache
+    // write costs (Anthropic writes its tool prompts with the tools, and a breakpoint may cache them all).
+    const maxInputTokens = Math.ceil((bodyBytes + shape.referencedCount * m.referencedInputTokens + shape.providerInput) * shape.inputFactor);
     // An Anthropic beta can raise a model's output cap at the provider (output-128k-...): with any
     // beta the request's own max_tokens is not held to the configured cap.
     const capRaised = style === 'messages' && (view.headers['anthropic-beta'] ?? '') !== '';
@@ -153,6 +154,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
+    // A 1-hour cache write named: writes a stream reports without their breakdown by ttl were those.
+    const hourWrites = shape.inputFactor === CACHE_WRITE_FACTOR.hour1;
     const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view));
     const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
       requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
@@ -160,12 +163,13 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
       ...(hidden ? { outputHidden: true } : {}),
+      ...(hourWrites ? { cacheWriteHour: true } : {}),
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
     // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another
     // replica): its maxima bound an estimate there as the entry does here.
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}) };
+    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...(hourWrites ? { cacheWriteHour: true as const } : {}) };
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     if (!limited || price === null || maxCost === 0) return track(false);
@@ -185,22 +189,23 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const held = deps.inFlight.held(keyId);
       const left = share - held;
       // The balance as a refusal's hint names it (only then: formatting a number costs more than the rest).
-      const seen = (): string => (blind ? `${round(balance)}; none of it on this replica while its store connection is down`
-        : replicas > 1 ? `${round(balance)}; ${round(share)} of it on this replica, one of ${replicas}` : round(balance));
+      const seen = (): string => (replicas > 1 ? `${round(balance)}; ${round(share)} of it on this replica, one of ${replicas}` : round(balance));
+      // Blind, what it refuses is the store connection's doing, not the balance's: retryable.
+      const refuse = (hint: string): Decision => (blind ? deny(d, 'store_unavailable', HINTS.store_unavailable.replicasUncounted) : deny(d, 'balance_insufficient', hint));
       if (count > 0 && left < maxCost) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.inFlightSoft(seen(), count, round(held), round(maxCost)));
+        return refuse(HINTS.balance_insufficient.inFlightSoft(seen(), count, round(held), round(maxCost)));
       }
       // The lone request the balance does not cover is one answer's worth: a request for many
       // (`n`, `candidateCount`) must fit, or one request could spend the balance many times over.
       if (left < maxCost && shape.answers > 1) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.manyAnswers(seen(), shape.answers, round(maxCost)));
+        return refuse(HINTS.balance_insufficient.manyAnswers(seen(), shape.answers, round(maxCost)));
       }
       if (left < maxCost && beyondCap !== undefined) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.beyondCap(seen(), beyondCap, usualCap, round(maxCost)));
+        return refuse(HINTS.balance_insufficient.beyondCap(seen(), beyondCap, usualCap, round(maxCost)));
       }
       // Likewise input from elsewhere: images, files, URLs, a previous response (their count is the client's).
       if (left < maxCost && shape.referencedCount > 0) {
-        return deny(d, 'balance_insufficient', HINTS.balance_insufficient.referenced(seen(), shape.referencedCount, round(maxCost)));
+        return refuse(HINTS.balance_insufficient.referenced(seen(), shape.referencedCount, round(maxCost)));
       }
       return track(false);
     }

@@ -43,7 +43,7 @@ const USAGE_KEY: Readonly<Record<Protocol, string>> = { chat: '"usage"', embeddi
  * parsed. Later reports overwrite earlier ones field by field (Anthropic's message_delta carries the
  * output so far), as in the streaming reader.
  */
-export function bodyUsage(protocol: Protocol, body: Uint8Array, sse: boolean): Usage | undefined {
+export function bodyUsage(protocol: Protocol, body: Uint8Array, sse: boolean, hourWrites = false): Usage | undefined {
   const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
   const key = USAGE_KEY[protocol];
   if (!text.includes(key)) return undefined;
@@ -67,5 +67,5 @@ export function bodyUsage(protocol: Protocol, body: Uint8Array, sse: boolean): U
   if (found.length === 0) return undefined;
   const bag: Bag = new Map();
   for (const u of found) absorb(bag, u);
-  return normalise(protocol, bag);
+  return normalise(protocol, bag, hourWrites);
 }

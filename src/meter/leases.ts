@@ -36,6 +36,13 @@ interface KeyLease {
    * is cut to it as well.
    */
   cutDuringCall?: number;
+  /**
+   * What requests of the key settled here spent while a lease call was under way: the store took it
+   * off this lease with each debit, and the grant the call brings back may predate those debits, so
+   * it comes off the grant too (a debit that came first is taken twice: the lease is smaller here
+   * than in the store until the next call, never larger).
+   */
+  spentDuringCall?: number;
 }
 
 /** A lease lasts this long unless renewed; renewed while in use when less than half of it is left. */
@@ -91,14 +98,17 @@ export class LeaseBook {
 
   async #ask(keyId: string, k: KeyLease, want: number, need: number): Promise<void> {
     k.cutDuringCall = undefined;
+    k.spentDuringCall = 0;
     try {
       const r = await this.store.lease(this.replica, keyId, want, need, LEASE_SECONDS);
-      k.granted = r.granted !== null && k.cutDuringCall !== undefined ? Math.min(r.granted, k.cutDuringCall) : r.granted;
+      const granted = r.granted === null ? null : Math.max(0, r.granted - (k.spentDuringCall ?? 0));
+      k.granted = granted !== null && k.cutDuringCall !== undefined ? Math.min(granted, k.cutDuringCall) : granted;
       k.expires = this.now() + LEASE_SECONDS * 1000;
       k.exhausted = r.granted !== null && r.granted < need ? this.now() : 0;
     } finally {
       k.call = undefined;
       k.cutDuringCall = undefined;
+      k.spentDuringCall = undefined;
     }
   }
 
@@ -113,6 +123,8 @@ export class LeaseBook {
     k.used = --k.requests <= 0 ? 0 : Math.max(0, k.used - amount);
     if (k.requests < 0) k.requests = 0;
     if (k.granted !== null) k.granted = Math.max(0, k.granted - spent);
+    // A grant on its way may predate this debit: it comes off it when it lands (#ask).
+    if (k.call) k.spentDuringCall = (k.spentDuringCall ?? 0) + spent;
     k.touched = this.now();
     k.exhausted = 0;
   }

@@ -111,9 +111,12 @@ function pendingOf(r: PendingRequest): PendingRequest {
   return {
     requestId: r.requestId, keyId: r.keyId, ...(r.keySha256 ? { keySha256: r.keySha256 } : {}), group: r.group, model: r.model, protocol: r.protocol,
     limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
-    referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}), since: r.since, deadline: r.deadline,
+    referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}), ...(r.cacheWriteHour ? { cacheWriteHour: true } : {}), since: r.since, deadline: r.deadline,
   };
 }
+
+/** The request named a 1-hour cache write (its entry, else the Check's metadata): writes reported without a breakdown were those. */
+const hourWrites = (entry: PendingRequest | undefined, r: MeterReport): boolean => (entry ? entry.cacheWriteHour === true : r.authz.cacheWriteHour === true);
 
 /** A token count from the Check's metadata: a finite number >= 0, else undefined. */
 const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
@@ -183,7 +186,7 @@ export class Meter {
       ...(typeof a.replica === 'string' ? { replica: a.replica } : {}),
     };
     const entry = this.deps.inFlight.get(r.requestId);
-    const usage = this.#exactUsage(request.protocol, r);
+    const usage = this.#exactUsage(request.protocol, r, hourWrites(entry, r));
     if (usage) {
       const store = this.deps.store;
       if (store?.debitNow && entry && entry.price !== undefined) {
@@ -208,11 +211,11 @@ export class Meter {
   }
 
   /** The provider's usage of a whole, uncompressed, complete response, if it is plausible; else undefined. */
-  #exactUsage(protocol: Protocol, r: MeterReport): Usage | undefined {
+  #exactUsage(protocol: Protocol, r: MeterReport, hourWrites: boolean): Usage | undefined {
     const config = this.deps.config();
     if (!config.meter.enabled || r.status < 200 || r.status >= 400 || !r.ended || !r.tail || r.tail.length < r.responseBodyBytes) return undefined;
     if (!isIdentity(r.contentEncoding)) return undefined;
-    const usage = bodyUsage(protocol, r.tail, isSse(r.contentType));
+    const usage = bodyUsage(protocol, r.tail, isSse(r.contentType), hourWrites);
     return plausible(usage, config.meter.usageCeiling) ? usage : undefined;
   }
 
@@ -350,7 +353,7 @@ export class Meter {
     const sse = isSse(r.contentType);
     const tail = r.tail ?? EMPTY;
     const whole = r.ended && tail.length >= r.responseBodyBytes;
-    const read = r.status === 0 || unanswered ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended);
+    const read = r.status === 0 || unanswered ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended, hourWrites(entry, r));
     const ceiling = config.meter.usageCeiling;
     const provider = read.usage;
     const trusted = plausible(provider, ceiling);

@@ -63,8 +63,13 @@ export function absorb(bag: Bag, value: unknown, prefix = ''): void {
 /** Set in a bag when a usage object held a count that is not a finite number >= 0. */
 export const IMPLAUSIBLE = '!implausible';
 
-/** The normalised usage from what was read, or undefined when the input count is missing. */
-export function normalise(protocol: Protocol, bag: Bag): Usage | undefined {
+/**
+ * The normalised usage from what was read, or undefined when the input count is missing.
+ * `hourWrites`: Anthropic cache writes reported without their breakdown by ttl (a stream's
+ * message_delta, when its message_start is not in what was kept) were 1-hour ones (the request
+ * named a `ttl`); else 5-minute ones.
+ */
+export function normalise(protocol: Protocol, bag: Bag, hourWrites = false): Usage | undefined {
   const n = (k: string): number => bag.get(k) ?? 0;
   let input: number | undefined;
   let output = 0;
@@ -86,7 +91,8 @@ export function normalise(protocol: Protocol, bag: Bag): Usage | undefined {
       // costs 1.25x the input price (5 minutes) or 2x (1 hour, `cache_creation.ephemeral_1h_input_tokens`):
       // the premium counts as input tokens (0.25 or 1 more per token written), so one price bills it.
       const writes = n('cache_creation_input_tokens');
-      const hour = n('cache_creation.ephemeral_1h_input_tokens');
+      const broken = bag.has('cache_creation.ephemeral_5m_input_tokens') || bag.has('cache_creation.ephemeral_1h_input_tokens');
+      const hour = broken ? n('cache_creation.ephemeral_1h_input_tokens') : hourWrites ? writes : 0;
       const minutes = bag.has('cache_creation.ephemeral_5m_input_tokens') ? n('cache_creation.ephemeral_5m_input_tokens') : Math.max(0, writes - hour);
       const premium = Math.ceil(minutes * (CACHE_WRITE_FACTOR.minutes5 - 1) + hour * (CACHE_WRITE_FACTOR.hour1 - 1));
       input = bag.has('input_tokens') ? n('input_tokens') + n('cache_read_input_tokens') + Math.max(writes, minutes + hour) + premium : undefined;
@@ -205,8 +211,9 @@ export class UsageReader {
    * @param contentType the response's content-type (text/event-stream: SSE)
    * @param encoding its content-encoding ('' or identity: none)
    * @param streamRequested the request asked for a stream (a chat stream without usage is then named as such)
+   * @param hourWrites cache writes without a breakdown by ttl were 1-hour ones (normalise)
    */
-  constructor(readonly protocol: Protocol, contentType: string, encoding: string, streamRequested = false) {
+  constructor(readonly protocol: Protocol, contentType: string, encoding: string, streamRequested = false, readonly hourWrites = false) {
     const onValue = (_path: string, json: string): void => {
       try {
         absorb(this.#bag, JSON.parse(json));
@@ -248,7 +255,7 @@ export class UsageReader {
         z.end();
       });
     }
-    const usage = this.#found ? normalise(this.protocol, this.#bag) : undefined;
+    const usage = this.#found ? normalise(this.protocol, this.#bag, this.hourWrites) : undefined;
     if (usage) return { usage };
     if (this.#broken) return { reason: 'undecodable' };
     if (!complete) return { reason: 'incomplete' };

@@ -221,6 +221,8 @@ export interface PendingRequest {
   readonly stream: boolean;
   /** The model may reason (meter.reasoningModels), the request asked it to, or a Gemini field mask hides the answer: an estimate of its output is its maximum. */
   readonly outputHidden?: boolean;
+  /** An Anthropic request that names a cache `ttl`: cache writes reported without their breakdown by ttl were 1-hour ones (meter/usage-reader.ts normalise). */
+  readonly cacheWriteHour?: boolean;
   /** Epoch milliseconds. */
   readonly since: number;
   readonly deadline: number;

@@ -122,3 +122,31 @@ test("a metered request's own marks (its maxima) are in its answer, never in ano
   const count = allow({ maxInput: 9, maxOutput: 9 }, { route: classify('POST', '/v1/messages/count_tokens', '/alt', false) });
   expect(def.responseDeserialize(encoder.encode(count, config, '/v1/messages/count_tokens')).dynamic_metadata?.fields?.maxInput).toBeUndefined();
 });
+
+test("marks appended to every kind of answer decode as the full encode (strict mode's replica, long metadata, odd numbers), hit or miss", () => {
+  const strict = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8').replace('mode: soft ', 'mode: strict'));
+  expect([strict.meter.mode, strict.meter.leases]).toEqual(['strict', true]);
+  const plan = allowPlan(strict);
+  const encoder = new ResponseEncoder((r) => def.responseSerialize(r), 10_000, 'replica-a');
+  const paths = ['/v1/chat/completions', '/v1/messages', '/v1/messages/count_tokens', '/v1/responses', '/v1/embeddings', '/v1/models', '/alt/v1/chat/completions',
+    `/v1beta/models/${'g'.repeat(60)}:generateContent`, `/v1beta/models/${'g'.repeat(300)}:streamGenerateContent`, '/nope', '/v1beta/models/gemini-2.5-flash:countTokens'];
+  const marks: Decision['meterMarks'][] = [undefined, {}, { maxInput: 83, maxOutput: 50 }, { maxInput: NaN }, { maxInput: -0, maxOutput: Infinity }, { hiddenOutput: 0 }, { referencedInput: false }, { referencedInput: true, maxInput: 1e15 }];
+  const extras: Partial<Decision>[] = [{}, { removeQuery: ['key'] }, { rateLimit: { fields: { requests_limit: { stringValue: '3' }, x: { stringValue: 'y'.repeat(200) } }, stamp: 1 } }, { stale: true }, { modelIsKey: true, model: 'sk-x' }, { keyId: 'k'.repeat(120) }];
+  let marked = 0;
+  for (const path of paths) {
+    for (const method of ['POST', 'GET']) {
+      const route = classify(method, path, '/alt', false);
+      for (const m of marks) {
+        for (const allowed of [true, false]) {
+          for (const extra of extras) {
+            const d: Decision = { allowed, reason: allowed ? 'allowed' : 'model_not_in_group', hint: allowed ? '' : 'h', route, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, meterMarks: m, ...extra };
+            const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, strict, plan, loggedModel(d), logPath(d, path), 'replica-a')));
+            for (let round = 0; round < 2; round++) expect(def.responseDeserialize(encoder.encode(d, strict, path)), `${method} ${path} ${JSON.stringify(m)} ${JSON.stringify(extra)}`).toEqual(expected);
+            if ((expected as any).dynamic_metadata?.fields?.maxInput) marked++;
+          }
+        }
+      }
+    }
+  }
+  expect(marked).toBeGreaterThan(100);
+});

@@ -70,6 +70,12 @@ describe('readAccessLogMessage', () => {
     expect(reports[1]).toMatchObject({ requestId: 'none', status: 503, upstreamSent: false, authz: {} });
   });
 
+  it("reads the Check's meter marks (a report that finds no entry here is bounded by them), a 1-hour cache write's mark too", () => {
+    const marks = { metered: true, maxInput: 12, maxOutput: 5, hiddenOutput: 5, referencedInput: true, cacheWriteHour: true };
+    const { reports } = readAccessLogMessage(encode([entry({ id: 'm', status: 200, authz: marks })]));
+    expect(reports[0].authz).toEqual(marks);
+  });
+
   it('keeps the tail as bytes, even when they are not valid UTF-8 (a cut multibyte character)', () => {
     const bytes = Buffer.concat([Buffer.from('é', 'utf8').subarray(1), Buffer.from('{"usage":{}}')]);
     const msg = encode([entry({ id: 'r', status: 200, meter: { final: 'PLACEHOLDER' } })]);

@@ -323,3 +323,38 @@ describe('the maxima in the Check\'s metadata', () => {
     expect(await meta(small)).toEqual({ maxInput: Buffer.byteLength(JSON.stringify(small)), maxOutput: 50, hiddenOutput: undefined });
   });
 });
+
+describe("Anthropic's cache writes in the hold", () => {
+  it("holds the cache write's price over Anthropic's own tool prompts too (they are written to the cache with the tools: 2x with a 1-hour ttl)", async () => {
+    h = await startHarness();
+    const tools = [{ type: 'computer_20250124', name: 'computer', display_width_px: 1024, display_height_px: 768 }, { type: 'bash_20250124', name: 'bash' }, { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool', cache_control: { type: 'ephemeral', ttl: '1h' } }];
+    const body = { model: 'claude-3-5-haiku-latest', max_tokens: 5, tools, messages: [{ role: 'user', content: 'hi' }] };
+    const res = await h.check({
+      method: 'POST', path: '/v1/messages', body: JSON.stringify(body),
+      headers: [['x-api-key', DEMO_KEYS.alice], ['anthropic-version', '2023-06-01'], ['content-type', 'application/json']],
+    });
+    expect(reasonOf(res)).toBe('allowed');
+    // Everything up to the breakpoint is written at 2x: the body's bytes and Anthropic's prompts for
+    // these tools (tool use 600, computer use 1,400, bash 300, text editor 800, as held).
+    const provider = 600 + 1400 + 300 + 800;
+    expect(res.dynamic_metadata?.fields?.maxInput?.numberValue).toBeGreaterThanOrEqual(2 * (Buffer.byteLength(JSON.stringify(body)) + provider));
+    // And its report, wherever it lands, counts writes reported without a breakdown by ttl as 1-hour ones.
+    expect(res.dynamic_metadata?.fields?.cacheWriteHour?.boolValue).toBe(true);
+  });
+});
+
+describe('soft mode on a replica that cannot count the others (replicas() = 0)', () => {
+  it('refuses what it cannot hold as the store connection\'s doing (503 store_unavailable, retryable), never as balance_insufficient (a 403 a client does not retry, "top the balance up")', async () => {
+    h = await startHarness({ configPath: tempConfig(demo.replace('    balance: 0.00006 ', '    balance: 1000 ')) });
+    (h.service.store as { replicas?: () => number }).replicas = () => 0;
+    const body = { model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.trial, body)))).toBe('allowed');
+    // A second one while the first is in flight, and a lone one with an image: the balance (1000) covers both.
+    const second = await h.check(chat(DEMO_KEYS.trial, body));
+    expect(reasonOf(second)).toBe('store_unavailable');
+    expect(deniedHeader(second, 'x-modelgate-hint')).toMatch(/count the other replicas/);
+    for (const d of h.logs.decisions().filter((x) => x.reason === 'allowed')) h.service.meter.deps.inFlight.take(d.requestId as string);
+    const picture = await h.check(chat(DEMO_KEYS.trial, { ...body, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/1.png' } }] }] }));
+    expect(reasonOf(picture)).toBe('store_unavailable');
+  });
+});

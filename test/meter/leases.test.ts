@@ -70,6 +70,34 @@ describe('LeaseBook', () => {
     expect(store.calls.length).toBe(calls + 1);
   });
 
+  it('a request of the key settled while a lease call is under way comes off the grant it brings back (the grant may predate the debit: the store took it off its lease)', async () => {
+    const store = fakeStore(10);
+    let land: () => void = () => {};
+    let hold = false;
+    const slow = { ...store, async lease(replica: string, key: string, want: number, need: number) {
+      const r = await store.lease(replica, key, want, need);
+      if (hold) await new Promise<void>((resolve) => { land = resolve; });
+      return r;
+    } };
+    const a = new LeaseBook(slow, 'a');
+    expect((await a.reserve('k', 4, 'sha-k')).ok).toBe(true);
+    // A second request does not fit: a lease call; the store grants 6 of the balance of 10 and its answer is held back.
+    hold = true;
+    const second = a.reserve('k', 2, 'sha-k');
+    await new Promise((r) => setTimeout(r, 20));
+    hold = false;
+    // Meanwhile the first request's debit commits (4 off the balance and off a's lease in the store: 2 left) and settles here.
+    store.spend('a', 4);
+    a.settle('k', 4, 4);
+    land();
+    expect((await second).ok).toBe(true);
+    // The store counts a's lease as 2, so another replica gets the rest of the balance of 6.
+    const b = new LeaseBook(store, 'b');
+    const served = [(await a.reserve('k', 4, 'sha-k')).ok ? 4 : 0, (await b.reserve('k', 4, 'sha-k')).ok ? 4 : 0];
+    // Reserved at once: 2, and what a and b served now; never past the balance of 6.
+    expect(2 + served[0] + served[1], JSON.stringify({ served, leases: [...store.leases] })).toBeLessThanOrEqual(6);
+  });
+
   it('reserves from one lease call for many requests, and never past the balance', async () => {
     const store = fakeStore(10);
     const book = new LeaseBook(store, 'a');

@@ -113,3 +113,28 @@ describe('provider shapes', () => {
     expect(await one('chat', text, 'text/event-stream')).toEqual({ usage: { inputTokens: 5, outputTokens: 6, cachedInputTokens: 0 } });
   });
 });
+
+describe("Anthropic's 1-hour cache writes in a stream longer than the meter's tail", () => {
+  it('debits a 1-hour write at 2x when only the tail (message_delta, which carries no cache_creation breakdown) is kept', async () => {
+    const { tailUsage } = await import('../../src/meter/tail-usage');
+    const { METER_TAIL_BYTES } = await import('../../src/envoy/meter-filters');
+    const event = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+    const start = { input_tokens: 3, cache_creation_input_tokens: 2008, cache_read_input_tokens: 0, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 2008 }, output_tokens: 1 };
+    let body = event('message_start', { type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude', content: [], stop_reason: null, usage: start } });
+    body += event('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
+    while (body.length < 3 * METER_TAIL_BYTES) body += event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'some words of the answer ' } });
+    body += event('content_block_stop', { type: 'content_block_stop', index: 0 });
+    // As Anthropic sends it: cumulative counts, and no cache_creation object (MessageDeltaUsage).
+    body += event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { input_tokens: 3, cache_creation_input_tokens: 2008, cache_read_input_tokens: 0, output_tokens: 900 } });
+    body += event('message_stop', { type: 'message_stop' });
+    const bytes = Buffer.from(body);
+    const whole = await tailUsage('messages', bytes, true, 'text/event-stream', '');
+    expect(whole.usage).toEqual({ inputTokens: 3 + 2008 * 2, outputTokens: 900, cachedInputTokens: 0 });
+    // What Envoy's meter filter keeps of it: its last METER_TAIL_BYTES.
+    // The request named the ttl (the Check's marks, its entry): the writes without a breakdown were those.
+    const tail = await tailUsage('messages', bytes.subarray(bytes.length - METER_TAIL_BYTES), false, 'text/event-stream', '', true, true);
+    expect(tail.usage).toEqual({ inputTokens: 3 + 2008 * 2, outputTokens: 900, cachedInputTokens: 0 });
+    // A request that named none: 5 minutes.
+    expect((await tailUsage('messages', bytes.subarray(bytes.length - METER_TAIL_BYTES), false, 'text/event-stream', '')).usage?.inputTokens).toBe(3 + 2008 + 502);
+  });
+});
