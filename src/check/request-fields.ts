@@ -32,7 +32,7 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
  * a web page, a remote MCP server's results); `hosted_tool`, a tool the provider runs and bills per
  * call besides tokens (web search, file search, code containers, image generation, grounding);
  * `tool_prompt`, a tool whose definition makes the provider add prompt tokens of its own (Anthropic's
- * tool use system prompt for any tool with an `input_schema`, and its client tools' prompts: bash,
+ * tool use system prompt whenever a request has `tools`, and its client tools' prompts: bash,
  * the text editor, computer use, memory); `cache_write`, a prompt cache breakpoint (Anthropic's
  * `cache_control`, and a `ttl` that may make its write cost 2x the input price).
  */
@@ -69,8 +69,8 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   for (const k of ['file_search', 'fileSearch']) exact.set(k, toolAnywhere);
   // Gemini's grounding (per grounded prompt) and chat completions' web search (search models).
   for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval', 'googleMaps', 'google_maps', 'enterpriseWebSearch', 'enterprise_web_search', 'web_search_options']) exact.set(k, toolKey);
-  // Anthropic's custom tools (their definitions carry an input_schema): its tool use system prompt.
-  exact.set('input_schema', { kind: 'tool_prompt', as: 'key' });
+  // Anthropic's tools (any `tools`; custom tools' input_schema): its tool use system prompt.
+  for (const k of ['tools', 'input_schema']) exact.set(k, { kind: 'tool_prompt', as: 'key' });
   // Anthropic's prompt cache breakpoints, and the key of a 1-hour TTL.
   for (const k of ['cache_control', 'ttl']) exact.set(k, { kind: 'cache_write', as: 'key' });
   return {

@@ -164,12 +164,15 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       stream: shape.stream, referencedInput: shape.referencedInput,
       ...(hidden ? { outputHidden: true } : {}),
       ...(hourWrites ? { cacheWriteHour: true } : {}),
+      ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}),
+      ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}),
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
     // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another
     // replica): its maxima bound an estimate there as the entry does here.
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...(hourWrites ? { cacheWriteHour: true as const } : {}) };
+    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...(hourWrites ? { cacheWriteHour: true as const } : {}),
+      ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}), ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}) };
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     if (!limited || price === null || maxCost === 0) return track(false);

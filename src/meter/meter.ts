@@ -111,7 +111,8 @@ function pendingOf(r: PendingRequest): PendingRequest {
   return {
     requestId: r.requestId, keyId: r.keyId, ...(r.keySha256 ? { keySha256: r.keySha256 } : {}), group: r.group, model: r.model, protocol: r.protocol,
     limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
-    referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}), ...(r.cacheWriteHour ? { cacheWriteHour: true } : {}), since: r.since, deadline: r.deadline,
+    referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}), ...(r.cacheWriteHour ? { cacheWriteHour: true } : {}),
+    ...(r.inputExtra ? { inputExtra: r.inputExtra } : {}), ...(r.inputFactor && r.inputFactor !== 1 ? { inputFactor: r.inputFactor } : {}), since: r.since, deadline: r.deadline,
   };
 }
 
@@ -365,9 +366,13 @@ export class Meter {
           : sse && request.protocol === 'chat' ? 'stream_without_usage'
             : 'no_usage';
     const est = this.deps.estimator;
+    // The provider's own prompts (Anthropic's tool prompts) and what a cache write costs count in an
+    // input estimate as they do in the hold (admission.ts): its entry's, or the Check's metadata's.
+    const inputExtra = entry ? entry.inputExtra ?? 0 : tokenCount(r.authz.inputExtra) ?? 0;
+    const inputFactor = Math.max(1, entry ? entry.inputFactor ?? 1 : tokenCount(r.authz.inputFactor) ?? 1);
     const estimatedInput = trusted && provider.inputTokens > 0
       ? provider.inputTokens
-      : await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens);
+      : Math.ceil((await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens) + inputExtra) * inputFactor);
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
     const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
     let estimatedOutput = 0;

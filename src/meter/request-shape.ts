@@ -65,7 +65,7 @@ export interface RequestShape {
 
 /**
  * Anthropic's own prompts, in input tokens, rounded up from its published figures: the tool use
- * system prompt whenever a custom tool is defined (346 on current models, 530 on older ones), and
+ * system prompt whenever the request has `tools` (346 on current models, 530 on older ones), and
  * each client tool's (bash 245, text editor 700, computer use 735 plus a system prompt of up to 499,
  * memory: taken as the text editor's).
  */
@@ -158,9 +158,9 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     embeds,
     background: protocol === 'responses' && laxBool(get('background')),
     reasoning: asksReasoning(protocol, get, thinking),
-    // The tool use system prompt once (a custom tool, or a client tool, is defined), each client tool's own.
+    // The tool use system prompt once (the request has tools), each client tool's own.
     providerInput: anthropic && toolPrompts.size > 0
-      ? PROVIDER_TOOL_TOKENS.input_schema + [...toolPrompts].reduce((sum, [name, count]) => sum + (name === 'input_schema' ? 0 : (PROVIDER_TOOL_TOKENS[name] ?? PROVIDER_TOOL_TOKENS.computer_) * count), 0)
+      ? PROVIDER_TOOL_TOKENS.input_schema + [...toolPrompts].reduce((sum, [name, count]) => sum + (name === 'input_schema' || name === 'tools' ? 0 : (PROVIDER_TOOL_TOKENS[name] ?? PROVIDER_TOOL_TOKENS.computer_) * count), 0)
       : 0,
     inputFactor: anthropic && cacheControl ? (ttl ? CACHE_WRITE_FACTOR.hour1 : CACHE_WRITE_FACTOR.minutes5) : 1,
     ...(caseVariant ? { caseVariant } : {}),

@@ -23,6 +23,20 @@ async function wholeBody(protocol: Protocol, body: Uint8Array, contentType: stri
   return 'usage' in out ? { usage: out.usage, undecodable: false } : { usage: undefined, undecodable: out.reason === 'undecodable' };
 }
 
+/** The SSE fields a provider's stream starts with. */
+const FIELD_STARTS = ['event:', 'data:'].map((f) => Buffer.from(f));
+
+/**
+ * Where the whole events of a capture start: at 0 when it starts with an SSE field line (the body's
+ * first bytes, as a stream cut before the filter's tail was full leaves them: Anthropic's
+ * message_start with the input count; a cut inside a JSON string cannot look like one, its quotes
+ * being escaped), else after the first blank line, or -1.
+ */
+function firstWholeEvent(b: Uint8Array): number {
+  for (const f of FIELD_STARTS) if (b.length >= f.length && f.every((c, i) => b[i] === c)) return 0;
+  return afterFirstEvent(b);
+}
+
 /** The index after the first blank line (an SSE event boundary), or -1. */
 function afterFirstEvent(b: Uint8Array): number {
   for (let i = 0; i + 1 < b.length; i++) {
@@ -109,7 +123,7 @@ export async function tailUsage(protocol: Protocol, captured: Uint8Array, whole:
   // A compressed stream cannot be read from its middle.
   if (!isIdentity(contentEncoding)) return { usage: undefined, undecodable: true };
   if (isSse(contentType)) {
-    const from = afterFirstEvent(captured);
+    const from = firstWholeEvent(captured);
     const events = from < 0 ? { usage: undefined, undecodable: false } : await wholeBody(protocol, captured.subarray(from), contentType, '', hourWrites);
     // The event that reports usage may be longer than the tail (the Responses API's response.completed
     // repeats the request's instructions and tools): its end, with the usage, is still here.

@@ -123,7 +123,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   if (opts.store) {
     store = opts.store;
   } else if (storeUrl) {
-    store = await openPgStore(storeUrl, { ...config.postgres, source: storeSource, onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
+    store = await openPgStore(storeUrl, { ...config.postgres, replicaMemoryMs: config.meter.reservationSeconds * 1000, source: storeSource, onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
     logger.info({ store: redactUrl(storeUrl) }, 'using the PostgreSQL store');
   } else {
     store = fileStore = new FileStore(config.groups, config.keys, config.meter.enabled

@@ -223,6 +223,10 @@ export interface PendingRequest {
   readonly outputHidden?: boolean;
   /** An Anthropic request that names a cache `ttl`: cache writes reported without their breakdown by ttl were 1-hour ones (meter/usage-reader.ts normalise). */
   readonly cacheWriteHour?: boolean;
+  /** Input tokens the provider adds to the request's own (Anthropic's tool prompts: request-shape.ts providerInput). */
+  readonly inputExtra?: number;
+  /** What its input may cost per token, in input tokens (an Anthropic cache write: 1.25 or 2). */
+  readonly inputFactor?: number;
   /** Epoch milliseconds. */
   readonly since: number;
   readonly deadline: number;

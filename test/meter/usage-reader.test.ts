@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoUpstream, type DemoUpstream } from '../../src/demo/upstream';
 import { UsageReader } from '../../src/meter/usage-reader';
 import type { Protocol } from '../../src/store/store';
+import { tailUsage } from '../../src/meter/tail-usage';
+import { METER_TAIL_BYTES } from '../../src/envoy/meter-filters';
 
 let upstream: DemoUpstream;
 beforeAll(async () => {
@@ -116,8 +118,6 @@ describe('provider shapes', () => {
 
 describe("Anthropic's 1-hour cache writes in a stream longer than the meter's tail", () => {
   it('debits a 1-hour write at 2x when only the tail (message_delta, which carries no cache_creation breakdown) is kept', async () => {
-    const { tailUsage } = await import('../../src/meter/tail-usage');
-    const { METER_TAIL_BYTES } = await import('../../src/envoy/meter-filters');
     const event = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
     const start = { input_tokens: 3, cache_creation_input_tokens: 2008, cache_read_input_tokens: 0, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 2008 }, output_tokens: 1 };
     let body = event('message_start', { type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude', content: [], stop_reason: null, usage: start } });

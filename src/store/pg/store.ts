@@ -23,6 +23,12 @@ export interface PgStoreOptions {
   readonly idleTimeoutMs?: number;
   /** Liveness check interval of the LISTEN connection: bounds how long a silently dead one goes unnoticed. */
   readonly heartbeatMs?: number;
+  /**
+   * How long a replica count is remembered after it falls (replicas() is the largest count seen over
+   * it): requests a replica that left, or whose LISTEN connection dropped, admitted under its share
+   * may run this long (meter.reservationSeconds).
+   */
+  readonly replicaMemoryMs?: number;
   readonly reconnectMinMs?: number;
   readonly reconnectMaxMs?: number;
   /** openPgStore applies migrations when true; when false it only checks the schema version. */
@@ -44,6 +50,7 @@ export const PG_STORE_DEFAULTS = {
   poolSize: 10,
   idleTimeoutMs: 30_000,
   heartbeatMs: 1000,
+  replicaMemoryMs: 900_000,
   reconnectMinMs: 100,
   reconnectMaxMs: 5000,
   migrate: true,
@@ -157,9 +164,14 @@ export class PgStore implements Store {
   private closed = false;
   private listeningWaiters: (() => void)[] = [];
   private replicaCount = 1;
+  /** The largest count since peakAt (kept for replicaMemoryMs). */
+  private peakCount = 1;
+  private peakAt = 0;
   private replicaTimer: NodeJS.Timeout | undefined;
   /** Epoch ms of the LISTEN connection's last (re)connect. */
   private connectedAt = 0;
+  /** Epoch ms until which every other replica counts this one (replicas()). */
+  private countedUntil = 0;
 
   constructor(
     private readonly url: string,
@@ -239,15 +251,24 @@ export class PgStore implements Store {
   /**
    * modelgate processes on this database, this one included: each holds one LISTEN connection named
    * `<applicationName>-listen` (pg_stat_activity). Soft mode splits a key's balance among them
-   * (meter/admission.ts). 0 when it counted others and they may not count it: while its own LISTEN
-   * connection is down, and for REPLICA_GRACE_MS after it (re)connects, until each of them has counted
-   * again (soft mode then holds one request at a time here). A replica that counted only itself keeps
-   * its count (a database blip does not cut a lone replica to one request at a time). openPgStore
-   * counts once before it returns.
+   * (meter/admission.ts). Each remembers the largest count it saw for replicaMemoryMs, so once every
+   * other replica has counted this one (its LISTEN connection up for REPLICA_GRACE_MS) they count it
+   * for that long, whatever happens to its connection or the database. 0 (blind: soft mode then holds
+   * one request of a key at a time here) when it counted others and they may not count it: for
+   * REPLICA_GRACE_MS after it starts, and once its LISTEN connection has been down for about
+   * replicaMemoryMs. A replica that counted only itself keeps its count. openPgStore counts once
+   * before it returns.
    */
   replicas(): number {
     if (this.replicaCount <= 1) return this.replicaCount;
-    return this.listener.connected && Date.now() - this.connectedAt >= REPLICA_GRACE_MS ? this.replicaCount : 0;
+    const now = Date.now();
+    if (this.listener.connected && now - this.connectedAt >= REPLICA_GRACE_MS) this.countedUntil = now + this.#memoryMs() - REPLICA_GRACE_MS;
+    return now < this.countedUntil ? this.replicaCount : 0;
+  }
+
+  /** replicaMemoryMs, at least two graces (what replicas() relies on: others remember a count longer than it takes to be counted). */
+  #memoryMs(): number {
+    return Math.max(this.options.replicaMemoryMs, 2 * REPLICA_GRACE_MS);
   }
 
   /** Counts the replicas now (replicas()); failures keep the last count. */
@@ -257,7 +278,15 @@ export class PgStore implements Store {
       const rows = await this.query<{ n: string }>('countReplicas', REPLICAS_SQL, [`${this.options.applicationName}-listen`]);
       const n = Number(rows[0]?.n ?? 0);
       // This one's own LISTEN connection may have dropped since: it counts anyway.
-      this.replicaCount = Math.max(1, (Number.isFinite(n) ? n : 0) + (this.listener.connected ? 0 : 1));
+      const counted = Math.max(1, (Number.isFinite(n) ? n : 0) + (this.listener.connected ? 0 : 1));
+      const at = Date.now();
+      // A count that falls is believed once what the larger one admitted may have settled: another
+      // replica's LISTEN connection that drops, or a replica that stops, leaves its requests running.
+      if (counted >= this.peakCount || at - this.peakAt > this.#memoryMs()) {
+        this.peakCount = counted;
+        this.peakAt = at;
+      }
+      this.replicaCount = Math.max(counted, this.peakCount);
     } catch { /* the last count stands; the failure is in the store's error count */ }
   }
 

@@ -26,8 +26,9 @@ async function until(what: string, ok: () => boolean, timeoutMs = 20_000): Promi
   }
 }
 
-test('counts the replicas on the database (this one included), follows one that joins and one that leaves; another database is not counted', async () => {
-  const a = await openPgStore(server.url);
+test('counts the replicas on the database (this one included), follows one that joins and, once its memory of the larger count has passed, one that leaves; another database is not counted', async () => {
+  // Its memory is at least two graces (12 s), whatever is asked.
+  const a = await openPgStore(server.url, { replicaMemoryMs: 3000 });
   open.push(a);
   await until('a to count itself', () => a.replicas() === 1);
   const b = await openPgStore(server.url);
@@ -38,9 +39,16 @@ test('counts the replicas on the database (this one included), follows one that 
   open.push(other);
   await until('the other to count itself alone', () => other.replicas() === 1);
   expect(a.replicas()).toBe(2);
+  // A replica that leaves (or whose LISTEN connection drops) is still counted for replicaMemoryMs:
+  // the requests it admitted under its share may still run.
+  const c = await openPgStore(server.url, { replicaMemoryMs: 600_000 });
+  open.push(c);
+  await until('a and c to count three', () => a.replicas() === 3 && c.replicas() === 3);
   await b.close();
-  await until('a to count one again', () => a.replicas() === 1);
-}, 60_000);
+  await new Promise((r) => setTimeout(r, 4 * 2000));
+  expect(c.replicas()).toBe(3);
+  await until('a to count two again after its memory (12 s)', () => a.replicas() === 2, 40_000);
+}, 90_000);
 
 test('counts the replicas whatever application_name their URL sets (the URL overrides the one a client asks for)', async () => {
   const url = await server.createDatabase();
