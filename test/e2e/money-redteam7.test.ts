@@ -382,7 +382,7 @@ describeE2E('money red team 7: strict without leases, two replicas on one Postgr
       // the larger count while A's requests may run (meter.reservationSeconds).
       const until = Date.now() + 3 * REPLICA_COUNT_MS + 500;
       while (Date.now() < until) await new Promise((r) => setTimeout(r, 100));
-      expect(replicasSeen(b)).toBe(2);
+      expect(replicasSeen(b)).toBeGreaterThanOrEqual(2);
       const seen = `A counts ${replicasSeen(a)}, B counts ${replicasSeen(b)}`;
       sent = await Promise.all(Array.from({ length: 100 }, (_, i) => request(i < 50 ? a : b, '/v1/chat/completions', { authorization: `Bearer ${key}`, 'x-stand-in-delay-ms': '20' },
         { model: FLAT, max_tokens: 100, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: `${id} ${i}` }] })));

@@ -338,7 +338,7 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
       // falls is believed only after meter.reservationSeconds: A's requests may still run).
       const until = Date.now() + 3 * REPLICA_COUNT_MS + 500;
       while (Date.now() < until) await new Promise((r) => setTimeout(r, 100));
-      expect(replicasSeen(b)).toBe(2);
+      expect(replicasSeen(b)).toBeGreaterThanOrEqual(2);
       later = await heldBurst(b, key, `${id} b2`, 20, `${id} 2`);
     } finally {
       cutting = false;
@@ -361,7 +361,9 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
   let c: Gateway | undefined;
 
   it('soft: a third replica joins while the two others\' shares of a key\'s balance are in flight; it holds to its third beside them: the key spends at most balance + 3 x M plus one share (balance / 3), the bound docs/metering.md states for a join', async () => {
-    await waitFor('both replicas counting two again', () => replicasSeen(a) === 2 && replicasSeen(b) === 2, 60_000);
+    // Counting two or more (A may count a LISTEN session the previous test cut, and remembers the larger
+    // count for meter.reservationSeconds: it then holds less, never more).
+    await waitFor('both replicas counting two or more', () => replicasSeen(a) >= 2 && replicasSeen(b) >= 2, 60_000);
     const id = 'rt8-join-mid';
     const initial = '3.05';
     const { key } = await issueKey(pool, { group: 'basic', id, balance: initial });
@@ -369,7 +371,7 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     const onB = await heldBurst(b, key, `${id} b1`, 25, `${id} 1`);
     // A third replica (its Envoy reports to B) joins, and waits out its grace (it holds none until every other counted it).
     c = await reportingTo(b);
-    await waitFor('the new replica counting three, its grace over', () => replicasSeen(c!) === 3, 60_000);
+    await waitFor('the new replica counting three or more, its grace over', () => replicasSeen(c!) >= 3, 60_000);
     const later = await heldBurst(c, key, `${id} c2`, 25, `${id} 2`);
     up.open(`${id} 1`);
     up.open(`${id} 2`);
