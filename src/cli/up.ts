@@ -169,6 +169,16 @@ export function upCommand(run: CliRun): Command {
       };
       process.on('SIGINT', onSignal);
       process.on('SIGTERM', onSignal);
+      // A parent that dies without passing a signal on (npm killed with SIGKILL, a supervisor that
+      // signals only its own child) leaves this process to init: it stops too, never leaving Envoy
+      // holding the ports.
+      const parent = process.ppid;
+      setInterval(() => {
+        if (process.ppid !== parent) {
+          run.stderr('modelgate: the process that started this one is gone; stopping\n');
+          onSignal();
+        }
+      }, 1000).unref();
       void envoy.exited.then((code) => {
         if (stopping) return;
         run.stderr(`modelgate: Envoy exited (${code}); stopping\n`);
