@@ -99,19 +99,6 @@ export function upCommand(run: CliRun): Command {
     .option('--envoy-log-level <level>', "Envoy's own log level on stderr (trace, debug, info, warn, error, critical, off)", once('--envoy-log-level'))
     .action(async (options: UpOptions) => {
       tuneHeap(process.execArgv, run.env.NODE_OPTIONS, v8.setFlagsFromString);
-      const env = run.env;
-      const configPath = configPathOf(options.config, env);
-      const config = readConfig(configPath, env);
-      const input = renderInput(config, configPath, env);
-      for (const w of bundleWarnings(config)) run.stderr(`warning: ${w}\n`);
-      let envoyBin: { path: string; version: string };
-      try {
-        envoyBin = ensureEnvoy({ log: (m) => run.stderr(`${m}\n`) });
-      } catch (err) {
-        if (err instanceof EnvoyUnavailable) throw new CliError(err.message);
-        throw err;
-      }
-
       let upstream: DemoUpstream | undefined;
       let service: Service | undefined;
       let envoy: EnvoyProcess | undefined;
@@ -126,6 +113,44 @@ export function upCommand(run: CliRun): Command {
         for (const e of engines.reverse()) await e.stop();
         await upstream?.close();
       };
+      // Ctrl-C, SIGTERM, or the death of the process that started this one (npm killed with SIGKILL, a
+      // supervisor that signals only its own child, which would leave this one to init): stop all
+      // three, never leaving Envoy holding the ports. Installed first (a signal during Envoy's install or
+      // the start is kept, and acted on after the step under way: what it started is then known).
+      let ready = false;
+      let interrupted = false;
+      const onSignal = (): void => {
+        if (stopping) return;
+        if (!ready) {
+          interrupted = true;
+          return;
+        }
+        run.stderr('\nmodelgate: stopping Envoy, modelgate and the demo upstream\n');
+        void stopAll().then(() => process.exit(0));
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+      const parent = process.ppid;
+      setInterval(() => {
+        if (process.ppid !== parent && !stopping) {
+          run.stderr('modelgate: the process that started this one is gone; stopping\n');
+          onSignal();
+        }
+      }, 1000).unref();
+      const env = run.env;
+      const configPath = configPathOf(options.config, env);
+      const config = readConfig(configPath, env);
+      const input = renderInput(config, configPath, env);
+      for (const w of bundleWarnings(config)) run.stderr(`warning: ${w}\n`);
+      let envoyBin: { path: string; version: string };
+      try {
+        envoyBin = ensureEnvoy({ log: (m) => run.stderr(`${m}\n`) });
+      } catch (err) {
+        if (err instanceof EnvoyUnavailable) throw new CliError(err.message);
+        throw err;
+      }
+      if (interrupted) process.exit(0);
+
       try {
         // The global rate limit engine (docs/rate-limits.md): Redis, then envoyproxy/ratelimit counting in it.
         if (config.rateLimits.engine === 'global') {
@@ -160,25 +185,9 @@ export function upCommand(run: CliRun): Command {
         await stopAll();
         throw err;
       }
+      ready = true;
+      if (interrupted) return onSignal();
       run.stdout(banner(config, configPath, envoyBin.version, upstream));
-
-      const onSignal = (): void => {
-        if (stopping) return;
-        run.stderr('\nmodelgate: stopping Envoy, modelgate and the demo upstream\n');
-        void stopAll().then(() => process.exit(0));
-      };
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
-      // A parent that dies without passing a signal on (npm killed with SIGKILL, a supervisor that
-      // signals only its own child) leaves this process to init: it stops too, never leaving Envoy
-      // holding the ports.
-      const parent = process.ppid;
-      setInterval(() => {
-        if (process.ppid !== parent) {
-          run.stderr('modelgate: the process that started this one is gone; stopping\n');
-          onSignal();
-        }
-      }, 1000).unref();
       void envoy.exited.then((code) => {
         if (stopping) return;
         run.stderr(`modelgate: Envoy exited (${code}); stopping\n`);

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { freePort } from '../../src/server/global-engine';
 import { describeE2E } from '../support/gateway';
+import { waitFor } from '../support/meter-cases';
 
 const ROOT = join(__dirname, '..', '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
@@ -37,13 +38,6 @@ function alive(pid: number): boolean {
   }
 }
 
-async function waitFor(what: string, ok: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** The demo config on free ports, in a directory of its own (its path marks this run's processes). */
 async function demoOnFreePorts(): Promise<{ dir: string; config: string; listen: number; upstream: number }> {
@@ -74,7 +68,7 @@ describeE2E('modelgate up, as npm start runs it', () => {
     // A parent that forks `up` (`; true` keeps sh from exec-ing it), as npm's shell did.
     const parent: ChildProcess = spawn('sh', ['-c', `"${process.execPath}" "${CLI}" up --config "${config}" --demo-upstream 127.0.0.1:${upstream}; true`], { cwd: ROOT, stdio: 'ignore' });
     try {
-      await waitFor('the gateway to answer', () => answering(listen));
+      await waitFor('the gateway to answer', () => answering(listen), 60_000);
       const running = processesWith(dir);
       expect(running.length).toBeGreaterThanOrEqual(2); // modelgate up, and Envoy its child
       parent.kill('SIGKILL');
@@ -89,7 +83,7 @@ describeE2E('modelgate up, as npm start runs it', () => {
     const { dir, config, listen, upstream } = await demoOnFreePorts();
     const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], { cwd: ROOT, stdio: 'ignore' });
     try {
-      await waitFor('the gateway to answer', () => answering(listen));
+      await waitFor('the gateway to answer', () => answering(listen), 60_000);
       const running = processesWith(dir);
       expect(running.length).toBeGreaterThanOrEqual(2);
       const exited = new Promise<number | null>((resolve) => up.once('exit', (code) => resolve(code)));
@@ -100,5 +94,20 @@ describeE2E('modelgate up, as npm start runs it', () => {
       for (const pid of processesWith(dir)) process.kill(pid, 'SIGKILL');
     }
     expect(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start).toMatch(/&& exec node dist\/src\/cli\/main\.js up /);
+  }, 120_000);
+
+  it('stops all three on a SIGTERM that comes while it starts (as soon as Envoy is spawned): exit 0, no Envoy left', async () => {
+    const { dir, config, upstream } = await demoOnFreePorts();
+    const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], { cwd: ROOT, stdio: 'ignore' });
+    const exited = new Promise<number | null>((resolve) => up.once('exit', (code) => resolve(code)));
+    let envoy: number[] = [];
+    try {
+      await waitFor('Envoy to be spawned', () => (envoy = pids(['-P', String(up.pid)])).length > 0, 60_000);
+      up.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      await waitFor('Envoy to stop', () => envoy.every((pid) => !alive(pid)), 30_000);
+    } finally {
+      for (const pid of [...processesWith(dir), ...envoy]) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    }
   }, 120_000);
 });
