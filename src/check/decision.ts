@@ -42,12 +42,12 @@ export interface Decision {
    * What an allowed metered request's estimate needs beyond the report (meter/admission.ts):
    * `maxInput` and `maxOutput`, the tokens it may cost at most (an estimate never exceeds them);
    * `hiddenOutput`, the output to debit when it is estimated (a reasoning model or request, a Gemini
-   * field mask); `referencedInput`, input the provider adds from elsewhere; `cacheWriteHour`, a 1-hour
-   * Anthropic cache write named; `inputExtra` and `inputFactor`, Anthropic's own prompts and what a
-   * cache write costs (an input estimate counts them as the hold does). Carried in Envoy's
+   * field mask); `referencedInput`, input the provider adds from elsewhere; `inputExtra` and
+   * `inputFactor`, Anthropic's own prompts and what a cache write costs (an input estimate counts them
+   * as the hold does; a factor of 2 names a 1-hour write). Carried in Envoy's
    * metadata, so a report that finds no entry (a late one, another replica's) settles the same.
    */
-  readonly meterMarks?: { readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true; readonly cacheWriteHour?: true; readonly inputExtra?: number; readonly inputFactor?: number };
+  readonly meterMarks?: { readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true; readonly inputExtra?: number; readonly inputFactor?: number };
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];
 }

@@ -66,7 +66,6 @@ export function meterMarkFields(d: Decision): Record<string, { boolValue: boolea
   if (m.maxOutput !== undefined) fields.maxOutput = { numberValue: m.maxOutput };
   if (m.hiddenOutput !== undefined) fields.hiddenOutput = { numberValue: m.hiddenOutput };
   if (m.referencedInput) fields.referencedInput = { boolValue: true };
-  if (m.cacheWriteHour) fields.cacheWriteHour = { boolValue: true };
   if (m.inputExtra !== undefined) fields.inputExtra = { numberValue: m.inputExtra };
   if (m.inputFactor !== undefined) fields.inputFactor = { numberValue: m.inputFactor };
   return fields;

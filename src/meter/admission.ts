@@ -38,7 +38,7 @@ import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } f
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
-import { CACHE_WRITE_FACTOR, mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
+import { mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
 
 export interface AdmissionDeps {
   readonly store: MeterStore | undefined;
@@ -154,25 +154,25 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
-    // A 1-hour cache write named: writes a stream reports without their breakdown by ttl were those.
-    const hourWrites = shape.inputFactor === CACHE_WRITE_FACTOR.hour1;
     const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view));
+    // What an input estimate counts beyond the body (Anthropic's prompts, a cache write's price), in
+    // the entry here and in the Check's metadata for a report that finds no entry.
+    const inputMarks = shape.providerInput > 0 || shape.inputFactor !== 1
+      ? { ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}), ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}) }
+      : undefined;
     const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
       requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
       ...(hidden ? { outputHidden: true } : {}),
-      ...(hourWrites ? { cacheWriteHour: true } : {}),
-      ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}),
-      ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}),
+      ...inputMarks,
       since, deadline: since + m.reservationSeconds * 1000,
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
     // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another
     // replica): its maxima bound an estimate there as the entry does here.
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...(hourWrites ? { cacheWriteHour: true as const } : {}),
-      ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}), ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}) };
+    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks };
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     if (!limited || price === null || maxCost === 0) return track(false);

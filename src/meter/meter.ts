@@ -26,7 +26,7 @@ import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
-import { mayReason } from './request-shape';
+import { CACHE_WRITE_FACTOR, mayReason } from './request-shape';
 import { tailUsage } from './tail-usage';
 import { isIdentity, isSse, type Usage } from './usage-reader';
 
@@ -111,16 +111,19 @@ function pendingOf(r: PendingRequest): PendingRequest {
   return {
     requestId: r.requestId, keyId: r.keyId, ...(r.keySha256 ? { keySha256: r.keySha256 } : {}), group: r.group, model: r.model, protocol: r.protocol,
     limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
-    referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}), ...(r.cacheWriteHour ? { cacheWriteHour: true } : {}),
+    referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}),
     ...(r.inputExtra ? { inputExtra: r.inputExtra } : {}), ...(r.inputFactor && r.inputFactor !== 1 ? { inputFactor: r.inputFactor } : {}), since: r.since, deadline: r.deadline,
   };
 }
 
-/** The request named a 1-hour cache write (its entry, else the Check's metadata): writes reported without a breakdown were those. */
-const hourWrites = (entry: PendingRequest | undefined, r: MeterReport): boolean => (entry ? entry.cacheWriteHour === true : r.authz.cacheWriteHour === true);
-
 /** A token count from the Check's metadata: a finite number >= 0, else undefined. */
 const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+
+/** What the request's input costs per token (request-shape.ts inputFactor): its entry's, else the Check's metadata's. */
+const inputFactorOf = (entry: PendingRequest | undefined, r: MeterReport): number => Math.max(1, entry ? entry.inputFactor ?? 1 : tokenCount(r.authz.inputFactor) ?? 1);
+
+/** The request named a 1-hour cache write (a factor of 2): writes reported without a breakdown were those. */
+const hourWrites = (entry: PendingRequest | undefined, r: MeterReport): boolean => inputFactorOf(entry, r) >= CACHE_WRITE_FACTOR.hour1;
 
 const NO_TOKENS: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });
 
@@ -369,7 +372,7 @@ export class Meter {
     // The provider's own prompts (Anthropic's tool prompts) and what a cache write costs count in an
     // input estimate as they do in the hold (admission.ts): its entry's, or the Check's metadata's.
     const inputExtra = entry ? entry.inputExtra ?? 0 : tokenCount(r.authz.inputExtra) ?? 0;
-    const inputFactor = Math.max(1, entry ? entry.inputFactor ?? 1 : tokenCount(r.authz.inputFactor) ?? 1);
+    const inputFactor = inputFactorOf(entry, r);
     const estimatedInput = trusted && provider.inputTokens > 0
       ? provider.inputTokens
       : Math.ceil((await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens) + inputExtra) * inputFactor);

@@ -158,10 +158,7 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     embeds,
     background: protocol === 'responses' && laxBool(get('background')),
     reasoning: asksReasoning(protocol, get, thinking),
-    // The tool use system prompt once (the request has tools), each client tool's own.
-    providerInput: anthropic && toolPrompts.size > 0
-      ? PROVIDER_TOOL_TOKENS.input_schema + [...toolPrompts].reduce((sum, [name, count]) => sum + (name === 'input_schema' || name === 'tools' ? 0 : (PROVIDER_TOOL_TOKENS[name] ?? PROVIDER_TOOL_TOKENS.computer_) * count), 0)
-      : 0,
+    providerInput: anthropic ? toolPrompts : 0,
     inputFactor: anthropic && cacheControl ? (ttl ? CACHE_WRITE_FACTOR.hour1 : CACHE_WRITE_FACTOR.minutes5) : 1,
     ...(caseVariant ? { caseVariant } : {}),
     ...(twice ? { twice } : {}),
@@ -265,11 +262,15 @@ function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonl
   return undefined;
 }
 
-/** The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted tools, tool prompts, cache breakpoints. */
-function marked(fields: TopLevelFields): { parts: number; tools: string[]; toolPrompts: Map<string, number>; cacheControl: boolean; ttl: boolean } {
+/**
+ * The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted
+ * tools, Anthropic's tool prompts in tokens (the tool use system prompt once when any tool is marked,
+ * each client tool's own per occurrence: PROVIDER_TOOL_TOKENS), cache breakpoints.
+ */
+function marked(fields: TopLevelFields): { parts: number; tools: string[]; toolPrompts: number; cacheControl: boolean; ttl: boolean } {
   let parts = 0;
   const tools: string[] = [];
-  const toolPrompts = new Map<string, number>();
+  let toolPrompts = 0;
   let cacheControl = false;
   let ttl = false;
   if (!fields.marks) return { parts, tools, toolPrompts, cacheControl, ttl };
@@ -277,8 +278,10 @@ function marked(fields: TopLevelFields): { parts: number; tools: string[]; toolP
     const kind = (REQUEST_MARKS.exact.get(name) ?? REQUEST_MARKS.prefixes.find(([p]) => p === name)?.[1])?.kind;
     if (kind === 'referenced') parts += count;
     else if (kind === 'hosted_tool') tools.push(name);
-    else if (kind === 'tool_prompt') toolPrompts.set(name, count);
-    else if (kind === 'cache_write') {
+    else if (kind === 'tool_prompt') {
+      if (toolPrompts === 0) toolPrompts = PROVIDER_TOOL_TOKENS.input_schema;
+      if (name !== 'input_schema' && name !== 'tools') toolPrompts += (PROVIDER_TOOL_TOKENS[name] ?? 0) * count;
+    } else if (kind === 'cache_write') {
       if (name === 'ttl') ttl = true;
       else cacheControl = true;
     }

@@ -221,8 +221,6 @@ export interface PendingRequest {
   readonly stream: boolean;
   /** The model may reason (meter.reasoningModels), the request asked it to, or a Gemini field mask hides the answer: an estimate of its output is its maximum. */
   readonly outputHidden?: boolean;
-  /** An Anthropic request that names a cache `ttl`: cache writes reported without their breakdown by ttl were 1-hour ones (meter/usage-reader.ts normalise). */
-  readonly cacheWriteHour?: boolean;
   /** Input tokens the provider adds to the request's own (Anthropic's tool prompts: request-shape.ts providerInput). */
   readonly inputExtra?: number;
   /** What its input may cost per token, in input tokens (an Anthropic cache write: 1.25 or 2). */

@@ -130,7 +130,7 @@ test("marks appended to every kind of answer decode as the full encode (strict m
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r), 10_000, 'replica-a');
   const paths = ['/v1/chat/completions', '/v1/messages', '/v1/messages/count_tokens', '/v1/responses', '/v1/embeddings', '/v1/models', '/alt/v1/chat/completions',
     `/v1beta/models/${'g'.repeat(60)}:generateContent`, `/v1beta/models/${'g'.repeat(300)}:streamGenerateContent`, '/nope', '/v1beta/models/gemini-2.5-flash:countTokens'];
-  const marks: Decision['meterMarks'][] = [undefined, {}, { maxInput: 83, maxOutput: 50 }, { maxInput: NaN }, { maxInput: -0, maxOutput: Infinity }, { hiddenOutput: 0 }, { referencedInput: false as unknown as true }, { referencedInput: true, maxInput: 1e15 }, { inputExtra: 3100, inputFactor: 2, cacheWriteHour: true }];
+  const marks: Decision['meterMarks'][] = [undefined, {}, { maxInput: 83, maxOutput: 50 }, { maxInput: NaN }, { maxInput: -0, maxOutput: Infinity }, { hiddenOutput: 0 }, { referencedInput: false as unknown as true }, { referencedInput: true, maxInput: 1e15 }, { inputExtra: 3100, inputFactor: 2 }];
   const extras: Partial<Decision>[] = [{}, { removeQuery: ['key'] }, { rateLimit: { fields: { requests_limit: { stringValue: '3' }, x: { stringValue: 'y'.repeat(200) } }, stamp: 1 } }, { stale: true }, { modelIsKey: true, model: 'sk-x' }, { keyId: 'k'.repeat(120) }];
   let marked = 0;
   for (const path of paths) {

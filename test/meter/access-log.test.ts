@@ -70,8 +70,8 @@ describe('readAccessLogMessage', () => {
     expect(reports[1]).toMatchObject({ requestId: 'none', status: 503, upstreamSent: false, authz: {} });
   });
 
-  it("reads the Check's meter marks (a report that finds no entry here is bounded by them), a 1-hour cache write's mark too", () => {
-    const marks = { metered: true, maxInput: 12, maxOutput: 5, hiddenOutput: 5, referencedInput: true, cacheWriteHour: true };
+  it("reads the Check's meter marks (a report that finds no entry here is bounded by them), a 1-hour cache write's factor too", () => {
+    const marks = { metered: true, maxInput: 12, maxOutput: 5, hiddenOutput: 5, referencedInput: true, inputExtra: 600, inputFactor: 2 };
     const { reports } = readAccessLogMessage(encode([entry({ id: 'm', status: 200, authz: marks })]));
     expect(reports[0].authz).toEqual(marks);
   });

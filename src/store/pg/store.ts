@@ -163,8 +163,7 @@ export class PgStore implements Store {
   readonly meter: PgMeterStore;
   private closed = false;
   private listeningWaiters: (() => void)[] = [];
-  private replicaCount = 1;
-  /** The largest count since peakAt (kept for replicaMemoryMs). */
+  /** The largest count since peakAt (kept for replicaMemoryMs): what replicas() answers. */
   private peakCount = 1;
   private peakAt = 0;
   private replicaTimer: NodeJS.Timeout | undefined;
@@ -260,10 +259,10 @@ export class PgStore implements Store {
    * before it returns.
    */
   replicas(): number {
-    if (this.replicaCount <= 1) return this.replicaCount;
+    if (this.peakCount <= 1) return this.peakCount;
     const now = Date.now();
     if (this.listener.connected && now - this.connectedAt >= REPLICA_GRACE_MS) this.countedUntil = now + this.#memoryMs() - REPLICA_GRACE_MS;
-    return now < this.countedUntil ? this.replicaCount : 0;
+    return now < this.countedUntil ? this.peakCount : 0;
   }
 
   /** replicaMemoryMs, at least two graces (what replicas() relies on: others remember a count longer than it takes to be counted). */
@@ -286,7 +285,6 @@ export class PgStore implements Store {
         this.peakCount = counted;
         this.peakAt = at;
       }
-      this.replicaCount = Math.max(counted, this.peakCount);
     } catch { /* the last count stands; the failure is in the store's error count */ }
   }
 
