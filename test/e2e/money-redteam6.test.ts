@@ -17,15 +17,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { setBalance } from '../../src/store/pg/balances';
-import { setGroup, setPrice } from '../../src/store/pg/groups';
-import { migrate } from '../../src/store/pg/schema';
 import type { InvalidationEvent } from '../../src/store/store';
-import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { inMode, request, type Sent } from '../support/money-client';
-import { startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
-import { issueKey } from '../support/pg-keys';
-import { openPool, startPgServer, type PgServer } from '../support/pg-server';
+import { request, type Sent } from '../support/money-client';
+import type { MoneyUpstream } from '../support/money-upstream';
+import { startPgReplicas, type PgReplicas } from '../support/money-pg';
 
 const FLAT = 'rt6-flat';
 /** rt6-flat: 0.001 a token out, nothing in; cap 100 tokens. */
@@ -40,42 +37,25 @@ const statuses = (sent: Sent[]): Counts => sent.reduce<Counts>((c, s) => ({ ...c
 const complete = (s: Sent): boolean => s.status === 200 && s.text.includes('[DONE]');
 
 describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
-  let server: PgServer;
+  let rig: PgReplicas;
   let pool: AdminDb;
   let up: MoneyUpstream;
-  let at: { host: string; port: number };
   /** Two replicas: each Envoy checks with and reports to its own modelgate (strict, leases). */
   let a: Gateway;
   let b: Gateway;
-  const extra: Gateway[] = [];
-
-  const pgConfig = (mode: 'soft' | 'strict') => (demo: string): string => `${inMode(mode)(demo)}\nstore: ${server.url}\n`;
-  const targets = () => ({ chat: at, messages: at, generative: at, alt: at });
 
   beforeAll(async () => {
-    server = await startPgServer();
-    pool = openPool(server.url);
-    await migrate(pool);
-    await setGroup(pool, { name: 'basic', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }, { name: FLAT, protocols: null, available: true }] });
-    await setPrice(pool, 'basic', 'gpt-4o-mini', { price: { input: MINI.input, output: MINI.output, cachedInput: null }, maxOutputTokens: MINI.cap });
-    await setPrice(pool, 'basic', FLAT, { price: { input: FLAT_PRICE.input, output: FLAT_PRICE.output, cachedInput: null }, maxOutputTokens: FLAT_PRICE.cap });
-    up = await startMoneyUpstream();
-    at = { host: '127.0.0.1', port: up.port };
-    [a, b] = await Promise.all([startGateway({ config: pgConfig('strict'), upstreamTargets: targets() }), startGateway({ config: pgConfig('strict'), upstreamTargets: targets() })]);
+    rig = await startPgReplicas({ mode: 'strict', models: { 'gpt-4o-mini': MINI, [FLAT]: FLAT_PRICE } });
+    ({ pool, up, a, b } = rig);
   }, 120_000);
   afterAll(async () => {
-    for (const g of extra) await g.close();
-    await a?.close();
-    await b?.close();
-    await up?.close();
-    await pool?.end();
-    await server?.close();
+    await rig?.close();
   });
 
   // --- the ledger ---------------------------------------------------------------------------
-  const newKey = async (id: string, balance: string): Promise<string> => (await issueKey(pool, { group: 'basic', id, balance })).key;
-  const balanceOf = async (id: string): Promise<number> => Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b);
-  const finalRows = async (id: string): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n;
+  const newKey = (id: string, balance: string): Promise<string> => rig.newKey(id, balance);
+  const balanceOf = (id: string): Promise<number> => rig.balanceOf(id);
+  const finalRows = (id: string): Promise<number> => rig.finalRows(id);
   const ledger = async (id: string): Promise<Array<{ cost: number; output: number; estimated: string | null }>> =>
     (await pool.query<{ cost: number; output: number; estimated: string | null }>('SELECT cost::float8 AS cost, output_tokens::int AS output, estimated FROM modelgate.usage WHERE key_id = $1', [id])).rows;
   /** The balance is exactly what it was less the ledger's sum (numeric). */
@@ -145,18 +125,7 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
   }, 120_000);
 
   /** One Envoy whose Checks go to its own modelgate and whose reports go to replica `to` (as meter-pg.test.ts sets up). */
-  async function reportingTo(to: Gateway): Promise<Gateway> {
-    const port = Number(to.modelgate.grpcAddress.split(':').pop());
-    const gw = await startGateway({
-      config: pgConfig('strict'), upstreamTargets: targets(),
-      editEnvoy: (bundle) => {
-        const meter = bundle.static_resources.clusters.find((c: { name: string }) => c.name === 'modelgate_meter');
-        meter.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = port;
-      },
-    });
-    extra.push(gw);
-    return gw;
-  }
+  const reportingTo = (to: Gateway): Promise<Gateway> => rig.replica({ reportsTo: to });
   let crossing: Gateway | undefined;
 
   it('defended: strict with leases, reports crossing replicas under load: rounds of 100 at once over two replicas, one of whose Envoys reports to the other, never past a balance for 10', async () => {
@@ -226,8 +195,7 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
   }, 90_000);
 
   it('defended: strict with leases, a replica killed (SIGKILL) mid-burst: what its served requests leave unpaid is at most its lease when it died', async () => {
-    const killed = await startGateway({ modelgate: 'process', storeUrl: server.url, config: pgConfig('strict'), upstreamTargets: targets() });
-    extra.push(killed);
+    const killed = await rig.replica({ process: true });
     const id = 'rt6-killed';
     const initial = String(10 * PER);
     const key = await newKey(id, initial);

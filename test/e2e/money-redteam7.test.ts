@@ -17,17 +17,15 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
 import { PROVIDER_TOOL_TOKENS } from '../../src/meter/request-shape';
 import type { AdminDb } from '../../src/store/pg/admin';
-import { setGroup, setPrice } from '../../src/store/pg/groups';
-import { migrate } from '../../src/store/pg/schema';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { REPLICA_COUNT_MS } from '../../src/store/pg/store';
-import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
 import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
-import { CLIENT_TOOL_TOKENS, TOOL_PROMPT_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+import { CLIENT_TOOL_TOKENS, TOOL_PROMPT_TOKENS, type MoneyUpstream } from '../support/money-upstream';
+import { startPgReplicas, type PgReplicas } from '../support/money-pg';
 import { issueKey } from '../support/pg-keys';
-import { openPool, startPgServer, type PgServer } from '../support/pg-server';
 
 const KEYS = ['toolsStrict', 'toolsSoft', 'cache1h', 'cache5m', 'chunkedBig', 'h2Big', 'expect', 'background', 'embeds'] as const;
 type KeyName = (typeof KEYS)[number];
@@ -302,30 +300,17 @@ describeE2E('money red team 7: strict without leases, two replicas on one Postgr
   const FLAT = 'rt7-flat';
   /** 0.001 a token out, nothing in; cap 100. A request of max_tokens 50 is reserved and billed exactly 0.05. */
   const PER = 0.05;
-  let server: PgServer;
+  let rig: PgReplicas;
   let pool: AdminDb;
-  let up: MoneyUpstream;
   let a: Gateway;
   let b: Gateway;
 
   beforeAll(async () => {
-    server = await startPgServer();
-    pool = openPool(server.url);
-    await migrate(pool);
-    await setGroup(pool, { name: 'basic', models: [{ name: FLAT, protocols: null, available: true }] });
-    await setPrice(pool, 'basic', FLAT, { price: { input: 0, output: 1000, cachedInput: null }, maxOutputTokens: 100 });
-    up = await startMoneyUpstream();
-    const at = { host: '127.0.0.1', port: up.port };
-    const targets = { chat: at, messages: at, generative: at, alt: at };
-    const pgConfig = (demo: string): string => `${inMode('strict')(demo).replace(/^meter:\n/m, 'meter:\n  leases: false\n')}\nstore: ${server.url}\n`;
-    [a, b] = await Promise.all([startGateway({ config: pgConfig, upstreamTargets: targets }), startGateway({ config: pgConfig, upstreamTargets: targets })]);
+    rig = await startPgReplicas({ mode: 'strict', leases: false, models: { [FLAT]: { input: 0, output: 1000, cap: 100 } } });
+    ({ pool, a, b } = rig);
   }, 120_000);
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await up?.close();
-    await pool?.end();
-    await server?.close();
+    await rig?.close();
   });
 
   it('defended: 100 streams at once split 50/50 over both replicas on a balance for 10: at most 10 served, balance >= 0, the ledger is what the provider billed', async () => {

@@ -13,17 +13,15 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
 import { PROVIDER_TOOL_TOKENS } from '../../src/meter/request-shape';
 import type { AdminDb } from '../../src/store/pg/admin';
-import { setGroup, setPrice } from '../../src/store/pg/groups';
-import { migrate } from '../../src/store/pg/schema';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { REPLICA_COUNT_MS } from '../../src/store/pg/store';
-import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
 import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
-import { CLIENT_TOOL_TOKENS, TOOL_PROMPT_TOKENS, startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+import { CLIENT_TOOL_TOKENS, TOOL_PROMPT_TOKENS, type MoneyUpstream } from '../support/money-upstream';
+import { startPgReplicas, type PgReplicas } from '../support/money-pg';
 import { issueKey } from '../support/pg-keys';
-import { openPool, startPgServer, type PgServer } from '../support/pg-server';
 
 type Counts = Record<string, number>;
 const statuses = (sent: Sent[]): Counts => sent.reduce<Counts>((c, s) => ({ ...c, [s.status]: (c[s.status] ?? 0) + 1 }), {});
@@ -245,41 +243,24 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
   const FLAT = 'rt8-flat';
   /** rt8-flat: 0.001 a token out, nothing in; cap 100 tokens. A request of max_tokens 100 is held and billed exactly M = 0.1. */
   const M = 0.1;
-  let server: PgServer;
+  let rig: PgReplicas;
   let pool: AdminDb;
   let up: MoneyUpstream;
-  let at: { host: string; port: number };
   let a: Gateway;
   let b: Gateway;
-  const extra: Gateway[] = [];
-
-  const pgConfig = (demo: string): string => `${inMode('soft')(demo)}\nstore: ${server.url}\n`;
-  const targets = () => ({ chat: at, messages: at, generative: at, alt: at });
 
   beforeAll(async () => {
-    server = await startPgServer();
-    pool = openPool(server.url);
-    await migrate(pool);
-    await setGroup(pool, { name: 'basic', models: [{ name: FLAT, protocols: null, available: true }, { name: 'gpt-4o-mini', protocols: null, available: true }] });
-    await setPrice(pool, 'basic', FLAT, { price: { input: 0, output: 1000, cachedInput: null }, maxOutputTokens: 100 });
-    await setPrice(pool, 'basic', 'gpt-4o-mini', { price: { input: 0.15, output: 0.6, cachedInput: null }, maxOutputTokens: 16384 });
-    up = await startMoneyUpstream();
-    at = { host: '127.0.0.1', port: up.port };
-    [a, b] = await Promise.all([startGateway({ config: pgConfig, upstreamTargets: targets() }), startGateway({ config: pgConfig, upstreamTargets: targets() })]);
+    rig = await startPgReplicas({ mode: 'soft', models: { [FLAT]: { input: 0, output: 1000, cap: 100 }, 'gpt-4o-mini': { input: 0.15, output: 0.6, cap: 16384 } } });
+    ({ pool, up, a, b } = rig);
   }, 120_000);
   afterAll(async () => {
-    for (const g of extra) await g.close();
-    await a?.close();
-    await b?.close();
-    await up?.close();
-    await pool?.end();
-    await server?.close();
+    await rig?.close();
   });
 
   const listenPid = (g: Gateway): number | null => ((g.modelgate.service!.store as unknown as { listener: { pid: number | null } }).listener.pid);
   const replicasSeen = (g: Gateway): number => (g.modelgate.service!.store as unknown as { replicas(): number }).replicas();
-  const finalRows = async (id: string): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n;
-  const balanceOf = async (id: string): Promise<number> => Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b);
+  const finalRows = (id: string): Promise<number> => rig.finalRows(id);
+  const balanceOf = (id: string): Promise<number> => rig.balanceOf(id);
   const upstreamWith = (tag: string): number => up.received.filter((r) => r.body.includes(tag)).length;
   const settledAll = (gs: Gateway[]): boolean => gs.every((g) => g.modelgate.service!.meter.settledAll);
 
@@ -301,15 +282,7 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
 
   /** One Envoy whose Checks go to a modelgate of its own and whose reports go to replica `to` (as money-redteam6.test.ts). */
   async function reportingTo(to: Gateway): Promise<Gateway> {
-    const port = Number(to.modelgate.grpcAddress.split(':').pop());
-    const gw = await startGateway({
-      config: pgConfig, upstreamTargets: targets(),
-      editEnvoy: (bundle) => {
-        const meter = bundle.static_resources.clusters.find((c: { name: string }) => c.name === 'modelgate_meter');
-        meter.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = port;
-      },
-    });
-    extra.push(gw);
+    const gw = await rig.replica({ reportsTo: to });
     // Past its grace (6 s after it starts, counting the others): until then it holds one request at a time.
     await waitFor('the new replica to count the others', () => replicasSeen(gw) > 1, 30_000);
     return gw;
