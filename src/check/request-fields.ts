@@ -21,8 +21,9 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'background',
   // Tiers billed above the model's standard price: OpenAI's service_tier, Anthropic's speed and inference_geo.
   'service_tier', 'serviceTier', 'speed', 'inference_geo',
-  // Reasoning asked for (OpenAI chat, Responses): output the answer never shows.
-  'reasoning_effort', 'reasoning',
+  // Reasoning asked for (OpenAI chat, Responses), and a chat completion's predicted output (its
+  // rejected prediction tokens are billed as output): output the answer never shows.
+  'reasoning_effort', 'reasoning', 'prediction',
 ]);
 
 /**

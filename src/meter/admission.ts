@@ -56,6 +56,24 @@ function deny(d: Decision, reason: DenyReason, hint: string): Decision {
   return { allowed: false, reason, hint, route: d.route, keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale };
 }
 
+/**
+ * Priced models with no output cap of their own (`maxOutputTokens`), as `group/model`: a request to
+ * one that names no maximum is held at meter.maxOutputTokens, and a provider whose own cap is higher
+ * may write past it, beyond soft mode's stated bound (docs/metering.md, "Overspend"). Logged at
+ * start and on reload for the groups of the config file.
+ */
+export function uncappedPricedModels(groups: ReadonlyMap<string, GroupRecord>): string[] {
+  const out: string[] = [];
+  for (const g of groups.values()) {
+    for (const m of g.models.values()) {
+      // An embeddings-only model writes no output tokens.
+      const embeddingsOnly = m.protocols !== null && m.protocols.every((p) => p === 'embeddings');
+      if (m.price && m.maxOutputTokens == null && !embeddingsOnly) out.push(`${g.name}/${m.name}`);
+    }
+  }
+  return out;
+}
+
 /** The cost of some tokens at a price, in the balance's unit. */
 export function tokensCost(input: number, output: number, price: ModelPrice): number {
   return (input * price.input + output * price.output) / 1e6;

@@ -12,9 +12,10 @@
  * Inputs:
  * - output: the text the response carried (response-text.ts), extrapolated to the whole body by
  *   bytes when only the body's tail was kept; a body the meter cannot read counts one token per byte;
- * - input: the request body's string values (JSON keys and punctuation are not text the provider
- *   counts; an embedding request's numbers count one token each, as its input may be token ids)
- *   when the Check kept the whole body (at most INPUT_SAMPLE_BYTES bytes); a larger body, or
+ * - input: the request body's whole JSON text (its keys, numbers and punctuation too: a tool's
+ *   schema is billed by its property names and enums; an embedding's token ids count a token each
+ *   at least), inline media apart, when the Check kept the whole body (at most INPUT_SAMPLE_BYTES
+ *   bytes); a larger body, or
  *   one whose sample is not here (another replica allowed it), counts one token per byte, an upper
  *   bound (a client chooses what the first bytes say of the rest). Input the body only references
  *   (a stored conversation, a cached context, an image by URL) adds meter.referencedInputTokens.
@@ -141,29 +142,22 @@ export function workerTokenCounter(): TokenCounter {
 
 const DATA_URL = /^data:[^,;]{0,100}(;[^,]{0,100})?,/;
 
-/** A JSON number, outside strings. */
-const JSON_NUMBER = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
-const numbersIn = (s: string): number => s.match(JSON_NUMBER)?.length ?? 0;
-
 /**
- * The string values of a JSON text (not its keys), as one text to count, the inline media found,
- * and the numbers outside strings (an embedding request may send its input as token ids, one
- * number a token): works on a cut document too (a sample). Strings are decoded with JSON.parse when
- * they hold escapes; an unterminated last string is taken as it is.
+ * A request body's JSON text as its input is counted: the whole text (keys, numbers and punctuation
+ * too: a tool's schema is billed by its property names and its enums, which are keys and numbers),
+ * each inline image or file (a data: URL string) cut out and counted apart as `media`. Works on a
+ * cut document too (a sample): an unterminated last string is taken as it is.
  */
-export function jsonStringValues(text: string): { text: string; media: number; numbers: number } {
+export function jsonInputText(text: string): { text: string; media: number } {
+  if (!text.includes('data')) return { text, media: 0 };
   const out: string[] = [];
   let media = 0;
-  let numbers = 0;
+  let from = 0;
   let i = 0;
   const n = text.length;
   while (i < n) {
     const q = text.indexOf('"', i);
-    if (q < 0) {
-      numbers += numbersIn(text.slice(i));
-      break;
-    }
-    numbers += numbersIn(text.slice(i, q));
+    if (q < 0) break;
     let j = q + 1;
     let escaped = false;
     while (j < n) {
@@ -176,24 +170,21 @@ export function jsonStringValues(text: string): { text: string; media: number; n
       if (c === 0x22) break;
       j++;
     }
-    const raw = text.slice(q + 1, Math.min(j, n));
-    // A key is followed by a colon.
-    let k = j + 1;
-    while (k < n && (text.charCodeAt(k) === 0x20 || text.charCodeAt(k) === 0x0a || text.charCodeAt(k) === 0x0d || text.charCodeAt(k) === 0x09)) k++;
-    const isKey = j < n && text.charCodeAt(k) === 0x3a;
-    if (!isKey) {
-      let value = raw;
-      if (escaped) {
-        try {
-          value = JSON.parse(`"${raw}"`) as string;
-        } catch { /* a cut escape at the end of a sample: the raw text */ }
-      }
-      if (DATA_URL.test(value)) media++;
-      else out.push(value);
+    let value = text.slice(q + 1, Math.min(j, n));
+    if (escaped) {
+      try {
+        value = JSON.parse(`"${value}"`) as string;
+      } catch { /* a cut escape at the end of a sample: the raw text */ }
+    }
+    if (DATA_URL.test(value)) {
+      media++;
+      out.push(text.slice(from, q + 1));
+      from = Math.min(j, n);
     }
     i = j + 1;
   }
-  return { text: out.join(' '), media, numbers };
+  out.push(text.slice(from));
+  return { text: out.join(''), media };
 }
 
 export interface InputEstimateSource {
@@ -224,10 +215,10 @@ export function createEstimator(counter: TokenCounter): Estimator {
       // A body larger than its sample is counted at one token per byte, an upper bound: what a
       // sample says of the rest is the client's to choose (a sample of digits before 200 KB of text).
       if (!source.sample || source.sample.length === 0 || source.bodyBytes > source.sample.length) return source.bodyBytes + referenced;
-      const { text, media, numbers } = jsonStringValues(Buffer.from(source.sample.buffer, source.sample.byteOffset, source.sample.byteLength).toString('utf8'));
+      // The whole JSON text: an embedding's token ids (`input: [[1, 2, ...]]`) count at least a token each in it.
+      const { text, media } = jsonInputText(Buffer.from(source.sample.buffer, source.sample.byteOffset, source.sample.byteLength).toString('utf8'));
       const [tokens] = await counter.count([text]);
-      // Embeddings take their input as token ids too (`input: [[1, 2, ...]]`): each number one token.
-      return scaled(protocol, tokens + media * INLINE_MEDIA_TOKENS + (protocol === 'embeddings' ? numbers : 0)) + referenced;
+      return scaled(protocol, tokens + media * INLINE_MEDIA_TOKENS) + referenced;
     },
     async output(protocol, text, textBytes, bodyBytes, sse) {
       if (text === undefined) return bodyBytes;

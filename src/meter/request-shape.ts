@@ -49,7 +49,7 @@ export interface RequestShape {
   readonly twice?: string;
   /** A tier the provider bills above the model's price: [field, value] (OpenAI service_tier priority, Anthropic speed fast, inference_geo). */
   readonly pricedTier?: readonly [string, string];
-  /** The request asks for reasoning (reasoning_effort, reasoning, Anthropic thinking, Gemini thinkingConfig): output the answer never shows. */
+  /** The request asks for reasoning (reasoning_effort, reasoning, Anthropic thinking, Gemini thinkingConfig) or predicts its output (chat `prediction`): output the answer never shows. */
   readonly reasoning: boolean;
   /**
    * Input tokens the provider adds to the request's own (Anthropic's tool use system prompt and its
@@ -198,6 +198,8 @@ function asksReasoning(protocol: Protocol, get: (k: string) => unknown, thinking
     if (effort !== undefined && effort !== 'none') return true;
     const r = asObject(get('reasoning'));
     if (r && word(r.effort) !== 'none') return true;
+    // Predicted Outputs: the rejected prediction tokens are billed as output and never shown.
+    if (protocol === 'chat' && asObject(get('prediction'))) return true;
   }
   if (protocol === 'messages') {
     const t = asObject(get('thinking'));

@@ -28,7 +28,7 @@ import { createPipeline, type Admission } from '../check/pipeline';
 import { ResponseEncoder } from '../check/response-encoder';
 import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
-import { createAdmission } from '../meter/admission';
+import { createAdmission, uncappedPricedModels } from '../meter/admission';
 import { Meter } from '../meter/meter';
 import { InFlight } from '../meter/in-flight';
 import { LeaseBook } from '../meter/leases';
@@ -141,6 +141,13 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const replica = randomUUID();
   const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r), undefined, replica);
   const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
+  const warnUncapped = (c: Config): void => {
+    const models = c.meter.enabled && fileStore ? uncappedPricedModels(c.groups) : [];
+    if (models.length > 0) {
+      logger.warn({ models, assumed: c.meter.maxOutputTokens }, 'priced models without maxOutputTokens: a request naming no maximum is held at meter.maxOutputTokens, and a provider whose own cap is higher may spend past the overspend bound; set each one\'s maxOutputTokens to its provider\'s cap');
+    }
+  };
+  warnUncapped(config);
   if (fileStore?.meter && cluster.isWorker) {
     logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
   }
@@ -267,6 +274,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     config = next;
     logger.level = next.log.level;
     if (fileStore) fileStore.replace(next.groups, next.keys);
+    warnUncapped(next);
     metrics.reloads.inc({ result: 'ok' });
   }, () => config, opts.watchIntervalMs, () => metrics.reloads.inc({ result: 'rejected' }));
 

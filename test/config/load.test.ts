@@ -327,7 +327,7 @@ describe('prices and the meter', () => {
   test('defaults the meter to on, soft, streams without usage estimated', () => {
     expect(parseConfig('').meter).toEqual({
       enabled: true, mode: 'soft', unmeteredStreams: 'estimate', hostedTools: 'deny', serviceTiers: 'deny', maxOutputTokens: 32768, referencedInputTokens: 200_000,
-      reasoningModels: ['o1*', 'o3*', 'o4*', 'gpt-5*', 'gpt-oss*', 'codex*', 'gemini-2.5*', 'gemini-3*', 'gemini-*latest', '*thinking*', '*reasoner*', 'deepseek-r*', 'qwq*', 'qwen3*', 'magistral*', 'grok-3-mini*', 'grok-4*'],
+      reasoningModels: ['o1*', 'o3*', 'o4*', 'gpt-5*', 'gpt-6*', 'gpt-oss*', 'codex*', 'gemini-2.5*', 'gemini-3*', 'gemini-*latest', '*thinking*', '*reasoner*', 'deepseek-r*', 'qwq*', 'qwen3*', 'magistral*', 'grok-3-mini*', 'grok-4*'],
       usageCeiling: { inputTokens: 10_000_000, outputTokens: 1_000_000 }, leases: true, reservationSeconds: 900, drainSeconds: 25,
     });
     // `allow`, the older name of estimate, is still read.

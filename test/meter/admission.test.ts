@@ -7,7 +7,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tokensCost } from '../../src/meter/admission';
+import { parseConfig } from '../../src/config/load';
+import { tokensCost, uncappedPricedModels } from '../../src/meter/admission';
 import type { FileStore } from '../../src/store/file-store';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
@@ -357,5 +358,14 @@ describe('soft mode on a replica that cannot count the others (replicas() = 0)',
     for (const d of h.logs.decisions().filter((x) => x.reason === 'allowed')) h.service.meter.deps.inFlight.take(d.requestId as string);
     const picture = await h.check(chat(DEMO_KEYS.trial, { ...body, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/1.png' } }] }] }));
     expect(reasonOf(picture)).toBe('store_unavailable');
+  });
+});
+
+describe('priced models without an output cap (red team 10)', () => {
+  it('names each priced model of the config without maxOutputTokens (the demo config names none), leaving out unpriced and embeddings-only ones', () => {
+    expect(uncappedPricedModels(parseConfig(readFileSync(DEMO_CONFIG, 'utf8')).groups)).toEqual([]);
+    const yaml = `${readFileSync(DEMO_CONFIG, 'utf8')}`.replace(/(- name: gpt-6\.1-sol\n(?: {8}.*\n)*?) {8}maxOutputTokens: 128000\n/, '$1');
+    expect(yaml).not.toEqual(readFileSync(DEMO_CONFIG, 'utf8'));
+    expect(uncappedPricedModels(parseConfig(yaml).groups)).toEqual(['basic/gpt-6.1-sol']);
   });
 });

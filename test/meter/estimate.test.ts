@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import { createEstimator, jsonStringValues, workerTokenCounter, FAMILY_FACTOR, INLINE_MEDIA_TOKENS } from '../../src/meter/estimate';
+import { createEstimator, jsonInputText, workerTokenCounter, FAMILY_FACTOR, INLINE_MEDIA_TOKENS } from '../../src/meter/estimate';
 import { capturedText } from '../../src/meter/response-text';
 import { lastObjectFor, tailUsage } from '../../src/meter/tail-usage';
 
@@ -116,33 +116,39 @@ describe('estimates with the o200k_base tokenizer (in a worker thread)', () => {
     expect(await counter.count([])).toEqual([]);
   });
 
-  it('estimates input from the string values of a request kept whole, and a larger one at one token per byte', async () => {
+  it('estimates input from the whole JSON text of a request kept whole, and a larger one at one token per byte', async () => {
     const body = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Tell me a story about a lighthouse keeper.' }] });
-    const values = jsonStringValues(body);
-    expect(values.text).toBe('gpt-4o-mini user Tell me a story about a lighthouse keeper.');
-    const tokens = countTokens(values.text);
+    expect(jsonInputText(body)).toEqual({ text: body, media: 0 });
+    const tokens = countTokens(body);
     expect(await est.input('chat', { sample: b(body), bodyBytes: body.length, referencedInput: false }, 0)).toBe(tokens);
     // A sample of half the body does not stand for the rest (the client chooses what it says): the upper bound.
     expect(await est.input('chat', { sample: b(body), bodyBytes: body.length * 2, referencedInput: false }, 0)).toBe(body.length * 2);
     // Anthropic's family factor, referenced input, inline media, and no sample at all.
     expect(await est.input('messages', { sample: b(body), bodyBytes: body.length, referencedInput: true }, 1000)).toBe(Math.ceil(tokens * FAMILY_FACTOR.messages) + 1000);
-    const image = JSON.stringify({ content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${'A'.repeat(4000)}` } }] });
-    expect(jsonStringValues(image).media).toBe(1);
-    expect(await est.input('chat', { sample: b(image), bodyBytes: image.length, referencedInput: false }, 0)).toBeGreaterThanOrEqual(INLINE_MEDIA_TOKENS);
+    const image = JSON.stringify({ content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${'A'.repeat(4000)}` } }, { type: 'text', text: 'and "data:" in a text' }] });
+    expect(jsonInputText(image)).toEqual({ text: '{"content":[{"type":"image_url","image_url":{"url":""}},{"type":"text","text":"and \\"data:\\" in a text"}]}', media: 1 });
+    expect(await est.input('chat', { sample: b(image), bodyBytes: image.length, referencedInput: false }, 0)).toBe(countTokens(jsonInputText(image).text) + INLINE_MEDIA_TOKENS);
+    // A data: URL written with escapes is media too; a sample cut inside a string keeps its text.
+    expect(jsonInputText('{"url":"data\\u003aimage/png;base64,AAAA"}').media).toBe(1);
+    expect(jsonInputText('{"a":"data:text/plain,x","b":"cut he')).toEqual({ text: '{"a":"","b":"cut he', media: 1 });
     expect(await est.input('chat', { bodyBytes: 400, referencedInput: false }, 0)).toBe(400);
   });
 
-  it('counts an embedding request\'s token ids (numbers) as one token each; a chat request\'s numbers are parameters, not text', async () => {
+  it('counts a tool schema\'s keys and numbers (a provider bills them), and an embedding request\'s token ids at a token each at least', async () => {
     const ids = Array.from({ length: 900 }, (_, i) => (i * 7919) % 1000);
     const body = JSON.stringify({ model: 'text-embedding-3-small', input: [ids.slice(0, 500), ids.slice(500)], dimensions: 256 });
     expect(body.length).toBeLessThan(4096);
-    const values = jsonStringValues(body);
-    expect(values.numbers).toBe(901);
-    const modelTokens = countTokens(values.text);
-    expect(await est.input('embeddings', { sample: b(body), bodyBytes: body.length, referencedInput: false }, 0)).toBe(modelTokens + 901);
-    const chat = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 100, temperature: 0.5, messages: [{ role: 'user', content: 'a 1, 2, 3 "quoted" \\ text' }] });
-    expect(jsonStringValues(chat).numbers).toBe(2);
-    expect(await est.input('chat', { sample: b(chat), bodyBytes: chat.length, referencedInput: false }, 0)).toBe(countTokens(jsonStringValues(chat).text));
+    const embedding = await est.input('embeddings', { sample: b(body), bodyBytes: body.length, referencedInput: false }, 0);
+    expect(embedding).toBe(countTokens(body));
+    expect(embedding).toBeGreaterThanOrEqual(901);
+    // Seen in red team 10: an enum of integers and long property names were 12 and 11 tokens (their string values).
+    const tools = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {
+      x: { type: 'integer', enum: Array.from({ length: 300 }, (_, i) => i) },
+      ...Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`the_quarterly_revenue_of_region_${i}`, {}])),
+    } } } }] });
+    const input = await est.input('chat', { sample: b(tools), bodyBytes: tools.length, referencedInput: false }, 0);
+    expect(input).toBe(countTokens(tools));
+    expect(input).toBeGreaterThan(300 + 20 * 5);
   });
 
   it('estimates output from the text read, extrapolated to the bytes sent, and a body it cannot read by its bytes', async () => {

@@ -180,6 +180,9 @@ describe('fields sent twice, priced tiers, reasoning asked for', () => {
     expect(shape({ model: 'm', reasoning_effort: 'low' }).reasoning).toBe(true);
     expect(shape({ model: 'm', reasoning_effort: 'none' }).reasoning).toBe(false);
     expect(shape({ model: 'm', reasoning: {} }, 'responses', '/v1/responses').reasoning).toBe(true);
+    // Predicted Outputs bill rejected prediction tokens as output, never shown: hidden as reasoning is.
+    expect(shape({ model: 'm', prediction: { type: 'content', content: 'the file as it was' } }).reasoning).toBe(true);
+    expect(shape({ model: 'm', prediction: null }).reasoning).toBe(false);
     expect(shape({ model: 'm', thinking: { type: 'enabled', budget_tokens: 2000 } }, 'messages', '/v1/messages').reasoning).toBe(true);
     expect(shape({ model: 'm', thinking: { type: 'disabled' } }, 'messages', '/v1/messages').reasoning).toBe(false);
     expect(shape({ generationConfig: { thinkingConfig: { thinkingBudget: 0 } } }, 'generative', '/v1beta/models/g:generateContent').reasoning).toBe(false);
