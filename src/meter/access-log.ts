@@ -11,7 +11,8 @@
  *   StreamAccessLogsMessage.http_logs(2).log_entry(1) -> HTTPAccessLogEntry:
  *     common_properties(1) -> AccessLogCommon.metadata(17) -> Metadata.filter_metadata(1):
  *       "envoy.filters.http.ext_authz": the Check's metadata (keyId, group, model, style, metered)
- *       "modelgate.meter": what the meter's Lua filter kept of the response body (`tail` on the way, `final` at its end)
+ *       "modelgate.meter": what the meter's Lua filter kept of the response body (`tail` on the way, `final` at its end, when
+ *         `tail` becomes false so that the entry carries one copy)
  *     request(3) -> HTTPRequestProperties: request_id(9), path(5), request_body_bytes(12)
  *     response(4) -> HTTPResponseProperties: response_code(1, UInt32Value), response_body_bytes(3),
  *       response_headers(4, map: content-type and content-encoding, as the bundle asks)

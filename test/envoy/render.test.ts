@@ -253,7 +253,9 @@ describe('the settings modelgate relies on', () => {
     expect(source).toContain('h:bodyChunks()');
     expect(source).not.toMatch(/:body\(/);
     expect(source).toContain('dynamicMetadata():set("modelgate.meter", "tail"');
-    expect(source).toContain('dynamicMetadata():set("modelgate.meter", "final"');
+    // At the end: the whole tail as `final`, and a tail published on the way replaced by false (the access log carries one copy).
+    expect(source).toContain('md:set("modelgate.meter", "final", table.concat(parts))');
+    expect(source).toContain('md:set("modelgate.meter", "tail", false)');
     // Decompresses answers only (requests are left alone).
     const dec = filters[3].typed_config;
     expect(dec.decompressor_library.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip');

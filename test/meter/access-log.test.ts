@@ -64,6 +64,18 @@ describe('readAccessLogMessage', () => {
     expect(reports[1]).toMatchObject({ requestId: 'r2', status: 0, tail: undefined, ended: false, upstreamSent: false });
   });
 
+  it('reads a stream\'s end as the filter leaves it: `final`, its tail published on the way replaced by false (one copy in the entry); a cut stream: the tail alone, not ended', () => {
+    const tail = 'data: {"usage":{"prompt_tokens":3}}\n\n';
+    const { reports } = readAccessLogMessage(encode([
+      entry({ id: 'end', status: 200, contentType: 'text/event-stream', authz: { metered: true }, meter: { tail: false, final: tail } }),
+      entry({ id: 'cut', status: 200, contentType: 'text/event-stream', authz: { metered: true }, meter: { tail } }),
+    ]));
+    expect(reports[0]).toMatchObject({ requestId: 'end', ended: true });
+    expect(Buffer.from(reports[0].tail!).toString()).toBe(tail);
+    expect(reports[1]).toMatchObject({ requestId: 'cut', ended: false });
+    expect(Buffer.from(reports[1].tail!).toString()).toBe(tail);
+  });
+
   it('says whether a byte of the request went upstream, and reads an entry without the Check\'s metadata', () => {
     const { reports } = readAccessLogMessage(encode([entry({ id: 'up', status: 200, upstream: true, authz: { metered: true } }), entry({ id: 'none', status: 503 })]));
     expect(reports[0]).toMatchObject({ requestId: 'up', upstreamSent: true, authz: { metered: true } });
