@@ -34,7 +34,7 @@ export const UPSTREAM_ACCEPT_ENCODING = 'gzip';
  * short leaves no tail: its output is estimated from its byte count (one token per byte, more than
  * any text). One write instead of two for a JSON answer, which the access log would carry twice;
  * for the same reason a stream's last tail published on the way is replaced by `false` at its end
- * (the access log carries the end's copy alone: up to 16 KiB less per long stream).
+ * (the access log carries the end's copy alone: up to 32 KiB less per long stream).
  */
 export const METER_LUA = `-- modelgate meter (rendered by modelgate; docs/metering.md)
 local KEEP = ${METER_TAIL_BYTES}
