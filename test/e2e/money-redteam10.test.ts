@@ -12,13 +12,13 @@
  */
 import * as net from 'node:net';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { balanceOfKey, request, startMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
+import { balanceOfKey, request, withMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
 import type { MoneyUpstream } from '../support/money-upstream';
 
 const KEYS = ['enumTool', 'keysTool', 'sol', 'solAsked', 'solLong', 'proLong', 'enumUsage', 'escaped', 'methods'] as const;
@@ -75,13 +75,7 @@ describeE2E('money red team 10: the demo gateway (soft, file store, one replica)
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
-  beforeAll(async () => {
-    ({ up, gw, store } = await startMoneyGateway(withMoneyKeys(keys, (k) => BALANCES[k as KeyName], PREFIX)));
-  }, 60_000);
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-  });
+  withMoneyGateway(withMoneyKeys(keys, (k) => BALANCES[k as KeyName], PREFIX), (started) => ({ up, gw, store } = started));
 
   // FINDING (fixed: the estimate counts the body's whole JSON text, estimate.ts jsonInputText): the
   // input estimate of a body kept whole (<= 4 KiB) counted only its string values

@@ -13,14 +13,14 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as http from 'node:http';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { balanceOfKey, request, startMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
+import { balanceOfKey, request, withMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
 import type { MoneyUpstream } from '../support/money-upstream';
 
 type Counts = Record<string, number>;
@@ -82,13 +82,7 @@ describeE2E('money red team 9: the demo gateway (soft, file store, one replica)'
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
-  beforeAll(async () => {
-    ({ up, gw, store } = await startMoneyGateway(withMoneyKeys(keys, (k) => BALANCES[k as KeyName], PREFIX)));
-  }, 60_000);
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-  });
+  withMoneyGateway(withMoneyKeys(keys, (k) => BALANCES[k as KeyName], PREFIX), (started) => ({ up, gw, store } = started));
 
   it('defended: 450 requests at once, split over OpenAI, Anthropic and Gemini, the root, /alt and the agent paths, in rounds on one small balance: every one served has its row, the key spends at most its balance plus one request', async () => {
     const msg = [{ role: 'user', content: 'a burst over every protocol' }];

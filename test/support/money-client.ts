@@ -4,6 +4,7 @@
  * the stand-in provider (money-upstream.ts).
  */
 import * as http from 'node:http';
+import { afterAll, beforeAll } from 'vitest';
 import { hashKey } from '../../src/check/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import { startGateway, type Gateway } from './gateway';
@@ -58,6 +59,22 @@ export async function startMoneyGateway(config: (demo: string) => string): Promi
   const at = { host: '127.0.0.1', port: up.port };
   const gw = await startGateway({ config, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
   return { up, gw, store: gw.modelgate.service!.store as FileStore };
+}
+
+/**
+ * In a describe block: a money gateway (startMoneyGateway) started before its tests, handed to
+ * `set`, and closed after them.
+ */
+export function withMoneyGateway(config: (demo: string) => string, set: (started: { up: MoneyUpstream; gw: Gateway; store: FileStore }) => void): void {
+  let started: { up: MoneyUpstream; gw: Gateway; store: FileStore } | undefined;
+  beforeAll(async () => {
+    started = await startMoneyGateway(config);
+    set(started);
+  }, 60_000);
+  afterAll(async () => {
+    await started?.gw.close();
+    await started?.up.close();
+  });
 }
 
 /** A key's balance as the file store has it now. */
