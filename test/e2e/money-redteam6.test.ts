@@ -14,7 +14,7 @@
  */
 import * as http from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { setBalance } from '../../src/store/pg/balances';
 import type { InvalidationEvent } from '../../src/store/store';
@@ -22,7 +22,7 @@ import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
 import { request, type Sent } from '../support/money-client';
 import type { MoneyUpstream } from '../support/money-upstream';
-import { startPgReplicas, type PgReplicas } from '../support/money-pg';
+import { withPgReplicas, type PgReplicas } from '../support/money-pg';
 
 const FLAT = 'rt6-flat';
 /** rt6-flat: 0.001 a token out, nothing in; cap 100 tokens. */
@@ -44,12 +44,9 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
   let a: Gateway;
   let b: Gateway;
 
-  beforeAll(async () => {
-    rig = await startPgReplicas({ mode: 'strict', models: { 'gpt-4o-mini': MINI, [FLAT]: FLAT_PRICE } });
-    ({ pool, up, a, b } = rig);
-  }, 120_000);
-  afterAll(async () => {
-    await rig?.close();
+  withPgReplicas({ mode: 'strict', models: { 'gpt-4o-mini': MINI, [FLAT]: FLAT_PRICE } }, (started) => {
+    rig = started;
+    ({ pool, up, a, b } = started);
   });
 
   // --- the ledger ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
 import { PROVIDER_TOOL_TOKENS } from '../../src/meter/request-shape';
 import type { AdminDb } from '../../src/store/pg/admin';
@@ -22,9 +22,9 @@ import type { UsageEntry } from '../../src/store/store';
 import { REPLICA_COUNT_MS } from '../../src/store/pg/store';
 import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
+import { balanceOfKey, inMode, request, withMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
 import { CLIENT_TOOL_TOKENS, TOOL_PROMPT_TOKENS, type MoneyUpstream } from '../support/money-upstream';
-import { startPgReplicas, type PgReplicas } from '../support/money-pg';
+import { withPgReplicas } from '../support/money-pg';
 import { issueKey } from '../support/pg-keys';
 
 const KEYS = ['toolsStrict', 'toolsSoft', 'cache1h', 'cache5m', 'chunkedBig', 'h2Big', 'expect', 'background', 'embeds'] as const;
@@ -68,13 +68,7 @@ describeE2E('money red team 7: one gateway, file store', () => {
   let gw: Gateway;
   let store: FileStore;
 
-  beforeAll(async () => {
-    ({ up, gw, store } = await startMoneyGateway(config));
-  }, 120_000);
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-  });
+  withMoneyGateway(config, (started) => ({ up, gw, store } = started));
 
   const rowsOf = async (key: KeyName): Promise<UsageEntry[]> => store.meter!.usage({ keyId: `rt7-${key}`, limit: 2000 });
   const balanceOf = (key: KeyName): Promise<number> => balanceOfKey(store, keys[key]);
@@ -300,18 +294,11 @@ describeE2E('money red team 7: strict without leases, two replicas on one Postgr
   const FLAT = 'rt7-flat';
   /** 0.001 a token out, nothing in; cap 100. A request of max_tokens 50 is reserved and billed exactly 0.05. */
   const PER = 0.05;
-  let rig: PgReplicas;
   let pool: AdminDb;
   let a: Gateway;
   let b: Gateway;
 
-  beforeAll(async () => {
-    rig = await startPgReplicas({ mode: 'strict', leases: false, models: { [FLAT]: { input: 0, output: 1000, cap: 100 } } });
-    ({ pool, a, b } = rig);
-  }, 120_000);
-  afterAll(async () => {
-    await rig?.close();
-  });
+  withPgReplicas({ mode: 'strict', leases: false, models: { [FLAT]: { input: 0, output: 1000, cap: 100 } } }, (started) => ({ pool, a, b } = started));
 
   it('defended: 100 streams at once split 50/50 over both replicas on a balance for 10: at most 10 served, balance >= 0, the ledger is what the provider billed', async () => {
     expect(a.modelgate.service!.config().meter.leases).toBe(false);

@@ -9,7 +9,7 @@
  * (branch redteam, on main 026c14e) and say what was seen.
  */
 import * as http from 'node:http';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
 import { PROVIDER_TOOL_TOKENS } from '../../src/meter/request-shape';
 import type { AdminDb } from '../../src/store/pg/admin';
@@ -18,9 +18,9 @@ import type { UsageEntry } from '../../src/store/store';
 import { REPLICA_COUNT_MS } from '../../src/store/pg/store';
 import { describeE2E, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
+import { balanceOfKey, inMode, request, withMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
 import { CLIENT_TOOL_TOKENS, TOOL_PROMPT_TOKENS, type MoneyUpstream } from '../support/money-upstream';
-import { startPgReplicas, type PgReplicas } from '../support/money-pg';
+import { withPgReplicas, type PgReplicas } from '../support/money-pg';
 import { issueKey } from '../support/pg-keys';
 
 type Counts = Record<string, number>;
@@ -83,17 +83,23 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
   let gw: Gateway;
   let store: FileStore;
 
-  beforeAll(async () => {
-    ({ up, gw, store } = await startMoneyGateway((demo) => inMode('strict')(withKeys(demo))));
-  }, 120_000);
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-  });
+  withMoneyGateway((demo) => inMode('strict')(withKeys(demo)), (started) => ({ up, gw, store } = started));
 
   const rowsOf = async (key: KeyName): Promise<UsageEntry[]> => store.meter!.usage({ keyId: `rt8-${key}`, limit: 100 });
   const balanceOf = (key: KeyName): Promise<number> => balanceOfKey(store, keys[key]);
   const upstreamWith = (tag: string): number => up.received.filter((r) => r.body.includes(tag)).length;
+  /** Up to `n` requests one after another, each sent once the previous one's row is in, until one is refused; then the meter has let go of all. */
+  const inTurn = async (key: KeyName, n: number, send: () => Promise<Sent>): Promise<Sent[]> => {
+    const sent: Sent[] = [];
+    for (let i = 0; i < n; i++) {
+      const s = await send();
+      sent.push(s);
+      if (s.status !== 200) break;
+      await waitFor('its row', async () => (await rowsOf(key)).length === i + 1, 30_000);
+    }
+    await waitFor('the meter to let go of every request', () => gw.modelgate.service!.meter.settledAll, 30_000);
+    return sent;
+  };
   const oneRow = async (key: KeyName): Promise<UsageEntry> => {
     await waitFor('its row', async () => (await rowsOf(key)).length === 1, 30_000);
     await waitFor('the meter to let go of every request', () => gw.modelgate.service!.meter.settledAll, 30_000);
@@ -155,14 +161,7 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     const body = { model: 'claude-3-5-haiku-latest', max_tokens: 5, tools: [{ type: 'tool_search_tool_regex_20251119', name: 'tool_search_tool_regex' }], messages: [{ role: 'user', content: 'rt8 unlisted' }] };
     const bytes = Buffer.byteLength(JSON.stringify(body));
     const reserved = (bytes * HAIKU.input + 5 * HAIKU.output) / 1e6;
-    const sent: Sent[] = [];
-    for (let i = 0; i < 3; i++) {
-      const s = await request(gw, '/v1/messages', claude('unlisted', { 'x-stand-in-tool-prompts': 'on' }), body);
-      sent.push(s);
-      if (s.status !== 200) break;
-      await waitFor('its row', async () => (await rowsOf('unlisted')).length === i + 1, 30_000);
-    }
-    await waitFor('the meter to let go of every request', () => gw.modelgate.service!.meter.settledAll, 30_000);
+    const sent = await inTurn('unlisted', 3, () => request(gw, '/v1/messages', claude('unlisted', { 'x-stand-in-tool-prompts': 'on' }), body));
     const rows = await rowsOf('unlisted');
     const after = await balanceOf('unlisted');
     const why = `statuses ${JSON.stringify(statuses(sent))}; reserved ${reserved} (${bytes} bytes, no tool prompt: ${PROVIDER_TOOL_TOKENS.input_schema} is added only for input_schema and the listed client tools); billed ${rows.map((r) => `${r.inputTokens} in, ${r.cost}`).join('; ')}; balance ${BALANCES.unlisted} -> ${after}`;
@@ -182,14 +181,7 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     const bytes = Buffer.byteLength(JSON.stringify(body));
     const allowance = PROVIDER_TOOL_TOKENS.input_schema + PROVIDER_TOOL_TOKENS.computer_ + PROVIDER_TOOL_TOKENS.bash_ + PROVIDER_TOOL_TOKENS.text_editor_;
     const held = ((Math.ceil(bytes * 2) + allowance) * HAIKU.input + 5 * HAIKU.output) / 1e6;
-    const sent: Sent[] = [];
-    for (let i = 0; i < 3; i++) {
-      const s = await request(gw, '/v1/messages', claude('toolsCached', TOOLS_HEADERS), body);
-      sent.push(s);
-      if (s.status !== 200) break;
-      await waitFor('its row', async () => (await rowsOf('toolsCached')).length === i + 1, 30_000);
-    }
-    await waitFor('the meter to let go of every request', () => gw.modelgate.service!.meter.settledAll, 30_000);
+    const sent = await inTurn('toolsCached', 3, () => request(gw, '/v1/messages', claude('toolsCached', TOOLS_HEADERS), body));
     const rows = await rowsOf('toolsCached');
     const after = await balanceOf('toolsCached');
     const billed = sent[0].status === 200 ? billedInput(sent[0].text) : undefined;
@@ -249,12 +241,9 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
   let a: Gateway;
   let b: Gateway;
 
-  beforeAll(async () => {
-    rig = await startPgReplicas({ mode: 'soft', models: { [FLAT]: { input: 0, output: 1000, cap: 100 }, 'gpt-4o-mini': { input: 0.15, output: 0.6, cap: 16384 } } });
-    ({ pool, up, a, b } = rig);
-  }, 120_000);
-  afterAll(async () => {
-    await rig?.close();
+  withPgReplicas({ mode: 'soft', models: { [FLAT]: { input: 0, output: 1000, cap: 100 }, 'gpt-4o-mini': { input: 0.15, output: 0.6, cap: 16384 } } }, (started) => {
+    rig = started;
+    ({ pool, up, a, b } = started);
   });
 
   const listenPid = (g: Gateway): number | null => ((g.modelgate.service!.store as unknown as { listener: { pid: number | null } }).listener.pid);

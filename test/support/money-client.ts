@@ -70,7 +70,7 @@ export function withMoneyGateway(config: (demo: string) => string, set: (started
   beforeAll(async () => {
     started = await startMoneyGateway(config);
     set(started);
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await started?.gw.close();
     await started?.up.close();

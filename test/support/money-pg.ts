@@ -4,6 +4,7 @@
  * every upstream, and two gateways (Envoy + modelgate in process) on that database in one meter mode.
  * More replicas join with `replica()`; `close()` stops everything, the joined ones first.
  */
+import { afterAll, beforeAll } from 'vitest';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { setGroup, setPrice } from '../../src/store/pg/groups';
 import { migrate } from '../../src/store/pg/schema';
@@ -97,4 +98,16 @@ export async function startPgReplicas(o: { mode: 'soft' | 'strict'; leases?: boo
     await close().catch(() => undefined);
     throw err;
   }
+}
+
+/** In a describe block: the replicas (startPgReplicas) started before its tests, handed to `set`, and closed after them. */
+export function withPgReplicas(o: Parameters<typeof startPgReplicas>[0], set: (rig: PgReplicas) => void): void {
+  let rig: PgReplicas | undefined;
+  beforeAll(async () => {
+    rig = await startPgReplicas(o);
+    set(rig);
+  }, 120_000);
+  afterAll(async () => {
+    await rig?.close();
+  });
 }
