@@ -148,6 +148,12 @@ function errorMessage(err: unknown): string {
 export const REPLICA_COUNT_MS = 2000;
 /** A replica that (re)connects is counted by the others within REPLICA_COUNT_MS; it waits three of them. */
 export const REPLICA_GRACE_MS = 3 * REPLICA_COUNT_MS;
+/**
+ * Counts failing for this long while the LISTEN connection is up make a replica blind (replicas()):
+ * one that joined meanwhile would wait REPLICA_GRACE_MS for this one to count it, and then hold its
+ * share as if it had been.
+ */
+export const REPLICA_COUNT_STALE_MS = REPLICA_GRACE_MS - REPLICA_COUNT_MS;
 const REPLICAS_SQL = 'SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1';
 
 /** Store over PostgreSQL; build it with openPgStore(). */
@@ -171,6 +177,10 @@ export class PgStore implements Store {
   private connectedAt = 0;
   /** Epoch ms until which every other replica counts this one (replicas()). */
   private countedUntil = 0;
+  /** A count has succeeded (replicas() is blind before). */
+  private counted = false;
+  /** Epoch ms when the count that is failing now was sent (0: the last count succeeded). */
+  private countFailingSince = 0;
 
   constructor(
     private readonly url: string,
@@ -256,11 +266,17 @@ export class PgStore implements Store {
    * one request of a key at a time here) when it counted others and they may not count it: for
    * REPLICA_GRACE_MS after it starts, and once its LISTEN connection has been down for about
    * replicaMemoryMs. A replica that counted only itself keeps its count. openPgStore counts once
-   * before it returns.
+   * before it returns. Blind too, whatever it counted, before its first count succeeds, and while
+   * its counts have failed for REPLICA_COUNT_STALE_MS with its LISTEN connection up: the database
+   * then answers others, and a replica that joins would count this one and believe itself counted.
+   * (With the LISTEN connection down as well, the rules above apply: the others keep counting this
+   * one, and no replica can start without the database.)
    */
   replicas(): number {
-    if (this.peakCount <= 1) return this.peakCount;
     const now = Date.now();
+    if (!this.counted) return 0;
+    if (this.countFailingSince !== 0 && this.listener.connected && now - this.countFailingSince >= REPLICA_COUNT_STALE_MS) return 0;
+    if (this.peakCount <= 1) return this.peakCount;
     if (this.listener.connected && now - this.connectedAt >= REPLICA_GRACE_MS) this.countedUntil = now + this.#memoryMs() - REPLICA_GRACE_MS;
     return now < this.countedUntil ? this.peakCount : 0;
   }
@@ -273,6 +289,7 @@ export class PgStore implements Store {
   /** Counts the replicas now (replicas()); failures keep the last count. */
   async countReplicas(): Promise<void> {
     if (this.closed) return;
+    const sentAt = Date.now();
     try {
       const rows = await this.query<{ n: string }>('countReplicas', REPLICAS_SQL, [`${this.options.applicationName}-listen`]);
       const n = Number(rows[0]?.n ?? 0);
@@ -285,7 +302,12 @@ export class PgStore implements Store {
         this.peakCount = counted;
         this.peakAt = at;
       }
-    } catch { /* the last count stands; the failure is in the store's error count */ }
+      this.counted = true;
+      this.countFailingSince = 0;
+    } catch {
+      // The last count stands (the failure is in the store's error count), until it is too old.
+      if (this.countFailingSince === 0) this.countFailingSince = sentAt;
+    }
   }
 
 

@@ -4,7 +4,7 @@
  * meter/admission.ts). Each store here stands for one replica.
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { openPgStore, type PgStore } from '../../../src/store/pg/store';
+import { openPgStore, PgStore, REPLICA_COUNT_STALE_MS } from '../../../src/store/pg/store';
 import { startPgServer, type PgServer } from '../../support/pg-server';
 
 let server: PgServer;
@@ -58,4 +58,47 @@ test('counts the replicas whatever application_name their URL sets (the URL over
   const b = await openPgStore(named);
   open.push(b);
   await until('both to count two', () => a.replicas() === 2 && b.replicas() === 2);
+}, 60_000);
+
+/** Makes this store's replica counts fail (its other queries and its LISTEN connection go on); returns the undo. */
+function failCounts(store: PgStore): () => void {
+  const s = store as unknown as { query(what: string, text: string, values: unknown[]): Promise<unknown[]> };
+  const query = s.query.bind(store);
+  s.query = (what, text, values) => (what === 'countReplicas' ? Promise.reject(new Error('count refused (test)')) : query(what, text, values));
+  return () => {
+    s.query = query;
+  };
+}
+
+test('a replica whose counts fail while its LISTEN connection is up is blind after REPLICA_COUNT_STALE_MS (a replica joining meanwhile would believe itself counted), and sees again once a count succeeds', async () => {
+  const url = await server.createDatabase();
+  const a = await openPgStore(url);
+  open.push(a);
+  await until('a to count itself', () => a.replicas() === 1);
+  const restore = failCounts(a);
+  const failedAt = Date.now();
+  await a.countReplicas();
+  // One failed count changes nothing: the next one may succeed.
+  expect(a.replicas()).toBe(1);
+  // A replica that joins now counts two and, after its grace, holds half; a, counting nothing, would hold all.
+  const b = await openPgStore(url);
+  open.push(b);
+  await until('a to be blind', () => a.replicas() === 0, REPLICA_COUNT_STALE_MS + 5000);
+  expect(Date.now() - failedAt).toBeGreaterThanOrEqual(REPLICA_COUNT_STALE_MS - 500);
+  restore();
+  await until('a to count both once its counts succeed', () => a.replicas() === 2, 10_000);
+}, 60_000);
+
+test('a replica whose first count failed is blind until one succeeds (it cannot know it is alone)', async () => {
+  const url = await server.createDatabase();
+  const a = new PgStore(url);
+  open.push(a);
+  const restore = failCounts(a);
+  await a.start();
+  await a.whenListening(2000);
+  await a.countReplicas();
+  expect(a.replicas()).toBe(0);
+  restore();
+  await a.countReplicas();
+  expect(a.replicas()).toBe(1);
 }, 60_000);
