@@ -5,9 +5,11 @@
  * grpc-js's server), it is the limit of modelgate's own stack: the difference between it and
  * modelgate is modelgate's decision, logging and metrics.
  *
- * Usage: node dist/bench/baseline-builtin-server.js 127.0.0.1:PORT [builtin|node]
- * Prints `baseline listening <address>` when bound.
+ * Usage: node dist/bench/baseline-builtin-server.js 127.0.0.1:PORT [builtin|node] [ANSWER_FILE]
+ * Prints `baseline listening <address>` when bound. ANSWER_FILE: a serialised CheckResponse to answer
+ * with instead (e2e/answer-bytes.ts writes modelgate's: what its answer costs Envoy).
  */
+import { readFileSync } from 'node:fs';
 import { startH2GrpcServer, type GrpcTransport } from '../src/grpc/server';
 import { CHECK_PATH } from '../src/server/grpc-server';
 import { demoGrpcSettings } from './servers';
@@ -19,7 +21,8 @@ const OK = Buffer.from([0x0a, 0x00]);
 
 async function main(): Promise<void> {
   const transport = (process.argv[3] ?? 'builtin') as GrpcTransport;
-  const server = await startH2GrpcServer(process.argv[2] ?? '127.0.0.1:0', new Map([[CHECK_PATH, { kind: 'unary', handle: () => OK }]]), { maxReceiveMessageBytes: MAX_RECEIVE_BYTES, transport });
+  const answer = process.argv[4] ? readFileSync(process.argv[4]) : OK;
+  const server = await startH2GrpcServer(process.argv[2] ?? '127.0.0.1:0', new Map([[CHECK_PATH, { kind: 'unary', handle: () => answer }]]), { maxReceiveMessageBytes: MAX_RECEIVE_BYTES, transport });
   console.log(`baseline listening ${server.address}`);
   const stop = (): void => void server.drain(1000).then(() => process.exit(0));
   process.on('SIGTERM', stop);

@@ -84,6 +84,11 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
       changes.push('with_request_body.pack_as_bytes: false');
     }
   }
+  if (process.env.BENCH_NO_STDOUT_LOG) {
+    // An experiment (bench/README.md, "The Check's answer"): what Envoy's JSON access log costs.
+    hcm.access_log = (hcm.access_log as Obj[]).filter((l) => l.name !== 'envoy.access_loggers.stdout');
+    changes.push('no JSON access log (BENCH_NO_STDOUT_LOG)');
+  }
   if (o.keepCredentialHeaders) {
     for (const r of hcm.route_config.virtual_hosts[0].routes as Obj[]) delete r.request_headers_to_remove;
     changes.push("no request_headers_to_remove on the routes (the client's key goes to LiteLLM)");

@@ -221,12 +221,15 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         cmd: process.execPath,
         args: id === 'noop'
           ? [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-server.js'), `127.0.0.1:${port}`]
-          : [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-builtin-server.js'), `127.0.0.1:${port}`, id === 'noop-node' ? 'node' : 'builtin'],
+          : [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-builtin-server.js'), `127.0.0.1:${port}`, id === 'noop-node' ? 'node' : 'builtin',
+            // An experiment (bench/README.md, "The Check's answer"): the no-op answers with these bytes.
+            ...(process.env.BENCH_NOOP_ANSWER ? [process.env.BENCH_NOOP_ANSWER] : [])],
         cpus: ctx.gatewayCpus,
         logFile: path.join(ctx.outDir, `${id}.log`),
         ready: () => listening(port),
       });
       bundle = renderBundle(demo, { authz: { port, healthCheck: false, packAsBytes: true }, httpPort: await httpPortFor(), upstreamPort, meter: false });
+      if (id !== 'noop' && process.env.BENCH_NOOP_ANSWER) notes.push(`the no-op answers with ${path.basename(process.env.BENCH_NOOP_ANSWER)} (BENCH_NOOP_ANSWER)`);
       markers = (k) => [allowMarker(k)];
       break;
     }
