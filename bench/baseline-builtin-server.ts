@@ -3,7 +3,8 @@
  * at once, on the transport modelgate serves with (`builtin`, modelgate's HTTP/2; `node`,
  * node:http2), with modelgate's receive limit. Beside bench/baseline-server.ts (the same no-op on
  * grpc-js's server), it is the limit of modelgate's own stack: the difference between it and
- * modelgate is modelgate's decision, logging and metrics.
+ * modelgate is modelgate's decision, logging and metrics, and what Envoy does with modelgate's
+ * answer (header changes, metadata its access log prints): bench/README.md, "The Check's answer".
  *
  * Usage: node dist/bench/baseline-builtin-server.js 127.0.0.1:PORT [builtin|node] [ANSWER_FILE]
  * Prints `baseline listening <address>` when bound. ANSWER_FILE: a serialised CheckResponse to answer
