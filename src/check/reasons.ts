@@ -296,7 +296,7 @@ export const REASONS = {
       /** The meter's in-flight table is full (meter/in-flight.ts). */
       meterFull: 'the gateway is tracking too many requests in flight to meter another one; retry shortly',
       /** Soft mode's blind replica (meter/admission.ts): it holds none of a key's balance. */
-      replicasUncounted: "this gateway replica cannot yet count the other replicas sharing the key's balance (it started less than 6 s ago, or its store connection has been down too long), so it runs one request of a key at a time and none that may cost more than one answer: retry shortly",
+      replicasUncounted: "this gateway replica cannot yet count the other replicas sharing the key's balance (it started less than 6 s ago, its store connection has been down too long, or counting them fails), so it runs one request of a key at a time and none that may cost more than one answer: retry shortly",
     },
   },
   check_request_malformed: {

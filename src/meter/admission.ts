@@ -201,8 +201,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const count = deps.inFlight.count(keyId);
       // With R replicas on one store each holds a key's requests to its share of the balance, so
       // together they hold no more than the balance (plus each one's lone request: the bound R x M).
-      // 0: the others may not count this replica (it started less than 6 s ago, or its LISTEN
-      // connection has been down too long: Store.replicas), so it holds none of the balance: one
+      // 0: the others may not count this replica (it started less than 6 s ago, its LISTEN connection
+      // has been down too long, or its counts fail: Store.replicas), so it holds none of the balance: one
       // request at a time here while the others hold to their shares.
       const counted = deps.replicas?.() ?? 1;
       const blind = counted === 0;
