@@ -273,10 +273,11 @@ export class PgStore implements Store {
    * one, and no replica can start without the database.)
    */
   replicas(): number {
-    const now = Date.now();
     if (!this.counted) return 0;
-    if (this.countFailingSince !== 0 && this.listener.connected && now - this.countFailingSince >= REPLICA_COUNT_STALE_MS) return 0;
+    if (this.countFailingSince !== 0 && this.listener.connected && Date.now() - this.countFailingSince >= REPLICA_COUNT_STALE_MS) return 0;
+    // The common case on every soft Check: one replica, its counts succeeding (no clock read).
     if (this.peakCount <= 1) return this.peakCount;
+    const now = Date.now();
     if (this.listener.connected && now - this.connectedAt >= REPLICA_GRACE_MS) this.countedUntil = now + this.#memoryMs() - REPLICA_GRACE_MS;
     return now < this.countedUntil ? this.peakCount : 0;
   }
