@@ -81,7 +81,7 @@ export class FileStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.meter?.close();
+    await this.meter?.close();
     this.#listeners.clear();
   }
 }

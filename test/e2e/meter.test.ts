@@ -145,7 +145,7 @@ describeE2E('metering through Envoy (file store)', () => {
 
   it('keeps what keys spent in the state file beside the config, written atomically', async () => {
     const path = meterStatePath(gw.configPath, null);
-    store.meter!.flush();
+    await store.meter!.flush();
     expect(existsSync(path)).toBe(true);
     const state = JSON.parse(readFileSync(path, 'utf8')) as { version: number; spent: Record<string, number>; usage: unknown[] };
     expect(state.version).toBe(1);

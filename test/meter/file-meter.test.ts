@@ -3,7 +3,7 @@
  * written atomically and read back at start, a top-up by raising the configured balance, and a
  * state file that cannot be trusted stopping the start instead of being guessed.
  */
-import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -43,13 +43,40 @@ describe('FileStore with a meter', () => {
     chmodSync(path, 0o644);
     writeFileSync(`${path}.${process.pid}.tmp`, '', { mode: 0o644 });
     await second.meter!.debit(debit('r2'));
-    second.meter!.flush();
+    await second.meter!.flush();
     expect(statSync(path).mode & 0o777).toBe(0o600);
     // The same request id settled again after a restart: still once.
     expect((await second.meter!.debit(debit('r1'))).applied).toBe(false);
     second.replace(new Map(), [key(2)]);
     expect((await second.findKey('a'.repeat(64)))!.balance).toBe(1.9822);
     await second.close();
+  });
+
+  it('writes the state file in order, one write at a time, off the event loop; a failed write is kept and written next time', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'modelgate-meter-'));
+    const path = join(dir, 'modelgate.state.json');
+    const errors: string[] = [];
+    const store = new FileStore(new Map(), [key(1)], { path, flushMs: 60_000, onError: (e) => errors.push(e.message) });
+    const m = store.meter!;
+    await m.debit(debit('r1'));
+    const first = m.flush();
+    // Nothing is written before the event loop turns: the write runs in the thread pool.
+    expect(() => readFileSync(path)).toThrow(/ENOENT/);
+    await m.debit(debit('r2'));
+    const second = m.flush();
+    await second;
+    // The second write came after the first (it waited for it), so the file holds both debits.
+    await first;
+    expect(JSON.parse(readFileSync(path, 'utf8')).usage.map((e: { requestId: string }) => e.requestId)).toEqual(['r1', 'r2']);
+    // A write that fails (the directory is gone) is reported and kept: the next write carries it.
+    rmSync(dir, { recursive: true });
+    await m.debit(debit('r3'));
+    await m.flush();
+    expect(errors).toHaveLength(1);
+    mkdirSync(dir);
+    await m.flush();
+    expect(JSON.parse(readFileSync(path, 'utf8')).spent.k).toBe(0.0267);
+    await store.close();
   });
 
   it.each([
