@@ -96,6 +96,7 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
   if (o.meter) {
     const parts = o.meterParts ?? 'all';
     if (parts !== 'all') hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => f.name !== DECOMPRESSOR_FILTER && (parts === 'nogzip' || f.name !== METER_FILTER));
+    if (process.env.BENCH_METER_CAPTURE === 'native') nativeCapture(hcm, changes);
     changes.push(parts === 'all' ? "the meter's filters (Lua tail capture, gzip decompressor) and its gRPC access log"
       : parts === 'nogzip' ? "the meter's Lua tail capture and its gRPC access log (no decompressor)" : "the meter's gRPC access log only (no Lua, no decompressor)");
   }
@@ -110,6 +111,53 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
   if (config.grpc.secret) changes.push('the gRPC secret in every call to modelgate (grpc_service initial_metadata)');
   if (config.gateway.authzTls) changes.push("mTLS to modelgate's gRPC port (the authz cluster's TLS transport socket)");
   return { yaml: toYaml(b, ' modelgate end-to-end benchmark: the generated bundle, see bench/e2e/envoy.ts'), changes };
+}
+
+/**
+ * An experiment (bench/README.md, "Metering: Envoy's own filters instead of the Lua tail"): the Lua
+ * tail capture replaced by Envoy's native filters that lift a usage object into dynamic metadata:
+ * json_to_metadata's response rules for JSON answers (one rule per count; it holds the answer until
+ * its end to parse it) and sse_to_metadata's JSON parser for event streams (every event parsed; a
+ * work-in-progress API in Envoy 1.40). What Envoy's CPU per
+ * request is then; the meter gets no tail, so modelgate estimates every answer (its figures are not
+ * comparable in this variant).
+ */
+function nativeCapture(hcm: Obj, changes: string[]): void {
+  const filters = hcm.http_filters as Obj[];
+  const at = filters.findIndex((f) => f.name === METER_FILTER);
+  if (at < 0) return;
+  const ns = METER_FILTER;
+  const rule = (key: string): Obj => ({ selectors: [{ key }], on_present: { metadata_namespace: ns, key } });
+  // json_to_metadata writes numbers, strings and booleans only (an object is "missing"): one rule per
+  // count the meter reads from an answer (docs/metering.md, "What is read from each response").
+  const counts: string[][] = [
+    ['usage', 'prompt_tokens'], ['usage', 'completion_tokens'], ['usage', 'prompt_tokens_details', 'cached_tokens'],
+    ['usage', 'input_tokens'], ['usage', 'output_tokens'], ['usage', 'input_tokens_details', 'cached_tokens'],
+    ['usage', 'cache_read_input_tokens'], ['usage', 'cache_creation_input_tokens'],
+    ['usageMetadata', 'promptTokenCount'], ['usageMetadata', 'candidatesTokenCount'], ['usageMetadata', 'thoughtsTokenCount'], ['usageMetadata', 'cachedContentTokenCount'],
+  ];
+  const countRule = (path: string[]): Obj => ({ selectors: path.map((key) => ({ key })), on_present: { metadata_namespace: ns, key: path.join('.'), type: 'NUMBER' } });
+  filters.splice(at, 1,
+    {
+      name: METER_FILTER,
+      typed_config: {
+        '@type': 'type.googleapis.com/envoy.extensions.filters.http.json_to_metadata.v3.JsonToMetadata',
+        response_rules: { rules: counts.map(countRule), allow_content_types: ['application/json'] },
+      },
+    },
+    {
+      name: `${METER_FILTER}_sse`,
+      typed_config: {
+        '@type': 'type.googleapis.com/envoy.extensions.filters.http.sse_to_metadata.v3.SseToMetadata',
+        response_rules: {
+          content_parser: {
+            name: 'envoy.content_parsers.json',
+            typed_config: { '@type': 'type.googleapis.com/envoy.extensions.content_parsers.json.v3.JsonContentParser', rules: [{ rule: rule('usage') }, { rule: rule('usageMetadata') }] },
+          },
+        },
+      },
+    });
+  changes.push("the Lua tail capture replaced by json_to_metadata (answers) and sse_to_metadata (streams): usage counts only (BENCH_METER_CAPTURE=native)");
 }
 
 export interface RunningEnvoy {
