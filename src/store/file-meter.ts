@@ -20,7 +20,8 @@ import type { DebitRequest, DebitResult, MeterStore, PendingRequest, ReserveResu
 const LEDGER_MAX = 2000;
 /**
  * The state file is written at most this often: each write serialises the whole ledger, so under
- * load it is the meter's largest cost on the file store; a crash loses at most this long of spending.
+ * load it is the meter's largest cost on the file store; a crash loses at most this long of spending
+ * (and the few milliseconds of a write in progress).
  */
 const FLUSH_MS = 1000;
 /** Entries the ledger may grow past LEDGER_MAX before it is trimmed back. */
