@@ -232,8 +232,24 @@ describeE2E('money red team 5: strict mode on PostgreSQL (leases), a balance low
     // An operator's billing job (or `keys balance --add`) debits the key outside the meter: what is
     // left covers exactly A's reservation, so strict mode has nothing left for another request.
     await addBalance(pool, id, String(-(await balance() - RESTART_MAX)));
+    // The replica cuts its lease when the row trigger's notification reaches it, milliseconds later
+    // (docs/metering.md: a request it admits before that is reserved from the lease as it was; seen on
+    // a loaded CI run, B served 0.0000998 past the balance). Its console shows the balance the same
+    // notification brought (one event, the lease cut and the cache patched in turn): B goes after it.
     // (The Check reads the key's balance only to see that it is positive, which it still is: the
-    // reservation comes from the lease either way, whenever the row trigger's notification lands.)
+    // reservation comes from the lease either way.)
+    const lowered = await balance();
+    const seenBalance = async (): Promise<number | null | undefined> => {
+      const r = await gw.send('POST', '/console/api/access', { headers: [['x-modelgate-console-key', encodeURIComponent(key)]], body: '{}' });
+      return r.status === 200 ? (r.json() as { key?: { balance?: number | null } }).key?.balance : undefined;
+    };
+    // 100 ms apart: the console answers a key 60 times a minute.
+    for (let tries = 0; ; tries++) {
+      const seen = await seenBalance();
+      if (typeof seen === 'number' && Math.abs(seen - lowered) < 1e-12) break;
+      if (tries >= 50) throw new Error(`the replica never saw the lowered balance ${lowered} (its console: ${seen})`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const b = await request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '1' }, RESTART_BODY);
     const aSent = await a;
     expect(aSent.status, aSent.text).toBe(200);
