@@ -261,4 +261,32 @@ describeE2E('money red team 5: strict mode on PostgreSQL (leases), a balance low
     expect(after, `B answered ${b.status}; lease ${lease}; balance after ${after}`).toBeGreaterThanOrEqual(0);
     expect(b.status).toBe(403);
   }, 120_000);
+
+  it('a request racing the lowered balance\'s notification spends at most the lease as it stood past the new balance (docs/metering.md)', async () => {
+    const id = 'rt5-pg-lowered-race';
+    const { key } = await issueKey(pool, { group: 'basic', id, balance: null });
+    await pool.query('UPDATE modelgate.keys SET balance = 10 * $2::numeric WHERE id = $1', [id, String(RESTART_MAX)]);
+    const balance = async (): Promise<number> => Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b);
+    const auth = { authorization: `Bearer ${key}` };
+    const seen = up.received.length;
+    const a = request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '60' }, RESTART_BODY);
+    await waitFor('A upstream', () => up.received.length > seen, 30_000);
+    const lease = Number((await pool.query<{ a: string }>('SELECT coalesce(sum(amount), 0)::text AS a FROM modelgate.leases WHERE key_id = $1', [id])).rows[0].a);
+    expect(lease).toBeGreaterThan(RESTART_MAX);
+    // B is sent as the billing job commits: whether its Check comes before the notification or
+    // after is the machine's to decide. Either way, the bound holds.
+    const [, b] = await Promise.all([
+      (async () => addBalance(pool, id, String(-(await balance() - RESTART_MAX))))(),
+      request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '1' }, RESTART_BODY),
+    ]);
+    const aSent = await a;
+    expect(aSent.status, aSent.text).toBe(200);
+    const served = [aSent, b].filter((x) => x.status === 200).length;
+    const rows = async (): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n;
+    await waitFor('every debit', async () => (await rows()) >= served, 60_000);
+    const after = await balance();
+    expect(after, `B answered ${b.status}; lease ${lease}; balance after ${after}`).toBeGreaterThanOrEqual(-lease);
+    if (b.status !== 200) expect(b.status).toBe(403);
+    else console.log(`[red team 5] B raced the notification and was served: balance after ${after}, lease ${lease}`);
+  }, 120_000);
 });
