@@ -218,29 +218,48 @@ describeE2E('money red team 5: strict mode on PostgreSQL (leases), a balance low
     await server?.close();
   });
 
-  it('a billing job takes the balance down to what the request in flight reserved: the replica still serves another from the slack of its lease (bound: zero)', async () => {
-    const id = 'rt5-pg-lowered';
+  /**
+   * A key with ten of A's maxima; A (about 12 s of stream) holds its maximum, reserved from this
+   * replica's lease (granted with room to spare). `lower` is an operator's billing job (or `keys
+   * balance --add`) debiting the key outside the meter, so that what is left covers exactly A's
+   * reservation: strict mode has nothing left for another request. `finish` waits for A and for
+   * every debit, and gives the balance after.
+   */
+  async function leaseHeld(id: string) {
     const { key } = await issueKey(pool, { group: 'basic', id, balance: null });
     await pool.query('UPDATE modelgate.keys SET balance = 10 * $2::numeric WHERE id = $1', [id, String(RESTART_MAX)]);
     const balance = async (): Promise<number> => Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b);
     const auth = { authorization: `Bearer ${key}` };
-    // A: about 12 s of stream; its maximum is reserved from this replica's lease (granted with room to spare).
     const seen = up.received.length;
     const a = request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '60' }, RESTART_BODY);
     await waitFor('A upstream', () => up.received.length > seen, 30_000);
     const lease = Number((await pool.query<{ a: string }>('SELECT coalesce(sum(amount), 0)::text AS a FROM modelgate.leases WHERE key_id = $1', [id])).rows[0].a);
-    // An operator's billing job (or `keys balance --add`) debits the key outside the meter: what is
-    // left covers exactly A's reservation, so strict mode has nothing left for another request.
-    await addBalance(pool, id, String(-(await balance() - RESTART_MAX)));
+    return {
+      key, balance, lease,
+      lower: async (): Promise<void> => addBalance(pool, id, String(-(await balance() - RESTART_MAX))).then(() => undefined),
+      b: (): Promise<Sent> => request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '1' }, RESTART_BODY),
+      finish: async (b: Sent): Promise<number> => {
+        const aSent = await a;
+        expect(aSent.status, aSent.text).toBe(200);
+        const served = [aSent, b].filter((x) => x.status === 200).length;
+        const rows = async (): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n;
+        await waitFor('every debit', async () => (await rows()) >= served, 60_000);
+        return balance();
+      },
+    };
+  }
+
+  it('a billing job takes the balance down to what the request in flight reserved: the replica still serves another from the slack of its lease (bound: zero)', async () => {
+    const t = await leaseHeld('rt5-pg-lowered');
+    await t.lower();
     // The replica cuts its lease when the row trigger's notification reaches it, milliseconds later
-    // (docs/metering.md: a request it admits before that is reserved from the lease as it was; seen on
-    // a loaded CI run, B served 0.0000998 past the balance). Its console shows the balance the same
-    // notification brought (one event, the lease cut and the cache patched in turn): B goes after it.
-    // (The Check reads the key's balance only to see that it is positive, which it still is: the
-    // reservation comes from the lease either way.)
-    const lowered = await balance();
+    // (docs/metering.md: a request it admits before that is reserved from the lease as it was; the
+    // next test). Its console shows the balance the same notification brought (one event, the lease
+    // cut and the cache patched in turn): B goes after it. (The Check reads the key's balance only
+    // to see that it is positive, which it still is: the reservation comes from the lease either way.)
+    const lowered = await t.balance();
     const seenBalance = async (): Promise<number | null | undefined> => {
-      const r = await gw.send('POST', '/console/api/access', { headers: [['x-modelgate-console-key', encodeURIComponent(key)]], body: '{}' });
+      const r = await gw.send('POST', '/console/api/access', { headers: [['x-modelgate-console-key', encodeURIComponent(t.key)]], body: '{}' });
       return r.status === 200 ? (r.json() as { key?: { balance?: number | null } }).key?.balance : undefined;
     };
     // 100 ms apart: the console answers a key 60 times a minute.
@@ -250,43 +269,22 @@ describeE2E('money red team 5: strict mode on PostgreSQL (leases), a balance low
       if (tries >= 50) throw new Error(`the replica never saw the lowered balance ${lowered} (its console: ${seen})`);
       await new Promise((r) => setTimeout(r, 100));
     }
-    const b = await request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '1' }, RESTART_BODY);
-    const aSent = await a;
-    expect(aSent.status, aSent.text).toBe(200);
-    const served = [aSent, b].filter((x) => x.status === 200).length;
-    const rows = async (): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n;
-    await waitFor('every debit', async () => (await rows()) >= served, 60_000);
-    const after = await balance();
-    // Seen: B served (200) from a lease of 0.0002823 (twice A's maximum), balance after -0.00009975.
-    expect(after, `B answered ${b.status}; lease ${lease}; balance after ${after}`).toBeGreaterThanOrEqual(0);
+    const b = await t.b();
+    const after = await t.finish(b);
+    // Seen before the lease was cut on notification: B served (200) from a lease of 0.0002823 (twice A's maximum), balance after -0.00009975.
+    expect(after, `B answered ${b.status}; lease ${t.lease}; balance after ${after}`).toBeGreaterThanOrEqual(0);
     expect(b.status).toBe(403);
   }, 120_000);
 
   it('a request racing the lowered balance\'s notification spends at most the lease as it stood past the new balance (docs/metering.md)', async () => {
-    const id = 'rt5-pg-lowered-race';
-    const { key } = await issueKey(pool, { group: 'basic', id, balance: null });
-    await pool.query('UPDATE modelgate.keys SET balance = 10 * $2::numeric WHERE id = $1', [id, String(RESTART_MAX)]);
-    const balance = async (): Promise<number> => Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b);
-    const auth = { authorization: `Bearer ${key}` };
-    const seen = up.received.length;
-    const a = request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '60' }, RESTART_BODY);
-    await waitFor('A upstream', () => up.received.length > seen, 30_000);
-    const lease = Number((await pool.query<{ a: string }>('SELECT coalesce(sum(amount), 0)::text AS a FROM modelgate.leases WHERE key_id = $1', [id])).rows[0].a);
-    expect(lease).toBeGreaterThan(RESTART_MAX);
+    const t = await leaseHeld('rt5-pg-lowered-race');
+    expect(t.lease).toBeGreaterThan(RESTART_MAX);
     // B is sent as the billing job commits: whether its Check comes before the notification or
     // after is the machine's to decide. Either way, the bound holds.
-    const [, b] = await Promise.all([
-      (async () => addBalance(pool, id, String(-(await balance() - RESTART_MAX))))(),
-      request(gw, '/v1/chat/completions', { ...auth, 'x-stand-in-delay-ms': '1' }, RESTART_BODY),
-    ]);
-    const aSent = await a;
-    expect(aSent.status, aSent.text).toBe(200);
-    const served = [aSent, b].filter((x) => x.status === 200).length;
-    const rows = async (): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n;
-    await waitFor('every debit', async () => (await rows()) >= served, 60_000);
-    const after = await balance();
-    expect(after, `B answered ${b.status}; lease ${lease}; balance after ${after}`).toBeGreaterThanOrEqual(-lease);
+    const [, b] = await Promise.all([t.lower(), t.b()]);
+    const after = await t.finish(b);
+    expect(after, `B answered ${b.status}; lease ${t.lease}; balance after ${after}`).toBeGreaterThanOrEqual(-t.lease);
     if (b.status !== 200) expect(b.status).toBe(403);
-    else console.log(`[red team 5] B raced the notification and was served: balance after ${after}, lease ${lease}`);
+    else console.log(`[red team 5] B raced the notification and was served: balance after ${after}, lease ${t.lease}`);
   }, 120_000);
 });
