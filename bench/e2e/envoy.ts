@@ -118,9 +118,8 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
  * tail capture replaced by Envoy's native filters that lift a usage object into dynamic metadata:
  * json_to_metadata's response rules for JSON answers (one rule per count; it holds the answer until
  * its end to parse it) and sse_to_metadata's JSON parser for event streams (every event parsed; a
- * work-in-progress API in Envoy 1.40). What Envoy's CPU per
- * request is then; the meter gets no tail, so modelgate estimates every answer (its figures are not
- * comparable in this variant).
+ * work-in-progress API in Envoy 1.40). It measures Envoy's CPU per request; the meter gets no tail,
+ * so modelgate estimates every answer (its figures are not comparable in this variant).
  */
 function nativeCapture(hcm: Obj, changes: string[]): void {
   const filters = hcm.http_filters as Obj[];

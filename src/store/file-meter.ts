@@ -6,8 +6,9 @@
  * The state file is JSON, written atomically (a temporary file, then rename; mode 0600: it names
  * keys and requests) at most once a second (`flushMs`) and on close, in libuv's thread pool, one
  * write at a time. It also holds the requests still in flight when it was written (`pending`), so
- * that after a crash their reports, or their deadlines, still settle them. A state file that cannot be read, or that holds a number that is not finite,
- * stops the start: guessing would either forgive spending or deny everyone.
+ * that after a crash their reports, or their deadlines, still settle them. A state file that cannot
+ * be read, or that holds a number that is not finite, stops the start: guessing would either forgive
+ * spending or deny everyone.
  *
  * One process only: with `serve --workers N` every worker would keep its own copy; metering more
  * than one process needs the PostgreSQL store.
@@ -242,16 +243,17 @@ export class FileMeter implements MeterStore {
    */
   async #write(): Promise<void> {
     if (!this.#dirty || !this.opts.path) return;
-    const state: StateFile = {
-      version: 1, spent: Object.fromEntries(this.#spent), usage: this.#ledger.length > LEDGER_MAX ? this.#ledger.slice(-LEDGER_MAX) : this.#ledger,
-      ...(this.#provisional.size > 0 ? { provisional: Object.fromEntries(this.#provisional) } : {}),
-      ...(this.#pending.length > 0 ? { pending: this.#pending } : {}),
-    };
-    const text = `${JSON.stringify(state)}\n`;
-    // What changes from here on is in the next write.
-    this.#dirty = false;
     const tmp = `${this.opts.path}.${process.pid}.tmp`;
+    // Never rejects: a rejected link would stop every later write of the chain.
     try {
+      const state: StateFile = {
+        version: 1, spent: Object.fromEntries(this.#spent), usage: this.#ledger.length > LEDGER_MAX ? this.#ledger.slice(-LEDGER_MAX) : this.#ledger,
+        ...(this.#provisional.size > 0 ? { provisional: Object.fromEntries(this.#provisional) } : {}),
+        ...(this.#pending.length > 0 ? { pending: this.#pending } : {}),
+      };
+      const text = `${JSON.stringify(state)}\n`;
+      // What changes from here on is in the next write.
+      this.#dirty = false;
       // Owner only: key ids, amounts and request ids. chmod too: a leftover temporary file keeps its mode on write.
       await writeFile(tmp, text, { mode: 0o600 });
       await chmod(tmp, 0o600);
