@@ -6,7 +6,7 @@
  * parsed whole here.
  *
  * Lax means: `"stream": 1`, `"true"`, `"yes"` stream (pydantic's lax booleans); `"n": "8"` and
- * `8.0` are 8; every alias a provider accepts is read (snake and camel case, top level and inside
+ * `8.0` are 8, `"1_6"` is 16 (pydantic's lax int); every alias a provider accepts is read (snake and camel case, top level and inside
  * Gemini's generationConfig); of two spellings the larger maximum counts.
  */
 import { extractFields, goFold, type TopLevelFields } from '../check/extract-model';
@@ -83,9 +83,17 @@ export function laxBool(v: unknown): boolean {
   return false;
 }
 
-/** A value as a lax upstream reads a positive integer (8, 8.0, "8", " 8 "); undefined otherwise. */
+/**
+ * A count in a string as pydantic's lax int reads it (vLLM's and other OpenAI-compatible servers'
+ * request models): digits with underscores between them (`"1_6"` is 16, as Python's int() reads it),
+ * a `+`, zero decimals, trimmed of Unicode white space as Rust's str::trim, U+0085 included.
+ */
+const LAX_COUNT = /^[\s\u0085]*\+?(\d+(?:_\d+)*)(?:\.0*)?[\s\u0085]*$/;
+
+/** A value as a lax upstream reads a positive integer (8, 8.0, "8", " 8 ", "1_6"); undefined otherwise. */
 export function laxCount(v: unknown): number | undefined {
-  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\s*\+?\d+(\.0*)?\s*$/.test(v) ? Number(v) : Number.NaN;
+  const digits = typeof v === 'string' ? LAX_COUNT.exec(v)?.[1] : undefined;
+  const n = typeof v === 'number' ? v : digits !== undefined ? Number(digits.replace(/_/g, '')) : Number.NaN;
   return Number.isFinite(n) && n >= 1 && Number.isInteger(n) ? n : undefined;
 }
 
