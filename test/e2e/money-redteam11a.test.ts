@@ -30,17 +30,22 @@ function billedOf(up: MoneyUpstream, key: string, from: number): number {
   return up.received.slice(from).filter((r) => r.headers.authorization === `Bearer ${key}`).length;
 }
 
-const STRICT_KEYS = ['nUnderscore', 'nNel'] as const;
+const STRICT_KEYS = ['nUnderscore', 'nNel', 'geminiExponent'] as const;
 type StrictKey = (typeof STRICT_KEYS)[number];
 const strictKeys = Object.fromEntries(STRICT_KEYS.map((k) => [k, generateKey()])) as Record<StrictKey, string>;
 /** A balance that covers one answer of max_tokens 100 (about 0.00009) and not two. */
 const STRICT_BALANCE = 0.0001;
+/** gemini-2.5-flash in the demo config: per million tokens. */
+const GEMINI = { input: 0.3, output: 2.5 };
+/** A balance that covers one Gemini answer of maxOutputTokens 100 (about 0.0003) and not two. */
+const GEMINI_BALANCE = 0.0004;
+const balanceOf = (k: string): number => (k === 'geminiExponent' ? GEMINI_BALANCE : STRICT_BALANCE);
 
 describeE2E('money red team 11a: strict mode (bound: zero)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
-  withMoneyGateway((demo) => withMoneyKeys(strictKeys, () => STRICT_BALANCE, `${PREFIX}s`)(inMode('strict')(demo)), (started) => ({ up, gw, store } = started));
+  withMoneyGateway((demo) => withMoneyKeys(strictKeys, balanceOf, `${PREFIX}s`)(inMode('strict')(demo)), (started) => ({ up, gw, store } = started));
 
   // FINDING (seen on fa0d32f): the admission read `"n": "1_6"` as no count (one answer); pydantic's
   // lax int (vLLM's and other OpenAI-compatible servers' request models) reads it as 16, as Python's
@@ -70,6 +75,32 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
       expect(await balanceOfKey(store, strictKeys[k])).toBeCloseTo(STRICT_BALANCE - cost(usage.prompt_tokens, usage.completion_tokens), 12);
     });
   }
+
+  // FINDING (seen on rt11a 6fe7441): Gemini's API reads its JSON as proto3's JSON mapping does: an
+  // integer field may be a string holding any JSON number, exponent included ("1.6e1" is 16: Go's
+  // protojson, protobuf.dev's JSON mapping). The admission read "1.6e1" as no count (one answer):
+  // strict mode reserved one candidate and the provider produced 16.
+  it('gemini: generationConfig.candidateCount "1.6e1" (proto3 JSON reads 16) reserves 16 answers: refused on a balance for one, nothing upstream', async () => {
+    const from = up.received.length;
+    const key = strictKeys.geminiExponent;
+    const path = '/v1beta/models/gemini-2.5-flash:generateContent';
+    const body = (candidateCount: string): unknown => ({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }], generationConfig: { maxOutputTokens: 100, candidateCount } });
+    const sent = await request(gw, path, { 'x-goog-api-key': key }, body('1.6e1'));
+    if (sent.status === 200) await waitFor('the row', async () => (await rowsOf(store, `${PREFIX}s-geminiExponent`)).length === 1);
+    const balance = await balanceOfKey(store, key);
+    const candidates = sent.status === 200 ? (JSON.parse(sent.text) as { candidates: unknown[] }).candidates.length : 0;
+    expect(balance, `status ${sent.status}, ${candidates} candidates served, balance ${GEMINI_BALANCE} -> ${balance}`).toBeGreaterThanOrEqual(0);
+    expect(sent.status).toBe(403);
+    expect(sent.text).toContain('balance_insufficient');
+    expect(up.received.slice(from).filter((r) => r.headers['x-goog-api-key'] === key)).toHaveLength(0);
+    // One candidate ("1e0") is served and debited what the provider billed.
+    const one = await request(gw, path, { 'x-goog-api-key': key }, body('1e0'));
+    expect(one.status).toBe(200);
+    await waitFor('the row', async () => (await rowsOf(store, `${PREFIX}s-geminiExponent`)).length === 1);
+    const usage = (JSON.parse(one.text) as { usageMetadata: { promptTokenCount: number; candidatesTokenCount: number } }).usageMetadata;
+    expect(usage.candidatesTokenCount).toBe(100);
+    expect(await balanceOfKey(store, key)).toBeCloseTo(GEMINI_BALANCE - (usage.promptTokenCount * GEMINI.input + usage.candidatesTokenCount * GEMINI.output) / 1e6, 12);
+  });
 });
 
 const SOFT_KEYS = ['softUnderscore'] as const;

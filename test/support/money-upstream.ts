@@ -3,7 +3,7 @@
  * where a hostile key holder could exploit the meter, and misbehaves on request.
  *
  * As real providers do: it reads `stream`, `n`, `candidateCount` and every max-tokens alias as lax
- * upstreams do (`"stream": "true"` streams, `"n": "3"` is 3, `"n": "1_6"` is 16: pydantic), produces `n` answers, honours the
+ * upstreams do (`"stream": "true"` streams, `"n": "3"` is 3, `"n": "1_6"` is 16: pydantic; `"candidateCount": "1.6e1"` is 16: proto3 JSON), produces `n` answers, honours the
  * maximum (else the model's default of 30 tokens), reports usage where each provider does (a chat
  * stream only with `stream_options.include_usage`; Anthropic's message_start and message_delta;
  * Gemini's usageMetadata on every chunk, the last one complete; no usage from Gemini's embeddings),
@@ -92,13 +92,15 @@ function gateOf(gates: Gates, name: string): { readonly opened: Promise<void>; o
 const TRUE = new Set(['true', '1', 'yes', 'on', 't', 'y']);
 const lax = (v: unknown): boolean => v === true || (typeof v === 'number' && v !== 0) || (typeof v === 'string' && TRUE.has(v.toLowerCase()));
 /**
- * A count as pydantic's lax int reads a string (vLLM's and other OpenAI-compatible servers' request
- * models): `"8"`, `" +8 "`, `"8.00"`, `"1_6"` (16: underscores between digits, as Python's int()),
- * trimmed of Unicode white space as Rust's str::trim (U+0085 too).
+ * A count in a string as pydantic's lax int reads it (vLLM's and other OpenAI-compatible servers'
+ * request models): `"8"`, `" +8 "`, `"8.00"`, `"1_6"` (16: underscores between digits, as Python's
+ * int()), trimmed of Unicode white space as Rust's str::trim (U+0085 too); or as proto3's JSON
+ * mapping reads an integer field (Google's APIs): a JSON number, exponent included (`"1.6e1"` is 16).
  */
 const laxInt = (v: unknown): number | undefined => {
   const m = typeof v === 'string' ? /^[\s\u0085]*\+?(\d+(?:_\d+)*)(?:\.0+)?[\s\u0085]*$/.exec(v) : null;
-  const n = typeof v === 'number' ? v : m ? Number(m[1].replace(/_/g, '')) : NaN;
+  const proto = typeof v === 'string' && /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$/.test(v);
+  const n = typeof v === 'number' ? v : m ? Number(m[1].replace(/_/g, '')) : proto ? Number(v) : NaN;
   return Number.isInteger(n) && n > 0 ? n : undefined;
 };
 const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
