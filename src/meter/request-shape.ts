@@ -6,7 +6,7 @@
  * parsed whole here.
  *
  * Lax means: `"stream": 1`, `"true"`, `"yes"` stream (pydantic's lax booleans); `"n": "8"` and
- * `8.0` are 8, `"1_6"` is 16 (pydantic's lax int); every alias a provider accepts is read (snake and camel case, top level and inside
+ * `8.0` are 8, `"1_6"` is 16 (pydantic's lax int), `"1.6e1"` is 16 (proto3's JSON mapping); every alias a provider accepts is read (snake and camel case, top level and inside
  * Gemini's generationConfig); of two spellings the larger maximum counts.
  */
 import { extractFields, goFold, type TopLevelFields } from '../check/extract-model';
@@ -88,12 +88,20 @@ export function laxBool(v: unknown): boolean {
  * request models): digits with underscores between them (`"1_6"` is 16, as Python's int() reads it),
  * a `+`, zero decimals, trimmed of Unicode white space as Rust's str::trim, U+0085 included.
  */
-const LAX_COUNT = /^[\s\u0085]*\+?(\d+(?:_\d+)*)(?:\.0*)?[\s\u0085]*$/;
+const PYDANTIC_INT = /^[\s\u0085]*\+?(\d+(?:_\d+)*)(?:\.0*)?[\s\u0085]*$/;
+/**
+ * A count in a string as proto3's JSON mapping reads an integer field (Google's APIs: Gemini's
+ * generationConfig): any JSON number whose value is an integer, exponent included (`"1.6e1"` is 16).
+ */
+const JSON_NUMBER = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 
-/** A value as a lax upstream reads a positive integer (8, 8.0, "8", " 8 ", "1_6"); undefined otherwise. */
+/** A value as a lax upstream reads a positive integer (8, 8.0, "8", " 8 ", "1_6", "1.6e1"); undefined otherwise. */
 export function laxCount(v: unknown): number | undefined {
-  const digits = typeof v === 'string' ? LAX_COUNT.exec(v)?.[1] : undefined;
-  const n = typeof v === 'number' ? v : digits !== undefined ? Number(digits.replace(/_/g, '')) : Number.NaN;
+  let n = typeof v === 'number' ? v : Number.NaN;
+  if (typeof v === 'string') {
+    const digits = PYDANTIC_INT.exec(v)?.[1];
+    n = digits !== undefined ? Number(digits.replace(/_/g, '')) : JSON_NUMBER.test(v) ? Number(v) : Number.NaN;
+  }
   return Number.isFinite(n) && n >= 1 && Number.isInteger(n) ? n : undefined;
 }
 

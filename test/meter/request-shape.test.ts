@@ -23,7 +23,9 @@ describe('lax values', () => {
 
   it('reads counts written as numbers or numeric strings', () => {
     expect([8, 8.0, '8', ' 8 ', '+8', '8.0'].map(laxCount)).toEqual([8, 8, 8, 8, 8, 8]);
-    expect([0, -1, 1.5, 'eight', '1e3', null, true, Infinity].map(laxCount)).toEqual([undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined]);
+    expect([0, -1, 1.5, 'eight', '1.5e0', null, true, Infinity].map(laxCount)).toEqual([undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined]);
+    // proto3's JSON mapping (Gemini): a string holding a JSON number, exponent included.
+    expect(['1e3', '1.6e1', '160E-1', '16.0'].map(laxCount)).toEqual([1000, 16, 16, 16]);
     // pydantic's lax int (vLLM's request models): underscores between digits, U+0085 trimmed.
     expect(['1_6', '+1_6.0', '\u00858', '16\u00a0', '1_000_000'].map(laxCount)).toEqual([16, 16, 8, 16, 1_000_000]);
     expect(['_16', '16_', '1__6', '0x10', '\u0668'].map(laxCount)).toEqual([undefined, undefined, undefined, undefined, undefined]);
