@@ -7,6 +7,7 @@
  * "defended" are attacks the gateway already stopped, kept for their coverage; the others were
  * findings (each comment says FINDING and what was seen on rt11a fa0d32f), fixed since.
  */
+import * as net from 'node:net';
 import { expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
 import type { FileStore } from '../../src/store/file-store';
@@ -25,9 +26,12 @@ async function rowsOf(store: FileStore, keyId: string): Promise<UsageEntry[]> {
   return (await store.meter!.usage({ limit: 100_000 })).filter((e) => e.keyId === keyId);
 }
 
-/** What the stand-in billed for the requests of a key: each chat answer's usage, as it reported it. */
-function billedOf(up: MoneyUpstream, key: string, from: number): number {
-  return up.received.slice(from).filter((r) => r.headers.authorization === `Bearer ${key}`).length;
+/** The header each request here carries (Envoy forwards it; the key itself is replaced upstream). */
+const MARK = 'x-rt11a-key';
+
+/** How many requests marked `name` reached the stand-in since `from`. */
+function upstreamOf(up: MoneyUpstream, name: string, from: number): number {
+  return up.received.slice(from).filter((r) => r.headers[MARK] === name).length;
 }
 
 const STRICT_KEYS = ['nUnderscore', 'nNel', 'geminiExponent'] as const;
@@ -55,7 +59,7 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
     it(`chat: "n": ${JSON.stringify(n)} (pydantic reads ${answers}) reserves ${answers} answers: refused on a balance for one, nothing upstream`, async () => {
       const from = up.received.length;
       const body = { model: 'gpt-4o-mini', max_tokens: 100, n, messages: [{ role: 'user', content: 'hi' }] };
-      const sent = await request(gw, '/v1/chat/completions', { authorization: `Bearer ${strictKeys[k]}` }, body);
+      const sent = await request(gw, '/v1/chat/completions', { authorization: `Bearer ${strictKeys[k]}`, [MARK]: k }, body);
       if (sent.status === 200) {
         await waitFor(`the row of ${k}`, async () => (await rowsOf(store, `${PREFIX}s-${k}`)).length === 1);
       }
@@ -64,11 +68,12 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
       expect(balance, `status ${sent.status}, ${choices} answers served, balance ${STRICT_BALANCE} -> ${balance}`).toBeGreaterThanOrEqual(0);
       expect(sent.status).toBe(403);
       expect(sent.text).toContain('balance_insufficient');
-      expect(billedOf(up, strictKeys[k], from)).toBe(0);
+      expect(upstreamOf(up, k, from)).toBe(0);
       expect(balance).toBe(STRICT_BALANCE);
       // The same request asking for one answer is served and debited what the provider billed.
-      const one = await request(gw, '/v1/chat/completions', { authorization: `Bearer ${strictKeys[k]}` }, { ...body, n: '1' });
+      const one = await request(gw, '/v1/chat/completions', { authorization: `Bearer ${strictKeys[k]}`, [MARK]: k }, { ...body, n: '1' });
       expect(one.status).toBe(200);
+      expect(upstreamOf(up, k, from)).toBe(1);
       await waitFor(`the row of ${k}`, async () => (await rowsOf(store, `${PREFIX}s-${k}`)).length === 1);
       const usage = (JSON.parse(one.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
       expect(usage.completion_tokens).toBe(100);
@@ -85,17 +90,18 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
     const key = strictKeys.geminiExponent;
     const path = '/v1beta/models/gemini-2.5-flash:generateContent';
     const body = (candidateCount: string): unknown => ({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }], generationConfig: { maxOutputTokens: 100, candidateCount } });
-    const sent = await request(gw, path, { 'x-goog-api-key': key }, body('1.6e1'));
+    const sent = await request(gw, path, { 'x-goog-api-key': key, [MARK]: 'geminiExponent' }, body('1.6e1'));
     if (sent.status === 200) await waitFor('the row', async () => (await rowsOf(store, `${PREFIX}s-geminiExponent`)).length === 1);
     const balance = await balanceOfKey(store, key);
     const candidates = sent.status === 200 ? (JSON.parse(sent.text) as { candidates: unknown[] }).candidates.length : 0;
     expect(balance, `status ${sent.status}, ${candidates} candidates served, balance ${GEMINI_BALANCE} -> ${balance}`).toBeGreaterThanOrEqual(0);
     expect(sent.status).toBe(403);
     expect(sent.text).toContain('balance_insufficient');
-    expect(up.received.slice(from).filter((r) => r.headers['x-goog-api-key'] === key)).toHaveLength(0);
+    expect(upstreamOf(up, 'geminiExponent', from)).toBe(0);
     // One candidate ("1e0") is served and debited what the provider billed.
-    const one = await request(gw, path, { 'x-goog-api-key': key }, body('1e0'));
+    const one = await request(gw, path, { 'x-goog-api-key': key, [MARK]: 'geminiExponent' }, body('1e0'));
     expect(one.status).toBe(200);
+    expect(upstreamOf(up, 'geminiExponent', from)).toBe(1);
     await waitFor('the row', async () => (await rowsOf(store, `${PREFIX}s-geminiExponent`)).length === 1);
     const usage = (JSON.parse(one.text) as { usageMetadata: { promptTokenCount: number; candidatesTokenCount: number } }).usageMetadata;
     expect(usage.candidatesTokenCount).toBe(100);
@@ -103,10 +109,79 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
   });
 });
 
-const SOFT_KEYS = ['softUnderscore'] as const;
+const SOFT_KEYS = ['softUnderscore', 'pipelined', 'encodings', 'echoedUsage'] as const;
 type SoftKey = (typeof SOFT_KEYS)[number];
 const softKeys = Object.fromEntries(SOFT_KEYS.map((k) => [k, generateKey()])) as Record<SoftKey, string>;
-const SOFT_BALANCE: Record<SoftKey, number> = { softUnderscore: 0.0001 };
+const SOFT_BALANCE: Record<SoftKey, number> = { softUnderscore: 0.0001, pipelined: 0.0001, encodings: 0.0001, echoedUsage: 10 };
+
+interface RawReply {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+/**
+ * Writes `raw` (one or several HTTP/1.1 requests, pipelined) on one connection in one write and
+ * reads `count` responses (content-length or chunked), then closes.
+ */
+function rawExchange(gw: Gateway, raw: Buffer, count: number): Promise<RawReply[]> {
+  const url = new URL(gw.baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(url.port), url.hostname);
+    let buf = Buffer.alloc(0);
+    const replies: RawReply[] = [];
+    const parse = (): void => {
+      for (;;) {
+        const head = buf.indexOf('\r\n\r\n');
+        if (head < 0) return;
+        const lines = buf.subarray(0, head).toString('latin1').split('\r\n');
+        const headers: Record<string, string> = {};
+        for (const l of lines.slice(1)) headers[l.slice(0, l.indexOf(':')).toLowerCase()] = l.slice(l.indexOf(':') + 1).trim();
+        let rest = buf.subarray(head + 4);
+        let body: Buffer;
+        if (headers['transfer-encoding']?.includes('chunked')) {
+          const parts: Buffer[] = [];
+          for (;;) {
+            const eol = rest.indexOf('\r\n');
+            if (eol < 0) return;
+            const size = parseInt(rest.subarray(0, eol).toString('latin1'), 16);
+            if (rest.length < eol + 2 + size + 2) return;
+            parts.push(rest.subarray(eol + 2, eol + 2 + size));
+            rest = rest.subarray(eol + 2 + size + 2);
+            if (size === 0) break;
+          }
+          body = Buffer.concat(parts);
+        } else {
+          const len = Number(headers['content-length'] ?? 0);
+          if (rest.length < len) return;
+          body = rest.subarray(0, len);
+          rest = rest.subarray(len);
+        }
+        replies.push({ status: Number(lines[0].split(' ')[1]), headers, body: body.toString('utf8') });
+        buf = rest;
+        if (replies.length === count) {
+          socket.destroy();
+          resolve(replies);
+          return;
+        }
+      }
+    };
+    socket.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      parse();
+    });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(replies));
+    socket.write(raw);
+  });
+}
+
+/** One HTTP/1.1 POST as bytes, with a JSON body (`body` as text, sent as is) and extra header lines. */
+function rawPost(path: string, headers: readonly (readonly [string, string])[], body: string | Buffer): Buffer {
+  const b = typeof body === 'string' ? Buffer.from(body) : body;
+  const lines = [`POST ${path} HTTP/1.1`, 'host: x', 'content-type: application/json', `content-length: ${b.length}`, ...headers.map(([k, v]) => `${k}: ${v}`)];
+  return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`), b]);
+}
 
 describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
   let up: MoneyUpstream;
@@ -120,11 +195,78 @@ describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
   it('chat: a lone request with "n": "1_6" at the model\'s cap on a balance of 0.0001 spends at most balance + M', async () => {
     const body = { model: 'gpt-4o-mini', max_tokens: PRICE.cap, n: '1_6', messages: [{ role: 'user', content: 'hi' }] };
     const m = cost(Buffer.byteLength(JSON.stringify(body)), PRICE.cap);
-    const sent = await request(gw, '/v1/chat/completions', { authorization: `Bearer ${softKeys.softUnderscore}` }, body);
+    const from = up.received.length;
+    const sent = await request(gw, '/v1/chat/completions', { authorization: `Bearer ${softKeys.softUnderscore}`, [MARK]: 'softUnderscore' }, body);
     if (sent.status === 200) await waitFor('the row', async () => (await rowsOf(store, `${PREFIX}-softUnderscore`)).length === 1);
     const spent = SOFT_BALANCE.softUnderscore - (await balanceOfKey(store, softKeys.softUnderscore));
     expect(spent, `status ${sent.status}, spent ${spent}, M ${m}`).toBeLessThanOrEqual(SOFT_BALANCE.softUnderscore + m);
     expect(sent.status).toBe(403);
     expect(sent.text).toContain('balance_insufficient');
+    expect(upstreamOf(up, 'softUnderscore', from)).toBe(0);
+  });
+
+  it('defended: 8 chat requests pipelined on one HTTP/1.1 connection in one write, on a balance of 0.0001: each served one is debited what the provider billed, the key spends at most balance + M', async () => {
+    const key = softKeys.pipelined;
+    const from = up.received.length;
+    const body = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 40, messages: [{ role: 'user', content: 'hi' }] });
+    const one = rawPost('/v1/chat/completions', [['authorization', `Bearer ${key}`], [MARK, 'pipelined']], body);
+    const replies = await rawExchange(gw, Buffer.concat(Array.from({ length: 8 }, () => one)), 8);
+    const served = replies.filter((r) => r.status === 200);
+    const refused = replies.filter((r) => r.status !== 200);
+    expect(replies).toHaveLength(8);
+    for (const r of refused) expect(r.status, r.body).toBe(403);
+    expect(served.length).toBeGreaterThan(0);
+    await waitFor('every served request\'s row', async () => (await rowsOf(store, `${PREFIX}-pipelined`)).length === served.length);
+    const billed = served.reduce((sum, r) => {
+      const u = (JSON.parse(r.body) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+      return sum + cost(u.prompt_tokens, u.completion_tokens);
+    }, 0);
+    const spent = SOFT_BALANCE.pipelined - (await balanceOfKey(store, key));
+    expect(spent).toBeCloseTo(billed, 12);
+    expect(spent).toBeLessThanOrEqual(SOFT_BALANCE.pipelined + cost(Buffer.byteLength(body), PRICE.cap));
+    expect(upstreamOf(up, 'pipelined', from)).toBe(served.length);
+  });
+
+  it('defended: a compressed chat body however its encoding is written (GZIP, "gzip, identity", deflate, br, zstd, two content-encoding headers) is refused before anything goes upstream', async () => {
+    const key = softKeys.encodings;
+    const from = up.received.length;
+    const body = JSON.stringify({ model: 'gpt-4o-mini', n: 16, max_tokens: PRICE.cap, messages: [{ role: 'user', content: 'hi' }] });
+    const zlib = await import('node:zlib');
+    const variants: [string, [string, string][], Buffer][] = [
+      ['GZIP', [['content-encoding', 'GZIP']], zlib.gzipSync(body)],
+      ['gzip, identity', [['content-encoding', 'gzip, identity']], zlib.gzipSync(body)],
+      ['deflate', [['content-encoding', 'deflate']], zlib.deflateSync(body)],
+      ['br', [['content-encoding', 'br']], zlib.brotliCompressSync(body)],
+      ['zstd', [['content-encoding', 'zstd']], zlib.gzipSync(body)],
+      ['identity then gzip', [['content-encoding', 'identity'], ['content-encoding', 'gzip']], zlib.gzipSync(body)],
+      [' gzip (a leading space)', [['content-encoding', ' gzip']], zlib.gzipSync(body)],
+    ];
+    const seen: string[] = [];
+    for (const [name, headers, bytes] of variants) {
+      const [reply] = await rawExchange(gw, rawPost('/v1/chat/completions', [['authorization', `Bearer ${key}`], [MARK, 'encodings'], ['connection', 'close'], ...headers], bytes), 1);
+      seen.push(`${name} -> ${reply?.status} ${reply?.headers['x-modelgate-reason'] ?? ''}`);
+    }
+    expect(seen.every((l) => / 400 body_invalid$/.test(l)), seen.join('; ')).toBe(true);
+    expect(upstreamOf(up, 'encodings', from)).toBe(0);
+    expect(await balanceOfKey(store, key)).toBe(SOFT_BALANCE.encodings);
+  });
+
+  it('defended: a Responses stream longer than the meter\'s tail whose echoed tools hold "usage" objects of zero tokens (as near the top as a client\'s object gets) is debited what the provider reported', async () => {
+    const key = softKeys.echoedUsage;
+    const fake = { input_tokens: 0, output_tokens: 0, total_tokens: 0, input_tokens_details: { cached_tokens: 1_000_000 } };
+    const body = {
+      model: 'gpt-4o-mini', stream: true, max_output_tokens: 20, input: 'hi',
+      instructions: 'x '.repeat(10_000),
+      tools: [{ type: 'function', name: 'f', usage: fake, parameters: { type: 'object', properties: { usage: fake }, usage: fake } }],
+    };
+    const sent = await request(gw, '/v1/responses', { authorization: `Bearer ${key}` }, body);
+    expect(sent.status).toBe(200);
+    expect(sent.text.length).toBeGreaterThan(2 * 16384);
+    await waitFor('the row', async () => (await rowsOf(store, `${PREFIX}-echoedUsage`)).length === 1);
+    const [row] = await rowsOf(store, `${PREFIX}-echoedUsage`);
+    const completed = sent.text.split('\n\n').find((e) => e.startsWith('event: response.completed'))!;
+    const usage = (JSON.parse(completed.slice(completed.indexOf('data: ') + 6)) as { response: { usage: { input_tokens: number; output_tokens: number } } }).response.usage;
+    expect(row.estimated).toBeUndefined();
+    expect([row.inputTokens, row.cachedInputTokens, row.outputTokens]).toEqual([usage.input_tokens, 0, usage.output_tokens]);
   });
 });
