@@ -7,6 +7,7 @@
  * "defended" are attacks the gateway already stopped, kept for their coverage; the others were
  * findings (each comment says FINDING and what was seen on rt11a fa0d32f), fixed since.
  */
+import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import { expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
@@ -109,10 +110,10 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
   });
 });
 
-const SOFT_KEYS = ['softUnderscore', 'pipelined', 'encodings', 'echoedUsage'] as const;
+const SOFT_KEYS = ['softUnderscore', 'pipelined', 'encodings', 'echoedUsage', 'windowCut'] as const;
 type SoftKey = (typeof SOFT_KEYS)[number];
 const softKeys = Object.fromEntries(SOFT_KEYS.map((k) => [k, generateKey()])) as Record<SoftKey, string>;
-const SOFT_BALANCE: Record<SoftKey, number> = { softUnderscore: 0.0001, pipelined: 0.0001, encodings: 0.0001, echoedUsage: 10 };
+const SOFT_BALANCE: Record<SoftKey, number> = { softUnderscore: 0.0001, pipelined: 0.0001, encodings: 0.0001, echoedUsage: 10, windowCut: 10 };
 
 interface RawReply {
   readonly status: number;
@@ -249,6 +250,45 @@ describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
     expect(seen.every((l) => / 400 body_invalid$/.test(l)), seen.join('; ')).toBe(true);
     expect(upstreamOf(up, 'encodings', from)).toBe(0);
     expect(await balanceOfKey(store, key)).toBe(SOFT_BALANCE.encodings);
+  });
+
+  // An HTTP/2 client that opens a stream with a window of 1 KiB: Envoy forwards 1 KiB of the answer
+  // and holds the rest; the client reads it and resets. A non-streaming answer is whole at the
+  // provider before its first byte leaves, and billed whole. Envoy read the whole answer (2.4 MB)
+  // past the meter's filter before the reset, so its usage was read: exact.
+  it('defended: chat: a non-streaming answer of 32 answers at the cap, read 1 KiB through a small HTTP/2 window, then reset, is debited what the provider billed', async () => {
+    const key = softKeys.windowCut;
+    const body = { model: 'gpt-4o-mini', max_tokens: PRICE.cap, n: 32, messages: [{ role: 'user', content: 'hi' }] };
+    const from = up.received.length;
+    const got = await new Promise<{ status: number; bytes: number }>((resolve, reject) => {
+      const session = http2.connect(gw.baseUrl, { settings: { initialWindowSize: 1024 } });
+      session.on('error', reject);
+      const stream = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', 'content-type': 'application/json', authorization: `Bearer ${key}`, [MARK]: 'windowCut' });
+      let status = 0;
+      let bytes = 0;
+      stream.on('response', (h) => (status = Number(h[':status'])));
+      stream.on('data', (c: Buffer) => {
+        bytes += c.length;
+        if (bytes >= 1024) {
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+          session.close();
+          resolve({ status, bytes });
+        }
+      });
+      stream.on('end', () => {
+        session.close();
+        resolve({ status, bytes });
+      });
+      stream.on('error', () => resolve({ status, bytes }));
+      stream.end(JSON.stringify(body));
+    });
+    expect(got.status).toBe(200);
+    await waitFor('the row', async () => (await rowsOf(store, `${PREFIX}-windowCut`)).length === 1, 30_000);
+    const [row] = await rowsOf(store, `${PREFIX}-windowCut`);
+    expect(upstreamOf(up, 'windowCut', from)).toBe(1);
+    // The stand-in produced (and bills) 32 x 16,384 output tokens.
+    expect(row.outputTokens, `received ${got.bytes} bytes; row ${JSON.stringify(row)}`).toBeGreaterThanOrEqual(32 * PRICE.cap);
+    expect(got.bytes).toBeLessThan(4096);
   });
 
   it('defended: a Responses stream longer than the meter\'s tail whose echoed tools hold "usage" objects of zero tokens (as near the top as a client\'s object gets) is debited what the provider reported', async () => {
