@@ -110,10 +110,10 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
   });
 });
 
-const SOFT_KEYS = ['softUnderscore', 'pipelined', 'encodings', 'echoedUsage', 'windowCut'] as const;
+const SOFT_KEYS = ['softUnderscore', 'pipelined', 'encodings', 'echoedUsage', 'windowCut', 'geminiTier'] as const;
 type SoftKey = (typeof SOFT_KEYS)[number];
 const softKeys = Object.fromEntries(SOFT_KEYS.map((k) => [k, generateKey()])) as Record<SoftKey, string>;
-const SOFT_BALANCE: Record<SoftKey, number> = { softUnderscore: 0.0001, pipelined: 0.0001, encodings: 0.0001, echoedUsage: 10, windowCut: 10 };
+const SOFT_BALANCE: Record<SoftKey, number> = { softUnderscore: 0.0001, pipelined: 0.0001, encodings: 0.0001, echoedUsage: 10, windowCut: 10, geminiTier: 10 };
 
 interface RawReply {
   readonly status: number;
@@ -289,6 +289,24 @@ describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
     // The stand-in produced (and bills) 32 x 16,384 output tokens.
     expect(row.outputTokens, `received ${got.bytes} bytes; row ${JSON.stringify(row)}`).toBeGreaterThanOrEqual(32 * PRICE.cap);
     expect(got.bytes).toBeLessThan(4096);
+  });
+
+  // FINDING (seen on rt11a d2c41be): Gemini's serviceTier is an enum, and proto3's JSON mapping
+  // reads an enum by its number as well as by its name. Only names were checked: "serviceTier": 3
+  // (or any number) was served, at the standard price, whatever tier the provider ran it at.
+  it('gemini: a service tier written as an enum number ("serviceTier": 3, "service_tier": 2) is refused as its name is (service_tier_unpriced), before anything goes upstream', async () => {
+    const key = softKeys.geminiTier;
+    const from = up.received.length;
+    const seen: string[] = [];
+    for (const tier of [{ serviceTier: 3 }, { service_tier: 2 }, { serviceTier: true }]) {
+      const sent = await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', { 'x-goog-api-key': key, [MARK]: 'geminiTier' }, { contents: [{ role: 'user', parts: [{ text: 'hi' }] }], ...tier });
+      seen.push(`${JSON.stringify(tier)} -> ${sent.status} ${/service_tier_unpriced/.test(sent.text) ? 'service_tier_unpriced' : sent.text.slice(0, 80)}`);
+    }
+    expect(seen.every((l) => l.endsWith('-> 400 service_tier_unpriced')), seen.join('; ')).toBe(true);
+    expect(upstreamOf(up, 'geminiTier', from)).toBe(0);
+    // Unspecified (0) is the standard tier: served.
+    const plain = await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', { 'x-goog-api-key': key, [MARK]: 'geminiTier' }, { contents: [{ role: 'user', parts: [{ text: 'hi' }] }], serviceTier: 0 });
+    expect(plain.status).toBe(200);
   });
 
   it('defended: a Responses stream longer than the meter\'s tail whose echoed tools hold "usage" objects of zero tokens (as near the top as a client\'s object gets) is debited what the provider reported', async () => {
