@@ -256,7 +256,7 @@ export const REASONS = {
   },
   service_tier_unpriced: {
     status: 400,
-    when: 'the meter is on and a request asks for a tier the provider bills above the model\'s price (OpenAI service_tier "priority" or "scale", Gemini service_tier "priority", Anthropic speed "fast", inference_geo other than "global"), and meter.serviceTiers is deny (the default)',
+    when: 'the meter is on and a request asks for a tier the provider bills above the model\'s price (OpenAI service_tier "priority" or "scale", Gemini service_tier "priority", Anthropic speed "fast", inference_geo other than "global", or a tier that is not a name: Gemini\'s enum by number), and meter.serviceTiers is deny (the default)',
     hints: { tier: (field: string, value: string) => `this gateway prices the model at its standard rate and cannot meter ${json(field)}: ${json(value)}, which the provider bills higher: remove it (or ask the gateway's operator to allow priced tiers)` },
   },
   rate_limited: {

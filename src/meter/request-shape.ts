@@ -192,12 +192,17 @@ const word = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim
 const STANDARD_TIERS = new Set(['auto', 'default', 'flex', 'on_demand', 'standard']);
 const GEMINI_TIERS = new Set(['standard', 'flex', 'unspecified', 'service_tier_standard', 'service_tier_flex', 'service_tier_unspecified']);
 
-/** A tier the provider bills above the model's price, as [field, value]; {} when none. */
+/**
+ * A tier the provider bills above the model's price, as [field, value]; {} when none. A value that
+ * is not a name counts as such a tier (fail closed): proto3's JSON mapping reads an enum by its
+ * number too (Gemini's serviceTier: 0 is unspecified, the standard tier), and other providers refuse it.
+ */
 function pricedTier(protocol: Protocol, get: (k: string) => unknown): { pricedTier?: readonly [string, string] } {
   const check = (field: string, ok: (w: string) => boolean): { pricedTier?: readonly [string, string] } | undefined => {
     const v = get(field);
+    if (v === undefined || v === null || (v === 0 && protocol === 'generative')) return undefined;
     const w = word(v);
-    return w !== undefined && !ok(w) ? { pricedTier: [field, String(v)] } : undefined;
+    return w === undefined || !ok(w) ? { pricedTier: [field, typeof v === 'string' ? v : JSON.stringify(v)] } : undefined;
   };
   if (protocol === 'chat' || protocol === 'responses') return check('service_tier', (w) => STANDARD_TIERS.has(w)) ?? {};
   // Anthropic: fast mode (about 6x), and inference_geo other than global (US-only: 1.1x).

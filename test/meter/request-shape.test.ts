@@ -178,7 +178,11 @@ describe('fields sent twice, priced tiers, reasoning asked for', () => {
     const gemini = (body: object) => shape(body, 'generative', '/v1beta/models/g:generateContent').pricedTier;
     expect(gemini({ contents: [], serviceTier: 'SERVICE_TIER_PRIORITY' })).toEqual(['serviceTier', 'SERVICE_TIER_PRIORITY']);
     expect(gemini({ contents: [], service_tier: 'priority' })).toEqual(['service_tier', 'priority']);
-    for (const tier of ['standard', 'flex', 'SERVICE_TIER_FLEX']) expect(gemini({ contents: [], serviceTier: tier })).toBeUndefined();
+    for (const tier of ['standard', 'flex', 'SERVICE_TIER_FLEX', 0, null]) expect(gemini({ contents: [], serviceTier: tier })).toBeUndefined();
+    // An enum by its number (proto3's JSON mapping), or any other value that is not a name: refused.
+    expect(gemini({ contents: [], serviceTier: 3 })).toEqual(['serviceTier', '3']);
+    expect(gemini({ contents: [], service_tier: { tier: 'priority' } })).toEqual(['service_tier', '{"tier":"priority"}']);
+    expect(shape({ model: 'm', service_tier: 2 }).pricedTier).toEqual(['service_tier', '2']);
   });
 
   it('says whether the request asks for reasoning', () => {
