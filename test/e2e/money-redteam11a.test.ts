@@ -7,6 +7,7 @@
  * "defended" are attacks the gateway already stopped, kept for their coverage; the others were
  * findings (each comment says FINDING and what was seen on rt11a fa0d32f), fixed since.
  */
+import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import { expect, it } from 'vitest';
@@ -110,10 +111,10 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
   });
 });
 
-const SOFT_KEYS = ['softUnderscore', 'pipelined', 'encodings', 'echoedUsage', 'windowCut', 'geminiTier'] as const;
+const SOFT_KEYS = ['softUnderscore', 'pipelined', 'encodings', 'echoedUsage', 'windowCut', 'geminiTier', 'headersCut'] as const;
 type SoftKey = (typeof SOFT_KEYS)[number];
 const softKeys = Object.fromEntries(SOFT_KEYS.map((k) => [k, generateKey()])) as Record<SoftKey, string>;
-const SOFT_BALANCE: Record<SoftKey, number> = { softUnderscore: 0.0001, pipelined: 0.0001, encodings: 0.0001, echoedUsage: 10, windowCut: 10, geminiTier: 10 };
+const SOFT_BALANCE: Record<SoftKey, number> = { softUnderscore: 0.0001, pipelined: 0.0001, encodings: 0.0001, echoedUsage: 10, windowCut: 10, geminiTier: 10, headersCut: 10 };
 
 interface RawReply {
   readonly status: number;
@@ -289,6 +290,29 @@ describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
     // The stand-in produced (and bills) 32 x 16,384 output tokens.
     expect(row.outputTokens, `received ${got.bytes} bytes; row ${JSON.stringify(row)}`).toBeGreaterThanOrEqual(32 * PRICE.cap);
     expect(got.bytes).toBeLessThan(4096);
+  });
+
+  // A provider that sends a non-streaming answer's headers before its body (the answer is produced,
+  // and billed, whatever the client does); the client takes the headers and leaves.
+  it('chat: a non-streaming answer whose headers came before its body, left by the client after the headers, is debited the output the provider billed', async () => {
+    const body = { model: 'gpt-4o-mini', max_tokens: 2000, messages: [{ role: 'user', content: 'hi' }] };
+    const from = up.received.length;
+    const status = await new Promise<number>((resolve, reject) => {
+      const url = new URL(gw.baseUrl);
+      const data = JSON.stringify(body);
+      const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), authorization: `Bearer ${softKeys.headersCut}`, [MARK]: 'headersCut', 'x-stand-in-headers-first': 'rt11a-headers' } }, (res) => {
+        req.destroy();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end(data);
+    });
+    expect(status).toBe(200);
+    expect(upstreamOf(up, 'headersCut', from)).toBe(1);
+    up.open('rt11a-headers');
+    await waitFor('the row', async () => (await rowsOf(store, `${PREFIX}-headersCut`)).length === 1, 30_000);
+    const [row] = await rowsOf(store, `${PREFIX}-headersCut`);
+    expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThanOrEqual(2000);
   });
 
   // FINDING (seen on rt11a d2c41be): Gemini's serviceTier is an enum, and proto3's JSON mapping

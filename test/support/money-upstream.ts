@@ -18,6 +18,9 @@
  * - `x-stand-in-tokens`: output tokens per answer when the request names no maximum.
  * - `x-stand-in-hold-ms`: wait this long before answering at all (a provider slow to its first byte;
  *   a client may leave before any of the answer came back).
+ * - `x-stand-in-headers-first: NAME`: a non-streaming answer's headers go at once, its body (the
+ *   whole answer, produced and billed) once the test opens the gate (a provider that flushes its
+ *   headers early, before a long generation ends).
  * - `x-stand-in-gate: NAME`: wait before answering at all until the test opens the gate
  *   (`MoneyUpstream.open(NAME)`): requests in flight for as long as a test needs, whatever the timing.
  * - `x-stand-in-delta-usage: cumulative`: Anthropic's message_delta reports the cumulative input
@@ -254,7 +257,16 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const tier = typeof body.service_tier === 'string' ? { service_tier: body.service_tier === 'auto' ? 'default' : body.service_tier } : {};
 
   const encoding = h('x-stand-in-encoding');
+  const headersFirst = h('x-stand-in-headers-first');
   const send = (status: number, contentType: string, payload: string): void => {
+    if (headersFirst !== undefined && !encoding) {
+      res.writeHead(status, { 'content-type': contentType });
+      res.flushHeaders();
+      void gateOf(gates, headersFirst).opened.then(() => {
+        if (!res.destroyed) res.end(payload);
+      });
+      return;
+    }
     if (encoding) {
       res.writeHead(status, { 'content-type': contentType, 'content-encoding': encoding });
       res.end(zlib.gzipSync(payload));
