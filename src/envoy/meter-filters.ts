@@ -31,8 +31,8 @@ export const UPSTREAM_ACCEPT_ENCODING = 'gzip';
  * so they are fetched again at each publish. Publishing copies the tail (one metadata write): at the
  * end, and for an event stream also on the way (after the first chunk, whenever the bytes seen double
  * up to 64 KiB, then every 64 KiB), so a cut stream leaves the text it carried. Another answer cut
- * short leaves no tail: its output is estimated from its byte count (one token per byte, more than
- * any text). One write instead of two for a JSON answer, which the access log would carry twice;
+ * short leaves no tail: a Gemini JSON-array stream's output is estimated from its byte count (one
+ * token per byte, more than any text), a non-streaming answer's is its maximum. One write instead of two for a JSON answer, which the access log would carry twice;
  * for the same reason a stream's last tail published on the way is replaced by `false` at its end
  * (the access log carries the end's copy alone: up to 32 KiB less per long stream).
  */

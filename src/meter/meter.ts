@@ -378,6 +378,11 @@ export class Meter {
       : Math.ceil((await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens) + inputExtra) * inputFactor);
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
     const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
+    // A non-streaming answer is whole at the provider before its first byte leaves, and billed whole:
+    // cut short after its headers (a provider that sends them early, a client that leaves mid-body),
+    // its output is its maximum, as an unanswered request's is (its bytes say nothing of its size).
+    const streamed = sse || (entry ? entry.stream : /:streamGenerateContent(?:\?|$)/.test(path));
+    const cutAnswer = !r.ended && r.upstreamAnswered && !streamed;
     let estimatedOutput = 0;
     // Unanswered, or a model that reasons: the provider may have billed output the answer never showed.
     // Without the request's entry here (a report after its deadline, or at another replica), the
@@ -387,7 +392,7 @@ export class Meter {
     // The request's maxima: its entry's, or those the Check's metadata carries (maxInput, maxOutput).
     const maxIn = entry ? entry.maxInputTokens : tokenCount(r.authz.maxInput);
     const maxOut = entry ? entry.maxOutputTokens : tokenCount(r.authz.maxOutput) ?? hiddenMax;
-    if (!embeds && (unanswered || hidden)) estimatedOutput = maxOut ?? config.meter.maxOutputTokens;
+    if (!embeds && (unanswered || cutAnswer || hidden)) estimatedOutput = maxOut ?? config.meter.maxOutputTokens;
     else if (!embeds && r.responseBodyBytes > 0) {
       // An answer that is not an event stream leaves no tail when cut short: its bytes count (one token each).
       const text = read.undecodable || (!sse && tail.length === 0) ? undefined : capturedText(tail, sse, whole);
