@@ -5,7 +5,7 @@
  * spend past the bound docs/metering.md states. Every request goes through the real Envoy to the
  * stand-in provider (support/money-upstream.ts), which bills exactly what it produced. Cases named
  * "defended" are attacks the gateway already stopped, kept for their coverage; the others were
- * findings (each comment says FINDING and what was seen on rt11a fa0d32f), fixed since.
+ * findings (each comment says FINDING and what was seen on branch rt11a before its fix), fixed since.
  */
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
@@ -53,7 +53,7 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
   let store: FileStore;
   withMoneyGateway((demo) => withMoneyKeys(strictKeys, balanceOf, `${PREFIX}s`)(inMode('strict')(demo)), (started) => ({ up, gw, store } = started));
 
-  // FINDING (seen on fa0d32f): the admission read `"n": "1_6"` as no count (one answer); pydantic's
+  // FINDING (seen on rt11a fa0d32f): the admission read `"n": "1_6"` as no count (one answer); pydantic's
   // lax int (vLLM's and other OpenAI-compatible servers' request models) reads it as 16, as Python's
   // int() does, and trims U+0085 (NEL) as white space where JavaScript's \s does not. Strict mode
   // reserved one answer and the provider produced 16: served, balance 0.0001 -> -0.00086.
@@ -191,7 +191,7 @@ describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
   let store: FileStore;
   withMoneyGateway(withMoneyKeys(softKeys, (k) => SOFT_BALANCE[k as SoftKey], PREFIX), (started) => ({ up, gw, store } = started));
 
-  // FINDING (seen on fa0d32f): soft mode lets a lone request through only if it asks for one answer;
+  // FINDING (seen on rt11a fa0d32f): soft mode lets a lone request through only if it asks for one answer;
   // `"n": "1_6"` was read as one, and the provider produced 16 answers at the model's cap: served,
   // 0.157 spent on a balance of 0.0001 (bound: balance + M, about 0.0099).
   it('chat: a lone request with "n": "1_6" at the model\'s cap on a balance of 0.0001 spends at most balance + M', async () => {
@@ -292,8 +292,11 @@ describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
     expect(got.bytes).toBeLessThan(4096);
   });
 
-  // A provider that sends a non-streaming answer's headers before its body (the answer is produced,
-  // and billed, whatever the client does); the client takes the headers and leaves.
+  // FINDING (seen on rt11a 76f9409): a provider that sends a non-streaming answer's headers before
+  // its body (the answer is produced, and billed, whatever the client does); the client takes the
+  // headers and leaves. Debited its bytes: 0 output tokens for the 2,000 billed (input only,
+  // 0.0000042). Whether a given provider flushes headers early is the provider's: the stand-in can.
+  // Now its maximum output, as a request left before any answer byte is.
   it('chat: a non-streaming answer whose headers came before its body, left by the client after the headers, is debited the output the provider billed', async () => {
     const body = { model: 'gpt-4o-mini', max_tokens: 2000, messages: [{ role: 'user', content: 'hi' }] };
     const from = up.received.length;
