@@ -190,7 +190,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
     // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another
     // replica): its maxima bound an estimate there as the entry does here.
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks };
+    // And its price: a report that finds no entry pays what the request was admitted at, not the price
+    // of the moment (removed meanwhile, it had been nothing).
+    const priceMarks = price ? { priceInput: price.input, priceOutput: price.output, ...(price.cachedInput !== null ? { priceCached: price.cachedInput } : {}) } : undefined;
+    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks };
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     if (!limited || price === null || maxCost === 0) return track(false);

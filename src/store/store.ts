@@ -225,6 +225,8 @@ export interface PendingRequest {
   readonly inputExtra?: number;
   /** What its input may cost per token, in input tokens (an Anthropic cache write: 1.25 or 2). */
   readonly inputFactor?: number;
+  /** The price it was admitted at (null: none; absent: looked up when it settles). */
+  readonly price?: ModelPrice | null;
   /** Epoch milliseconds. */
   readonly since: number;
   readonly deadline: number;
