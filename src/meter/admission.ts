@@ -34,7 +34,7 @@ import type { Admission } from '../check/pipeline';
 import { HINTS, type DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
-import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } from '../store/store';
+import { costUp, type GroupRecord, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
@@ -74,9 +74,9 @@ export function uncappedPricedModels(groups: ReadonlyMap<string, GroupRecord>): 
   return out;
 }
 
-/** The cost of some tokens at a price, in the balance's unit. */
+/** The cost of some tokens at a price, in the balance's unit, rounded up to a grain as a debit's is (costUp). */
 export function tokensCost(input: number, output: number, price: ModelPrice): number {
-  return (input * price.input + output * price.output) / 1e6;
+  return costUp((input * price.input + output * price.output) / 1e6);
 }
 
 /**

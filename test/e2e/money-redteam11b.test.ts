@@ -18,7 +18,7 @@ import { waitFor } from '../support/meter-cases';
 import { request } from '../support/money-client';
 import { startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
 
-const KEYS = ['tiny', 'late', 'gone', 'restart'] as const;
+const KEYS = ['tiny', 'late', 'gone', 'restart', 'tinyStrict'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bearer ${keys[key]}` });
@@ -49,15 +49,16 @@ const UNPRICED = `  rt11b-late:
         maxOutputTokens: 16384
 `;
 
-const BALANCES: Record<KeyName, number> = { tiny: 1e-9, late: 1, gone: 1, restart: 1 };
-const GROUP_OF: Record<KeyName, string> = { tiny: 'rt11b-tiny', late: 'rt11b-late', gone: 'basic', restart: 'rt11b-late' };
+const BALANCES: Record<KeyName, number> = { tiny: 1e-9, late: 1, gone: 1, restart: 1, tinyStrict: 2e-11 };
+const GROUP_OF: Record<KeyName, string> = { tiny: 'rt11b-tiny', late: 'rt11b-late', gone: 'basic', restart: 'rt11b-late', tinyStrict: 'rt11b-tiny' };
 const keyStanza = (k: KeyName): string => `  - id: rt11b-${k}\n    sha256: ${hashKey(keys[k])}\n    group: ${GROUP_OF[k]}\n    balance: ${BALANCES[k]}\n`;
 
 /** The demo config with this file's groups and keys (`without`: keys left out). */
-function configOf(demo: string, o: { reservationSeconds?: number; unpriced?: boolean; without?: KeyName[] } = {}): string {
+function configOf(demo: string, o: { reservationSeconds?: number; unpriced?: boolean; without?: KeyName[]; strict?: boolean } = {}): string {
   let text = demo.replace(/^groups:\n/m, `groups:\n${o.unpriced ? GROUPS.replace(/  rt11b-late:\n[\s\S]*$/, UNPRICED) : GROUPS}`);
   text = text.replace(/^keys:\n/m, `keys:\n${KEYS.filter((k) => !o.without?.includes(k)).map(keyStanza).join('')}`);
   if (o.reservationSeconds) text = text.replace(/  reservationSeconds: 900 /, `  reservationSeconds: ${o.reservationSeconds} `);
+  if (o.strict) text = text.replace('  mode: soft ', '  mode: strict ');
   return text;
 }
 
@@ -68,14 +69,14 @@ async function balanceOf(store: FileStore, k: KeyName): Promise<number | null | 
   return (await store.findKey(hashKey(keys[k])))?.balance;
 }
 
-function started(reservationSeconds?: number): { readonly gw: () => Gateway; readonly up: () => MoneyUpstream; readonly store: () => FileStore; readonly demo: () => string } {
+function started(o: { reservationSeconds?: number; strict?: boolean } = {}): { readonly gw: () => Gateway; readonly up: () => MoneyUpstream; readonly store: () => FileStore; readonly demo: () => string } {
   let up: MoneyUpstream;
   let gw: Gateway;
   let demo = '';
   beforeAll(async () => {
     up = await startMoneyUpstream();
     const at = { host: '127.0.0.1', port: up.port };
-    gw = await startGateway({ config: (d) => { demo = d; return configOf(d, { reservationSeconds }); }, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
+    gw = await startGateway({ config: (d) => { demo = d; return configOf(d, o); }, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
   }, 120_000);
   afterAll(async () => {
     await gw?.close();
@@ -126,10 +127,33 @@ describeE2E('money red team 11b: small costs, and a key that leaves the config (
   }, 120_000);
 });
 
+describeE2E('money red team 11b: small costs in strict mode (file store)', () => {
+  const g = started({ strict: true });
+
+  it('a price of 1e-14 a token, 50 chats at once on a balance of 2e-11 (each reserves under 1e-12 and is charged at least 1e-12): every one served is paid, and the balance never goes below zero', async () => {
+    const store = g.store();
+    const body = { model: 'gpt-4o-mini', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] };
+    const sent = await Promise.all(Array.from({ length: 50 }, () => request(g.gw(), '/v1/chat/completions', bearer('tinyStrict'), body)));
+    const served = sent.filter((s) => s.status === 200);
+    expect(sent.every((s) => s.status === 200 || s.status === 403), sent.map((s) => s.status).join(' ')).toBe(true);
+    const billed = served.reduce((sum, s) => {
+      const u = (JSON.parse(s.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+      return sum + exactCost(u.prompt_tokens, u.completion_tokens, TINY);
+    }, 0);
+    await waitFor('a ledger row for every request served', async () => (await store.meter!.usage({ keyId: 'rt11b-tinyStrict', limit: 100 })).length === served.length, 60_000);
+    const after = (await balanceOf(store, 'tinyStrict')) as number;
+    const spent = BALANCES.tinyStrict - after;
+    // Seen on main (each cost rounded to the nearest 1e-12): 23 served, nothing spent, for 1.15e-12
+    // billed. With costs rounded up and reservations not: 23 served, the balance -3e-12.
+    expect(spent, `${served.length} served, spent ${spent} for ${billed} billed`).toBeGreaterThanOrEqual(billed);
+    expect(after, `${served.length} served`).toBeGreaterThanOrEqual(0);
+  }, 120_000);
+});
+
 describeE2E('money red team 11b: the price a request pays when its report comes after the config changed (soft, file store)', () => {
   // Every request below is held by the stand-in until the test opens its gate: its deadline (1 s)
   // passes while it runs, and it is settled provisionally at its maximum first.
-  const g = started(1);
+  const g = started({ reservationSeconds: 1 });
 
   it('the price removed from a model while a request runs past its deadline: the late report debited it at no price (the provisional maximum was credited back: served free); now at the price it was admitted at', async () => {
     const store = g.store();
