@@ -23,7 +23,7 @@ import { startMoneyUpstream, type MoneyUpstream } from '../support/money-upstrea
 import { issueKey } from '../support/pg-keys';
 import { openPool, startPgServer, type PgServer } from '../support/pg-server';
 
-const KEYS = ['tiny', 'late', 'gone', 'restart', 'tinyStrict'] as const;
+const KEYS = ['tiny', 'late', 'gone', 'restart', 'tinyStrict', 'sameId'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bearer ${keys[key]}` });
@@ -54,8 +54,8 @@ const UNPRICED = `  rt11b-late:
         maxOutputTokens: 16384
 `;
 
-const BALANCES: Record<KeyName, number> = { tiny: 1e-9, late: 1, gone: 1, restart: 1, tinyStrict: 2e-11 };
-const GROUP_OF: Record<KeyName, string> = { tiny: 'rt11b-tiny', late: 'rt11b-late', gone: 'basic', restart: 'rt11b-late', tinyStrict: 'rt11b-tiny' };
+const BALANCES: Record<KeyName, number> = { tiny: 1e-9, late: 1, gone: 1, restart: 1, tinyStrict: 2e-11, sameId: 1 };
+const GROUP_OF: Record<KeyName, string> = { tiny: 'rt11b-tiny', late: 'rt11b-late', gone: 'basic', restart: 'rt11b-late', tinyStrict: 'rt11b-tiny', sameId: 'basic' };
 const keyStanza = (k: KeyName): string => `  - id: rt11b-${k}\n    sha256: ${hashKey(keys[k])}\n    group: ${GROUP_OF[k]}\n    balance: ${BALANCES[k]}\n`;
 
 /** The demo config with this file's groups and keys (`without`: keys left out). */
@@ -109,6 +109,24 @@ describeE2E('money red team 11b: small costs, and a key that leaves the config (
     // Seen: every row's cost 0, the balance 1e-9 before and after, for 9e-13 billed.
     expect(rows.every((r) => r.cost > 0), `costs ${rows.map((r) => r.cost).join(', ')}`).toBe(true);
     expect(before - after, `spent ${before - after} for ${billed} billed`).toBeGreaterThanOrEqual(billed);
+  }, 120_000);
+
+  it('defended: one client x-request-id on two requests that claim to be internal (x-envoy-internal: true, x-forwarded-for and x-real-ip of a private address): Envoy makes its own ids, two rows, both paid', async () => {
+    const store = g.store();
+    const headers = { ...bearer('sameId'), 'x-request-id': 'rt11b-same', 'x-envoy-internal': 'true', 'x-forwarded-for': '10.0.0.7', 'x-real-ip': '10.0.0.7' };
+    const body = { model: 'gpt-4o-mini', max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] };
+    let billed = 0;
+    for (let i = 0; i < 2; i++) {
+      const sent = await request(g.gw(), '/v1/chat/completions', headers, body);
+      expect(sent.status, sent.text).toBe(200);
+      const usage = (JSON.parse(sent.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+      billed += exactCost(usage.prompt_tokens, usage.completion_tokens, MINI);
+    }
+    let rows: UsageEntry[] = [];
+    await waitFor('two ledger rows', async () => (rows = await store.meter!.usage({ keyId: 'rt11b-sameId', limit: 10 })).length === 2, 60_000);
+    expect(new Set(rows.map((r) => r.requestId)).size).toBe(2);
+    expect(rows.some((r) => r.requestId === 'rt11b-same')).toBe(false);
+    expect(BALANCES.sameId - ((await balanceOf(store, 'sameId')) as number)).toBeCloseTo(billed, 12);
   }, 120_000);
 
   it('a key removed from the config while its request runs, then put back: what the request cost was forgotten (the key got its whole balance back); now it is spent', async () => {

@@ -158,6 +158,13 @@ describe('FileStore with a meter', () => {
     expect(BigInt(Math.round(store.meter!.spent('k') * 1e12))).toBe(exact);
   });
 
+  it('defended: a balance of 1e15 (a float spaced 0.125 apart there): what is spent is kept apart from it, so 1,000 debits of 0.0089 are all counted', async () => {
+    const store = new FileStore(new Map(), [key(1e15)], { meter: true });
+    for (let i = 0; i < 1000; i++) await store.meter!.debit(debit(`r${i}`));
+    expect(store.meter!.spent('k')).toBe(8.9);
+    expect(Math.abs((await store.findKey('a'.repeat(64)))!.balance! - (1e15 - 8.9))).toBeLessThanOrEqual(0.125);
+  });
+
   it('charges a key removed from the config while its request ran: put back, its balance is net of it (it was forgotten)', async () => {
     const store = new FileStore(new Map(), [key(1)], { meter: true });
     store.replace(new Map(), []);
