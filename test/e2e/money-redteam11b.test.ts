@@ -2,8 +2,9 @@
  * Money red team, round 11b (docs/metering.md; the rule: nothing is served without being paid for).
  * Round 11b looks at the money arithmetic and the ledger, not the wire: what a request costs when
  * its cost is tiny, which price a request pays when its report comes after the config changed, and
- * what a key that left the config and came back has spent. Each case goes through a real Envoy and
- * modelgate (file store) to the stand-in provider (support/money-upstream.ts). Cases named
+ * what a key that left the config and came back has spent; and whether a client's own request id
+ * makes two requests one. Each case goes through a real Envoy and modelgate (file store, or
+ * PostgreSQL where named) to the stand-in provider (support/money-upstream.ts). Cases named
  * "defended" are attacks already stopped, kept for their coverage; the others failed when written
  * (branch rt11b, on main fa0d32f) and say what was seen.
  */
@@ -30,7 +31,7 @@ const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bear
 
 /**
  * A price of 0.00000001 per million tokens (1e-14 a token): a balance counted in a large unit (a
- * credit worth a thousand dollars, a bitcoin). A small chat then costs about 1e-13.
+ * credit worth a thousand dollars, a bitcoin). A chat of 1 input and 2 output tokens costs 3e-14.
  */
 const TINY = { input: 0.00000001, output: 0.00000001 };
 /** The demo's gpt-4o-mini. */
@@ -67,7 +68,7 @@ function configOf(demo: string, o: { reservationSeconds?: number; unpriced?: boo
   return text;
 }
 
-/** The exact cost of some tokens at a price per million, as a decimal would have it (to 1e-20). */
+/** The cost of some tokens at a price per million, as the provider bills it (in floats: exact to far below 1e-12). */
 const exactCost = (input: number, output: number, price: { input: number; output: number }): number => (input * price.input + output * price.output) / 1e6;
 
 async function balanceOf(store: FileStore, k: KeyName): Promise<number | null | undefined> {
@@ -93,7 +94,7 @@ function started(o: { reservationSeconds?: number; strict?: boolean } = {}): { r
 describeE2E('money red team 11b: small costs, and a key that leaves the config (soft, file store)', () => {
   const g = started();
 
-  it('a price of 1e-14 a token (a balance in a large unit): 30 chats of about 1e-13 each were debited nothing (the file store rounded each cost to 1e-12); now each pays at least what it cost', async () => {
+  it('a price of 1e-14 a token (a balance in a large unit): 30 chats of 3e-14 each were debited nothing (the file store rounded each cost to 1e-12); now each pays at least what it cost', async () => {
     const store = g.store();
     const before = (await balanceOf(store, 'tiny')) as number;
     let billed = 0;
