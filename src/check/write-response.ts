@@ -68,6 +68,9 @@ export function meterMarkFields(d: Decision): Record<string, { boolValue: boolea
   if (m.referencedInput) fields.referencedInput = { boolValue: true };
   if (m.inputExtra !== undefined) fields.inputExtra = { numberValue: m.inputExtra };
   if (m.inputFactor !== undefined) fields.inputFactor = { numberValue: m.inputFactor };
+  if (m.priceInput !== undefined) fields.priceInput = { numberValue: m.priceInput };
+  if (m.priceOutput !== undefined) fields.priceOutput = { numberValue: m.priceOutput };
+  if (m.priceCached !== undefined) fields.priceCached = { numberValue: m.priceCached };
   return fields;
 }
 

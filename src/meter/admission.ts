@@ -34,7 +34,7 @@ import type { Admission } from '../check/pipeline';
 import { HINTS, type DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
-import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } from '../store/store';
+import { costUp, type GroupRecord, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
@@ -74,9 +74,9 @@ export function uncappedPricedModels(groups: ReadonlyMap<string, GroupRecord>): 
   return out;
 }
 
-/** The cost of some tokens at a price, in the balance's unit. */
+/** The cost of some tokens at a price, in the balance's unit, rounded up to a grain as a debit's is (costUp). */
 export function tokensCost(input: number, output: number, price: ModelPrice): number {
-  return (input * price.input + output * price.output) / 1e6;
+  return costUp((input * price.input + output * price.output) / 1e6);
 }
 
 /**
@@ -190,7 +190,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
     // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another
     // replica): its maxima bound an estimate there as the entry does here.
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks };
+    // And its price: a report that finds no entry pays what the request was admitted at, not the price
+    // of the moment (removed meanwhile, it had been nothing).
+    const priceMarks = price ? { priceInput: price.input, priceOutput: price.output, ...(price.cachedInput !== null ? { priceCached: price.cachedInput } : {}) } : undefined;
+    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks };
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     if (!limited || price === null || maxCost === 0) return track(false);

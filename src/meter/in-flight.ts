@@ -12,16 +12,14 @@
  * INPUT_SAMPLE_BYTES each. Time is a parameter.
  */
 import { LRUCache } from 'lru-cache';
-import type { ModelPrice, PendingRequest } from '../store/store';
+import type { PendingRequest } from '../store/store';
 
 /**
  * A request in flight: the store's PendingRequest (what survives a restart: key, model, the most it
- * may be charged in tokens and money, `limited` when the key has a balance, its deadline) and what
- * only this process keeps.
+ * may be charged in tokens and money, the price it was admitted at, `limited` when the key has a
+ * balance, its deadline) and what only this process keeps.
  */
 export interface InFlightRequest extends PendingRequest {
-  /** The price it was admitted at (absent: looked up when it settles). */
-  readonly price?: ModelPrice | null;
   /**
    * Strict mode: reserved in the store (`store`: it settles or expires there too) or from this
    * replica's lease (`lease`: leases.ts); false: held here only (soft mode, unlimited keys).

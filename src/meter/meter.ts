@@ -112,12 +112,25 @@ function pendingOf(r: PendingRequest): PendingRequest {
     requestId: r.requestId, keyId: r.keyId, ...(r.keySha256 ? { keySha256: r.keySha256 } : {}), group: r.group, model: r.model, protocol: r.protocol,
     limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
     referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}),
-    ...(r.inputExtra ? { inputExtra: r.inputExtra } : {}), ...(r.inputFactor && r.inputFactor !== 1 ? { inputFactor: r.inputFactor } : {}), since: r.since, deadline: r.deadline,
+    ...(r.inputExtra ? { inputExtra: r.inputExtra } : {}), ...(r.inputFactor && r.inputFactor !== 1 ? { inputFactor: r.inputFactor } : {}),
+    ...(r.price !== undefined ? { price: r.price } : {}), since: r.since, deadline: r.deadline,
   };
 }
 
 /** A token count from the Check's metadata: a finite number >= 0, else undefined. */
 const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+
+/**
+ * The price a request was admitted at: its entry's, else the Check's metadata's (priceInput,
+ * priceOutput, priceCached); undefined: neither says (looked up when it settles). A report after the
+ * request's deadline, after a restart or at another replica pays it, not the price of the moment.
+ */
+function admittedPrice(entry: PendingRequest | undefined, a: MeterReport['authz']): ModelPrice | null | undefined {
+  if (entry?.price !== undefined) return entry.price;
+  const input = tokenCount(a.priceInput);
+  const output = tokenCount(a.priceOutput);
+  return input === undefined || output === undefined ? undefined : { input, output, cachedInput: tokenCount(a.priceCached) ?? null };
+}
 
 /** What the request's input costs per token (request-shape.ts inputFactor): its entry's, else the Check's metadata's. */
 const inputFactorOf = (entry: PendingRequest | undefined, r: MeterReport): number => Math.max(1, entry ? entry.inputFactor ?? 1 : tokenCount(r.authz.inputFactor) ?? 1);
@@ -208,7 +221,7 @@ export class Meter {
           return;
         }
       }
-      void this.#track(this.#debit(request, entry, usage, undefined, false).then((s) => this.#finish(r.requestId, s)));
+      void this.#track(this.#debit(request, entry, usage, undefined, false, admittedPrice(entry, a)).then((s) => this.#finish(r.requestId, s)));
       return;
     }
     void this.#track(this.#fromReport(request, r, entry));
@@ -361,7 +374,8 @@ export class Meter {
     const ceiling = config.meter.usageCeiling;
     const provider = read.usage;
     const trusted = plausible(provider, ceiling);
-    if (r.ended && r.status !== 0 && trusted && !read.undecodable) return this.#debit(request, entry, provider, undefined, false);
+    const admitted = admittedPrice(entry, r.authz);
+    if (r.ended && r.status !== 0 && trusted && !read.undecodable) return this.#debit(request, entry, provider, undefined, false, admitted);
 
     const reason: EstimateReason = read.undecodable ? 'undecodable'
       : provider !== undefined && !trusted ? 'implausible'
@@ -404,7 +418,7 @@ export class Meter {
     const input = trusted && provider.inputTokens > 0 ? provider.inputTokens : maxIn !== undefined ? Math.min(estimatedInput, maxIn) : estimatedInput;
     const output = Math.max(maxOut !== undefined ? Math.min(estimatedOutput, maxOut) : estimatedOutput, trusted ? provider.outputTokens : 0);
     const usage: Usage = { inputTokens: input, outputTokens: Math.min(output, ceiling.outputTokens), cachedInputTokens: trusted ? Math.min(provider.cachedInputTokens, input) : 0 };
-    return this.#debit(request, entry, usage, reason, false);
+    return this.#debit(request, entry, usage, reason, false, admitted);
   }
 
   /** A request with no report: its maximum, provisionally (`expired`: its deadline passed; else shutdown). */
@@ -414,7 +428,7 @@ export class Meter {
       ...(entry.reserved === 'lease' && this.deps.leases ? { replica: this.deps.leases.replica } : {}),
     };
     this.deps.logger.warn({ ...request, after: expired ? 'deadline' : 'shutdown', since: new Date(entry.since).toISOString() }, 'no report of the response yet: settling at its maximum, provisionally');
-    return this.#debit(request, entry, { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 }, 'no_report', true);
+    return this.#debit(request, entry, { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 }, 'no_report', true, entry.price);
   }
 
   async #release(request: MeteredRequest, reason: ReleaseReason, entry: InFlightRequest | undefined): Promise<Settlement> {
@@ -435,14 +449,15 @@ export class Meter {
     return ok(price.input) && ok(price.output) && ok(price.cachedInput) ? price : 'invalid';
   }
 
-  async #debit(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean): Promise<Settlement> {
+  /** @param admitted the price the request was admitted at (admittedPrice); undefined: the group's price now */
+  async #debit(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean, admitted: ModelPrice | null | undefined): Promise<Settlement> {
     const store = this.deps.store;
     const delays = this.deps.retryDelaysMs ?? [200, 1000, 5000, 15_000, 30_000, 60_000];
     let lastError = 'no store keeps balances';
     for (let attempt = 0; store && attempt <= delays.length; attempt++) {
       if (attempt > 0) await sleep(delays[attempt - 1]);
       try {
-        const price = entry?.price !== undefined && attempt === 0 ? entry.price : await this.#price(request);
+        const price = admitted !== undefined ? admitted : await this.#price(request);
         if (price === 'invalid') return this.#failed(request, usage, 'price_invalid', 'the model has an invalid price');
         if (price === 'unavailable') throw new Error('the group cannot be looked up');
         const debit = await store.debit({ ...request, ...usage, price, estimated: estimate ?? null, provisional });

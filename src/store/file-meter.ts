@@ -15,7 +15,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { chmod, rename, writeFile } from 'node:fs/promises';
-import type { DebitRequest, DebitResult, MeterStore, PendingRequest, ReserveResult, UsageEntry, UsageQuery } from './store';
+import { COST_GRAINS, costUp, type DebitRequest, type DebitResult, type MeterStore, type PendingRequest, type ReserveResult, type UsageEntry, type UsageQuery } from './store';
 
 /** Ledger entries kept in memory and in the state file, newest last. */
 const LEDGER_MAX = 2000;
@@ -52,12 +52,11 @@ export interface FileMeterOptions {
   readonly onError?: (err: Error) => void;
 }
 
-/** The cost of some usage at a price, in the balance's unit (rounded to 1e-12, as float sums drift). */
+/** The cost of some usage at a price, in the balance's unit, rounded up to a grain (costUp). */
 export function costOf(r: Pick<DebitRequest, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'price'>): number {
   if (r.price === null) return 0;
   const cached = Math.min(r.cachedInputTokens, r.inputTokens);
-  const c = ((r.inputTokens - cached) * r.price.input + cached * (r.price.cachedInput ?? r.price.input) + r.outputTokens * r.price.output) / 1e6;
-  return Math.round(c * 1e12) / 1e12;
+  return costUp(((r.inputTokens - cached) * r.price.input + cached * (r.price.cachedInput ?? r.price.input) + r.outputTokens * r.price.output) / 1e6);
 }
 
 const finite = (n: unknown): n is number => typeof n === 'number' && Number.isFinite(n);
@@ -146,13 +145,16 @@ export class FileMeter implements MeterStore {
     const cost = costOf(r);
     if (!Number.isFinite(cost) || cost < 0) throw new Error(`the cost of request ${r.requestId} is not a finite amount`);
     const limit = this.balanceOf(r.keyId);
-    const balanceAfter = (): number | null => (limit === null || limit === undefined ? null : Math.round((limit - this.spent(r.keyId)) * 1e12) / 1e12);
+    const balanceAfter = (): number | null => (limit === null || limit === undefined ? null : Math.round((limit - this.spent(r.keyId)) * COST_GRAINS) / COST_GRAINS);
     const earlier = this.#provisional.get(r.requestId);
     // Settled before, and not provisionally (or this one is provisional too): nothing more to debit.
     if (this.#settled(r.requestId) && (!earlier || r.provisional)) return { applied: false, cost, balance: balanceAfter() };
     const charge = earlier ? cost - earlier.cost : cost;
-    if (limit !== null && limit !== undefined) {
-      const next = Math.round((this.spent(r.keyId) + charge) * 1e12) / 1e12;
+    // A key not in the config now (removed while its request ran) is charged too: put back, its
+    // balance is its configured one minus all it spent, this request included.
+    const counted = limit !== null;
+    if (counted) {
+      const next = Math.round((this.spent(r.keyId) + charge) * COST_GRAINS) / COST_GRAINS;
       if (!Number.isFinite(next)) throw new Error(`a debit would make what ${r.keyId} spent not a finite number`);
     }
     this.#remember(r.requestId);
@@ -171,8 +173,8 @@ export class FileMeter implements MeterStore {
     this.#ledger.push(entry);
     // Trimmed in steps, not one entry per debit (a shift of the whole array each time).
     if (this.#ledger.length > LEDGER_MAX + LEDGER_SLACK) this.#ledger.splice(0, this.#ledger.length - LEDGER_MAX);
-    if (charge !== 0 && limit !== null && limit !== undefined) {
-      this.#spent.set(r.keyId, Math.round((this.spent(r.keyId) + charge) * 1e12) / 1e12);
+    if (charge !== 0 && counted) {
+      this.#spent.set(r.keyId, Math.round((this.spent(r.keyId) + charge) * COST_GRAINS) / COST_GRAINS);
       this.opts.onSpent(r.keyId);
     }
     this.#schedule();

@@ -36,6 +36,23 @@ export function toLimits(v: unknown): Limits | null {
   return Object.keys(out).length === 0 ? null : out;
 }
 
+/**
+ * Amounts of money are counted to 1 / COST_GRAINS of the balance's unit by the file store (float
+ * sums drift below it; PostgreSQL counts exactly). A whole number (1e12): dividing by it gives the
+ * nearest float to the decimal, where multiplying by 1e-12 may not.
+ */
+export const COST_GRAINS = 1e12;
+
+/**
+ * A cost rounded up to a grain (1 / COST_GRAINS): anything priced costs at least one grain, never
+ * nothing (rounded to the nearest, a request costing under half a grain was free however many were
+ * sent). Its float error (a millionth of a grain) is not rounded up, so a cost on the grain stays as
+ * it is. A request's maximum cost is rounded the same way, so it always covers what it is charged.
+ */
+export function costUp(c: number): number {
+  return c > 0 ? Math.max(1, Math.ceil(c * COST_GRAINS - 1e-6)) / COST_GRAINS : c;
+}
+
 /** A model's price per million tokens, in the balance's unit (docs/metering.md). */
 export interface ModelPrice {
   readonly input: number;
@@ -225,6 +242,8 @@ export interface PendingRequest {
   readonly inputExtra?: number;
   /** What its input may cost per token, in input tokens (an Anthropic cache write: 1.25 or 2). */
   readonly inputFactor?: number;
+  /** The price it was admitted at (null: none; absent: looked up when it settles). */
+  readonly price?: ModelPrice | null;
   /** Epoch milliseconds. */
   readonly since: number;
   readonly deadline: number;

@@ -134,6 +134,45 @@ describe('FileStore with a meter', () => {
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
+  it('debits a cost under 1e-12 as 1e-12, never nothing (rounded to the nearest it was 0: a price of 1e-14 a token served free)', async () => {
+    const store = new FileStore(new Map(), [key(1e-9)], { meter: true });
+    const tiny = { ...debit('r1'), inputTokens: 3, outputTokens: 2, cachedInputTokens: 0, price: { input: 0.00000001, output: 0.00000001, cachedInput: null } };
+    expect(await store.meter!.debit(tiny)).toEqual({ applied: true, cost: 1e-12, balance: 9.99e-10 });
+    // A cost on the grid is not rounded up by its float error: (400 x 2 + 100 x 1 + 1000 x 8) / 1e6 is 0.0089, not 0.008900000001.
+    expect((await store.meter!.debit(debit('r2'))).cost).toBe(0.0089);
+  });
+
+  it('defended: 10,000 debits at list prices add up to the exact decimal total (no float drift)', async () => {
+    const store = new FileStore(new Map(), [key(1000)], { meter: true });
+    // gpt-4o-mini: 0.15 input, 0.075 cached, 0.6 output per million; in units of 1e-12 a token costs 150,000, 75,000, 600,000.
+    let exact = 0n;
+    let seed = 7;
+    const next = (n: number): number => (seed = (seed * 48271) % 2147483647) % n;
+    for (let i = 0; i < 10_000; i++) {
+      const input = 1 + next(5000);
+      const cached = next(input);
+      const output = next(2000);
+      exact += BigInt(input - cached) * 150_000n + BigInt(cached) * 75_000n + BigInt(output) * 600_000n;
+      await store.meter!.debit({ ...debit(`r${i}`), inputTokens: input, cachedInputTokens: cached, outputTokens: output, price: { input: 0.15, output: 0.6, cachedInput: 0.075 } });
+    }
+    expect(BigInt(Math.round(store.meter!.spent('k') * 1e12))).toBe(exact);
+  });
+
+  it('defended: a balance of 1e15 (a float spaced 0.125 apart there): what is spent is kept apart from it, so 1,000 debits of 0.0089 are all counted', async () => {
+    const store = new FileStore(new Map(), [key(1e15)], { meter: true });
+    for (let i = 0; i < 1000; i++) await store.meter!.debit(debit(`r${i}`));
+    expect(store.meter!.spent('k')).toBe(8.9);
+    expect(Math.abs((await store.findKey('a'.repeat(64)))!.balance! - (1e15 - 8.9))).toBeLessThanOrEqual(0.125);
+  });
+
+  it('charges a key removed from the config while its request ran: put back, its balance is net of it (it was forgotten)', async () => {
+    const store = new FileStore(new Map(), [key(1)], { meter: true });
+    store.replace(new Map(), []);
+    expect((await store.meter!.debit(debit('r1'))).applied).toBe(true);
+    store.replace(new Map(), [key(1)]);
+    expect((await store.findKey('a'.repeat(64)))!.balance).toBe(0.9911);
+  });
+
   it('keeps the requests in flight across a restart, once', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'modelgate-meter-')), 'modelgate.state.json');
     const first = new FileStore(new Map(), [key(1)], { path });

@@ -7,7 +7,8 @@
  * in flight are sent together when one comes back (debit_many: one statement, one balance update
  * and one notification per key). Under load a debit costs PostgreSQL a share of a statement;
  * alone it costs what it did before. A row the batch finds already in the ledger is settled alone
- * (debit): a duplicate, or the replacement of a provisional settlement.
+ * (debit): a duplicate, or the replacement of a provisional settlement; so is the second of two
+ * settlements of one request in a batch (a provisional one at its deadline and its report, together).
  */
 import type pg from 'pg';
 import { SCHEMA, SETTLED_CHANNEL } from './schema';
@@ -102,8 +103,16 @@ export class PgMeterStore implements MeterStore {
       return;
     }
     let rows: { request_id: string; applied: boolean; conflict: boolean; cost: number; balance: number | null }[];
+    // Each request id once: debit_many debited a key for every copy of an id in its input (its ledger
+    // row once). The copies settle alone after it (below).
+    const ids = new Set<string>();
+    const unique = batch.filter(({ r }) => {
+      if (ids.has(r.requestId)) return false;
+      ids.add(r.requestId);
+      return true;
+    });
     try {
-      const json = JSON.stringify(batch.map(({ r }) => {
+      const json = JSON.stringify(unique.map(({ r }) => {
         const cached = Math.min(r.cachedInputTokens, r.inputTokens);
         const [pi, po, pc] = priceArgs(r.price);
         return {
@@ -117,9 +126,9 @@ export class PgMeterStore implements MeterStore {
       for (const w of batch) w.reject(err);
       return;
     }
-    // A request id twice in one batch: the first row answers it; the rest settle alone.
+    // A request id twice in one batch: the first answers it; the rest settle alone.
     const byId = new Map<string, (typeof rows)[number]>();
-    for (const row of rows) if (!byId.has(row.request_id)) byId.set(row.request_id, row);
+    for (const row of rows) byId.set(row.request_id, row);
     const seen = new Set<string>();
     for (const w of batch) {
       const row = byId.get(w.r.requestId);

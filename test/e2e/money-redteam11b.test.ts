@@ -1,0 +1,305 @@
+/**
+ * Money red team, round 11b (docs/metering.md; the rule: nothing is served without being paid for).
+ * Round 11b looks at the money arithmetic and the ledger, not the wire: what a request costs when
+ * its cost is tiny, which price a request pays when its report comes after the config changed, and
+ * what a key that left the config and came back has spent; and whether a client's own request id
+ * makes two requests one. Each case goes through a real Envoy and modelgate (file store, or
+ * PostgreSQL where named) to the stand-in provider (support/money-upstream.ts). Cases named
+ * "defended" are attacks already stopped, kept for their coverage; the others failed when written
+ * (branch rt11b, on main fa0d32f) and say what was seen.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { generateKey, hashKey } from '../../src/check/key-format';
+import type { FileStore } from '../../src/store/file-store';
+import type { AdminDb } from '../../src/store/pg/admin';
+import { setGroup, setPrice } from '../../src/store/pg/groups';
+import { migrate } from '../../src/store/pg/schema';
+import type { UsageEntry } from '../../src/store/store';
+import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { waitFor } from '../support/meter-cases';
+import { request } from '../support/money-client';
+import { startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
+import { issueKey } from '../support/pg-keys';
+import { openPool, startPgServer, type PgServer } from '../support/pg-server';
+
+const KEYS = ['tiny', 'late', 'gone', 'restart', 'tinyStrict', 'sameId'] as const;
+type KeyName = (typeof KEYS)[number];
+const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
+const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bearer ${keys[key]}` });
+
+/**
+ * A price of 0.00000001 per million tokens (1e-14 a token): a balance counted in a large unit (a
+ * credit worth a thousand dollars, a bitcoin). A chat of 1 input and 2 output tokens costs 3e-14.
+ */
+const TINY = { input: 0.00000001, output: 0.00000001 };
+/** The demo's gpt-4o-mini. */
+const MINI = { input: 0.15, output: 0.6 };
+
+const GROUPS = `  rt11b-tiny:
+    models:
+      - name: gpt-4o-mini
+        price: { input: ${TINY.input.toFixed(8)}, output: ${TINY.output.toFixed(8)} }
+        maxOutputTokens: 16384
+  rt11b-late:
+    models:
+      - name: gpt-4o-mini
+        price: { input: ${MINI.input}, output: ${MINI.output} }
+        maxOutputTokens: 16384
+`;
+/** The late group once its model's price is removed (the model stays: metered, costs nothing). */
+const UNPRICED = `  rt11b-late:
+    models:
+      - name: gpt-4o-mini
+        maxOutputTokens: 16384
+`;
+
+const BALANCES: Record<KeyName, number> = { tiny: 1e-9, late: 1, gone: 1, restart: 1, tinyStrict: 2e-11, sameId: 1 };
+const GROUP_OF: Record<KeyName, string> = { tiny: 'rt11b-tiny', late: 'rt11b-late', gone: 'basic', restart: 'rt11b-late', tinyStrict: 'rt11b-tiny', sameId: 'basic' };
+const keyStanza = (k: KeyName): string => `  - id: rt11b-${k}\n    sha256: ${hashKey(keys[k])}\n    group: ${GROUP_OF[k]}\n    balance: ${BALANCES[k]}\n`;
+
+/** The demo config with this file's groups and keys (`without`: keys left out). */
+function configOf(demo: string, o: { reservationSeconds?: number; unpriced?: boolean; without?: KeyName[]; strict?: boolean } = {}): string {
+  let text = demo.replace(/^groups:\n/m, `groups:\n${o.unpriced ? GROUPS.replace(/  rt11b-late:\n[\s\S]*$/, UNPRICED) : GROUPS}`);
+  text = text.replace(/^keys:\n/m, `keys:\n${KEYS.filter((k) => !o.without?.includes(k)).map(keyStanza).join('')}`);
+  if (o.reservationSeconds) text = text.replace(/  reservationSeconds: 900 /, `  reservationSeconds: ${o.reservationSeconds} `);
+  if (o.strict) text = text.replace('  mode: soft ', '  mode: strict ');
+  return text;
+}
+
+/** The cost of some tokens at a price per million, as the provider bills it (in floats: exact to far below 1e-12). */
+const exactCost = (input: number, output: number, price: { input: number; output: number }): number => (input * price.input + output * price.output) / 1e6;
+
+async function balanceOf(store: FileStore, k: KeyName): Promise<number | null | undefined> {
+  return (await store.findKey(hashKey(keys[k])))?.balance;
+}
+
+function started(o: { reservationSeconds?: number; strict?: boolean } = {}): { readonly gw: () => Gateway; readonly up: () => MoneyUpstream; readonly store: () => FileStore; readonly demo: () => string } {
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  let demo = '';
+  beforeAll(async () => {
+    up = await startMoneyUpstream();
+    const at = { host: '127.0.0.1', port: up.port };
+    gw = await startGateway({ config: (d) => { demo = d; return configOf(d, o); }, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
+  }, 120_000);
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+  return { gw: () => gw, up: () => up, store: () => gw.modelgate.service!.store as FileStore, demo: () => demo };
+}
+
+describeE2E('money red team 11b: small costs, and a key that leaves the config (soft, file store)', () => {
+  const g = started();
+
+  it('a price of 1e-14 a token (a balance in a large unit): 30 chats of 3e-14 each were debited nothing (the file store rounded each cost to 1e-12); now each pays at least what it cost', async () => {
+    const store = g.store();
+    const before = (await balanceOf(store, 'tiny')) as number;
+    let billed = 0;
+    for (let i = 0; i < 30; i++) {
+      const sent = await request(g.gw(), '/v1/chat/completions', bearer('tiny'), { model: 'gpt-4o-mini', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] });
+      expect(sent.status, sent.text).toBe(200);
+      const usage = (JSON.parse(sent.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+      billed += exactCost(usage.prompt_tokens, usage.completion_tokens, TINY);
+    }
+    let rows: UsageEntry[] = [];
+    await waitFor('30 ledger rows', async () => (rows = await store.meter!.usage({ keyId: 'rt11b-tiny', limit: 100 })).length === 30, 60_000);
+    const after = (await balanceOf(store, 'tiny')) as number;
+    // Seen: every row's cost 0, the balance 1e-9 before and after, for 9e-13 billed.
+    expect(rows.every((r) => r.cost > 0), `costs ${rows.map((r) => r.cost).join(', ')}`).toBe(true);
+    expect(before - after, `spent ${before - after} for ${billed} billed`).toBeGreaterThanOrEqual(billed);
+  }, 120_000);
+
+  it('defended: one client x-request-id on two requests that claim to be internal (x-envoy-internal: true, x-forwarded-for and x-real-ip of a private address): Envoy makes its own ids, two rows, both paid', async () => {
+    const store = g.store();
+    const headers = { ...bearer('sameId'), 'x-request-id': 'rt11b-same', 'x-envoy-internal': 'true', 'x-forwarded-for': '10.0.0.7', 'x-real-ip': '10.0.0.7' };
+    const body = { model: 'gpt-4o-mini', max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] };
+    let billed = 0;
+    for (let i = 0; i < 2; i++) {
+      const sent = await request(g.gw(), '/v1/chat/completions', headers, body);
+      expect(sent.status, sent.text).toBe(200);
+      const usage = (JSON.parse(sent.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+      billed += exactCost(usage.prompt_tokens, usage.completion_tokens, MINI);
+    }
+    let rows: UsageEntry[] = [];
+    await waitFor('two ledger rows', async () => (rows = await store.meter!.usage({ keyId: 'rt11b-sameId', limit: 10 })).length === 2, 60_000);
+    expect(new Set(rows.map((r) => r.requestId)).size).toBe(2);
+    expect(rows.some((r) => r.requestId === 'rt11b-same')).toBe(false);
+    expect(BALANCES.sameId - ((await balanceOf(store, 'sameId')) as number)).toBeCloseTo(billed, 12);
+  }, 120_000);
+
+  it('a key removed from the config while its request runs, then put back: what the request cost was forgotten (the key got its whole balance back); now it is spent', async () => {
+    const store = g.store();
+    const body = { model: 'gpt-4o-mini', max_tokens: 200, messages: [{ role: 'user', content: 'write' }] };
+    const pending = request(g.gw(), '/v1/chat/completions', { ...bearer('gone'), 'x-stand-in-gate': 'gone' }, body);
+    await waitFor('the request to reach the provider', () => g.up().received.some((r) => r.headers['x-stand-in-gate'] === 'gone'), 60_000);
+    writeFileSync(g.gw().configPath, configOf(g.demo(), { without: ['gone'] }));
+    await waitFor('the reload that removes the key', async () => (await store.findKeyById('rt11b-gone')) === null, 60_000);
+    g.up().open('gone');
+    const sent = await pending;
+    expect(sent.status, sent.text).toBe(200);
+    const usage = (JSON.parse(sent.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+    const billed = exactCost(usage.prompt_tokens, usage.completion_tokens, MINI);
+    await waitFor('its ledger row', async () => (await store.meter!.usage({ keyId: 'rt11b-gone', limit: 10 })).length === 1, 60_000);
+    writeFileSync(g.gw().configPath, configOf(g.demo()));
+    await waitFor('the reload that puts the key back', async () => (await store.findKeyById('rt11b-gone')) !== null, 60_000);
+    const spent = BALANCES.gone - ((await balanceOf(store, 'gone')) as number);
+    // Seen: spent 0 for 0.00012045 billed (the debit landed while the key was away).
+    expect(spent, `spent ${spent} for ${billed} billed`).toBeCloseTo(billed, 12);
+  }, 120_000);
+});
+
+describeE2E('money red team 11b: small costs in strict mode (file store)', () => {
+  const g = started({ strict: true });
+
+  it('a price of 1e-14 a token, 50 chats at once on a balance of 2e-11 (each reserves under 1e-12 and is charged at least 1e-12): every one served is paid, and the balance never goes below zero', async () => {
+    const store = g.store();
+    const body = { model: 'gpt-4o-mini', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] };
+    const sent = await Promise.all(Array.from({ length: 50 }, () => request(g.gw(), '/v1/chat/completions', bearer('tinyStrict'), body)));
+    const served = sent.filter((s) => s.status === 200);
+    expect(sent.every((s) => s.status === 200 || s.status === 403), sent.map((s) => s.status).join(' ')).toBe(true);
+    const billed = served.reduce((sum, s) => {
+      const u = (JSON.parse(s.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+      return sum + exactCost(u.prompt_tokens, u.completion_tokens, TINY);
+    }, 0);
+    await waitFor('a ledger row for every request served', async () => (await store.meter!.usage({ keyId: 'rt11b-tinyStrict', limit: 100 })).length === served.length, 60_000);
+    const after = (await balanceOf(store, 'tinyStrict')) as number;
+    const spent = BALANCES.tinyStrict - after;
+    // Seen on main (each cost rounded to the nearest 1e-12): 23 served, nothing spent, for 1.15e-12
+    // billed. With costs rounded up and reservations not: 23 served, the balance -3e-12.
+    expect(spent, `${served.length} served, spent ${spent} for ${billed} billed`).toBeGreaterThanOrEqual(billed);
+    expect(after, `${served.length} served`).toBeGreaterThanOrEqual(0);
+  }, 120_000);
+});
+
+describeE2E('money red team 11b: the price a request pays when its report comes after the config changed (soft, file store)', () => {
+  // Every request below is held by the stand-in until the test opens its gate: its deadline (1 s)
+  // passes while it runs, and it is settled provisionally at its maximum first.
+  const g = started({ reservationSeconds: 1 });
+
+  it('the price removed from a model while a request runs past its deadline: the late report debited it at no price (the provisional maximum was credited back: served free); now at the price it was admitted at', async () => {
+    const store = g.store();
+    const body = { model: 'gpt-4o-mini', max_tokens: 200, messages: [{ role: 'user', content: 'write' }] };
+    const pending = request(g.gw(), '/v1/chat/completions', { ...bearer('late'), 'x-stand-in-gate': 'late' }, body);
+    await waitFor('the provisional debit at the deadline', async () => (await store.meter!.usage({ keyId: 'rt11b-late', limit: 10 })).some((r) => r.provisional), 60_000);
+    writeFileSync(g.gw().configPath, configOf(g.demo(), { reservationSeconds: 1, unpriced: true }));
+    await waitFor('the reload that removes the price', async () => (await store.findGroup('rt11b-late'))?.models.get('gpt-4o-mini')?.price === null, 60_000);
+    g.up().open('late');
+    const sent = await pending;
+    expect(sent.status, sent.text).toBe(200);
+    const usage = (JSON.parse(sent.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+    const billed = exactCost(usage.prompt_tokens, usage.completion_tokens, MINI);
+    let row: UsageEntry | undefined;
+    await waitFor('the report to replace the provisional debit', async () => {
+      row = (await store.meter!.usage({ keyId: 'rt11b-late', limit: 10 })).find((r) => !r.provisional);
+      return row !== undefined;
+    }, 60_000);
+    const spent = BALANCES.late - ((await balanceOf(store, 'late')) as number);
+    // Seen: the final row cost 0 (priced false), the balance back at 1, for 0.00012045 billed.
+    expect(row!.cost, `row ${JSON.stringify(row)}`).toBeCloseTo(billed, 12);
+    expect(spent).toBeCloseTo(billed, 12);
+  }, 120_000);
+
+});
+
+describeE2E('money red team 11b: modelgate serve killed (SIGKILL) with a request in flight, started again on a config without its price (file store)', () => {
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  let demo = '';
+  beforeAll(async () => {
+    up = await startMoneyUpstream();
+    const at = { host: '127.0.0.1', port: up.port };
+    gw = await startGateway({ modelgate: 'process', config: (d) => { demo = d; return configOf(d, { reservationSeconds: 8 }); }, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
+  }, 120_000);
+  afterAll(async () => {
+    up?.open('restart');
+    await gw?.close();
+    await up?.close();
+  });
+
+  type State = { spent: Record<string, number>; usage: UsageEntry[]; pending?: Array<{ keyId: string }> };
+  const state = (): State | undefined => {
+    try {
+      return JSON.parse(readFileSync(join(dirname(gw.configPath), 'modelgate.state.json'), 'utf8')) as State;
+    } catch {
+      return undefined; // not written yet, or being replaced
+    }
+  };
+
+  it('the request restored after the kill, past its deadline with no report, was settled at no price (its restored entry had none: the price of the moment); now at its maximum at the price it was admitted at', async () => {
+    const body = { model: 'gpt-4o-mini', max_tokens: 200, messages: [{ role: 'user', content: 'write' }] };
+    const maximum = exactCost(Buffer.byteLength(JSON.stringify(body)), 200, MINI);
+    // Held by the stand-in: no report of it can come before its deadline (8 s after it was admitted).
+    const pending = request(gw, '/v1/chat/completions', { ...bearer('restart'), 'x-stand-in-gate': 'restart' }, body);
+    await waitFor('the state file to hold the request in flight', () => state()?.pending?.some((p) => p.keyId === 'rt11b-restart') === true, 30_000);
+    gw.modelgate.kill('SIGKILL');
+    writeFileSync(gw.configPath, configOf(demo, { reservationSeconds: 8, unpriced: true }));
+    await gw.modelgate.restart();
+    let row: UsageEntry | undefined;
+    await waitFor('the provisional debit at the deadline', () => (row = state()?.usage.find((u) => u.keyId === 'rt11b-restart' && u.provisional)) !== undefined, 60_000);
+    // Seen: the provisional row cost 0 (priced false), nothing spent, for a request served until its gate opens.
+    expect(row!.cost, `row ${JSON.stringify(row)}`).toBeCloseTo(maximum, 12);
+    expect(state()!.spent['rt11b-restart']).toBeCloseTo(maximum, 12);
+    up.open('restart');
+    const sent = await pending;
+    expect(sent.status, sent.text).toBe(200);
+    const usage = (JSON.parse(sent.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+    const billed = exactCost(usage.prompt_tokens, usage.completion_tokens, MINI);
+    await waitFor('the report to replace the provisional debit', () => state()?.usage.some((u) => u.keyId === 'rt11b-restart' && !u.provisional) === true, 60_000);
+    expect(state()!.spent['rt11b-restart']).toBeCloseTo(billed, 12);
+  }, 180_000);
+});
+
+describeE2E('money red team 11b: the price a request pays when its report comes after the price was removed (soft, PostgreSQL)', () => {
+  let server: PgServer;
+  let pool: AdminDb;
+  let up: MoneyUpstream;
+  let gw: Gateway;
+  beforeAll(async () => {
+    server = await startPgServer();
+    pool = openPool(server.url);
+    await migrate(pool);
+    await setGroup(pool, { name: 'rt11b', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }] });
+    await setPrice(pool, 'rt11b', 'gpt-4o-mini', { price: { input: MINI.input, output: MINI.output, cachedInput: null }, maxOutputTokens: 16384 });
+    up = await startMoneyUpstream();
+    const at = { host: '127.0.0.1', port: up.port };
+    gw = await startGateway({ config: (d) => `${d.replace(/  reservationSeconds: 900 /, '  reservationSeconds: 1 ')}\nstore: ${server.url}\n`, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
+  }, 120_000);
+  afterAll(async () => {
+    up?.open('pg-late');
+    await gw?.close();
+    await up?.close();
+    await pool?.end();
+    await server?.close();
+  });
+
+  const rows = async (): Promise<Array<{ cost: number; provisional: boolean; priced: boolean }>> =>
+    (await pool.query<{ cost: string; provisional: boolean; priced: boolean }>("SELECT cost::text AS cost, provisional, priced FROM modelgate.usage WHERE key_id = 'rt11b-pg-late'")).rows.map((r) => ({ ...r, cost: Number(r.cost) }));
+
+  it('the price removed (`groups price --none`) while a request runs past its deadline: the late report debited it at no price (the provisional maximum was credited back); now at the price it was admitted at', async () => {
+    const { key } = await issueKey(pool, { group: 'rt11b', id: 'rt11b-pg-late', balance: '1' });
+    const body = { model: 'gpt-4o-mini', max_tokens: 200, messages: [{ role: 'user', content: 'write' }] };
+    const pending = request(gw, '/v1/chat/completions', { authorization: `Bearer ${key}`, 'x-stand-in-gate': 'pg-late' }, body);
+    await waitFor('the provisional debit at the deadline', async () => (await rows()).some((r) => r.provisional), 60_000);
+    await setPrice(pool, 'rt11b', 'gpt-4o-mini', { price: null });
+    // What the meter looks prices up in: the service's cache, told by PostgreSQL's notification.
+    await waitFor('the cache to hear the price is gone', async () => {
+      const g = await gw.modelgate.service!.cache.groups.get('rt11b');
+      return g.status === 'found' && g.value.models.get('gpt-4o-mini')?.price == null;
+    }, 60_000);
+    up.open('pg-late');
+    const sent = await pending;
+    expect(sent.status, sent.text).toBe(200);
+    const usage = (JSON.parse(sent.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+    const billed = exactCost(usage.prompt_tokens, usage.completion_tokens, MINI);
+    await waitFor('the report to replace the provisional debit', async () => (await rows()).some((r) => !r.provisional), 60_000);
+    const [row] = await rows();
+    const spent = 1 - Number((await pool.query<{ b: string }>("SELECT balance::text AS b FROM modelgate.keys WHERE id = 'rt11b-pg-late'")).rows[0].b);
+    // Seen: the row's cost 0 (priced false), the balance back at 1, for 0.00012045 billed.
+    expect(row, JSON.stringify(row)).toMatchObject({ provisional: false, priced: true });
+    expect(row.cost).toBeCloseTo(billed, 12);
+    expect(spent).toBeCloseTo(billed, 12);
+  }, 120_000);
+});
