@@ -13,16 +13,13 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateKey, hashKey } from '../../src/check/key-format';
 import type { FileStore } from '../../src/store/file-store';
-import type { AdminDb } from '../../src/store/pg/admin';
-import { setGroup, setPrice } from '../../src/store/pg/groups';
-import { migrate } from '../../src/store/pg/schema';
+import { setPrice } from '../../src/store/pg/groups';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
-import { request } from '../support/money-client';
+import { request, withMoneyGateway } from '../support/money-client';
+import { withPgReplicas, type PgReplicas } from '../support/money-pg';
 import { startMoneyUpstream, type MoneyUpstream } from '../support/money-upstream';
-import { issueKey } from '../support/pg-keys';
-import { openPool, startPgServer, type PgServer } from '../support/pg-server';
 
 const KEYS = ['tiny', 'late', 'gone', 'restart', 'tinyStrict', 'sameId'] as const;
 type KeyName = (typeof KEYS)[number];
@@ -75,20 +72,12 @@ async function balanceOf(store: FileStore, k: KeyName): Promise<number | null | 
   return (await store.findKey(hashKey(keys[k])))?.balance;
 }
 
+/** In a describe block: a money gateway (file store) on this file's config, `o` applied (withMoneyGateway). */
 function started(o: { reservationSeconds?: number; strict?: boolean } = {}): { readonly gw: () => Gateway; readonly up: () => MoneyUpstream; readonly store: () => FileStore; readonly demo: () => string } {
-  let up: MoneyUpstream;
-  let gw: Gateway;
+  let g: { up: MoneyUpstream; gw: Gateway; store: FileStore };
   let demo = '';
-  beforeAll(async () => {
-    up = await startMoneyUpstream();
-    const at = { host: '127.0.0.1', port: up.port };
-    gw = await startGateway({ config: (d) => { demo = d; return configOf(d, o); }, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
-  }, 120_000);
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-  });
-  return { gw: () => gw, up: () => up, store: () => gw.modelgate.service!.store as FileStore, demo: () => demo };
+  withMoneyGateway((d) => { demo = d; return configOf(d, o); }, (s) => (g = s));
+  return { gw: () => g.gw, up: () => g.up, store: () => g.store, demo: () => demo };
 }
 
 describeE2E('money red team 11b: small costs, and a key that leaves the config (soft, file store)', () => {
@@ -253,50 +242,33 @@ describeE2E('money red team 11b: modelgate serve killed (SIGKILL) with a request
 });
 
 describeE2E('money red team 11b: the price a request pays when its report comes after the price was removed (soft, PostgreSQL)', () => {
-  let server: PgServer;
-  let pool: AdminDb;
-  let up: MoneyUpstream;
-  let gw: Gateway;
-  beforeAll(async () => {
-    server = await startPgServer();
-    pool = openPool(server.url);
-    await migrate(pool);
-    await setGroup(pool, { name: 'rt11b', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }] });
-    await setPrice(pool, 'rt11b', 'gpt-4o-mini', { price: { input: MINI.input, output: MINI.output, cachedInput: null }, maxOutputTokens: 16384 });
-    up = await startMoneyUpstream();
-    const at = { host: '127.0.0.1', port: up.port };
-    gw = await startGateway({ config: (d) => `${d.replace(/  reservationSeconds: 900 /, '  reservationSeconds: 1 ')}\nstore: ${server.url}\n`, upstreamTargets: { chat: at, messages: at, generative: at, alt: at } });
-  }, 120_000);
-  afterAll(async () => {
-    up?.open('pg-late');
-    await gw?.close();
-    await up?.close();
-    await pool?.end();
-    await server?.close();
-  });
+  let rig: PgReplicas;
+  withPgReplicas({ mode: 'soft', models: { 'gpt-4o-mini': { ...MINI, cap: 16384 } }, edit: (c) => c.replace(/  reservationSeconds: 900 /, '  reservationSeconds: 1 ') }, (r) => (rig = r));
+  // Registered after the rig: run before it closes (hooks in stack order), so a failed test leaves no request held.
+  afterAll(() => rig?.up.open('pg-late'));
 
   const rows = async (): Promise<Array<{ cost: number; provisional: boolean; priced: boolean }>> =>
-    (await pool.query<{ cost: string; provisional: boolean; priced: boolean }>("SELECT cost::text AS cost, provisional, priced FROM modelgate.usage WHERE key_id = 'rt11b-pg-late'")).rows.map((r) => ({ ...r, cost: Number(r.cost) }));
+    (await rig.pool.query<{ cost: string; provisional: boolean; priced: boolean }>("SELECT cost::text AS cost, provisional, priced FROM modelgate.usage WHERE key_id = 'rt11b-pg-late'")).rows.map((r) => ({ ...r, cost: Number(r.cost) }));
 
   it('the price removed (`groups price --none`) while a request runs past its deadline: the late report debited it at no price (the provisional maximum was credited back); now at the price it was admitted at', async () => {
-    const { key } = await issueKey(pool, { group: 'rt11b', id: 'rt11b-pg-late', balance: '1' });
+    const key = await rig.newKey('rt11b-pg-late', '1');
     const body = { model: 'gpt-4o-mini', max_tokens: 200, messages: [{ role: 'user', content: 'write' }] };
-    const pending = request(gw, '/v1/chat/completions', { authorization: `Bearer ${key}`, 'x-stand-in-gate': 'pg-late' }, body);
+    const pending = request(rig.a, '/v1/chat/completions', { authorization: `Bearer ${key}`, 'x-stand-in-gate': 'pg-late' }, body);
     await waitFor('the provisional debit at the deadline', async () => (await rows()).some((r) => r.provisional), 60_000);
-    await setPrice(pool, 'rt11b', 'gpt-4o-mini', { price: null });
+    await setPrice(rig.pool, 'basic', 'gpt-4o-mini', { price: null });
     // What the meter looks prices up in: the service's cache, told by PostgreSQL's notification.
     await waitFor('the cache to hear the price is gone', async () => {
-      const g = await gw.modelgate.service!.cache.groups.get('rt11b');
+      const g = await rig.a.modelgate.service!.cache.groups.get('basic');
       return g.status === 'found' && g.value.models.get('gpt-4o-mini')?.price == null;
     }, 60_000);
-    up.open('pg-late');
+    rig.up.open('pg-late');
     const sent = await pending;
     expect(sent.status, sent.text).toBe(200);
     const usage = (JSON.parse(sent.text) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
     const billed = exactCost(usage.prompt_tokens, usage.completion_tokens, MINI);
     await waitFor('the report to replace the provisional debit', async () => (await rows()).some((r) => !r.provisional), 60_000);
     const [row] = await rows();
-    const spent = 1 - Number((await pool.query<{ b: string }>("SELECT balance::text AS b FROM modelgate.keys WHERE id = 'rt11b-pg-late'")).rows[0].b);
+    const spent = 1 - (await rig.balanceOf('rt11b-pg-late'));
     // Seen: the row's cost 0 (priced false), the balance back at 1, for 0.00012045 billed.
     expect(row, JSON.stringify(row)).toMatchObject({ provisional: false, priced: true });
     expect(row.cost).toBeCloseTo(billed, 12);

@@ -44,7 +44,10 @@ export interface PgReplicas {
   close(): Promise<void>;
 }
 
-export async function startPgReplicas(o: { mode: 'soft' | 'strict'; leases?: boolean; models: Readonly<Record<string, MoneyModel>> }): Promise<PgReplicas> {
+/**
+ * @param o.edit a change to the replicas' config after the mode's (a shorter reservation, say)
+ */
+export async function startPgReplicas(o: { mode: 'soft' | 'strict'; leases?: boolean; models: Readonly<Record<string, MoneyModel>>; edit?: (config: string) => string }): Promise<PgReplicas> {
   const server = await startPgServer();
   const pool = openPool(server.url);
   const joined: Gateway[] = [];
@@ -71,7 +74,8 @@ export async function startPgReplicas(o: { mode: 'soft' | 'strict'; leases?: boo
     const at = { host: '127.0.0.1', port: up.port };
     const upstreamTargets = { chat: at, messages: at, generative: at, alt: at };
     const leases = o.leases === false ? (demo: string) => demo.replace(/^meter:\n/m, 'meter:\n  leases: false\n') : (demo: string) => demo;
-    const config = (demo: string): string => `${leases(inMode(o.mode)(demo))}\nstore: ${server.url}\n`;
+    const edit = o.edit ?? ((c: string) => c);
+    const config = (demo: string): string => `${edit(leases(inMode(o.mode)(demo)))}\nstore: ${server.url}\n`;
     [a, b] = await Promise.all([startGateway({ config, upstreamTargets }), startGateway({ config, upstreamTargets })]);
     const replica = async (r: { process?: boolean; reportsTo?: Gateway } = {}): Promise<Gateway> => {
       const to = r.reportsTo;
