@@ -50,6 +50,10 @@ const LIST_SQL = `SELECT g.name, g.available,
 /** Every group with its models and key count, by name. */
 export async function listGroups(db: pg.Pool | pg.ClientBase, name?: string): Promise<GroupInfo[]> {
   const { rows } = await db.query<GroupInfo>(LIST_SQL, [name ?? null]);
+  // A price without a long-context one has no such field (as before there was one; as the config reads it).
+  for (const g of rows) {
+    for (const m of g.models) if (m.price && m.price.longContext === null) delete (m.price as { longContext?: unknown }).longContext;
+  }
   return rows;
 }
 

@@ -92,7 +92,7 @@ describe('long-context prices on PostgreSQL', () => {
       await setGroup(pool, { name: 'lc', models: [{ name: 'gemini-3-pro', protocols: ['generative'], available: true }, { name: 'other', protocols: null, available: true }] });
       expect((await listGroups(pool, 'lc'))[0].models[0].price).toEqual(LONG);
       await setPrice(pool, 'lc', 'gemini-3-pro', { price: { input: 2, output: 12, cachedInput: null } });
-      expect((await listGroups(pool, 'lc'))[0].models[0].price).toEqual({ input: 2, output: 12, cachedInput: null, longContext: null });
+      expect((await listGroups(pool, 'lc'))[0].models[0].price).toEqual({ input: 2, output: 12, cachedInput: null });
       await setPrice(pool, 'lc', 'gemini-3-pro', { price: LONG });
       await setPrice(pool, 'lc', 'gemini-3-pro', { price: null });
       expect((await listGroups(pool, 'lc'))[0].models[0].price).toBeNull();
