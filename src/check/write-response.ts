@@ -71,6 +71,10 @@ export function meterMarkFields(d: Decision): Record<string, { boolValue: boolea
   if (m.priceInput !== undefined) fields.priceInput = { numberValue: m.priceInput };
   if (m.priceOutput !== undefined) fields.priceOutput = { numberValue: m.priceOutput };
   if (m.priceCached !== undefined) fields.priceCached = { numberValue: m.priceCached };
+  if (m.priceLongAbove !== undefined) fields.priceLongAbove = { numberValue: m.priceLongAbove };
+  if (m.priceLongInput !== undefined) fields.priceLongInput = { numberValue: m.priceLongInput };
+  if (m.priceLongOutput !== undefined) fields.priceLongOutput = { numberValue: m.priceLongOutput };
+  if (m.priceLongCached !== undefined) fields.priceLongCached = { numberValue: m.priceLongCached };
   return fields;
 }
 

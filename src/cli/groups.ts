@@ -11,7 +11,7 @@
  */
 import { Command } from 'commander';
 import { listGroups, removeGroup, setGroup, setPrice, type GroupChange, type GroupInfo, type ModelSpec } from '../store/pg/groups';
-import { PROTOCOLS, type Protocol } from '../store/store';
+import { PROTOCOLS, type LongContextPrice, type Protocol } from '../store/store';
 import { CliError, checkName, once, usageError } from './errors';
 import type { CliRun } from './io';
 import { groupLimitsCommand } from './limits';
@@ -63,7 +63,9 @@ function checkedChange(change: GroupChange): GroupChange {
 export function priceText(m: ModelSpec): string {
   if (!m.price) return 'no price: metered, costs nothing';
   const cached = m.price.cachedInput === null ? '' : ` / ${m.price.cachedInput} cached`;
-  return `${m.price.input} in / ${m.price.output} out${cached} per 1M tokens`;
+  const l = m.price.longContext;
+  const long = l ? `; over ${l.above} input tokens ${l.input} in / ${l.output} out${l.cachedInput === null ? '' : ` / ${l.cachedInput} cached`}` : '';
+  return `${m.price.input} in / ${m.price.output} out${cached}${long} per 1M tokens`;
 }
 
 export function groupText(g: GroupInfo): string {
@@ -109,6 +111,26 @@ interface PriceOptions extends StoreOptions {
   readonly cachedInput?: string;
   readonly maxOutputTokens?: string;
   readonly none?: boolean;
+  readonly longContextAbove?: string;
+  readonly longContextInput?: string;
+  readonly longContextOutput?: string;
+  readonly longContextCachedInput?: string;
+}
+
+/** The long-context price of `groups price` (--long-context-*): all of above, input and output, or none. */
+function longContextOption(o: PriceOptions): LongContextPrice | null {
+  const given = [o.longContextAbove, o.longContextInput, o.longContextOutput, o.longContextCachedInput].some((v) => v !== undefined);
+  if (!given) return null;
+  if (o.longContextAbove === undefined || o.longContextInput === undefined || o.longContextOutput === undefined) {
+    throw usageError('a long-context price needs --long-context-above, --long-context-input and --long-context-output');
+  }
+  if (!/^\d{1,9}$/.test(o.longContextAbove) || Number(o.longContextAbove) < 1) throw usageError('--long-context-above must be a whole number of input tokens >= 1');
+  return {
+    above: Number(o.longContextAbove),
+    input: parsePrice('long-context-input', o.longContextInput),
+    output: parsePrice('long-context-output', o.longContextOutput),
+    cachedInput: o.longContextCachedInput === undefined ? null : parsePrice('long-context-cached-input', o.longContextCachedInput),
+  };
 }
 
 interface SetOptions extends StoreOptions {
@@ -170,10 +192,15 @@ export function groupsCommand(run: CliRun): Command {
       .option('--output <n>', 'price of one million output tokens', once('--output'))
       .option('--cached-input <n>', 'price of one million cached input tokens (default: the input price)', once('--cached-input'))
       .option('--max-output-tokens <n>', 'strict metering: output tokens reserved when a request names no maximum', once('--max-output-tokens'))
+      .option('--long-context-above <tokens>', 'a request with more input tokens (cached included) pays the long-context price for every token', once('--long-context-above'))
+      .option('--long-context-input <n>', 'long-context price of one million input tokens', once('--long-context-input'))
+      .option('--long-context-output <n>', 'long-context price of one million output tokens', once('--long-context-output'))
+      .option('--long-context-cached-input <n>', 'long-context price of one million cached input tokens (default: its input price)', once('--long-context-cached-input'))
       .option('--none', 'remove the price: metered in tokens, costs nothing')
       .action((group: string, model: string, options: PriceOptions, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
-          const given = options.input !== undefined || options.output !== undefined || options.cachedInput !== undefined;
+          const given = options.input !== undefined || options.output !== undefined || options.cachedInput !== undefined || options.longContextAbove !== undefined
+            || options.longContextInput !== undefined || options.longContextOutput !== undefined || options.longContextCachedInput !== undefined;
           if (options.none && given) throw usageError('give either --none or prices, not both');
           if (!options.none && (options.input === undefined || options.output === undefined)) throw usageError('give --input and --output (or --none)');
           let maxOutputTokens: number | undefined;
@@ -185,6 +212,7 @@ export function groupsCommand(run: CliRun): Command {
             input: parsePrice('input', options.input as string),
             output: parsePrice('output', options.output as string),
             cachedInput: options.cachedInput === undefined ? null : parsePrice('cached-input', options.cachedInput),
+            longContext: longContextOption(options),
           };
           const info = await setPrice(await store.db(), group, model, { price, maxOutputTokens });
           const m = info.models.find((x) => x.name === model) as ModelSpec;

@@ -203,7 +203,10 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     for (const m of g.models) {
       const model: ModelRecord = typeof m === 'string' ? { name: m, protocols: null, available: true, price: null, maxOutputTokens: null } : {
         name: m.name, protocols: m.protocols ?? null, available: m.available,
-        price: m.price ? { input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null } : null,
+        price: m.price ? {
+          input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null,
+          ...(m.price.longContext ? { longContext: { above: m.price.longContext.above, input: m.price.longContext.input, output: m.price.longContext.output, cachedInput: m.price.longContext.cachedInput ?? null } } : {}),
+        } : null,
         maxOutputTokens: m.maxOutputTokens ?? null,
         ...(m.limits ? { limits: toLimits(m.limits) } : {}),
       };

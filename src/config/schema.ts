@@ -347,11 +347,24 @@ const protocol = z.enum(PROTOCOLS, { error: `must be one of: ${PROTOCOLS.join(',
 /** A price per million tokens: a finite number >= 0 (zod's number refuses NaN and the infinities). */
 const perMillion = (what: string) => z.number({ error: 'must be a number >= 0 (per million tokens)' }).min(0, { error: 'must be a number >= 0 (per million tokens)' }).max(1e12, { error: 'must be at most 1e12' }).describe(what);
 
+/**
+ * A long-context price (docs/metering.md, "Long prompts"): Gemini 2.5 Pro and 3 Pro, and Claude
+ * Sonnet 4 and 4.5 with the 1M window, bill every token of a request whose prompt is over 200,000
+ * tokens at a higher input and output price.
+ */
+const longContext = mapping({
+  above: integer(1, 100_000_000).describe('Input tokens (cached ones included, as the provider counts them): a request with more is charged this price for every token, input, cached and output.'),
+  input: perMillion('Price of one million input tokens of such a request.'),
+  output: perMillion('Price of one million output tokens of such a request.'),
+  cachedInput: perMillion('Price of one million cached input tokens of such a request; absent: its input price.').nullish(),
+}, 'must be a mapping {above, input, output, cachedInput}');
+
 const price = mapping({
   input: perMillion('Price of one million input tokens, in the balance\'s unit.'),
   output: perMillion('Price of one million output tokens.'),
   cachedInput: perMillion('Price of one million cached input tokens, where the provider reports them; absent: the input price.').nullish(),
-}, 'must be a mapping {input, output, cachedInput}');
+  longContext: longContext.nullish().describe('The price of a request whose input is over `above` tokens, for every token of it (the provider\'s long-context price: Gemini 2.5/3 Pro, Claude Sonnet 4/4.5 with the 1M window); absent: one price at any length.'),
+}, 'must be a mapping {input, output, cachedInput, longContext}');
 
 const modelObject = mapping({
   name: text(MODEL_NAME, `a model name: ${NAME_RULE}`).describe('The model name clients send.'),

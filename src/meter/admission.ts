@@ -74,9 +74,27 @@ export function uncappedPricedModels(groups: ReadonlyMap<string, GroupRecord>): 
   return out;
 }
 
-/** The cost of some tokens at a price, in the balance's unit, rounded up to a grain as a debit's is (costUp). */
+/**
+ * The most some tokens may cost at a price, in the balance's unit, rounded up to a grain as a
+ * debit's is (costUp): input at the dearer of the input and cached prices, and, when the input may be
+ * over the price's long-context threshold, at the dearer of its two prices (a provider bills every
+ * token of such a request at the long-context price; it may yet come out under the threshold).
+ */
 export function tokensCost(input: number, output: number, price: ModelPrice): number {
-  return costUp((input * price.input + output * price.output) / 1e6);
+  const at = (p: Pick<ModelPrice, 'input' | 'output' | 'cachedInput'>): number => costUp((input * Math.max(p.input, p.cachedInput ?? 0) + output * p.output) / 1e6);
+  const long = price.longContext;
+  return long && input > long.above ? Math.max(at(price), at(long)) : at(price);
+}
+
+/**
+ * A long-context price in the Check's metadata (`priceLongAbove`, `priceLongInput`,
+ * `priceLongOutput`, `priceLongCached`), so a report that finds no entry settles at the price the
+ * request was admitted at, its long-context price included (meter.ts admittedPrice).
+ */
+function longContextMarks(price: ModelPrice): Partial<Record<'priceLongAbove' | 'priceLongInput' | 'priceLongOutput' | 'priceLongCached', number>> {
+  const long = price.longContext;
+  if (!long) return {};
+  return { priceLongAbove: long.above, priceLongInput: long.input, priceLongOutput: long.output, ...(long.cachedInput !== null ? { priceLongCached: long.cachedInput } : {}) };
 }
 
 /**
@@ -192,7 +210,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // replica): its maxima bound an estimate there as the entry does here.
     // And its price: a report that finds no entry pays what the request was admitted at, not the price
     // of the moment (removed meanwhile, it had been nothing).
-    const priceMarks = price ? { priceInput: price.input, priceOutput: price.output, ...(price.cachedInput !== null ? { priceCached: price.cachedInput } : {}) } : undefined;
+    const priceMarks = price ? { priceInput: price.input, priceOutput: price.output, ...(price.cachedInput !== null ? { priceCached: price.cachedInput } : {}), ...longContextMarks(price) } : undefined;
     const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks };
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));

@@ -122,14 +122,21 @@ const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' &&
 
 /**
  * The price a request was admitted at: its entry's, else the Check's metadata's (priceInput,
- * priceOutput, priceCached); undefined: neither says (looked up when it settles). A report after the
+ * priceOutput, priceCached, and its long-context price: priceLong*); undefined: neither says (looked up when it settles). A report after the
  * request's deadline, after a restart or at another replica pays it, not the price of the moment.
  */
 function admittedPrice(entry: PendingRequest | undefined, a: MeterReport['authz']): ModelPrice | null | undefined {
   if (entry?.price !== undefined) return entry.price;
   const input = tokenCount(a.priceInput);
   const output = tokenCount(a.priceOutput);
-  return input === undefined || output === undefined ? undefined : { input, output, cachedInput: tokenCount(a.priceCached) ?? null };
+  if (input === undefined || output === undefined) return undefined;
+  // Its long-context price (priceLongAbove...): a threshold without both prices is no tier (never seen: the Check writes all or none).
+  const above = tokenCount(a.priceLongAbove);
+  const longInput = tokenCount(a.priceLongInput);
+  const longOutput = tokenCount(a.priceLongOutput);
+  const longContext = above !== undefined && longInput !== undefined && longOutput !== undefined
+    ? { longContext: { above, input: longInput, output: longOutput, cachedInput: tokenCount(a.priceLongCached) ?? null } } : {};
+  return { input, output, cachedInput: tokenCount(a.priceCached) ?? null, ...longContext };
 }
 
 /** What the request's input costs per token (request-shape.ts inputFactor): its entry's, else the Check's metadata's. */
@@ -446,7 +453,9 @@ export class Meter {
     const price = found.value.models.get(request.model)?.price ?? null;
     if (price === null) return null;
     const ok = (n: number | null): boolean => n === null || (Number.isFinite(n) && n >= 0);
-    return ok(price.input) && ok(price.output) && ok(price.cachedInput) ? price : 'invalid';
+    const long = price.longContext;
+    const longOk = !long || (ok(long.above) && ok(long.input) && ok(long.output) && ok(long.cachedInput));
+    return ok(price.input) && ok(price.output) && ok(price.cachedInput) && longOk ? price : 'invalid';
   }
 
   /** @param admitted the price the request was admitted at (admittedPrice); undefined: the group's price now */

@@ -15,7 +15,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { chmod, rename, writeFile } from 'node:fs/promises';
-import { COST_GRAINS, costUp, type DebitRequest, type DebitResult, type MeterStore, type PendingRequest, type ReserveResult, type UsageEntry, type UsageQuery } from './store';
+import { COST_GRAINS, costUp, priceAt, type DebitRequest, type DebitResult, type MeterStore, type PendingRequest, type ReserveResult, type UsageEntry, type UsageQuery } from './store';
 
 /** Ledger entries kept in memory and in the state file, newest last. */
 const LEDGER_MAX = 2000;
@@ -52,11 +52,15 @@ export interface FileMeterOptions {
   readonly onError?: (err: Error) => void;
 }
 
-/** The cost of some usage at a price, in the balance's unit, rounded up to a grain (costUp). */
+/**
+ * The cost of some usage at a price, in the balance's unit, rounded up to a grain (costUp). A
+ * request over the price's long-context threshold pays its long-context price for every token (priceAt).
+ */
 export function costOf(r: Pick<DebitRequest, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'price'>): number {
   if (r.price === null) return 0;
+  const p = priceAt(r.price, r.inputTokens);
   const cached = Math.min(r.cachedInputTokens, r.inputTokens);
-  return costUp(((r.inputTokens - cached) * r.price.input + cached * (r.price.cachedInput ?? r.price.input) + r.outputTokens * r.price.output) / 1e6);
+  return costUp(((r.inputTokens - cached) * p.input + cached * (p.cachedInput ?? p.input) + r.outputTokens * p.output) / 1e6);
 }
 
 const finite = (n: unknown): n is number => typeof n === 'number' && Number.isFinite(n);

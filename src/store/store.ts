@@ -59,6 +59,34 @@ export interface ModelPrice {
   readonly output: number;
   /** Cached input tokens (where the provider reports them); `null`: the input price. */
   readonly cachedInput: number | null;
+  /** The price of a request whose input is over `above` tokens, for every token of it; absent or `null`: none. */
+  readonly longContext?: LongContextPrice | null;
+}
+
+/**
+ * A long-context price (docs/metering.md, "Long prompts"): providers bill every token of a request
+ * whose prompt is over a length (Gemini 2.5 Pro and 3 Pro, Claude Sonnet 4 and 4.5 with the 1M
+ * window: over 200,000 input tokens, cached ones included) at a higher input and output price.
+ */
+export interface LongContextPrice {
+  /** Input tokens (cached included, as the provider counts them): a request with more pays this price. */
+  readonly above: number;
+  readonly input: number;
+  readonly output: number;
+  /** `null`: this tier's input price. */
+  readonly cachedInput: number | null;
+}
+
+/**
+ * The flat price a request with this many input tokens (cached included) is charged at: the
+ * long-context price when it has one and the input is over its threshold, else the model's own.
+ */
+export function priceAt(price: ModelPrice, inputTokens: number): ModelPrice {
+  const long = price.longContext;
+  // Not `!(inputTokens > above)`: a threshold that is not a number (never through the config or the
+  // CHECKs) yields that price, which no store debits (a cost that is not finite is refused, logged).
+  if (!long || inputTokens <= long.above) return price;
+  return { input: long.input, output: long.output, cachedInput: long.cachedInput };
 }
 
 export interface ModelRecord {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main';
 import { formatModelSpec, parseModelSpec } from '../../src/cli/groups';
 import { hashKey, isCompleteKey } from '../../src/check/key-format';
+import { SCHEMA_VERSION } from '../../src/store/pg/schema';
 import { openPgStore } from '../../src/store/pg/store';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { openPool, startPgServer } from '../support/pg-server';
@@ -90,9 +91,9 @@ const NO_PRICE = 'no price: metered, costs nothing';
 
 describe('with PostgreSQL', () => {
   it('migrates a fresh database once', async () => {
-    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 5.\n');
-    expect(await json('migrate')).toEqual({ from: 5, to: 5, applied: [] });
-    expect(await ok('migrate')).toBe('Schema already at version 5; nothing to do.\n');
+    expect(await ok('migrate')).toBe(`Schema migrated from version 0 to ${SCHEMA_VERSION}.\n`);
+    expect(await json('migrate')).toEqual({ from: SCHEMA_VERSION, to: SCHEMA_VERSION, applied: [] });
+    expect(await ok('migrate')).toBe(`Schema already at version ${SCHEMA_VERSION}; nothing to do.\n`);
   });
 
   it('creates, updates and lists groups; --model replaces the list, other flags leave it alone', async () => {
@@ -142,6 +143,20 @@ describe('with PostgreSQL', () => {
     }
     expect(await run(['groups', 'price', 'pro', 'o3', '--input', 'NaN', '--output', '1'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--input must be a decimal number >= 0') });
     expect(await run(['groups', 'price', 'pro', 'nope', '--input', '1', '--output', '1'])).toMatchObject({ code: 1, stderr: expect.stringContaining('group "pro" has no model "nope"') });
+    expect(await ok('groups', 'price', 'pro', 'o3', '--none')).toBe(`pro o3: ${NO_PRICE}.\n`);
+  });
+
+  it('prices a model\'s long prompts (--long-context-*), shows and prints the price, and refuses one without its threshold or prices', async () => {
+    const args = ['groups', 'price', 'pro', 'o3', '--input', '2', '--output', '12', '--long-context-above', '200000', '--long-context-input', '4', '--long-context-output', '18'];
+    expect(await ok(...args, '--long-context-cached-input', '0.4')).toBe('pro o3: 2 in / 12 out; over 200000 input tokens 4 in / 18 out / 0.4 cached per 1M tokens.\n');
+    const shown = await json<{ group: { models: { price: unknown }[] } }>('groups', 'show', 'pro');
+    expect(shown.group.models[0].price).toEqual({ input: 2, output: 12, cachedInput: null, longContext: { above: 200000, input: 4, output: 18, cachedInput: 0.4 } });
+    expect(await run(['groups', 'price', 'pro', 'o3', '--input', '2', '--output', '12', '--long-context-above', '200000', '--long-context-input', '4']))
+      .toMatchObject({ code: 2, stderr: expect.stringContaining('needs --long-context-above, --long-context-input and --long-context-output') });
+    expect(await run([...args.slice(0, 9), '0', ...args.slice(10)])).toMatchObject({ code: 2, stderr: expect.stringContaining('--long-context-above must be a whole number') });
+    expect(await run(['groups', 'price', 'pro', 'o3', '--none', '--long-context-above', '200000'])).toMatchObject({ code: 2, stderr: expect.stringContaining('give either --none or prices') });
+    // A price given without them has none.
+    expect(await ok('groups', 'price', 'pro', 'o3', '--input', '2', '--output', '12')).toBe('pro o3: 2 in / 12 out per 1M tokens.\n');
     expect(await ok('groups', 'price', 'pro', 'o3', '--none')).toBe(`pro o3: ${NO_PRICE}.\n`);
   });
 
@@ -342,7 +357,7 @@ describe('usage and a database of another application', () => {
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/^modelgate: PostgreSQL at postgres:\/\/.*\(from DATABASE_URL\): the database already holds tables of another application \(public\.orders\).*--allow-foreign-tables/);
       expect((await run(['migrate'], { DATABASE_URL: url })).code).toBe(1);
-      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 5.\n');
+      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe(`Schema migrated from version 0 to ${SCHEMA_VERSION}.\n`);
       expect((await run(['keys', 'list'], { DATABASE_URL: url })).code).toBe(0);
     } finally {
       await other.end();

@@ -318,6 +318,28 @@ describe('prices and the meter', () => {
     expect(() => parseConfig(model('{ input: 1 }'))).toThrow(/price\.output/);
   });
 
+  test('reads a long-context price and refuses one without its threshold, with a threshold that is not a whole number, or with an unknown field', () => {
+    const model = (price: string) => `groups:\n  g:\n    models:\n      - name: m\n        price: ${price}\n`;
+    const read = (price: string) => parseConfig(model(price)).groups.get('g')!.models.get('m')!.price;
+    expect(read('{ input: 2, output: 12, longContext: { above: 200000, input: 4, output: 18 } }'))
+      .toEqual({ input: 2, output: 12, cachedInput: null, longContext: { above: 200_000, input: 4, output: 18, cachedInput: null } });
+    expect(read('{ input: 3, output: 15, cachedInput: 0.3, longContext: { above: 200000, input: 6, output: 22.5, cachedInput: 0.6 } }'))
+      .toEqual({ input: 3, output: 15, cachedInput: 0.3, longContext: { above: 200_000, input: 6, output: 22.5, cachedInput: 0.6 } });
+    // Absent or null: one price at any length (no field at all, as before).
+    expect(read('{ input: 2, output: 12, longContext: null }')).toEqual({ input: 2, output: 12, cachedInput: null });
+    expect(() => parseConfig(model('{ input: 2, output: 12, longContext: { input: 4, output: 18 } }'))).toThrow(/price\.longContext\.above: must be an integer from 1 to 100000000/);
+    expect(() => parseConfig(model('{ input: 2, output: 12, longContext: { above: 200000.5, input: 4, output: 18 } }'))).toThrow(/longContext\.above: must be an integer/);
+    expect(() => parseConfig(model('{ input: 2, output: 12, longContext: { above: 200000, input: 4 } }'))).toThrow(/longContext\.output: must be a number >= 0/);
+    expect(() => parseConfig(model('{ input: 2, output: 12, longContext: { above: 200000, input: -4, output: 18 } }'))).toThrow(/longContext\.input: must be a number >= 0/);
+    expect(() => parseConfig(model('{ input: 2, output: 12, longContext: { above: 200000, input: 4, output: 18, tokens: 1 } }'))).toThrow(/longContext\.tokens: unknown field \(expected one of: above, input, output, cachedInput\)/);
+    expect(() => parseConfig(model('{ input: 2, output: 12, longContext: 4 }'))).toThrow(/longContext: must be a mapping \{above, input, output, cachedInput\}/);
+  });
+
+  test('the demo prices its long-context model (gemini-3.1-pro-preview) over 200,000 input tokens', () => {
+    const demo = parseConfig(DEMO);
+    expect(demo.groups.get('basic')!.models.get('gemini-3.1-pro-preview')!.price!.longContext).toEqual({ above: 200_000, input: 4, output: 18, cachedInput: null });
+  });
+
   test('refuses a NaN or infinite key balance (any number read from any store)', () => {
     const key = (balance: string) => `groups:\n  g:\n    models: [m]\nkeys:\n  - id: k\n    sha256: ${'a'.repeat(64)}\n    group: g\n    balance: ${balance}\n`;
     expect(() => parseConfig(key('.nan'))).toThrow(/keys\[0\]\.balance: must be a number/);

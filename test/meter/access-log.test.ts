@@ -88,6 +88,12 @@ describe('readAccessLogMessage', () => {
     expect(reports[0].authz).toEqual(marks);
   });
 
+  it("reads the price the request was admitted at, its long-context price included (a report that finds no entry pays it)", () => {
+    const marks = { metered: true, priceInput: 2, priceOutput: 12, priceCached: 0.2, priceLongAbove: 200_000, priceLongInput: 4, priceLongOutput: 18, priceLongCached: 0.4 };
+    const { reports } = readAccessLogMessage(encode([entry({ id: 'p', status: 200, authz: marks })]));
+    expect(reports[0].authz).toEqual(marks);
+  });
+
   it('keeps the tail as bytes, even when they are not valid UTF-8 (a cut multibyte character)', () => {
     const bytes = Buffer.concat([Buffer.from('é', 'utf8').subarray(1), Buffer.from('{"usage":{}}')]);
     const msg = encode([entry({ id: 'r', status: 200, meter: { final: 'PLACEHOLDER' } })]);

@@ -12,7 +12,7 @@
  */
 import type pg from 'pg';
 import { SCHEMA, SETTLED_CHANNEL } from './schema';
-import type { DebitRequest, DebitResult, MeterStore, ModelPrice, ReservedRequest, ReserveResult, SettledRequest, UsageEntry, UsageQuery } from '../store';
+import { priceAt, type DebitRequest, type DebitResult, type MeterStore, type ModelPrice, type ReservedRequest, type ReserveResult, type SettledRequest, type UsageEntry, type UsageQuery } from '../store';
 
 /** The store's bounded query (store.ts): rejects with a one-line reason. */
 export type PgQuery = <R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]) => Promise<R[]>;
@@ -48,8 +48,14 @@ const tokens = (n: number): string => {
   return String(Math.max(0, Math.floor(n)));
 };
 
-function priceArgs(price: ModelPrice | null): (string | null)[] {
-  return price === null ? [null, null, null] : [numeric(price.input), numeric(price.output), numeric(price.cachedInput)];
+/**
+ * A debit's price as debit() and debit_many() take it: the flat price its input tokens are charged
+ * at (priceAt: a request over a long-context threshold pays that price for every token).
+ */
+function priceArgs(price: ModelPrice | null, inputTokens: number): (string | null)[] {
+  if (price === null) return [null, null, null];
+  const p = priceAt(price, inputTokens);
+  return [numeric(p.input), numeric(p.output), numeric(p.cachedInput)];
 }
 
 /** Debits per statement at most. */
@@ -114,7 +120,7 @@ export class PgMeterStore implements MeterStore {
     try {
       const json = JSON.stringify(unique.map(({ r }) => {
         const cached = Math.min(r.cachedInputTokens, r.inputTokens);
-        const [pi, po, pc] = priceArgs(r.price);
+        const [pi, po, pc] = priceArgs(r.price, r.inputTokens);
         return {
           request_id: r.requestId, key_id: r.keyId, group_name: r.group, model: r.model, protocol: r.protocol,
           input_tokens: tokens(r.inputTokens), output_tokens: tokens(r.outputTokens), cached_input_tokens: tokens(cached),
@@ -145,7 +151,7 @@ export class PgMeterStore implements MeterStore {
     const cached = Math.min(r.cachedInputTokens, r.inputTokens);
     const rows = await this.query<{ applied: boolean; cost: number; balance: number | null }>('debit',
       `SELECT applied, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price), r.estimated ?? null, r.provisional === true, r.replica ?? null]);
+      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price, r.inputTokens), r.estimated ?? null, r.provisional === true, r.replica ?? null]);
     const row = rows[0];
     return { applied: row.applied, cost: row.cost, balance: row.balance };
   }

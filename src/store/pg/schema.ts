@@ -563,6 +563,27 @@ BEGIN
 END $$;
 `,
   },
+  /*
+   * Version 6. A long-context price (docs/metering.md, "Long prompts"): a request whose input is over
+   * long_context_above tokens is charged these prices for every token. The debit functions take the
+   * flat price the request is charged at (meter-store.ts picks it), so they are unchanged.
+   */
+  {
+    version: 6,
+    name: 'long-context prices of group models',
+    sql: `
+ALTER TABLE group_models
+  ADD COLUMN long_context_above bigint CHECK (long_context_above > 0),
+  ADD COLUMN long_context_input_price numeric CHECK (long_context_input_price >= 0 AND long_context_input_price < 1e12),
+  ADD COLUMN long_context_output_price numeric CHECK (long_context_output_price >= 0 AND long_context_output_price < 1e12),
+  ADD COLUMN long_context_cached_input_price numeric CHECK (long_context_cached_input_price >= 0 AND long_context_cached_input_price < 1e12),
+  -- All of threshold, input and output, or none; and only on a priced model.
+  ADD CONSTRAINT group_models_long_context_complete CHECK (
+    (long_context_above IS NULL) = (long_context_input_price IS NULL) AND (long_context_above IS NULL) = (long_context_output_price IS NULL)
+    AND (long_context_cached_input_price IS NULL OR long_context_above IS NOT NULL)
+    AND (long_context_above IS NULL OR input_price IS NOT NULL));
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

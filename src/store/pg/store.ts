@@ -74,7 +74,9 @@ const KEY_BY_ID_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE id = $1`;
 // One round trip for a group and its models; a group without models yields one row of NULLs.
 const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.available AS model_available,
     m.input_price::float8 AS input_price, m.output_price::float8 AS output_price,
-    m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens, g.limits AS group_limits, m.limits AS model_limits
+    m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens, g.limits AS group_limits, m.limits AS model_limits,
+    m.long_context_above::float8 AS long_context_above, m.long_context_input_price::float8 AS long_context_input_price,
+    m.long_context_output_price::float8 AS long_context_output_price, m.long_context_cached_input_price::float8 AS long_context_cached_input_price
   FROM ${SCHEMA}.groups g LEFT JOIN ${SCHEMA}.group_models m ON m.group_name = g.name
   WHERE g.name = $1 ORDER BY m.position, m.name`;
 
@@ -102,6 +104,11 @@ interface GroupRow {
   max_output_tokens: number | null;
   group_limits: Limits | null;
   model_limits: Limits | null;
+  /** A long-context price (migration 6). */
+  long_context_above: number | null;
+  long_context_input_price: number | null;
+  long_context_output_price: number | null;
+  long_context_cached_input_price: number | null;
 }
 
 /** A limits column as read: only positive integers of the known names (the CHECK admits nothing else; a newer schema's extra names are dropped). */
@@ -122,7 +129,14 @@ function toModel(row: GroupRow & { model: string }): ModelRecord {
 function toPrice(row: GroupRow): ModelPrice | null {
   const ok = (n: number | null): n is number => n !== null && Number.isFinite(n) && n >= 0;
   if (!ok(row.input_price) || !ok(row.output_price)) return null;
-  return { input: row.input_price, output: row.output_price, cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null };
+  const price = { input: row.input_price, output: row.output_price, cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null };
+  if (row.long_context_above === null && row.long_context_input_price === null && row.long_context_output_price === null) return price;
+  // A long-context price that is not whole (a newer schema's row; the CHECK admits none): not guessed
+  // as no tier at all; its NaNs make the meter refuse it (`price_invalid`, logged with every figure).
+  const above = ok(row.long_context_above) ? row.long_context_above : Number.NaN;
+  const input = ok(row.long_context_input_price) ? row.long_context_input_price : Number.NaN;
+  const output = ok(row.long_context_output_price) ? row.long_context_output_price : Number.NaN;
+  return { ...price, longContext: { above, input, output, cachedInput: ok(row.long_context_cached_input_price) ? row.long_context_cached_input_price : null } };
 }
 
 function toKey(r: KeyRow): KeyRecord {

@@ -4,7 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminDb } from '../../../src/store/pg/admin';
-import { setGroup } from '../../../src/store/pg/groups';
+import { listGroups, setGroup, setPrice } from '../../../src/store/pg/groups';
+import { PgStore } from '../../../src/store/pg/store';
 import { PgMeterStore } from '../../../src/store/pg/meter-store';
 import { migrate } from '../../../src/store/pg/schema';
 import type { DebitRequest } from '../../../src/store/store';
@@ -57,5 +58,53 @@ describe('PgMeterStore debits', () => {
     expect({ cost: Number(row.cost), provisional: row.provisional }).toEqual({ cost: 0.0001, provisional: false });
     expect(await ledger('prov')).toBe(0.0021);
     expect(await balance('prov')).toBe(0.9979);
+  });
+});
+
+describe('long-context prices on PostgreSQL', () => {
+  /** Gemini 3 Pro preview's list prices: 2/12 up to 200,000 input tokens, 4/18 above. */
+  const LONG = { input: 2, output: 12, cachedInput: 0.2, longContext: { above: 200_000, input: 4, output: 18, cachedInput: 0.4 } };
+
+  it('a debit over the threshold charges every token at the long-context price, alone (debit) and in a batch (debit_many)', async () => {
+    await issueKey(pool, { group: 'g', id: 'long', balance: '10' });
+    const long = { inputTokens: 300_000, cachedInputTokens: 100_000, outputTokens: 1000, price: LONG };
+    // Alone: (200,000 x 4 + 100,000 x 0.4 + 1,000 x 18) / 1e6 = 0.858
+    expect((await store.debit(debit('long-1', 'long', long))).cost).toBe(0.858);
+    // Three at once: the first alone, the other two together in one debit_many; one exactly at the threshold (its own price).
+    const batch = await Promise.all([
+      store.debit(debit('long-2', 'long', long)), store.debit(debit('long-3', 'long', long)),
+      store.debit(debit('long-4', 'long', { inputTokens: 200_000, cachedInputTokens: 0, outputTokens: 1000, price: LONG })),
+    ]);
+    expect(batch.map((r) => r.cost)).toEqual([0.858, 0.858, 0.412]);
+    expect(await ledger('long')).toBe(2.986);
+    expect(await balance('long')).toBe(7.014);
+  });
+
+  it('groups price stores a long-context price, listings and the store read it back, and --none (or a price without one) removes it', async () => {
+    await setGroup(pool, { name: 'lc', available: true, models: [{ name: 'gemini-3-pro', protocols: ['generative'], available: true }] });
+    await setPrice(pool, 'lc', 'gemini-3-pro', { price: LONG });
+    const [listed] = await listGroups(pool, 'lc');
+    expect(listed.models[0].price).toEqual(LONG);
+    const pgStore = new PgStore(server.url);
+    try {
+      expect((await pgStore.findGroup('lc'))!.models.get('gemini-3-pro')!.price).toEqual(LONG);
+      // A group whose model list is set again keeps the model's prices, its long-context one included.
+      await setGroup(pool, { name: 'lc', models: [{ name: 'gemini-3-pro', protocols: ['generative'], available: true }, { name: 'other', protocols: null, available: true }] });
+      expect((await listGroups(pool, 'lc'))[0].models[0].price).toEqual(LONG);
+      await setPrice(pool, 'lc', 'gemini-3-pro', { price: { input: 2, output: 12, cachedInput: null } });
+      expect((await listGroups(pool, 'lc'))[0].models[0].price).toEqual({ input: 2, output: 12, cachedInput: null });
+      await setPrice(pool, 'lc', 'gemini-3-pro', { price: LONG });
+      await setPrice(pool, 'lc', 'gemini-3-pro', { price: null });
+      expect((await listGroups(pool, 'lc'))[0].models[0].price).toBeNull();
+    } finally {
+      await pgStore.close();
+    }
+  });
+
+  it('the table refuses a long-context price without its threshold or prices, or on a model without a price', async () => {
+    const update = (set: string) => pool.query(`UPDATE modelgate.group_models SET ${set} WHERE group_name = 'lc' AND name = 'other'`);
+    await expect(update('long_context_above = 200000')).rejects.toThrow(/group_models_long_context_complete/);
+    await expect(update('long_context_above = 200000, long_context_input_price = 4, long_context_output_price = 18')).rejects.toThrow(/group_models_long_context_complete/);
+    await expect(update('input_price = 2, output_price = 12, long_context_above = 0, long_context_input_price = 4, long_context_output_price = 18')).rejects.toThrow(/check constraint/);
   });
 });
