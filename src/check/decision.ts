@@ -51,6 +51,8 @@ export interface Decision {
   readonly meterMarks?: {
     readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true; readonly inputExtra?: number; readonly inputFactor?: number;
     readonly priceInput?: number; readonly priceOutput?: number; readonly priceCached?: number;
+    /** The model's prices of other modalities it was admitted at (meter/modal-cost.ts), where it names them. */
+    readonly priceAudioInput?: number; readonly priceAudioOutput?: number; readonly priceImageOutput?: number;
   };
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];

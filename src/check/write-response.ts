@@ -71,6 +71,9 @@ export function meterMarkFields(d: Decision): Record<string, { boolValue: boolea
   if (m.priceInput !== undefined) fields.priceInput = { numberValue: m.priceInput };
   if (m.priceOutput !== undefined) fields.priceOutput = { numberValue: m.priceOutput };
   if (m.priceCached !== undefined) fields.priceCached = { numberValue: m.priceCached };
+  if (m.priceAudioInput !== undefined) fields.priceAudioInput = { numberValue: m.priceAudioInput };
+  if (m.priceAudioOutput !== undefined) fields.priceAudioOutput = { numberValue: m.priceAudioOutput };
+  if (m.priceImageOutput !== undefined) fields.priceImageOutput = { numberValue: m.priceImageOutput };
   return fields;
 }
 

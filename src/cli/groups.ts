@@ -63,7 +63,9 @@ function checkedChange(change: GroupChange): GroupChange {
 export function priceText(m: ModelSpec): string {
   if (!m.price) return 'no price: metered, costs nothing';
   const cached = m.price.cachedInput === null ? '' : ` / ${m.price.cachedInput} cached`;
-  return `${m.price.input} in / ${m.price.output} out${cached} per 1M tokens`;
+  const p = m.price;
+  const modal = [[p.audioInput, 'audio in'], [p.audioOutput, 'audio out'], [p.imageOutput, 'image out']].filter(([v]) => v != null).map(([v, what]) => ` / ${v} ${what}`).join('');
+  return `${m.price.input} in / ${m.price.output} out${cached}${modal} per 1M tokens`;
 }
 
 export function groupText(g: GroupInfo): string {
@@ -107,6 +109,9 @@ interface PriceOptions extends StoreOptions {
   readonly input?: string;
   readonly output?: string;
   readonly cachedInput?: string;
+  readonly audioInput?: string;
+  readonly audioOutput?: string;
+  readonly imageOutput?: string;
   readonly maxOutputTokens?: string;
   readonly none?: boolean;
 }
@@ -169,11 +174,15 @@ export function groupsCommand(run: CliRun): Command {
       .option('--input <n>', 'price of one million input tokens', once('--input'))
       .option('--output <n>', 'price of one million output tokens', once('--output'))
       .option('--cached-input <n>', 'price of one million cached input tokens (default: the input price)', once('--cached-input'))
+      .option('--audio-input <n>', 'price of one million audio input tokens (default: audio input refused, 400 modality_unpriced)', once('--audio-input'))
+      .option('--audio-output <n>', 'price of one million audio output tokens (default: audio output refused)', once('--audio-output'))
+      .option('--image-output <n>', 'price of one million image output tokens (default: image output refused)', once('--image-output'))
       .option('--max-output-tokens <n>', 'strict metering: output tokens reserved when a request names no maximum', once('--max-output-tokens'))
       .option('--none', 'remove the price: metered in tokens, costs nothing')
       .action((group: string, model: string, options: PriceOptions, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
-          const given = options.input !== undefined || options.output !== undefined || options.cachedInput !== undefined;
+          const given = options.input !== undefined || options.output !== undefined || options.cachedInput !== undefined ||
+            options.audioInput !== undefined || options.audioOutput !== undefined || options.imageOutput !== undefined;
           if (options.none && given) throw usageError('give either --none or prices, not both');
           if (!options.none && (options.input === undefined || options.output === undefined)) throw usageError('give --input and --output (or --none)');
           let maxOutputTokens: number | undefined;
@@ -185,6 +194,9 @@ export function groupsCommand(run: CliRun): Command {
             input: parsePrice('input', options.input as string),
             output: parsePrice('output', options.output as string),
             cachedInput: options.cachedInput === undefined ? null : parsePrice('cached-input', options.cachedInput),
+            ...(options.audioInput === undefined ? {} : { audioInput: parsePrice('audio-input', options.audioInput) }),
+            ...(options.audioOutput === undefined ? {} : { audioOutput: parsePrice('audio-output', options.audioOutput) }),
+            ...(options.imageOutput === undefined ? {} : { imageOutput: parsePrice('image-output', options.imageOutput) }),
           };
           const info = await setPrice(await store.db(), group, model, { price, maxOutputTokens });
           const m = info.models.find((x) => x.name === model) as ModelSpec;

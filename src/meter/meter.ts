@@ -19,11 +19,12 @@
  */
 import type { Config } from '../config/load';
 import type { Lookup } from '../store/cache';
-import { PROTOCOLS, type DebitResult, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
+import { modalPrices, PROTOCOLS, type DebitResult, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
 import type { LeaseBook } from './leases';
 import type { MeterReport } from './access-log';
 import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
+import { modalCharge } from './modal-cost';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
 import { CACHE_WRITE_FACTOR, mayReason } from './request-shape';
@@ -129,7 +130,9 @@ function admittedPrice(entry: PendingRequest | undefined, a: MeterReport['authz'
   if (entry?.price !== undefined) return entry.price;
   const input = tokenCount(a.priceInput);
   const output = tokenCount(a.priceOutput);
-  return input === undefined || output === undefined ? undefined : { input, output, cachedInput: tokenCount(a.priceCached) ?? null };
+  if (input === undefined || output === undefined) return undefined;
+  const modal = { audioInput: tokenCount(a.priceAudioInput), audioOutput: tokenCount(a.priceAudioOutput), imageOutput: tokenCount(a.priceImageOutput) };
+  return { input, output, cachedInput: tokenCount(a.priceCached) ?? null, ...modalPrices(modal) };
 }
 
 /** What the request's input costs per token (request-shape.ts inputFactor): its entry's, else the Check's metadata's. */
@@ -206,7 +209,8 @@ export class Meter {
     const usage = this.#exactUsage(request.protocol, r, hourWrites(entry, r));
     if (usage) {
       const store = this.deps.store;
-      if (store?.debitNow && entry && entry.price !== undefined) {
+      // Tokens by modality take the full path, which prices them (modal-cost.ts).
+      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal) {
         let debit: DebitResult | undefined;
         try {
           debit = store.debitNow({
@@ -446,7 +450,8 @@ export class Meter {
     const price = found.value.models.get(request.model)?.price ?? null;
     if (price === null) return null;
     const ok = (n: number | null): boolean => n === null || (Number.isFinite(n) && n >= 0);
-    return ok(price.input) && ok(price.output) && ok(price.cachedInput) ? price : 'invalid';
+    const okModal = (n: number | null | undefined): boolean => n === undefined || ok(n);
+    return ok(price.input) && ok(price.output) && ok(price.cachedInput) && okModal(price.audioInput) && okModal(price.audioOutput) && okModal(price.imageOutput) ? price : 'invalid';
   }
 
   /** @param admitted the price the request was admitted at (admittedPrice); undefined: the group's price now */
@@ -460,8 +465,15 @@ export class Meter {
         const price = admitted !== undefined ? admitted : await this.#price(request);
         if (price === 'invalid') return this.#failed(request, usage, 'price_invalid', 'the model has an invalid price');
         if (price === 'unavailable') throw new Error('the group cannot be looked up');
-        const debit = await store.debit({ ...request, ...usage, price, estimated: estimate ?? null, provisional });
-        return this.#settled(request, entry, usage, estimate, provisional, debit, price);
+        // Audio and image tokens at their own prices; an estimate or a maximum at the highest (modal-cost.ts).
+        const charge = modalCharge(usage, price, estimate !== undefined || provisional);
+        if (charge.inexpressible) return this.#failed(request, usage, 'price_invalid', 'the model prices audio or image tokens above 0 and text at 0: the debit cannot carry it');
+        if (charge.unpriced.length > 0 && attempt === 0) {
+          this.deps.logger.warn({ ...request, modalities: charge.unpriced, modal: usage.modal }, 'tokens of a modality the model has no price for: debited at its highest price for their direction');
+        }
+        const { modal: _modal, ...tokens } = charge.usage;
+        const debit = await store.debit({ ...request, ...tokens, price, estimated: estimate ?? null, provisional });
+        return this.#settled(request, entry, charge.usage, estimate, provisional, debit, price);
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
       }

@@ -59,6 +59,28 @@ export interface ModelPrice {
   readonly output: number;
   /** Cached input tokens (where the provider reports them); `null`: the input price. */
   readonly cachedInput: number | null;
+  /**
+   * Audio input, audio output and image output tokens, where the provider bills them above the text
+   * price (meter/modal-cost.ts); absent or `null`: not priced (a request for them is refused unless
+   * meter.modalities is allow).
+   */
+  readonly audioInput?: number | null;
+  readonly audioOutput?: number | null;
+  readonly imageOutput?: number | null;
+}
+
+/** The modalities a price may name besides text (ModelPrice). */
+export const MODAL_PRICES = ['audioInput', 'audioOutput', 'imageOutput'] as const;
+export type Modality = (typeof MODAL_PRICES)[number];
+
+/** The modality prices of a price that names them (absent ones left out). */
+export function modalPrices(p: { readonly audioInput?: number | null; readonly audioOutput?: number | null; readonly imageOutput?: number | null }): Partial<Record<Modality, number>> {
+  const out: Partial<Record<Modality, number>> = {};
+  for (const k of MODAL_PRICES) {
+    const v = p[k];
+    if (typeof v === 'number') out[k] = v;
+  }
+  return out;
 }
 
 export interface ModelRecord {

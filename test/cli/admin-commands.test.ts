@@ -90,9 +90,9 @@ const NO_PRICE = 'no price: metered, costs nothing';
 
 describe('with PostgreSQL', () => {
   it('migrates a fresh database once', async () => {
-    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 5.\n');
+    expect(await ok('migrate')).toBe('Schema migrated from version 0 to 6.\n');
     expect(await json('migrate')).toEqual({ from: 5, to: 5, applied: [] });
-    expect(await ok('migrate')).toBe('Schema already at version 5; nothing to do.\n');
+    expect(await ok('migrate')).toBe('Schema already at version 6; nothing to do.\n');
   });
 
   it('creates, updates and lists groups; --model replaces the list, other flags leave it alone', async () => {
@@ -142,6 +142,14 @@ describe('with PostgreSQL', () => {
     }
     expect(await run(['groups', 'price', 'pro', 'o3', '--input', 'NaN', '--output', '1'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--input must be a decimal number >= 0') });
     expect(await run(['groups', 'price', 'pro', 'nope', '--input', '1', '--output', '1'])).toMatchObject({ code: 1, stderr: expect.stringContaining('group "pro" has no model "nope"') });
+    // Audio and image prices (migration 6), read back by the store.
+    expect(await ok('groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--audio-input', '40', '--image-output', '30')).toBe('pro o3: 2 in / 8 out / 40 audio in / 30 image out per 1M tokens.\n');
+    const priced = await openPgStore(server.url);
+    try {
+      expect((await priced.findGroup('pro'))!.models.get('o3')!.price).toEqual({ input: 2, output: 8, cachedInput: null, audioInput: 40, imageOutput: 30 });
+    } finally {
+      await priced.close();
+    }
     expect(await ok('groups', 'price', 'pro', 'o3', '--none')).toBe(`pro o3: ${NO_PRICE}.\n`);
   });
 
@@ -342,7 +350,7 @@ describe('usage and a database of another application', () => {
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/^modelgate: PostgreSQL at postgres:\/\/.*\(from DATABASE_URL\): the database already holds tables of another application \(public\.orders\).*--allow-foreign-tables/);
       expect((await run(['migrate'], { DATABASE_URL: url })).code).toBe(1);
-      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 5.\n');
+      expect((await run(['migrate', '--allow-foreign-tables'], { DATABASE_URL: url })).stdout).toBe('Schema migrated from version 0 to 6.\n');
       expect((await run(['keys', 'list'], { DATABASE_URL: url })).code).toBe(0);
     } finally {
       await other.end();

@@ -37,8 +37,9 @@ export interface GroupChange {
 const LIST_SQL = `SELECT g.name, g.available,
     (SELECT count(*)::int FROM modelgate.keys k WHERE k.group_name = g.name) AS keys,
     coalesce((SELECT json_agg(json_build_object('name', m.name, 'protocols', m.protocols, 'available', m.available,
-                                'price', CASE WHEN m.input_price IS NULL THEN NULL ELSE json_build_object(
-                                  'input', m.input_price, 'output', m.output_price, 'cachedInput', m.cached_input_price) END,
+                                'price', CASE WHEN m.input_price IS NULL THEN NULL ELSE jsonb_build_object(
+                                  'input', m.input_price, 'output', m.output_price, 'cachedInput', m.cached_input_price)
+                                  || jsonb_strip_nulls(jsonb_build_object('audioInput', m.audio_input_price, 'audioOutput', m.audio_output_price, 'imageOutput', m.image_output_price)) END,
                                 'maxOutputTokens', m.max_output_tokens)
                               ORDER BY m.position, m.name)
               FROM modelgate.group_models m WHERE m.group_name = g.name), '[]') AS models
@@ -67,16 +68,18 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
       [name, change.available ?? null],
     );
     if (change.models) {
-      const { rows: kept } = await client.query<{ name: string; i: string | null; o: string | null; c: string | null; t: number | null }>(
-        'SELECT name, input_price::text AS i, output_price::text AS o, cached_input_price::text AS c, max_output_tokens AS t FROM modelgate.group_models WHERE group_name = $1', [name]);
+      const { rows: kept } = await client.query<{ name: string; i: string | null; o: string | null; c: string | null; ai: string | null; ao: string | null; io: string | null; t: number | null }>(
+        `SELECT name, input_price::text AS i, output_price::text AS o, cached_input_price::text AS c, audio_input_price::text AS ai,
+           audio_output_price::text AS ao, image_output_price::text AS io, max_output_tokens AS t FROM modelgate.group_models WHERE group_name = $1`, [name]);
       const prices = new Map(kept.map((k) => [k.name, k]));
       await client.query('DELETE FROM modelgate.group_models WHERE group_name = $1', [name]);
       for (const [position, m] of change.models.entries()) {
         const p = prices.get(m.name);
         await client.query(
-          `INSERT INTO modelgate.group_models (group_name, name, protocols, available, position, input_price, output_price, cached_input_price, max_output_tokens)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-          [name, m.name, m.protocols, m.available, position, p?.i ?? null, p?.o ?? null, p?.c ?? null, p?.t ?? null],
+          `INSERT INTO modelgate.group_models (group_name, name, protocols, available, position, input_price, output_price, cached_input_price, max_output_tokens,
+             audio_input_price, audio_output_price, image_output_price)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+          [name, m.name, m.protocols, m.available, position, p?.i ?? null, p?.o ?? null, p?.c ?? null, p?.t ?? null, p?.ai ?? null, p?.ao ?? null, p?.io ?? null],
         );
       }
     }
@@ -102,9 +105,11 @@ export async function setPrice(db: pg.Pool, group: string, model: string, change
   const p = change.price;
   const { rowCount } = await db.query(
     `UPDATE modelgate.group_models SET input_price = $3, output_price = $4, cached_input_price = $5,
-       max_output_tokens = CASE WHEN $6::boolean THEN $7::integer ELSE max_output_tokens END
+       max_output_tokens = CASE WHEN $6::boolean THEN $7::integer ELSE max_output_tokens END,
+       audio_input_price = $8, audio_output_price = $9, image_output_price = $10
      WHERE group_name = $1 AND name = $2`,
-    [group, model, p ? String(p.input) : null, p ? String(p.output) : null, p?.cachedInput != null ? String(p.cachedInput) : null, change.maxOutputTokens !== undefined, change.maxOutputTokens ?? null],
+    [group, model, p ? String(p.input) : null, p ? String(p.output) : null, p?.cachedInput != null ? String(p.cachedInput) : null, change.maxOutputTokens !== undefined, change.maxOutputTokens ?? null,
+      p?.audioInput != null ? String(p.audioInput) : null, p?.audioOutput != null ? String(p.audioOutput) : null, p?.imageOutput != null ? String(p.imageOutput) : null],
   );
   const [info] = await listGroups(db, group);
   if (info === undefined) throw new StoreRefusal({ code: 'group_not_found', group });

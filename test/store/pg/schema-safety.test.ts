@@ -73,9 +73,9 @@ describe('the schema modelgate', () => {
       await pool.query("INSERT INTO modelgate_groups (name) VALUES ('basic')");
       await pool.query(`INSERT INTO modelgate_keys (id, sha256, group_name, balance) VALUES ('nan', '${'a'.repeat(64)}', 'basic', 'NaN'), ('ok', '${'b'.repeat(64)}', 'basic', 7.5)`);
       expect(await schemaVersion(pool)).toBe(1);
-      await expect(openPgStore(url, { migrate: false })).rejects.toThrow(/version 1, modelgate needs 5/);
+      await expect(openPgStore(url, { migrate: false })).rejects.toThrow(/version 1, modelgate needs 6/);
       const result = await migrate(pool);
-      expect(result).toMatchObject({ from: 1, to: SCHEMA_VERSION, applied: [2, 3, 4, 5], adopted: true });
+      expect(result).toMatchObject({ from: 1, to: SCHEMA_VERSION, applied: [2, 3, 4, 5, 6], adopted: true });
       expect(await objectsIn(url, 'public')).toEqual([]);
       const { rows } = await pool.query('SELECT id, balance::text AS balance FROM modelgate.keys ORDER BY id');
       expect(rows).toEqual([{ id: 'nan', balance: '0' }, { id: 'ok', balance: '7.5' }]);
