@@ -191,6 +191,17 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
   };
 }
 
+/** Whether a chat body has a message with `audio` (an earlier audio answer, billed as audio input); a body that does not parse counts as having one. */
+function messageAudio(body: Uint8Array): boolean {
+  try {
+    const doc = asObject(JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')));
+    const messages = doc?.messages;
+    return Array.isArray(messages) && messages.some((m) => asObject(m)?.audio != null);
+  } catch {
+    return true;
+  }
+}
+
 const GEMINI_PART_KEYS = ['inlineData', 'inline_data', 'fileData', 'file_data'] as const;
 /** Media types Gemini bills as text: images, PDF, JSON, text (any other may carry sound: counted as audio). */
 const SILENT_MEDIA = /^(?:image\/|text\/|application\/(?:pdf|json)(?:$|[\s;]))/;
@@ -264,8 +275,9 @@ function modalitiesAsked(protocol: Protocol, get: (k: string) => unknown, fields
     if (audio !== undefined && audio !== null) add('audioOutput', '"audio"');
   }
   if ((fields.marks?.get('input_audio') ?? 0) > 0) add('audioInput', 'an "input_audio" part');
-  // Every `audio` key but a top-level one is a message's audio sent back as input.
-  if ((fields.marks?.get('audio') ?? 0) > (fields.has('audio') ? 1 : 0) && protocol !== 'generative') add('audioInput', 'a message\'s "audio"');
+  // An `audio` key below the top level may be a message's audio sent back as input (or a tool
+  // parameter's name: the body is parsed to tell).
+  if (protocol === 'chat' && body !== undefined && (fields.marks?.get('audio') ?? 0) > (fields.has('audio') ? 1 : 0) && messageAudio(body)) add('audioInput', 'a message\'s "audio"');
   if (audioParts > 0 || (protocol === 'generative' && body !== undefined && geminiPartsWithSound(body, fields))) add('audioInput', 'a part whose "mimeType" is audio/* or video/* (or names none)');
   return out;
 }

@@ -28,6 +28,8 @@ describe('modalities a request sends or asks for', () => {
     expect(modalities({ model: 'm', messages: [{ role: 'assistant', audio: { id: 'audio_1' } }] })).toEqual(['audioInput']);
     expect(modalities({ model: 'm', modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' }, messages: [] })).toEqual(['audioOutput']);
     expect(modalities({ model: 'm', audio: { voice: 'alloy' }, messages: [] })).toEqual(['audioOutput']);
+    // A tool's parameter named audio is no audio.
+    expect(modalities({ model: 'm', messages: [], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { audio: { type: 'string' } } } } }] })).toEqual([]);
     // Not a known word, not a string: counted as audio (fail closed).
     expect(modalities({ model: 'm', modalities: ['TEXT', 7], messages: [] })).toEqual(['audioOutput']);
     expect(modalities({ model: 'm', modalities: 'audio', messages: [] })).toEqual(['audioOutput']);
