@@ -44,15 +44,14 @@ export interface Decision {
    * `hiddenOutput`, the output to debit when it is estimated (a reasoning model or request, a Gemini
    * field mask); `referencedInput`, input the provider adds from elsewhere; `inputExtra` and
    * `inputFactor`, Anthropic's own prompts and what a cache write costs (an input estimate counts them
-   * as the hold does; a factor of 2 names a 1-hour write); `priceInput`, `priceOutput` and
-   * `priceCached`, the model's price it was admitted at (absent: no price), and `priceLongAbove`,
-   * `priceLongInput`, `priceLongOutput`, `priceLongCached`, its long-context price. Carried in Envoy's
+   * as the hold does; a factor of 2 names a 1-hour write); `price`, the model's price it
+   * was admitted at (meter/price-mark.ts; absent: no price). Carried in Envoy's
    * metadata, so a report that finds no entry (a late one, another replica's) settles the same.
    */
   readonly meterMarks?: {
     readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true; readonly inputExtra?: number; readonly inputFactor?: number;
-    readonly priceInput?: number; readonly priceOutput?: number; readonly priceCached?: number;
-    readonly priceLongAbove?: number; readonly priceLongInput?: number; readonly priceLongOutput?: number; readonly priceLongCached?: number;
+    /** The price it was admitted at, as meter/price-mark.ts writes it (absent: no price). */
+    readonly price?: string;
   };
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];

@@ -40,9 +40,13 @@ export type TopLevelFields = ReadonlyMap<string, readonly [number, number]> & {
  * MAX_MARK_BYTES long; a table by first byte and length keeps the others from being decoded.
  */
 export interface NestedMarks {
-  readonly exact: ReadonlyMap<string, { readonly as: 'key' | 'value' | 'both' }>;
-  readonly prefixes: ReadonlyArray<readonly [string, { readonly as: 'key' | 'value' | 'both' }]>;
+  /** `mime`: only as the value of a media type's key (`mimeType`, `mime_type`), trimmed, in lower case. */
+  readonly exact: ReadonlyMap<string, { readonly as: 'key' | 'value' | 'both' | 'mime' }>;
+  readonly prefixes: ReadonlyArray<readonly [string, { readonly as: 'key' | 'value' | 'both' | 'mime' }]>;
 }
+
+/** The keys of a media type whose values are marks too (Gemini's inlineData and fileData). */
+const MIME_KEYS: ReadonlySet<string> = new Set(['mimeType', 'mime_type']);
 
 /** Longest marked string, in bytes. */
 export const MAX_MARK_BYTES = 31;
@@ -70,11 +74,11 @@ function compile(marks: NestedMarks): CompiledMarks {
 }
 
 /** The name a decoded string is marked under, if any. */
-function markOf(marks: NestedMarks, s: string, asKey: boolean): string | undefined {
-  const as = asKey ? 'key' : 'value';
+function markOf(marks: NestedMarks, s: string, as: 'key' | 'value' | 'mime'): string | undefined {
+  const fits = (m: { readonly as: string }): boolean => m.as === as || (m.as === 'both' && as !== 'mime');
   const exact = marks.exact.get(s);
-  if (exact) return exact.as === as || exact.as === 'both' ? s : undefined;
-  for (const [prefix, m] of marks.prefixes) if ((m.as === as || m.as === 'both') && s.startsWith(prefix)) return prefix;
+  if (exact) return fits(exact) ? s : undefined;
+  for (const [prefix, m] of marks.prefixes) if (fits(m) && s.startsWith(prefix)) return prefix;
   return undefined;
 }
 
@@ -172,6 +176,9 @@ class Scanner {
   private marked: Map<string, number> | undefined;
   /** Opening quote of the value of the last `type` key, when marks are looked for (value marks are types). */
   private typeValueAt = -1;
+  /** The key just read is a media type's (markKey); the value at typeValueAt is one. */
+  private mimeKey = false;
+  private typeValueMime = false;
 
   constructor(private readonly buf: Buffer, private readonly watch?: ReadonlySet<string>, marks?: NestedMarks) {
     let max = 0;
@@ -181,18 +188,26 @@ class Scanner {
     this.marks = marks ? compile(marks) : undefined;
   }
 
-  /** Notes a key if it is marked; whether it is `type` (whose string value is then looked at). */
+  /**
+   * Notes a key if it is marked; whether it is `type` (whose string value is then looked at), or a
+   * media type's key (`mimeType`, `mime_type`: Gemini's parts), whose value is looked at too, trimmed
+   * and in lower case (MIME types are case-insensitive), however long.
+   */
   private markKey(start: number, end: number): boolean {
     const b = this.buf;
+    this.mimeKey = false;
     if (!this.escaped) {
       if (end - start === 6 && b[start + 1] === 0x74 && b[start + 2] === 0x79 && b[start + 3] === 0x70 && b[start + 4] === 0x65) return true;
+      if ((end - start === 10 || end - start === 11) && b[start + 1] === 0x6d && MIME_KEYS.has(b.toString('latin1', start + 1, end - 1))) return (this.mimeKey = true);
       this.mark(start, end, true);
       return false;
     }
     // `"typ\u0065"` is `type` to a provider's parser.
-    if (end - start - 2 <= 6 * 4) {
+    if (end - start - 2 <= 6 * 9) {
       try {
-        if (JSON.parse(b.toString('utf8', start, end)) === 'type') return true;
+        const key: unknown = JSON.parse(b.toString('utf8', start, end));
+        if (key === 'type') return true;
+        if (typeof key === 'string' && MIME_KEYS.has(key)) return (this.mimeKey = true);
       } catch { /* a raw control character: not `type` */ }
     }
     this.mark(start, end, true);
@@ -200,11 +215,18 @@ class Scanner {
   }
 
   /** Notes the string between the quotes at start and end - 1 if it is marked (NestedMarks). */
-  private mark(start: number, end: number, asKey: boolean): void {
+  private mark(start: number, end: number, asKey: boolean, mime = false): void {
     const { marks, lengths } = this.marks as CompiledMarks;
     const length = end - start - 2;
     let s: unknown;
-    if (!this.escaped) {
+    if (mime) {
+      try {
+        s = this.escaped ? JSON.parse(this.buf.toString('utf8', start, end)) : this.buf.toString('utf8', start + 1, end - 1);
+      } catch {
+        return;
+      }
+      if (typeof s === 'string') s = s.trim().toLowerCase();
+    } else if (!this.escaped) {
       if (length > MAX_MARK_BYTES || ((lengths[this.buf[start + 1]] >>> length) & 1) === 0) return;
       s = this.buf.toString('latin1', start + 1, end - 1);
     } else {
@@ -215,7 +237,7 @@ class Scanner {
         return; // a raw control character: not a marked name either
       }
     }
-    const name = typeof s === 'string' ? markOf(marks, s, asKey) : undefined;
+    const name = typeof s === 'string' ? markOf(marks, s, mime ? 'mime' : asKey ? 'key' : 'value') : undefined;
     if (name !== undefined) (this.marked ??= new Map()).set(name, (this.marked.get(name) ?? 0) + 1);
   }
 
@@ -246,7 +268,7 @@ class Scanner {
       } else if (c === QUOTE) {
         const start = i;
         i = this.string(i);
-        if (i >= 0 && start === this.typeValueAt) this.mark(start, i, false);
+        if (i >= 0 && start === this.typeValueAt) this.mark(start, i, false, this.typeValueMime);
         if (i >= 0 && start === this.modelValueAt) i = this.recordModelString(start, i);
       } else if (c === 0x74) i = this.word(i, TRUE);
       else if (c === 0x66) i = this.word(i, FALSE);
@@ -291,7 +313,10 @@ class Scanner {
     i = this.space(end);
     if (this.buf[i] !== COLON) return this.fail(i, "expected ':'");
     i = this.space(i + 1);
-    if (isType) this.typeValueAt = i;
+    if (isType) {
+      this.typeValueAt = i;
+      this.typeValueMime = this.mimeKey;
+    }
     if (field !== undefined) {
       this.fieldKey = field;
       this.fieldStart = i;

@@ -259,6 +259,11 @@ export const REASONS = {
     when: 'the meter is on and a request asks for a tier the provider bills above the model\'s price (OpenAI service_tier "priority" or "scale", Gemini service_tier "priority", Anthropic speed "fast", inference_geo other than "global", or a tier that is not a name: Gemini\'s enum by number), and meter.serviceTiers is deny (the default)',
     hints: { tier: (field: string, value: string) => `this gateway prices the model at its standard rate and cannot meter ${json(field)}: ${json(value)}, which the provider bills higher: remove it (or ask the gateway's operator to allow priced tiers)` },
   },
+  modality_unpriced: {
+    status: 400,
+    when: 'the meter is on and a request to a priced model sends audio (chat `input_audio`, an assistant message\'s `audio`, a Gemini `inlineData`/`fileData` whose `mimeType` is audio/* or video/*) or asks for audio or image output (chat `modalities` other than text, `audio`; Gemini `responseModalities` other than TEXT, `speechConfig`), whose price names no price for it (`audioInput`, `audioOutput`, `imageOutput`), and meter.modalities is deny (the default)',
+    hints: { modality: (field: string, price: string) => `this gateway prices the model's text only and cannot meter ${field}, which the provider bills at its own ${price} price: remove it (or ask the gateway's operator to price ${json(price)} for the model)` },
+  },
   rate_limited: {
     status: 429,
     when: "the key's requests per minute or per day (its own, its group's, or per model) are used up: Envoy's rate limit filter answers, with retry-after and each protocol's rate-limit headers (docs/rate-limits.md)",

@@ -24,6 +24,8 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   // Reasoning asked for (OpenAI chat, Responses), and a chat completion's predicted output (its
   // rejected prediction tokens are billed as output): output the answer never shows.
   'reasoning_effort', 'reasoning', 'prediction',
+  // Output in other modalities, billed at their own prices: a chat completion's audio (modalities, audio).
+  'modalities', 'audio',
 ]);
 
 /**
@@ -35,14 +37,18 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
  * `tool_prompt`, a tool whose definition makes the provider add prompt tokens of its own (Anthropic's
  * tool use system prompt whenever a request has `tools`, and its client tools' prompts: bash,
  * the text editor, computer use, memory); `cache_write`, a prompt cache breakpoint (Anthropic's
- * `cache_control`, and a `ttl` that may make its write cost 2x the input price).
+ * `cache_control`, and a `ttl` that may make its write cost 2x the input price); `audio_input`, audio
+ * the provider bills at its audio price (a Gemini part whose `mimeType` is audio/* or video/*, whose
+ * sound is billed as audio; a chat message's `audio`, a previous answer's audio sent back). A chat
+ * `input_audio` part is `referenced` and audio both (meter/request-shape.ts reads it by name).
  */
-export type MarkKind = 'referenced' | 'hosted_tool' | 'tool_prompt' | 'cache_write';
+export type MarkKind = 'referenced' | 'hosted_tool' | 'tool_prompt' | 'cache_write' | 'audio_input';
 
 /** A marked string: as a key (`"inlineData": {...}`), or as the value of a `type` (`"type": "image_url"`). */
 export interface Mark {
   readonly kind: MarkKind;
-  readonly as: 'key' | 'value' | 'both';
+  /** `mime`: the value of a media type's key (mimeType, mime_type), trimmed, in lower case. */
+  readonly as: 'key' | 'value' | 'both' | 'mime';
 }
 
 /**
@@ -74,6 +80,9 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   for (const k of ['tools', 'input_schema']) exact.set(k, { kind: 'tool_prompt', as: 'key' });
   // Anthropic's prompt cache breakpoints, and the key of a 1-hour TTL.
   for (const k of ['cache_control', 'ttl']) exact.set(k, { kind: 'cache_write', as: 'key' });
+  // A chat message's `audio` (an assistant's earlier audio answer sent back: billed as audio input);
+  // the top-level `audio` (output) is counted by it too.
+  exact.set('audio', { kind: 'audio_input', as: 'key' });
   return {
     exact,
     prefixes: [
@@ -82,6 +91,9 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
       // Anthropic's code_execution_20250522 (container hours) and web_fetch_20250910 (pages as input).
       ['code_execution_', toolValue],
       ['web_fetch_', referencedValue],
+      // Gemini's parts by media type (the value of mimeType, mime_type): audio, and video's sound track.
+      ['audio/', { kind: 'audio_input', as: 'mime' }],
+      ['video/', { kind: 'audio_input', as: 'mime' }],
       // Anthropic's client tools, each with a prompt of its own (bash_20250124, text_editor_20250728, computer_20250124, memory_20250818).
       ...(['bash_', 'text_editor_', 'computer_', 'memory_'] as const).map((p) => [p, { kind: 'tool_prompt', as: 'value' }] as const),
     ],

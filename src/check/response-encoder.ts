@@ -122,14 +122,41 @@ function entryHeads(name: string): readonly [Buffer, Buffer] {
   return heads;
 }
 
-type MarkFields = Record<string, { boolValue: boolean } | { numberValue: number }>;
+type MarkFields = Record<string, { boolValue: boolean } | { numberValue: number } | { stringValue: string }>;
 
-/** The length of google.protobuf.Struct map entries (fields = 1) for a few bool or number Values. */
+/**
+ * The length of a Struct map entry whose Value is a string (string_value = 3), whose head depends on
+ * the string's length (so it is not cached as the others' are).
+ */
+function stringEntryLength(name: string, value: string): number {
+  const key = Buffer.byteLength(name, 'utf8');
+  const text = Buffer.byteLength(value, 'utf8');
+  const inner = 1 + varintLength(key) + key + 1 + varintLength(1 + varintLength(text) + text) + 1 + varintLength(text) + text;
+  return 1 + varintLength(inner) + inner;
+}
+
+function writeStringEntry(out: Buffer, at: number, name: string, value: string): number {
+  const key = Buffer.byteLength(name, 'utf8');
+  const text = Buffer.byteLength(value, 'utf8');
+  const valueLength = 1 + varintLength(text) + text;
+  out[at++] = 0x0a;
+  at = writeVarint(out, at, 1 + varintLength(key) + key + 1 + varintLength(valueLength) + valueLength);
+  out[at++] = 0x0a;
+  at = writeVarint(out, at, key);
+  at += out.write(name, at, 'utf8');
+  out[at++] = 0x12;
+  at = writeVarint(out, at, valueLength);
+  out[at++] = 0x1a;
+  at = writeVarint(out, at, text);
+  return at + out.write(value, at, 'utf8');
+}
+
+/** The length of google.protobuf.Struct map entries (fields = 1) for a few bool, number or string Values. */
 function entriesLength(fields: MarkFields): number {
   let n = 0;
   for (const name in fields) {
     const v = fields[name];
-    n += 'numberValue' in v ? entryHeads(name)[0].length + 8 : entryHeads(name)[1].length + 1;
+    n += 'numberValue' in v ? entryHeads(name)[0].length + 8 : 'stringValue' in v ? stringEntryLength(name, v.stringValue) : entryHeads(name)[1].length + 1;
   }
   return n;
 }
@@ -141,6 +168,8 @@ function writeEntries(out: Buffer, at: number, fields: MarkFields): number {
     if ('numberValue' in v) {
       at += entryHeads(name)[0].copy(out, at);
       at = out.writeDoubleLE(v.numberValue, at);
+    } else if ('stringValue' in v) {
+      at = writeStringEntry(out, at, name, v.stringValue);
     } else {
       at += entryHeads(name)[1].copy(out, at);
       out[at++] = v.boolValue ? 1 : 0;

@@ -58,8 +58,8 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
  * The metadata fields of a metered request's marks (Decision.meterMarks): each request's own (its
  * maxima), so the response cache appends them to the bytes it keeps (response-encoder.ts).
  */
-export function meterMarkFields(d: Decision): Record<string, { boolValue: boolean } | { numberValue: number }> {
-  const fields: Record<string, { boolValue: boolean } | { numberValue: number }> = {};
+export function meterMarkFields(d: Decision): Record<string, { boolValue: boolean } | { numberValue: number } | { stringValue: string }> {
+  const fields: Record<string, { boolValue: boolean } | { numberValue: number } | { stringValue: string }> = {};
   const m = d.meterMarks;
   if (!m) return fields;
   if (m.maxInput !== undefined) fields.maxInput = { numberValue: m.maxInput };
@@ -68,13 +68,7 @@ export function meterMarkFields(d: Decision): Record<string, { boolValue: boolea
   if (m.referencedInput) fields.referencedInput = { boolValue: true };
   if (m.inputExtra !== undefined) fields.inputExtra = { numberValue: m.inputExtra };
   if (m.inputFactor !== undefined) fields.inputFactor = { numberValue: m.inputFactor };
-  if (m.priceInput !== undefined) fields.priceInput = { numberValue: m.priceInput };
-  if (m.priceOutput !== undefined) fields.priceOutput = { numberValue: m.priceOutput };
-  if (m.priceCached !== undefined) fields.priceCached = { numberValue: m.priceCached };
-  if (m.priceLongAbove !== undefined) fields.priceLongAbove = { numberValue: m.priceLongAbove };
-  if (m.priceLongInput !== undefined) fields.priceLongInput = { numberValue: m.priceLongInput };
-  if (m.priceLongOutput !== undefined) fields.priceLongOutput = { numberValue: m.priceLongOutput };
-  if (m.priceLongCached !== undefined) fields.priceLongCached = { numberValue: m.priceLongCached };
+  if (m.price !== undefined) fields.price = { stringValue: m.price };
   return fields;
 }
 

@@ -65,7 +65,9 @@ export function priceText(m: ModelSpec): string {
   const cached = m.price.cachedInput === null ? '' : ` / ${m.price.cachedInput} cached`;
   const l = m.price.longContext;
   const long = l ? `; over ${l.above} input tokens ${l.input} in / ${l.output} out${l.cachedInput === null ? '' : ` / ${l.cachedInput} cached`}` : '';
-  return `${m.price.input} in / ${m.price.output} out${cached}${long} per 1M tokens`;
+  const p = m.price;
+  const modal = [[p.audioInput, 'audio in'], [p.audioOutput, 'audio out'], [p.imageOutput, 'image out']].filter(([v]) => v != null).map(([v, what]) => ` / ${v} ${what}`).join('');
+  return `${m.price.input} in / ${m.price.output} out${cached}${modal}${long} per 1M tokens`;
 }
 
 export function groupText(g: GroupInfo): string {
@@ -109,6 +111,9 @@ interface PriceOptions extends StoreOptions {
   readonly input?: string;
   readonly output?: string;
   readonly cachedInput?: string;
+  readonly audioInput?: string;
+  readonly audioOutput?: string;
+  readonly imageOutput?: string;
   readonly maxOutputTokens?: string;
   readonly none?: boolean;
   readonly longContextAbove?: string;
@@ -191,6 +196,9 @@ export function groupsCommand(run: CliRun): Command {
       .option('--input <n>', 'price of one million input tokens', once('--input'))
       .option('--output <n>', 'price of one million output tokens', once('--output'))
       .option('--cached-input <n>', 'price of one million cached input tokens (default: the input price)', once('--cached-input'))
+      .option('--audio-input <n>', 'price of one million audio input tokens (default: audio input refused, 400 modality_unpriced)', once('--audio-input'))
+      .option('--audio-output <n>', 'price of one million audio output tokens (default: audio output refused)', once('--audio-output'))
+      .option('--image-output <n>', 'price of one million image output tokens (default: image output refused)', once('--image-output'))
       .option('--max-output-tokens <n>', 'strict metering: output tokens reserved when a request names no maximum', once('--max-output-tokens'))
       .option('--long-context-above <tokens>', 'a request with more input tokens (cached included) pays the long-context price for every token', once('--long-context-above'))
       .option('--long-context-input <n>', 'long-context price of one million input tokens', once('--long-context-input'))
@@ -200,7 +208,8 @@ export function groupsCommand(run: CliRun): Command {
       .action((group: string, model: string, options: PriceOptions, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
           const given = options.input !== undefined || options.output !== undefined || options.cachedInput !== undefined || options.longContextAbove !== undefined
-            || options.longContextInput !== undefined || options.longContextOutput !== undefined || options.longContextCachedInput !== undefined;
+            || options.longContextInput !== undefined || options.longContextOutput !== undefined || options.longContextCachedInput !== undefined
+            || options.audioInput !== undefined || options.audioOutput !== undefined || options.imageOutput !== undefined;
           if (options.none && given) throw usageError('give either --none or prices, not both');
           if (!options.none && (options.input === undefined || options.output === undefined)) throw usageError('give --input and --output (or --none)');
           let maxOutputTokens: number | undefined;
@@ -213,6 +222,9 @@ export function groupsCommand(run: CliRun): Command {
             output: parsePrice('output', options.output as string),
             cachedInput: options.cachedInput === undefined ? null : parsePrice('cached-input', options.cachedInput),
             longContext: longContextOption(options),
+            ...(options.audioInput === undefined ? {} : { audioInput: parsePrice('audio-input', options.audioInput) }),
+            ...(options.audioOutput === undefined ? {} : { audioOutput: parsePrice('audio-output', options.audioOutput) }),
+            ...(options.imageOutput === undefined ? {} : { imageOutput: parsePrice('image-output', options.imageOutput) }),
           };
           const info = await setPrice(await store.db(), group, model, { price, maxOutputTokens });
           const m = info.models.find((x) => x.name === model) as ModelSpec;

@@ -7,7 +7,7 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { toLimits, type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
+import { modalPrices, toLimits, type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
 import { configSchemaFor, expiryTime, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
@@ -204,7 +204,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
       const model: ModelRecord = typeof m === 'string' ? { name: m, protocols: null, available: true, price: null, maxOutputTokens: null } : {
         name: m.name, protocols: m.protocols ?? null, available: m.available,
         price: m.price ? {
-          input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null,
+          input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null, ...modalPrices(m.price),
           ...(m.price.longContext ? { longContext: { above: m.price.longContext.above, input: m.price.longContext.input, output: m.price.longContext.output, cachedInput: m.price.longContext.cachedInput ?? null } } : {}),
         } : null,
         maxOutputTokens: m.maxOutputTokens ?? null,

@@ -300,6 +300,8 @@ const meter = mapping({
     .describe("A request naming a tool the provider runs and bills per call besides tokens (web search, file search, code containers, image generation, Gemini's grounding). deny: 400 hosted_tool_unpriced with a hint; allow: serve it, its per-call fees unpriced (neither debited nor in the overspend bound)."),
   serviceTiers: z.enum(['deny', 'allow'], { error: 'must be deny or allow' }).prefault('deny')
     .describe('A request asking for a tier the provider bills above the model\'s price (OpenAI service_tier priority or scale, Anthropic speed fast, inference_geo other than global). deny: 400 service_tier_unpriced with a hint; allow: serve it, debited at the model\'s standard price (the difference is outside the overspend bound).'),
+  modalities: z.enum(['deny', 'allow'], { error: 'must be deny or allow' }).prefault('deny')
+    .describe('A request to a priced model that sends audio (chat input_audio, a Gemini part whose mimeType is audio/* or video/*) or asks for audio or image output (chat modalities or audio, Gemini responseModalities or speechConfig), whose price names no audioInput, audioOutput or imageOutput. deny: 400 modality_unpriced with a hint; allow: serve it, its tokens of that modality debited at the highest price the model has for their direction (logged as a warning).'),
   reasoningModels: orDefault(z.array(z.string().min(1).max(200)).max(1000), ['o1*', 'o3*', 'o4*', 'gpt-5*', 'gpt-6*', 'gpt-oss*', 'codex*', 'gemini-2.5*', 'gemini-3*', 'gemini-*latest', '*thinking*', '*reasoner*', 'deepseek-r*', 'qwq*', 'qwen3*', 'magistral*', 'grok-3-mini*', 'grok-4*'])
     .describe('Models that reason without being asked (glob patterns, * any characters, matched against the name and its last / segment without an ft: prefix): when their usage is missing (a stream without include_usage, a cut stream, an answer without usage) the output is debited at the request\'s maximum, since reasoning tokens are billed and never shown. A request that asks for reasoning (reasoning_effort, reasoning, thinking, thinkingConfig) is treated so on any model.'),
   maxOutputTokens: orDefault(integer(1, 100_000_000), 32768).describe("Output tokens a request may produce when neither the request (max_tokens and its aliases) nor the model (maxOutputTokens) names a maximum: its maximum cost (strict mode's reservation, soft mode's hold)."),
@@ -364,11 +366,17 @@ const price = mapping({
   output: perMillion('Price of one million output tokens.'),
   cachedInput: perMillion('Price of one million cached input tokens, where the provider reports them; absent: the input price.').nullish(),
   longContext: longContext.nullish().describe('The price of a request whose input is over `above` tokens, for every token of it (the provider\'s long-context price: Gemini 2.5/3 Pro, Claude Sonnet 4/4.5 with the 1M window); absent: one price at any length.'),
-}, 'must be a mapping {input, output, cachedInput, longContext}');
+  audioInput: perMillion('Price of one million audio input tokens (OpenAI prompt_tokens_details.audio_tokens, Gemini promptTokensDetails AUDIO: audio parts and the sound of video); absent: a request sending audio is refused (400 modality_unpriced) unless meter.modalities is allow.').nullish(),
+  audioOutput: perMillion('Price of one million audio output tokens (OpenAI completion_tokens_details.audio_tokens, Gemini candidatesTokensDetails AUDIO); absent: a request asking for audio output is refused (400 modality_unpriced) unless meter.modalities is allow.').nullish(),
+  imageOutput: perMillion('Price of one million image output tokens (Gemini candidatesTokensDetails IMAGE); absent: a request asking for image output is refused (400 modality_unpriced) unless meter.modalities is allow.').nullish(),
+}, 'must be a mapping {input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput}')
+  // The store debits a modality's premium as text tokens (meter/modal-cost.ts): a text price must carry it.
+  .refine((p) => p.input > 0 || p.output > 0 || !((p.audioInput ?? 0) > 0 || (p.audioOutput ?? 0) > 0 || (p.imageOutput ?? 0) > 0),
+    { error: 'a price of audio or image tokens needs an input or output price above 0' });
 
 const modelObject = mapping({
   name: text(MODEL_NAME, `a model name: ${NAME_RULE}`).describe('The model name clients send.'),
-  price: price.nullish().describe('Price per million tokens (input, output, cachedInput), in the balance\'s unit; absent: metered in tokens, costs nothing.'),
+  price: price.nullish().describe('Price per million tokens (input, output, cachedInput, and audioInput, audioOutput, imageOutput where the provider bills those higher), in the balance\'s unit; absent: metered in tokens, costs nothing.'),
   maxOutputTokens: integer(1, 100_000_000).nullish().describe("The model's output cap (its provider's maximum output tokens): a request's maximum cost uses it when the request names no max_tokens, and never more (absent: meter.maxOutputTokens)."),
   protocols: z
     .array(protocol, { error: `must be a non-empty list of: ${PROTOCOLS.join(', ')}` })

@@ -144,7 +144,7 @@ function readValue(end: number, asBytes: boolean): FieldValue | undefined {
 /** Keys of a metadata namespace the meter reads, as bytes (others are skipped without decoding). */
 type Wanted = readonly (readonly [string, Uint8Array])[];
 const wanted = (...keys: string[]): Wanted => keys.map((k) => [k, Buffer.from(k)] as const);
-const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path', 'replica', 'maxInput', 'maxOutput', 'hiddenOutput', 'referencedInput', 'inputExtra', 'inputFactor', 'priceInput', 'priceOutput', 'priceCached', 'priceLongAbove', 'priceLongInput', 'priceLongOutput', 'priceLongCached');
+const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path', 'replica', 'maxInput', 'maxOutput', 'hiddenOutput', 'referencedInput', 'inputExtra', 'inputFactor', 'price');
 /** `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end. */
 const METER_KEYS = wanted('tail', 'final');
 

@@ -38,6 +38,8 @@ import { costUp, type GroupRecord, type MeterStore, type ModelPrice, type Protoc
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
+import { highestPrice } from './modal-cost';
+import { priceMark } from './price-mark';
 import { mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
 
 export interface AdmissionDeps {
@@ -84,17 +86,6 @@ export function tokensCost(input: number, output: number, price: ModelPrice): nu
   const at = (p: Pick<ModelPrice, 'input' | 'output' | 'cachedInput'>): number => costUp((input * Math.max(p.input, p.cachedInput ?? 0) + output * p.output) / 1e6);
   const long = price.longContext;
   return long && input > long.above ? Math.max(at(price), at(long)) : at(price);
-}
-
-/**
- * A long-context price in the Check's metadata (`priceLongAbove`, `priceLongInput`,
- * `priceLongOutput`, `priceLongCached`), so a report that finds no entry settles at the price the
- * request was admitted at, its long-context price included (meter.ts admittedPrice).
- */
-function longContextMarks(price: ModelPrice): Partial<Record<'priceLongAbove' | 'priceLongInput' | 'priceLongOutput' | 'priceLongCached', number>> {
-  const long = price.longContext;
-  if (!long) return {};
-  return { priceLongAbove: long.above, priceLongInput: long.input, priceLongOutput: long.output, ...(long.cachedInput !== null ? { priceLongCached: long.cachedInput } : {}) };
 }
 
 /**
@@ -173,6 +164,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     if (g.status === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
     const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
     const price = model?.price ?? null;
+    // Audio or image the model's price does not name: the provider bills it above the text price.
+    if (price !== null && m.modalities === 'deny') {
+      const unpriced = shape.modalities.find(([modality]) => typeof price[modality] !== 'number');
+      if (unpriced) return deny(d, 'modality_unpriced', HINTS.modality_unpriced.modality(printable(unpriced[1], 80), unpriced[0]));
+    }
     const bodyBytes = view.body?.length ?? 0;
     // Its bytes as tokens, what it references and the provider's own prompts, times what a cache
     // write costs (Anthropic writes its tool prompts with the tools, and a breakpoint may cache them all).
@@ -186,7 +182,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // A Gemini thinking budget counts on top, up to the cap: a larger one must fit too (the client names it).
     const beyondCap = shape.maxOutput !== undefined && shape.maxOutput > usualCap && (capRaised || model?.maxOutputTokens == null) ? shape.maxOutput
       : shape.extraOutput > usualCap ? shape.extraOutput : undefined;
-    const maxCost = price ? tokensCost(maxInputTokens, maxOutput, price) : 0;
+    // At the highest price of each direction: audio and image tokens may cost more than text.
+    const maxCost = price ? tokensCost(maxInputTokens, maxOutput, highestPrice(price)) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
@@ -210,7 +207,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // replica): its maxima bound an estimate there as the entry does here.
     // And its price: a report that finds no entry pays what the request was admitted at, not the price
     // of the moment (removed meanwhile, it had been nothing).
-    const priceMarks = price ? { priceInput: price.input, priceOutput: price.output, ...(price.cachedInput !== null ? { priceCached: price.cachedInput } : {}), ...longContextMarks(price) } : undefined;
+    const priceMarks = price ? { price: priceMark(price) } : undefined;
     const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks };
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));

@@ -24,6 +24,8 @@ import type { LeaseBook } from './leases';
 import type { MeterReport } from './access-log';
 import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
+import { modalCharge } from './modal-cost';
+import { readPriceMark } from './price-mark';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
 import { CACHE_WRITE_FACTOR, mayReason } from './request-shape';
@@ -121,22 +123,13 @@ function pendingOf(r: PendingRequest): PendingRequest {
 const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
 
 /**
- * The price a request was admitted at: its entry's, else the Check's metadata's (priceInput,
- * priceOutput, priceCached, and its long-context price: priceLong*); undefined: neither says (looked up when it settles). A report after the
- * request's deadline, after a restart or at another replica pays it, not the price of the moment.
+ * The price a request was admitted at: its entry's, else the Check's metadata's (`price`:
+ * price-mark.ts); undefined: neither says (looked up when it settles). A report after the request's
+ * deadline, after a restart or at another replica pays it, not the price of the moment.
  */
 function admittedPrice(entry: PendingRequest | undefined, a: MeterReport['authz']): ModelPrice | null | undefined {
   if (entry?.price !== undefined) return entry.price;
-  const input = tokenCount(a.priceInput);
-  const output = tokenCount(a.priceOutput);
-  if (input === undefined || output === undefined) return undefined;
-  // Its long-context price (priceLongAbove...): a threshold without both prices is no tier (never seen: the Check writes all or none).
-  const above = tokenCount(a.priceLongAbove);
-  const longInput = tokenCount(a.priceLongInput);
-  const longOutput = tokenCount(a.priceLongOutput);
-  const longContext = above !== undefined && longInput !== undefined && longOutput !== undefined
-    ? { longContext: { above, input: longInput, output: longOutput, cachedInput: tokenCount(a.priceLongCached) ?? null } } : {};
-  return { input, output, cachedInput: tokenCount(a.priceCached) ?? null, ...longContext };
+  return readPriceMark(a.price);
 }
 
 /** What the request's input costs per token (request-shape.ts inputFactor): its entry's, else the Check's metadata's. */
@@ -213,7 +206,8 @@ export class Meter {
     const usage = this.#exactUsage(request.protocol, r, hourWrites(entry, r));
     if (usage) {
       const store = this.deps.store;
-      if (store?.debitNow && entry && entry.price !== undefined) {
+      // Tokens by modality take the full path, which prices them (modal-cost.ts).
+      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal) {
         let debit: DebitResult | undefined;
         try {
           debit = store.debitNow({
@@ -455,7 +449,8 @@ export class Meter {
     const ok = (n: number | null): boolean => n === null || (Number.isFinite(n) && n >= 0);
     const long = price.longContext;
     const longOk = !long || (ok(long.above) && ok(long.input) && ok(long.output) && ok(long.cachedInput));
-    return ok(price.input) && ok(price.output) && ok(price.cachedInput) && longOk ? price : 'invalid';
+    const okModal = (n: number | null | undefined): boolean => n === undefined || ok(n);
+    return ok(price.input) && ok(price.output) && ok(price.cachedInput) && longOk && okModal(price.audioInput) && okModal(price.audioOutput) && okModal(price.imageOutput) ? price : 'invalid';
   }
 
   /** @param admitted the price the request was admitted at (admittedPrice); undefined: the group's price now */
@@ -469,8 +464,15 @@ export class Meter {
         const price = admitted !== undefined ? admitted : await this.#price(request);
         if (price === 'invalid') return this.#failed(request, usage, 'price_invalid', 'the model has an invalid price');
         if (price === 'unavailable') throw new Error('the group cannot be looked up');
-        const debit = await store.debit({ ...request, ...usage, price, estimated: estimate ?? null, provisional });
-        return this.#settled(request, entry, usage, estimate, provisional, debit, price);
+        // Audio and image tokens at their own prices; an estimate or a maximum at the highest (modal-cost.ts).
+        const charge = modalCharge(usage, price, estimate !== undefined || provisional);
+        if (charge.inexpressible) return this.#failed(request, usage, 'price_invalid', 'the model prices audio or image tokens above 0 and text at 0: the debit cannot carry it');
+        if (charge.unpriced.length > 0 && attempt === 0) {
+          this.deps.logger.warn({ ...request, modalities: charge.unpriced, modal: usage.modal }, 'tokens of a modality the model has no price for: debited at its highest price for their direction');
+        }
+        const { modal: _modal, ...tokens } = charge.usage;
+        const debit = await store.debit({ ...request, ...tokens, price, estimated: estimate ?? null, provisional });
+        return this.#settled(request, entry, charge.usage, estimate, provisional, debit, price);
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
       }

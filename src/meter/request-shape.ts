@@ -11,7 +11,7 @@
  */
 import { extractFields, goFold, type TopLevelFields } from '../check/extract-model';
 import { REQUEST_MARKS } from '../check/request-fields';
-import type { Protocol } from '../store/store';
+import type { Modality, Protocol } from '../store/store';
 
 export interface RequestShape {
   /** The request streams its answer (lax reading). */
@@ -61,6 +61,14 @@ export interface RequestShape {
    * breakpoint writes it at 1.25x the input price (5 minutes), or 2x with a `ttl` (1 hour).
    */
   readonly inputFactor: number;
+  /**
+   * Modalities the provider bills at prices of their own that the request sends or asks for, each
+   * with the field that says so (for the hint): audio input (a chat `input_audio` part or a message's
+   * `audio`, a Gemini part of media type audio/* or video/*), audio output (chat `modalities` other
+   * than text, `audio`; Gemini `responseModalities` AUDIO, `speechConfig`), image output (Gemini
+   * `responseModalities` IMAGE). A value that is not a known modality counts as both outputs (fail closed).
+   */
+  readonly modalities: readonly (readonly [Modality, string])[];
 }
 
 /**
@@ -124,7 +132,7 @@ function parseSpan(body: Uint8Array, span: readonly [number, number] | undefined
 const asObject = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
 
 /** Nothing said: one answer, no maximum named, no stream. */
-export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false, reasoning: false, providerInput: 0, inputFactor: 1 });
+export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false, reasoning: false, providerInput: 0, inputFactor: 1, modalities: [] });
 
 /**
  * Reads a request's shape from its body and the located top-level fields.
@@ -157,7 +165,7 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
   // `prompt` is a stored prompt template of the Responses API (an object with an id).
   const stored = present('previous_response_id') || present('previousResponseId') || present('conversation') ||
     present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined);
-  const { parts, tools, toolPrompts, cacheControl, ttl } = marked(fields);
+  const { parts, tools, toolPrompts, cacheControl, ttl, audioParts } = marked(fields);
   const anthropic = protocol === 'messages';
   const referencedCount = (stored ? 1 : 0) + parts;
   let twice = fields.twice;
@@ -179,7 +187,99 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     ...(caseVariant ? { caseVariant } : {}),
     ...(twice ? { twice } : {}),
     ...pricedTier(protocol, get),
+    modalities: modalitiesAsked(protocol, get, fields, [gen, gen2], audioParts, body),
   };
+}
+
+/** Whether a chat body has a message with `audio` (an earlier audio answer, billed as audio input); a body that does not parse counts as having one. */
+function messageAudio(body: Uint8Array): boolean {
+  try {
+    const doc = asObject(JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')));
+    const messages = doc?.messages;
+    return Array.isArray(messages) && messages.some((m) => asObject(m)?.audio != null);
+  } catch {
+    return true;
+  }
+}
+
+const GEMINI_PART_KEYS = ['inlineData', 'inline_data', 'fileData', 'file_data'] as const;
+/** Media types Gemini bills as text: images, PDF, JSON, text (any other may carry sound: counted as audio). */
+const SILENT_MEDIA = /^(?:image\/|text\/|application\/(?:pdf|json)(?:$|[\s;]))/;
+
+/**
+ * Whether a Gemini body has a part whose media type is not one billed as text (the scan's marks
+ * found the audio/* and video/* ones; this finds those naming none or another: a YouTube fileData
+ * needs no mimeType, and its sound is billed as audio). The body is parsed only when it has parts.
+ */
+function geminiPartsWithSound(body: Uint8Array, fields: TopLevelFields): boolean {
+  if (!GEMINI_PART_KEYS.some((k) => (fields.marks?.get(k) ?? 0) > 0)) return false;
+  let doc: unknown;
+  try {
+    doc = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
+  } catch {
+    return true;
+  }
+  const stack: unknown[] = [doc];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (!v || typeof v !== 'object') continue;
+    if (Array.isArray(v)) {
+      stack.push(...v);
+      continue;
+    }
+    const o = v as Record<string, unknown>;
+    for (const k of GEMINI_PART_KEYS) {
+      const p = asObject(o[k]);
+      if (!p) continue;
+      const mime = p.mimeType ?? p.mime_type;
+      if (typeof mime !== 'string' || !SILENT_MEDIA.test(mime.trim().toLowerCase())) return true;
+    }
+    stack.push(...Object.values(o));
+  }
+  return false;
+}
+
+/** Gemini's Modality enum by name and number (MODALITY_UNSPECIFIED 0, TEXT 1, IMAGE 2, AUDIO 3). */
+const GEMINI_MODALITIES: Readonly<Record<string, Modality | 'text'>> = { text: 'text', modality_unspecified: 'text', 0: 'text', 1: 'text', image: 'imageOutput', 2: 'imageOutput', audio: 'audioOutput', 3: 'audioOutput' };
+
+/** The modalities a request sends or asks for beyond text (RequestShape.modalities). */
+function modalitiesAsked(protocol: Protocol, get: (k: string) => unknown, fields: TopLevelFields, gens: readonly Record<string, unknown>[], audioParts: number, body?: Uint8Array): (readonly [Modality, string])[] {
+  const out: (readonly [Modality, string])[] = [];
+  const add = (m: Modality, field: string): void => {
+    if (!out.some(([k]) => k === m)) out.push([m, field]);
+  };
+  const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : v === undefined || v === null ? [] : [v]);
+  if (protocol === 'generative') {
+    for (const [i, g] of gens.entries()) {
+      const name = i === 0 ? 'generationConfig' : 'generation_config';
+      for (const key of ['responseModalities', 'response_modalities']) {
+        for (const v of list(g[key])) {
+          const m = GEMINI_MODALITIES[typeof v === 'string' ? v.trim().toLowerCase() : typeof v === 'number' ? String(v) : ''];
+          if (m === 'text') continue;
+          const field = `${name}.${key} ${JSON.stringify(v)}`;
+          if (m !== undefined) add(m, field);
+          else {
+            add('audioOutput', field);
+            add('imageOutput', field);
+          }
+        }
+      }
+      for (const key of ['speechConfig', 'speech_config']) if (g[key] !== undefined && g[key] !== null) add('audioOutput', `${name}.${key}`);
+    }
+  } else if (protocol === 'chat' || protocol === 'responses') {
+    for (const v of list(get('modalities'))) {
+      if (typeof v === 'string' && v.trim().toLowerCase() === 'text') continue;
+      add('audioOutput', `"modalities": ${JSON.stringify(v)}`);
+    }
+    const audio = get('audio');
+    if (audio !== undefined && audio !== null) add('audioOutput', '"audio"');
+  }
+  if ((fields.marks?.get('input_audio') ?? 0) > 0) add('audioInput', 'an "input_audio" part');
+  // An `audio` key below the top level may be a message's audio sent back as input (or a tool
+  // parameter's name: the body is parsed to tell).
+  if (protocol === 'chat' && body !== undefined && (fields.marks?.get('audio') ?? 0) > (fields.has('audio') ? 1 : 0) && messageAudio(body)) add('audioInput', 'a message\'s "audio"');
+  if (audioParts > 0 || (protocol === 'generative' && body !== undefined && geminiPartsWithSound(body, fields))) add('audioInput', 'a part whose "mimeType" is audio/* or video/* (or names none)');
+  return out;
 }
 
 const word = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim().toLowerCase() : undefined);
@@ -238,7 +338,8 @@ function asksReasoning(protocol: Protocol, get: (k: string) => unknown, thinking
 const NESTED_OBJECTS = ['generationConfig', 'generation_config', 'stream_options', 'streamOptions', 'thinking', 'reasoning'] as const;
 /** Keys read inside them, whose duplicates are looked for. */
 const NESTED_WATCH: ReadonlySet<string> = new Set(['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config',
-  'thinkingBudget', 'thinking_budget', 'includeThoughts', 'include_thoughts', 'include_usage', 'includeUsage', 'type', 'budget_tokens', 'effort']);
+  'thinkingBudget', 'thinking_budget', 'includeThoughts', 'include_thoughts', 'include_usage', 'includeUsage', 'type', 'budget_tokens', 'effort',
+  'responseModalities', 'response_modalities', 'speechConfig', 'speech_config']);
 
 /**
  * A key read inside the object at `span` (and its thinkingConfig), sent twice with different values.
@@ -272,7 +373,8 @@ export function mayReason(patterns: readonly string[], model: string): boolean {
 }
 
 /** The keys read inside Gemini's generationConfig, its thinkingConfig and stream_options. */
-const NESTED_READ = ['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config', 'thinkingBudget', 'thinking_budget', 'include_usage', 'includeUsage'];
+const NESTED_READ = ['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config', 'thinkingBudget', 'thinking_budget', 'include_usage', 'includeUsage',
+  'responseModalities', 'response_modalities', 'speechConfig', 'speech_config'];
 const NESTED_FOLDED = new Map(NESTED_READ.map((k) => [goFold(k), k]));
 
 function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonly [string, string] | undefined {
@@ -290,13 +392,14 @@ function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonl
  * tools, Anthropic's tool prompts in tokens (the tool use system prompt once when any tool is marked,
  * each client tool's own per occurrence: PROVIDER_TOOL_TOKENS), cache breakpoints.
  */
-function marked(fields: TopLevelFields): { parts: number; tools: string[]; toolPrompts: number; cacheControl: boolean; ttl: boolean } {
+function marked(fields: TopLevelFields): { parts: number; tools: string[]; toolPrompts: number; cacheControl: boolean; ttl: boolean; audioParts: number } {
   let parts = 0;
+  let audioParts = 0;
   const tools: string[] = [];
   let toolPrompts = 0;
   let cacheControl = false;
   let ttl = false;
-  if (!fields.marks) return { parts, tools, toolPrompts, cacheControl, ttl };
+  if (!fields.marks) return { parts, tools, toolPrompts, cacheControl, ttl, audioParts };
   for (const [name, count] of fields.marks) {
     const kind = (REQUEST_MARKS.exact.get(name) ?? REQUEST_MARKS.prefixes.find(([p]) => p === name)?.[1])?.kind;
     if (kind === 'referenced') parts += count;
@@ -307,9 +410,9 @@ function marked(fields: TopLevelFields): { parts: number; tools: string[]; toolP
     } else if (kind === 'cache_write') {
       if (name === 'ttl') ttl = true;
       else cacheControl = true;
-    }
+    } else if (kind === 'audio_input' && name !== 'audio') audioParts += count;
   }
-  return { parts, tools, toolPrompts, cacheControl, ttl };
+  return { parts, tools, toolPrompts, cacheControl, ttl, audioParts };
 }
 
 /**

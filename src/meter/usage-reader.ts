@@ -13,7 +13,7 @@
  * size (json-capture.ts); gzip, deflate and br bodies are decompressed as they stream.
  */
 import * as zlib from 'node:zlib';
-import type { Protocol } from '../store/store';
+import type { Modality, Protocol } from '../store/store';
 import { JsonCapture } from './json-capture';
 import { CACHE_WRITE_FACTOR } from './request-shape';
 
@@ -21,6 +21,13 @@ export interface Usage {
   readonly inputTokens: number;
   readonly outputTokens: number;
   readonly cachedInputTokens: number;
+  /**
+   * Of those, the tokens the provider reported in modalities billed at prices of their own (OpenAI
+   * `prompt_tokens_details.audio_tokens`, `completion_tokens_details.audio_tokens`; Gemini's
+   * `promptTokensDetails`, `toolUsePromptTokensDetails` and `candidatesTokensDetails` by modality):
+   * meter/modal-cost.ts prices them.
+   */
+  readonly modal?: Readonly<Partial<Record<Modality, number>>>;
   /** The provider's usage held a count that is not a finite number >= 0: not to be trusted. */
   readonly implausible?: true;
 }
@@ -52,7 +59,17 @@ export type Bag = Map<string, number>;
 export function absorb(bag: Bag, value: unknown, prefix = ''): void {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return;
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    if (typeof v === 'number' && Number.isFinite(v) && v >= 0) bag.set(prefix + k, Math.floor(v));
+    if (Array.isArray(v)) {
+      // Gemini's counts by modality: [{modality: "AUDIO", tokenCount: 120}, ...] as `k.AUDIO`.
+      for (const d of v) {
+        const o = d && typeof d === 'object' ? (d as Record<string, unknown>) : undefined;
+        if (!o || o.tokenCount === undefined) continue;
+        const count = o.tokenCount;
+        if (typeof count !== 'number' || !Number.isFinite(count) || count < 0) bag.set(IMPLAUSIBLE, 1);
+        // proto3's JSON leaves out a default enum (MODALITY_UNSPECIFIED): counted as text.
+        else if (typeof o.modality === 'string') bag.set(`${prefix}${k}.${o.modality.toUpperCase()}`, Math.floor(count));
+      }
+    } else if (typeof v === 'number' && Number.isFinite(v) && v >= 0) bag.set(prefix + k, Math.floor(v));
     else if (v && typeof v === 'object') absorb(bag, v, `${prefix}${k}.`);
     // A count that is not a finite number >= 0 (negative, a string, NaN written as a string):
     // the provider's figures cannot be trusted; the meter estimates instead (IMPLAUSIBLE).
@@ -108,7 +125,26 @@ export function normalise(protocol: Protocol, bag: Bag, hourWrites = false): Usa
   }
   if (bag.has(IMPLAUSIBLE)) return { inputTokens: input ?? 0, outputTokens: output, cachedInputTokens: Math.min(cached, input ?? 0), implausible: true };
   if (input === undefined) return undefined;
-  return { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
+  const modal = modalTokens(protocol, bag);
+  return modal ? { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input), modal } : { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
+}
+
+/** The tokens reported by modality (Usage.modal), undefined when none is. */
+function modalTokens(protocol: Protocol, bag: Bag): Usage['modal'] {
+  const n = (k: string): number => bag.get(k) ?? 0;
+  let audioInput = 0;
+  let audioOutput = 0;
+  let imageOutput = 0;
+  if (protocol === 'chat') {
+    audioInput = n('prompt_tokens_details.audio_tokens');
+    audioOutput = n('completion_tokens_details.audio_tokens');
+  } else if (protocol === 'generative') {
+    audioInput = n('promptTokensDetails.AUDIO') + n('toolUsePromptTokensDetails.AUDIO');
+    audioOutput = n('candidatesTokensDetails.AUDIO');
+    imageOutput = n('candidatesTokensDetails.IMAGE');
+  }
+  if (audioInput === 0 && audioOutput === 0 && imageOutput === 0) return undefined;
+  return { ...(audioInput > 0 ? { audioInput } : {}), ...(audioOutput > 0 ? { audioOutput } : {}), ...(imageOutput > 0 ? { imageOutput } : {}) };
 }
 
 /** Splits an SSE stream into events and feeds each event's data to a fresh JsonCapture. */

@@ -61,6 +61,14 @@ export interface ModelPrice {
   readonly cachedInput: number | null;
   /** The price of a request whose input is over `above` tokens, for every token of it; absent or `null`: none. */
   readonly longContext?: LongContextPrice | null;
+  /**
+   * Audio input, audio output and image output tokens, where the provider bills them above the text
+   * price (meter/modal-cost.ts); absent or `null`: not priced (a request for them is refused unless
+   * meter.modalities is allow).
+   */
+  readonly audioInput?: number | null;
+  readonly audioOutput?: number | null;
+  readonly imageOutput?: number | null;
 }
 
 /**
@@ -87,6 +95,20 @@ export function priceAt(price: ModelPrice, inputTokens: number): ModelPrice {
   // CHECKs) yields that price, which no store debits (a cost that is not finite is refused, logged).
   if (!long || inputTokens <= long.above) return price;
   return { input: long.input, output: long.output, cachedInput: long.cachedInput };
+}
+
+/** The modalities a price may name besides text (ModelPrice). */
+export const MODAL_PRICES = ['audioInput', 'audioOutput', 'imageOutput'] as const;
+export type Modality = (typeof MODAL_PRICES)[number];
+
+/** The modality prices of a price that names them (absent ones left out). */
+export function modalPrices(p: { readonly audioInput?: number | null; readonly audioOutput?: number | null; readonly imageOutput?: number | null }): Partial<Record<Modality, number>> {
+  const out: Partial<Record<Modality, number>> = {};
+  for (const k of MODAL_PRICES) {
+    const v = p[k];
+    if (typeof v === 'number') out[k] = v;
+  }
+  return out;
 }
 
 export interface ModelRecord {

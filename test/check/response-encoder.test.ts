@@ -106,6 +106,8 @@ test("a metered request's own marks (its maxima) are in its answer, never in ano
   const marks: Decision['meterMarks'][] = [
     undefined, { maxInput: 83, maxOutput: 50 }, { maxInput: 110, maxOutput: 4000 }, { maxInput: 83, maxOutput: 50, hiddenOutput: 50 },
     { maxInput: 2_000_000, maxOutput: 16384, referencedInput: true }, { maxInput: 0, maxOutput: 0 }, { maxInput: 0.5 },
+    // The price it was admitted at (meter/price-mark.ts): a string, whose entry's lengths are its own.
+    { maxInput: 83, maxOutput: 50, price: '{"input":0.15,"output":0.6,"cachedInput":0.075}' }, { maxInput: 83, maxOutput: 50, price: '{"input":2,"output":12,"cachedInput":null}' },
   ];
   const path = '/v1/chat/completions';
   for (let round = 0; round < 2; round++) {
@@ -130,7 +132,9 @@ test("marks appended to every kind of answer decode as the full encode (strict m
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r), 10_000, 'replica-a');
   const paths = ['/v1/chat/completions', '/v1/messages', '/v1/messages/count_tokens', '/v1/responses', '/v1/embeddings', '/v1/models', '/alt/v1/chat/completions',
     `/v1beta/models/${'g'.repeat(60)}:generateContent`, `/v1beta/models/${'g'.repeat(300)}:streamGenerateContent`, '/nope', '/v1beta/models/gemini-2.5-flash:countTokens'];
-  const marks: Decision['meterMarks'][] = [undefined, {}, { maxInput: 83, maxOutput: 50 }, { maxInput: NaN }, { maxInput: -0, maxOutput: Infinity }, { hiddenOutput: 0 }, { referencedInput: false as unknown as true }, { referencedInput: true, maxInput: 1e15 }, { inputExtra: 3100, inputFactor: 2 }];
+  const marks: Decision['meterMarks'][] = [undefined, {}, { maxInput: 83, maxOutput: 50 }, { maxInput: NaN }, { maxInput: -0, maxOutput: Infinity }, { hiddenOutput: 0 }, { referencedInput: false as unknown as true }, { referencedInput: true, maxInput: 1e15 }, { inputExtra: 3100, inputFactor: 2 },
+    // String marks of every length class (a varint of 1, 2 and 3 bytes), multibyte, empty.
+    { maxInput: 9, price: '{"input":1,"output":2,"cachedInput":null}' }, { price: 'p'.repeat(127) }, { price: 'é'.repeat(100) }, { price: 'x'.repeat(20_000) }, { price: '' }];
   const extras: Partial<Decision>[] = [{}, { removeQuery: ['key'] }, { rateLimit: { fields: { requests_limit: { stringValue: '3' }, x: { stringValue: 'y'.repeat(200) } }, stamp: 1 } }, { stale: true }, { modelIsKey: true, model: 'sk-x' }, { keyId: 'k'.repeat(120) }];
   let marked = 0;
   for (const path of paths) {

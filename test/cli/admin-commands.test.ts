@@ -143,6 +143,14 @@ describe('with PostgreSQL', () => {
     }
     expect(await run(['groups', 'price', 'pro', 'o3', '--input', 'NaN', '--output', '1'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--input must be a decimal number >= 0') });
     expect(await run(['groups', 'price', 'pro', 'nope', '--input', '1', '--output', '1'])).toMatchObject({ code: 1, stderr: expect.stringContaining('group "pro" has no model "nope"') });
+    // Audio and image prices (migration 6), read back by the store.
+    expect(await ok('groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--audio-input', '40', '--image-output', '30')).toBe('pro o3: 2 in / 8 out / 40 audio in / 30 image out per 1M tokens.\n');
+    const priced = await openPgStore(server.url);
+    try {
+      expect((await priced.findGroup('pro'))!.models.get('o3')!.price).toEqual({ input: 2, output: 8, cachedInput: null, audioInput: 40, imageOutput: 30 });
+    } finally {
+      await priced.close();
+    }
     expect(await ok('groups', 'price', 'pro', 'o3', '--none')).toBe(`pro o3: ${NO_PRICE}.\n`);
   });
 

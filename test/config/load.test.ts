@@ -346,9 +346,18 @@ describe('prices and the meter', () => {
     expect(() => parseConfig(key('.inf'))).toThrow(/keys\[0\]\.balance: must be a number/);
   });
 
+  test('reads prices of audio and image tokens, and refuses one no text price can carry', () => {
+    const cfg = (price: string) => `groups:\n  g:\n    models:\n      - name: m\n        price: ${price}\n`;
+    const loaded = parseConfig(cfg('{ input: 0.3, output: 2.5, audioInput: 1, imageOutput: 30 }'));
+    expect(loaded.groups.get('g')!.models.get('m')!.price).toEqual({ input: 0.3, output: 2.5, cachedInput: null, audioInput: 1, imageOutput: 30 });
+    expect(() => parseConfig(cfg('{ input: 0, output: 0, audioInput: 1 }'))).toThrow(/audio or image tokens needs an input or output price above 0/);
+    expect(() => parseConfig(cfg('{ input: 1, output: 1, audioInput: -1 }'))).toThrow(/audioInput: must be a number >= 0/);
+    expect(parseConfig('meter: { modalities: allow }').meter.modalities).toBe('allow');
+  });
+
   test('defaults the meter to on, soft, streams without usage estimated', () => {
     expect(parseConfig('').meter).toEqual({
-      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', hostedTools: 'deny', serviceTiers: 'deny', maxOutputTokens: 32768, referencedInputTokens: 200_000,
+      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', hostedTools: 'deny', serviceTiers: 'deny', modalities: 'deny', maxOutputTokens: 32768, referencedInputTokens: 200_000,
       reasoningModels: ['o1*', 'o3*', 'o4*', 'gpt-5*', 'gpt-6*', 'gpt-oss*', 'codex*', 'gemini-2.5*', 'gemini-3*', 'gemini-*latest', '*thinking*', '*reasoner*', 'deepseek-r*', 'qwq*', 'qwen3*', 'magistral*', 'grok-3-mini*', 'grok-4*'],
       usageCeiling: { inputTokens: 10_000_000, outputTokens: 1_000_000 }, leases: true, reservationSeconds: 900, drainSeconds: 25,
     });

@@ -107,7 +107,7 @@ describeE2E('long prompts: a report that finds no entry (after the request\'s de
   const config = (d: string): string => withMoneyKeys({ late: keys.late }, () => 10, 'lc')(d).replace('  reservationSeconds: 900 ', '  reservationSeconds: 1 ');
   withMoneyGateway(config, (s) => ({ gw, up, store } = s));
 
-  it('settled provisionally at its maximum at the deadline, then by its report at (300,001 x 4 + 1,000 x 18) / 1e6 (priceLong* in the metadata)', async () => {
+  it('settled provisionally at its maximum at the deadline, then by its report at (300,001 x 4 + 1,000 x 18) / 1e6 (the long-context price in the metadata\'s price)', async () => {
     const pending = request(gw, PATH, { ...header('late'), 'x-stand-in-gate': 'late' }, body(300_000, 1000));
     await waitFor('the provisional debit at the deadline', async () => (await store.meter!.usage({ keyId: 'lc-late', limit: 10 })).some((r) => r.provisional), 60_000);
     up.open('late');

@@ -305,6 +305,19 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     expect(ok.status, ok.text).toBe(200);
   });
 
+  it('answers 400 modality_unpriced for audio sent or audio and image asked for where the model\'s price names none, and serves the audio its price names', async () => {
+    const cases: Array<[string, [string, string], object, RegExp]> = [
+      ['/v1/chat/completions', bearer(alice), { model: 'gpt-4o-mini', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }] }, /"input_audio" part.*"audioInput"/],
+      ['/v1/chat/completions', bearer(alice), { model: 'gpt-4o-mini', modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' }, messages: [{ role: 'user', content: 'hi' }] }, /"modalities": "audio".*"audioOutput"/],
+      ['/v1beta/models/gemini-2.5-flash:generateContent', ['x-goog-api-key', alice], { contents: [{ parts: [{ text: 'hi' }] }], generationConfig: { responseModalities: ['TEXT', 'IMAGE'] } }, /responseModalities "IMAGE".*"imageOutput"/],
+      ['/v1beta/models/gemini-3.8-flash:generateContent', ['x-goog-api-key', alice], { contents: [{ parts: [{ inlineData: { mimeType: 'audio/wav', data: 'AAAA' } }] }] }, /"mimeType" is audio/],
+    ];
+    for (const [path, key, body, hint] of cases) await expectDenial({ reason: 'modality_unpriced', why: '', path, headers: [key], body: JSON.stringify(body), hint });
+    // gemini-2.5-flash prices audio input in the demo: served.
+    const ok = await gw.send('POST', '/v1beta/models/gemini-2.5-flash:generateContent', { headers: [['x-goog-api-key', alice], ['content-type', 'application/json']], body: JSON.stringify({ contents: [{ parts: [{ text: 'hi' }, { inlineData: { mimeType: 'audio/wav', data: 'AAAA' } }] }] }) });
+    expect(ok.status, ok.text).toBe(200);
+  });
+
   it('answers 400 body_invalid for a field the meter reads sent twice with different values, and for a Gemini body it cannot read (compressed, not JSON)', async () => {
     await expectDenial({ reason: 'body_invalid', why: '', path: '/v1/chat/completions', headers: [bearer(alice)], body: '{"model":"gpt-4o-mini","n":8,"messages":[{"role":"user","content":"hi"}],"n":1}', hint: /"n" appears more than once/ });
     await expectDenial({ reason: 'body_invalid', why: '', path: '/v1beta/models/gemini-2.5-flash:generateContent', headers: [['x-goog-api-key', alice]], body: '{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"candidateCount":8,"candidateCount":1}}', hint: /"candidateCount" appears more than once/ });

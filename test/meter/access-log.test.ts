@@ -88,8 +88,8 @@ describe('readAccessLogMessage', () => {
     expect(reports[0].authz).toEqual(marks);
   });
 
-  it("reads the price the request was admitted at, its long-context price included (a report that finds no entry pays it)", () => {
-    const marks = { metered: true, priceInput: 2, priceOutput: 12, priceCached: 0.2, priceLongAbove: 200_000, priceLongInput: 4, priceLongOutput: 18, priceLongCached: 0.4 };
+  it("reads the price the request was admitted at, its long-context and modality prices included (a report that finds no entry pays it)", () => {
+    const marks = { metered: true, price: JSON.stringify({ input: 2, output: 12, cachedInput: 0.2, longContext: { above: 200_000, input: 4, output: 18, cachedInput: 0.4 }, audioInput: 3 }) };
     const { reports } = readAccessLogMessage(encode([entry({ id: 'p', status: 200, authz: marks })]));
     expect(reports[0].authz).toEqual(marks);
   });

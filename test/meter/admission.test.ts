@@ -140,8 +140,9 @@ describe('strict mode', () => {
 
   it('reads Gemini\'s candidateCount and generation_config in snake case', async () => {
     h = await startHarness({ configPath: tempConfig(strict()) });
+    // A model priced 0.3/2.5 without audio prices (gemini-2.5-flash's hold counts input at its audio price).
     const gen = (body: unknown) => ({
-      method: 'POST', path: '/v1beta/models/gemini-2.5-flash:generateContent',
+      method: 'POST', path: '/v1beta/models/gemini-3.8-flash:generateContent',
       headers: [['x-vendor-api-key', DEMO_KEYS.trial], ['content-type', 'application/json']] as [string, string][],
       body: JSON.stringify(body),
     });

@@ -47,6 +47,9 @@
  * and `cache_creation.ephemeral_5m_input_tokens` or `ephemeral_1h_input_tokens` by the `ttl` named;
  * Anthropic bills 5-minute writes at 1.25x the input price and 1-hour writes at 2x).
  *
+ * An audio part (a Gemini `inlineData`/`fileData` of mimeType audio/*, a chat `input_audio`) is
+ * AUDIO_TOKENS of input, reported by modality as each provider does (test/e2e/money-modalities.test.ts).
+ *
  * Every output token is one of WORDS, each a single o200k_base token, so a test can compare an
  * estimate with what the client received.
  *
@@ -114,8 +117,31 @@ export const IMAGE_TOKENS = 25_501;
 export const ANTHROPIC_IMAGE_TOKENS = 1_600;
 /** Gemini's count of a one-hour video by fileUri (263 tokens a second). */
 export const VIDEO_TOKENS = 946_800;
+/**
+ * Gemini's count of one minute of audio (32 tokens a second), for an audio part (a Gemini
+ * `inlineData`/`fileData` of mimeType audio/*, a chat `input_audio`): reported by modality
+ * (Gemini `promptTokensDetails` AUDIO, OpenAI `prompt_tokens_details.audio_tokens`).
+ */
+export const AUDIO_TOKENS = 1_920;
 /** One web search's results, billed as input (OpenAI bills gpt-4o-mini's as a fixed 8,000-token block). */
 export const SEARCH_TOKENS = 8_000;
+
+/** Audio input tokens of a request: AUDIO_TOKENS per audio part. */
+function audioTokens(body: unknown): number {
+  let n = 0;
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === 'object') {
+      const o = v as Record<string, unknown>;
+      const part = obj(o.inlineData ?? o.inline_data ?? o.fileData ?? o.file_data);
+      const mime = part.mimeType ?? part.mime_type;
+      if (o.type === 'input_audio' || (typeof mime === 'string' && /^audio\//i.test(mime))) n += AUDIO_TOKENS;
+      Object.values(v).forEach(walk);
+    }
+  };
+  walk(body);
+  return n;
+}
 
 /** Input tokens as the provider counts them: the words of every string of the request, plus the media it points at. */
 function inputTokens(body: unknown): number {
@@ -247,7 +273,8 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const tokens = max ?? Number(h('x-stand-in-tokens') ?? DEFAULT_TOKENS);
   const answers = laxInt(body.n) ?? laxInt(gen.candidateCount) ?? laxInt(gen.candidate_count) ?? 1;
   const searches = webSearches(body, path);
-  const input = inputTokens(body) + searches * SEARCH_TOKENS;
+  const audio = audioTokens(body);
+  const input = inputTokens(body) + searches * SEARCH_TOKENS + audio;
   const count = (n: number): unknown => (usageOverride === undefined || usageOverride === 'omit' ? n : JSON.parse(usageOverride));
   const omit = usageOverride === 'omit';
   const word = (i: number): string => WORDS[i % WORDS.length];
@@ -289,7 +316,7 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const sse = (event: string | undefined, data: unknown): string => `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
 
   if (path === '/v1/chat/completions') {
-    const usage = { prompt_tokens: count(input), completion_tokens: count(out), total_tokens: count(input + out) };
+    const usage = { prompt_tokens: count(input), completion_tokens: count(out), total_tokens: count(input + out), ...(audio > 0 ? { prompt_tokens_details: { cached_tokens: 0, audio_tokens: count(audio) } } : {}) };
     if (!lax(body.stream)) {
       const choices = Array.from({ length: answers }, (_, index) => ({ index, message: { role: 'assistant', content: full }, finish_reason: 'stop' }));
       return send(200, 'application/json', JSON.stringify({ id: 'chatcmpl-money', object: 'chat.completion', model: body.model, choices, ...tier, ...(omit ? {} : { usage }) }));
@@ -344,7 +371,8 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     if (method === 'embedContent') return send(200, 'application/json', JSON.stringify({ embedding: { values: [0.1, 0.2] } }));
     if (method === 'batchEmbedContents') return send(200, 'application/json', JSON.stringify({ embeddings: (Array.isArray(body.requests) ? body.requests : [0]).map(() => ({ values: [0.1] })) }));
     if (method === 'countTokens') return send(200, 'application/json', JSON.stringify({ totalTokens: input }));
-    const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...(done > 0 ? { candidatesTokenCount: count(done - reasoning), ...(reasoning > 0 ? { thoughtsTokenCount: count(reasoning) } : {}) } : {}), totalTokenCount: count(input + done) });
+    const details = audio > 0 ? { promptTokensDetails: [{ modality: 'TEXT', tokenCount: count(input - audio) }, { modality: 'AUDIO', tokenCount: count(audio) }] } : {};
+    const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...details, ...(done > 0 ? { candidatesTokenCount: count(done - reasoning), ...(reasoning > 0 ? { thoughtsTokenCount: count(reasoning) } : {}) } : {}), totalTokenCount: count(input + done) });
     const mask = (url.searchParams.get('fields') ?? h('x-goog-fieldmask'))?.split(',').map((f) => f.trim());
     const masked = (o: Record<string, unknown>): Record<string, unknown> => (mask ? Object.fromEntries(Object.entries(o).filter(([k]) => mask.includes(k))) : o);
     const candidates = (t: string) => Array.from({ length: answers }, (_, index) => ({ index, content: { role: 'model', parts: [{ text: t }] } }));

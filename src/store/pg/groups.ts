@@ -37,11 +37,12 @@ export interface GroupChange {
 const LIST_SQL = `SELECT g.name, g.available,
     (SELECT count(*)::int FROM modelgate.keys k WHERE k.group_name = g.name) AS keys,
     coalesce((SELECT json_agg(json_build_object('name', m.name, 'protocols', m.protocols, 'available', m.available,
-                                'price', CASE WHEN m.input_price IS NULL THEN NULL ELSE json_build_object(
+                                'price', CASE WHEN m.input_price IS NULL THEN NULL ELSE jsonb_build_object(
                                   'input', m.input_price, 'output', m.output_price, 'cachedInput', m.cached_input_price,
-                                  'longContext', CASE WHEN m.long_context_above IS NULL THEN NULL ELSE json_build_object(
+                                  'longContext', CASE WHEN m.long_context_above IS NULL THEN NULL ELSE jsonb_build_object(
                                     'above', m.long_context_above, 'input', m.long_context_input_price, 'output', m.long_context_output_price,
-                                    'cachedInput', m.long_context_cached_input_price) END) END,
+                                    'cachedInput', m.long_context_cached_input_price) END)
+                                  || jsonb_strip_nulls(jsonb_build_object('audioInput', m.audio_input_price, 'audioOutput', m.audio_output_price, 'imageOutput', m.image_output_price)) END,
                                 'maxOutputTokens', m.max_output_tokens)
                               ORDER BY m.position, m.name)
               FROM modelgate.group_models m WHERE m.group_name = g.name), '[]') AS models
@@ -74,9 +75,10 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
       [name, change.available ?? null],
     );
     if (change.models) {
-      const { rows: kept } = await client.query<{ name: string; i: string | null; o: string | null; c: string | null; t: number | null; la: string | null; li: string | null; lo: string | null; lc: string | null }>(
+      const { rows: kept } = await client.query<{ name: string; i: string | null; o: string | null; c: string | null; t: number | null; la: string | null; li: string | null; lo: string | null; lc: string | null; ai: string | null; ao: string | null; io: string | null }>(
         `SELECT name, input_price::text AS i, output_price::text AS o, cached_input_price::text AS c, max_output_tokens AS t,
-           long_context_above::text AS la, long_context_input_price::text AS li, long_context_output_price::text AS lo, long_context_cached_input_price::text AS lc
+           long_context_above::text AS la, long_context_input_price::text AS li, long_context_output_price::text AS lo, long_context_cached_input_price::text AS lc,
+           audio_input_price::text AS ai, audio_output_price::text AS ao, image_output_price::text AS io
          FROM modelgate.group_models WHERE group_name = $1`, [name]);
       const prices = new Map(kept.map((k) => [k.name, k]));
       await client.query('DELETE FROM modelgate.group_models WHERE group_name = $1', [name]);
@@ -84,9 +86,9 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
         const p = prices.get(m.name);
         await client.query(
           `INSERT INTO modelgate.group_models (group_name, name, protocols, available, position, input_price, output_price, cached_input_price, max_output_tokens,
-             long_context_above, long_context_input_price, long_context_output_price, long_context_cached_input_price)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-          [name, m.name, m.protocols, m.available, position, p?.i ?? null, p?.o ?? null, p?.c ?? null, p?.t ?? null, p?.la ?? null, p?.li ?? null, p?.lo ?? null, p?.lc ?? null],
+             long_context_above, long_context_input_price, long_context_output_price, long_context_cached_input_price, audio_input_price, audio_output_price, image_output_price)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+          [name, m.name, m.protocols, m.available, position, p?.i ?? null, p?.o ?? null, p?.c ?? null, p?.t ?? null, p?.la ?? null, p?.li ?? null, p?.lo ?? null, p?.lc ?? null, p?.ai ?? null, p?.ao ?? null, p?.io ?? null],
         );
       }
     }
@@ -114,10 +116,12 @@ export async function setPrice(db: pg.Pool, group: string, model: string, change
   const { rowCount } = await db.query(
     `UPDATE modelgate.group_models SET input_price = $3, output_price = $4, cached_input_price = $5,
        max_output_tokens = CASE WHEN $6::boolean THEN $7::integer ELSE max_output_tokens END,
-       long_context_above = $8, long_context_input_price = $9, long_context_output_price = $10, long_context_cached_input_price = $11
+       long_context_above = $8, long_context_input_price = $9, long_context_output_price = $10, long_context_cached_input_price = $11,
+       audio_input_price = $12, audio_output_price = $13, image_output_price = $14
      WHERE group_name = $1 AND name = $2`,
     [group, model, p ? String(p.input) : null, p ? String(p.output) : null, p?.cachedInput != null ? String(p.cachedInput) : null, change.maxOutputTokens !== undefined, change.maxOutputTokens ?? null,
-      long ? String(long.above) : null, long ? String(long.input) : null, long ? String(long.output) : null, long?.cachedInput != null ? String(long.cachedInput) : null],
+      long ? String(long.above) : null, long ? String(long.input) : null, long ? String(long.output) : null, long?.cachedInput != null ? String(long.cachedInput) : null,
+      p?.audioInput != null ? String(p.audioInput) : null, p?.audioOutput != null ? String(p.audioOutput) : null, p?.imageOutput != null ? String(p.imageOutput) : null],
   );
   const [info] = await listGroups(db, group);
   if (info === undefined) throw new StoreRefusal({ code: 'group_not_found', group });

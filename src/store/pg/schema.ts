@@ -584,6 +584,23 @@ ALTER TABLE group_models
     AND (long_context_above IS NULL OR input_price IS NOT NULL));
 `,
   },
+  /*
+   * Version 7. Prices of other modalities (meter/modal-cost.ts): audio input, audio output and image
+   * output tokens, where the provider bills them above text. NULL: not priced (a request for them is
+   * refused unless meter.modalities is allow).
+   */
+  {
+    version: 7,
+    name: 'audio and image prices',
+    sql: `
+ALTER TABLE group_models
+  ADD COLUMN audio_input_price numeric CHECK (audio_input_price >= 0 AND audio_input_price < 1e12),
+  ADD COLUMN audio_output_price numeric CHECK (audio_output_price >= 0 AND audio_output_price < 1e12),
+  ADD COLUMN image_output_price numeric CHECK (image_output_price >= 0 AND image_output_price < 1e12),
+  ADD CONSTRAINT group_models_modal_prices_priced CHECK (input_price IS NOT NULL
+    OR (audio_input_price IS NULL AND audio_output_price IS NULL AND image_output_price IS NULL));
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { PgListener } from './listener';
 import { PgMeterStore } from './meter-store';
 import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, SETTLED_CHANNEL, migrate, schemaVersion } from './schema';
-import { PROTOCOLS, toLimits } from '../store';
+import { modalPrices, PROTOCOLS, toLimits } from '../store';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Limits, ModelPrice, ModelRecord, Protocol, Store } from '../store';
 
 export interface PgStoreOptions {
@@ -76,7 +76,8 @@ const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.a
     m.input_price::float8 AS input_price, m.output_price::float8 AS output_price,
     m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens, g.limits AS group_limits, m.limits AS model_limits,
     m.long_context_above::float8 AS long_context_above, m.long_context_input_price::float8 AS long_context_input_price,
-    m.long_context_output_price::float8 AS long_context_output_price, m.long_context_cached_input_price::float8 AS long_context_cached_input_price
+    m.long_context_output_price::float8 AS long_context_output_price, m.long_context_cached_input_price::float8 AS long_context_cached_input_price,
+    m.audio_input_price::float8 AS audio_input_price, m.audio_output_price::float8 AS audio_output_price, m.image_output_price::float8 AS image_output_price
   FROM ${SCHEMA}.groups g LEFT JOIN ${SCHEMA}.group_models m ON m.group_name = g.name
   WHERE g.name = $1 ORDER BY m.position, m.name`;
 
@@ -101,6 +102,10 @@ interface GroupRow {
   input_price: number | null;
   output_price: number | null;
   cached_input_price: number | null;
+  /** Migration 6: prices of other modalities (meter/modal-cost.ts). */
+  audio_input_price?: number | null;
+  audio_output_price?: number | null;
+  image_output_price?: number | null;
   max_output_tokens: number | null;
   group_limits: Limits | null;
   model_limits: Limits | null;
@@ -129,7 +134,12 @@ function toModel(row: GroupRow & { model: string }): ModelRecord {
 function toPrice(row: GroupRow): ModelPrice | null {
   const ok = (n: number | null): n is number => n !== null && Number.isFinite(n) && n >= 0;
   if (!ok(row.input_price) || !ok(row.output_price)) return null;
-  const price = { input: row.input_price, output: row.output_price, cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null };
+  // A modality price that is not one is refused at admission as if absent (fail closed), never read as 0.
+  const modal = (n: number | null | undefined): number | null => (n !== undefined && ok(n) ? n : null);
+  const price = {
+    input: row.input_price, output: row.output_price, cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null,
+    ...modalPrices({ audioInput: modal(row.audio_input_price), audioOutput: modal(row.audio_output_price), imageOutput: modal(row.image_output_price) }),
+  };
   if (row.long_context_above === null && row.long_context_input_price === null && row.long_context_output_price === null) return price;
   // A long-context price that is not whole (a newer schema's row; the CHECK admits none): not guessed
   // as no tier at all; its NaNs make the meter refuse it (`price_invalid`, logged with every figure).

@@ -1,0 +1,136 @@
+/**
+ * Audio and image tokens (docs/metering.md, "Prices"): what a request sends or asks for beyond text
+ * (src/meter/request-shape.ts `modalities`), the tokens a provider reports by modality
+ * (src/meter/body-usage.ts, usage-reader.ts), and what they are debited (src/meter/modal-cost.ts).
+ */
+import { describe, expect, it } from 'vitest';
+import { extractFields, extractModel } from '../../src/check/extract-model';
+import { REQUEST_FIELDS, REQUEST_MARKS } from '../../src/check/request-fields';
+import { bodyUsage } from '../../src/meter/body-usage';
+import { highestPrice, modalCharge } from '../../src/meter/modal-cost';
+import { requestShape } from '../../src/meter/request-shape';
+import type { ModelPrice, Protocol } from '../../src/store/store';
+
+function modalities(body: unknown, protocol: Protocol = 'chat', path = '/v1/chat/completions') {
+  const bytes = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+  const found = protocol === 'generative' ? undefined : extractModel(bytes, 256, REQUEST_FIELDS, REQUEST_MARKS);
+  const fields = found?.ok ? found.fields : extractFields(bytes, 256, REQUEST_FIELDS, REQUEST_MARKS);
+  return requestShape(protocol, path, bytes, fields).modalities.map(([m]) => m).sort();
+}
+const gemini = (body: unknown) => modalities(body, 'generative', '/v1beta/models/gemini-2.5-flash:generateContent');
+const part = (p: unknown) => ({ contents: [{ role: 'user', parts: [{ text: 'hi' }, p] }] });
+
+describe('modalities a request sends or asks for', () => {
+  it('chat: input_audio parts, a message\'s audio, modalities other than text, an audio object', () => {
+    expect(modalities({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })).toEqual([]);
+    expect(modalities({ model: 'm', modalities: ['text'], messages: [] })).toEqual([]);
+    expect(modalities({ model: 'm', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }] })).toEqual(['audioInput']);
+    expect(modalities({ model: 'm', messages: [{ role: 'assistant', audio: { id: 'audio_1' } }] })).toEqual(['audioInput']);
+    expect(modalities({ model: 'm', modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' }, messages: [] })).toEqual(['audioOutput']);
+    expect(modalities({ model: 'm', audio: { voice: 'alloy' }, messages: [] })).toEqual(['audioOutput']);
+    // A tool's parameter named audio is no audio.
+    expect(modalities({ model: 'm', messages: [], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { audio: { type: 'string' } } } } }] })).toEqual([]);
+    // Not a known word, not a string: counted as audio (fail closed).
+    expect(modalities({ model: 'm', modalities: ['TEXT', 7], messages: [] })).toEqual(['audioOutput']);
+    expect(modalities({ model: 'm', modalities: 'audio', messages: [] })).toEqual(['audioOutput']);
+    // Escaped spellings are read as a provider's parser reads them.
+    expect(modalities('{"model":"m","messages":[{"role":"user","content":[{"type":"input\\u005faudio","input_audio":{}}]}]}')).toEqual(['audioInput']);
+  });
+
+  it('gemini: parts of media type audio/* or video/* (any case, snake or camel, escaped), responseModalities, speechConfig', () => {
+    expect(gemini(part({ inlineData: { mimeType: 'image/png', data: 'AAAA' } }))).toEqual([]);
+    expect(gemini(part({ inlineData: { mimeType: 'audio/wav', data: 'AAAA' } }))).toEqual(['audioInput']);
+    expect(gemini(part({ inline_data: { mime_type: ' Audio/MPEG ', data: 'AAAA' } }))).toEqual(['audioInput']);
+    expect(gemini(part({ fileData: { mimeType: 'video/mp4', fileUri: 'https://x/v.mp4' } }))).toEqual(['audioInput']);
+    expect(gemini(part({ fileData: { mimeType: `audio/wav;${'x'.repeat(100)}`, fileUri: 'u' } }))).toEqual(['audioInput']);
+    expect(gemini('{"contents":[{"parts":[{"inlineData":{"mime\\u0054ype":"\\u0061udio/wav","data":"AAAA"}}]}]}')).toEqual(['audioInput']);
+    // A part naming no media type (a YouTube fileData needs none) or another one may carry sound.
+    expect(gemini(part({ fileData: { fileUri: 'https://www.youtube.com/watch?v=x' } }))).toEqual(['audioInput']);
+    expect(gemini(part({ file_data: { file_uri: 'u', mime_type: 'application/ogg' } }))).toEqual(['audioInput']);
+    expect(gemini(part({ fileData: { fileUri: 'u', mimeType: 'application/pdf' } }))).toEqual([]);
+    // A media type sent twice: either one that is audio counts.
+    expect(gemini('{"contents":[{"parts":[{"inlineData":{"mimeType":"audio/wav","mimeType":"image/png","data":"AAAA"}}]}]}')).toEqual(['audioInput']);
+    expect(gemini({ contents: [], generationConfig: { responseModalities: ['TEXT'] } })).toEqual([]);
+    expect(gemini({ contents: [], generationConfig: { responseModalities: ['AUDIO'] } })).toEqual(['audioOutput']);
+    expect(gemini({ contents: [], generation_config: { response_modalities: ['text', 'image'] } })).toEqual(['imageOutput']);
+    expect(gemini({ contents: [], generationConfig: { responseModalities: [3] } })).toEqual(['audioOutput']);
+    expect(gemini({ contents: [], generationConfig: { responseModalities: ['VIDEO'] } })).toEqual(['audioOutput', 'imageOutput']);
+    expect(gemini({ contents: [], generationConfig: { speechConfig: { voiceConfig: {} } } })).toEqual(['audioOutput']);
+    expect(gemini({ contents: [], generation_config: { speech_config: {} } })).toEqual(['audioOutput']);
+  });
+
+  it('gemini: responseModalities sent twice with different values, or in another case, is refused as the other fields are', () => {
+    const bytes = Buffer.from('{"contents":[],"generationConfig":{"responseModalities":["AUDIO"],"responseModalities":["TEXT"]}}');
+    const s = requestShape('generative', '/v1beta/models/m:generateContent', bytes, extractFields(bytes, 256, REQUEST_FIELDS, REQUEST_MARKS));
+    expect(s.twice).toBe('responseModalities');
+    const cased = Buffer.from('{"contents":[],"generationConfig":{"ResponseModalities":["AUDIO"]}}');
+    expect(requestShape('generative', '/v1beta/models/m:generateContent', cased, extractFields(cased, 256, REQUEST_FIELDS, REQUEST_MARKS)).caseVariant).toEqual(['ResponseModalities', 'responseModalities']);
+  });
+});
+
+describe('tokens reported by modality', () => {
+  it('gemini: promptTokensDetails and candidatesTokensDetails by modality', () => {
+    const answer = {
+      candidates: [],
+      usageMetadata: {
+        promptTokenCount: 2000, candidatesTokenCount: 300, promptTokensDetails: [{ modality: 'TEXT', tokenCount: 80 }, { modality: 'AUDIO', tokenCount: 1920 }],
+        candidatesTokensDetails: [{ modality: 'AUDIO', tokenCount: 250 }, { modality: 'IMAGE', tokenCount: 40 }, { tokenCount: 10 }],
+      },
+    };
+    const u = bodyUsage('generative', Buffer.from(JSON.stringify(answer)), false);
+    expect(u).toEqual({ inputTokens: 2000, outputTokens: 300, cachedInputTokens: 0, modal: { audioInput: 1920, audioOutput: 250, imageOutput: 40 } });
+    const bad = { usageMetadata: { promptTokenCount: 10, promptTokensDetails: [{ modality: 'AUDIO', tokenCount: '1920' }] } };
+    expect(bodyUsage('generative', Buffer.from(JSON.stringify(bad)), false)?.implausible).toBe(true);
+  });
+
+  it('chat: prompt_tokens_details.audio_tokens and completion_tokens_details.audio_tokens', () => {
+    const answer = { choices: [], usage: { prompt_tokens: 500, completion_tokens: 100, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 400 }, completion_tokens_details: { audio_tokens: 90 } } };
+    expect(bodyUsage('chat', Buffer.from(JSON.stringify(answer)), false)?.modal).toEqual({ audioInput: 400, audioOutput: 90 });
+    expect(bodyUsage('chat', Buffer.from(JSON.stringify({ usage: { prompt_tokens: 5, completion_tokens: 1 } })), false)?.modal).toBeUndefined();
+  });
+});
+
+describe('what they are debited', () => {
+  /** gemini-2.5-flash: text 0.30, audio 1.00 in; 2.50 out. */
+  const flash: ModelPrice = { input: 0.3, output: 2.5, cachedInput: null, audioInput: 1 };
+  const costOf = (u: { inputTokens: number; outputTokens: number; cachedInputTokens: number }, p: ModelPrice): number =>
+    ((u.inputTokens - u.cachedInputTokens) * p.input + u.cachedInputTokens * (p.cachedInput ?? p.input) + u.outputTokens * p.output) / 1e6;
+
+  it('a priced modality\'s tokens pay its price (written as text tokens, rounded up to one)', () => {
+    const usage = { inputTokens: 2000, outputTokens: 20, cachedInputTokens: 0, modal: { audioInput: 1920 } };
+    const c = modalCharge(usage, flash, false);
+    expect(c.unpriced).toEqual([]);
+    const billed = (80 * 0.3 + 1920 * 1 + 20 * 2.5) / 1e6;
+    expect(costOf(c.usage, flash)).toBeGreaterThanOrEqual(billed - 1e-15);
+    expect(costOf(c.usage, flash) - billed).toBeLessThan(0.3 / 1e6);
+    // Before: every token at the text price.
+    expect(costOf(usage, flash)).toBeCloseTo((2000 * 0.3 + 20 * 2.5) / 1e6, 15);
+    expect(costOf(usage, flash) / billed).toBeLessThan(0.34);
+  });
+
+  it('an unpriced modality that got through pays the highest price of its direction, and is named', () => {
+    const c = modalCharge({ inputTokens: 100, outputTokens: 1000, cachedInputTokens: 0, modal: { imageOutput: 1000 } }, { input: 0.3, output: 2.5, cachedInput: null, audioOutput: 10 }, false);
+    expect(c.unpriced).toEqual(['imageOutput']);
+    expect(costOf(c.usage, { input: 0.3, output: 2.5, cachedInput: null })).toBeCloseTo((100 * 0.3 + 1000 * 10) / 1e6, 12);
+    // Text-only price: its text price is the highest; named all the same (the meter logs it).
+    const text = modalCharge({ inputTokens: 100, outputTokens: 5, cachedInputTokens: 0, modal: { audioInput: 90 } }, { input: 0.3, output: 2.5, cachedInput: null }, false);
+    expect(text.unpriced).toEqual(['audioInput']);
+    expect(text.usage.inputTokens).toBe(100);
+  });
+
+  it('an estimate or a maximum on a model with modality prices pays the highest prices (no breakdown to go by)', () => {
+    const c = modalCharge({ inputTokens: 1000, outputTokens: 10, cachedInputTokens: 0 }, flash, true);
+    const top = (1000 * 1 + 10 * 2.5) / 1e6;
+    expect(costOf(c.usage, flash)).toBeGreaterThanOrEqual(top - 1e-15);
+    expect(costOf(c.usage, flash) - top).toBeLessThan(0.3 / 1e6);
+    expect(highestPrice(flash)).toEqual({ ...flash, input: 1, output: 2.5 });
+    expect(modalCharge({ inputTokens: 1000, outputTokens: 10, cachedInputTokens: 0 }, { input: 0.3, output: 2.5, cachedInput: null }, true).usage.inputTokens).toBe(1000);
+  });
+
+  it('a text price of 0 carries the premium in the other direction; both 0 cannot carry it', () => {
+    const c = modalCharge({ inputTokens: 100, outputTokens: 10, cachedInputTokens: 0, modal: { audioInput: 100 } }, { input: 0, output: 2, cachedInput: null, audioInput: 1 }, false);
+    expect(c.inexpressible).toBeUndefined();
+    expect(c.usage.outputTokens).toBe(10 + 50);
+    expect(modalCharge({ inputTokens: 100, outputTokens: 10, cachedInputTokens: 0, modal: { audioInput: 100 } }, { input: 0, output: 0, cachedInput: null, audioInput: 1 }, false).inexpressible).toBe(true);
+  });
+});
