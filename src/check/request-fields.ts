@@ -91,7 +91,8 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
       // Anthropic's code_execution_20250522 (container hours) and web_fetch_20250910 (pages as input).
       ['code_execution_', toolValue],
       ['web_fetch_', referencedValue],
-      // Gemini's parts by media type (the value of mimeType, mime_type): audio, and video's sound track.
+      // Gemini's parts by media type (the value of mimeType, mime_type): audio, and video's sound track
+      // (found anywhere: meter/request-shape.ts parses the body to tell a part's from an argument's).
       ['audio/', { kind: 'audio_input', as: 'mime' }],
       ['video/', { kind: 'audio_input', as: 'mime' }],
       // Anthropic's client tools, each with a prompt of its own (bash_20250124, text_editor_20250728, computer_20250124, memory_20250818).

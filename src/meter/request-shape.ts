@@ -206,37 +206,56 @@ const GEMINI_PART_KEYS = ['inlineData', 'inline_data', 'fileData', 'file_data'] 
 /** Media types Gemini bills as text: images, PDF, JSON, text (any other may carry sound: counted as audio). */
 const SILENT_MEDIA = /^(?:image\/|text\/|application\/(?:pdf|json)(?:$|[\s;]))/;
 
+/** A media type the scan marks as audio (REQUEST_MARKS: audio/*, video/*), as it reads one: trimmed, in lower case. */
+const SOUND_MEDIA = /^(?:audio|video)\//;
+
 /**
- * Whether a Gemini body has a part whose media type is not one billed as text (the scan's marks
- * found the audio/* and video/* ones; this finds those naming none or another: a YouTube fileData
- * needs no mimeType, and its sound is billed as audio). The body is parsed only when it has parts.
+ * The field that makes a Gemini body send sound, or undefined: a part (an element of a `parts`
+ * array: `contents[].parts`, `systemInstruction.parts`, a `functionResponse.parts`) whose
+ * inlineData/fileData names a media type not billed as text, or none (a YouTube fileData needs
+ * none, and its sound is billed as audio). Keys named so anywhere else (a tool parameter `file_data`,
+ * a call's argument `mimeType: "audio/mpeg"`) are no parts: Gemini reads parts only there (red team
+ * 13: such a gemini-cli turn was refused). JSON.parse keeps the last of a key sent twice where
+ * another reader may keep the first: when the scan counted more part keys or audio media types than
+ * the parsed body holds, one is hidden, and counts as sound (fail closed). Parsed only when the scan
+ * found a part key or an audio media type.
  */
-function geminiPartsWithSound(body: Uint8Array, fields: TopLevelFields): boolean {
-  if (!GEMINI_PART_KEYS.some((k) => (fields.marks?.get(k) ?? 0) > 0)) return false;
+function geminiSound(body: Uint8Array, fields: TopLevelFields, audioMarks: number): string | undefined {
+  const partMarks = GEMINI_PART_KEYS.reduce((n, k) => n + (fields.marks?.get(k) ?? 0), 0);
+  if (partMarks === 0 && audioMarks === 0) return undefined;
+  const inPart = 'a part whose "mimeType" is audio/* or video/* (or names none)';
   let doc: unknown;
   try {
     doc = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
   } catch {
-    return true;
+    return inPart;
   }
-  const stack: unknown[] = [doc];
+  let partKeys = 0;
+  let audio = 0;
+  let sound = false;
+  // [value, whether it is a part (or an array of them)]
+  const stack: (readonly [unknown, boolean])[] = [[doc, false]];
   while (stack.length > 0) {
-    const v = stack.pop();
+    const [v, part] = stack.pop() as readonly [unknown, boolean];
     if (!v || typeof v !== 'object') continue;
     if (Array.isArray(v)) {
-      stack.push(...v);
+      for (const e of v) stack.push([e, part]);
       continue;
     }
     const o = v as Record<string, unknown>;
-    for (const k of GEMINI_PART_KEYS) {
-      const p = asObject(o[k]);
-      if (!p) continue;
-      const mime = p.mimeType ?? p.mime_type;
-      if (typeof mime !== 'string' || !SILENT_MEDIA.test(mime.trim().toLowerCase())) return true;
+    for (const k in o) {
+      const val = o[k];
+      if ((GEMINI_PART_KEYS as readonly string[]).includes(k)) {
+        partKeys++;
+        const p = asObject(val);
+        const mime = p?.mimeType ?? p?.mime_type;
+        if (part && p && (typeof mime !== 'string' || !SILENT_MEDIA.test(mime.trim().toLowerCase()))) sound = true;
+      } else if ((k === 'mimeType' || k === 'mime_type') && typeof val === 'string' && SOUND_MEDIA.test(val.trim().toLowerCase())) audio++;
+      stack.push([val, k === 'parts']);
     }
-    stack.push(...Object.values(o));
   }
-  return false;
+  if (partKeys < partMarks || audio < audioMarks) return 'a part key or "mimeType" sent twice (a reader that keeps the first may see audio)';
+  return sound ? inPart : undefined;
 }
 
 /** Gemini's Modality enum by name and number (MODALITY_UNSPECIFIED 0, TEXT 1, IMAGE 2, AUDIO 3). */
@@ -278,7 +297,9 @@ function modalitiesAsked(protocol: Protocol, get: (k: string) => unknown, fields
   // An `audio` key below the top level may be a message's audio sent back as input (or a tool
   // parameter's name: the body is parsed to tell).
   if (protocol === 'chat' && body !== undefined && (fields.marks?.get('audio') ?? 0) > (fields.has('audio') ? 1 : 0) && messageAudio(body)) add('audioInput', 'a message\'s "audio"');
-  if (audioParts > 0 || (protocol === 'generative' && body !== undefined && geminiPartsWithSound(body, fields))) add('audioInput', 'a part whose "mimeType" is audio/* or video/* (or names none)');
+  // Media types are Gemini's (mimeType): its parts alone are read, the body parsed to tell (geminiSound).
+  const sound = protocol === 'generative' && body !== undefined ? geminiSound(body, fields, audioParts) : undefined;
+  if (sound !== undefined) add('audioInput', sound);
   return out;
 }
 

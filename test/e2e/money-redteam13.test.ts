@@ -171,3 +171,16 @@ describeE2E('money red team 13: long prompts held by what a small body reference
     expect(await balanceOfKey(store, lcKeys.edge)).toBeCloseTo(10 - at.cost - over.cost, 9);
   }, 120_000);
 });
+
+describeE2E('money red team 13: a Gemini turn of many parts', () => {
+  let gw: Gateway;
+  const many = generateKey();
+  // Its maximum: 3.6 MB of body as tokens at gemini-3.8-flash's 0.3 a million, plus an image's 200,000.
+  withMoneyGateway(withMoneyKeys({ many }, () => 10, 'rt13many'), (started) => ({ gw } = started));
+
+  it('300,000 text parts and an image part: served (seen before: 503 internal_error, the body walk had spread the parts array into one call: RangeError, Maximum call stack size exceeded)', async () => {
+    const parts = [{ inlineData: { mimeType: 'image/png', data: WAV } }, ...Array.from({ length: 300_000 }, () => ({ text: 'a' }))];
+    const sent = await request(gw, FLASH, { 'x-goog-api-key': many }, { contents: [{ role: 'user', parts }], generationConfig: { maxOutputTokens: 5 } });
+    expect(sent.status, sent.text.slice(0, 300)).toBe(200);
+  }, 120_000);
+});

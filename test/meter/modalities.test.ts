@@ -59,6 +59,21 @@ describe('modalities a request sends or asks for', () => {
     expect(gemini({ contents: [], generation_config: { speech_config: {} } })).toEqual(['audioOutput']);
   });
 
+  it('gemini: only parts are read (red team 13): a tool parameter named file_data, a call argument mimeType audio/mpeg are no audio; a part key or mimeType sent twice is (fail closed); a parts array of 300,000 is walked', () => {
+    const tool = { name: 'upload', parametersJsonSchema: { type: 'object', properties: { file_data: { type: 'string' }, inlineData: { type: 'object' } } } };
+    expect(gemini({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }], tools: [{ functionDeclarations: [tool] }] })).toEqual([]);
+    expect(gemini({ contents: [{ role: 'model', parts: [{ functionCall: { name: 'convert', args: { mimeType: 'audio/mpeg', fileData: { path: 'a.wav' } } } }] }] })).toEqual([]);
+    // In a functionResponse's parts, and in systemInstruction, parts are read.
+    expect(gemini({ contents: [{ role: 'user', parts: [{ functionResponse: { name: 'f', response: {}, parts: [{ inlineData: { mimeType: 'audio/wav', data: 'AA' } }] } }] }] })).toEqual(['audioInput']);
+    expect(gemini({ systemInstruction: { parts: [{ file_data: { file_uri: 'https://youtu.be/x' } }] }, contents: [] })).toEqual(['audioInput']);
+    expect(gemini('{"contents":[{"parts":[{"fileData":{"fileUri":"https://youtu.be/x"},"fileData":{"mimeType":"image/png","fileUri":"gs://b/a.png"}}]}]}')).toEqual(['audioInput']);
+    expect(gemini('{"contents":[{"parts":[{"inlineData":{"mimeType":"audio/wav","mimeType":"image/png","data":"AA"}}]}]}')).toEqual(['audioInput']);
+    expect(gemini('{"contents":[{"parts":[{"inlineData":{"mimeType":"audio/wav","data":"AA"}}]}],"contents":[{"parts":[{"text":"hi"}]}]}')).toEqual(['audioInput']);
+    expect(gemini({ contents: [{ parts: [{ inlineData: { mimeType: 'image/png', data: 'AA' } }, ...Array.from({ length: 300_000 }, () => ({ text: 'a' }))] }] })).toEqual([]);
+    // A media type elsewhere means nothing to the other providers.
+    expect(modalities({ model: 'm', messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] }], metadata: { mimeType: 'audio/wav' } })).toEqual([]);
+  });
+
   it('gemini: responseModalities sent twice with different values, or in another case, is refused as the other fields are', () => {
     const bytes = Buffer.from('{"contents":[],"generationConfig":{"responseModalities":["AUDIO"],"responseModalities":["TEXT"]}}');
     const s = requestShape('generative', '/v1beta/models/m:generateContent', bytes, extractFields(bytes, 256, REQUEST_FIELDS, REQUEST_MARKS));
