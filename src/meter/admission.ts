@@ -34,7 +34,7 @@ import type { Admission } from '../check/pipeline';
 import { HINTS, type DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
-import { costUp, type GroupRecord, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
+import { costUp, MODAL_PRICES, type GroupRecord, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
@@ -86,6 +86,26 @@ export function tokensCost(input: number, output: number, price: ModelPrice): nu
   const at = (p: Pick<ModelPrice, 'input' | 'output' | 'cachedInput'>): number => costUp((input * Math.max(p.input, p.cachedInput ?? 0) + output * p.output) / 1e6);
   const long = price.longContext;
   return long && input > long.above ? Math.max(at(price), at(long)) : at(price);
+}
+
+/**
+ * A request's maximum cost at its model's price (its hold, its reservation, its provisional debit):
+ * tokensCost at the highest price of each direction (modal-cost.ts). A price with both a
+ * long-context tier and modality prices is bounded more coarsely: a modality's premium is debited as
+ * extra text tokens (modal-cost.ts), which count toward the threshold and then pay the tier's
+ * price, so with r the dearest modality price over the cheapest text price above 0, once the input
+ * times r may be over the threshold every token counts (1 + r) times at the dearest tier price (red
+ * team 13: 240,000 input tokens, 230,000 of them audio, had been held 1.4412 and debited 2.8018).
+ */
+export function maximumCost(input: number, output: number, price: ModelPrice): number {
+  const top = highestPrice(price);
+  const base = tokensCost(input, output, top);
+  const long = price.longContext;
+  if (!long || top === price) return base;
+  const cheapest = Math.min(...[price.input, price.output].filter((p) => p > 0));
+  const r = Math.max(1, ...MODAL_PRICES.map((m) => (price[m] ?? 0) / cheapest));
+  if (!(input * r > long.above)) return base;
+  return Math.max(base, costUp(((input + output) * (1 + r) * Math.max(long.input, long.output, long.cachedInput ?? 0)) / 1e6));
 }
 
 /**
@@ -183,7 +203,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const beyondCap = shape.maxOutput !== undefined && shape.maxOutput > usualCap && (capRaised || model?.maxOutputTokens == null) ? shape.maxOutput
       : shape.extraOutput > usualCap ? shape.extraOutput : undefined;
     // At the highest price of each direction: audio and image tokens may cost more than text.
-    const maxCost = price ? tokensCost(maxInputTokens, maxOutput, highestPrice(price)) : 0;
+    const maxCost = price ? maximumCost(maxInputTokens, maxOutput, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.

@@ -5,7 +5,8 @@
  * what soft mode holds and strict mode reserves), so strict mode's bound (zero) holds.
  */
 import { describe, expect, it } from 'vitest';
-import { tokensCost } from '../../src/meter/admission';
+import { maximumCost, tokensCost } from '../../src/meter/admission';
+import { highestPrice, modalCharge } from '../../src/meter/modal-cost';
 import { costOf } from '../../src/store/file-meter';
 import { priceAt, type ModelPrice } from '../../src/store/store';
 
@@ -79,5 +80,39 @@ describe('tokensCost (a request\'s maximum: the hold, the reservation)', () => {
   it('holds input at the cached price when that is the dearer one, so a request of cached tokens never costs more than its maximum', () => {
     const odd: ModelPrice = { input: 1, output: 1, cachedInput: 5 };
     expect(costOf({ inputTokens: 1000, cachedInputTokens: 1000, outputTokens: 0, price: odd })).toBeLessThanOrEqual(tokensCost(1000, 0, odd));
+  });
+});
+
+describe('maximumCost: a long-context tier and modality prices on one price (red team 13)', () => {
+  /** Long-context Gemini-like prices with audio input above text (no such demo model: the bound must hold anyway). */
+  const BOTH: ModelPrice = { input: 2, output: 12, cachedInput: null, audioInput: 6, longContext: { above: 200_000, input: 4, output: 18, cachedInput: null } };
+
+  /** What a debit charges: the modality's premium as text tokens (modal-cost.ts), then the store's cost (costOf). */
+  const charged = (input: number, audio: number, output: number, price: ModelPrice): number => {
+    const { usage } = modalCharge({ inputTokens: input, outputTokens: output, cachedInputTokens: 0, modal: { audioInput: audio } }, price, false);
+    return costOf({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedInputTokens: usage.cachedInputTokens, price });
+  };
+
+  it('holds at least what the debit charges: 240,000 input tokens (230,000 audio) and 100 output had been held 1.4412 and debited 2.8018', () => {
+    expect(charged(240_000, 230_000, 100, BOTH)).toBeCloseTo(2.8018, 9);
+    expect(tokensCost(240_000, 100, highestPrice(BOTH))).toBeCloseTo(1.4412, 9);
+    expect(maximumCost(240_000, 100, BOTH)).toBeGreaterThanOrEqual(charged(240_000, 230_000, 100, BOTH));
+  });
+
+  it('holds at least what the debit charges over a grid of prompts, audio shares and outputs, under and over the threshold with premiums', () => {
+    for (const input of [1_000, 40_000, 66_667, 100_000, 199_999, 200_001, 500_000]) {
+      for (const share of [0, 0.1, 0.5, 0.96, 1]) {
+        for (const output of [0, 100, 65_536]) {
+          const audio = Math.floor(input * share);
+          expect(maximumCost(input, output, BOTH), `${input} in (${audio} audio), ${output} out`).toBeGreaterThanOrEqual(charged(input, audio, output, BOTH));
+        }
+      }
+    }
+  });
+
+  it('is tokensCost at the highest prices when the price has no tier, or no modality prices', () => {
+    const { longContext: _long, ...flat } = BOTH;
+    expect(maximumCost(300_000, 1000, flat)).toBe(tokensCost(300_000, 1000, highestPrice(flat)));
+    expect(maximumCost(300_000, 1000, GEMINI)).toBe(tokensCost(300_000, 1000, GEMINI));
   });
 });
