@@ -19,7 +19,7 @@
  */
 import type { Config } from '../config/load';
 import type { Lookup } from '../store/cache';
-import { PROTOCOLS, type DebitResult, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
+import { PROTOCOLS, validPrice, type DebitResult, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
 import type { LeaseBook } from './leases';
 import type { MeterReport } from './access-log';
 import type { Estimator } from './estimate';
@@ -446,11 +446,7 @@ export class Meter {
     if (found.status === 'not_found') return null;
     const price = found.value.models.get(request.model)?.price ?? null;
     if (price === null) return null;
-    const ok = (n: number | null): boolean => n === null || (Number.isFinite(n) && n >= 0);
-    const long = price.longContext;
-    const longOk = !long || (ok(long.above) && ok(long.input) && ok(long.output) && ok(long.cachedInput));
-    const okModal = (n: number | null | undefined): boolean => n === undefined || ok(n);
-    return ok(price.input) && ok(price.output) && ok(price.cachedInput) && longOk && okModal(price.audioInput) && okModal(price.audioOutput) && okModal(price.imageOutput) ? price : 'invalid';
+    return validPrice(price) ? price : 'invalid';
   }
 
   /** @param admitted the price the request was admitted at (admittedPrice); undefined: the group's price now */

@@ -6,8 +6,7 @@
  * metadata, and a price has up to ten numbers (the text prices, a long-context tier, the modalities').
  * Pure.
  */
-import type { LongContextPrice, ModelPrice } from '../store/store';
-import { MODAL_PRICES } from '../store/store';
+import { MODAL_PRICES, validPrice, type ModelPrice } from '../store/store';
 
 /** Prices are config objects, kept while the config is: each is written out once. */
 const written = new WeakMap<ModelPrice, string>();
@@ -22,20 +21,12 @@ export function priceMark(price: ModelPrice): string {
   return s;
 }
 
-const amount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
-const optional = (v: unknown): boolean => v === undefined || v === null || amount(v);
-
-function longContextOf(v: unknown): LongContextPrice | null | undefined {
-  if (v === undefined || v === null) return null;
-  if (typeof v !== 'object') return undefined;
-  const l = v as Record<string, unknown>;
-  return amount(l.above) && amount(l.input) && amount(l.output) && optional(l.cachedInput)
-    ? { above: l.above, input: l.input, output: l.output, cachedInput: amount(l.cachedInput) ? l.cachedInput : null } : undefined;
-}
+/** A figure as written: a number, or null or absent where the price allows it (validPrice checks the rest). */
+const figure = (v: unknown): v is number | null | undefined => v === undefined || v === null || typeof v === 'number';
 
 /**
  * The price a `price` field holds; undefined when it holds none that is whole and valid (every
- * number finite and >= 0): the caller then looks the model's price up, as without the field.
+ * number finite and >= 0: validPrice): the caller then looks the model's price up, as without the field.
  */
 export function readPriceMark(v: unknown): ModelPrice | undefined {
   if (typeof v !== 'string') return undefined;
@@ -47,11 +38,11 @@ export function readPriceMark(v: unknown): ModelPrice | undefined {
   }
   if (p === null || typeof p !== 'object') return undefined;
   const o = p as Record<string, unknown>;
-  if (!amount(o.input) || !amount(o.output) || !optional(o.cachedInput)) return undefined;
-  const longContext = longContextOf(o.longContext);
-  if (longContext === undefined || !MODAL_PRICES.every((m) => optional(o[m]))) return undefined;
-  const out: { -readonly [K in keyof ModelPrice]: ModelPrice[K] } = { input: o.input, output: o.output, cachedInput: amount(o.cachedInput) ? o.cachedInput : null };
-  if (longContext) out.longContext = longContext;
-  for (const m of MODAL_PRICES) if (amount(o[m])) out[m] = o[m];
-  return out;
+  const l = o.longContext as Record<string, unknown> | null | undefined;
+  if (typeof o.input !== 'number' || typeof o.output !== 'number' || !figure(o.cachedInput) || !MODAL_PRICES.every((m) => figure(o[m]))) return undefined;
+  if (l !== undefined && l !== null && (typeof l !== 'object' || typeof l.above !== 'number' || typeof l.input !== 'number' || typeof l.output !== 'number' || !figure(l.cachedInput))) return undefined;
+  const out: { -readonly [K in keyof ModelPrice]: ModelPrice[K] } = { input: o.input, output: o.output, cachedInput: o.cachedInput ?? null };
+  if (l) out.longContext = { above: l.above as number, input: l.input as number, output: l.output as number, cachedInput: (l.cachedInput as number | null | undefined) ?? null };
+  for (const m of MODAL_PRICES) if (typeof o[m] === 'number') out[m] = o[m];
+  return validPrice(out) ? out : undefined;
 }

@@ -97,6 +97,19 @@ export function priceAt(price: ModelPrice, inputTokens: number): ModelPrice {
   return { input: long.input, output: long.output, cachedInput: long.cachedInput };
 }
 
+/**
+ * Whether every figure of a price is a finite amount >= 0. One that is not (a PostgreSQL row of a
+ * newer schema, a mangled `price` field in the Check's metadata) is never debited as if it were
+ * another: the meter refuses it (price_invalid) or looks the price up.
+ */
+export function validPrice(p: ModelPrice): boolean {
+  const amount = (n: unknown): boolean => typeof n === 'number' && Number.isFinite(n) && n >= 0;
+  const optional = (n: unknown): boolean => n === undefined || n === null || amount(n);
+  const l = p.longContext;
+  return amount(p.input) && amount(p.output) && optional(p.cachedInput) && MODAL_PRICES.every((m) => optional(p[m]))
+    && (l === undefined || l === null || (amount(l.above) && amount(l.input) && amount(l.output) && optional(l.cachedInput)));
+}
+
 /** The modalities a price may name besides text (ModelPrice). */
 export const MODAL_PRICES = ['audioInput', 'audioOutput', 'imageOutput'] as const;
 export type Modality = (typeof MODAL_PRICES)[number];
