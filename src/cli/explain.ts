@@ -14,8 +14,8 @@ import { SHOULD_RETRY_HEADER } from '../check/retry-advice';
 import { buildCheckRequest, type HttpRequestLine } from '../envoy/check-request';
 import { authPackageDefinition, authorizationClient } from '../envoy/protos';
 import { DRY_RUN_REQUEST_ID_PREFIX } from '../meter/admission';
-import { GRPC_SECRET_HEADER } from '../config/grpc-auth';
-import { readConfig, renderInput } from './envoy';
+import { configSetsGrpcAuth, GRPC_SECRET_HEADER, GrpcAuthError, readInstallSecret } from '../config/grpc-auth';
+import { configPathOf, readConfig, renderInput } from './envoy';
 import { CliError, once, usageError } from './errors';
 import type { CliRun } from './io';
 
@@ -77,12 +77,28 @@ export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output
   return out.join('\n');
 }
 
-/** The port's credentials a config names, read (none without a config). */
-function portAuth(configPath: string | undefined, env: NodeJS.ProcessEnv): PortAuth {
-  if (configPath === undefined) return {};
+/** Where and how to reach the gRPC port, as the config's Envoy does; nothing without a config. */
+export interface PortOfConfig {
+  /** gateway.authz (default server.grpc), a wildcard host as loopback. */
+  readonly address?: string;
+  readonly auth: PortAuth;
+}
+
+/**
+ * The port a config names and its credentials, read: the secret (the config's grpc.secret, else the
+ * install secret `modelgate up` made beside the config) and Envoy's client certificate.
+ */
+export function portOfConfig(configPath: string | undefined, env: NodeJS.ProcessEnv): PortOfConfig {
+  if (configPath === undefined) return { auth: {} };
   // Upstream credentials are not needed here: their variables count as set (as for envoy-config).
   const config = readConfig(configPath, new Proxy(env, { get: (t, k: string) => t[k] || 'set' }));
-  const secret = renderInput(config, configPath, env).grpcSecret;
+  let secret: string | undefined;
+  try {
+    secret = renderInput(config, configPath, env).grpcSecret ?? (configSetsGrpcAuth(config) ? undefined : readInstallSecret(configPath));
+  } catch (err) {
+    if (err instanceof GrpcAuthError) throw new CliError(`${configPath}: ${err.message}`);
+    throw err;
+  }
   const t = config.gateway.authzTls;
   const file = (p: string): Buffer => {
     try {
@@ -91,7 +107,25 @@ function portAuth(configPath: string | undefined, env: NodeJS.ProcessEnv): PortA
       throw new CliError(`${configPath}: gateway.authzTls: ${p} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     }
   };
-  return { secret, tls: t ? { cert: file(t.certFile), key: file(t.keyFile), ca: file(t.caFile), serverName: t.serverName } : undefined };
+  const { host, port } = config.gateway.authz;
+  const shown = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
+  return { address: `${shown}:${port}`, auth: { secret, tls: t ? { cert: file(t.certFile), key: file(t.keyFile), ca: file(t.caFile), serverName: t.serverName } : undefined } };
+}
+
+/**
+ * The config explain reads: --config, $MODELGATE_CONFIG, else envoy/modelgate.yaml when it is there
+ * and loads (what `npm start` runs: its port and install secret), else none.
+ */
+function explainConfigPath(option: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  const named = option ?? env.MODELGATE_CONFIG;
+  if (named !== undefined) return named;
+  const demo = configPathOf(undefined, env);
+  try {
+    portOfConfig(demo, env);
+    return demo;
+  } catch {
+    return undefined;
+  }
 }
 
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
@@ -103,9 +137,9 @@ export function explainCommand(run: CliRun): Command {
     .argument('<method>', 'the HTTP method, e.g. POST')
     .argument('<path>', 'the path with its query, e.g. /v1/chat/completions')
     .argument('[body]', 'the request body, or @FILE to read it from a file')
-    .option('--addr <host:port>', 'the gRPC address of modelgate (default: $MODELGATE_GRPC_ADDR, else 127.0.0.1:9191)', once('--addr'))
+    .option('--addr <host:port>', "the gRPC address of modelgate (default: $MODELGATE_GRPC_ADDR, else the config's gateway.authz or server.grpc, else 127.0.0.1:9191)", once('--addr'))
     .option('-H, --header <name: value>', "a request header, e.g. 'Authorization: Bearer sk-mg-...' (repeatable)", collect)
-    .option('--config <file>', "authenticate as Envoy does, with this config's grpc.secret and gateway.authzTls (default: $MODELGATE_CONFIG; without either, no authentication)", once('--config'))
+    .option('--config <file>', "reach and authenticate as the config's Envoy does: its gRPC address, grpc.secret (else the secret \`modelgate up\` made beside it) and gateway.authzTls (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml if it loads; without any, 127.0.0.1:9191 and no authentication)", once('--config'))
     .addHelpText('after', '\nThe client\'s key is never printed, and upstream credentials in the answer are masked.')
     .action(async (method: string, path: string, bodyArg: string | undefined, options: { addr?: string; header?: string[]; config?: string }) => {
       const headers = (options.header ?? []).map((h): [string, string] => {
@@ -115,10 +149,11 @@ export function explainCommand(run: CliRun): Command {
       });
       const body = bodyArg?.startsWith('@') ? readFileSync(bodyArg.slice(1)) : bodyArg;
       const line = { method: method.toUpperCase(), path, headers, body };
-      const addr = options.addr ?? run.env.MODELGATE_GRPC_ADDR ?? '127.0.0.1:9191';
+      const port = portOfConfig(explainConfigPath(options.config, run.env), run.env);
+      const addr = options.addr ?? run.env.MODELGATE_GRPC_ADDR ?? port.address ?? '127.0.0.1:9191';
       let answer: CheckResponse__Output;
       try {
-        answer = await sendCheck(addr, line, 5000, portAuth(options.config ?? run.env.MODELGATE_CONFIG, run.env));
+        answer = await sendCheck(addr, line, 5000, port.auth);
       } catch (err) {
         throw new CliError(`${addr}: ${err instanceof Error ? err.message : String(err)}`);
       }

@@ -66,8 +66,10 @@ export function storeCommand(name: string, description: string): Command {
  * Runs the body of store command `cmd` against its store. Commands that need a database refuse
  * file mode with a usage error before anything else; the connection is closed afterwards.
  */
-export async function withStore(run: CliRun, cmd: Command, options: StoreOptions, needsDb: boolean, body: (store: StoreAccess) => Promise<void>): Promise<void> {
-  const target = resolveStore(options.store, run.env);
+export async function withStore(run: CliRun, cmd: Command, options: StoreOptions, needsDb: boolean, body: (store: StoreAccess) => Promise<void>, configStore?: () => StoreTarget): Promise<void> {
+  // A config's `store:` (usage --config) counts after --store, MODELGATE_STORE and DATABASE_URL, as for serve.
+  const chosen = [options.store, run.env.MODELGATE_STORE, run.env.DATABASE_URL].some((v) => v !== undefined && v !== '');
+  const target = !chosen && configStore ? configStore() : resolveStore(options.store, run.env);
   if (target.mode === 'file' && needsDb) {
     throw usageError(`\`${commandPath(cmd)}\` needs a PostgreSQL store: pass --store postgres://... or set DATABASE_URL`);
   }

@@ -18,6 +18,7 @@ import { renderEnvoyYaml } from '../envoy/render';
 import { startService, type Service } from '../server/service';
 import { EngineUnavailable, startRatelimit, startRedis, type EngineProcess } from '../server/global-engine';
 import { bundleWarnings } from '../envoy/bundle-warnings';
+import { configSetsGrpcAuth, ensureInstallSecret, GrpcAuthError, installSecretPath } from '../config/grpc-auth';
 import { configPathOf, readConfig, renderInput } from './envoy';
 import { tuneHeap } from './heap-tuning';
 import { CliError, once } from './errors';
@@ -50,7 +51,7 @@ function balanceOf(config: Config, id: string): string | undefined {
 }
 
 /** What `up` prints once everything runs (exported for its test). */
-export function banner(config: Config, configPath: string, envoyVersion: string, upstream: { readonly url: string } | undefined): string {
+export function banner(config: Config, configPath: string, envoyVersion: string, upstream: { readonly url: string } | undefined, secretFile?: string): string {
   const base = baseUrlOf(config);
   const g = config.gateway;
   const upstreams = upstream
@@ -63,6 +64,7 @@ export function banner(config: Config, configPath: string, envoyVersion: string,
     `  console      ${base}/console/   (sign in with a key: access, client setup, the doctor)`,
     `  upstreams    ${upstreams}`,
     `  modelgate    gRPC ${config.server.grpc}, HTTP ${config.server.http} (/metrics, /readyz)`,
+    ...(secretFile ? [`  gRPC secret  ${secretFile} (this install's, mode 0600: Envoy sends it, modelgate requires it)`] : []),
     `  Envoy admin  http://${g.admin.host}:${g.admin.port}`,
     config.rateLimits.engine === 'global'
       ? `  rate limits  envoyproxy/ratelimit on ${config.rateLimits.service.host}:${config.rateLimits.service.port}, Redis on ${config.rateLimits.redis.host}:${config.rateLimits.redis.port}`
@@ -89,6 +91,16 @@ export function banner(config: Config, configPath: string, envoyVersion: string,
   }
   lines.push('', 'Decision lines (modelgate) and access-log lines (Envoy) follow as JSON on stdout. Ctrl-C stops all three.', '');
   return lines.join('\n');
+}
+
+/** The install's gRPC secret, created on first use; a failure is one CLI line (never the value). */
+function installSecretOrFail(configPath: string): string {
+  try {
+    return ensureInstallSecret(configPath);
+  } catch (err) {
+    if (err instanceof GrpcAuthError) throw new CliError(`${err.message}; set grpc.secret in ${configPath} (docs/security.md)`);
+    throw err;
+  }
 }
 
 export function upCommand(run: CliRun): Command {
@@ -140,7 +152,11 @@ export function upCommand(run: CliRun): Command {
       const env = run.env;
       const configPath = configPathOf(options.config, env);
       const config = readConfig(configPath, env);
-      const input = renderInput(config, configPath, env);
+      // The gRPC port's secret: the config's, else this install's own (config/grpc-auth.ts), never none.
+      const installSecret = configSetsGrpcAuth(config) ? undefined : installSecretOrFail(configPath);
+      const input = installSecret === undefined
+        ? renderInput(config, configPath, env)
+        : { ...config, grpc: { ...config.grpc, secret: { env: null, file: installSecretPath(configPath) } }, grpcSecret: installSecret };
       for (const w of bundleWarnings(config)) run.stderr(`warning: ${w}\n`);
       let envoyBin: { path: string; version: string };
       try {
@@ -169,7 +185,7 @@ export function upCommand(run: CliRun): Command {
             throw new CliError(`the demo upstream cannot listen on ${options.demoUpstream}: ${err.code ?? err.message}`);
           });
         }
-        service = await startService({ configPath, env }).catch((err: NodeJS.ErrnoException) => {
+        service = await startService({ configPath, env, defaultGrpcSecret: installSecret }).catch((err: NodeJS.ErrnoException) => {
           throw new CliError(`modelgate cannot start: ${err.code === 'EADDRINUSE' ? `${err.message} (another gateway running?)` : err.message}`);
         });
         envoy = await startEnvoy({
@@ -187,7 +203,7 @@ export function upCommand(run: CliRun): Command {
       }
       ready = true;
       if (interrupted) return onSignal();
-      run.stdout(banner(config, configPath, envoyBin.version, upstream));
+      run.stdout(banner(config, configPath, envoyBin.version, upstream, installSecret === undefined ? undefined : installSecretPath(configPath)));
       void envoy.exited.then((code) => {
         if (stopping) return;
         run.stderr(`modelgate: Envoy exited (${code}); stopping\n`);

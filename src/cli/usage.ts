@@ -3,15 +3,17 @@
  * modelgate.usage, or in file mode the meter's state file beside the config (what `npm start`
  * spent).
  */
+import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { meterStatePath } from '../server/service';
 import { FileMeter } from '../store/file-meter';
 import { PgMeterStore } from '../store/pg/meter-store';
 import type { UsageEntry, UsageQuery } from '../store/store';
 import { recentUsage, usageTotals } from '../meter/recent-usage';
+import { configPathOf, readConfig } from './envoy';
 import { once, usageError } from './errors';
 import type { CliRun } from './io';
-import { storeCommand, withStore, type StoreOptions } from './store-admin';
+import { storeCommand, withStore, type StoreOptions, type StoreTarget } from './store-admin';
 import { isoTime, table } from './text';
 import { parseExpires } from './keys';
 
@@ -47,15 +49,35 @@ export function usageText(entries: readonly UsageEntry[]): string {
   return `${table(rows)}\n${t.responses} response${t.responses === 1 ? '' : 's'}: ${t.inputTokens} input (${t.cachedInputTokens} cached), ${t.outputTokens} output tokens; cost ${num(t.cost)}\n`;
 }
 
+/**
+ * What `usage` reads in file mode, from the config: its `store:` (a postgres:// URL there counts
+ * after --store, MODELGATE_STORE and DATABASE_URL) and the state file its meter writes
+ * (`meter.stateFile`, else <config>.state.json). A config named (--config, $MODELGATE_CONFIG) must
+ * load; the default one is read if it is there.
+ */
+export function usageSource(option: string | undefined, env: NodeJS.ProcessEnv): { readonly store: StoreTarget; readonly statePath: string } {
+  const configPath = configPathOf(option, env);
+  const named = option !== undefined || env.MODELGATE_CONFIG !== undefined;
+  if (!named && !existsSync(configPath)) return { store: { mode: 'file' }, statePath: meterStatePath(configPath, null) };
+  // Upstream credentials are not needed here: their variables count as set (as for envoy-config).
+  const config = readConfig(configPath, new Proxy(env, { get: (t, k: string) => t[k] || 'set' }));
+  return {
+    store: config.store.kind === 'postgres' ? { mode: 'postgres', url: config.store.url, source: `store: in ${configPath}` } : { mode: 'file' },
+    statePath: meterStatePath(configPath, config.meter.stateFile),
+  };
+}
+
 export function usageCommand(run: CliRun): Command {
-  return storeCommand('usage', 'show metered usage from the ledger, newest first, with totals (file mode: the state file beside the config)')
+  return storeCommand('usage', 'show metered usage from the ledger, newest first, with totals (file mode: the config\'s meter state file)')
     .option('--key <id>', 'only this key', once('--key'))
     .option('--group <name>', 'only this group', once('--group'))
     .option('--since <time>', 'only since a date (2026-11-01, 2026-11-01T12:00:00Z) or a time ago (30m, 12h, 7d)', once('--since'))
     .option('--limit <n>', 'at most this many responses (default 50, at most 100000)', once('--limit'))
-    .option('--config <file>', 'file mode: the config whose state file to read (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
-    .action((options: UsageOptions, cmd: Command) =>
-      withStore(run, cmd, options, false, async (store) => {
+    .option('--config <file>', 'the config whose store (a postgres:// store:) or meter state file (meter.stateFile, else <config>.state.json) to read (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
+    .action((options: UsageOptions, cmd: Command) => {
+      let source: ReturnType<typeof usageSource> | undefined;
+      const sourceOf = (): ReturnType<typeof usageSource> => (source ??= usageSource(options.config, run.env));
+      return withStore(run, cmd, options, false, async (store) => {
         const limit = options.limit === undefined ? 50 : Number(options.limit);
         if (!Number.isInteger(limit) || limit < 1 || limit > 100_000) throw usageError('--limit must be a whole number from 1 to 100000');
         const q: UsageQuery = { keyId: options.key, group: options.group, since: options.since === undefined ? undefined : parseSince(options.since, Date.now()), limit };
@@ -65,10 +87,10 @@ export function usageCommand(run: CliRun): Command {
           const meter = new PgMeterStore(async (_what, text, values) => (await db.query(text, values)).rows);
           entries = q.keyId !== undefined && q.group === undefined && q.since === undefined ? await recentUsage(meter, q.keyId, limit) : await meter.usage(q);
         } else {
-          const path = meterStatePath(options.config ?? run.env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml', null);
+          const path = sourceOf().statePath;
           entries = await new FileMeter(() => undefined, { path, onSpent: () => {} }).usage(q);
         }
         store.print(usageText(entries), { usage: entries, totals: usageTotals(entries) });
-      }),
-    );
+      }, () => sourceOf().store);
+    });
 }

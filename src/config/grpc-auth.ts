@@ -6,7 +6,8 @@
  * - modelgate's TLS certificate, key and client CA (grpc.tls), for `modelgate serve`.
  * A value is never logged or put in an error message; only where it was looked for is.
  */
-import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Config } from './load';
 import { GRPC_SECRET, GRPC_SECRET_RULE } from './schema';
@@ -68,4 +69,57 @@ export function readGrpcTls(config: Pick<Config, 'grpc'>, sources: SecretSources
 
 function unreadable(where: string, err: unknown): GrpcAuthError {
   return new GrpcAuthError(`${where} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+}
+
+/**
+ * The secret `modelgate up` uses when the config sets no gRPC authentication (docs/security.md):
+ * `<config name>.grpc-secret` beside the config (envoy/modelgate.grpc-secret for the demo), mode
+ * 0600, created once with 32 random bytes and reused at every start. Loopback is not a boundary on a
+ * machine other users share: without it any local process could send meter streams that debit any key.
+ */
+export function installSecretPath(configPath: string): string {
+  return configPath.replace(/\.(ya?ml|json)$/i, '') + '.grpc-secret';
+}
+
+/** Whether the config names its own gRPC authentication (then no install secret is made or used). */
+export function configSetsGrpcAuth(config: Pick<Config, 'grpc'>): boolean {
+  return Boolean(config.grpc.secret || config.grpc.tls);
+}
+
+/**
+ * Reads the install secret, creating it first when there is none (or when the one there is not
+ * private: readable by others, it may be known, so it is replaced). Throws GrpcAuthError.
+ */
+export function ensureInstallSecret(configPath: string): string {
+  const path = installSecretPath(configPath);
+  const existing = readInstallSecret(configPath);
+  if (existing !== undefined) return existing;
+  const value = randomBytes(32).toString('base64url');
+  try {
+    rmSync(path, { force: true });
+    // wx: a file that appears meanwhile (a second `up`) is not overwritten; it is read below.
+    writeFileSync(path, `${value}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw unreadable(`the gRPC secret file ${path}`, err);
+  }
+  const written = readInstallSecret(configPath);
+  if (written === undefined) throw new GrpcAuthError(`the gRPC secret file ${path} cannot be created`);
+  return written;
+}
+
+/**
+ * The install secret if its file exists, is private to its owner (no group or other bits) and holds
+ * a valid secret; else undefined. Throws GrpcAuthError when it exists but cannot be read.
+ */
+export function readInstallSecret(configPath: string): string | undefined {
+  const path = installSecretPath(configPath);
+  let text: string;
+  try {
+    if ((statSync(path).mode & 0o077) !== 0) return undefined;
+    text = readFileSync(path, 'utf8').replace(/\r?\n$/, '');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw unreadable(`the gRPC secret file ${path}`, err);
+  }
+  return GRPC_SECRET.test(text) ? text : undefined;
 }

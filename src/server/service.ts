@@ -70,6 +70,8 @@ export interface ServiceOptions {
   readonly watchIntervalMs?: number;
   /** Recent usage per key for the console's access view (the meter); absent: no usage section. */
   readonly usage?: UsageProvider;
+  /** The gRPC port's secret when the config sets none (`modelgate up`'s install secret, config/grpc-auth.ts). */
+  readonly defaultGrpcSecret?: string;
 }
 
 export interface Service {
@@ -103,7 +105,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const env = opts.env ?? process.env;
   let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
   // The gRPC port's secret and certificates: read once, at start, before anything is opened.
-  const grpcAuth = { secret: readGrpcSecret(config, { env, configPath: opts.configPath }), tls: readGrpcTls(config, { env, configPath: opts.configPath }) };
+  const grpcAuth = { secret: readGrpcSecret(config, { env, configPath: opts.configPath }) ?? opts.defaultGrpcSecret, tls: readGrpcTls(config, { env, configPath: opts.configPath }) };
   const metrics = createMetrics();
   const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
     ? opts.logDestination

@@ -3,14 +3,26 @@
  * stops Envoy and the demo upstream; and when its parent dies without passing a signal on (npm
  * killed with SIGKILL, a supervisor that signals only its own child) it stops all three too, so no
  * Envoy is left holding the ports.
+ * Its gRPC port takes only its own Envoy: with a config that sets no gRPC authentication, `up`
+ * makes a secret for the install (a 0600 file beside the config) that its bundle sends and
+ * modelgate requires, so a forged meter stream or Check from another local process is refused,
+ * while the demo works end to end; `explain --config` and `usage --config` find that port, secret
+ * and state file from the config alone.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { statSync } from 'node:fs';
 import { afterAll, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/main';
+import { installSecretPath } from '../../src/config/grpc-auth';
+import { GRPC_SECRET } from '../../src/config/schema';
 import { freePort } from '../../src/server/global-engine';
+import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E } from '../support/gateway';
+import { check, forgedMeterStream, metadata } from '../support/grpc-clients';
 import { waitFor } from '../support/meter-cases';
 
 const ROOT = join(__dirname, '..', '..');
@@ -40,7 +52,7 @@ function alive(pid: number): boolean {
 
 
 /** The demo config on free ports, in a directory of its own (its path marks this run's processes). */
-async function demoOnFreePorts(): Promise<{ dir: string; config: string; listen: number; upstream: number }> {
+async function demoOnFreePorts(): Promise<{ dir: string; config: string; listen: number; upstream: number; grpc: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'modelgate-up-'));
   dirs.push(dir);
   const [listen, admin, grpc, http, upstream] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
@@ -50,8 +62,9 @@ async function demoOnFreePorts(): Promise<{ dir: string; config: string; listen:
     .replaceAll('http://127.0.0.1:9300', `http://127.0.0.1:${upstream}`)
     .replace(/stateFile: [^\n]*/, '');
   const config = join(dir, 'modelgate.yaml');
-  writeFileSync(config, text);
-  return { dir, config, listen, upstream };
+  writeFileSync(config, text.replace(/^meter:\n/m, 'meter:\n  stateFile: spent/ledger.json\n'));
+  mkdirSync(join(dir, 'spent'));
+  return { dir, config, listen, upstream, grpc };
 }
 
 async function answering(port: number): Promise<boolean> {
@@ -108,6 +121,58 @@ describeE2E('modelgate up, as npm start runs it', () => {
       await waitFor('Envoy to stop', () => envoy.every((pid) => !alive(pid)), 30_000);
     } finally {
       for (const pid of [...processesWith(dir), ...envoy]) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    }
+  }, 120_000);
+
+  it("refuses a forged meter stream and Check without the install's secret on up's port; the demo works, and explain/usage --config find port, secret and state", async () => {
+    const { dir, config, listen, upstream, grpc: grpcPort } = await demoOnFreePorts();
+    let out = '';
+    const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    up.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    up.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    try {
+      await waitFor('the gateway to answer', () => answering(listen), 60_000);
+      const secretFile = installSecretPath(config);
+      expect(secretFile).toBe(join(dir, 'modelgate.grpc-secret'));
+      expect(statSync(secretFile).mode & 0o777).toBe(0o600);
+      const secret = readFileSync(secretFile, 'utf8').trim();
+      expect(secret).toMatch(GRPC_SECRET);
+      const port = `127.0.0.1:${grpcPort}`;
+      const CHAT = { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json']] as [string, string][], body: '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}' };
+      // Another local process, without the secret or with a wrong one: no stream, no decision.
+      expect((await forgedMeterStream(port, metadata(), 'forged-up-1')).code).toBe(grpc.status.UNAUTHENTICATED);
+      expect((await forgedMeterStream(port, metadata('Bearer not-the-secret-of-this-install-0123456789'), 'forged-up-2')).code).toBe(grpc.status.UNAUTHENTICATED);
+      const forgedCheck = await check(port, grpc.credentials.createInsecure(), CHAT);
+      expect(forgedCheck.denied_response?.headers?.find((h) => h.header?.key === 'x-modelgate-reason')?.header?.value).toBe('authz_unauthenticated');
+      // The demo through Envoy, which sends the secret: served and metered.
+      const res = await fetch(`http://127.0.0.1:${listen}/v1/chat/completions`, { method: 'POST', headers: Object.fromEntries(CHAT.headers), body: CHAT.body });
+      expect(res.status).toBe(200);
+      // explain --config: the config's gRPC address (not 127.0.0.1:9191) and the install's secret.
+      let stdout = '';
+      let stderr = '';
+      const io = { stdout: (t: string) => void (stdout += t), stderr: (t: string) => void (stderr += t), env: {} };
+      expect(await runCli(['explain', '--config', config, '-H', `Authorization: Bearer ${DEMO_KEYS.alice}`, '-H', 'content-type: application/json', 'POST', '/v1/chat/completions', CHAT.body], io)).toBe(0);
+      expect(stdout).toContain('POST /v1/chat/completions -> ALLOW');
+      // usage --config: the config's meter.stateFile (spent/ledger.json), written by the meter.
+      await waitFor('the ledger to be written', () => {
+        try {
+          return readFileSync(join(dir, 'spent', 'ledger.json'), 'utf8').includes('alice');
+        } catch {
+          return false;
+        }
+      }, 30_000);
+      stdout = '';
+      expect(await runCli(['usage', '--config', config, '--key', 'alice'], io)).toBe(0);
+      expect(stdout).toMatch(/alice\s+\S+\s+gpt-4o-mini\s+chat/);
+      expect(stdout).toContain('1 response:');
+      expect(stderr).toBe('');
+      // Neither the forged streams nor the secret reached the logs.
+      expect(out).not.toContain(secret);
+      expect(out).not.toContain('forged-up-');
+      expect(out).toContain(`gRPC secret  ${secretFile}`);
+    } finally {
+      up.kill('SIGTERM');
+      for (const pid of processesWith(dir)) if (alive(pid)) process.kill(pid, 'SIGKILL');
     }
   }, 120_000);
 });
