@@ -249,6 +249,11 @@ export const REASONS = {
     when: 'the meter is on and a Responses API request sets background (its answer would be produced after the request, where the meter never sees what it cost)',
     hints: { background: 'this gateway meters each answer as it serves it and cannot meter a background response: remove "background" (or set it to false); "stream": true keeps a long request alive' },
   },
+  response_format_unsupported: {
+    status: 400,
+    when: 'the meter is on and a Gemini request asks for an answer format the meter cannot read: `alt` or `$alt` other than `json` or `sse` (each with or without `;enum-encoding=int`), such as `alt=proto`',
+    hints: { alt: (given: string) => `this gateway meters answers in JSON or server-sent events and cannot read the one ${given} asks for: send alt=json (the default), alt=sse, or $alt=json;enum-encoding=int` },
+  },
   hosted_tool_unpriced: {
     status: 400,
     when: "the meter is on and a request names a tool the provider runs and bills per call besides tokens (web search, file search, code containers, image generation, Gemini's grounding), and meter.hostedTools is deny (the default)",

@@ -9,6 +9,8 @@
  * - a Responses API request in background mode (`background`, read as a lax upstream reads it) is
  *   refused (400 background_unsupported): its answer is produced after the request, where the
  *   meter never sees it, and this gateway serves no route to fetch it.
+ * - a Gemini request asking for an answer format the meter cannot read (`alt`/`$alt` other than
+ *   json or sse, response-format.ts) is refused (400 response_format_unsupported).
  * - a request naming a hosted tool (billed per call besides tokens: check/request-fields.ts
  *   REQUEST_MARKS) is refused (400 hosted_tool_unpriced) unless `meter.hostedTools: allow`.
  * - `meter.unmeteredStreams: deny`: a chat stream without `stream_options.include_usage` (read as
@@ -41,6 +43,7 @@ import type { InFlight, InFlightRequest } from './in-flight';
 import { highestPrice } from './modal-cost';
 import { priceMark } from './price-mark';
 import { mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
+import { unreadableAlt } from './response-format';
 
 export interface AdmissionDeps {
   readonly store: MeterStore | undefined;
@@ -149,6 +152,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const m = config.meter;
     if (!m.enabled || d.route.kind !== 'protocol' || isTokenCount(view.path)) return d;
     const style = d.route.style;
+    const alt = style === 'generative' ? unreadableAlt(view.query) : undefined;
+    if (alt !== undefined) return deny(d, 'response_format_unsupported', HINTS.response_format_unsupported.alt(printable(alt, 64)));
     // The Check located these fields with the model; a generative request (model in the path) was not scanned.
     const hasBody = view.body !== undefined && view.body.length > 0;
     // A body whose model is in the path (Gemini) was not read by the Check: one the meter cannot

@@ -466,9 +466,11 @@ export class Meter {
         if (charge.unpriced.length > 0 && attempt === 0) {
           this.deps.logger.warn({ ...request, modalities: charge.unpriced, modal: usage.modal }, 'tokens of a modality the model has no price for: debited at its highest price for their direction');
         }
-        const { modal: _modal, ...tokens } = charge.usage;
-        const debit = await store.debit({ ...request, ...tokens, price, estimated: estimate ?? null, provisional });
-        return this.#settled(request, entry, charge.usage, estimate, provisional, debit, price);
+        const { modal: _modal, unnamed: _unnamed, ...tokens } = charge.usage;
+        // Tokens of a modality the meter cannot name, at the highest price: the row says so.
+        const mark = estimate ?? (charge.unnamed ? 'unknown_modality' : undefined);
+        const debit = await store.debit({ ...request, ...tokens, price, estimated: mark ?? null, provisional });
+        return this.#settled(request, entry, charge.usage, mark, provisional, debit, price);
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
       }
@@ -491,6 +493,7 @@ export class Meter {
       if (provisional) line.provisional = true;
       if (!debit.applied) line.duplicate = true;
       if (estimate === 'stream_without_usage') line.hint = 'the client did not set stream_options.include_usage: true, so the usage was estimated';
+      if (estimate === 'unknown_modality') line.hint = 'the provider reported tokens of a modality modelgate cannot name: they were debited at the model\'s highest price of their direction';
       if (estimate) this.deps.logger.warn(line, 'usage');
       else this.deps.logger.info(line, 'usage');
     }

@@ -8,6 +8,9 @@
  * - a modality the price names (`audioInput`, `audioOutput`, `imageOutput`): its tokens pay that price;
  * - one it does not name (admitted anyway: meter.modalities allow, or a model that answers in images
  *   unasked): its tokens pay the highest price the model has for their direction, and the caller logs it;
+ * - tokens of a modality the meter cannot name (Usage.unnamed: a Gemini enum it does not know): the
+ *   highest price the model has for their direction, even without a price of any modality, and the
+ *   charge says so (`unnamed`: the ledger row is marked `unknown_modality`);
  * - an estimate or a provisional maximum (no breakdown by modality) on a model whose price names any
  *   modality: all of it at the highest price of each direction, as its hold was (admission.ts).
  */
@@ -40,6 +43,8 @@ export interface ModalCharge {
   readonly usage: Usage;
   /** Modalities the provider reported that the price does not name (charged at the highest price). */
   readonly unpriced: readonly Modality[];
+  /** The provider reported tokens of a modality the meter cannot name (charged at the highest price of their direction). */
+  readonly unnamed?: true;
   /** The premium could not be written as tokens (both text prices 0, a modality priced above 0): the debit would undercharge. */
   readonly inexpressible?: true;
 }
@@ -56,6 +61,12 @@ export function modalCharge(usage: Usage, price: ModelPrice | null, estimated: b
   // Premium per direction, in the balance's unit per million tokens.
   let extraIn = 0;
   let extraOut = 0;
+  const unnamed = !estimated && usage.unnamed !== undefined && ((usage.unnamed.input ?? 0) > 0 || (usage.unnamed.output ?? 0) > 0);
+  if (unnamed) {
+    extraIn += (usage.unnamed!.input ?? 0) * (top.input - price.input);
+    extraOut += (usage.unnamed!.output ?? 0) * (top.output - price.output);
+  }
+  const mark = unnamed ? { unnamed: true as const } : {};
   if (estimated) {
     if (!pricesModalities(price)) return { usage, unpriced };
     extraIn = Math.max(0, usage.inputTokens - usage.cachedInputTokens) * (top.input - price.input);
@@ -72,7 +83,7 @@ export function modalCharge(usage: Usage, price: ModelPrice | null, estimated: b
     if (inputSide(m)) extraIn += n * (p - text);
     else extraOut += n * (p - text);
   }
-  if (extraIn === 0 && extraOut === 0) return { usage, unpriced };
+  if (extraIn === 0 && extraOut === 0) return { usage, unpriced, ...mark };
   // Written as tokens of the same direction at its text price, else of the other (a text price of 0).
   let addIn = 0;
   let addOut = 0;
@@ -86,5 +97,5 @@ export function modalCharge(usage: Usage, price: ModelPrice | null, estimated: b
   const okIn = put(extraIn, price.input, price.output, (t) => (addIn += t), (t) => (addOut += t));
   const okOut = put(extraOut, price.output, price.input, (t) => (addOut += t), (t) => (addIn += t));
   const charged: Usage = { ...usage, inputTokens: usage.inputTokens + addIn, outputTokens: usage.outputTokens + addOut };
-  return okIn && okOut ? { usage: charged, unpriced } : { usage: charged, unpriced, inexpressible: true };
+  return okIn && okOut ? { usage: charged, unpriced, ...mark } : { usage: charged, unpriced, ...mark, inexpressible: true };
 }

@@ -28,6 +28,12 @@ export interface Usage {
    * meter/modal-cost.ts prices them.
    */
   readonly modal?: Readonly<Partial<Record<Modality, number>>>;
+  /**
+   * Of those, the tokens the provider reported in a modality the meter cannot name (a Gemini
+   * `modality` number or name it does not know), by direction: debited at the model's highest price
+   * of that direction, and the ledger row marked `unknown_modality` (meter/modal-cost.ts).
+   */
+  readonly unnamed?: Readonly<{ input?: number; output?: number }>;
   /** The provider's usage held a count that is not a finite number >= 0: not to be trusted. */
   readonly implausible?: true;
 }
@@ -55,20 +61,46 @@ export const TARGETS: Readonly<Record<Protocol, ReadonlySet<string>>> = {
 
 export type Bag = Map<string, number>;
 
+/**
+ * Gemini's ModalityTokenCount.modality by number (google.ai.generativelanguage.v1beta.Modality):
+ * Google's own REST client asks for `$alt=json;enum-encoding=int`, and the answer then writes
+ * `{"modality":4,"tokenCount":1920}` for AUDIO.
+ */
+export const USAGE_MODALITIES = ['MODALITY_UNSPECIFIED', 'TEXT', 'IMAGE', 'VIDEO', 'AUDIO', 'DOCUMENT'] as const;
+
+/** A modality the meter cannot name (an enum number or name it does not know): its bag key suffix. */
+export const UNNAMED_MODALITY = '?';
+
+/**
+ * A count's modality as its enum name: by name (any case) or number; UNNAMED_MODALITY for anything
+ * else; undefined when there is none (proto3's JSON leaves out the default, MODALITY_UNSPECIFIED).
+ */
+function modalityName(m: unknown): string | undefined {
+  if (m === undefined || m === null) return undefined;
+  const name = typeof m === 'number' ? USAGE_MODALITIES[m] : typeof m === 'string' ? m.toUpperCase() : undefined;
+  return name !== undefined && (USAGE_MODALITIES as readonly string[]).includes(name) ? name : UNNAMED_MODALITY;
+}
+
 /** Flattens a usage object's numbers into `a.b` keys (later values overwrite earlier ones). */
 export function absorb(bag: Bag, value: unknown, prefix = ''): void {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return;
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
     if (Array.isArray(v)) {
-      // Gemini's counts by modality: [{modality: "AUDIO", tokenCount: 120}, ...] as `k.AUDIO`.
+      // Gemini's counts by modality: [{modality: "AUDIO" or 4, tokenCount: 120}, ...] as `k.AUDIO`;
+      // counts of one modality in one list add up (so do those of modalities the meter cannot name).
+      const counts = new Map<string, number>();
       for (const d of v) {
         const o = d && typeof d === 'object' ? (d as Record<string, unknown>) : undefined;
         if (!o || o.tokenCount === undefined) continue;
         const count = o.tokenCount;
         if (typeof count !== 'number' || !Number.isFinite(count) || count < 0) bag.set(IMPLAUSIBLE, 1);
-        // proto3's JSON leaves out a default enum (MODALITY_UNSPECIFIED): counted as text.
-        else if (typeof o.modality === 'string') bag.set(`${prefix}${k}.${o.modality.toUpperCase()}`, Math.floor(count));
+        else {
+          // No modality (the enum's default, MODALITY_UNSPECIFIED, left out): counted as text.
+          const name = modalityName(o.modality);
+          if (name !== undefined) counts.set(name, (counts.get(name) ?? 0) + Math.floor(count));
+        }
       }
+      for (const [name, n] of counts) bag.set(`${prefix}${k}.${name}`, n);
     } else if (typeof v === 'number' && Number.isFinite(v) && v >= 0) bag.set(prefix + k, Math.floor(v));
     else if (v && typeof v === 'object') absorb(bag, v, `${prefix}${k}.`);
     // A count that is not a finite number >= 0 (negative, a string, NaN written as a string):
@@ -125,8 +157,22 @@ export function normalise(protocol: Protocol, bag: Bag, hourWrites = false): Usa
   }
   if (bag.has(IMPLAUSIBLE)) return { inputTokens: input ?? 0, outputTokens: output, cachedInputTokens: Math.min(cached, input ?? 0), implausible: true };
   if (input === undefined) return undefined;
+  const usage: Usage = { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
   const modal = modalTokens(protocol, bag);
-  return modal ? { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input), modal } : { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
+  const unnamed = protocol === 'generative' ? unnamedTokens(bag) : undefined;
+  return modal || unnamed ? { ...usage, ...(modal ? { modal } : {}), ...(unnamed ? { unnamed } : {}) } : usage;
+}
+
+/**
+ * Gemini's tokens of modalities the meter cannot name, by direction (cacheTokensDetails are a part
+ * of promptTokensDetails: not counted twice); undefined when none.
+ */
+function unnamedTokens(bag: Bag): Usage['unnamed'] {
+  const n = (k: string): number => bag.get(k) ?? 0;
+  const input = n(`promptTokensDetails.${UNNAMED_MODALITY}`) + n(`toolUsePromptTokensDetails.${UNNAMED_MODALITY}`);
+  const output = n(`candidatesTokensDetails.${UNNAMED_MODALITY}`);
+  if (input === 0 && output === 0) return undefined;
+  return { ...(input > 0 ? { input } : {}), ...(output > 0 ? { output } : {}) };
 }
 
 /** The tokens reported by modality (Usage.modal), undefined when none is. */

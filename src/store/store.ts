@@ -195,9 +195,10 @@ export interface Store {
  * that reports none; `incomplete` a response cut short (the client left, the upstream reset);
  * `undecodable` an encoding the meter cannot read; `implausible` usage out of bounds (negative,
  * not a number, over meter.usageCeiling); `no_report` no report of the response arrived before its
- * deadline (provisional: its maximum cost).
+ * deadline (provisional: its maximum cost); `unknown_modality` the provider's counts, with tokens of
+ * a modality the meter cannot name debited at the model's highest price of their direction.
  */
-export const ESTIMATE_REASONS = ['stream_without_usage', 'no_usage', 'incomplete', 'undecodable', 'implausible', 'no_report'] as const;
+export const ESTIMATE_REASONS = ['stream_without_usage', 'no_usage', 'incomplete', 'undecodable', 'implausible', 'no_report', 'unknown_modality'] as const;
 export type EstimateReason = (typeof ESTIMATE_REASONS)[number];
 
 /** One metered response, as the ledger records it. */

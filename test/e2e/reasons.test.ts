@@ -123,6 +123,7 @@ function cases(p: '' | '/alt'): Case[] {
     { reason: 'content_type_unsupported', why: 'JSON in another charset', path: `${p}/v1/messages`, headers: [['x-api-key', alice]], contentType: 'application/json; charset=utf-16', body: MESSAGES('claude-3-5-haiku-latest') },
     // 400 from Envoy itself, before any Check.
     { reason: 'request_invalid', why: 'an escaped slash in the model (Envoy refuses it)', path: `${p}/v1beta/models/tuned%2Fgemini-2.5-flash:generateContent`, headers: [generativeKey(alice)], body: GEN },
+    { reason: 'response_format_unsupported', why: 'an answer in binary protobuf the meter cannot read (alt=proto)', path: `${p}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=proto`, headers: [generativeKey(alice)], body: GEN, hint: /\$alt=json;enum-encoding=int/ },
     { reason: 'model_missing', why: 'no model', path: `${p}/v1/messages`, headers: [['x-api-key', alice]], body: '{"max_tokens":8,"messages":[]}' },
     // 503: modelgate cannot decide.
     { reason: 'store_unavailable', why: "the store fails on this key's lookup", path: `${p}/v1/chat/completions`, headers: [bearer(DOWN_KEY)], body: CHAT('gpt-4o-mini') },

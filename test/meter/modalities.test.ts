@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { extractFields, extractModel } from '../../src/check/extract-model';
 import { REQUEST_FIELDS, REQUEST_MARKS } from '../../src/check/request-fields';
 import { bodyUsage } from '../../src/meter/body-usage';
+import { tailUsage } from '../../src/meter/tail-usage';
+import { UsageReader } from '../../src/meter/usage-reader';
 import { highestPrice, modalCharge } from '../../src/meter/modal-cost';
 import { requestShape } from '../../src/meter/request-shape';
 import type { ModelPrice, Protocol } from '../../src/store/store';
@@ -98,6 +100,45 @@ describe('tokens reported by modality', () => {
     expect(bodyUsage('generative', Buffer.from(JSON.stringify(bad)), false)?.implausible).toBe(true);
   });
 
+  it('gemini with enum-encoding=int (Google\'s REST client): modalities by number, in an answer, a streamed JSON array, SSE, a tail and the streaming reader', async () => {
+    // Modality: 0 MODALITY_UNSPECIFIED, 1 TEXT, 2 IMAGE, 3 VIDEO, 4 AUDIO, 5 DOCUMENT (google.ai.generativelanguage.v1beta).
+    const usageMetadata = {
+      promptTokenCount: 2000, candidatesTokenCount: 300, cachedContentTokenCount: 500, toolUsePromptTokenCount: 100,
+      promptTokensDetails: [{ modality: 1, tokenCount: 80 }, { modality: 4, tokenCount: 1920 }],
+      cacheTokensDetails: [{ modality: 4, tokenCount: 500 }],
+      toolUsePromptTokensDetails: [{ modality: 4, tokenCount: 60 }, { modality: 1, tokenCount: 40 }],
+      candidatesTokensDetails: [{ modality: 4, tokenCount: 250 }, { modality: 2, tokenCount: 40 }, { modality: 1, tokenCount: 10 }],
+    };
+    const expected = { inputTokens: 2100, outputTokens: 300, cachedInputTokens: 500, modal: { audioInput: 1980, audioOutput: 250, imageOutput: 40 } };
+    const answer = { candidates: [{ content: { parts: [{ text: 'hi' }] } }], usageMetadata };
+    expect(bodyUsage('generative', Buffer.from(JSON.stringify(answer)), false)).toEqual(expected);
+    const array = JSON.stringify([{ candidates: [] }, answer]);
+    expect(bodyUsage('generative', Buffer.from(array), false)).toEqual(expected);
+    const sse = `data: ${JSON.stringify({ candidates: [] })}\r\n\r\ndata: ${JSON.stringify(answer)}\r\n\r\n`;
+    expect(bodyUsage('generative', Buffer.from(sse), true)).toEqual(expected);
+    // The streaming reader (compressed bodies) and the tail of a long body read the same.
+    const reader = new UsageReader('generative', 'application/json', '');
+    for (const b of Buffer.from(array)) reader.push(Uint8Array.of(b));
+    expect(await reader.end(true)).toEqual({ usage: expected });
+    const long = JSON.stringify([...Array.from({ length: 400 }, () => ({ candidates: [{ content: { parts: [{ text: 'x'.repeat(100) }] } }] })), answer]);
+    expect((await tailUsage('generative', Buffer.from(long).subarray(-16_384), false, 'application/json', '')).usage).toEqual(expected);
+    // Names in any case, and numbers, read alike; TEXT, VIDEO, DOCUMENT and images sent are text-priced.
+    const named = { usageMetadata: { ...usageMetadata, promptTokensDetails: [{ modality: 'text', tokenCount: 80 }, { modality: 'AUDIO', tokenCount: 1920 }], toolUsePromptTokensDetails: [{ modality: 'Audio', tokenCount: 60 }] } };
+    expect(bodyUsage('generative', Buffer.from(JSON.stringify(named)), false)?.modal).toEqual(expected.modal);
+    const textLike = { usageMetadata: { promptTokenCount: 100, candidatesTokenCount: 5, promptTokensDetails: [{ modality: 2, tokenCount: 30 }, { modality: 3, tokenCount: 30 }, { modality: 5, tokenCount: 30 }, { modality: 0, tokenCount: 5 }, { tokenCount: 5 }] } };
+    expect(bodyUsage('generative', Buffer.from(JSON.stringify(textLike)), false)).toEqual({ inputTokens: 100, outputTokens: 5, cachedInputTokens: 0 });
+  });
+
+  it('gemini: a modality the meter cannot name (a number past DOCUMENT, a name it does not know) is kept apart, by direction, summed', () => {
+    const u = bodyUsage('generative', Buffer.from(JSON.stringify({ usageMetadata: {
+      promptTokenCount: 1000, candidatesTokenCount: 200,
+      promptTokensDetails: [{ modality: 9, tokenCount: 300 }, { modality: 'HOLOGRAM', tokenCount: 100 }, { modality: 1, tokenCount: 600 }],
+      toolUsePromptTokensDetails: [{ modality: 2.5, tokenCount: 10 }],
+      candidatesTokensDetails: [{ modality: -1, tokenCount: 150 }, { modality: 4, tokenCount: 50 }],
+    } })), false);
+    expect(u).toEqual({ inputTokens: 1000, outputTokens: 200, cachedInputTokens: 0, modal: { audioOutput: 50 }, unnamed: { input: 410, output: 150 } });
+  });
+
   it('chat: prompt_tokens_details.audio_tokens and completion_tokens_details.audio_tokens', () => {
     const answer = { choices: [], usage: { prompt_tokens: 500, completion_tokens: 100, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 400 }, completion_tokens_details: { audio_tokens: 90 } } };
     expect(bodyUsage('chat', Buffer.from(JSON.stringify(answer)), false)?.modal).toEqual({ audioInput: 400, audioOutput: 90 });
@@ -140,6 +181,21 @@ describe('what they are debited', () => {
     expect(costOf(c.usage, flash) - top).toBeLessThan(0.3 / 1e6);
     expect(highestPrice(flash)).toEqual({ ...flash, input: 1, output: 2.5 });
     expect(modalCharge({ inputTokens: 1000, outputTokens: 10, cachedInputTokens: 0 }, { input: 0.3, output: 2.5, cachedInput: null }, true).usage.inputTokens).toBe(1000);
+  });
+
+  it('tokens of a modality the meter cannot name pay the highest price of their direction, and the charge says so', () => {
+    const image: ModelPrice = { input: 0.3, output: 2.5, cachedInput: null, imageOutput: 30, audioInput: 1 };
+    const usage = { inputTokens: 1000, outputTokens: 200, cachedInputTokens: 0, unnamed: { input: 400, output: 150 } };
+    const c = modalCharge(usage, image, false);
+    expect(c.unnamed).toBe(true);
+    const billed = (600 * 0.3 + 400 * 1 + 50 * 2.5 + 150 * 30) / 1e6;
+    expect(costOf(c.usage, image)).toBeGreaterThanOrEqual(billed - 1e-15);
+    expect(costOf(c.usage, image) - billed).toBeLessThan(2.5 / 1e6);
+    // On a text-only price the highest is the text price: nothing more, still marked.
+    const text = modalCharge(usage, { input: 0.3, output: 2.5, cachedInput: null }, false);
+    expect(text).toMatchObject({ usage: { inputTokens: 1000, outputTokens: 200 }, unnamed: true });
+    // Without such tokens, no mark.
+    expect(modalCharge({ inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 }, image, false).unnamed).toBeUndefined();
   });
 
   it('a text price of 0 carries the premium in the other direction; both 0 cannot carry it', () => {

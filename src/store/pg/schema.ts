@@ -601,6 +601,20 @@ ALTER TABLE group_models
     OR (audio_input_price IS NULL AND audio_output_price IS NULL AND image_output_price IS NULL));
 `,
   },
+  /*
+   * Version 8. A settlement whose provider counts hold tokens of a modality the meter cannot name
+   * (a Gemini enum number it does not know), debited at the highest price of their direction, is
+   * marked so in the ledger: estimated = 'unknown_modality'.
+   */
+  {
+    version: 8,
+    name: 'ledger mark for tokens of a modality the meter cannot name',
+    sql: `
+ALTER TABLE usage DROP CONSTRAINT usage_estimated_check;
+ALTER TABLE usage ADD CONSTRAINT usage_estimated_check
+  CHECK (estimated IN ('stream_without_usage', 'no_usage', 'incomplete', 'undecodable', 'implausible', 'no_report', 'unknown_modality'));
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */
