@@ -206,8 +206,8 @@ export class Meter {
     const usage = this.#exactUsage(request.protocol, r, hourWrites(entry, r));
     if (usage) {
       const store = this.deps.store;
-      // Tokens by modality take the full path, which prices them (modal-cost.ts).
-      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal) {
+      // Tokens by modality (named or not) take the full path, which prices them (modal-cost.ts).
+      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal && !usage.unnamed) {
         let debit: DebitResult | undefined;
         try {
           debit = store.debitNow({

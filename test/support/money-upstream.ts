@@ -48,7 +48,11 @@
  * Anthropic bills 5-minute writes at 1.25x the input price and 1-hour writes at 2x).
  *
  * An audio part (a Gemini `inlineData`/`fileData` of mimeType audio/*, a chat `input_audio`) is
- * AUDIO_TOKENS of input, reported by modality as each provider does (test/e2e/money-modalities.test.ts).
+ * AUDIO_TOKENS of input, reported by modality as each provider does (test/e2e/money-modalities.test.ts);
+ * a Gemini request asking for images (`responseModalities` IMAGE or 2) has its output reported as
+ * IMAGE. With `$alt=json;enum-encoding=int` (Google's REST client) Gemini's modalities are written
+ * as numbers (MODALITY_NUMBER), as Google does; `x-stand-in-audio-modality: <json>` reports the audio
+ * as that modality instead (a number no enum names). `alt`/`$alt` starting with `sse` streams SSE.
  *
  * Every output token is one of WORDS, each a single o200k_base token, so a test can compare an
  * estimate with what the client received.
@@ -123,6 +127,9 @@ export const VIDEO_TOKENS = 946_800;
  * (Gemini `promptTokensDetails` AUDIO, OpenAI `prompt_tokens_details.audio_tokens`).
  */
 export const AUDIO_TOKENS = 1_920;
+
+/** Gemini's ModalityTokenCount.modality by number (google.ai.generativelanguage.v1beta.Modality), for `enum-encoding=int`. */
+export const MODALITY_NUMBER = { MODALITY_UNSPECIFIED: 0, TEXT: 1, IMAGE: 2, VIDEO: 3, AUDIO: 4, DOCUMENT: 5 } as const;
 /** One web search's results, billed as input (OpenAI bills gpt-4o-mini's as a fixed 8,000-token block). */
 export const SEARCH_TOKENS = 8_000;
 
@@ -371,8 +378,17 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     if (method === 'embedContent') return send(200, 'application/json', JSON.stringify({ embedding: { values: [0.1, 0.2] } }));
     if (method === 'batchEmbedContents') return send(200, 'application/json', JSON.stringify({ embeddings: (Array.isArray(body.requests) ? body.requests : [0]).map(() => ({ values: [0.1] })) }));
     if (method === 'countTokens') return send(200, 'application/json', JSON.stringify({ totalTokens: input }));
-    const details = audio > 0 ? { promptTokensDetails: [{ modality: 'TEXT', tokenCount: count(input - audio) }, { modality: 'AUDIO', tokenCount: count(audio) }] } : {};
-    const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...details, ...(done > 0 ? { candidatesTokenCount: count(done - reasoning), ...(reasoning > 0 ? { thoughtsTokenCount: count(reasoning) } : {}) } : {}), totalTokenCount: count(input + done) });
+    // `$alt` (or `alt`): `json;enum-encoding=int`, as Google's REST client sends, writes enums as numbers.
+    const alt = url.searchParams.get('$alt') ?? url.searchParams.get('alt') ?? 'json';
+    const intEnums = /;enum-encoding=int$/i.test(alt);
+    const named = (name: keyof typeof MODALITY_NUMBER): string | number => (intEnums ? MODALITY_NUMBER[name] : name);
+    const audioAs = h('x-stand-in-audio-modality') !== undefined ? (JSON.parse(h('x-stand-in-audio-modality') as string) as unknown) : named('AUDIO');
+    const details = audio > 0 ? { promptTokensDetails: [{ modality: named('TEXT'), tokenCount: count(input - audio) }, { modality: audioAs, tokenCount: count(audio) }] } : {};
+    // An answer with an image (responseModalities IMAGE, or 2): every output token is the image's.
+    const gen = (body.generationConfig ?? {}) as Record<string, unknown>;
+    const imageOut = Array.isArray(gen.responseModalities) && gen.responseModalities.some((m) => m === 'IMAGE' || m === 2);
+    const outDetails = (done: number) => (imageOut ? { candidatesTokensDetails: [{ modality: named('IMAGE'), tokenCount: count(done - reasoning) }] } : {});
+    const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...details, ...(done > 0 ? { candidatesTokenCount: count(done - reasoning), ...outDetails(done), ...(reasoning > 0 ? { thoughtsTokenCount: count(reasoning) } : {}) } : {}), totalTokenCount: count(input + done) });
     const mask = (url.searchParams.get('fields') ?? h('x-goog-fieldmask'))?.split(',').map((f) => f.trim());
     const masked = (o: Record<string, unknown>): Record<string, unknown> => (mask ? Object.fromEntries(Object.entries(o).filter(([k]) => mask.includes(k))) : o);
     const candidates = (t: string) => Array.from({ length: answers }, (_, index) => ({ index, content: { role: 'model', parts: [{ text: t }] } }));
@@ -380,7 +396,7 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     // streamGenerateContent: SSE with alt=sse, else a JSON array. Each chunk reports the prompt;
     // only the last one the output (as Gemini does).
     const chunk = (i: number) => masked({ candidates: candidates(word(i)), ...(omit ? {} : { usageMetadata: usageMetadata(i === tokens - 1 ? out : 0) }) });
-    const asSse = url.searchParams.get('alt') === 'sse';
+    const asSse = /^sse/i.test(alt);
     const pieces = Array.from({ length: tokens }, (_, i) => (asSse ? sse(undefined, chunk(i)) : `${i === 0 ? '[' : ','}${JSON.stringify(chunk(i))}`));
     if (!asSse) pieces.push(']');
     return stream(asSse ? 'text/event-stream' : 'application/json', pieces);

@@ -8,7 +8,7 @@ import { listGroups, setGroup, setPrice } from '../../../src/store/pg/groups';
 import { PgStore } from '../../../src/store/pg/store';
 import { PgMeterStore } from '../../../src/store/pg/meter-store';
 import { migrate } from '../../../src/store/pg/schema';
-import type { DebitRequest } from '../../../src/store/store';
+import { ESTIMATE_REASONS, type DebitRequest } from '../../../src/store/store';
 import { issueKey } from '../../support/pg-keys';
 import { openPool, startPgServer, type PgServer } from '../../support/pg-server';
 
@@ -58,6 +58,15 @@ describe('PgMeterStore debits', () => {
     expect({ cost: Number(row.cost), provisional: row.provisional }).toEqual({ cost: 0.0001, provisional: false });
     expect(await ledger('prov')).toBe(0.0021);
     expect(await balance('prov')).toBe(0.9979);
+  });
+});
+
+describe('the ledger marks on PostgreSQL', () => {
+  it('keeps every estimate reason, unknown_modality included (migration 8), alone and in a batch', async () => {
+    await issueKey(pool, { group: 'g', id: 'marks', balance: '1' });
+    await Promise.all(ESTIMATE_REASONS.map((reason, i) => store.debit(debit(`mark-${i}`, 'marks', { estimated: reason }))));
+    const rows = await store.usage({ keyId: 'marks', limit: 100 });
+    expect(rows.map((r) => r.estimated).sort()).toEqual([...ESTIMATE_REASONS].sort());
   });
 });
 
