@@ -67,6 +67,13 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   // item_reference to a stored item), Anthropic (image, document), and tools whose results come back
   // as input (a remote MCP server).
   for (const v of ['image_url', 'input_audio', 'file', 'input_image', 'input_file', 'item_reference', 'image', 'document', 'mcp']) exact.set(v, referencedValue);
+  // Other items and parts that carry or name an image or a file the provider reads as input: a
+  // Responses computer_call_output's screenshot (image_url or file_id), an image_generation_call
+  // item sent back (its image, or by id), Anthropic's container_upload (a file put in the code
+  // execution container, read back as tool results).
+  for (const v of ['computer_screenshot', 'image_generation_call', 'container_upload']) exact.set(v, referencedValue);
+  // The image_generation tool's mask image (image_url or file_id), and Gemini's remote MCP servers.
+  for (const k of ['input_image_mask', 'mcpServers']) exact.set(k, referencedKey);
   // Gemini's parts and its tools whose results are input (fetched pages, code output); Anthropic's
   // remote MCP servers.
   for (const k of ['inlineData', 'inline_data', 'fileData', 'file_data', 'urlContext', 'url_context', 'codeExecution', 'code_execution', 'mcp_servers']) exact.set(k, referencedKey);

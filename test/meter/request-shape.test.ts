@@ -132,6 +132,59 @@ describe('marked parts and hosted tools (REQUEST_MARKS), found by the Check\'s o
     expect(shapeOf('responses', { model: 'm', previous_response_id: 'r', input: [{ type: 'input_image', image_url: 'https://x' }] }).referencedCount).toBe(2);
   });
 
+  /**
+   * Every item and part that carries or names an image, a file or audio, in each protocol (from the
+   * providers' SDK type definitions: openai types/responses and chat, anthropic types and beta,
+   * google-genai types.Part and FunctionResponsePart), each on its own: referenced input.
+   */
+  const IMAGE = 'data:image/png;base64,iVBORw0KGgo=';
+  const REFERENCED: ReadonlyArray<readonly [string, Protocol, unknown]> = [
+    ['chat image_url', 'chat', { model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE } }] }] }],
+    ['chat input_audio', 'chat', { model: 'm', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AA', format: 'wav' } }] }] }],
+    ['chat file (file_id)', 'chat', { model: 'm', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-1' } }] }] }],
+    ['chat file (file_data)', 'chat', { model: 'm', messages: [{ role: 'user', content: [{ type: 'file', file: { filename: 'a.pdf', file_data: 'data:application/pdf;base64,AA' } }] }] }],
+    ['responses input_image', 'responses', { model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: IMAGE, detail: 'auto' }] }] }],
+    ['responses input_file', 'responses', { model: 'm', input: [{ role: 'user', content: [{ type: 'input_file', file_url: 'https://x/a.pdf' }] }] }],
+    ['responses input_audio', 'responses', { model: 'm', input: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AA', format: 'wav' } }] }] }],
+    ['responses computer_call_output, a data URL screenshot', 'responses', { model: 'm', input: [{ type: 'computer_call_output', call_id: 'c1', output: { type: 'computer_screenshot', image_url: IMAGE } }] }],
+    ['responses computer_call_output, a screenshot by file_id', 'responses', { model: 'm', input: [{ type: 'computer_call_output', call_id: 'c1', output: { type: 'computer_screenshot', file_id: 'file-1' } }] }],
+    ['responses image_generation_call by id', 'responses', { model: 'm', input: [{ type: 'image_generation_call', id: 'ig_1', status: 'completed', result: null }] }],
+    ['responses image_generation_call with its image', 'responses', { model: 'm', input: [{ type: 'image_generation_call', id: 'ig_1', status: 'completed', result: 'iVBORw0KGgo=' }] }],
+    ['responses item_reference', 'responses', { model: 'm', input: [{ type: 'item_reference', id: 'msg_1' }] }],
+    ['responses function_call_output with an image', 'responses', { model: 'm', input: [{ type: 'function_call_output', call_id: 'c1', output: [{ type: 'input_image', file_id: 'file-1' }] }] }],
+    ['responses custom_tool_call_output with a file', 'responses', { model: 'm', input: [{ type: 'custom_tool_call_output', call_id: 'c1', output: [{ type: 'input_file', file_id: 'file-1' }] }] }],
+    ['responses code_interpreter_call with an image output', 'responses', { model: 'm', input: [{ type: 'code_interpreter_call', id: 'ci_1', code: 'x', container_id: 'cntr', status: 'completed', outputs: [{ type: 'image', url: 'https://x/p.png' }] }] }],
+    ['responses image_generation tool mask', 'responses', { model: 'm', tools: [{ type: 'image_generation', input_image_mask: { file_id: 'file-1' } }], input: 'x' }],
+    ['responses remote mcp tool', 'responses', { model: 'm', tools: [{ type: 'mcp', server_label: 's', server_url: 'https://x' }], input: 'x' }],
+    ['messages image (base64)', 'messages', { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA' } }] }] }],
+    ['messages image (url)', 'messages', { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://x/a.png' } }] }] }],
+    ['messages document (pdf)', 'messages', { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'AA' } }] }] }],
+    ['messages document (url)', 'messages', { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'url', url: 'https://x/a.pdf' } }] }] }],
+    ['messages image in a tool_result', 'messages', { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: { type: 'file', file_id: 'file_1' } }] }] }] }],
+    ['messages container_upload', 'messages', { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'container_upload', file_id: 'file_1' }] }] }],
+    ['messages web_fetch_tool_result (a document)', 'messages', { model: 'm', max_tokens: 5, messages: [{ role: 'assistant', content: [{ type: 'web_fetch_tool_result', tool_use_id: 't', content: { type: 'web_fetch_result', url: 'https://x', content: { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'x' } } } }] }] }],
+    ['messages remote MCP servers', 'messages', { model: 'm', max_tokens: 5, mcp_servers: [{ type: 'url', url: 'https://x', name: 's' }], messages: [] }],
+    ['generative inlineData', 'generative', { contents: [{ parts: [{ inlineData: { mimeType: 'image/png', data: 'AA' } }] }] }],
+    ['generative file_data', 'generative', { contents: [{ parts: [{ file_data: { mime_type: 'application/pdf', file_uri: 'https://x' } }] }] }],
+    ['generative functionResponse parts (inlineData)', 'generative', { contents: [{ role: 'user', parts: [{ functionResponse: { name: 'screenshot', response: {}, parts: [{ inlineData: { mimeType: 'image/png', data: 'AA' } }] } }] }] }],
+    ['generative functionResponse parts (fileData)', 'generative', { contents: [{ role: 'user', parts: [{ functionResponse: { name: 'f', response: {}, parts: [{ fileData: { mimeType: 'image/png', fileUri: 'https://x' } }] } }] }] }],
+    ['generative systemInstruction inlineData', 'generative', { systemInstruction: { parts: [{ inline_data: { mime_type: 'image/png', data: 'AA' } }] }, contents: [] }],
+    ['generative remote MCP servers', 'generative', { tools: [{ mcpServers: [{ name: 's', streamableHttpTransport: { url: 'https://x' } }] }], contents: [] }],
+  ];
+
+  for (const [what, protocol, body] of REFERENCED) {
+    it(`counts ${what} as referenced input`, () => {
+      const shape = shapeOf(protocol, body, protocol === 'generative' ? '/v1beta/models/g:generateContent' : '/v1/x');
+      expect(shape.referencedInput).toBe(true);
+      expect(shape.referencedCount).toBeGreaterThanOrEqual(1);
+    });
+  }
+
+  it('does not count the same items without an image, a file or audio (text-only outputs, a computer_call, a search result of text)', () => {
+    expect(shapeOf('responses', { model: 'm', input: [{ type: 'computer_call', call_id: 'c', action: { type: 'screenshot' } }, { type: 'function_call_output', call_id: 'c', output: 'text' }] }).referencedCount).toBe(0);
+    expect(shapeOf('messages', { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'search_result', source: 'https://x', title: 't', content: [{ type: 'text', text: 'x' }] }] }] }).referencedCount).toBe(0);
+  });
+
   it('names the hosted tools billed per call, and not a client function that shares a name', () => {
     expect(shapeOf('responses', { model: 'm', tools: [{ type: 'web_search_preview' }, { type: 'function', name: 'web_search' }] }).hostedTools).toEqual(['web_search']);
     expect([...shapeOf('responses', { model: 'm', tools: [{ type: 'code_interpreter', container: { type: 'auto' } }, { type: 'file_search' }] }).hostedTools].sort()).toEqual(['code_interpreter', 'file_search']);
