@@ -158,7 +158,7 @@ const grpcTls = mapping({
 
 const grpc = mapping({
   secret: grpcSecret.nullish().describe(
-    `A shared secret Envoy sends with every gRPC call (authorization: Bearer <secret>, rendered into the bundle as grpc_service initial_metadata): a call without it gets no decision (a Check is denied with 503 authz_unauthenticated, a meter stream or health call fails UNAUTHENTICATED). {env: NAME} or {file: path}; ${GRPC_SECRET_RULE}.`,
+    `A shared secret Envoy sends with every gRPC call (authorization: Bearer <secret>, rendered into the bundle as grpc_service initial_metadata): a call without it gets no decision (a Check is denied with 503 authz_unauthenticated, a meter stream or health call fails UNAUTHENTICATED). {env: NAME} or {file: path}; ${GRPC_SECRET_RULE}. Unset with no grpc.tls: \`modelgate up\` uses a secret of its own install, <config name>.grpc-secret beside the config (mode 0600, made once; docs/security.md); \`modelgate serve\` none.`,
   ),
   tls: grpcTls.nullish().describe("mTLS: the gRPC port speaks TLS and requires a client certificate signed by clientCaFile. Envoy's side is gateway.authzTls (both or neither)."),
   maxReceiveMessageBytes: orDefault(integer(1024 * 1024, 1024 * 1024 * 1024), 40 * 1024 * 1024).describe(

@@ -6,7 +6,7 @@
  * | chat, embeddings | `usage` {prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens} | SSE: the final chunk's `usage` (only with `stream_options.include_usage`) |
  * | responses | `usage` {input_tokens, output_tokens, input_tokens_details.cached_tokens} | SSE: `response.usage` of `response.completed` |
  * | messages | `usage` {input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, cache_creation.ephemeral_5m/1h_input_tokens} | SSE: `message.usage` of `message_start`, then `usage` of `message_delta` (output so far) |
- * | generative | `usageMetadata` {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount} | SSE (`alt=sse`) or a streamed JSON array: the last `usageMetadata` |
+ * | generative | `usageMetadata` {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount; *TokensDetails by modality, named or numbered} | SSE (`alt=sse`) or a streamed JSON array: the last `usageMetadata` |
  *
  * Tokens are normalised to: input (all of it, cached included), cached input, output (reasoning
  * and thinking tokens included, as providers bill them). Memory is bounded whatever the body's
