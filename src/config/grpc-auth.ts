@@ -88,7 +88,7 @@ export function configSetsGrpcAuth(config: Pick<Config, 'grpc'>): boolean {
 
 /**
  * Reads the install secret, creating it first when there is none (or when the one there is not
- * private: readable by others, it may be known, so it is replaced). Throws GrpcAuthError.
+ * private: readable by others or another user's, it may be known, so it is replaced). Throws GrpcAuthError.
  */
 export function ensureInstallSecret(configPath: string): string {
   const path = installSecretPath(configPath);
@@ -108,14 +108,16 @@ export function ensureInstallSecret(configPath: string): string {
 }
 
 /**
- * The install secret if its file exists, is private to its owner (no group or other bits) and holds
- * a valid secret; else undefined. Throws GrpcAuthError when it exists but cannot be read.
+ * The install secret if its file exists, is this user's and private to it (no group or other bits)
+ * and holds a valid secret; else undefined. Throws GrpcAuthError when it exists but cannot be read.
  */
 export function readInstallSecret(configPath: string): string | undefined {
   const path = installSecretPath(configPath);
   let text: string;
   try {
-    if ((statSync(path).mode & 0o077) !== 0) return undefined;
+    const st = statSync(path);
+    // Readable by others, or another user's: it may be known.
+    if ((st.mode & 0o077) !== 0 || (process.getuid !== undefined && st.uid !== process.getuid())) return undefined;
     text = readFileSync(path, 'utf8').replace(/\r?\n$/, '');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
