@@ -35,10 +35,13 @@ const withImageModel = (demo: string): string => demo.replace(
   '        price: { input: 0.3, output: 2.5, audioInput: 1.0 }\n      - name: gemini-2.5-flash-image\n        protocols: [generative]\n        price: { input: 0.3, output: 2.5, imageOutput: 30 }\n',
 );
 
-/** The three ways a Gemini answer comes, as Google's REST client asks for them. */
+/**
+ * The three ways a Gemini answer comes. google-ai-generativelanguage 0.12.1's REST transport sends
+ * exactly `?%24alt=json%3Benum-encoding%3Dint` (and request enums as numbers: responseModalities [1]).
+ */
 const FORMS = [
-  { name: 'generateContent', method: 'generateContent', query: '?$alt=json;enum-encoding=int' },
-  { name: 'streamed JSON array', method: 'streamGenerateContent', query: '?%24alt=json%3Benum-encoding%3Dint' },
+  { name: 'generateContent', method: 'generateContent', query: '?%24alt=json%3Benum-encoding%3Dint' },
+  { name: 'streamed JSON array', method: 'streamGenerateContent', query: '?$alt=json;enum-encoding=int' },
   { name: 'SSE', method: 'streamGenerateContent', query: '?$alt=sse;enum-encoding=int' },
 ] as const;
 
