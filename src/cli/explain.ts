@@ -58,7 +58,8 @@ const SHOWN_AS_IS: ReadonlySet<string> = new Set([...Object.values(HEADER), 'con
 export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output): string {
   const out: string[] = [];
   const show = (k: string, v: string): string => (SHOWN_AS_IS.has(k) ? `${k}: ${v}` : `${k}: <set, ${v.length} characters, not shown>`);
-  const meta = Object.fromEntries(Object.entries(res.dynamic_metadata?.fields ?? {}).map(([k, v]) => [k, v.stringValue ?? '']));
+  // Metadata values as they are: the meter's marks are numbers (maxInput) and booleans (referencedInput).
+  const meta = Object.fromEntries(Object.entries(res.dynamic_metadata?.fields ?? {}).map(([k, v]) => [k, v.stringValue ?? v.numberValue ?? v.boolValue ?? '']));
   if (!res.status?.code) {
     const ok = res.ok_response;
     out.push(`${line.method} ${line.path.split('?')[0]} -> ALLOW (Envoy forwards it upstream)`);

@@ -274,7 +274,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       }
       return track(false);
     }
-    if (dryRun) return d;
+    // A dry run (explain) shows what the request would be held at, and reserves nothing.
+    if (dryRun) return marked;
     if (deps.leases && config.meter.leases) return fromLease(d, deps.leases, maxCost, track);
     return reserve(d, view, config, maxCost, { group: d.group as string, model: d.model as string, protocol: style, inputTokens: maxInputTokens, outputTokens: maxOutput }, track);
   }
