@@ -3,6 +3,9 @@
  * it, against a real PostgreSQL: human and --json output, exit codes, one-line errors, and keys
  * shown only once.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main';
@@ -354,6 +357,21 @@ describe('usage and a database of another application', () => {
     expect(all.totals).toMatchObject({ responses: 2, cost: 0.1 });
     expect((await json<{ usage: unknown[] }>('usage', '--group', 'pro')).usage).toHaveLength(1);
     expect(await run(['usage', '--since', 'yesterday'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--since "yesterday" is not a date') });
+  });
+
+  it("usage --config reads the config's postgres store: when no --store, MODELGATE_STORE or DATABASE_URL names one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'modelgate-usage-'));
+    try {
+      const config = join(dir, 'gw.yaml');
+      writeFileSync(config, `store: ${server.url}\n`);
+      const r = await run(['usage', '--config', config, '--key', 'bob'], {});
+      expect(r.stderr).toBe('');
+      expect(r.stdout).toContain('maximum (no_report, provisional)');
+      // --store file wins over the config's store: the (empty) state file beside the config.
+      expect((await run(['usage', '--config', config, '--store', 'file', '--key', 'bob'], {})).stdout).toBe('No usage.\n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses to migrate into a database with tables of another application, naming the variable; migrate --allow-foreign-tables does it', async () => {
