@@ -97,3 +97,17 @@ test('the installed modelgate says to name a config where there is no demo confi
   expect(out).toContain('"signal":"SIGTERM"');
   expect(out).toMatch(/settled|drain/i);
 });
+
+test('the Dockerfile runs the same production install of the packed tarball, as a non-root user, with node as PID 1', () => {
+  const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+  const stages = dockerfile.split(/^FROM /m).slice(1);
+  expect(stages).toHaveLength(2);
+  expect(stages[0]).toMatch(/^RUN npm ci --ignore-scripts/m);
+  expect(stages[0]).toMatch(/npm pack --pack-destination/);
+  // The runtime stage: this test's install command, without --prefer-offline (an image build has no cache).
+  expect(stages[1]).toContain('npm install --omit=dev --ignore-scripts --no-audit --no-fund /tmp/modelgate.tgz');
+  expect(stages[1]).not.toMatch(/npm ci|typescript|tsc/);
+  expect(stages[1]).toMatch(/^USER 1000:1000$/m);
+  expect(stages[1]).toMatch(/^ENTRYPOINT \["node", "\/opt\/modelgate\/node_modules\/modelgate\/bin\/modelgate\.js"\]$/m);
+  expect(stages[1]).toMatch(/^CMD \["serve"\]$/m);
+});
