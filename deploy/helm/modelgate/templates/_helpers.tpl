@@ -24,8 +24,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if not (has $mode (list "secret" "mtls" "secret+mtls" "none")) -}}
 {{- fail (printf "grpcAuth.mode must be secret, mtls, secret+mtls or none (got %q)" $mode) -}}
 {{- end -}}
-{{- if and (eq $mode "none") (not .Values.grpcAuth.allowNone) -}}
-{{- fail "grpcAuth.mode none leaves modelgate's gRPC port (Checks, the meter's reports) open to every pod that reaches it: Envoy in another pod needs grpcAuth.mode secret or mtls (docs/security.md); set grpcAuth.allowNone only when Envoy runs in modelgate's pod" -}}
+{{- if and (eq $mode "none") (not .Values.grpcAuth.allowNone) (not (and .Values.istio.enabled .Values.istio.meshMtls)) -}}
+{{- fail "grpcAuth.mode none leaves modelgate's gRPC port (Checks, the meter's reports) open to every pod that reaches it: Envoy in another pod needs grpcAuth.mode secret or mtls (docs/security.md); set grpcAuth.allowNone only when Envoy runs in modelgate's pod, or istio.enabled with istio.meshMtls" -}}
 {{- end -}}
 {{- if and (eq (include "modelgate.secretMode" .) "true") (not .Values.grpcAuth.secret.existingSecret) -}}
 {{- fail "grpcAuth.mode secret needs grpcAuth.secret.existingSecret: a Secret holding the gRPC port's secret (openssl rand -base64 32)" -}}
