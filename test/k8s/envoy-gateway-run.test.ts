@@ -1,0 +1,122 @@
+/**
+ * The chart's Envoy Gateway resources, run: translated by `egctl x translate` (v1.9.0) into xDS, made
+ * one static bootstrap (test/support/eg-bootstrap.ts) whose clusters point at local endpoints (the
+ * providers' Backends at the demo upstream, modelgate's Service at a real `modelgate serve` with mTLS
+ * on its gRPC port), and run on the pinned Envoy. The OpenAI SDK then goes through it: an allowed
+ * request reaches the provider with the operator's credential and without the client's key, a denied
+ * one gets modelgate's 403 with its reason, and the meter settles the allowed one from Envoy Gateway's
+ * access log (the balance moves).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { stringify } from 'yaml';
+import { startDemoUpstream, type DemoUpstream, type ReceivedRequest } from '../../src/demo/upstream';
+import { ensureEnvoy } from '../../src/envoy/ensure';
+import { startEnvoy, type EnvoyProcess } from '../../src/envoy/process';
+import { startService, type Service } from '../../src/server/service';
+import { DEMO_KEYS } from '../support/demo-keys';
+import { translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootstrap';
+import { goTool } from '../support/go-tools';
+import { DEMO_CONFIG, LogSink } from '../support/service-harness';
+import { makeTestCerts, SERVER_NAME, type TestCerts } from '../support/test-certs';
+
+type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+const ROOT = join(__dirname, '..', '..');
+const CHART = join(ROOT, 'deploy', 'helm', 'modelgate');
+const helm = goTool('helm');
+const egctl = goTool('egctl');
+const missing = 'missing' in helm ? helm.missing : 'missing' in egctl ? egctl.missing : undefined;
+const UPSTREAM_SECRET = 'sk-operator-upstream-credential-0123456789';
+
+const dir = mkdtempSync(join(tmpdir(), 'modelgate-eg-run-'));
+let certs: TestCerts;
+let upstream: DemoUpstream;
+let service: Service;
+let envoy: EnvoyProcess;
+const logs = new LogSink();
+const received: ReceivedRequest[] = [];
+let xds: XdsDump;
+
+/** Translates the chart's resources (providers over plain HTTP: the demo upstream) with egctl. */
+function translate(): XdsDump {
+  const chart = spawnSync((helm as { path: string }).path, ['template', 'mg', CHART, '--namespace', 'ai', '-f', join(ROOT, 'test', 'k8s', 'values', 'envoy-gateway.yaml'),
+    '--set', `envoyGateway.modelgateTlsHostname=${SERVER_NAME}`,
+    ...['chat', 'messages', 'generative'].flatMap((b) => ['--set', `envoyGateway.backends.${b}.tls=false`])], { encoding: 'utf8' });
+  expect(chart.status, chart.stderr).toBe(0);
+  const b64 = (f: string): string => readFileSync(f).toString('base64');
+  const cluster = [
+    { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'GatewayClass', metadata: { name: 'eg' }, spec: { controllerName: 'gateway.envoyproxy.io/gatewayclass-controller' } },
+    { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'Gateway', metadata: { name: 'eg', namespace: 'ai' },
+      spec: { gatewayClassName: 'eg', infrastructure: { parametersRef: { group: 'gateway.envoyproxy.io', kind: 'EnvoyProxy', name: 'modelgate-proxy' } }, listeners: [{ name: 'http', protocol: 'HTTP', port: 10080 }] } },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'mg-modelgate-ca', namespace: 'ai' }, data: { 'ca.crt': readFileSync(certs.serverCa, 'utf8') } },
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'mg-modelgate-envoy-client', namespace: 'ai' }, type: 'kubernetes.io/tls', data: { 'tls.crt': b64(certs.clientCert), 'tls.key': b64(certs.clientKey) } },
+  ].map((o) => stringify(o)).join('---\n');
+  const input = join(dir, 'in.yaml');
+  writeFileSync(input, `${cluster}---\n${chart.stdout}`);
+  const r = spawnSync((egctl as { path: string }).path, ['x', 'translate', '--from', 'gateway-api', '--to', 'xds', '-t', 'all', '--add-missing-resources', '-o', 'json', '-f', input], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+  expect(r.status, r.stderr).toBe(0);
+  return xdsDump(Object.values((JSON.parse(r.stdout) as { xds: Record<string, { configs: Any[] }> }).xds)[0]);
+}
+
+beforeAll(async () => {
+  if (missing) return;
+  certs = makeTestCerts();
+  upstream = await startDemoUpstream({ host: '127.0.0.1', port: 0, chunkDelayMs: 0, onRequest: (r) => received.push(r) });
+  const config = join(dir, 'modelgate.yaml');
+  writeFileSync(config, readFileSync(DEMO_CONFIG, 'utf8')
+    .replace(/^grpc:\n/m, `grpc:\n  tls: { certFile: ${certs.serverCert}, keyFile: ${certs.serverKey}, clientCaFile: ${certs.clientCa} }\n`)
+    .replace(/^gateway:\n/m, `gateway:\n  authzTls: { certFile: ${certs.clientCert}, keyFile: ${certs.clientKey}, caFile: ${certs.serverCa}, serverName: ${SERVER_NAME} }\n`)
+    .replace(/^    chat: http:\/\/127\.0\.0\.1:9300$/m, `    chat: { url: ${upstream.url}, credential: { header: authorization, prefix: "Bearer ", env: OPENAI_API_KEY } }`)
+    .replace(/^  drainSeconds: 25 /m, '  drainSeconds: 1 '));
+  service = await startService({ configPath: config, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, env: { OPENAI_API_KEY: UPSTREAM_SECRET } });
+  xds = translate();
+  const port = (a: string): number => Number(a.slice(a.lastIndexOf(':') + 1));
+  // Each EDS cluster to its local endpoint: modelgate's gRPC (9191) and HTTP (9192) ports, the providers' Backends.
+  const endpoints: Record<string, { address: string; port: number }[]> = {};
+  for (const c of xds.clusters()) {
+    if (c.type !== 'EDS') continue;
+    const to = c.name.includes('mg-modelgate-chat') || c.name.includes('mg-modelgate-messages') || c.name.includes('mg-modelgate-generative') ? upstream.port
+      : JSON.stringify(xds.endpointsOf(c.name)).includes('9192') || /9192|rule\/(8|9|10|11)\b/.test(c.name) ? port(service.httpAddress)
+        : port(service.grpcAddress);
+    endpoints[c.name] = [{ address: '127.0.0.1', port: to }];
+  }
+  const bootstrap = translatedBootstrap(xds, { adminPort: 0, endpoints });
+  for (const l of bootstrap.static_resources.listeners) l.address.socket_address = { address: '127.0.0.1', port_value: 0 };
+  writeFileSync(join(dir, 'bootstrap.json'), JSON.stringify(bootstrap, null, 1));
+  envoy = await startEnvoy({ binary: ensureEnvoy({ install: false }).path, config: JSON.stringify(bootstrap), concurrency: 1, logLevel: 'warn' });
+}, 180_000);
+
+afterAll(async () => {
+  await envoy?.stop();
+  await service?.close(1000, 0);
+  await upstream?.close();
+  rmSync(dir, { recursive: true, force: true });
+  if (certs) rmSync(certs.dir, { recursive: true, force: true });
+});
+
+describe.skipIf(missing !== undefined)('the translated Envoy Gateway config, run', () => {
+  test('an allowed SDK request reaches the provider with the operator\'s credential, never the client\'s key, and the meter debits it', async () => {
+    const client = new OpenAI({ baseURL: `${envoy.listenerUrl}/v1`, apiKey: DEMO_KEYS.alice, maxRetries: 0 });
+    const reply = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello through Envoy Gateway' }] });
+    expect(reply.choices[0].message.content).toBeTruthy();
+    const got = received.at(-1)!;
+    expect(got.headers.authorization).toBe(`Bearer ${UPSTREAM_SECRET}`);
+    expect(JSON.stringify(got.rawHeaders)).not.toContain(DEMO_KEYS.alice);
+    // The meter's report comes on Envoy Gateway's access log: wait for its settlement to be counted.
+    const settled = /modelgate_meter_responses_total\{result="metered"[^}]*\} [1-9]/;
+    let metrics = '';
+    while (!settled.test(metrics)) metrics = await (await fetch(`http://${service.httpAddress}/metrics`)).text();
+    expect(metrics).toMatch(/modelgate_meter_cost_total\{group="basic",model="gpt-4o-mini"\} [0-9.e-]*[1-9]/);
+  });
+
+  test('a denied SDK request gets modelgate\'s 403 and reason through Envoy Gateway', async () => {
+    const client = new OpenAI({ baseURL: `${envoy.listenerUrl}/v1`, apiKey: DEMO_KEYS.alice, maxRetries: 0 });
+    const err = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).headers?.get('x-modelgate-reason')).toBe('model_not_in_group');
+  });
+});
