@@ -13,10 +13,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { stringify } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { chartRoutes } from '../../src/envoy/chart-contract';
 import { METER_LUA } from '../../src/envoy/meter-filters';
-import { goTool } from '../support/go-tools';
+import { goTool, inNamespace } from '../support/go-tools';
 import { makeTestCerts, SERVER_NAME } from '../support/test-certs';
 import { translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootstrap';
 import { ensureEnvoy } from '../../src/envoy/ensure';
@@ -29,7 +29,7 @@ const missing = 'missing' in helm ? helm.missing : 'missing' in egctl ? egctl.mi
 type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const dir = mkdtempSync(join(tmpdir(), 'modelgate-eg-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterAll(() => void (process.env.KEEP || rmSync(dir, { recursive: true, force: true })));
 const b64 = (file: string): string => readFileSync(file).toString('base64');
 
 /** The cluster's side the chart does not render: the GatewayClass, the Gateway, modelgate's CA and Envoy's client certificate. */
@@ -53,7 +53,7 @@ beforeAll(() => {
   const chart = spawnSync((helm as { path: string }).path, ['template', 'mg', CHART, '--namespace', 'ai', '-f', join(ROOT, 'test', 'k8s', 'values', 'envoy-gateway.yaml'), '--set', `envoyGateway.modelgateTlsHostname=${SERVER_NAME}`], { encoding: 'utf8' });
   expect(chart.status, chart.stderr).toBe(0);
   const input = join(dir, 'in.yaml');
-  writeFileSync(input, `${clusterObjects()}---\n${chart.stdout}`);
+  writeFileSync(input, `${clusterObjects()}---\n${inNamespace(chart.stdout, 'ai')}`);
   const r = spawnSync((egctl as { path: string }).path, ['x', 'translate', '--from', 'gateway-api', '--to', 'gateway-api,xds', '-t', 'all', '--add-missing-resources', '-o', 'json', '-f', input], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
   expect(r.status, r.stderr).toBe(0);
   out = JSON.parse(r.stdout);
@@ -62,11 +62,11 @@ beforeAll(() => {
   xds = xdsDump(dumps[0]);
 }, 120_000);
 
-const conditions = (o: Any): string => JSON.stringify(o.status?.ancestors ?? o.status?.parents ?? o.status?.conditions ?? o.status);
+const conditions = (o: Any): string => JSON.stringify(o.status);
 
 describe.skipIf(missing !== undefined)(`egctl x translate (${missing ?? 'egctl ' + (egctl as { path: string }).path})`, () => {
   test('every policy, route and backend is Accepted', () => {
-    const kinds: [string, number][] = [['httpRoutes', 1], ['securityPolicies', 1], ['envoyExtensionPolicies', 1], ['backendTLSPolicies', 1], ['backends', 3]];
+    const kinds: [string, number][] = [['httpRoutes', 1], ['securityPolicies', 1], ['envoyExtensionPolicies', 1], ['backendTLSPolicies', 1], ['backends', 3], ['envoyProxiesForGateways', 1]];
     for (const [kind, count] of kinds) {
       expect(out[kind], kind).toHaveLength(count);
       for (const o of out[kind]) {
@@ -75,53 +75,76 @@ describe.skipIf(missing !== undefined)(`egctl x translate (${missing ?? 'egctl '
         for (const a of list) expect(a.conditions.find((c: Any) => c.type === 'Accepted'), `${kind} ${o.metadata.name}: ${conditions(o)}`).toMatchObject({ status: 'True' });
       }
     }
-    expect(out.gateways[0].status.conditions.find((c: Any) => c.type === 'Accepted'), conditions(out.gateways[0])).toMatchObject({ status: 'True' });
+    for (const l of out.gateways[0].status.listeners) expect(l.conditions.find((c: Any) => c.type === 'Accepted'), conditions(out.gateways[0])).toMatchObject({ status: 'True' });
+    expect(out.gateways[0].status.listeners[0].attachedRoutes).toBe(1);
   });
 
-  test('the listener\'s ext_authz: modelgate\'s cluster over mTLS, the body as bytes, fail closed, the timeout, the decision headers', () => {
-    const filters = xds.listeners().flatMap((l: Any) => (l.default_filter_chain ? [l.default_filter_chain] : l.filter_chains ?? []).flatMap((c: Any) => c.filters)).filter((f: Any) => f.name === 'envoy.filters.network.http_connection_manager');
-    const http = filters.flatMap((f: Any) => f.typed_config.http_filters);
-    const authz = http.find((f: Any) => f.name.startsWith('envoy.filters.http.ext_authz'));
-    expect(authz, http.map((f: Any) => f.name).join()).toBeDefined();
-    const cfg = authz.typed_config;
-    expect(cfg.failure_mode_allow ?? false).toBe(false);
-    expect(cfg.with_request_body).toMatchObject({ max_request_bytes: 33554432 });
-    expect(cfg.status_on_error).toEqual({ code: 'ServiceUnavailable' });
-    expect(cfg.grpc_service.timeout).toBe('1s');
-    const cluster = cfg.grpc_service.envoy_grpc.cluster_name;
-    const c = xds.clusters().find((x: Any) => x.name === cluster);
-    expect(c, cluster).toBeDefined();
-    expect(JSON.stringify(c.transport_socket ?? c.transport_socket_matches)).toContain('UpstreamTlsContext');
-    expect(xds.endpointsOf(cluster).map((e: Any) => e.endpoint.address.socket_address.port_value)).toContain(9191);
-    expect(cfg.allowed_headers.patterns.map((p: Any) => p.exact)).toEqual(expect.arrayContaining(['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version', 'content-type']));
-    expect(http[http.length - 1].name).toBe('envoy.filters.http.router');
+  /** The Gateway's listener's HTTP connection manager (the other listener is Envoy Gateway's readiness one). */
+  const hcm = (): Any => {
+    const listener = xds.listeners().find((l: Any) => l.name === 'ai/eg/http');
+    expect(listener, xds.listeners().map((l: Any) => l.name).join()).toBeDefined();
+    return [...(listener.filterChains ?? []), listener.defaultFilterChain].filter(Boolean)[0].filters.find((f: Any) => f.name === 'envoy.filters.network.http_connection_manager').typedConfig;
+  };
+  const allRoutes = (): Any[] => xds.routes().flatMap((rc: Any) => rc.virtualHosts.flatMap((v: Any) => v.routes));
+
+  test('the listener\'s ext_authz: modelgate\'s cluster over mTLS, the body, fail closed, the timeout, the decision headers, on every route', () => {
+    const http = hcm().httpFilters;
+    expect(http.map((f: Any) => f.name)).toEqual(['envoy.filters.http.ext_authz/securitypolicy/ai/mg-modelgate-ext-authz', 'envoy.filters.http.lua/envoyextensionpolicy/ai/mg-modelgate-meter/lua/0', 'envoy.filters.http.router']);
+    const cfg = http[0].typedConfig;
+    expect(cfg.failureModeAllow ?? false).toBe(false);
+    expect(cfg.withRequestBody).toEqual({ maxRequestBytes: 33554432 });
+    expect(cfg.statusOnError).toEqual({ code: 'ServiceUnavailable' });
+    expect(cfg.grpcService.timeout).toBe('1s');
+    expect(cfg.grpcService.initialMetadata).toBeUndefined();
+    expect(cfg.allowedHeaders.patterns.map((p: Any) => p.exact)).toEqual(JSON.parse(readFileSync(join(CHART, 'files', 'contract.json'), 'utf8')).checkRequestHeaders);
+    const cluster = xds.clusters().find((c: Any) => c.name === cfg.grpcService.envoyGrpc.clusterName);
+    const tls = cluster.transportSocketMatches[0].transportSocket.typedConfig;
+    expect(tls.sni).toBe(SERVER_NAME);
+    expect(tls.commonTlsContext.tlsCertificateSdsSecretConfigs).toEqual([expect.objectContaining({ name: 'ai/mg-modelgate-envoy-client' })]);
+    expect(xds.loadAssignment(cluster.name).endpoints[0].lbEndpoints[0].endpoint.address.socketAddress.portValue).toBe(9191);
+    // The filter is off on the listener and on for each of the route's rules.
+    for (const r of allRoutes()) expect(Object.keys(r.typedPerFilterConfig), r.name).toContain(http[0].name);
   });
 
-  test('the meter: the Lua tail on the chain, and the gRPC access log to modelgate with the metered filter', () => {
-    const hcm = xds.listeners().flatMap((l: Any) => (l.default_filter_chain ? [l.default_filter_chain] : l.filter_chains ?? []).flatMap((c: Any) => c.filters)).find((f: Any) => f.name === 'envoy.filters.network.http_connection_manager').typed_config;
-    const lua = hcm.http_filters.find((f: Any) => f.name.includes('lua'));
-    expect(lua).toBeDefined();
+  test('the meter: the Lua tail on every route, and the gRPC access log to modelgate with the metered filter', () => {
+    const lua = hcm().httpFilters[1];
+    expect(lua.typedConfig.defaultSourceCode?.inlineString ?? JSON.stringify(lua.typedConfig)).toContain('modelgate meter');
     expect(JSON.stringify(xds.raw)).toContain(JSON.stringify(METER_LUA).slice(1, 200));
-    const logs = JSON.stringify(hcm.access_log ?? []);
-    expect(logs).toContain('modelgate_meter');
-    expect(logs).toContain("metadata.filter_metadata['envoy.filters.http.ext_authz']['metered'] == true");
-    expect(logs).toContain('content-encoding');
+    for (const r of allRoutes()) expect(Object.keys(r.typedPerFilterConfig), r.name).toContain(lua.name);
+    const [log] = hcm().accessLog;
+    expect(log.typedConfig.commonConfig.logName).toBe('modelgate_meter');
+    expect(log.typedConfig.additionalResponseHeadersToLog).toEqual(['content-type', 'content-encoding']);
+    expect(log.filter.extensionFilter.typedConfig.expression).toContain("metadata.filter_metadata['envoy.filters.http.ext_authz']['metered'] == true");
+    const als = xds.clusters().find((c: Any) => c.name === log.typedConfig.commonConfig.grpcService.envoyGrpc.clusterName);
+    expect(xds.loadAssignment(als.name).endpoints[0].lbEndpoints[0].endpoint.address.socketAddress.portValue).toBe(9191);
+    expect(JSON.stringify(als.transportSocketMatches)).toContain('ai/mg-modelgate-envoy-client');
   });
 
-  test('each provider route removes every key header but its own credential\'s, and the model lists go to modelgate\'s HTTP port', () => {
-    const routes = xds.routes().flatMap((rc: Any) => rc.virtual_hosts.flatMap((v: Any) => v.routes));
+  test('each provider route removes every key header but its own credential\'s; the model lists go to modelgate\'s HTTP port', () => {
+    const routes = allRoutes();
     expect(routes.length).toBe(chartRoutes().length);
     const chat = routes.find((r: Any) => r.match.path === '/v1/chat/completions');
-    expect(chat.request_headers_to_remove).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'cookie']));
-    expect(chat.request_headers_to_remove).not.toContain('authorization');
+    expect(chat.requestHeadersToRemove).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'cookie']));
+    expect(chat.requestHeadersToRemove).not.toContain('authorization');
+    expect(chat.route.hostRewriteLiteral).toBe('api.openai.com');
     const messages = routes.find((r: Any) => r.match.path === '/v1/messages');
-    expect(messages.request_headers_to_remove).toContain('authorization');
-    expect(messages.request_headers_to_remove).not.toContain('x-api-key');
+    expect(messages.requestHeadersToRemove).toContain('authorization');
+    expect(messages.requestHeadersToRemove).not.toContain('x-api-key');
+    const list = routes.find((r: Any) => r.match.path === '/v1/models');
+    expect(xds.loadAssignment(list.route.cluster).endpoints[0].lbEndpoints[0].endpoint.address.socketAddress.portValue).toBe(9192);
   });
 
   test('the translated xDS, made one static bootstrap, is valid for the pinned Envoy', () => {
     const file = join(dir, 'bootstrap.json');
-    writeFileSync(file, JSON.stringify(translatedBootstrap(xds, { adminPort: 0 })));
+    const names = xds.sdsNames();
+    const certs = makeTestCerts();
+    const secrets = [
+      ...names.certificates.map((name) => ({ name, tlsCertificate: { certificateChain: { filename: certs.clientCert }, privateKey: { filename: certs.clientKey } } })),
+      // The providers' Backends trust the system CAs (wellKnownCACertificates: System).
+      ...names.validationContexts.map((name) => ({ name, validationContext: { trustedCa: { filename: name === 'system_ca_certificates' ? '/etc/ssl/certs/ca-certificates.crt' : certs.serverCa } } })),
+    ];
+    expect(names).toEqual({ certificates: ['ai/mg-modelgate-envoy-client'], validationContexts: ['system_ca_certificates', 'mg-modelgate-grpc-tls/ai-ca'] });
+    writeFileSync(file, JSON.stringify(translatedBootstrap(xds, { adminPort: 0, secrets })));
     const r = spawnSync(ensureEnvoy({ install: false }).path, ['--mode', 'validate', '-c', file, '--disable-hot-restart'], { encoding: 'utf8' });
     expect(r.status, r.stdout + r.stderr).toBe(0);
   });

@@ -1,8 +1,9 @@
 /**
- * Envoy Gateway's translated xDS (`egctl x translate --to xds`: a config dump of listeners, routes,
- * clusters, endpoints and secrets, each served over ADS) read, and made into one static bootstrap a
- * plain Envoy runs: each listener's RDS replaced by its route configuration, each EDS cluster made
- * STATIC with its endpoints, and each SDS reference left to name a static secret.
+ * Envoy Gateway's translated xDS (`egctl x translate --to xds -o json`: a config dump in proto3 JSON,
+ * lowerCamelCase, of listeners, routes, clusters and endpoints, each served over ADS) read, and made
+ * into one static bootstrap a plain Envoy runs: each listener's RDS replaced by its route
+ * configuration, each EDS cluster made STATIC with its endpoints (their addresses mapped, their
+ * metadata kept: it selects the transport socket), and each SDS reference left naming a static secret.
  */
 type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -11,41 +12,61 @@ export interface XdsDump {
   listeners(): Any[];
   clusters(): Any[];
   routes(): Any[];
-  secrets(): Any[];
-  endpointsOf(cluster: string): Any[];
+  /** The ClusterLoadAssignment of a cluster (EDS). */
+  loadAssignment(cluster: string): Any | undefined;
+  /** Every SDS secret name the clusters reference, and what for. */
+  sdsNames(): { certificates: string[]; validationContexts: string[] };
+}
+
+/** A resource of the dump as a bootstrap holds it: a copy without its Any `@type`. */
+function untyped(resource: Any): Any {
+  const { '@type': _type, ...rest } = structuredClone(resource ?? {}); // eslint-disable-line @typescript-eslint/no-unused-vars
+  return rest;
 }
 
 /** Wraps one gateway's dump (`out.xds["<ns>/<gateway>"]`). */
 export function xdsDump(raw: { configs: Any[] }): XdsDump {
   const of = (type: string): Any => raw.configs.find((c) => c['@type'] === `type.googleapis.com/envoy.admin.v3.${type}`) ?? {};
-  const endpoints = (): Any[] => (of('EndpointsConfigDump').dynamicEndpointConfigs ?? []).map((e: Any) => e.endpointConfig);
+  const assignments = (): Any[] => (of('EndpointsConfigDump').dynamicEndpointConfigs ?? []).map((e: Any) => untyped(e.endpointConfig));
+  const clusters = (): Any[] => [...(of('ClustersConfigDump').staticClusters ?? []), ...(of('ClustersConfigDump').dynamicActiveClusters ?? [])].map((c: Any) => untyped(c.cluster));
   return {
     raw,
-    listeners: () => (of('ListenersConfigDump').dynamicListeners ?? []).map((l: Any) => l.activeState.listener),
-    clusters: () => [...(of('ClustersConfigDump').staticClusters ?? []), ...(of('ClustersConfigDump').dynamicActiveClusters ?? [])].map((c: Any) => c.cluster),
-    routes: () => (of('RoutesConfigDump').dynamicRouteConfigs ?? []).map((r: Any) => r.routeConfig),
-    secrets: () => [...(of('SecretsConfigDump').staticSecrets ?? []), ...(of('SecretsConfigDump').dynamicActiveSecrets ?? [])].map((s: Any) => s.secret),
-    endpointsOf: (cluster) => endpoints().filter((e) => e.clusterName === cluster || e.cluster_name === cluster).flatMap((e) => (e.endpoints ?? []).flatMap((l: Any) => l.lbEndpoints ?? l.lb_endpoints ?? [])),
+    listeners: () => (of('ListenersConfigDump').dynamicListeners ?? []).map((l: Any) => untyped(l.activeState.listener)),
+    clusters,
+    routes: () => (of('RoutesConfigDump').dynamicRouteConfigs ?? []).map((r: Any) => untyped(r.routeConfig)),
+    loadAssignment: (cluster) => assignments().find((a) => a.clusterName === cluster),
+    sdsNames: () => {
+      const text = JSON.stringify(clusters());
+      const names = (key: string): string[] => [...new Set([...text.matchAll(new RegExp(`"${key}":\\[?\\{"name":"([^"]+)"`, 'g'))].map((m) => m[1]))];
+      return { certificates: names('tlsCertificateSdsSecretConfigs'), validationContexts: names('validationContextSdsSecretConfig') };
+    },
   };
 }
 
-/** Drops every `sds_config` (a static secret is then looked up by its name) and `@type`-less noise. */
+/** Drops every `sdsConfig` (a static secret is then looked up by its name). */
 function staticSecrets(node: Any): Any {
   if (Array.isArray(node)) return node.map(staticSecrets);
   if (node === null || typeof node !== 'object') return node;
-  return Object.fromEntries(Object.entries(node).filter(([k]) => k !== 'sds_config').map(([k, v]) => [k, staticSecrets(v)]));
+  return Object.fromEntries(Object.entries(node).filter(([k]) => k !== 'sdsConfig' && k !== 'sds_config').map(([k, v]) => [k, staticSecrets(v)]));
 }
 
-/** One static bootstrap of the dump; `endpoints` replaces a cluster's endpoints by name (local addresses). */
-export function translatedBootstrap(xds: XdsDump, opts: { adminPort: number; endpoints?: Record<string, { address: string; port: number }[]> }): Any {
+export interface BootstrapOptions {
+  readonly adminPort: number;
+  /** Where an endpoint of the dump goes instead (its cluster, its address and port); default unchanged. */
+  readonly endpoint?: (cluster: string, address: string, port: number) => { address: string; port: number };
+  /** The static secrets the SDS names resolve to (Envoy's Secret, as JSON). */
+  readonly secrets?: Any[];
+}
+
+/** One static bootstrap of the dump. */
+export function translatedBootstrap(xds: XdsDump, opts: BootstrapOptions): Any {
   const routes = new Map(xds.routes().map((r) => [r.name, r]));
   const listeners = xds.listeners().map((l) => {
-    const chains = [...(l.filter_chains ?? []), ...(l.default_filter_chain ? [l.default_filter_chain] : [])];
-    for (const chain of chains) {
+    for (const chain of [...(l.filterChains ?? []), ...(l.defaultFilterChain ? [l.defaultFilterChain] : [])]) {
       for (const f of chain.filters ?? []) {
-        const hcm = f.typed_config;
+        const hcm = f.typedConfig;
         if (hcm?.rds) {
-          hcm.route_config = routes.get(hcm.rds.route_config_name);
+          hcm.routeConfig = routes.get(hcm.rds.routeConfigName);
           delete hcm.rds;
         }
       }
@@ -54,15 +75,19 @@ export function translatedBootstrap(xds: XdsDump, opts: { adminPort: number; end
   });
   const clusters = xds.clusters().map((c) => {
     if (c.type !== 'EDS') return c;
-    const { eds_cluster_config: _eds, ...rest } = c; // eslint-disable-line @typescript-eslint/no-unused-vars
-    const local = opts.endpoints?.[c.name];
-    const lbEndpoints = local
-      ? local.map((a) => ({ endpoint: { address: { socket_address: { address: a.address, port_value: a.port } } } }))
-      : xds.endpointsOf(c.name);
-    return { ...rest, type: 'STATIC', load_assignment: { cluster_name: c.name, endpoints: [{ lb_endpoints: lbEndpoints }] } };
+    const { edsClusterConfig: _eds, ...rest } = c; // eslint-disable-line @typescript-eslint/no-unused-vars
+    const assignment = xds.loadAssignment(c.name) ?? { clusterName: c.name, endpoints: [] };
+    for (const locality of assignment.endpoints ?? []) {
+      for (const lb of locality.lbEndpoints ?? []) {
+        const sa = lb.endpoint.address.socketAddress;
+        const to = opts.endpoint?.(c.name, sa.address, sa.portValue) ?? { address: sa.address, port: sa.portValue };
+        lb.endpoint.address.socketAddress = { address: to.address, portValue: to.port };
+      }
+    }
+    return { ...rest, type: 'STATIC', loadAssignment: assignment };
   });
   return staticSecrets({
-    admin: { address: { socket_address: { address: '127.0.0.1', port_value: opts.adminPort } } },
-    static_resources: { listeners, clusters, secrets: xds.secrets() },
+    admin: { address: { socketAddress: { address: '127.0.0.1', portValue: opts.adminPort } } },
+    staticResources: { listeners, clusters, secrets: opts.secrets ?? [] },
   });
 }

@@ -5,6 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { parseAllDocuments, stringify } from 'yaml';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -15,4 +16,13 @@ export function goTool(name: 'helm' | 'egctl'): { path: string } | { missing: st
   const why = `${name} is not available (${(r.stderr || String(r.error ?? '')).trim().split('\n').pop()}); run scripts/ensure-${name}`;
   if (process.env.CI) throw new Error(why);
   return { missing: why };
+}
+
+/** `helm template` output with every object in `namespace` (as `helm install -n` puts them), for egctl's input. */
+export function inNamespace(manifests: string, namespace: string): string {
+  return parseAllDocuments(manifests)
+    .map((d) => d.toJS() as { metadata?: { namespace?: string } } | null)
+    .filter((o): o is { metadata: { namespace?: string } } => o !== null && typeof o === 'object' && 'metadata' in o)
+    .map((o) => stringify({ ...o, metadata: { namespace, ...o.metadata } }))
+    .join('---\n');
 }
