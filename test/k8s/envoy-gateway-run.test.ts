@@ -13,14 +13,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { stringify } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { startDemoUpstream, type DemoUpstream, type ReceivedRequest } from '../../src/demo/upstream';
 import { ensureEnvoy } from '../../src/envoy/ensure';
 import { startEnvoy, type EnvoyProcess } from '../../src/envoy/process';
 import { startService, type Service } from '../../src/server/service';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootstrap';
-import { goTool } from '../support/go-tools';
+import { goTool, inNamespace } from '../support/go-tools';
 import { DEMO_CONFIG, LogSink } from '../support/service-harness';
 import { makeTestCerts, SERVER_NAME, type TestCerts } from '../support/test-certs';
 
@@ -56,7 +56,7 @@ function translate(): XdsDump {
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'mg-modelgate-envoy-client', namespace: 'ai' }, type: 'kubernetes.io/tls', data: { 'tls.crt': b64(certs.clientCert), 'tls.key': b64(certs.clientKey) } },
   ].map((o) => stringify(o)).join('---\n');
   const input = join(dir, 'in.yaml');
-  writeFileSync(input, `${cluster}---\n${chart.stdout}`);
+  writeFileSync(input, `${cluster}---\n${inNamespace(chart.stdout, 'ai')}`);
   const r = spawnSync((egctl as { path: string }).path, ['x', 'translate', '--from', 'gateway-api', '--to', 'xds', '-t', 'all', '--add-missing-resources', '-o', 'json', '-f', input], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
   expect(r.status, r.stderr).toBe(0);
   return xdsDump(Object.values((JSON.parse(r.stdout) as { xds: Record<string, { configs: Any[] }> }).xds)[0]);
@@ -75,23 +75,27 @@ beforeAll(async () => {
   service = await startService({ configPath: config, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, env: { OPENAI_API_KEY: UPSTREAM_SECRET } });
   xds = translate();
   const port = (a: string): number => Number(a.slice(a.lastIndexOf(':') + 1));
-  // Each EDS cluster to its local endpoint: modelgate's gRPC (9191) and HTTP (9192) ports, the providers' Backends.
-  const endpoints: Record<string, { address: string; port: number }[]> = {};
-  for (const c of xds.clusters()) {
-    if (c.type !== 'EDS') continue;
-    const to = c.name.includes('mg-modelgate-chat') || c.name.includes('mg-modelgate-messages') || c.name.includes('mg-modelgate-generative') ? upstream.port
-      : JSON.stringify(xds.endpointsOf(c.name)).includes('9192') || /9192|rule\/(8|9|10|11)\b/.test(c.name) ? port(service.httpAddress)
-        : port(service.grpcAddress);
-    endpoints[c.name] = [{ address: '127.0.0.1', port: to }];
-  }
-  const bootstrap = translatedBootstrap(xds, { adminPort: 0, endpoints });
-  for (const l of bootstrap.static_resources.listeners) l.address.socket_address = { address: '127.0.0.1', port_value: 0 };
+  // Each endpoint to its local stand-in: modelgate's gRPC (9191) and HTTP (9192) ports, the providers' Backends to the demo upstream.
+  const endpoint = (_cluster: string, _address: string, p: number): { address: string; port: number } => ({
+    address: '127.0.0.1',
+    port: p === 9191 ? port(service.grpcAddress) : p === 9192 ? port(service.httpAddress) : upstream.port,
+  });
+  const names = xds.sdsNames();
+  const secrets = [
+    ...names.certificates.map((name) => ({ name, tlsCertificate: { certificateChain: { filename: certs.clientCert }, privateKey: { filename: certs.clientKey } } })),
+    ...names.validationContexts.map((name) => ({ name, validationContext: { trustedCa: { filename: certs.serverCa } } })),
+  ];
+  const bootstrap = translatedBootstrap(xds, { adminPort: 0, endpoint, secrets });
+  for (const l of bootstrap.staticResources.listeners) l.address.socketAddress = { address: '127.0.0.1', portValue: 0 };
+  // Envoy Gateway's readiness listener is its own business: the Gateway's listener alone.
+  bootstrap.staticResources.listeners = bootstrap.staticResources.listeners.filter((l: Any) => l.name === 'ai/eg/http');
   writeFileSync(join(dir, 'bootstrap.json'), JSON.stringify(bootstrap, null, 1));
   envoy = await startEnvoy({ binary: ensureEnvoy({ install: false }).path, config: JSON.stringify(bootstrap), concurrency: 1, logLevel: 'warn' });
 }, 180_000);
 
 afterAll(async () => {
   await envoy?.stop();
+  if (process.env.KEEP) return;
   await service?.close(1000, 0);
   await upstream?.close();
   rmSync(dir, { recursive: true, force: true });
@@ -118,5 +122,15 @@ describe.skipIf(missing !== undefined)('the translated Envoy Gateway config, run
     const err = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect((err as InstanceType<typeof OpenAI.APIError>).headers?.get('x-modelgate-reason')).toBe('model_not_in_group');
+  });
+
+  test('no key: 401 from modelgate before any provider; a path outside the endpoint table: no route', async () => {
+    const before = received.length;
+    const anon = await fetch(`${envoy.listenerUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"gpt-4o-mini","messages":[]}' });
+    expect(anon.status).toBe(401);
+    expect(anon.headers.get('x-modelgate-reason')).toBe('key_missing');
+    const other = await fetch(`${envoy.listenerUrl}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } });
+    expect(other.status).toBe(404);
+    expect(received.length).toBe(before);
   });
 });
