@@ -73,7 +73,7 @@ describe.skipIf('missing' in helm)(`the chart (${'missing' in helm ? helm.missin
   });
 
   test('helm lint --strict passes with each values set', () => {
-    for (const values of ['file-secret.yaml', 'postgres-mtls.yaml']) {
+    for (const values of ['file-secret.yaml', 'postgres-mtls.yaml', 'envoy-gateway.yaml', 'istio.yaml']) {
       const r = run(['lint', '--strict', CHART, '-f', join(VALUES, values)]);
       expect(r.status, r.stdout + r.stderr).toBe(0);
       expect(r.stdout).toContain('1 chart(s) linted, 0 chart(s) failed');
@@ -154,6 +154,14 @@ describe.skipIf('missing' in helm)(`the chart (${'missing' in helm ? helm.missin
       const v = validate(`${name}.yaml`, r.text);
       expect(v.status, v.out).toBe(0);
       expect(v.out.match(/ passed for resource /g)?.length).toBe([...r.byKind.entries()].filter(([k]) => k !== 'ServiceMonitor').reduce((n, [, list]) => n + list.length, 0));
+    }
+    // The core objects beside the Envoy Gateway and Istio ones (those: test/k8s/envoy-gateway.test.ts, mesh-resources.test.ts).
+    for (const values of ['envoy-gateway.yaml', 'istio.yaml']) {
+      const r = render('-f', join(VALUES, values));
+      const core = ['ConfigMap', 'Deployment', 'PersistentVolumeClaim', 'PodDisruptionBudget', 'Service', 'ServiceAccount'].flatMap((k) => r.byKind.get(k) ?? []);
+      const v = validate(values, core.map((o) => JSON.stringify(o)).join('\n---\n'));
+      expect(v.status, v.out).toBe(0);
+      expect(v.out.match(/ passed for resource /g)?.length).toBe(core.length);
     }
     const bad = validate('bad.yaml', fileSecret.text.replace('terminationGracePeriodSeconds:', 'terminationGracePeriod:'));
     expect(bad.status).not.toBe(0);
