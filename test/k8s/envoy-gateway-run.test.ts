@@ -11,6 +11,8 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
+import type * as GenAI from '@google/genai' with { 'resolution-mode': 'import' };
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
@@ -70,9 +72,12 @@ beforeAll(async () => {
   writeFileSync(config, readFileSync(DEMO_CONFIG, 'utf8')
     .replace(/^grpc:\n/m, `grpc:\n  tls: { certFile: ${certs.serverCert}, keyFile: ${certs.serverKey}, clientCaFile: ${certs.clientCa} }\n`)
     .replace(/^gateway:\n/m, `gateway:\n  authzTls: { certFile: ${certs.clientCert}, keyFile: ${certs.clientKey}, caFile: ${certs.serverCa}, serverName: ${SERVER_NAME} }\n`)
+    // The providers' credentials as the chart's values name them (its routes keep each one's header).
     .replace(/^    chat: http:\/\/127\.0\.0\.1:9300$/m, `    chat: { url: ${upstream.url}, credential: { header: authorization, prefix: "Bearer ", env: OPENAI_API_KEY } }`)
+    .replace(/^    messages: http:\/\/127\.0\.0\.1:9300$/m, `    messages: { url: ${upstream.url}, credential: { header: x-api-key, env: ANTHROPIC_API_KEY } }`)
+    .replace(/^    generative: http:\/\/127\.0\.0\.1:9300$/m, `    generative: { url: ${upstream.url}, credential: { header: x-goog-api-key, env: GEMINI_API_KEY } }`)
     .replace(/^  drainSeconds: 25 /m, '  drainSeconds: 1 '));
-  service = await startService({ configPath: config, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, env: { OPENAI_API_KEY: UPSTREAM_SECRET } });
+  service = await startService({ configPath: config, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, env: { OPENAI_API_KEY: UPSTREAM_SECRET, ANTHROPIC_API_KEY: `${UPSTREAM_SECRET}-anthropic`, GEMINI_API_KEY: `${UPSTREAM_SECRET}-gemini` } });
   xds = translate();
   const port = (a: string): number => Number(a.slice(a.lastIndexOf(':') + 1));
   // Each endpoint to its local stand-in: modelgate's gRPC (9191) and HTTP (9192) ports, the providers' Backends to the demo upstream.
@@ -133,4 +138,35 @@ describe.skipIf(missing !== undefined)('the translated Envoy Gateway config, run
     expect(other.status).toBe(404);
     expect(received.length).toBe(before);
   });
+
+  test('the Anthropic and Google SDKs through the messages and generative routes, and a streamed chat: each provider gets its own credential only, and each answer is settled', async () => {
+    const settledBefore = await settledCount();
+    const anthropic = new Anthropic({ baseURL: envoy.listenerUrl, apiKey: DEMO_KEYS.alice, maxRetries: 0 });
+    const message = await anthropic.messages.create({ model: 'claude-3-5-haiku-latest', max_tokens: 64, messages: [{ role: 'user', content: 'hello' }] });
+    expect(message.content.length).toBeGreaterThan(0);
+    const toMessages = received.at(-1)!;
+    expect(toMessages.url).toBe('/v1/messages');
+    expect(toMessages.headers['x-api-key']).toBe(`${UPSTREAM_SECRET}-anthropic`);
+    expect(toMessages.headers.authorization).toBeUndefined();
+    const genai = await import('@google/genai');
+    const google: GenAI.GoogleGenAI = new genai.GoogleGenAI({ apiKey: DEMO_KEYS.alice, httpOptions: { baseUrl: envoy.listenerUrl, apiVersion: 'v1beta' } });
+    const generated = await google.models.generateContent({ model: 'gemini-2.5-flash', contents: 'hello' });
+    expect(generated.text).toBeTruthy();
+    const toGenerative = received.at(-1)!;
+    expect(toGenerative.url).toBe('/v1beta/models/gemini-2.5-flash:generateContent');
+    expect(toGenerative.headers['x-goog-api-key']).toBe(`${UPSTREAM_SECRET}-gemini`);
+    const openai = new OpenAI({ baseURL: `${envoy.listenerUrl}/v1`, apiKey: DEMO_KEYS.alice, maxRetries: 0 });
+    let text = '';
+    for await (const chunk of await openai.chat.completions.create({ model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'stream it' }] })) text += chunk.choices[0]?.delta?.content ?? '';
+    expect(text).toBeTruthy();
+    for (const r of received.slice(-3)) expect(JSON.stringify(r.rawHeaders)).not.toContain(DEMO_KEYS.alice);
+    // The three answers reach the meter through Envoy Gateway's access log.
+    while ((await settledCount()) < settledBefore + 3) await new Promise((r) => setImmediate(r));
+  });
 });
+
+/** Requests the meter has settled from their reports (metered or estimated). */
+async function settledCount(): Promise<number> {
+  const text = await (await fetch(`http://${service.httpAddress}/metrics`)).text();
+  return [...text.matchAll(/^modelgate_meter_responses_total\{result="(?:metered|estimated)"[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+}
