@@ -6,12 +6,13 @@
  * Kubernetes 1.37 OpenAPI schemas it bundles, strict: unknown fields refused).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { parseConfig } from '../../src/config/load';
+import { crdSchemas, crdValidator, goModule } from '../support/crd-schemas';
 import { goTool } from '../support/go-tools';
 
 const ROOT = join(__dirname, '..', '..');
@@ -130,7 +131,14 @@ describe.skipIf('missing' in helm)(`the chart (${'missing' in helm ? helm.missin
     expect(config.grpc.tls).toEqual({ certFile: '/etc/modelgate/tls/tls.crt', keyFile: '/etc/modelgate/tls/tls.key', clientCaFile: '/etc/modelgate/tls/ca.crt' });
     expect(config.grpc.secret ?? undefined).toBeUndefined();
     expect(config.gateway.authzTls?.serverName).toBe('mg-modelgate.ai.svc');
-    expect(one(m, 'ServiceMonitor').spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '30s' }]);
+    const monitor = one(m, 'ServiceMonitor');
+    expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '30s' }]);
+    // Its CRD's schema: the Prometheus Operator's (pinned: package.json config.prometheusOperator).
+    const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { config: { prometheusOperator: string } }).config.prometheusOperator;
+    const crd = join(goModule('github.com/prometheus-operator/prometheus-operator', version), 'example', 'prometheus-operator-crd', 'monitoring.coreos.com_servicemonitors.yaml');
+    const validate = crdValidator(crdSchemas([crd]));
+    expect(validate(monitor)).toEqual([]);
+    expect(validate({ ...monitor, spec: { ...monitor.spec, endpoints: [{ port: 'http', intervall: '30s' }] } }).join()).toContain('additionalProperty');
     const np = one(m, 'NetworkPolicy').spec;
     expect(np.ingress[0]).toEqual({ ports: [{ port: 'grpc', protocol: 'TCP' }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'envoy-gateway-system' } } }] });
     expect(np.ingress[1].from).toHaveLength(2);

@@ -9,11 +9,11 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Ajv from 'ajv';
 import { describe, expect, test } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { chartFiles, chartRoutes } from '../../src/envoy/chart-contract';
 import { METER_LUA } from '../../src/envoy/meter-filters';
+import { crdSchemas, crdValidator, goModule } from '../support/crd-schemas';
 import { goTool } from '../support/go-tools';
 
 const ROOT = join(__dirname, '..', '..');
@@ -87,42 +87,15 @@ describe.skipIf('missing' in helm)('Envoy Gateway resources', () => {
   });
 });
 
-/** Istio's CRD schemas (istio.io/api at the pinned version), by apiVersion and kind. */
+/** Istio's CRD schemas (istio.io/api at the pinned version). */
 function istioSchemas(): Map<string, object> {
   const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { config: { istioApi: string } }).config.istioApi;
-  const go = process.env.GO ?? '/usr/local/go/bin/go';
-  const r = spawnSync(go, ['mod', 'download', '-json', `istio.io/api@${version}`], { encoding: 'utf8', cwd: ROOT, timeout: 300_000 });
-  if (r.status !== 0) throw new Error(`go mod download istio.io/api@${version} failed: ${r.stdout}${r.stderr}`);
-  const dir = (JSON.parse(r.stdout) as { Dir: string }).Dir;
-  const out = new Map<string, object>();
-  for (const doc of parseAllDocuments(readFileSync(join(dir, 'kubernetes', 'customresourcedefinitions.gen.yaml'), 'utf8'))) {
-    const crd = doc.toJS() as { spec: { group: string; names: { kind: string }; versions: { name: string; schema: { openAPIV3Schema: object } }[] } } | null;
-    if (!crd) continue;
-    for (const v of crd.spec.versions) out.set(`${crd.spec.group}/${v.name} ${crd.spec.names.kind}`, strict(v.schema.openAPIV3Schema));
-  }
-  return out;
-}
-
-/** Unknown fields refused (the API server's strict field validation), except where the schema keeps them. */
-function strict(schema: any): any { // eslint-disable-line @typescript-eslint/no-explicit-any
-  if (Array.isArray(schema)) return schema.map(strict);
-  if (schema === null || typeof schema !== 'object') return schema;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(schema)) out[k] = k === 'properties' ? Object.fromEntries(Object.entries(v as object).map(([p, s]) => [p, strict(s)])) : strict(v);
-  if (out.properties && out.additionalProperties === undefined && !out['x-kubernetes-preserve-unknown-fields']) out.additionalProperties = false;
-  return out;
+  return crdSchemas([join(goModule('istio.io/api', version), 'kubernetes', 'customresourcedefinitions.gen.yaml')]);
 }
 
 describe.skipIf('missing' in helm)('Istio resources', () => {
   const { objects } = render('istio.yaml');
-  const schemas = istioSchemas();
-  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
-  const validate = (o: Obj): string[] => {
-    const schema = schemas.get(`${o.apiVersion} ${o.kind}`);
-    if (!schema) return [`no schema for ${o.apiVersion} ${o.kind}`];
-    const check = ajv.compile(schema);
-    return check({ spec: o.spec }) ? [] : check.errors!.map((e) => `${e.instancePath} ${e.message} ${JSON.stringify(e.params)}`);
-  };
+  const validate = crdValidator(istioSchemas());
 
   test('every Istio object validates against its CRD schema, and an unknown field is refused', () => {
     const istio = objects.filter((o) => o.apiVersion.includes('istio.io'));
