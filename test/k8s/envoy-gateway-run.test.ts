@@ -100,7 +100,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await envoy?.stop();
-  if (process.env.KEEP) return;
   await service?.close(1000, 0);
   await upstream?.close();
   rmSync(dir, { recursive: true, force: true });

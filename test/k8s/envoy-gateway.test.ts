@@ -29,7 +29,7 @@ const missing = 'missing' in helm ? helm.missing : 'missing' in egctl ? egctl.mi
 type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const dir = mkdtempSync(join(tmpdir(), 'modelgate-eg-'));
-afterAll(() => void (process.env.KEEP || rmSync(dir, { recursive: true, force: true })));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const b64 = (file: string): string => readFileSync(file).toString('base64');
 
 /** The cluster's side the chart does not render: the GatewayClass, the Gateway, modelgate's CA and Envoy's client certificate. */
