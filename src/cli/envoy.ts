@@ -6,7 +6,7 @@
  *   `envoy --mode validate` (src/envoy/validate.ts; src/envoy/ensure.ts finds the binary, or installs
  *   the pinned one). Envoy's error goes to stderr and the exit code is 1.
  */
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { ConfigError, parseConfig, type Config } from '../config/load';
 import { GrpcAuthError, readGrpcSecret } from '../config/grpc-auth';
@@ -17,9 +17,17 @@ import { validateFileWithEnvoy } from '../envoy/validate';
 import { CliError, once } from './errors';
 import type { CliRun } from './io';
 
-/** The config file a command names, or $MODELGATE_CONFIG, or the demo config. */
+/**
+ * The config file a command names, or $MODELGATE_CONFIG, or the demo config of a clone
+ * (envoy/modelgate.yaml from the current folder). Outside a clone (the installed package, the image)
+ * there is no default: a missing demo config says to name one.
+ */
 export function configPathOf(option: string | undefined, env: NodeJS.ProcessEnv): string {
-  return option ?? env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml';
+  const path = option ?? env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml';
+  if (option === undefined && env.MODELGATE_CONFIG === undefined && !existsSync(path)) {
+    throw new CliError(`no config: envoy/modelgate.yaml (the demo config, in a clone of the repository) is not in ${process.cwd()}; name yours with --config <file> or MODELGATE_CONFIG`);
+  }
+  return path;
 }
 
 /** Reads and validates a config file, as a one-line CLI failure when it cannot. */

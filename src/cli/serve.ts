@@ -10,6 +10,7 @@ import { Command } from 'commander';
 import { ConfigError, parseConfig } from '../config/load';
 import { startService, type Service } from '../server/service';
 import { runWorkers } from '../server/workers';
+import { configPathOf } from './envoy';
 import { tuneHeap } from './heap-tuning';
 import { CliError, once, usageError } from './errors';
 import type { CliRun } from './io';
@@ -36,7 +37,7 @@ export function serveCommand(run: CliRun): Command {
       const workers = Number(options.workers ?? 1);
       if (!Number.isInteger(workers) || workers < 1 || workers > 64) throw usageError('--workers must be an integer from 1 to 64');
       const env = run.env;
-      const configPath = options.config ?? env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml';
+      const configPath = configPathOf(options.config, env);
       // Same order as the store commands: --store, MODELGATE_STORE, DATABASE_URL, else the config's `store:`.
       const override = options.store || env.MODELGATE_STORE || env.DATABASE_URL ? resolveStore(options.store, env) : undefined;
       if (workers > 1 && cluster.isPrimary) {

@@ -19,7 +19,9 @@ export function watchConfig(
   onRejected?: () => void,
 ): () => void {
   const onChange = (now: Stats, before: Stats): void => {
-    if (now.mtimeMs === before.mtimeMs && now.size === before.size) return;
+    // The inode too: a Kubernetes ConfigMap volume updates by swapping its ..data link to a new
+    // folder, so the path reaches another file, whose mtime and size may equal the old one's.
+    if (now.ino === before.ino && now.mtimeMs === before.mtimeMs && now.size === before.size) return;
     if (!reloadConfig(path, env, logger, apply, current)) onRejected?.();
   };
   watchFile(path, { interval: intervalMs, persistent: false }, onChange);

@@ -14,13 +14,14 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 
 /**
- * The project root: the nearest folder above this file (src/envoy or dist/src/envoy) with
- * modelgate's package.json and tsconfig.json (dist/ holds a copy of package.json, not the other).
+ * The project root (a clone, or the installed package): the nearest folder above this file (src/envoy
+ * or dist/src/envoy) with modelgate's package.json and bin/modelgate.js (dist/ holds a copy of
+ * package.json, not the other; an installed package has no tsconfig.json).
  */
 export function projectRoot(): string {
   for (let dir = __dirname; ; dir = path.dirname(dir)) {
     const pkg = path.join(dir, 'package.json');
-    if (fs.existsSync(pkg) && fs.existsSync(path.join(dir, 'tsconfig.json')) && (JSON.parse(fs.readFileSync(pkg, 'utf8')) as { name?: string }).name === 'modelgate') return dir;
+    if (fs.existsSync(pkg) && fs.existsSync(path.join(dir, 'bin', 'modelgate.js')) && (JSON.parse(fs.readFileSync(pkg, 'utf8')) as { name?: string }).name === 'modelgate') return dir;
     if (path.dirname(dir) === dir) throw new Error('modelgate: cannot find the project root (package.json)');
   }
 }

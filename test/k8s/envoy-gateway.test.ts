@@ -1,0 +1,152 @@
+/**
+ * The chart's Envoy Gateway resources through Envoy Gateway's own translator, offline: `egctl x
+ * translate` (v1.9.0, scripts/ensure-egctl) turns the Gateway API and Envoy Gateway objects into the
+ * xDS Envoy Gateway would serve, validating each against its CRD schema and reporting each policy's
+ * status. Asserted: every policy and route Accepted; the xDS holds the ext_authz filter pointing at
+ * modelgate's cluster (mTLS, the body, failure_mode_allow false, the timeout, the decision headers),
+ * the meter's Lua tail and gRPC access log, and each provider route's header removals. The
+ * translated listeners, routes, clusters, endpoints and secrets are then made one static bootstrap
+ * and checked by the pinned Envoy (`envoy --mode validate`).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { parseAllDocuments, stringify } from 'yaml';
+import { chartRoutes } from '../../src/envoy/chart-contract';
+import { METER_LUA } from '../../src/envoy/meter-filters';
+import { goTool, inNamespace } from '../support/go-tools';
+import { makeTestCerts, SERVER_NAME } from '../support/test-certs';
+import { translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootstrap';
+import { ensureEnvoy } from '../../src/envoy/ensure';
+
+const ROOT = join(__dirname, '..', '..');
+const CHART = join(ROOT, 'deploy', 'helm', 'modelgate');
+const helm = goTool('helm');
+const egctl = goTool('egctl');
+const missing = 'missing' in helm ? helm.missing : 'missing' in egctl ? egctl.missing : undefined;
+type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const dir = mkdtempSync(join(tmpdir(), 'modelgate-eg-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const b64 = (file: string): string => readFileSync(file).toString('base64');
+
+/** The cluster's side the chart does not render: the GatewayClass, the Gateway, modelgate's CA and Envoy's client certificate. */
+function clusterObjects(): string {
+  const certs = makeTestCerts();
+  return [
+    { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'GatewayClass', metadata: { name: 'eg' }, spec: { controllerName: 'gateway.envoyproxy.io/gatewayclass-controller' } },
+    {
+      apiVersion: 'gateway.networking.k8s.io/v1', kind: 'Gateway', metadata: { name: 'eg', namespace: 'ai' },
+      spec: { gatewayClassName: 'eg', infrastructure: { parametersRef: { group: 'gateway.envoyproxy.io', kind: 'EnvoyProxy', name: 'modelgate-proxy' } }, listeners: [{ name: 'http', protocol: 'HTTP', port: 10080 }] },
+    },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'mg-modelgate-ca', namespace: 'ai' }, data: { 'ca.crt': readFileSync(certs.serverCa, 'utf8') } },
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'mg-modelgate-envoy-client', namespace: 'ai' }, type: 'kubernetes.io/tls', data: { 'tls.crt': b64(certs.clientCert), 'tls.key': b64(certs.clientKey) } },
+  ].map((o) => stringify(o)).join('---\n');
+}
+
+let out: Any;
+let xds: XdsDump;
+beforeAll(() => {
+  if (missing) return;
+  const chart = spawnSync((helm as { path: string }).path, ['template', 'mg', CHART, '--namespace', 'ai', '-f', join(ROOT, 'test', 'k8s', 'values', 'envoy-gateway.yaml'), '--set', `envoyGateway.modelgateTlsHostname=${SERVER_NAME}`], { encoding: 'utf8' });
+  expect(chart.status, chart.stderr).toBe(0);
+  const input = join(dir, 'in.yaml');
+  writeFileSync(input, `${clusterObjects()}---\n${inNamespace(chart.stdout, 'ai')}`);
+  const r = spawnSync((egctl as { path: string }).path, ['x', 'translate', '--from', 'gateway-api', '--to', 'gateway-api,xds', '-t', 'all', '--add-missing-resources', '-o', 'json', '-f', input], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+  expect(r.status, r.stderr).toBe(0);
+  out = JSON.parse(r.stdout);
+  const dumps = Object.values(out.xds as Record<string, { configs: Any[] }>);
+  expect(dumps).toHaveLength(1);
+  xds = xdsDump(dumps[0]);
+}, 120_000);
+
+const conditions = (o: Any): string => JSON.stringify(o.status);
+
+describe.skipIf(missing !== undefined)(`egctl x translate (${missing ?? 'egctl ' + (egctl as { path: string }).path})`, () => {
+  test('every policy, route and backend is Accepted', () => {
+    const kinds: [string, number][] = [['httpRoutes', 1], ['securityPolicies', 1], ['envoyExtensionPolicies', 1], ['backendTLSPolicies', 1], ['backends', 3], ['envoyProxiesForGateways', 1], ['envoyPatchPolicies', 1]];
+    for (const [kind, count] of kinds) {
+      expect(out[kind], kind).toHaveLength(count);
+      for (const o of out[kind]) {
+        const list = o.status?.ancestors ?? o.status?.parents ?? [{ conditions: o.status.conditions }];
+        expect(list.length, `${kind} ${o.metadata.name}`).toBeGreaterThan(0);
+        for (const a of list) expect(a.conditions.find((c: Any) => c.type === 'Accepted'), `${kind} ${o.metadata.name}: ${conditions(o)}`).toMatchObject({ status: 'True' });
+      }
+    }
+    for (const l of out.gateways[0].status.listeners) expect(l.conditions.find((c: Any) => c.type === 'Accepted'), conditions(out.gateways[0])).toMatchObject({ status: 'True' });
+    expect(out.gateways[0].status.listeners[0].attachedRoutes).toBe(1);
+  });
+
+  /** The Gateway's listener's HTTP connection manager (the other listener is Envoy Gateway's readiness one). */
+  const hcm = (): Any => {
+    const listener = xds.listeners().find((l: Any) => l.name === 'ai/eg/http');
+    expect(listener, xds.listeners().map((l: Any) => l.name).join()).toBeDefined();
+    return [...(listener.filterChains ?? []), listener.defaultFilterChain].filter(Boolean)[0].filters.find((f: Any) => f.name === 'envoy.filters.network.http_connection_manager').typedConfig;
+  };
+  const allRoutes = (): Any[] => xds.routes().flatMap((rc: Any) => rc.virtualHosts.flatMap((v: Any) => v.routes));
+
+  test('the listener\'s ext_authz: modelgate\'s cluster over mTLS, the body, fail closed, the timeout, the decision headers, on every route', () => {
+    const http = hcm().httpFilters;
+    expect(http.map((f: Any) => f.name)).toEqual(['envoy.filters.http.ext_authz/securitypolicy/ai/mg-modelgate-ext-authz', 'envoy.filters.http.lua/envoyextensionpolicy/ai/mg-modelgate-meter/lua/0', 'envoy.filters.http.router']);
+    const cfg = http[0].typedConfig;
+    expect(cfg.failureModeAllow ?? false).toBe(false);
+    // packAsBytes from the chart's EnvoyPatchPolicy: Envoy Gateway's bodyToExtAuth has no field for it.
+    expect(cfg.withRequestBody).toEqual({ maxRequestBytes: 33554432, packAsBytes: true });
+    expect(cfg.statusOnError).toEqual({ code: 'ServiceUnavailable' });
+    expect(cfg.grpcService.timeout).toBe('1s');
+    expect(cfg.grpcService.initialMetadata).toBeUndefined();
+    expect(cfg.allowedHeaders.patterns.map((p: Any) => p.exact)).toEqual(JSON.parse(readFileSync(join(CHART, 'files', 'contract.json'), 'utf8')).checkRequestHeaders);
+    const cluster = xds.clusters().find((c: Any) => c.name === cfg.grpcService.envoyGrpc.clusterName);
+    const tls = cluster.transportSocketMatches[0].transportSocket.typedConfig;
+    expect(tls.sni).toBe(SERVER_NAME);
+    expect(tls.commonTlsContext.tlsCertificateSdsSecretConfigs).toEqual([expect.objectContaining({ name: 'ai/mg-modelgate-envoy-client' })]);
+    expect(xds.loadAssignment(cluster.name).endpoints[0].lbEndpoints[0].endpoint.address.socketAddress.portValue).toBe(9191);
+    // The filter is off on the listener and on for each of the route's rules.
+    for (const r of allRoutes()) expect(Object.keys(r.typedPerFilterConfig), r.name).toContain(http[0].name);
+  });
+
+  test('the meter: the Lua tail on every route, and the gRPC access log to modelgate with the metered filter', () => {
+    const lua = hcm().httpFilters[1];
+    expect(lua.typedConfig.defaultSourceCode?.inlineString ?? JSON.stringify(lua.typedConfig)).toContain('modelgate meter');
+    expect(JSON.stringify(xds.raw)).toContain(JSON.stringify(METER_LUA).slice(1, 200));
+    for (const r of allRoutes()) expect(Object.keys(r.typedPerFilterConfig), r.name).toContain(lua.name);
+    const [log] = hcm().accessLog;
+    expect(log.typedConfig.commonConfig).toMatchObject({ logName: 'modelgate_meter', bufferSizeBytes: 0, bufferFlushInterval: '0.050s' });
+    expect(log.typedConfig.additionalResponseHeadersToLog).toEqual(['content-type', 'content-encoding']);
+    expect(log.filter.extensionFilter.typedConfig.expression).toContain("metadata.filter_metadata['envoy.filters.http.ext_authz']['metered'] == true");
+    const als = xds.clusters().find((c: Any) => c.name === log.typedConfig.commonConfig.grpcService.envoyGrpc.clusterName);
+    expect(xds.loadAssignment(als.name).endpoints[0].lbEndpoints[0].endpoint.address.socketAddress.portValue).toBe(9191);
+    expect(JSON.stringify(als.transportSocketMatches)).toContain('ai/mg-modelgate-envoy-client');
+  });
+
+  test('each provider route removes every key header but its own credential\'s; the model lists go to modelgate\'s HTTP port', () => {
+    const routes = allRoutes();
+    expect(routes.length).toBe(chartRoutes().length);
+    const chat = routes.find((r: Any) => r.match.path === '/v1/chat/completions');
+    expect(chat.requestHeadersToRemove).toEqual(expect.arrayContaining(['x-api-key', 'x-goog-api-key', 'cookie']));
+    expect(chat.requestHeadersToRemove).not.toContain('authorization');
+    expect(chat.route.hostRewriteLiteral).toBe('api.openai.com');
+    const messages = routes.find((r: Any) => r.match.path === '/v1/messages');
+    expect(messages.requestHeadersToRemove).toContain('authorization');
+    expect(messages.requestHeadersToRemove).not.toContain('x-api-key');
+    const list = routes.find((r: Any) => r.match.path === '/v1/models');
+    expect(xds.loadAssignment(list.route.cluster).endpoints[0].lbEndpoints[0].endpoint.address.socketAddress.portValue).toBe(9192);
+  });
+
+  test('the translated xDS, made one static bootstrap, is valid for the pinned Envoy', () => {
+    const file = join(dir, 'bootstrap.json');
+    const names = xds.sdsNames();
+    const certs = makeTestCerts();
+    const secrets = [
+      ...names.certificates.map((name) => ({ name, tlsCertificate: { certificateChain: { filename: certs.clientCert }, privateKey: { filename: certs.clientKey } } })),
+      // The providers' Backends trust the system CAs (wellKnownCACertificates: System).
+      ...names.validationContexts.map((name) => ({ name, validationContext: { trustedCa: { filename: name === 'system_ca_certificates' ? '/etc/ssl/certs/ca-certificates.crt' : certs.serverCa } } })),
+    ];
+    expect(names).toEqual({ certificates: ['ai/mg-modelgate-envoy-client'], validationContexts: ['system_ca_certificates', 'mg-modelgate-grpc-tls/ai-ca'] });
+    writeFileSync(file, JSON.stringify(translatedBootstrap(xds, { adminPort: 0, secrets })));
+    const r = spawnSync(ensureEnvoy({ install: false }).path, ['--mode', 'validate', '-c', file, '--disable-hot-restart'], { encoding: 'utf8' });
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+  });
+});
