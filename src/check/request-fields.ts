@@ -41,8 +41,11 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
  * the provider bills at its audio price (a Gemini part whose `mimeType` is audio/* or video/*, whose
  * sound is billed as audio; a chat message's `audio`, a previous answer's audio sent back). A chat
  * `input_audio` part is `referenced` and audio both (meter/request-shape.ts reads it by name).
+ * `tool_history`: what a hosted tool did earlier, replayed by a stateless client (a Responses
+ * `web_search_call` item, Anthropic's `web_search_tool_result`): its bytes are input in the body,
+ * and it declares no tool (a prefix would otherwise take `web_search_call` for `web_search`).
  */
-export type MarkKind = 'referenced' | 'hosted_tool' | 'tool_prompt' | 'cache_write' | 'audio_input';
+export type MarkKind = 'referenced' | 'hosted_tool' | 'tool_prompt' | 'cache_write' | 'audio_input' | 'tool_history';
 
 /** A marked string: as a key (`"inlineData": {...}`), or as the value of a `type` (`"type": "image_url"`). */
 export interface Mark {
@@ -83,6 +86,9 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   // A chat message's `audio` (an assistant's earlier audio answer sent back: billed as audio input);
   // the top-level `audio` (output) is counted by it too.
   exact.set('audio', { kind: 'audio_input', as: 'key' });
+  // History items of hosted tools (Responses output items, Anthropic result blocks) that a tool
+  // prefix below would take for a declaration: a replayed conversation calls no tool.
+  for (const v of ['web_search_call', 'web_search_tool_result', 'web_search_result', 'web_search_tool_result_error', 'code_execution_tool_result', 'code_execution_result', 'code_execution_output']) exact.set(v, { kind: 'tool_history', as: 'value' });
   return {
     exact,
     prefixes: [
