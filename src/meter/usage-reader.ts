@@ -13,7 +13,7 @@
  * size (json-capture.ts); gzip, deflate and br bodies are decompressed as they stream.
  */
 import * as zlib from 'node:zlib';
-import type { Modality, Protocol } from '../store/store';
+import type { HostedTool, Modality, Protocol } from '../store/store';
 import { JsonCapture } from './json-capture';
 import { CACHE_WRITE_FACTOR } from './request-shape';
 
@@ -30,6 +30,8 @@ export interface Usage {
   readonly modal?: Readonly<Partial<Record<Modality, number>>>;
   /** The provider's usage held a count that is not a finite number >= 0: not to be trusted. */
   readonly implausible?: true;
+  /** Calls of hosted tools the usage reports (Anthropic `server_tool_use.web_search_requests`). */
+  readonly toolCalls?: Readonly<Partial<Record<HostedTool, number>>>;
 }
 
 /** Why a response could not be metered (a label of modelgate_meter_unmetered_total). */
@@ -126,7 +128,9 @@ export function normalise(protocol: Protocol, bag: Bag, hourWrites = false): Usa
   if (bag.has(IMPLAUSIBLE)) return { inputTokens: input ?? 0, outputTokens: output, cachedInputTokens: Math.min(cached, input ?? 0), implausible: true };
   if (input === undefined) return undefined;
   const modal = modalTokens(protocol, bag);
-  return modal ? { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input), modal } : { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
+  const searches = protocol === 'messages' ? n('server_tool_use.web_search_requests') : 0;
+  const tools = searches > 0 ? { toolCalls: { web_search: searches } } : {};
+  return modal ? { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input), modal, ...tools } : { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input), ...tools };
 }
 
 /** The tokens reported by modality (Usage.modal), undefined when none is. */

@@ -149,12 +149,23 @@ describe('marked parts and hosted tools (REQUEST_MARKS), found by the Check\'s o
     expect(shapeOf('responses', '{"model":"m","input":[{"type":"web\\u005fsearch_call","id":"ws"}]}').hostedTools).toEqual([]);
   });
 
+  it('reads the most calls of hosted tools a request allows itself: max_tool_calls, the sum of max_uses, one per answer for chat search and Gemini grounding', () => {
+    expect(shapeOf('responses', { model: 'm', input: 'x', tools: [{ type: 'web_search' }] }).maxToolCalls).toBeUndefined();
+    expect(shapeOf('responses', { model: 'm', input: 'x', max_tool_calls: '3', tools: [{ type: 'web_search' }] }).maxToolCalls).toBe(3);
+    expect(shapeOf('messages', { model: 'm', max_tokens: 5, tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 8 }, { type: 'code_execution_20250522', name: 'c', max_uses: 2 }] }).maxToolCalls).toBe(10);
+    // One without max_uses: the configured cap applies (undefined here).
+    expect(shapeOf('messages', { model: 'm', max_tokens: 5, tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 8 }, { type: 'code_execution_20250522', name: 'c' }] }).maxToolCalls).toBeUndefined();
+    expect(shapeOf('chat', { model: 'm', n: 2, web_search_options: {}, messages: [] }).maxToolCalls).toBe(2);
+    expect(shapeOf('generative', { tools: [{ googleSearch: {} }] }, '/v1beta/models/g:generateContent').maxToolCalls).toBe(1);
+    expect(shapeOf('generative', { tools: [{ googleSearch: {} }, { fileSearch: {} }] }, '/v1beta/models/g:generateContent').maxToolCalls).toBeUndefined();
+  });
+
   it('names the hosted tools billed per call, and not a client function that shares a name', () => {
     expect(shapeOf('responses', { model: 'm', tools: [{ type: 'web_search_preview' }, { type: 'function', name: 'web_search' }] }).hostedTools).toEqual(['web_search']);
     expect([...shapeOf('responses', { model: 'm', tools: [{ type: 'code_interpreter', container: { type: 'auto' } }, { type: 'file_search' }] }).hostedTools].sort()).toEqual(['code_interpreter', 'file_search']);
     expect(shapeOf('messages', { model: 'm', tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 8 }] }).hostedTools).toEqual(['web_search']);
-    expect(shapeOf('generative', { tools: [{ googleSearch: {} }] }, '/v1beta/models/g:generateContent').hostedTools).toEqual(['googleSearch']);
-    expect(shapeOf('chat', { model: 'm', web_search_options: {}, messages: [] }).hostedTools).toEqual(['web_search_options']);
+    expect(shapeOf('generative', { tools: [{ googleSearch: {} }] }, '/v1beta/models/g:generateContent').hostedTools).toEqual(['google_search']);
+    expect(shapeOf('chat', { model: 'm', web_search_options: {}, messages: [] }).hostedTools).toEqual(['web_search']);
     // gemini-cli's and Claude Code's own tools are client functions: not hosted.
     expect(shapeOf('generative', { tools: [{ functionDeclarations: [{ name: 'google_web_search' }, { name: 'web_fetch' }] }] }, '/v1beta/models/g:generateContent')).toMatchObject({ hostedTools: [], referencedCount: 0 });
     expect(shapeOf('messages', { model: 'm', tools: [{ name: 'WebSearch', input_schema: {} }, { name: 'Read', input_schema: {} }] })).toMatchObject({ hostedTools: [], referencedCount: 0 });
