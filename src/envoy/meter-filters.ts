@@ -44,7 +44,7 @@ export const METER_CALL_CARRY = 96;
  * the tail): per type of Responses output item (check/meter-counters.ts) the items (`"type":"web_search_call"`)
  * and the events that start a call in a stream (`"type":"response.web_search_call.in_progress"`),
  * and Gemini's `"groundingMetadata"`, published at the end as `calls` (`1=2,2=1`: counter=count, those
- * above 0; meter/tool-calls.ts reads it). A pattern split between two chunks is found in the last
+ * above 0; `0=0` when none is; meter/tool-calls.ts reads it). A pattern split between two chunks is found in the last
  * METER_CALL_CARRY bytes carried over. JSON strings escape their quotes, so a model's text cannot
  * spell one.
  */
@@ -107,7 +107,8 @@ function envoy_on_response(h)
   for i = 1, #PATTERNS do
     if (counts[i] or 0) > 0 then calls[#calls + 1] = i .. "=" .. counts[i] end
   end
-  if #calls > 0 then md:set("${METER_FILTER}", "calls", table.concat(calls, ",")) end
+  -- Always published ("0=0": none counted), so a report without it is one of a filter that does not count.
+  md:set("${METER_FILTER}", "calls", #calls > 0 and table.concat(calls, ",") or "0=0")
   md:set("${METER_FILTER}", "final", table.concat(parts))
 end
 `;

@@ -54,6 +54,8 @@ export function maximumCalls(tools: DeclaredTools | undefined, price: ModelPrice
 export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPrice | null, protocol: Protocol, calls: string | undefined, sse: boolean, usage: Usage): ToolCalls {
   if (!tools) return {};
   const counters = readCounters(calls);
+  // No counters at all: the Envoy bundle's filter does not count (an older bundle): not counted is not none.
+  const counted = calls !== undefined;
   const out: Partial<Record<HostedTool, number>> = {};
   for (const t of tools.names) {
     let n: number;
@@ -62,10 +64,13 @@ export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPric
       const i = METER_CALL_TYPES.indexOf(item);
       const items = counters.get(2 * i + 1) ?? 0;
       const started = counters.get(2 * i + 2) ?? 0;
-      n = sse && started > 0 ? started : items;
+      n = !counted ? tools.maxCalls : sse && started > 0 ? started : items;
+    } else if (protocol === 'generative' && GROUNDING.includes(t)) {
+      // One grounded prompt, at the dearest grounding tool declared.
+      const grounded = (counters.get(METER_GROUNDING_COUNTER) ?? 0) > 0;
+      n = t !== dearest(tools, price, GROUNDING) ? 0 : !counted ? tools.maxCalls : grounded ? 1 : 0;
     } else if (protocol === 'messages' && t === 'web_search') n = usage.toolCalls?.web_search ?? 0;
     else if (protocol === 'chat' && t === 'web_search') n = tools.maxCalls;
-    else if (protocol === 'generative' && GROUNDING.includes(t)) n = t === dearest(tools, price, GROUNDING) && (counters.get(METER_GROUNDING_COUNTER) ?? 0) > 0 ? 1 : 0;
     // A tool whose calls the answer does not report: its most calls.
     else n = tools.maxCalls;
     if (n > 0) out[t] = n;

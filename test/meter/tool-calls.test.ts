@@ -22,18 +22,21 @@ describe('reportedCalls', () => {
     expect(reportedCalls({ ...tools, names: [...tools.names] }, PRICE, 'responses', counters, false, USAGE)).toEqual({ web_search: 3, file_search: 2 });
     // A stream: one call started (its item shows in added, done and completed); file search sent no events: its items.
     expect(reportedCalls({ ...tools, names: [...tools.names] }, PRICE, 'responses', counters, true, USAGE)).toEqual({ web_search: 1, file_search: 2 });
-    expect(reportedCalls({ ...tools, names: [...tools.names] }, PRICE, 'responses', undefined, true, USAGE)).toEqual({});
+    expect(reportedCalls({ ...tools, names: [...tools.names] }, PRICE, 'responses', '0=0', true, USAGE)).toEqual({});
+    // No counters at all (a bundle whose filter does not count): the most calls, never none.
+    expect(reportedCalls({ names: ['web_search'], maxCalls: 10 }, PRICE, 'responses', undefined, true, USAGE)).toEqual({ web_search: 10 });
   });
 
   it('reads Anthropic\'s searches from the usage, one per answer for chat search, one grounded prompt for Gemini', () => {
     expect(reportedCalls({ names: ['web_search'], maxCalls: 8 }, PRICE, 'messages', undefined, true, { ...USAGE, toolCalls: { web_search: 3 } })).toEqual({ web_search: 3 });
     expect(reportedCalls({ names: ['web_search'], maxCalls: 2 }, PRICE, 'chat', undefined, false, USAGE)).toEqual({ web_search: 2 });
     expect(reportedCalls({ names: ['google_search'], maxCalls: 1 }, PRICE, 'generative', `${METER_GROUNDING_COUNTER}=4`, true, USAGE)).toEqual({ google_search: 1 });
-    expect(reportedCalls({ names: ['google_search'], maxCalls: 1 }, PRICE, 'generative', undefined, true, USAGE)).toEqual({});
+    expect(reportedCalls({ names: ['google_search'], maxCalls: 1 }, PRICE, 'generative', '0=0', true, USAGE)).toEqual({});
+    expect(reportedCalls({ names: ['google_search'], maxCalls: 1 }, PRICE, 'generative', undefined, true, USAGE)).toEqual({ google_search: 1 });
   });
 
   it('debits a tool whose calls the answer does not report at the request\'s most calls', () => {
-    expect(reportedCalls({ names: ['file_search'], maxCalls: 4 }, PRICE, 'generative', undefined, false, USAGE)).toEqual({ file_search: 4 });
+    expect(reportedCalls({ names: ['file_search'], maxCalls: 4 }, PRICE, 'generative', '0=0', false, USAGE)).toEqual({ file_search: 4 });
   });
 
   it('ignores malformed counters', () => {
