@@ -15,7 +15,7 @@ import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys } from 
 import type { MoneyUpstream } from '../support/money-upstream';
 
 const FEE = 0.01;
-const KEYS = ['json', 'sse', 'claude', 'history', 'unpriced', 'strictSmall'] as const;
+const KEYS = ['json', 'sse', 'claude', 'gemini', 'history', 'unpriced', 'strictSmall'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 /** strictSmall can pay two searches and some tokens, not the ten meter.maxHostedToolCalls holds. */
@@ -73,6 +73,22 @@ describeE2E('hosted tools priced per call: served, held at their most calls, deb
     const row = await rowOf('claude');
     expect(row.toolCalls).toBe(3);
     expect(row.cost).toBeGreaterThanOrEqual(3 * FEE);
+  });
+
+  it('Gemini: a grounded prompt (groundingMetadata) is debited one google_search call, in generateContent and in a stream', async () => {
+    const body = { contents: [{ role: 'user', parts: [{ text: 'news today' }] }], tools: [{ googleSearch: {} }], generationConfig: { maxOutputTokens: 20 } };
+    const headers = { 'x-goog-api-key': keys.gemini };
+    expect((await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', headers, body)).status).toBe(200);
+    let row = await rowOf('gemini');
+    expect(row.toolCalls).toBe(1);
+    expect(row.cost).toBeGreaterThanOrEqual(0.035);
+    expect((await request(gw, '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse', headers, body)).status).toBe(200);
+    row = await rowOf('gemini', 2);
+    expect(row.toolCalls).toBe(1);
+    // Without the tool, nothing is grounded and no call is debited.
+    expect((await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', headers, { ...body, tools: [] })).status).toBe(200);
+    row = await rowOf('gemini', 3);
+    expect(row.toolCalls ?? 0).toBe(0);
   });
 
   it('serves a replayed history of web_search_call items that declares no tool, debiting no call', async () => {
