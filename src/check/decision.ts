@@ -52,6 +52,8 @@ export interface Decision {
     readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true; readonly inputExtra?: number; readonly inputFactor?: number;
     /** The price it was admitted at, as meter/price-mark.ts writes it (absent: no price). */
     readonly price?: string;
+    /** The priced hosted tools it declares and its most calls of them, as meter/price-mark.ts writes them (`web_search,file_search:10`). */
+    readonly tools?: string;
   };
   /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
   readonly removeQuery?: readonly string[];

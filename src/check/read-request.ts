@@ -58,13 +58,14 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
 /**
  * Every header a decision reads: the pseudo-headers, the request id, Envoy's partial-body flag,
  * the ones that choose the route or refuse the body (content-type, content-encoding), Anthropic's
- * betas (one may raise a model's output cap: the meter's maximum), and the configured key headers (both kinds:
+ * betas (one may raise a model's output cap: the meter's maximum), the user-agent (a refusal's hint
+ * names the client's own switch: check/client-switches.ts), and the configured key headers (both kinds:
  * a key in the other kind's header is reported). Envoy's `allowed_headers` (envoy/envoy.yaml)
  * lists all of them but the partial-body flag, which Envoy adds itself (test/envoy/render.test.ts
  * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
  */
 export function decisionHeaders(routes: Config['routes']): string[] {
-  return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
+  return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', 'user-agent', ...routes.bearerHeaders, ...routes.vendorHeaders];
 }
 
 /** The decoder's filter for a config's routes (built once per config). */

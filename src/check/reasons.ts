@@ -256,8 +256,10 @@ export const REASONS = {
   },
   hosted_tool_unpriced: {
     status: 400,
-    when: "the meter is on and a request names a tool the provider runs and bills per call besides tokens (web search, file search, code containers, image generation, Gemini's grounding), and meter.hostedTools is deny (the default)",
-    hints: { tool: (name: string) => `this gateway meters tokens and cannot price the provider's per-call fee of the hosted tool ${json(name)}: remove it from the request (or ask the gateway's operator to allow hosted tools)` },
+    when: "the meter is on and a request declares a tool the provider runs and bills per call besides tokens (web search, file search, code containers, image generation, Gemini's grounding) that the model's price does not name (price.tools), and meter.hostedTools is deny (the default)",
+    hints: {
+      tool: (name: string, clientSwitch?: string) => `this gateway has no price for the provider's per-call fee of the hosted tool ${json(name)} on this model: remove it from the request${clientSwitch ? ` (${clientSwitch})` : ''}, or ask the gateway's operator to price it (price.tools.${name}) or to allow hosted tools`,
+    },
   },
   service_tier_unpriced: {
     status: 400,

@@ -1,3 +1,5 @@
+import type { HostedTool } from '../store/store';
+
 /**
  * The top-level fields of a request body the gateway reads besides `model`, found in the same scan
  * (extract-model.ts): what a request may cost at most (the meter's admission, meter/request-shape.ts)
@@ -26,6 +28,10 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'reasoning_effort', 'reasoning', 'prediction',
   // Output in other modalities, billed at their own prices: a chat completion's audio (modalities, audio).
   'modalities', 'audio',
+  // The Responses API's cap on calls of hosted tools (their maximum cost).
+  'max_tool_calls',
+  // Anthropic's tools, read for their max_uses when a hosted tool is declared.
+  'tools',
 ]);
 
 /**
@@ -41,12 +47,17 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
  * the provider bills at its audio price (a Gemini part whose `mimeType` is audio/* or video/*, whose
  * sound is billed as audio; a chat message's `audio`, a previous answer's audio sent back). A chat
  * `input_audio` part is `referenced` and audio both (meter/request-shape.ts reads it by name).
+ * `tool_history`: what a hosted tool did earlier, replayed by a stateless client (a Responses
+ * `web_search_call` item, Anthropic's `web_search_tool_result`): its bytes are input in the body,
+ * and it declares no tool (a prefix would otherwise take `web_search_call` for `web_search`).
  */
-export type MarkKind = 'referenced' | 'hosted_tool' | 'tool_prompt' | 'cache_write' | 'audio_input';
+export type MarkKind = 'referenced' | 'hosted_tool' | 'tool_prompt' | 'cache_write' | 'audio_input' | 'tool_history';
 
 /** A marked string: as a key (`"inlineData": {...}`), or as the value of a `type` (`"type": "image_url"`). */
 export interface Mark {
   readonly kind: MarkKind;
+  /** A hosted tool's name in a price (ModelPrice.tools): the same tool in every protocol's spelling. */
+  readonly tool?: HostedTool;
   /** `mime`: the value of a media type's key (mimeType, mime_type), trimmed, in lower case. */
   readonly as: 'key' | 'value' | 'both' | 'mime';
 }
@@ -59,10 +70,8 @@ export interface Mark {
 export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonly prefixes: ReadonlyArray<readonly [string, Mark]> } = (() => {
   const referencedValue: Mark = { kind: 'referenced', as: 'value' };
   const referencedKey: Mark = { kind: 'referenced', as: 'key' };
-  const toolValue: Mark = { kind: 'hosted_tool', as: 'value' };
-  const toolKey: Mark = { kind: 'hosted_tool', as: 'key' };
+  const tool = (as: Mark['as'], name: HostedTool): Mark => ({ kind: 'hosted_tool', as, tool: name });
   const exact = new Map<string, Mark>();
-  const toolAnywhere: Mark = { kind: 'hosted_tool', as: 'both' };
   // Content parts: OpenAI chat (image_url, input_audio, file), Responses (input_image, input_file, an
   // item_reference to a stored item), Anthropic (image, document), and tools whose results come back
   // as input (a remote MCP server).
@@ -78,11 +87,15 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   // remote MCP servers.
   for (const k of ['inlineData', 'inline_data', 'fileData', 'file_data', 'urlContext', 'url_context', 'codeExecution', 'code_execution', 'mcp_servers']) exact.set(k, referencedKey);
   // OpenAI's hosted tools (Responses `type`), billed per call or per container.
-  for (const v of ['code_interpreter', 'image_generation']) exact.set(v, toolValue);
+  exact.set('code_interpreter', tool('value', 'code_interpreter'));
+  exact.set('image_generation', tool('value', 'image_generation'));
   // File search: OpenAI's tool type (per call) and Gemini's tool key (retrieved chunks, indexing).
-  for (const k of ['file_search', 'fileSearch']) exact.set(k, toolAnywhere);
+  for (const k of ['file_search', 'fileSearch']) exact.set(k, tool('both', 'file_search'));
   // Gemini's grounding (per grounded prompt) and chat completions' web search (search models).
-  for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval', 'googleMaps', 'google_maps', 'enterpriseWebSearch', 'enterprise_web_search', 'web_search_options']) exact.set(k, toolKey);
+  for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval']) exact.set(k, tool('key', 'google_search'));
+  for (const k of ['googleMaps', 'google_maps']) exact.set(k, tool('key', 'google_maps'));
+  for (const k of ['enterpriseWebSearch', 'enterprise_web_search']) exact.set(k, tool('key', 'enterprise_web_search'));
+  exact.set('web_search_options', tool('key', 'web_search'));
   // Anthropic's tools (any `tools`; custom tools' input_schema): its tool use system prompt.
   for (const k of ['tools', 'input_schema']) exact.set(k, { kind: 'tool_prompt', as: 'key' });
   // Anthropic's prompt cache breakpoints, and the key of a 1-hour TTL.
@@ -90,13 +103,16 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   // A chat message's `audio` (an assistant's earlier audio answer sent back: billed as audio input);
   // the top-level `audio` (output) is counted by it too.
   exact.set('audio', { kind: 'audio_input', as: 'key' });
+  // History items of hosted tools (Responses output items, Anthropic result blocks) that a tool
+  // prefix below would take for a declaration: a replayed conversation calls no tool.
+  for (const v of ['web_search_call', 'web_search_tool_result', 'web_search_result', 'web_search_tool_result_error', 'code_execution_tool_result', 'code_execution_result', 'code_execution_output']) exact.set(v, { kind: 'tool_history', as: 'value' });
   return {
     exact,
     prefixes: [
       // OpenAI's web_search, web_search_preview(_2025_03_11), web_search_2025_08_26; Anthropic's web_search_20250305.
-      ['web_search', toolValue],
+      ['web_search', tool('value', 'web_search')],
       // Anthropic's code_execution_20250522 (container hours) and web_fetch_20250910 (pages as input).
-      ['code_execution_', toolValue],
+      ['code_execution_', tool('value', 'code_execution')],
       ['web_fetch_', referencedValue],
       // Gemini's parts by media type (the value of mimeType, mime_type): audio, and video's sound track
       // (found anywhere: meter/request-shape.ts parses the body to tell a part's from an argument's).

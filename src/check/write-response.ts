@@ -69,6 +69,7 @@ export function meterMarkFields(d: Decision): Record<string, { boolValue: boolea
   if (m.inputExtra !== undefined) fields.inputExtra = { numberValue: m.inputExtra };
   if (m.inputFactor !== undefined) fields.inputFactor = { numberValue: m.inputFactor };
   if (m.price !== undefined) fields.price = { stringValue: m.price };
+  if (m.tools !== undefined) fields.tools = { stringValue: m.tools };
   return fields;
 }
 

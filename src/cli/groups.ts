@@ -11,7 +11,7 @@
  */
 import { Command } from 'commander';
 import { listGroups, removeGroup, setGroup, setPrice, type GroupChange, type GroupInfo, type ModelSpec } from '../store/pg/groups';
-import { PROTOCOLS, type LongContextPrice, type Protocol } from '../store/store';
+import { HOSTED_TOOLS, PROTOCOLS, type HostedTool, type HostedToolPrices, type LongContextPrice, type Protocol } from '../store/store';
 import { CliError, checkName, once, usageError } from './errors';
 import type { CliRun } from './io';
 import { groupLimitsCommand } from './limits';
@@ -67,7 +67,8 @@ export function priceText(m: ModelSpec): string {
   const long = l ? `; over ${l.above} input tokens ${l.input} in / ${l.output} out${l.cachedInput === null ? '' : ` / ${l.cachedInput} cached`}` : '';
   const p = m.price;
   const modal = [[p.audioInput, 'audio in'], [p.audioOutput, 'audio out'], [p.imageOutput, 'image out']].filter(([v]) => v != null).map(([v, what]) => ` / ${v} ${what}`).join('');
-  return `${m.price.input} in / ${m.price.output} out${cached}${modal}${long} per 1M tokens`;
+  const tools = p.tools ? Object.entries(p.tools).map(([t, v]) => `${t} ${v}`).join(', ') : '';
+  return `${m.price.input} in / ${m.price.output} out${cached}${modal}${long} per 1M tokens${tools ? `; ${tools} per call` : ''}`;
 }
 
 export function groupText(g: GroupInfo): string {
@@ -107,7 +108,17 @@ export function parsePrice(option: string, text: string): number {
   return Number(text);
 }
 
+/** `--tool web_search=0.01` (repeatable): a hosted tool's price per call. */
+export function parseToolPrice(text: string, earlier: Record<string, number> = {}): Record<string, number> {
+  const m = /^([a-z_]{1,40})=(.*)$/.exec(text);
+  if (!m || !(HOSTED_TOOLS as readonly string[]).includes(m[1])) throw usageError(`--tool must be NAME=PRICE with NAME one of ${HOSTED_TOOLS.join(', ')}, not ${JSON.stringify(text)}`);
+  if (m[1] in earlier) throw usageError(`--tool ${m[1]} given twice`);
+  if (!/^\d{1,12}(\.\d{1,12})?$/.test(m[2])) throw usageError(`--tool ${m[1]} must be a decimal number >= 0 (per call), not ${JSON.stringify(m[2])}`);
+  return { ...earlier, [m[1]]: Number(m[2]) };
+}
+
 interface PriceOptions extends StoreOptions {
+  readonly tool?: Readonly<Partial<Record<HostedTool, number>>>;
   readonly input?: string;
   readonly output?: string;
   readonly cachedInput?: string;
@@ -199,6 +210,7 @@ export function groupsCommand(run: CliRun): Command {
       .option('--audio-input <n>', 'price of one million audio input tokens (default: audio input refused, 400 modality_unpriced)', once('--audio-input'))
       .option('--audio-output <n>', 'price of one million audio output tokens (default: audio output refused)', once('--audio-output'))
       .option('--image-output <n>', 'price of one million image output tokens (default: image output refused)', once('--image-output'))
+      .option('--tool <name=price>', `a hosted tool's price per call, repeatable (${HOSTED_TOOLS.join(', ')}; default: a request declaring it is refused, 400 hosted_tool_unpriced)`, parseToolPrice)
       .option('--max-output-tokens <n>', 'strict metering: output tokens reserved when a request names no maximum', once('--max-output-tokens'))
       .option('--long-context-above <tokens>', 'a request with more input tokens (cached included) pays the long-context price for every token', once('--long-context-above'))
       .option('--long-context-input <n>', 'long-context price of one million input tokens', once('--long-context-input'))
@@ -209,7 +221,7 @@ export function groupsCommand(run: CliRun): Command {
         withStore(run, cmd, options, true, async (store) => {
           const given = options.input !== undefined || options.output !== undefined || options.cachedInput !== undefined || options.longContextAbove !== undefined
             || options.longContextInput !== undefined || options.longContextOutput !== undefined || options.longContextCachedInput !== undefined
-            || options.audioInput !== undefined || options.audioOutput !== undefined || options.imageOutput !== undefined;
+            || options.audioInput !== undefined || options.audioOutput !== undefined || options.imageOutput !== undefined || options.tool !== undefined;
           if (options.none && given) throw usageError('give either --none or prices, not both');
           if (!options.none && (options.input === undefined || options.output === undefined)) throw usageError('give --input and --output (or --none)');
           let maxOutputTokens: number | undefined;
@@ -225,6 +237,7 @@ export function groupsCommand(run: CliRun): Command {
             ...(options.audioInput === undefined ? {} : { audioInput: parsePrice('audio-input', options.audioInput) }),
             ...(options.audioOutput === undefined ? {} : { audioOutput: parsePrice('audio-output', options.audioOutput) }),
             ...(options.imageOutput === undefined ? {} : { imageOutput: parsePrice('image-output', options.imageOutput) }),
+            ...(options.tool === undefined ? {} : { tools: options.tool as HostedToolPrices }),
           };
           const info = await setPrice(await store.db(), group, model, { price, maxOutputTokens });
           const m = info.models.find((x) => x.name === model) as ModelSpec;

@@ -7,7 +7,7 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { modalPrices, toLimits, type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
+import { modalPrices, toLimits, toolPrices, type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
 import { configSchemaFor, expiryTime, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
@@ -205,6 +205,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
         name: m.name, protocols: m.protocols ?? null, available: m.available,
         price: m.price ? {
           input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null, ...modalPrices(m.price),
+          ...(m.price.tools ? { tools: toolPrices(m.price.tools) } : {}),
           ...(m.price.longContext ? { longContext: { above: m.price.longContext.above, input: m.price.longContext.input, output: m.price.longContext.output, cachedInput: m.price.longContext.cachedInput ?? null } } : {}),
         } : null,
         maxOutputTokens: m.maxOutputTokens ?? null,

@@ -297,7 +297,8 @@ const meter = mapping({
   unmeteredStreams: z.enum(['estimate', 'deny', 'allow'], { error: 'must be estimate or deny' }).prefault('estimate')
     .describe('A streamed chat completion without stream_options.include_usage reports no usage. estimate: serve it and debit an estimate (allow is an older name for it); deny: 400 stream_usage_required with a hint.'),
   hostedTools: z.enum(['deny', 'allow'], { error: 'must be deny or allow' }).prefault('deny')
-    .describe("A request naming a tool the provider runs and bills per call besides tokens (web search, file search, code containers, image generation, Gemini's grounding). deny: 400 hosted_tool_unpriced with a hint; allow: serve it, its per-call fees unpriced (neither debited nor in the overspend bound)."),
+    .describe("A request declaring a tool the provider runs and bills per call besides tokens (web search, file search, code containers, image generation, Gemini's grounding) that the model's price (price.tools) does not name. deny: 400 hosted_tool_unpriced with a hint; allow: serve it, that tool's per-call fees unpriced (neither debited nor in the overspend bound). Priced tools are served and debited per call either way."),
+  maxHostedToolCalls: orDefault(integer(1, 10_000), 10).describe('Calls of hosted tools a request that declares priced ones may make at most, when it names no maximum itself (Responses max_tool_calls, Anthropic max_uses): in its maximum cost (strict mode\'s reservation, soft mode\'s hold), and what it is debited when its answer is cut or unreadable.'),
   serviceTiers: z.enum(['deny', 'allow'], { error: 'must be deny or allow' }).prefault('deny')
     .describe('A request asking for a tier the provider bills above the model\'s price (OpenAI service_tier priority or scale, Anthropic speed fast, inference_geo other than global). deny: 400 service_tier_unpriced with a hint; allow: serve it, debited at the model\'s standard price (the difference is outside the overspend bound).'),
   modalities: z.enum(['deny', 'allow'], { error: 'must be deny or allow' }).prefault('deny')
@@ -361,6 +362,21 @@ const longContext = mapping({
   cachedInput: perMillion('Price of one million cached input tokens of such a request; absent: its input price.').nullish(),
 }, 'must be a mapping {above, input, output, cachedInput}');
 
+/** A price per call of a hosted tool: a finite number >= 0. */
+const perCall = (what: string) => z.number({ error: 'must be a number >= 0 (per call)' }).min(0, { error: 'must be a number >= 0 (per call)' }).max(1e12, { error: 'must be at most 1e12' }).describe(what);
+
+/** Per-call prices of hosted tools (docs/metering.md, "Hosted tools"). */
+const toolPrices = mapping({
+  web_search: perCall("One web search: OpenAI's web_search tool (a web_search_call output item) and chat search models (per request with web_search_options), Anthropic's web_search server tool (usage.server_tool_use.web_search_requests).").optional(),
+  file_search: perCall("One call of OpenAI's file_search tool (a file_search_call output item); Gemini's fileSearch tool, counted at the request's maximum.").optional(),
+  code_interpreter: perCall("One call of OpenAI's code_interpreter tool (a code_interpreter_call output item; OpenAI bills per container).").optional(),
+  code_execution: perCall("Anthropic's code execution tool (billed by container time), counted at the request's maximum of calls.").optional(),
+  image_generation: perCall("One call of OpenAI's image_generation tool (an image_generation_call output item).").optional(),
+  google_search: perCall('One grounded prompt with Google Search (googleSearch, googleSearchRetrieval): a response with groundingMetadata.').optional(),
+  google_maps: perCall('One grounded prompt with Google Maps (googleMaps): a response with groundingMetadata.').optional(),
+  enterprise_web_search: perCall('One grounded prompt with Web Grounding for Enterprise (enterpriseWebSearch): a response with groundingMetadata.').optional(),
+}, 'must be a mapping of hosted tools to prices per call: web_search, file_search, code_interpreter, code_execution, image_generation, google_search, google_maps, enterprise_web_search');
+
 const price = mapping({
   input: perMillion('Price of one million input tokens, in the balance\'s unit.'),
   output: perMillion('Price of one million output tokens.'),
@@ -369,7 +385,8 @@ const price = mapping({
   audioInput: perMillion('Price of one million audio input tokens (OpenAI prompt_tokens_details.audio_tokens, Gemini promptTokensDetails AUDIO: audio parts and the sound of video); absent: a request sending audio is refused (400 modality_unpriced) unless meter.modalities is allow.').nullish(),
   audioOutput: perMillion('Price of one million audio output tokens (OpenAI completion_tokens_details.audio_tokens, Gemini candidatesTokensDetails AUDIO); absent: a request asking for audio output is refused (400 modality_unpriced) unless meter.modalities is allow.').nullish(),
   imageOutput: perMillion('Price of one million image output tokens (Gemini candidatesTokensDetails IMAGE); absent: a request asking for image output is refused (400 modality_unpriced) unless meter.modalities is allow.').nullish(),
-}, 'must be a mapping {input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput}')
+  tools: toolPrices.nullish().describe("Prices per call of the hosted tools the provider runs and bills besides tokens, in the balance's unit (OpenAI and Anthropic list web search at 10 per 1,000 calls: web_search: 0.01 in dollars); a tool absent: a request declaring it is refused (400 hosted_tool_unpriced) unless meter.hostedTools is allow."),
+}, 'must be a mapping {input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput, tools}')
   // The store debits a modality's premium as text tokens (meter/modal-cost.ts): a text price must carry it.
   .refine((p) => p.input > 0 || p.output > 0 || !((p.audioInput ?? 0) > 0 || (p.audioOutput ?? 0) > 0 || (p.imageOutput ?? 0) > 0),
     { error: 'a price of audio or image tokens needs an input or output price above 0' });

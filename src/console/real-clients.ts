@@ -22,8 +22,8 @@ export interface RealClient {
   readonly sends: readonly string[];
 }
 
-const CODEX = 'Codex CLI 0.169';
-const CLAUDE = 'Claude Code 2.1.328';
+const CODEX = 'Codex CLI 0.171';
+const CLAUDE = 'Claude Code 2.1.332';
 const GEMINI = 'gemini-cli 0.61.0';
 const OPENAI_PY = 'openai (Python) 3.51.0';
 const ANTHROPIC_PY = 'anthropic (Python) 2.10.0';

@@ -117,7 +117,10 @@ function codex(s: ClientSetup, model: string): Snippet[] {
     {
       id: 'codex-config', label: 'Codex CLI (~/.codex/config.toml)', language: 'toml',
       // TOML: keys after a [table] header belong to that table, so the first two go above any table.
-      code: ['# at the top of ~/.codex/config.toml, before any [table]', `model = ${q(model)}`, 'model_provider = "modelgate"', '', '[model_providers.modelgate]', 'name = "modelgate"',
+      // Codex declares its hosted web_search tool in every turn; a gateway that has no price for it
+      // refuses the turn (hosted_tool_unpriced), and this line is Codex's own switch for it.
+      code: ['# at the top of ~/.codex/config.toml, before any [table]', `model = ${q(model)}`, 'model_provider = "modelgate"',
+        '# web_search = "disabled"   # if the gateway has no price for web search (400 hosted_tool_unpriced)', '', '[model_providers.modelgate]', 'name = "modelgate"',
         `base_url = ${q(s.baseUrl)}`, 'env_key = "MODELGATE_API_KEY"', 'wire_api = "responses"'].join('\n'),
     },
     { id: 'codex-env', label: 'Codex CLI (environment)', language: 'shell', code: [`export MODELGATE_API_KEY=${sh(API_KEY_PLACEHOLDER)}`, `codex exec 'say hi'`].join('\n') },

@@ -217,26 +217,41 @@ async function answer(r: ReceivedRequest, res: ServerResponse, delayMs: number):
     const response = (status: string, out: Json[], u: Json | null): Json => ({ id: `resp_${id}`, object: 'response', created_at: created, status, model, output: out, usage: u, error: null, incomplete_details: null, instructions: null, metadata: {}, parallel_tool_calls: true, temperature: 1, tool_choice: 'auto', tools: [], top_p: 1 });
     let seq = 0;
     const ev = (type: string, data: Json): { event: string; data: string } => ({ event: type, data: JSON.stringify({ type, sequence_number: seq++, ...data }) });
+    // A request declaring the hosted web_search tool (Codex, in every turn) gets one search first, as
+    // OpenAI answers it: a web_search_call output item, and in a stream the events of the call.
+    const search = hostedWebSearch(body);
+    const ws = (status: string): Json => ({ type: 'web_search_call', id: `ws_${id}`, status, action: { type: 'search', query: 'modelgate demo' } });
+    const searched: Json[] = search ? [ws('completed')] : [];
+    const at = searched.length;
+    const searchEvents = search ? [
+      ev('response.output_item.added', { output_index: 0, item: ws('in_progress') }),
+      ev('response.web_search_call.in_progress', { output_index: 0, item_id: `ws_${id}` }),
+      ev('response.web_search_call.searching', { output_index: 0, item_id: `ws_${id}` }),
+      ev('response.web_search_call.completed', { output_index: 0, item_id: `ws_${id}` }),
+      ev('response.output_item.done', { output_index: 0, item: ws('completed') }),
+    ] : [];
     if (content.kind === 'tool') {
       const fc = (a: string, status: string): Json => ({ type: 'function_call', id: `fc_${id}`, call_id: `call_${id}`, name: content.name, arguments: a, status });
-      if (!stream) return sendJson(res, 200, response('completed', [fc(args, 'completed')], usage), extra);
+      if (!stream) return sendJson(res, 200, response('completed', [...searched, fc(args, 'completed')], usage), extra);
       return sendSse(res, [
         ev('response.created', { response: response('in_progress', [], null) }),
-        ev('response.output_item.added', { output_index: 0, item: fc('', 'in_progress') }),
-        ev('response.function_call_arguments.delta', { item_id: `fc_${id}`, output_index: 0, delta: args }),
-        ev('response.function_call_arguments.done', { item_id: `fc_${id}`, output_index: 0, arguments: args }),
-        ev('response.output_item.done', { output_index: 0, item: fc(args, 'completed') }),
-        ev('response.completed', { response: response('completed', [fc(args, 'completed')], usage) }),
+        ...searchEvents,
+        ev('response.output_item.added', { output_index: at, item: fc('', 'in_progress') }),
+        ev('response.function_call_arguments.delta', { item_id: `fc_${id}`, output_index: at, delta: args }),
+        ev('response.function_call_arguments.done', { item_id: `fc_${id}`, output_index: at, arguments: args }),
+        ev('response.output_item.done', { output_index: at, item: fc(args, 'completed') }),
+        ev('response.completed', { response: response('completed', [...searched, fc(args, 'completed')], usage) }),
       ], delayMs, extra);
     }
-    if (!stream) return sendJson(res, 200, response('completed', [message(text, 'completed')], usage), extra);
+    if (!stream) return sendJson(res, 200, response('completed', [...searched, message(text, 'completed')], usage), extra);
     const events = [
       ev('response.created', { response: response('in_progress', [], null) }),
-      ev('response.output_item.added', { output_index: 0, item: message('', 'in_progress') }),
-      ...words(text).map((w) => ev('response.output_text.delta', { item_id: `msg_${id}`, output_index: 0, content_index: 0, delta: w })),
-      ev('response.output_text.done', { item_id: `msg_${id}`, output_index: 0, content_index: 0, text }),
-      ev('response.output_item.done', { output_index: 0, item: message(text, 'completed') }),
-      ev('response.completed', { response: response('completed', [message(text, 'completed')], usage) }),
+      ...searchEvents,
+      ev('response.output_item.added', { output_index: at, item: message('', 'in_progress') }),
+      ...words(text).map((w) => ev('response.output_text.delta', { item_id: `msg_${id}`, output_index: at, content_index: 0, delta: w })),
+      ev('response.output_text.done', { item_id: `msg_${id}`, output_index: at, content_index: 0, text }),
+      ev('response.output_item.done', { output_index: at, item: message(text, 'completed') }),
+      ev('response.completed', { response: response('completed', [...searched, message(text, 'completed')], usage) }),
     ];
     return sendSse(res, events, delayMs, extra);
   }
@@ -304,4 +319,10 @@ export function startDemoUpstream(opts: DemoUpstreamOptions = {}): Promise<DemoU
       });
     });
   });
+}
+
+/** Whether a Responses request declares the hosted web_search tool (web_search, web_search_preview...). */
+function hostedWebSearch(body: Json): boolean {
+  const tools = Array.isArray(body.tools) ? (body.tools as unknown[]) : [];
+  return tools.some((t) => t !== null && typeof t === 'object' && typeof (t as Json).type === 'string' && ((t as Json).type as string).startsWith('web_search'));
 }

@@ -14,6 +14,7 @@
  *   port (AccessLogService). It carries the Check's metadata, the meter's, the status, the body
  *   sizes and the response's content type and encoding.
  */
+import { METER_CALL_TYPES } from '../check/meter-counters';
 import { CLUSTER, EXT_AUTHZ_FILTER } from './render-routes';
 
 type Obj = Record<string, unknown>;
@@ -25,6 +26,8 @@ export const DECOMPRESSOR_FILTER = 'envoy.filters.http.decompressor';
 export const METER_TAIL_BYTES = 16384;
 /** What upstream routes ask providers for: encodings the meter reads (through the decompressor). */
 export const UPSTREAM_ACCEPT_ENCODING = 'gzip';
+/** Bytes of a chunk's end carried to the next, for a pattern split between them (the longest is 52). */
+export const METER_CALL_CARRY = 96;
 
 /**
  * The Lua source. Lua objects of the stream (its metadata) may not be kept across a chunk's yield,
@@ -35,18 +38,56 @@ export const UPSTREAM_ACCEPT_ENCODING = 'gzip';
  * token per byte, more than any text), a non-streaming answer's is its maximum. One write instead of two for a JSON answer, which the access log would carry twice;
  * for the same reason a stream's last tail published on the way is replaced by `false` at its end
  * (the access log carries the end's copy alone: up to 32 KiB less per long stream).
+ *
+ * It also counts, in the whole body, the calls of hosted tools the answer reports where no tail
+ * would hold them (a Responses stream's response.completed echoes instructions and tools, far past
+ * the tail): per type of Responses output item (check/meter-counters.ts) the items (`"type":"web_search_call"`)
+ * and the events that start a call in a stream (`"type":"response.web_search_call.in_progress"`),
+ * and Gemini's `"groundingMetadata"`, published at the end as `calls` (`1=2,2=1`: counter=count, those
+ * above 0; `0=0` when none is; meter/tool-calls.ts reads it). A pattern split between two chunks is found in the last
+ * METER_CALL_CARRY bytes carried over. JSON strings escape their quotes, so a model's text cannot
+ * spell one.
  */
 export const METER_LUA = `-- modelgate meter (rendered by modelgate; docs/metering.md)
 local KEEP = ${METER_TAIL_BYTES}
 local STEP_MAX = 65536
+local CARRY = ${METER_CALL_CARRY}
+local PATTERNS, NEEDLES = {}, {}
+for _, t in ipairs({ ${METER_CALL_TYPES.map((t) => `"${t}"`).join(', ')} }) do
+  PATTERNS[#PATTERNS + 1] = '"type"%s*:%s*"' .. t .. '"'
+  PATTERNS[#PATTERNS + 1] = '"type"%s*:%s*"response%.' .. t .. '%.in_progress"'
+  NEEDLES[#NEEDLES + 1] = t
+  NEEDLES[#NEEDLES + 1] = t
+end
+PATTERNS[#PATTERNS + 1] = '"groundingMetadata"%s*:'
+NEEDLES[#NEEDLES + 1] = "groundingMetadata"
+-- Counts the matches of each pattern that end past \`from\` (the carried bytes), a plain search first.
+local function count(s, from, counts)
+  for i, pat in ipairs(PATTERNS) do
+    if string.find(s, NEEDLES[i], 1, true) then
+      local at = 1
+      while true do
+        local a, b = string.find(s, pat, at)
+        if a == nil then break end
+        if b > from then counts[i] = (counts[i] or 0) + 1 end
+        at = b + 1
+      end
+    end
+  end
+end
 function envoy_on_response(h)
   local ct = h:headers():get("content-type")
   local sse = ct ~= nil and string.find(string.lower(ct), "text/event-stream", 1, true) ~= nil
   local parts, kept, total, mark = {}, 0, 0, 1
+  local counts, carry = {}, ""
   for chunk in h:bodyChunks() do
     local len = chunk:length()
     if len > 0 then
-      parts[#parts + 1] = chunk:getBytes(0, len)
+      local bytes = chunk:getBytes(0, len)
+      local s = carry .. bytes
+      count(s, #carry, counts)
+      carry = string.sub(s, -CARRY)
+      parts[#parts + 1] = bytes
       kept = kept + len
       total = total + len
       if kept > 2 * KEEP then
@@ -62,6 +103,12 @@ function envoy_on_response(h)
   if kept > KEEP then parts = { string.sub(table.concat(parts), -KEEP) } end
   local md = h:streamInfo():dynamicMetadata()
   if mark > 1 then md:set("${METER_FILTER}", "tail", false) end
+  local calls = {}
+  for i = 1, #PATTERNS do
+    if (counts[i] or 0) > 0 then calls[#calls + 1] = i .. "=" .. counts[i] end
+  end
+  -- Always published ("0=0": none counted), so a report without it is one of a filter that does not count.
+  md:set("${METER_FILTER}", "calls", #calls > 0 and table.concat(calls, ",") or "0=0")
   md:set("${METER_FILTER}", "final", table.concat(parts))
 end
 `;

@@ -43,6 +43,8 @@ export interface MeterReport {
   readonly tail: Uint8Array | undefined;
   /** The filter saw the end of the response body (false: the stream was cut, or the filter failed). */
   readonly ended: boolean;
+  /** The calls of hosted tools the filter counted in the whole body (`1=2,9=1`: meter/tool-calls.ts); undefined: none. */
+  readonly calls?: string;
   /** A byte of the request went upstream (Envoy's time_to_first_upstream_tx_byte). */
   readonly upstreamSent: boolean;
   /** A byte of an answer came back from upstream (Envoy's time_to_first_upstream_rx_byte). */
@@ -144,9 +146,9 @@ function readValue(end: number, asBytes: boolean): FieldValue | undefined {
 /** Keys of a metadata namespace the meter reads, as bytes (others are skipped without decoding). */
 type Wanted = readonly (readonly [string, Uint8Array])[];
 const wanted = (...keys: string[]): Wanted => keys.map((k) => [k, Buffer.from(k)] as const);
-const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path', 'replica', 'maxInput', 'maxOutput', 'hiddenOutput', 'referencedInput', 'inputExtra', 'inputFactor', 'price');
-/** `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end. */
-const METER_KEYS = wanted('tail', 'final');
+const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path', 'replica', 'maxInput', 'maxOutput', 'hiddenOutput', 'referencedInput', 'inputExtra', 'inputFactor', 'price', 'tools');
+/** `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end; `calls`: hosted tools' calls it counted (meter/tool-calls.ts). */
+const METER_KEYS = wanted('tail', 'final', 'calls');
 
 function keyAt(s: number, e: number, keys: Wanted): string | undefined {
   for (const [name, bytes] of keys) if (sameBytes(s, e, bytes)) return name;
@@ -341,6 +343,7 @@ function readEntry(end: number): MeterReport {
     contentEncoding: d.contentEncoding,
     tail: tail instanceof Uint8Array ? tail : typeof tail === 'string' ? Buffer.from(tail) : undefined,
     ended: final !== undefined,
+    ...(d.meter.calls instanceof Uint8Array ? { calls: Buffer.from(d.meter.calls).toString('latin1') } : typeof d.meter.calls === 'string' ? { calls: d.meter.calls } : {}),
     upstreamSent: d.upstreamSent,
     upstreamAnswered: d.upstreamAnswered,
   };

@@ -11,8 +11,11 @@
  *   meter never sees it, and this gateway serves no route to fetch it.
  * - a Gemini request asking for an answer format the meter cannot read (`alt`/`$alt` other than
  *   json or sse, response-format.ts) is refused (400 response_format_unsupported).
- * - a request naming a hosted tool (billed per call besides tokens: check/request-fields.ts
- *   REQUEST_MARKS) is refused (400 hosted_tool_unpriced) unless `meter.hostedTools: allow`.
+ * - a request declaring a hosted tool (billed per call besides tokens: check/request-fields.ts
+ *   REQUEST_MARKS) that the model's price does not name (price.tools) is refused (400
+ *   hosted_tool_unpriced, the hint naming the client's own switch when its user-agent says which
+ *   client it is) unless `meter.hostedTools: allow`; priced ones count in the maximum cost at the
+ *   request's most calls (Responses max_tool_calls, Anthropic max_uses, else meter.maxHostedToolCalls).
  * - `meter.unmeteredStreams: deny`: a chat stream without `stream_options.include_usage` (read as
  *   a lax upstream reads `stream`) is refused with a hint (400 stream_usage_required).
  * - soft mode: no store round trip. A key with a positive balance may always have one request in
@@ -31,17 +34,18 @@ import type { Decision } from '../check/decision';
 import { isTokenCount } from '../check/endpoints';
 import { extractFields } from '../check/extract-model';
 import { REQUEST_FIELDS, REQUEST_MARKS } from '../check/request-fields';
+import { hostedToolSwitch } from '../check/client-switches';
 import { printable } from '../check/safe-text';
 import type { Admission } from '../check/pipeline';
 import { HINTS, type DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
-import { costUp, MODAL_PRICES, type GroupRecord, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
+import { costUp, MODAL_PRICES, type DeclaredTools, type GroupRecord, type HostedTool, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
 import { highestPrice } from './modal-cost';
-import { priceMark } from './price-mark';
+import { priceMark, toolsMark } from './price-mark';
 import { mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
 import { unreadableAlt } from './response-format';
 
@@ -112,6 +116,16 @@ export function maximumCost(input: number, output: number, price: ModelPrice): n
 }
 
 /**
+ * What a request's hosted tools may cost at most: its most calls (its own maximum, else
+ * meter.maxHostedToolCalls) at the dearest of their per-call prices.
+ */
+export function maximumToolsCost(tools: DeclaredTools | undefined, price: ModelPrice): number {
+  if (!tools) return 0;
+  const dearest = Math.max(0, ...tools.names.map((t) => price.tools?.[t] ?? 0));
+  return costUp(tools.maxCalls * dearest);
+}
+
+/**
  * The request body's first bytes, for an input estimate. A small body is kept as it is (a view of
  * the message it came in, no copy); of a larger one a copy of its start, so a request in flight
  * never holds megabytes.
@@ -175,7 +189,6 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // `"N": 128` is n to a case-insensitive binder (Go's encoding/json), and 1 to this reading: refused, as "MODEL" is.
     if (shape.caseVariant) return deny(d, 'body_invalid', HINTS.body_invalid.fieldCase(...shape.caseVariant));
     if (shape.background) return deny(d, 'background_unsupported', HINTS.background_unsupported.background);
-    if (shape.hostedTools.length > 0 && m.hostedTools === 'deny') return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(shape.hostedTools[0]));
     if (m.unmeteredStreams === 'deny' && style === 'chat' && shape.stream && !shape.includeUsage) {
       return deny(d, 'stream_usage_required', HINTS.stream_usage_required.includeUsage);
     }
@@ -194,6 +207,13 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const unpriced = shape.modalities.find(([modality]) => typeof price[modality] !== 'number');
       if (unpriced) return deny(d, 'modality_unpriced', HINTS.modality_unpriced.modality(printable(unpriced[1], 80), unpriced[0]));
     }
+    // Hosted tools: those the price names are served and debited per call; another is refused (deny).
+    const pricedTools = shape.hostedTools.filter((t) => typeof price?.tools?.[t] === 'number');
+    if (pricedTools.length < shape.hostedTools.length && m.hostedTools === 'deny') {
+      const unpriced = shape.hostedTools.find((t) => !pricedTools.includes(t)) as HostedTool;
+      return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(unpriced, hostedToolSwitch(view.headers['user-agent'], unpriced)));
+    }
+    const tools: DeclaredTools | undefined = pricedTools.length > 0 ? { names: pricedTools, maxCalls: shape.maxToolCalls ?? m.maxHostedToolCalls } : undefined;
     const bodyBytes = view.body?.length ?? 0;
     // Its bytes as tokens, what it references and the provider's own prompts, times what a cache
     // write costs (Anthropic writes its tool prompts with the tools, and a breakpoint may cache them all).
@@ -208,7 +228,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const beyondCap = shape.maxOutput !== undefined && shape.maxOutput > usualCap && (capRaised || model?.maxOutputTokens == null) ? shape.maxOutput
       : shape.extraOutput > usualCap ? shape.extraOutput : undefined;
     // At the highest price of each direction: audio and image tokens may cost more than text.
-    const maxCost = price ? maximumCost(maxInputTokens, maxOutput, price) : 0;
+    const maxCost = price ? maximumCost(maxInputTokens, maxOutput, price) + maximumToolsCost(tools, price) : 0;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
@@ -223,6 +243,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
+      ...(tools ? { tools } : {}),
       ...(hidden ? { outputHidden: true } : {}),
       ...inputMarks,
       since, deadline: since + m.reservationSeconds * 1000,
@@ -233,7 +254,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // And its price: a report that finds no entry pays what the request was admitted at, not the price
     // of the moment (removed meanwhile, it had been nothing).
     const priceMarks = price ? { price: priceMark(price) } : undefined;
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks };
+    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     if (!limited || price === null || maxCost === 0) return track(false);

@@ -19,13 +19,14 @@
  */
 import type { Config } from '../config/load';
 import type { Lookup } from '../store/cache';
-import { PROTOCOLS, validPrice, type DebitResult, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
+import { PROTOCOLS, toolsCost, validPrice, type DebitResult, type DeclaredTools, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
 import type { LeaseBook } from './leases';
 import type { MeterReport } from './access-log';
 import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
 import { modalCharge } from './modal-cost';
-import { readPriceMark } from './price-mark';
+import { readPriceMark, readToolsMark } from './price-mark';
+import { callCount, maximumCalls, reportedCalls } from './tool-calls';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
 import { CACHE_WRITE_FACTOR, mayReason } from './request-shape';
@@ -115,8 +116,13 @@ function pendingOf(r: PendingRequest): PendingRequest {
     limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
     referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}),
     ...(r.inputExtra ? { inputExtra: r.inputExtra } : {}), ...(r.inputFactor && r.inputFactor !== 1 ? { inputFactor: r.inputFactor } : {}),
-    ...(r.price !== undefined ? { price: r.price } : {}), since: r.since, deadline: r.deadline,
+    ...(r.price !== undefined ? { price: r.price } : {}), ...(r.tools ? { tools: r.tools } : {}), since: r.since, deadline: r.deadline,
   };
+}
+
+/** The priced hosted tools a request declared: its entry's, else the Check's metadata's (`tools`: price-mark.ts). */
+function declaredTools(entry: PendingRequest | undefined, a: MeterReport['authz']): DeclaredTools | undefined {
+  return entry ? entry.tools : readToolsMark(a.tools);
 }
 
 /** A token count from the Check's metadata: a finite number >= 0, else undefined. */
@@ -206,8 +212,9 @@ export class Meter {
     const usage = this.#exactUsage(request.protocol, r, hourWrites(entry, r));
     if (usage) {
       const store = this.deps.store;
-      // Tokens by modality (named or not) take the full path, which prices them (modal-cost.ts).
-      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal && !usage.unnamed) {
+      const tools = declaredTools(entry, a);
+      // Tokens by modality (named or not) and hosted tools' calls take the full path, which prices them (modal-cost.ts, tool-calls.ts).
+      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal && !usage.unnamed && !tools) {
         let debit: DebitResult | undefined;
         try {
           debit = store.debitNow({
@@ -222,7 +229,7 @@ export class Meter {
           return;
         }
       }
-      void this.#track(this.#debit(request, entry, usage, undefined, false, admittedPrice(entry, a)).then((s) => this.#finish(r.requestId, s)));
+      void this.#track(this.#debit(request, entry, usage, undefined, false, admittedPrice(entry, a), tools && { tools, report: r }).then((s) => this.#finish(r.requestId, s)));
       return;
     }
     void this.#track(this.#fromReport(request, r, entry));
@@ -376,7 +383,8 @@ export class Meter {
     const provider = read.usage;
     const trusted = plausible(provider, ceiling);
     const admitted = admittedPrice(entry, r.authz);
-    if (r.ended && r.status !== 0 && trusted && !read.undecodable) return this.#debit(request, entry, provider, undefined, false, admitted);
+    const tools = declaredTools(entry, r.authz);
+    if (r.ended && r.status !== 0 && trusted && !read.undecodable) return this.#debit(request, entry, provider, undefined, false, admitted, tools && { tools, report: r });
 
     const reason: EstimateReason = read.undecodable ? 'undecodable'
       : provider !== undefined && !trusted ? 'implausible'
@@ -419,7 +427,7 @@ export class Meter {
     const input = trusted && provider.inputTokens > 0 ? provider.inputTokens : maxIn !== undefined ? Math.min(estimatedInput, maxIn) : estimatedInput;
     const output = Math.max(maxOut !== undefined ? Math.min(estimatedOutput, maxOut) : estimatedOutput, trusted ? provider.outputTokens : 0);
     const usage: Usage = { inputTokens: input, outputTokens: Math.min(output, ceiling.outputTokens), cachedInputTokens: trusted ? Math.min(provider.cachedInputTokens, input) : 0 };
-    return this.#debit(request, entry, usage, reason, false, admitted);
+    return this.#debit(request, entry, usage, reason, false, admitted, tools && { tools });
   }
 
   /** A request with no report: its maximum, provisionally (`expired`: its deadline passed; else shutdown). */
@@ -429,7 +437,7 @@ export class Meter {
       ...(entry.reserved === 'lease' && this.deps.leases ? { replica: this.deps.leases.replica } : {}),
     };
     this.deps.logger.warn({ ...request, after: expired ? 'deadline' : 'shutdown', since: new Date(entry.since).toISOString() }, 'no report of the response yet: settling at its maximum, provisionally');
-    return this.#debit(request, entry, { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 }, 'no_report', true, entry.price);
+    return this.#debit(request, entry, { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 }, 'no_report', true, entry.price, entry.tools && { tools: entry.tools });
   }
 
   async #release(request: MeteredRequest, reason: ReleaseReason, entry: InFlightRequest | undefined): Promise<Settlement> {
@@ -449,8 +457,12 @@ export class Meter {
     return validPrice(price) ? price : 'invalid';
   }
 
-  /** @param admitted the price the request was admitted at (admittedPrice); undefined: the group's price now */
-  async #debit(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean, admitted: ModelPrice | null | undefined): Promise<Settlement> {
+  /**
+   * @param admitted the price the request was admitted at (admittedPrice); undefined: the group's price now
+   * @param tooling the priced hosted tools it declared, and the report whose answer counts their calls
+   *   (tool-calls.ts); without a report, or with an estimate, their most calls
+   */
+  async #debit(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean, admitted: ModelPrice | null | undefined, tooling?: { readonly tools: DeclaredTools; readonly report?: MeterReport }): Promise<Settlement> {
     const store = this.deps.store;
     const delays = this.deps.retryDelaysMs ?? [200, 1000, 5000, 15_000, 30_000, 60_000];
     let lastError = 'no store keeps balances';
@@ -466,11 +478,15 @@ export class Meter {
         if (charge.unpriced.length > 0 && attempt === 0) {
           this.deps.logger.warn({ ...request, modalities: charge.unpriced, modal: usage.modal }, 'tokens of a modality the model has no price for: debited at its highest price for their direction');
         }
-        const { modal: _modal, unnamed: _unnamed, ...tokens } = charge.usage;
+        const { modal: _modal, unnamed: _unnamed, toolCalls: _reported, ...tokens } = charge.usage;
         // Tokens of a modality the meter cannot name, at the highest price: the row says so.
         const mark = estimate ?? (charge.unnamed ? 'unknown_modality' : undefined);
-        const debit = await store.debit({ ...request, ...tokens, price, estimated: mark ?? null, provisional });
-        return this.#settled(request, entry, charge.usage, mark, provisional, debit, price);
+        const exact = estimate === undefined && !provisional && tooling?.report !== undefined;
+        const calls = !tooling ? {} : exact ? reportedCalls(tooling.tools, price, request.protocol, tooling.report?.calls, isSse(tooling.report?.contentType ?? ''), usage) : maximumCalls(tooling.tools, price);
+        const toolCalls = callCount(calls);
+        const tools = toolCalls > 0 ? { toolCalls, toolCost: toolsCost(price, calls) } : {};
+        const debit = await store.debit({ ...request, ...tokens, ...tools, price, estimated: mark ?? null, provisional });
+        return this.#settled(request, entry, toolCalls > 0 ? { ...charge.usage, toolCalls: calls } : charge.usage, mark, provisional, debit, price);
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
       }

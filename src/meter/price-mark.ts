@@ -6,7 +6,7 @@
  * metadata, and a price has up to ten numbers (the text prices, a long-context tier, the modalities').
  * Pure.
  */
-import { MODAL_PRICES, validPrice, type ModelPrice } from '../store/store';
+import { HOSTED_TOOLS, MODAL_PRICES, toolPrices, validPrice, type DeclaredTools, type HostedTool, type ModelPrice } from '../store/store';
 
 /** Prices are config objects, kept while the config is: each is written out once. */
 const written = new WeakMap<ModelPrice, string>();
@@ -44,5 +44,28 @@ export function readPriceMark(v: unknown): ModelPrice | undefined {
   const out: { -readonly [K in keyof ModelPrice]: ModelPrice[K] } = { input: o.input, output: o.output, cachedInput: o.cachedInput ?? null };
   if (l) out.longContext = { above: l.above as number, input: l.input as number, output: l.output as number, cachedInput: (l.cachedInput as number | null | undefined) ?? null };
   for (const m of MODAL_PRICES) if (typeof o[m] === 'number') out[m] = o[m];
+  if (o.tools !== undefined && o.tools !== null) {
+    if (typeof o.tools !== 'object' || Array.isArray(o.tools)) return undefined;
+    const tools = o.tools as Record<string, unknown>;
+    const read = toolPrices(tools);
+    // A figure that is no number, or a tool this build does not know: not this price.
+    if (Object.keys(read).length !== Object.keys(tools).length) return undefined;
+    out.tools = read;
+  }
   return validPrice(out) ? out : undefined;
+}
+
+/** The metadata's `tools` field: the priced hosted tools a request declares and its most calls (`web_search,file_search:10`). */
+export function toolsMark(t: DeclaredTools): string {
+  return `${t.names.join(',')}:${t.maxCalls}`;
+}
+
+/** The declared tools a `tools` field holds; undefined when it holds none that is whole. */
+export function readToolsMark(v: unknown): DeclaredTools | undefined {
+  if (typeof v !== 'string') return undefined;
+  const m = /^([a-z_,]+):(\d{1,6})$/.exec(v);
+  if (!m) return undefined;
+  const names = m[1].split(',');
+  if (!names.every((n): n is HostedTool => (HOSTED_TOOLS as readonly string[]).includes(n))) return undefined;
+  return { names, maxCalls: Number(m[2]) };
 }

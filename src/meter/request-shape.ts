@@ -11,7 +11,7 @@
  */
 import { extractFields, goFold, type TopLevelFields } from '../check/extract-model';
 import { REQUEST_MARKS } from '../check/request-fields';
-import type { Modality, Protocol } from '../store/store';
+import type { HostedTool, Modality, Protocol } from '../store/store';
 
 export interface RequestShape {
   /** The request streams its answer (lax reading). */
@@ -31,8 +31,14 @@ export interface RequestShape {
    * stored prompt, plus one per marked part (an image, audio, a file, a URL, fetched pages: REQUEST_MARKS).
    */
   readonly referencedCount: number;
-  /** Tools the provider runs and bills per call besides tokens, by name (REQUEST_MARKS `hosted_tool`). */
-  readonly hostedTools: readonly string[];
+  /** Tools the provider runs and bills per call besides tokens, declared in the request, by their name in a price (REQUEST_MARKS `hosted_tool`). */
+  readonly hostedTools: readonly HostedTool[];
+  /**
+   * The most calls of them the request itself allows, in all: Responses `max_tool_calls`, the sum of
+   * Anthropic's `max_uses` (when every hosted tool names one), one per answer for chat's search
+   * models and for Gemini's grounding (billed per grounded prompt); undefined: it names none.
+   */
+  readonly maxToolCalls?: number;
   /**
    * A field read here, sent in another case (`"N"`; inside generationConfig `"CandidateCount"`):
    * [as sent, as read]. A case-insensitive binder reads it; this reading would not.
@@ -166,6 +172,7 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
   const stored = present('previous_response_id') || present('previousResponseId') || present('conversation') ||
     present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined);
   const { parts, tools, toolPrompts, cacheControl, ttl, audioParts } = marked(fields);
+  const maxToolCalls = tools.length > 0 ? toolCallsAllowed(protocol, tools, get, answers) : undefined;
   const anthropic = protocol === 'messages';
   const referencedCount = (stored ? 1 : 0) + parts;
   let twice = fields.twice;
@@ -179,6 +186,7 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     referencedInput: referencedCount > 0,
     referencedCount,
     hostedTools: tools,
+    ...(maxToolCalls !== undefined ? { maxToolCalls } : {}),
     embeds,
     background: protocol === 'responses' && laxBool(get('background')),
     reasoning: asksReasoning(protocol, get, thinking),
@@ -413,18 +421,47 @@ function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonl
  * tools, Anthropic's tool prompts in tokens (the tool use system prompt once when any tool is marked,
  * each client tool's own per occurrence: PROVIDER_TOOL_TOKENS), cache breakpoints.
  */
-function marked(fields: TopLevelFields): { parts: number; tools: string[]; toolPrompts: number; cacheControl: boolean; ttl: boolean; audioParts: number } {
+/** Gemini's grounding tools: billed per grounded prompt. */
+const GROUNDING: ReadonlySet<HostedTool> = new Set(['google_search', 'google_maps', 'enterprise_web_search']);
+
+/** The most hosted-tool calls a request allows itself (RequestShape.maxToolCalls). */
+function toolCallsAllowed(protocol: Protocol, tools: readonly HostedTool[], get: (k: string) => unknown, answers: number): number | undefined {
+  if (protocol === 'responses') return laxCount(get('max_tool_calls'));
+  if (protocol === 'chat') return tools.every((t) => t === 'web_search') ? answers : undefined;
+  if (protocol === 'generative') return tools.every((t) => GROUNDING.has(t)) ? answers : undefined;
+  if (protocol !== 'messages') return undefined;
+  // Anthropic's server tools, each with its own max_uses: their sum, when each names one.
+  const declared = get('tools');
+  if (!Array.isArray(declared)) return undefined;
+  let sum = 0;
+  let hosted = 0;
+  for (const t of declared) {
+    const type = asObject(t)?.type;
+    if (typeof type !== 'string' || !(type.startsWith('web_search') || type.startsWith('code_execution_'))) continue;
+    hosted++;
+    const uses = laxCount(asObject(t)?.max_uses);
+    if (uses === undefined) return undefined;
+    sum += uses;
+  }
+  // The scan found more than the parsed list holds (an escaped type, a key sent twice): not known.
+  return hosted > 0 && hosted >= tools.length ? sum : undefined;
+}
+
+function marked(fields: TopLevelFields): { parts: number; tools: HostedTool[]; toolPrompts: number; cacheControl: boolean; ttl: boolean; audioParts: number } {
   let parts = 0;
   let audioParts = 0;
-  const tools: string[] = [];
+  const tools: HostedTool[] = [];
   let toolPrompts = 0;
   let cacheControl = false;
   let ttl = false;
   if (!fields.marks) return { parts, tools, toolPrompts, cacheControl, ttl, audioParts };
   for (const [name, count] of fields.marks) {
-    const kind = (REQUEST_MARKS.exact.get(name) ?? REQUEST_MARKS.prefixes.find(([p]) => p === name)?.[1])?.kind;
+    const mark = REQUEST_MARKS.exact.get(name) ?? REQUEST_MARKS.prefixes.find(([p]) => p === name)?.[1];
+    const kind = mark?.kind;
     if (kind === 'referenced') parts += count;
-    else if (kind === 'hosted_tool') tools.push(name);
+    else if (kind === 'hosted_tool') {
+      if (mark?.tool && !tools.includes(mark.tool)) tools.push(mark.tool);
+    }
     else if (kind === 'tool_prompt') {
       if (toolPrompts === 0) toolPrompts = PROVIDER_TOOL_TOKENS.input_schema;
       if (name !== 'input_schema' && name !== 'tools') toolPrompts += (PROVIDER_TOOL_TOKENS[name] ?? 0) * count;

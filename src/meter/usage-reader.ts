@@ -13,7 +13,7 @@
  * size (json-capture.ts); gzip, deflate and br bodies are decompressed as they stream.
  */
 import * as zlib from 'node:zlib';
-import type { Modality, Protocol } from '../store/store';
+import type { HostedTool, Modality, Protocol } from '../store/store';
 import { JsonCapture } from './json-capture';
 import { CACHE_WRITE_FACTOR } from './request-shape';
 
@@ -36,6 +36,8 @@ export interface Usage {
   readonly unnamed?: Readonly<{ input?: number; output?: number }>;
   /** The provider's usage held a count that is not a finite number >= 0: not to be trusted. */
   readonly implausible?: true;
+  /** Calls of hosted tools the usage reports (Anthropic `server_tool_use.web_search_requests`). */
+  readonly toolCalls?: Readonly<Partial<Record<HostedTool, number>>>;
 }
 
 /** Why a response could not be metered (a label of modelgate_meter_unmetered_total). */
@@ -160,7 +162,10 @@ export function normalise(protocol: Protocol, bag: Bag, hourWrites = false): Usa
   const usage: Usage = { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
   const modal = modalTokens(protocol, bag);
   const unnamed = protocol === 'generative' ? unnamedTokens(bag) : undefined;
-  return modal || unnamed ? { ...usage, ...(modal ? { modal } : {}), ...(unnamed ? { unnamed } : {}) } : usage;
+  // Anthropic's server tools report their calls in usage (Gemini's and OpenAI's are counted from the answer: tool-calls.ts).
+  const searches = protocol === 'messages' ? n('server_tool_use.web_search_requests') : 0;
+  const toolCalls = searches > 0 ? { web_search: searches } : undefined;
+  return modal || unnamed || toolCalls ? { ...usage, ...(modal ? { modal } : {}), ...(unnamed ? { unnamed } : {}), ...(toolCalls ? { toolCalls } : {}) } : usage;
 }
 
 /**

@@ -56,11 +56,14 @@ export interface FileMeterOptions {
  * The cost of some usage at a price, in the balance's unit, rounded up to a grain (costUp). A
  * request over the price's long-context threshold pays its long-context price for every token (priceAt).
  */
-export function costOf(r: Pick<DebitRequest, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'price'>): number {
+export function costOf(r: Pick<DebitRequest, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'price' | 'toolCost'>): number {
   if (r.price === null) return 0;
   const p = priceAt(r.price, r.inputTokens);
   const cached = Math.min(r.cachedInputTokens, r.inputTokens);
-  return costUp(((r.inputTokens - cached) * p.input + cached * (p.cachedInput ?? p.input) + r.outputTokens * p.output) / 1e6);
+  // Hosted tools' calls (toolsCost) on top, in grains, so a sum of two amounts on the grain stays on it.
+  const tokens = costUp(((r.inputTokens - cached) * p.input + cached * (p.cachedInput ?? p.input) + r.outputTokens * p.output) / 1e6);
+  const tools = r.toolCost ?? 0;
+  return tools > 0 ? (Math.round(tokens * COST_GRAINS) + Math.round(tools * COST_GRAINS)) / COST_GRAINS : tokens;
 }
 
 const finite = (n: unknown): n is number => typeof n === 'number' && Number.isFinite(n);
@@ -173,6 +176,7 @@ export class FileMeter implements MeterStore {
       inputTokens: r.inputTokens, outputTokens: r.outputTokens, cachedInputTokens: Math.min(r.cachedInputTokens, r.inputTokens), cost, priced: r.price !== null,
     };
     if (r.estimated) entry.estimated = r.estimated;
+    if (r.toolCalls !== undefined && r.toolCalls > 0) entry.toolCalls = r.toolCalls;
     if (r.provisional) entry.provisional = true;
     this.#ledger.push(entry);
     // Trimmed in steps, not one entry per debit (a shift of the whole array each time).

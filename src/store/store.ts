@@ -69,6 +69,49 @@ export interface ModelPrice {
   readonly audioInput?: number | null;
   readonly audioOutput?: number | null;
   readonly imageOutput?: number | null;
+  /**
+   * Per call of a tool the provider runs and bills besides tokens (docs/metering.md, "Hosted tools"),
+   * in the balance's unit; a tool absent (or `null` for all): not priced (a request declaring it is
+   * refused unless meter.hostedTools is allow).
+   */
+  readonly tools?: HostedToolPrices | null;
+}
+
+/**
+ * The hosted tools a price may name: OpenAI's web_search (Responses and chat search models),
+ * file_search, code_interpreter (per container), image_generation; Anthropic's web_search and
+ * code_execution; Gemini's grounding (google_search, google_maps, enterprise_web_search) and file_search.
+ */
+export const HOSTED_TOOLS = ['web_search', 'file_search', 'code_interpreter', 'code_execution', 'image_generation', 'google_search', 'google_maps', 'enterprise_web_search'] as const;
+export type HostedTool = (typeof HOSTED_TOOLS)[number];
+export type HostedToolPrices = Readonly<Partial<Record<HostedTool, number>>>;
+
+/** The tool prices of a mapping that names them (other names, and figures that are not numbers >= 0, left out), frozen. */
+export function toolPrices(t: Readonly<Record<string, unknown>>): HostedToolPrices {
+  const out: Partial<Record<HostedTool, number>> = {};
+  for (const k of HOSTED_TOOLS) {
+    const v = t[k];
+    if (typeof v === 'number' && Number.isFinite(v) && v >= 0) out[k] = v;
+  }
+  return Object.freeze(out);
+}
+
+/** The cost of tool calls at a price (calls by tool), rounded up to a grain; 0 without a price. */
+export function toolsCost(price: ModelPrice | null, calls: Readonly<Partial<Record<HostedTool, number>>> | undefined): number {
+  if (!price || !calls) return 0;
+  let c = 0;
+  for (const t of HOSTED_TOOLS) {
+    const n = calls[t] ?? 0;
+    const p = price.tools?.[t];
+    if (n > 0 && typeof p === 'number') c += n * p;
+  }
+  return costUp(c);
+}
+
+/** The hosted tools a request declares, and how many calls it may make in all. */
+export interface DeclaredTools {
+  readonly names: readonly HostedTool[];
+  readonly maxCalls: number;
 }
 
 /**
@@ -106,7 +149,9 @@ export function validPrice(p: ModelPrice): boolean {
   const amount = (n: unknown): boolean => typeof n === 'number' && Number.isFinite(n) && n >= 0;
   const optional = (n: unknown): boolean => n === undefined || n === null || amount(n);
   const l = p.longContext;
-  return amount(p.input) && amount(p.output) && optional(p.cachedInput) && MODAL_PRICES.every((m) => optional(p[m]))
+  const t = p.tools;
+  const tools = t === undefined || t === null || (typeof t === 'object' && Object.entries(t).every(([k, v]) => (HOSTED_TOOLS as readonly string[]).includes(k) && amount(v)));
+  return tools && amount(p.input) && amount(p.output) && optional(p.cachedInput) && MODAL_PRICES.every((m) => optional(p[m]))
     && (l === undefined || l === null || (amount(l.above) && amount(l.input) && amount(l.output) && optional(l.cachedInput)));
 }
 
@@ -221,6 +266,8 @@ export interface UsageEntry {
   readonly priced: boolean;
   /** Why the tokens are an estimate; absent (or null): the provider's own usage. */
   readonly estimated?: EstimateReason | null;
+  /** Calls of hosted tools debited (their cost is in `cost`); absent: none. */
+  readonly toolCalls?: number;
   /** A request settled at its maximum without a report: a later report replaces it. */
   readonly provisional?: boolean;
 }
@@ -238,6 +285,10 @@ export interface DebitRequest {
   readonly price: ModelPrice | null;
   /** Why the tokens are an estimate (null: the provider's usage). */
   readonly estimated?: EstimateReason | null;
+  /** Calls of hosted tools debited besides the tokens (0 or absent: none). */
+  readonly toolCalls?: number;
+  /** What they cost (toolsCost: calls x the price's per-call figure), added to the tokens' cost when the model is priced. */
+  readonly toolCost?: number;
   /**
    * A settlement without a report (the request's maximum): replaced by the next settlement of the
    * same request id, if any comes. A settlement that is not provisional is final.
@@ -308,6 +359,8 @@ export interface PendingRequest {
   readonly inputFactor?: number;
   /** The price it was admitted at (null: none; absent: looked up when it settles). */
   readonly price?: ModelPrice | null;
+  /** Hosted tools the request declares and may call up to `maxCalls` times in all (admission.ts); absent: none. */
+  readonly tools?: DeclaredTools;
   /** Epoch milliseconds. */
   readonly since: number;
   readonly deadline: number;

@@ -46,7 +46,7 @@ describe('decodeCheckRequest', () => {
     expect(Buffer.from(v.body!).toString('utf8')).toBe('{"model":"m"}');
     expect(v.partialBody).toBe(false);
     // Headers no decision reads are skipped, not decoded.
-    expect(Object.keys(v.headers).sort()).toEqual([':method', ':path', 'anthropic-version', 'authorization', 'x-api-key', 'x-envoy-auth-partial-body', 'x-request-id']);
+    expect(Object.keys(v.headers).sort()).toEqual([':method', ':path', 'anthropic-version', 'authorization', 'user-agent', 'x-api-key', 'x-envoy-auth-partial-body', 'x-request-id']);
   });
 
   test('keeps the key headers the config names, and only those', () => {
@@ -68,7 +68,7 @@ describe('decodeCheckRequest', () => {
         { key: ':path', raw_value: Buffer.from('/v1beta/models/m:generateContent?alt=sse') },
         { key: 'X-Goog-Api-Key', raw_value: Buffer.from('k1') },
         { key: 'x-goog-api-key', value: 'k2' },
-        { key: 'user-agent', value: 'skipped' },
+        { key: 'accept', value: 'skipped' },
         { key: '', value: 'ignored' },
       ] } } } },
     }))!;

@@ -154,6 +154,17 @@ describe('with PostgreSQL', () => {
     } finally {
       await priced.close();
     }
+    // Hosted tools per call (migration 9), read back by the store; a name it does not know, or a tool twice, is a usage error.
+    expect(await ok('groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--tool', 'web_search=0.01', '--tool', 'file_search=0.0025')).toBe('pro o3: 2 in / 8 out per 1M tokens; web_search 0.01, file_search 0.0025 per call.\n');
+    const tooled = await openPgStore(server.url);
+    try {
+      expect((await tooled.findGroup('pro'))!.models.get('o3')!.price).toEqual({ input: 2, output: 8, cachedInput: null, tools: { web_search: 0.01, file_search: 0.0025 } });
+    } finally {
+      await tooled.close();
+    }
+    expect(await run(['groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--tool', 'teleport=1'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--tool must be NAME=PRICE') });
+    expect(await run(['groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--tool', 'web_search=1', '--tool', 'web_search=2'])).toMatchObject({ code: 2, stderr: expect.stringContaining('given twice') });
+    expect(await run(['groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--tool', 'web_search=-1'])).toMatchObject({ code: 2, stderr: expect.stringContaining('must be a decimal number >= 0 (per call)') });
     expect(await ok('groups', 'price', 'pro', 'o3', '--none')).toBe(`pro o3: ${NO_PRICE}.\n`);
   });
 
@@ -168,6 +179,17 @@ describe('with PostgreSQL', () => {
     expect(await run(['groups', 'price', 'pro', 'o3', '--none', '--long-context-above', '200000'])).toMatchObject({ code: 2, stderr: expect.stringContaining('give either --none or prices') });
     // A price given without them has none.
     expect(await ok('groups', 'price', 'pro', 'o3', '--input', '2', '--output', '12')).toBe('pro o3: 2 in / 12 out per 1M tokens.\n');
+    // Hosted tools per call (migration 9), read back by the store; a name it does not know, or a tool twice, is a usage error.
+    expect(await ok('groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--tool', 'web_search=0.01', '--tool', 'file_search=0.0025')).toBe('pro o3: 2 in / 8 out per 1M tokens; web_search 0.01, file_search 0.0025 per call.\n');
+    const tooled = await openPgStore(server.url);
+    try {
+      expect((await tooled.findGroup('pro'))!.models.get('o3')!.price).toEqual({ input: 2, output: 8, cachedInput: null, tools: { web_search: 0.01, file_search: 0.0025 } });
+    } finally {
+      await tooled.close();
+    }
+    expect(await run(['groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--tool', 'teleport=1'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--tool must be NAME=PRICE') });
+    expect(await run(['groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--tool', 'web_search=1', '--tool', 'web_search=2'])).toMatchObject({ code: 2, stderr: expect.stringContaining('given twice') });
+    expect(await run(['groups', 'price', 'pro', 'o3', '--input', '2', '--output', '8', '--tool', 'web_search=-1'])).toMatchObject({ code: 2, stderr: expect.stringContaining('must be a decimal number >= 0 (per call)') });
     expect(await ok('groups', 'price', 'pro', 'o3', '--none')).toBe(`pro o3: ${NO_PRICE}.\n`);
   });
 

@@ -28,7 +28,7 @@ describe('parseConfig on the demo file', () => {
     expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
     const basic = config.groups.get('basic')!;
     expect(basic.available).toBe(true);
-    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true, price: { input: 0.15, output: 0.6, cachedInput: 0.075 }, maxOutputTokens: 16384 });
+    expect(basic.models.get('gpt-4o-mini')).toEqual({ name: 'gpt-4o-mini', protocols: null, available: true, price: { input: 0.15, output: 0.6, cachedInput: 0.075, tools: { web_search: 0.01, file_search: 0.0025 } }, maxOutputTokens: 16384 });
     expect(basic.models.get('text-embedding-3-small')).toEqual({ name: 'text-embedding-3-small', protocols: ['embeddings'], available: true, price: { input: 0.02, output: 0, cachedInput: null }, maxOutputTokens: null });
     expect(basic.models.get('gemini-2.0-flash')).toEqual({ name: 'gemini-2.0-flash', protocols: ['generative'], available: false, price: null, maxOutputTokens: null });
     expect(config.groups.get('pro')!.models.get('gpt-4o')).toEqual({ name: 'gpt-4o', protocols: null, available: true, price: null, maxOutputTokens: null });
@@ -357,7 +357,7 @@ describe('prices and the meter', () => {
 
   test('defaults the meter to on, soft, streams without usage estimated', () => {
     expect(parseConfig('').meter).toEqual({
-      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', hostedTools: 'deny', serviceTiers: 'deny', modalities: 'deny', maxOutputTokens: 32768, referencedInputTokens: 200_000,
+      enabled: true, mode: 'soft', unmeteredStreams: 'estimate', hostedTools: 'deny', maxHostedToolCalls: 10, serviceTiers: 'deny', modalities: 'deny', maxOutputTokens: 32768, referencedInputTokens: 200_000,
       reasoningModels: ['o1*', 'o3*', 'o4*', 'gpt-5*', 'gpt-6*', 'gpt-oss*', 'codex*', 'gemini-2.5*', 'gemini-3*', 'gemini-*latest', '*thinking*', '*reasoner*', 'deepseek-r*', 'qwq*', 'qwen3*', 'magistral*', 'grok-3-mini*', 'grok-4*'],
       usageCeiling: { inputTokens: 10_000_000, outputTokens: 1_000_000 }, leases: true, reservationSeconds: 900, drainSeconds: 25,
     });

@@ -51,7 +51,7 @@ describeClients('Claude Code through a real Envoy, set up as the console says', 
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('Hello from the demo upstream. You asked claude-opus-5-5 as key alice; no client key header reached me.');
     expect(decisions.every((d) => d.reason === 'allowed')).toBe(true);
-    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Claude Code 2.1.328', 'messages-client').sends));
+    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Claude Code 2.1.332', 'messages-client').sends));
     expect(gw.received.at(-1)).toMatchObject({ method: 'POST', url: '/v1/messages?beta=true', family: 'messages' });
   });
 
@@ -59,7 +59,7 @@ describeClients('Claude Code through a real Envoy, set up as the console says', 
     const { run, decisions } = await claude(alice, 'claude-opus-5-5', 'alt-messages');
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked claude-opus-5-5 as key alice');
-    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Claude Code 2.1.328', 'alt-messages').sends));
+    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Claude Code 2.1.332', 'alt-messages').sends));
   });
 
   /** A denial: one request (x-should-retry: false), a non-zero exit and modelgate's hint. */

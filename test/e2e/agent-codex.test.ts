@@ -8,6 +8,12 @@
  *
  * Codex retries any 401/403/404 of a turn five times (it reads no x-should-retry), so a denial is
  * shown after six requests, about 7 s; the tests count the requests rather than the seconds.
+ *
+ * Codex 0.171 declares the hosted `web_search` tool in every turn on the models of its catalog
+ * (gpt-5.5 here; not on gpt-6.x-sol, which it does not know), by its `web_search` setting ("cached"
+ * by default). This gateway serves gpt-5.5 with web_search priced, and the demo upstream searches
+ * once whenever it is declared, so each turn is debited one call; where a gateway leaves it
+ * unpriced, the refusal names Codex's own switch (docs/metering.md, "Hosted tools").
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,6 +26,13 @@ import { snippetsFor } from '../../src/console/snippets';
 import { agentCommand, CODEX_QUIET_TOML, CODEX_QUIET_TOP, decisionsFrom, describeClients, freshHome, runClient, snippetEnv, type ClientRun } from '../support/clients';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { startGateway, type Gateway } from '../support/gateway';
+import { waitFor } from '../support/meter-cases';
+
+/** The per-call price of web_search on gpt-5.5 (OpenAI's list price: $10 per 1,000 calls). */
+const SEARCH_FEE = 0.01;
+/** A model of Codex's catalog, for which it declares web_search, in the basic group: priced with web_search or without. */
+const withCodexModel = (tools: string) => (demo: string): string => demo.replace('      - name: claude-opus-5-5\n',
+  `      - name: gpt-5.5\n        protocols: [chat, responses]\n        price: { input: 1.25, output: 10${tools} }\n        maxOutputTokens: 128000\n      - name: claude-opus-5-5\n`);
 
 const { alice, carol } = DEMO_KEYS;
 
@@ -27,28 +40,60 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
   let gw: Gateway;
   const homes: Array<() => void> = [];
   beforeAll(async () => {
-    gw = await startGateway();
+    gw = await startGateway({ config: withCodexModel(', tools: { web_search: 0.01 }') });
   });
   afterAll(async () => {
     for (const remove of homes) remove();
     await gw?.close();
   });
 
-  /** Runs `codex exec` with the console's snippets for this gateway; returns the run and the decisions it caused. */
-  async function codex(key: string, model: string, alt = false) {
-    const config = parseConfig(readFileSync(gw.configPath, 'utf8'));
-    const setup = setupFor(clientKind('coding-agent')!, alt ? `${gw.baseUrl}${config.routes.altPrefix}` : gw.baseUrl, config.routes, model);
-    const snippets = snippetsFor(setup, model);
+  /**
+   * Runs `codex exec` with the console's snippets for this gateway; returns the run and the decisions it caused.
+   * @param base `alt`: the snippet of the alternate prefix; else a path appended to the snippet's base_url (`/v1`, `/alt/v1`)
+   * @param top settings put above the snippet (Codex's own switch)
+   */
+  async function codex(key: string, model: string, base: 'alt' | '' | '/v1' | '/alt/v1' = '', on: Gateway = gw, top = '') {
+    const config = parseConfig(readFileSync(on.configPath, 'utf8'));
+    const setup = setupFor(clientKind('coding-agent')!, base === 'alt' ? `${on.baseUrl}${config.routes.altPrefix}` : on.baseUrl, config.routes, model);
+    const snippets = snippetsFor(setup, model).map((s) => (s.id === 'codex-config' && base !== 'alt' && base !== '' ? { ...s, code: s.code.replace(`base_url = "${on.baseUrl}"`, `base_url = "${on.baseUrl}${base}"`) } : s));
     const h = freshHome('codex');
     homes.push(h.remove);
     mkdirSync(join(h.home, '.codex'));
     // The snippet as a user pastes it at the top of the file, then the tests' own quiet settings.
-    writeFileSync(join(h.home, '.codex', 'config.toml'), `${CODEX_QUIET_TOP}${snippets.find((s) => s.id === 'codex-config')!.code}\n\n${CODEX_QUIET_TOML}`);
+    writeFileSync(join(h.home, '.codex', 'config.toml'), `${CODEX_QUIET_TOP}${top}${snippets.find((s) => s.id === 'codex-config')!.code}\n\n${CODEX_QUIET_TOML}`);
     const env = { ...h.env, CODEX_HOME: join(h.home, '.codex'), ...snippetEnv(snippets.find((s) => s.id === 'codex-env')!.code, key) };
     const { command, args } = agentCommand('codex');
-    const before = gw.modelgate.logLines().length;
+    const before = on.modelgate.logLines().length;
     const run: ClientRun = await runClient(command, [...args, 'exec', '--skip-git-repo-check', 'say hi'], { env, cwd: h.work });
-    return { run, decisions: decisionsFrom(gw.modelgate.logLines(), before) };
+    return { run, decisions: decisionsFrom(on.modelgate.logLines(), before) };
+  }
+
+  /** The ledger rows of the requests these decisions allowed, once settled. */
+  async function ledgerOf(decisions: Array<Record<string, unknown>>, on: Gateway = gw) {
+    const ids = new Set(decisions.filter((d) => d.decision === 'allow').map((d) => String(d.requestId)));
+    const ledger = on.modelgate.service!.store.meter!;
+    const rows = async () => (await ledger.usage({ keyId: 'alice', limit: 1000 })).filter((r) => ids.has(r.requestId));
+    await waitFor('the ledger rows', async () => (await rows()).length === ids.size, 15_000);
+    return rows();
+  }
+
+  /** The upstream got Codex's web_search tool declared, as Codex sends it (nothing removed on the way). */
+  function declaredWebSearch(on: Gateway = gw): void {
+    const body = JSON.parse(on.received.at(-1)!.body.toString('utf8')) as { tools?: Array<{ type?: string }> };
+    expect((body.tools ?? []).map((t) => t.type)).toContain('web_search');
+    expect(String(on.received.at(-1)!.headers['user-agent'])).toMatch(/^codex_[a-z_]+\//);
+  }
+
+  /** Each served turn was debited one web search at its price, besides its tokens. */
+  async function debitedOneSearchEach(decisions: Array<Record<string, unknown>>, on: Gateway = gw): Promise<void> {
+    const rows = await ledgerOf(decisions, on);
+    expect(rows.length).toBeGreaterThan(0);
+    for (const r of rows) {
+      expect(r.estimated ?? undefined, JSON.stringify(r)).toBeUndefined();
+      expect(r.toolCalls, JSON.stringify(r)).toBe(1);
+      const tokens = ((r.inputTokens - r.cachedInputTokens) * 1.25 + r.outputTokens * 10) / 1e6;
+      expect(r.cost, JSON.stringify(r)).toBeCloseTo(tokens + SEARCH_FEE, 9);
+    }
   }
 
   it('completes a short task with its default model: POST /responses at the root address, served as /v1/responses', async () => {
@@ -58,13 +103,62 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     expect(run.stdout).toContain('Hello from the demo upstream. You asked gpt-6.1-sol as key alice; no client key header reached me.');
     expect(decisions.map((d) => `${String(d.decision)} ${String(d.reason)}`)).toEqual(['allow allowed']);
     // What it sent is the docs' table row (docs/clients.md), and the provider got its own path.
-    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Codex CLI 0.169', 'coding-agent').sends));
+    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Codex CLI 0.171', 'coding-agent').sends));
     expect(gw.received.at(-1)).toMatchObject({ method: 'POST', url: '/v1/responses', family: 'chat' });
     expect(gw.received.at(-1)!.headers['x-modelgate-model']).toBe('gpt-6.1-sol');
   });
 
+  it('completes a short task with web_search declared at {base_url} (POST /responses), its web search debited per call', async () => {
+    const { run, decisions } = await codex(alice, 'gpt-5.5');
+    expect(run.code, run.output).toBe(0);
+    expect(run.stdout).toContain('You asked gpt-5.5 as key alice');
+    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual(['POST /responses allowed']);
+    declaredWebSearch();
+    await debitedOneSearchEach(decisions);
+  });
+
+  it('completes a short task at {base_url}/v1 (POST /v1/responses), its web search debited per call', async () => {
+    const { run, decisions } = await codex(alice, 'gpt-5.5', '/v1');
+    expect(run.code, run.output).toBe(0);
+    expect(run.stdout).toContain('You asked gpt-5.5 as key alice');
+    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual(['POST /v1/responses allowed']);
+    declaredWebSearch();
+    await debitedOneSearchEach(decisions);
+  });
+
+  it('completes a short task at {base_url}/alt/v1 (POST /alt/v1/responses), its web search debited per call', async () => {
+    const { run, decisions } = await codex(alice, 'gpt-5.5', '/alt/v1');
+    expect(run.code, run.output).toBe(0);
+    expect(run.stdout).toContain('You asked gpt-5.5 as key alice');
+    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual(['POST /alt/v1/responses allowed']);
+    expect(gw.received.at(-1)).toMatchObject({ url: '/alt/v1/responses', family: 'alt' });
+    declaredWebSearch();
+    await debitedOneSearchEach(decisions);
+  });
+
+  it('is refused where web_search is unpriced, the hint naming Codex\'s own setting, and served once that setting is applied', async () => {
+    const unpriced = await startGateway({ config: withCodexModel('') });
+    try {
+      const { run, decisions } = await codex(alice, 'gpt-5.5', '', unpriced);
+      expect(run.timedOut).toBe(false);
+      expect(run.code).not.toBe(0);
+      expect(decisions.length).toBeGreaterThan(0);
+      for (const d of decisions) expect(d.reason).toBe('hosted_tool_unpriced');
+      expect(run.output).toContain('[modelgate: hosted_tool_unpriced]');
+      expect(run.output).toMatch(/Codex: web_search = \\?"disabled\\?" in ~\/\.codex\/config\.toml/);
+      // The setting the hint names, as the console's snippet offers it: Codex then declares no search.
+      const off = await codex(alice, 'gpt-5.5', '', unpriced, 'web_search = "disabled"\n');
+      expect(off.run.code, off.run.output).toBe(0);
+      expect(off.decisions.map((d) => String(d.reason))).toEqual(['allowed']);
+      const body = JSON.parse(unpriced.received.at(-1)!.body.toString('utf8')) as { tools?: Array<{ type?: string }> };
+      expect((body.tools ?? []).map((t) => t.type)).not.toContain('web_search');
+    } finally {
+      await unpriced.close();
+    }
+  });
+
   it('completes a short task under the alternate prefix ({base_url}/alt): POST /alt/responses', async () => {
-    const { run, decisions } = await codex(alice, 'gpt-6.1-sol', true);
+    const { run, decisions } = await codex(alice, 'gpt-6.1-sol', 'alt');
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked gpt-6.1-sol as key alice');
     expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual(['POST /alt/responses allowed']);

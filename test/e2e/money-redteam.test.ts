@@ -2,9 +2,10 @@
  * The meter's bound (docs/metering.md, "Overspend") against input from elsewhere: strict mode
  * promises zero overspend, soft mode at most the balance plus R x M. A body's bytes bound the input
  * it holds, not the input it points at (an image by URL, a video by fileUri, a hosted web search's
- * results), and no price covers a hosted tool's per-call fee. So each source of input from elsewhere
+ * results), and a hosted tool's per-call fee is no token. So each source of input from elsewhere
  * counts meter.referencedInputTokens in the maximum (soft mode's lone request may hold none), and
- * hosted tools are refused (hosted_tool_unpriced). Each case goes through a real Envoy and modelgate
+ * hosted tools count their most calls at their price (price.tools; unpriced ones are refused:
+ * hosted_tool_unpriced; test/e2e/money-hosted-tools.test.ts). Each case goes through a real Envoy and modelgate
  * to a stand-in provider that bills such input as providers do (support/money-upstream.ts), on its
  * own key with a balance of 0.001, and asserts the stated bound. Also: a stream whose last event is
  * longer than the meter's tail is debited the usage the provider reported.

@@ -278,17 +278,18 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     expect(ok.status, ok.text).toBe(200);
   });
 
-  it('answers 400 hosted_tool_unpriced for a tool the provider bills per call, in each protocol, and serves the same request with a client function of that name', async () => {
+  it('answers 400 hosted_tool_unpriced for a tool the provider bills per call that the price does not name, in each protocol, and serves the same request with a client function of that name', async () => {
+    // The demo prices web_search (and google_search on Gemini), not these.
     const cases: Array<[string, [string, string], object]> = [
-      ['/v1/responses', bearer(alice), { model: 'gpt-4o-mini', input: 'hi', tools: [{ type: 'web_search' }] }],
-      ['/alt/v1/chat/completions', bearer(alice), { model: 'gpt-4o-mini', web_search_options: {}, messages: [{ role: 'user', content: 'hi' }] }],
-      ['/v1/messages', ['x-api-key', alice], { model: 'claude-3-5-haiku-latest', max_tokens: 10, tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 8 }], messages: [{ role: 'user', content: 'hi' }] }],
-      ['/v1beta/models/gemini-2.5-flash:generateContent', ['x-goog-api-key', alice], { contents: [{ parts: [{ text: 'hi' }] }], tools: [{ google_search: {} }] }],
+      ['/v1/responses', bearer(alice), { model: 'gpt-4o-mini', input: 'hi', tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] }],
+      ['/alt/v1/responses', bearer(alice), { model: 'gpt-4o-mini', input: 'hi', tools: [{ type: 'image_generation' }] }],
+      ['/v1/messages', ['x-api-key', alice], { model: 'claude-3-5-haiku-latest', max_tokens: 10, tools: [{ type: 'code_execution_20250522', name: 'code_execution' }], messages: [{ role: 'user', content: 'hi' }] }],
+      ['/v1beta/models/gemini-2.5-flash:generateContent', ['x-goog-api-key', alice], { contents: [{ parts: [{ text: 'hi' }] }], tools: [{ google_maps: {} }] }],
     ];
     for (const [path, key, body] of cases) {
-      await expectDenial({ reason: 'hosted_tool_unpriced', why: '', path, headers: path.endsWith('/messages') ? [key, ['anthropic-version', '2023-06-01']] : [key], body: JSON.stringify(body), hint: /hosted tool "(web_search|web_search_options|google_search)"/ });
+      await expectDenial({ reason: 'hosted_tool_unpriced', why: '', path, headers: path.endsWith('/messages') ? [key, ['anthropic-version', '2023-06-01']] : [key], body: JSON.stringify(body), hint: /hosted tool "(code_interpreter|image_generation|code_execution|google_maps)"/ });
     }
-    const ok = await gw.send('POST', '/v1/responses', { headers: [bearer(alice), ['content-type', 'application/json']], body: JSON.stringify({ model: 'gpt-4o-mini', input: 'hi', tools: [{ type: 'function', name: 'web_search', parameters: {} }] }) });
+    const ok = await gw.send('POST', '/v1/responses', { headers: [bearer(alice), ['content-type', 'application/json']], body: JSON.stringify({ model: 'gpt-4o-mini', input: 'hi', tools: [{ type: 'function', name: 'code_interpreter', parameters: {} }] }) });
     expect(ok.status, ok.text).toBe(200);
   });
 

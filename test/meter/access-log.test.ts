@@ -76,6 +76,17 @@ describe('readAccessLogMessage', () => {
     expect(Buffer.from(reports[1].tail!).toString()).toBe(tail);
   });
 
+  it('reads the hosted tools\' calls the filter counted (`calls`) and the tools the Check marked (`tools`); an entry without them has none', () => {
+    const { reports } = readAccessLogMessage(encode([
+      entry({ id: 'ws', status: 200, authz: { metered: true, tools: 'web_search:10' }, meter: { final: '{}', calls: '1=3,2=1' } }),
+      entry({ id: 'old', status: 200, authz: { metered: true }, meter: { final: '{}' } }),
+    ]));
+    expect(reports[0]).toMatchObject({ requestId: 'ws', calls: '1=3,2=1' });
+    expect(reports[0].authz.tools).toBe('web_search:10');
+    expect(reports[1].calls).toBeUndefined();
+    expect(reports[1].authz.tools).toBeUndefined();
+  });
+
   it('says whether a byte of the request went upstream, and reads an entry without the Check\'s metadata', () => {
     const { reports } = readAccessLogMessage(encode([entry({ id: 'up', status: 200, upstream: true, authz: { metered: true } }), entry({ id: 'none', status: 503 })]));
     expect(reports[0]).toMatchObject({ requestId: 'up', upstreamSent: true, authz: { metered: true } });

@@ -196,17 +196,59 @@ describe('hosted tools and input from elsewhere', () => {
   const responses = (key: string, body: unknown) => ({ ...chat(key, body), path: '/v1/responses' });
   const image = (url: string) => ({ role: 'user', content: [{ type: 'image_url', image_url: { url } }] });
 
-  it('refuses a hosted tool billed per call (400 hosted_tool_unpriced, naming it) unless meter.hostedTools is allow', async () => {
+  it('refuses a hosted tool the price does not name (400 hosted_tool_unpriced, naming it) unless meter.hostedTools is allow', async () => {
     h = await startHarness();
-    const body = { model: 'gpt-4o-mini', input: 'x', tools: [{ type: 'web_search_preview' }] };
+    // The demo prices web_search and file_search on gpt-4o-mini, not code_interpreter.
+    const body = { model: 'gpt-4o-mini', input: 'x', tools: [{ type: 'web_search_preview' }, { type: 'code_interpreter', container: { type: 'auto' } }] };
     const refused = await h.check(responses(DEMO_KEYS.alice, body));
     expect(reasonOf(refused)).toBe('hosted_tool_unpriced');
     expect(refused.denied_response?.status?.code).toBe('BadRequest');
-    expect(deniedHeader(refused, 'x-modelgate-hint')).toContain('"web_search"');
-    expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, { ...body, tools: [{ type: 'function', name: 'web_search' }] })))).toBe('allowed');
+    expect(deniedHeader(refused, 'x-modelgate-hint')).toContain('"code_interpreter"');
+    expect(deniedHeader(refused, 'x-modelgate-hint')).toContain('price.tools.code_interpreter');
+    expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, { ...body, tools: [{ type: 'function', name: 'code_interpreter' }] })))).toBe('allowed');
     await h.close();
     h = await startHarness({ configPath: tempConfig(demo.replace('  mode: soft ', '  hostedTools: allow\n  mode: soft ')) });
     expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, body)))).toBe('allowed');
+  });
+
+  it('serves a priced hosted tool, holding its most calls (max_tool_calls, else meter.maxHostedToolCalls) at its price in the maximum cost', async () => {
+    h = await startHarness();
+    const body = { model: 'gpt-4o-mini', input: 'x', max_output_tokens: 10, tools: [{ type: 'web_search' }] };
+    const cost = (extra: object = {}) => async (): Promise<number> => {
+      const d = await h!.check(responses(DEMO_KEYS.alice, { ...body, ...extra }));
+      expect(reasonOf(d)).toBe('allowed');
+      const id = h!.logs.decisions().at(-1)!.requestId as string;
+      const entry = h!.service.meter.deps.inFlight.get(id)!;
+      return entry.maxCost;
+    };
+    const plain = await cost({ tools: [] })();
+    const capped = await cost()();
+    const own = await cost({ max_tool_calls: 2 })();
+    // The body grows by the tools' bytes (one token each at 0.15 per million): well under a call's 0.01.
+    expect(capped - plain).toBeGreaterThanOrEqual(10 * 0.01);
+    expect(capped - plain).toBeLessThan(10 * 0.01 + 0.0001);
+    expect(own - plain).toBeGreaterThanOrEqual(2 * 0.01);
+    expect(own - plain).toBeLessThan(2 * 0.01 + 0.0001);
+    const id = h.logs.decisions().at(-1)!.requestId as string;
+    expect(h.service.meter.deps.inFlight.get(id)!.tools).toEqual({ names: ['web_search'], maxCalls: 2 });
+  });
+
+  it('names the client\'s own switch in the refusal when its user-agent says it is Codex, and never echoes the header', async () => {
+    h = await startHarness({ configPath: tempConfig(demo.replace('price: { input: 0.15, output: 0.6, cachedInput: 0.075, tools: { web_search: 0.01, file_search: 0.0025 } }', 'price: { input: 0.15, output: 0.6, cachedInput: 0.075 }')) });
+    const codex = (ua: string) => ({ ...responses(DEMO_KEYS.alice, { model: 'gpt-4o-mini', input: 'x', tools: [{ type: 'web_search' }] }), headers: [...responses(DEMO_KEYS.alice, {}).headers, ['user-agent', ua]] as [string, string][] });
+    const refused = await h.check(codex('codex_exec/0.171.0 (Ubuntu 24.04; x86_64) dumb <script>'));
+    expect(reasonOf(refused)).toBe('hosted_tool_unpriced');
+    const hint = deniedHeader(refused, 'x-modelgate-hint') ?? '';
+    expect(hint).toContain('web_search = "disabled"');
+    expect(hint).not.toContain('script');
+    expect(deniedHeader(await h.check(codex('curl/8.0')), 'x-modelgate-hint')).not.toContain('disabled');
+  });
+
+  it('serves a replayed history of hosted tool calls (web_search_call items) that declares no tool, on a model that prices none', async () => {
+    h = await startHarness({ configPath: tempConfig(demo.replace('price: { input: 0.15, output: 0.6, cachedInput: 0.075, tools: { web_search: 0.01, file_search: 0.0025 } }', 'price: { input: 0.15, output: 0.6, cachedInput: 0.075 }')) });
+    const input = [{ role: 'user', content: 'news' }, { type: 'web_search_call', id: 'ws_1', status: 'completed', action: { type: 'search', query: 'news' } }, { role: 'user', content: 'more' }];
+    expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, { model: 'gpt-4o-mini', input })))).toBe('allowed');
+    expect(reasonOf(await h.check(responses(DEMO_KEYS.alice, { model: 'gpt-4o-mini', input, tools: [{ type: 'web_search' }] })))).toBe('hosted_tool_unpriced');
   });
 
   it('soft mode: the lone request a small balance does not cover may not hold input from elsewhere (its maximum counts meter.referencedInputTokens per part)', async () => {

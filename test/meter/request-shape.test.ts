@@ -185,12 +185,40 @@ describe('marked parts and hosted tools (REQUEST_MARKS), found by the Check\'s o
     expect(shapeOf('messages', { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'search_result', source: 'https://x', title: 't', content: [{ type: 'text', text: 'x' }] }] }] }).referencedCount).toBe(0);
   });
 
+  it('names a hosted tool only where it is declared: a replayed history of its calls declares none; escaped and repeated declarations stay caught', () => {
+    // Codex replays its history statelessly: an earlier turn's web_search_call item, no tool declared.
+    const history = [{ role: 'user', content: 'news' }, { type: 'web_search_call', id: 'ws_1', status: 'completed', action: { type: 'search', query: 'news' } }, { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'done' }] }];
+    expect(shapeOf('responses', { model: 'm', input: history }).hostedTools).toEqual([]);
+    expect(shapeOf('responses', { model: 'm', input: history, tools: [{ type: 'web_search' }] }).hostedTools).toEqual(['web_search']);
+    // Anthropic's replayed server tool use and its result blocks.
+    const blocks = [{ type: 'server_tool_use', id: 's', name: 'web_search', input: { query: 'q' } }, { type: 'web_search_tool_result', tool_use_id: 's', content: [{ type: 'web_search_result', url: 'https://x', title: 't', encrypted_content: 'e' }] }, { type: 'code_execution_tool_result', tool_use_id: 'c', content: { type: 'code_execution_result', stdout: '' } }];
+    expect(shapeOf('messages', { model: 'm', max_tokens: 5, messages: [{ role: 'assistant', content: blocks }] }).hostedTools).toEqual([]);
+    expect(shapeOf('messages', { model: 'm', max_tokens: 5, tools: [{ type: 'web_search_20250305', name: 'web_search' }], messages: [{ role: 'assistant', content: blocks }] }).hostedTools).toEqual(['web_search']);
+    // Escaped, and sent twice in one tool (a first-wins reader sees the first).
+    expect(shapeOf('responses', '{"model":"m","input":"x","tools":[{"type":"web\\u005fsearch"}]}').hostedTools).toEqual(['web_search']);
+    expect(shapeOf('responses', '{"model":"m","input":"x","tools":[{"type":"web_search","type":"function","name":"f"}]}').hostedTools).toEqual(['web_search']);
+    expect(shapeOf('responses', '{"model":"m","input":"x","tools":[{"t\\u0079pe":"web_search_preview"}]}').hostedTools).toEqual(['web_search']);
+    // A history item's type escaped is still a history item.
+    expect(shapeOf('responses', '{"model":"m","input":[{"type":"web\\u005fsearch_call","id":"ws"}]}').hostedTools).toEqual([]);
+  });
+
+  it('reads the most calls of hosted tools a request allows itself: max_tool_calls, the sum of max_uses, one per answer for chat search and Gemini grounding', () => {
+    expect(shapeOf('responses', { model: 'm', input: 'x', tools: [{ type: 'web_search' }] }).maxToolCalls).toBeUndefined();
+    expect(shapeOf('responses', { model: 'm', input: 'x', max_tool_calls: '3', tools: [{ type: 'web_search' }] }).maxToolCalls).toBe(3);
+    expect(shapeOf('messages', { model: 'm', max_tokens: 5, tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 8 }, { type: 'code_execution_20250522', name: 'c', max_uses: 2 }] }).maxToolCalls).toBe(10);
+    // One without max_uses: the configured cap applies (undefined here).
+    expect(shapeOf('messages', { model: 'm', max_tokens: 5, tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 8 }, { type: 'code_execution_20250522', name: 'c' }] }).maxToolCalls).toBeUndefined();
+    expect(shapeOf('chat', { model: 'm', n: 2, web_search_options: {}, messages: [] }).maxToolCalls).toBe(2);
+    expect(shapeOf('generative', { tools: [{ googleSearch: {} }] }, '/v1beta/models/g:generateContent').maxToolCalls).toBe(1);
+    expect(shapeOf('generative', { tools: [{ googleSearch: {} }, { fileSearch: {} }] }, '/v1beta/models/g:generateContent').maxToolCalls).toBeUndefined();
+  });
+
   it('names the hosted tools billed per call, and not a client function that shares a name', () => {
     expect(shapeOf('responses', { model: 'm', tools: [{ type: 'web_search_preview' }, { type: 'function', name: 'web_search' }] }).hostedTools).toEqual(['web_search']);
     expect([...shapeOf('responses', { model: 'm', tools: [{ type: 'code_interpreter', container: { type: 'auto' } }, { type: 'file_search' }] }).hostedTools].sort()).toEqual(['code_interpreter', 'file_search']);
     expect(shapeOf('messages', { model: 'm', tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 8 }] }).hostedTools).toEqual(['web_search']);
-    expect(shapeOf('generative', { tools: [{ googleSearch: {} }] }, '/v1beta/models/g:generateContent').hostedTools).toEqual(['googleSearch']);
-    expect(shapeOf('chat', { model: 'm', web_search_options: {}, messages: [] }).hostedTools).toEqual(['web_search_options']);
+    expect(shapeOf('generative', { tools: [{ googleSearch: {} }] }, '/v1beta/models/g:generateContent').hostedTools).toEqual(['google_search']);
+    expect(shapeOf('chat', { model: 'm', web_search_options: {}, messages: [] }).hostedTools).toEqual(['web_search']);
     // gemini-cli's and Claude Code's own tools are client functions: not hosted.
     expect(shapeOf('generative', { tools: [{ functionDeclarations: [{ name: 'google_web_search' }, { name: 'web_fetch' }] }] }, '/v1beta/models/g:generateContent')).toMatchObject({ hostedTools: [], referencedCount: 0 });
     expect(shapeOf('messages', { model: 'm', tools: [{ name: 'WebSearch', input_schema: {} }, { name: 'Read', input_schema: {} }] })).toMatchObject({ hostedTools: [], referencedCount: 0 });

@@ -391,11 +391,15 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...details, ...(done > 0 ? { candidatesTokenCount: count(done - reasoning), ...outDetails(done), ...(reasoning > 0 ? { thoughtsTokenCount: count(reasoning) } : {}) } : {}), totalTokenCount: count(input + done) });
     const mask = (url.searchParams.get('fields') ?? h('x-goog-fieldmask'))?.split(',').map((f) => f.trim());
     const masked = (o: Record<string, unknown>): Record<string, unknown> => (mask ? Object.fromEntries(Object.entries(o).filter(([k]) => mask.includes(k))) : o);
-    const candidates = (t: string) => Array.from({ length: answers }, (_, index) => ({ index, content: { role: 'model', parts: [{ text: t }] } }));
+    // A request declaring Google Search grounding is grounded: its answer carries groundingMetadata
+    // (in a stream, on the last chunk), which Google bills per grounded prompt.
+    const grounded = (Array.isArray(body.tools) ? body.tools.map(obj) : []).some((t) => t.googleSearch !== undefined || t.google_search !== undefined);
+    const grounding = { groundingMetadata: { webSearchQueries: ['q'], groundingChunks: [{ web: { uri: 'https://example.com', title: 'x' } }] } };
+    const candidates = (t: string, last = true) => Array.from({ length: answers }, (_, index) => ({ index, content: { role: 'model', parts: [{ text: t }] }, ...(grounded && last ? grounding : {}) }));
     if (method === 'generateContent') return send(200, 'application/json', JSON.stringify(masked({ candidates: candidates(full), ...(omit ? {} : { usageMetadata: usageMetadata(out) }), modelVersion: 'money' })));
     // streamGenerateContent: SSE with alt=sse, else a JSON array. Each chunk reports the prompt;
     // only the last one the output (as Gemini does).
-    const chunk = (i: number) => masked({ candidates: candidates(word(i)), ...(omit ? {} : { usageMetadata: usageMetadata(i === tokens - 1 ? out : 0) }) });
+    const chunk = (i: number) => masked({ candidates: candidates(word(i), i === tokens - 1), ...(omit ? {} : { usageMetadata: usageMetadata(i === tokens - 1 ? out : 0) }) });
     const asSse = /^sse/i.test(alt);
     const pieces = Array.from({ length: tokens }, (_, i) => (asSse ? sse(undefined, chunk(i)) : `${i === 0 ? '[' : ','}${JSON.stringify(chunk(i))}`));
     if (!asSse) pieces.push(']');

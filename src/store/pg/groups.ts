@@ -42,7 +42,7 @@ const LIST_SQL = `SELECT g.name, g.available,
                                   'longContext', CASE WHEN m.long_context_above IS NULL THEN NULL ELSE jsonb_build_object(
                                     'above', m.long_context_above, 'input', m.long_context_input_price, 'output', m.long_context_output_price,
                                     'cachedInput', m.long_context_cached_input_price) END)
-                                  || jsonb_strip_nulls(jsonb_build_object('audioInput', m.audio_input_price, 'audioOutput', m.audio_output_price, 'imageOutput', m.image_output_price)) END,
+                                  || jsonb_strip_nulls(jsonb_build_object('audioInput', m.audio_input_price, 'audioOutput', m.audio_output_price, 'imageOutput', m.image_output_price, 'tools', m.tool_prices)) END,
                                 'maxOutputTokens', m.max_output_tokens)
                               ORDER BY m.position, m.name)
               FROM modelgate.group_models m WHERE m.group_name = g.name), '[]') AS models
@@ -75,10 +75,10 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
       [name, change.available ?? null],
     );
     if (change.models) {
-      const { rows: kept } = await client.query<{ name: string; i: string | null; o: string | null; c: string | null; t: number | null; la: string | null; li: string | null; lo: string | null; lc: string | null; ai: string | null; ao: string | null; io: string | null }>(
+      const { rows: kept } = await client.query<{ name: string; i: string | null; o: string | null; c: string | null; t: number | null; la: string | null; li: string | null; lo: string | null; lc: string | null; ai: string | null; ao: string | null; io: string | null; tp: unknown }>(
         `SELECT name, input_price::text AS i, output_price::text AS o, cached_input_price::text AS c, max_output_tokens AS t,
            long_context_above::text AS la, long_context_input_price::text AS li, long_context_output_price::text AS lo, long_context_cached_input_price::text AS lc,
-           audio_input_price::text AS ai, audio_output_price::text AS ao, image_output_price::text AS io
+           audio_input_price::text AS ai, audio_output_price::text AS ao, image_output_price::text AS io, tool_prices AS tp
          FROM modelgate.group_models WHERE group_name = $1`, [name]);
       const prices = new Map(kept.map((k) => [k.name, k]));
       await client.query('DELETE FROM modelgate.group_models WHERE group_name = $1', [name]);
@@ -86,9 +86,9 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
         const p = prices.get(m.name);
         await client.query(
           `INSERT INTO modelgate.group_models (group_name, name, protocols, available, position, input_price, output_price, cached_input_price, max_output_tokens,
-             long_context_above, long_context_input_price, long_context_output_price, long_context_cached_input_price, audio_input_price, audio_output_price, image_output_price)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-          [name, m.name, m.protocols, m.available, position, p?.i ?? null, p?.o ?? null, p?.c ?? null, p?.t ?? null, p?.la ?? null, p?.li ?? null, p?.lo ?? null, p?.lc ?? null, p?.ai ?? null, p?.ao ?? null, p?.io ?? null],
+             long_context_above, long_context_input_price, long_context_output_price, long_context_cached_input_price, audio_input_price, audio_output_price, image_output_price, tool_prices)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb)`,
+          [name, m.name, m.protocols, m.available, position, p?.i ?? null, p?.o ?? null, p?.c ?? null, p?.t ?? null, p?.la ?? null, p?.li ?? null, p?.lo ?? null, p?.lc ?? null, p?.ai ?? null, p?.ao ?? null, p?.io ?? null, p?.tp == null ? null : JSON.stringify(p.tp)],
         );
       }
     }
@@ -117,11 +117,12 @@ export async function setPrice(db: pg.Pool, group: string, model: string, change
     `UPDATE modelgate.group_models SET input_price = $3, output_price = $4, cached_input_price = $5,
        max_output_tokens = CASE WHEN $6::boolean THEN $7::integer ELSE max_output_tokens END,
        long_context_above = $8, long_context_input_price = $9, long_context_output_price = $10, long_context_cached_input_price = $11,
-       audio_input_price = $12, audio_output_price = $13, image_output_price = $14
+       audio_input_price = $12, audio_output_price = $13, image_output_price = $14, tool_prices = $15::jsonb
      WHERE group_name = $1 AND name = $2`,
     [group, model, p ? String(p.input) : null, p ? String(p.output) : null, p?.cachedInput != null ? String(p.cachedInput) : null, change.maxOutputTokens !== undefined, change.maxOutputTokens ?? null,
       long ? String(long.above) : null, long ? String(long.input) : null, long ? String(long.output) : null, long?.cachedInput != null ? String(long.cachedInput) : null,
-      p?.audioInput != null ? String(p.audioInput) : null, p?.audioOutput != null ? String(p.audioOutput) : null, p?.imageOutput != null ? String(p.imageOutput) : null],
+      p?.audioInput != null ? String(p.audioInput) : null, p?.audioOutput != null ? String(p.audioOutput) : null, p?.imageOutput != null ? String(p.imageOutput) : null,
+      p?.tools && Object.keys(p.tools).length > 0 ? JSON.stringify(p.tools) : null],
   );
   const [info] = await listGroups(db, group);
   if (info === undefined) throw new StoreRefusal({ code: 'group_not_found', group });

@@ -31,6 +31,7 @@ interface UsageRow {
   priced: boolean;
   estimated: string | null;
   provisional: boolean;
+  tool_calls: number;
 }
 
 /**
@@ -57,6 +58,20 @@ function priceArgs(price: ModelPrice | null, inputTokens: number): (string | nul
   const p = priceAt(price, inputTokens);
   return [numeric(p.input), numeric(p.output), numeric(p.cachedInput)];
 }
+
+/** A debit's calls of hosted tools (an integer >= 0). */
+const toolCalls = (r: DebitRequest): number => {
+  const n = r.toolCalls ?? 0;
+  if (!Number.isFinite(n) || n < 0) throw new Error(`not a count of tool calls: ${n}`);
+  return Math.floor(n);
+};
+
+/** What they cost (0 without a price: the debit functions charge nothing then). */
+const toolCost = (r: DebitRequest): number => {
+  const c = r.toolCost ?? 0;
+  if (!Number.isFinite(c) || c < 0) throw new Error(`not a cost of tool calls: ${c}`);
+  return c;
+};
 
 /** Debits per statement at most. */
 const BATCH_MAX = 500;
@@ -125,6 +140,7 @@ export class PgMeterStore implements MeterStore {
           request_id: r.requestId, key_id: r.keyId, group_name: r.group, model: r.model, protocol: r.protocol,
           input_tokens: tokens(r.inputTokens), output_tokens: tokens(r.outputTokens), cached_input_tokens: tokens(cached),
           price_in: pi, price_out: po, price_cached: pc, estimated: r.estimated ?? null, provisional: r.provisional === true, replica: r.replica ?? null,
+          tool_calls: toolCalls(r), tool_cost: numeric(toolCost(r)),
         };
       }));
       rows = await this.query('debit', `SELECT request_id, applied, conflict, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit_many($1::jsonb)`, [json]);
@@ -150,8 +166,9 @@ export class PgMeterStore implements MeterStore {
   async #debitOne(r: DebitRequest): Promise<DebitResult> {
     const cached = Math.min(r.cachedInputTokens, r.inputTokens);
     const rows = await this.query<{ applied: boolean; cost: number; balance: number | null }>('debit',
-      `SELECT applied, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price, r.inputTokens), r.estimated ?? null, r.provisional === true, r.replica ?? null]);
+      `SELECT applied, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price, r.inputTokens), r.estimated ?? null, r.provisional === true, r.replica ?? null,
+        toolCalls(r), numeric(toolCost(r))]);
     const row = rows[0];
     return { applied: row.applied, cost: row.cost, balance: row.balance };
   }
@@ -239,7 +256,7 @@ export class PgMeterStore implements MeterStore {
   async usage(q: UsageQuery): Promise<UsageEntry[]> {
     const rows = await this.query<UsageRow>('usage',
       `SELECT time, request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens,
-          cost::float8 AS cost, priced, estimated, provisional
+          cost::float8 AS cost, priced, estimated, provisional, tool_calls
         FROM ${SCHEMA}.usage
         WHERE ($1::text IS NULL OR key_id = $1) AND ($2::text IS NULL OR group_name = $2) AND ($3::timestamptz IS NULL OR time >= $3)
         ORDER BY time DESC, request_id LIMIT $4`,
@@ -248,6 +265,7 @@ export class PgMeterStore implements MeterStore {
       time: r.time.getTime(), requestId: r.request_id, keyId: r.key_id, group: r.group_name, model: r.model, protocol: r.protocol,
       inputTokens: Number(r.input_tokens), outputTokens: Number(r.output_tokens), cachedInputTokens: Number(r.cached_input_tokens),
       cost: r.cost, priced: r.priced, ...(r.estimated ? { estimated: r.estimated as UsageEntry['estimated'] } : {}), ...(r.provisional ? { provisional: true } : {}),
+      ...(r.tool_calls > 0 ? { toolCalls: r.tool_calls } : {}),
     }));
   }
 }

@@ -615,6 +615,114 @@ ALTER TABLE usage ADD CONSTRAINT usage_estimated_check
   CHECK (estimated IN ('stream_without_usage', 'no_usage', 'incomplete', 'undecodable', 'implausible', 'no_report', 'unknown_modality'));
 `,
   },
+  /*
+   * Version 9. Hosted tools priced per call (docs/metering.md, "Hosted tools"): a model's tool prices
+   * (a JSON object of tool name -> price per call; NULL: none priced), and a ledger row's calls of
+   * hosted tools, their cost (computed by the meter: calls x price per call) added to its tokens'.
+   */
+  {
+    version: 9,
+    name: 'hosted tool prices',
+    sql: `
+ALTER TABLE group_models
+  ADD COLUMN tool_prices jsonb CHECK (tool_prices IS NULL OR jsonb_typeof(tool_prices) = 'object'),
+  ADD CONSTRAINT group_models_tool_prices_priced CHECK (input_price IS NOT NULL OR tool_prices IS NULL);
+ALTER TABLE usage ADD COLUMN tool_calls integer NOT NULL DEFAULT 0 CHECK (tool_calls >= 0);
+
+DROP FUNCTION debit(text, text, text, text, text, bigint, bigint, bigint, numeric, numeric, numeric, text, boolean, text);
+DROP FUNCTION debit_many(jsonb);
+CREATE FUNCTION debit(p_request text, p_key text, p_group text, p_model text, p_protocol text,
+  p_input bigint, p_output bigint, p_cached bigint, p_price_in numeric, p_price_out numeric, p_price_cached numeric,
+  p_estimated text, p_provisional boolean, p_replica text, p_tool_calls integer, p_tool_cost numeric)
+RETURNS TABLE (applied boolean, cost numeric, balance numeric) LANGUAGE plpgsql AS $$
+DECLARE
+  c numeric;
+  b numeric;
+  old_cost numeric;
+  old_provisional boolean;
+  delta numeric;
+BEGIN
+  DELETE FROM ${SCHEMA}.reservations r WHERE r.request_id = p_request;
+  IF p_tool_calls < 0 OR p_tool_cost < 0 THEN RAISE EXCEPTION 'tool calls and their cost must be >= 0'; END IF;
+  c := CASE WHEN p_price_in IS NULL OR p_price_out IS NULL THEN 0
+    ELSE ((p_input - p_cached) * p_price_in + p_cached * coalesce(p_price_cached, p_price_in) + p_output * p_price_out) / 1000000 + coalesce(p_tool_cost, 0) END;
+  INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional, tool_calls)
+    VALUES (p_request, p_key, p_group, p_model, p_protocol, p_input, p_output, p_cached, c, p_price_in IS NOT NULL, p_estimated, p_provisional, coalesce(p_tool_calls, 0))
+    ON CONFLICT (request_id) DO NOTHING;
+  IF FOUND THEN
+    delta := c;
+  ELSE
+    SELECT u.cost, u.provisional INTO old_cost, old_provisional FROM ${SCHEMA}.usage u WHERE u.request_id = p_request FOR UPDATE;
+    IF NOT old_provisional OR p_provisional THEN
+      RETURN QUERY SELECT false, c, (SELECT k.balance FROM ${SCHEMA}.keys k WHERE k.id = p_key);
+      RETURN;
+    END IF;
+    UPDATE ${SCHEMA}.usage u SET time = now(), input_tokens = p_input, output_tokens = p_output, cached_input_tokens = p_cached,
+      cost = c, priced = p_price_in IS NOT NULL, estimated = p_estimated, provisional = false, tool_calls = coalesce(p_tool_calls, 0)
+      WHERE u.request_id = p_request;
+    delta := c - old_cost;
+  END IF;
+  IF delta <> 0 THEN
+    UPDATE ${SCHEMA}.keys k SET balance = k.balance - delta WHERE k.id = p_key AND k.balance IS NOT NULL RETURNING k.balance INTO b;
+  ELSE
+    SELECT k.balance INTO b FROM ${SCHEMA}.keys k WHERE k.id = p_key;
+  END IF;
+  IF p_replica IS NOT NULL AND delta > 0 THEN
+    UPDATE ${SCHEMA}.leases l SET amount = greatest(0, l.amount - delta) WHERE l.key_id = p_key AND l.replica = p_replica;
+  END IF;
+  PERFORM pg_notify('${SETTLED_CHANNEL}', json_build_object('s', json_build_array(json_build_array(p_request, p_replica, c)))::text);
+  RETURN QUERY SELECT true, c, b;
+END $$;
+
+-- Many settlements in one statement: new ledger rows are inserted together, each key's balance and
+-- each lease is updated once, and one notification names them all. A row whose request id is already
+-- in the ledger is answered \`conflict\`: the caller settles it alone with debit() (a duplicate, or the
+-- replacement of a provisional row).
+CREATE FUNCTION debit_many(p jsonb)
+RETURNS TABLE (request_id text, applied boolean, conflict boolean, cost numeric, balance numeric) LANGUAGE sql AS $$
+  WITH input AS (
+    SELECT * FROM jsonb_to_recordset(p) AS x(request_id text, key_id text, group_name text, model text, protocol text,
+      input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, price_in numeric, price_out numeric, price_cached numeric,
+      estimated text, provisional boolean, replica text, tool_calls integer, tool_cost numeric)
+  ), costed AS (
+    SELECT i.*, CASE WHEN i.price_in IS NULL OR i.price_out IS NULL THEN 0
+      ELSE ((i.input_tokens - i.cached_input_tokens) * i.price_in + i.cached_input_tokens * coalesce(i.price_cached, i.price_in) + i.output_tokens * i.price_out) / 1000000
+        + greatest(coalesce(i.tool_cost, 0), 0) END AS cost
+    FROM input i
+  ), dropped AS (
+    DELETE FROM ${SCHEMA}.reservations r USING costed c WHERE r.request_id = c.request_id
+  ), inserted AS (
+    INSERT INTO ${SCHEMA}.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, estimated, provisional, tool_calls)
+      SELECT c.request_id, c.key_id, c.group_name, c.model, c.protocol, c.input_tokens, c.output_tokens, c.cached_input_tokens, c.cost,
+        c.price_in IS NOT NULL, c.estimated, coalesce(c.provisional, false), greatest(coalesce(c.tool_calls, 0), 0)
+      FROM costed c
+      ON CONFLICT (request_id) DO NOTHING
+      RETURNING usage.request_id, usage.key_id, usage.cost
+  ), settled AS (
+    SELECT i.request_id, i.key_id, i.cost, c.replica FROM inserted i JOIN costed c ON c.request_id = i.request_id
+  ), updated AS (
+    UPDATE ${SCHEMA}.keys k SET balance = k.balance - s.total
+      FROM (SELECT st.key_id, sum(st.cost) AS total FROM settled st GROUP BY st.key_id) s
+      WHERE k.id = s.key_id AND k.balance IS NOT NULL AND s.total <> 0
+      RETURNING k.id, k.balance
+  ), leased AS (
+    UPDATE ${SCHEMA}.leases l SET amount = greatest(0, l.amount - s.total)
+      FROM (SELECT st.key_id, st.replica, sum(st.cost) AS total FROM settled st WHERE st.replica IS NOT NULL GROUP BY st.key_id, st.replica) s
+      WHERE l.key_id = s.key_id AND l.replica = s.replica AND s.total > 0
+  ), notified AS (
+    -- At most 8,000 bytes a notification: 60 settlements each.
+    SELECT pg_notify('${SETTLED_CHANNEL}', json_build_object('s', json_agg(json_build_array(g.request_id, g.replica, g.cost)))::text)
+    FROM (SELECT st.*, (row_number() OVER ()) / 60 AS chunk FROM settled st) g GROUP BY g.chunk
+  )
+  SELECT c.request_id, i.request_id IS NOT NULL, i.request_id IS NULL, c.cost,
+    CASE WHEN u.id IS NOT NULL THEN u.balance ELSE (SELECT k.balance FROM ${SCHEMA}.keys k WHERE k.id = c.key_id) END
+  FROM costed c
+    LEFT JOIN inserted i ON i.request_id = c.request_id
+    LEFT JOIN updated u ON u.id = c.key_id
+    CROSS JOIN (SELECT count(*) FROM notified) n
+$$;
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { PgListener } from './listener';
 import { PgMeterStore } from './meter-store';
 import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, SETTLED_CHANNEL, migrate, schemaVersion } from './schema';
-import { modalPrices, PROTOCOLS, toLimits } from '../store';
+import { modalPrices, PROTOCOLS, toLimits, toolPrices } from '../store';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Limits, ModelPrice, ModelRecord, Protocol, Store } from '../store';
 
 export interface PgStoreOptions {
@@ -77,7 +77,8 @@ const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.a
     m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens, g.limits AS group_limits, m.limits AS model_limits,
     m.long_context_above::float8 AS long_context_above, m.long_context_input_price::float8 AS long_context_input_price,
     m.long_context_output_price::float8 AS long_context_output_price, m.long_context_cached_input_price::float8 AS long_context_cached_input_price,
-    m.audio_input_price::float8 AS audio_input_price, m.audio_output_price::float8 AS audio_output_price, m.image_output_price::float8 AS image_output_price
+    m.audio_input_price::float8 AS audio_input_price, m.audio_output_price::float8 AS audio_output_price, m.image_output_price::float8 AS image_output_price,
+    m.tool_prices
   FROM ${SCHEMA}.groups g LEFT JOIN ${SCHEMA}.group_models m ON m.group_name = g.name
   WHERE g.name = $1 ORDER BY m.position, m.name`;
 
@@ -106,6 +107,8 @@ interface GroupRow {
   audio_input_price?: number | null;
   audio_output_price?: number | null;
   image_output_price?: number | null;
+  /** Migration 9: hosted tools' prices per call (a JSON object), or null. */
+  tool_prices?: Record<string, unknown> | null;
   max_output_tokens: number | null;
   group_limits: Limits | null;
   model_limits: Limits | null;
@@ -139,6 +142,8 @@ function toPrice(row: GroupRow): ModelPrice | null {
   const price = {
     input: row.input_price, output: row.output_price, cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null,
     ...modalPrices({ audioInput: modal(row.audio_input_price), audioOutput: modal(row.audio_output_price), imageOutput: modal(row.image_output_price) }),
+    // A tool price that is not a number >= 0 is left out: a request declaring that tool is refused (fail closed).
+    ...(row.tool_prices && typeof row.tool_prices === 'object' ? { tools: toolPrices(row.tool_prices) } : {}),
   };
   if (row.long_context_above === null && row.long_context_input_price === null && row.long_context_output_price === null) return price;
   // A long-context price that is not whole (a newer schema's row; the CHECK admits none): not guessed

@@ -110,6 +110,43 @@ describe('long-context prices on PostgreSQL', () => {
     }
   });
 
+  it('debits hosted tools\' calls besides the tokens, alone and in a batch, the ledger row carrying the calls (migration 9)', async () => {
+    await issueKey(pool, { group: 'g', id: 'tools', balance: '1' });
+    const priced = { input: 1, output: 1, cachedInput: null, tools: { web_search: 0.01 } };
+    // 0.001 of tokens plus three calls at 0.01.
+    expect((await store.debit(debit('tools-1', 'tools', { price: priced, toolCalls: 3, toolCost: 0.03 }))).cost).toBeCloseTo(0.031, 12);
+    await Promise.all([
+      store.debit(debit('tools-2', 'tools', { price: priced, toolCalls: 1, toolCost: 0.01 })), store.debit(debit('tools-3', 'tools', { price: priced, toolCalls: 2, toolCost: 0.02 })),
+      store.debit(debit('tools-4', 'tools', { price: priced })),
+    ]);
+    expect(await balance('tools')).toBe(0.936);
+    expect(await ledger('tools')).toBe(0.064);
+    const rows = await store.usage({ keyId: 'tools', limit: 10 });
+    expect(Object.fromEntries(rows.map((r) => [r.requestId, r.toolCalls ?? 0]))).toEqual({ 'tools-1': 3, 'tools-2': 1, 'tools-3': 2, 'tools-4': 0 });
+    // A provisional maximum replaced by the report: the difference, the report's calls.
+    await store.debit(debit('tools-5', 'tools', { price: priced, toolCalls: 10, toolCost: 0.1, estimated: 'no_report', provisional: true }));
+    await store.debit(debit('tools-5', 'tools', { price: priced, toolCalls: 1, toolCost: 0.01 }));
+    expect(await balance('tools')).toBe(0.925);
+    expect((await store.usage({ keyId: 'tools', limit: 10 })).find((r) => r.requestId === 'tools-5')!.toolCalls).toBe(1);
+  });
+
+  it('groups price stores hosted tools\' prices per call; the store and listings read them back; a model without a price may have none', async () => {
+    await setGroup(pool, { name: 'tp', available: true, models: [{ name: 'gpt', protocols: null, available: true }] });
+    const price = { input: 1.25, output: 10, cachedInput: null, tools: { web_search: 0.01, file_search: 0.0025 } };
+    await setPrice(pool, 'tp', 'gpt', { price });
+    expect((await listGroups(pool, 'tp'))[0].models[0].price).toEqual(price);
+    const pgStore = new PgStore(server.url);
+    try {
+      expect((await pgStore.findGroup('tp'))!.models.get('gpt')!.price).toEqual(price);
+      await setGroup(pool, { name: 'tp', models: [{ name: 'gpt', protocols: null, available: true }, { name: 'other', protocols: null, available: true }] });
+      expect((await listGroups(pool, 'tp'))[0].models[0].price).toEqual(price);
+    } finally {
+      await pgStore.close();
+    }
+    await expect(pool.query(`UPDATE modelgate.group_models SET tool_prices = '{"web_search": 0.01}' WHERE group_name = 'tp' AND name = 'other'`)).rejects.toThrow(/group_models_tool_prices_priced/);
+    await expect(pool.query(`UPDATE modelgate.group_models SET tool_prices = '[1]' WHERE group_name = 'tp' AND name = 'gpt'`)).rejects.toThrow(/check constraint/);
+  });
+
   it('the table refuses a long-context price without its threshold or prices, or on a model without a price', async () => {
     const update = (set: string) => pool.query(`UPDATE modelgate.group_models SET ${set} WHERE group_name = 'lc' AND name = 'other'`);
     await expect(update('long_context_above = 200000')).rejects.toThrow(/group_models_long_context_complete/);

@@ -1,0 +1,86 @@
+/**
+ * The calls of hosted tools a request is debited (docs/metering.md, "Hosted tools"): those its
+ * answer reports, or its most calls when the answer cannot say. Only the priced tools the request
+ * declared (admission.ts: DeclaredTools) count; others are unpriced (meter.hostedTools: allow). Pure.
+ *
+ * | protocol | counted from |
+ * |---|---|
+ * | responses | output items by type (a JSON answer), or the events that start each call in a stream (`response.web_search_call.in_progress`...; its items where a stream has none), counted by the meter's Lua filter in the whole body (envoy/meter-filters.ts) |
+ * | messages | `usage.server_tool_use.web_search_requests` (usage-reader.ts); code execution (billed by container time): the most calls |
+ * | generative | one grounded prompt when the answer has `groundingMetadata` (Google bills grounding per grounded prompt), for the dearest grounding tool declared; fileSearch: the most calls |
+ * | chat | one search per answer (search models bill each request with `web_search_options`) |
+ */
+import { METER_CALL_TYPES, METER_GROUNDING_COUNTER } from '../check/meter-counters';
+import type { DeclaredTools, HostedTool, ModelPrice, Protocol } from '../store/store';
+import type { Usage } from './usage-reader';
+
+export type ToolCalls = Readonly<Partial<Record<HostedTool, number>>>;
+
+/** The Responses item type of each tool the filter counts. */
+const ITEM_OF: Readonly<Partial<Record<HostedTool, (typeof METER_CALL_TYPES)[number]>>> = {
+  web_search: 'web_search_call', file_search: 'file_search_call', code_interpreter: 'code_interpreter_call', image_generation: 'image_generation_call',
+};
+const GROUNDING: readonly HostedTool[] = ['google_search', 'google_maps', 'enterprise_web_search'];
+
+/** The filter's counters (`1=2,9=1`), by number; malformed parts are skipped. */
+export function readCounters(calls: string | undefined): Map<number, number> {
+  const out = new Map<number, number>();
+  if (!calls) return out;
+  for (const part of calls.split(',')) {
+    const m = /^(\d{1,2})=(\d{1,9})$/.exec(part);
+    if (m) out.set(Number(m[1]), Number(m[2]));
+  }
+  return out;
+}
+
+/** The dearest of the declared tools at a price (the one an estimate counts). */
+function dearest(tools: DeclaredTools, price: ModelPrice | null, among: readonly HostedTool[] = tools.names): HostedTool | undefined {
+  let best: HostedTool | undefined;
+  for (const t of among) if (tools.names.includes(t) && (best === undefined || (price?.tools?.[t] ?? 0) > (price?.tools?.[best] ?? 0))) best = t;
+  return best;
+}
+
+/** The most calls, all at the dearest declared tool: an answer cut short, unreadable, or never reported. */
+export function maximumCalls(tools: DeclaredTools | undefined, price: ModelPrice | null): ToolCalls {
+  const t = tools ? dearest(tools, price) : undefined;
+  return t && tools ? { [t]: tools.maxCalls } : {};
+}
+
+/**
+ * The calls a complete answer reports.
+ * @param calls the Lua filter's counters (MeterReport.calls)
+ * @param sse the answer is an event stream
+ */
+export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPrice | null, protocol: Protocol, calls: string | undefined, sse: boolean, usage: Usage): ToolCalls {
+  if (!tools) return {};
+  const counters = readCounters(calls);
+  // No counters at all: the Envoy bundle's filter does not count (an older bundle): not counted is not none.
+  const counted = calls !== undefined;
+  const out: Partial<Record<HostedTool, number>> = {};
+  for (const t of tools.names) {
+    let n: number;
+    const item = ITEM_OF[t];
+    if (protocol === 'responses' && item) {
+      const i = METER_CALL_TYPES.indexOf(item);
+      const items = counters.get(2 * i + 1) ?? 0;
+      const started = counters.get(2 * i + 2) ?? 0;
+      n = !counted ? tools.maxCalls : sse && started > 0 ? started : items;
+    } else if (protocol === 'generative' && GROUNDING.includes(t)) {
+      // One grounded prompt, at the dearest grounding tool declared.
+      const grounded = (counters.get(METER_GROUNDING_COUNTER) ?? 0) > 0;
+      n = t !== dearest(tools, price, GROUNDING) ? 0 : !counted ? tools.maxCalls : grounded ? 1 : 0;
+    } else if (protocol === 'messages' && t === 'web_search') n = usage.toolCalls?.web_search ?? 0;
+    else if (protocol === 'chat' && t === 'web_search') n = tools.maxCalls;
+    // A tool whose calls the answer does not report: its most calls.
+    else n = tools.maxCalls;
+    if (n > 0) out[t] = n;
+  }
+  return out;
+}
+
+/** How many calls in all. */
+export function callCount(calls: ToolCalls): number {
+  let n = 0;
+  for (const v of Object.values(calls)) n += v ?? 0;
+  return n;
+}
