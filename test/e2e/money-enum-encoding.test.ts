@@ -30,10 +30,12 @@ const IMAGE = { input: 0.3, output: 2.5, imageOutput: 30 };
 const WAV = Buffer.alloc(64, 0).toString('base64');
 const MARK = 'x-rtenum-key';
 
-const withImageModel = (demo: string): string => demo.replace(
-  '        price: { input: 0.3, output: 2.5, audioInput: 1.0 }\n',
-  '        price: { input: 0.3, output: 2.5, audioInput: 1.0 }\n      - name: gemini-2.5-flash-image\n        protocols: [generative]\n        price: { input: 0.3, output: 2.5, imageOutput: 30 }\n',
-);
+const withImageModel = (demo: string): string => {
+  // After gemini-2.5-flash's price line, whatever else that line names; a demo without it fails here.
+  const line = /^ {8}price: \{ input: 0\.3, output: 2\.5, audioInput: 1\.0\b.*\n/m;
+  if (!line.test(demo)) throw new Error('the demo config has no gemini-2.5-flash price line to add the image model after');
+  return demo.replace(line, (l) => `${l}      - name: gemini-2.5-flash-image\n        protocols: [generative]\n        price: { input: 0.3, output: 2.5, imageOutput: 30 }\n`);
+};
 
 /**
  * The three ways a Gemini answer comes. google-ai-generativelanguage 0.12.1's REST transport sends
