@@ -3,7 +3,7 @@
  * HTTP listeners, hot reload and draining. Everything a process needs; nothing reads the
  * environment after start.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID, X509Certificate } from 'node:crypto';
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -105,6 +105,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // The gRPC port's secret and certificates: read once, at start, before anything is opened.
   const grpcAuth = { secret: readGrpcSecret(config, { env, configPath: opts.configPath }), tls: readGrpcTls(config, { env, configPath: opts.configPath }) };
   const metrics = createMetrics();
+  if (grpcAuth.tls) {
+    metrics.tlsCertExpiry.set({ file: 'cert' }, certExpirySeconds(grpcAuth.tls.cert));
+    metrics.tlsCertExpiry.set({ file: 'client_ca' }, certExpirySeconds(grpcAuth.tls.clientCa));
+  }
   const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
     ? opts.logDestination
     : new BatchedLogStream(opts.logDestination ?? 1, { maxBytes: 64 * 1024 * 1024, onDrop: (bytes) => metrics.logDroppedBytes.inc(bytes) });
@@ -154,6 +158,14 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // Requests allowed here and not settled yet (meter/in-flight.ts): soft mode's bound, deadlines, input
   // samples, and the rate limits' in-flight cap (a request is in flight from its Check to its settlement).
   const inFlight = new InFlight();
+  metrics.readInFlight(() => {
+    const since = inFlight.oldestSince();
+    return {
+      count: inFlight.size,
+      oldestAgeSeconds: since === undefined ? 0 : Math.max(0, ((opts.now ?? Date.now)() - since) / 1000),
+      reservationSeconds: config.meter.reservationSeconds,
+    };
+  });
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
   const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1 });
@@ -339,6 +351,16 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 }
 
 /** How the gRPC port authenticates its callers, for the start line (never the secret). */
+/** The notAfter of the first certificate in a PEM file, as epoch seconds (0: none readable, which alerts as expired). */
+function certExpirySeconds(pem: Buffer): number {
+  try {
+    const t = Date.parse(new X509Certificate(pem).validTo);
+    return Number.isFinite(t) ? Math.floor(t / 1000) : 0;
+  } catch {
+    return 0;
+  }
+}
+
 function grpcAuthText(a: { secret?: string; tls?: unknown }): string {
   return [a.secret ? 'secret' : '', a.tls ? 'mtls' : ''].filter(Boolean).join('+') || 'none';
 }
