@@ -7,6 +7,7 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from 'prom-client';
 import type { MeterMetrics } from '../meter/meter';
+import { genAiMetrics } from './genai-metrics';
 
 export interface Metrics {
   readonly registry: Registry;
@@ -176,11 +177,11 @@ export function createMetrics(defaultMetrics = true): Metrics {
       cell.pending++;
     },
     observeCheckSeconds: (seconds) => checkSeconds.observe(seconds),
-    reloads: new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }),
+    reloads: zeroed(new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }), ['ok', 'rejected']),
     // A gauge is not a count: with --workers N the cluster aggregation takes the minimum (1 only when
     // every worker's store can answer), where counters are summed.
     storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer (with --workers: every worker\'s)', registers: [registry], aggregator: 'min' }),
-    rateLimitCharges: new Counter({ name: 'modelgate_rate_limit_token_charges_total', help: 'Responses whose tokens were charged to the rate limit engine (charged), or could not be (failed: the engine did not answer; that key\'s token windows miss them)', labelNames: ['result'], registers: [registry] }),
+    rateLimitCharges: zeroed(new Counter({ name: 'modelgate_rate_limit_token_charges_total', help: 'Responses whose tokens were charged to the rate limit engine (charged), or could not be (failed: the engine did not answer; that key\'s token windows miss them)', labelNames: ['result'], registers: [registry] }), ['charged', 'failed']),
     logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),
     meter: meterMetrics(registry),
     readInFlight(read) {
@@ -188,6 +189,16 @@ export function createMetrics(defaultMetrics = true): Metrics {
     },
     tlsCertExpiry: new Gauge({ name: 'modelgate_grpc_tls_cert_expiry_timestamp_seconds', help: "When the gRPC port's mTLS certificate (file=cert) and client CA (file=client_ca) expire, as epoch seconds (grpc.tls)", labelNames: ['file'], registers: [registry], aggregator: 'min' }),
   };
+}
+
+/**
+ * A labelled counter with its series shown at 0 from the start: Prometheus's increase() and rate()
+ * see the first count only from a series that existed before it (the alerts on rejected reloads and
+ * failed charges would miss a first one).
+ */
+function zeroed<L extends string>(counter: Counter<L>, values: readonly string[]): Counter<L> {
+  for (const v of values) counter.labels(v).inc(0);
+  return counter;
 }
 
 /** Tokens and cost by group and model (the models a group allows: a bounded set), responses by result and reason. */
@@ -213,6 +224,8 @@ function meterMetrics(registry: Registry): MeterMetrics {
     if (!cell) byReason.set(reason, (cell = responses.cell(result, reason)));
     return cell;
   };
+  // Shown at 0 from the start, for the alerts' increase() (see zeroed): debits the store never took.
+  for (const reason of ['store_unavailable', 'price_invalid']) response('failed', reason);
   return {
     settled(group, model, usage, c, result, reason) {
       response(result, reason).pending++;
@@ -228,5 +241,6 @@ function meterMetrics(registry: Registry): MeterMetrics {
     released: (reason) => { response('released', reason).pending++; },
     failed: (reason) => { response('failed', reason).pending++; },
     lostReports: (n) => lost.inc(n),
+    served: genAiMetrics(registry),
   };
 }

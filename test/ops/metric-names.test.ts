@@ -1,0 +1,102 @@
+/**
+ * Every metric the alert rules (deploy/prometheus/modelgate-rules.yaml) and the dashboard
+ * (deploy/grafana/modelgate-dashboard.json) read is one a running gateway exports: a real Envoy in
+ * front of a `modelgate serve` process (with grpc.tls, so the certificate gauges are there), the
+ * global rate limit engine, and traffic that makes every counter they name: allowed, denied,
+ * rate-limited by requests and by tokens, the engine stopped (errors), and modelgate killed
+ * (Envoy's ext_authz errors). Names are read from the samples of modelgate's /metrics and Envoy's
+ * /stats/prometheus, never from `# TYPE` lines alone.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { DEMO_KEYS } from '../support/demo-keys';
+import { startGateway, type Gateway } from '../support/gateway';
+import { describeGlobal, startGlobalEngine, type GlobalEngine } from '../support/global-engine';
+import { exportedNames, metricNames } from '../support/promql-names';
+import { limitedKey, sendAs, until, withKeys } from '../support/rate-limit-cases';
+import { makeTestCerts, SERVER_NAME } from '../support/test-certs';
+
+const ROOT = join(__dirname, '..', '..');
+const rules = parse(readFileSync(join(ROOT, 'deploy', 'prometheus', 'modelgate-rules.yaml'), 'utf8')) as { groups: Array<{ rules: Array<{ expr: string; record?: string; alert?: string }> }> };
+const dashboard = JSON.parse(readFileSync(join(ROOT, 'deploy', 'grafana', 'modelgate-dashboard.json'), 'utf8')) as { panels: Array<{ title: string; targets?: Array<{ expr: string }> }> };
+
+/** Each query the rules and the dashboard run, with where it is. */
+export const QUERIES: Array<{ where: string; expr: string }> = [
+  ...rules.groups.flatMap((g) => g.rules.map((r) => ({ where: `rule ${r.alert ?? r.record}`, expr: r.expr }))),
+  ...dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => ({ where: `panel "${p.title}"`, expr: t.expr }))),
+];
+const recorded = new Set(rules.groups.flatMap((g) => g.rules.map((r) => r.record).filter((r): r is string => r !== undefined)));
+
+const rpm = limitedKey('ops-rpm', { rpm: 1 });
+const tpm = limitedKey('ops-tpm', { tpm: 1 });
+
+describeGlobal('the metric names of the alert rules and the dashboard, against a live scrape', () => {
+  let engine: GlobalEngine;
+  let gw: Gateway;
+  const names = new Set<string>();
+  let modelgateText = '';
+  const scrapeEnvoy = async () => { for (const n of exportedNames(await (await fetch(`${gw.envoy.adminUrl}/stats/prometheus`)).text())) names.add(n); };
+
+  beforeAll(async () => {
+    engine = await startGlobalEngine();
+    const certs = makeTestCerts();
+    gw = await startGateway({
+      modelgate: 'process',
+      config: (demo) => withKeys([rpm, tpm])(`${demo.replace(/\nrateLimits:\n(  .*\n)+/, '\n')}\n${engine.configYaml('deny')}`)
+        .replace(/^grpc:\n/m, `grpc:\n  tls: { certFile: ${certs.serverCert}, keyFile: ${certs.serverKey}, clientCaFile: ${certs.clientCa} }\n`)
+        .replace(/^gateway:\n/m, `gateway:\n  authzTls: { certFile: ${certs.clientCert}, keyFile: ${certs.clientKey}, caFile: ${certs.serverCa}, serverName: ${SERVER_NAME} }\n`),
+    });
+    const metrics = async () => (await fetch(`http://${gw.modelgate.httpAddress}/metrics`)).text();
+    expect((await sendAs(gw, 'openai', DEMO_KEYS.bob)).status).toBe(200);
+    expect((await sendAs(gw, 'anthropic', DEMO_KEYS.bob)).status).toBe(200);
+    expect((await sendAs(gw, 'openai', rpm.key)).status).toBe(200);
+    expect((await sendAs(gw, 'openai', rpm.key)).headers['x-modelgate-reason']).toBe('rate_limited');
+    expect((await sendAs(gw, 'openai', tpm.key)).status).toBe(200);
+    await until('the token charge', async () => /modelgate_rate_limit_token_charges_total\{result="charged"\} [1-9]/.test(await metrics()));
+    expect((await sendAs(gw, 'openai', tpm.key)).headers['x-modelgate-reason']).toBe('tokens_rate_limited');
+    expect((await sendAs(gw, 'openai', 'sk-not-a-key')).status).toBe(401);
+    expect((await gw.send('GET', '/nothing')).status).toBe(404);
+    await until('the meter to settle', async () => /gen_ai_client_token_usage_count\{[^}]*gen_ai_provider_name="anthropic"/.test(await metrics()));
+    await engine.stopRatelimit();
+    expect((await sendAs(gw, 'openai', rpm.key)).headers['x-modelgate-reason']).toBe('rate_limit_unavailable');
+    expect((await sendAs(gw, 'openai', tpm.key)).headers['x-modelgate-reason']).toBe('rate_limit_unavailable');
+    modelgateText = await metrics();
+    for (const n of exportedNames(modelgateText)) names.add(n);
+    await scrapeEnvoy();
+    gw.modelgate.kill('SIGKILL');
+    const r = await sendAs(gw, 'openai', DEMO_KEYS.bob);
+    expect([r.status, r.headers['x-modelgate-reason']]).toEqual([503, 'authz_unavailable']);
+    await scrapeEnvoy();
+  }, 120_000);
+  afterAll(async () => {
+    await gw?.close();
+    await engine?.close();
+  });
+
+  it.each(QUERIES)('$where reads only exported metrics', ({ expr }) => {
+    const used = metricNames(expr);
+    expect(used.length).toBeGreaterThan(0);
+    for (const name of used) expect(names.has(name) || recorded.has(name), `${name} is exported`).toBe(true);
+  });
+
+  it('exports the gRPC certificate expiry as the certificate says (the test certificates last 2 days)', () => {
+    const m = /modelgate_grpc_tls_cert_expiry_timestamp_seconds\{file="cert"\} (\d+)/.exec(modelgateText);
+    expect(Number(m?.[1]) * 1000 - Date.now()).toBeGreaterThan(86_400_000);
+    expect(Number(m?.[1]) * 1000 - Date.now()).toBeLessThan(2 * 86_400_000 + 60_000);
+  });
+
+  it('exports GenAI token usage by provider, operation, model and token type, never by key', () => {
+    expect(modelgateText).toMatch(/gen_ai_client_token_usage_count\{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4o",gen_ai_token_type="input"\} [1-9]/);
+    expect(modelgateText).toMatch(/gen_ai_client_token_usage_count\{gen_ai_operation_name="chat",gen_ai_provider_name="anthropic",gen_ai_request_model="claude-sonnet-4-5",gen_ai_token_type="output"\} [1-9]/);
+    expect(modelgateText).toMatch(/gen_ai_server_request_duration_seconds_count\{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4o"\} [1-9]/);
+    for (const id of ['bob', rpm.id, tpm.id]) expect(modelgateText).not.toContain(`"${id}"`);
+  });
+});
+
+it('reads metric names out of PromQL (labels, functions, keywords and durations are not names)', () => {
+  expect(metricNames('sum by (reason) (rate(a_total{reason!="x",b=~"y|z"}[5m])) / on () group_left sum(rate(b_total[1h] offset 5m)) > 3 * c:rec:x')).toEqual(['a_total', 'b_total', 'c:rec:x']);
+  expect(metricNames('histogram_quantile(0.99, sum by (le) (rate(h_bucket[5m]))) > 1e3 or vector(0)')).toEqual(['h_bucket']);
+  expect(metricNames('m - time() < 14 * 86400')).toEqual(['m']);
+});
