@@ -12,7 +12,7 @@
 import type { Config } from '../config/load';
 import { decide, type Lookups, type MaybePromise } from './decide';
 import type { Decision } from './decision';
-import { decisionLine, decisionShape, lineFromShape, shapeText } from './decision-log';
+import { decisionLine, decisionShape, lineFromShape, loggedClient, loggedUserAgent, shapeText } from './decision-log';
 import { decodeCheckRequest, requestHeaderFilter, type HeaderFilter } from './read-request';
 import { printableRequestId } from './safe-text';
 import { HINTS, statusOf } from './reasons';
@@ -123,7 +123,10 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
   if (!decision.allowed || config.log.allows) {
     const log = deps.decisionLog;
     if (!log) deps.logger.info(decisionLine(decision, view, durUs), 'decision');
-    else if (log.enabled()) log.write(lineFromShape(shapeFor(deps.encoder.base, decision, view, log.bindings), Date.now(), printableRequestId(view.requestId), durUs));
+    else if (log.enabled()) {
+      const shape = shapeFor(deps.encoder.base, decision, view, log.bindings);
+      log.write(lineFromShape(shape, Date.now(), loggedClient(view.client), loggedUserAgent(view.headers['user-agent']), printableRequestId(view.requestId), durUs));
+    }
   }
   deps.metrics?.countDecision(statusOf(decision.reason), decision.reason);
   deps.metrics?.observeCheckSeconds(durUs / 1e6);
