@@ -61,9 +61,9 @@ export interface DecisionLine {
 }
 
 /** The log line for a decision: a model of the key's group as is, another requested model bounded and redacted. */
-export function decisionLine(d: Decision, view: RequestView, durUs: number): DecisionLine {
+export function decisionLine(d: Decision, view: RequestView, durUs: number, trustedProxyHops = 0): DecisionLine {
   const line = decisionShape(d, view) as DecisionLine;
-  const client = loggedClient(view.client);
+  const client = loggedClient(clientAddress(view, trustedProxyHops));
   const userAgent = loggedUserAgent(view.headers['user-agent']);
   if (client !== undefined) line.client = client;
   if (userAgent !== undefined) line.userAgent = userAgent;
@@ -82,6 +82,22 @@ export function loggedModel(d: Decision): string | undefined {
 
 /** What Envoy sends as the source address: an IP literal, kept as it is; anything else (a pipe, a name) as client text. */
 const IP_TEXT = /^[0-9A-Fa-f:.]{2,45}$/;
+
+/**
+ * The client's address as Envoy determined it. Envoy (use_remote_address) appends the connection's
+ * peer to x-forwarded-for before ext_authz runs, and takes the client as the entry
+ * `gateway.trustedProxyHops` from the right (xff_num_trusted_hops); the CheckRequest's source
+ * address is the peer itself. With fewer entries than that, Envoy keeps the peer, as here.
+ */
+export function clientAddress(view: RequestView, trustedProxyHops: number): string | undefined {
+  const xff = view.headers['x-forwarded-for'];
+  if (xff !== undefined && xff !== '') {
+    const hops = xff.split(',');
+    const i = hops.length - 1 - trustedProxyHops;
+    if (i >= 0) return hops[i].trim();
+  }
+  return view.client;
+}
 
 /** The client address as logged. */
 export function loggedClient(client: string | undefined): string | undefined {

@@ -56,7 +56,8 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
 }
 
 /**
- * Every header a decision reads: the pseudo-headers, the request id, Envoy's partial-body flag,
+ * Every header a decision reads: the pseudo-headers, the request id (and, for the decision line
+ * only, the user agent and x-forwarded-for: decision-log.ts), Envoy's partial-body flag,
  * the ones that choose the route or refuse the body (content-type, content-encoding), Anthropic's
  * betas (one may raise a model's output cap: the meter's maximum), and the configured key headers (both kinds:
  * a key in the other kind's header is reported). Envoy's `allowed_headers` (envoy/envoy.yaml)
@@ -64,7 +65,7 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
  * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
  */
 export function decisionHeaders(routes: Config['routes']): string[] {
-  return [':path', ':method', 'x-request-id', 'user-agent', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
+  return [':path', ':method', 'x-request-id', 'user-agent', 'x-forwarded-for', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
 }
 
 /** The decoder's filter for a config's routes (built once per config). */

@@ -4,8 +4,9 @@
  */
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { expect, test } from 'vitest';
-import { formatDecisionLine, type DecisionLine } from '../../src/check/decision-log';
+import { describe, expect, test } from 'vitest';
+import type { RequestView } from '../../src/check/request-view';
+import { clientAddress, formatDecisionLine, loggedClient, loggedUserAgent, type DecisionLine } from '../../src/check/decision-log';
 
 function pinoLine(line: DecisionLine): string {
   let out = '';
@@ -27,4 +28,25 @@ test.each(lines.map((l) => [l.reason, l] as const))('a %s line is exactly what p
   const ours = formatDecisionLine(line, 1700000000000, '"svc":"modelgate"');
   expect(ours).toBe(pinoLine(line));
   expect(JSON.parse(ours)).toMatchObject({ level: 30, msg: 'decision', svc: 'modelgate', ...line });
+});
+
+describe('the client address of a decision line', () => {
+  const view = (xff: string | undefined, client = '10.0.0.9'): RequestView => ({ method: 'POST', path: '/', query: '', headers: xff === undefined ? {} : { 'x-forwarded-for': xff }, body: undefined, partialBody: false, requestId: '', client });
+  test.each<[string | undefined, number, string | undefined]>([
+    [undefined, 0, '10.0.0.9'], // no x-forwarded-for: the source address
+    ['198.51.100.1, 10.0.0.9', 0, '10.0.0.9'], // Envoy appended the peer; a client's own entry is not trusted
+    ['198.51.100.1,203.0.113.5, 10.0.0.9', 1, '203.0.113.5'], // one trusted hop: the load balancer's entry
+    ['10.0.0.9', 1, '10.0.0.9'], // fewer entries than hops: the peer, as Envoy
+    ['2001:db8::1, 10.0.0.9', 1, '2001:db8::1'],
+  ])('x-forwarded-for %s with %i trusted hops is %s', (xff, hops, want) => {
+    expect(clientAddress(view(xff), hops)).toBe(want);
+  });
+
+  test('logs an address that is not an IP literal as bounded, key-redacted text', () => {
+    expect(loggedClient('sk-mg-ef5sAY7BcoDYnpOLYuNoJgHQUQDHBO8GKd0R6uiC')).toBe('sk-mg-[redacted]');
+    expect(loggedClient('203.0.113.7')).toBe('203.0.113.7');
+    expect(loggedClient('')).toBeUndefined();
+    expect(loggedUserAgent('agent%2F1.0%20%28x%29')).toBe('agent/1.0 (x)');
+    expect(loggedUserAgent('x'.repeat(300))).toBe(`${'x'.repeat(128)}...`);
+  });
 });

@@ -48,6 +48,7 @@ test('no key string reaches any log line, whatever the client does with it', asy
     ...[k, `agent/1.0 (${k})`, `agent/1.0 ${[...k].map((ch) => `%${ch.charCodeAt(0).toString(16)}`).join('')}`, `agent/1.0 ${k.slice(0, 12)} ${k.slice(12)}`, k.replace('sk-mg-', ''), `${'a'.repeat(120)}${k}`]
       .map((ua) => ({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['user-agent', ua]] as [string, string][], body: '{"model":"gpt-4o-mini"}' })),
     { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${k}`], ['user-agent', k]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['x-forwarded-for', `198.51.100.1, ${k}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
     { method: 'POST', path: '/v1/chat/completions', client: k, headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
   ];
   const reasons = new Set<string>();
