@@ -43,7 +43,7 @@ export function denialsCommand(run: CliRun): Command {
     .action(async (files: string[], options: DenialsOptions) => {
       const by = (options.by ?? 'reason') as DenialGrouping;
       if (!DENIAL_GROUPINGS.includes(by)) throw usageError(`--by must be one of ${DENIAL_GROUPINGS.join(', ')}`);
-      const since = parseSince(options.since ?? '1h', Date.now());
+      const since = Math.floor(parseSince(options.since ?? '1h', Date.now()) / 1000) * 1000;
       const lines: string[] = [];
       for await (const line of linesOf(files)) lines.push(line);
       const denials = collectDenials(lines, since);
