@@ -37,7 +37,12 @@ describeGlobal('the metric names of the alert rules and the dashboard, against a
   let gw: Gateway;
   const names = new Set<string>();
   let modelgateText = '';
-  const scrapeEnvoy = async () => { for (const n of exportedNames(await (await fetch(`${gw.envoy.adminUrl}/stats/prometheus`)).text())) names.add(n); };
+  let envoyText = '';
+  const scrapeEnvoy = async () => {
+    const text = await (await fetch(`${gw.envoy.adminUrl}/stats/prometheus`)).text();
+    envoyText += text;
+    for (const n of exportedNames(text)) names.add(n);
+  };
 
   beforeAll(async () => {
     engine = await startGlobalEngine();
@@ -79,6 +84,12 @@ describeGlobal('the metric names of the alert rules and the dashboard, against a
     const used = metricNames(expr);
     expect(used.length).toBeGreaterThan(0);
     for (const name of used) expect(names.has(name) || recorded.has(name), `${name} is exported`).toBe(true);
+  });
+
+  it("names Envoy's clusters and stat prefix as the rendered bundle does (a renamed cluster would leave an alert silent)", () => {
+    const wanted = new Set(QUERIES.flatMap(({ expr }) => [...expr.matchAll(/(envoy_cluster_name|envoy_http_conn_manager_prefix)="([^"]+)"/g)].map((m) => `${m[1]}="${m[2]}"`)));
+    expect(wanted.size).toBeGreaterThanOrEqual(2);
+    for (const label of wanted) expect(envoyText, label).toContain(label);
   });
 
   it('exports the gRPC certificate expiry as the certificate says (the test certificates last 2 days)', () => {
