@@ -57,6 +57,11 @@ export function modalTokens(usage: Usage): ModalTokens {
 /** Records settled responses; `seconds` is from the Check to the settlement (undefined: not known). */
 export type GenAiRecorder = (protocol: Protocol, model: string, usage: Usage, seconds: number | undefined) => void;
 
+/** A usage the metrics can count: finite, not negative, not flagged implausible by the reader. */
+export function countableUsage(usage: Usage): boolean {
+  return !usage.implausible && [usage.inputTokens, usage.outputTokens, usage.cachedInputTokens].every((n) => Number.isFinite(n) && n >= 0);
+}
+
 export function genAiMetrics(registry: Registry): GenAiRecorder {
   const base = ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_request_model'] as const;
   const tokenUsage = new Histogram({
@@ -70,7 +75,7 @@ export function genAiMetrics(registry: Registry): GenAiRecorder {
   const output = counter('gen_ai_client_inference_usage_output_tokens_total', 'gen_ai.client.inference.usage.output_tokens ({token}): output tokens used, reasoning included, by modality');
   const cacheRead = counter('gen_ai_client_inference_usage_cache_read_input_tokens_total', "gen_ai.client.inference.usage.cache_read.input_tokens ({token}): input tokens read from the provider's cache");
   return (protocol, model, usage, seconds) => {
-    if (usage.implausible || ![usage.inputTokens, usage.outputTokens, usage.cachedInputTokens].every((n) => Number.isFinite(n) && n >= 0)) return;
+    if (!countableUsage(usage)) return;
     const op = GENAI_OPERATIONS[protocol];
     const labels = { gen_ai_operation_name: op.operation, gen_ai_provider_name: op.provider, gen_ai_request_model: model };
     tokenUsage.observe({ ...labels, gen_ai_token_type: 'input' }, usage.inputTokens);

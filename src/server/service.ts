@@ -22,6 +22,7 @@ import { createConsoleHandler } from '../console/http-handler';
 import type { UsageProvider } from '../console/usage';
 import { BatchedLogStream } from './log-stream';
 import { createMetrics } from './metrics';
+import { genAiExport } from './genai-otlp';
 import { openPgStore, redactUrl } from '../store/pg/store';
 import { authorizationService } from '../envoy/protos';
 import { createPipeline, type Admission } from '../check/pipeline';
@@ -29,7 +30,7 @@ import { ResponseEncoder } from '../check/response-encoder';
 import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
 import { createAdmission, uncappedPricedModels } from '../meter/admission';
-import { Meter } from '../meter/meter';
+import { Meter, type MeterMetrics } from '../meter/meter';
 import { InFlight } from '../meter/in-flight';
 import { LeaseBook } from '../meter/leases';
 import { createEstimator, workerTokenCounter } from '../meter/estimate';
@@ -214,6 +215,15 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     }
     return m.finally(() => slots.release(view.requestId));
   };
+  // The GenAI metrics also over OTLP when the standard OTEL_EXPORTER_OTLP_* variables name a collector (genai-otlp.ts).
+  const genAiOtlp = genAiExport(env);
+  const meterMetrics: MeterMetrics = genAiOtlp === undefined ? metrics.meter : {
+    ...metrics.meter,
+    served(protocol, model, usage, seconds) {
+      metrics.meter.served?.(protocol, model, usage, seconds);
+      genAiOtlp.record(protocol, model, usage, seconds);
+    },
+  };
   // Shutting down: the port stays open for the meter's reports, and a Check arriving meanwhile is
   // denied (fail closed; another replica, or this gateway once restarted, answers the retry).
   let draining = false;
@@ -223,7 +233,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // counted as released (meter_disabled), never refused.
   const tokenCounter = workerTokenCounter();
   const meter = new Meter({
-    config: () => config, groups: cache.groups, store: store.meter, inFlight, estimator: createEstimator(tokenCounter), metrics: metrics.meter, logger, now: opts.now,
+    config: () => config, groups: cache.groups, store: store.meter, inFlight, estimator: createEstimator(tokenCounter), metrics: meterMetrics, logger, now: opts.now,
     // The file store tells the cache itself, at once; PostgreSQL's notification comes a moment later.
     onBalance: fileStore ? undefined : (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
     usageLog: decisionLog,
@@ -344,6 +354,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await charges?.flushAll();
       remote?.close();
       await store.close();
+      // The last GenAI counts go to the collector; one that does not answer does not hold the exit.
+      if (genAiOtlp) await Promise.race([genAiOtlp.shutdown().catch(() => undefined), new Promise((r) => setTimeout(r, 2000).unref())]);
       logger.info('modelgate stopped');
       await new Promise<void>((resolve) => logger.flush(() => resolve()));
     },

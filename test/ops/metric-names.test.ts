@@ -8,6 +8,8 @@
  * /stats/prometheus, never from `# TYPE` lines alone.
  */
 import { readFileSync } from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -44,11 +46,21 @@ describeGlobal('the metric names of the alert rules and the dashboard, against a
     for (const n of exportedNames(text)) names.add(n);
   };
 
+  // An OTLP receiver for the GenAI metrics modelgate exports (OTEL_EXPORTER_OTLP_ENDPOINT).
+  const otlpBodies: Buffer[] = [];
+  const receiver = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => { otlpBodies.push(Buffer.concat(chunks)); res.writeHead(200).end(); });
+  });
+
   beforeAll(async () => {
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
     engine = await startGlobalEngine();
     const certs = makeTestCerts();
     gw = await startGateway({
       modelgate: 'process',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`, OTEL_METRIC_EXPORT_INTERVAL: '200' },
       config: (demo) => withKeys([rpm, tpm])(`${demo.replace(/\nrateLimits:\n(  .*\n)+/, '\n')}\n${engine.configYaml('deny')}`)
         .replace(/^grpc:\n/m, `grpc:\n  tls: { certFile: ${certs.serverCert}, keyFile: ${certs.serverKey}, clientCaFile: ${certs.clientCa} }\n`)
         .replace(/^gateway:\n/m, `gateway:\n  authzTls: { certFile: ${certs.clientCert}, keyFile: ${certs.clientKey}, caFile: ${certs.serverCa}, serverName: ${SERVER_NAME} }\n`),
@@ -64,6 +76,7 @@ describeGlobal('the metric names of the alert rules and the dashboard, against a
     expect((await sendAs(gw, 'openai', 'sk-not-a-key')).status).toBe(401);
     expect((await gw.send('GET', '/nothing')).status).toBe(404);
     await until('the meter to settle', async () => /gen_ai_client_token_usage_count\{[^}]*gen_ai_provider_name="anthropic"/.test(await metrics()));
+    await until('an OTLP export of the settled responses', () => otlpBodies.some((b) => b.includes('claude-sonnet-4-5')));
     await engine.stopRatelimit();
     expect((await sendAs(gw, 'openai', rpm.key)).headers['x-modelgate-reason']).toBe('rate_limit_unavailable');
     expect((await sendAs(gw, 'openai', tpm.key)).headers['x-modelgate-reason']).toBe('rate_limit_unavailable');
@@ -78,6 +91,18 @@ describeGlobal('the metric names of the alert rules and the dashboard, against a
   afterAll(async () => {
     await gw?.close();
     await engine?.close();
+    await new Promise<void>((r) => receiver.close(() => r()));
+  });
+
+  it('exports the GenAI metrics over OTLP from a running modelgate when OTEL_EXPORTER_OTLP_ENDPOINT is set', () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const root = require('@opentelemetry/otlp-transformer/build/src/generated/root') as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const decoded = otlpBodies.map((b) => root.opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest.decode(b));
+    const metrics = decoded.flatMap((r: any) => r.resourceMetrics.flatMap((rm: any) => rm.scopeMetrics.flatMap((sm: any) => sm.metrics))); // eslint-disable-line @typescript-eslint/no-explicit-any
+    const usage = metrics.filter((m: { name: string }) => m.name === 'gen_ai.client.token.usage');
+    expect(usage.length).toBeGreaterThan(0);
+    const models = new Set(usage.flatMap((m: any) => m.histogram.dataPoints.flatMap((p: any) => p.attributes.filter((a: any) => a.key === 'gen_ai.request.model').map((a: any) => a.value.stringValue)))); // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect([...models].sort()).toEqual(['claude-sonnet-4-5', 'gpt-4o']);
   });
 
   it.each(QUERIES)('$where reads only exported metrics', ({ expr }) => {
