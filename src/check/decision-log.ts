@@ -52,7 +52,7 @@ export interface DecisionLine {
   model?: string;
   hint?: string;
   stale?: true;
-  /** The client's address as Envoy determined it (view.client). */
+  /** The client's address as Envoy determined it (clientAddress). */
   client?: string;
   /** The User-Agent header, bounded, printable and key-redacted (loggedUserAgent). */
   userAgent?: string;
