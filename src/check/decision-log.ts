@@ -84,13 +84,14 @@ export function loggedModel(d: Decision): string | undefined {
 const IP_TEXT = /^[0-9A-Fa-f:.]{2,45}$/;
 
 /**
- * The client's address as Envoy determined it. Envoy (use_remote_address) appends the connection's
- * peer to x-forwarded-for before ext_authz runs, and takes the client as the entry
- * `gateway.trustedProxyHops` from the right (xff_num_trusted_hops); the CheckRequest's source
- * address is the peer itself. With fewer entries than that, Envoy keeps the peer, as here.
+ * The client's address as Envoy determined it (what its access log's `client` shows). Without
+ * trusted hops it is the connection's peer: the CheckRequest's source address (x-forwarded-for's
+ * last entry is not: for a loopback peer Envoy appends its own local address there). With
+ * `gateway.trustedProxyHops` N (xff_num_trusted_hops) it is the x-forwarded-for entry N from the
+ * right of the header Envoy passes on, its own entry appended; with fewer entries, the peer.
  */
 export function clientAddress(view: RequestView, trustedProxyHops: number): string | undefined {
-  const xff = view.headers['x-forwarded-for'];
+  const xff = trustedProxyHops > 0 ? view.headers['x-forwarded-for'] : undefined;
   if (xff !== undefined && xff !== '') {
     const hops = xff.split(',');
     const i = hops.length - 1 - trustedProxyHops;

@@ -34,9 +34,9 @@ describe('the client address of a decision line', () => {
   const view = (xff: string | undefined, client = '10.0.0.9'): RequestView => ({ method: 'POST', path: '/', query: '', headers: xff === undefined ? {} : { 'x-forwarded-for': xff }, body: undefined, partialBody: false, requestId: '', client });
   test.each<[string | undefined, number, string | undefined]>([
     [undefined, 0, '10.0.0.9'], // no x-forwarded-for: the source address
-    ['198.51.100.1, 10.0.0.9', 0, '10.0.0.9'], // Envoy appended the peer; a client's own entry is not trusted
+    ['198.51.100.1, 192.0.2.2', 0, '10.0.0.9'], // no trusted hops: the peer (Envoy appends its local address for a loopback peer), never a client's entry
     ['198.51.100.1,203.0.113.5, 10.0.0.9', 1, '203.0.113.5'], // one trusted hop: the load balancer's entry
-    ['10.0.0.9', 1, '10.0.0.9'], // fewer entries than hops: the peer, as Envoy
+    ['192.0.2.2', 1, '10.0.0.9'], // fewer entries than hops: the peer, as Envoy
     ['2001:db8::1, 10.0.0.9', 1, '2001:db8::1'],
   ])('x-forwarded-for %s with %i trusted hops is %s', (xff, hops, want) => {
     expect(clientAddress(view(xff), hops)).toBe(want);
