@@ -52,13 +52,21 @@ export interface DecisionLine {
   model?: string;
   hint?: string;
   stale?: true;
+  /** The client's address as Envoy determined it (clientAddress). */
+  client?: string;
+  /** The User-Agent header, bounded, printable and key-redacted (loggedUserAgent). */
+  userAgent?: string;
   requestId: string;
   durUs: number;
 }
 
 /** The log line for a decision: a model of the key's group as is, another requested model bounded and redacted. */
-export function decisionLine(d: Decision, view: RequestView, durUs: number): DecisionLine {
+export function decisionLine(d: Decision, view: RequestView, durUs: number, trustedProxyHops = 0): DecisionLine {
   const line = decisionShape(d, view) as DecisionLine;
+  const client = loggedClient(clientAddress(view, trustedProxyHops));
+  const userAgent = loggedUserAgent(view.headers['user-agent']);
+  if (client !== undefined) line.client = client;
+  if (userAgent !== undefined) line.userAgent = userAgent;
   line.requestId = printableRequestId(view.requestId);
   line.durUs = durUs;
   return line;
@@ -72,10 +80,53 @@ export function loggedModel(d: Decision): string | undefined {
   return d.model === undefined || d.modelIsKey ? undefined : d.modelKnown ? d.model : printable(d.model, 128);
 }
 
-/** The fields of a decision line but the request id and duration. */
-export function decisionShape(d: Decision, view: RequestView): Omit<DecisionLine, 'requestId' | 'durUs'> {
+/** What Envoy sends as the source address: an IP literal, kept as it is; anything else (a pipe, a name) as client text. */
+const IP_TEXT = /^[0-9A-Fa-f:.]{2,45}$/;
+
+/**
+ * The client's address as Envoy determined it (what its access log's `client` shows). Without
+ * trusted hops it is the connection's peer: the CheckRequest's source address (x-forwarded-for's
+ * last entry is not: for a loopback peer Envoy appends its own local address there). With
+ * `gateway.trustedProxyHops` N (xff_num_trusted_hops) it is the x-forwarded-for entry N from the
+ * right of the header Envoy passes on, its own entry appended; with fewer entries, the peer.
+ */
+export function clientAddress(view: RequestView, trustedProxyHops: number): string | undefined {
+  const xff = trustedProxyHops > 0 ? view.headers['x-forwarded-for'] : undefined;
+  if (xff !== undefined && xff !== '') {
+    const hops = xff.split(',');
+    const i = hops.length - 1 - trustedProxyHops;
+    if (i >= 0) return hops[i].trim();
+  }
+  return view.client;
+}
+
+/** The client address as logged. */
+export function loggedClient(client: string | undefined): string | undefined {
+  return client === undefined || client === '' ? undefined : IP_TEXT.test(client) ? client : printable(client, 64);
+}
+
+/**
+ * The User-Agent as logged: percent-decoded first (so a key spelled with escapes is found), then
+ * printable, key-redacted and cut at 128 characters (safe-text.ts). Agents send a handful of
+ * values, so the text of the last ones is kept (bounded) rather than redone per Check.
+ */
+export function loggedUserAgent(ua: string | undefined): string | undefined {
+  if (ua === undefined || ua === '') return undefined;
+  let text = USER_AGENTS.get(ua);
+  if (text === undefined) {
+    text = printable(lenientDecode(ua), 128);
+    if (USER_AGENTS.size >= 256) USER_AGENTS.clear();
+    if (ua.length <= 512) USER_AGENTS.set(ua, text);
+  }
+  return text;
+}
+
+const USER_AGENTS = new Map<string, string>();
+
+/** The fields of a decision line but those of the request itself (client, user agent, request id, duration). */
+export function decisionShape(d: Decision, view: RequestView): Omit<DecisionLine, PerRequest> {
   const model = loggedModel(d);
-  const line: Omit<DecisionLine, 'requestId' | 'durUs'> = {
+  const line: Omit<DecisionLine, PerRequest> = {
     decision: d.allowed ? 'allow' : 'deny',
     status: statusOf(d.reason),
     reason: d.reason,
@@ -91,6 +142,9 @@ export function decisionShape(d: Decision, view: RequestView): Omit<DecisionLine
   return line;
 }
 
+/** The fields that differ on every Check: written after the shape, never cached with it. */
+type PerRequest = 'client' | 'userAgent' | 'requestId' | 'durUs';
+
 const str = JSON.stringify;
 
 /**
@@ -98,7 +152,7 @@ const str = JSON.stringify;
  * the request id (`,"svc":"modelgate","decision":...,"model":"m",`). `bindings` is the logger's
  * base, already serialised (e.g. `"svc":"modelgate"`).
  */
-export function shapeText(l: Omit<DecisionLine, 'requestId' | 'durUs'>, bindings: string): string {
+export function shapeText(l: Omit<DecisionLine, PerRequest>, bindings: string): string {
   let out = `,${bindings},"decision":"${l.decision}","status":${l.status},"reason":"${l.reason}","style":"${l.style}","method":${str(l.method)},"path":${str(l.path)}`;
   if (l.keyId !== undefined) out += `,"keyId":${str(l.keyId)}`;
   if (l.group !== undefined) out += `,"group":${str(l.group)}`;
@@ -108,9 +162,14 @@ export function shapeText(l: Omit<DecisionLine, 'requestId' | 'durUs'>, bindings
   return `${out},`;
 }
 
-/** A whole line from its shape's text: what pino writes for the same fields (pino's line format). */
-export function lineFromShape(shape: string, time: number, requestId: string, durUs: number): string {
-  return `{"level":30,"time":${time}${shape}"requestId":${str(requestId)},"durUs":${durUs},"msg":"decision"}\n`;
+/**
+ * A whole line from its shape's text: what pino writes for the same fields (pino's line format).
+ * `client` and `userAgent` are as logged (loggedClient, loggedUserAgent), undefined when absent.
+ */
+export function lineFromShape(shape: string, time: number, client: string | undefined, userAgent: string | undefined, requestId: string, durUs: number): string {
+  const c = client === undefined ? '' : `"client":${str(client)},`;
+  const ua = userAgent === undefined ? '' : `"userAgent":${str(userAgent)},`;
+  return `{"level":30,"time":${time}${shape}${c}${ua}"requestId":${str(requestId)},"durUs":${durUs},"msg":"decision"}\n`;
 }
 
 /**
@@ -119,5 +178,5 @@ export function lineFromShape(shape: string, time: number, requestId: string, du
  * generic one.
  */
 export function formatDecisionLine(l: DecisionLine, time: number, bindings: string): string {
-  return lineFromShape(shapeText(l, bindings), time, l.requestId, l.durUs);
+  return lineFromShape(shapeText(l, bindings), time, l.client, l.userAgent, l.requestId, l.durUs);
 }

@@ -12,7 +12,7 @@
 import type { Config } from '../config/load';
 import { decide, type Lookups, type MaybePromise } from './decide';
 import type { Decision } from './decision';
-import { decisionLine, decisionShape, lineFromShape, shapeText } from './decision-log';
+import { clientAddress, decisionLine, decisionShape, lineFromShape, loggedClient, loggedUserAgent, shapeText } from './decision-log';
 import { decodeCheckRequest, requestHeaderFilter, type HeaderFilter } from './read-request';
 import { printableRequestId } from './safe-text';
 import { HINTS, statusOf } from './reasons';
@@ -122,8 +122,11 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
   const durUs = Math.round((performance.now() - started) * 1000);
   if (!decision.allowed || config.log.allows) {
     const log = deps.decisionLog;
-    if (!log) deps.logger.info(decisionLine(decision, view, durUs), 'decision');
-    else if (log.enabled()) log.write(lineFromShape(shapeFor(deps.encoder.base, decision, view, log.bindings), Date.now(), printableRequestId(view.requestId), durUs));
+    if (!log) deps.logger.info(decisionLine(decision, view, durUs, config.gateway.trustedProxyHops), 'decision');
+    else if (log.enabled()) {
+      const shape = shapeFor(deps.encoder.base, decision, view, log.bindings);
+      log.write(lineFromShape(shape, Date.now(), loggedClient(clientAddress(view, config.gateway.trustedProxyHops)), loggedUserAgent(view.headers['user-agent']), printableRequestId(view.requestId), durUs));
+    }
   }
   deps.metrics?.countDecision(statusOf(decision.reason), decision.reason);
   deps.metrics?.observeCheckSeconds(durUs / 1e6);
@@ -232,7 +235,7 @@ export function createPipeline(deps: PipelineDeps): CheckPipeline {
     },
     decide: (view) => decideSafely(view, deps.config(), deps.lookups, now(), deps.logger),
     logServed(decision, view, started) {
-      deps.logger.info(decisionLine(decision, view, Math.round((performance.now() - started) * 1000)), 'catalog');
+      deps.logger.info(decisionLine(decision, view, Math.round((performance.now() - started) * 1000), deps.config().gateway.trustedProxyHops), 'catalog');
     },
   };
 }

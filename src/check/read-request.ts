@@ -56,7 +56,8 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
 }
 
 /**
- * Every header a decision reads: the pseudo-headers, the request id, Envoy's partial-body flag,
+ * Every header a decision reads: the pseudo-headers, the request id (and, for the decision line
+ * only, the user agent and x-forwarded-for: decision-log.ts), Envoy's partial-body flag,
  * the ones that choose the route or refuse the body (content-type, content-encoding), Anthropic's
  * betas (one may raise a model's output cap: the meter's maximum), the user-agent (a refusal's hint
  * names the client's own switch: check/client-switches.ts), and the configured key headers (both kinds:
@@ -65,7 +66,7 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
  * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
  */
 export function decisionHeaders(routes: Config['routes']): string[] {
-  return [':path', ':method', 'x-request-id', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', 'user-agent', ...routes.bearerHeaders, ...routes.vendorHeaders];
+  return [':path', ':method', 'x-request-id', 'user-agent', 'x-forwarded-for', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
 }
 
 /** The decoder's filter for a config's routes (built once per config). */
@@ -112,6 +113,9 @@ class Collected {
   methodEnd = 0;
   pathStart = 0;
   pathEnd = 0;
+  /** Byte range of attributes.source.address.socket_address.address. */
+  sourceStart = 0;
+  sourceEnd = 0;
   /** From the `headers` map (no prototype: a header named `constructor` or `__proto__` is just a name). */
   readonly map: Record<string, string> = Object.create(null) as Record<string, string>;
   mapEntries = 0;
@@ -219,8 +223,32 @@ const checkRequest: FieldHandler = (c, num, wire, end) => {
 };
 
 const attributes: FieldHandler = (c, num, wire, end) => {
-  if (num !== 4 || wire !== WIRE_LEN) return false; // request
-  walk(c, lengthEnd(c, end), request);
+  if (wire !== WIRE_LEN) return false;
+  if (num === 4) walk(c, lengthEnd(c, end), request);
+  else if (num === 1) walk(c, lengthEnd(c, end), peer); // source
+  else return false;
+  return true;
+};
+
+/** Peer.address (1) -> Address.socket_address (1) -> SocketAddress.address (2): the client's IP as Envoy determined it. */
+const peer: FieldHandler = (c, num, wire, end) => {
+  if (num !== 1 || wire !== WIRE_LEN) return false;
+  walk(c, lengthEnd(c, end), address);
+  return true;
+};
+
+const address: FieldHandler = (c, num, wire, end) => {
+  if (num !== 1 || wire !== WIRE_LEN) return false;
+  walk(c, lengthEnd(c, end), socketAddress);
+  return true;
+};
+
+const socketAddress: FieldHandler = (c, num, wire, end) => {
+  if (num !== 2 || wire !== WIRE_LEN) return false;
+  const stop = lengthEnd(c, end);
+  c.out.sourceStart = c.pos;
+  c.out.sourceEnd = stop;
+  c.pos = stop;
   return true;
 };
 
@@ -376,5 +404,6 @@ export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): Request
     body: o.rawBody !== undefined && o.rawBody.length > 0 ? o.rawBody : o.body !== undefined && o.body.length > 0 ? o.body : undefined,
     partialBody: headers['x-envoy-auth-partial-body'] === 'true',
     requestId: headers['x-request-id'] ?? '',
+    client: o.sourceEnd > o.sourceStart ? utf8(bytes, o.sourceStart, o.sourceEnd) : undefined,
   };
 }

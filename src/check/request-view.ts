@@ -20,4 +20,9 @@ export interface RequestView {
   readonly partialBody: boolean;
   /** The client's x-request-id (Envoy generates one), for logs. Not Envoy's internal stream id. */
   readonly requestId: string;
+  /**
+   * The client's address as Envoy determined it (the CheckRequest's source address: the peer, or the
+   * x-forwarded-for entry its xff_num_trusted_hops names), for logs; undefined when not sent.
+   */
+  readonly client?: string;
 }

@@ -11,6 +11,7 @@
 import { Command, CommanderError } from 'commander';
 import { version } from '../../package.json';
 import { balanceCommand } from './balance';
+import { denialsCommand } from './denials';
 import { envoyCheckCommand, envoyConfigCommand } from './envoy';
 import { CliError, commandPath } from './errors';
 import { doctorCommand } from './doctor';
@@ -51,7 +52,8 @@ export function cliProgram(run: CliRun): Command {
     .addCommand(groupsCommand(run))
     .addCommand(balanceCommand(run))
     .addCommand(migrateCommand(run))
-    .addCommand(usageCommand(run));
+    .addCommand(usageCommand(run))
+    .addCommand(denialsCommand(run));
   program.addHelpText(
     'after',
     [

@@ -23,6 +23,32 @@ interface UsageOptions extends StoreOptions {
   readonly since?: string;
   readonly limit?: string;
   readonly config?: string;
+  readonly by?: string;
+}
+
+export const USAGE_GROUPINGS = ['key', 'group', 'model'] as const;
+export type UsageGrouping = (typeof USAGE_GROUPINGS)[number];
+
+/** Totals per key, group or model, the largest cost first (then the most responses). */
+export function usageBy(entries: readonly UsageEntry[], by: UsageGrouping): Array<{ value: string } & ReturnType<typeof usageTotals>> {
+  const groups = new Map<string, UsageEntry[]>();
+  for (const e of entries) {
+    const v = by === 'key' ? e.keyId : by === 'group' ? e.group : e.model;
+    const list = groups.get(v);
+    if (list) list.push(e);
+    else groups.set(v, [e]);
+  }
+  return [...groups].map(([value, list]) => ({ value, ...usageTotals(list) }))
+    .sort((a, b) => b.cost - a.cost || b.responses - a.responses || a.value.localeCompare(b.value));
+}
+
+export function usageByText(entries: readonly UsageEntry[], by: UsageGrouping, limit: number): string {
+  if (entries.length === 0) return 'No usage.\n';
+  const rows = [[by.toUpperCase(), 'RESPONSES', 'INPUT', 'CACHED', 'OUTPUT', 'COST']];
+  for (const g of usageBy(entries, by)) rows.push([g.value, String(g.responses), String(g.inputTokens), String(g.cachedInputTokens), String(g.outputTokens), num(g.cost)]);
+  const t = usageTotals(entries);
+  const cut = entries.length >= limit ? ` (the newest ${limit} responses only: raise --limit, or narrow with --since)` : '';
+  return `${table(rows)}\n${t.responses} response${t.responses === 1 ? '' : 's'}${cut}: ${t.inputTokens} input (${t.cachedInputTokens} cached), ${t.outputTokens} output tokens; cost ${num(t.cost)}\n`;
 }
 
 /** `2026-11-01`, `2026-11-01T12:00:00Z`, or a time ago: `30m`, `12h`, `7d`. */
@@ -72,13 +98,16 @@ export function usageCommand(run: CliRun): Command {
     .option('--key <id>', 'only this key', once('--key'))
     .option('--group <name>', 'only this group', once('--group'))
     .option('--since <time>', 'only since a date (2026-11-01, 2026-11-01T12:00:00Z) or a time ago (30m, 12h, 7d)', once('--since'))
-    .option('--limit <n>', 'at most this many responses (default 50, at most 100000)', once('--limit'))
+    .option('--limit <n>', 'at most this many responses (default 50, with --by 100000; at most 100000)', once('--limit'))
+    .option('--by <what>', `totals per ${USAGE_GROUPINGS.join(', ')} instead of each response (e.g. --by key --since 1h: which key spent most)`, once('--by'))
     .option('--config <file>', 'the config whose store (a postgres:// store:) or meter state file (meter.stateFile, else <config>.state.json) to read (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
     .action((options: UsageOptions, cmd: Command) => {
       let source: ReturnType<typeof usageSource> | undefined;
       const sourceOf = (): ReturnType<typeof usageSource> => (source ??= usageSource(options.config, run.env));
       return withStore(run, cmd, options, false, async (store) => {
-        const limit = options.limit === undefined ? 50 : Number(options.limit);
+        const by = options.by as UsageGrouping | undefined;
+        if (by !== undefined && !USAGE_GROUPINGS.includes(by)) throw usageError(`--by must be one of ${USAGE_GROUPINGS.join(', ')}`);
+        const limit = options.limit === undefined ? (by ? 100_000 : 50) : Number(options.limit);
         if (!Number.isInteger(limit) || limit < 1 || limit > 100_000) throw usageError('--limit must be a whole number from 1 to 100000');
         const q: UsageQuery = { keyId: options.key, group: options.group, since: options.since === undefined ? undefined : parseSince(options.since, Date.now()), limit };
         let entries: UsageEntry[];
@@ -90,7 +119,8 @@ export function usageCommand(run: CliRun): Command {
           const path = sourceOf().statePath;
           entries = await new FileMeter(() => undefined, { path, onSpent: () => {} }).usage(q);
         }
-        store.print(usageText(entries), { usage: entries, totals: usageTotals(entries) });
+        if (by) store.print(usageByText(entries, by, limit), { by, groups: usageBy(entries, by), totals: usageTotals(entries), complete: entries.length < limit });
+        else store.print(usageText(entries), { usage: entries, totals: usageTotals(entries) });
       }, () => sourceOf().store);
     });
 }

@@ -17,6 +17,8 @@ export interface HttpRequestLine {
   readonly body?: Uint8Array | string;
   /** Envoy's max_request_bytes: a longer body is cut and flagged partial (as with allow_partial_message). */
   readonly maxRequestBytes?: number;
+  /** The client's address as Envoy determined it (the source address; default 127.0.0.1). */
+  readonly client?: string;
 }
 
 export function buildCheckRequest(r: HttpRequestLine): CheckRequest {
@@ -41,7 +43,7 @@ export function buildCheckRequest(r: HttpRequestLine): CheckRequest {
   }
   return {
     attributes: {
-      source: { address: { socket_address: { address: '127.0.0.1', port_value: 50000 } } },
+      source: { address: { socket_address: { address: r.client ?? '127.0.0.1', port_value: 50000 } } },
       destination: { address: { socket_address: { address: '127.0.0.1', port_value: 10000 } } },
       request: {
         time: { seconds: String(Math.floor(Date.now() / 1000)), nanos: 0 },

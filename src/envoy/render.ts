@@ -20,6 +20,7 @@ import type { Family } from '../check/routes';
 import { DECOMPRESSOR_FILTER, METER_FILTER, UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters } from './meter-filters';
 import { CLUSTER, EXT_AUTHZ_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes } from './render-routes';
 import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
+import { refusalLogFields } from './refusal-log-fields';
 
 type Obj = Record<string, unknown>;
 
@@ -168,6 +169,7 @@ function accessLog(input: GatewayRenderInput): Obj[] {
           duration_ms: '%DURATION%', route: '%ROUTE_NAME%', upstream_cluster: '%UPSTREAM_CLUSTER%',
           bytes_received: '%BYTES_RECEIVED%', bytes_sent: '%BYTES_SENT%', client: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
           key_id: md('keyId'), group: md('group'), model: md('model'), reason: md('reason'), style: md('style'), decision: md('decision'),
+          ...refusalLogFields(),
         },
       },
     },

@@ -51,6 +51,12 @@ export class InFlight {
     return this.#byId.size;
   }
 
+  /** When the oldest request in flight was allowed (entries are kept in that order); none: undefined. */
+  oldestSince(): number | undefined {
+    for (const r of this.#byId.values()) return r.since;
+    return undefined;
+  }
+
   /**
    * false: full (the caller denies). A request id seen twice replaces its first entry; one already
    * gone (ended without its answer) is not held.

@@ -46,6 +46,11 @@ export interface MeterMetrics {
   failed(reason: 'store_unavailable' | 'price_invalid'): void;
   /** Access-log entries that could not be read. */
   lostReports(n: number): void;
+  /**
+   * A response debited from its report (metered or estimated, not provisional): its protocol, model,
+   * usage and the seconds from its Check (undefined: not held here). The GenAI metrics.
+   */
+  served?(protocol: Protocol, model: string, usage: Usage, seconds: number | undefined): void;
 }
 
 export interface MeterLogger {
@@ -500,6 +505,7 @@ export class Meter {
     if (entry?.keySha256 && debit.applied) this.deps.onBalance?.(entry.keySha256, debit.balance);
     if (debit.applied) this.deps.metrics?.settled(request.group, request.model, usage, debit.cost, result, estimate ?? '');
     else this.deps.metrics?.settled(request.group, request.model, NO_TOKENS, 0, result, estimate ?? '');
+    if (debit.applied && !provisional) this.deps.metrics?.served?.(request.protocol, request.model, usage, entry ? (this.#now() - entry.since) / 1000 : undefined);
     const fast = this.deps.usageLog;
     if (!estimate && !provisional && debit.applied && fast) {
       if (fast.enabled()) fast.write(usageLine(request, usage, debit, price !== null, fast.bindings, this.#now()));

@@ -7,6 +7,7 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from 'prom-client';
 import type { MeterMetrics } from '../meter/meter';
+import { genAiMetrics } from './genai-metrics';
 
 export interface Metrics {
   readonly registry: Registry;
@@ -23,6 +24,19 @@ export interface Metrics {
   readonly rateLimitCharges: Counter<'result'>;
   /** The meter's counts (docs/metering.md): by group and model, never by key (bounded cardinality). */
   readonly meter: MeterMetrics;
+  /** Where the meter's in-flight gauges read at scrape time (server/service.ts sets it once). */
+  readInFlight(read: () => InFlightReading): void;
+  /** The notAfter of the gRPC port's mTLS certificate (`cert`) and client CA (`client_ca`), when grpc.tls is set. */
+  readonly tlsCertExpiry: Gauge<'file'>;
+}
+
+/** The meter's table of allowed, unsettled requests, as the gauges show it. */
+export interface InFlightReading {
+  readonly count: number;
+  /** Seconds since the oldest one's Check (0: none in flight). */
+  readonly oldestAgeSeconds: number;
+  /** meter.reservationSeconds: a request older than this should have settled at its maximum. */
+  readonly reservationSeconds: number;
 }
 
 /** Label values of a hot counter and what was counted since the last scrape. */
@@ -133,6 +147,20 @@ export function createMetrics(defaultMetrics = true): Metrics {
   );
   // Reasons are a closed catalogue (one status each), cache kinds and events likewise: these maps stay small.
   const decisionCells = new Map<string, HotCell>();
+  let inFlightSource: (() => InFlightReading) | undefined;
+  // Gauges read at scrape time; with --workers N the counts are summed and the oldest age is the maximum.
+  new Gauge({
+    name: 'modelgate_meter_in_flight', help: 'Requests allowed whose responses the meter has not settled yet', registers: [registry],
+    collect() { this.set(inFlightSource?.().count ?? 0); },
+  });
+  new Gauge({
+    name: 'modelgate_meter_oldest_in_flight_seconds', help: 'Age of the oldest request allowed and not yet settled (0: none in flight)', registers: [registry], aggregator: 'max',
+    collect() { this.set(inFlightSource?.().oldestAgeSeconds ?? 0); },
+  });
+  new Gauge({
+    name: 'modelgate_meter_reservation_seconds', help: 'meter.reservationSeconds: how long a request may go unreported before it settles at its maximum', registers: [registry], aggregator: 'max',
+    collect() { this.set(inFlightSource?.().reservationSeconds ?? 0); },
+  });
   const cacheCells = new Map<string, Map<string, HotCell>>();
   return {
     registry,
@@ -149,14 +177,28 @@ export function createMetrics(defaultMetrics = true): Metrics {
       cell.pending++;
     },
     observeCheckSeconds: (seconds) => checkSeconds.observe(seconds),
-    reloads: new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }),
+    reloads: zeroed(new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }), ['ok', 'rejected']),
     // A gauge is not a count: with --workers N the cluster aggregation takes the minimum (1 only when
     // every worker's store can answer), where counters are summed.
     storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer (with --workers: every worker\'s)', registers: [registry], aggregator: 'min' }),
-    rateLimitCharges: new Counter({ name: 'modelgate_rate_limit_token_charges_total', help: 'Responses whose tokens were charged to the rate limit engine (charged), or could not be (failed: the engine did not answer; that key\'s token windows miss them)', labelNames: ['result'], registers: [registry] }),
+    rateLimitCharges: zeroed(new Counter({ name: 'modelgate_rate_limit_token_charges_total', help: 'Responses whose tokens were charged to the rate limit engine (charged), or could not be (failed: the engine did not answer; that key\'s token windows miss them)', labelNames: ['result'], registers: [registry] }), ['charged', 'failed']),
     logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),
     meter: meterMetrics(registry),
+    readInFlight(read) {
+      inFlightSource = read;
+    },
+    tlsCertExpiry: new Gauge({ name: 'modelgate_grpc_tls_cert_expiry_timestamp_seconds', help: "When the gRPC port's mTLS certificate (file=cert) and client CA (file=client_ca) expire, as epoch seconds (grpc.tls)", labelNames: ['file'], registers: [registry], aggregator: 'min' }),
   };
+}
+
+/**
+ * A labelled counter with its series shown at 0 from the start: Prometheus's increase() and rate()
+ * see the first count only from a series that existed before it (the alerts on rejected reloads and
+ * failed charges would miss a first one).
+ */
+function zeroed<L extends string>(counter: Counter<L>, values: readonly string[]): Counter<L> {
+  for (const v of values) counter.labels(v).inc(0);
+  return counter;
 }
 
 /** Tokens and cost by group and model (the models a group allows: a bounded set), responses by result and reason. */
@@ -182,6 +224,8 @@ function meterMetrics(registry: Registry): MeterMetrics {
     if (!cell) byReason.set(reason, (cell = responses.cell(result, reason)));
     return cell;
   };
+  // Shown at 0 from the start, for the alerts' increase() (see zeroed): debits the store never took.
+  for (const reason of ['store_unavailable', 'price_invalid']) response('failed', reason);
   return {
     settled(group, model, usage, c, result, reason) {
       response(result, reason).pending++;
@@ -197,5 +241,6 @@ function meterMetrics(registry: Registry): MeterMetrics {
     released: (reason) => { response('released', reason).pending++; },
     failed: (reason) => { response('failed', reason).pending++; },
     lostReports: (n) => lost.inc(n),
+    served: genAiMetrics(registry),
   };
 }

@@ -3,7 +3,7 @@
  * HTTP listeners, hot reload and draining. Everything a process needs; nothing reads the
  * environment after start.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID, X509Certificate } from 'node:crypto';
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -22,6 +22,7 @@ import { createConsoleHandler } from '../console/http-handler';
 import type { UsageProvider } from '../console/usage';
 import { BatchedLogStream } from './log-stream';
 import { createMetrics } from './metrics';
+import { genAiExport } from './genai-otlp';
 import { openPgStore, redactUrl } from '../store/pg/store';
 import { authorizationService } from '../envoy/protos';
 import { createPipeline, type Admission } from '../check/pipeline';
@@ -29,7 +30,7 @@ import { ResponseEncoder } from '../check/response-encoder';
 import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
 import { createAdmission, uncappedPricedModels } from '../meter/admission';
-import { Meter } from '../meter/meter';
+import { Meter, type MeterMetrics } from '../meter/meter';
 import { InFlight } from '../meter/in-flight';
 import { LeaseBook } from '../meter/leases';
 import { createEstimator, workerTokenCounter } from '../meter/estimate';
@@ -107,6 +108,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // The gRPC port's secret and certificates: read once, at start, before anything is opened.
   const grpcAuth = { secret: readGrpcSecret(config, { env, configPath: opts.configPath }) ?? opts.defaultGrpcSecret, tls: readGrpcTls(config, { env, configPath: opts.configPath }) };
   const metrics = createMetrics();
+  if (grpcAuth.tls) {
+    metrics.tlsCertExpiry.set({ file: 'cert' }, certExpirySeconds(grpcAuth.tls.cert));
+    metrics.tlsCertExpiry.set({ file: 'client_ca' }, certExpirySeconds(grpcAuth.tls.clientCa));
+  }
   const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
     ? opts.logDestination
     : new BatchedLogStream(opts.logDestination ?? 1, { maxBytes: 64 * 1024 * 1024, onDrop: (bytes) => metrics.logDroppedBytes.inc(bytes) });
@@ -156,6 +161,14 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // Requests allowed here and not settled yet (meter/in-flight.ts): soft mode's bound, deadlines, input
   // samples, and the rate limits' in-flight cap (a request is in flight from its Check to its settlement).
   const inFlight = new InFlight();
+  metrics.readInFlight(() => {
+    const since = inFlight.oldestSince();
+    return {
+      count: inFlight.size,
+      oldestAgeSeconds: since === undefined ? 0 : Math.max(0, ((opts.now ?? Date.now)() - since) / 1000),
+      reservationSeconds: config.meter.reservationSeconds,
+    };
+  });
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
   const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1 });
@@ -204,6 +217,15 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     }
     return m.finally(() => slots.release(view.requestId));
   };
+  // The GenAI metrics also over OTLP when the standard OTEL_EXPORTER_OTLP_* variables name a collector (genai-otlp.ts).
+  const genAiOtlp = genAiExport(env);
+  const meterMetrics: MeterMetrics = genAiOtlp === undefined ? metrics.meter : {
+    ...metrics.meter,
+    served(protocol, model, usage, seconds) {
+      metrics.meter.served?.(protocol, model, usage, seconds);
+      genAiOtlp.record(protocol, model, usage, seconds);
+    },
+  };
   // Shutting down: the port stays open for the meter's reports, and a Check arriving meanwhile is
   // denied (fail closed; another replica, or this gateway once restarted, answers the retry).
   let draining = false;
@@ -213,7 +235,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // counted as released (meter_disabled), never refused.
   const tokenCounter = workerTokenCounter();
   const meter = new Meter({
-    config: () => config, groups: cache.groups, store: store.meter, inFlight, estimator: createEstimator(tokenCounter), metrics: metrics.meter, logger, now: opts.now,
+    config: () => config, groups: cache.groups, store: store.meter, inFlight, estimator: createEstimator(tokenCounter), metrics: meterMetrics, logger, now: opts.now,
     // The file store tells the cache itself, at once; PostgreSQL's notification comes a moment later.
     onBalance: fileStore ? undefined : (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
     usageLog: decisionLog,
@@ -334,6 +356,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await charges?.flushAll();
       remote?.close();
       await store.close();
+      // The last GenAI counts go to the collector; one that does not answer does not hold the exit.
+      if (genAiOtlp) await Promise.race([genAiOtlp.shutdown().catch(() => undefined), new Promise((r) => setTimeout(r, 2000).unref())]);
       logger.info('modelgate stopped');
       await new Promise<void>((resolve) => logger.flush(() => resolve()));
     },
@@ -341,6 +365,16 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 }
 
 /** How the gRPC port authenticates its callers, for the start line (never the secret). */
+/** The notAfter of the first certificate in a PEM file, as epoch seconds (0: none readable, which alerts as expired). */
+function certExpirySeconds(pem: Buffer): number {
+  try {
+    const t = Date.parse(new X509Certificate(pem).validTo);
+    return Number.isFinite(t) ? Math.floor(t / 1000) : 0;
+  } catch {
+    return 0;
+  }
+}
+
 function grpcAuthText(a: { secret?: string; tls?: unknown }): string {
   return [a.secret ? 'secret' : '', a.tls ? 'mtls' : ''].filter(Boolean).join('+') || 'none';
 }

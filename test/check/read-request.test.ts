@@ -45,7 +45,8 @@ describe('decodeCheckRequest', () => {
     expect(v.requestId).toBe('req-1');
     expect(Buffer.from(v.body!).toString('utf8')).toBe('{"model":"m"}');
     expect(v.partialBody).toBe(false);
-    // Headers no decision reads are skipped, not decoded.
+    expect(v.headers['user-agent']).toBe('sdk/1.0'); // for the decision line
+    // Headers no decision (or its log line) reads are skipped, not decoded.
     expect(Object.keys(v.headers).sort()).toEqual([':method', ':path', 'anthropic-version', 'authorization', 'user-agent', 'x-api-key', 'x-envoy-auth-partial-body', 'x-request-id']);
   });
 
@@ -91,9 +92,15 @@ describe('decodeCheckRequest', () => {
   test.each<[string, CheckRequest]>([
     ['an empty request', {}],
     ['no http attributes', { attributes: { request: {} } }],
-    ['only peers and context', { attributes: { source: { address: { socket_address: { address: '10.0.0.1', port_value: 1 } } }, context_extensions: { a: 'b' } } }],
   ])('reads %s as an empty view', (_name, req) => {
     expect(decode(encode(req))).toEqual({ method: '', path: '', query: '', headers: {}, body: undefined, partialBody: false, requestId: '' });
+  });
+
+  test('reads the client\'s address (attributes.source, as Envoy determined it) and nothing else of the peers and context', () => {
+    const req = { attributes: { source: { address: { socket_address: { address: '2001:db8::7', port_value: 1 } } }, destination: { address: { socket_address: { address: '10.0.0.2', port_value: 2 } } }, context_extensions: { a: 'b' } } };
+    const v = decode(encode(req))!;
+    expect(v).toEqual({ method: '', path: '', query: '', headers: {}, body: undefined, partialBody: false, requestId: '', client: '2001:db8::7' });
+    expect(v.client).toBe('2001:db8::7');
   });
 
   test('merges a repeated embedded message as the protobuf spec says (as if the two were concatenated)', () => {

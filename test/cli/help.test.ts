@@ -59,6 +59,7 @@ test('the walk covers every command group and subcommand', () => {
     'balance add',
     'migrate',
     'usage',
+    'denials',
   ]);
 });
 

@@ -47,6 +47,8 @@ function placements(k: string): Line[] {
     { method: 'POST', path: `/v1/chat/completions?x=${enc(k)}%zz`, headers: [['authorization', `Bearer ${ALICE}`]], body: body('gpt-4o-mini') },
     { method: 'POST', path: `/v1/chat/completions?${bare}`, headers: [['authorization', `Bearer ${ALICE}`]], body: body('gpt-4o-mini') },
     { method: k, path: '/v1/models', http2: true },
+    // The decision line logs the user agent: a key there escaped, bare or split, beside an agent's name.
+    ...[enc(k), bare, split, `ops-probe/1.0 ${enc(bare)}`].map((ua): Line => ({ method: 'POST', path: '/v1/chat/completions', headers: [['user-agent', ua], ['authorization', `Bearer ${k}`]], body: body('gpt-4o-mini') })),
   ];
 }
 
@@ -89,7 +91,9 @@ describeE2E('keys never reach a log line, Envoy\'s or modelgate\'s', () => {
         }
       }
     }
-    // Ops still see who and what: key ids and routes, never keys.
+    // Ops still see who and what: key ids and routes, the client's address and agent, never keys.
+    const decisions = modelgateText.split('\n').filter((l) => l.includes('"msg":"decision"')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(decisions.some((d) => d.client === '127.0.0.1' && typeof d.userAgent === 'string' && d.userAgent.startsWith('ops-probe/1.0 '))).toBe(true);
     expect(gw.accessLog().some((l) => l.key_id === 'alice' && l.route === 'chat_completions' && l.path === '/v1/chat/completions')).toBe(true);
     expect(gw.accessLog().some((l) => l.key_id === 'imported-1')).toBe(true);
   }, 120_000);

@@ -225,7 +225,7 @@ describe('the settings modelgate relies on', () => {
   it('sends exactly the headers the service reads, pseudo-headers included', () => {
     const patterns = extAuthzConfig(envoyBundle().config).allowed_headers.patterns as Obj[];
     expect(patterns.map((p) => p.exact).sort()).toEqual([':method', ':path', 'anthropic-beta', 'anthropic-version', 'authorization',
-      'content-encoding', 'content-type', 'user-agent', 'x-api-key', 'x-goog-api-key', 'x-goog-fieldmask', 'x-request-id', 'x-vendor-api-key']);
+      'content-encoding', 'content-type', 'user-agent', 'x-api-key', 'x-forwarded-for', 'x-goog-api-key', 'x-goog-fieldmask', 'x-request-id', 'x-vendor-api-key']);
     // Every header the service's decoder keeps for a decision is sent (Envoy adds the partial-body flag itself).
     const sent = new Set(patterns.map((p) => p.exact));
     const demoRoutes = parseConfig(readFileSync(DEMO_CONFIG, 'utf8')).routes;

@@ -24,9 +24,22 @@ test('three Checks of one shape log the same fields with their own request ids, 
   const lines = h.logs.raw.filter((l) => l.includes('"msg":"decision"')).slice(-3);
   expect(lines.map((l) => JSON.parse(l).requestId)).toEqual(['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222', 'not "a" uuid']);
   for (const l of lines) {
-    expect(Object.keys(JSON.parse(l))).toEqual(['level', 'time', 'svc', 'decision', 'status', 'reason', 'style', 'method', 'path', 'keyId', 'group', 'model', 'requestId', 'durUs', 'msg']);
+    expect(Object.keys(JSON.parse(l))).toEqual(['level', 'time', 'svc', 'decision', 'status', 'reason', 'style', 'method', 'path', 'keyId', 'group', 'model', 'client', 'requestId', 'durUs', 'msg']);
     expect(JSON.parse(l)).toMatchObject({ decision: 'allow', keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', path: '/v1/chat/completions', method: 'POST' });
   }
+});
+
+test('Checks of one shape each log their own client address and user agent', async () => {
+  const clients = ['192.0.2.1', '2001:db8::2', '198.51.100.3'];
+  const agents = ['curl/8.5.0', 'OpenAI/Python 1.99.1', undefined];
+  for (let i = 0; i < 3; i++) {
+    const line = chat('gpt-4o-mini', `ua-${i}`);
+    await h.check({ ...line, client: clients[i], headers: [...line.headers, ...(agents[i] ? [['user-agent', agents[i]!] as [string, string]] : [])] });
+  }
+  await h.service.logger.flush();
+  const lines = h.logs.raw.filter((l) => l.includes('"msg":"decision"')).slice(-3).map((l) => JSON.parse(l));
+  expect(lines.map((l) => [l.requestId, l.client, l.userAgent])).toEqual([['ua-0', clients[0], agents[0]], ['ua-1', clients[1], agents[1]], ['ua-2', clients[2], undefined]]);
+  expect(Object.keys(lines[0]).slice(-5)).toEqual(['client', 'userAgent', 'requestId', 'durUs', 'msg']);
 });
 
 test('two denials for different models outside the group each log their own model', async () => {

@@ -44,6 +44,12 @@ test('no key string reaches any log line, whatever the client does with it', asy
     { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]] as [string, string][], body: JSON.stringify({ model: k.replace('sk-mg-', '') }) },
     { method: 'POST', path: `/v1beta/models/${encodeURIComponent(`${k.slice(0, 20)}"${k.slice(20)}`)}:generateContent`, headers: [['x-goog-api-key', DEMO_KEYS.alice]] as [string, string][], body: '{}' },
     { method: 'POST', path: `/v1/chat/completions?x=${encodeURIComponent(k)}%zz`, headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    // The user agent and the client address are logged: a key there, as it is, escaped, split, without its prefix.
+    ...[k, `agent/1.0 (${k})`, `agent/1.0 ${[...k].map((ch) => `%${ch.charCodeAt(0).toString(16)}`).join('')}`, `agent/1.0 ${k.slice(0, 12)} ${k.slice(12)}`, k.replace('sk-mg-', ''), `${'a'.repeat(120)}${k}`]
+      .map((ua) => ({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['user-agent', ua]] as [string, string][], body: '{"model":"gpt-4o-mini"}' })),
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${k}`], ['user-agent', k]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['x-forwarded-for', `198.51.100.1, ${k}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
+    { method: 'POST', path: '/v1/chat/completions', client: k, headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' },
   ];
   const reasons = new Set<string>();
   for (const k of keys) for (const line of placements(k)) reasons.add(reasonOf(await h.check(line)));
@@ -59,16 +65,17 @@ test('no key string reaches any log line, whatever the client does with it', asy
     const secret = k.replace(/^sk-mg-/, '');
     for (let i = 0; i + 8 <= secret.length; i++) expect(all, `a piece of a key at ${i}`).not.toContain(secret.slice(i, i + 8));
   }
+  expect(decisions.filter((d) => typeof d.userAgent === 'string').length).toBeGreaterThanOrEqual(keys.length * 7);
   // Ops still see who: key ids, never keys.
   expect(decisions.some((d) => d.keyId === 'imported-1')).toBe(true);
   expect(decisions.some((d) => d.keyId === 'alice' && d.model === 'gpt-4o-mini')).toBe(true);
 });
 
 test('a decision line carries the fields ops need', async () => {
-  await h.check({ method: 'POST', path: '/v1/chat/completions?x=1', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['x-request-id', 'req-123']], body: '{"model":"gpt-4o"}' });
+  await h.check({ method: 'POST', path: '/v1/chat/completions?x=1', client: '2001:db8::7', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['x-request-id', 'req-123'], ['user-agent', 'OpenAI/Python 1.99.1\u0007']], body: '{"model":"gpt-4o"}' });
   await new Promise<void>((resolve) => h.service.logger.flush(() => resolve()));
   const line = h.logs.decisions().find((d) => d.requestId === 'req-123')!;
-  expect(line).toMatchObject({ decision: 'deny', status: 403, reason: 'model_not_in_group', keyId: 'alice', group: 'basic', model: 'gpt-4o', style: 'chat', method: 'POST', path: '/v1/chat/completions' });
+  expect(line).toMatchObject({ decision: 'deny', status: 403, reason: 'model_not_in_group', keyId: 'alice', group: 'basic', model: 'gpt-4o', style: 'chat', method: 'POST', path: '/v1/chat/completions', client: '2001:db8::7', userAgent: 'OpenAI/Python 1.99.1?' });
   expect(typeof line.durUs).toBe('number');
   expect(typeof line.hint).toBe('string');
 });

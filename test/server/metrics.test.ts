@@ -86,6 +86,8 @@ describe('hot metrics', () => {
     const tokens = new Counter({ name: 'modelgate_meter_tokens_total', help: 'Tokens debited, by group, model and kind (input, cached_input, output); input includes cached_input; estimates and provisional maximums included', labelNames: ['group', 'model', 'kind'], registers: [ref] });
     const cost = new Counter({ name: 'modelgate_meter_cost_total', help: "Cost debited (tokens x price), in the balance's unit, by group and model", labelNames: ['group', 'model'], registers: [ref] });
     const responses = new Counter({ name: 'modelgate_meter_responses_total', help: 'Requests settled by the meter, by result (metered: the provider\'s usage; estimated; provisional: no report, its maximum; released: nothing to debit; failed: the store never took it) and reason', labelNames: ['result', 'reason'], registers: [ref] });
+    responses.labels('failed', 'store_unavailable').inc(0); // shown at 0 from the start (the alerts' increase())
+    responses.labels('failed', 'price_invalid').inc(0);
     tokens.labels('team', 'gpt-4o', 'input').inc(150);
     tokens.labels('team', 'gpt-4o', 'cached_input').inc(10);
     tokens.labels('team', 'gpt-4o', 'output').inc(25);
@@ -102,5 +104,26 @@ describe('hot metrics', () => {
     zero.meter.settled('team', 'o3', usage(7, 0, 0), 0, 'metered', '');
     expect(await zero.registry.metrics()).toContain('modelgate_meter_tokens_total{group="team",model="o3",kind="cached_input"} 0');
     expect(await zero.registry.metrics()).toContain('modelgate_meter_tokens_total{group="team",model="o3",kind="input"} 7');
+  });
+
+  test('shows the counters the alerts take increase() of at 0 before their first count', async () => {
+    const text = await createMetrics(false).registry.metrics();
+    for (const series of ['modelgate_store_reloads_total{result="ok"} 0', 'modelgate_store_reloads_total{result="rejected"} 0', 'modelgate_rate_limit_token_charges_total{result="failed"} 0',
+      'modelgate_meter_responses_total{result="failed",reason="store_unavailable"} 0', 'modelgate_meter_reports_lost_total 0', 'modelgate_log_dropped_bytes_total 0']) expect(text).toContain(series);
+  });
+
+  test('reads the meter\'s requests in flight, the oldest one\'s age and meter.reservationSeconds at scrape time', async () => {
+    const m = createMetrics(false);
+    expect(await m.registry.metrics()).toMatch(/^modelgate_meter_in_flight 0$/m);
+    let reading = { count: 3, oldestAgeSeconds: 42.5, reservationSeconds: 900 };
+    m.readInFlight(() => reading);
+    let text = await m.registry.metrics();
+    expect(text).toMatch(/^modelgate_meter_in_flight 3$/m);
+    expect(text).toMatch(/^modelgate_meter_oldest_in_flight_seconds 42.5$/m);
+    expect(text).toMatch(/^modelgate_meter_reservation_seconds 900$/m);
+    reading = { count: 0, oldestAgeSeconds: 0, reservationSeconds: 60 };
+    text = await m.registry.metrics();
+    expect(text).toMatch(/^modelgate_meter_in_flight 0$/m);
+    expect(text).toMatch(/^modelgate_meter_reservation_seconds 60$/m);
   });
 });

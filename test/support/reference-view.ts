@@ -28,6 +28,7 @@ export function readCheckRequest(req: CheckRequest__Output | null | undefined, k
     body,
     partialBody: headers['x-envoy-auth-partial-body'] === 'true',
     requestId: str(headers['x-request-id']),
+    client: str(req?.attributes?.source?.address?.socket_address?.address) || undefined,
   };
 }
 
