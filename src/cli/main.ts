@@ -10,6 +10,7 @@
  */
 import { Command, CommanderError } from 'commander';
 import { version } from '../../package.json';
+import { adminTokensCommand } from './admin-tokens';
 import { balanceCommand } from './balance';
 import { envoyCheckCommand, envoyConfigCommand } from './envoy';
 import { CliError, commandPath } from './errors';
@@ -51,7 +52,8 @@ export function cliProgram(run: CliRun): Command {
     .addCommand(groupsCommand(run))
     .addCommand(balanceCommand(run))
     .addCommand(migrateCommand(run))
-    .addCommand(usageCommand(run));
+    .addCommand(usageCommand(run))
+    .addCommand(adminTokensCommand(run));
   program.addHelpText(
     'after',
     [

@@ -19,7 +19,7 @@ import { PROTOCOLS, type Protocol } from '../store/store';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 /** An HTTP field name (RFC 9110 token), at most 128 characters; read in any case, kept lowercase. */
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
-const KEY_ID = /^[A-Za-z0-9._@:-]{1,128}$/;
+export const KEY_ID = /^[A-Za-z0-9._@:-]{1,128}$/;
 const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const ALT_PREFIX = /^\/[A-Za-z0-9._~-]{1,31}$/;
@@ -324,7 +324,7 @@ const limitFields = {
   tpd: integer(1, MAX_LIMIT).nullish().describe('Tokens per day (UTC); once reached: 429 tokens_rate_limited.'),
 };
 
-const keyLimits = mapping({
+export const keyLimits = mapping({
   ...limitFields,
   inFlight: integer(1, 1_000_000).nullish().describe('Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight.'),
 }, 'must be a mapping of limits {rpm, tpm, rpd, tpd, inFlight}');

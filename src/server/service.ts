@@ -12,6 +12,11 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
+import type { AdminBackend } from '../admin/backend';
+import { adminStatePath, FileAdminBackend } from '../admin/file-backend';
+import { PgAdminBackend } from '../admin/pg-backend';
+import { openAdminPool } from '../store/pg/admin';
+import { createAdminHandler } from '../admin/handler';
 import { readGrpcSecret, readGrpcTls } from '../config/grpc-auth';
 import { isLoopback, parseConfig, parseHostPort, type Config } from '../config/load';
 import { watchConfig } from '../config/watch';
@@ -135,6 +140,13 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     now: opts.now,
     onEvent: (event, kind) => metrics.countCache(event, kind),
   });
+
+  // The admin API (docs/admin-api.md): on the file store, its keys and tokens live beside the config,
+  // loaded before the first Check so that the keys it created are served from the start.
+  const adminBackend: AdminBackend | undefined = storeUrl && !opts.store ? new PgAdminBackend(openAdminPool(storeUrl), opts.now) : fileStore ? new FileAdminBackend(fileStore, {
+    path: adminStatePath(opts.configPath), configPath: opts.configPath, now: opts.now,
+    onError: (err) => logger.error({ err: err.message }, 'admin state file changed and cannot be read (the last good state stays in use)'),
+  }) : undefined;
 
   const checkDef = authorizationService().Check;
   // This process's name in the store's leases (strict mode on PostgreSQL) and in the Check's metadata.
@@ -265,7 +277,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     config: () => config, lookups: cache, logger, now: opts.now, usage,
     rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
   });
-  const routes: RouteHandler = async (req, res) => (await consoleHandler(req, res)) || catalog(req, res);
+  const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now }) : undefined;
+  const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
@@ -331,6 +344,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       unwatchBalances?.();
       await charges?.flushAll();
       remote?.close();
+      await adminBackend?.close();
       await store.close();
       logger.info('modelgate stopped');
       await new Promise<void>((resolve) => logger.flush(() => resolve()));

@@ -1,0 +1,76 @@
+/**
+ * What the admin API asks of a store (docs/admin-api.md): one interface, one implementation per
+ * store (file-backend.ts: modelgate's own state beside the config; pg-backend.ts: PostgreSQL).
+ * Every write takes the actor and is audited by the backend in the same step as the change.
+ */
+import type { z } from 'zod';
+import type { Limits, UsageEntry } from '../store/store';
+import type { AuditEntry, Credit, Group, Key } from './schemas';
+import type { TokenRecord } from './tokens';
+
+export type KeyView = z.infer<typeof Key>;
+export type CreditView = z.infer<typeof Credit>;
+export type AuditView = z.infer<typeof AuditEntry>;
+export type GroupView = z.infer<typeof Group>;
+
+/** Who makes a change, for the audit log: never a secret. */
+export interface Actor {
+  /** The management token's id, or `cli` for the command line. */
+  readonly tokenId: string;
+  readonly address: string | null;
+  readonly requestId: string | null;
+}
+
+export interface NewKeyRecord {
+  readonly id: string;
+  readonly sha256: string;
+  readonly group: string;
+  readonly balance: number | null;
+  /** Epoch milliseconds, or null for never. */
+  readonly expiresAt: number | null;
+  readonly disabled: boolean;
+  readonly limits: Limits | null;
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+export interface KeyChange {
+  readonly group?: string;
+  readonly expiresAt?: number | null;
+  readonly disabled?: boolean;
+  readonly limits?: Limits | null;
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+export interface UsageFilter {
+  readonly keyId?: string;
+  readonly group?: string;
+  readonly model?: string;
+  /** Epoch milliseconds, inclusive. */
+  readonly since?: number;
+  /** Epoch milliseconds, exclusive. */
+  readonly until?: number;
+  readonly limit: number;
+}
+
+export interface AdminBackend {
+  readonly kind: 'file' | 'postgres';
+  findToken(sha256: string): Promise<TokenRecord | null>;
+  createToken(token: TokenRecord, actor: Actor): Promise<void>;
+  listKeys(group?: string): Promise<KeyView[]>;
+  getKey(id: string): Promise<KeyView | null>;
+  createKey(key: NewKeyRecord, actor: Actor): Promise<KeyView>;
+  updateKey(id: string, change: KeyChange, actor: Actor): Promise<KeyView>;
+  deleteKey(id: string, actor: Actor): Promise<KeyView>;
+  /** A new hash for key `id`; the previous one keeps working until `previousUntil` (epoch ms; null: not at all). */
+  rotateKey(id: string, sha256: string, previousUntil: number | null, actor: Actor): Promise<KeyView>;
+  /** Adds `amount` once per idempotency key; a repeat answers the first credit with replayed: true. */
+  credit(id: string, amount: number, idempotencyKey: string, reason: string | null, actor: Actor): Promise<CreditView>;
+  usage(filter: UsageFilter): Promise<UsageEntry[]>;
+  /** Newest first. */
+  audit(limit: number): Promise<AuditView[]>;
+  listGroups(): Promise<GroupView[]>;
+  close(): Promise<void>;
+}
+
+/** ISO 8601 without zero milliseconds. */
+export const isoTime = (ms: number): string => new Date(ms).toISOString().replace('.000Z', 'Z');
