@@ -16,7 +16,7 @@ import { openApiText } from './openapi';
 import { OPERATIONS, type Operation } from './operations';
 import { AdminRefusal, keyNotFound } from './refusal';
 import { CreditCreate, KeyCreate, KeyPatch, Rotate } from './schemas';
-import { hashToken, hasTokenShape, scopeAllows, type TokenRecord } from './tokens';
+import { hashToken, hasTokenShape, scopeAllows, type Scope, type TokenRecord } from './tokens';
 
 export const ADMIN_PREFIX = '/admin/v1/';
 const MAX_BODY = 64 * 1024;
@@ -30,6 +30,8 @@ export interface AdminApiOptions {
   readonly backend: AdminBackend;
   readonly logger: AdminLogger;
   readonly now?: () => number;
+  /** Tokens defined in the config file (`adminTokens`), read at each request so a reload applies. */
+  readonly configTokens?: () => readonly { readonly id: string; readonly sha256: string; readonly scope: Scope }[];
   /** Failed authentications an address may make per window (default 20 per minute). */
   readonly failures?: { readonly max: number; readonly windowMs: number };
 }
@@ -65,7 +67,7 @@ export function createAdminHandler(o: AdminApiOptions): (req: http.IncomingMessa
       if (blocked > 0) {
         return refuse(new AdminRefusal(429, 'too_many_failures', 'too many failed authentications from this address', `try again in ${blocked} s with a valid management token`), { 'retry-after': String(blocked) });
       }
-      const auth = await authenticate(req, o.backend);
+      const auth = await authenticate(req, o.backend, o.configTokens?.() ?? []);
       if ('refusal' in auth) {
         failures.fail(address);
         o.logger.warn({ address, requestId, reason: auth.refusal.code, method: req.method, path: url.pathname }, 'admin API authentication failed');
@@ -103,7 +105,7 @@ function header(req: http.IncomingMessage, name: string): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
-async function authenticate(req: http.IncomingMessage, backend: AdminBackend): Promise<{ token: TokenRecord } | { refusal: AdminRefusal }> {
+async function authenticate(req: http.IncomingMessage, backend: AdminBackend, inConfig: readonly { readonly id: string; readonly sha256: string; readonly scope: Scope }[]): Promise<{ token: TokenRecord } | { refusal: AdminRefusal }> {
   const raw = header(req, 'authorization');
   const deny = (code: string, message: string, hint: string): { refusal: AdminRefusal } => ({ refusal: new AdminRefusal(401, code, message, hint) });
   if (raw === undefined) return deny('token_missing', 'no management token', 'send Authorization: Bearer <token> (modelgate admin-tokens new --scope read|keys|billing|admin)');
@@ -112,7 +114,10 @@ async function authenticate(req: http.IncomingMessage, backend: AdminBackend): P
   const token = m[1];
   if (token.startsWith(KEY_PREFIX)) return deny('model_key_refused', 'a model key is not a management token', 'the admin API takes a management token (mg-admin-...), created with modelgate admin-tokens new');
   if (!hasTokenShape(token)) return deny('token_unknown', 'not a valid management token', 'a management token is mg-admin- and 43 characters, created with modelgate admin-tokens new');
-  const found = await backend.findToken(hashToken(token));
+  const sha256 = hashToken(token);
+  const configured = inConfig.find((t) => t.sha256 === sha256);
+  if (configured) return { token: { id: configured.id, sha256, scope: configured.scope, createdAt: 0 } };
+  const found = await backend.findToken(sha256);
   if (!found) return deny('token_unknown', 'not a valid management token', 'the token may have been mistyped or removed; create one with modelgate admin-tokens new');
   return { token: found };
 }

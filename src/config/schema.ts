@@ -455,6 +455,21 @@ const key = mapping(
   'must be a mapping with id, sha256 and group',
 );
 
+/** The admin API's scopes (admin/tokens.ts SCOPES, which a test checks against these). */
+export const ADMIN_SCOPES = ['read', 'keys', 'billing', 'admin'] as const;
+
+const adminToken = mapping(
+  {
+    id: text(KEY_ID, 'an id of 1-128 characters from A-Z a-z 0-9 . _ @ : -').describe('The token id, in the audit log and the logs (never the token).'),
+    sha256: text(SHA256_HEX, 'the 64-hex-digit SHA-256 of the full token').toLowerCase().describe('SHA-256 of the full management token, in hex.'),
+    scope: z.enum(ADMIN_SCOPES, { error: `must be one of ${ADMIN_SCOPES.join(', ')}` }).describe('read: every GET; keys: also key writes; billing: also credits; admin: everything.'),
+  },
+  'must be a mapping with id, sha256 and scope',
+);
+
+const adminTokens = orDefault(z.array(adminToken, { error: 'must be a list' }), [])
+  .describe('Management tokens of the admin API defined here, each stored only as its SHA-256 (docs/admin-api.md); `modelgate admin-tokens new` keeps others in modelgate\'s own state. Reloads.');
+
 const keys = orDefault(
   z.array(key, { error: 'must be a list' }).superRefine((list, ctx) => {
     if (!Array.isArray(list)) return;
@@ -504,6 +519,7 @@ export const configFileSchema = mapping({
   gateway: orDefault(gateway, {}).describe('The Envoy bundle `modelgate envoy-config` renders from this file (and `modelgate up` runs): listener, limits, upstreams.'),
   groups,
   keys,
+  adminTokens,
 })
   .superRefine((root, ctx) => {
     if (!isMapping(root)) return;

@@ -277,7 +277,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     config: () => config, lookups: cache, logger, now: opts.now, usage,
     rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
   });
-  const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now }) : undefined;
+  const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now, configTokens: () => config.adminTokens }) : undefined;
   const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 

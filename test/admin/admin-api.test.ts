@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import createClient from 'openapi-fetch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addTokenToFile, adminStatePath } from '../../src/admin/file-backend';
-import { generateToken, hashToken, type Scope } from '../../src/admin/tokens';
+import { generateToken, hashToken, SCOPES, type Scope } from '../../src/admin/tokens';
+import { ADMIN_SCOPES } from '../../src/config/schema';
 import { openApiText } from '../../src/admin/openapi';
 import type { paths } from '../support/admin-api';
 import { DEMO_KEYS } from '../support/demo-keys';
@@ -66,6 +67,14 @@ describe('authentication', () => {
     const unknown = await client(generateToken()).GET('/admin/v1/keys');
     expect(unknown.response.status).toBe(401);
     expect(unknown.error?.error.code).toBe('token_unknown');
+  });
+
+  it('takes the demo token of envoy/demo-keys.env (adminTokens in the config, by hash) with its scope', async () => {
+    const demo = /^export ADMIN_TOKEN=(\S+)/m.exec(readFileSync(join(ROOT, 'envoy', 'demo-keys.env'), 'utf8'))![1];
+    const r = await client(demo).GET('/admin/v1/groups');
+    expect(r.response.status).toBe(200);
+    expect(r.data!.groups.map((g) => g.name)).toContain('basic');
+    expect(ADMIN_SCOPES).toEqual(SCOPES);
   });
 
   it('a management token is refused by the Check (it is never a model key)', async () => {
