@@ -12,6 +12,7 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
+import { createKeyViewHandler } from './key-view';
 import type { AdminBackend } from '../admin/backend';
 import { adminStatePath, FileAdminBackend } from '../admin/file-backend';
 import { PgAdminBackend } from '../admin/pg-backend';
@@ -278,7 +279,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
   });
   const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now, configTokens: () => config.adminTokens }) : undefined;
-  const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || catalog(req, res);
+  const keyView = createKeyViewHandler({ lookups: cache, pipeline, usage, now: opts.now ?? Date.now, keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null) });
+  const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || (await keyView(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {

@@ -42,6 +42,44 @@ describeE2E('the admin API with a real Envoy', () => {
     expect(key.balance).toBeCloseTo(3 - entries[0].cost, 12);
   });
 
+  it('GET /v1/me through Envoy answers the key holder\'s own view, the key sent as each protocol sends it', async () => {
+    const made = await api().POST('/admin/v1/keys', { body: { id: 'me-1', group: 'basic', balance: 2, limits: { rpm: 50 } } });
+    const key = made.data!.secret;
+    const chat = await gw.send('POST', '/v1/chat/completions', {
+      headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']],
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(chat.status).toBe(200);
+    let me = await gw.send('GET', '/v1/me', { headers: [['authorization', `Bearer ${key}`]] });
+    const end = Date.now() + 15_000;
+    while (me.json().recentSpend?.requests !== 1 && Date.now() < end) {
+      await new Promise((res) => setTimeout(res, 50));
+      me = await gw.send('GET', '/v1/me', { headers: [['authorization', `Bearer ${key}`]] });
+    }
+    expect(me.status, me.text).toBe(200);
+    const body = me.json();
+    expect(body).toMatchObject({ object: 'key', key: { id: 'me-1', disabled: false, expiresAt: null }, group: { name: 'basic', available: true }, limits: { rpm: 50 } });
+    expect(body.models.map((m: { name: string }) => m.name)).toContain('gpt-4o-mini');
+    expect(body.recentSpend.requests).toBe(1);
+    expect(body.recentSpend.entries[0].model).toBe('gpt-4o-mini');
+    expect(body.balance).toBeCloseTo(2 - body.recentSpend.cost, 12);
+    expect(me.text).not.toContain(key);
+    for (const [path, headers] of [
+      ['/v1/me', [['x-api-key', key], ['anthropic-version', '2023-06-01']]],
+      ['/v1beta/me', [['x-goog-api-key', key]]],
+      ['/alt/v1/me', [['authorization', `Bearer ${key}`]]],
+    ] as Array<[string, Array<[string, string]>]>) {
+      const r = await gw.send('GET', path, { headers });
+      expect(r.status, `${path} ${r.text}`).toBe(200);
+      expect(r.json().key.id).toBe('me-1');
+    }
+    const none = await gw.send('GET', '/v1/me', { headers: [['authorization', 'Bearer sk-mg-notakey']] });
+    expect(none.status).toBe(401);
+    expect(none.headers['x-modelgate-reason']).toMatch(/^key_/);
+    const token = await gw.send('GET', '/v1/me', { headers: [['authorization', `Bearer ${ADMIN_TOKEN}`]] });
+    expect(token.status).toBe(401);
+  });
+
   it('Envoy\'s public listener does not serve the admin API, with or without the token', async () => {
     for (const headers of [[], [['authorization', `Bearer ${ADMIN_TOKEN}`]]] as Array<Array<[string, string]>>) {
       const r = await gw.send('GET', '/admin/v1/keys', { headers });
