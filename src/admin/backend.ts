@@ -5,13 +5,14 @@
  */
 import type { z } from 'zod';
 import type { Limits, UsageEntry } from '../store/store';
-import type { AuditEntry, Credit, Group, Key } from './schemas';
+import type { AuditEntry, Credit, Group, Key, Token } from './schemas';
 import type { TokenRecord } from './tokens';
 
 export type KeyView = z.infer<typeof Key>;
 export type CreditView = z.infer<typeof Credit>;
 export type AuditView = z.infer<typeof AuditEntry>;
 export type GroupView = z.infer<typeof Group>;
+export type TokenView = z.infer<typeof Token>;
 
 /** Who makes a change, for the audit log: never a secret. */
 export interface Actor {
@@ -56,6 +57,10 @@ export interface AdminBackend {
   readonly kind: 'file' | 'postgres';
   findToken(sha256: string): Promise<TokenRecord | null>;
   createToken(token: TokenRecord, actor: Actor): Promise<void>;
+  /** The tokens the store keeps (not the config's). */
+  listTokens(): Promise<TokenView[]>;
+  /** Revokes a token at once (its next request is 401). */
+  deleteToken(id: string, actor: Actor): Promise<TokenView>;
   listKeys(group?: string): Promise<KeyView[]>;
   getKey(id: string): Promise<KeyView | null>;
   createKey(key: NewKeyRecord, actor: Actor): Promise<KeyView>;
@@ -70,6 +75,10 @@ export interface AdminBackend {
   audit(limit: number): Promise<AuditView[]>;
   listGroups(): Promise<GroupView[]>;
   close(): Promise<void>;
+}
+
+export function tokenView(t: TokenRecord): TokenView {
+  return { id: t.id, scope: t.scope, description: t.description ?? null, createdAt: t.createdAt ? isoTime(t.createdAt) : null, source: 'api' };
 }
 
 /** ISO 8601 without zero milliseconds. */

@@ -17,7 +17,7 @@ import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'no
 import type { FileStore, ManagedKeyRecord } from '../store/file-store';
 import { toLimits, type Limits, type UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime } from './backend';
+import { isoTime, tokenView, type TokenView } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
 
@@ -228,6 +228,20 @@ export class FileAdminBackend implements AdminBackend {
     s.tokens.push(token);
     this.#audit(actor, 'token.create', token.id, null, { id: token.id, scope: token.scope });
     this.#save();
+  }
+
+  async listTokens(): Promise<TokenView[]> {
+    return this.#fresh().tokens.map(tokenView);
+  }
+
+  async deleteToken(id: string, actor: Actor): Promise<TokenView> {
+    const s = this.#fresh();
+    const t = s.tokens.find((x) => x.id === id);
+    if (!t) throw new AdminRefusal(404, 'token_not_found', `no token with id ${JSON.stringify(id)} in ${this.opts.path}`, 'tokens of the config file (adminTokens) are removed there');
+    s.tokens = s.tokens.filter((x) => x !== t);
+    this.#audit(actor, 'token.delete', id, { id, scope: t.scope }, null);
+    this.#save();
+    return tokenView(t);
   }
 
   async listKeys(group?: string): Promise<KeyView[]> {

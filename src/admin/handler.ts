@@ -67,7 +67,8 @@ export function createAdminHandler(o: AdminApiOptions): (req: http.IncomingMessa
       if (blocked > 0) {
         return refuse(new AdminRefusal(429, 'too_many_failures', 'too many failed authentications from this address', `try again in ${blocked} s with a valid management token`), { 'retry-after': String(blocked) });
       }
-      const auth = await authenticate(req, o.backend, o.configTokens?.() ?? []);
+      const configTokens = o.configTokens?.() ?? [];
+      const auth = await authenticate(req, o.backend, configTokens);
       if ('refusal' in auth) {
         failures.fail(address);
         o.logger.warn({ address, requestId, reason: auth.refusal.code, method: req.method, path: url.pathname }, 'admin API authentication failed');
@@ -90,7 +91,7 @@ export function createAdminHandler(o: AdminApiOptions): (req: http.IncomingMessa
       }
       const body = op.body ? await readJson(req) : undefined;
       const actor: Actor = { tokenId: token.id, address, requestId };
-      const answer = await run(op, { backend: o.backend, param, body, query: url.searchParams, actor, now, header: (n) => header(req, n) });
+      const answer = await run(op, { backend: o.backend, param, body, query: url.searchParams, actor, now, configTokens, header: (n) => header(req, n) });
       if (op.method !== 'GET') o.logger.info({ tokenId: token.id, operation: op.id, target: param || undefined, requestId, address }, 'admin API change');
       return send(op.status, answer);
     } catch (err) {
@@ -168,6 +169,7 @@ interface Ctx {
   readonly query: URLSearchParams;
   readonly actor: Actor;
   readonly now: () => number;
+  readonly configTokens: readonly { readonly id: string; readonly scope: Scope }[];
   header(name: string): string | undefined;
 }
 
@@ -243,6 +245,13 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       return { entries: await b.audit(limitParam(c.query)) };
     case 'listGroups':
       return { groups: await b.listGroups() };
+    case 'listTokens': {
+      const fromConfig = c.configTokens.map((t) => ({ id: t.id, scope: t.scope, description: null, createdAt: null, source: 'config' as const }));
+      return { tokens: [...fromConfig, ...(await b.listTokens())] };
+    }
+    case 'deleteToken':
+      if (c.configTokens.some((t) => t.id === c.param)) throw new AdminRefusal(409, 'token_in_config', `token ${JSON.stringify(c.param)} is defined in the config file (adminTokens)`, 'remove it there; the service reloads the file');
+      return b.deleteToken(c.param, c.actor);
     case 'getGroup': {
       const g = (await b.listGroups()).find((x) => x.name === c.param);
       if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(c.param)}`);

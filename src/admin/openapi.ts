@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { OPERATIONS, type Operation } from './operations';
-import { ApiError, Audit, AuditEntry, Credit, CreditCreate, Group, GroupList, GroupModel, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, Rotate, Usage, UsageEntry } from './schemas';
+import { ApiError, Audit, AuditEntry, Credit, CreditCreate, Group, GroupList, GroupModel, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, Rotate, Token, TokenList, Usage, UsageEntry } from './schemas';
 
 const REF = (id: string): string => `#/components/schemas/${id}`;
 
@@ -16,7 +16,7 @@ function components(): Record<string, Json> {
   const requests = z.registry<{ id: string }>();
   for (const [id, s] of Object.entries({ KeyCreate, KeyPatch, Rotate, CreditCreate })) requests.add(s, { id });
   const answers = z.registry<{ id: string }>();
-  for (const [id, s] of Object.entries({ Key, IssuedKey, KeyList, Credit, UsageEntry, Usage, AuditEntry, Audit, GroupModel, Group, GroupList, Error: ApiError })) answers.add(s, { id });
+  for (const [id, s] of Object.entries({ Key, IssuedKey, KeyList, Credit, UsageEntry, Usage, AuditEntry, Audit, GroupModel, Group, GroupList, Token, TokenList, Error: ApiError })) answers.add(s, { id });
   const out: Record<string, Json> = {};
   for (const [registry, io] of [[requests, 'input'], [answers, 'output']] as const) {
     const { schemas } = z.toJSONSchema(registry, { target: 'draft-2020-12', io, uri: REF, unrepresentable: 'any' });
@@ -41,7 +41,7 @@ const REASON_TEXT: Record<number, string> = {
 };
 
 function operation(op: Operation): Json {
-  const ids = { KeyCreate, KeyPatch, Rotate, CreditCreate, Key, IssuedKey, KeyList, Credit, Usage, Audit, Group, GroupList };
+  const ids = { KeyCreate, KeyPatch, Rotate, CreditCreate, Key, IssuedKey, KeyList, Credit, Usage, Audit, Group, GroupList, Token, TokenList };
   const pathParam = /\{(\w+)\}/.exec(op.path)?.[1];
   const parameters = [
     ...(pathParam ? [{ name: pathParam, in: 'path', required: true, schema: { type: 'string', minLength: 1 } }] : []),
@@ -54,7 +54,7 @@ function operation(op: Operation): Json {
   return {
     operationId: op.id,
     summary: op.summary,
-    description: `Scope: ${op.scope}${op.scope === 'read' ? ' (every scope)' : ' or admin'}.`,
+    description: `Scope: ${op.scope}${op.scope === 'read' ? ' (every scope)' : op.scope === 'admin' ? '' : ' or admin'}.`,
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: { $ref: REF(idOf(op.body, ids)) } } } } } : {}),
     responses,

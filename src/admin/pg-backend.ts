@@ -10,7 +10,7 @@ import { listGroups } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
 import { toLimits, type UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime } from './backend';
+import { isoTime, tokenView, type TokenView } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import type { Scope, TokenRecord } from './tokens';
 
@@ -81,6 +81,22 @@ export class PgAdminBackend implements AdminBackend {
         throw err;
       }
       return { result: undefined, before: null, after: { id: t.id, scope: t.scope } };
+    });
+  }
+
+  async listTokens(): Promise<TokenView[]> {
+    const { rows } = await this.db.query<{ id: string; sha256: string; scope: Scope; created_at: Date; description: string | null }>(
+      'SELECT id, sha256, scope, created_at, description FROM modelgate.admin_tokens ORDER BY id');
+    return rows.map((r) => tokenView({ id: r.id, sha256: r.sha256, scope: r.scope, createdAt: r.created_at.getTime(), description: r.description }));
+  }
+
+  async deleteToken(id: string, actor: Actor): Promise<TokenView> {
+    return this.#write(actor, 'token.delete', id, async (c) => {
+      const { rows } = await c.query<{ id: string; sha256: string; scope: Scope; created_at: Date; description: string | null }>(
+        'DELETE FROM modelgate.admin_tokens WHERE id = $1 RETURNING id, sha256, scope, created_at, description', [id]);
+      if (rows.length === 0) throw new AdminRefusal(404, 'token_not_found', `no token with id ${JSON.stringify(id)}`, 'tokens of the config file (adminTokens) are removed there');
+      const r = rows[0];
+      return { result: tokenView({ id: r.id, sha256: r.sha256, scope: r.scope, createdAt: r.created_at.getTime(), description: r.description }), before: { id, scope: r.scope }, after: null };
     });
   }
 

@@ -115,6 +115,16 @@ export const Group = z.object({
 export const KeyList = z.object({ keys: z.array(Key) });
 export const GroupList = z.object({ groups: z.array(Group) });
 
+export const Token = z.object({
+  id: z.string(),
+  scope: z.enum(SCOPES),
+  description: z.string().nullable(),
+  createdAt: time.nullable(),
+  source: z.enum(['api', 'config']).describe('api: made by `modelgate admin-tokens new` (revocable here); config: adminTokens in the config file.'),
+});
+
+export const TokenList = z.object({ tokens: z.array(Token) });
+
 export const ApiError = z.object({
   error: z.object({
     code: z.string(),

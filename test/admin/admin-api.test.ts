@@ -206,6 +206,30 @@ describe('keys', () => {
   });
 });
 
+describe('management tokens', () => {
+  it('are listed to the admin scope only (never the tokens), the config\'s included', async () => {
+    expect((await client(tokens.keys).GET('/admin/v1/tokens')).response.status).toBe(403);
+    const list = await client(tokens.admin).GET('/admin/v1/tokens');
+    expect(list.data!.tokens.map((x) => `${x.id} ${x.scope} ${x.source}`)).toEqual([
+      'demo-admin admin config', 'tok-read read api', 'tok-keys keys api', 'tok-billing billing api', 'tok-admin admin api',
+    ]);
+    for (const s of Object.values(tokens)) expect(JSON.stringify(list.data)).not.toContain(s);
+  });
+
+  it('a revoked token is refused at its next request, and the revocation is audited; a config token answers 409', async () => {
+    expect((await client(tokens.billing).GET('/admin/v1/keys')).response.status).toBe(200);
+    const r = await client(tokens.admin).DELETE('/admin/v1/tokens/{id}', { params: { path: { id: 'tok-billing' } } });
+    expect(r.data).toMatchObject({ id: 'tok-billing', scope: 'billing' });
+    const after = await client(tokens.billing).GET('/admin/v1/keys');
+    expect(after.response.status).toBe(401);
+    expect(after.error?.error.code).toBe('token_unknown');
+    expect((await client(tokens.admin).DELETE('/admin/v1/tokens/{id}', { params: { path: { id: 'demo-admin' } } })).response.status).toBe(409);
+    expect((await client(tokens.admin).DELETE('/admin/v1/tokens/{id}', { params: { path: { id: 'nope' } } })).response.status).toBe(404);
+    const audit = (await client(tokens.read).GET('/admin/v1/audit', { params: { query: { limit: 1 } } })).data!.entries[0];
+    expect(audit).toMatchObject({ action: 'token.delete', actor: 'tok-admin', target: 'tok-billing', after: null });
+  });
+});
+
 describe('failed attempts', () => {
   it('are logged without the token, and rate limited per address (429 with Retry-After, even for a valid token)', async () => {
     const guess = generateToken();

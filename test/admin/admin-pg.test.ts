@@ -128,10 +128,17 @@ describe('the admin API on PostgreSQL, two replicas', () => {
     await until(b, secret, 'key_unknown');
   });
 
+  it('a token revoked on one replica is refused by the other at its next request', async () => {
+    expect((await api(b, billing).GET('/admin/v1/keys')).response.status).toBe(200);
+    expect((await api(a).DELETE('/admin/v1/tokens/{id}', { params: { path: { id: 'tok-billing' } } })).response.status).toBe(200);
+    expect((await api(b, billing).GET('/admin/v1/keys')).response.status).toBe(401);
+    expect((await api(b).GET('/admin/v1/tokens')).data!.tokens.map((x) => x.id)).toEqual(['demo-admin', 'tok-admin']);
+  });
+
   it('every write is in the shared audit log, with actor, address and request id, never a secret', async () => {
     const entries = (await api(b).GET('/admin/v1/audit')).data!.entries;
     expect(entries.map((e) => `${e.action} ${e.actor}`).reverse()).toEqual([
-      'token.create cli', 'token.create cli', 'key.create tok-admin', 'key.credit tok-billing', 'key.rotate tok-admin', 'key.rotate tok-admin', 'key.delete tok-admin',
+      'token.create cli', 'token.create cli', 'key.create tok-admin', 'key.credit tok-billing', 'key.rotate tok-admin', 'key.rotate tok-admin', 'key.delete tok-admin', 'token.delete tok-admin',
     ]);
     for (const e of entries.filter((x) => x.action.startsWith('key.'))) {
       expect(e.address).toMatch(/127\.0\.0\.1/);
