@@ -28,7 +28,7 @@ export interface Operation {
   readonly query?: readonly QueryParam[];
   readonly status: number;
   readonly answer: z.ZodType;
-  /** Refusals it may answer besides 400, 401, 403, 415 and 429 (which every operation may). */
+  /** Refusals it may answer besides 401, 403, 422 and 429 (which every operation may) and, with a body, 400 and 415. */
   readonly refusals: readonly number[];
 }
 

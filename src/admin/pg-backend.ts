@@ -28,10 +28,30 @@ interface KeyRow {
   previous_until: Date | null;
 }
 
+/**
+ * PostgreSQL's refusal of a value (a NUL character in a text, a number out of range, a CHECK), as
+ * the 422 it is: the input, not the store, is at fault. Anything else is passed on.
+ */
+function asRefusal(err: unknown): unknown {
+  const state = sqlState(err);
+  if (state !== undefined && (state.startsWith('22') || state === '23514')) {
+    return new AdminRefusal(422, 'invalid', `a value cannot be stored: ${(err as Error).message}`, 'text without NUL characters, numbers in range');
+  }
+  return err;
+}
+
 export class PgAdminBackend implements AdminBackend {
   readonly kind = 'postgres';
-
   constructor(private readonly db: pg.Pool, private readonly now: () => number = Date.now) {}
+
+  /** One statement outside a transaction; a value PostgreSQL refuses answers 422 (asRefusal). */
+  async #query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.db.query<R>(text, values);
+    } catch (err) {
+      throw asRefusal(err);
+    }
+  }
 
   #view(r: KeyRow): KeyView {
     return {
@@ -53,7 +73,7 @@ export class PgAdminBackend implements AdminBackend {
       return result;
     } catch (err) {
       await c.query('ROLLBACK').catch(() => {});
-      throw err;
+      throw asRefusal(err);
     } finally {
       c.release();
     }
@@ -66,7 +86,7 @@ export class PgAdminBackend implements AdminBackend {
   }
 
   async findToken(sha256: string): Promise<TokenRecord | null> {
-    const { rows } = await this.db.query<{ id: string; sha256: string; scope: Scope; created_at: Date; description: string | null }>(
+    const { rows } = await this.#query<{ id: string; sha256: string; scope: Scope; created_at: Date; description: string | null }>(
       'SELECT id, sha256, scope, created_at, description FROM modelgate.admin_tokens WHERE sha256 = $1', [sha256]);
     const r = rows[0];
     return r ? { id: r.id, sha256: r.sha256, scope: r.scope, createdAt: r.created_at.getTime(), description: r.description } : null;
@@ -85,7 +105,7 @@ export class PgAdminBackend implements AdminBackend {
   }
 
   async listTokens(): Promise<TokenView[]> {
-    const { rows } = await this.db.query<{ id: string; sha256: string; scope: Scope; created_at: Date; description: string | null }>(
+    const { rows } = await this.#query<{ id: string; sha256: string; scope: Scope; created_at: Date; description: string | null }>(
       'SELECT id, sha256, scope, created_at, description FROM modelgate.admin_tokens ORDER BY id');
     return rows.map((r) => tokenView({ id: r.id, sha256: r.sha256, scope: r.scope, createdAt: r.created_at.getTime(), description: r.description }));
   }
@@ -101,12 +121,12 @@ export class PgAdminBackend implements AdminBackend {
   }
 
   async listKeys(group?: string): Promise<KeyView[]> {
-    const { rows } = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM modelgate.keys WHERE $1::text IS NULL OR group_name = $1 ORDER BY id`, [group ?? null]);
+    const { rows } = await this.#query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM modelgate.keys WHERE $1::text IS NULL OR group_name = $1 ORDER BY id`, [group ?? null]);
     return rows.map((r) => this.#view(r));
   }
 
   async getKey(id: string): Promise<KeyView | null> {
-    const { rows } = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM modelgate.keys WHERE id = $1`, [id]);
+    const { rows } = await this.#query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM modelgate.keys WHERE id = $1`, [id]);
     return rows.length === 0 ? null : this.#view(rows[0]);
   }
 
@@ -176,7 +196,7 @@ export class PgAdminBackend implements AdminBackend {
 
   async credit(id: string, amount: number, idempotencyKey: string, reason: string | null, actor: Actor): Promise<CreditView> {
     const replay = async (): Promise<CreditView | undefined> => {
-      const { rows } = await this.db.query<{ id: string; key_id: string; amount: number; balance: number | null; reason: string | null; time: Date }>(
+      const { rows } = await this.#query<{ id: string; key_id: string; amount: number; balance: number | null; reason: string | null; time: Date }>(
         'SELECT id::text, key_id, amount::float8 AS amount, balance::float8 AS balance, reason, time FROM modelgate.credits WHERE idempotency_key = $1', [idempotencyKey]);
       const r = rows[0];
       if (!r) return undefined;
@@ -208,7 +228,7 @@ export class PgAdminBackend implements AdminBackend {
   }
 
   async usage(f: UsageFilter): Promise<UsageEntry[]> {
-    const { rows } = await this.db.query<{
+    const { rows } = await this.#query<{
       time: Date; request_id: string; key_id: string; group_name: string; model: string; protocol: string; input_tokens: string; output_tokens: string;
       cached_input_tokens: string; cost: number; priced: boolean; estimated: string | null; provisional: boolean;
     }>(
@@ -225,14 +245,14 @@ export class PgAdminBackend implements AdminBackend {
   }
 
   async audit(limit: number): Promise<AuditView[]> {
-    const { rows } = await this.db.query<{ id: string; time: Date; actor: string; address: string | null; request_id: string | null; action: string; target: string; before: unknown; after: unknown }>(
+    const { rows } = await this.#query<{ id: string; time: Date; actor: string; address: string | null; request_id: string | null; action: string; target: string; before: unknown; after: unknown }>(
       'SELECT id::text, time, actor, address, request_id, action, target, before, after FROM modelgate.audit ORDER BY id DESC LIMIT $1', [limit]);
     return rows.map((r) => ({ id: r.id, time: isoTime(r.time.getTime()), actor: r.actor, address: r.address, requestId: r.request_id, action: r.action, target: r.target, before: r.before, after: r.after }));
   }
 
   async listGroups(): Promise<GroupView[]> {
-    const groups = await listGroups(this.db);
-    const { rows } = await this.db.query<{ name: string; limits: unknown }>('SELECT name, limits FROM modelgate.groups');
+    const groups = await listGroups(this.db).catch((err: unknown) => { throw asRefusal(err); });
+    const { rows } = await this.#query<{ name: string; limits: unknown }>('SELECT name, limits FROM modelgate.groups');
     const limits = new Map(rows.map((r) => [r.name, toLimits(r.limits)]));
     return groups.map((g) => groupView({
       name: g.name, available: g.available, limits: limits.get(g.name) ?? null,

@@ -74,6 +74,8 @@ export interface ServiceOptions {
   readonly watch?: boolean;
   /** Poll interval of the config watcher. */
   readonly watchIntervalMs?: number;
+  /** Failed admin API authentications an address may make per window (default 20 a minute; fuzzing tests raise it). */
+  readonly adminFailureLimit?: { readonly max: number; readonly windowMs: number };
   /** Recent usage per key for the console's access view (the meter); absent: no usage section. */
   readonly usage?: UsageProvider;
 }
@@ -278,7 +280,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     config: () => config, lookups: cache, logger, now: opts.now, usage,
     rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
   });
-  const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now, configTokens: () => config.adminTokens }) : undefined;
+  const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now, configTokens: () => config.adminTokens, failures: opts.adminFailureLimit }) : undefined;
   const keyView = createKeyViewHandler({ lookups: cache, pipeline, usage, now: opts.now ?? Date.now, keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null) });
   const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || (await keyView(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());

@@ -456,6 +456,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many failed attempts from this address */
             429: {
                 headers: {
@@ -534,7 +543,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A field is not valid */
+            /** @description A field or parameter is not valid */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -594,6 +603,15 @@ export interface operations {
             };
             /** @description Not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -661,6 +679,15 @@ export interface operations {
             };
             /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -757,7 +784,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A field is not valid */
+            /** @description A field or parameter is not valid */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -855,7 +882,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A field is not valid */
+            /** @description A field or parameter is not valid */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -956,7 +983,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A field is not valid */
+            /** @description A field or parameter is not valid */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1025,7 +1052,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A field is not valid */
+            /** @description A field or parameter is not valid */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1084,7 +1111,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A field is not valid */
+            /** @description A field or parameter is not valid */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1133,6 +1160,15 @@ export interface operations {
             };
             /** @description The token's scope does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1198,6 +1234,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many failed attempts from this address */
             429: {
                 headers: {
@@ -1238,6 +1283,15 @@ export interface operations {
             };
             /** @description The token's scope does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1305,6 +1359,15 @@ export interface operations {
             };
             /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
