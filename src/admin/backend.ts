@@ -50,7 +50,17 @@ export interface UsageFilter {
   readonly since?: number;
   /** Epoch milliseconds, exclusive. */
   readonly until?: number;
+  /** A page after the first: entries older than this one (newest first: time, then request id, descending). */
+  readonly after?: { readonly time: number; readonly requestId: string };
   readonly limit: number;
+}
+
+/** The totals of every entry a usage filter selects (not only one page's). */
+export interface UsageTotals {
+  readonly requests: number;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cost: number;
 }
 
 export interface AdminBackend {
@@ -70,15 +80,23 @@ export interface AdminBackend {
   rotateKey(id: string, sha256: string, previousUntil: number | null, actor: Actor): Promise<KeyView>;
   /** Adds `amount` once per idempotency key; a repeat answers the first credit with replayed: true. */
   credit(id: string, amount: number, idempotencyKey: string, reason: string | null, actor: Actor): Promise<CreditView>;
+  /** Newest first (time, then request id, descending), one page. */
   usage(filter: UsageFilter): Promise<UsageEntry[]>;
-  /** Newest first. */
-  audit(limit: number): Promise<AuditView[]>;
+  /** Of every entry the filter selects (its `after` and `limit` ignored). */
+  usageTotals(filter: UsageFilter): Promise<UsageTotals>;
+  /** Newest first; `before`: the entries older than the entry of that id. */
+  audit(limit: number, before?: string): Promise<AuditView[]>;
   listGroups(): Promise<GroupView[]>;
   close(): Promise<void>;
 }
 
 export function tokenView(t: TokenRecord): TokenView {
   return { id: t.id, scope: t.scope, description: t.description ?? null, createdAt: t.createdAt ? isoTime(t.createdAt) : null, source: 'api' };
+}
+
+/** Newest first: by time, then by request id, both descending. */
+export function newerFirst(a: UsageEntry, b: UsageEntry): number {
+  return b.time - a.time || (a.requestId < b.requestId ? 1 : a.requestId > b.requestId ? -1 : 0);
 }
 
 /** ISO 8601 without zero milliseconds. */

@@ -17,7 +17,7 @@ import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'no
 import type { FileStore, ManagedKeyRecord } from '../store/file-store';
 import { toLimits, type Limits, type UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime, tokenView, type TokenView } from './backend';
+import { isoTime, newerFirst, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
 
@@ -337,16 +337,29 @@ export class FileAdminBackend implements AdminBackend {
     return credit;
   }
 
-  async usage(f: UsageFilter): Promise<UsageEntry[]> {
+  /** Every ledger entry the filter selects, newest first (the ledger holds the last 2,000 or so). */
+  async #selected(f: UsageFilter): Promise<UsageEntry[]> {
     const meter = this.store.meter;
     if (!meter) return [];
-    // The ledger is searched newest first; the model and the end of the window are filtered here.
-    const rows = await meter.usage({ keyId: f.keyId, group: f.group, since: f.since, limit: f.model === undefined && f.until === undefined ? f.limit : 1_000_000 });
-    return rows.filter((e) => (f.model === undefined || e.model === f.model) && (f.until === undefined || e.time < f.until)).slice(0, f.limit);
+    const rows = await meter.usage({ keyId: f.keyId, group: f.group, since: f.since, limit: Number.MAX_SAFE_INTEGER });
+    return rows.filter((e) => (f.model === undefined || e.model === f.model) && (f.until === undefined || e.time < f.until)).sort(newerFirst);
   }
 
-  async audit(limit: number): Promise<AuditView[]> {
-    return this.#fresh().audit.slice(-limit).reverse();
+  async usage(f: UsageFilter): Promise<UsageEntry[]> {
+    const rows = await this.#selected(f);
+    const after = f.after;
+    const from = after === undefined ? 0 : rows.findIndex((e) => newerFirst({ time: after.time, requestId: after.requestId } as UsageEntry, e) < 0);
+    return from < 0 ? [] : rows.slice(from, from + f.limit);
+  }
+
+  async usageTotals(f: UsageFilter): Promise<UsageTotals> {
+    return totalsOf(await this.#selected(f));
+  }
+
+  async audit(limit: number, before?: string): Promise<AuditView[]> {
+    const a = this.#fresh().audit;
+    const end = before === undefined ? a.length : a.findIndex((e) => e.id === before);
+    return end <= 0 ? [] : a.slice(Math.max(0, end - limit), end).reverse();
   }
 
   async listGroups(): Promise<GroupView[]> {
@@ -356,6 +369,18 @@ export class FileAdminBackend implements AdminBackend {
   async close(): Promise<void> {
     clearInterval(this.#timer);
   }
+}
+
+/** The totals of some usage entries. */
+export function totalsOf(rows: readonly UsageEntry[]): UsageTotals {
+  const t = { requests: rows.length, inputTokens: 0, outputTokens: 0, cost: 0 };
+  for (const e of rows) {
+    t.inputTokens += e.inputTokens;
+    t.outputTokens += e.outputTokens;
+    t.cost += e.cost;
+  }
+  t.cost = Math.round(t.cost * 1e12) / 1e12;
+  return t;
 }
 
 /** A group as the API shows it. */

@@ -162,6 +162,18 @@ function limitParam(q: URLSearchParams): number {
   return n;
 }
 
+/** A usage page's cursor: the last entry of the page before, as `[time, request id]` in base64url JSON. */
+function usageCursor(v: string | null): { time: number; requestId: string } | undefined {
+  if (v === null) return undefined;
+  try {
+    const [t, id] = JSON.parse(Buffer.from(v, 'base64url').toString('utf8')) as unknown[];
+    if (typeof t === 'number' && Number.isFinite(t) && typeof id === 'string') return { time: t, requestId: id };
+  } catch {
+    // refused below
+  }
+  throw new AdminRefusal(422, 'invalid', 'cursor: not a cursor this API gave', 'pass the nextCursor of the page before, as it is');
+}
+
 interface Ctx {
   readonly backend: AdminBackend;
   readonly param: string;
@@ -228,21 +240,22 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
     }
     case 'getUsage': {
       const q = c.query;
-      const entries = await b.usage({
+      const filter = {
         keyId: q.get('keyId') ?? undefined, group: q.get('group') ?? undefined, model: q.get('model') ?? undefined,
         since: time(q.get('since'), 'since') ?? undefined, until: time(q.get('until'), 'until') ?? undefined, limit: limitParam(q),
-      });
-      const totals = { requests: entries.length, inputTokens: 0, outputTokens: 0, cost: 0 };
-      for (const e of entries) {
-        totals.inputTokens += e.inputTokens;
-        totals.outputTokens += e.outputTokens;
-        totals.cost += e.cost;
-      }
-      totals.cost = Math.round(totals.cost * 1e12) / 1e12;
-      return { entries: entries.map(usageView), totals };
+        after: usageCursor(q.get('cursor')),
+      };
+      const [entries, totals] = await Promise.all([b.usage(filter), b.usageTotals(filter)]);
+      const last = entries.at(-1);
+      const nextCursor = last && entries.length === filter.limit ? Buffer.from(JSON.stringify([last.time, last.requestId])).toString('base64url') : null;
+      return { entries: entries.map(usageView), totals, nextCursor };
     }
-    case 'getAudit':
-      return { entries: await b.audit(limitParam(c.query)) };
+    case 'getAudit': {
+      const cursor = c.query.get('cursor') ?? undefined;
+      const limit = limitParam(c.query);
+      const entries = await b.audit(limit, cursor);
+      return { entries, nextCursor: entries.length === limit ? entries.at(-1)!.id : null };
+    }
     case 'listGroups':
       return { groups: await b.listGroups() };
     case 'listTokens': {

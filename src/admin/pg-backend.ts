@@ -10,7 +10,7 @@ import { listGroups } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
 import { toLimits, type UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime, tokenView, type TokenView } from './backend';
+import { isoTime, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import type { Scope, TokenRecord } from './tokens';
 
@@ -38,6 +38,13 @@ function asRefusal(err: unknown): unknown {
     return new AdminRefusal(422, 'invalid', `a value cannot be stored: ${(err as Error).message}`, 'text without NUL characters, numbers in range');
   }
   return err;
+}
+
+const USAGE_FILTER = `($1::text IS NULL OR key_id = $1) AND ($2::text IS NULL OR group_name = $2) AND ($3::text IS NULL OR model = $3)
+  AND ($4::timestamptz IS NULL OR time >= $4) AND ($5::timestamptz IS NULL OR time < $5)`;
+
+function usageParams(f: UsageFilter): unknown[] {
+  return [f.keyId ?? null, f.group ?? null, f.model ?? null, f.since === undefined ? null : new Date(f.since), f.until === undefined ? null : new Date(f.until)];
 }
 
 export class PgAdminBackend implements AdminBackend {
@@ -233,10 +240,9 @@ export class PgAdminBackend implements AdminBackend {
       cached_input_tokens: string; cost: number; priced: boolean; estimated: string | null; provisional: boolean;
     }>(
       `SELECT time, request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost::float8 AS cost, priced, estimated, provisional
-       FROM modelgate.usage WHERE ($1::text IS NULL OR key_id = $1) AND ($2::text IS NULL OR group_name = $2) AND ($3::text IS NULL OR model = $3)
-         AND ($4::timestamptz IS NULL OR time >= $4) AND ($5::timestamptz IS NULL OR time < $5)
-       ORDER BY time DESC, request_id LIMIT $6`,
-      [f.keyId ?? null, f.group ?? null, f.model ?? null, f.since === undefined ? null : new Date(f.since), f.until === undefined ? null : new Date(f.until), f.limit]);
+       FROM modelgate.usage WHERE ${USAGE_FILTER} AND ($6::timestamptz IS NULL OR (time, request_id) < ($6, $7::text))
+       ORDER BY time DESC, request_id DESC LIMIT $8`,
+      [...usageParams(f), f.after === undefined ? null : new Date(f.after.time), f.after?.requestId ?? null, f.limit]);
     return rows.map((r) => ({
       time: r.time.getTime(), requestId: r.request_id, keyId: r.key_id, group: r.group_name, model: r.model, protocol: r.protocol,
       inputTokens: Number(r.input_tokens), outputTokens: Number(r.output_tokens), cachedInputTokens: Number(r.cached_input_tokens), cost: r.cost, priced: r.priced,
@@ -244,9 +250,17 @@ export class PgAdminBackend implements AdminBackend {
     }));
   }
 
-  async audit(limit: number): Promise<AuditView[]> {
+  async usageTotals(f: UsageFilter): Promise<UsageTotals> {
+    const { rows } = await this.#query<{ requests: number; input: string; output: string; cost: number }>(
+      `SELECT count(*)::int AS requests, coalesce(sum(input_tokens), 0)::text AS input, coalesce(sum(output_tokens), 0)::text AS output,
+         coalesce(sum(cost), 0)::float8 AS cost FROM modelgate.usage WHERE ${USAGE_FILTER}`, usageParams(f));
+    return { requests: rows[0].requests, inputTokens: Number(rows[0].input), outputTokens: Number(rows[0].output), cost: rows[0].cost };
+  }
+
+  async audit(limit: number, before?: string): Promise<AuditView[]> {
+    if (before !== undefined && !/^\d{1,18}$/.test(before)) return [];
     const { rows } = await this.#query<{ id: string; time: Date; actor: string; address: string | null; request_id: string | null; action: string; target: string; before: unknown; after: unknown }>(
-      'SELECT id::text, time, actor, address, request_id, action, target, before, after FROM modelgate.audit ORDER BY id DESC LIMIT $1', [limit]);
+      'SELECT id::text, time, actor, address, request_id, action, target, before, after FROM modelgate.audit WHERE $2::bigint IS NULL OR id < $2 ORDER BY id DESC LIMIT $1', [limit, before ?? null]);
     return rows.map((r) => ({ id: r.id, time: isoTime(r.time.getTime()), actor: r.actor, address: r.address, requestId: r.request_id, action: r.action, target: r.target, before: r.before, after: r.after }));
   }
 

@@ -81,7 +81,8 @@ export const UsageEntry = z.object({
 
 export const Usage = z.object({
   entries: z.array(UsageEntry),
-  totals: z.object({ requests: z.number(), inputTokens: z.number(), outputTokens: z.number(), cost: z.number() }).describe('Of the entries returned.'),
+  totals: z.object({ requests: z.number(), inputTokens: z.number(), outputTokens: z.number(), cost: z.number() }).describe('Of every entry the filter selects, all pages.'),
+  nextCursor: z.string().nullable().describe('The next page: pass it as `cursor`; null: this was the last.'),
 });
 
 export const AuditEntry = z.object({
@@ -96,7 +97,10 @@ export const AuditEntry = z.object({
   after: z.unknown().nullable(),
 });
 
-export const Audit = z.object({ entries: z.array(AuditEntry) });
+export const Audit = z.object({
+  entries: z.array(AuditEntry),
+  nextCursor: z.string().nullable().describe('The next page: pass it as `cursor`; null: this was the last.'),
+});
 
 export const GroupModel = z.object({
   name: z.string(),

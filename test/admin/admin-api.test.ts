@@ -150,7 +150,30 @@ describe('keys', () => {
     expect(u.data!.entries.map((e) => e.requestId)).toEqual(['req-usage-1']);
     expect(u.data!.totals).toEqual({ requests: 1, inputTokens: 1000, outputTokens: 500, cost: 0.002 });
     expect((await client(tokens.read).GET('/admin/v1/keys/{id}', { params: { path: { id } } })).data?.balance).toBe(7.498);
+    expect(u.data!.nextCursor).toBeNull();
     expect((await client(tokens.read).GET('/admin/v1/usage', { params: { query: { keyId: id, model: 'other' } } })).data!.entries).toEqual([]);
+  });
+
+  it('usage comes in pages (newest first, a cursor to the next), with the totals of all of them', async () => {
+    for (const n of [2, 3]) {
+      t += 1000;
+      await h.service.store.meter!.debit({ requestId: `req-usage-${n}`, keyId: id, group: 'basic', model: 'gpt-4o-mini', protocol: 'chat', inputTokens: 1000, outputTokens: 500, cachedInputTokens: 0, price: { input: 1, output: 2, cachedInput: null } });
+    }
+    const first = await client(tokens.read).GET('/admin/v1/usage', { params: { query: { keyId: id, limit: 2 } } });
+    expect(first.data!.entries.map((e) => e.requestId)).toEqual(['req-usage-3', 'req-usage-2']);
+    expect(first.data!.totals).toEqual({ requests: 3, inputTokens: 3000, outputTokens: 1500, cost: 0.006 });
+    const second = await client(tokens.read).GET('/admin/v1/usage', { params: { query: { keyId: id, limit: 2, cursor: first.data!.nextCursor! } } });
+    expect(second.data!.entries.map((e) => e.requestId)).toEqual(['req-usage-1']);
+    expect(second.data!.nextCursor).toBeNull();
+    expect(second.data!.totals.requests).toBe(3);
+    expect((await client(tokens.read).GET('/admin/v1/usage', { params: { query: { cursor: 'nonsense' } } })).response.status).toBe(422);
+    // A window splits the ledger at an entry's time (the meter stamps entries with the real clock).
+    const at = first.data!.entries[0].time;
+    const since = await client(tokens.read).GET('/admin/v1/usage', { params: { query: { keyId: id, since: at } } });
+    const until = await client(tokens.read).GET('/admin/v1/usage', { params: { query: { keyId: id, until: at } } });
+    expect(since.data!.entries.map((e) => e.requestId)).toContain('req-usage-3');
+    expect(until.data!.entries.map((e) => e.requestId)).not.toContain('req-usage-3');
+    expect(since.data!.totals.requests + until.data!.totals.requests).toBe(3);
   });
 
   it('rotation with a 5 s grace keeps the id; the old secret works for the grace only, the new one from now on', async () => {
@@ -191,6 +214,9 @@ describe('keys', () => {
       expect(e.target).toBe(id);
     }
     expect(entries.filter((e) => e.action === 'token.create')).toHaveLength(4);
+    const page1 = (await client(tokens.read).GET('/admin/v1/audit', { params: { query: { limit: 3 } } })).data!;
+    const page2 = (await client(tokens.read).GET('/admin/v1/audit', { params: { query: { limit: 3, cursor: page1.nextCursor! } } })).data!;
+    expect([...page1.entries, ...page2.entries].map((e) => e.id)).toEqual(entries.slice(0, 6).map((e) => e.id));
     const text = JSON.stringify(entries) + readFileSync(adminStatePath(h.configPath), 'utf8');
     for (const s of Object.values(tokens)) expect(text).not.toContain(s);
     expect(text).not.toMatch(/sk-mg-/);

@@ -144,6 +144,10 @@ describe('the admin API on PostgreSQL, two replicas', () => {
       expect(e.address).toMatch(/127\.0\.0\.1/);
       expect(e.requestId).toBeTruthy();
     }
+    const page = (await api(a).GET('/admin/v1/audit', { params: { query: { limit: 4 } } })).data!;
+    const rest = (await api(a).GET('/admin/v1/audit', { params: { query: { cursor: page.nextCursor! } } })).data!;
+    expect([...page.entries, ...rest.entries].map((e) => e.id)).toEqual(entries.map((e) => e.id));
+    expect(rest.nextCursor).toBeNull();
     const rotate = entries.find((e) => e.action === 'key.rotate')!;
     expect(rotate.before).toMatchObject({ id });
     const text = JSON.stringify(entries);

@@ -222,6 +222,8 @@ export interface components {
     schemas: {
         Audit: {
             entries: components["schemas"]["AuditEntry"][];
+            /** @description The next page: pass it as `cursor`; null: this was the last. */
+            nextCursor: string | null;
         };
         AuditEntry: {
             id: string;
@@ -384,13 +386,15 @@ export interface components {
         };
         Usage: {
             entries: components["schemas"]["UsageEntry"][];
-            /** @description Of the entries returned. */
+            /** @description Of every entry the filter selects, all pages. */
             totals: {
                 requests: number;
                 inputTokens: number;
                 outputTokens: number;
                 cost: number;
             };
+            /** @description The next page: pass it as `cursor`; null: this was the last. */
+            nextCursor: string | null;
         };
         UsageEntry: {
             /** @description ISO 8601 date-time (UTC). */
@@ -1018,6 +1022,8 @@ export interface operations {
                 until?: string;
                 /** @description At most this many entries (1-1000, default 100). */
                 limit?: number;
+                /** @description The nextCursor of the page before. */
+                cursor?: string;
             };
             header?: never;
             path?: never;
@@ -1077,6 +1083,8 @@ export interface operations {
             query?: {
                 /** @description At most this many entries (1-1000, default 100). */
                 limit?: number;
+                /** @description The nextCursor of the page before. */
+                cursor?: string;
             };
             header?: never;
             path?: never;
