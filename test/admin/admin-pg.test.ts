@@ -123,6 +123,18 @@ describe('the admin API on PostgreSQL, two replicas', () => {
     secret = r.data!.secret;
   });
 
+  it('`keys rotate --grace` goes through the same backend: audited as cli, the old key kept for its grace', async () => {
+    const r = await cli(['keys', 'rotate', id, '--grace', '60', '--store', server.url, '--json']);
+    expect(r.code, r.err).toBe(0);
+    const out = JSON.parse(r.out) as { key: string; record: { id: string }; previousKeyValidUntil: string };
+    expect(out.record.id).toBe(id);
+    expect(Date.parse(out.previousKeyValidUntil)).toBeGreaterThan(Date.now());
+    for (const h of [a, b]) await until(h, out.key, 'allowed');
+    // The grace is on the real clock here (the command line has no fake one): the old key still works.
+    for (const h of [a, b]) expect(reasonOf(await chat(h, secret))).toBe('allowed');
+    secret = out.key;
+  });
+
   it('DELETE on one replica: the other answers key_unknown', async () => {
     expect((await api(a).DELETE('/admin/v1/keys/{id}', { params: { path: { id } } })).response.status).toBe(200);
     await until(b, secret, 'key_unknown');
@@ -138,12 +150,13 @@ describe('the admin API on PostgreSQL, two replicas', () => {
   it('every write is in the shared audit log, with actor, address and request id, never a secret', async () => {
     const entries = (await api(b).GET('/admin/v1/audit')).data!.entries;
     expect(entries.map((e) => `${e.action} ${e.actor}`).reverse()).toEqual([
-      'token.create cli', 'token.create cli', 'key.create tok-admin', 'key.credit tok-billing', 'key.rotate tok-admin', 'key.rotate tok-admin', 'key.delete tok-admin', 'token.delete tok-admin',
+      'token.create cli', 'token.create cli', 'key.create tok-admin', 'key.credit tok-billing', 'key.rotate tok-admin', 'key.rotate tok-admin', 'key.rotate cli', 'key.delete tok-admin', 'token.delete tok-admin',
     ]);
-    for (const e of entries.filter((x) => x.action.startsWith('key.'))) {
+    for (const e of entries.filter((x) => x.action.startsWith('key.') && x.actor !== 'cli')) {
       expect(e.address).toMatch(/127\.0\.0\.1/);
       expect(e.requestId).toBeTruthy();
     }
+    expect(entries.find((e) => e.actor === 'cli' && e.action === 'key.rotate')).toMatchObject({ address: null, requestId: null, target: id });
     const page = (await api(a).GET('/admin/v1/audit', { params: { query: { limit: 4 } } })).data!;
     const rest = (await api(a).GET('/admin/v1/audit', { params: { query: { cursor: page.nextCursor! } } })).data!;
     expect([...page.entries, ...rest.entries].map((e) => e.id)).toEqual(entries.map((e) => e.id));

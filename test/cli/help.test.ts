@@ -59,6 +59,8 @@ test('the walk covers every command group and subcommand', () => {
     'balance add',
     'migrate',
     'usage',
+    'admin-tokens',
+    'admin-tokens new',
   ]);
 });
 
