@@ -155,8 +155,15 @@ export class FileAdminBackend implements AdminBackend {
     return this.#state;
   }
 
+  /** Writes the state; a write that fails undoes the change in memory too (the file is what was made). */
   #save(): void {
-    writeAdminState(this.opts.path, this.#state);
+    try {
+      writeAdminState(this.opts.path, this.#state);
+    } catch (err) {
+      this.#state = readAdminState(this.opts.path);
+      this.#stamp = this.#fileStamp();
+      throw err;
+    }
     this.#stamp = this.#fileStamp();
     this.#publish();
   }

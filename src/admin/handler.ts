@@ -96,7 +96,9 @@ export function createAdminHandler(o: AdminApiOptions): (req: http.IncomingMessa
       return send(op.status, answer);
     } catch (err) {
       if (err instanceof AdminRefusal) return refuse(err);
-      throw err;
+      // The store could not do it (PostgreSQL down, a state file that cannot be written): fail closed, say so.
+      o.logger.warn({ requestId, address, method: req.method, path: url.pathname, err: err instanceof Error ? err.message : String(err) }, 'admin API request failed');
+      return refuse(new AdminRefusal(503, 'store_unavailable', 'the store could not complete this request', 'retry later; a write may or may not have been made: GET it first (a credit retried with its idempotency key is made once)'), { 'retry-after': '1' });
     }
   };
 }

@@ -37,7 +37,7 @@ const idOf = (schema: z.ZodType, ids: Record<string, z.ZodType>): string => {
 const REASON_TEXT: Record<number, string> = {
   400: 'Not JSON, or the body is too large', 401: 'No management token, or not a valid one (a model key is not one)', 403: 'The token\'s scope does not allow this',
   404: 'Not found', 409: 'Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit)',
-  415: 'Not application/json', 422: 'A field or parameter is not valid', 429: 'Too many failed attempts from this address',
+  415: 'Not application/json', 422: 'A field or parameter is not valid', 429: 'Too many failed attempts from this address', 503: 'The store could not complete the request',
 };
 
 function operation(op: Operation): Json {
@@ -51,7 +51,7 @@ function operation(op: Operation): Json {
   const error = { content: { 'application/json': { schema: { $ref: REF('Error') } } } };
   const responses: Json = { [String(op.status)]: { description: op.summary, content: { 'application/json': { schema: { $ref: REF(idOf(op.answer, ids)) } } } } };
   // 422 on every operation: any parameter may hold what no store can keep (a NUL character).
-  const statuses = [...new Set([...(op.body ? [400, 415] : []), 401, 403, ...op.refusals, 422, 429])].sort((x, y) => x - y);
+  const statuses = [...new Set([...(op.body ? [400, 415] : []), 401, 403, ...op.refusals, 422, 429, 503])].sort((x, y) => x - y);
   for (const status of statuses) responses[String(status)] = { description: REASON_TEXT[status], ...error };
   return {
     operationId: op.id,

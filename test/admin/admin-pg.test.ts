@@ -167,4 +167,17 @@ describe('the admin API on PostgreSQL, two replicas', () => {
     for (const s of [token, billing, secret]) expect(text).not.toContain(s);
     expect(text).not.toMatch(/sk-mg-|[0-9a-f]{64}/);
   });
+
+  it('with PostgreSQL down it fails closed: 503 store_unavailable in JSON, never a 500 or an allow', async () => {
+    expect(server.canRestart).toBe(true);
+    await server.stop();
+    try {
+      const r = await api(a).GET('/admin/v1/keys');
+      expect(r.response.status).toBe(503);
+      expect(r.error?.error.code).toBe('store_unavailable');
+      expect(r.response.headers.get('content-type')).toBe('application/json');
+    } finally {
+      await server.start();
+    }
+  });
 });

@@ -478,6 +478,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     createKey: {
@@ -565,6 +574,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getKey: {
@@ -625,6 +643,15 @@ export interface operations {
             };
             /** @description Too many failed attempts from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -701,6 +728,15 @@ export interface operations {
             };
             /** @description Too many failed attempts from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -806,6 +842,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     rotateKey: {
@@ -897,6 +942,15 @@ export interface operations {
             };
             /** @description Too many failed attempts from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1005,6 +1059,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getUsage: {
@@ -1076,6 +1139,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getAudit: {
@@ -1137,6 +1209,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listGroups: {
@@ -1186,6 +1267,15 @@ export interface operations {
             };
             /** @description Too many failed attempts from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1260,6 +1350,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listTokens: {
@@ -1309,6 +1408,15 @@ export interface operations {
             };
             /** @description Too many failed attempts from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1385,6 +1493,15 @@ export interface operations {
             };
             /** @description Too many failed attempts from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
