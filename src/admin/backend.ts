@@ -87,6 +87,7 @@ export interface AdminBackend {
   /** Newest first; `before`: the entries older than the entry of that id. */
   audit(limit: number, before?: string): Promise<AuditView[]>;
   listGroups(): Promise<GroupView[]>;
+  updateGroup(name: string, change: { readonly available?: boolean; readonly limits?: Limits | null }, actor: Actor): Promise<GroupView>;
   close(): Promise<void>;
 }
 

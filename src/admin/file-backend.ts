@@ -373,6 +373,11 @@ export class FileAdminBackend implements AdminBackend {
     return [...this.store.groups().values()].map(groupView);
   }
 
+  async updateGroup(name: string): Promise<GroupView> {
+    if (!this.store.groups().has(name)) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+    throw new AdminRefusal(409, 'group_in_config', `group ${JSON.stringify(name)} is defined in ${this.opts.configPath}`, `change it in ${this.opts.configPath}; the service reloads the file`);
+  }
+
   async close(): Promise<void> {
     clearInterval(this.#timer);
   }

@@ -15,7 +15,7 @@ import { FailureLimit } from './failures';
 import { openApiText } from './openapi';
 import { OPERATIONS, type Operation } from './operations';
 import { AdminRefusal, keyNotFound } from './refusal';
-import { CreditCreate, KeyCreate, KeyPatch, Rotate } from './schemas';
+import { CreditCreate, GroupPatch, KeyCreate, KeyPatch, Rotate } from './schemas';
 import { hashToken, hasTokenShape, scopeAllows, type Scope, type TokenRecord } from './tokens';
 
 export const ADMIN_PREFIX = '/admin/v1/';
@@ -267,6 +267,10 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
     case 'deleteToken':
       if (c.configTokens.some((t) => t.id === c.param)) throw new AdminRefusal(409, 'token_in_config', `token ${JSON.stringify(c.param)} is defined in the config file (adminTokens)`, 'remove it there; the service reloads the file');
       return b.deleteToken(c.param, c.actor);
+    case 'updateGroup': {
+      const v = parse(GroupPatch, c.body);
+      return b.updateGroup(c.param, { ...(v.available !== undefined ? { available: v.available } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}) }, c.actor);
+    }
     case 'getGroup': {
       const g = (await b.listGroups()).find((x) => x.name === c.param);
       if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(c.param)}`);

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { OPERATIONS, type Operation } from './operations';
-import { ApiError, Audit, AuditEntry, Credit, CreditCreate, Group, GroupList, GroupModel, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, Rotate, Token, TokenList, Usage, UsageEntry } from './schemas';
+import { ApiError, Audit, AuditEntry, Credit, CreditCreate, Group, GroupList, GroupModel, GroupPatch, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, Rotate, Token, TokenList, Usage, UsageEntry } from './schemas';
 
 const REF = (id: string): string => `#/components/schemas/${id}`;
 
@@ -14,7 +14,7 @@ type Json = Record<string, unknown>;
 /** The component schemas: request bodies as zod reads them (input), answers as they are written (output). */
 function components(): Record<string, Json> {
   const requests = z.registry<{ id: string }>();
-  for (const [id, s] of Object.entries({ KeyCreate, KeyPatch, Rotate, CreditCreate })) requests.add(s, { id });
+  for (const [id, s] of Object.entries({ KeyCreate, KeyPatch, Rotate, CreditCreate, GroupPatch })) requests.add(s, { id });
   const answers = z.registry<{ id: string }>();
   for (const [id, s] of Object.entries({ Key, IssuedKey, KeyList, Credit, UsageEntry, Usage, AuditEntry, Audit, GroupModel, Group, GroupList, Token, TokenList, Error: ApiError })) answers.add(s, { id });
   const out: Record<string, Json> = {};
@@ -41,7 +41,7 @@ const REASON_TEXT: Record<number, string> = {
 };
 
 function operation(op: Operation): Json {
-  const ids = { KeyCreate, KeyPatch, Rotate, CreditCreate, Key, IssuedKey, KeyList, Credit, Usage, Audit, Group, GroupList, Token, TokenList };
+  const ids = { KeyCreate, KeyPatch, Rotate, CreditCreate, GroupPatch, Key, IssuedKey, KeyList, Credit, Usage, Audit, Group, GroupList, Token, TokenList };
   const pathParam = /\{(\w+)\}/.exec(op.path)?.[1];
   const parameters = [
     ...(pathParam ? [{ name: pathParam, in: 'path', required: true, schema: { type: 'string', minLength: 1 } }] : []),

@@ -260,7 +260,7 @@ export class PgAdminBackend implements AdminBackend {
   async audit(limit: number, before?: string): Promise<AuditView[]> {
     if (before !== undefined && !/^\d{1,18}$/.test(before)) return [];
     const { rows } = await this.#query<{ id: string; time: Date; actor: string; address: string | null; request_id: string | null; action: string; target: string; before: unknown; after: unknown }>(
-      'SELECT id::text, time, actor, address, request_id, action, target, before, after FROM modelgate.audit WHERE $2::bigint IS NULL OR id < $2 ORDER BY id DESC LIMIT $1', [limit, before ?? null]);
+      'SELECT id::text, time, actor, address, request_id, action, target, before, after FROM modelgate.audit a WHERE $2::bigint IS NULL OR a.id < $2 ORDER BY a.id DESC LIMIT $1', [limit, before ?? null]);
     return rows.map((r) => ({ id: r.id, time: isoTime(r.time.getTime()), actor: r.actor, address: r.address, requestId: r.request_id, action: r.action, target: r.target, before: r.before, after: r.after }));
   }
 
@@ -272,6 +272,23 @@ export class PgAdminBackend implements AdminBackend {
       name: g.name, available: g.available, limits: limits.get(g.name) ?? null,
       models: new Map(g.models.map((m) => [m.name, { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null }])),
     }));
+  }
+
+  async updateGroup(name: string, ch: { readonly available?: boolean; readonly limits?: Record<string, number | null | undefined> | null }, actor: Actor): Promise<GroupView> {
+    const view = async (): Promise<GroupView> => {
+      const g = (await this.listGroups()).find((x) => x.name === name);
+      if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+      return g;
+    };
+    const before = await view();
+    await this.#write(actor, 'group.update', name, async (c) => {
+      const { rowCount } = await c.query(
+        `UPDATE modelgate.groups SET available = CASE WHEN $2 THEN $3 ELSE available END, limits = CASE WHEN $4 THEN $5::jsonb ELSE limits END WHERE name = $1`,
+        [name, ch.available !== undefined, ch.available ?? true, ch.limits !== undefined, ch.limits ? JSON.stringify(toLimits(ch.limits)) : null]);
+      if (rowCount === 0) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+      return { result: undefined, before: { available: before.available, limits: before.limits }, after: { available: ch.available ?? before.available, limits: ch.limits === undefined ? before.limits : toLimits(ch.limits) } };
+    });
+    return view();
   }
 
   async close(): Promise<void> {

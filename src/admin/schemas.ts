@@ -116,6 +116,11 @@ export const Group = z.object({
   limits: z.record(z.string(), z.number()).nullable(),
 });
 
+export const GroupPatch = z.strictObject({
+  available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
+  limits: keyLimits.nullable().optional().describe("The default limits of each key of the group; null: none."),
+}).describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
+
 export const KeyList = z.object({ keys: z.array(Key) });
 export const GroupList = z.object({ groups: z.array(Group) });
 

@@ -117,6 +117,9 @@ describe('keys', () => {
     expect(r.error?.error.message).toContain(h.configPath);
     expect((await client(tokens.admin).POST('/admin/v1/keys', { body: { id: 'alice', group: 'basic' } })).response.status).toBe(409);
     expect(readFileSync(h.configPath, 'utf8')).toBe(yamlBefore);
+    const group = await client(tokens.admin).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { available: false } });
+    expect(group.response.status).toBe(409);
+    expect(group.error?.error).toMatchObject({ code: 'group_in_config', message: expect.stringContaining(h.configPath) });
     const listed = await client(tokens.read).GET('/admin/v1/keys');
     expect(listed.data!.keys.find((k) => k.id === 'alice')?.source).toBe('config');
   });

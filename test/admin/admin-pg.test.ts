@@ -135,6 +135,16 @@ describe('the admin API on PostgreSQL, two replicas', () => {
     secret = out.key;
   });
 
+  it('a group made unavailable on one replica refuses its keys on the other (group_unavailable), and back', async () => {
+    expect((await api(a, billing).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { available: false } })).response.status).toBe(403);
+    const off = await api(a).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { available: false, limits: { rpm: 100 } } });
+    expect(off.data).toMatchObject({ name: 'basic', available: false, limits: { rpm: 100 } });
+    await until(b, secret, 'group_unavailable');
+    await api(b).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { available: true, limits: null } });
+    await until(a, secret, 'allowed');
+    expect((await api(a).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'nope' } }, body: { available: true } })).response.status).toBe(404);
+  });
+
   it('DELETE on one replica: the other answers key_unknown', async () => {
     expect((await api(a).DELETE('/admin/v1/keys/{id}', { params: { path: { id } } })).response.status).toBe(200);
     await until(b, secret, 'key_unknown');
@@ -150,9 +160,9 @@ describe('the admin API on PostgreSQL, two replicas', () => {
   it('every write is in the shared audit log, with actor, address and request id, never a secret', async () => {
     const entries = (await api(b).GET('/admin/v1/audit')).data!.entries;
     expect(entries.map((e) => `${e.action} ${e.actor}`).reverse()).toEqual([
-      'token.create cli', 'token.create cli', 'key.create tok-admin', 'key.credit tok-billing', 'key.rotate tok-admin', 'key.rotate tok-admin', 'key.rotate cli', 'key.delete tok-admin', 'token.delete tok-admin',
+      'token.create cli', 'token.create cli', 'key.create tok-admin', 'key.credit tok-billing', 'key.rotate tok-admin', 'key.rotate tok-admin', 'key.rotate cli', 'group.update tok-admin', 'group.update tok-admin', 'key.delete tok-admin', 'token.delete tok-admin',
     ]);
-    for (const e of entries.filter((x) => x.action.startsWith('key.') && x.actor !== 'cli')) {
+    for (const e of entries.filter((x) => (x.action.startsWith('key.') || x.action.startsWith('group.')) && x.actor !== 'cli')) {
       expect(e.address).toMatch(/127\.0\.0\.1/);
       expect(e.requestId).toBeTruthy();
     }

@@ -173,7 +173,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a group's availability or default limits (every replica at once)
+         * @description Scope: admin.
+         */
+        patch: operations["updateGroup"];
         trace?: never;
     };
     "/admin/v1/tokens": {
@@ -286,6 +290,24 @@ export interface components {
                 input: number;
                 output: number;
                 cachedInput: number | null;
+            } | null;
+        };
+        /** @description Fields to change (PostgreSQL; on the file store the groups live in the config file). */
+        GroupPatch: {
+            /** @description false: every key of the group gets 403 group_unavailable. */
+            available?: boolean;
+            /** @description The default limits of each key of the group; null: none. */
+            limits?: {
+                /** @description Requests per minute (a fixed window, counted across every replica by the rate limit engine); over it: 429 rate_limited. */
+                rpm?: number | null;
+                /** @description Tokens per minute: each response is charged its real token count when it ends; once the tokens used in the window reach it, 429 tokens_rate_limited until the window resets. */
+                tpm?: number | null;
+                /** @description Requests per day (UTC); over it: 429 rate_limited. */
+                rpd?: number | null;
+                /** @description Tokens per day (UTC); once reached: 429 tokens_rate_limited. */
+                tpd?: number | null;
+                /** @description Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight. */
+                inFlight?: number | null;
             } | null;
         };
         IssuedKey: {
@@ -1325,6 +1347,113 @@ export interface operations {
             };
             /** @description Not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupPatch"];
+            };
+        };
+        responses: {
+            /** @description Change a group's availability or default limits (every replica at once) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Group"];
+                };
+            };
+            /** @description Not JSON, or the body is too large */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
