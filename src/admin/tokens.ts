@@ -6,8 +6,9 @@
  * among tokens only (a model key is refused there).
  */
 import { hash, randomBytes } from 'node:crypto';
+import { MANAGEMENT_TOKEN_PREFIX } from '../check/key-format';
 
-export const TOKEN_PREFIX = 'mg-admin-';
+export const TOKEN_PREFIX = MANAGEMENT_TOKEN_PREFIX;
 const TOKEN_SHAPE = /^mg-admin-[A-Za-z0-9_-]{43}$/;
 
 /** What a token may do: read everything; also write keys; also move balances; everything. */

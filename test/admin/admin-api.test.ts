@@ -80,6 +80,8 @@ describe('authentication', () => {
   it('a management token is refused by the Check (it is never a model key)', async () => {
     const res = await chat(tokens.admin);
     expect(reasonOf(res)).toBe('key_unknown');
+    expect(res.denied_response?.headers?.find((x) => x.header?.key === 'x-modelgate-hint')?.header?.value).toContain('management token');
+    expect(JSON.stringify(res)).not.toContain(tokens.admin.slice(9));
     expect(res.denied_response?.status?.code).toBe('Unauthorized');
   });
 });
@@ -222,7 +224,7 @@ describe('keys', () => {
     expect([...page1.entries, ...page2.entries].map((e) => e.id)).toEqual(entries.slice(0, 6).map((e) => e.id));
     const text = JSON.stringify(entries) + readFileSync(adminStatePath(h.configPath), 'utf8') + h.logs.raw.join('\n');
     for (const s of Object.values(tokens)) expect(text).not.toContain(s);
-    expect(text).not.toMatch(/sk-mg-/);
+    expect(text).not.toMatch(/sk-mg-[A-Za-z0-9]{40}/);
   });
 
   it('keys created through the API survive a restart (modelgate\'s own state file)', async () => {
