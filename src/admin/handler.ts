@@ -10,13 +10,13 @@ import { z } from 'zod';
 import { generateKey, hashKey, KEY_PREFIX } from '../check/key-format';
 import type { UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, KeyChange } from './backend';
-import { isoTime } from './backend';
+import { isoTime, tokenView } from './backend';
 import { FailureLimit } from './failures';
 import { openApiText } from './openapi';
 import { OPERATIONS, type Operation } from './operations';
 import { AdminRefusal, keyNotFound } from './refusal';
-import { CreditCreate, GroupPatch, KeyCreate, KeyPatch, Rotate } from './schemas';
-import { hashToken, hasTokenShape, scopeAllows, type Scope, type TokenRecord } from './tokens';
+import { CreditCreate, GroupPatch, KeyCreate, KeyPatch, Rotate, TokenCreate } from './schemas';
+import { defaultTokenId, generateToken, hashToken, hasTokenShape, scopeAllows, type Scope, type TokenRecord } from './tokens';
 
 export const ADMIN_PREFIX = '/admin/v1/';
 const MAX_BODY = 64 * 1024;
@@ -263,6 +263,15 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
     case 'listTokens': {
       const fromConfig = c.configTokens.map((t) => ({ id: t.id, scope: t.scope, description: null, createdAt: null, source: 'config' as const }));
       return { tokens: [...fromConfig, ...(await b.listTokens())] };
+    }
+    case 'createToken': {
+      const v = parse(TokenCreate, c.body);
+      const id = v.id ?? defaultTokenId();
+      if (c.configTokens.some((t) => t.id === id)) throw new AdminRefusal(409, 'token_exists', `a token with id ${JSON.stringify(id)} already exists (in the config file)`);
+      const secret = generateToken();
+      const record: TokenRecord = { id, sha256: hashToken(secret), scope: v.scope, createdAt: c.now(), description: v.description ?? null };
+      await b.createToken(record, c.actor);
+      return { token: tokenView(record), secret };
     }
     case 'deleteToken':
       if (c.configTokens.some((t) => t.id === c.param)) throw new AdminRefusal(409, 'token_in_config', `token ${JSON.stringify(c.param)} is defined in the config file (adminTokens)`, 'remove it there; the service reloads the file');

@@ -134,6 +134,17 @@ export const Token = z.object({
 
 export const TokenList = z.object({ tokens: z.array(Token) });
 
+export const TokenCreate = z.strictObject({
+  id: KeyId.optional().describe('Default: tok- and 8 random hex digits.'),
+  scope: z.enum(SCOPES),
+  description: z.string().max(500).optional(),
+});
+
+export const IssuedToken = z.object({
+  token: Token,
+  secret: z.string().describe('The management token itself: shown this once, stored only as its SHA-256.'),
+});
+
 export const ApiError = z.object({
   error: z.object({
     code: z.string(),

@@ -247,6 +247,21 @@ describe('management tokens', () => {
     for (const s of Object.values(tokens)) expect(JSON.stringify(list.data)).not.toContain(s);
   });
 
+  it('an admin token creates a token through the API: shown once, works with its scope at once, audited', async () => {
+    expect((await client(tokens.keys).POST('/admin/v1/tokens', { body: { scope: 'admin' } })).response.status).toBe(403);
+    const made = await client(tokens.admin).POST('/admin/v1/tokens', { body: { id: 'portal', scope: 'read', description: 'the portal' } });
+    expect(made.response.status).toBe(201);
+    expect(made.data!.token).toEqual({ id: 'portal', scope: 'read', description: 'the portal', createdAt: expect.any(String), source: 'api' });
+    const portal = made.data!.secret;
+    expect((await client(portal).GET('/admin/v1/keys')).response.status).toBe(200);
+    expect((await client(portal).POST('/admin/v1/keys', { body: { group: 'basic' } })).response.status).toBe(403);
+    expect((await client(tokens.admin).POST('/admin/v1/tokens', { body: { id: 'portal', scope: 'read' } })).response.status).toBe(409);
+    expect((await client(tokens.admin).POST('/admin/v1/tokens', { body: { id: 'demo-admin', scope: 'read' } })).response.status).toBe(409);
+    expect(readFileSync(adminStatePath(h.configPath), 'utf8')).not.toContain(portal);
+    await client(tokens.admin).DELETE('/admin/v1/tokens/{id}', { params: { path: { id: 'portal' } } });
+    expect((await client(portal).GET('/admin/v1/keys')).response.status).toBe(401);
+  });
+
   it('a revoked token is refused at its next request, and the revocation is audited; a config token answers 409', async () => {
     expect((await client(tokens.billing).GET('/admin/v1/keys')).response.status).toBe(200);
     const r = await client(tokens.admin).DELETE('/admin/v1/tokens/{id}', { params: { path: { id: 'tok-billing' } } });

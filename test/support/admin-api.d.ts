@@ -193,7 +193,11 @@ export interface paths {
          */
         get: operations["listTokens"];
         put?: never;
-        post?: never;
+        /**
+         * Create a management token; the token is in this answer only
+         * @description Scope: admin.
+         */
+        post: operations["createToken"];
         delete?: never;
         options?: never;
         head?: never;
@@ -315,6 +319,11 @@ export interface components {
             /** @description The key itself: shown this once, stored only as its SHA-256. */
             secret: string;
         };
+        IssuedToken: {
+            token: components["schemas"]["Token"];
+            /** @description The management token itself: shown this once, stored only as its SHA-256. */
+            secret: string;
+        };
         Key: {
             id: string;
             group: string;
@@ -402,6 +411,13 @@ export interface components {
              * @enum {string}
              */
             source: "api" | "config";
+        };
+        TokenCreate: {
+            /** @description Default: tok- and 8 random hex digits. */
+            id?: string;
+            /** @enum {string} */
+            scope: "read" | "keys" | "billing" | "admin";
+            description?: string;
         };
         TokenList: {
             tokens: components["schemas"]["Token"][];
@@ -1519,6 +1535,102 @@ export interface operations {
             };
             /** @description The token's scope does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TokenCreate"];
+            };
+        };
+        responses: {
+            /** @description Create a management token; the token is in this answer only */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IssuedToken"];
+                };
+            };
+            /** @description Not JSON, or the body is too large */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
