@@ -8,9 +8,10 @@ import { randomBytes } from 'node:crypto';
 import { Command } from 'commander';
 import { generateKey, hashKey } from '../check/key-format';
 import { PgAdminBackend } from '../admin/pg-backend';
-import { keyNotFound } from '../admin/refusal';
+import { AdminRefusal, keyNotFound } from '../admin/refusal';
+import { StoreRefusal } from '../store/pg/refusal';
 import type { AdminDb } from '../store/pg/admin';
-import { insertKey, listKeys, type KeyInfo } from '../store/pg/keys';
+import { listKeys, type KeyInfo } from '../store/pg/keys';
 import { parseAmount } from './balance';
 import { checkName, once, usageError } from './errors';
 import { fileKey, type FileKey } from './file-key';
@@ -43,8 +44,18 @@ export function defaultKeyId(): string {
 export async function createKey(db: AdminDb, input: NewKey): Promise<IssuedKey> {
   const id = checkName('key id', input.id ?? defaultKeyId());
   const key = generateKey();
-  const record = await insertKey(db, { id, sha256: hashKey(key), group: input.group, balance: input.balance ?? null, expiresAt: input.expiresAt ?? null });
-  return { key, record };
+  const balance = input.balance ?? null;
+  // Through the admin API's backend (audited as cli).
+  try {
+    await new PgAdminBackend(db).createKey({
+      id, sha256: hashKey(key), group: input.group, balance: balance === null ? null : Number(balance), expiresAt: input.expiresAt?.getTime() ?? null,
+      disabled: false, limits: null, metadata: {},
+    }, CLI_ACTOR);
+  } catch (err) {
+    if (err instanceof AdminRefusal && err.code === 'group_not_found') throw new StoreRefusal({ code: 'key_group_not_found', group: input.group });
+    throw err;
+  }
+  return { key, record: await keyInfo(db, id) };
 }
 
 /** The command line as the admin API's audit log names it. */
