@@ -6,7 +6,8 @@
  * request comes from one address, and the unauthenticated ones would otherwise lock it out.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { addTokenToFile, adminStatePath } from '../../src/admin/file-backend';
@@ -37,7 +38,8 @@ function runSchemathesis(h: Harness, token: string): Promise<{ code: number | nu
     '-H', `Authorization: Bearer ${token}`, '--checks', 'all', '--exclude-checks', 'positive_data_acceptance,use_after_free,ensure_resource_availability',
     '--max-examples', '25', '--workers', '1', '--phases', 'examples,coverage,fuzzing', '--seed', '40', '--no-color'];
   return new Promise((resolve) => {
-    const child = spawn((st as { path: string }).path, args, { env: { ...process.env, SCHEMATHESIS_TELEMETRY: 'false' } });
+    // In a directory of its own: schemathesis keeps its example database (.schemathesis/) in the working directory.
+    const child = spawn((st as { path: string }).path, args, { cwd: mkdtempSync(join(tmpdir(), 'modelgate-st-')), env: { ...process.env, SCHEMATHESIS_TELEMETRY: 'false' } });
     let output = '';
     child.stdout.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr.on('data', (c: Buffer) => (output += c.toString()));
