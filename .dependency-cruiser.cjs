@@ -60,6 +60,13 @@ module.exports = {
       to: { path: ['^src/server/', '^src/cli/', pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js')] },
     },
     {
+      name: 'admin-below-server-and-cli',
+      severity: 'error',
+      comment: 'The admin API (src/admin) is mounted by the server and used by the CLI, never the other way round; no logger or gRPC library of its own.',
+      from: { path: '^src/admin/' },
+      to: { path: ['^src/server/', '^src/cli/', '^src/console/', '^src/meter/', '^src/envoy/', pkg('pino', 'prom-client', '@grpc/grpc-js')] },
+    },
+    {
       name: 'console-below-server-and-cli',
       severity: 'error',
       comment: 'The console is mounted by the server and called by the CLI, never the other way round.',
@@ -90,8 +97,8 @@ module.exports = {
     {
       name: 'pg-only-in-the-pg-store',
       severity: 'error',
-      comment: "PostgreSQL is reached through src/store/pg/ alone, its write side too (keys, groups, balances): the CLI and the tests use those modules; test/support/ starts servers and opens pools for the tests.",
-      from: { path: '^(src|test)/', pathNot: '^(src/store/pg/|test/support/)' },
+      comment: "PostgreSQL is reached through src/store/pg/ alone, its write side too (keys, groups, balances): the CLI and the tests use those modules; test/support/ starts servers and opens pools for the tests. The admin API's PostgreSQL backend (src/admin/pg-backend.ts) is the one other: its transactions write a change and its audit entry together, in the admin API's own types.",
+      from: { path: '^(src|test)/', pathNot: '^(src/store/pg/|test/support/|src/admin/pg-backend\\.ts$)' },
       to: { path: pkg('pg') },
     },
     {

@@ -23,7 +23,7 @@ export interface Endpoint {
   readonly method: 'GET' | 'POST';
   /** The path after the prefix. */
   readonly path: string;
-  /** The protocol style it serves, or `models` for the model lists (answered by modelgate). */
+  /** The protocol style it serves, or `models` for what modelgate answers itself (the model lists, the key's own view). */
   readonly style: Protocol | 'models';
   /** After `{model}:`, the generative methods (the first is the style's canonical one). */
   readonly modelMethods?: readonly string[];
@@ -54,6 +54,10 @@ export const ENDPOINTS: readonly Endpoint[] = [
   { name: 'generative_count_embed', method: 'POST', path: '/v1beta/models/{model}', style: 'generative', modelMethods: ['countTokens', 'embedContent', 'batchEmbedContents'] },
   { name: 'models', method: 'GET', path: '/v1/models', style: 'models' },
   { name: 'generative_models', method: 'GET', path: '/v1beta/models', style: 'models' },
+  // A key holder's own view (docs/clients.md, "How much is left"): answered by modelgate like the
+  // model lists, the key read where its protocol sends it (Bearer or x-api-key; x-goog-api-key under /v1beta).
+  { name: 'me', method: 'GET', path: '/v1/me', style: 'models' },
+  { name: 'generative_me', method: 'GET', path: '/v1beta/me', style: 'models' },
   { name: 'model', method: 'GET', path: '/v1/models/{model}', style: 'models' },
   { name: 'generative_model', method: 'GET', path: '/v1beta/models/{model}', style: 'models' },
 ];

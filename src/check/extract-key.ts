@@ -4,7 +4,7 @@
  * the URL, pasted whole without quotes or extra characters). Pure. Hints never contain the key.
  */
 import type { Config } from '../config/load';
-import { KEY_LENGTH, KEY_PREFIX, checksumMatches, containsKeyBody, hasIssuedShape, isCompleteKey } from './key-format';
+import { KEY_LENGTH, KEY_PREFIX, MANAGEMENT_TOKEN_PREFIX, checksumMatches, containsKeyBody, hasIssuedShape, isCompleteKey } from './key-format';
 import type { RequestView } from './request-view';
 import { HINTS, type DenyReason } from './reasons';
 import type { KeySource } from './routes';
@@ -104,6 +104,8 @@ export function extractKey(view: RequestView, names: readonly string[], otherNam
     }
     found ??= { key: r.key, header };
   }
+  // A management token is never looked up as a key: refused as unknown, saying what it is.
+  if (found?.key.startsWith(MANAGEMENT_TOKEN_PREFIX)) return { ok: false, reason: 'key_unknown', hint: HINTS.key_unknown.managementToken };
   if (found) return { ok: true, ...found };
   if (empty) return empty;
   const elsewhere = otherNames.find((h) => typeof view.headers[h] === 'string' && view.headers[h] !== '');

@@ -7,6 +7,8 @@ import { hash, randomInt } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 export const KEY_PREFIX = 'sk-mg-';
+/** The prefix of the admin API's management tokens (admin/tokens.ts): never a model key. */
+export const MANAGEMENT_TOKEN_PREFIX = 'mg-admin-';
 const BODY_LENGTH = 34;
 const CHECKSUM_LENGTH = 6;
 /** Total length of an issued key: 6 + 40 = 46 characters. */

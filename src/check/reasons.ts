@@ -141,6 +141,7 @@ export const REASONS = {
       /** `console`: the console's address (console-address.ts). */
       noMatch: (console: string) => `no key matches: check that the whole key was copied from the console (${console}), and that it is a key for this gateway`,
       removed: 'the key was removed just now; use a current key',
+      managementToken: 'this is a management token of the admin API (mg-admin-...): it never calls models; use a model key (sk-mg-...)',
     },
   },
   key_disabled: {

@@ -7,8 +7,11 @@
 import { randomBytes } from 'node:crypto';
 import { Command } from 'commander';
 import { generateKey, hashKey } from '../check/key-format';
+import { PgAdminBackend } from '../admin/pg-backend';
+import { AdminRefusal, keyNotFound } from '../admin/refusal';
+import { StoreRefusal } from '../store/pg/refusal';
 import type { AdminDb } from '../store/pg/admin';
-import { deleteKey, insertKey, listKeys, replaceKeyHash, setKeyDisabled, type KeyInfo } from '../store/pg/keys';
+import { listKeys, type KeyInfo } from '../store/pg/keys';
 import { parseAmount } from './balance';
 import { checkName, once, usageError } from './errors';
 import { fileKey, type FileKey } from './file-key';
@@ -41,14 +44,38 @@ export function defaultKeyId(): string {
 export async function createKey(db: AdminDb, input: NewKey): Promise<IssuedKey> {
   const id = checkName('key id', input.id ?? defaultKeyId());
   const key = generateKey();
-  const record = await insertKey(db, { id, sha256: hashKey(key), group: input.group, balance: input.balance ?? null, expiresAt: input.expiresAt ?? null });
-  return { key, record };
+  const balance = input.balance ?? null;
+  // Through the admin API's backend (audited as cli).
+  try {
+    await new PgAdminBackend(db).createKey({
+      id, sha256: hashKey(key), group: input.group, balance: balance === null ? null : Number(balance), expiresAt: input.expiresAt?.getTime() ?? null,
+      disabled: false, limits: null, metadata: {},
+    }, CLI_ACTOR);
+  } catch (err) {
+    if (err instanceof AdminRefusal && err.code === 'group_not_found') throw new StoreRefusal({ code: 'key_group_not_found', group: input.group });
+    throw err;
+  }
+  return { key, record: await keyInfo(db, id) };
 }
 
-/** Replaces the key of `id` by a fresh one, keeping id, group, balance, state and expiry. */
-export async function rotateKey(db: AdminDb, id: string): Promise<IssuedKey> {
+/** The command line as the admin API's audit log names it. */
+const CLI_ACTOR = { tokenId: 'cli', address: null, requestId: null };
+
+/** Key `id` as the operator sees it (after a write through the admin API's backend). */
+async function keyInfo(db: AdminDb, id: string): Promise<KeyInfo> {
+  const found = (await listKeys(db)).find((k) => k.id === id);
+  if (!found) throw keyNotFound(id);
+  return found;
+}
+
+/**
+ * Replaces the key of `id` by a fresh one, keeping id, group, balance, state and expiry; the old key
+ * keeps working for `graceSeconds` (0: stops at once). Through the admin API's backend: audited.
+ */
+export async function rotateKey(db: AdminDb, id: string, graceSeconds = 0): Promise<IssuedKey & { previousUntil: string | null }> {
   const key = generateKey();
-  return { key, record: await replaceKeyHash(db, id, hashKey(key)) };
+  const view = await new PgAdminBackend(db).rotateKey(id, hashKey(key), graceSeconds > 0 ? Date.now() + graceSeconds * 1000 : null, CLI_ACTOR);
+  return { key, record: await keyInfo(db, id), previousUntil: view.previousSecretValidUntil };
 }
 
 /** active, disabled or expired, as the decision would see the key at `now`. */
@@ -108,7 +135,9 @@ function keyStateCommand(run: CliRun, verb: 'disable' | 'enable', disabled: bool
     .argument('<id>', 'the key\'s id')
     .action((id: string, options: StoreOptions, cmd: Command) =>
       withStore(run, cmd, options, true, async (store) => {
-        const record = await setKeyDisabled(await store.db(), id, disabled);
+        const db = await store.db();
+        await new PgAdminBackend(db).updateKey(id, { disabled }, CLI_ACTOR);
+        const record = await keyInfo(db, id);
         store.print(`${disabled ? 'Disabled' : 'Enabled'} key ${record.id} (${keySummary(record)}).\n`, { record });
       }),
     );
@@ -159,10 +188,14 @@ export function keysCommand(run: CliRun): Command {
   keys.addCommand(
     storeCommand('rotate', 'replace a key by a fresh one, keeping its id, group, balance and expiry; prints the new key once')
       .argument('<id>', 'the key\'s id')
-      .action((id: string, options: StoreOptions, cmd: Command) =>
+      .option('--grace <seconds>', 'how long the old key keeps working, on every replica (default 0: it stops at once)', once('--grace'))
+      .action((id: string, options: StoreOptions & { grace?: string }, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
-          const { key, record } = await rotateKey(await store.db(), id);
-          store.print(keyIssuedText(`Rotated key ${record.id} (${keySummary(record)}); the old key no longer works.`, key), { key, record });
+          const grace = options.grace === undefined ? 0 : Number(options.grace);
+          if (!/^\d+$/.test(options.grace ?? '0') || grace > 30 * 86400) throw usageError('--grace must be whole seconds from 0 to 2592000 (30 days)');
+          const { key, record, previousUntil } = await rotateKey(await store.db(), id, grace);
+          const old = previousUntil === null ? 'the old key no longer works' : `the old key works until ${previousUntil}`;
+          store.print(keyIssuedText(`Rotated key ${record.id} (${keySummary(record)}); ${old}.`, key), { key, record, previousKeyValidUntil: previousUntil });
         }),
       ),
   );
@@ -171,7 +204,9 @@ export function keysCommand(run: CliRun): Command {
       .argument('<id>', 'the key\'s id')
       .action((id: string, options: StoreOptions, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
-          const record = await deleteKey(await store.db(), id);
+          const db = await store.db();
+          const record = await keyInfo(db, id);
+          await new PgAdminBackend(db).deleteKey(id, CLI_ACTOR);
           store.print(`Deleted key ${record.id} (group ${record.group}).\n`, { deleted: record });
         }),
       ),

@@ -10,6 +10,7 @@
  */
 import { Command, CommanderError } from 'commander';
 import { version } from '../../package.json';
+import { adminTokensCommand } from './admin-tokens';
 import { balanceCommand } from './balance';
 import { denialsCommand } from './denials';
 import { envoyCheckCommand, envoyConfigCommand } from './envoy';
@@ -53,7 +54,8 @@ export function cliProgram(run: CliRun): Command {
     .addCommand(balanceCommand(run))
     .addCommand(migrateCommand(run))
     .addCommand(usageCommand(run))
-    .addCommand(denialsCommand(run));
+    .addCommand(denialsCommand(run))
+    .addCommand(adminTokensCommand(run));
   program.addHelpText(
     'after',
     [

@@ -5,6 +5,7 @@
  * holds a key or the store's password.
  */
 import { Command } from 'commander';
+import { AdminRefusal } from '../admin/refusal';
 import { openAdminPool, type AdminDb } from '../store/pg/admin';
 import { StoreRefusal, type Refusal } from '../store/pg/refusal';
 import { migrate, type MigrationResult } from '../store/pg/schema';
@@ -94,6 +95,8 @@ export async function withStore(run: CliRun, cmd: Command, options: StoreOptions
     });
   } catch (err) {
     if (err instanceof StoreRefusal) throw new CliError(refusalText(err.refusal));
+    // The admin API's backend (keys disable|enable|rotate|delete write through it, audited).
+    if (err instanceof AdminRefusal) throw new CliError(err.message);
     throw err instanceof CliError ? err : new CliError(describeError(err, url, source));
   } finally {
     await pool?.end().catch(() => {});

@@ -127,6 +127,8 @@ export interface Config {
   readonly console: Frozen<ConfigFile['console']>;
   readonly groups: ReadonlyMap<string, GroupRecord>;
   readonly keys: readonly KeyRecord[];
+  /** Management tokens of the admin API defined in the file (by hash; docs/admin-api.md). */
+  readonly adminTokens: Frozen<ConfigFile['adminTokens']>;
 }
 
 /** Thrown by parseConfig with every problem found, one per line, each naming its path. */
@@ -253,6 +255,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     },
     groups,
     keys,
+    adminTokens: f.adminTokens,
   };
 }
 

@@ -19,7 +19,7 @@ import { PROTOCOLS, type Protocol } from '../store/store';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 /** An HTTP field name (RFC 9110 token), at most 128 characters; read in any case, kept lowercase. */
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
-const KEY_ID = /^[A-Za-z0-9._@:-]{1,128}$/;
+export const KEY_ID = /^[A-Za-z0-9._@:-]{1,128}$/;
 const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const ALT_PREFIX = /^\/[A-Za-z0-9._~-]{1,31}$/;
@@ -325,7 +325,7 @@ const limitFields = {
   tpd: integer(1, MAX_LIMIT).nullish().describe('Tokens per day (UTC); once reached: 429 tokens_rate_limited.'),
 };
 
-const keyLimits = mapping({
+export const keyLimits = mapping({
   ...limitFields,
   inFlight: integer(1, 1_000_000).nullish().describe('Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight.'),
 }, 'must be a mapping of limits {rpm, tpm, rpd, tpd, inFlight}');
@@ -472,6 +472,21 @@ const key = mapping(
   'must be a mapping with id, sha256 and group',
 );
 
+/** The admin API's scopes (admin/tokens.ts SCOPES, which a test checks against these). */
+export const ADMIN_SCOPES = ['read', 'keys', 'billing', 'admin'] as const;
+
+const adminToken = mapping(
+  {
+    id: text(KEY_ID, 'an id of 1-128 characters from A-Z a-z 0-9 . _ @ : -').describe('The token id, in the audit log and the logs (never the token).'),
+    sha256: text(SHA256_HEX, 'the 64-hex-digit SHA-256 of the full token').toLowerCase().describe('SHA-256 of the full management token, in hex.'),
+    scope: z.enum(ADMIN_SCOPES, { error: `must be one of ${ADMIN_SCOPES.join(', ')}` }).describe('read: every GET; keys: also key writes; billing: also credits; admin: everything.'),
+  },
+  'must be a mapping with id, sha256 and scope',
+);
+
+const adminTokens = orDefault(z.array(adminToken, { error: 'must be a list' }), [])
+  .describe('Management tokens of the admin API defined here, each stored only as its SHA-256 (docs/admin-api.md); `modelgate admin-tokens new` keeps others in modelgate\'s own state. Reloads.');
+
 const keys = orDefault(
   z.array(key, { error: 'must be a list' }).superRefine((list, ctx) => {
     if (!Array.isArray(list)) return;
@@ -521,6 +536,7 @@ export const configFileSchema = mapping({
   gateway: orDefault(gateway, {}).describe('The Envoy bundle `modelgate envoy-config` renders from this file (and `modelgate up` runs): listener, limits, upstreams.'),
   groups,
   keys,
+  adminTokens,
 })
   .superRefine((root, ctx) => {
     if (!isMapping(root)) return;

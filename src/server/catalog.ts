@@ -25,7 +25,8 @@ export interface CatalogDeps {
   readonly pipeline: Pick<CheckPipeline, 'decide' | 'logServed'>;
 }
 
-function viewOf(req: IncomingMessage): RequestView {
+/** The request as the Check path reads it (the key headers as sent). */
+export function viewOf(req: IncomingMessage): RequestView {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   const headers: Record<string, string> = {};

@@ -12,6 +12,12 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import type { CheckRequest } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { createCatalogHandler } from './catalog';
+import { createKeyViewHandler } from './key-view';
+import type { AdminBackend } from '../admin/backend';
+import { adminStatePath, FileAdminBackend } from '../admin/file-backend';
+import { PgAdminBackend } from '../admin/pg-backend';
+import { openAdminPool } from '../store/pg/admin';
+import { createAdminHandler } from '../admin/handler';
 import { readGrpcSecret, readGrpcTls } from '../config/grpc-auth';
 import { isLoopback, parseConfig, parseHostPort, type Config } from '../config/load';
 import { watchConfig } from '../config/watch';
@@ -69,6 +75,8 @@ export interface ServiceOptions {
   readonly watch?: boolean;
   /** Poll interval of the config watcher. */
   readonly watchIntervalMs?: number;
+  /** Failed admin API authentications an address may make per window (default 20 a minute; fuzzing tests raise it). */
+  readonly adminFailureLimit?: { readonly max: number; readonly windowMs: number };
   /** Recent usage per key for the console's access view (the meter); absent: no usage section. */
   readonly usage?: UsageProvider;
   /** The gRPC port's secret when the config sets none (`modelgate up`'s install secret, config/grpc-auth.ts). */
@@ -142,6 +150,13 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     now: opts.now,
     onEvent: (event, kind) => metrics.countCache(event, kind),
   });
+
+  // The admin API (docs/admin-api.md): on the file store, its keys and tokens live beside the config,
+  // loaded before the first Check so that the keys it created are served from the start.
+  const adminBackend: AdminBackend | undefined = storeUrl && !opts.store ? new PgAdminBackend(openAdminPool(storeUrl), opts.now) : fileStore ? new FileAdminBackend(fileStore, {
+    path: adminStatePath(opts.configPath), configPath: opts.configPath, now: opts.now,
+    onError: (err) => logger.error({ err: err.message }, 'admin state file changed and cannot be read (the last good state stays in use)'),
+  }) : undefined;
 
   const checkDef = authorizationService().Check;
   // This process's name in the store's leases (strict mode on PostgreSQL) and in the Check's metadata.
@@ -289,7 +304,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     config: () => config, lookups: cache, logger, now: opts.now, usage,
     rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
   });
-  const routes: RouteHandler = async (req, res) => (await consoleHandler(req, res)) || catalog(req, res);
+  const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now, configTokens: () => config.adminTokens, failures: opts.adminFailureLimit }) : undefined;
+  const keyView = createKeyViewHandler({ lookups: cache, pipeline, usage, now: opts.now ?? Date.now, keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null) });
+  const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || (await keyView(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 
   const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
@@ -355,6 +372,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       unwatchBalances?.();
       await charges?.flushAll();
       remote?.close();
+      await adminBackend?.close();
       await store.close();
       // The last GenAI counts go to the collector; one that does not answer does not hold the exit.
       if (genAiOtlp) await Promise.race([genAiOtlp.shutdown().catch(() => undefined), new Promise((r) => setTimeout(r, 2000).unref())]);

@@ -5,6 +5,11 @@
  * With metering (docs/metering.md), a key's balance is its configured balance minus what it spent
  * (file-meter.ts, kept in a state file beside the config); a debit replaces that key's record and
  * invalidates exactly its cache entry, so the next request sees the new balance.
+ *
+ * Keys created through the admin API live in modelgate's own state (admin/file-backend.ts), never
+ * in the operator's YAML: setManaged() serves them beside the config's (a config key wins an id
+ * both hold). A rotated key's previous secret is served until its grace ends, as a record of the
+ * same id that expires then (so a cached answer cannot outlive the grace either).
  */
 import { FileMeter, type FileMeterOptions } from './file-meter';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from './store';
@@ -14,13 +19,22 @@ export interface FileStoreOptions extends Omit<FileMeterOptions, 'onSpent'> {
   readonly meter?: boolean;
 }
 
+/** A key kept in modelgate's own state; `previous`: a rotated-out secret and when it stops working (epoch ms). */
+export interface ManagedKeyRecord extends KeyRecord {
+  readonly previous?: { readonly sha256: string; readonly until: number } | null;
+}
+
 export class FileStore implements Store {
   readonly kind = 'file';
   /** By SHA-256: the records as served (balances net of spending). */
   #keys = new Map<string, KeyRecord>();
   /** By id: the records as configured. */
   #configured = new Map<string, KeyRecord>();
+  /** By id: the previous secrets of rotated keys, as served until their grace ends. */
+  #previous = new Map<string, KeyRecord>();
   #groups: ReadonlyMap<string, GroupRecord> = new Map();
+  #fromConfig: readonly KeyRecord[] = [];
+  #managed: readonly ManagedKeyRecord[] = [];
   readonly #listeners = new Set<(e: InvalidationEvent) => void>();
   readonly meter: FileMeter | undefined;
 
@@ -36,9 +50,42 @@ export class FileStore implements Store {
 
   /** Swaps in a new snapshot (a validated reload) and invalidates every cached entry. */
   replace(groups: ReadonlyMap<string, GroupRecord>, keys: readonly KeyRecord[]): void {
-    this.#configured = new Map(keys.map((k) => [k.id, k]));
-    this.#keys = new Map(keys.map((k) => [k.sha256, this.#served(k)]));
+    this.#fromConfig = keys;
     this.#groups = groups;
+    this.#rebuild();
+  }
+
+  /** Swaps in the keys of modelgate's own state (the admin API's) and invalidates every cached entry. */
+  setManaged(keys: readonly ManagedKeyRecord[]): void {
+    this.#managed = keys;
+    this.#rebuild();
+  }
+
+  /** The ids of the keys defined in the config file (the admin API refuses to change them). */
+  configKeyIds(): ReadonlySet<string> {
+    return new Set(this.#fromConfig.map((k) => k.id));
+  }
+
+  /** The groups as configured. */
+  groups(): ReadonlyMap<string, GroupRecord> {
+    return this.#groups;
+  }
+
+  #rebuild(): void {
+    const configured = new Map(this.#fromConfig.map((k) => [k.id, k]));
+    const previous = new Map<string, KeyRecord>();
+    for (const m of this.#managed) {
+      if (configured.has(m.id)) continue;
+      const { previous: old, ...k } = m;
+      configured.set(k.id, k);
+      if (old) previous.set(k.id, { ...k, sha256: old.sha256, expiresAt: Math.min(k.expiresAt ?? Infinity, old.until) });
+    }
+    this.#configured = configured;
+    this.#previous = previous;
+    const served = new Map<string, KeyRecord>();
+    for (const k of previous.values()) served.set(k.sha256, this.#served(k));
+    for (const k of configured.values()) served.set(k.sha256, this.#served(k));
+    this.#keys = served;
     for (const l of this.#listeners) l({ kind: 'all' });
   }
 
@@ -51,10 +98,13 @@ export class FileStore implements Store {
   #spent(id: string): void {
     const k = this.#configured.get(id);
     if (!k) return;
-    const served = this.#served(k);
-    this.#keys.set(k.sha256, served);
-    // Only the balance changed: caches take it as is (no lookup on the next Check).
-    for (const l of this.#listeners) l({ kind: 'key', sha256: k.sha256, balance: served.balance });
+    const old = this.#previous.get(id);
+    for (const r of old && this.#keys.get(old.sha256)?.id === id ? [k, old] : [k]) {
+      const served = this.#served(r);
+      this.#keys.set(r.sha256, served);
+      // Only the balance changed: caches take it as is (no lookup on the next Check).
+      for (const l of this.#listeners) l({ kind: 'key', sha256: r.sha256, balance: served.balance });
+    }
   }
 
   // Lookup is by SHA-256 of the key, so a timing difference could at most reveal a hash

@@ -60,6 +60,8 @@ test('the walk covers every command group and subcommand', () => {
     'migrate',
     'usage',
     'denials',
+    'admin-tokens',
+    'admin-tokens new',
   ]);
 });
 

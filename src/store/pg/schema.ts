@@ -723,6 +723,80 @@ RETURNS TABLE (request_id text, applied boolean, conflict boolean, cost numeric,
 $$;
 `,
   },
+  /*
+   * Version 10 (docs/admin-api.md): the admin API's management tokens (hashed, scoped), its audit
+   * log, the credits it made (one per idempotency key), and on keys their metadata and a rotated-out
+   * secret that keeps working until previous_until (the lookups match it too, as a key that expires
+   * then). The key trigger also names the previous secret, so every replica forgets it at once.
+   */
+  {
+    version: 10,
+    name: 'admin API: management tokens, audit log, credits, key metadata and rotation grace',
+    sql: `
+CREATE TABLE admin_tokens (
+  id text PRIMARY KEY CHECK (id <> '' AND length(id) <= 128),
+  sha256 text NOT NULL UNIQUE CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+  scope text NOT NULL CHECK (scope IN ('read', 'keys', 'billing', 'admin')),
+  description text,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE audit (
+  id bigserial PRIMARY KEY,
+  time timestamptz NOT NULL DEFAULT now(),
+  actor text NOT NULL,
+  address text,
+  request_id text,
+  action text NOT NULL,
+  target text NOT NULL,
+  before jsonb,
+  after jsonb
+);
+CREATE INDEX audit_time ON audit (time DESC);
+
+CREATE TABLE credits (
+  idempotency_key text PRIMARY KEY CHECK (idempotency_key <> '' AND length(idempotency_key) <= 200),
+  id uuid NOT NULL DEFAULT gen_random_uuid(),
+  key_id text NOT NULL,
+  amount numeric NOT NULL CHECK (amount <> 0 AND abs(amount) < 1e15),
+  balance numeric,
+  reason text,
+  time timestamptz NOT NULL DEFAULT now()
+);
+
+ALTER TABLE keys
+  ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'::jsonb CHECK (jsonb_typeof(metadata) = 'object'),
+  ADD COLUMN previous_sha256 text UNIQUE CHECK (previous_sha256 ~ '^[0-9a-f]{64}$'),
+  ADD COLUMN previous_until timestamptz,
+  ADD CONSTRAINT keys_previous_whole CHECK ((previous_sha256 IS NULL) = (previous_until IS NULL));
+
+CREATE OR REPLACE FUNCTION modelgate_notify_key() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'UPDATE' AND NEW.balance IS DISTINCT FROM OLD.balance
+     AND (to_jsonb(NEW) - 'balance') = (to_jsonb(OLD) - 'balance') THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', NEW.sha256, 'balance', NEW.balance::text)::text);
+    IF NEW.previous_sha256 IS NOT NULL THEN
+      PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', NEW.previous_sha256, 'balance', NEW.balance::text)::text);
+    END IF;
+    RETURN NULL;
+  END IF;
+  IF TG_OP <> 'INSERT' THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', OLD.sha256)::text);
+    IF OLD.previous_sha256 IS NOT NULL THEN
+      PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', OLD.previous_sha256)::text);
+    END IF;
+  END IF;
+  IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.sha256 <> OLD.sha256) THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', NEW.sha256)::text);
+  END IF;
+  IF TG_OP = 'UPDATE' AND NEW.previous_sha256 IS NOT NULL AND NEW.previous_sha256 IS DISTINCT FROM OLD.previous_sha256
+     AND NEW.previous_sha256 <> OLD.sha256 THEN
+    PERFORM pg_notify('${INVALIDATION_CHANNEL}', json_build_object('kind', 'key', 'sha256', NEW.previous_sha256)::text);
+  END IF;
+  RETURN NULL;
+END $$;
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

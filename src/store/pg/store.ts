@@ -68,7 +68,11 @@ export interface PgStoreStats {
 }
 
 const KEY_COLUMNS = 'id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, limits';
-const KEY_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE sha256 = $1`;
+// A rotated key's previous secret (migration 10) matches too, as the same key expiring when its grace ends.
+const KEY_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE sha256 = $1
+  UNION ALL SELECT id, previous_sha256, group_name, balance::float8, disabled,
+    CASE WHEN expires_at IS NULL OR expires_at > previous_until THEN previous_until ELSE expires_at END, limits
+  FROM ${SCHEMA}.keys WHERE previous_sha256 = $1 LIMIT 1`;
 const KEY_BY_ID_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE id = $1`;
 
 // One round trip for a group and its models; a group without models yields one row of NULLs.

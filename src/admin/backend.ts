@@ -1,0 +1,104 @@
+/**
+ * What the admin API asks of a store (docs/admin-api.md): one interface, one implementation per
+ * store (file-backend.ts: modelgate's own state beside the config; pg-backend.ts: PostgreSQL).
+ * Every write takes the actor and is audited by the backend in the same step as the change.
+ */
+import type { z } from 'zod';
+import type { Limits, UsageEntry } from '../store/store';
+import type { AuditEntry, Credit, Group, Key, Token } from './schemas';
+import type { TokenRecord } from './tokens';
+
+export type KeyView = z.infer<typeof Key>;
+export type CreditView = z.infer<typeof Credit>;
+export type AuditView = z.infer<typeof AuditEntry>;
+export type GroupView = z.infer<typeof Group>;
+export type TokenView = z.infer<typeof Token>;
+
+/** Who makes a change, for the audit log: never a secret. */
+export interface Actor {
+  /** The management token's id, or `cli` for the command line. */
+  readonly tokenId: string;
+  readonly address: string | null;
+  readonly requestId: string | null;
+}
+
+export interface NewKeyRecord {
+  readonly id: string;
+  readonly sha256: string;
+  readonly group: string;
+  readonly balance: number | null;
+  /** Epoch milliseconds, or null for never. */
+  readonly expiresAt: number | null;
+  readonly disabled: boolean;
+  readonly limits: Limits | null;
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+export interface KeyChange {
+  readonly group?: string;
+  readonly expiresAt?: number | null;
+  readonly disabled?: boolean;
+  readonly limits?: Limits | null;
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+export interface UsageFilter {
+  readonly keyId?: string;
+  readonly group?: string;
+  readonly model?: string;
+  /** Epoch milliseconds, inclusive. */
+  readonly since?: number;
+  /** Epoch milliseconds, exclusive. */
+  readonly until?: number;
+  /** A page after the first: entries older than this one (newest first: time, then request id, descending). */
+  readonly after?: { readonly time: number; readonly requestId: string };
+  readonly limit: number;
+}
+
+/** The totals of every entry a usage filter selects (not only one page's). */
+export interface UsageTotals {
+  readonly requests: number;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cost: number;
+}
+
+export interface AdminBackend {
+  readonly kind: 'file' | 'postgres';
+  findToken(sha256: string): Promise<TokenRecord | null>;
+  createToken(token: TokenRecord, actor: Actor): Promise<void>;
+  /** The tokens the store keeps (not the config's). */
+  listTokens(): Promise<TokenView[]>;
+  /** Revokes a token at once (its next request is 401). */
+  deleteToken(id: string, actor: Actor): Promise<TokenView>;
+  listKeys(group?: string): Promise<KeyView[]>;
+  getKey(id: string): Promise<KeyView | null>;
+  createKey(key: NewKeyRecord, actor: Actor): Promise<KeyView>;
+  updateKey(id: string, change: KeyChange, actor: Actor): Promise<KeyView>;
+  deleteKey(id: string, actor: Actor): Promise<KeyView>;
+  /** A new hash for key `id`; the previous one keeps working until `previousUntil` (epoch ms; null: not at all). */
+  rotateKey(id: string, sha256: string, previousUntil: number | null, actor: Actor): Promise<KeyView>;
+  /** Adds `amount` once per idempotency key; a repeat answers the first credit with replayed: true. */
+  credit(id: string, amount: number, idempotencyKey: string, reason: string | null, actor: Actor): Promise<CreditView>;
+  /** Newest first (time, then request id, descending), one page. */
+  usage(filter: UsageFilter): Promise<UsageEntry[]>;
+  /** Of every entry the filter selects (its `after` and `limit` ignored). */
+  usageTotals(filter: UsageFilter): Promise<UsageTotals>;
+  /** Newest first; `before`: the entries older than the entry of that id. */
+  audit(limit: number, before?: string): Promise<AuditView[]>;
+  listGroups(): Promise<GroupView[]>;
+  updateGroup(name: string, change: { readonly available?: boolean; readonly limits?: Limits | null }, actor: Actor): Promise<GroupView>;
+  close(): Promise<void>;
+}
+
+export function tokenView(t: TokenRecord): TokenView {
+  return { id: t.id, scope: t.scope, description: t.description ?? null, createdAt: t.createdAt ? isoTime(t.createdAt) : null, source: 'api' };
+}
+
+/** Newest first: by time, then by request id, both descending. */
+export function newerFirst(a: UsageEntry, b: UsageEntry): number {
+  return b.time - a.time || (a.requestId < b.requestId ? 1 : a.requestId > b.requestId ? -1 : 0);
+}
+
+/** ISO 8601 without zero milliseconds. */
+export const isoTime = (ms: number): string => new Date(ms).toISOString().replace('.000Z', 'Z');

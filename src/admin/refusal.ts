@@ -1,0 +1,18 @@
+/**
+ * An admin request refused on purpose: an HTTP status, a code automation can match, a message and
+ * a hint that says what to do. Never carries a secret.
+ */
+export class AdminRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly hint?: string,
+  ) {
+    super(message);
+  }
+}
+
+export const keyNotFound = (id: string): AdminRefusal => new AdminRefusal(404, 'key_not_found', `no key with id ${JSON.stringify(id)}`);
+export const groupNotFound = (group: string): AdminRefusal =>
+  new AdminRefusal(422, 'group_not_found', `no group named ${JSON.stringify(group)}`, 'GET /admin/v1/groups lists the groups');

@@ -1,0 +1,156 @@
+/**
+ * The admin API's bodies and answers, as zod schemas: the handlers parse with them and the OpenAPI
+ * document (openapi.ts) is generated from them, so the two cannot drift. A key's limits and id
+ * rule are the config's own (config/schema.ts).
+ */
+import { z } from 'zod';
+import { KEY_ID, keyLimits } from '../config/schema';
+import { SCOPES } from './tokens';
+
+const amount = z.number().refine(Number.isFinite, { error: 'must be a finite number' });
+const time = z.string().describe('ISO 8601 date-time (UTC).');
+
+export const KeyId = z.string().regex(KEY_ID, { error: 'must be an id of 1-128 characters from A-Z a-z 0-9 . _ @ : -' });
+
+/** Free-form labels an operator's systems keep on a key (team, ticket, owner): strings only, bounded. */
+export const Metadata = z.record(z.string().max(100), z.string().max(1000)).refine((m) => Object.keys(m).length <= 50, { error: 'at most 50 entries' })
+  .describe('Labels of your own (at most 50 strings); modelgate never reads them.');
+
+export const Key = z.object({
+  id: z.string(),
+  group: z.string(),
+  balance: z.number().nullable().describe('What is left, net of spending; null: unlimited.'),
+  disabled: z.boolean(),
+  expiresAt: time.nullable(),
+  limits: z.record(z.string(), z.number()).nullable(),
+  metadata: z.record(z.string(), z.string()),
+  source: z.enum(['api', 'config', 'store']).describe('api: created through this API (writable); config: defined in the YAML file (read only here); store: a PostgreSQL key.'),
+  createdAt: time.nullable(),
+  previousSecretValidUntil: time.nullable().describe('After a rotation with a grace period: until when the previous secret still works.'),
+});
+
+export const KeyCreate = z.strictObject({
+  id: KeyId.optional().describe('Default: key- and 8 random hex digits.'),
+  group: z.string().min(1),
+  balance: amount.nullable().optional().describe('Absent or null: unlimited.'),
+  expiresAt: time.nullable().optional(),
+  disabled: z.boolean().optional(),
+  limits: keyLimits.nullable().optional(),
+  metadata: Metadata.optional(),
+});
+
+export const KeyPatch = z.strictObject({
+  group: z.string().min(1).optional(),
+  expiresAt: time.nullable().optional(),
+  disabled: z.boolean().optional(),
+  limits: keyLimits.nullable().optional(),
+  metadata: Metadata.optional(),
+}).describe('Fields to change; a balance changes only through credits (never overwritten).');
+
+export const IssuedKey = z.object({
+  key: Key,
+  secret: z.string().describe('The key itself: shown this once, stored only as its SHA-256.'),
+});
+
+export const Rotate = z.strictObject({
+  gracePeriodSeconds: z.number().int().min(0).max(30 * 86400).optional().describe('How long the previous secret keeps working (default 0: it stops at once).'),
+});
+
+export const CreditCreate = z.strictObject({
+  amount: amount.refine((n) => n !== 0, { error: 'must not be 0' }).describe('Added to the balance; negative: a debit.'),
+  idempotencyKey: z.string().min(1).max(200).optional().describe('The same key credits once: a retry answers the first credit. Required here or as the Idempotency-Key header.'),
+  reason: z.string().max(500).optional(),
+});
+
+export const Credit = z.object({
+  id: z.string(),
+  keyId: z.string(),
+  amount: z.number(),
+  balance: z.number().nullable().describe('The balance after this credit.'),
+  idempotencyKey: z.string(),
+  reason: z.string().nullable(),
+  time,
+  replayed: z.boolean().describe('true: this idempotency key had credited already; nothing moved this time.'),
+});
+
+export const UsageEntry = z.object({
+  time, requestId: z.string(), keyId: z.string(), group: z.string(), model: z.string(), protocol: z.string(),
+  inputTokens: z.number(), outputTokens: z.number(), cachedInputTokens: z.number(), cost: z.number(), priced: z.boolean(),
+  estimated: z.string().nullable(), provisional: z.boolean(),
+});
+
+export const Usage = z.object({
+  entries: z.array(UsageEntry),
+  totals: z.object({ requests: z.number(), inputTokens: z.number(), outputTokens: z.number(), cost: z.number() }).describe('Of every entry the filter selects, all pages.'),
+  nextCursor: z.string().nullable().describe('The next page: pass it as `cursor`; null: this was the last.'),
+});
+
+export const AuditEntry = z.object({
+  id: z.string(),
+  time,
+  actor: z.string().describe('The id of the management token (or `cli`) that made the change.'),
+  address: z.string().nullable().describe('The source address of the request.'),
+  requestId: z.string().nullable(),
+  action: z.string().describe('key.create, key.update, key.delete, key.rotate, key.credit, token.create'),
+  target: z.string(),
+  before: z.unknown().nullable(),
+  after: z.unknown().nullable(),
+});
+
+export const Audit = z.object({
+  entries: z.array(AuditEntry),
+  nextCursor: z.string().nullable().describe('The next page: pass it as `cursor`; null: this was the last.'),
+});
+
+export const GroupModel = z.object({
+  name: z.string(),
+  protocols: z.array(z.string()).nullable(),
+  available: z.boolean(),
+  price: z.object({ input: z.number(), output: z.number(), cachedInput: z.number().nullable() }).nullable(),
+});
+
+export const Group = z.object({
+  name: z.string(),
+  available: z.boolean(),
+  models: z.array(GroupModel),
+  limits: z.record(z.string(), z.number()).nullable(),
+});
+
+export const GroupPatch = z.strictObject({
+  available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
+  limits: keyLimits.nullable().optional().describe("The default limits of each key of the group; null: none."),
+}).describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
+
+export const KeyList = z.object({ keys: z.array(Key) });
+export const GroupList = z.object({ groups: z.array(Group) });
+
+export const Token = z.object({
+  id: z.string(),
+  scope: z.enum(SCOPES),
+  description: z.string().nullable(),
+  createdAt: time.nullable(),
+  source: z.enum(['api', 'config']).describe('api: made by `modelgate admin-tokens new` (revocable here); config: adminTokens in the config file.'),
+});
+
+export const TokenList = z.object({ tokens: z.array(Token) });
+
+export const TokenCreate = z.strictObject({
+  id: KeyId.optional().describe('Default: tok- and 8 random hex digits.'),
+  scope: z.enum(SCOPES),
+  description: z.string().max(500).optional(),
+});
+
+export const IssuedToken = z.object({
+  token: Token,
+  secret: z.string().describe('The management token itself: shown this once, stored only as its SHA-256.'),
+});
+
+export const ApiError = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    hint: z.string().optional(),
+  }),
+});
+
+export const ScopeName = z.enum(SCOPES);
