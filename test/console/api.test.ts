@@ -87,7 +87,7 @@ describe('sign in with each demo key', () => {
     expect(a.body.group).toEqual({ name: 'basic', available: true, exists: true });
     const byName = Object.fromEntries(a.body.models.map((m: any) => [m.name, m]));
     expect(Object.keys(byName)).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gpt-4.1-nano',
-      'gpt-6.1-sol', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
+      'gpt-6.1-sol', 'gpt-6.2-sol', 'gpt-5.5', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
     expect(byName['gemini-2.0-flash']).toMatchObject({ protocols: ['generative'], available: false, listedOn: [] });
     expect(byName['claude-3-5-haiku-latest'].endpoints).toEqual(['POST /v1/messages']);
     expect(a.body.baseUrl).toBe(`http://${h.service.httpAddress}`);

@@ -30,9 +30,16 @@ import { waitFor } from '../support/meter-cases';
 
 /** The per-call price of web_search on gpt-5.5 (OpenAI's list price: $10 per 1,000 calls). */
 const SEARCH_FEE = 0.01;
-/** A model of Codex's catalog, for which it declares web_search, in the basic group: priced with web_search or without. */
-const withCodexModel = (tools: string) => (demo: string): string => demo.replace('      - name: claude-opus-5-5\n',
-  `      - name: gpt-5.5\n        protocols: [chat, responses]\n        price: { input: 1.25, output: 10${tools} }\n        maxOutputTokens: 128000\n      - name: claude-opus-5-5\n`);
+/**
+ * The demo's gpt-5.5 (a model of Codex's catalog, for which it declares web_search) with its price's
+ * tools replaced: `', tools: { web_search: 0.01 }'` as the demo has it, `''` for none. A demo without
+ * that price line fails here rather than testing something else.
+ */
+const withCodexModel = (tools: string) => (demo: string): string => {
+  const line = /(- name: gpt-5\.5\b[^\n]*\n\s*protocols: \[chat, responses\]\n\s*)price: \{[^\n]*\}\n/;
+  if (!line.test(demo)) throw new Error("the demo config has no priced gpt-5.5 in its basic group");
+  return demo.replace(line, (_m, head: string) => `${head}price: { input: 1.25, output: 10${tools} }\n`);
+};
 
 const { alice, carol } = DEMO_KEYS;
 
@@ -40,7 +47,7 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
   let gw: Gateway;
   const homes: Array<() => void> = [];
   beforeAll(async () => {
-    gw = await startGateway({ config: withCodexModel(', tools: { web_search: 0.01 }') });
+    gw = await startGateway();
   });
   afterAll(async () => {
     for (const remove of homes) remove();
@@ -52,7 +59,7 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
    * @param base `alt`: the snippet of the alternate prefix; else a path appended to the snippet's base_url (`/v1`, `/alt/v1`)
    * @param top settings put above the snippet (Codex's own switch)
    */
-  async function codex(key: string, model: string, base: 'alt' | '' | '/v1' | '/alt/v1' = '', on: Gateway = gw, top = '') {
+  async function codex(key: string, model: string, base: 'alt' | '' | '/v1' | '/alt/v1' = '', on: Gateway = gw, top = '', ownModel = false) {
     const config = parseConfig(readFileSync(on.configPath, 'utf8'));
     const setup = setupFor(clientKind('coding-agent')!, base === 'alt' ? `${on.baseUrl}${config.routes.altPrefix}` : on.baseUrl, config.routes, model);
     const snippets = snippetsFor(setup, model).map((s) => (s.id === 'codex-config' && base !== 'alt' && base !== '' ? { ...s, code: s.code.replace(`base_url = "${on.baseUrl}"`, `base_url = "${on.baseUrl}${base}"`) } : s));
@@ -60,7 +67,10 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     homes.push(h.remove);
     mkdirSync(join(h.home, '.codex'));
     // The snippet as a user pastes it at the top of the file, then the tests' own quiet settings.
-    writeFileSync(join(h.home, '.codex', 'config.toml'), `${CODEX_QUIET_TOP}${top}${snippets.find((s) => s.id === 'codex-config')!.code}\n\n${CODEX_QUIET_TOML}`);
+    let code = snippets.find((s) => s.id === 'codex-config')!.code;
+    // ownModel: the snippet without its model line, so Codex asks for its own default.
+    if (ownModel) code = code.replace(/^model = .*\n/m, '');
+    writeFileSync(join(h.home, '.codex', 'config.toml'), `${CODEX_QUIET_TOP}${top}${code}\n\n${CODEX_QUIET_TOML}`);
     const env = { ...h.env, CODEX_HOME: join(h.home, '.codex'), ...snippetEnv(snippets.find((s) => s.id === 'codex-env')!.code, key) };
     const { command, args } = agentCommand('codex');
     const before = on.modelgate.logLines().length;
@@ -106,6 +116,14 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Codex CLI 0.171', 'coding-agent').sends));
     expect(gw.received.at(-1)).toMatchObject({ method: 'POST', url: '/v1/responses', family: 'chat' });
     expect(gw.received.at(-1)!.headers['x-modelgate-model']).toBe('gpt-6.1-sol');
+  });
+
+  it("completes a short task with no model set: Codex 0.171's own default (gpt-6.2-sol) is in the demo's groups", async () => {
+    const { run, decisions } = await codex(alice, 'gpt-6.2-sol', '', gw, '', true);
+    expect(run.timedOut).toBe(false);
+    expect(run.code, run.output).toBe(0);
+    expect(run.stdout).toContain('You asked gpt-6.2-sol as key alice');
+    expect(decisions.map((d) => `${String(d.decision)} ${String(d.reason)} ${String(d.model)}`)).toEqual(['allow allowed gpt-6.2-sol']);
   });
 
   it('completes a short task with web_search declared at {base_url} (POST /responses), its web search debited per call', async () => {

@@ -13,9 +13,9 @@ const { alice, bob, carol, dave, frank } = DEMO_KEYS;
 
 // The demo config (envoy/modelgate.yaml): basic = alice, carol; pro = bob. Unavailable models
 // (gemini-2.0-flash, gpt-4.1-nano) are never listed; a model without protocols is listed everywhere.
-// Both groups carry the coding agents' default models too (gpt-6.1-sol, claude-opus-5-5, gemini-3.x).
+// Both groups carry the coding agents' default models too (gpt-6.1-sol, Codex 0.171's gpt-6.2-sol, claude-opus-5-5, gemini-3.x; basic also gpt-5.5).
 const AGENT_GEMINI = ['gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite'];
-const OPENAI = { alice: ['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol'], bob: ['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large', 'gpt-6.1-sol'] };
+const OPENAI = { alice: ['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol', 'gpt-6.2-sol', 'gpt-5.5'], bob: ['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large', 'gpt-6.1-sol', 'gpt-6.2-sol'] };
 const ANTHROPIC = { alice: ['gpt-4o-mini', 'claude-3-5-haiku-latest', 'claude-opus-5-5'], bob: ['gpt-4o', 'gpt-4o-mini', 'claude-sonnet-4-5', 'claude-opus-5-5'] };
 const GEMINI = { alice: ['gpt-4o-mini', 'gemini-2.5-flash', ...AGENT_GEMINI], bob: ['gpt-4o', 'gpt-4o-mini', 'gemini-2.5-pro', 'gemini-2.5-flash', ...AGENT_GEMINI] };
 

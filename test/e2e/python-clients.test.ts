@@ -197,7 +197,7 @@ describeClients('the Python SDKs, aider and llm through a real Envoy, every row 
     const { out, decisions, wrong } = await runSdk(OPENAI);
     for (const name of ['coding-agent responses', 'coding-agent chat', 'chat-sdk chat', 'responses-sdk', 'alt-chat chat']) expect(out[name].ok, name).toMatch(/as key alice; no client key header reached me\.$/);
     expect(out['embeddings'].ok).toBe(8);
-    expect(out['chat-sdk models'].ok).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol']);
+    expect(out['chat-sdk models'].ok).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol', 'gpt-6.2-sol', 'gpt-5.5']);
     expect(out['alt-chat models'].ok).toEqual(out['chat-sdk models'].ok);
     expect(seen(decisions)).toEqual(documented('openai (Python) 3.51.0'));
     expect(out['denied model'].error).toBe('PermissionDeniedError');

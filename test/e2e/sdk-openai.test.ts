@@ -85,7 +85,7 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
     it(`models.list and models.retrieve with baseURL ${where}: the key's group only`, async () => {
       const ids: string[] = [];
       for await (const m of client(prefix).models.list()) ids.push(m.id);
-      expect(ids).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol']);
+      expect(ids).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol', 'gpt-6.2-sol', 'gpt-5.5']);
       expect(fetches.sent.at(-1)).toMatchObject({ method: 'GET', url: `${gw.baseUrl}${prefix}/v1/models` });
       expect((await client(prefix).models.retrieve('gpt-4o-mini')).id).toBe('gpt-4o-mini');
     });

@@ -19,7 +19,7 @@ test('lists the group\'s available chat-side models in the OpenAI shape on /v1/m
   const r = await get('/v1/models', { authorization: `Bearer ${DEMO_KEYS.alice}` });
   expect(r.status).toBe(200);
   expect(r.body.object).toBe('list');
-  expect(r.body.data.map((m: any) => m.id).sort()).toEqual(['gpt-4o-mini', 'gpt-6.1-sol', 'text-embedding-3-small']);
+  expect(r.body.data.map((m: any) => m.id).sort()).toEqual(['gpt-4o-mini', 'gpt-5.5', 'gpt-6.1-sol', 'gpt-6.2-sol', 'text-embedding-3-small']);
   for (const m of r.body.data) expect(m).toMatchObject({ object: 'model', owned_by: 'modelgate' });
 });
 
