@@ -49,7 +49,7 @@ export interface BundleOptions {
 
 /** The bundle as Envoy reads it, and what was changed from the generated one. */
 export function renderBundle(config: Config, o: BundleOptions): { yaml: string; changes: string[] } {
-  const up = { tls: false, host: '127.0.0.1', port: o.upstreamPort, caFile: '' };
+  const up = { tls: false, host: '127.0.0.1', port: o.upstreamPort, caFile: '', cluster: null };
   const b = renderBootstrap({
     ...config,
     grpcSecret: o.grpcSecret,

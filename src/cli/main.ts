@@ -12,6 +12,7 @@ import { Command, CommanderError } from 'commander';
 import { version } from '../../package.json';
 import { balanceCommand } from './balance';
 import { envoyCheckCommand, envoyConfigCommand } from './envoy';
+import { adoptCommand } from './adopt';
 import { CliError, commandPath } from './errors';
 import { doctorCommand } from './doctor';
 import { explainCommand } from './explain';
@@ -47,6 +48,7 @@ export function cliProgram(run: CliRun): Command {
     .addCommand(doctorCommand(run))
     .addCommand(envoyConfigCommand(run))
     .addCommand(envoyCheckCommand(run))
+    .addCommand(adoptCommand(run))
     .addCommand(keysCommand(run))
     .addCommand(groupsCommand(run))
     .addCommand(balanceCommand(run))

@@ -78,8 +78,10 @@ function refusalHeaders(kind: LimitKind): Obj[] {
 /** The two rate limit filters, tokens first. */
 export function rateLimitFilters(input: RateLimitRenderInput): Obj[] {
   const r = input.rateLimits;
+  // Off by default: the upstream routes' RateLimitPerRoute turns them on (request-mark.ts).
   return KINDS.map((kind) => ({
     name: RATE_LIMIT_FILTER[kind],
+    disabled: true,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit',
       domain: r.domain,
@@ -125,12 +127,13 @@ export function rateLimitPerRoute(): Obj {
 }
 
 /**
- * Local-reply mappers for the filters' answers (before renderLocalReplies' own): a refusal (429,
+ * Local-reply mappers for the filters' answers (before renderLocalReplies' own), on modelgate's
+ * requests only (`ours`: request-mark.ts OURS): a refusal (429,
  * response flag RL) gets its body in the client's shape from the headers the filter set (JSON
  * formatted, so a model name in the hint is escaped); the service failing with failureMode deny
  * (flag RLSE) is 503 rate_limit_unavailable.
  */
-export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai' | 'anthropic' | 'gemini', Obj | undefined]>): Obj[] {
+export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai' | 'anthropic' | 'gemini', Obj | undefined]>, ours: Obj): Obj[] {
   const status = (code: number): Obj => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } } } });
   const sent = (name: string): EnvoyFormatter => `%RESP(${name.toUpperCase()})%`;
   // A refusal's body as every denial's (check/error-body.ts), its reason, hint and retry delay the headers the filter set.
@@ -143,13 +146,13 @@ export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai'
   const out: Obj[] = [];
   for (const [family, filter] of families) {
     out.push({
-      filter: { and_filter: { filters: [status(429), { response_flag_filter: { flags: ['RL'] } }, ...(filter ? [filter] : [])] } },
+      filter: { and_filter: { filters: [ours, status(429), { response_flag_filter: { flags: ['RL'] } }, ...(filter ? [filter] : [])] } },
       body_format_override: { json_format: refusalBody(family), content_type: 'application/json' },
     });
   }
   for (const [family, filter] of families) {
     out.push({
-      filter: { and_filter: { filters: [status(unavailableStatus), { response_flag_filter: { flags: ['RLSE'] } }, ...(filter ? [filter] : [])] } },
+      filter: { and_filter: { filters: [ours, status(unavailableStatus), { response_flag_filter: { flags: ['RLSE'] } }, ...(filter ? [filter] : [])] } },
       headers_to_add: [header(HEADER.reason, unavailableReason), header(HEADER.hint, unavailableHint),
         ...retryHeaders(unavailableStatus).map(([key, value]) => header(key, value))],
       body_format_override: { json_format: JSON.parse(errorBody(family, unavailableStatus, unavailableReason, unavailableHint)) as Obj, content_type: 'application/json' },
