@@ -12,9 +12,10 @@
  * Each descriptor carries its limit (Envoy's per-descriptor override from the metadata), so a
  * limit changed in the store applies with the next Check, and the rate limit service needs no
  * rule of its own (its config only declares the domain). A route action that finds no metadata
- * adds no descriptor: a key without limits costs no call. The actions sit in each upstream
- * route's per-filter config (RateLimitPerRoute.rate_limits), the form whose `hits_addend` Envoy
- * 1.40 honours (a route's own `rate_limits` ignored it when tried).
+ * adds no descriptor: a key without limits costs no call. The actions sit once in each filter's
+ * own `rate_limits` (Envoy 1.39 and later: 1.38.3 refuses the `limit` override there and in
+ * RateLimitPerRoute), not in a route's own `rate_limits` (whose `hits_addend` Envoy 1.40 ignored
+ * when tried); each upstream route turns the filters on with a RateLimitPerRoute of its own.
  *
  * A refusal is Envoy's local reply: 429 with x-modelgate-reason/-hint, x-should-retry, retry-after and the
  * rate-limit headers OpenAI and Anthropic clients read (set by the filter, from the metadata and,
@@ -94,6 +95,8 @@ export function rateLimitFilters(input: RateLimitRenderInput): Obj[] {
       rate_limited_as_resource_exhausted: true,
       stat_prefix: `modelgate_${kind}`,
       response_headers_to_add: refusalHeaders(kind),
+      // The descriptors, once for every route that turns the filter on (rateLimitPerRoute).
+      rate_limits: SLOTS[kind].map(slotPolicy),
     },
   }));
 }
@@ -114,15 +117,14 @@ function slotPolicy(slot: (typeof SLOTS)[LimitKind][number]): Obj {
   };
 }
 
-/** The per-route config of the rate limit filters on every upstream route. */
+/**
+ * The per-route config of the rate limit filters on every upstream route: it turns the filter on
+ * (off by default, request-mark.ts); the descriptors are the filter's own (rate_limits), the same
+ * for every route.
+ */
 export function rateLimitPerRoute(): Obj {
   const out: Obj = {};
-  for (const kind of KINDS) {
-    out[RATE_LIMIT_FILTER[kind]] = {
-      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute',
-      rate_limits: SLOTS[kind].map(slotPolicy),
-    };
-  }
+  for (const kind of KINDS) out[RATE_LIMIT_FILTER[kind]] = { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute', vh_rate_limits: 'OVERRIDE' };
   return out;
 }
 

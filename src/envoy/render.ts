@@ -7,7 +7,7 @@
  * Pure: config in, plain objects (and YAML text) out. Everything Envoy-specific that is not a
  * route lives here; envoy/README.md explains each setting.
  */
-import { Document, isMap, isSeq, visit, type Node } from 'yaml';
+import { Document, isMap, isScalar, isSeq, visit, type Node } from 'yaml';
 import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
 import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
 import { errorBody } from '../check/error-body';
@@ -413,7 +413,9 @@ export function toYaml(tree: Obj, header: string): string {
       if (node.items.length <= 4 && JSON.stringify(node.toJSON()).length <= 90 && !node.items.some((p) => isSeq(p.value) || (isMap(p.value) && (p.value as Node & { items: unknown[] }).items.length > 2))) node.flow = true;
     },
     Seq(_key, node) {
-      if (JSON.stringify(node.toJSON()).length <= 60) node.flow = true;
+      // A list of names (headers to remove) on one line up to 400 characters; anything else up to 60.
+      const json = JSON.stringify(node.toJSON());
+      if (json.length <= 60 || (json.length <= 400 && node.items.every((i) => isScalar(i)))) node.flow = true;
     },
   });
   doc.commentBefore = header;
