@@ -154,7 +154,9 @@ export function checkMerged(bootstrap: Obj, input: GatewayRenderInput, opts: Pic
       }
       if (limiting) {
         for (const n of [RATE_LIMIT_FILTER.tokens, RATE_LIMIT_FILTER.requests]) {
-          if (!perFilter(rPer[n]).inner?.rate_limits) out.push({ at: `${rAt}.typed_per_filter_config.${n}`, problem: `no ${n} descriptors: the key's rate limits do not apply on this route`, fix: 'run `modelgate adopt` again' });
+          const p = perFilter(rPer[n]);
+          const descriptors = p.inner?.rate_limits ?? byName.get(n)?.f.typed_config?.rate_limits;
+          if (!p.inner || p.disabled || !descriptors) out.push({ at: `${rAt}.typed_per_filter_config.${n}`, problem: `${n} is not on with descriptors here: the key's rate limits do not apply on this route`, fix: 'run `modelgate adopt` again (RateLimitPerRoute on the route, the descriptors in the filter)' });
         }
       }
       // A catch-all before this route shadows it.
@@ -167,7 +169,7 @@ export function checkMerged(bootstrap: Obj, input: GatewayRenderInput, opts: Pic
   for (const s of REQUIRED_HCM_SETTINGS) if (!s.ok(hcm)) out.push({ at, problem: `${s.text.split(':')[0]} is not set: ${s.why}`, fix: s.text });
   const teamRoutes = vhosts.some((v) => ((v.routes ?? []) as Obj[]).some((r) => !isModelgates(r)));
   ((hcm.local_reply_config?.mappers ?? []) as Obj[]).forEach((m, mi) => {
-    const text = JSON.stringify(m);
+    const text = JSON.stringify(m).toLowerCase();
     if (teamRoutes && text.includes(HEADER.reason) && !text.includes(`"filter":"${MARK_NAMESPACE}"`)) {
       out.push({ at: `${at}.local_reply_config.mappers[${mi}]`, problem: "a modelgate local reply that acts on every route: it rewrites the team's own answers (e.g. its 503s) into modelgate's", fix: "add the metadata_filter on modelgate's mark (filter modelgate, key request) to its and_filter" });
     }
