@@ -183,7 +183,7 @@ function accessLog(input: GatewayRenderInput): Obj[] {
  * turn it off). ext_authz never sees trailers, Envoy forwards them to an HTTP/2 upstream (a TLS
  * provider negotiates h2), and a client could put a key there. No provider API reads request
  * trailers. Envoy's header_mutation filter, whose request trailer mutations (remove_on_match with
- * any name) load and work on every supported version (1.36.2 and 1.40.0: the trailer tests of
+ * any name) load and work on every supported version (1.39.0 and 1.40.0, and 1.36.2: the trailer tests of
  * test/e2e/credential-stripping.test.ts through each). By the time this filter runs ext_authz has
  * buffered the whole body, so waiting for the end of the stream adds nothing.
  */
