@@ -83,6 +83,14 @@ export function adoptCommand(run: CliRun): Command {
         else run.stdout(text);
         const added = text.split('\n').length - (json ? `${JSON.stringify(readBootstrap(options.envoy), null, 2)}\n` : toYaml(readBootstrap(options.envoy), header)).split('\n').length;
         run.stderr(`${r.summary.join('\n')}\n  ${added} lines added (as written here)\n`);
+        // The result linted as `adopt --check` would: a route of the team's that reaches a provider
+        // cluster without modelgate, for one, is a way around it (exit 1, the file written all the same).
+        const findings = checkMerged(r.bootstrap, input, select);
+        for (const f of findings) run.stderr(`finding: ${f.at}: ${f.problem}\n  fix: ${f.fix}\n`);
+        if (findings.length > 0) {
+          run.stderr(`${findings.length} finding(s) in the result: it is not fail closed until they are fixed (modelgate adopt --check)\n`);
+          run.exitCode = 1;
+        }
       } catch (err) {
         if (err instanceof AdoptError) throw new CliError(err.message);
         throw err;
