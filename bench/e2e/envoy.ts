@@ -19,6 +19,7 @@ import type { Config } from '../../src/config/load';
 import { renderBootstrap, toYaml } from '../../src/envoy/render';
 import { DECOMPRESSOR_FILTER, METER_FILTER } from '../../src/envoy/meter-filters';
 import { CLUSTER, EXT_AUTHZ_FILTER } from '../../src/envoy/render-routes';
+import { REQUEST_FILTER, REQUEST_METADATA_FILTER } from '../../src/envoy/request-mark';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -49,7 +50,7 @@ export interface BundleOptions {
 
 /** The bundle as Envoy reads it, and what was changed from the generated one. */
 export function renderBundle(config: Config, o: BundleOptions): { yaml: string; changes: string[] } {
-  const up = { tls: false, host: '127.0.0.1', port: o.upstreamPort, caFile: '' };
+  const up = { tls: false, host: '127.0.0.1', port: o.upstreamPort, caFile: '', cluster: null };
   const b = renderBootstrap({
     ...config,
     grpcSecret: o.grpcSecret,
@@ -70,9 +71,9 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
   const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
   const authzCluster = (b.static_resources.clusters as Obj[]).find((c) => c.name === CLUSTER.authz)!;
   if (!o.authz) {
-    hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => f.name !== EXT_AUTHZ_FILTER && f.name !== METER_FILTER && f.name !== DECOMPRESSOR_FILTER);
+    hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => ![EXT_AUTHZ_FILTER, METER_FILTER, DECOMPRESSOR_FILTER, REQUEST_FILTER, REQUEST_METADATA_FILTER].includes(String(f.name)));
     delete authzCluster.health_checks;
-    changes.push('no ext_authz filter (and no meter)');
+    changes.push('no ext_authz filter (and no meter, no request mark)');
   } else {
     const ea = (hcm.http_filters as Obj[]).find((f) => f.name === EXT_AUTHZ_FILTER)!.typed_config;
     if (!o.authz.healthCheck) {

@@ -27,6 +27,12 @@ export const HEADER = {
    * limit counts it.
    */
   clientAddress: 'x-modelgate-client-address',
+  /**
+   * The request's identity for the meter, minted by Envoy (`%UNIQUE_ID%`) on modelgate's routes
+   * after every client-sent `x-modelgate-*` header is removed (envoy/request-mark.ts): the Check
+   * reserves and the meter settles by it, so no client-chosen `x-request-id` can fool either.
+   */
+  request: 'x-modelgate-request',
 } as const;
 
 /** What every modelgate header name starts with (config/schema.ts: no credential header may). */
@@ -36,7 +42,7 @@ export const HEADER_PREFIX = 'x-modelgate-';
  * modelgate's own headers that no upstream gets, removed from every request an upstream route
  * forwards (envoy/render.ts upstreamHeadersToRemove): the console's key header, which modelgate
  * reads as a credential (it once reached providers), the client address Envoy passes to the
- * console, and the reason and hint of answers. The identity headers (key id, group, model) are
+ * console, the reason and hint of answers, and the request's identity for the meter. The identity headers (key id, group, model) are
  * each Check's to set or remove (write-response.ts).
  */
-export const HEADERS_NEVER_UPSTREAM = [HEADER.consoleKey, HEADER.clientAddress, HEADER.reason, HEADER.hint] as const;
+export const HEADERS_NEVER_UPSTREAM = [HEADER.consoleKey, HEADER.clientAddress, HEADER.reason, HEADER.hint, HEADER.request] as const;

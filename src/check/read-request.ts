@@ -27,6 +27,7 @@
  */
 import type { Config } from '../config/load';
 import type { RequestView } from './request-view';
+import { HEADER } from './headers';
 
 /** A wanted header name: its bytes, to compare against the wire, and the string to key it by. */
 interface WantedName {
@@ -56,8 +57,9 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
 }
 
 /**
- * Every header a decision reads: the pseudo-headers, the request id (and, for the decision line
- * only, the user agent and x-forwarded-for: decision-log.ts), Envoy's partial-body flag,
+ * Every header a decision reads: the pseudo-headers, the request ids (Envoy's minted x-modelgate-request,
+ * else x-request-id; and, for the decision line only, the user agent and x-forwarded-for: decision-log.ts),
+ * Envoy's partial-body flag,
  * the ones that choose the route or refuse the body (content-type, content-encoding), Anthropic's
  * betas (one may raise a model's output cap: the meter's maximum), the user-agent (a refusal's hint
  * names the client's own switch: check/client-switches.ts), and the configured key headers (both kinds:
@@ -66,7 +68,7 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
  * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
  */
 export function decisionHeaders(routes: Config['routes']): string[] {
-  return [':path', ':method', 'x-request-id', 'user-agent', 'x-forwarded-for', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
+  return [':path', ':method', 'x-request-id', HEADER.request, 'user-agent', 'x-forwarded-for', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
 }
 
 /** The decoder's filter for a config's routes (built once per config). */
@@ -403,7 +405,9 @@ export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): Request
     headers,
     body: o.rawBody !== undefined && o.rawBody.length > 0 ? o.rawBody : o.body !== undefined && o.body.length > 0 ? o.body : undefined,
     partialBody: headers['x-envoy-auth-partial-body'] === 'true',
-    requestId: headers['x-request-id'] ?? '',
+    // The identity Envoy minted on modelgate's route (envoy/request-mark.ts); a Check sent to the
+    // gRPC port directly (modelgate explain) has only its x-request-id.
+    requestId: headers[HEADER.request] ?? headers['x-request-id'] ?? '',
     client: o.sourceEnd > o.sourceStart ? utf8(bytes, o.sourceStart, o.sourceEnd) : undefined,
   };
 }

@@ -18,7 +18,11 @@ export interface RequestView {
   readonly body: Uint8Array | undefined;
   /** Envoy's `x-envoy-auth-partial-body: true`: the body was cut at max_request_bytes. */
   readonly partialBody: boolean;
-  /** The client's x-request-id (Envoy generates one), for logs. Not Envoy's internal stream id. */
+  /**
+   * The request's identity: the `x-modelgate-request` Envoy minted on modelgate's route (no client
+   * can set it: envoy/request-mark.ts), else the x-request-id (a Check sent to the gRPC port itself).
+   * The meter reserves and settles by it; logs print it.
+   */
   readonly requestId: string;
   /**
    * The client's address as Envoy determined it (the CheckRequest's source address: the peer, or the

@@ -48,7 +48,8 @@ export function denialOf(line: string): Omit<Denial, 'seenBy'> & { from: 'modelg
   const status = Number(j.status);
   if (reason !== undefined && 'request_id' in j && status >= 400) {
     return {
-      from: 'envoy', time: Date.parse(String(j.time)) || 0, requestId: text(j.request_id) ?? '', reason, status,
+      // The identity Envoy minted on modelgate's routes (the decision line's requestId), else Envoy's x-request-id.
+      from: 'envoy', time: Date.parse(String(j.time)) || 0, requestId: (j.request !== '-' ? text(j.request) : undefined) ?? text(j.request_id) ?? '', reason, status,
       keyId: text(j.key_id), group: text(j.group), client: text(j.client),
     };
   }

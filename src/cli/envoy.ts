@@ -1,7 +1,7 @@
 /**
  * The Envoy side of the command line:
- * - `modelgate envoy-config`: renders the Envoy bundle from modelgate's config (src/envoy/render.ts):
- *   a complete bootstrap, or with --parts only what a platform team adds to its own Envoy;
+ * - `modelgate envoy-config`: renders the Envoy bundle from modelgate's config (src/envoy/render.ts),
+ *   a complete bootstrap (a team's own Envoy: `modelgate adopt`, src/cli/adopt.ts);
  * - `modelgate envoy-check [FILE]`: checks an Envoy bootstrap with the pinned Envoy binary's own
  *   `envoy --mode validate` (src/envoy/validate.ts; src/envoy/ensure.ts finds the binary, or installs
  *   the pinned one). Envoy's error goes to stderr and the exit code is 1.
@@ -12,7 +12,7 @@ import { ConfigError, parseConfig, type Config } from '../config/load';
 import { GrpcAuthError, readGrpcSecret } from '../config/grpc-auth';
 import { bundleWarnings } from '../envoy/bundle-warnings';
 import { EnvoyUnavailable, ensureEnvoy } from '../envoy/ensure';
-import { renderEnvoyParts, renderEnvoyYaml, type GatewayRenderInput } from '../envoy/render';
+import { renderEnvoyYaml, type GatewayRenderInput } from '../envoy/render';
 import { validateFileWithEnvoy } from '../envoy/validate';
 import { CliError, once } from './errors';
 import type { CliRun } from './io';
@@ -76,13 +76,12 @@ export function envoyConfigCommand(run: CliRun): Command {
   return new Command('envoy-config')
     .description("render the Envoy bundle from modelgate's config (envoy/envoy.yaml is this for envoy/modelgate.yaml)")
     .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
-    .option('--parts', 'only the parts to add to your own Envoy: HTTP filters, clusters, virtual host, local replies')
     .option('-o, --out <file>', 'write to this file (mode 0600: it can hold the gRPC secret) instead of stdout', once('--out'))
-    .action((options: { config?: string; parts?: boolean; out?: string }) => {
+    .action((options: { config?: string; out?: string }) => {
       const path = configPathOf(options.config, run.env);
       const config = readConfig(path, EVERY_VARIABLE_SET);
       const input = renderInput(config, path, run.env);
-      const text = options.parts ? renderEnvoyParts(input, path) : renderEnvoyYaml(input, path);
+      const text = renderEnvoyYaml(input, path);
       for (const w of bundleWarnings(config)) run.stderr(`warning: ${w}\n`);
       if (options.out) writePrivateFile(options.out, text);
       else run.stdout(text);

@@ -14,6 +14,7 @@ import { adminTokensCommand } from './admin-tokens';
 import { balanceCommand } from './balance';
 import { denialsCommand } from './denials';
 import { envoyCheckCommand, envoyConfigCommand } from './envoy';
+import { adoptCommand } from './adopt';
 import { CliError, commandPath } from './errors';
 import { doctorCommand } from './doctor';
 import { explainCommand } from './explain';
@@ -49,6 +50,7 @@ export function cliProgram(run: CliRun): Command {
     .addCommand(doctorCommand(run))
     .addCommand(envoyConfigCommand(run))
     .addCommand(envoyCheckCommand(run))
+    .addCommand(adoptCommand(run))
     .addCommand(keysCommand(run))
     .addCommand(groupsCommand(run))
     .addCommand(balanceCommand(run))

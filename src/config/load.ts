@@ -27,6 +27,8 @@ export interface UpstreamTarget extends HostPort {
   readonly tls: boolean;
   /** CA bundle for the provider's certificate (tls only). */
   readonly caFile: string;
+  /** An Envoy cluster of the operator's that reaches it (gateway.upstreams.<name>.cluster), or null: upstream_<name>. */
+  readonly cluster: string | null;
 }
 
 /** The upstream protocol families, each one Envoy cluster (`upstream_<family>`). */
@@ -90,10 +92,10 @@ export function isLoopback(host: string): boolean {
   return /^127(\.\d{1,3}){3}$/.test(host) || host === '::1' || host.toLowerCase() === 'localhost';
 }
 
-function upstreamTarget(v: string | { url: string; caFile?: string | null }): UpstreamTarget {
+function upstreamTarget(v: string | { url: string; caFile?: string | null; cluster?: string | null }): UpstreamTarget {
   const url = new URL(typeof v === 'string' ? v : v.url);
   const tls = url.protocol === 'https:';
-  return { tls, host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port ? Number(url.port) : tls ? 443 : 80, caFile: (typeof v === 'string' ? null : v.caFile) ?? DEFAULT_CA_FILE };
+  return { tls, host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port ? Number(url.port) : tls ? 443 : 80, caFile: (typeof v === 'string' ? null : v.caFile) ?? DEFAULT_CA_FILE, cluster: (typeof v === 'string' ? null : v.cluster) ?? null };
 }
 
 /** Plain data made read-only all the way down (as deepFreeze makes it at run time). */

@@ -227,8 +227,11 @@ const upstreamTarget = z
       credential: credential.nullish().describe(
         "The operator's credential for this upstream, set by modelgate on every allowed request that goes to it (and to no other upstream), e.g. {header: authorization, prefix: \"Bearer \", env: OPENAI_API_KEY}. Absent: requests to it carry no credential. Never written into Envoy's config.",
       ),
+      cluster: text(/^[A-Za-z0-9_.:-]{1,200}$/, 'an Envoy cluster name').nullish().describe(
+        "An Envoy cluster of your own that reaches this provider for `modelgate adopt`: its routes go there, so your TLS, retries and outlier detection apply, and adopt adds no cluster for this upstream. Absent: adopt adds the cluster upstream_<name>, rendered from url. The bundle (`envoy-config`, `up`) always renders its own.",
+      ),
     }),
-  ], { error: 'must be a URL or {url, caFile, credential}' })
+  ], { error: 'must be a URL or {url, caFile, credential, cluster}' })
   .describe('An upstream provider: a URL such as https://api.openai.com (TLS with certificate checking, SNI and Host from the name) or http://127.0.0.1:9300 (plain HTTP), or {url, caFile, credential}.');
 
 const authzTls = mapping({

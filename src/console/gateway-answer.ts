@@ -64,7 +64,7 @@ function tableFor(altPrefix: string): readonly Matcher[] {
   let t = tables.get(altPrefix);
   if (!t) {
     if (tables.size >= 8) tables.clear();
-    t = renderRoutes({ altPrefix, publicBaseUrl: null, upstreamOnlyFilters: [] }).map(matcherOf);
+    t = renderRoutes({ altPrefix, publicBaseUrl: null, perRoute: { upstream: {}, models: {}, direct: {} } }).map(matcherOf);
     tables.set(altPrefix, t);
   }
   return t;

@@ -27,14 +27,21 @@ export const BASE_URL_PLACEHOLDER = '{base_url}';
 /** Longest `:authority` used (a DNS name is at most 253 characters, plus a port). */
 export const MAX_AUTHORITY = 255;
 
+/** Off by default: each route of modelgate's turns it on (baseUrlPerRoute), no route of a team's runs it. */
 export function baseUrlFilter(): Obj {
   return {
     name: BASE_URL_FILTER,
+    disabled: true,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua',
-      default_source_code: { inline_string: BASE_URL_LUA },
+      source_codes: { base_url: { inline_string: BASE_URL_LUA } },
     },
   };
+}
+
+/** What turns it on, on a route. */
+export function baseUrlPerRoute(): Obj {
+  return { [BASE_URL_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute', name: 'base_url' } };
 }
 
 const BASE_URL_LUA = `local PLACEHOLDER = "${BASE_URL_PLACEHOLDER}"

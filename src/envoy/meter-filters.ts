@@ -15,7 +15,9 @@
  *   sizes and the response's content type and encoding.
  */
 import { METER_CALL_TYPES } from '../check/meter-counters';
+import { HEADER } from '../check/headers';
 import { CLUSTER, EXT_AUTHZ_FILTER } from './render-routes';
+import { OURS } from './request-mark';
 
 type Obj = Record<string, unknown>;
 
@@ -113,22 +115,50 @@ function envoy_on_response(h)
 end
 `;
 
+/** The Lua source's name in the filter's source_codes, which a route names to turn the filter on. */
+const METER_SOURCE = 'meter';
+
+/** Off by default: an upstream route turns it on (meterPerRoute). */
 export function meterLuaFilter(): Obj {
   return {
     name: METER_FILTER,
-    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua', default_source_code: { inline_string: METER_LUA } },
+    disabled: true,
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua', source_codes: { [METER_SOURCE]: { inline_string: METER_LUA } } },
   };
 }
 
-/** gzip responses decompressed for the meter (requests are left alone). */
+/** What turns the meter's Lua filter on, on an upstream route. */
+export function meterPerRoute(): Obj {
+  return { [METER_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute', name: METER_SOURCE } };
+}
+
+/**
+ * gzip responses decompressed for the meter (requests are left alone). The decompressor has no
+ * per-route config that could turn it on, so it is wrapped in a matcher that skips it unless the
+ * request carries modelgate's minted `x-modelgate-request` (request-mark.ts: set on modelgate's
+ * routes only, before this filter). On a route of a team's, a client that sends that header itself
+ * gets its own answer decompressed, nothing else.
+ */
 export function decompressorFilter(): Obj {
+  const skip = { name: 'skip', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.common.matcher.action.v3.SkipFilter' } };
+  const present = {
+    input: { name: 'request', typed_config: { '@type': 'type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput', header_name: HEADER.request } },
+    value_match: { safe_regex: { google_re2: {}, regex: '.+' } },
+  };
   return {
     name: DECOMPRESSOR_FILTER,
     typed_config: {
-      '@type': 'type.googleapis.com/envoy.extensions.filters.http.decompressor.v3.Decompressor',
-      decompressor_library: { name: 'gzip', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip' } },
-      request_direction_config: { common_config: { enabled: { default_value: false, runtime_key: 'modelgate.decompress_requests' } } },
-      response_direction_config: {},
+      '@type': 'type.googleapis.com/envoy.extensions.common.matching.v3.ExtensionWithMatcher',
+      xds_matcher: { matcher_list: { matchers: [{ predicate: { not_matcher: { single_predicate: present } }, on_match: { action: skip } }] } },
+      extension_config: {
+        name: DECOMPRESSOR_FILTER,
+        typed_config: {
+          '@type': 'type.googleapis.com/envoy.extensions.filters.http.decompressor.v3.Decompressor',
+          decompressor_library: { name: 'gzip', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip' } },
+          request_direction_config: { common_config: { enabled: { default_value: false, runtime_key: 'modelgate.decompress_requests' } } },
+          response_direction_config: {},
+        },
+      },
     },
   };
 }
@@ -151,12 +181,14 @@ export function meterAccessLog(auth: Obj = {}): Obj {
       or_filter: {
         filters: [
           { metadata_filter: { matcher: METERED, match_if_key_not_found: false } },
-          // No Check metadata (every answer carries `metered`) and no response, or the 503 of a Check
-          // that failed or timed out: a request whose Check may have allowed it without the answer
-          // reaching it (the meter releases it). Not the direct responses of unknown paths.
+          // On a route of modelgate's (request-mark.ts), no Check metadata (every answer carries
+          // `metered`) and no response, or the 503 of a Check that failed or timed out: a request
+          // whose Check may have allowed it without the answer reaching it (the meter releases it).
+          // Not the direct responses of unknown paths, nothing of another route's.
           {
             and_filter: {
               filters: [
+                OURS,
                 { metadata_filter: { matcher: METERED, match_if_key_not_found: true } },
                 { or_filter: { filters: [0, 503].map((code) => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.meter_unanswered_${code}` } } } })) } },
               ],

@@ -12,9 +12,10 @@
  * Each descriptor carries its limit (Envoy's per-descriptor override from the metadata), so a
  * limit changed in the store applies with the next Check, and the rate limit service needs no
  * rule of its own (its config only declares the domain). A route action that finds no metadata
- * adds no descriptor: a key without limits costs no call. The actions sit in each upstream
- * route's per-filter config (RateLimitPerRoute.rate_limits), the form whose `hits_addend` Envoy
- * 1.40 honours (a route's own `rate_limits` ignored it when tried).
+ * adds no descriptor: a key without limits costs no call. The actions sit once in each filter's
+ * own `rate_limits` (Envoy 1.39 and later: 1.38.3 refuses the `limit` override there and in
+ * RateLimitPerRoute), not in a route's own `rate_limits` (whose `hits_addend` Envoy 1.40 ignored
+ * when tried); each upstream route turns the filters on with a RateLimitPerRoute of its own.
  *
  * A refusal is Envoy's local reply: 429 with x-modelgate-reason/-hint, x-should-retry, retry-after and the
  * rate-limit headers OpenAI and Anthropic clients read (set by the filter, from the metadata and,
@@ -78,8 +79,10 @@ function refusalHeaders(kind: LimitKind): Obj[] {
 /** The two rate limit filters, tokens first. */
 export function rateLimitFilters(input: RateLimitRenderInput): Obj[] {
   const r = input.rateLimits;
+  // Off by default: the upstream routes' RateLimitPerRoute turns them on (request-mark.ts).
   return KINDS.map((kind) => ({
     name: RATE_LIMIT_FILTER[kind],
+    disabled: true,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit',
       domain: r.domain,
@@ -92,6 +95,8 @@ export function rateLimitFilters(input: RateLimitRenderInput): Obj[] {
       rate_limited_as_resource_exhausted: true,
       stat_prefix: `modelgate_${kind}`,
       response_headers_to_add: refusalHeaders(kind),
+      // The descriptors, once for every route that turns the filter on (rateLimitPerRoute).
+      rate_limits: SLOTS[kind].map(slotPolicy),
     },
   }));
 }
@@ -112,25 +117,25 @@ function slotPolicy(slot: (typeof SLOTS)[LimitKind][number]): Obj {
   };
 }
 
-/** The per-route config of the rate limit filters on every upstream route. */
+/**
+ * The per-route config of the rate limit filters on every upstream route: it turns the filter on
+ * (off by default, request-mark.ts); the descriptors are the filter's own (rate_limits), the same
+ * for every route.
+ */
 export function rateLimitPerRoute(): Obj {
   const out: Obj = {};
-  for (const kind of KINDS) {
-    out[RATE_LIMIT_FILTER[kind]] = {
-      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute',
-      rate_limits: SLOTS[kind].map(slotPolicy),
-    };
-  }
+  for (const kind of KINDS) out[RATE_LIMIT_FILTER[kind]] = { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute', vh_rate_limits: 'OVERRIDE' };
   return out;
 }
 
 /**
- * Local-reply mappers for the filters' answers (before renderLocalReplies' own): a refusal (429,
+ * Local-reply mappers for the filters' answers (before renderLocalReplies' own), on modelgate's
+ * requests only (`ours`: request-mark.ts OURS): a refusal (429,
  * response flag RL) gets its body in the client's shape from the headers the filter set (JSON
  * formatted, so a model name in the hint is escaped); the service failing with failureMode deny
  * (flag RLSE) is 503 rate_limit_unavailable.
  */
-export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai' | 'anthropic' | 'gemini', Obj | undefined]>): Obj[] {
+export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai' | 'anthropic' | 'gemini', Obj | undefined]>, ours: Obj): Obj[] {
   const status = (code: number): Obj => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } } } });
   const sent = (name: string): EnvoyFormatter => `%RESP(${name.toUpperCase()})%`;
   // A refusal's body as every denial's (check/error-body.ts), its reason, hint and retry delay the headers the filter set.
@@ -143,13 +148,13 @@ export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai'
   const out: Obj[] = [];
   for (const [family, filter] of families) {
     out.push({
-      filter: { and_filter: { filters: [status(429), { response_flag_filter: { flags: ['RL'] } }, ...(filter ? [filter] : [])] } },
+      filter: { and_filter: { filters: [ours, status(429), { response_flag_filter: { flags: ['RL'] } }, ...(filter ? [filter] : [])] } },
       body_format_override: { json_format: refusalBody(family), content_type: 'application/json' },
     });
   }
   for (const [family, filter] of families) {
     out.push({
-      filter: { and_filter: { filters: [status(unavailableStatus), { response_flag_filter: { flags: ['RLSE'] } }, ...(filter ? [filter] : [])] } },
+      filter: { and_filter: { filters: [ours, status(unavailableStatus), { response_flag_filter: { flags: ['RLSE'] } }, ...(filter ? [filter] : [])] } },
       headers_to_add: [header(HEADER.reason, unavailableReason), header(HEADER.hint, unavailableHint),
         ...retryHeaders(unavailableStatus).map(([key, value]) => header(key, value))],
       body_format_override: { json_format: JSON.parse(errorBody(family, unavailableStatus, unavailableReason, unavailableHint)) as Obj, content_type: 'application/json' },

@@ -45,33 +45,36 @@ export interface RouteTableInput {
   readonly altPrefix: string;
   /** Written into hints in place of "{base_url}" when set. */
   readonly publicBaseUrl: string | null;
-  /** Filters to turn off on direct responses and model lists (besides ext_authz on direct responses). */
-  readonly upstreamOnlyFilters: readonly string[];
+  /**
+   * Per-route filter configs that turn modelgate's filters on (they are off by default,
+   * request-mark.ts): on the upstream routes (the request mark, ext_authz's check_settings, the
+   * meter, the trailer filter, the rate limits), the model lists (the mark and ext_authz) and the
+   * direct responses (the base-URL filter, if any).
+   */
+  readonly perRoute: { readonly upstream: Obj; readonly models: Obj; readonly direct: Obj };
   /** idle_timeout of the upstream routes (gateway.upstreamIdleTimeoutSeconds; default 300). */
   readonly upstreamIdleTimeoutSeconds?: number;
   /** Request headers each upstream route removes, by the upstream it goes to (render.ts upstreamHeadersToRemove). */
   readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
   /** Request headers each upstream route sets (the meter's accept-encoding). */
   readonly upstreamRequestHeaders?: Readonly<Record<string, string>>;
-  /** Per-filter config every upstream route carries (the rate limit filters' descriptors, render-ratelimit.ts). */
-  readonly upstreamPerFilterConfig?: Record<string, unknown>;
+  /** The cluster of each upstream (default UPSTREAM_CLUSTER; `modelgate adopt`: the team's, gateway.upstreams.<name>.cluster). */
+  readonly clusterOf?: (family: UpstreamFamily) => string;
+  /**
+   * `modelgate adopt`: only the endpoints (to the upstreams and the model lists) of these
+   * upstreams, each route's name prefixed `modelgate.`: no console, no 404/405 answers, no
+   * catch-all, so no route of a team's is shadowed but the endpoints' own paths.
+   */
+  readonly adopt?: { readonly upstreams: ReadonlySet<UpstreamFamily>; readonly modelLists: boolean };
 }
+
+/** The prefix of every route name `modelgate adopt` writes (how a re-run finds its own routes). */
+export const ADOPT_ROUTE_PREFIX = 'modelgate.';
 
 /** A header Envoy sets, replacing one the request or answer carries. */
 export const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
 const method = (m: 'GET' | 'POST'): Obj => ({ name: ':method', string_match: { exact: m } });
 const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/-]/g, (c) => (c === '/' || c === '-' ? c : `\\${c}`));
-
-/** Per-route filter config that turns filters off. */
-function filtersOff(names: readonly string[]): Obj {
-  const out: Obj = {};
-  for (const name of names) {
-    out[name] = name === EXT_AUTHZ_FILTER
-      ? { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true }
-      : { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
-  }
-  return out;
-}
 
 /** The cluster of each upstream (an endpoint's: config/load.ts upstreamOf its style, at the root or under the alternate prefix). */
 export const UPSTREAM_CLUSTER: Readonly<Record<UpstreamFamily, string>> = {
@@ -121,8 +124,8 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const alt = input.altPrefix;
   const A = `(?:${escapeRe(alt)})?`;
   const base = (s: string): string => (input.publicBaseUrl ? s.split('{base_url}').join(input.publicBaseUrl) : s);
-  const offDirect = filtersOff([EXT_AUTHZ_FILTER, ...input.upstreamOnlyFilters]);
-  const offUpstreamOnly = input.upstreamOnlyFilters.length > 0 ? filtersOff(input.upstreamOnlyFilters) : undefined;
+  const perFilter = (o: Obj): Obj => (Object.keys(o).length > 0 ? { typed_per_filter_config: o } : {});
+  const clusterOf = input.clusterOf ?? ((f: UpstreamFamily): string => UPSTREAM_CLUSTER[f]);
 
   const idle = `${input.upstreamIdleTimeoutSeconds ?? 300}s`;
   const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: idle, auto_host_rewrite: true });
@@ -136,7 +139,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
    */
   const endpoint = (name: string, match: Obj, e: Endpoint, underAlt: boolean): Obj => {
     if (e.style === 'models') {
-      return { name, match: { ...match, headers: [method(e.method)] }, route: toHttp, ...(offUpstreamOnly ? { typed_per_filter_config: offUpstreamOnly } : {}) };
+      return { name, match: { ...match, headers: [method(e.method)] }, route: toHttp, ...perFilter(input.perRoute.models) };
     }
     const goesTo = upstreamOf(e.style, underAlt);
     // prefix_rewrite of an exact path: the whole path (the query stays).
@@ -144,9 +147,9 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     return {
       name,
       match: { ...match, headers: [method(e.method)] },
-      route: { ...to(UPSTREAM_CLUSTER[goesTo]), ...rewrite },
+      route: { ...to(clusterOf(goesTo)), ...rewrite },
       ...(input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(goesTo)] } : {}),
-      ...(input.upstreamPerFilterConfig ? { typed_per_filter_config: input.upstreamPerFilterConfig } : {}),
+      ...perFilter(input.perRoute.upstream),
       ...(upstreamHeadersToAdd ? { request_headers_to_add: upstreamHeadersToAdd } : {}),
     };
   };
@@ -162,7 +165,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
       match,
       direct_response: { status, body: { inline_string: errorBody(family, status, reason, hint) } },
       response_headers_to_add: headers,
-      typed_per_filter_config: offDirect,
+      ...perFilter(input.perRoute.direct),
     };
   };
   const re = (regex: string): Obj => ({ safe_regex: { regex } });
@@ -209,6 +212,17 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const allGenerativeMethods = `:(?:${generative.map((e) => alternatives(e.modelMethods!)).join('|')})`;
   const H = HINTS;
 
+  if (input.adopt) {
+    const { upstreams, modelLists } = input.adopt;
+    const wanted = (underAlt: boolean) => (e: Endpoint): boolean => e.style !== 'models' && upstreams.has(upstreamOf(e.style, underAlt));
+    const named = (r: Obj): Obj => ({ ...r, name: `${ADOPT_ROUTE_PREFIX}${String(r.name)}` });
+    return [
+      ...upstream.filter(wanted(false)).map(at(false)),
+      ...(upstreams.has('alt') ? upstream.map(at(true)) : []),
+      ...(modelLists ? [...lists.map(at(false)), ...(upstreams.has('alt') ? lists.map(at(true)) : []), ...models.map((e) => endpoint(e.name, re(`${A}${modelPathRegex(e)}`), e, false))] : []),
+    ].map(named);
+  }
+
   const routes: Obj[] = [
     // ---- (1) Endpoints (docs/spec.md §4.2), ext_authz on. No overall timeout (streamed answers); idle gateway.upstreamIdleTimeoutSeconds.
     ...upstream.map(at(false)),
@@ -223,7 +237,7 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // connection's peer, or with gateway.trustedProxyHops the x-forwarded-for hop that many from the
     // right), passed in a header of modelgate's own that a client's copy cannot override.
     {
-      name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp, typed_per_filter_config: offDirect,
+      name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp,
       request_headers_to_add: [header(HEADER.clientAddress, '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%')],
     },
 

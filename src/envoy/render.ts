@@ -1,24 +1,25 @@
 /**
  * Renders the Envoy bundle from modelgate's own config (`modelgate envoy-config`): a complete
- * bootstrap (listener, ext_authz filter, routes, clusters, admin), or just the parts a platform
- * team pastes into its own Envoy. envoy/envoy.yaml is this output for envoy/modelgate.yaml, and the
+ * bootstrap (listener, ext_authz filter, routes, clusters, admin); `modelgate adopt` (adopt.ts)
+ * adds the same pieces to a team's own Envoy. envoy/envoy.yaml is this output for envoy/modelgate.yaml, and the
  * end-to-end tests run a real Envoy on what this renders, so what is tested is what users get.
  *
  * Pure: config in, plain objects (and YAML text) out. Everything Envoy-specific that is not a
  * route lives here; envoy/README.md explains each setting.
  */
-import { Document, isMap, isSeq, visit, type Node } from 'yaml';
+import { Document, isMap, isScalar, isSeq, visit, type Node } from 'yaml';
 import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
 import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
 import { errorBody } from '../check/error-body';
 import { HEADER, HEADERS_NEVER_UPSTREAM } from '../check/headers';
 import { HINTS, statusOf, type DenyReason } from '../check/reasons';
 import { retryHeaders } from '../check/retry-advice';
-import { baseUrlFilter } from './base-url-filter';
+import { baseUrlFilter, baseUrlPerRoute } from './base-url-filter';
+import { MARK_KEY, MARK_NAMESPACE, OURS, requestFilters, requestPerRoute } from './request-mark';
 import { decisionHeaders } from '../check/read-request';
 import type { Family } from '../check/routes';
-import { DECOMPRESSOR_FILTER, METER_FILTER, UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters } from './meter-filters';
-import { CLUSTER, EXT_AUTHZ_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes } from './render-routes';
+import { UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters, meterPerRoute } from './meter-filters';
+import { CLUSTER, EXT_AUTHZ_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes, type RouteTableInput } from './render-routes';
 import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
 import { refusalLogFields } from './refusal-log-fields';
 
@@ -102,6 +103,9 @@ function httpOptions(options: Obj): Obj {
 export function extAuthzFilter(input: GatewayRenderInput): Obj {
   return {
     name: EXT_AUTHZ_FILTER,
+    // Off by default: each route of modelgate's that reaches a cluster turns it on with its own
+    // check_settings (extAuthzOn), which no virtual host's or connection manager's disable overrides.
+    disabled: true,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz',
       transport_api_version: 'V3',
@@ -164,7 +168,7 @@ function accessLog(input: GatewayRenderInput): Obj[] {
       '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
       log_format: {
         json_format: {
-          time: '%START_TIME%', request_id: '%REQ(X-REQUEST-ID)%', method: '%REQ(:METHOD):7%', path: md('path'),
+          time: '%START_TIME%', request_id: '%REQ(X-REQUEST-ID)%', request: `%DYNAMIC_METADATA(${MARK_NAMESPACE}:${MARK_KEY})%`, method: '%REQ(:METHOD):7%', path: md('path'),
           protocol: '%PROTOCOL%', status: '%RESPONSE_CODE%', details: '%RESPONSE_CODE_DETAILS%', flags: '%RESPONSE_FLAGS%',
           duration_ms: '%DURATION%', route: '%ROUTE_NAME%', upstream_cluster: '%UPSTREAM_CLUSTER%',
           bytes_received: '%BYTES_RECEIVED%', bytes_sent: '%BYTES_SENT%', client: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
@@ -181,18 +185,68 @@ function accessLog(input: GatewayRenderInput): Obj[] {
  * turn it off). ext_authz never sees trailers, Envoy forwards them to an HTTP/2 upstream (a TLS
  * provider negotiates h2), and a client could put a key there. No provider API reads request
  * trailers. Envoy's header_mutation filter, whose request trailer mutations (remove_on_match with
- * any name) load and work on every supported version (1.36.2 and 1.40.0: the trailer tests of
+ * any name) load and work on every supported version (1.39.0 and 1.40.0, and 1.36.2: the trailer tests of
  * test/e2e/credential-stripping.test.ts through each). By the time this filter runs ext_authz has
  * buffered the whole body, so waiting for the end of the stream adds nothing.
  */
 export function trailersFilter(): Obj {
   return {
     name: TRAILERS_FILTER,
-    typed_config: {
-      '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation',
+    disabled: true,
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation' },
+  };
+}
+
+/** What turns the trailer filter on, on an upstream route. */
+export function trailersPerRoute(): Obj {
+  return {
+    [TRAILERS_FILTER]: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute',
       mutations: { request_trailers_mutations: [{ remove_on_match: { key_matcher: { safe_regex: { regex: '.*' } } } }] },
     },
   };
+}
+
+/**
+ * ext_authz on, on a route: its own per-route config (check_settings), the most specific one, so
+ * that a disable on the virtual host or the connection manager (a team's) never reaches it.
+ */
+export function extAuthzOn(): Obj {
+  return { [EXT_AUTHZ_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', check_settings: {} } };
+}
+
+/**
+ * The per-route configs that turn modelgate's filters on (all off by default, request-mark.ts):
+ * upstream routes run every one, model lists the mark and ext_authz, direct responses the
+ * base-URL filter only.
+ */
+export function routeFilterConfigs(input: GatewayRenderInput): { upstream: Obj; models: Obj; direct: Obj } {
+  const base = input.gateway.publicBaseUrl ? {} : baseUrlPerRoute();
+  return {
+    upstream: { ...base, ...requestPerRoute(), ...extAuthzOn(), ...(input.meter?.enabled ? meterPerRoute() : {}), ...(input.rateLimits ? rateLimitPerRoute() : {}), ...trailersPerRoute() },
+    models: { ...base, ...requestPerRoute(), ...extAuthzOn() },
+    direct: base,
+  };
+}
+
+/**
+ * modelgate's HTTP filters in order, each off by default (a route of modelgate's turns it on):
+ * before the router of the connection manager.
+ */
+export function modelgateHttpFilters(input: GatewayRenderInput): Obj[] {
+  return [
+    // First, so that it sees every answer: Envoy's, modelgate's denials (base-url-filter.ts).
+    ...(input.gateway.publicBaseUrl ? [] : [baseUrlFilter()]),
+    // The client's x-modelgate-* removed and the request's identity minted, before the Check reads it.
+    ...requestFilters(),
+    extAuthzFilter(input),
+    ...(input.meter?.enabled ? meterHttpFilters() : []),
+    // After the meter, so that it sees the end of every allowed request, a refused one too (an
+    // in-flight slot is given back at that end). The embedded engine is modelgate's gRPC port:
+    // its calls carry the port's secret like every other (never sent to envoyproxy/ratelimit).
+    ...(input.rateLimits ? rateLimitFilters({ rateLimits: input.rateLimits, grpcSecret: input.rateLimits.engine === 'embedded' ? secretOf(input) : undefined }) : []),
+    trailersFilter(),
+  ];
 }
 
 /**
@@ -225,7 +279,7 @@ export function upstreamHeadersToRemove(input: GatewayRenderInput, family: Upstr
  * upstream that cannot be reached. A reply that carries modelgate's own decision (ext_authz dynamic
  * metadata present) is left alone: it already has its reason, hint and body.
  */
-export function renderLocalReplies(input: GatewayRenderInput): Obj {
+export function renderLocalReplies(input: GatewayRenderInput, { adopt = false }: { adopt?: boolean } = {}): Obj {
   const A = `(?:${input.routes.altPrefix.replace(/[.]/g, '\\.')})?`;
   const noDecision = { metadata_filter: { matcher: { filter: EXT_AUTHZ_FILTER, path: [{ key: 'decision' }], value: { string_match: { exact: '(no decision)' } } }, match_if_key_not_found: true } };
   const status = (code: number): Obj => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } } } });
@@ -240,15 +294,15 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
     ['openai', undefined],
   ];
   // Rate limit refusals first: their 429s and 503s carry no ext_authz decision of their own.
-  const mappers: Obj[] = input.rateLimits ? rateLimitReplyMappers(families) : [];
+  const mappers: Obj[] = input.rateLimits ? rateLimitReplyMappers(families, OURS) : [];
   // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
   const literal = (s: string): string => s.replace(/%/g, '%%');
   /** Envoy's own answer `status` (a local reply) rewritten as the reason's, with its hint; the status line too with `rewriteStatus`. */
-  const add = (when: Obj[], reason: DenyReason, hint: string, rewriteStatus = false): void => {
+  const add = (when: Obj[], reason: DenyReason, hint: string, rewriteStatus = false, scoped = true): void => {
     const code = statusOf(reason);
     for (const [family, filter] of families) {
       mappers.push({
-        filter: { and_filter: { filters: [...when, ...(filter ? [filter] : [])] } },
+        filter: { and_filter: { filters: [...(scoped ? [OURS] : []), ...when, ...(filter ? [filter] : [])] } },
         ...(rewriteStatus ? { status_code: code } : {}),
         headers_to_add: [
           { header: { key: HEADER.reason, value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
@@ -261,11 +315,14 @@ export function renderLocalReplies(input: GatewayRenderInput): Obj {
     }
   };
   add([status(503), noDecision, { response_flag_filter: { flags: ['UAEX'] } }], 'authz_unavailable', HINTS.authz_unavailable.noDecision);
-  // Envoy's own 400s (modelgate's carry its decision): an escaped slash or a bad character in the
-  // path (path_with_escaped_slashes_action, normalize_path), a missing Host, broken framing.
-  add([status(400), noDecision], 'request_invalid', HINTS.request_invalid.refused);
-  // HTTP/1 Transfer-Encoding other than chunked (`gzip, chunked`): Envoy's 501, the same refusal.
-  add([status(501), noDecision], 'request_invalid', HINTS.request_invalid.refused, true);
+  if (!adopt) {
+    // The bundle's only: Envoy's own 400s (modelgate's carry its decision), before any route (so
+    // unscoped): an escaped slash or a bad character in the path (path_with_escaped_slashes_action,
+    // normalize_path), a missing Host, broken framing. In a team's Envoy they are the team's.
+    add([status(400), noDecision], 'request_invalid', HINTS.request_invalid.refused, false, false);
+    // HTTP/1 Transfer-Encoding other than chunked (`gzip, chunked`): Envoy's 501, the same refusal.
+    add([status(501), noDecision], 'request_invalid', HINTS.request_invalid.refused, true, false);
+  }
   add([status(413), noDecision], 'body_too_large', HINTS.body_too_large.overLimit(input.gateway.maxRequestBytes));
   add([status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }], 'upstream_unavailable', HINTS.upstream_unavailable.unreachable);
   // A route's idle_timeout firing before the provider's first byte is 504 with flag SI (details
@@ -298,25 +355,23 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     access_log: accessLog(input),
     local_reply_config: renderLocalReplies(input),
     http_filters: [
-      // First, so that it sees every answer: Envoy's, modelgate's denials (base-url-filter.ts).
-      ...(input.gateway.publicBaseUrl ? [] : [baseUrlFilter()]),
-      extAuthzFilter(input),
-      ...(input.meter?.enabled ? meterHttpFilters() : []),
-      // After the meter, so that it sees the end of every allowed request, a refused one too (an
-      // in-flight slot is given back at that end). The embedded engine is modelgate's gRPC port:
-      // its calls carry the port's secret like every other (never sent to envoyproxy/ratelimit).
-      ...(input.rateLimits ? rateLimitFilters({ rateLimits: input.rateLimits, grpcSecret: input.rateLimits.engine === 'embedded' ? secretOf(input) : undefined }) : []),
-      trailersFilter(),
+      ...modelgateHttpFilters(input),
       { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
     ],
-    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes({
-      altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl,
-      upstreamOnlyFilters: input.meter?.enabled ? [METER_FILTER, DECOMPRESSOR_FILTER, TRAILERS_FILTER] : [TRAILERS_FILTER],
-      upstreamRequestHeaders: input.meter?.enabled ? { 'accept-encoding': UPSTREAM_ACCEPT_ENCODING } : undefined,
-      upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
-      headersToRemove: (family) => upstreamHeadersToRemove(input, family),
-      ...(input.rateLimits ? { upstreamPerFilterConfig: rateLimitPerRoute() } : {}),
-    }) }] },
+    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes(routeTableInput(input)) }] },
+  };
+}
+
+/** What the route table is rendered from; `adopt` for `modelgate adopt`'s routes (render-routes.ts). */
+export function routeTableInput(input: GatewayRenderInput, adopt?: RouteTableInput['adopt']): RouteTableInput {
+  return {
+    altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl,
+    perRoute: routeFilterConfigs(input),
+    upstreamRequestHeaders: input.meter?.enabled ? { 'accept-encoding': UPSTREAM_ACCEPT_ENCODING } : undefined,
+    upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
+    headersToRemove: (family) => upstreamHeadersToRemove(input, family),
+    // The team's own provider clusters (gateway.upstreams.<name>.cluster): modelgate adopt's only.
+    ...(adopt ? { adopt, clusterOf: (f: UpstreamFamily) => input.gateway.upstreams[f].cluster ?? UPSTREAM_CLUSTER[f] } : {}),
   };
 }
 
@@ -360,7 +415,9 @@ export function toYaml(tree: Obj, header: string): string {
       if (node.items.length <= 4 && JSON.stringify(node.toJSON()).length <= 90 && !node.items.some((p) => isSeq(p.value) || (isMap(p.value) && (p.value as Node & { items: unknown[] }).items.length > 2))) node.flow = true;
     },
     Seq(_key, node) {
-      if (JSON.stringify(node.toJSON()).length <= 60) node.flow = true;
+      // A list of names (headers to remove) on one line up to 400 characters; anything else up to 60.
+      const json = JSON.stringify(node.toJSON());
+      if (json.length <= 60 || (json.length <= 400 && node.items.every((i) => isScalar(i)))) node.flow = true;
     },
   });
   doc.commentBefore = header;
@@ -377,33 +434,4 @@ itself with a reason and a hint. Check a modified copy with \`modelgate envoy-ch
 export function renderEnvoyYaml(input: GatewayRenderInput, source?: string): string {
   const text = source ? `${BANNER}\nRendered from: ${source}` : BANNER;
   return toYaml(renderBootstrap(input), text.split('\n').map((l) => (l ? ` ${l}` : '')).join('\n'));
-}
-
-/**
- * The parts a platform team pastes into its own Envoy (\`modelgate envoy-config --parts\`): the
- * HTTP filters (before its router), the clusters, the virtual host with the routes, and the
- * local-reply mappers of the connection manager. Names are a contract: keep them.
- */
-export function renderEnvoyParts(input: GatewayRenderInput, source?: string): string {
-  const hcm = renderConnectionManager(input);
-  const parts = {
-    http_filters: (hcm.http_filters as Obj[]).filter((f) => f.name !== 'envoy.filters.http.router'),
-    clusters: renderClusters(input),
-    virtual_host: (hcm.route_config as { virtual_hosts: Obj[] }).virtual_hosts[0],
-    local_reply_config: hcm.local_reply_config,
-    access_log: (hcm.access_log as Obj[]).filter((l) => l.name === 'envoy.access_loggers.http_grpc'),
-    connection_manager_settings: {
-      merge_slashes: hcm.merge_slashes, normalize_path: hcm.normalize_path, path_with_escaped_slashes_action: hcm.path_with_escaped_slashes_action,
-      common_http_protocol_options: hcm.common_http_protocol_options,
-    },
-  };
-  const header = ` modelgate: the parts to add to your own Envoy, rendered by \`modelgate envoy-config --parts\`${source ? ` from ${source}` : ''}.
- http_filters: into your HTTP connection manager's http_filters, before envoy.filters.http.router.
- clusters: into static_resources.clusters (or your CDS).
- virtual_host: into route_config.virtual_hosts (or put its routes first in yours). Every other route
-   on the same connection manager must turn ext_authz (and the meter's filters) off (typed_per_filter_config, as the 404 routes do).
- access_log: the meter's gRPC access log (when metering) goes into the connection manager's access_log.
- local_reply_config: into the connection manager (Envoy's own errors in the client's shape).
- connection_manager_settings: set these on the connection manager too.`;
-  return toYaml(parts, header);
 }

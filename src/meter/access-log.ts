@@ -11,6 +11,7 @@
  *   StreamAccessLogsMessage.http_logs(2).log_entry(1) -> HTTPAccessLogEntry:
  *     common_properties(1) -> AccessLogCommon.metadata(17) -> Metadata.filter_metadata(1):
  *       "envoy.filters.http.ext_authz": the Check's metadata (keyId, group, model, style, metered)
+ *       "modelgate": `request`, the identity Envoy minted for the request (envoy/request-mark.ts)
  *       "modelgate.meter": what the meter's Lua filter kept of the response body (`tail` on the way, `final` at its end, when
  *         `tail` becomes false so that the entry carries one copy)
  *     request(3) -> HTTPRequestProperties: request_id(9), path(5), request_body_bytes(12)
@@ -25,7 +26,12 @@
 
 /** One metered request's end, as Envoy saw it. */
 export interface MeterReport {
-  /** Envoy's x-request-id (the ledger's key). */
+  /**
+   * The request's identity (the ledger's key): the `x-modelgate-request` Envoy minted on
+   * modelgate's route, from the `modelgate` metadata (envoy/request-mark.ts; no client can set it),
+   * else the entry's x-request-id (an Envoy config without that filter: `modelgate adopt --check`
+   * reports it).
+   */
   readonly requestId: string;
   /** The path as sent, query included. */
   readonly path: string;
@@ -59,6 +65,8 @@ export interface ReadResult {
 
 export const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
 export const METER_NAMESPACE = 'modelgate.meter';
+/** The namespace of the request's minted identity (envoy/request-mark.ts MARK_NAMESPACE). */
+export const MARK_NAMESPACE = 'modelgate';
 
 class Malformed extends Error {}
 
@@ -149,6 +157,7 @@ const wanted = (...keys: string[]): Wanted => keys.map((k) => [k, Buffer.from(k)
 const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path', 'replica', 'maxInput', 'maxOutput', 'hiddenOutput', 'referencedInput', 'inputExtra', 'inputFactor', 'price', 'tools');
 /** `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end; `calls`: hosted tools' calls it counted (meter/tool-calls.ts). */
 const METER_KEYS = wanted('tail', 'final', 'calls');
+const MARK_KEYS = wanted('request');
 
 function keyAt(s: number, e: number, keys: Wanted): string | undefined {
   for (const [name, bytes] of keys) if (sameBytes(s, e, bytes)) return name;
@@ -193,6 +202,7 @@ function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted,
 
 interface Draft {
   requestId: string;
+  mark: Record<string, FieldValue>;
   path: string;
   authz: Record<string, FieldValue>;
   meter: Record<string, FieldValue>;
@@ -207,6 +217,7 @@ interface Draft {
 
 const AUTHZ_NS = Buffer.from(AUTHZ_NAMESPACE);
 const METER_NS = Buffer.from(METER_NAMESPACE);
+const MARK_NS = Buffer.from(MARK_NAMESPACE);
 
 function sameBytes(s: number, e: number, b: Uint8Array): boolean {
   if (e - s !== b.length) return false;
@@ -243,7 +254,7 @@ function readCommon(end: number, d: Draft): void {
         const et = tag(entryEnd);
         if (et === (1 << 3 | 2)) {
           const e = lengthEnd(entryEnd);
-          ns = sameBytes(pos, e, AUTHZ_NS) ? 1 : sameBytes(pos, e, METER_NS) ? 2 : 0;
+          ns = sameBytes(pos, e, AUTHZ_NS) ? 1 : sameBytes(pos, e, METER_NS) ? 2 : sameBytes(pos, e, MARK_NS) ? 3 : 0;
           pos = e;
         } else if (et === (2 << 3 | 2)) {
           structEnd = lengthEnd(entryEnd);
@@ -254,7 +265,8 @@ function readCommon(end: number, d: Draft): void {
       if (ns !== 0 && structStart >= 0) {
         pos = structStart;
         if (ns === 1) readStruct(structEnd, d.authz, AUTHZ_KEYS, false);
-        else readStruct(structEnd, d.meter, METER_KEYS, true);
+        else if (ns === 2) readStruct(structEnd, d.meter, METER_KEYS, true);
+        else readStruct(structEnd, d.mark, MARK_KEYS, false);
       }
       pos = entryEnd;
     }
@@ -316,7 +328,7 @@ function readResponse(end: number, d: Draft): void {
 }
 
 function readEntry(end: number): MeterReport {
-  const d: Draft = { requestId: '', path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '', upstreamSent: false, upstreamAnswered: false };
+  const d: Draft = { requestId: '', mark: {}, path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '', upstreamSent: false, upstreamAnswered: false };
   while (pos < end) {
     const t = tag(end);
     if ((t & 7) !== 2) {
@@ -332,8 +344,9 @@ function readEntry(end: number): MeterReport {
   }
   const final = d.meter.final;
   const tail = final ?? d.meter.tail;
+  const minted = d.mark.request;
   return {
-    requestId: d.requestId,
+    requestId: typeof minted === 'string' && minted !== '' ? minted : d.requestId,
     path: d.path,
     authz: d.authz as Record<string, string | number | boolean>,
     status: d.status,

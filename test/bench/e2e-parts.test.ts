@@ -116,7 +116,7 @@ describe('the bundle of each setup', () => {
   it("modelgate's is the generated one, pointed at the setup's ports", () => {
     const { yaml, changes } = renderBundle(demo, { authz: { port: 4001, healthCheck: true, packAsBytes: true }, httpPort: 4002, upstreamPort: 4003, meter: false });
     expect(changes).toHaveLength(1);
-    expect(hcm(yaml).http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(hcm(yaml).http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.request', 'modelgate.request_metadata', 'envoy.filters.http.ext_authz', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
     const c = clusters(yaml);
     expect(c.modelgate_authz.health_checks).toHaveLength(1);
     expect(c.modelgate_authz.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(4001);
@@ -128,10 +128,10 @@ describe('the bundle of each setup', () => {
   it('the floor has no ext_authz; OPA has pack_as_bytes false and no health check; the meter rows have the meter', () => {
     expect(hcm(renderBundle(demo, { httpPort: 1, upstreamPort: 2, meter: false }).yaml).http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.drop_request_trailers', 'envoy.filters.http.router']);
     const opa = renderBundle(demo, { authz: { port: 3, healthCheck: false, packAsBytes: false }, httpPort: 1, upstreamPort: 2, meter: false });
-    expect(hcm(opa.yaml).http_filters[0].typed_config.with_request_body.pack_as_bytes).toBe(false);
+    expect(hcm(opa.yaml).http_filters.find((f: Obj) => f.name === 'envoy.filters.http.ext_authz').typed_config.with_request_body.pack_as_bytes).toBe(false);
     expect(clusters(opa.yaml).modelgate_authz.health_checks).toBeUndefined();
     const metered = renderBundle(demo, { authz: { port: 3, healthCheck: true, packAsBytes: true }, httpPort: 1, upstreamPort: 2, meter: true });
-    expect(hcm(metered.yaml).http_filters.map((f: Obj) => f.name)).toEqual(['envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(hcm(metered.yaml).http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.request', 'modelgate.request_metadata', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
     expect(clusters(metered.yaml).modelgate_meter).toBeDefined();
   });
 });

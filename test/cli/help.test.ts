@@ -38,6 +38,7 @@ test('the walk covers every command group and subcommand', () => {
     'doctor',
     'envoy-config',
     'envoy-check',
+    'adopt',
     'keys',
     'keys new',
     'keys list',

@@ -126,7 +126,7 @@ describe('parseConfig upstream credentials', () => {
       chat: { header: 'authorization', value: 'Bearer sk-upstream-1' },
       messages: { header: 'x-api-key', value: 'sk-ant-upstream-2' },
     });
-    expect(c.gateway.upstreams.chat).toEqual({ tls: true, host: 'api.openai.com', port: 443, caFile: '/etc/ssl/certs/ca-certificates.crt' });
+    expect(c.gateway.upstreams.chat).toEqual({ tls: true, host: 'api.openai.com', port: 443, caFile: '/etc/ssl/certs/ca-certificates.crt', cluster: null });
   });
 
   test('gives the alt upstream only its own credential', () => {
@@ -281,7 +281,7 @@ describe('parseConfig freezes its result', () => {
 
   test('still reads its maps normally', () => {
     expect([...config.groups.keys()]).toEqual(['basic', 'pro', 'paused']);
-    expect(config.groups.get('pro')!.models.size).toBe(12);
+    expect(config.groups.get('pro')!.models.size).toBe(13);
   });
 });
 

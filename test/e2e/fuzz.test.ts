@@ -131,6 +131,9 @@ describeE2E('a gateway that behaved as of earlier versions would break the invar
       const routes = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes as Array<Record<string, any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
       for (const r of routes) {
         if (Array.isArray(r.request_headers_to_remove)) r.request_headers_to_remove = r.request_headers_to_remove.filter((h: string) => h !== 'x-modelgate-console-key');
+        // ...and without the removal of every client x-modelgate-* before the Check (modelgate.request).
+        const mark = r.typed_per_filter_config?.['modelgate.request']?.mutations;
+        if (mark) mark.request_mutations = (mark.request_mutations as Array<Record<string, unknown>>).filter((m) => !('remove_on_match' in m));
         // The chat style's credential on the alternate prefix too, as the per-style credentials did.
         if (r.route?.cluster === 'upstream_alt' && /chat|responses|embeddings/.test(String(r.name))) {
           r.request_headers_to_add = [{ header: { key: 'authorization', value: `Bearer ${FUZZ_CREDENTIALS.chat.secret}` }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }];

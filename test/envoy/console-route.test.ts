@@ -8,15 +8,14 @@ import { renderRoutes } from '../../src/envoy/render-routes';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-test('routes /console to modelgate_http with ext_authz and the upstream-only filters off', () => {
-  const routes = renderRoutes({ altPrefix: '/alt', publicBaseUrl: null, upstreamOnlyFilters: ['envoy.filters.http.example'] }) as Obj[];
+test('routes /console to modelgate_http with none of modelgate\'s filters on (each is off by default: ext_authz, the mark, the meter)', () => {
+  const routes = renderRoutes({ altPrefix: '/alt', publicBaseUrl: null, perRoute: { upstream: { 'envoy.filters.http.example': {} }, models: {}, direct: {} } }) as Obj[];
   const i = routes.findIndex((r) => r.name === 'console');
   expect(i).toBeGreaterThan(-1);
   const r = routes[i];
   expect(r.match).toEqual({ path_separated_prefix: '/console' });
   expect(r.route.cluster).toBe('modelgate_http');
-  expect(r.typed_per_filter_config['envoy.filters.http.ext_authz']).toMatchObject({ disabled: true });
-  expect(r.typed_per_filter_config['envoy.filters.http.example']).toMatchObject({ disabled: true });
+  expect(r.typed_per_filter_config).toBeUndefined();
   // Before every direct answer (the 404/405 routes and the catch-all), which would shadow it.
   const firstDirect = routes.findIndex((x) => x.direct_response !== undefined);
   expect(i).toBeLessThan(firstDirect);

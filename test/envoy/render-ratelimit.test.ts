@@ -25,14 +25,18 @@ describe('rate limits in the bundle', () => {
     for (const f of filters(render(demo.replace('  failureMode: allow ', '  failureMode: deny ')))) expect(f.failure_mode_deny).toBe(true);
   });
 
-  it('gives every upstream route, and no other, the descriptors of both filters: tokens checked only (hits 0), requests counted', () => {
-    const routes = hcmOf(render(demo)).route_config.virtual_hosts[0].routes as Obj[];
+  it('turns both filters on on every upstream route and no other; their descriptors: tokens checked only (hits 0), requests counted', () => {
+    const hcm = hcmOf(render(demo));
+    const routes = hcm.route_config.virtual_hosts[0].routes as Obj[];
     const limited = routes.filter((r) => r.typed_per_filter_config?.['modelgate.ratelimit_requests']);
     expect(limited.map((r) => r.name).sort()).toEqual(routes.filter((r) => r.route && r.route.cluster !== 'modelgate_http').map((r) => r.name).sort());
-    const tokens = limited[0].typed_per_filter_config['modelgate.ratelimit_tokens'].rate_limits as Obj[];
+    for (const r of limited) expect(r.typed_per_filter_config['modelgate.ratelimit_tokens']).toEqual({ '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute', vh_rate_limits: 'OVERRIDE' });
+    const filter = (name: string): Obj => (hcm.http_filters as Obj[]).find((f) => f.name === name)!;
+    for (const name of ['modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests']) expect(filter(name).disabled).toBe(true);
+    const tokens = filter('modelgate.ratelimit_tokens').typed_config.rate_limits as Obj[];
     expect(tokens.map((t) => t.actions[0].generic_key.descriptor_value)).toEqual(['tpm', 'tpd', 'tpm_m', 'tpd_m']);
     for (const t of tokens) expect(t.hits_addend).toEqual({ number: 0 });
-    const requests = limited[0].typed_per_filter_config['modelgate.ratelimit_requests'].rate_limits as Obj[];
+    const requests = filter('modelgate.ratelimit_requests').typed_config.rate_limits as Obj[];
     expect(requests[2]).toEqual({
       actions: [
         { generic_key: { descriptor_key: 'limit', descriptor_value: 'rpm_m' } },

@@ -9,7 +9,9 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load';
 import { decisionHeaders } from '../../src/check/read-request';
 import { authPackageDefinition } from '../../src/envoy/protos';
-import { renderEnvoyParts, renderEnvoyYaml } from '../../src/envoy/render';
+import { renderEnvoyYaml } from '../../src/envoy/render';
+import { adopt } from '../../src/envoy/adopt';
+import { join } from 'node:path';
 import { validateWithEnvoy } from '../../src/envoy/validate';
 import { ENVOY_YAML_PATH, envoyBundle, extAuthzConfig, findAll, httpConnectionManager } from '../support/envoy-bundle';
 import { describeE2E, envoyBinary } from '../support/gateway';
@@ -22,7 +24,7 @@ type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-exp
 const MiB = 1024 * 1024;
 const HCM = 'static_resources.listeners[0].filter_chains[0].filters[0].typed_config';
 // http_filters[0] is the filter that writes the address into hints (base-url-filter.ts; the demo has no publicBaseUrl).
-const EXT_AUTHZ = `${HCM}.http_filters[1].typed_config`;
+const EXT_AUTHZ = `${HCM}.http_filters[3].typed_config`;
 const ROUTES = `${HCM}.route_config.virtual_hosts[0].routes`;
 
 /** envoy.yaml with one exact text replaced (the replacement must happen). */
@@ -62,24 +64,6 @@ function danglingOrRepeated(yamlText: string): string[] {
   return problems;
 }
 
-/** The parts for an existing Envoy (`envoy-config --parts`) put into a bootstrap of their own, as a platform team would. */
-function bootstrapFromParts(parts: Obj): Obj {
-  return {
-    static_resources: {
-      listeners: [{
-        name: 'existing', address: { socket_address: { address: '127.0.0.1', port_value: 10000 } },
-        filter_chains: [{ filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: {
-          '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
-          stat_prefix: 'existing', ...parts.connection_manager_settings,
-          route_config: { virtual_hosts: [parts.virtual_host] },
-          http_filters: [...parts.http_filters, { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } }],
-          local_reply_config: parts.local_reply_config,
-        } }] }],
-      }],
-      clusters: parts.clusters,
-    },
-  };
-}
 
 /** The demo config with its text changed, parsed (every variable set: credentials are not rendered). */
 function demoWith(edit: (yaml: string) => string = (y) => y) {
@@ -152,8 +136,8 @@ describeE2E("the pinned Envoy's own check (envoy --mode validate)", () => {
   });
 
   it('rejects an empty ExtAuthzPerRoute (required oneof); accepts disabled: false (no constant rule on 1.40)', () => {
-    expectRefused(broken('ExtAuthzPerRoute\n                              disabled: true', 'ExtAuthzPerRoute'));
-    expect(verdict(broken('ExtAuthzPerRoute\n                              disabled: true', 'ExtAuthzPerRoute\n                              disabled: false')).ok).toBe(true);
+    expectRefused(broken('ExtAuthzPerRoute\n                              check_settings: {}', 'ExtAuthzPerRoute'));
+    expect(verdict(broken('ExtAuthzPerRoute\n                              check_settings: {}', 'ExtAuthzPerRoute\n                              disabled: false')).ok).toBe(true);
   });
 
   it('rejects a duration written as a bare number', () => {
@@ -184,12 +168,12 @@ describeE2E("the pinned Envoy's own check (envoy --mode validate)", () => {
     expect(r.output).toContain("Using deprecated option 'envoy.config.route.v3.HeaderMatcher.exact_match'");
   });
 
-  it('accepts the bundle rendered for TLS upstreams, another alternate prefix and a public address, and the parts in a bootstrap of their own', () => {
+  it('accepts the bundle rendered for TLS upstreams, another alternate prefix and a public address', () => {
     const tls = demoWith((y) => y.replace('chat: http://127.0.0.1:9300', 'chat: https://api.openai.com')
       .replace('messages: http://127.0.0.1:9300', 'messages: { url: "https://api.anthropic.com:8443", caFile: /etc/ssl/certs/ca-certificates.crt }'));
     const alt = demoWith((y) => y.replace('altPrefix: /alt', 'altPrefix: /vendor.x').replace('listen: 0.0.0.0:10000', 'listen: 127.0.0.1:8080')
       .replace('maxRequestBytes: 33554432', 'maxRequestBytes: 1048576').replace('# publicBaseUrl: https://llm.example.com', 'publicBaseUrl: https://llm.example.com'));
-    for (const text of [renderEnvoyYaml(tls), renderEnvoyYaml(alt), JSON.stringify(bootstrapFromParts(parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'))))]) {
+    for (const text of [renderEnvoyYaml(tls), renderEnvoyYaml(alt)]) {
       const r = verdict(text);
       expect(r.ok, r.message).toBe(true);
     }
@@ -225,16 +209,21 @@ describe('the settings modelgate relies on', () => {
   it('sends exactly the headers the service reads, pseudo-headers included', () => {
     const patterns = extAuthzConfig(envoyBundle().config).allowed_headers.patterns as Obj[];
     expect(patterns.map((p) => p.exact).sort()).toEqual([':method', ':path', 'anthropic-beta', 'anthropic-version', 'authorization',
-      'content-encoding', 'content-type', 'user-agent', 'x-api-key', 'x-forwarded-for', 'x-goog-api-key', 'x-goog-fieldmask', 'x-request-id', 'x-vendor-api-key']);
+      'content-encoding', 'content-type', 'user-agent', 'x-api-key', 'x-forwarded-for', 'x-goog-api-key', 'x-goog-fieldmask', 'x-modelgate-request', 'x-request-id', 'x-vendor-api-key']);
     // Every header the service's decoder keeps for a decision is sent (Envoy adds the partial-body flag itself).
     const sent = new Set(patterns.map((p) => p.exact));
     const demoRoutes = parseConfig(readFileSync(DEMO_CONFIG, 'utf8')).routes;
     expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
   });
 
-  it('runs the address-in-hints filter, ext_authz, then the meter (its Lua tail capture and the gzip decompressor), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between', () => {
+  it('runs the address-in-hints filter, the request mark (client x-modelgate-* removed, identity minted, copied to metadata), ext_authz, then the meter (its Lua tail capture and the gzip decompressor), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between; each off unless a route turns it on', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    expect(filters.map((f) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(filters.map((f) => f.name)).toEqual(['modelgate.base_url_in_hints', 'modelgate.request', 'modelgate.request_metadata', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    // Off by default: the decompressor (no per-route config) is skipped by a matcher unless the request carries modelgate's minted id.
+    expect(filters.filter((f) => f.disabled !== true).map((f) => f.name)).toEqual(['envoy.filters.http.decompressor', 'envoy.filters.http.router']);
+    const skip = filters[5].typed_config.xds_matcher.matcher_list.matchers[0];
+    expect(skip.predicate.not_matcher.single_predicate.input.typed_config.header_name).toBe('x-modelgate-request');
+    expect(skip.on_match.action.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.filters.common.matcher.action.v3.SkipFilter');
   });
 
   it('writes no address into hints at run time when gateway.publicBaseUrl is set: the hints are rendered with it', () => {
@@ -246,9 +235,9 @@ describe('the settings modelgate relies on', () => {
 
   it('meters without ever holding a response: the Lua filter keeps the body\'s last bytes as it passes and publishes them as metadata', () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    const lua = filters[2].typed_config;
+    const lua = filters[4].typed_config;
     expect(lua['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua');
-    const source = lua.default_source_code.inline_string as string;
+    const source = lua.source_codes.meter.inline_string as string;
     // Streams chunk by chunk (bodyChunks), never h:body(), which would buffer the whole response.
     expect(source).toContain('h:bodyChunks()');
     expect(source).not.toMatch(/:body\(/);
@@ -257,7 +246,7 @@ describe('the settings modelgate relies on', () => {
     expect(source).toContain('md:set("modelgate.meter", "final", table.concat(parts))');
     expect(source).toContain('md:set("modelgate.meter", "tail", false)');
     // Decompresses answers only (requests are left alone).
-    const dec = filters[3].typed_config;
+    const dec = filters[5].typed_config.extension_config.typed_config;
     expect(dec.decompressor_library.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip');
     expect(dec.request_direction_config.common_config.enabled.default_value).toBe(false);
   });
@@ -271,8 +260,10 @@ describe('the settings modelgate relies on', () => {
     expect(marked).toEqual({ metadata_filter: { matcher: metered, match_if_key_not_found: false } });
     // ...and every request no Check answer reached (no mark at all) that ended without a response or
     // with the 503 of a failed Check: the meter releases what it may have admitted for them.
-    expect(unanswered.and_filter.filters[0]).toEqual({ metadata_filter: { matcher: metered, match_if_key_not_found: true } });
-    const codes = (unanswered.and_filter.filters[1].or_filter.filters as Obj[]).map((f) => f.status_code_filter.comparison);
+    // On modelgate's routes only (the mark), never a request of another route.
+    expect(unanswered.and_filter.filters[0]).toEqual({ metadata_filter: { matcher: { filter: 'modelgate', path: [{ key: 'request' }], value: { present_match: true } }, match_if_key_not_found: false } });
+    expect(unanswered.and_filter.filters[1]).toEqual({ metadata_filter: { matcher: metered, match_if_key_not_found: true } });
+    const codes = (unanswered.and_filter.filters[2].or_filter.filters as Obj[]).map((f) => f.status_code_filter.comparison);
     expect(codes.map((c) => [c.op, c.value.default_value])).toEqual([['EQ', 0], ['EQ', 503]]);
     expect(als.typed_config.common_config).toMatchObject({ transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: 'modelgate_meter' } }, buffer_flush_interval: '0.05s' });
     expect(als.typed_config.additional_response_headers_to_log).toEqual(['content-type', 'content-encoding']);
@@ -280,15 +271,13 @@ describe('the settings modelgate relies on', () => {
     expect(als.typed_config.additional_request_headers_to_log).toBeUndefined();
   });
 
-  it('turns the meter off on every route but the protocol endpoints, where it asks providers only for encodings it reads', () => {
+  it('turns the meter on on the protocol endpoints only, where it asks providers only for encodings it reads', () => {
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     for (const r of routes) {
       const upstream = typeof r.route?.cluster === 'string' && r.route.cluster.startsWith('upstream_');
-      for (const f of ['modelgate.meter', 'envoy.filters.http.decompressor']) {
-        const off = r.typed_per_filter_config?.[f];
-        if (upstream) expect(off, r.name).toBeUndefined();
-        else expect(off, r.name).toEqual({ '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true });
-      }
+      const on = r.typed_per_filter_config?.['modelgate.meter'];
+      if (upstream) expect(on, r.name).toEqual({ '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute', name: 'meter' });
+      else expect(on, r.name).toBeUndefined();
       if (upstream) expect(r.request_headers_to_add, r.name).toEqual([{ header: { key: 'accept-encoding', value: 'gzip' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }]);
     }
   });
@@ -310,14 +299,17 @@ describe('the settings modelgate relies on', () => {
 
   it("drops every request trailer with Envoy's header_mutation filter, on upstream routes only", () => {
     const filters = httpConnectionManager(envoyBundle().config).http_filters as Obj[];
-    const drop = filters.find((f) => f.name === 'modelgate.drop_request_trailers')!.typed_config;
-    expect(drop['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation');
-    expect(drop.mutations).toEqual({ request_trailers_mutations: [{ remove_on_match: { key_matcher: { safe_regex: { regex: '.*' } } } }] });
-    // Only upstream routes run it: every other route turns it off.
+    const drop = filters.find((f) => f.name === 'modelgate.drop_request_trailers')!;
+    expect(drop.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation');
+    expect(drop.disabled).toBe(true);
+    // Only upstream routes run it: each turns it on with the mutation.
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     for (const r of routes) {
-      const off = r.typed_per_filter_config?.['modelgate.drop_request_trailers']?.disabled === true;
-      expect(off, r.name).toBe(!String(r.route?.cluster ?? '').startsWith('upstream_'));
+      const on = r.typed_per_filter_config?.['modelgate.drop_request_trailers'];
+      if (String(r.route?.cluster ?? '').startsWith('upstream_')) {
+        expect(on['@type'], r.name).toBe('type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute');
+        expect(on.mutations, r.name).toEqual({ request_trailers_mutations: [{ remove_on_match: { key_matcher: { safe_regex: { regex: '.*' } } } }] });
+      } else expect(on, r.name).toBeUndefined();
     }
   });
 
@@ -363,7 +355,8 @@ describe('the settings modelgate relies on', () => {
       .flatMap(({ at, value }) => (value as Obj[]).map((o, i) => ({ at: `${at}[${i}]`, o })));
     expect(options.length).toBeGreaterThan(50);
     for (const { at, o } of options) expect(o.append_action, at).toBe('OVERWRITE_IF_EXISTS_OR_ADD');
-    expect(findAll(config, 'append')).toEqual([]);
+    // `append` only as a header_mutation action (request-mark.ts), itself with OVERWRITE_IF_EXISTS_OR_ADD; never the deprecated bool.
+    for (const { at, value } of findAll(config, 'append')) expect((value as Obj).append_action, at).toBe('OVERWRITE_IF_EXISTS_OR_ADD');
   });
 
   it('listens on 0.0.0.0:10000 for HTTP/1.1 and h2c, merges slashes, generates x-request-id, admin on loopback only', () => {
@@ -460,17 +453,6 @@ describe('the settings modelgate relies on', () => {
     expect(extAuthzConfig(b).with_request_body.max_request_bytes).toBe(1048576);
   });
 
-  it('renders the parts for an existing Envoy: the filter, the clusters, the virtual host and the local replies', () => {
-    const parts = parseYaml(renderEnvoyParts(demoWith(), 'envoy/modelgate.yaml'));
-    expect(parts.http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.base_url_in_hints', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests', 'modelgate.drop_request_trailers']);
-    expect(parts.access_log.map((l: Obj) => l.name)).toEqual(['envoy.access_loggers.http_grpc']);
-    expect(parts.connection_manager_settings).toMatchObject({ path_with_escaped_slashes_action: 'REJECT_REQUEST', common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' } });
-    expect(parts.clusters.map((c: Obj) => c.name)).toEqual(['modelgate_authz', 'modelgate_meter', 'modelgate_ratelimit', 'modelgate_http', 'upstream_chat', 'upstream_messages', 'upstream_generative', 'upstream_alt']);
-    expect(parts.virtual_host.routes.length).toBe(httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes.length);
-    expect(parts.local_reply_config.mappers.length).toBeGreaterThan(0);
-    expect(danglingOrRepeated(JSON.stringify(bootstrapFromParts(parts)))).toEqual([]);
-  });
-
   it('never cuts a stream: every upstream route has timeout 0s, an idle timeout and a host rewrite', () => {
     const routes = httpConnectionManager(envoyBundle().config).route_config.virtual_hosts[0].routes as Obj[];
     const upstream = routes.filter((r) => r.route?.cluster?.startsWith('upstream_'));
@@ -507,9 +489,8 @@ describe('the settings modelgate relies on', () => {
       // The SDK-visible message is the hint and the reason, as in modelgate's own denials.
       const error = JSON.parse(body).error;
       expect(error.message, r.name).toBe(`${headers['x-modelgate-hint']} [modelgate: ${headers['x-modelgate-reason']}]`);
-      expect(r.typed_per_filter_config['envoy.filters.http.ext_authz'], r.name).toEqual({
-        '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', disabled: true,
-      });
+      // ext_authz is off by default and a direct response never turns it on.
+      expect(r.typed_per_filter_config?.['envoy.filters.http.ext_authz'], r.name).toBeUndefined();
     }
   });
 });
@@ -539,8 +520,9 @@ describe('the gRPC port authenticated (docs/security.md)', () => {
     expect(text.split(`Bearer ${SECRET}`).length - 1).toBe(5);
   });
 
-  it('puts the secret into the parts a platform team pastes too', () => {
-    expect(renderEnvoyParts({ ...authed(), grpcSecret: SECRET }).split(`Bearer ${SECRET}`).length - 1).toBe(5);
+  it('puts the secret into what modelgate adopt adds to a team\'s Envoy too', () => {
+    const team = parseYaml(readFileSync(join(__dirname, 'fixtures', 'team-envoy.yaml'), 'utf8'));
+    expect(JSON.stringify(adopt(team, { ...authed(), grpcSecret: SECRET }).bootstrap).split(`Bearer ${SECRET}`).length - 1).toBe(5);
   });
 
   it('sends neither the secret nor the client certificate to envoyproxy/ratelimit (the global engine)', () => {

@@ -14,6 +14,9 @@ import { runCli } from '../../src/cli/main';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { DEMO_KEYS } from '../support/demo-keys';
 
+
+/** The identity modelgate's decision line and the ledger use: Envoy's minted one on modelgate's routes, else its x-request-id. */
+const idOf = (x: Record<string, unknown> | undefined): string => String(x?.request !== undefined && x.request !== null && x.request !== '-' ? x.request : x?.request_id);
 describeE2E("Envoy's refusals in the access log, and modelgate denials over both logs", () => {
   let gw: Gateway;
   const ids: Record<string, string> = {};
@@ -42,16 +45,16 @@ describeE2E("Envoy's refusals in the access log, and modelgate denials over both
     // Envoy replaces a client's x-request-id with its own (preserve_external_request_id: false): each refusal's id is read from its access line.
     const reasons = ['key_unknown', 'path_unknown', 'method_not_allowed', 'body_too_large', 'authz_unavailable'];
     const log = await gw.accessLogWhen((l) => reasons.every((r) => l.some((x) => x.reply_reason === r)));
-    for (const r of reasons) ids[r] = String(log.find((x) => x.reply_reason === r)?.request_id);
+    for (const r of reasons) ids[r] = idOf(log.find((x) => x.reply_reason === r));
   }, 60_000);
   afterAll(() => gw?.close());
 
   it('logs reply_reason and the request id for each of Envoy\'s refusals, and for modelgate\'s denial', () => {
     const log = gw.accessLog();
     for (const [reason, id] of Object.entries(ids)) {
-      expect(log.find((l) => l.request_id === id), reason).toMatchObject({ reply_reason: reason });
+      expect(log.find((l) => idOf(l) === id), reason).toMatchObject({ reply_reason: reason });
     }
-    expect(log.find((l) => l.request_id === ids.key_unknown)).toMatchObject({ reason: 'key_unknown', decision: 'deny', client: '203.0.113.7' });
+    expect(log.find((l) => idOf(l) === ids.key_unknown)).toMatchObject({ reason: 'key_unknown', decision: 'deny', client: '203.0.113.7' });
     expect(new Set(Object.values(ids)).size).toBe(5);
     for (const id of Object.values(ids)) expect(id).toMatch(/^[0-9a-f-]{36}$/);
   });

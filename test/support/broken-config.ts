@@ -113,7 +113,7 @@ export const EXPECTED: readonly [string, RegExp][] = [
   ['gateway.upstreams.messages.credential.extra', /unknown field/],
   ['gateway.upstreams.generative.credential.prefix', /must be a string/],
   ['gateway.upstreams.generative.credential.env', /environment variable name/],
-  ['gateway.upstreams.alt.colour', /unknown field \(expected one of: url, caFile, credential\)/],
+  ['gateway.upstreams.alt.colour', /unknown field \(expected one of: url, caFile, credential, cluster\)/],
   ['store', /"file" or a postgres/],
   ['groups.basic.available', /true or false/],
   ['groups.basic.colour', /unknown field/],

@@ -233,7 +233,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const config = parseConfig(yamlText, { ...process.env, ...env });
   const [gh, gp] = hostPort(modelgate.grpcAddress);
   const [hh, hp] = hostPort(modelgate.httpAddress);
-  const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '', ...opts.upstreamTargets?.[f] });
+  const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '', cluster: null, ...opts.upstreamTargets?.[f] });
   let envoyYaml = renderEnvoyYaml({
     ...config,
     grpcSecret: readGrpcSecret(config, { env: { ...process.env, ...env }, configPath }),

@@ -27,7 +27,8 @@ export function readCheckRequest(req: CheckRequest__Output | null | undefined, k
     headers,
     body,
     partialBody: headers['x-envoy-auth-partial-body'] === 'true',
-    requestId: str(headers['x-request-id']),
+    // Envoy's minted identity on modelgate's routes (envoy/request-mark.ts), else the x-request-id.
+    requestId: typeof headers['x-modelgate-request'] === 'string' ? headers['x-modelgate-request'] : str(headers['x-request-id']),
     client: str(req?.attributes?.source?.address?.socket_address?.address) || undefined,
   };
 }
