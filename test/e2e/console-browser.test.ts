@@ -148,7 +148,7 @@ describeBrowser('the console in Chromium, through Envoy', () => {
     expect(await fact('Expires')).toBe('never');
     const rows = await modelRows();
     expect(Object.keys(rows)).toEqual(['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gpt-4.1-nano',
-      'gpt-6.1-sol', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
+      'gpt-6.1-sol', 'gpt-6.2-sol', 'gpt-5.5', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
     expect(rows['claude-3-5-haiku-latest']).toEqual(['messages', 'yes', 'POST /v1/messages', 'GET /v1/models (anthropic-version)']);
     expect(await page.textContent('#models-base')).toBe(gw.baseUrl);
     expect(rows['gemini-2.0-flash'][1]).toBe('no: channel down');
@@ -168,7 +168,7 @@ describeBrowser('the console in Chromium, through Envoy', () => {
     expect(await fact('Group')).toMatch(/^pro\s*available$/);
     expect(await fact('Balance')).toBe('unlimited');
     expect(Object.keys(await modelRows())).toEqual(['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large', 'claude-sonnet-4-5', 'gemini-2.5-pro', 'gemini-2.5-flash',
-      'gpt-6.1-sol', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
+      'gpt-6.1-sol', 'gpt-6.2-sol', 'claude-opus-5-5', 'gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite']);
 
     expect(await signIn(DEMO_KEYS.carol)).toBe('in');
     expect(await fact('Group')).toMatch(/^basic\s*available$/);
