@@ -149,6 +149,9 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
       match: { ...match, headers: [method(e.method)] },
       route: { ...to(clusterOf(goesTo)), ...rewrite },
       ...(input.headersToRemove ? { request_headers_to_remove: [...input.headersToRemove(goesTo)] } : {}),
+      // A provider's answer never speaks for modelgate: its own reason and hint headers are dropped
+      // (the route's removal runs at the router, on upstream answers only: denials keep theirs).
+      response_headers_to_remove: [HEADER.reason, HEADER.hint],
       ...perFilter(input.perRoute.upstream),
       ...(upstreamHeadersToAdd ? { request_headers_to_add: upstreamHeadersToAdd } : {}),
     };
