@@ -19,9 +19,9 @@
  * - `meter.unmeteredStreams: deny`: a chat stream without `stream_options.include_usage` (read as
  *   a lax upstream reads `stream`) is refused with a hint (400 stream_usage_required).
  * - soft mode: no store round trip. A key with a positive balance may always have one request in
- *   flight on this replica if it asks for one answer and holds no input from elsewhere (images, files,
- *   URLs, a previous response); each further one, and one asking for several answers or holding such
- *   input, must fit what the balance has left once the requests in flight are counted at their
+ *   flight on this replica if it asks for one answer, holds no input from elsewhere (images, files,
+ *   URLs, a previous response) and allows no more hosted tool calls than meter.maxHostedToolCalls;
+ *   each further one, and one asking for several answers, holding such input or allowing more calls, must fit what the balance has left once the requests in flight are counted at their
  *   maximum. So one key can overspend by at most one single-answer request's maximum per replica,
  *   however many it sends at once.
  * - strict mode: the maximum is reserved in the store before the request goes upstream; a request
@@ -288,6 +288,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       }
       if (left < maxCost && beyondCap !== undefined) {
         return refuse(HINTS.balance_insufficient.beyondCap(seen(), beyondCap, usualCap, round(maxCost)));
+      }
+      // Likewise more hosted tool calls than meter.maxHostedToolCalls (a max_tool_calls or max_uses the
+      // client names): M counts the usual most calls, not a number the client picks.
+      if (left < maxCost && tools !== undefined && tools.maxCalls > m.maxHostedToolCalls) {
+        return refuse(HINTS.balance_insufficient.manyToolCalls(seen(), tools.maxCalls, m.maxHostedToolCalls, round(maxCost)));
       }
       // Likewise input from elsewhere: images, files, URLs, a previous response (their count is the client's).
       if (left < maxCost && shape.referencedCount > 0) {
