@@ -213,7 +213,9 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const unpriced = shape.hostedTools.find((t) => !pricedTools.includes(t)) as HostedTool;
       return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(unpriced, hostedToolSwitch(view.headers['user-agent'], unpriced)));
     }
-    const tools: DeclaredTools | undefined = pricedTools.length > 0 ? { names: pricedTools, maxCalls: shape.maxToolCalls ?? m.maxHostedToolCalls } : undefined;
+    // A Gemini field mask may trim the groundingMetadata that shows a grounded prompt and keep the usage.
+    const masked = style === 'generative' && fieldMask(view);
+    const tools: DeclaredTools | undefined = pricedTools.length > 0 ? { names: pricedTools, maxCalls: shape.maxToolCalls ?? m.maxHostedToolCalls, ...(masked ? { unreported: true as const } : {}) } : undefined;
     const bodyBytes = view.body?.length ?? 0;
     // Its bytes as tokens, what it references and the provider's own prompts, times what a cache
     // write costs (Anthropic writes its tool prompts with the tools, and a breakpoint may cache them all).
@@ -232,7 +234,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
-    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view));
+    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || masked;
     // What an input estimate counts beyond the body (Anthropic's prompts, a cache write's price), in
     // the entry here and in the Check's metadata for a report that finds no entry.
     const inputMarks = shape.providerInput > 0 || shape.inputFactor !== 1

@@ -55,7 +55,9 @@ export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPric
   if (!tools) return {};
   const counters = readCounters(calls);
   // No counters at all: the Envoy bundle's filter does not count (an older bundle): not counted is not none.
-  const counted = calls !== undefined;
+  // Or an answer trimmed by a field mask (`?fields=usageMetadata`): its usage may stand without the
+  // groundingMetadata that shows a grounded prompt.
+  const counted = calls !== undefined && tools.unreported !== true;
   const out: Partial<Record<HostedTool, number>> = {};
   for (const t of tools.names) {
     let n: number;

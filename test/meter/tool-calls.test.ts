@@ -76,3 +76,18 @@ describe('the Lua filter\'s counters', () => {
     expect(METER_LUA).toContain('groundingMetadata');
   });
 });
+
+describe('red team 14', () => {
+  it('an answer a field mask trims (unreported) is debited its most calls, not the grounding it no longer shows', () => {
+    const grounding = { names: ['google_search'] as const, maxCalls: 1 };
+    expect(reportedCalls({ ...grounding, names: [...grounding.names] }, PRICE, 'generative', '0=0', false, USAGE)).toEqual({});
+    expect(reportedCalls({ ...grounding, names: [...grounding.names], unreported: true }, PRICE, 'generative', '0=0', false, USAGE)).toEqual({ google_search: 1 });
+    expect(reportedCalls({ ...grounding, names: [...grounding.names], unreported: true }, PRICE, 'generative', `${METER_GROUNDING_COUNTER}=1`, true, USAGE)).toEqual({ google_search: 1 });
+  });
+
+  it('the Check\'s tools mark carries unreported, and most calls of 1,000,000 and more (a report with no entry had read no tools)', () => {
+    expect(readToolsMark(toolsMark({ names: ['google_search'], maxCalls: 1, unreported: true }))).toEqual({ names: ['google_search'], maxCalls: 1, unreported: true });
+    expect(readToolsMark(toolsMark({ names: ['web_search'], maxCalls: 1_000_000 }))).toEqual({ names: ['web_search'], maxCalls: 1_000_000 });
+    expect(readToolsMark('web_search:1:x')).toBeUndefined();
+  });
+});
