@@ -64,6 +64,10 @@ describe('credits', () => {
     expect((await call('POST', '/admin/v1/keys/proto-victim/credits', billing, { amount: 0, idempotencyKey: 'zero' })).status).toBe(422);
     const nul = await call('POST', '/admin/v1/keys/proto-victim/credits', billing, { amount: 1, idempotencyKey: 'a\u0000b', reason: '\u0000' });
     expect(nul.status, nul.text).toBeLessThan(500);
+    // Before: the handler stopped reading at 64 KiB and the connection was reset (fetch failed).
+    const big = await call('POST', '/admin/v1/keys/proto-victim/credits', billing, JSON.stringify({ amount: 1, idempotencyKey: 'x'.repeat(1_000_000) }));
+    expect(big.status).toBe(400);
+    expect(big.json.error.code).toBe('body_too_large');
     expect((await call('POST', '/admin/v1/keys/no%00such/credits', billing, { amount: 1, idempotencyKey: 'n' })).status).toBeLessThan(500);
     expect((await call('POST', '/admin/v1/keys/%E0%A4%A/credits', billing, { amount: 1, idempotencyKey: 'n' })).status).toBeLessThan(500);
   });
