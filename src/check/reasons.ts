@@ -228,7 +228,7 @@ export const REASONS = {
   },
   balance_insufficient: {
     status: 403,
-    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers, holds input from elsewhere: images, files, URLs, a previous response, or names a maximum output above the model's cap (anthropic-beta) or, with no cap, above meter.maxOutputTokens; strict mode: always, reservations in the store)",
+    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers, holds input from elsewhere: images, files, URLs, a previous response; names a maximum output above the model's cap (anthropic-beta) or, with no cap, above meter.maxOutputTokens; or allows more hosted tool calls than meter.maxHostedToolCalls; strict mode: always, reservations in the store)",
     hints: {
       notPositive: (amount: string) => `the key's balance is ${amount}: top it up before using models`,
       /** The meter's admission (meter/admission.ts); amounts as the Check writes them (six significant digits). */
