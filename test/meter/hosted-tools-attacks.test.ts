@@ -76,6 +76,20 @@ describe('chat web_search_options in another case', () => {
   });
 });
 
+describe('Anthropic max_uses sent twice in one tool', () => {
+  // Before: `"max_uses": 50, "max_uses": 1` was held at 1 call (JSON.parse keeps the last); a parser
+  // that keeps the first lets the provider run 50, past what strict mode reserved.
+  it('is not read as the last one: the request is held at the usual most calls (meter.maxHostedToolCalls)', async () => {
+    h = await startHarness();
+    const dup = await check(MESSAGES, DEMO_KEYS.alice, anthropic('[{"type":"web_search_20250305","name":"web_search","max_uses":50,"max_uses":1}]'));
+    expect(dup.tools).toEqual({ names: ['web_search'], maxCalls: 10 });
+    const escaped = await check(MESSAGES, DEMO_KEYS.alice, anthropic('[{"type":"web_search_20250305","name":"web_search","max_uses":50,"max\\u005fuses":1}]'));
+    expect(escaped.tools).toEqual({ names: ['web_search'], maxCalls: 10 });
+    // Once each: their sum. A text that reads "max_uses": in a string is no key.
+    expect((await check(MESSAGES, DEMO_KEYS.alice, anthropic('[{"type":"web_search_20250305","name":"web_search","max_uses":2,"allowed_domains":["\\"max_uses\\": 1"]},{"type":"web_search_20250305","name":"b","max_uses":3}]'))).tools).toEqual({ names: ['web_search'], maxCalls: 5 });
+  });
+});
+
 describe('what held', () => {
   it('max_tool_calls as a string, sent twice, in another case, negative', async () => {
     h = await startHarness();
