@@ -156,7 +156,11 @@ const insufficient = (available: number, amount: number): string => HINTS.balanc
 function fieldMask(view: RequestView): boolean {
   if (view.headers['x-goog-fieldmask'] !== undefined) return true;
   if (view.query === '') return false;
-  for (const name of new URLSearchParams(view.query).keys()) if (name === 'fields' || name === '$fields') return true;
+  // Names percent-decoded and in any case, as alt's are read (response-format.ts).
+  for (const name of new URLSearchParams(view.query).keys()) {
+    const n = name.toLowerCase();
+    if (n === 'fields' || n === '$fields') return true;
+  }
   return false;
 }
 

@@ -90,6 +90,17 @@ describe('Anthropic max_uses sent twice in one tool', () => {
   });
 });
 
+describe('a Gemini field mask', () => {
+  it('marks the declared grounding unreported (its most calls debited), in any spelling of its name', async () => {
+    h = await startHarness();
+    const body = '{"contents":[{"parts":[{"text":"x"}]}],"tools":[{"googleSearch":{}}]}';
+    for (const q of ['?fields=usageMetadata', '?%24fields=usageMetadata', '?%66ields=usageMetadata', '?Fields=usageMetadata', '?$FIELDS=usageMetadata']) {
+      expect((await check(`/v1beta/models/gemini-2.5-flash:generateContent${q}`, DEMO_KEYS.alice, body)).tools, q).toEqual({ names: ['google_search'], maxCalls: 1, unreported: true });
+    }
+    expect((await check('/v1beta/models/gemini-2.5-flash:generateContent?key_fields=x', DEMO_KEYS.alice, body)).tools).toEqual({ names: ['google_search'], maxCalls: 1 });
+  });
+});
+
 describe('what held', () => {
   it('max_tool_calls as a string, sent twice, in another case, negative', async () => {
     h = await startHarness();
