@@ -22,6 +22,9 @@ const ITEM_OF: Readonly<Partial<Record<HostedTool, (typeof METER_CALL_TYPES)[num
 };
 const GROUNDING: readonly HostedTool[] = ['google_search', 'google_maps', 'enterprise_web_search'];
 
+/** What a request that declared no priced tool settles with: the calls its answer reports may still count (reportedCalls). */
+export const NO_TOOLS: DeclaredTools = { names: [], maxCalls: 0 };
+
 /** The filter's counters (`1=2,9=1`), by number; malformed parts are skipped. */
 export function readCounters(calls: string | undefined): Map<number, number> {
   const out = new Map<number, number>();
@@ -77,7 +80,28 @@ export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPric
     else n = tools.maxCalls;
     if (n > 0) out[t] = n;
   }
+  // Calls the answer reports of a priced tool the request did not declare (a stored prompt's tools,
+  // a spelling the marks miss): the provider bills them, so they are debited too.
+  if (counted && protocol === 'responses') {
+    for (const [t, item] of Object.entries(ITEM_OF) as [HostedTool, (typeof METER_CALL_TYPES)[number]][]) {
+      if (tools.names.includes(t) || typeof price?.tools?.[t] !== 'number') continue;
+      const i = METER_CALL_TYPES.indexOf(item);
+      const started = counters.get(2 * i + 2) ?? 0;
+      const n = sse && started > 0 ? started : counters.get(2 * i + 1) ?? 0;
+      if (n > 0) out[t] = n;
+    }
+  }
+  const searches = protocol === 'messages' ? usage.toolCalls?.web_search ?? 0 : 0;
+  if (searches > 0 && !tools.names.includes('web_search') && typeof price?.tools?.web_search === 'number') out.web_search = searches;
   return out;
+}
+
+/** Whether an answer reports calls that reportedCalls would count though the request declared none. */
+export function answerReportsCalls(protocol: Protocol, calls: string | undefined, usage: Usage): boolean {
+  if (protocol === 'messages') return (usage.toolCalls?.web_search ?? 0) > 0;
+  if (protocol !== 'responses' || calls === undefined) return false;
+  for (const [counter, n] of readCounters(calls)) if (counter >= 1 && counter <= 2 * METER_CALL_TYPES.length && n > 0) return true;
+  return false;
 }
 
 /** How many calls in all. */

@@ -2,7 +2,8 @@
  * Attacks on hosted tools priced per call, through a real Envoy and modelgate to the money stand-in
  * (support/money-upstream.ts: it grounds a Gemini request declaring googleSearch, its answer
  * carrying groundingMetadata, and honours a field mask on the answer's top-level fields as Google's
- * front end does). The demo prices google_search on gemini-2.5-flash at 0.035 per grounded prompt.
+ * front end does; a Responses stored prompt `pmpt_search...` searches once). The demo prices
+ * google_search on gemini-2.5-flash at 0.035 per grounded prompt, web_search on gpt-4o-mini at 0.01.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
@@ -14,11 +15,11 @@ import { request, startMoneyGateway, withMoneyKeys } from '../support/money-clie
 import type { MoneyUpstream } from '../support/money-upstream';
 
 const GROUNDED = 0.035;
-const KEYS = ['mask', 'header', 'plain'] as const;
+const KEYS = ['mask', 'header', 'plain', 'prompt', 'promptSse'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 
-describeE2E('hosted tools attacked: a grounded prompt whose answer a field mask trims is still debited', () => {
+describeE2E('hosted tools attacked: calls an answer hides or a body never declared are still debited', () => {
   let up: MoneyUpstream | undefined;
   let gw: Gateway;
   let store: FileStore;
@@ -58,6 +59,25 @@ describeE2E('hosted tools attacked: a grounded prompt whose answer a field mask 
     const row = await rowOf('header');
     expect(row.toolCalls).toBe(1);
     expect(row.cost).toBeGreaterThanOrEqual(GROUNDED);
+  });
+
+  // Before: a Responses request whose stored prompt (`prompt.id`) holds web_search declares no tool
+  // in its body: the provider searched, the answer's web_search_call item was counted by the filter,
+  // and no call was debited (the request had no declared tools to settle).
+  it('a web_search_call the answer reports of a tool the body never declared (a stored prompt\'s) is debited at its price', async () => {
+    const body2 = { model: 'gpt-4o-mini', max_output_tokens: 20, prompt: { id: 'pmpt_search_news' }, input: 'news today' };
+    const sent = await request(gw, '/v1/responses', { authorization: `Bearer ${keys.prompt}` }, body2);
+    expect(sent.status, sent.text).toBe(200);
+    expect(sent.text).toContain('web_search_call');
+    const row = await rowOf('prompt');
+    expect(row.estimated ?? undefined).toBeUndefined();
+    expect(row.toolCalls).toBe(1);
+    expect(row.cost).toBeGreaterThanOrEqual(0.01);
+    const streamed = await request(gw, '/v1/responses', { authorization: `Bearer ${keys.promptSse}`, 'x-stand-in-delay-ms': '0' }, { ...body2, stream: true });
+    expect(streamed.status, streamed.text.slice(0, 300)).toBe(200);
+    const row2 = await rowOf('promptSse');
+    expect(row2.toolCalls).toBe(1);
+    expect(row2.cost).toBeGreaterThanOrEqual(0.01);
   });
 
   it('held: without a mask, the grounded answer is debited one call and an ungrounded one none', async () => {
