@@ -1,7 +1,8 @@
 /**
  * The calls of hosted tools a request is debited (docs/metering.md, "Hosted tools"): those its
- * answer reports, or its most calls when the answer cannot say. Only the priced tools the request
- * declared (admission.ts: DeclaredTools) count; others are unpriced (meter.hostedTools: allow). Pure.
+ * answer reports, or its most calls when the answer cannot say: the priced tools the request
+ * declared (admission.ts: DeclaredTools), and those the answer reports calls of though it did not
+ * declare them (a Responses stored prompt's tools); unpriced ones are not (meter.hostedTools: allow). Pure.
  *
  * | protocol | counted from |
  * |---|---|
