@@ -336,7 +336,8 @@ export class FileAdminBackend implements AdminBackend {
     if (!Number.isFinite(base)) throw new AdminRefusal(422, 'amount_invalid', 'the balance would not be a finite number');
     k.base = base;
     const credit: CreditView = { id: randomUUID(), keyId: id, amount, balance: this.#balance(id, base), idempotencyKey, reason, time: isoTime(this.#now()), replayed: false };
-    s.credits[idempotencyKey] = credit;
+    // Defined, not assigned: `__proto__` assigned would set the record's prototype and be forgotten.
+    Object.defineProperty(s.credits, idempotencyKey, { value: credit, enumerable: true, writable: true, configurable: true });
     const ids = Object.keys(s.credits);
     if (ids.length > CREDITS_MAX) for (const old of ids.slice(0, ids.length - CREDITS_MAX)) delete s.credits[old];
     this.#audit(actor, 'key.credit', id, { balance: before.balance }, { balance: credit.balance, amount, idempotencyKey, reason });

@@ -228,7 +228,7 @@ export const REASONS = {
   },
   balance_insufficient: {
     status: 403,
-    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers, holds input from elsewhere: images, files, URLs, a previous response, or names a maximum output above the model's cap (anthropic-beta) or, with no cap, above meter.maxOutputTokens; strict mode: always, reservations in the store)",
+    when: "the key's balance is not a number > 0 (not checked for model lists); with metering, also when the balance minus what its requests in flight may cost cannot cover this request's maximum cost (soft mode: only while another request of the key is in flight on this replica, or when it asks for several answers, holds input from elsewhere: images, files, URLs, a previous response; names a maximum output above the model's cap (anthropic-beta) or, with no cap, above meter.maxOutputTokens; or allows more hosted tool calls than meter.maxHostedToolCalls; strict mode: always, reservations in the store)",
     hints: {
       notPositive: (amount: string) => `the key's balance is ${amount}: top it up before using models`,
       /** The meter's admission (meter/admission.ts); amounts as the Check writes them (six significant digits). */
@@ -236,6 +236,7 @@ export const REASONS = {
       referenced: (balance: string, parts: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}), which counts ${parts} input source${parts === 1 ? '' : 's'} the provider reads beyond the body's bytes (images, files, URLs, fetched pages, a previous response) at their largest: send fewer, or top the balance up`,
       /** A request's own maximum output above the model's cap (an Anthropic beta may raise it at the provider). */
       beyondCap: (balance: string, maxOutput: number, cap: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) with a maximum output of ${maxOutput} tokens, above the usual cap of ${cap}: lower max_tokens, or top the balance up`,
+      manyToolCalls: (balance: string, calls: number, usual: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) with up to ${calls} hosted tool calls, above the usual ${usual} (meter.maxHostedToolCalls): lower max_tool_calls or max_uses, or top the balance up`,
       manyAnswers: (balance: string, answers: number, cost: string) => `the key's balance (${balance}) cannot cover this request's maximum cost (${cost}) for its ${answers} answers (n, candidateCount): ask for one answer, or top the balance up`,
       reserved: (available: string, cost: string) => `the key's balance minus requests in flight (${available}) cannot cover this request's maximum cost (${cost}): top it up, lower max_tokens, or wait for requests in flight to finish`,
     },

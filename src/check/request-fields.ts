@@ -32,6 +32,9 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'max_tool_calls',
   // Anthropic's tools, read for their max_uses when a hosted tool is declared.
   'tools',
+  // Chat completions' web search (a hosted tool, check/request-fields.ts REQUEST_MARKS): listed so that
+  // "Web_Search_Options", which a case-insensitive relay forwards as it, is refused as "N" is.
+  'web_search_options',
 ]);
 
 /**

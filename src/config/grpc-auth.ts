@@ -7,7 +7,7 @@
  * A value is never logged or put in an error message; only where it was looked for is.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Config } from './load';
 import { GRPC_SECRET, GRPC_SECRET_RULE } from './schema';
@@ -108,20 +108,28 @@ export function ensureInstallSecret(configPath: string): string {
 }
 
 /**
- * The install secret if its file exists, is this user's and private to it (no group or other bits)
- * and holds a valid secret; else undefined. Throws GrpcAuthError when it exists but cannot be read.
+ * The install secret if its file exists, is a plain file (not a symlink), is this user's and private
+ * to it (no group or other bits) and holds a valid secret; else undefined. Throws GrpcAuthError when it exists but cannot be read.
  */
 export function readInstallSecret(configPath: string): string | undefined {
   const path = installSecretPath(configPath);
   let text: string;
+  let fd: number | undefined;
   try {
-    const st = statSync(path);
-    // Readable by others, or another user's: it may be known.
-    if ((st.mode & 0o077) !== 0 || (process.getuid !== undefined && st.uid !== process.getuid())) return undefined;
-    text = readFileSync(path, 'utf8').replace(/\r?\n$/, '');
+    // Opened without following a symlink (and without waiting on a FIFO), then checked and read
+    // through the same descriptor: what is checked is what is read, whatever is renamed meanwhile.
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    const st = fstatSync(fd);
+    // Not a plain file, readable by others, or another user's: it may be known.
+    if (!st.isFile() || (st.mode & 0o077) !== 0 || (process.getuid !== undefined && st.uid !== process.getuid())) return undefined;
+    text = readFileSync(fd, 'utf8').replace(/\r?\n$/, '');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    const code = (err as NodeJS.ErrnoException).code;
+    // ELOOP: a symlink, which another user may have put there.
+    if (code === 'ENOENT' || code === 'ELOOP') return undefined;
     throw unreadable(`the gRPC secret file ${path}`, err);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
   return GRPC_SECRET.test(text) ? text : undefined;
 }

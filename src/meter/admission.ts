@@ -19,9 +19,9 @@
  * - `meter.unmeteredStreams: deny`: a chat stream without `stream_options.include_usage` (read as
  *   a lax upstream reads `stream`) is refused with a hint (400 stream_usage_required).
  * - soft mode: no store round trip. A key with a positive balance may always have one request in
- *   flight on this replica if it asks for one answer and holds no input from elsewhere (images, files,
- *   URLs, a previous response); each further one, and one asking for several answers or holding such
- *   input, must fit what the balance has left once the requests in flight are counted at their
+ *   flight on this replica if it asks for one answer, holds no input from elsewhere (images, files,
+ *   URLs, a previous response) and allows no more hosted tool calls than meter.maxHostedToolCalls;
+ *   each further one, and one asking for several answers, holding such input or allowing more calls, must fit what the balance has left once the requests in flight are counted at their
  *   maximum. So one key can overspend by at most one single-answer request's maximum per replica,
  *   however many it sends at once.
  * - strict mode: the maximum is reserved in the store before the request goes upstream; a request
@@ -156,7 +156,11 @@ const insufficient = (available: number, amount: number): string => HINTS.balanc
 function fieldMask(view: RequestView): boolean {
   if (view.headers['x-goog-fieldmask'] !== undefined) return true;
   if (view.query === '') return false;
-  for (const name of new URLSearchParams(view.query).keys()) if (name === 'fields' || name === '$fields') return true;
+  // Names percent-decoded and in any case, as alt's are read (response-format.ts).
+  for (const name of new URLSearchParams(view.query).keys()) {
+    const n = name.toLowerCase();
+    if (n === 'fields' || n === '$fields') return true;
+  }
   return false;
 }
 
@@ -213,7 +217,9 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const unpriced = shape.hostedTools.find((t) => !pricedTools.includes(t)) as HostedTool;
       return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(unpriced, hostedToolSwitch(view.headers['user-agent'], unpriced)));
     }
-    const tools: DeclaredTools | undefined = pricedTools.length > 0 ? { names: pricedTools, maxCalls: shape.maxToolCalls ?? m.maxHostedToolCalls } : undefined;
+    // A Gemini field mask may trim the groundingMetadata that shows a grounded prompt and keep the usage.
+    const masked = style === 'generative' && fieldMask(view);
+    const tools: DeclaredTools | undefined = pricedTools.length > 0 ? { names: pricedTools, maxCalls: shape.maxToolCalls ?? m.maxHostedToolCalls, ...(masked ? { unreported: true as const } : {}) } : undefined;
     const bodyBytes = view.body?.length ?? 0;
     // Its bytes as tokens, what it references and the provider's own prompts, times what a cache
     // write costs (Anthropic writes its tool prompts with the tools, and a breakpoint may cache them all).
@@ -232,7 +238,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
-    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || (style === 'generative' && fieldMask(view));
+    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || masked;
     // What an input estimate counts beyond the body (Anthropic's prompts, a cache write's price), in
     // the entry here and in the Check's metadata for a report that finds no entry.
     const inputMarks = shape.providerInput > 0 || shape.inputFactor !== 1
@@ -288,6 +294,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       }
       if (left < maxCost && beyondCap !== undefined) {
         return refuse(HINTS.balance_insufficient.beyondCap(seen(), beyondCap, usualCap, round(maxCost)));
+      }
+      // Likewise more hosted tool calls than meter.maxHostedToolCalls (a max_tool_calls or max_uses the
+      // client names): M counts the usual most calls, not a number the client picks.
+      if (left < maxCost && tools !== undefined && tools.maxCalls > m.maxHostedToolCalls) {
+        return refuse(HINTS.balance_insufficient.manyToolCalls(seen(), tools.maxCalls, m.maxHostedToolCalls, round(maxCost)));
       }
       // Likewise input from elsewhere: images, files, URLs, a previous response (their count is the client's).
       if (left < maxCost && shape.referencedCount > 0) {

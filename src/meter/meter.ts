@@ -26,7 +26,7 @@ import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
 import { modalCharge } from './modal-cost';
 import { readPriceMark, readToolsMark } from './price-mark';
-import { callCount, maximumCalls, reportedCalls } from './tool-calls';
+import { answerReportsCalls, callCount, maximumCalls, NO_TOOLS, reportedCalls } from './tool-calls';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
 import { CACHE_WRITE_FACTOR, mayReason } from './request-shape';
@@ -219,7 +219,7 @@ export class Meter {
       const store = this.deps.store;
       const tools = declaredTools(entry, a);
       // Tokens by modality (named or not) and hosted tools' calls take the full path, which prices them (modal-cost.ts, tool-calls.ts).
-      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal && !usage.unnamed && !tools) {
+      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal && !usage.unnamed && !tools && !answerReportsCalls(request.protocol, r.calls, usage)) {
         let debit: DebitResult | undefined;
         try {
           debit = store.debitNow({
@@ -234,7 +234,7 @@ export class Meter {
           return;
         }
       }
-      void this.#track(this.#debit(request, entry, usage, undefined, false, admittedPrice(entry, a), tools && { tools, report: r }).then((s) => this.#finish(r.requestId, s)));
+      void this.#track(this.#debit(request, entry, usage, undefined, false, admittedPrice(entry, a), { tools: tools ?? NO_TOOLS, report: r }).then((s) => this.#finish(r.requestId, s)));
       return;
     }
     void this.#track(this.#fromReport(request, r, entry));
@@ -389,7 +389,7 @@ export class Meter {
     const trusted = plausible(provider, ceiling);
     const admitted = admittedPrice(entry, r.authz);
     const tools = declaredTools(entry, r.authz);
-    if (r.ended && r.status !== 0 && trusted && !read.undecodable) return this.#debit(request, entry, provider, undefined, false, admitted, tools && { tools, report: r });
+    if (r.ended && r.status !== 0 && trusted && !read.undecodable) return this.#debit(request, entry, provider, undefined, false, admitted, { tools: tools ?? NO_TOOLS, report: r });
 
     const reason: EstimateReason = read.undecodable ? 'undecodable'
       : provider !== undefined && !trusted ? 'implausible'
@@ -464,8 +464,9 @@ export class Meter {
 
   /**
    * @param admitted the price the request was admitted at (admittedPrice); undefined: the group's price now
-   * @param tooling the priced hosted tools it declared, and the report whose answer counts their calls
-   *   (tool-calls.ts); without a report, or with an estimate, their most calls
+   * @param tooling the priced hosted tools it declared (NO_TOOLS: none), and the report whose answer
+   *   counts their calls and those of priced tools it did not declare (tool-calls.ts); without a
+   *   report, or with an estimate, their most calls
    */
   async #debit(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean, admitted: ModelPrice | null | undefined, tooling?: { readonly tools: DeclaredTools; readonly report?: MeterReport }): Promise<Settlement> {
     const store = this.deps.store;

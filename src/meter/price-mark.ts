@@ -57,15 +57,15 @@ export function readPriceMark(v: unknown): ModelPrice | undefined {
 
 /** The metadata's `tools` field: the priced hosted tools a request declares and its most calls (`web_search,file_search:10`). */
 export function toolsMark(t: DeclaredTools): string {
-  return `${t.names.join(',')}:${t.maxCalls}`;
+  return `${t.names.join(',')}:${t.maxCalls}${t.unreported ? ':u' : ''}`;
 }
 
 /** The declared tools a `tools` field holds; undefined when it holds none that is whole. */
 export function readToolsMark(v: unknown): DeclaredTools | undefined {
   if (typeof v !== 'string') return undefined;
-  const m = /^([a-z_,]+):(\d{1,6})$/.exec(v);
+  const m = /^([a-z_,]+):(\d{1,16})(:u)?$/.exec(v);
   if (!m) return undefined;
   const names = m[1].split(',');
   if (!names.every((n): n is HostedTool => (HOSTED_TOOLS as readonly string[]).includes(n))) return undefined;
-  return { names, maxCalls: Number(m[2]) };
+  return { names, maxCalls: Number(m[2]), ...(m[3] ? { unreported: true as const } : {}) };
 }

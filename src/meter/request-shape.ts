@@ -172,7 +172,7 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
   const stored = present('previous_response_id') || present('previousResponseId') || present('conversation') ||
     present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined);
   const { parts, tools, toolPrompts, cacheControl, ttl, audioParts } = marked(fields);
-  const maxToolCalls = tools.length > 0 ? toolCallsAllowed(protocol, tools, get, answers) : undefined;
+  const maxToolCalls = tools.length > 0 ? toolCallsAllowed(protocol, tools, get, answers, () => keyCount(body, fields.get('tools'), 'max_uses')) : undefined;
   const anthropic = protocol === 'messages';
   const referencedCount = (stored ? 1 : 0) + parts;
   let twice = fields.twice;
@@ -424,8 +424,26 @@ function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonl
 /** Gemini's grounding tools: billed per grounded prompt. */
 const GROUNDING: ReadonlySet<HostedTool> = new Set(['google_search', 'google_maps', 'enterprise_web_search']);
 
-/** The most hosted-tool calls a request allows itself (RequestShape.maxToolCalls). */
-function toolCallsAllowed(protocol: Protocol, tools: readonly HostedTool[], get: (k: string) => unknown, answers: number): number | undefined {
+/** Keys of a JSON text that decode to `name`, at any depth (each string token read whole: a string's text is never taken for a key). */
+function keyCount(body: Uint8Array, span: readonly [number, number] | undefined, name: string): number {
+  if (!span) return 0;
+  const text = Buffer.from(body.buffer, body.byteOffset + span[0], span[1] - span[0]).toString('utf8');
+  let n = 0;
+  for (const m of text.matchAll(/"((?:[^"\\]|\\.)*)"(\s*:)?/g)) {
+    if (m[2] === undefined) continue;
+    try {
+      if (m[1] === name || (m[1].includes('\\') && JSON.parse(`"${m[1]}"`) === name)) n++;
+    } catch { /* not a string JSON.parse reads: the body was parsed already */ }
+  }
+  return n;
+}
+
+/**
+ * The most hosted-tool calls a request allows itself (RequestShape.maxToolCalls).
+ * @param maxUsesKeys how many `max_uses` keys the raw `tools` holds (Anthropic): more than the parsed
+ *   tools show is one sent twice, which a first-wins parser reads as another number
+ */
+function toolCallsAllowed(protocol: Protocol, tools: readonly HostedTool[], get: (k: string) => unknown, answers: number, maxUsesKeys: () => number): number | undefined {
   if (protocol === 'responses') return laxCount(get('max_tool_calls'));
   if (protocol === 'chat') return tools.every((t) => t === 'web_search') ? answers : undefined;
   if (protocol === 'generative') return tools.every((t) => GROUNDING.has(t)) ? answers : undefined;
@@ -443,8 +461,11 @@ function toolCallsAllowed(protocol: Protocol, tools: readonly HostedTool[], get:
     if (uses === undefined) return undefined;
     sum += uses;
   }
-  // The scan found more than the parsed list holds (an escaped type, a key sent twice): not known.
-  return hosted > 0 && hosted >= tools.length ? sum : undefined;
+  // The scan found more than the parsed list holds (an escaped type, a key sent twice, a max_uses
+  // sent twice in one tool: `"max_uses": 50, "max_uses": 1` is 50 to a parser that keeps the first): not known.
+  let parsedMaxUses = 0;
+  for (const t of declared) if (asObject(t)?.max_uses !== undefined) parsedMaxUses++;
+  return hosted > 0 && hosted >= tools.length && maxUsesKeys() <= parsedMaxUses ? sum : undefined;
 }
 
 function marked(fields: TopLevelFields): { parts: number; tools: HostedTool[]; toolPrompts: number; cacheControl: boolean; ttl: boolean; audioParts: number } {

@@ -1,7 +1,8 @@
 /**
  * The calls of hosted tools a request is debited (docs/metering.md, "Hosted tools"): those its
- * answer reports, or its most calls when the answer cannot say. Only the priced tools the request
- * declared (admission.ts: DeclaredTools) count; others are unpriced (meter.hostedTools: allow). Pure.
+ * answer reports, or its most calls when the answer cannot say: the priced tools the request
+ * declared (admission.ts: DeclaredTools), and those the answer reports calls of though it did not
+ * declare them (a Responses stored prompt's tools); unpriced ones are not (meter.hostedTools: allow). Pure.
  *
  * | protocol | counted from |
  * |---|---|
@@ -21,6 +22,9 @@ const ITEM_OF: Readonly<Partial<Record<HostedTool, (typeof METER_CALL_TYPES)[num
   web_search: 'web_search_call', file_search: 'file_search_call', code_interpreter: 'code_interpreter_call', image_generation: 'image_generation_call',
 };
 const GROUNDING: readonly HostedTool[] = ['google_search', 'google_maps', 'enterprise_web_search'];
+
+/** What a request that declared no priced tool settles with: the calls its answer reports may still count (reportedCalls). */
+export const NO_TOOLS: DeclaredTools = { names: [], maxCalls: 0 };
 
 /** The filter's counters (`1=2,9=1`), by number; malformed parts are skipped. */
 export function readCounters(calls: string | undefined): Map<number, number> {
@@ -55,7 +59,9 @@ export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPric
   if (!tools) return {};
   const counters = readCounters(calls);
   // No counters at all: the Envoy bundle's filter does not count (an older bundle): not counted is not none.
-  const counted = calls !== undefined;
+  // Or an answer trimmed by a field mask (`?fields=usageMetadata`): its usage may stand without the
+  // groundingMetadata that shows a grounded prompt.
+  const counted = calls !== undefined && tools.unreported !== true;
   const out: Partial<Record<HostedTool, number>> = {};
   for (const t of tools.names) {
     let n: number;
@@ -75,7 +81,28 @@ export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPric
     else n = tools.maxCalls;
     if (n > 0) out[t] = n;
   }
+  // Calls the answer reports of a priced tool the request did not declare (a stored prompt's tools,
+  // a spelling the marks miss): the provider bills them, so they are debited too.
+  if (counted && protocol === 'responses') {
+    for (const [t, item] of Object.entries(ITEM_OF) as [HostedTool, (typeof METER_CALL_TYPES)[number]][]) {
+      if (tools.names.includes(t) || typeof price?.tools?.[t] !== 'number') continue;
+      const i = METER_CALL_TYPES.indexOf(item);
+      const started = counters.get(2 * i + 2) ?? 0;
+      const n = sse && started > 0 ? started : counters.get(2 * i + 1) ?? 0;
+      if (n > 0) out[t] = n;
+    }
+  }
+  const searches = protocol === 'messages' ? usage.toolCalls?.web_search ?? 0 : 0;
+  if (searches > 0 && !tools.names.includes('web_search') && typeof price?.tools?.web_search === 'number') out.web_search = searches;
   return out;
+}
+
+/** Whether an answer reports calls that reportedCalls would count though the request declared none. */
+export function answerReportsCalls(protocol: Protocol, calls: string | undefined, usage: Usage): boolean {
+  if (protocol === 'messages') return (usage.toolCalls?.web_search ?? 0) > 0;
+  if (protocol !== 'responses' || calls === undefined) return false;
+  for (const [counter, n] of readCounters(calls)) if (counter >= 1 && counter <= 2 * METER_CALL_TYPES.length && n > 0) return true;
+  return false;
 }
 
 /** How many calls in all. */

@@ -112,6 +112,8 @@ export function toolsCost(price: ModelPrice | null, calls: Readonly<Partial<Reco
 export interface DeclaredTools {
   readonly names: readonly HostedTool[];
   readonly maxCalls: number;
+  /** The answer may not show the calls (a Gemini field mask trims it): its most calls are debited. */
+  readonly unreported?: true;
 }
 
 /**

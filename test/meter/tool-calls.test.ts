@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { METER_CALL_TYPES, METER_GROUNDING_COUNTER } from '../../src/check/meter-counters';
 import { METER_LUA } from '../../src/envoy/meter-filters';
 import { readPriceMark, readToolsMark, priceMark, toolsMark } from '../../src/meter/price-mark';
-import { callCount, maximumCalls, readCounters, reportedCalls } from '../../src/meter/tool-calls';
+import { answerReportsCalls, callCount, maximumCalls, NO_TOOLS, readCounters, reportedCalls } from '../../src/meter/tool-calls';
 import { costOf } from '../../src/store/file-meter';
 import { toolsCost, validPrice, type ModelPrice } from '../../src/store/store';
 
@@ -74,5 +74,38 @@ describe('the Lua filter\'s counters', () => {
     for (const t of METER_CALL_TYPES) expect(METER_LUA).toContain(`"${t}"`);
     expect(METER_LUA).toContain('%.in_progress"');
     expect(METER_LUA).toContain('groundingMetadata');
+  });
+});
+
+describe('red team 14', () => {
+  it('an answer a field mask trims (unreported) is debited its most calls, not the grounding it no longer shows', () => {
+    const grounding = { names: ['google_search'] as const, maxCalls: 1 };
+    expect(reportedCalls({ ...grounding, names: [...grounding.names] }, PRICE, 'generative', '0=0', false, USAGE)).toEqual({});
+    expect(reportedCalls({ ...grounding, names: [...grounding.names], unreported: true }, PRICE, 'generative', '0=0', false, USAGE)).toEqual({ google_search: 1 });
+    expect(reportedCalls({ ...grounding, names: [...grounding.names], unreported: true }, PRICE, 'generative', `${METER_GROUNDING_COUNTER}=1`, true, USAGE)).toEqual({ google_search: 1 });
+  });
+
+  it('the Check\'s tools mark carries unreported, and most calls of 1,000,000 and more (a report with no entry had read no tools)', () => {
+    expect(readToolsMark(toolsMark({ names: ['google_search'], maxCalls: 1, unreported: true }))).toEqual({ names: ['google_search'], maxCalls: 1, unreported: true });
+    expect(readToolsMark(toolsMark({ names: ['web_search'], maxCalls: 1_000_000 }))).toEqual({ names: ['web_search'], maxCalls: 1_000_000 });
+    expect(readToolsMark('web_search:1:x')).toBeUndefined();
+  });
+});
+
+describe('calls of a priced tool the request never declared (red team 14)', () => {
+  it('are debited from the answer: Responses items and stream events, Anthropic\'s reported searches; not for an unpriced tool', () => {
+    expect(reportedCalls(NO_TOOLS, PRICE, 'responses', `${2 * ws + 1}=3`, false, USAGE)).toEqual({ web_search: 3 });
+    expect(reportedCalls(NO_TOOLS, PRICE, 'responses', `${2 * ws + 1}=3,${2 * ws + 2}=1`, true, USAGE)).toEqual({ web_search: 1 });
+    // code_interpreter has no price here: nothing to debit it at.
+    const ci = METER_CALL_TYPES.indexOf('code_interpreter_call');
+    expect(reportedCalls(NO_TOOLS, PRICE, 'responses', `${2 * ci + 1}=2`, false, USAGE)).toEqual({});
+    expect(reportedCalls(NO_TOOLS, PRICE, 'messages', '0=0', false, { ...USAGE, toolCalls: { web_search: 2 } })).toEqual({ web_search: 2 });
+    expect(reportedCalls(NO_TOOLS, PRICE, 'responses', '0=0', false, USAGE)).toEqual({});
+    // Declared ones are counted once.
+    expect(reportedCalls({ names: ['web_search'], maxCalls: 10 }, PRICE, 'responses', `${2 * ws + 1}=2,${2 * fs + 1}=1`, false, USAGE)).toEqual({ web_search: 2, file_search: 1 });
+    expect(answerReportsCalls('responses', '0=0', USAGE)).toBe(false);
+    expect(answerReportsCalls('responses', `${METER_GROUNDING_COUNTER}=1`, USAGE)).toBe(false);
+    expect(answerReportsCalls('responses', `${2 * ws + 1}=1`, USAGE)).toBe(true);
+    expect(answerReportsCalls('messages', undefined, { ...USAGE, toolCalls: { web_search: 1 } })).toBe(true);
   });
 });

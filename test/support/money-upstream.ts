@@ -168,7 +168,7 @@ function inputTokens(body: unknown): number {
   return Math.max(1, n);
 }
 
-/** Web searches a request's hosted tools make (Anthropic: up to max_uses, here all of them; OpenAI: one call). */
+/** Web searches a request's hosted tools make (Anthropic: up to max_uses, here all of them; OpenAI: one call, and one for a stored prompt pmpt_search...). */
 function webSearches(body: Record<string, unknown>, path: string): number {
   const tools = Array.isArray(body.tools) ? body.tools.map(obj) : [];
   let n = 0;
@@ -177,6 +177,9 @@ function webSearches(body: Record<string, unknown>, path: string): number {
     if (path === '/v1/messages' && type.startsWith('web_search_')) n += laxInt(t.max_uses) ?? 1;
     if (path === '/v1/responses' && (type === 'web_search' || type === 'web_search_preview')) n += 1;
   }
+  // A stored prompt (Responses `prompt.id`) whose id starts pmpt_search holds a web_search tool of its own.
+  const stored = obj(body.prompt).id;
+  if (path === '/v1/responses' && typeof stored === 'string' && stored.startsWith('pmpt_search')) n += 1;
   return n;
 }
 
