@@ -1,0 +1,206 @@
+/**
+ * Budgets with windows: an amount a key or a group may spend per day, ISO week or calendar month in
+ * an IANA time zone (budget-window.ts), alongside the key's lifetime balance (both hold; the tighter
+ * refuses, 403 budget_exhausted for a budget). A BudgetBook keeps, per budget, what its current
+ * window has spent and what this replica's requests in flight hold against it, so the Check path
+ * asks the ledger once per window and budget (`load`), never per request:
+ *
+ * - a window's spend is loaded from the ledger when the budget is first used in that window, then
+ *   kept up to date by `record` (this replica's settlements and those heard from other replicas);
+ *   a settlement recorded while the load runs is added to what the load returns, so a debit is
+ *   counted once or twice, never missed: the book may refuse early, never late.
+ * - strict mode: a request must fit the amount minus the window's spend minus what requests in
+ *   flight hold, at its maximum cost: zero overspend per window on a replica while the upstream
+ *   honours the request's maximum.
+ * - soft mode: while the window's spend is under the amount, one request may always run when none
+ *   of the budget's is in flight here, and each further one must fit: overspend at most one
+ *   request's maximum per window and replica, as the balance's bound (docs/metering.md).
+ * - a load that fails refuses (store_unavailable): fail closed.
+ *
+ * Pure apart from the loader and the clock, both parameters.
+ */
+import { budgetWindow, type BudgetPeriod, type BudgetWindow } from './budget-window';
+
+export interface Budget {
+  /** In the balance's unit, > 0. */
+  readonly amount: number;
+  readonly period: BudgetPeriod;
+  /** IANA zone name (validated with budget-window.ts isTimeZone). */
+  readonly timeZone: string;
+}
+
+/** Whose budget: a key's (its id) or a group's (its name), spent by all of its keys. */
+export interface BudgetSubject {
+  readonly kind: 'key' | 'group';
+  readonly name: string;
+}
+
+/** What the ledger says `subject` spent in [since, until) (epoch ms); rejects when it cannot say. */
+export type SpentLoader = (subject: BudgetSubject, since: number, until: number) => Promise<number>;
+
+export type MeterMode = 'soft' | 'strict';
+
+/** A budget's state in a window, as /v1/me and the admin API show it. */
+export interface BudgetStatus {
+  readonly subject: BudgetSubject;
+  readonly budget: Budget;
+  readonly window: BudgetWindow;
+  readonly spent: number;
+  readonly held: number;
+  readonly remaining: number;
+}
+
+export type BudgetVerdict =
+  | { readonly ok: true; readonly hold: BudgetHold }
+  | { readonly ok: false; readonly why: 'exhausted'; readonly status: BudgetStatus; readonly cost: number }
+  | { readonly ok: false; readonly why: 'unavailable'; readonly subject: BudgetSubject };
+
+/** What an admitted request holds against its budgets until `settle` or `release`. */
+export interface BudgetHold {
+  readonly entries: readonly { readonly key: string; readonly windowStart: number }[];
+  readonly maxCost: number;
+}
+
+interface Entry {
+  budget: Budget;
+  window: BudgetWindow;
+  spent: number;
+  held: number;
+  count: number;
+  /** Set while the window's spend is being loaded; records meanwhile go to `early`. */
+  loading?: Promise<void>;
+  early: number;
+  failed: boolean;
+}
+
+const subjectKey = (s: BudgetSubject): string => `${s.kind}:${s.name}`;
+const sameBudget = (a: Budget, b: Budget): boolean => a.amount === b.amount && a.period === b.period && a.timeZone === b.timeZone;
+
+/**
+ * The rule of one budget: may a request of maximum cost `cost` run, given the window's spend, what
+ * requests in flight hold and how many there are? Strict: it must fit. Soft: it must fit, or be the
+ * budget's only request in flight while the window has something left.
+ */
+export function budgetAllows(mode: MeterMode, amount: number, spent: number, held: number, inFlight: number, cost: number): boolean {
+  if (spent + held + cost <= amount) return true;
+  return mode === 'soft' && inFlight === 0 && spent < amount;
+}
+
+export class BudgetBook {
+  readonly #entries = new Map<string, Entry>();
+  readonly #load: SpentLoader;
+  readonly #now: () => number;
+  readonly #max: number;
+
+  constructor(opts: { load: SpentLoader; now?: () => number; maxBudgets?: number }) {
+    this.#load = opts.load;
+    this.#now = opts.now ?? Date.now;
+    this.#max = opts.maxBudgets ?? 100_000;
+  }
+
+  /** The entry of a budget in the window holding `now`, a new window's spend loading. */
+  #entry(subject: BudgetSubject, budget: Budget, now: number): Entry {
+    const key = subjectKey(subject);
+    let e = this.#entries.get(key);
+    if (e && sameBudget(e.budget, budget) && now >= e.window.start && now < e.window.resetsAt) return e;
+    const window = budgetWindow(budget.period, budget.timeZone, now);
+    // What is in flight stays held across a window's change: it will be debited in the new window.
+    const held = e ? e.held : 0;
+    const count = e ? e.count : 0;
+    if (!e && this.#entries.size >= this.#max) {
+      // Bounded: drop a budget with nothing in flight (its spend is reloaded from the ledger when used again).
+      for (const [k, v] of this.#entries) if (v.count === 0 && !v.loading) { this.#entries.delete(k); break; }
+    }
+    e = { budget, window, spent: 0, held, count, early: 0, failed: false };
+    const entry = e;
+    entry.loading = this.#load(subject, window.start, window.resetsAt).then(
+      (spent) => {
+        if (!(Number.isFinite(spent) && spent >= 0)) throw new Error('ledger spend is not a finite number >= 0');
+        entry.spent = spent + entry.early;
+      },
+    ).catch(() => {
+      entry.failed = true;
+    }).finally(() => {
+      entry.loading = undefined;
+      entry.early = 0;
+    });
+    this.#entries.set(key, entry);
+    return entry;
+  }
+
+  /**
+   * Admits a request of maximum cost `cost` against each of its budgets (a key's and its group's):
+   * all must allow it; then it holds `cost` against each until settled or released.
+   */
+  async admit(budgets: readonly { readonly subject: BudgetSubject; readonly budget: Budget }[], cost: number, mode: MeterMode): Promise<BudgetVerdict> {
+    const now = this.#now();
+    const entries = budgets.map((b) => ({ ...b, entry: this.#entry(b.subject, b.budget, now) }));
+    for (const { entry } of entries) if (entry.loading) await entry.loading;
+    for (const { subject, entry } of entries) {
+      if (entry.failed) {
+        // Loaded again on the next request.
+        this.#entries.delete(subjectKey(subject));
+        return { ok: false, why: 'unavailable', subject };
+      }
+    }
+    for (const { subject, entry } of entries) {
+      if (!budgetAllows(mode, entry.budget.amount, entry.spent, entry.held, entry.count, cost)) {
+        return { ok: false, why: 'exhausted', cost, status: statusOf(subject, entry) };
+      }
+    }
+    for (const { entry } of entries) {
+      entry.held += cost;
+      entry.count += 1;
+    }
+    return { ok: true, hold: { entries: entries.map(({ subject, entry }) => ({ key: subjectKey(subject), windowStart: entry.window.start })), maxCost: cost } };
+  }
+
+  /** A request admitted with `hold` ended without a debit (refused later, an error with no usage). */
+  release(hold: BudgetHold): void {
+    for (const h of hold.entries) {
+      const e = this.#entries.get(h.key);
+      if (!e) continue;
+      e.held = Math.max(0, e.held - hold.maxCost);
+      e.count = Math.max(0, e.count - 1);
+    }
+  }
+
+  /** A request admitted with `hold` was debited `cost` at `time`: it no longer holds, its cost counts. */
+  settle(hold: BudgetHold, subjects: readonly BudgetSubject[], cost: number, time: number): void {
+    this.release(hold);
+    for (const s of subjects) this.record(s, cost, time);
+  }
+
+  /**
+   * A debit of `cost` to `subject` at `time` (epoch ms): this replica's, or one another replica made
+   * (the store's settlement notifications). Counted in the window it falls in, if that is the one kept.
+   */
+  record(subject: BudgetSubject, cost: number, time: number): void {
+    if (!(Number.isFinite(cost) && cost > 0)) return;
+    const e = this.#entries.get(subjectKey(subject));
+    if (!e || time < e.window.start || time >= e.window.resetsAt) return;
+    if (e.loading) e.early += cost;
+    else e.spent += cost;
+  }
+
+  /** A budget's current window and spend (loading it from the ledger when needed). Rejects when the ledger cannot say. */
+  async status(subject: BudgetSubject, budget: Budget): Promise<BudgetStatus> {
+    const entry = this.#entry(subject, budget, this.#now());
+    if (entry.loading) await entry.loading;
+    if (entry.failed) {
+      this.#entries.delete(subjectKey(subject));
+      throw new Error('the ledger could not say what the budget spent');
+    }
+    return statusOf(subject, entry);
+  }
+
+  /** Forgets a budget (removed or changed by the admin API); its spend is reloaded when next used. */
+  forget(subject: BudgetSubject): void {
+    const e = this.#entries.get(subjectKey(subject));
+    if (e && e.count === 0) this.#entries.delete(subjectKey(subject));
+  }
+}
+
+function statusOf(subject: BudgetSubject, e: Entry): BudgetStatus {
+  return { subject, budget: e.budget, window: e.window, spent: e.spent, held: e.held, remaining: Math.max(0, e.budget.amount - e.spent - e.held) };
+}
