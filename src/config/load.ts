@@ -215,12 +215,12 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
       };
       models.set(model.name, model);
     }
-    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: toLimits(g.limits) } : {}) });
+    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: toLimits(g.limits) } : {}), ...(g.budget ? { budget: { amount: g.budget.amount, period: g.budget.period, timeZone: g.budget.timeZone } } : {}) });
   }
   const keys: KeyRecord[] = new Array(f.keys.length);
   for (let i = 0; i < f.keys.length; i++) {
     const k = f.keys[i];
-    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}) };
+    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}), ...(k.budget ? { budget: { amount: k.budget.amount, period: k.budget.period, timeZone: k.budget.timeZone } } : {}) };
   }
   return {
     routes: f.routes,

@@ -14,6 +14,7 @@
  */
 import { z } from 'zod';
 import { HEADER_PREFIX } from '../check/headers';
+import { BUDGET_PERIODS, isTimeZone } from '../store/budget-window';
 import { PROTOCOLS, type Protocol } from '../store/store';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -330,6 +331,15 @@ export const keyLimits = mapping({
   inFlight: integer(1, 1_000_000).nullish().describe('Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight.'),
 }, 'must be a mapping of limits {rpm, tpm, rpd, tpd, inFlight}');
 
+/** A budget per window (meter/budgets.ts): admin API resources use the same schema (admin/schemas.ts). */
+export const budget = mapping({
+  amount: z.number({ error: 'must be a number > 0' }).positive({ error: 'must be a number > 0' }).refine(Number.isFinite, { error: 'must be a finite number' })
+    .describe("What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses)."),
+  period: z.enum(BUDGET_PERIODS, { error: `must be one of ${BUDGET_PERIODS.join(', ')}` }).describe('day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).'),
+  timeZone: z.string({ error: 'must be an IANA time zone name' }).refine(isTimeZone, { error: 'must be an IANA time zone name such as UTC or Europe/Berlin' }).prefault('UTC')
+    .describe("The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC."),
+}, 'must be a mapping {amount, period, timeZone}');
+
 const modelLimits = mapping(limitFields, 'must be a mapping of limits {rpm, tpm, rpd, tpd}');
 
 const rateLimits = mapping({
@@ -432,6 +442,7 @@ const group = mapping(
       }, always)
       .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available, price, maxOutputTokens, limits}.'),
     limits: keyLimits.nullish().describe('The default limits of each key of the group (each key counted on its own); a key\'s own limits override them one by one.'),
+    budget: budget.nullish().describe("What all keys of the group together may spend per day, week or month (403 budget_exhausted), beside each key's balance and budget."),
   },
   'must be a mapping with models',
 );
@@ -468,6 +479,7 @@ const key = mapping(
     disabled: flag().nullish().default(false).describe('true: refused (401 key_disabled).'),
     expiresAt,
     limits: keyLimits.nullish().describe("The key's own limits: each one given overrides its group's."),
+    budget: budget.nullish().describe('What the key may spend per day, week or month (403 budget_exhausted), beside its lifetime balance: both hold.'),
   },
   'must be a mapping with id, sha256 and group',
 );

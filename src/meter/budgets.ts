@@ -1,6 +1,6 @@
 /**
  * Budgets with windows: an amount a key or a group may spend per day, ISO week or calendar month in
- * an IANA time zone (budget-window.ts), alongside the key's lifetime balance (both hold; the tighter
+ * an IANA time zone (store/budget-window.ts), alongside the key's lifetime balance (both hold; the tighter
  * refuses, 403 budget_exhausted for a budget). A BudgetBook keeps, per budget, what its current
  * window has spent and what this replica's requests in flight hold against it, so the Check path
  * asks the ledger once per window and budget (`load`), never per request:
@@ -19,15 +19,7 @@
  *
  * Pure apart from the loader and the clock, both parameters.
  */
-import { budgetWindow, type BudgetPeriod, type BudgetWindow } from './budget-window';
-
-export interface Budget {
-  /** In the balance's unit, > 0. */
-  readonly amount: number;
-  readonly period: BudgetPeriod;
-  /** IANA zone name (validated with budget-window.ts isTimeZone). */
-  readonly timeZone: string;
-}
+import { budgetWindow, type Budget, type BudgetWindow } from '../store/budget-window';
 
 /** Whose budget: a key's (its id) or a group's (its name), spent by all of its keys. */
 export interface BudgetSubject {
@@ -57,7 +49,7 @@ export type BudgetVerdict =
 
 /** What an admitted request holds against its budgets until `settle` or `release`. */
 export interface BudgetHold {
-  readonly entries: readonly { readonly key: string; readonly windowStart: number }[];
+  readonly subjects: readonly BudgetSubject[];
   readonly maxCost: number;
 }
 
@@ -152,13 +144,13 @@ export class BudgetBook {
       entry.held += cost;
       entry.count += 1;
     }
-    return { ok: true, hold: { entries: entries.map(({ subject, entry }) => ({ key: subjectKey(subject), windowStart: entry.window.start })), maxCost: cost } };
+    return { ok: true, hold: { subjects: entries.map((e) => e.subject), maxCost: cost } };
   }
 
   /** A request admitted with `hold` ended without a debit (refused later, an error with no usage). */
   release(hold: BudgetHold): void {
-    for (const h of hold.entries) {
-      const e = this.#entries.get(h.key);
+    for (const s of hold.subjects) {
+      const e = this.#entries.get(subjectKey(s));
       if (!e) continue;
       e.held = Math.max(0, e.held - hold.maxCost);
       e.count = Math.max(0, e.count - 1);
@@ -166,9 +158,9 @@ export class BudgetBook {
   }
 
   /** A request admitted with `hold` was debited `cost` at `time`: it no longer holds, its cost counts. */
-  settle(hold: BudgetHold, subjects: readonly BudgetSubject[], cost: number, time: number): void {
+  settle(hold: BudgetHold, cost: number, time: number): void {
     this.release(hold);
-    for (const s of subjects) this.record(s, cost, time);
+    for (const s of hold.subjects) this.record(s, cost, time);
   }
 
   /**

@@ -36,6 +36,7 @@ import { ResponseEncoder } from '../check/response-encoder';
 import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
 import { createAdmission, uncappedPricedModels } from '../meter/admission';
+import { BudgetBook } from '../meter/budgets';
 import { Meter, type MeterMetrics } from '../meter/meter';
 import { InFlight } from '../meter/in-flight';
 import { LeaseBook } from '../meter/leases';
@@ -142,7 +143,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger.info({ store: redactUrl(storeUrl) }, 'using the PostgreSQL store');
   } else {
     store = fileStore = new FileStore(config.groups, config.keys, config.meter.enabled
-      ? { path: meterStatePath(opts.configPath, config.meter.stateFile), onError: (err) => logger.error({ err: err.message }, 'meter state file not written (kept in memory; retried)') }
+      ? { path: meterStatePath(opts.configPath, config.meter.stateFile), ...(opts.now ? { now: opts.now } : {}), onError: (err) => logger.error({ err: err.message }, 'meter state file not written (kept in memory; retried)') }
       : undefined);
   }
   const cache = new StoreCache(store, {
@@ -186,7 +187,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   });
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
-  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1 });
+  // Budgets per window (meter/budgets.ts): each window's spend read from the ledger once, then counted here.
+  const budgets = meterStore?.spentIn
+    ? new BudgetBook({ load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'key' ? { keyId: s.name } : { group: s.name }), since, until }), now: opts.now })
+    : undefined;
+  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1, budgets });
   // A balance lowered outside the meter cuts this replica's lease to it (meter/leases.ts balanceIs).
   const unwatchBalances = leases ? store.onInvalidate((e) => { if (e.kind === 'key' && e.balance !== undefined) leases.balanceIs(e.sha256, e.balance); }) : undefined;
   // Rate limits (docs/rate-limits.md): the in-flight cap here; requests and tokens per window in Envoy's
@@ -255,6 +260,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     onBalance: fileStore ? undefined : (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
     usageLog: decisionLog,
     leases,
+    budgets,
   });
   // Requests this replica allowed and another one settled (PostgreSQL's notifications).
   const unsubscribeSettled = meterStore?.onSettled?.((settled) => meter.settledElsewhere(settled));

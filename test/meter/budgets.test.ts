@@ -7,7 +7,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BudgetBook, budgetAllows, type Budget, type BudgetSubject } from '../../src/meter/budgets';
+import { BudgetBook, budgetAllows, type BudgetSubject } from '../../src/meter/budgets';
+import type { Budget } from '../../src/store/budget-window';
 
 const at = (iso: string): number => Date.parse(iso);
 
@@ -47,7 +48,7 @@ describe('BudgetBook', () => {
     const a = await book.admit([{ subject: key, budget: daily }], 3, 'strict');
     expect(a.ok).toBe(true);
     if (!a.ok) return;
-    book.settle(a.hold, [key], 2.5, now);
+    book.settle(a.hold, 2.5, now);
     const b = await book.admit([{ subject: key, budget: daily }], 3.5, 'strict'); // 4 + 2.5 + 3.5 = 10: fits
     expect(b.ok).toBe(true);
     const c = await book.admit([{ subject: key, budget: daily }], 0.01, 'strict');
@@ -80,12 +81,12 @@ describe('BudgetBook', () => {
           for (const [i, o] of open.entries()) {
             if (requests[i]?.settleNow === false) book.release(o.hold);
             else {
-              book.settle(o.hold, [key], o.cost, now);
+              book.settle(o.hold, o.cost, now);
               spent += o.cost;
             }
             const again = await book.admit([{ subject: key, budget }], 50, 'strict');
             if (again.ok) {
-              book.settle(again.hold, [key], 50, now);
+              book.settle(again.hold, 50, now);
               spent += 50;
             }
           }
@@ -105,12 +106,12 @@ describe('BudgetBook', () => {
     const second = await book.admit([{ subject: key, budget: daily }], 2, 'soft');
     expect(second.ok).toBe(false);
     if (!first.ok) return;
-    book.settle(first.hold, [key], 9, now);
+    book.settle(first.hold, 9, now);
     // 1 left: a lone request of maximum 5 runs (the bound: one request's maximum past the amount).
     const lone = await book.admit([{ subject: key, budget: daily }], 5, 'soft');
     expect(lone.ok).toBe(true);
     if (!lone.ok) return;
-    book.settle(lone.hold, [key], 5, now);
+    book.settle(lone.hold, 5, now);
     expect(await book.admit([{ subject: key, budget: daily }], 0.001, 'soft')).toMatchObject({ ok: false, why: 'exhausted', status: { spent: 14 } });
   });
 

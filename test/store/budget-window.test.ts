@@ -1,11 +1,11 @@
 /**
- * Budget windows (src/meter/budget-window.ts) at fixed instants: a month end, a leap day, the
+ * Budget windows (src/store/budget-window.ts) at fixed instants: a month end, a leap day, the
  * daylight saving changes of America/New_York and Europe/Berlin, a zone 30 minutes off its summer
  * time, and property tests (fast-check) that a window holds its instant and that windows tile.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { budgetWindow, isTimeZone, nextBudgetWindow, type BudgetPeriod } from '../../src/meter/budget-window';
+import { budgetWindow, isTimeZone, nextBudgetWindow, type BudgetPeriod } from '../../src/store/budget-window';
 
 const at = (iso: string): number => Date.parse(iso);
 const iso = (t: number): string => new Date(t).toISOString();

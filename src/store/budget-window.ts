@@ -10,6 +10,15 @@
 export const BUDGET_PERIODS = ['day', 'week', 'month'] as const;
 export type BudgetPeriod = (typeof BUDGET_PERIODS)[number];
 
+/** A budget of a key or a group (meter/budgets.ts): an amount per window. */
+export interface Budget {
+  /** In the balance's unit, > 0. */
+  readonly amount: number;
+  readonly period: BudgetPeriod;
+  /** IANA zone name (validated with isTimeZone). */
+  readonly timeZone: string;
+}
+
 /** A window of a budget: `start` inclusive, `resetsAt` exclusive, epoch milliseconds. */
 export interface BudgetWindow {
   readonly start: number;
