@@ -311,7 +311,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
   });
   const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now, configTokens: () => config.adminTokens, failures: opts.adminFailureLimit }) : undefined;
-  const keyView = createKeyViewHandler({ lookups: cache, pipeline, usage, now: opts.now ?? Date.now, keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null) });
+  const keyView = createKeyViewHandler({ lookups: cache, pipeline, usage, now: opts.now ?? Date.now, ...(budgets ? { budgetStatus: (subject, budget) => budgets.status(subject, budget) } : {}), keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null) });
   const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || (await keyView(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 

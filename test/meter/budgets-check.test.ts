@@ -96,4 +96,23 @@ describe('budgets per window at Check time', () => {
     // Berlin's March 2028 begins at 23:00 UTC on the leap day.
     expect(deniedHeader(denied, 'x-modelgate-hint')).toMatch(/^the group "basic"'s monthly budget .* it resets at 2028-02-29T23:00:00\.000Z/);
   });
+
+  it("shows the key holder's budget windows with their reset times on /v1/me", async () => {
+    let now = Date.parse('2026-11-01T05:30:00Z'); // 01:30 EDT, the day New York's clocks go back
+    const yaml = withKeyBudget(demo, 0.01).replace(/(\n  basic:\n    available: true\n)/, '$1    budget: { amount: 5, period: week, timeZone: Europe/Berlin }\n');
+    h = await startHarness({ configPath: tempConfig(yaml), now: () => now });
+    expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, body)))).toBe('allowed');
+    const res = await fetch(`http://${h.service.httpAddress}/v1/me`, { headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } });
+    expect(res.status).toBe(200);
+    const me = await res.json() as { balance: number; budgets: unknown[] };
+    expect(me.balance).toBeGreaterThan(0);
+    expect(me.budgets).toEqual([
+      { of: 'key', amount: 0.01, period: 'day', timeZone: 'America/New_York', windowStart: '2026-11-01T04:00:00.000Z', resetsAt: '2026-11-02T05:00:00.000Z', spent: 0, held: each, remaining: 0.01 - each },
+      // 2026-11-01 is a Sunday: Berlin's week began on Monday 26 October, the day after its clocks went back (CET, +01:00).
+      { of: 'group', amount: 5, period: 'week', timeZone: 'Europe/Berlin', windowStart: '2026-10-25T23:00:00.000Z', resetsAt: '2026-11-01T23:00:00.000Z', spent: 0, held: each, remaining: 5 - each },
+    ]);
+    now = Date.parse('2026-11-02T05:00:00Z');
+    const next = await (await fetch(`http://${h.service.httpAddress}/v1/me`, { headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } })).json() as { budgets: { resetsAt: string }[] };
+    expect(next.budgets.map((b) => b.resetsAt)).toEqual(['2026-11-03T05:00:00.000Z', '2026-11-08T23:00:00.000Z']);
+  });
 });
