@@ -19,7 +19,7 @@
  *
  * Pure apart from the loader and the clock, both parameters.
  */
-import { budgetWindow, type Budget, type BudgetWindow } from '../store/budget-window';
+import { budgetWindow, isBudget, type Budget, type BudgetWindow } from '../store/budget-window';
 
 /** Whose budget: a key's (its id) or a group's (its name), spent by all of its keys. */
 export interface BudgetSubject {
@@ -126,6 +126,10 @@ export class BudgetBook {
    */
   async admit(budgets: readonly { readonly subject: BudgetSubject; readonly budget: Budget }[], cost: number, mode: MeterMode): Promise<BudgetVerdict> {
     const now = this.#now();
+    // A budget this runtime cannot place in time (a zone its Intl does not know, stored by another
+    // build) refuses as the ledger's failure does: fail closed.
+    const bad = budgets.find((b) => !isBudget(b.budget));
+    if (bad) return { ok: false, why: 'unavailable', subject: bad.subject };
     const entries = budgets.map((b) => ({ ...b, entry: this.#entry(b.subject, b.budget, now) }));
     for (const { entry } of entries) if (entry.loading) await entry.loading;
     for (const { subject, entry } of entries) {

@@ -14,7 +14,7 @@ import { consoleModels } from '../console/access';
 import type { UsageProvider } from '../console/usage';
 import type { BudgetStatus, BudgetSubject } from '../meter/budgets';
 import { keyLimits } from '../ratelimit/limits';
-import { budgetWindow, type Budget } from '../store/budget-window';
+import { budgetWindow, isBudget, type Budget } from '../store/budget-window';
 import type { KeyRecord } from '../store/store';
 import { viewOf } from './catalog';
 
@@ -87,6 +87,8 @@ async function budgetWindows(deps: KeyViewDeps, record: KeyRecord, group: { read
   if (group?.budget) wanted.push({ subject: { kind: 'group', name: group.name }, budget: group.budget });
   return Promise.all(wanted.map(async ({ subject, budget }) => {
     const base = { of: subject.kind, amount: budget.amount, period: budget.period, timeZone: budget.timeZone };
+    // A budget this runtime cannot place in time (a zone unknown to its Intl) is refused at the Check: shown without a window.
+    if (!isBudget(budget)) return { ...base, windowStart: null, resetsAt: null, spent: null, held: null, remaining: null };
     const st = deps.budgetStatus ? await deps.budgetStatus(subject, budget).catch(() => undefined) : undefined;
     if (!st) {
       const w = budgetWindow(budget.period, budget.timeZone, deps.now());

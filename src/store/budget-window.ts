@@ -19,6 +19,14 @@ export interface Budget {
   readonly timeZone: string;
 }
 
+/** True when `v` is a usable Budget: an amount > 0 and finite, a known period, a zone Intl knows. */
+export function isBudget(v: unknown): v is Budget {
+  if (typeof v !== 'object' || v === null) return false;
+  const b = v as Record<string, unknown>;
+  return typeof b.amount === 'number' && Number.isFinite(b.amount) && b.amount > 0
+    && (BUDGET_PERIODS as readonly unknown[]).includes(b.period) && typeof b.timeZone === 'string' && isTimeZone(b.timeZone);
+}
+
 /** A window of a budget: `start` inclusive, `resetsAt` exclusive, epoch milliseconds. */
 export interface BudgetWindow {
   readonly start: number;
