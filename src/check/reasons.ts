@@ -319,6 +319,8 @@ export const REASONS = {
       /** Soft mode's blind replica (meter/admission.ts): it holds none of a key's balance. */
       /** The ledger could not say what a budget's window has spent (meter/budgets.ts). */
       budgetLedger: "the ledger cannot say right now what this key's budget has spent in its window; retry shortly",
+      /** Budgets (meter/budgets.ts): this replica cannot count the others sharing a budget's window. */
+      budgetUncounted: "this gateway replica cannot yet count the other replicas sharing the key's budget (it started less than 6 s ago, or its store connection has been down too long), so it runs one request of the budget at a time: retry shortly",
       replicasUncounted: "this gateway replica cannot yet count the other replicas sharing the key's balance (it started less than 6 s ago, its store connection has been down too long, or counting them fails), so it runs one request of a key at a time and none that may cost more than one answer: retry shortly",
     },
   },

@@ -276,9 +276,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const book = deps.budgets as BudgetBook;
     // Both hold: the key's and its group's budgets per window, then the lifetime balance. A request
     // the balance refuses (or a dry run) gives its budget hold back at once.
-    return book.admit(wanted, maxCost, m.mode).then((v) => {
+    // With R replicas on one store each holds a budget's window to its share (budgets.ts).
+    return book.admit(wanted, maxCost, m.mode, deps.replicas?.() ?? 1).then((v) => {
       if (!v.ok) {
         if (v.why === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetLedger);
+        if (v.why === 'uncounted') return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetUncounted);
         const st = v.status;
         const whose = st.subject.kind === 'key' ? "the key's" : `the group ${JSON.stringify(st.subject.name)}'s`;
         return deny(d, 'budget_exhausted', HINTS.budget_exhausted.exhausted(whose, st.budget.period === 'day' ? 'dai' : st.budget.period, round(st.budget.amount), round(st.spent), round(st.held), round(v.cost), new Date(st.window.resetsAt).toISOString()));

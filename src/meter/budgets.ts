@@ -5,16 +5,19 @@
  * window has spent and what this replica's requests in flight hold against it, so the Check path
  * asks the ledger once per window and budget (`load`), never per request:
  *
- * - a window's spend is loaded from the ledger when the budget is first used in that window, then
- *   kept up to date by `record` (this replica's settlements and those heard from other replicas);
- *   a settlement recorded while the load runs is added to what the load returns, so a debit is
- *   counted once or twice, never missed: the book may refuse early, never late.
- * - strict mode: a request must fit the amount minus the window's spend minus what requests in
- *   flight hold, at its maximum cost: zero overspend per window on a replica while the upstream
- *   honours the request's maximum.
+ * - a window's spend is loaded from the ledger (`loaded`) when the budget is first used in that
+ *   window; from then on this replica counts what its own requests cost (`own`, by `settle` and
+ *   `record`); a settlement recorded while the load runs counts in `own` too, so a debit is counted
+ *   once or twice, never missed: the book may refuse early, never late.
+ * - with R replicas sharing the ledger (Store.replicas), each may spend at most its share of what
+ *   the window had left when it loaded: own + held + cost <= (amount - loaded) / R. Since every
+ *   replica loads before it spends and the ledger only grows, the replicas together spend at most
+ *   amount - (the spend when the first loaded): no replica needs to hear the others.
+ * - strict mode: a request must fit that share at its maximum cost: zero overspend per window while
+ *   the upstream honours the request's maximum and R does not grow within the window.
  * - soft mode: while the window's spend is under the amount, one request may always run when none
  *   of the budget's is in flight here, and each further one must fit: overspend at most one
- *   request's maximum per window and replica, as the balance's bound (docs/metering.md).
+ *   request's maximum per window and replica (R x M), as the balance's bound (docs/metering.md).
  * - a load that fails refuses (store_unavailable): fail closed.
  *
  * Pure apart from the loader and the clock, both parameters.
@@ -45,7 +48,9 @@ export interface BudgetStatus {
 export type BudgetVerdict =
   | { readonly ok: true; readonly hold: BudgetHold }
   | { readonly ok: false; readonly why: 'exhausted'; readonly status: BudgetStatus; readonly cost: number }
-  | { readonly ok: false; readonly why: 'unavailable'; readonly subject: BudgetSubject };
+  | { readonly ok: false; readonly why: 'unavailable'; readonly subject: BudgetSubject }
+  /** This replica cannot count the replicas sharing the ledger (Store.replicas 0): retryable. */
+  | { readonly ok: false; readonly why: 'uncounted'; readonly subject: BudgetSubject };
 
 /** What an admitted request holds against its budgets until `settle` or `release`. */
 export interface BudgetHold {
@@ -56,12 +61,14 @@ export interface BudgetHold {
 interface Entry {
   budget: Budget;
   window: BudgetWindow;
-  spent: number;
   held: number;
   count: number;
-  /** Set while the window's spend is being loaded; records meanwhile go to `early`. */
+  /** What the ledger said the window had spent when this replica first used the budget in it. */
+  loaded: number;
+  /** What this replica's own requests have cost in the window since (including while it loaded). */
+  own: number;
+  /** Set while the window's spend is being loaded. */
   loading?: Promise<void>;
-  early: number;
   failed: boolean;
 }
 
@@ -69,13 +76,17 @@ const subjectKey = (s: BudgetSubject): string => `${s.kind}:${s.name}`;
 const sameBudget = (a: Budget, b: Budget): boolean => a.amount === b.amount && a.period === b.period && a.timeZone === b.timeZone;
 
 /**
- * The rule of one budget: may a request of maximum cost `cost` run, given the window's spend, what
- * requests in flight hold and how many there are? Strict: it must fit. Soft: it must fit, or be the
- * budget's only request in flight while the window has something left.
+ * The rule of one budget on one of `replicas` replicas: may a request of maximum cost `cost` run,
+ * given what the window had spent when this replica loaded it, what this replica's requests cost
+ * since, what its requests in flight hold and how many there are? Strict: it must fit this
+ * replica's share of what was left. Soft: it must fit, or be the budget's only request in flight
+ * here while the window has something left. `replicas` 0 (this replica cannot count the others):
+ * a share of nothing.
  */
-export function budgetAllows(mode: MeterMode, amount: number, spent: number, held: number, inFlight: number, cost: number): boolean {
-  if (spent + held + cost <= amount) return true;
-  return mode === 'soft' && inFlight === 0 && spent < amount;
+export function budgetAllows(mode: MeterMode, amount: number, loaded: number, own: number, held: number, inFlight: number, cost: number, replicas = 1): boolean {
+  const share = replicas >= 1 ? (amount - loaded) / Math.floor(replicas) : 0;
+  if (own + held + cost <= share) return true;
+  return mode === 'soft' && inFlight === 0 && loaded + own < amount;
 }
 
 export class BudgetBook {
@@ -103,18 +114,17 @@ export class BudgetBook {
       // Bounded: drop a budget with nothing in flight (its spend is reloaded from the ledger when used again).
       for (const [k, v] of this.#entries) if (v.count === 0 && !v.loading) { this.#entries.delete(k); break; }
     }
-    e = { budget, window, spent: 0, held, count, early: 0, failed: false };
+    e = { budget, window, loaded: 0, own: 0, held, count, failed: false };
     const entry = e;
     entry.loading = this.#load(subject, window.start, window.resetsAt).then(
       (spent) => {
         if (!(Number.isFinite(spent) && spent >= 0)) throw new Error('ledger spend is not a finite number >= 0');
-        entry.spent = spent + entry.early;
+        entry.loaded = spent;
       },
     ).catch(() => {
       entry.failed = true;
     }).finally(() => {
       entry.loading = undefined;
-      entry.early = 0;
     });
     this.#entries.set(key, entry);
     return entry;
@@ -124,7 +134,7 @@ export class BudgetBook {
    * Admits a request of maximum cost `cost` against each of its budgets (a key's and its group's):
    * all must allow it; then it holds `cost` against each until settled or released.
    */
-  async admit(budgets: readonly { readonly subject: BudgetSubject; readonly budget: Budget }[], cost: number, mode: MeterMode): Promise<BudgetVerdict> {
+  async admit(budgets: readonly { readonly subject: BudgetSubject; readonly budget: Budget }[], cost: number, mode: MeterMode, replicas = 1): Promise<BudgetVerdict> {
     const now = this.#now();
     // A budget this runtime cannot place in time (a zone its Intl does not know, stored by another
     // build) refuses as the ledger's failure does: fail closed.
@@ -140,7 +150,10 @@ export class BudgetBook {
       }
     }
     for (const { subject, entry } of entries) {
-      if (!budgetAllows(mode, entry.budget.amount, entry.spent, entry.held, entry.count, cost)) {
+      if (!budgetAllows(mode, entry.budget.amount, entry.loaded, entry.own, entry.held, entry.count, cost, replicas)) {
+        // Refused for want of a count of the replicas, not of money: retryable.
+        if (replicas < 1 && !budgetAllows(mode, entry.budget.amount, entry.loaded, entry.own, entry.held, entry.count, cost, 1)) return { ok: false, why: 'exhausted', cost, status: statusOf(subject, entry) };
+        if (replicas < 1) return { ok: false, why: 'uncounted', subject };
         return { ok: false, why: 'exhausted', cost, status: statusOf(subject, entry) };
       }
     }
@@ -175,8 +188,7 @@ export class BudgetBook {
     if (!(Number.isFinite(cost) && cost > 0)) return;
     const e = this.#entries.get(subjectKey(subject));
     if (!e || time < e.window.start || time >= e.window.resetsAt) return;
-    if (e.loading) e.early += cost;
-    else e.spent += cost;
+    e.own += cost;
   }
 
   /** A budget's current window and spend (loading it from the ledger when needed). Rejects when the ledger cannot say. */
@@ -198,5 +210,6 @@ export class BudgetBook {
 }
 
 function statusOf(subject: BudgetSubject, e: Entry): BudgetStatus {
-  return { subject, budget: e.budget, window: e.window, spent: e.spent, held: e.held, remaining: Math.max(0, e.budget.amount - e.spent - e.held) };
+  const spent = e.loaded + e.own;
+  return { subject, budget: e.budget, window: e.window, spent, held: e.held, remaining: Math.max(0, e.budget.amount - spent - e.held) };
 }

@@ -28,14 +28,20 @@ const daily: Budget = { amount: 10, period: 'day', timeZone: 'UTC' };
 
 describe('budgetAllows', () => {
   it('strict: a request must fit what the window has left after the requests in flight', () => {
-    expect(budgetAllows('strict', 10, 6, 2, 1, 2)).toBe(true);
-    expect(budgetAllows('strict', 10, 6, 2, 1, 2.000001)).toBe(false);
-    expect(budgetAllows('strict', 10, 0, 0, 0, 11)).toBe(false);
+    expect(budgetAllows('strict', 10, 5, 1, 2, 1, 2)).toBe(true);
+    expect(budgetAllows('strict', 10, 5, 1, 2, 1, 2.000001)).toBe(false);
+    expect(budgetAllows('strict', 10, 0, 0, 0, 0, 11)).toBe(false);
+  });
+  it('strict with R replicas: each must fit its share of what was left when it loaded', () => {
+    expect(budgetAllows('strict', 10, 4, 0, 0, 0, 2, 3)).toBe(true);
+    expect(budgetAllows('strict', 10, 4, 1, 0, 0, 1.5, 3)).toBe(false);
+    expect(budgetAllows('strict', 10, 0, 0, 0, 0, 0.01, 0)).toBe(false);
   });
   it('soft: a lone request runs while the window has something left; a second one must fit', () => {
-    expect(budgetAllows('soft', 10, 9.5, 0, 0, 5)).toBe(true);
-    expect(budgetAllows('soft', 10, 9.5, 5, 1, 5)).toBe(false);
-    expect(budgetAllows('soft', 10, 10, 0, 0, 0.1)).toBe(false);
+    expect(budgetAllows('soft', 10, 9, 0.5, 0, 0, 5)).toBe(true);
+    expect(budgetAllows('soft', 10, 9, 0.5, 5, 1, 5)).toBe(false);
+    expect(budgetAllows('soft', 10, 9, 1, 0, 0, 0.1)).toBe(false);
+    expect(budgetAllows('soft', 10, 0, 0, 0, 0, 1, 0)).toBe(true);
   });
 });
 
@@ -94,6 +100,40 @@ describe('BudgetBook', () => {
         },
       ),
       { numRuns: 100 },
+    );
+  });
+
+  it('strict mode with R replicas on one ledger, none hearing the others, never spends more than the amount', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 0, max: 500 }),
+        fc.array(fc.record({ replica: fc.nat(), cost: fc.integer({ min: 1, max: 300 }), actual: fc.double({ min: 0, max: 1, noNaN: true }), settleAt: fc.nat() }), { minLength: 1, maxLength: 80 }),
+        async (replicas, before, steps) => {
+          // The shared ledger: what was spent before the replicas started, then every settlement.
+          const debits: { subject: string; time: number; cost: number }[] = [{ subject: 'key:team-a', time: at('2026-02-28T01:00:00Z'), cost: before }];
+          const load = async (s: BudgetSubject, since: number, until: number): Promise<number> => debits.filter((d) => d.subject === `${s.kind}:${s.name}` && d.time >= since && d.time < until).reduce((a, d) => a + d.cost, 0);
+          const now = at('2026-02-28T12:00:00Z');
+          const books = Array.from({ length: replicas }, () => new BudgetBook({ load, now: () => now }));
+          const budget: Budget = { amount: 1000, period: 'day', timeZone: 'UTC' };
+          const open: { book: BudgetBook; hold: Parameters<BudgetBook['release']>[0]; cost: number; settleAt: number }[] = [];
+          for (const [i, st] of steps.entries()) {
+            const book = books[st.replica % replicas];
+            const v = await book.admit([{ subject: key, budget }], st.cost, 'strict', replicas);
+            if (v.ok) open.push({ book, hold: v.hold, cost: Math.ceil(st.cost * st.actual), settleAt: i + (st.settleAt % 5) });
+            // Settle what is due: into the ledger, and into the admitting replica's book only.
+            for (const o of open.filter((x) => x.settleAt <= i)) {
+              debits.push({ subject: 'key:team-a', time: now, cost: o.cost });
+              o.book.settle(o.hold, o.cost, now);
+              open.splice(open.indexOf(o), 1);
+            }
+          }
+          for (const o of open) debits.push({ subject: 'key:team-a', time: now, cost: o.cost });
+          const spent = debits.reduce((a, d) => a + d.cost, 0);
+          expect(spent).toBeLessThanOrEqual(Math.max(1000, before));
+        },
+      ),
+      { numRuns: 150 },
     );
   });
 
