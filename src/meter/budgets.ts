@@ -95,8 +95,12 @@ export class BudgetBook {
   readonly #now: () => number;
   readonly #max: number;
 
-  constructor(opts: { load: SpentLoader; now?: () => number; maxBudgets?: number }) {
+  readonly #onSpent?: (subject: BudgetSubject, budget: Budget, window: BudgetWindow, before: number, after: number) => void;
+
+  /** `onSpent`: a window's spend (as this replica knows it) moved, for alerts (budget-alerts.ts). */
+  constructor(opts: { load: SpentLoader; now?: () => number; maxBudgets?: number; onSpent?: (subject: BudgetSubject, budget: Budget, window: BudgetWindow, before: number, after: number) => void }) {
     this.#load = opts.load;
+    this.#onSpent = opts.onSpent;
     this.#now = opts.now ?? Date.now;
     this.#max = opts.maxBudgets ?? 100_000;
   }
@@ -120,6 +124,7 @@ export class BudgetBook {
       (spent) => {
         if (!(Number.isFinite(spent) && spent >= 0)) throw new Error('ledger spend is not a finite number >= 0');
         entry.loaded = spent;
+        if (entry.own > 0) this.#onSpent?.(subject, budget, window, spent, spent + entry.own);
       },
     ).catch(() => {
       entry.failed = true;
@@ -188,7 +193,10 @@ export class BudgetBook {
     if (!(Number.isFinite(cost) && cost > 0)) return;
     const e = this.#entries.get(subjectKey(subject));
     if (!e || time < e.window.start || time >= e.window.resetsAt) return;
+    const before = e.loaded + e.own;
     e.own += cost;
+    // While loading, the load's end reports what was recorded meanwhile.
+    if (!e.loading && !e.failed) this.#onSpent?.(subject, e.budget, e.window, before, e.loaded + e.own);
   }
 
   /** A budget's current window and spend (loading it from the ledger when needed). Rejects when the ledger cannot say. */
