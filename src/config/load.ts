@@ -120,6 +120,8 @@ export interface Config {
   readonly server: Frozen<ConfigFile['server']>;
   /** Metering (docs/metering.md). */
   readonly meter: Frozen<ConfigFile['meter']>;
+  /** Budget alerts by webhook (meter.budgetAlerts), the secret read from its variable; null: none. */
+  readonly budgetAlerts: { readonly url: string; readonly secret: string; readonly thresholds: readonly number[] } | null;
   readonly gateway: GatewaySettings;
   /** Rate limits of model traffic: the engine and its failure mode (docs/rate-limits.md). */
   readonly rateLimits: RateLimitSettings;
@@ -232,6 +234,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     postgres: f.postgres,
     server: f.server,
     meter: f.meter,
+    budgetAlerts: f.meter.budgetAlerts ? { url: f.meter.budgetAlerts.url, secret: env[f.meter.budgetAlerts.secretEnv] as string, thresholds: f.meter.budgetAlerts.thresholds } : null,
     console: f.console,
     rateLimits: { ...f.rateLimits, service: parseHostPort(f.rateLimits.service), redis: parseHostPort(f.rateLimits.redis) },
     gateway: {

@@ -312,6 +312,13 @@ const meter = mapping({
   leases: orDefault(flag(), true).describe("Strict mode on PostgreSQL: each replica leases a slice of a key's balance in one statement and reserves from it in memory (no round trip per request); false: one reservation statement per request, which also settles a request whose replica died before any report reached another one."),
   reservationSeconds: orDefault(integer(1, 86_400), 900).describe('A request whose end is not reported within this long settles at its maximum cost, provisionally (a later report replaces it); in strict mode its reservation does the same.'),
   drainSeconds: orDefault(integer(0, 3600), 25).describe('On shutdown, how long modelgate waits for the reports of requests still running before it settles them at their maximum, provisionally.'),
+  budgetAlerts: mapping({
+    url: z.string({ error: 'must be an http:// or https:// URL' }).regex(/^https?:\/\/[^\s]+$/, { error: 'must be an http:// or https:// URL' }).describe('Where alerts are POSTed (JSON).'),
+    secretEnv: text(ENV_NAME, 'an environment variable name').describe('The environment variable holding the HMAC-SHA256 secret each delivery is signed with (x-modelgate-signature: t=<unix seconds>,v1=<hex of HMAC over "<t>.<body>">).'),
+    thresholds: orDefault(z.array(z.number({ error: 'must be a percentage' }).gt(0, { error: 'must be above 0' }).max(1000, { error: 'must be at most 1000' }), { error: 'must be a list of percentages' }).min(1).max(20), [50, 80, 95, 100])
+      .describe('Percentages of a budget\'s amount at which an alert fires, each once per window.'),
+  }, 'must be a mapping {url, secretEnv, thresholds}').nullish()
+    .describe('Alerts when a budget per window (of a key or group) reaches its thresholds, by webhook: signed, retried with backoff, each event with an id stable per budget, window and threshold (docs/metering.md, "Budget alerts"). Read at start.'),
   stateFile: text().nullish().describe('File store: where balances spent are kept (JSON, written atomically); relative paths from the config file. Default: beside the config, <name>.state.json.'),
 });
 
@@ -589,6 +596,11 @@ function withEnvironment(env: NodeJS.ProcessEnv) {
   return configFileSchema.superRefine((root, ctx) => {
     const gateway = isMapping(root) && isMapping(root.gateway) ? root.gateway : undefined;
     const upstreams = gateway && isMapping(gateway.upstreams) ? gateway.upstreams : undefined;
+    const meter = isMapping(root) && isMapping(root.meter) ? root.meter : undefined;
+    const alerts = meter && isMapping(meter.budgetAlerts) ? meter.budgetAlerts : undefined;
+    if (alerts && typeof alerts.secretEnv === 'string' && ENV_NAME.test(alerts.secretEnv) && !env[alerts.secretEnv]) {
+      ctx.addIssue({ code: 'custom', path: ['meter', 'budgetAlerts', 'secretEnv'], message: `environment variable ${alerts.secretEnv} is not set or empty` });
+    }
     if (!upstreams) return;
     for (const [family, target] of Object.entries(upstreams)) {
       const cred = isMapping(target) && isMapping(target.credential) ? target.credential : undefined;

@@ -36,7 +36,9 @@ import { ResponseEncoder } from '../check/response-encoder';
 import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
 import { createAdmission, uncappedPricedModels } from '../meter/admission';
+import { BudgetAlerts } from '../meter/budget-alerts';
 import { BudgetBook } from '../meter/budgets';
+import { BudgetWebhook } from './budget-webhook';
 import { Meter, type MeterMetrics } from '../meter/meter';
 import { InFlight } from '../meter/in-flight';
 import { LeaseBook } from '../meter/leases';
@@ -188,8 +190,21 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
   // Budgets per window (meter/budgets.ts): each window's spend read from the ledger once, then counted here.
+  // Alerts at a budget's thresholds (meter.budgetAlerts), by webhook; read at start.
+  const alertsConfig = config.budgetAlerts;
+  const webhook = alertsConfig ? new BudgetWebhook({
+    url: alertsConfig.url, secret: alertsConfig.secret, now: opts.now,
+    log: (o) => (o.delivered ? logger.info(o, 'budget alert delivered') : logger.warn(o, 'budget alert not delivered (retried with backoff)')),
+  }) : undefined;
+  const alerts = webhook && alertsConfig ? new BudgetAlerts((e) => {
+    logger.info({ id: e.id, subject: `${e.subject.kind}:${e.subject.name}`, threshold: e.threshold, spent: e.spent, resetsAt: e.resetsAt }, 'budget threshold reached');
+    webhook.send(e);
+  }, alertsConfig.thresholds, opts.now) : undefined;
   const budgets = meterStore?.spentIn
-    ? new BudgetBook({ load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'key' ? { keyId: s.name } : { group: s.name }), since, until }), now: opts.now })
+    ? new BudgetBook({
+      load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'key' ? { keyId: s.name } : { group: s.name }), since, until }), now: opts.now,
+      ...(alerts ? { onSpent: (s, b, w, before, after) => alerts.spent(s, b, w, before, after) } : {}),
+    })
     : undefined;
   const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1, budgets });
   // A balance lowered outside the meter cuts this replica's lease to it (meter/leases.ts balanceIs).

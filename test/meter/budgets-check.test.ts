@@ -5,7 +5,10 @@
  * a restart, from the state file), the next day starts afresh, and a group's budget holds all its
  * keys together beside each one's balance.
  */
+import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tokensCost } from '../../src/meter/admission';
 import { DEMO_KEYS } from '../support/demo-keys';
@@ -114,5 +117,40 @@ describe('budgets per window at Check time', () => {
     now = Date.parse('2026-11-02T05:00:00Z');
     const next = await (await fetch(`http://${h.service.httpAddress}/v1/me`, { headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } })).json() as { budgets: { resetsAt: string }[] };
     expect(next.budgets.map((b) => b.resetsAt)).toEqual(['2026-11-03T05:00:00.000Z', '2026-11-08T23:00:00.000Z']);
+  });
+
+  it('sends the budget\'s threshold alerts to the configured webhook, signed, once each', async () => {
+    const got: { threshold: number; verified: boolean; id: string }[] = [];
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+      req.on('end', () => {
+        const [t, v1] = String(req.headers['x-modelgate-signature']).replace('t=', '').split(',v1=');
+        const verified = createHmac('sha256', 'hook-secret').update(`${t}.${body}`).digest('hex') === v1;
+        got.push({ threshold: (JSON.parse(body) as { threshold: number }).threshold, verified, id: String(req.headers['x-modelgate-event-id']) });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      let now = Date.parse('2026-11-28T12:00:00Z');
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+      const yaml = withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), each * 4).replace(/\nmeter:\n/, `\nmeter:\n  budgetAlerts: { url: "${url}", secretEnv: HOOK_SECRET }\n`);
+      expect(yaml).toContain('budgetAlerts');
+      h = await startHarness({ configPath: tempConfig(yaml), now: () => now, env: { ...process.env, HOOK_SECRET: 'hook-secret' } });
+      for (let i = 0; i < 4; i++) expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, body)))).toBe('allowed');
+      // Settled at their maximum (their deadline passed): 100 % of the budget.
+      now += 3 * 3_600_000;
+      h.service.meter.expire();
+      await h.service.meter.idle();
+      const end = Date.now() + 5000;
+      while (got.length < 4 && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+      expect(got.map((g) => g.threshold).sort((a, b) => a - b)).toEqual([50, 80, 95, 100]);
+      expect(new Set(got.map((g) => g.id)).size).toBe(4);
+      expect(got.every((g) => g.verified)).toBe(true);
+      expect(h.logs.raw.join('\n')).toContain('budget alert delivered');
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });
