@@ -271,9 +271,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const marked: Decision = { ...d, meterMarks: marks };
     const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     let budgetHold: BudgetHold | undefined;
-    const wanted = price === null || maxCost === 0 || !deps.budgets ? [] : budgetsOf(d, g.status === 'found' ? g.value.budget : undefined);
+    const wanted = price === null || maxCost === 0 ? [] : budgetsOf(d, g.status === 'found' ? g.value.budget : undefined);
     if (wanted.length === 0) return balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track);
-    const book = deps.budgets as BudgetBook;
+    // A budget with no ledger to count it against (a store without spentIn) is never waved through.
+    if (!deps.budgets) return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetLedger);
+    const book = deps.budgets;
     // Both hold: the key's and its group's budgets per window, then the lifetime balance. A request
     // the balance refuses (or a dry run) gives its budget hold back at once.
     // With R replicas on one store each holds a budget's window to its share (budgets.ts).
