@@ -269,8 +269,17 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const priceMarks = price ? { price: priceMark(price) } : undefined;
     const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
     const marked: Decision = { ...d, meterMarks: marks };
-    const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
     let budgetHold: BudgetHold | undefined;
+    const track = (reserved: InFlightRequest['reserved']): Decision => {
+      if (dryRun) return marked;
+      // A request id seen twice replaces its first entry, whose budget hold goes with it.
+      const before = deps.inFlight.get(view.requestId)?.budgetHold;
+      if (!deps.inFlight.add(entry(reserved))) return deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull);
+      if (before) deps.budgets?.release(before);
+      // Not held (it ended before this answer: InFlight.add's `gone`): nothing will settle its hold.
+      if (budgetHold && deps.inFlight.get(view.requestId) === undefined) deps.budgets?.release(budgetHold);
+      return marked;
+    };
     const wanted = price === null || maxCost === 0 ? [] : budgetsOf(d, g.status === 'found' ? g.value.budget : undefined);
     if (wanted.length === 0) return balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track);
     // A budget with no ledger to count it against (a store without spentIn) is never waved through.

@@ -153,4 +153,17 @@ describe('budgets per window at Check time', () => {
       await new Promise<void>((r) => server.close(() => r()));
     }
   });
+
+  it('gives back the budget hold of a request that ended before its answer, and of one whose id came twice', async () => {
+    const now = Date.parse('2026-11-28T12:00:00Z');
+    h = await startHarness({ configPath: tempConfig(withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), 1)), now: () => now });
+    const me = async (): Promise<{ held: number }> => ((await (await fetch(`http://${h!.service.httpAddress}/v1/me`, { headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } })).json()) as { budgets: { held: number }[] }).budgets[0];
+    const withId = (id: string) => ({ ...chat(DEMO_KEYS.alice, body), headers: [...chat(DEMO_KEYS.alice, body).headers, ['x-request-id', id]] as [string, string][] });
+    h.service.meter.deps.inFlight.gone('ended-early');
+    expect(reasonOf(await h.check(withId('ended-early')))).toBe('allowed');
+    expect((await me()).held).toBe(0);
+    expect(reasonOf(await h.check(withId('twice')))).toBe('allowed');
+    expect(reasonOf(await h.check(withId('twice')))).toBe('allowed');
+    expect((await me()).held).toBe(each);
+  });
 });
