@@ -4,6 +4,7 @@
  * Every write takes the actor and is audited by the backend in the same step as the change.
  */
 import type { z } from 'zod';
+import type { Budget } from '../store/budget-window';
 import type { Limits, UsageEntry } from '../store/store';
 import type { AuditEntry, Credit, Group, Key, Token } from './schemas';
 import type { TokenRecord } from './tokens';
@@ -31,6 +32,7 @@ export interface NewKeyRecord {
   readonly expiresAt: number | null;
   readonly disabled: boolean;
   readonly limits: Limits | null;
+  readonly budget: Budget | null;
   readonly metadata: Readonly<Record<string, string>>;
 }
 
@@ -39,6 +41,7 @@ export interface KeyChange {
   readonly expiresAt?: number | null;
   readonly disabled?: boolean;
   readonly limits?: Limits | null;
+  readonly budget?: Budget | null;
   readonly metadata?: Readonly<Record<string, string>>;
 }
 
@@ -87,7 +90,7 @@ export interface AdminBackend {
   /** Newest first; `before`: the entries older than the entry of that id. */
   audit(limit: number, before?: string): Promise<AuditView[]>;
   listGroups(): Promise<GroupView[]>;
-  updateGroup(name: string, change: { readonly available?: boolean; readonly limits?: Limits | null }, actor: Actor): Promise<GroupView>;
+  updateGroup(name: string, change: { readonly available?: boolean; readonly limits?: Limits | null; readonly budget?: Budget | null }, actor: Actor): Promise<GroupView>;
   close(): Promise<void>;
 }
 

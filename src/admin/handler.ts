@@ -213,7 +213,7 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       const secret = generateKey();
       const key = await b.createKey({
         id: v.id ?? `key-${randomUUID().slice(0, 8)}`, sha256: hashKey(secret), group: v.group, balance: v.balance ?? null,
-        expiresAt: time(v.expiresAt, 'expiresAt') ?? null, disabled: v.disabled ?? false, limits: v.limits ?? null, metadata: v.metadata ?? {},
+        expiresAt: time(v.expiresAt, 'expiresAt') ?? null, disabled: v.disabled ?? false, limits: v.limits ?? null, budget: v.budget ?? null, metadata: v.metadata ?? {},
       }, c.actor);
       return { key, secret };
     }
@@ -222,7 +222,7 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       const change: KeyChange = {
         ...(v.group !== undefined ? { group: v.group } : {}), ...(v.expiresAt !== undefined ? { expiresAt: time(v.expiresAt, 'expiresAt') } : {}),
         ...(v.disabled !== undefined ? { disabled: v.disabled } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}),
-        ...(v.metadata !== undefined ? { metadata: v.metadata } : {}),
+        ...(v.budget !== undefined ? { budget: v.budget } : {}), ...(v.metadata !== undefined ? { metadata: v.metadata } : {}),
       };
       return b.updateKey(c.param, change, c.actor);
     }
@@ -283,7 +283,7 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       return b.deleteToken(c.param, c.actor);
     case 'updateGroup': {
       const v = parse(GroupPatch, c.body);
-      return b.updateGroup(c.param, { ...(v.available !== undefined ? { available: v.available } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}) }, c.actor);
+      return b.updateGroup(c.param, { ...(v.available !== undefined ? { available: v.available } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}), ...(v.budget !== undefined ? { budget: v.budget } : {}) }, c.actor);
     }
     case 'getGroup': {
       const g = (await b.listGroups()).find((x) => x.name === c.param);

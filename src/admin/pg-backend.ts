@@ -8,13 +8,14 @@ import type pg from 'pg';
 import { groupView } from './file-backend';
 import { listGroups } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
+import type { Budget } from '../store/budget-window';
 import { toLimits, type UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
 import { isoTime, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import type { Scope, TokenRecord } from './tokens';
 
-const KEY_COLUMNS = `id, group_name, balance::float8 AS balance, disabled, expires_at, limits, metadata, created_at, previous_until`;
+const KEY_COLUMNS = `id, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, metadata, created_at, previous_until`;
 
 interface KeyRow {
   id: string;
@@ -23,6 +24,7 @@ interface KeyRow {
   disabled: boolean;
   expires_at: Date | null;
   limits: Record<string, number> | null;
+  budget: Budget | null;
   metadata: Record<string, string> | null;
   created_at: Date;
   previous_until: Date | null;
@@ -63,7 +65,7 @@ export class PgAdminBackend implements AdminBackend {
   #view(r: KeyRow): KeyView {
     return {
       id: r.id, group: r.group_name, balance: r.balance, disabled: r.disabled, expiresAt: r.expires_at === null ? null : isoTime(r.expires_at.getTime()),
-      limits: toLimits(r.limits) as Record<string, number> | null, metadata: r.metadata ?? {}, source: 'store', createdAt: isoTime(r.created_at.getTime()),
+      limits: toLimits(r.limits) as Record<string, number> | null, budget: r.budget ?? null, metadata: r.metadata ?? {}, source: 'store', createdAt: isoTime(r.created_at.getTime()),
       previousSecretValidUntil: r.previous_until !== null && r.previous_until.getTime() > this.now() ? isoTime(r.previous_until.getTime()) : null,
     };
   }
@@ -141,10 +143,10 @@ export class PgAdminBackend implements AdminBackend {
     return this.#write(actor, 'key.create', k.id, async (c) => {
       try {
         const { rows } = await c.query<KeyRow>(
-          `INSERT INTO modelgate.keys (id, sha256, group_name, balance, expires_at, disabled, limits, metadata)
-           VALUES ($1, $2, $3, $4::numeric, $5, $6, $7, $8) RETURNING ${KEY_COLUMNS}`,
+          `INSERT INTO modelgate.keys (id, sha256, group_name, balance, expires_at, disabled, limits, metadata, budget)
+           VALUES ($1, $2, $3, $4::numeric, $5, $6, $7, $8, $9::jsonb) RETURNING ${KEY_COLUMNS}`,
           [k.id, k.sha256, k.group, k.balance === null ? null : String(k.balance), k.expiresAt === null ? null : new Date(k.expiresAt), k.disabled,
-            k.limits === null ? null : JSON.stringify(k.limits), JSON.stringify(k.metadata)]);
+            k.limits === null ? null : JSON.stringify(k.limits), JSON.stringify(k.metadata), k.budget ? JSON.stringify(k.budget) : null]);
         const view = this.#view(rows[0]);
         return { result: view, before: null, after: view };
       } catch (err) {
@@ -165,11 +167,12 @@ export class PgAdminBackend implements AdminBackend {
              expires_at = CASE WHEN $4 THEN $5::timestamptz ELSE expires_at END,
              disabled = CASE WHEN $6 THEN $7 ELSE disabled END,
              limits = CASE WHEN $8 THEN $9::jsonb ELSE limits END,
-             metadata = CASE WHEN $10 THEN $11::jsonb ELSE metadata END
+             metadata = CASE WHEN $10 THEN $11::jsonb ELSE metadata END,
+             budget = CASE WHEN $12 THEN $13::jsonb ELSE budget END
            WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
           [id, ch.group !== undefined, ch.group ?? null, ch.expiresAt !== undefined, ch.expiresAt ? new Date(ch.expiresAt) : null,
             ch.disabled !== undefined, ch.disabled ?? false, ch.limits !== undefined, ch.limits ? JSON.stringify(ch.limits) : null,
-            ch.metadata !== undefined, JSON.stringify(ch.metadata ?? {})]);
+            ch.metadata !== undefined, JSON.stringify(ch.metadata ?? {}), ch.budget !== undefined, ch.budget ? JSON.stringify(ch.budget) : null]);
         const after = this.#view(rows[0]);
         return { result: after, before, after };
       } catch (err) {
@@ -266,15 +269,16 @@ export class PgAdminBackend implements AdminBackend {
 
   async listGroups(): Promise<GroupView[]> {
     const groups = await listGroups(this.db).catch((err: unknown) => { throw asRefusal(err); });
-    const { rows } = await this.#query<{ name: string; limits: unknown }>('SELECT name, limits FROM modelgate.groups');
+    const { rows } = await this.#query<{ name: string; limits: unknown; budget: Budget | null }>('SELECT name, limits, budget FROM modelgate.groups');
     const limits = new Map(rows.map((r) => [r.name, toLimits(r.limits)]));
+    const budgets = new Map(rows.map((r) => [r.name, r.budget]));
     return groups.map((g) => groupView({
-      name: g.name, available: g.available, limits: limits.get(g.name) ?? null,
+      name: g.name, available: g.available, limits: limits.get(g.name) ?? null, budget: budgets.get(g.name) ?? null,
       models: new Map(g.models.map((m) => [m.name, { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null }])),
     }));
   }
 
-  async updateGroup(name: string, ch: { readonly available?: boolean; readonly limits?: Record<string, number | null | undefined> | null }, actor: Actor): Promise<GroupView> {
+  async updateGroup(name: string, ch: { readonly available?: boolean; readonly limits?: Record<string, number | null | undefined> | null; readonly budget?: Budget | null }, actor: Actor): Promise<GroupView> {
     const view = async (): Promise<GroupView> => {
       const g = (await this.listGroups()).find((x) => x.name === name);
       if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
@@ -283,10 +287,15 @@ export class PgAdminBackend implements AdminBackend {
     const before = await view();
     await this.#write(actor, 'group.update', name, async (c) => {
       const { rowCount } = await c.query(
-        `UPDATE modelgate.groups SET available = CASE WHEN $2 THEN $3 ELSE available END, limits = CASE WHEN $4 THEN $5::jsonb ELSE limits END WHERE name = $1`,
-        [name, ch.available !== undefined, ch.available ?? true, ch.limits !== undefined, ch.limits ? JSON.stringify(toLimits(ch.limits)) : null]);
+        `UPDATE modelgate.groups SET available = CASE WHEN $2 THEN $3 ELSE available END, limits = CASE WHEN $4 THEN $5::jsonb ELSE limits END,
+           budget = CASE WHEN $6 THEN $7::jsonb ELSE budget END WHERE name = $1`,
+        [name, ch.available !== undefined, ch.available ?? true, ch.limits !== undefined, ch.limits ? JSON.stringify(toLimits(ch.limits)) : null,
+          ch.budget !== undefined, ch.budget ? JSON.stringify(ch.budget) : null]);
       if (rowCount === 0) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
-      return { result: undefined, before: { available: before.available, limits: before.limits }, after: { available: ch.available ?? before.available, limits: ch.limits === undefined ? before.limits : toLimits(ch.limits) } };
+      return {
+        result: undefined, before: { available: before.available, limits: before.limits, budget: before.budget },
+        after: { available: ch.available ?? before.available, limits: ch.limits === undefined ? before.limits : toLimits(ch.limits), budget: ch.budget === undefined ? before.budget : ch.budget },
+      };
     });
     return view();
   }

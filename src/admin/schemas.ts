@@ -4,7 +4,7 @@
  * rule are the config's own (config/schema.ts).
  */
 import { z } from 'zod';
-import { KEY_ID, keyLimits } from '../config/schema';
+import { budget, KEY_ID, keyLimits } from '../config/schema';
 import { SCOPES } from './tokens';
 
 const amount = z.number().refine(Number.isFinite, { error: 'must be a finite number' });
@@ -16,6 +16,15 @@ export const KeyId = z.string().regex(KEY_ID, { error: 'must be an id of 1-128 c
 export const Metadata = z.record(z.string().max(100), z.string().max(1000)).refine((m) => Object.keys(m).length <= 50, { error: 'at most 50 entries' })
   .describe('Labels of your own (at most 50 strings); modelgate never reads them.');
 
+/** A budget per window as the API shows it (docs/metering.md, "Budgets per window"). */
+export const BudgetView = z.object({
+  amount: z.number(),
+  period: z.enum(['day', 'week', 'month']),
+  timeZone: z.string(),
+}).describe('What may be spent per day, ISO week or calendar month in an IANA time zone, beside the balance (403 budget_exhausted).');
+
+const budgetInput = budget.nullable().optional().describe('A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none.');
+
 export const Key = z.object({
   id: z.string(),
   group: z.string(),
@@ -23,6 +32,7 @@ export const Key = z.object({
   disabled: z.boolean(),
   expiresAt: time.nullable(),
   limits: z.record(z.string(), z.number()).nullable(),
+  budget: BudgetView.nullable(),
   metadata: z.record(z.string(), z.string()),
   source: z.enum(['api', 'config', 'store']).describe('api: created through this API (writable); config: defined in the YAML file (read only here); store: a PostgreSQL key.'),
   createdAt: time.nullable(),
@@ -36,6 +46,7 @@ export const KeyCreate = z.strictObject({
   expiresAt: time.nullable().optional(),
   disabled: z.boolean().optional(),
   limits: keyLimits.nullable().optional(),
+  budget: budgetInput,
   metadata: Metadata.optional(),
 });
 
@@ -44,6 +55,7 @@ export const KeyPatch = z.strictObject({
   expiresAt: time.nullable().optional(),
   disabled: z.boolean().optional(),
   limits: keyLimits.nullable().optional(),
+  budget: budgetInput,
   metadata: Metadata.optional(),
 }).describe('Fields to change; a balance changes only through credits (never overwritten).');
 
@@ -114,11 +126,13 @@ export const Group = z.object({
   available: z.boolean(),
   models: z.array(GroupModel),
   limits: z.record(z.string(), z.number()).nullable(),
+  budget: BudgetView.nullable().describe("What all the group's keys together may spend per window."),
 });
 
 export const GroupPatch = z.strictObject({
   available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
   limits: keyLimits.nullable().optional().describe("The default limits of each key of the group; null: none."),
+  budget: budgetInput,
 }).describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
 
 export const KeyList = z.object({ keys: z.array(Key) });

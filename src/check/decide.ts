@@ -187,8 +187,8 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
 
 function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, limits: Partial<Decision> | undefined, fields?: TopLevelFields): Decision {
   const plain: Decision = model === undefined
-    ? { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, stale, balance: key.balance }
-    : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, model, modelKnown: true, stale, balance: key.balance };
+    ? { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}) }
+    : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, model, modelKnown: true, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}) };
   let d = limits ? { ...plain, ...limits } : plain;
   if (fields) d = { ...d, bodyFields: fields };
   // Parameters named like a key with an empty value: Envoy removes them (only then: a removal

@@ -3,6 +3,7 @@
  * It has no status of its own: the status is the reason's (reasons.ts statusOf).
  */
 import type { RateLimitMetadata } from '../ratelimit/metadata';
+import type { Budget } from '../store/budget-window';
 import type { Reason } from './reasons';
 import type { Route } from './routes';
 import type { TopLevelFields } from './extract-model';
@@ -27,6 +28,8 @@ export interface Decision {
   readonly stale?: boolean;
   /** On an allowed protocol request: the key's balance (`null`: unlimited), for strict metering. */
   readonly balance?: number | null;
+  /** On an allowed protocol request: the key's budget per window (meter/budgets.ts), if it has one. */
+  readonly budget?: Budget | null;
   /**
    * Allowed only: where the body's top-level fields the meter reads (request-fields.ts) sit, found
    * in the same pass as the model. Not part of the answer Envoy gets (the response cache ignores it).

@@ -35,6 +35,14 @@ export const HEADER = {
   request: 'x-modelgate-request',
 } as const;
 
+/** Budget alerts by webhook (server/budget-webhook.ts): headers of modelgate's own POSTs, never of a request it checks. */
+export const WEBHOOK_HEADER = {
+  /** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
+  signature: 'x-modelgate-signature',
+  /** The event's id: the same crossing sent twice carries the same id. */
+  eventId: 'x-modelgate-event-id',
+} as const;
+
 /** What every modelgate header name starts with (config/schema.ts: no credential header may). */
 export const HEADER_PREFIX = 'x-modelgate-';
 

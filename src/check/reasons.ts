@@ -241,6 +241,14 @@ export const REASONS = {
       reserved: (available: string, cost: string) => `the key's balance minus requests in flight (${available}) cannot cover this request's maximum cost (${cost}): top it up, lower max_tokens, or wait for requests in flight to finish`,
     },
   },
+  budget_exhausted: {
+    status: 403,
+    when: "a budget of the key or its group (an amount per day, week or calendar month in a time zone: meter/budgets.ts) cannot cover the request: in strict metering, the window's spend plus what requests in flight hold plus this request's maximum cost is over the amount; in soft metering, the window's spend has reached the amount, or another request of the budget is in flight on this replica and this one does not fit",
+    hints: {
+      /** `whose`: "the key's" or "the group's"; `resetsAt`: ISO 8601 UTC. Amounts as the Check writes them. */
+      exhausted: (whose: string, period: string, amount: string, spent: string, held: string, cost: string, resetsAt: string) => `${whose} ${period}ly budget (${amount}) has spent ${spent} in this window and its requests in flight hold ${held}, so it cannot cover this request's maximum cost (${cost}): it resets at ${resetsAt}; lower max_tokens, or wait for the reset`,
+    },
+  },
   stream_usage_required: {
     status: 400,
     when: 'meter.unmeteredStreams is deny and a streamed chat completion does not set stream_options.include_usage (it could not be metered)',
@@ -310,6 +318,10 @@ export const REASONS = {
       /** The meter's in-flight table is full (meter/in-flight.ts). */
       meterFull: 'the gateway is tracking too many requests in flight to meter another one; retry shortly',
       /** Soft mode's blind replica (meter/admission.ts): it holds none of a key's balance. */
+      /** The ledger could not say what a budget's window has spent (meter/budgets.ts). */
+      budgetLedger: "the ledger cannot say right now what this key's budget has spent in its window; retry shortly",
+      /** Budgets (meter/budgets.ts): this replica cannot count the others sharing a budget's window. */
+      budgetUncounted: "this gateway replica cannot yet count the other replicas sharing the key's budget (it started less than 6 s ago, or its store connection has been down too long), so it runs one request of the budget at a time: retry shortly",
       replicasUncounted: "this gateway replica cannot yet count the other replicas sharing the key's balance (it started less than 6 s ago, its store connection has been down too long, or counting them fails), so it runs one request of a key at a time and none that may cost more than one answer: retry shortly",
     },
   },

@@ -49,7 +49,7 @@ export async function createKey(db: AdminDb, input: NewKey): Promise<IssuedKey> 
   try {
     await new PgAdminBackend(db).createKey({
       id, sha256: hashKey(key), group: input.group, balance: balance === null ? null : Number(balance), expiresAt: input.expiresAt?.getTime() ?? null,
-      disabled: false, limits: null, metadata: {},
+      disabled: false, limits: null, budget: null, metadata: {},
     }, CLI_ACTOR);
   } catch (err) {
     if (err instanceof AdminRefusal && err.code === 'group_not_found') throw new StoreRefusal({ code: 'key_group_not_found', group: input.group });

@@ -122,6 +122,8 @@ export interface Config {
   readonly server: Frozen<ConfigFile['server']>;
   /** Metering (docs/metering.md). */
   readonly meter: Frozen<ConfigFile['meter']>;
+  /** Budget alerts by webhook (meter.budgetAlerts), the secret read from its variable; null: none. */
+  readonly budgetAlerts: { readonly url: string; readonly secret: string; readonly thresholds: readonly number[] } | null;
   readonly gateway: GatewaySettings;
   /** Rate limits of model traffic: the engine and its failure mode (docs/rate-limits.md). */
   readonly rateLimits: RateLimitSettings;
@@ -217,12 +219,12 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
       };
       models.set(model.name, model);
     }
-    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: toLimits(g.limits) } : {}) });
+    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: toLimits(g.limits) } : {}), ...(g.budget ? { budget: { amount: g.budget.amount, period: g.budget.period, timeZone: g.budget.timeZone } } : {}) });
   }
   const keys: KeyRecord[] = new Array(f.keys.length);
   for (let i = 0; i < f.keys.length; i++) {
     const k = f.keys[i];
-    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}) };
+    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}), ...(k.budget ? { budget: { amount: k.budget.amount, period: k.budget.period, timeZone: k.budget.timeZone } } : {}) };
   }
   return {
     routes: f.routes,
@@ -234,6 +236,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     postgres: f.postgres,
     server: f.server,
     meter: f.meter,
+    budgetAlerts: f.meter.budgetAlerts ? { url: f.meter.budgetAlerts.url, secret: env[f.meter.budgetAlerts.secretEnv] as string, thresholds: f.meter.budgetAlerts.thresholds } : null,
     console: f.console,
     rateLimits: { ...f.rateLimits, service: parseHostPort(f.rateLimits.service), redis: parseHostPort(f.rateLimits.redis) },
     gateway: {

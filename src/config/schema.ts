@@ -14,6 +14,7 @@
  */
 import { z } from 'zod';
 import { HEADER_PREFIX } from '../check/headers';
+import { BUDGET_PERIODS, isTimeZone } from '../store/budget-window';
 import { PROTOCOLS, type Protocol } from '../store/store';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -314,6 +315,13 @@ const meter = mapping({
   leases: orDefault(flag(), true).describe("Strict mode on PostgreSQL: each replica leases a slice of a key's balance in one statement and reserves from it in memory (no round trip per request); false: one reservation statement per request, which also settles a request whose replica died before any report reached another one."),
   reservationSeconds: orDefault(integer(1, 86_400), 900).describe('A request whose end is not reported within this long settles at its maximum cost, provisionally (a later report replaces it); in strict mode its reservation does the same.'),
   drainSeconds: orDefault(integer(0, 3600), 25).describe('On shutdown, how long modelgate waits for the reports of requests still running before it settles them at their maximum, provisionally.'),
+  budgetAlerts: mapping({
+    url: z.string({ error: 'must be an http:// or https:// URL' }).regex(/^https?:\/\/[^\s]+$/, { error: 'must be an http:// or https:// URL' }).describe('Where alerts are POSTed (JSON).'),
+    secretEnv: text(ENV_NAME, 'an environment variable name').describe('The environment variable holding the HMAC-SHA256 secret each delivery is signed with (x-modelgate-signature: t=<unix seconds>,v1=<hex of HMAC over "<t>.<body>">).'),
+    thresholds: orDefault(z.array(z.number({ error: 'must be a percentage' }).gt(0, { error: 'must be above 0' }).max(1000, { error: 'must be at most 1000' }), { error: 'must be a list of percentages' }).min(1).max(20), [50, 80, 95, 100])
+      .describe('Percentages of a budget\'s amount at which an alert fires, each once per window.'),
+  }, 'must be a mapping {url, secretEnv, thresholds}').nullish()
+    .describe('Alerts when a budget per window (of a key or group) reaches its thresholds, by webhook: signed, retried with backoff, each event with an id stable per budget, window and threshold (docs/metering.md, "Budget alerts"). Read at start.'),
   stateFile: text().nullish().describe('File store: where balances spent are kept (JSON, written atomically); relative paths from the config file. Default: beside the config, <name>.state.json.'),
 });
 
@@ -332,6 +340,15 @@ export const keyLimits = mapping({
   ...limitFields,
   inFlight: integer(1, 1_000_000).nullish().describe('Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight.'),
 }, 'must be a mapping of limits {rpm, tpm, rpd, tpd, inFlight}');
+
+/** A budget per window (meter/budgets.ts): admin API resources use the same schema (admin/schemas.ts). */
+export const budget = mapping({
+  amount: z.number({ error: 'must be a number > 0' }).positive({ error: 'must be a number > 0' }).refine(Number.isFinite, { error: 'must be a finite number' })
+    .describe("What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses)."),
+  period: z.enum(BUDGET_PERIODS, { error: `must be one of ${BUDGET_PERIODS.join(', ')}` }).describe('day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).'),
+  timeZone: z.string({ error: 'must be an IANA time zone name' }).refine(isTimeZone, { error: 'must be an IANA time zone name such as UTC or Europe/Berlin' }).prefault('UTC')
+    .describe("The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC."),
+}, 'must be a mapping {amount, period, timeZone}');
 
 const modelLimits = mapping(limitFields, 'must be a mapping of limits {rpm, tpm, rpd, tpd}');
 
@@ -435,6 +452,7 @@ const group = mapping(
       }, always)
       .describe('The models keys of this group may use: a name (any protocol) or {name, protocols, available, price, maxOutputTokens, limits}.'),
     limits: keyLimits.nullish().describe('The default limits of each key of the group (each key counted on its own); a key\'s own limits override them one by one.'),
+    budget: budget.nullish().describe("What all keys of the group together may spend per day, week or month (403 budget_exhausted), beside each key's balance and budget."),
   },
   'must be a mapping with models',
 );
@@ -471,6 +489,7 @@ const key = mapping(
     disabled: flag().nullish().default(false).describe('true: refused (401 key_disabled).'),
     expiresAt,
     limits: keyLimits.nullish().describe("The key's own limits: each one given overrides its group's."),
+    budget: budget.nullish().describe('What the key may spend per day, week or month (403 budget_exhausted), beside its lifetime balance: both hold.'),
   },
   'must be a mapping with id, sha256 and group',
 );
@@ -580,6 +599,11 @@ function withEnvironment(env: NodeJS.ProcessEnv) {
   return configFileSchema.superRefine((root, ctx) => {
     const gateway = isMapping(root) && isMapping(root.gateway) ? root.gateway : undefined;
     const upstreams = gateway && isMapping(gateway.upstreams) ? gateway.upstreams : undefined;
+    const meter = isMapping(root) && isMapping(root.meter) ? root.meter : undefined;
+    const alerts = meter && isMapping(meter.budgetAlerts) ? meter.budgetAlerts : undefined;
+    if (alerts && typeof alerts.secretEnv === 'string' && ENV_NAME.test(alerts.secretEnv) && !env[alerts.secretEnv]) {
+      ctx.addIssue({ code: 'custom', path: ['meter', 'budgetAlerts', 'secretEnv'], message: `environment variable ${alerts.secretEnv} is not set or empty` });
+    }
     if (!upstreams) return;
     for (const [family, target] of Object.entries(upstreams)) {
       const cred = isMapping(target) && isMapping(target.credential) ? target.credential : undefined;

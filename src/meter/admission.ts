@@ -42,6 +42,8 @@ import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
 import { costUp, MODAL_PRICES, type DeclaredTools, type GroupRecord, type HostedTool, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
 import { INPUT_SAMPLE_BYTES } from './estimate';
+import type { BudgetBook, BudgetHold, BudgetSubject } from './budgets';
+import type { Budget } from '../store/budget-window';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
 import { highestPrice } from './modal-cost';
@@ -59,6 +61,8 @@ export interface AdmissionDeps {
   readonly replicas?: () => number;
   /** Epoch milliseconds. */
   readonly now?: () => number;
+  /** Budgets per window of keys and groups (budgets.ts); absent: budgets are not enforced. */
+  readonly budgets?: BudgetBook;
 }
 
 function deny(d: Decision, reason: DenyReason, hint: string): Decision {
@@ -164,6 +168,14 @@ function fieldMask(view: RequestView): boolean {
   return false;
 }
 
+/** The budgets a request is held to: its key's and its group's, those that are set. */
+function budgetsOf(d: Decision, groupBudget: Budget | null | undefined): { subject: BudgetSubject; budget: Budget }[] {
+  const out: { subject: BudgetSubject; budget: Budget }[] = [];
+  if (d.budget) out.push({ subject: { kind: 'key', name: d.keyId as string }, budget: d.budget });
+  if (groupBudget) out.push({ subject: { kind: 'group', name: d.group as string }, budget: groupBudget });
+  return out;
+}
+
 export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
@@ -253,6 +265,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       ...(hidden ? { outputHidden: true } : {}),
       ...inputMarks,
       since, deadline: since + m.reservationSeconds * 1000,
+      ...(budgetHold ? { budgetHold } : {}),
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
     // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another
@@ -262,7 +275,50 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const priceMarks = price ? { price: priceMark(price) } : undefined;
     const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
     const marked: Decision = { ...d, meterMarks: marks };
-    const track = (reserved: InFlightRequest['reserved']): Decision => (dryRun || deps.inFlight.add(entry(reserved)) ? marked : deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull));
+    let budgetHold: BudgetHold | undefined;
+    const track = (reserved: InFlightRequest['reserved']): Decision => {
+      if (dryRun) return marked;
+      // A request id seen twice replaces its first entry, whose budget hold goes with it.
+      const before = deps.inFlight.get(view.requestId)?.budgetHold;
+      if (!deps.inFlight.add(entry(reserved))) return deny(d, 'store_unavailable', HINTS.store_unavailable.meterFull);
+      if (before) deps.budgets?.release(before);
+      // Not held (it ended before this answer: InFlight.add's `gone`): nothing will settle its hold.
+      if (budgetHold && deps.inFlight.get(view.requestId) === undefined) deps.budgets?.release(budgetHold);
+      return marked;
+    };
+    const wanted = price === null || maxCost === 0 ? [] : budgetsOf(d, g.status === 'found' ? g.value.budget : undefined);
+    if (wanted.length === 0) return balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track);
+    // A budget with no ledger to count it against (a store without spentIn) is never waved through.
+    if (!deps.budgets) return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetLedger);
+    const book = deps.budgets;
+    // Both hold: the key's and its group's budgets per window, then the lifetime balance. A request
+    // the balance refuses (or a dry run) gives its budget hold back at once.
+    // With R replicas on one store each holds a budget's window to its share (budgets.ts).
+    return book.admit(wanted, maxCost, m.mode, deps.replicas?.() ?? 1).then((v) => {
+      if (!v.ok) {
+        if (v.why === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetLedger);
+        if (v.why === 'uncounted') return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetUncounted);
+        const st = v.status;
+        const whose = st.subject.kind === 'key' ? "the key's" : `the group ${JSON.stringify(st.subject.name)}'s`;
+        return deny(d, 'budget_exhausted', HINTS.budget_exhausted.exhausted(whose, st.budget.period === 'day' ? 'dai' : st.budget.period, round(st.budget.amount), round(st.spent), round(st.held), round(v.cost), new Date(st.window.resetsAt).toISOString()));
+      }
+      budgetHold = v.hold;
+      const given = (dec: Decision): Decision => {
+        if (!dec.allowed || dryRun) book.release(v.hold);
+        return dec;
+      };
+      const out = balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track);
+      return out instanceof Promise ? out.then(given) : given(out);
+    });
+  }
+
+  /** The lifetime balance's word (soft: holds in flight here; strict: a reservation), once the budgets allowed the request. */
+  function balanceAdmit(
+    d: Decision, view: RequestView, config: Config, shape: RequestShape, maxCost: number, limited: boolean, price: ModelPrice | null,
+    beyondCap: number | undefined, usualCap: number, dryRun: boolean, marked: Decision, style: Protocol, maxInputTokens: number, maxOutput: number,
+    track: (reserved: InFlightRequest['reserved']) => Decision,
+  ): MaybePromise<Decision> {
+    const m = config.meter;
     if (!limited || price === null || maxCost === 0) return track(false);
 
     const balance = d.balance as number;

@@ -13,6 +13,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { PendingRequest } from '../store/store';
+import type { BudgetHold } from './budgets';
 
 /**
  * A request in flight: the store's PendingRequest (what survives a restart: key, model, the most it
@@ -27,6 +28,8 @@ export interface InFlightRequest extends PendingRequest {
   readonly reserved: false | 'store' | 'lease';
   /** The first bytes of the request body, for an input estimate. */
   readonly sample?: Uint8Array;
+  /** What it holds against the budgets of its key and group (budgets.ts) until it settles. */
+  readonly budgetHold?: BudgetHold;
 }
 
 interface KeyTotals {

@@ -20,6 +20,7 @@
 import type { Config } from '../config/load';
 import type { Lookup } from '../store/cache';
 import { PROTOCOLS, toolsCost, validPrice, type DebitResult, type DeclaredTools, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
+import type { BudgetBook } from './budgets';
 import type { LeaseBook } from './leases';
 import type { MeterReport } from './access-log';
 import type { Estimator } from './estimate';
@@ -81,6 +82,8 @@ export interface MeterDeps {
   readonly usageLog?: { enabled(): boolean; write(line: string): void; readonly bindings: string };
   /** Strict mode's leases (leases.ts), when the store leases: a settled request's cost comes off them too. */
   readonly leases?: LeaseBook;
+  /** Budgets per window (budgets.ts): a settled request gives back its hold and its cost counts in the window. */
+  readonly budgets?: BudgetBook;
 }
 
 /** The request as the meter knows it. */
@@ -284,6 +287,7 @@ export class Meter {
       // Released by a report another replica received: a Check still running here is not held.
       if (!entry && s.released) this.deps.inFlight.gone(s.requestId);
       if (entry?.reserved === 'lease') this.deps.leases?.settle(entry.keyId, entry.maxCost, s.replica === this.deps.leases.replica ? s.cost : 0);
+      if (entry?.budgetHold) this.deps.budgets?.settle(entry.budgetHold, s.released ? 0 : s.cost, this.#now());
     }
   }
 
@@ -295,8 +299,11 @@ export class Meter {
   }
 
   #leaseSettled(entry: InFlightRequest, s: Settlement): Settlement {
-    if (entry.reserved !== 'lease' || !this.deps.leases) return s;
     const charged = (s.result === 'metered' || s.result === 'estimated' || s.result === 'provisional') && s.debit.applied ? Math.max(0, s.debit.cost) : 0;
+    // A failed debit (store down) is retried by no one here: its hold is given back, and the
+    // ledger, read again next window, has whatever the store kept.
+    if (entry.budgetHold) this.deps.budgets?.settle(entry.budgetHold, charged, this.#now());
+    if (entry.reserved !== 'lease' || !this.deps.leases) return s;
     this.deps.leases.settle(entry.keyId, entry.maxCost, charged);
     return s;
   }

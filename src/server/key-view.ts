@@ -12,7 +12,9 @@ import { HINTS } from '../check/reasons';
 import { denialParts } from '../check/write-response';
 import { consoleModels } from '../console/access';
 import type { UsageProvider } from '../console/usage';
+import type { BudgetStatus, BudgetSubject } from '../meter/budgets';
 import { keyLimits } from '../ratelimit/limits';
+import { budgetWindow, isBudget, type Budget } from '../store/budget-window';
 import type { KeyRecord } from '../store/store';
 import { viewOf } from './catalog';
 
@@ -21,6 +23,8 @@ export interface KeyViewDeps {
   readonly pipeline: Pick<CheckPipeline, 'decide' | 'logServed'>;
   readonly keyById: (id: string) => Promise<KeyRecord | null>;
   readonly usage?: UsageProvider;
+  /** A budget's current window and spend (meter/budgets.ts BudgetBook.status); absent: budgets not enforced. */
+  readonly budgetStatus?: (subject: BudgetSubject, budget: Budget) => Promise<BudgetStatus>;
   readonly now: () => number;
 }
 
@@ -45,12 +49,14 @@ export function createKeyViewHandler(deps: KeyViewDeps): (req: IncomingMessage, 
         if (served.status === 'found') record = served.value;
         const group = g.status === 'found' ? g.value : undefined;
         const recent = deps.usage ? await deps.usage.recent(record.id, RECENT).catch(() => undefined) : undefined;
+        const budgets = await budgetWindows(deps, record, group);
         const limits = Object.fromEntries(Object.entries(keyLimits(record, group)).filter(([, v]) => typeof v === 'number'));
         body = JSON.stringify({
           object: 'key',
           key: { id: record.id, expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt).toISOString(), disabled: record.disabled },
           group: { name: record.group, available: group?.available ?? false },
           balance: record.balance,
+          budgets,
           limits,
           models: group ? consoleModels(group).map((m) => ({ name: m.name, available: m.available, protocols: m.protocols, endpoints: m.endpoints })) : [],
           recentSpend: recent === undefined ? null : {
@@ -68,4 +74,26 @@ export function createKeyViewHandler(deps: KeyViewDeps): (req: IncomingMessage, 
     } else res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(body);
     return true;
   };
+}
+
+/**
+ * The budgets the key is held to (its own, its group's) with their current window: start, reset
+ * (ISO 8601 UTC), spent, held by this replica's requests in flight, remaining; spent null when the
+ * ledger cannot say.
+ */
+async function budgetWindows(deps: KeyViewDeps, record: KeyRecord, group: { readonly name: string; readonly budget?: Budget | null } | undefined): Promise<unknown[]> {
+  const wanted: { subject: BudgetSubject; budget: Budget }[] = [];
+  if (record.budget) wanted.push({ subject: { kind: 'key', name: record.id }, budget: record.budget });
+  if (group?.budget) wanted.push({ subject: { kind: 'group', name: group.name }, budget: group.budget });
+  return Promise.all(wanted.map(async ({ subject, budget }) => {
+    const base = { of: subject.kind, amount: budget.amount, period: budget.period, timeZone: budget.timeZone };
+    // A budget this runtime cannot place in time (a zone unknown to its Intl) is refused at the Check: shown without a window.
+    if (!isBudget(budget)) return { ...base, windowStart: null, resetsAt: null, spent: null, held: null, remaining: null };
+    const st = deps.budgetStatus ? await deps.budgetStatus(subject, budget).catch(() => undefined) : undefined;
+    if (!st) {
+      const w = budgetWindow(budget.period, budget.timeZone, deps.now());
+      return { ...base, windowStart: new Date(w.start).toISOString(), resetsAt: new Date(w.resetsAt).toISOString(), spent: null, held: null, remaining: null };
+    }
+    return { ...base, windowStart: new Date(st.window.start).toISOString(), resetsAt: new Date(st.window.resetsAt).toISOString(), spent: st.spent, held: st.held, remaining: st.remaining };
+  }));
 }

@@ -36,6 +36,9 @@ import { ResponseEncoder } from '../check/response-encoder';
 import { StoreCache } from '../store/cache';
 import type { MeterStore, Store } from '../store/store';
 import { createAdmission, uncappedPricedModels } from '../meter/admission';
+import { BudgetAlerts } from '../meter/budget-alerts';
+import { BudgetBook } from '../meter/budgets';
+import { BudgetWebhook } from './budget-webhook';
 import { Meter, type MeterMetrics } from '../meter/meter';
 import { InFlight } from '../meter/in-flight';
 import { LeaseBook } from '../meter/leases';
@@ -142,7 +145,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     logger.info({ store: redactUrl(storeUrl) }, 'using the PostgreSQL store');
   } else {
     store = fileStore = new FileStore(config.groups, config.keys, config.meter.enabled
-      ? { path: meterStatePath(opts.configPath, config.meter.stateFile), onError: (err) => logger.error({ err: err.message }, 'meter state file not written (kept in memory; retried)') }
+      ? { path: meterStatePath(opts.configPath, config.meter.stateFile), ...(opts.now ? { now: opts.now } : {}), onError: (err) => logger.error({ err: err.message }, 'meter state file not written (kept in memory; retried)') }
       : undefined);
   }
   const cache = new StoreCache(store, {
@@ -186,7 +189,24 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   });
   const meterStore = store.meter;
   const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
-  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1 });
+  // Budgets per window (meter/budgets.ts): each window's spend read from the ledger once, then counted here.
+  // Alerts at a budget's thresholds (meter.budgetAlerts), by webhook; read at start.
+  const alertsConfig = config.budgetAlerts;
+  const webhook = alertsConfig ? new BudgetWebhook({
+    url: alertsConfig.url, secret: alertsConfig.secret, now: opts.now,
+    log: (o) => (o.delivered ? logger.info(o, 'budget alert delivered') : logger.warn(o, 'budget alert not delivered (retried with backoff)')),
+  }) : undefined;
+  const alerts = webhook && alertsConfig ? new BudgetAlerts((e) => {
+    logger.info({ id: e.id, subject: `${e.subject.kind}:${e.subject.name}`, threshold: e.threshold, spent: e.spent, resetsAt: e.resetsAt }, 'budget threshold reached');
+    webhook.send(e);
+  }, alertsConfig.thresholds, opts.now) : undefined;
+  const budgets = meterStore?.spentIn
+    ? new BudgetBook({
+      load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'key' ? { keyId: s.name } : { group: s.name }), since, until }), now: opts.now,
+      ...(alerts ? { onSpent: (s, b, w, before, after) => alerts.spent(s, b, w, before, after) } : {}),
+    })
+    : undefined;
+  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1, budgets });
   // A balance lowered outside the meter cuts this replica's lease to it (meter/leases.ts balanceIs).
   const unwatchBalances = leases ? store.onInvalidate((e) => { if (e.kind === 'key' && e.balance !== undefined) leases.balanceIs(e.sha256, e.balance); }) : undefined;
   // Rate limits (docs/rate-limits.md): the in-flight cap here; requests and tokens per window in Envoy's
@@ -255,6 +275,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     onBalance: fileStore ? undefined : (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
     usageLog: decisionLog,
     leases,
+    budgets,
   });
   // Requests this replica allowed and another one settled (PostgreSQL's notifications).
   const unsubscribeSettled = meterStore?.onSettled?.((settled) => meter.settledElsewhere(settled));
@@ -305,7 +326,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
   });
   const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now, configTokens: () => config.adminTokens, failures: opts.adminFailureLimit }) : undefined;
-  const keyView = createKeyViewHandler({ lookups: cache, pipeline, usage, now: opts.now ?? Date.now, keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null) });
+  const keyView = createKeyViewHandler({ lookups: cache, pipeline, usage, now: opts.now ?? Date.now, ...(budgets ? { budgetStatus: (subject, budget) => budgets.status(subject, budget) } : {}), keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null) });
   const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || (await keyView(req, res)) || catalog(req, res);
   const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
 

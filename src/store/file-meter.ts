@@ -39,7 +39,14 @@ interface StateFile {
   /** Provisional settlements not replaced yet: request id -> what was debited. */
   readonly provisional?: Record<string, { keyId: string; cost: number }>;
   readonly pending?: PendingRequest[];
+  /** Debits per quarter hour of keys (`key:<id>`) and groups (`group:<name>`), for budget windows: [start ms, amount][]. */
+  readonly windows?: Record<string, [number, number][]>;
 }
+
+/** Debits are summed per quarter hour: every IANA zone's offset today is a multiple of 15 minutes. */
+const BUCKET_MS = 15 * 60_000;
+/** Buckets older than this are dropped (a window is at most a month). */
+const BUCKETS_KEPT_MS = 40 * 86_400_000;
 
 export interface FileMeterOptions {
   /** The state file; absent: in memory only (tests). */
@@ -92,6 +99,9 @@ function readState(path: string): StateFile | undefined {
     if (!p || typeof p.keyId !== 'string' || !finite(p.cost)) throw bad(`the provisional settlement of ${JSON.stringify(id)} is not usable`);
   }
   if (d.pending !== undefined && !Array.isArray(d.pending)) throw bad('pending is not a list');
+  for (const [subject, list] of Object.entries(d.windows ?? {})) {
+    if (!Array.isArray(list) || !list.every((b) => Array.isArray(b) && finite(b[0]) && finite(b[1]))) throw bad(`the window debits of ${JSON.stringify(subject)} are not usable`);
+  }
   return d as StateFile;
 }
 
@@ -106,6 +116,8 @@ export class FileMeter implements MeterStore {
   #seen = new Set<string>();
   #seenBefore = new Set<string>();
   readonly #provisional = new Map<string, { keyId: string; cost: number }>();
+  /** Debits per quarter hour of each key and group (`key:<id>`, `group:<name>`): bucket start -> amount. */
+  readonly #buckets = new Map<string, Map<number, number>>();
   readonly #reservations = new Map<string, { keyId: string; amount: number; expiresAt: number }>();
   #pending: PendingRequest[] = [];
   readonly #restored: PendingRequest[] = [];
@@ -126,6 +138,7 @@ export class FileMeter implements MeterStore {
         this.#seen.add(e.requestId);
       }
       for (const [id, p] of Object.entries(state.provisional ?? {})) this.#provisional.set(id, p);
+      for (const [subject, list] of Object.entries(state.windows ?? {})) this.#buckets.set(subject, new Map(list));
       this.#restored.push(...(state.pending ?? []));
       // Strict mode's reservations live in memory: those of the requests still in flight come back
       // with them, or a restart would free their room while they run (and be debited later).
@@ -181,6 +194,10 @@ export class FileMeter implements MeterStore {
     this.#ledger.push(entry);
     // Trimmed in steps, not one entry per debit (a shift of the whole array each time).
     if (this.#ledger.length > LEDGER_MAX + LEDGER_SLACK) this.#ledger.splice(0, this.#ledger.length - LEDGER_MAX);
+    if (charge !== 0) {
+      this.#addToBucket(`key:${r.keyId}`, entry.time, charge);
+      this.#addToBucket(`group:${r.group}`, entry.time, charge);
+    }
     if (charge !== 0 && counted) {
       this.#spent.set(r.keyId, Math.round((this.spent(r.keyId) + charge) * COST_GRAINS) / COST_GRAINS);
       this.opts.onSpent(r.keyId);
@@ -203,6 +220,32 @@ export class FileMeter implements MeterStore {
     if (available <= 0 || available < amount) return { ok: false, available };
     this.#reservations.set(requestId, { keyId, amount, expiresAt: now + ttlSeconds * 1000 + RESERVATION_GRACE_MS });
     return { ok: true, available: available - amount };
+  }
+
+  #addToBucket(subject: string, time: number, amount: number): void {
+    let b = this.#buckets.get(subject);
+    if (!b) this.#buckets.set(subject, (b = new Map()));
+    const start = Math.floor(time / BUCKET_MS) * BUCKET_MS;
+    b.set(start, Math.round(((b.get(start) ?? 0) + amount) * COST_GRAINS) / COST_GRAINS);
+  }
+
+  async spentIn(q: { readonly keyId?: string; readonly group?: string; readonly since: number; readonly until: number }): Promise<number> {
+    const b = this.#buckets.get(q.keyId !== undefined ? `key:${q.keyId}` : `group:${q.group ?? ''}`);
+    let grains = 0;
+    if (b) for (const [start, amount] of b) if (start >= q.since && start < q.until) grains += Math.round(amount * COST_GRAINS);
+    return Math.max(0, grains / COST_GRAINS);
+  }
+
+  /** The buckets of the last BUCKETS_KEPT_MS, for the state file (older ones dropped). */
+  #windows(): Record<string, [number, number][]> | undefined {
+    const oldest = this.#now() - BUCKETS_KEPT_MS;
+    const out: Record<string, [number, number][]> = {};
+    for (const [subject, b] of this.#buckets) {
+      for (const start of b.keys()) if (start < oldest) b.delete(start);
+      if (b.size === 0) this.#buckets.delete(subject);
+      else out[subject] = [...b];
+    }
+    return this.#buckets.size > 0 ? out : undefined;
   }
 
   async release(requestId: string): Promise<void> {
@@ -261,6 +304,8 @@ export class FileMeter implements MeterStore {
         ...(this.#provisional.size > 0 ? { provisional: Object.fromEntries(this.#provisional) } : {}),
         ...(this.#pending.length > 0 ? { pending: this.#pending } : {}),
       };
+      const windows = this.#windows();
+      if (windows) (state as { windows?: StateFile['windows'] }).windows = windows;
       const text = `${JSON.stringify(state)}\n`;
       // What changes from here on is in the next write.
       this.#dirty = false;

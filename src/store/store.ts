@@ -3,6 +3,7 @@
  * Keys are looked up only by the SHA-256 of the full key string (hex, lowercase); the key itself
  * never reaches a store.
  */
+import type { Budget } from './budget-window';
 
 /** Protocol styles of the spec (docs/spec.md §1, §4.2). */
 export const PROTOCOLS = ['chat', 'responses', 'embeddings', 'messages', 'generative'] as const;
@@ -193,6 +194,8 @@ export interface GroupRecord {
   readonly models: ReadonlyMap<string, ModelRecord>;
   /** The default limits of each of its keys (each key counted on its own). */
   readonly limits?: Limits | null;
+  /** What all its keys together may spend per window (meter/budgets.ts); absent or null: none. */
+  readonly budget?: Budget | null;
 }
 
 export interface KeyRecord {
@@ -208,6 +211,8 @@ export interface KeyRecord {
   readonly expiresAt: number | null;
   /** The key's own limits: each one set overrides its group's. */
   readonly limits?: Limits | null;
+  /** What the key may spend per window beside its balance (meter/budgets.ts); absent or null: none. */
+  readonly budget?: Budget | null;
 }
 
 /**
@@ -398,6 +403,12 @@ export interface MeterStore {
   /** Drops a request's reservation without a debit (an error, no usage). */
   release(requestId: string): Promise<void>;
   usage(query: UsageQuery): Promise<UsageEntry[]>;
+  /**
+   * What a key (`keyId`) or a group (`group`) was debited in [since, until) (epoch ms), for budgets
+   * per window (meter/budgets.ts): asked once per budget and window, not per request. Exact for
+   * windows starting on a quarter hour (every IANA zone's midnight today).
+   */
+  spentIn?(query: { readonly keyId?: string; readonly group?: string; readonly since: number; readonly until: number }): Promise<number>;
   /**
    * Strict mode without a round trip per request (a store that can: PostgreSQL): sets `replica`'s
    * lease on a key's balance to `want` for `ttlSeconds`, but at most half of what the balance still

@@ -54,6 +54,8 @@ class FaultyStore implements Store {
     return this.inner.findKey(sha256);
   }
   findGroup(name: string): Promise<GroupRecord | null> { return this.inner.findGroup(name); }
+  // The demo's in-memory ledger, so a budget per window is counted (budget_exhausted).
+  get meter(): Store['meter'] { return this.inner.meter; }
   onInvalidate(listener: (e: InvalidationEvent) => void): () => void { return this.inner.onInvalidate(listener); }
   ready(): boolean { return true; }
   close(): Promise<void> { return this.inner.close(); }
@@ -64,6 +66,8 @@ const CONFIG = (demo: string): string => demo
   .replace('upstreamIdleTimeoutSeconds: 300', 'upstreamIdleTimeoutSeconds: 1')
   .replace('maxRequestBytes: 33554432', 'maxRequestBytes: 65536')
   .replace('unmeteredStreams: estimate', 'unmeteredStreams: deny')
+  // trial gets a daily budget below one chat request's cost: its second request is over it.
+  .replace(/(  - id: trial[^\n]*\n(?:    [^\n]*\n)*?    balance: 0\.00006[^\n]*\n)/, '$1    budget: { amount: 0.00001, period: day, timeZone: UTC }\n')
   + '\nconsole:\n  rateLimit:\n    perAddressPerMinute: 3\n    perKeyPerMinute: 100\n';
 
 const { alice, bob, carol, dave, erin, frank } = DEMO_KEYS;
@@ -151,7 +155,8 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     const c = parseConfig(text, process.env);
     gw = await startGateway({
       config: text,
-      store: new FaultyStore(new FileStore(c.groups, c.keys)),
+      // With an in-memory meter: the ledger a budget per window is counted against.
+      store: new FaultyStore(new FileStore(c.groups, c.keys, { meter: true })),
       upstreamTargets: { alt: { host: '127.0.0.1', port: REFUSED_PORT } },
       upstream: {
         // x-test-silent: the upstream takes the request and never answers.
@@ -200,6 +205,14 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
 
   it.each(all)('$title', async (c) => {
     await expectDenial(c);
+  });
+
+  it('answers 403 budget_exhausted naming the reset once a key\'s budget per window is spent (trial: 0.00001 a day)', async () => {
+    expect(CONFIG(readFileSync(DEMO_CONFIG, 'utf8'))).toContain('budget: { amount: 0.00001');
+    // Soft mode: the budget's lone request runs (and costs more than the day's amount).
+    const first = await gw.send('POST', '/v1/chat/completions', { headers: [bearer(DEMO_KEYS.trial), ['content-type', 'application/json']], body: CHAT('gpt-4o-mini') });
+    expect(first.status, first.text).toBe(200);
+    await expectDenial({ reason: 'budget_exhausted', why: 'trial', path: '/v1/chat/completions', headers: [bearer(DEMO_KEYS.trial)], body: CHAT('gpt-4o-mini'), hint: /^the key's daily budget \(0\.00001\) .* it resets at \d{4}-\d\d-\d\dT00:00:00\.000Z; lower max_tokens, or wait for the reset$/ });
   });
 
   it('answers 200 allowed with the upstream\'s answer', async () => {

@@ -282,6 +282,13 @@ export interface components {
             limits: {
                 [key: string]: number;
             } | null;
+            /** @description What all the group's keys together may spend per window. */
+            budget: {
+                amount: number;
+                /** @enum {string} */
+                period: "day" | "week" | "month";
+                timeZone: string;
+            } | null;
         };
         GroupList: {
             groups: components["schemas"]["Group"][];
@@ -313,6 +320,21 @@ export interface components {
                 /** @description Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight. */
                 inFlight?: number | null;
             } | null;
+            /** @description A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none. */
+            budget?: {
+                /** @description What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses). */
+                amount: number;
+                /**
+                 * @description day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).
+                 * @enum {string}
+                 */
+                period: "day" | "week" | "month";
+                /**
+                 * @description The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC.
+                 * @default UTC
+                 */
+                timeZone: string;
+            } | null;
         };
         IssuedKey: {
             key: components["schemas"]["Key"];
@@ -333,6 +355,12 @@ export interface components {
             expiresAt: string | null;
             limits: {
                 [key: string]: number;
+            } | null;
+            budget: {
+                amount: number;
+                /** @enum {string} */
+                period: "day" | "week" | "month";
+                timeZone: string;
             } | null;
             metadata: {
                 [key: string]: string;
@@ -366,6 +394,21 @@ export interface components {
                 /** @description Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight. */
                 inFlight?: number | null;
             } | null;
+            /** @description A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none. */
+            budget?: {
+                /** @description What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses). */
+                amount: number;
+                /**
+                 * @description day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).
+                 * @enum {string}
+                 */
+                period: "day" | "week" | "month";
+                /**
+                 * @description The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC.
+                 * @default UTC
+                 */
+                timeZone: string;
+            } | null;
             /** @description Labels of your own (at most 50 strings); modelgate never reads them. */
             metadata?: {
                 [key: string]: string;
@@ -390,6 +433,21 @@ export interface components {
                 tpd?: number | null;
                 /** @description Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight. */
                 inFlight?: number | null;
+            } | null;
+            /** @description A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none. */
+            budget?: {
+                /** @description What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses). */
+                amount: number;
+                /**
+                 * @description day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).
+                 * @enum {string}
+                 */
+                period: "day" | "week" | "month";
+                /**
+                 * @description The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC.
+                 * @default UTC
+                 */
+                timeZone: string;
             } | null;
             /** @description Labels of your own (at most 50 strings); modelgate never reads them. */
             metadata?: {

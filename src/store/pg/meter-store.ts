@@ -253,6 +253,17 @@ export class PgMeterStore implements MeterStore {
     return rows[0].n;
   }
 
+  /** A window's debits of a key or a group, summed over the usage table's (key_id, time) or (group_name, time) index. */
+  async spentIn(q: { readonly keyId?: string; readonly group?: string; readonly since: number; readonly until: number }): Promise<number> {
+    const column = q.keyId !== undefined ? 'key_id' : 'group_name';
+    const rows = await this.query<{ spent: string | null }>('spent_in',
+      `SELECT sum(cost)::text AS spent FROM ${SCHEMA}.usage WHERE ${column} = $1 AND time >= $2 AND time < $3`,
+      [q.keyId ?? q.group ?? '', new Date(q.since), new Date(q.until)]);
+    const spent = rows[0]?.spent == null ? 0 : Number(rows[0].spent);
+    if (!Number.isFinite(spent)) throw new Error('the usage table\'s sum is not a finite number');
+    return Math.max(0, spent);
+  }
+
   async usage(q: UsageQuery): Promise<UsageEntry[]> {
     const rows = await this.query<UsageRow>('usage',
       `SELECT time, request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens,

@@ -797,6 +797,20 @@ BEGIN
 END $$;
 `,
   },
+  {
+    version: 11,
+    name: 'budgets per window on keys and groups',
+    // The key trigger of migration 10 sends a full invalidation for any change but the balance, and
+    // the group trigger one for any change: a budget set or changed reaches every replica at once.
+    sql: `
+ALTER TABLE keys ADD COLUMN budget jsonb
+  CHECK (budget IS NULL OR (jsonb_typeof(budget) = 'object' AND jsonb_typeof(budget->'amount') = 'number' AND (budget->>'amount')::numeric > 0
+    AND budget->>'period' IN ('day', 'week', 'month') AND jsonb_typeof(budget->'timeZone') = 'string'));
+ALTER TABLE groups ADD COLUMN budget jsonb
+  CHECK (budget IS NULL OR (jsonb_typeof(budget) = 'object' AND jsonb_typeof(budget->'amount') = 'number' AND (budget->>'amount')::numeric > 0
+    AND budget->>'period' IN ('day', 'week', 'month') AND jsonb_typeof(budget->'timeZone') = 'string'));
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

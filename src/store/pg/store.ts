@@ -11,6 +11,7 @@ import { PgListener } from './listener';
 import { PgMeterStore } from './meter-store';
 import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, SETTLED_CHANNEL, migrate, schemaVersion } from './schema';
 import { modalPrices, PROTOCOLS, toLimits, toolPrices } from '../store';
+import type { Budget } from '../budget-window';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Limits, ModelPrice, ModelRecord, Protocol, Store } from '../store';
 
 export interface PgStoreOptions {
@@ -67,18 +68,18 @@ export interface PgStoreStats {
   readonly reconnects: number;
 }
 
-const KEY_COLUMNS = 'id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, limits';
+const KEY_COLUMNS = 'id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget';
 // A rotated key's previous secret (migration 10) matches too, as the same key expiring when its grace ends.
 const KEY_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE sha256 = $1
   UNION ALL SELECT id, previous_sha256, group_name, balance::float8, disabled,
-    CASE WHEN expires_at IS NULL OR expires_at > previous_until THEN previous_until ELSE expires_at END, limits
+    CASE WHEN expires_at IS NULL OR expires_at > previous_until THEN previous_until ELSE expires_at END, limits, budget
   FROM ${SCHEMA}.keys WHERE previous_sha256 = $1 LIMIT 1`;
 const KEY_BY_ID_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE id = $1`;
 
 // One round trip for a group and its models; a group without models yields one row of NULLs.
 const GROUP_SQL = `SELECT g.name, g.available, m.name AS model, m.protocols, m.available AS model_available,
     m.input_price::float8 AS input_price, m.output_price::float8 AS output_price,
-    m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens, g.limits AS group_limits, m.limits AS model_limits,
+    m.cached_input_price::float8 AS cached_input_price, m.max_output_tokens, g.limits AS group_limits, g.budget AS group_budget, m.limits AS model_limits,
     m.long_context_above::float8 AS long_context_above, m.long_context_input_price::float8 AS long_context_input_price,
     m.long_context_output_price::float8 AS long_context_output_price, m.long_context_cached_input_price::float8 AS long_context_cached_input_price,
     m.audio_input_price::float8 AS audio_input_price, m.audio_output_price::float8 AS audio_output_price, m.image_output_price::float8 AS image_output_price,
@@ -96,6 +97,8 @@ export interface KeyRow {
   expires_at: Date | null;
   /** Rate limits (migration 4): a JSON object of LIMIT_NAMES, or null. */
   limits?: Limits | null;
+  /** A budget per window (migration 11), or null. */
+  budget?: Budget | null;
 }
 
 interface GroupRow {
@@ -115,6 +118,8 @@ interface GroupRow {
   tool_prices?: Record<string, unknown> | null;
   max_output_tokens: number | null;
   group_limits: Limits | null;
+  /** Migration 11. */
+  group_budget?: Budget | null;
   model_limits: Limits | null;
   /** A long-context price (migration 6). */
   long_context_above: number | null;
@@ -168,6 +173,8 @@ function toKey(r: KeyRow): KeyRecord {
     disabled: r.disabled,
     expiresAt: r.expires_at === null ? null : r.expires_at.getTime(),
     ...(limits ? { limits } : {}),
+    // Its shape is the column's CHECK; a zone this runtime does not know refuses at the Check (meter/budgets.ts).
+    ...(r.budget ? { budget: r.budget } : {}),
   };
 }
 
@@ -372,7 +379,8 @@ export class PgStore implements Store {
       if (row.model !== null) models.set(row.model, toModel(row as GroupRow & { model: string }));
     }
     const limits = toLimits(rows[0].group_limits);
-    return { name: rows[0].name, available: rows[0].available, models, ...(limits ? { limits } : {}) };
+    const budget = rows[0].group_budget;
+    return { name: rows[0].name, available: rows[0].available, models, ...(limits ? { limits } : {}), ...(budget ? { budget } : {}) };
   }
 
   onInvalidate(listener: (event: InvalidationEvent) => void): () => void {

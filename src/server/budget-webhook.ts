@@ -1,0 +1,83 @@
+/**
+ * Delivers budget alerts (meter/budget-alerts.ts) to a webhook: a JSON POST signed with
+ * HMAC-SHA256 over `<timestamp>.<body>` (the timestamp in Unix seconds, sent with the signature so
+ * a receiver can refuse an old replay), the event id in its own header for idempotency, retried with
+ * exponential backoff while the receiver fails (a status other than 2xx, or no answer), and every
+ * outcome logged. Time and waiting are parameters (tests use a fake clock and no real waits).
+ */
+import { createHmac } from 'node:crypto';
+import { WEBHOOK_HEADER } from '../check/headers';
+import type { BudgetAlertEvent } from '../meter/budget-alerts';
+
+export const SIGNATURE_HEADER = WEBHOOK_HEADER.signature;
+export const EVENT_ID_HEADER = WEBHOOK_HEADER.eventId;
+
+/** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
+export function signature(secret: string, timestamp: number, body: string): string {
+  return `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+export interface WebhookDeps {
+  readonly url: string;
+  readonly secret: string;
+  readonly now?: () => number;
+  /** Waits before a retry (tests: resolves at once and records the delay). */
+  readonly delay?: (ms: number) => Promise<void>;
+  /** Attempts in all (default 6: waits of 1, 2, 4, 8 and 16 s between them). */
+  readonly attempts?: number;
+  readonly timeoutMs?: number;
+  readonly log: (outcome: { id: string; attempt: number; delivered: boolean; status?: number; error?: string }) => void;
+}
+
+/** The delivery state of recent events, for tests and status. */
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+export class BudgetWebhook {
+  readonly #status = new Map<string, DeliveryStatus>();
+  #pending = new Set<Promise<void>>();
+
+  constructor(private readonly deps: WebhookDeps) {}
+
+  status(id: string): DeliveryStatus | undefined {
+    return this.#status.get(id);
+  }
+
+  /** Queues an event's delivery (never throws; failures are logged). */
+  send(e: BudgetAlertEvent): void {
+    if (this.#status.size >= 10_000) this.#status.delete(this.#status.keys().next().value as string);
+    this.#status.set(e.id, 'pending');
+    const p = this.#deliver(e).finally(() => this.#pending.delete(p));
+    this.#pending.add(p);
+  }
+
+  /** Resolves when every queued delivery has ended (delivered or given up). */
+  async idle(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.all([...this.#pending]);
+  }
+
+  async #deliver(e: BudgetAlertEvent): Promise<void> {
+    const body = JSON.stringify(e);
+    const attempts = this.deps.attempts ?? 6;
+    const delay = this.deps.delay ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()));
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      const timestamp = Math.floor((this.deps.now ?? Date.now)() / 1000);
+      try {
+        const res = await fetch(this.deps.url, {
+          method: 'POST', body, redirect: 'error', signal: AbortSignal.timeout(this.deps.timeoutMs ?? 10_000),
+          headers: { 'content-type': 'application/json', [SIGNATURE_HEADER]: signature(this.deps.secret, timestamp, body), [EVENT_ID_HEADER]: e.id },
+        });
+        await res.arrayBuffer().catch(() => undefined);
+        const delivered = res.status >= 200 && res.status < 300;
+        this.deps.log({ id: e.id, attempt, delivered, status: res.status });
+        if (delivered) {
+          this.#status.set(e.id, 'delivered');
+          return;
+        }
+      } catch (err) {
+        this.deps.log({ id: e.id, attempt, delivered: false, error: err instanceof Error ? err.message : String(err) });
+      }
+      if (attempt < attempts) await delay(1000 * 2 ** (attempt - 1));
+    }
+    this.#status.set(e.id, 'failed');
+  }
+}

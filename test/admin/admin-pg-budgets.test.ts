@@ -1,0 +1,98 @@
+/**
+ * Budgets per window on PostgreSQL (migration 11), through the admin API's typed client and a real
+ * Check: a key's budget set by the API refuses on the replica with budget_exhausted, a group's
+ * budget set by PATCH holds its keys, the column's CHECK refuses a malformed budget written by
+ * hand, and a window's spend is the usage table summed over the window (PgMeterStore.spentIn).
+ */
+import createClient from 'openapi-fetch';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { runCli } from '../../src/cli/main';
+import type { AdminDb } from '../../src/store/pg/admin';
+import { setGroup, setPrice } from '../../src/store/pg/groups';
+import { migrate } from '../../src/store/pg/schema';
+import type { paths } from '../support/admin-api';
+import { openPool, startPgServer, type PgServer } from '../support/pg-server';
+import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
+
+const now = (): number => Date.parse('2026-11-01T12:00:00Z');
+let server: PgServer;
+let pool: AdminDb;
+let h: Harness;
+let token = '';
+const api = () => createClient<paths>({ baseUrl: `http://${h.service.httpAddress}`, headers: { authorization: `Bearer ${token}` } });
+const chat = (key: string) => h.check({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${key}`]], body: '{"model":"gpt-4o-mini","max_tokens":100}' });
+
+/** Waits (the store's notification reaching the cache) until the Check answers `reason` for `key`. */
+async function until(key: string, reason: string): Promise<void> {
+  const end = Date.now() + 10_000;
+  for (;;) {
+    const got = reasonOf(await chat(key));
+    if (got === reason) return;
+    if (Date.now() > end) throw new Error(`still ${got}, not ${reason}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+beforeAll(async () => {
+  server = await startPgServer();
+  pool = openPool(server.url);
+  await migrate(pool);
+  await setGroup(pool, { name: 'basic', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }] });
+  await setPrice(pool, 'basic', 'gpt-4o-mini', { price: { input: 0.15, output: 0.6, cachedInput: null } });
+  let out = '';
+  const code = await runCli(['admin-tokens', 'new', '--scope', 'admin', '--id', 'tok-admin', '--store', server.url, '--json'], { stdout: (s) => (out += s), stderr: () => {}, env: {} });
+  expect(code).toBe(0);
+  token = JSON.parse(out).token;
+  const config = tempConfig(`${readFileSync(DEMO_CONFIG, 'utf8').replace('  mode: soft ', '  mode: strict ')}\nstore: ${server.url}\n`);
+  h = await startHarness({ configPath: config, now });
+}, 120_000);
+afterAll(async () => {
+  await h?.close();
+  await pool?.end();
+  await server?.close();
+});
+
+describe('budgets on PostgreSQL', () => {
+  it('a key\'s budget set through the API refuses at the Check; removed, the key is served again', async () => {
+    const r = await api().POST('/admin/v1/keys', { body: { id: 'pg-team', group: 'basic', balance: 5, budget: { amount: 0.00001, period: 'day', timeZone: 'America/New_York' } } });
+    expect(r.response.status).toBe(201);
+    expect(r.data!.key.budget).toEqual({ amount: 0.00001, period: 'day', timeZone: 'America/New_York' });
+    const secret = r.data!.secret;
+    const denied = await chat(secret);
+    expect(reasonOf(denied)).toBe('budget_exhausted');
+    // 2026-11-01 in New York lasts 25 hours: it resets at 05:00 UTC on the 2nd.
+    expect(deniedHeader(denied, 'x-modelgate-hint')).toContain('it resets at 2026-11-02T05:00:00.000Z');
+    const { rows } = await pool.query("SELECT budget FROM modelgate.keys WHERE id = 'pg-team'");
+    expect(rows[0].budget).toEqual({ amount: 0.00001, period: 'day', timeZone: 'America/New_York' });
+    await api().PATCH('/admin/v1/keys/{id}', { params: { path: { id: 'pg-team' } }, body: { budget: null } });
+    await until(secret, 'allowed');
+
+    // The group's budget, set by PATCH, holds the same key.
+    const g = await api().PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { budget: { amount: 0.00001, period: 'month', timeZone: 'Europe/Berlin' } } });
+    expect(g.data?.budget).toEqual({ amount: 0.00001, period: 'month', timeZone: 'Europe/Berlin' });
+    await until(secret, 'budget_exhausted');
+    expect(deniedHeader(await chat(secret), 'x-modelgate-hint')).toMatch(/^the group "basic"'s monthly budget .* it resets at 2026-11-30T23:00:00\.000Z/);
+    await api().PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { budget: null } });
+    await until(secret, 'allowed');
+  });
+
+  it('the column refuses a malformed budget written by hand', async () => {
+    for (const bad of ['{"amount":0,"period":"day","timeZone":"UTC"}', '{"amount":1,"period":"year","timeZone":"UTC"}', '{"amount":"1","period":"day","timeZone":"UTC"}', '[1]']) {
+      await expect(pool.query("UPDATE modelgate.keys SET budget = $1::jsonb WHERE id = 'pg-team'", [bad])).rejects.toThrow(/check constraint/);
+      await expect(pool.query("UPDATE modelgate.groups SET budget = $1::jsonb WHERE name = 'basic'", [bad])).rejects.toThrow(/check constraint/);
+    }
+  });
+
+  it('a window\'s spend is the usage table summed over [since, until) for a key or a group', async () => {
+    const meter = h.service.store.meter!;
+    const t0 = Date.parse('2026-11-01T04:00:00Z');
+    await pool.query(`INSERT INTO modelgate.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, time)
+      VALUES ('r1', 'pg-team', 'basic', 'gpt-4o-mini', 'chat', 1, 1, 0, 0.25, true, $1), ('r2', 'pg-team', 'basic', 'gpt-4o-mini', 'chat', 1, 1, 0, 0.5, true, $2),
+             ('r3', 'other', 'basic', 'gpt-4o-mini', 'chat', 1, 1, 0, 1, true, $3)`,
+    [new Date(t0 - 1), new Date(t0), new Date(t0 + 3_600_000)]);
+    expect(await meter.spentIn!({ keyId: 'pg-team', since: t0, until: t0 + 86_400_000 })).toBe(0.5);
+    expect(await meter.spentIn!({ group: 'basic', since: t0, until: t0 + 86_400_000 })).toBe(1.5);
+    expect(await meter.spentIn!({ keyId: 'nobody', since: t0, until: t0 + 86_400_000 })).toBe(0);
+  });
+});
