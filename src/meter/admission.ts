@@ -287,7 +287,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       return marked;
     };
     const wanted = price === null || maxCost === 0 ? [] : budgetsOf(d, g.status === 'found' ? g.value.budget : undefined);
-    if (wanted.length === 0) return balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track);
+    if (wanted.length === 0) return balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track, tools);
     // A budget with no ledger to count it against (a store without spentIn) is never waved through.
     if (!deps.budgets) return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetLedger);
     const book = deps.budgets;
@@ -307,7 +307,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
         if (!dec.allowed || dryRun) book.release(v.hold);
         return dec;
       };
-      const out = balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track);
+      const out = balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track, tools);
       return out instanceof Promise ? out.then(given) : given(out);
     });
   }
@@ -316,7 +316,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
   function balanceAdmit(
     d: Decision, view: RequestView, config: Config, shape: RequestShape, maxCost: number, limited: boolean, price: ModelPrice | null,
     beyondCap: number | undefined, usualCap: number, dryRun: boolean, marked: Decision, style: Protocol, maxInputTokens: number, maxOutput: number,
-    track: (reserved: InFlightRequest['reserved']) => Decision,
+    track: (reserved: InFlightRequest['reserved']) => Decision, tools: DeclaredTools | undefined,
   ): MaybePromise<Decision> {
     const m = config.meter;
     if (!limited || price === null || maxCost === 0) return track(false);
