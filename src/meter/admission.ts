@@ -105,8 +105,8 @@ export function tokensCost(input: number, output: number, price: ModelPrice): nu
  * long-context tier and modality prices is bounded more coarsely: a modality's premium is debited as
  * extra text tokens (modal-cost.ts), which count toward the threshold and then pay the tier's
  * price, so with r the dearest modality price over the cheapest text price above 0, once the input
- * times r may be over the threshold every token counts (1 + r) times at the dearest tier price (red
- * team 13: 240,000 input tokens, 230,000 of them audio, had been held 1.4412 and debited 2.8018).
+ * times r may be over the threshold every token counts (1 + r) times at the dearest tier price
+ * (test/meter/long-context.test.ts checks the hold covers the debit over a grid of such prompts).
  */
 export function maximumCost(input: number, output: number, price: ModelPrice): number {
   const top = highestPrice(price);

@@ -222,8 +222,8 @@ const SOUND_MEDIA = /^(?:audio|video)\//;
  * array: `contents[].parts`, `systemInstruction.parts`, a `functionResponse.parts`) whose
  * inlineData/fileData names a media type not billed as text, or none (a YouTube fileData needs
  * none, and its sound is billed as audio). Keys named so anywhere else (a tool parameter `file_data`,
- * a call's argument `mimeType: "audio/mpeg"`) are no parts: Gemini reads parts only there (red team
- * 13: such a gemini-cli turn was refused). JSON.parse keeps the last of a key sent twice where
+ * a call's argument `mimeType: "audio/mpeg"`) are no parts: Gemini reads parts only there, and
+ * gemini-cli sends such turns. JSON.parse keeps the last of a key sent twice where
  * another reader may keep the first: when the scan counted more part keys or audio media types than
  * the parsed body holds, one is hidden, and counts as sound (fail closed). Parsed only when the scan
  * found a part key or an audio media type.
