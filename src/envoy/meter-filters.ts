@@ -46,33 +46,36 @@ export const METER_CALL_CARRY = 96;
  * the tail): per type of Responses output item (check/meter-counters.ts) the items (`"type":"web_search_call"`)
  * and the events that start a call in a stream (`"type":"response.web_search_call.in_progress"`),
  * and Gemini's `"groundingMetadata"`, published at the end as `calls` (`1=2,2=1`: counter=count, those
- * above 0; `0=0` when none is; meter/tool-calls.ts reads it). A pattern split between two chunks is found in the last
- * METER_CALL_CARRY bytes carried over. JSON strings escape their quotes, so a model's text cannot
- * spell one.
+ * above 0; `0=0` when none is; meter/tool-calls.ts reads it). Each chunk is searched alone; a pattern
+ * split between two chunks is found in the last METER_CALL_CARRY bytes of the one joined to the first
+ * METER_CALL_CARRY of the next (counted there only if it starts in the first and ends in the second).
+ * JSON strings escape their quotes, so a model's text cannot spell one.
  */
 export const METER_LUA = `-- modelgate meter (rendered by modelgate; docs/metering.md)
 local KEEP = ${METER_TAIL_BYTES}
 local STEP_MAX = 65536
 local CARRY = ${METER_CALL_CARRY}
-local PATTERNS, NEEDLES = {}, {}
+local PATTERNS, GROUPS = {}, {}
 for _, t in ipairs({ ${METER_CALL_TYPES.map((t) => `"${t}"`).join(', ')} }) do
   PATTERNS[#PATTERNS + 1] = '"type"%s*:%s*"' .. t .. '"'
   PATTERNS[#PATTERNS + 1] = '"type"%s*:%s*"response%.' .. t .. '%.in_progress"'
-  NEEDLES[#NEEDLES + 1] = t
-  NEEDLES[#NEEDLES + 1] = t
+  GROUPS[#GROUPS + 1] = { needle = t, patterns = { #PATTERNS - 1, #PATTERNS } }
 end
 PATTERNS[#PATTERNS + 1] = '"groundingMetadata"%s*:'
-NEEDLES[#NEEDLES + 1] = "groundingMetadata"
--- Counts the matches of each pattern that end past \`from\` (the carried bytes), a plain search first.
-local function count(s, from, counts)
-  for i, pat in ipairs(PATTERNS) do
-    if string.find(s, NEEDLES[i], 1, true) then
-      local at = 1
-      while true do
-        local a, b = string.find(s, pat, at)
-        if a == nil then break end
-        if b > from then counts[i] = (counts[i] or 0) + 1 end
-        at = b + 1
+GROUPS[#GROUPS + 1] = { needle = "groundingMetadata", patterns = { #PATTERNS } }
+-- Counts the matches of each pattern in s that end past \`from\` and start at or before \`upto\` (nil: anywhere),
+-- each group's patterns only where a plain search finds its name.
+local function count(s, from, upto, counts)
+  for _, g in ipairs(GROUPS) do
+    if string.find(s, g.needle, 1, true) then
+      for _, i in ipairs(g.patterns) do
+        local at = 1
+        while true do
+          local a, b = string.find(s, PATTERNS[i], at)
+          if a == nil or (upto ~= nil and a > upto) then break end
+          if b > from then counts[i] = (counts[i] or 0) + 1 end
+          at = b + 1
+        end
       end
     end
   end
@@ -86,9 +89,9 @@ function envoy_on_response(h)
     local len = chunk:length()
     if len > 0 then
       local bytes = chunk:getBytes(0, len)
-      local s = carry .. bytes
-      count(s, #carry, counts)
-      carry = string.sub(s, -CARRY)
+      if #carry > 0 then count(carry .. string.sub(bytes, 1, CARRY), #carry, #carry, counts) end
+      count(bytes, 0, nil, counts)
+      carry = len >= CARRY and string.sub(bytes, -CARRY) or string.sub(carry .. bytes, -CARRY)
       parts[#parts + 1] = bytes
       kept = kept + len
       total = total + len

@@ -15,7 +15,7 @@ import { balanceOfKey, inMode, request, startMoneyGateway, withMoneyKeys } from 
 import type { MoneyUpstream } from '../support/money-upstream';
 
 const FEE = 0.01;
-const KEYS = ['json', 'sse', 'claude', 'gemini', 'history', 'unpriced', 'strictSmall'] as const;
+const KEYS = ['json', 'sse', 'split', 'splitGemini', 'claude', 'gemini', 'history', 'unpriced', 'strictSmall'] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
 /** strictSmall can pay two searches and some tokens, not the ten meter.maxHostedToolCalls holds. */
@@ -63,6 +63,23 @@ describeE2E('hosted tools priced per call: served, held at their most calls, deb
     expect(row.estimated ?? undefined).toBeUndefined();
     expect(row.toolCalls).toBe(1);
     expect(row.cost).toBeGreaterThanOrEqual(FEE);
+  });
+
+  it('a call split between two chunks of the answer is counted once, in a long stream and in Gemini\'s JSON', async () => {
+    // Every occurrence of the tool's name is cut in two between writes: the filter finds each in the
+    // bytes it carries from one chunk to the next, and counts none twice.
+    const sent = await request(gw, '/v1/responses', { ...bearer('split'), 'x-stand-in-delay-ms': '0', 'x-stand-in-cut-inside': 'web_search_call' }, { model: 'gpt-4o-mini', stream: true, max_output_tokens: 6000, tools: [{ type: 'web_search_preview' }], input: 'news today' });
+    expect(sent.status, sent.text.slice(0, 300)).toBe(200);
+    const completed = sent.text.slice(sent.text.lastIndexOf('event: response.completed'));
+    expect(completed.indexOf('web_search_call')).toBeLessThan(completed.length - 16384);
+    const row = await rowOf('split');
+    expect(row.estimated ?? undefined).toBeUndefined();
+    expect(row.toolCalls).toBe(1);
+    const body = { contents: [{ role: 'user', parts: [{ text: 'news today' }] }], tools: [{ googleSearch: {} }], generationConfig: { maxOutputTokens: 20 } };
+    const grounded = await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', { 'x-goog-api-key': keys.splitGemini, 'x-stand-in-cut-inside': 'groundingMetadata' }, body);
+    expect(grounded.status, grounded.text).toBe(200);
+    expect(grounded.text).toContain('groundingMetadata');
+    expect((await rowOf('splitGemini')).toolCalls).toBe(1);
   });
 
   it('messages: Anthropic\'s reported searches (max_uses 3) are debited, three calls', async () => {

@@ -15,6 +15,9 @@
  * - `x-stand-in-encoding`: compress the answer with gzip and label it with this content-encoding
  *   whatever the request accepted (`zstd`: bytes no zstd decoder reads);
  * - `x-stand-in-delay-ms`: the delay between stream events;
+ * - `x-stand-in-cut-inside: TEXT`: the body (JSON or a whole stream) written in pieces cut in the
+ *   middle of every occurrence of TEXT, each write CUT_GAP_MS after the last, so Envoy's filters
+ *   see TEXT split between two chunks;
  * - `x-stand-in-tokens`: output tokens per answer when the request names no maximum.
  * - `x-stand-in-hold-ms`: wait this long before answering at all (a provider slow to its first byte;
  *   a client may leave before any of the answer came back).
@@ -72,6 +75,8 @@ import * as zlib from 'node:zlib';
 export const WORDS = [' the', ' of', ' and', ' to', ' in', ' is', ' that', ' for', ' it', ' on'];
 export const DEFAULT_TOKENS = 30;
 export const TOKEN_DELAY_MS = 2;
+/** The gap between the pieces of a body cut by `x-stand-in-cut-inside`, so Envoy reads each alone. */
+const CUT_GAP_MS = 20;
 
 export interface MoneyRequest {
   readonly path: string;
@@ -258,6 +263,18 @@ export function startMoneyUpstream(): Promise<MoneyUpstream> {
   })));
 }
 
+/** Writes a body cut in the middle of every occurrence of `text`, each piece a moment after the last. */
+async function writeCutInside(res: http.ServerResponse, payload: string, text: string): Promise<void> {
+  const half = Math.max(1, Math.floor(text.length / 2));
+  let from = 0;
+  for (let at = payload.indexOf(text); at >= 0 && !res.destroyed; at = payload.indexOf(text, at + text.length)) {
+    res.write(payload.slice(from, at + half));
+    from = at + half;
+    await sleep(CUT_GAP_MS);
+  }
+  if (!res.destroyed) res.end(payload.slice(from));
+}
+
 async function answer(req: http.IncomingMessage, res: http.ServerResponse, text: string, gates: Gates): Promise<void> {
   let body: Record<string, unknown> = {};
   try {
@@ -295,7 +312,13 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
 
   const encoding = h('x-stand-in-encoding');
   const headersFirst = h('x-stand-in-headers-first');
+  const cutInside = h('x-stand-in-cut-inside');
   const send = (status: number, contentType: string, payload: string): void => {
+    if (cutInside && !encoding) {
+      res.writeHead(status, { 'content-type': contentType });
+      void writeCutInside(res, payload, cutInside);
+      return;
+    }
     if (headersFirst !== undefined && !encoding) {
       res.writeHead(status, { 'content-type': contentType });
       res.flushHeaders();
@@ -314,7 +337,7 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   };
   /** An SSE or JSON-array stream, one piece per token, written as it goes (a client may leave mid-way). */
   const stream = async (contentType: string, pieces: string[]): Promise<void> => {
-    if (encoding) return send(200, contentType, pieces.join(''));
+    if (encoding || cutInside) return send(200, contentType, pieces.join(''));
     res.writeHead(200, { 'content-type': contentType });
     for (const p of pieces) {
       if (res.destroyed) return;
