@@ -1,13 +1,14 @@
 # modelgate's image: the ext_authz gRPC service (`modelgate serve`), no Envoy (the gateway runs it:
 # Envoy Gateway, Istio, or the plain bundle). docs/kubernetes.md says what CI proves of this file:
-# test/deploy/package.test.ts runs the same npm commands on the same tarball; the image itself is not
-# built in CI (no base image can be pulled there).
+# test/deploy/package.test.ts runs the same npm commands on the same tarball; scripts/build-image makes
+# the same image without a base image (Debian packages by mmdebstrap, npm's node binary), and
+# test/deploy/image.test.ts runs that one with runc.
 #
 #   docker build -t modelgate:0.1.0 .
 #   docker run --read-only -v $PWD/modelgate.yaml:/etc/modelgate/modelgate.yaml:ro \
 #     -v modelgate-state:/var/lib/modelgate -p 9191:9191 -p 9192:9192 modelgate:0.1.0
 
-ARG NODE_IMAGE=node:22-bookworm-slim
+ARG NODE_IMAGE=node:20-bookworm-slim
 
 # Build: every dependency (TypeScript included), then `npm pack`, whose prepack is a full fresh build
 # of dist/; the tarball is what a team can pin (the same one `npm pack` gives in a clone).
