@@ -8,7 +8,8 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load';
-import { tokensCost, uncappedPricedModels } from '../../src/meter/admission';
+import { uncappedPricedModels } from '../../src/meter/admission';
+import { tokensCost } from '../../src/meter/policy/hold';
 import type { FileStore } from '../../src/store/file-store';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';

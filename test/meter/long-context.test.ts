@@ -5,7 +5,7 @@
  * what soft mode holds and strict mode reserves), so strict mode's bound (zero) holds.
  */
 import { describe, expect, it } from 'vitest';
-import { maximumCost, tokensCost } from '../../src/meter/admission';
+import { maximumCost, tokensCost } from '../../src/meter/policy/hold';
 import { highestPrice, modalCharge } from '../../src/meter/modal-cost';
 import { costOf } from '../../src/store/file-meter';
 import { priceAt, type ModelPrice } from '../../src/store/store';
