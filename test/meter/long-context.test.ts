@@ -110,6 +110,15 @@ describe('maximumCost: a long-context tier and modality prices on one price (red
     }
   });
 
+  it('holds at least a maximum debit whose output premium is written as input tokens (a text output price of 0) and crosses the threshold', () => {
+    // 16,384 image output tokens at 30 over an input price of 1.25: 393,216 input tokens, over 200,000.
+    const price: ModelPrice = { input: 1.25, output: 0, cachedInput: null, imageOutput: 30, longContext: { above: 200_000, input: 2.5, output: 2.5, cachedInput: null } };
+    const { usage } = modalCharge({ inputTokens: 1000, outputTokens: 16_384, cachedInputTokens: 0 }, price, true);
+    const debit = costOf({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedInputTokens: 0, price });
+    expect(usage.inputTokens).toBeGreaterThan(200_000);
+    expect(maximumCost(1000, 16_384, price)).toBeGreaterThanOrEqual(debit);
+  });
+
   it('is tokensCost at the highest prices when the price has no tier, or no modality prices', () => {
     const { longContext: _long, ...flat } = BOTH;
     expect(maximumCost(300_000, 1000, flat)).toBe(tokensCost(300_000, 1000, highestPrice(flat)));

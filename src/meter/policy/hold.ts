@@ -27,7 +27,8 @@ export function tokensCost(input: number, output: number, price: ModelPrice): nu
  * long-context tier and modality prices is bounded more coarsely: a modality's premium is debited as
  * extra text tokens (modal-cost.ts), which count toward the threshold and then pay the tier's
  * price, so with r the dearest modality price over the cheapest text price above 0, once the input
- * times r may be over the threshold every token counts (1 + r) times at the dearest tier price
+ * (and the output, when the text output price is 0) times r may be over the threshold every token
+ * counts (1 + r) times at the dearest tier price
  * (test/meter/long-context.test.ts checks the hold covers the debit over a grid of such prompts).
  */
 export function maximumCost(input: number, output: number, price: ModelPrice): number {
@@ -37,7 +38,9 @@ export function maximumCost(input: number, output: number, price: ModelPrice): n
   if (!long || top === price) return base;
   const cheapest = Math.min(...[price.input, price.output].filter((p) => p > 0));
   const r = Math.max(1, ...MODAL_PRICES.map((m) => (price[m] ?? 0) / cheapest));
-  if (!(input * r > long.above)) return base;
+  // With a text output price of 0 an output premium is written as input tokens, which count too.
+  const counted = price.output === 0 ? input + output : input;
+  if (!(counted * r > long.above)) return base;
   return Math.max(base, costUp(((input + output) * (1 + r) * Math.max(long.input, long.output, long.cachedInput ?? 0)) / 1e6));
 }
 
