@@ -269,7 +269,7 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     return { done, allowed: upstreamWith(`${tag} `) };
   }
 
-  /** One Envoy whose Checks go to a modelgate of its own and whose reports go to replica `to` (as money-redteam6.test.ts). */
+  /** One Envoy whose Checks go to a modelgate of its own and whose reports go to replica `to` (as money-two-replicas.test.ts). */
   async function reportingTo(to: Gateway): Promise<Gateway> {
     const gw = await rig.replica({ reportsTo: to });
     // Past its grace (6 s after it starts, counting the others): until then it holds one request at a time.
