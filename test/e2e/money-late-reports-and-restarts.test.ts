@@ -1,15 +1,10 @@
 /**
- * Money red team, round 5 (docs/metering.md, "Overspend" and "Restarts and shutdown"; the rule:
- * nothing is served without being paid for, and an overspend has a stated bound). Each case goes
- * through a real Envoy and modelgate to the stand-in provider (support/money-upstream.ts), on its own
- * key, and asserts what the provider billed or the stated bound. Cases named "defended" are attacks
- * the bundle already stops, kept for their coverage; the others failed when written (branch
- * redteam, on main d8b4c1c) and say what was seen.
- *
- * Round 5 looks at time: a report that comes after `meter.reservationSeconds` (the provisional debit
- * at the maximum is then replaced by what the report says), and a `modelgate serve` killed (SIGKILL)
- * and started again while a request is in flight; and strict mode's leases on PostgreSQL when a
- * balance is lowered outside the meter.
+ * Money across time (docs/metering.md, "Overspend" and "Restarts and shutdown"): a report that comes
+ * after `meter.reservationSeconds` replaces the provisional debit at the maximum with what it says
+ * (one row, the request's marks kept); a `modelgate serve` killed (SIGKILL) and started again
+ * restores its requests in flight and holds them; strict mode's leases on PostgreSQL when a billing
+ * job lowers the balance. Each case goes through a real Envoy and modelgate to the stand-in provider
+ * (support/money-upstream.ts), on its own key, and asserts what the provider billed or the bound.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -56,7 +51,7 @@ async function finalRow(store: FileStore, key: KeyName): Promise<UsageEntry> {
   return row!;
 }
 
-describeE2E('money red team 5: a report that comes after meter.reservationSeconds (soft, file store)', () => {
+describeE2E('money, late reports and restarts: a report that comes after meter.reservationSeconds (soft, file store)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -136,7 +131,7 @@ const stateOf = (gw: Gateway): StateFile | undefined => {
   }
 };
 
-describeE2E('money red team 5: modelgate serve killed (SIGKILL) and started again while a request is in flight (file store)', () => {
+describeE2E('money, late reports and restarts: modelgate serve killed (SIGKILL) and started again while a request is in flight (file store)', () => {
   async function restartGateway(mode: 'soft' | 'strict'): Promise<{ up: MoneyUpstream; gw: Gateway }> {
     const up = await startMoneyUpstream();
     const at = { host: '127.0.0.1', port: up.port };
@@ -196,7 +191,7 @@ describeE2E('money red team 5: modelgate serve killed (SIGKILL) and started agai
   }, 180_000);
 });
 
-describeE2E('money red team 5: strict mode on PostgreSQL (leases), a balance lowered while a lease is held', () => {
+describeE2E('money, late reports and restarts: strict mode on PostgreSQL (leases), a balance lowered while a lease is held', () => {
   let server: PgServer;
   let pool: AdminDb;
   let up: MoneyUpstream;
@@ -271,7 +266,6 @@ describeE2E('money red team 5: strict mode on PostgreSQL (leases), a balance low
     }
     const b = await t.b();
     const after = await t.finish(b);
-    // Seen before the lease was cut on notification: B served (200) from a lease of 0.0002823 (twice A's maximum), balance after -0.00009975.
     expect(after, `B answered ${b.status}; lease ${t.lease}; balance after ${after}`).toBeGreaterThanOrEqual(0);
     expect(b.status).toBe(403);
   }, 120_000);
@@ -285,6 +279,6 @@ describeE2E('money red team 5: strict mode on PostgreSQL (leases), a balance low
     const after = await t.finish(b);
     expect(after, `B answered ${b.status}; lease ${t.lease}; balance after ${after}`).toBeGreaterThanOrEqual(-t.lease);
     if (b.status !== 200) expect(b.status).toBe(403);
-    else console.log(`[red team 5] B raced the notification and was served: balance after ${after}, lease ${t.lease}`);
+    else console.log(`[late reports] B raced the notification and was served: balance after ${after}, lease ${t.lease}`);
   }, 120_000);
 });

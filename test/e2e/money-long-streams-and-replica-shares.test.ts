@@ -1,12 +1,9 @@
 /**
- * Money red team, round 8: a key holder with a small balance looking for a way to be served without
- * paying, or to spend past the bounds docs/metering.md states (soft: balance + R x M; strict: zero),
- * aimed at what changed on 2026-11-27 (4bb6073..026c14e): Anthropic's tool prompts and cache writes
- * held and debited, the Check's maxima appended to the cached response bytes, soft mode's
- * per-replica share of the balance on PostgreSQL. Every request goes through the real Envoy to the
- * stand-in provider (support/money-upstream.ts), which bills exactly. Cases named "defended" are
- * attacks the gateway already stops, kept for their coverage; the others failed when written
- * (branch redteam, on main 026c14e) and say what was seen.
+ * Anthropic streams longer than the meter's tail (tool prompts, cumulative message_delta counts, a
+ * 1-hour cache write, a stream cut after message_start), the maxima a report at another replica
+ * uses, and soft mode's per-replica share of the balance while replicas' LISTEN connections drop
+ * and replicas join (docs/metering.md; soft: balance + R x M; strict: zero). Every request goes
+ * through the real Envoy to the stand-in provider (support/money-upstream.ts), which bills exactly.
  */
 import * as http from 'node:http';
 import { expect, it } from 'vitest';
@@ -78,7 +75,7 @@ function rawRequest(gw: Gateway, path: string, headers: Record<string, string>, 
   });
 }
 
-describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one gateway, file store, strict)', () => {
+describeE2E('money, long streams and replica shares: Anthropic\'s own prompts and cache writes (one gateway, file store, strict)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -231,7 +228,7 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
 // Replicas on one PostgreSQL, soft mode: the share of the balance while the count changes
 // ================================================================================================
 
-describeE2E('money red team 8: soft mode\'s share of the balance while replicas come and go (PostgreSQL)', () => {
+describeE2E('money, long streams and replica shares: soft mode\'s share of the balance while replicas come and go (PostgreSQL)', () => {
   const FLAT = 'rt8-flat';
   /** rt8-flat: 0.001 a token out, nothing in; cap 100 tokens. A request of max_tokens 100 is held and billed exactly M = 0.1. */
   const M = 0.1;
@@ -316,7 +313,6 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     const why = `in flight before the drop: ${onA.allowed} on A, ${onB.allowed} on B; then B (counting one) allowed ${later.allowed} more; statuses ${JSON.stringify(statuses(sent))}; each billed ${M}; spent ${spent} on ${initial}; bound balance + 2 x M = ${Number(initial) + 2 * M}`;
     console.log(`rt8 drop mid-burst: ${why}`);
     expect(served, why).toBeGreaterThan(0);
-    // Seen before the fix: 5 on A and 5 on B, then 5 more on B: spent 1.5 on 1.05 (bound 1.25).
     expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M + 1e-12);
   }, 150_000);
 

@@ -1,9 +1,8 @@
 /**
- * Money red team, round 7: a key holder with a small balance looking for a way to be served without
- * paying, or to spend past the bounds docs/metering.md states (soft: balance + R x M; strict: zero).
- * Every request goes through the real Envoy to the stand-in provider (support/money-upstream.ts),
- * which bills exactly. Cases named "defended" are attacks the gateway already stops, kept for their
- * coverage; the others failed when written (branch redteam, on main 7b568c5) and say what was seen.
+ * Anthropic's own tool prompts and cache writes, bodies over gateway.maxRequestBytes, background
+ * mode's spellings, large embeddings in strict mode, and strict mode without leases on two replicas
+ * (docs/metering.md; soft: balance + R x M; strict: zero). Every request goes through the real Envoy
+ * to the stand-in provider (support/money-upstream.ts), which bills exactly.
  *
  * The file-store gateway runs the demo config with keys of its own, a request body limit of 64 KiB
  * (gateway.maxRequestBytes, so a body over it is cheap to send), and claude-3-5-haiku-latest at
@@ -63,7 +62,7 @@ const TOOLS_BODY = (tag: string) => ({
 const TOOLS_HEADERS = { 'anthropic-beta': 'computer-use-2025-01-24', 'x-stand-in-tool-prompts': 'on' };
 const HIDDEN_TOOL_TOKENS = TOOL_PROMPT_TOKENS + CLIENT_TOOL_TOKENS.reduce((s, [, n]) => s + n, 0);
 
-describeE2E('money red team 7: one gateway, file store', () => {
+describeE2E('money, tool prompts and body limits: one gateway, file store', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -99,9 +98,8 @@ describeE2E('money red team 7: one gateway, file store', () => {
     expect(sent[0].status, why).toBe(200);
     // The ledger has what the provider billed (its hidden tool prompts included): the key is not served free.
     expect(rows[rows.length - 1].inputTokens, why).toBeGreaterThan(HIDDEN_TOOL_TOKENS);
-    // Seen before the fix: two requests served, each billed 2,537 input tokens (0.002557) on a reservation of
-    // 0.000343 (its 323 bytes): the balance 0.003 went to -0.002114. Strict mode's bound is zero.
-    // (Held at what the provider bills, the first is served and the second refused.)
+    // Strict mode's bound is zero: held at what the provider bills (its tool prompts included), the first is
+    // served and the second refused.
     expect(after, why).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
@@ -280,8 +278,6 @@ describeE2E('money red team 7: one gateway, file store', () => {
     const why = `statuses ${JSON.stringify(statuses(sent))}; each held at ${(bytes * HAIKU.input + 5 * HAIKU.output) / 1e6}, billed ${rows[0]?.cost} (${rows[0]?.inputTokens} input tokens); spent ${spent} on ${BALANCES.toolsSoft}; bound balance + M = ${BALANCES.toolsSoft + M}`;
     console.log(`rt7 tools soft: ${why}`);
     expect(served, why).toBeGreaterThan(0);
-    // Seen before the fix: 29 served (each held at 0.000342), each billed 0.002557: spent 0.074153 on a balance of
-    // 0.01 (bound 0.04309).
     expect(spent, why).toBeLessThanOrEqual(BALANCES.toolsSoft + M + 1e-12);
   }, 120_000);
 });
@@ -290,7 +286,7 @@ describeE2E('money red team 7: one gateway, file store', () => {
  * Strict mode without leases on PostgreSQL (`meter.leases: false`: one reservation statement per
  * request, a row lock on the key), two replicas, 100 requests at once on a balance for ten.
  */
-describeE2E('money red team 7: strict without leases, two replicas on one PostgreSQL', () => {
+describeE2E('money, tool prompts and body limits: strict without leases, two replicas on one PostgreSQL', () => {
   const FLAT = 'rt7-flat';
   /** 0.001 a token out, nothing in; cap 100. A request of max_tokens 50 is reserved and billed exactly 0.05. */
   const PER = 0.05;
@@ -373,8 +369,6 @@ describeE2E('money red team 7: strict without leases, two replicas on one Postgr
     console.log(`rt7 listen drop: ${why}`);
     expect(served, why).toBeGreaterThan(0);
     expect(servedA, why).toBeGreaterThan(0);
-    // Seen before the fix: A (counting two) served 5, B (counting one: A's LISTEN session was gone) served 10: spent
-    // 1.5 on 1.05 (bound 1.25).
     expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M + 1e-12);
   }, 120_000);
 });
