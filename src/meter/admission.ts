@@ -47,7 +47,7 @@ import type { Budget } from '../store/budget-window';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
 import { priceMark, toolsMark } from './price-mark';
-import { holdFor, softWord, type Hold } from './policy/hold';
+import { holdFor, softWord, type Hold, type SoftRefusal } from './policy/hold';
 import { requestShape, type RequestShape } from './request-shape';
 import { unreadableAlt } from './response-format';
 
@@ -294,12 +294,14 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const seen = word.replicas > 1 ? `${round(balance)}; ${round(word.share)} of it on this replica, one of ${word.replicas}` : round(balance);
       const hint = HINTS.balance_insufficient;
       const cost = round(maxCost);
-      const text = word.why === 'in_flight' ? hint.inFlightSoft(seen, count, round(held), cost)
-        : word.why === 'many_answers' ? hint.manyAnswers(seen, q.shape.answers, cost)
-          : word.why === 'beyond_cap' ? hint.beyondCap(seen, hold.beyondCap as number, hold.usualCap, cost)
-            : word.why === 'many_tool_calls' ? hint.manyToolCalls(seen, hold.tools?.maxCalls as number, m.maxHostedToolCalls, cost)
-              : hint.referenced(seen, q.shape.referencedCount, cost);
-      return deny(d, 'balance_insufficient', text);
+      const hints: Record<SoftRefusal, () => string> = {
+        in_flight: () => hint.inFlightSoft(seen, count, round(held), cost),
+        many_answers: () => hint.manyAnswers(seen, q.shape.answers, cost),
+        beyond_cap: () => hint.beyondCap(seen, hold.beyondCap as number, hold.usualCap, cost),
+        many_tool_calls: () => hint.manyToolCalls(seen, hold.tools?.maxCalls as number, m.maxHostedToolCalls, cost),
+        referenced: () => hint.referenced(seen, q.shape.referencedCount, cost),
+      };
+      return deny(d, 'balance_insufficient', hints[word.why]());
     }
     // A dry run (explain) shows what the request would be held at, and reserves nothing.
     if (q.dryRun) return q.marked;
