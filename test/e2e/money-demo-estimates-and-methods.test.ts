@@ -77,7 +77,7 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
   // The input estimate of a body kept whole (<= 4 KiB) counts its whole JSON text (estimate.ts
   // jsonInputText), numbers included: a tool schema that is an enum of the integers 0..N is about 2,000
   // tokens in o200k_base (OpenAI bills more: it renders the enum as `0 | 1 | 2 | ...`).
-  it('a chat stream without include_usage whose prompt is a tool enum of integers (3,990 bytes) was debited 12 input tokens for 2,000 billed (the key spent past balance + M): now the JSON text\'s count, within the bound', async () => {
+  it('a chat stream without include_usage whose prompt is a tool enum of integers (3,990 bytes, 2,000 billed input tokens) is debited its JSON text\'s count, within balance + M', async () => {
     const body = toolBody((p, i) => {
       const x = (p.x ??= { type: 'integer', enum: [] as number[] }) as { enum: number[] };
       x.enum.push(i);
@@ -102,7 +102,7 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
 
   // JSON keys count too: a tool schema names its parameters there (OpenAI renders each property name into the
   // prompt).
-  it('a chat stream without include_usage whose tool schema has 60 long property names was debited its string values only, not its keys: now its whole JSON text\'s count', async () => {
+  it('a chat stream without include_usage whose tool schema has 60 long property names is debited its whole JSON text\'s count, keys included', async () => {
     const body = toolBody((p, i) => {
       p[`the_quarterly_revenue_of_the_region_numbered_${i}_in_thousands`] = {};
     }, { max_tokens: 5 });
@@ -132,7 +132,7 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
   // gpt-6* is in meter.reasoningModels' defaults: the demo's gpt-6.1-sol (Codex CLI's default model) reasons
   // at its default effort without reasoning_effort, so a chat stream without include_usage is debited its
   // maximum output, not the text it showed.
-  it('gpt-6.1-sol (the demo\'s coding-agent model, outside meter.reasoningModels before): chat streams without usage were debited their visible text, not the reasoning billed: now the maximum, within the bound', async () => {
+  it('gpt-6.1-sol (the demo\'s coding-agent model, in meter.reasoningModels): chat streams without usage are debited their maximum, not their visible text, within the bound', async () => {
     const REASONING = 10_000;
     const body = { model: 'gpt-6.1-sol', stream: true, messages: [{ role: 'user', content: 'refactor this' }] };
     const before = await balanceOfKey(store, keys.sol);
@@ -152,7 +152,7 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
   // The demo config names each priced model's cap (the provider's own: GPT-5's 128,000, Claude Opus 4.5's
   // 64,000, Gemini 3 Pro's 65,536) and modelgate warns of a priced model without one: held at
   // meter.maxOutputTokens (32,768), a request naming no maximum could have the provider write past it.
-  it('gpt-6.1-sol (no maxOutputTokens in the demo config before), a request naming no maximum: the provider produces its own cap (128,000), four times meter.maxOutputTokens, on a balance of 0.0001: within balance + M now that the demo config names that cap', async () => {
+  it('gpt-6.1-sol, a request naming no maximum: the provider produces its own cap (128,000), four times meter.maxOutputTokens, on a balance of 0.0001: within balance + M: the demo config names that cap', async () => {
     const OUT = 128_000;
     const body = { model: 'gpt-6.1-sol', messages: [{ role: 'user', content: 'write the whole module' }] };
     const before = await balanceOfKey(store, keys.solLong);
@@ -170,7 +170,7 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
 
   // The same for Gemini, where a request without generationConfig.maxOutputTokens gets the model's own
   // maximum (65,536 for Gemini 3 Pro).
-  it('gemini-3.1-pro-preview (no maxOutputTokens in the demo config before), a request naming no maximum: the provider produces its own cap (65,536), twice meter.maxOutputTokens, on a balance of 0.0001: within balance + M now that the demo config names that cap', async () => {
+  it('gemini-3.1-pro-preview, a request naming no maximum: the provider produces its own cap (65,536), twice meter.maxOutputTokens, on a balance of 0.0001: within balance + M: the demo config names that cap', async () => {
     const OUT = 65_536;
     const body = { contents: [{ role: 'user', parts: [{ text: 'write the whole module' }] }] };
     const before = await balanceOfKey(store, keys.proLong);
@@ -239,7 +239,7 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
     seen.push(`HTTP/1.0 -> ${(await rawRequest('POST /v1/chat/completions HTTP/1.0\r\nhost: x\r\n')).split('\r\n')[0]}`);
     seen.push(`h2c -> ${(await rawRequest('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAAP__\r\n')).split('\r\n')[0]}`);
     const reached = up.received.length - upBefore;
-    // Seen: every method 405, HTTP/1.0 426 Upgrade Required; the h2c upgrade header is ignored and
+    // Every other method is 405, HTTP/1.0 426 Upgrade Required; the h2c upgrade header is ignored and
     // the request served as HTTP/1.1: it is the one request upstream, and it has its row.
     expect(seen.filter((l) => /^[A-Z]+ \//.test(l)).every((l) => l.endsWith('-> 405')), seen.join('\n')).toBe(true);
     expect(seen.find((l) => l.startsWith('HTTP/1.0')), seen.join('\n')).toMatch(/ 426 /);

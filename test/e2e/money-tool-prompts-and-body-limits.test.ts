@@ -80,7 +80,7 @@ describeE2E('money, tool prompts and body limits: one gateway, file store', () =
 
   // --- Anthropic's hidden tool prompts ---------------------------------------------------------
 
-  it('strict: a request with Anthropic\'s client tools (computer, bash, text editor), billed about 2,500 input tokens for a 300-byte body, reserves Anthropic\'s own tool prompts too: the balance never goes below zero (was: reserved its bytes, balance 0.003 -> -0.002114)', async () => {
+  it('strict: a request with Anthropic\'s client tools (computer, bash, text editor), billed about 2,500 input tokens for a 300-byte body, reserves Anthropic\'s own tool prompts too: the balance never goes below zero', async () => {
     const sent: Sent[] = [];
     for (let i = 0; i < 4; i++) {
       const s = await request(gw, '/v1/messages', claude('toolsStrict', TOOLS_HEADERS), TOOLS_BODY(`rt7 tools strict ${i}`));
@@ -124,7 +124,7 @@ describeE2E('money, tool prompts and body limits: one gateway, file store', () =
     return { sent, row, billed, why };
   }
 
-  it('a 5-minute cache write (Anthropic: 1.25x the input price) is debited what the provider billed, at the list price (was: at 1x unless the input price was raised for every request)', async () => {
+  it('a 5-minute cache write (Anthropic: 1.25x the input price) is debited what the provider billed, at the list price', async () => {
     const { sent, row, billed, why } = await cacheWrite('cache5m', '5m');
     expect(sent.status, why).toBe(200);
     expect(row.estimated ?? null).toBeNull();
@@ -133,7 +133,7 @@ describeE2E('money, tool prompts and body limits: one gateway, file store', () =
     expect(row.cost, why).toBeLessThanOrEqual(billed + HAIKU.input / 1e6 + 1e-12);
   }, 60_000);
 
-  it('a 1-hour cache write (`cache_control.ttl: "1h"`, chosen by the client; Anthropic bills 2x the input price) is debited what the provider billed (was: 2,008 tokens written, billed 0.0032328, debited 0.002028: 37% unpaid)', async () => {
+  it('a 1-hour cache write (`cache_control.ttl: "1h"`, chosen by the client; Anthropic bills 2x the input price) is debited what the provider billed', async () => {
     const { sent, row, billed, why } = await cacheWrite('cache1h', '1h');
     expect(sent.status, why).toBe(200);
     expect(row.cost, why).toBeGreaterThanOrEqual(billed - 1e-12);
@@ -260,7 +260,7 @@ describeE2E('money, tool prompts and body limits: one gateway, file store', () =
 
   // --- soft mode ---------------------------------------------------------------------------------
 
-  it('soft: 100 requests at once with Anthropic\'s client tools on a balance of 0.01: each held with Anthropic\'s own tool prompts, the key spends at most balance + M (was: held at its 300 bytes, 29 served, spent 0.074153)', async () => {
+  it('soft: 100 requests at once with Anthropic\'s client tools on a balance of 0.01: each held with Anthropic\'s own tool prompts, the key spends at most balance + M', async () => {
     await mode('soft');
     const tag = 'rt7 tools soft';
     // Every request waits 3 s at the provider before answering: all of those allowed are in flight together.
@@ -322,7 +322,7 @@ describeE2E('money, tool prompts and body limits: strict without leases, two rep
   const listenPid = (g: Gateway): number | null => ((g.modelgate.service!.store as unknown as { listener: { pid: number | null } }).listener.pid);
   const replicasSeen = (g: Gateway): number => (g.modelgate.service!.store as unknown as { replicas(): number }).replicas();
 
-  it('soft: while one replica\'s LISTEN connection keeps dropping (it still answers Checks), the other keeps counting it (it remembers the larger count while that replica\'s requests may run): 100 streams over both spend at most balance + 2 x M (was: B counted one and held to the whole balance, 1.5 on 1.05)', async () => {
+  it('soft: while one replica\'s LISTEN connection keeps dropping (it still answers Checks), the other keeps counting it (it remembers the larger count while that replica\'s requests may run): 100 streams over both spend at most balance + 2 x M', async () => {
     for (const g of [a, b]) writeFileSync(g.configPath, readFileSync(g.configPath, 'utf8').replace('  mode: strict ', '  mode: soft '));
     await waitFor('both replicas in soft mode', () => a.modelgate.service!.config().meter.mode === 'soft' && b.modelgate.service!.config().meter.mode === 'soft', 30_000);
     await waitFor('both replicas counting two', () => replicasSeen(a) === 2 && replicasSeen(b) === 2, 30_000);

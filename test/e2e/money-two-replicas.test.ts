@@ -174,7 +174,7 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
     expect(await balanceOf(id)).toBeCloseTo(10 * PER - PER, 12);
   }, 90_000);
 
-  it('strict, a request whose client leaves before its answer, reported to the other replica: debited its maximum (50 tokens), as where it was allowed (was meter.maxOutputTokens, 32,768, the balance far below zero)', async () => {
+  it('strict, a request whose client leaves before its answer, reported to the other replica: debited its maximum (50 tokens), as where it was allowed', async () => {
     crossing ??= await reportingTo(b);
     const id = 'rt6-gone-there';
     const key = await newKey(id, String(10 * PER));
@@ -282,7 +282,7 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
     expect(await balanceIsLedger(id, initial)).toBe(true);
   }, 120_000);
 
-  it('soft, replicas on one database, a balance of 5.5 x M: 100 streams at once over two of them: each holds to its share of the balance, so the key spends at most balance + R x M (was: each held its own view of the whole balance, spent 1 on 0.55)', async () => {
+  it('soft, replicas on one database, a balance of 5.5 x M: 100 streams at once over two of them: each holds to its share of the balance, so the key spends at most balance + R x M', async () => {
     await soft();
     const id = 'rt6-soft-wide';
     // M for rt6-flat: its cap (100 tokens) at 0.001, no input price: 0.1. The balance pays for five and a half.
