@@ -40,15 +40,15 @@ import type { Admission } from '../check/pipeline';
 import { HINTS, type DenyReason } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
-import { costUp, MODAL_PRICES, type DeclaredTools, type GroupRecord, type HostedTool, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
+import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } from '../store/store';
 import { INPUT_SAMPLE_BYTES } from './estimate';
 import type { BudgetBook, BudgetHold, BudgetSubject } from './budgets';
 import type { Budget } from '../store/budget-window';
 import type { LeaseBook } from './leases';
 import type { InFlight, InFlightRequest } from './in-flight';
-import { highestPrice } from './modal-cost';
 import { priceMark, toolsMark } from './price-mark';
-import { mayReason, maxOutputTokens, requestShape, type RequestShape } from './request-shape';
+import { holdFor, softWord, type Hold, type SoftRefusal } from './policy/hold';
+import { requestShape, type RequestShape } from './request-shape';
 import { unreadableAlt } from './response-format';
 
 export interface AdmissionDeps {
@@ -85,48 +85,6 @@ export function uncappedPricedModels(groups: ReadonlyMap<string, GroupRecord>): 
     }
   }
   return out;
-}
-
-/**
- * The most some tokens may cost at a price, in the balance's unit, rounded up to a grain as a
- * debit's is (costUp): input at the dearer of the input and cached prices, and, when the input may be
- * over the price's long-context threshold, at the dearer of its two prices (a provider bills every
- * token of such a request at the long-context price; it may yet come out under the threshold).
- */
-export function tokensCost(input: number, output: number, price: ModelPrice): number {
-  const at = (p: Pick<ModelPrice, 'input' | 'output' | 'cachedInput'>): number => costUp((input * Math.max(p.input, p.cachedInput ?? 0) + output * p.output) / 1e6);
-  const long = price.longContext;
-  return long && input > long.above ? Math.max(at(price), at(long)) : at(price);
-}
-
-/**
- * A request's maximum cost at its model's price (its hold, its reservation, its provisional debit):
- * tokensCost at the highest price of each direction (modal-cost.ts). A price with both a
- * long-context tier and modality prices is bounded more coarsely: a modality's premium is debited as
- * extra text tokens (modal-cost.ts), which count toward the threshold and then pay the tier's
- * price, so with r the dearest modality price over the cheapest text price above 0, once the input
- * times r may be over the threshold every token counts (1 + r) times at the dearest tier price
- * (test/meter/long-context.test.ts checks the hold covers the debit over a grid of such prompts).
- */
-export function maximumCost(input: number, output: number, price: ModelPrice): number {
-  const top = highestPrice(price);
-  const base = tokensCost(input, output, top);
-  const long = price.longContext;
-  if (!long || top === price) return base;
-  const cheapest = Math.min(...[price.input, price.output].filter((p) => p > 0));
-  const r = Math.max(1, ...MODAL_PRICES.map((m) => (price[m] ?? 0) / cheapest));
-  if (!(input * r > long.above)) return base;
-  return Math.max(base, costUp(((input + output) * (1 + r) * Math.max(long.input, long.output, long.cachedInput ?? 0)) / 1e6));
-}
-
-/**
- * What a request's hosted tools may cost at most: its most calls (its own maximum, else
- * meter.maxHostedToolCalls) at the dearest of their per-call prices.
- */
-export function maximumToolsCost(tools: DeclaredTools | undefined, price: ModelPrice): number {
-  if (!tools) return 0;
-  const dearest = Math.max(0, ...tools.names.map((t) => price.tools?.[t] ?? 0));
-  return costUp(tools.maxCalls * dearest);
 }
 
 /**
@@ -176,6 +134,33 @@ function budgetsOf(d: Decision, groupBudget: Budget | null | undefined): { subje
   return out;
 }
 
+/** What the lifetime balance's word reads of a request the budgets allowed. */
+interface BalanceAdmission {
+  readonly d: Decision;
+  readonly view: RequestView;
+  readonly config: Config;
+  readonly shape: RequestShape;
+  readonly hold: Hold;
+  /** The key has a balance (null or undefined: unlimited). */
+  readonly limited: boolean;
+  readonly price: ModelPrice | null;
+  /** `modelgate explain`: nothing is held or reserved. */
+  readonly dryRun: boolean;
+  /** The Decision with the meter's marks, as allowed. */
+  readonly marked: Decision;
+  readonly style: Protocol;
+  /** Records the request in flight (reserved: how) and answers the Decision. */
+  readonly track: (reserved: InFlightRequest['reserved']) => Decision;
+}
+
+/**
+ * An Anthropic beta can raise a model's output cap at the provider (output-128k-...): with any beta
+ * the request's own max_tokens is not held to the configured cap.
+ */
+function outputCapRaised(style: Protocol, view: RequestView): boolean {
+  return style === 'messages' && (view.headers['anthropic-beta'] ?? '') !== '';
+}
+
 export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
@@ -218,47 +203,21 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     if (g.status === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
     const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
     const price = model?.price ?? null;
-    // Audio or image the model's price does not name: the provider bills it above the text price.
-    if (price !== null && m.modalities === 'deny') {
-      const unpriced = shape.modalities.find(([modality]) => typeof price[modality] !== 'number');
-      if (unpriced) return deny(d, 'modality_unpriced', HINTS.modality_unpriced.modality(printable(unpriced[1], 80), unpriced[0]));
+    const word = holdFor(
+      { style, shape, model: d.model as string, price, modelCap: model?.maxOutputTokens, bodyBytes: view.body?.length ?? 0, masked: style === 'generative' && fieldMask(view), capRaised: outputCapRaised(style, view) },
+      m,
+    );
+    if (word.kind === 'refuse') {
+      if (word.reason === 'modality_unpriced') return deny(d, 'modality_unpriced', HINTS.modality_unpriced.modality(printable(word.spelled, 80), word.modality));
+      return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(word.tool, hostedToolSwitch(view.headers['user-agent'], word.tool)));
     }
-    // Hosted tools: those the price names are served and debited per call; another is refused (deny).
-    const pricedTools = shape.hostedTools.filter((t) => typeof price?.tools?.[t] === 'number');
-    if (pricedTools.length < shape.hostedTools.length && m.hostedTools === 'deny') {
-      const unpriced = shape.hostedTools.find((t) => !pricedTools.includes(t)) as HostedTool;
-      return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(unpriced, hostedToolSwitch(view.headers['user-agent'], unpriced)));
-    }
-    // A Gemini field mask may trim the groundingMetadata that shows a grounded prompt and keep the usage.
-    const masked = style === 'generative' && fieldMask(view);
-    const tools: DeclaredTools | undefined = pricedTools.length > 0 ? { names: pricedTools, maxCalls: shape.maxToolCalls ?? m.maxHostedToolCalls, ...(masked ? { unreported: true as const } : {}) } : undefined;
-    const bodyBytes = view.body?.length ?? 0;
-    // Its bytes as tokens, what it references and the provider's own prompts, times what a cache
-    // write costs (Anthropic writes its tool prompts with the tools, and a breakpoint may cache them all).
-    const maxInputTokens = Math.ceil((bodyBytes + shape.referencedCount * m.referencedInputTokens + shape.providerInput) * shape.inputFactor);
-    // An Anthropic beta can raise a model's output cap at the provider (output-128k-...): with any
-    // beta the request's own max_tokens is not held to the configured cap.
-    const capRaised = style === 'messages' && (view.headers['anthropic-beta'] ?? '') !== '';
-    const maxOutput = maxOutputTokens(shape, capRaised && shape.maxOutput !== undefined ? null : model?.maxOutputTokens, m.maxOutputTokens);
-    // The output cap soft mode's bound counts (M): a raised maximum above it must fit the balance.
-    const usualCap = model?.maxOutputTokens ?? m.maxOutputTokens;
-    // A Gemini thinking budget counts on top, up to the cap: a larger one must fit too (the client names it).
-    const beyondCap = shape.maxOutput !== undefined && shape.maxOutput > usualCap && (capRaised || model?.maxOutputTokens == null) ? shape.maxOutput
-      : shape.extraOutput > usualCap ? shape.extraOutput : undefined;
-    // At the highest price of each direction: audio and image tokens may cost more than text.
-    const maxCost = price ? maximumCost(maxInputTokens, maxOutput, price) + maximumToolsCost(tools, price) : 0;
+    const hold = word;
+    const { maxInputTokens, maxCost, tools, hidden, inputMarks } = hold;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
-    // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
-    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || masked;
-    // What an input estimate counts beyond the body (Anthropic's prompts, a cache write's price), in
-    // the entry here and in the Check's metadata for a report that finds no entry.
-    const inputMarks = shape.providerInput > 0 || shape.inputFactor !== 1
-      ? { ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}), ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}) }
-      : undefined;
     const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
       requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
-      price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
+      price, limited, maxInputTokens, maxOutputTokens: hold.maxOutputTokens, maxCost, reserved, bodyBytes: view.body?.length ?? 0,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
       ...(tools ? { tools } : {}),
@@ -268,12 +227,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       ...(budgetHold ? { budgetHold } : {}),
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
-    // Carried in Envoy's metadata too, for a report that finds no entry here (late, or at another
-    // replica): its maxima bound an estimate there as the entry does here.
-    // And its price: a report that finds no entry pays what the request was admitted at, not the price
-    // of the moment (removed meanwhile, it had been nothing).
+    // The Check's metadata carries the maxima and the admitted price for a report that finds no
+    // entry here (late, or at another replica): it is bounded and priced as the entry would be.
     const priceMarks = price ? { price: priceMark(price) } : undefined;
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
+    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput: hold.maxOutputTokens, ...(hidden ? { hiddenOutput: hold.maxOutputTokens } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
     const marked: Decision = { ...d, meterMarks: marks };
     let budgetHold: BudgetHold | undefined;
     const track = (reserved: InFlightRequest['reserved']): Decision => {
@@ -286,8 +243,9 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       if (budgetHold && deps.inFlight.get(view.requestId) === undefined) deps.budgets?.release(budgetHold);
       return marked;
     };
+    const balanceWord = (): MaybePromise<Decision> => balanceAdmit({ d, view, config, shape, hold, limited, price, dryRun, marked, style, track });
     const wanted = price === null || maxCost === 0 ? [] : budgetsOf(d, g.status === 'found' ? g.value.budget : undefined);
-    if (wanted.length === 0) return balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track, tools);
+    if (wanted.length === 0) return balanceWord();
     // A budget with no ledger to count it against (a store without spentIn) is never waved through.
     if (!deps.budgets) return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetLedger);
     const book = deps.budgets;
@@ -307,65 +265,48 @@ export function createAdmission(deps: AdmissionDeps): Admission {
         if (!dec.allowed || dryRun) book.release(v.hold);
         return dec;
       };
-      const out = balanceAdmit(d, view, config, shape, maxCost, limited, price, beyondCap, usualCap, dryRun, marked, style, maxInputTokens, maxOutput, track, tools);
+      const out = balanceWord();
       return out instanceof Promise ? out.then(given) : given(out);
     });
   }
 
   /** The lifetime balance's word (soft: holds in flight here; strict: a reservation), once the budgets allowed the request. */
-  function balanceAdmit(
-    d: Decision, view: RequestView, config: Config, shape: RequestShape, maxCost: number, limited: boolean, price: ModelPrice | null,
-    beyondCap: number | undefined, usualCap: number, dryRun: boolean, marked: Decision, style: Protocol, maxInputTokens: number, maxOutput: number,
-    track: (reserved: InFlightRequest['reserved']) => Decision, tools: DeclaredTools | undefined,
-  ): MaybePromise<Decision> {
+  function balanceAdmit(q: BalanceAdmission): MaybePromise<Decision> {
+    const { d, config, hold, track } = q;
     const m = config.meter;
-    if (!limited || price === null || maxCost === 0) return track(false);
+    const maxCost = hold.maxCost;
+    if (!q.limited || q.price === null || maxCost === 0) return track(false);
 
     const balance = d.balance as number;
     if (m.mode === 'soft') {
       const keyId = d.keyId as string;
       const count = deps.inFlight.count(keyId);
-      // With R replicas on one store each holds a key's requests to its share of the balance, so
-      // together they hold no more than the balance (plus each one's lone request: the bound R x M).
-      // 0: the others may not count this replica (it started less than 6 s ago, its LISTEN connection
-      // has been down too long, or its counts fail: Store.replicas), so it holds none of the balance: one
-      // request at a time here while the others hold to their shares.
-      const counted = deps.replicas?.() ?? 1;
-      const blind = counted === 0;
-      const replicas = blind ? 1 : Math.max(1, Math.floor(counted) || 1);
-      const share = blind ? 0 : balance / replicas;
+      const replicas = deps.replicas?.() ?? 1;
       const held = deps.inFlight.held(keyId);
-      const left = share - held;
-      // The balance as a refusal's hint names it (only then: formatting a number costs more than the rest).
-      const seen = (): string => (replicas > 1 ? `${round(balance)}; ${round(share)} of it on this replica, one of ${replicas}` : round(balance));
+      const word = softWord({
+        balance, replicas, inFlight: count, held, maxCost, answers: q.shape.answers,
+        beyondCap: hold.beyondCap, toolCalls: hold.tools?.maxCalls, maxHostedToolCalls: m.maxHostedToolCalls, referencedCount: q.shape.referencedCount,
+      });
+      if (word.kind === 'allow') return track(false);
       // Blind, what it refuses is the store connection's doing, not the balance's: retryable.
-      const refuse = (hint: string): Decision => (blind ? deny(d, 'store_unavailable', HINTS.store_unavailable.replicasUncounted) : deny(d, 'balance_insufficient', hint));
-      if (count > 0 && left < maxCost) {
-        return refuse(HINTS.balance_insufficient.inFlightSoft(seen(), count, round(held), round(maxCost)));
-      }
-      // The lone request the balance does not cover is one answer's worth: a request for many
-      // (`n`, `candidateCount`) must fit, or one request could spend the balance many times over.
-      if (left < maxCost && shape.answers > 1) {
-        return refuse(HINTS.balance_insufficient.manyAnswers(seen(), shape.answers, round(maxCost)));
-      }
-      if (left < maxCost && beyondCap !== undefined) {
-        return refuse(HINTS.balance_insufficient.beyondCap(seen(), beyondCap, usualCap, round(maxCost)));
-      }
-      // Likewise more hosted tool calls than meter.maxHostedToolCalls (a max_tool_calls or max_uses the
-      // client names): M counts the usual most calls, not a number the client picks.
-      if (left < maxCost && tools !== undefined && tools.maxCalls > m.maxHostedToolCalls) {
-        return refuse(HINTS.balance_insufficient.manyToolCalls(seen(), tools.maxCalls, m.maxHostedToolCalls, round(maxCost)));
-      }
-      // Likewise input from elsewhere: images, files, URLs, a previous response (their count is the client's).
-      if (left < maxCost && shape.referencedCount > 0) {
-        return refuse(HINTS.balance_insufficient.referenced(seen(), shape.referencedCount, round(maxCost)));
-      }
-      return track(false);
+      if (word.blind) return deny(d, 'store_unavailable', HINTS.store_unavailable.replicasUncounted);
+      // The balance as a refusal's hint names it (only then: formatting a number costs more than the rest).
+      const seen = word.replicas > 1 ? `${round(balance)}; ${round(word.share)} of it on this replica, one of ${word.replicas}` : round(balance);
+      const hint = HINTS.balance_insufficient;
+      const cost = round(maxCost);
+      const hints: Record<SoftRefusal, () => string> = {
+        in_flight: () => hint.inFlightSoft(seen, count, round(held), cost),
+        many_answers: () => hint.manyAnswers(seen, q.shape.answers, cost),
+        beyond_cap: () => hint.beyondCap(seen, hold.beyondCap as number, hold.usualCap, cost),
+        many_tool_calls: () => hint.manyToolCalls(seen, hold.tools?.maxCalls as number, m.maxHostedToolCalls, cost),
+        referenced: () => hint.referenced(seen, q.shape.referencedCount, cost),
+      };
+      return deny(d, 'balance_insufficient', hints[word.why]());
     }
     // A dry run (explain) shows what the request would be held at, and reserves nothing.
-    if (dryRun) return marked;
+    if (q.dryRun) return q.marked;
     if (deps.leases && config.meter.leases) return fromLease(d, deps.leases, maxCost, track);
-    return reserve(d, view, config, maxCost, { group: d.group as string, model: d.model as string, protocol: style, inputTokens: maxInputTokens, outputTokens: maxOutput }, track);
+    return reserve(d, q.view, config, maxCost, { group: d.group as string, model: d.model as string, protocol: q.style, inputTokens: hold.maxInputTokens, outputTokens: hold.maxOutputTokens }, track);
   }
 
   async function fromLease(d: Decision, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {

@@ -19,18 +19,19 @@
  */
 import type { Config } from '../config/load';
 import type { Lookup } from '../store/cache';
-import { PROTOCOLS, toolsCost, validPrice, type DebitResult, type DeclaredTools, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
+import { PROTOCOLS, validPrice, type DebitResult, type DeclaredTools, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
 import type { BudgetBook } from './budgets';
 import type { LeaseBook } from './leases';
 import type { MeterReport } from './access-log';
 import type { Estimator } from './estimate';
 import type { InFlight, InFlightRequest } from './in-flight';
-import { modalCharge } from './modal-cost';
 import { readPriceMark, readToolsMark } from './price-mark';
-import { answerReportsCalls, callCount, maximumCalls, NO_TOOLS, reportedCalls } from './tool-calls';
+import { answerReportsCalls, NO_TOOLS } from './tool-calls';
+import { chargeOf } from './policy/debit';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
-import { CACHE_WRITE_FACTOR, mayReason } from './request-shape';
+import { CACHE_WRITE_FACTOR } from './request-shape';
+import { boundEstimate, classifyReport, NOTHING_READ, outputPlan, plausible, reportBounds, routeReport, tokenCount } from './policy/settle';
 import { tailUsage } from './tail-usage';
 import { isIdentity, isSse, type Usage } from './usage-reader';
 
@@ -133,9 +134,6 @@ function declaredTools(entry: PendingRequest | undefined, a: MeterReport['authz'
   return entry ? entry.tools : readToolsMark(a.tools);
 }
 
-/** A token count from the Check's metadata: a finite number >= 0, else undefined. */
-const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
-
 /**
  * The price a request was admitted at: its entry's, else the Check's metadata's (`price`:
  * price-mark.ts); undefined: neither says (looked up when it settles). A report after the request's
@@ -163,13 +161,6 @@ function usageLine(q: MeteredRequest, u: Usage, d: DebitResult, priced: boolean,
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
 const isProtocol = (s: unknown): s is Protocol => typeof s === 'string' && (PROTOCOLS as readonly string[]).includes(s);
 const EMPTY = new Uint8Array(0);
-
-/** Counts the provider reported that are finite, >= 0 and within the ceilings. */
-function plausible(u: Usage | undefined, ceiling: Config['meter']['usageCeiling']): u is Usage {
-  if (!u || u.implausible) return false;
-  const ok = (n: number, max: number): boolean => Number.isSafeInteger(n) && n >= 0 && n <= max;
-  return ok(u.inputTokens, ceiling.inputTokens) && ok(u.outputTokens, ceiling.outputTokens) && ok(u.cachedInputTokens, ceiling.inputTokens);
-}
 
 export class Meter {
   #pending = 0;
@@ -381,65 +372,40 @@ export class Meter {
 
   async #settleReport(request: MeteredRequest, r: MeterReport, entry: InFlightRequest | undefined): Promise<Settlement> {
     const config = this.deps.config();
-    if (!config.meter.enabled) return this.#release(request, 'meter_disabled', entry);
-    // The request went upstream and not a byte of an answer came back (Envoy's timeout, a reset, the
-    // client gone first): the provider may have produced the whole answer, and billed it.
-    const unanswered = r.upstreamSent && !r.upstreamAnswered;
-    // The provider's own error (it answered 4xx/5xx), or nothing went upstream: providers do not charge.
-    if (!unanswered && (r.status >= 400 || (r.status === 0 && r.ended))) return this.#release(request, 'upstream_error', entry);
+    const route = routeReport(config.meter.enabled, r);
+    if (route.kind === 'release') return this.#release(request, route.reason, entry);
     const sse = isSse(r.contentType);
     const tail = r.tail ?? EMPTY;
     const whole = r.ended && tail.length >= r.responseBodyBytes;
-    const read = r.status === 0 || unanswered ? { usage: undefined, undecodable: false } : await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended, hourWrites(entry, r));
+    const read = route.readAnswer ? await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended, hourWrites(entry, r)) : NOTHING_READ;
     const ceiling = config.meter.usageCeiling;
-    const provider = read.usage;
-    const trusted = plausible(provider, ceiling);
     const admitted = admittedPrice(entry, r.authz);
     const tools = declaredTools(entry, r.authz);
-    if (r.ended && r.status !== 0 && trusted && !read.undecodable) return this.#debit(request, entry, provider, undefined, false, admitted, { tools: tools ?? NO_TOOLS, report: r });
+    const c = classifyReport({ status: r.status, ended: r.ended, unanswered: route.unanswered, sse, protocol: request.protocol }, read, ceiling);
+    if (c.kind === 'exact') return this.#debit(request, entry, c.usage, undefined, false, admitted, { tools: tools ?? NO_TOOLS, report: r });
 
-    const reason: EstimateReason = read.undecodable ? 'undecodable'
-      : provider !== undefined && !trusted ? 'implausible'
-        : unanswered || !r.ended || r.status === 0 ? 'incomplete'
-          : sse && request.protocol === 'chat' ? 'stream_without_usage'
-            : 'no_usage';
+    const trusted = c.trusted;
+    const bounds = reportBounds(entry, r.authz, config.meter.reasoningModels, request.model);
     const est = this.deps.estimator;
-    // The provider's own prompts (Anthropic's tool prompts) and what a cache write costs count in an
-    // input estimate as they do in the hold (admission.ts): its entry's, or the Check's metadata's.
-    const inputExtra = entry ? entry.inputExtra ?? 0 : tokenCount(r.authz.inputExtra) ?? 0;
-    const inputFactor = inputFactorOf(entry, r);
-    const estimatedInput = trusted && provider.inputTokens > 0
-      ? provider.inputTokens
-      : Math.ceil((await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens) + inputExtra) * inputFactor);
+    const estimatedInput = trusted && trusted.inputTokens > 0
+      ? trusted.inputTokens
+      : Math.ceil((await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens) + bounds.inputExtra) * bounds.inputFactor);
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
     const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
-    // A non-streaming answer is whole at the provider before its first byte leaves, and billed whole:
-    // cut short after its headers (a provider that sends them early, a client that leaves mid-body),
-    // its output is its maximum, as an unanswered request's is (its bytes say nothing of its size).
     const streamed = sse || (entry ? entry.stream : /:streamGenerateContent(?:\?|$)/.test(path));
-    const cutAnswer = !r.ended && r.upstreamAnswered && !streamed;
+    const plan = outputPlan(
+      { embeds, unanswered: route.unanswered, ended: r.ended, upstreamAnswered: r.upstreamAnswered, streamed, hidden: bounds.hidden, responseBodyBytes: r.responseBodyBytes },
+      bounds.maxOutput ?? config.meter.maxOutputTokens,
+    );
     let estimatedOutput = 0;
-    // Unanswered, or a model that reasons: the provider may have billed output the answer never showed.
-    // Without the request's entry here (a report after its deadline, or at another replica), the
-    // Check's metadata says it (hiddenOutput: the maximum), else the model's name.
-    const hiddenMax = tokenCount(r.authz.hiddenOutput);
-    const hidden = entry ? entry.outputHidden === true : hiddenMax !== undefined || mayReason(config.meter.reasoningModels, request.model);
-    // The request's maxima: its entry's, or those the Check's metadata carries (maxInput, maxOutput).
-    const maxIn = entry ? entry.maxInputTokens : tokenCount(r.authz.maxInput);
-    const maxOut = entry ? entry.maxOutputTokens : tokenCount(r.authz.maxOutput) ?? hiddenMax;
-    if (!embeds && (unanswered || cutAnswer || hidden)) estimatedOutput = maxOut ?? config.meter.maxOutputTokens;
-    else if (!embeds && r.responseBodyBytes > 0) {
+    if (plan.kind === 'maximum') estimatedOutput = plan.tokens;
+    else if (plan.kind === 'from_answer') {
       // An answer that is not an event stream leaves no tail when cut short: its bytes count (one token each).
       const text = read.undecodable || (!sse && tail.length === 0) ? undefined : capturedText(tail, sse, whole);
       estimatedOutput = await est.output(request.protocol, text?.text, text?.bytes ?? 0, r.responseBodyBytes, sse);
     }
-    // An estimate never exceeds what the request could cost at most (its reservation, its hold):
-    // the provider cannot have produced more than the request allowed. What the provider itself
-    // reported (a partial count of a cut stream) stands as a floor.
-    const input = trusted && provider.inputTokens > 0 ? provider.inputTokens : maxIn !== undefined ? Math.min(estimatedInput, maxIn) : estimatedInput;
-    const output = Math.max(maxOut !== undefined ? Math.min(estimatedOutput, maxOut) : estimatedOutput, trusted ? provider.outputTokens : 0);
-    const usage: Usage = { inputTokens: input, outputTokens: Math.min(output, ceiling.outputTokens), cachedInputTokens: trusted ? Math.min(provider.cachedInputTokens, input) : 0 };
-    return this.#debit(request, entry, usage, reason, false, admitted, tools && { tools });
+    const usage = boundEstimate({ input: estimatedInput, output: estimatedOutput }, bounds, trusted, ceiling);
+    return this.#debit(request, entry, usage, c.reason, false, admitted, tools && { tools });
   }
 
   /** A request with no report: its maximum, provisionally (`expired`: its deadline passed; else shutdown). */
@@ -485,21 +451,13 @@ export class Meter {
         const price = admitted !== undefined ? admitted : await this.#price(request);
         if (price === 'invalid') return this.#failed(request, usage, 'price_invalid', 'the model has an invalid price');
         if (price === 'unavailable') throw new Error('the group cannot be looked up');
-        // Audio and image tokens at their own prices; an estimate or a maximum at the highest (modal-cost.ts).
-        const charge = modalCharge(usage, price, estimate !== undefined || provisional);
-        if (charge.inexpressible) return this.#failed(request, usage, 'price_invalid', 'the model prices audio or image tokens above 0 and text at 0: the debit cannot carry it');
+        const charge = chargeOf(usage, price, estimate, provisional, request.protocol, tooling);
+        if (charge.kind === 'inexpressible') return this.#failed(request, usage, 'price_invalid', 'the model prices audio or image tokens above 0 and text at 0: the debit cannot carry it');
         if (charge.unpriced.length > 0 && attempt === 0) {
           this.deps.logger.warn({ ...request, modalities: charge.unpriced, modal: usage.modal }, 'tokens of a modality the model has no price for: debited at its highest price for their direction');
         }
-        const { modal: _modal, unnamed: _unnamed, toolCalls: _reported, ...tokens } = charge.usage;
-        // Tokens of a modality the meter cannot name, at the highest price: the row says so.
-        const mark = estimate ?? (charge.unnamed ? 'unknown_modality' : undefined);
-        const exact = estimate === undefined && !provisional && tooling?.report !== undefined;
-        const calls = !tooling ? {} : exact ? reportedCalls(tooling.tools, price, request.protocol, tooling.report?.calls, isSse(tooling.report?.contentType ?? ''), usage) : maximumCalls(tooling.tools, price);
-        const toolCalls = callCount(calls);
-        const tools = toolCalls > 0 ? { toolCalls, toolCost: toolsCost(price, calls) } : {};
-        const debit = await store.debit({ ...request, ...tokens, ...tools, price, estimated: mark ?? null, provisional });
-        return this.#settled(request, entry, toolCalls > 0 ? { ...charge.usage, toolCalls: calls } : charge.usage, mark, provisional, debit, price);
+        const debit = await store.debit({ ...request, ...charge.fields, price, estimated: charge.mark ?? null, provisional });
+        return this.#settled(request, entry, charge.usage, charge.mark, provisional, debit, price);
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
       }

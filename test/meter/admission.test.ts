@@ -8,7 +8,8 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load';
-import { tokensCost, uncappedPricedModels } from '../../src/meter/admission';
+import { uncappedPricedModels } from '../../src/meter/admission';
+import { tokensCost } from '../../src/meter/policy/hold';
 import type { FileStore } from '../../src/store/file-store';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
@@ -404,7 +405,7 @@ describe('soft mode on a replica that cannot count the others (replicas() = 0)',
   });
 });
 
-describe('priced models without an output cap (red team 10)', () => {
+describe('priced models without an output cap', () => {
   it('names each priced model of the config without maxOutputTokens (the demo config names none), leaving out unpriced and embeddings-only ones', () => {
     expect(uncappedPricedModels(parseConfig(readFileSync(DEMO_CONFIG, 'utf8')).groups)).toEqual([]);
     const yaml = `${readFileSync(DEMO_CONFIG, 'utf8')}`.replace(/(- name: gpt-6\.1-sol\n(?: {8}.*\n)*?) {8}maxOutputTokens: 128000\n/, '$1');

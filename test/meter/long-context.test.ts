@@ -5,7 +5,7 @@
  * what soft mode holds and strict mode reserves), so strict mode's bound (zero) holds.
  */
 import { describe, expect, it } from 'vitest';
-import { maximumCost, tokensCost } from '../../src/meter/admission';
+import { maximumCost, tokensCost } from '../../src/meter/policy/hold';
 import { highestPrice, modalCharge } from '../../src/meter/modal-cost';
 import { costOf } from '../../src/store/file-meter';
 import { priceAt, type ModelPrice } from '../../src/store/store';
@@ -36,7 +36,7 @@ describe('costOf (what a debit charges)', () => {
   it('charges every token of a request over the threshold at the long-context price, input, cached and output', () => {
     // 300,000 input (100,000 cached), 1,000 output: (200,000 x 4 + 100,000 x 0.4 + 1,000 x 18) / 1e6
     expect(costOf({ inputTokens: 300_000, cachedInputTokens: 100_000, outputTokens: 1000, price: GEMINI })).toBe(0.858);
-    // At the model's own price it had been (200,000 x 2 + 100,000 x 0.2 + 1,000 x 12) / 1e6 = 0.432: half.
+    // At the model's own price: (200,000 x 2 + 100,000 x 0.2 + 1,000 x 12) / 1e6 = 0.432, half.
     expect(costOf({ inputTokens: 300_000, cachedInputTokens: 100_000, outputTokens: 1000, price: { ...GEMINI, longContext: null } })).toBe(0.432);
   });
 
@@ -83,7 +83,7 @@ describe('tokensCost (a request\'s maximum: the hold, the reservation)', () => {
   });
 });
 
-describe('maximumCost: a long-context tier and modality prices on one price (red team 13)', () => {
+describe('maximumCost: a long-context tier and modality prices on one price', () => {
   /** Long-context Gemini-like prices with audio input above text (no such demo model: the bound must hold anyway). */
   const BOTH: ModelPrice = { input: 2, output: 12, cachedInput: null, audioInput: 6, longContext: { above: 200_000, input: 4, output: 18, cachedInput: null } };
 
@@ -93,7 +93,7 @@ describe('maximumCost: a long-context tier and modality prices on one price (red
     return costOf({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedInputTokens: usage.cachedInputTokens, price });
   };
 
-  it('holds at least what the debit charges: 240,000 input tokens (230,000 audio) and 100 output had been held 1.4412 and debited 2.8018', () => {
+  it('holds at least what the debit charges: 240,000 input tokens (230,000 audio) and 100 output, debited 2.8018, where the highest prices alone hold 1.4412', () => {
     expect(charged(240_000, 230_000, 100, BOTH)).toBeCloseTo(2.8018, 9);
     expect(tokensCost(240_000, 100, highestPrice(BOTH))).toBeCloseTo(1.4412, 9);
     expect(maximumCost(240_000, 100, BOTH)).toBeGreaterThanOrEqual(charged(240_000, 230_000, 100, BOTH));
@@ -108,6 +108,15 @@ describe('maximumCost: a long-context tier and modality prices on one price (red
         }
       }
     }
+  });
+
+  it('holds at least a maximum debit whose output premium is written as input tokens (a text output price of 0) and crosses the threshold', () => {
+    // 16,384 image output tokens at 30 over an input price of 1.25: 393,216 input tokens, over 200,000.
+    const price: ModelPrice = { input: 1.25, output: 0, cachedInput: null, imageOutput: 30, longContext: { above: 200_000, input: 2.5, output: 2.5, cachedInput: null } };
+    const { usage } = modalCharge({ inputTokens: 1000, outputTokens: 16_384, cachedInputTokens: 0 }, price, true);
+    const debit = costOf({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedInputTokens: 0, price });
+    expect(usage.inputTokens).toBeGreaterThan(200_000);
+    expect(maximumCost(1000, 16_384, price)).toBeGreaterThanOrEqual(debit);
   });
 
   it('is tokensCost at the highest prices when the price has no tier, or no modality prices', () => {

@@ -1,5 +1,6 @@
 /**
- * The money tests' replicas on one PostgreSQL (test/e2e/money-redteam6-8): a database with group
+ * The money tests' replicas on one PostgreSQL (test/e2e/money-two-replicas,
+ * money-tool-prompts-and-body-limits, money-long-streams-and-replica-shares): a database with group
  * `basic` and the models asked for at their prices, one stand-in provider (money-upstream.ts) behind
  * every upstream, and two gateways (Envoy + modelgate in process) on that database in one meter mode.
  * More replicas join with `replica()`; `close()` stops everything, the joined ones first.

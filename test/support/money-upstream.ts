@@ -30,7 +30,7 @@
  *   counts too (`input_tokens`, `cache_creation_input_tokens`, `cache_read_input_tokens`, as the
  *   SDKs' MessageDeltaUsage has them), without message_start's `cache_creation` breakdown by TTL.
  *
- * - `x-stand-in-tool-prompts: on`: Anthropic's hidden tool prompts (test/e2e/money-redteam7.test.ts),
+ * - `x-stand-in-tool-prompts: on`: Anthropic's hidden tool prompts (test/e2e/money-tool-prompts-and-body-limits.test.ts),
  *   billed as input beside the body's own tokens: TOOL_PROMPT_TOKENS when the request has `tools`,
  *   plus each Anthropic-defined client tool's (CLIENT_TOOL_TOKENS: bash, text editor, computer use).
  *
@@ -43,7 +43,7 @@
  *
  * A request body sent with `content-encoding: gzip` is decompressed first, as Google's API front
  * end does. A chat or responses answer names the `service_tier` the request asked for, as OpenAI's
- * do (priority processing is billed at a higher price per token: test/e2e/money-redteam3.test.ts).
+ * do (priority processing is billed at a higher price per token: test/e2e/money-request-shape-evasion.test.ts).
  *
  * Anthropic's prompt caching: a request with a `cache_control` breakpoint anywhere writes its whole
  * input to the cache, reported as Anthropic reports it (`input_tokens` 0, `cache_creation_input_tokens`,
@@ -60,7 +60,7 @@
  * Every output token is one of WORDS, each a single o200k_base token, so a test can compare an
  * estimate with what the client received.
  *
- * Input a body only points at, billed as providers bill it (test/e2e/money-redteam.test.ts): an image
+ * Input a body only points at, billed as providers bill it (test/e2e/money-input-from-elsewhere.test.ts): an image
  * part (chat `image_url`, responses `input_image`) is IMAGE_TOKENS, an Anthropic image by URL
  * ANTHROPIC_IMAGE_TOKENS, a Gemini `fileData` part (a YouTube video) VIDEO_TOKENS; each web search
  * of a hosted tool (Anthropic `web_search_*`, which searches up to its `max_uses`; responses

@@ -1,9 +1,8 @@
 /**
- * Money red team, round 7: a key holder with a small balance looking for a way to be served without
- * paying, or to spend past the bounds docs/metering.md states (soft: balance + R x M; strict: zero).
- * Every request goes through the real Envoy to the stand-in provider (support/money-upstream.ts),
- * which bills exactly. Cases named "defended" are attacks the gateway already stops, kept for their
- * coverage; the others failed when written (branch redteam, on main 7b568c5) and say what was seen.
+ * Anthropic's own tool prompts and cache writes, bodies over gateway.maxRequestBytes, background
+ * mode's spellings, large embeddings in strict mode, and strict mode without leases on two replicas
+ * (docs/metering.md; soft: balance + R x M; strict: zero). Every request goes through the real Envoy
+ * to the stand-in provider (support/money-upstream.ts), which bills exactly.
  *
  * The file-store gateway runs the demo config with keys of its own, a request body limit of 64 KiB
  * (gateway.maxRequestBytes, so a body over it is cheap to send), and claude-3-5-haiku-latest at
@@ -63,7 +62,7 @@ const TOOLS_BODY = (tag: string) => ({
 const TOOLS_HEADERS = { 'anthropic-beta': 'computer-use-2025-01-24', 'x-stand-in-tool-prompts': 'on' };
 const HIDDEN_TOOL_TOKENS = TOOL_PROMPT_TOKENS + CLIENT_TOOL_TOKENS.reduce((s, [, n]) => s + n, 0);
 
-describeE2E('money red team 7: one gateway, file store', () => {
+describeE2E('money, tool prompts and body limits: one gateway, file store', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -81,7 +80,7 @@ describeE2E('money red team 7: one gateway, file store', () => {
 
   // --- Anthropic's hidden tool prompts ---------------------------------------------------------
 
-  it('strict: a request with Anthropic\'s client tools (computer, bash, text editor), billed about 2,500 input tokens for a 300-byte body, reserves Anthropic\'s own tool prompts too: the balance never goes below zero (was: reserved its bytes, balance 0.003 -> -0.002114)', async () => {
+  it('strict: a request with Anthropic\'s client tools (computer, bash, text editor), billed about 2,500 input tokens for a 300-byte body, reserves Anthropic\'s own tool prompts too: the balance never goes below zero', async () => {
     const sent: Sent[] = [];
     for (let i = 0; i < 4; i++) {
       const s = await request(gw, '/v1/messages', claude('toolsStrict', TOOLS_HEADERS), TOOLS_BODY(`rt7 tools strict ${i}`));
@@ -99,9 +98,8 @@ describeE2E('money red team 7: one gateway, file store', () => {
     expect(sent[0].status, why).toBe(200);
     // The ledger has what the provider billed (its hidden tool prompts included): the key is not served free.
     expect(rows[rows.length - 1].inputTokens, why).toBeGreaterThan(HIDDEN_TOOL_TOKENS);
-    // Seen before the fix: two requests served, each billed 2,537 input tokens (0.002557) on a reservation of
-    // 0.000343 (its 323 bytes): the balance 0.003 went to -0.002114. Strict mode's bound is zero.
-    // (Held at what the provider bills, the first is served and the second refused.)
+    // Strict mode's bound is zero: held at what the provider bills (its tool prompts included), the first is
+    // served and the second refused.
     expect(after, why).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
@@ -126,7 +124,7 @@ describeE2E('money red team 7: one gateway, file store', () => {
     return { sent, row, billed, why };
   }
 
-  it('a 5-minute cache write (Anthropic: 1.25x the input price) is debited what the provider billed, at the list price (was: at 1x unless the input price was raised for every request)', async () => {
+  it('a 5-minute cache write (Anthropic: 1.25x the input price) is debited what the provider billed, at the list price', async () => {
     const { sent, row, billed, why } = await cacheWrite('cache5m', '5m');
     expect(sent.status, why).toBe(200);
     expect(row.estimated ?? null).toBeNull();
@@ -135,7 +133,7 @@ describeE2E('money red team 7: one gateway, file store', () => {
     expect(row.cost, why).toBeLessThanOrEqual(billed + HAIKU.input / 1e6 + 1e-12);
   }, 60_000);
 
-  it('a 1-hour cache write (`cache_control.ttl: "1h"`, chosen by the client; Anthropic bills 2x the input price) is debited what the provider billed (was: 2,008 tokens written, billed 0.0032328, debited 0.002028: 37% unpaid)', async () => {
+  it('a 1-hour cache write (`cache_control.ttl: "1h"`, chosen by the client; Anthropic bills 2x the input price) is debited what the provider billed', async () => {
     const { sent, row, billed, why } = await cacheWrite('cache1h', '1h');
     expect(sent.status, why).toBe(200);
     expect(row.cost, why).toBeGreaterThanOrEqual(billed - 1e-12);
@@ -262,7 +260,7 @@ describeE2E('money red team 7: one gateway, file store', () => {
 
   // --- soft mode ---------------------------------------------------------------------------------
 
-  it('soft: 100 requests at once with Anthropic\'s client tools on a balance of 0.01: each held with Anthropic\'s own tool prompts, the key spends at most balance + M (was: held at its 300 bytes, 29 served, spent 0.074153)', async () => {
+  it('soft: 100 requests at once with Anthropic\'s client tools on a balance of 0.01: each held with Anthropic\'s own tool prompts, the key spends at most balance + M', async () => {
     await mode('soft');
     const tag = 'rt7 tools soft';
     // Every request waits 3 s at the provider before answering: all of those allowed are in flight together.
@@ -280,8 +278,6 @@ describeE2E('money red team 7: one gateway, file store', () => {
     const why = `statuses ${JSON.stringify(statuses(sent))}; each held at ${(bytes * HAIKU.input + 5 * HAIKU.output) / 1e6}, billed ${rows[0]?.cost} (${rows[0]?.inputTokens} input tokens); spent ${spent} on ${BALANCES.toolsSoft}; bound balance + M = ${BALANCES.toolsSoft + M}`;
     console.log(`rt7 tools soft: ${why}`);
     expect(served, why).toBeGreaterThan(0);
-    // Seen before the fix: 29 served (each held at 0.000342), each billed 0.002557: spent 0.074153 on a balance of
-    // 0.01 (bound 0.04309).
     expect(spent, why).toBeLessThanOrEqual(BALANCES.toolsSoft + M + 1e-12);
   }, 120_000);
 });
@@ -290,7 +286,7 @@ describeE2E('money red team 7: one gateway, file store', () => {
  * Strict mode without leases on PostgreSQL (`meter.leases: false`: one reservation statement per
  * request, a row lock on the key), two replicas, 100 requests at once on a balance for ten.
  */
-describeE2E('money red team 7: strict without leases, two replicas on one PostgreSQL', () => {
+describeE2E('money, tool prompts and body limits: strict without leases, two replicas on one PostgreSQL', () => {
   const FLAT = 'rt7-flat';
   /** 0.001 a token out, nothing in; cap 100. A request of max_tokens 50 is reserved and billed exactly 0.05. */
   const PER = 0.05;
@@ -326,7 +322,7 @@ describeE2E('money red team 7: strict without leases, two replicas on one Postgr
   const listenPid = (g: Gateway): number | null => ((g.modelgate.service!.store as unknown as { listener: { pid: number | null } }).listener.pid);
   const replicasSeen = (g: Gateway): number => (g.modelgate.service!.store as unknown as { replicas(): number }).replicas();
 
-  it('soft: while one replica\'s LISTEN connection keeps dropping (it still answers Checks), the other keeps counting it (it remembers the larger count while that replica\'s requests may run): 100 streams over both spend at most balance + 2 x M (was: B counted one and held to the whole balance, 1.5 on 1.05)', async () => {
+  it('soft: while one replica\'s LISTEN connection keeps dropping (it still answers Checks), the other keeps counting it (it remembers the larger count while that replica\'s requests may run): 100 streams over both spend at most balance + 2 x M', async () => {
     for (const g of [a, b]) writeFileSync(g.configPath, readFileSync(g.configPath, 'utf8').replace('  mode: strict ', '  mode: soft '));
     await waitFor('both replicas in soft mode', () => a.modelgate.service!.config().meter.mode === 'soft' && b.modelgate.service!.config().meter.mode === 'soft', 30_000);
     await waitFor('both replicas counting two', () => replicasSeen(a) === 2 && replicasSeen(b) === 2, 30_000);
@@ -373,8 +369,6 @@ describeE2E('money red team 7: strict without leases, two replicas on one Postgr
     console.log(`rt7 listen drop: ${why}`);
     expect(served, why).toBeGreaterThan(0);
     expect(servedA, why).toBeGreaterThan(0);
-    // Seen before the fix: A (counting two) served 5, B (counting one: A's LISTEN session was gone) served 10: spent
-    // 1.5 on 1.05 (bound 1.25).
     expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M + 1e-12);
   }, 120_000);
 });

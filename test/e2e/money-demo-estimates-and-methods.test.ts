@@ -1,14 +1,11 @@
 /**
- * Money red team, round 10, against what `npm start` brings up: the demo config (soft mode, file
- * store, one replica), a key holder with a small balance looking for a way to be served without
- * paying or to spend past balance + M (docs/metering.md, "Overspend"). Aimed at what earlier rounds
- * did not try: the input estimate of a small body whose billed prompt is in its JSON keys and
- * numbers (a tool's schema), the demo's own coding-agent models against meter.reasoningModels and
- * meter.maxOutputTokens, field names written with escapes, and methods and protocol versions other
- * than POST over HTTP/1.1. Every request goes through the real Envoy to the stand-in provider
- * (support/money-upstream.ts), which bills exactly what it produced. Cases named "defended" are
- * attacks the gateway already stopped, kept for their coverage; the others were findings (each
- * comment says FINDING and what was seen on main de360e8), fixed since.
+ * What `npm start` brings up (the demo config: soft mode, file store, one replica) against a key
+ * holder with a small balance (docs/metering.md, "Overspend": at most balance + M): the input
+ * estimate of a small body whose billed prompt is in its JSON keys and numbers (a tool's schema),
+ * the demo's coding-agent models against meter.reasoningModels and their output caps, field names
+ * written with escapes, and methods and protocol versions other than POST over HTTP/1.1. Every
+ * request goes through the real Envoy to the stand-in provider (support/money-upstream.ts), which
+ * bills exactly what it produced.
  */
 import * as net from 'node:net';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
@@ -27,7 +24,7 @@ const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<K
 const BALANCES: Record<KeyName, number> = { enumTool: 0.0001, keysTool: 10, sol: 0.005, solAsked: 10, solLong: 0.0001, proLong: 0.0001, enumUsage: 10, escaped: 0.0001, methods: 10 };
 const PREFIX = 'rt10';
 
-/** The demo config's prices, per million tokens, and output caps (each its provider's: 128,000 and 65,536 since round 10; 32,768, meter.maxOutputTokens, before). */
+/** The demo config's prices, per million tokens, and output caps (each its provider's own). */
 const PRICE = {
   'gpt-4o-mini': { input: 0.15, output: 0.6, cap: 16384 },
   'gpt-6.1-sol': { input: 1.25, output: 10, cap: 128000 },
@@ -71,22 +68,16 @@ function toolBody(fill: (properties: Record<string, unknown>, i: number) => void
   return body;
 }
 
-describeE2E('money red team 10: the demo gateway (soft, file store, one replica)', () => {
+describeE2E('money, estimates and methods: the demo gateway (soft, file store, one replica)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
   withMoneyGateway(withMoneyKeys(keys, (k) => BALANCES[k as KeyName], PREFIX), (started) => ({ up, gw, store } = started));
 
-  // FINDING (fixed: the estimate counts the body's whole JSON text, estimate.ts jsonInputText): the
-  // input estimate of a body kept whole (<= 4 KiB) counted only its string values
-  // (src/meter/estimate.ts, jsonStringValues; numbers only for embeddings): a chat stream without
-  // include_usage whose tool schema is an enum of the integers 0..N is debited 12 input tokens where
-  // o200k_base counts 2,000 in its JSON (OpenAI bills more: it renders the enum as `0 | 1 | 2 | ...`).
-  // Seen on main de360e8, balance 0.0001: 42 served one after another, each debited 12 input and 1
-  // output token, 0.0001008 debited in all, while the provider billed at least 42 x 0.0003006 =
-  // 0.0126252; bound balance + M = 0.0105289 (M: 3,990 bytes + 16,384 output at 0.15/0.6). The
-  // unpaid part grows with the balance (about 125 times what is debited), so no bound holds.
-  it('a chat stream without include_usage whose prompt is a tool enum of integers (3,990 bytes) was debited 12 input tokens for 2,000 billed (the key spent past balance + M): now the JSON text\'s count, within the bound', async () => {
+  // The input estimate of a body kept whole (<= 4 KiB) counts its whole JSON text (estimate.ts
+  // jsonInputText), numbers included: a tool schema that is an enum of the integers 0..N is about 2,000
+  // tokens in o200k_base (OpenAI bills more: it renders the enum as `0 | 1 | 2 | ...`).
+  it('a chat stream without include_usage whose prompt is a tool enum of integers (3,990 bytes, 2,000 billed input tokens) is debited its JSON text\'s count, within balance + M', async () => {
     const body = toolBody((p, i) => {
       const x = (p.x ??= { type: 'integer', enum: [] as number[] }) as { enum: number[] };
       x.enum.push(i);
@@ -109,10 +100,9 @@ describeE2E('money red team 10: the demo gateway (soft, file store, one replica)
     expect(billed, figures).toBeLessThanOrEqual(bound);
   }, 120_000);
 
-  // FINDING (fixed, as above): the same estimate left out JSON keys, which is where a tool schema names its
-  // parameters (OpenAI renders each property name into the prompt). Seen on main de360e8: 11 input
-  // tokens debited for 1,157 that o200k_base counts in the body's JSON.
-  it('a chat stream without include_usage whose tool schema has 60 long property names was debited its string values only, not its keys: now its whole JSON text\'s count', async () => {
+  // JSON keys count too: a tool schema names its parameters there (OpenAI renders each property name into the
+  // prompt).
+  it('a chat stream without include_usage whose tool schema has 60 long property names is debited its whole JSON text\'s count, keys included', async () => {
     const body = toolBody((p, i) => {
       p[`the_quarterly_revenue_of_the_region_numbered_${i}_in_thousands`] = {};
     }, { max_tokens: 5 });
@@ -139,14 +129,10 @@ describeE2E('money red team 10: the demo gateway (soft, file store, one replica)
     expect([row.inputTokens, row.outputTokens]).toEqual([usage.prompt_tokens, usage.completion_tokens]);
   });
 
-  // FINDING (fixed: gpt-6* is in meter.reasoningModels' defaults): the demo serves gpt-6.1-sol (Codex CLI's default model, a reasoning model), which no
-  // default meter.reasoningModels pattern matches (`gpt-5*` ... no `gpt-6*`), so a chat stream
-  // without include_usage and without reasoning_effort (the model reasons at its default effort
-  // anyway) is debited the text it showed, not its reasoning. Seen on main de360e8, balance 0.005,
-  // the provider billing 10,000 reasoning tokens a request: 16 served, each debited 11 input and 31
-  // output tokens, 0.00518 debited in all, 1.60484 billed (16 x 0.100303); bound balance + M =
-  // 0.332795.
-  it('gpt-6.1-sol (the demo\'s coding-agent model, outside meter.reasoningModels before): chat streams without usage were debited their visible text, not the reasoning billed: now the maximum, within the bound', async () => {
+  // gpt-6* is in meter.reasoningModels' defaults: the demo's gpt-6.1-sol (Codex CLI's default model) reasons
+  // at its default effort without reasoning_effort, so a chat stream without include_usage is debited its
+  // maximum output, not the text it showed.
+  it('gpt-6.1-sol (the demo\'s coding-agent model, in meter.reasoningModels): chat streams without usage are debited their maximum, not their visible text, within the bound', async () => {
     const REASONING = 10_000;
     const body = { model: 'gpt-6.1-sol', stream: true, messages: [{ role: 'user', content: 'refactor this' }] };
     const before = await balanceOfKey(store, keys.sol);
@@ -163,15 +149,10 @@ describeE2E('money red team 10: the demo gateway (soft, file store, one replica)
     expect(billed, figures).toBeLessThanOrEqual(bound);
   }, 120_000);
 
-  // FINDING (fixed: the demo config names each priced model's cap, and modelgate warns of a priced
-  // model without one): a model without maxOutputTokens in the config is held at meter.maxOutputTokens
-  // (32,768) when the request names no maximum, and soft mode serves that lone request on any
-  // positive balance (src/meter/admission.ts: beyondCap is set only when the request names a
-  // maximum). The provider's own cap is higher for the demo's coding-agent models (GPT-5's is
-  // 128,000; Claude Opus 4.5's 64,000; Gemini 3 Pro's 65,536), and the provider produces up to it.
-  // Seen on main de360e8, balance 0.0001, gpt-6.1-sol producing 128,000 tokens: served, debited
-  // exactly what was billed, 1.28001, the balance at -1.2799075; bound balance + M = 0.327889.
-  it('gpt-6.1-sol (no maxOutputTokens in the demo config before), a request naming no maximum: the provider produces its own cap (128,000), four times meter.maxOutputTokens, on a balance of 0.0001: within balance + M now that the demo config names that cap', async () => {
+  // The demo config names each priced model's cap (the provider's own: GPT-5's 128,000, Claude Opus 4.5's
+  // 64,000, Gemini 3 Pro's 65,536) and modelgate warns of a priced model without one: held at
+  // meter.maxOutputTokens (32,768), a request naming no maximum could have the provider write past it.
+  it('gpt-6.1-sol, a request naming no maximum: the provider produces its own cap (128,000), four times meter.maxOutputTokens, on a balance of 0.0001: within balance + M: the demo config names that cap', async () => {
     const OUT = 128_000;
     const body = { model: 'gpt-6.1-sol', messages: [{ role: 'user', content: 'write the whole module' }] };
     const before = await balanceOfKey(store, keys.solLong);
@@ -187,10 +168,9 @@ describeE2E('money red team 10: the demo gateway (soft, file store, one replica)
     expect(before - after, figures).toBeLessThanOrEqual(bound);
   }, 60_000);
 
-  // FINDING (fixed, as above): the same for Gemini, where a request without generationConfig.maxOutputTokens gets the
-  // model's own maximum (65,536 for Gemini 3 Pro). Seen on main de360e8, balance 0.0001: served,
-  // debited exactly what was billed, 0.786442, the balance at -0.786342; bound balance + M = 0.393464.
-  it('gemini-3.1-pro-preview (no maxOutputTokens in the demo config before), a request naming no maximum: the provider produces its own cap (65,536), twice meter.maxOutputTokens, on a balance of 0.0001: within balance + M now that the demo config names that cap', async () => {
+  // The same for Gemini, where a request without generationConfig.maxOutputTokens gets the model's own
+  // maximum (65,536 for Gemini 3 Pro).
+  it('gemini-3.1-pro-preview, a request naming no maximum: the provider produces its own cap (65,536), twice meter.maxOutputTokens, on a balance of 0.0001: within balance + M: the demo config names that cap', async () => {
     const OUT = 65_536;
     const body = { contents: [{ role: 'user', parts: [{ text: 'write the whole module' }] }] };
     const before = await balanceOfKey(store, keys.proLong);
@@ -259,7 +239,7 @@ describeE2E('money red team 10: the demo gateway (soft, file store, one replica)
     seen.push(`HTTP/1.0 -> ${(await rawRequest('POST /v1/chat/completions HTTP/1.0\r\nhost: x\r\n')).split('\r\n')[0]}`);
     seen.push(`h2c -> ${(await rawRequest('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAAP__\r\n')).split('\r\n')[0]}`);
     const reached = up.received.length - upBefore;
-    // Seen: every method 405, HTTP/1.0 426 Upgrade Required; the h2c upgrade header is ignored and
+    // Every other method is 405, HTTP/1.0 426 Upgrade Required; the h2c upgrade header is ignored and
     // the request served as HTTP/1.1: it is the one request upstream, and it has its row.
     expect(seen.filter((l) => /^[A-Z]+ \//.test(l)).every((l) => l.endsWith('-> 405')), seen.join('\n')).toBe(true);
     expect(seen.find((l) => l.startsWith('HTTP/1.0')), seen.join('\n')).toMatch(/ 426 /);

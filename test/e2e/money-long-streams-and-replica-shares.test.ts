@@ -1,12 +1,9 @@
 /**
- * Money red team, round 8: a key holder with a small balance looking for a way to be served without
- * paying, or to spend past the bounds docs/metering.md states (soft: balance + R x M; strict: zero),
- * aimed at what changed on 2026-11-27 (4bb6073..026c14e): Anthropic's tool prompts and cache writes
- * held and debited, the Check's maxima appended to the cached response bytes, soft mode's
- * per-replica share of the balance on PostgreSQL. Every request goes through the real Envoy to the
- * stand-in provider (support/money-upstream.ts), which bills exactly. Cases named "defended" are
- * attacks the gateway already stops, kept for their coverage; the others failed when written
- * (branch redteam, on main 026c14e) and say what was seen.
+ * Anthropic streams longer than the meter's tail (tool prompts, cumulative message_delta counts, a
+ * 1-hour cache write, a stream cut after message_start), the maxima a report at another replica
+ * uses, and soft mode's per-replica share of the balance while replicas' LISTEN connections drop
+ * and replicas join (docs/metering.md; soft: balance + R x M; strict: zero). Every request goes
+ * through the real Envoy to the stand-in provider (support/money-upstream.ts), which bills exactly.
  */
 import * as http from 'node:http';
 import { expect, it } from 'vitest';
@@ -78,7 +75,7 @@ function rawRequest(gw: Gateway, path: string, headers: Record<string, string>, 
   });
 }
 
-describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one gateway, file store, strict)', () => {
+describeE2E('money, long streams and replica shares: Anthropic\'s own prompts and cache writes (one gateway, file store, strict)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -115,8 +112,8 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     const billed = billedInput(sent.text);
     const why = `a stream of ${Buffer.byteLength(sent.text)} bytes; billed ${billed.tokens} input tokens (${HIDDEN_TOOL_TOKENS} of them Anthropic's tool prompts) and ${LONG} output: ${(billed.tokens * HAIKU.input + LONG * HAIKU.output) / 1e6}; debited ${row.inputTokens} input, ${row.outputTokens} output (${row.estimated ?? 'exact'}): ${row.cost}`;
     console.log(`rt8 long tools: ${why}`);
-    // Seen: the tail (the last 16 KiB) holds message_delta's usage (output_tokens only); message_start, with
-    // the input count, is gone: estimated (no_usage) from the body's strings, 46 input tokens for 2,536 billed (debited 0.0016368, billed 0.0036288).
+    // The tail (the last 16 KiB) holds message_delta's usage, not message_start's: the debit still counts
+    // the input the provider billed, Anthropic's tool prompts included.
     expect(row.inputTokens, why).toBeGreaterThanOrEqual(billed.tokens);
   }, 60_000);
 
@@ -134,7 +131,6 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     const why = `debited ${row.inputTokens} input, ${row.outputTokens} output (${row.estimated ?? 'exact'}): ${row.cost}; the provider bills ${HIDDEN_TOOL_TOKENS} input tokens of tool prompts alone`;
     console.log(`rt8 gone tools: ${why}`);
     expect(row.estimated).toBe('incomplete');
-    // Seen: the input estimate counts the body's strings (46 tokens), none of the 2,525 tokens of tool prompts: debited 0.0000568.
     expect(row.inputTokens, why).toBeGreaterThanOrEqual(HIDDEN_TOOL_TOKENS);
   }, 60_000);
 
@@ -152,8 +148,6 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     const why = `${billed.written} tokens written to the ${billed.ttl} cache (message_start's breakdown), billed ${billed.tokens} input tokens at the input price and ${LONG} output: ${billedCost}; debited ${row.inputTokens} input (${row.estimated ?? 'exact'}): ${row.cost}`;
     console.log(`rt8 long 1h: ${why}`);
     expect(billed.ttl).toBe('1h');
-    // Seen: the tail's message_delta says cache_creation_input_tokens without the breakdown, read as a
-    // 5-minute write: 2,008 tokens written, debited 2,510 input tokens (1.25x) for 4,016 billed (2x): 0.003608 for 0.0048128.
     expect(row.cost, why).toBeGreaterThanOrEqual(billedCost - 1e-12);
   }, 60_000);
 
@@ -167,8 +161,7 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     const why = `statuses ${JSON.stringify(statuses(sent))}; reserved ${reserved} (${bytes} bytes, no tool prompt: ${PROVIDER_TOOL_TOKENS.input_schema} is added only for input_schema and the listed client tools); billed ${rows.map((r) => `${r.inputTokens} in, ${r.cost}`).join('; ')}; balance ${BALANCES.unlisted} -> ${after}`;
     console.log(`rt8 unlisted tool: ${why}`);
     // Refusing it (an unknown Anthropic tool type) keeps the bound too.
-    // Seen: served once, reserved 0.0001712 (its 189 bytes), billed 0.0003016 (352 input tokens, 346 of them the
-    // tool use system prompt): balance 0.0002 -> -0.0001016. Strict mode's bound is zero.
+    // Strict mode's bound is zero: the tool use system prompt is held too.
     expect(after, why).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
@@ -187,7 +180,6 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     const billed = sent[0].status === 200 ? billedInput(sent[0].text) : undefined;
     const why = `statuses ${JSON.stringify(statuses(sent))}; held ${held} (${bytes} bytes x 2 + ${allowance} tool prompt tokens x 1); billed ${billed?.tokens} input tokens (${billed?.written} written to the ${billed?.ttl} cache, tool prompts included); debited ${rows.map((r) => `${r.inputTokens} in, ${r.cost}`).join('; ')}; balance ${BALANCES.toolsCached} -> ${after}`;
     console.log(`rt8 tools cached: ${why}`);
-    // Seen: served once, held 0.0030904, billed 0.0040808 (5,076 input tokens: 2,538 written at 2x): balance 0.0035 -> -0.0005808.
     expect(after, why).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
@@ -219,9 +211,8 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
     console.log(`rt8 cut 1h: ${why}`);
     expect(billed.ttl).toBe('1h');
     expect(row.estimated).toBe('incomplete');
-    // Seen: the meter's tail of a cut stream (published after the first chunk) starts at the body's first
-    // byte, and its first event, message_start, is skipped as if it were cut (tail-usage.ts afterFirstEvent):
-    // the input is estimated from the body's strings, 53 tokens for 5,076 reported (debited 0.0001544).
+    // The meter's tail of a cut stream starts at the body's first byte; message_start's input count stands
+    // as a floor of the estimate.
     expect(row.inputTokens, why).toBeGreaterThanOrEqual(billed.tokens);
     expect(row.outputTokens, why).toBeGreaterThanOrEqual(3);
   }, 60_000);
@@ -231,7 +222,7 @@ describeE2E('money red team 8: Anthropic\'s own prompts and cache writes (one ga
 // Replicas on one PostgreSQL, soft mode: the share of the balance while the count changes
 // ================================================================================================
 
-describeE2E('money red team 8: soft mode\'s share of the balance while replicas come and go (PostgreSQL)', () => {
+describeE2E('money, long streams and replica shares: soft mode\'s share of the balance while replicas come and go (PostgreSQL)', () => {
   const FLAT = 'rt8-flat';
   /** rt8-flat: 0.001 a token out, nothing in; cap 100 tokens. A request of max_tokens 100 is held and billed exactly M = 0.1. */
   const M = 0.1;
@@ -269,7 +260,7 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     return { done, allowed: upstreamWith(`${tag} `) };
   }
 
-  /** One Envoy whose Checks go to a modelgate of its own and whose reports go to replica `to` (as money-redteam6.test.ts). */
+  /** One Envoy whose Checks go to a modelgate of its own and whose reports go to replica `to` (as money-two-replicas.test.ts). */
   async function reportingTo(to: Gateway): Promise<Gateway> {
     const gw = await rig.replica({ reportsTo: to });
     // Past its grace (6 s after it starts, counting the others): until then it holds one request at a time.
@@ -277,7 +268,7 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     return gw;
   }
 
-  it('soft, two replicas: one replica\'s LISTEN connection drops while its share of a key\'s balance is in flight; the other keeps counting two while those requests may run: the key spends at most balance + 2 x M (was: it counted one and held to the whole balance beside them, 1.5 on 1.05)', async () => {
+  it('soft, two replicas: one replica\'s LISTEN connection drops while its share of a key\'s balance is in flight; the other keeps counting two while those requests may run: the key spends at most balance + 2 x M', async () => {
     await waitFor('both replicas counting two', () => replicasSeen(a) === 2 && replicasSeen(b) === 2, 30_000);
     const id = 'rt8-drop-mid';
     const initial = '1.05';
@@ -316,7 +307,6 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     const why = `in flight before the drop: ${onA.allowed} on A, ${onB.allowed} on B; then B (counting one) allowed ${later.allowed} more; statuses ${JSON.stringify(statuses(sent))}; each billed ${M}; spent ${spent} on ${initial}; bound balance + 2 x M = ${Number(initial) + 2 * M}`;
     console.log(`rt8 drop mid-burst: ${why}`);
     expect(served, why).toBeGreaterThan(0);
-    // Seen before the fix: 5 on A and 5 on B, then 5 more on B: spent 1.5 on 1.05 (bound 1.25).
     expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M + 1e-12);
   }, 150_000);
 
@@ -348,7 +338,6 @@ describeE2E('money red team 8: soft mode\'s share of the balance while replicas 
     const why = `in flight before the join: ${onA.allowed} on A, ${onB.allowed} on B (each counting two); then the new replica (counting three) allowed ${later.allowed}; statuses ${JSON.stringify(statuses(sent))}; each billed ${M}; spent ${spent} on ${initial}; bound balance + 3 x M + balance / 3 = ${Number(initial) + 3 * M + Number(initial) / 3}`;
     console.log(`rt8 join mid-burst: ${why}`);
     expect(served, why).toBeGreaterThan(0);
-    // Seen: 15 on A and 15 on B, then 10 on the new replica: spent 4 on 3.05 (balance + 3 x M = 3.35).
     // docs/metering.md states the join's bound: one share more (balance / R) while the requests the
     // others admitted before they counted it run.
     expect(spent, why).toBeLessThanOrEqual(Number(initial) + 3 * M + Number(initial) / 3 + 1e-12);

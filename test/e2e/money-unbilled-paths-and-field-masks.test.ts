@@ -1,10 +1,10 @@
 /**
- * Money red team, round 4 (docs/metering.md, "Overspend"; the rule: nothing is served without being
- * paid for, and an overspend has a stated bound). Each case goes through a real Envoy and modelgate
- * to the stand-in provider (support/money-upstream.ts), on its own key. The cases named "defended"
- * are attacks the bundle already stops, kept for their coverage: the paths where the Check's
- * classification (billable or not: token counting is free) could differ from what the upstream
- * serves. The others failed when written (branch redteam, on main 4789dfd) and say what was seen.
+ * Paths where the Check's classification (billable, or free as token counting is) could differ from
+ * what the upstream serves, and Gemini field masks that hide the usage (docs/metering.md,
+ * "Overspend"): count_tokens look-alikes, dot segments, escapes, case, other versions and unserved
+ * endpoints never reach a provider without a ledger row; websocket upgrades never reach one; a
+ * masked answer is debited its maximum output, in soft and strict mode. Each case goes through a
+ * real Envoy and modelgate to the stand-in provider (support/money-upstream.ts), on its own key.
  */
 import * as net from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -170,7 +170,7 @@ function rawExchange(gw: Gateway, text: string): Promise<string> {
   });
 }
 
-describeE2E('money red team 4: soft mode', () => {
+describeE2E('money, unbilled paths and field masks: soft mode', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -194,9 +194,9 @@ describeE2E('money red team 4: soft mode', () => {
         seen.push(`${http2 ? 'h2' : 'h1'} ${method} ${path} -> ${reply.status} ${String(reply.headers['x-modelgate-reason'] ?? '')}`);
       }
     }
-    // Seen when written: every look-alike is Envoy's 404/405 (path_unknown, prefix_wrong), 400 for an
-    // escaped slash, or 403 model_not_in_group (the Check reads the model up to the last ":");
-    // dot segments and double slashes are normalised before the route and the Check see the path.
+    // Every look-alike is Envoy's 404/405 (path_unknown, prefix_wrong), 400 for an escaped slash, or 403
+    // model_not_in_group (the Check reads the model up to the last ":"); dot segments and double slashes are
+    // normalised before the route and the Check see the path.
     const served = up.received.filter((r) => r.headers['x-rt4-key'] === 'probe');
     const missing = await unmetered(up, store, 'probe');
     expect(missing, `served unmetered:\n${missing.join('\n')}\n\nall probes:\n${seen.join('\n')}`).toEqual([]);
@@ -212,18 +212,17 @@ describeE2E('money red team 4: soft mode', () => {
       await rawExchange(gw, headers('/v1/realtime?model=gpt-4o-mini', 'GET')),
       await rawExchange(gw, headers('/v1/chat/completions', 'POST', `content-type: application/json\r\ncontent-length: ${body.length}\r\n`) + body),
     ];
-    // Seen when written: Envoy answers each 403 itself (no upgrade is configured on the listener).
+    // Envoy answers each 403 itself (no upgrade is configured on the listener).
     for (const a of answers) expect(a).not.toMatch(/ 101 /);
     const upgraded = up.received.filter((r) => r.headers['x-rt4-key'] === 'upgrade' && r.headers.upgrade !== undefined);
     expect(upgraded.map((r) => r.path), answers.join('\n')).toEqual([]);
     expect(await unmetered(up, store, 'upgrade')).toEqual([]);
   }, 60_000);
 
-  it('gemini: a field mask that drops the answer\'s usage and text (?fields=modelVersion, x-goog-fieldmask) on a model outside meter.reasoningModels leaves the output the provider billed unpaid: a balance of 0.0001 buys unbounded output', async () => {
-    // Google's system parameter `fields` (or the x-goog-fieldmask header) trims the answer; the
-    // provider still generates, and bills, every output token. Round 3 debits the maximum output
-    // only for reasoning models; for the others the meter estimates from the text the answer shows,
-    // which a mask can make none. Each request here asks for the model's cap (8,192 tokens).
+  it('gemini: a field mask that drops the answer\'s usage and text (?fields=modelVersion, x-goog-fieldmask) on a model outside meter.reasoningModels spends within balance + M: a balance of 0.0001 buys no unbounded output', async () => {
+    // Google's system parameter `fields` (or the x-goog-fieldmask header) trims the answer, usage and text
+    // included; the provider still generates, and bills, every output token, so a masked request is debited
+    // its maximum output. Each request here asks for the model's cap (8,192 tokens).
     const body = { contents: [{ role: 'user', parts: [{ text: 'write a long story' }] }], generationConfig: { maxOutputTokens: FLASH_2.cap } };
     const billed: number[] = [];
     const statuses: number[] = [];
@@ -240,13 +239,11 @@ describeE2E('money red team 4: soft mode', () => {
     const spentByProvider = billed.reduce((a, b) => a + b, 0);
     const bound = BALANCES.maskSoft + (Buffer.byteLength(JSON.stringify(body)) * FLASH_2.input + FLASH_2.cap * FLASH_2.output) / 1e6;
     const ledger = (await rows(store, 'maskSoft')).map((e) => `${e.outputTokens} out, ${e.estimated ?? 'exact'}, cost ${e.cost}`);
-    // Seen when written: all six served (200), each debited 0 output tokens (estimated, no_usage):
-    // the provider billed 0.0197 on a balance of 0.0001, against a bound of 0.0034.
     expect(spentByProvider, `statuses ${statuses.join(',')}; balance now ${await balanceOf(store, 'maskSoft')}; ledger:\n${ledger.join('\n')}`).toBeLessThanOrEqual(bound);
   }, 120_000);
 });
 
-describeE2E('money red team 4: strict mode', () => {
+describeE2E('money, unbilled paths and field masks: strict mode', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -258,7 +255,7 @@ describeE2E('money red team 4: strict mode', () => {
     await up?.close();
   });
 
-  it('gemini: strict mode\'s bound of zero does not hold under a field mask (?fields=modelVersion) on a model outside meter.reasoningModels', async () => {
+  it('gemini: strict mode\'s bound of zero holds under a field mask (?fields=modelVersion) on a model outside meter.reasoningModels', async () => {
     // The balance covers one request's reservation (0.0033); the provider honours the maximum.
     const body = { contents: [{ role: 'user', parts: [{ text: 'write a long story' }] }], generationConfig: { maxOutputTokens: FLASH_2.cap } };
     let billed = 0;
@@ -270,7 +267,6 @@ describeE2E('money red team 4: strict mode', () => {
       billed += (4 * FLASH_2.input + FLASH_2.cap * FLASH_2.output) / 1e6;
       await waitFor('its ledger row', async () => (await rows(store, 'maskStrict')).length === statuses.length, 30_000);
     }
-    // Seen when written: four served on a balance of 0.004 (each debited its input only): 0.0131 billed.
     expect(billed, `statuses ${statuses.join(',')}; balance now ${await balanceOf(store, 'maskStrict')}`).toBeLessThanOrEqual(BALANCES.maskStrict);
   }, 120_000);
 });

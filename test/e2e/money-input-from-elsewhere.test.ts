@@ -46,7 +46,7 @@ async function spend(gw: Gateway, store: FileStore, key: KeyName, path: string, 
 const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bearer ${keys[key]}` });
 const claude = (key: KeyName): Record<string, string> => ({ 'x-api-key': keys[key], 'anthropic-version': '2023-06-01' });
 
-describeE2E('money red team: strict mode reserves body bytes as input, but input can come from elsewhere', () => {
+describeE2E('money, input from elsewhere: strict mode reserves body bytes as input, but input can come from elsewhere', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -94,7 +94,7 @@ describeE2E('money red team: strict mode reserves body bytes as input, but input
   });
 });
 
-describeE2E('money red team: soft mode bound (balance + one request maximum M)', () => {
+describeE2E('money, input from elsewhere: soft mode bound (balance + one request maximum M)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;

@@ -1,11 +1,10 @@
 /**
- * Money red team, round 13: long-context prices, audio and image prices (modality_unpriced), the
- * admitted price in the Check's metadata, through the real Envoy and modelgate (file store) to the
- * stand-in provider (support/money-upstream.ts). A key holder with a small balance tries to get audio
- * or image served at the text price (spellings, escapes, enum numbers, duplicate keys, parts nested
- * where Gemini reads them) and a long prompt held at the short price (a small body referencing a
- * cached context, a prompt at the threshold); the false-positive side: what real clients send must
- * still be served.
+ * Long-context prices, audio and image prices (modality_unpriced) and the admitted price in the
+ * Check's metadata, through the real Envoy and modelgate (file store) to the stand-in provider
+ * (support/money-upstream.ts). A key holder with a small balance tries to get audio or image served
+ * at the text price (spellings, escapes, enum numbers, duplicate keys, parts nested where Gemini
+ * reads them) and a long prompt held at the short price (a small body referencing a cached context,
+ * a prompt at the threshold); what real clients send must still be served.
  */
 import { expect, it } from 'vitest';
 import { generateKey } from '../../src/check/key-format';
@@ -35,7 +34,7 @@ async function rawRequest(gw: Gateway, path: string, headers: Record<string, str
   return { status: res.status, text: await res.text() };
 }
 
-describeE2E('money red team 13: audio and image the price does not name, spelled every way a provider reads them', () => {
+describeE2E('money, modality spellings and long prompts: audio and image the price does not name, spelled every way a provider reads them', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -98,7 +97,6 @@ describeE2E('money red team 13: audio and image the price does not name, spelled
     const from = up.received.length;
     const body = '{"contents":[{"parts":[{"text":"describe"},{"fileData":{"fileUri":"https://www.youtube.com/watch?v=x"},"fileData":{"mimeType":"image/png","fileUri":"https://example.com/a.png"}}]}],"generationConfig":{"maxOutputTokens":5}}';
     const sent = await rawRequest(gw, FLASH, gemini('dup'), body);
-    // Seen before the fix: 200, served as an image part (JSON.parse keeps the last key).
     expect(sent.status, sent.text.slice(0, 300)).toBe(400);
     expect(sent.text).toContain('modality_unpriced');
     expect(upstreamOf(up, 'dup', from)).toBe(0);
@@ -119,7 +117,6 @@ describeE2E('money red team 13: audio and image the price does not name, spelled
     };
     const from = up.received.length;
     const sent = await request(gw, FLASH, gemini('client'), turn);
-    // Seen before the fix: 400 modality_unpriced ('a part whose "mimeType" is audio/* or video/* (or names none)').
     expect(sent.status, sent.text.slice(0, 300)).toBe(200);
     expect(upstreamOf(up, 'client', from)).toBe(1);
     await waitFor('its row', async () => (await store.meter!.usage({ keyId: `${PREFIX}-client`, limit: 10 })).length === 1);
@@ -133,7 +130,7 @@ const LONG = { input: 4, output: 18 };
 const cost = (input: number, output: number, p: { input: number; output: number }): number => (input * p.input + output * p.output) / 1e6;
 const lcKeys = { ref: generateKey(), edge: generateKey() };
 
-describeE2E('money red team 13: long prompts held by what a small body references, and the threshold itself', () => {
+describeE2E('money, modality spellings and long prompts: long prompts held by what a small body references, and the threshold itself', () => {
   let gw: Gateway;
   let store: FileStore;
   // A 150-byte body naming a cached context: its maximum input is its bytes plus 200,000 referenced
@@ -172,13 +169,13 @@ describeE2E('money red team 13: long prompts held by what a small body reference
   }, 120_000);
 });
 
-describeE2E('money red team 13: a Gemini turn of many parts', () => {
+describeE2E('money, modality spellings and long prompts: a Gemini turn of many parts', () => {
   let gw: Gateway;
   const many = generateKey();
   // Its maximum: 3.6 MB of body as tokens at gemini-3.8-flash's 0.3 a million, plus an image's 200,000.
   withMoneyGateway(withMoneyKeys({ many }, () => 10, 'rt13many'), (started) => ({ gw } = started));
 
-  it('300,000 text parts and an image part: served (seen before: 503 internal_error, the body walk had spread the parts array into one call: RangeError, Maximum call stack size exceeded)', async () => {
+  it('300,000 text parts and an image part: served (the body walk never spreads the parts array into one call)', async () => {
     const parts = [{ inlineData: { mimeType: 'image/png', data: WAV } }, ...Array.from({ length: 300_000 }, () => ({ text: 'a' }))];
     const sent = await request(gw, FLASH, { 'x-goog-api-key': many }, { contents: [{ role: 'user', parts }], generationConfig: { maxOutputTokens: 5 } });
     expect(sent.status, sent.text.slice(0, 300)).toBe(200);

@@ -1,11 +1,9 @@
 /**
- * Money red team, round 6: two replicas at once (docs/metering.md, "Overspend: soft (default) or
- * strict" and "Replicas"). Two Envoys, each with its own modelgate, on one PostgreSQL, every upstream
- * the stand-in provider (support/money-upstream.ts); a key holder with a small balance sends its
- * requests to both at once. Each case has a key of its own and asserts what the provider billed, the
- * ledger, and the bound docs/metering.md states. Cases named "defended" are attacks the gateway
- * already stops, kept for their coverage; the others failed when written (branch redteam, on main
- * 4bb6073) and say what was seen.
+ * Two replicas at once (docs/metering.md, "Overspend: soft (default) or strict" and "Replicas"). Two
+ * Envoys, each with its own modelgate, on one PostgreSQL, every upstream the stand-in provider
+ * (support/money-upstream.ts); a key holder with a small balance sends its requests to both at once.
+ * Each case has a key of its own and asserts what the provider billed, the ledger, and the bound
+ * docs/metering.md states.
  *
  * The model `rt6-flat` costs nothing per input token and 1,000 per million output tokens (0.001 a
  * token), its cap 100 tokens: a request naming `max_tokens: 50` is reserved at 0.05 and, answered in
@@ -36,7 +34,7 @@ type Counts = Record<string, number>;
 const statuses = (sent: Sent[]): Counts => sent.reduce<Counts>((c, s) => ({ ...c, [s.status]: (c[s.status] ?? 0) + 1 }), {});
 const complete = (s: Sent): boolean => s.status === 200 && s.text.includes('[DONE]');
 
-describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
+describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
   let rig: PgReplicas;
   let pool: AdminDb;
   let up: MoneyUpstream;
@@ -176,7 +174,7 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
     expect(await balanceOf(id)).toBeCloseTo(10 * PER - PER, 12);
   }, 90_000);
 
-  it('strict, a request whose client leaves before its answer, reported to the other replica: debited its maximum (50 tokens), as where it was allowed (was meter.maxOutputTokens, 32,768, the balance far below zero)', async () => {
+  it('strict, a request whose client leaves before its answer, reported to the other replica: debited its maximum (50 tokens), as where it was allowed', async () => {
     crossing ??= await reportingTo(b);
     const id = 'rt6-gone-there';
     const key = await newKey(id, String(10 * PER));
@@ -184,9 +182,8 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
     await waitFor('its row', async () => (await finalRows(id)) === 1, 60_000);
     const [row] = await ledger(id);
     const after = await balanceOf(id);
-    // Seen before the fix: output 32768 (meter.maxOutputTokens: the settling replica has no entry and
-    // the Check's metadata did not carry the request's maximum), cost 32.768, balance after -32.268.
-    // The metadata now carries maxInput and maxOutput.
+    // The Check's metadata carries maxInput and maxOutput: the settling replica, with no entry of the
+    // request, bounds its estimate by them.
     expect(row.output, `row ${JSON.stringify(row)}; balance after ${after}`).toBe(50);
     expect(after, `row ${JSON.stringify(row)}; balance after ${after}`).toBeGreaterThanOrEqual(0);
   }, 90_000);
@@ -285,7 +282,7 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
     expect(await balanceIsLedger(id, initial)).toBe(true);
   }, 120_000);
 
-  it('soft, replicas on one database, a balance of 5.5 x M: 100 streams at once over two of them: each holds to its share of the balance, so the key spends at most balance + R x M (was: each held its own view of the whole balance, spent 1 on 0.55)', async () => {
+  it('soft, replicas on one database, a balance of 5.5 x M: 100 streams at once over two of them: each holds to its share of the balance, so the key spends at most balance + R x M', async () => {
     await soft();
     const id = 'rt6-soft-wide';
     // M for rt6-flat: its cap (100 tokens) at 0.001, no input price: 0.1. The balance pays for five and a half.
@@ -301,9 +298,8 @@ describeE2E('money red team 6: two replicas on one PostgreSQL', () => {
     const why = `statuses ${JSON.stringify(statuses(sent))}; served ${served} (each billed ${M}); spent ${spent} on a balance of ${initial}; bound ${Number(initial) + 2 * M}`;
     console.log(`rt6 soft wide: ${why}`);
     expect(await balanceIsLedger(id, initial)).toBe(true);
-    // Seen before the fix: served 10 (five on each replica), spent 1 on a balance of 0.55 (bound 0.75).
-    // Now each replica holds to balance / R (R: the modelgates on the database, three here with the
-    // one that reports for another Envoy), and each serves at least its lone request.
+    // Each replica holds to balance / R (R: the modelgates on the database, three here with the one that
+    // reports for another Envoy), and each serves at least its lone request.
     expect(served, why).toBeGreaterThanOrEqual(2);
     expect(spent, why).toBeLessThanOrEqual(Number(initial) + 2 * M + 1e-12);
   }, 120_000);

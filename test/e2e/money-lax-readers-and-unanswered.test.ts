@@ -1,9 +1,12 @@
 /**
- * Money red team, round 2: attacks on round 1's fixes (docs/metering.md, "Overspend"; the rule:
- * nothing is served without being paid for). Each case goes through a real Envoy and modelgate to a
- * stand-in provider (support/money-upstream.ts, or a slow one of its own here), on its own key, and
- * asserts what the stated bound or the estimate's promise says. Every case here failed when written
- * (branch redteam, on perf a05e09d), each for the reason its name says.
+ * Input an estimate or a hold can miss, and answers the client never got (docs/metering.md,
+ * "Overspend"): a 4 KiB input sample filled with numbers, fields a case-insensitive or case-folding
+ * binder reads (generationConfig.CandidateCount, "previou\u017f_response_id"), input pulled from
+ * elsewhere (Gemini fileSearch, Anthropic mcp_servers, a Responses item_reference), Envoy's 504
+ * after the request went upstream, and a client that leaves a non-streaming request before its
+ * answer. Each case goes through a real Envoy and modelgate to the stand-in provider
+ * (support/money-upstream.ts, or a slow one of its own here), on its own key, and asserts the stated
+ * bound or what the provider billed.
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -41,7 +44,7 @@ const WORDS = 100_000;
 const sparseHead = { type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { x: { type: 'integer', enum: Array(2100).fill(0) } } } } };
 const denseText = 'a '.repeat(WORDS);
 
-describeE2E('money red team 2: soft mode, the stand-in provider', () => {
+describeE2E('money, lax readers and unanswered requests: soft mode, the stand-in provider', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -118,7 +121,7 @@ describeE2E('money red team 2: soft mode, the stand-in provider', () => {
   });
 });
 
-describeE2E('money red team 2: a non-streaming answer slower than the upstream idle timeout', () => {
+describeE2E('money, lax readers and unanswered requests: a non-streaming answer slower than the upstream idle timeout', () => {
   let gw: Gateway;
   let slow: http.Server;
   let answered = 0;

@@ -1,11 +1,9 @@
 /**
- * Money red team, round 11a: the wire and the answers. A key holder with a small balance shapes
- * what the admission reads (numbers a lax upstream parses otherwise) and how its requests travel
- * (pipelined HTTP/1.1, resets at chosen moments), looking for a response no balance paid for or a
+ * Numbers a lax upstream parses otherwise ("n": "1_6", candidateCount "1.6e1", an enum service
+ * tier) and how requests travel (pipelined HTTP/1.1, compressed bodies, resets at chosen moments, a
+ * non-streaming answer left after its headers), looking for a response no balance paid for or a
  * spend past the bound docs/metering.md states. Every request goes through the real Envoy to the
- * stand-in provider (support/money-upstream.ts), which bills exactly what it produced. Cases named
- * "defended" are attacks the gateway already stopped, kept for their coverage; the others were
- * findings (each comment says FINDING and what was seen on branch rt11a before its fix), fixed since.
+ * stand-in provider (support/money-upstream.ts), which bills exactly what it produced.
  */
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
@@ -47,16 +45,15 @@ const GEMINI = { input: 0.3, output: 2.5 };
 const GEMINI_BALANCE = 0.0004;
 const balanceOf = (k: string): number => (k === 'geminiExponent' ? GEMINI_BALANCE : STRICT_BALANCE);
 
-describeE2E('money red team 11a: strict mode (bound: zero)', () => {
+describeE2E('money, lax numbers and the wire: strict mode (bound: zero)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
   withMoneyGateway((demo) => withMoneyKeys(strictKeys, balanceOf, `${PREFIX}s`)(inMode('strict')(demo)), (started) => ({ up, gw, store } = started));
 
-  // FINDING (seen on rt11a fa0d32f): the admission read `"n": "1_6"` as no count (one answer); pydantic's
-  // lax int (vLLM's and other OpenAI-compatible servers' request models) reads it as 16, as Python's
-  // int() does, and trims U+0085 (NEL) as white space where JavaScript's \s does not. Strict mode
-  // reserved one answer and the provider produced 16: served, balance 0.0001 -> -0.00086.
+  // pydantic's lax int (vLLM's and other OpenAI-compatible servers' request models) reads `"n": "1_6"` as 16,
+  // as Python's int() does, and trims U+0085 (NEL) as white space where JavaScript's \s does not: the
+  // admission reads n as they do.
   for (const [k, n, answers] of [['nUnderscore', '1_6', 16], ['nNel', '\u00858', 8]] as const) {
     it(`chat: "n": ${JSON.stringify(n)} (pydantic reads ${answers}) reserves ${answers} answers: refused on a balance for one, nothing upstream`, async () => {
       const from = up.received.length;
@@ -83,10 +80,9 @@ describeE2E('money red team 11a: strict mode (bound: zero)', () => {
     });
   }
 
-  // FINDING (seen on rt11a 6fe7441): Gemini's API reads its JSON as proto3's JSON mapping does: an
-  // integer field may be a string holding any JSON number, exponent included ("1.6e1" is 16: Go's
-  // protojson, protobuf.dev's JSON mapping). The admission read "1.6e1" as no count (one answer):
-  // strict mode reserved one candidate and the provider produced 16.
+  // Gemini's API reads its JSON as proto3's JSON mapping does: an integer field may be a string holding any
+  // JSON number, exponent included ("1.6e1" is 16: Go's protojson, protobuf.dev's JSON mapping); the
+  // admission reads it so.
   it('gemini: generationConfig.candidateCount "1.6e1" (proto3 JSON reads 16) reserves 16 answers: refused on a balance for one, nothing upstream', async () => {
     const from = up.received.length;
     const key = strictKeys.geminiExponent;
@@ -185,15 +181,13 @@ function rawPost(path: string, headers: readonly (readonly [string, string])[], 
   return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`), b]);
 }
 
-describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
+describeE2E('money, lax numbers and the wire: soft mode (bound: balance + M)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
   withMoneyGateway(withMoneyKeys(softKeys, (k) => SOFT_BALANCE[k as SoftKey], PREFIX), (started) => ({ up, gw, store } = started));
 
-  // FINDING (seen on rt11a fa0d32f): soft mode lets a lone request through only if it asks for one answer;
-  // `"n": "1_6"` was read as one, and the provider produced 16 answers at the model's cap: served,
-  // 0.157 spent on a balance of 0.0001 (bound: balance + M, about 0.0099).
+  // Soft mode lets a lone request through only if it asks for one answer; `"n": "1_6"` asks for 16.
   it('chat: a lone request with "n": "1_6" at the model\'s cap on a balance of 0.0001 spends at most balance + M', async () => {
     const body = { model: 'gpt-4o-mini', max_tokens: PRICE.cap, n: '1_6', messages: [{ role: 'user', content: 'hi' }] };
     const m = cost(Buffer.byteLength(JSON.stringify(body)), PRICE.cap);
@@ -292,11 +286,9 @@ describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
     expect(got.bytes).toBeLessThan(4096);
   });
 
-  // FINDING (seen on rt11a 76f9409): a provider that sends a non-streaming answer's headers before
-  // its body (the answer is produced, and billed, whatever the client does); the client takes the
-  // headers and leaves. Debited its bytes: 0 output tokens for the 2,000 billed (input only,
-  // 0.0000042). Whether a given provider flushes headers early is the provider's: the stand-in can.
-  // Now its maximum output, as a request left before any answer byte is.
+  // A provider may send a non-streaming answer's headers before its body (the answer is produced, and billed,
+  // whatever the client does). A client that takes the headers and leaves is debited the maximum output, as a
+  // request left before any answer byte is. The stand-in flushes headers early on request.
   it('chat: a non-streaming answer whose headers came before its body, left by the client after the headers, is debited the output the provider billed', async () => {
     const body = { model: 'gpt-4o-mini', max_tokens: 2000, messages: [{ role: 'user', content: 'hi' }] };
     const from = up.received.length;
@@ -318,9 +310,8 @@ describeE2E('money red team 11a: soft mode (bound: balance + M)', () => {
     expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThanOrEqual(2000);
   });
 
-  // FINDING (seen on rt11a d2c41be): Gemini's serviceTier is an enum, and proto3's JSON mapping
-  // reads an enum by its number as well as by its name. Only names were checked: "serviceTier": 3
-  // (or any number) was served, at the standard price, whatever tier the provider ran it at.
+  // Gemini's serviceTier is an enum, and proto3's JSON mapping reads an enum by its number as well as by its
+  // name: a number is refused as its name is.
   it('gemini: a service tier written as an enum number ("serviceTier": 3, "service_tier": 2) is refused as its name is (service_tier_unpriced), before anything goes upstream', async () => {
     const key = softKeys.geminiTier;
     const from = up.received.length;

@@ -1,9 +1,12 @@
 /**
- * Money red team, round 3 (docs/metering.md, "Overspend"; the rule: nothing is served without being
- * paid for, and an overspend has a stated bound). Each case goes through a real Envoy and modelgate
- * to the stand-in provider (support/money-upstream.ts), on its own key, and asserts the stated bound
- * or what the provider bills. Every case failed when written (branch redteam, on main a580fb7) and
- * says what was seen, except the one named "defended": an attack the bundle already stops.
+ * Request shapes that would make a hold or a debit smaller than the provider's bill
+ * (docs/metering.md, "Overspend"): gzip-compressed Gemini bodies (their candidateCount and video
+ * unread), any anthropic-beta header (the provider may raise the output cap), a duplicated "n",
+ * service tiers billed above the standard price, chat streams without usage from reasoning models,
+ * a Responses stream cut after its text, a Gemini field mask dropping usageMetadata, and Envoy retry
+ * headers from a client. Each case goes through a real Envoy and modelgate to the stand-in provider
+ * (support/money-upstream.ts), on its own key, and asserts the stated bound or what the provider
+ * bills; soft mode, strict mode on the file store and on PostgreSQL (leases).
  */
 import * as zlib from 'node:zlib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -56,7 +59,7 @@ function sendGzippedGemini(gw: Gateway, key: KeyName): Promise<Reply> {
   });
 }
 
-describeE2E('money red team 3: soft mode', () => {
+describeE2E('money, request shapes: soft mode', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -78,7 +81,6 @@ describeE2E('money red team 3: soft mode', () => {
     const spent = BALANCES.gzipSoft - (await balanceOf(store, 'gzipSoft'));
     // M: the body's bytes as input plus the model's output cap, for a request with no input from elsewhere.
     const m = (zlib.gzipSync(JSON.stringify(GEMINI_VIDEO)).length * GEMINI_FLASH.input + GEMINI_FLASH.cap * GEMINI_FLASH.output) / 1e6;
-    // Seen when written: served, 0.284 spent (946,800 input tokens), against a bound of 0.165.
     expect(spent, `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeLessThanOrEqual(BALANCES.gzipSoft + m);
   });
 
@@ -92,7 +94,6 @@ describeE2E('money red team 3: soft mode', () => {
     if (sent.status === 200) await rowOf(store, 'betaSoft');
     const spent = BALANCES.betaSoft - (await balanceOf(store, 'betaSoft'));
     const m = (1000 * HAIKU.input + HAIKU.cap * HAIKU.output) / 1e6;
-    // Seen when written: served, 0.256 spent (64,000 output tokens), against a bound of 0.034.
     expect(spent, `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeLessThanOrEqual(BALANCES.betaSoft + m);
   });
 
@@ -103,7 +104,6 @@ describeE2E('money red team 3: soft mode', () => {
     // tokens (0.0096) for a request held as one (0.0012), which soft mode lets through alone.
     const body = `{"model":"gpt-4o-mini","n":8,"max_tokens":2000,"messages":[{"role":"user","content":"write"}],"n":1}`;
     const sent = await gw.send('POST', '/v1/chat/completions', { body, headers: [['authorization', `Bearer ${keys.duplicateN}`], ['content-type', 'application/json']] });
-    // Seen when written: 200 (held as n = 1).
     expect(sent.status, sent.text.slice(0, 300)).toBe(400);
     expect(sent.headers['x-modelgate-reason']).toBe('body_invalid');
   });
@@ -115,7 +115,6 @@ describeE2E('money red team 3: soft mode', () => {
     const sent = await request(gw, '/v1/chat/completions', bearer('priority'), {
       model: 'gpt-4o-mini', service_tier: 'priority', max_tokens: 1000, messages: [{ role: 'user', content: 'write' }],
     });
-    // Seen when written: served, debited the standard price (0.0006006 for 4 + 1,000 tokens).
     expect(sent.status, sent.text.slice(0, 300)).toBe(400);
     expect(sent.text).toContain('service_tier_unpriced');
     expect(up.received.filter((r) => r.body.includes('"service_tier":"priority"')).length).toBe(0);
@@ -136,7 +135,6 @@ describeE2E('money red team 3: soft mode', () => {
     expect(sent.status).toBe(200);
     const row = await rowOf(store, 'reasoningStream');
     expect(row.estimated).toBe('stream_without_usage');
-    // Seen when written: 6 output tokens debited for 10,005 billed.
     expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThanOrEqual(REASONING);
   });
 
@@ -165,7 +163,6 @@ describeE2E('money red team 3: soft mode', () => {
     expect(sent.status).toBe(200);
     const row = await rowOf(store, 'reasoningCut');
     expect(row.estimated).toBe('incomplete');
-    // Seen when written: 25 output tokens debited for 10,005 billed (the provider produced the answer before its last event).
     expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThanOrEqual(REASONING);
   });
 
@@ -178,7 +175,6 @@ describeE2E('money red team 3: soft mode', () => {
     expect(sent.status, sent.text.slice(0, 200)).toBe(200);
     expect(sent.text).not.toContain('usageMetadata');
     const row = await rowOf(store, 'geminiMask');
-    // Seen when written: estimated (no_usage), 5 output tokens debited for 10,005 billed.
     expect(row.outputTokens, JSON.stringify(row)).toBeGreaterThanOrEqual(REASONING);
   });
 
@@ -197,7 +193,7 @@ describeE2E('money red team 3: soft mode', () => {
   });
 });
 
-describeE2E('money red team 3: strict mode (file store)', () => {
+describeE2E('money, request shapes: strict mode (file store)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
@@ -216,12 +212,11 @@ describeE2E('money red team 3: strict mode (file store)', () => {
       const row = await rowOf(store, 'gzipStrict');
       expect(row.inputTokens).toBeGreaterThanOrEqual(VIDEO_TOKENS);
     }
-    // Seen when written: served, balance -0.084.
     expect(await balanceOf(store, 'gzipStrict'), `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeGreaterThanOrEqual(0);
   });
 });
 
-describeE2E('money red team 3: strict mode on PostgreSQL (leases)', () => {
+describeE2E('money, request shapes: strict mode on PostgreSQL (leases)', () => {
   let server: PgServer;
   let pool: AdminDb;
   let up: MoneyUpstream;
@@ -253,7 +248,6 @@ describeE2E('money red team 3: strict mode on PostgreSQL (leases)', () => {
     const rows = async (): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', ['rt3-pg-gzip'])).rows[0].n;
     if (sent.status === 200) await waitFor('the ledger row', async () => (await rows()) > 0, 30_000);
     const { rows: [k] } = await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', ['rt3-pg-gzip']);
-    // Seen when written: served, balance -0.0841409.
     expect(Number(k.b), `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeGreaterThanOrEqual(0);
   });
 });

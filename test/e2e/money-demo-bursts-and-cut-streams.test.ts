@@ -1,15 +1,12 @@
 /**
- * Money red team, round 9, against what `npm start` brings up: the demo config (soft mode, file
- * store, one replica), a key holder with a small balance looking for a way to be served without
- * paying or to spend past balance + M (docs/metering.md), and a key holder with a healthy balance
- * (the demo's alice, 12.5) running today's coding agents' request shapes, who must not be refused.
- * Aimed at what earlier rounds did not try: the alternate prefix and the agent paths, bursts split
- * over the three protocol families, Gemini and Responses streams cut mid-way, a body sent slowly
- * while other requests hold the balance, a balance changed in the config file (hot reload) while
- * requests are in flight, and headers a client sends that name modelgate's or Envoy's own.
- * Every request goes through the real Envoy to the stand-in provider (support/money-upstream.ts),
- * which bills exactly. Cases named "defended" are attacks the gateway already stops, kept for their
- * coverage; the others failed when written (branch redteam, on main e089882) and say what was seen.
+ * What `npm start` brings up (the demo config: soft mode, file store, one replica) against a key
+ * holder with a small balance (docs/metering.md: at most balance + M) and the demo's alice (12.5)
+ * running today's coding agents' request shapes, who must not be refused: bursts split over the
+ * three protocol families, the alternate prefix and the agent paths; Gemini and Responses streams
+ * cut mid-way; a body sent slowly while other requests hold the balance; a balance lowered in the
+ * config file (hot reload) while requests are in flight; headers a client sends that name
+ * modelgate's or Envoy's own. Every request goes through the real Envoy to the stand-in provider
+ * (support/money-upstream.ts), which bills exactly.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as http from 'node:http';
@@ -78,7 +75,7 @@ function slowRequest(gw: Gateway, path: string, headers: Record<string, string>,
   return { finish: () => { req.end(data.subarray(20)); return result; } };
 }
 
-describeE2E('money red team 9: the demo gateway (soft, file store, one replica)', () => {
+describeE2E('money, bursts and cut streams: the demo gateway (soft, file store, one replica)', () => {
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
