@@ -183,6 +183,27 @@ export function renderResults(r: E2eResults, mixes: readonly HttpMix[]): string 
     line(`| Check, small chat: p99 at half the no-op's capacity, in each run | ${each.map((v) => ms(v)).join(', ') || '–'}: ${met} of ${each.length} under 5 ms | < 5 ms in each | ${verdict(each.length ? met === each.length : undefined)} |`);
   }
 
+  // ---------------------------------------------------------------- the Check beside a grpc-go no-op
+  if (r.setups.some((s) => s.id === 'noop-go')) {
+    line();
+    line('### The Check beside a grpc-go no-op ext_authz');
+    line();
+    line('Meter off, closed loop, one run: throughput as a ratio to the grpc-go no-op\'s in the same run (bench/peers/grpc-go-noop), and CPU per Check in µs (user + system over the run / requests) of the authorizing process and of Envoy. On a shared machine the ratios and the CPU per Check are the figures to compare, not the raw req/s.');
+    line();
+    line('| mix | setup | req/s | vs the grpc-go no-op | authorizer CPU per Check | Envoy CPU per Check | gateway core per Check |');
+    line('| --- | --- | --- | --- | --- | --- | --- |');
+    const us = (s10k: number): string => (Number.isFinite(s10k) ? `${(s10k * 100).toFixed(s10k * 100 >= 100 ? 0 : 1)} µs` : '–');
+    for (const mix of ['small_chat', 'body_256k_model_last'] as MixId[]) {
+      const go = cap('noop-go', mix);
+      for (const id of ['noop-go', 'modelgate-before', 'modelgate'] as SetupId[]) {
+        const c = cap(id, mix);
+        if (!Number.isFinite(c)) continue;
+        const cpu = cpuPer10k(ok, id, mix);
+        line(`| ${mix} | ${SETUP_TITLES[id]} | ${int(c)} | ${x(c / go)} | ${us(cpu.authz)} | ${us(cpu.envoy)} | ${us(cpu.envoy + cpu.authz)} |`);
+      }
+    }
+  }
+
   // ---------------------------------------------------------------- throughput
   line();
   line('## Max throughput (closed loop)');

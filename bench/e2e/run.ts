@@ -10,6 +10,7 @@
  *   node dist/bench/e2e/run.js --quick        seconds per run, one repeat: for trying the harness
  *   --setups=envoy,noop,modelgate  --mixes=small_chat  --phases=closed,paced,tail,litellm
  *   --repeats=N --warmup=S --duration=S --node-flags="--max-semi-space-size=32" --out=FILE
+ *   --before=DIR --setups=noop-go,modelgate,modelgate-before   another built checkout beside this one
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -63,13 +64,15 @@ function mixesFor(id: SetupId): MixId[] {
   return STREAM_ALSO.includes(id) ? [...MAIN_MIXES, 'small_chat_stream', ...estimated] : MAIN_MIXES;
 }
 
-function versions(ctx: { envoyBin: string; opaBin: string; litellmBin: string; pg?: BenchPg }): Record<string, string> {
+function versions(ctx: { envoyBin: string; opaBin: string; litellmBin: string; goNoopBin: string; pg?: BenchPg }): Record<string, string> {
   const v: Record<string, string> = {};
   v.envoy = envoyVersion(ctx.envoyBin);
   v.node = process.version;
   v['@grpc/grpc-js'] = (JSON.parse(readFileSync(require.resolve('@grpc/grpc-js/package.json'), 'utf8')) as { version: string }).version;
   const opa = spawnSync(ctx.opaBin, ['version'], { encoding: 'utf8' });
   if (opa.status === 0) v['opa-envoy-plugin'] = /Version: (\S+)/.exec(opa.stdout)?.[1] ?? '?';
+  const goNoop = spawnSync('go', ['version', '-m', ctx.goNoopBin], { encoding: 'utf8' });
+  if (goNoop.status === 0) v['grpc-go (the no-op)'] = /dep\s+google\.golang\.org\/grpc\s+(\S+)/.exec(goNoop.stdout)?.[1] ?? '?';
   const lite = spawnSync(path.join(path.dirname(ctx.litellmBin), 'python'), ['-c', 'import importlib.metadata as m; print(m.version("litellm"))'], { encoding: 'utf8' });
   if (lite.status === 0) v.litellm = lite.stdout.trim();
   if (ctx.pg) v.postgresql = ctx.pg.version;
@@ -97,6 +100,9 @@ async function main(): Promise<void> {
   const envoyBin = process.env.ENVOY_BIN ?? path.join(ROOT, '.envoy', '1.40.0', 'lib', 'python3.11', 'site-packages', 'envoy', '_bin', 'envoy');
   const opaBin = process.env.OPA_BIN ?? path.join(ROOT, '.peers', 'opa', 'bin', 'opa');
   const litellmBin = process.env.LITELLM_BIN ?? path.join(ROOT, '.peers', 'litellm-venv', 'bin', 'litellm');
+  const goNoopBin = process.env.GO_NOOP_BIN ?? path.join(ROOT, '.peers', 'grpc-go-noop', 'bin', 'grpc-go-noop');
+  const before = arg('before');
+  const beforeRoot = before ? path.resolve(before) : undefined;
   const started = new Date();
   const load1 = os.loadavg()[0];
 
@@ -124,7 +130,7 @@ async function main(): Promise<void> {
   const pg = setupsWanted.some((s) => s.includes('-pg')) ? await startBenchPg(OUT, loadCpus) : undefined;
   const ctx = {
     root: ROOT, outDir: OUT, envoyBin, envoyConcurrency: 1, gatewayCpus, loadCpus, upstreamPort: upPort,
-    demoConfig: readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'), pg, nodeFlags, opaBin, litellmBin,
+    demoConfig: readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'), pg, nodeFlags, opaBin, litellmBin, goNoopBin, beforeRoot,
   };
   const settings: LoadSettings = { outDir: OUT, root: ROOT, loadCpus, gatewayCpus, warmupMs, durationMs, connections: 10, closedStreams: 10, upstreamPid: upstream.pid };
   const runs: RunRecord[] = [];
@@ -134,7 +140,7 @@ async function main(): Promise<void> {
     date: started.toISOString(),
     quick,
     machine: { ...machineInfo(), kernel: os.release(), loadAverageAtStart: load1, pinned, gatewayCpus, loadCpus, memoryGiB: os.totalmem() / 2 ** 30 },
-    versions: versions({ envoyBin, opaBin, litellmBin, pg }),
+    versions: versions({ envoyBin, opaBin, litellmBin, goNoopBin, pg }),
     settings: { repeats, warmupMs, durationMs, connections: settings.connections, closedInFlight: settings.connections * settings.closedStreams, envoyConcurrency: ctx.envoyConcurrency, nodeFlags, rates: RATES, overCapacity: OVER_CAPACITY },
     setups: [],
     runs,
@@ -143,7 +149,7 @@ async function main(): Promise<void> {
     errors,
   };
   const runner = benchRunner({
-    name: 'bench:e2e', argv: process.argv.slice(2), partialFlags: ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags'],
+    name: 'bench:e2e', argv: process.argv.slice(2), partialFlags: ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags', 'before'],
     committedFile: path.join(ROOT, 'bench', 'RESULTS-e2e.md'), outFile: path.join(OUT, 'RESULTS-e2e.md'), jsonFile: path.join(OUT, 'results.json'),
     results, render: (r) => renderResults(r, mixes),
   });

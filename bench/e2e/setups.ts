@@ -5,6 +5,7 @@
  *   envoy               Envoy alone (no ext_authz): the floor
  *   noop                Envoy + a no-op grpc-js ext_authz (always OK): the issue's reference
  *   noop-builtin        Envoy + a no-op on modelgate's own gRPC server: the limit of our stack
+ *   noop-go             Envoy + a no-op on grpc-go (bench/peers/grpc-go-noop): the Check's reference
  *   modelgate           Envoy + modelgate, 1 worker, file store
  *   modelgate-w2        Envoy + modelgate --workers 2, file store
  *   modelgate-pg        Envoy + modelgate, PostgreSQL store (warm cache)
@@ -18,6 +19,9 @@
  *   modelgate-rl        modelgate + meter (soft, file store), rate limits on the   } rate limit rows
  *                       keys, embedded engine (modelgate answers the filters)      } (docs/rate-limits.md): every
  *   modelgate-rl-global the same, global engine: envoyproxy/ratelimit + Redis      } request asks the engine
+ *   modelgate-before    (--setups and --before=DIR only) modelgate built from another checkout DIR (its
+ *                       dist/, demo config and node_modules), in the same bundle: before and after a
+ *                       change, measured in one run
  *   modelgate-secret    (--setups only) modelgate with grpc.secret            } the gRPC port
  *   modelgate-mtls      (--setups only) modelgate with mTLS (grpc.tls)        } authenticated
  *   modelgate-secret-mtls (--setups only) both                                } (docs/security.md)
@@ -40,16 +44,18 @@ import { freePort, httpStatus, listening, pin, spawnPinned, type Proc } from './
 import { startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
 import { UPSTREAM_MARKERS } from './upstream';
 
-export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'litellm-budget', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'] as const;
+export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'noop-go', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'litellm-budget', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'] as const;
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
-export const EXTRA_SETUP_IDS = ['opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls', 'modelgate-meter-nogzip', 'modelgate-meter-logonly'] as const;
+export const EXTRA_SETUP_IDS = ['modelgate-before', 'opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls', 'modelgate-meter-nogzip', 'modelgate-meter-logonly'] as const;
 export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
 
 export const SETUP_TITLES: Record<SetupId, string> = {
   'envoy': 'Envoy alone (floor)',
   'noop': 'Envoy + no-op ext_authz (grpc-js)',
   'noop-builtin': 'Envoy + no-op ext_authz (modelgate\'s gRPC server)',
+  'noop-go': 'Envoy + no-op ext_authz (grpc-go)',
   'modelgate': 'Envoy + modelgate (1 worker, file store)',
+  'modelgate-before': 'Envoy + modelgate before the change (--before=DIR, 1 worker, file store)',
   'modelgate-w2': 'Envoy + modelgate --workers 2 (file store)',
   'modelgate-pg': 'Envoy + modelgate (PostgreSQL, warm cache)',
   'opa': 'Envoy + OPA-Envoy',
@@ -86,6 +92,10 @@ export interface BenchContext {
   readonly nodeFlags: readonly string[];
   readonly opaBin: string;
   readonly litellmBin: string;
+  /** bench/peers/grpc-go-noop/build.sh's binary. */
+  readonly goNoopBin: string;
+  /** Another checkout of modelgate, built (`--before=DIR`): the `modelgate-before` setup runs it. */
+  readonly beforeRoot?: string;
 }
 
 export interface RunningSetup {
@@ -145,6 +155,12 @@ function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUr
 
 const BENCH_SERVER_NAME = 'modelgate.bench';
 
+/** ` at COMMIT` for a git checkout, else ''. */
+function gitHead(dir: string): string {
+  const r = spawnSync('git', ['-C', dir, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' });
+  return r.status === 0 ? ` at ${r.stdout.trim()}` : '';
+}
+
 /**
  * The litellm-budget setup's LiteLLM config: bench/peers/litellm/config.yaml with LiteLLM's own
  * spend-tracking callback registered (spend_tracking.py: its ProxyDBLogger, which LiteLLM registers
@@ -175,18 +191,18 @@ function makeCerts(dir: string): NonNullable<PortAuth['tls']> {
   return { serverCert: f('server.crt'), serverKey: f('server.key'), serverCa: f('server-ca.crt'), clientCert: f('client.crt'), clientKey: f('client.key'), clientCa: f('client-ca.crt') };
 }
 
-async function startModelgateProc(ctx: BenchContext, id: string, configPath: string, workers: number): Promise<{ proc: Proc; grpcPort: number; http: string }> {
+async function startModelgateProc(ctx: BenchContext, id: string, configPath: string, workers: number, root = ctx.root): Promise<{ proc: Proc; grpcPort: number; http: string }> {
   const grpcPort = await freePort();
   const httpPort = await freePort();
   const http = `127.0.0.1:${httpPort}`;
-  const args = [...ctx.nodeFlags, path.join(ctx.root, 'dist/src/cli/main.js'), 'serve', '--config', configPath, '--grpc', `127.0.0.1:${grpcPort}`, '--http', http];
+  const args = [...ctx.nodeFlags, path.join(root, 'dist/src/cli/main.js'), 'serve', '--config', configPath, '--grpc', `127.0.0.1:${grpcPort}`, '--http', http];
   if (workers > 1) args.push('--workers', String(workers));
   const proc = await spawnPinned({
     name: id,
     cmd: process.execPath,
     args,
     cpus: ctx.gatewayCpus,
-    cwd: ctx.root,
+    cwd: root,
     // Every decision is logged (the demo config's log.allows), to this file, as in the in-process bench.
     logFile: path.join(ctx.outDir, `${id}.log`),
     ready: async (p) => (await httpStatus(`http://${http}/readyz`)) === 200 && (workers === 1 || p.pids().length > workers),
@@ -233,6 +249,21 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       markers = (k) => [allowMarker(k)];
       break;
     }
+    case 'noop-go': {
+      const port = await freePort();
+      if (!existsSync(ctx.goNoopBin)) throw new Error(`${ctx.goNoopBin} missing: run bench/peers/grpc-go-noop/build.sh`);
+      authz = await spawnPinned({
+        name: id,
+        cmd: ctx.goNoopBin,
+        args: [`127.0.0.1:${port}`],
+        cpus: ctx.gatewayCpus,
+        logFile: path.join(ctx.outDir, `${id}.log`),
+        ready: () => listening(port),
+      });
+      bundle = renderBundle(demo, { authz: { port, healthCheck: false, packAsBytes: true }, httpPort: await httpPortFor(), upstreamPort, meter: false });
+      markers = (k) => [allowMarker(k)];
+      break;
+    }
     case 'modelgate-secret':
     case 'modelgate-mtls':
     case 'modelgate-secret-mtls': {
@@ -258,6 +289,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       break;
     }
     case 'modelgate':
+    case 'modelgate-before':
     case 'modelgate-w2':
     case 'modelgate-pg':
     case 'modelgate-meter':
@@ -292,9 +324,13 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         storePids = () => ctx.pg!.pids();
       }
       const configPath = path.join(ctx.outDir, `${id}.yaml`);
-      writeFileSync(configPath, modelgateConfig(ctx.demoConfig, meter, storeUrl, {}, rateLimits));
+      if (id === 'modelgate-before' && !ctx.beforeRoot) throw new Error('modelgate-before needs --before=DIR (a built checkout)');
+      // The earlier checkout reads its own demo config (its schema may differ); the bundle is this one's.
+      const demoText = id === 'modelgate-before' ? readFileSync(path.join(ctx.beforeRoot!, 'envoy', 'modelgate.yaml'), 'utf8') : ctx.demoConfig;
+      writeFileSync(configPath, modelgateConfig(demoText, meter, storeUrl, {}, rateLimits));
       rmSync(configPath.replace(/\.yaml$/, '.state.json'), { force: true });
-      const m = await startModelgateProc(ctx, id, configPath, id === 'modelgate-w2' ? 2 : 1);
+      const m = await startModelgateProc(ctx, id, configPath, id === 'modelgate-w2' ? 2 : 1, id === 'modelgate-before' ? ctx.beforeRoot : ctx.root);
+      if (id === 'modelgate-before') notes.push(`modelgate from ${ctx.beforeRoot}${gitHead(ctx.beforeRoot!)}`);
       authz = m.proc;
       modelgateHttp = m.http;
       bundle = renderBundle(parseConfig(readFileSync(configPath, 'utf8')), {

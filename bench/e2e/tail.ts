@@ -92,8 +92,8 @@ async function main(): Promise<void> {
     mkdirSync(dir, { recursive: true });
     const setup = await startSetup({
       root: v.root, outDir: dir, envoyBin, envoyConcurrency: v.envoyConcurrency, gatewayCpus: '0', loadCpus: '1', upstreamPort: upPort,
-      demoConfig: configWith(readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'), v.settings), nodeFlags: ['--trace-gc', ...v.flags],
-      opaBin: '', litellmBin: '',
+      demoConfig: configWith(readFileSync(path.join(v.root, 'envoy', 'modelgate.yaml'), 'utf8'), v.settings), nodeFlags: ['--trace-gc', ...v.flags],
+      opaBin: '', litellmBin: '', goNoopBin: path.join(ROOT, '.peers', 'grpc-go-noop', 'bin', 'grpc-go-noop'),
     }, v.setup);
     started.push({ v, setup, dir });
   }

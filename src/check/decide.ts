@@ -225,7 +225,9 @@ function readModel(view: RequestView, maxDepth: number, config: Config): { model
   }
   if (view.partialBody) return { reason: 'body_too_large', hint: tooLarge(config) };
   if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: HINTS.body_invalid.empty };
-  const r = extractModel(view.body, maxDepth, REQUEST_FIELDS, REQUEST_MARKS);
+  // The watched fields and marked strings are the meter's (meter/admission.ts): without it, the scan
+  // validates and finds the model only.
+  const r = config.meter.enabled ? extractModel(view.body, maxDepth, REQUEST_FIELDS, REQUEST_MARKS) : extractModel(view.body, maxDepth);
   if (r.ok) {
     return r.model === '' ? { reason: 'model_missing', hint: HINTS.model_missing.empty } : { model: r.model, fields: r.fields };
   }

@@ -2,7 +2,7 @@ import type { HostedTool } from '../store/store';
 
 /**
  * The top-level fields of a request body the gateway reads besides `model`, found in the same scan
- * (extract-model.ts): what a request may cost at most (the meter's admission, meter/request-shape.ts)
+ * (extract-model.ts) when the meter is on: what a request may cost at most (the meter's admission, meter/request-shape.ts)
  * and whether it streams. Every spelling a provider or a lax upstream accepts is listed, snake and
  * camel case: a field the gateway does not read is one a client could use to spend past what was
  * reserved for it.

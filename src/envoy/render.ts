@@ -46,9 +46,16 @@ function secretOf(input: GatewayRenderInput): string | undefined {
  * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
  * decisionHeaders, the key headers included) and content-type. Envoy adds x-envoy-auth-partial-body
  * itself. In gRPC mode, once allowed_headers is set, pseudo-headers are sent only when listed.
+ *
+ * With `bundle` (this renderer's own routes), two that no Check through them reads are left out:
+ * x-request-id (each route mints x-modelgate-request before the Check, request-mark.ts, which the
+ * Check reads instead) and, without trusted hops, x-forwarded-for (the client is then the source
+ * address: decision-log.ts clientAddress). Without it (the chart's gateways, which mint no identity
+ * and whose hops are set later), every one.
  */
-export function checkRequestHeaders(routes: Config['routes']): string[] {
-  return [...new Set([...decisionHeaders(routes).filter((h) => h !== 'x-envoy-auth-partial-body'), 'content-type'])];
+export function checkRequestHeaders(routes: Config['routes'], bundle?: { readonly trustedProxyHops: number }): string[] {
+  const unread = (h: string): boolean => bundle !== undefined && (h === 'x-request-id' || (h === 'x-forwarded-for' && bundle.trustedProxyHops === 0));
+  return [...new Set([...decisionHeaders(routes).filter((h) => h !== 'x-envoy-auth-partial-body' && !unread(h)), 'content-type'])];
 }
 
 const isIp = (h: string): boolean => /^\d{1,3}(\.\d{1,3}){3}$/.test(h) || h.includes(':');
@@ -113,7 +120,7 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
       failure_mode_allow: false,
       status_on_error: { code: 'ServiceUnavailable' },
       with_request_body: { max_request_bytes: input.gateway.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
-      allowed_headers: { patterns: checkRequestHeaders(input.routes).map((h) => ({ exact: h })) },
+      allowed_headers: { patterns: checkRequestHeaders(input.routes, input.gateway).map((h) => ({ exact: h })) },
       validate_mutations: true,
       clear_route_cache: false,
     },

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load';
 import { decisionHeaders } from '../../src/check/read-request';
 import { authPackageDefinition } from '../../src/envoy/protos';
-import { renderEnvoyYaml } from '../../src/envoy/render';
+import { checkRequestHeaders, renderEnvoyYaml } from '../../src/envoy/render';
 import { adopt } from '../../src/envoy/adopt';
 import { join } from 'node:path';
 import { validateWithEnvoy } from '../../src/envoy/validate';
@@ -209,11 +209,22 @@ describe('the settings modelgate relies on', () => {
   it('sends exactly the headers the service reads, pseudo-headers included', () => {
     const patterns = extAuthzConfig(envoyBundle().config).allowed_headers.patterns as Obj[];
     expect(patterns.map((p) => p.exact).sort()).toEqual([':method', ':path', 'anthropic-beta', 'anthropic-version', 'authorization',
-      'content-encoding', 'content-type', 'user-agent', 'x-api-key', 'x-forwarded-for', 'x-goog-api-key', 'x-goog-fieldmask', 'x-modelgate-request', 'x-request-id', 'x-vendor-api-key']);
-    // Every header the service's decoder keeps for a decision is sent (Envoy adds the partial-body flag itself).
+      'content-encoding', 'content-type', 'user-agent', 'x-api-key', 'x-goog-api-key', 'x-goog-fieldmask', 'x-modelgate-request', 'x-vendor-api-key']);
+    // Every header the service's decoder keeps for a decision is sent (Envoy adds the partial-body flag
+    // itself), but the two a Check through the bundle never reads: x-request-id (the route mints
+    // x-modelgate-request, which the Check reads first) and x-forwarded-for without trusted hops.
     const sent = new Set(patterns.map((p) => p.exact));
     const demoRoutes = parseConfig(readFileSync(DEMO_CONFIG, 'utf8')).routes;
-    expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-envoy-auth-partial-body']);
+    expect(decisionHeaders(demoRoutes).filter((h) => !sent.has(h))).toEqual(['x-request-id', 'x-forwarded-for', 'x-envoy-auth-partial-body']);
+  });
+
+  it('sends x-forwarded-for with gateway.trustedProxyHops (the client is then one of its entries); the chart\'s list keeps both', () => {
+    const patterns = (hops: number): string[] => (extAuthzConfig(parseYaml(renderEnvoyYaml(demoWith((y) => y.replace(/^gateway:\n/m, `gateway:\n  trustedProxyHops: ${hops}\n`)))) as Obj).allowed_headers.patterns as Obj[]).map((p) => p.exact as string);
+    expect(patterns(0)).not.toContain('x-forwarded-for');
+    expect(patterns(2)).toContain('x-forwarded-for');
+    expect(patterns(2)).not.toContain('x-request-id');
+    const demoRoutes = parseConfig(readFileSync(DEMO_CONFIG, 'utf8')).routes;
+    expect(checkRequestHeaders(demoRoutes)).toEqual(expect.arrayContaining(['x-request-id', 'x-forwarded-for']));
   });
 
   it('runs the address-in-hints filter, the request mark (client x-modelgate-* removed, identity minted, copied to metadata), ext_authz, then the meter (its Lua tail capture and the gzip decompressor), then the rate limit filters (tokens checked, then requests counted), then the filter that drops request trailers, before the router and nothing else in between; each off unless a route turns it on', () => {
