@@ -6,7 +6,7 @@
  */
 import type { Config } from '../../config/load';
 import { costUp, MODAL_PRICES, type DeclaredTools, type HostedTool, type Modality, type ModelPrice, type Protocol } from '../../store/store';
-import { highestPrice } from '../modal-cost';
+import { highestPrice, pricesModalities } from '../modal-cost';
 import { mayReason, maxOutputTokens, type RequestShape } from '../request-shape';
 
 /**
@@ -33,7 +33,8 @@ export function tokensCost(input: number, output: number, price: ModelPrice): nu
  */
 export function maximumCost(input: number, output: number, price: ModelPrice): number {
   const top = highestPrice(price);
-  const base = tokensCost(input, output, top);
+  const slack = roundingSlack(price);
+  const base = slack > 0 ? costUp(tokensCost(input, output, top) + slack) : tokensCost(input, output, top);
   const long = price.longContext;
   if (!long || top === price) return base;
   const cheapest = Math.min(...[price.input, price.output].filter((p) => p > 0));
@@ -41,7 +42,16 @@ export function maximumCost(input: number, output: number, price: ModelPrice): n
   // With a text output price of 0 an output premium is written as input tokens, which count too.
   const counted = price.output === 0 ? input + output : input;
   if (!(counted * r > long.above)) return base;
-  return Math.max(base, costUp(((input + output) * (1 + r) * Math.max(long.input, long.output, long.cachedInput ?? 0)) / 1e6));
+  return Math.max(base, costUp(((input + output) * (1 + r) * Math.max(long.input, long.output, long.cachedInput ?? 0)) / 1e6 + slack));
+}
+
+/**
+ * A modality's premium is debited as whole text tokens, rounded up (modal-cost.ts): at most one text
+ * token more per direction, at the dearest text price, which the hold adds.
+ */
+function roundingSlack(price: ModelPrice): number {
+  if (!pricesModalities(price)) return 0;
+  return (2 * Math.max(price.input, price.output, price.longContext?.input ?? 0, price.longContext?.output ?? 0)) / 1e6;
 }
 
 /**

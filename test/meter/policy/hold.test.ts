@@ -7,7 +7,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { chargeOf } from '../../../src/meter/policy/debit';
-import { pricesModalities } from '../../../src/meter/modal-cost';
 import { holdFor, softWord, type Hold, type HoldMeter, type HoldRequest, type SoftFacts } from '../../../src/meter/policy/hold';
 import { PLAIN_SHAPE, type RequestShape } from '../../../src/meter/request-shape';
 import { costOf } from '../../../src/store/file-meter';
@@ -91,12 +90,6 @@ describe('holdFor: the hold covers every debit the request can get (strict mode:
     maxToolCalls: fc.option(fc.integer({ min: 1, max: 20 }), { nil: undefined }),
   });
   const meter = { ...METER, modalities: 'allow', referencedInputTokens: 5000 } as const;
-  /**
-   * A modality's premium is debited as whole text tokens, rounded up (modal-cost.ts), which the hold
-   * (at the highest price, unrounded) does not count: up to one text token per direction, plus a
-   * grain, over the hold. Without modality prices the hold covers the debit exactly.
-   */
-  const slack = (p: ModelPrice): number => (pricesModalities(p) ? (2 * Math.max(p.input, p.output, p.longContext?.input ?? 0, p.longContext?.output ?? 0)) / 1e6 + 1e-12 : 0);
 
   it('an estimate or a provisional maximum within the request\'s maxima, its tools at their most calls', () => {
     fc.assert(fc.property(price, shape, fc.integer({ min: 0, max: 400_000 }), fc.option(fc.integer({ min: 1, max: 100_000 }), { nil: null }), fc.boolean(),
@@ -108,7 +101,7 @@ describe('holdFor: the hold covers every debit the request can get (strict mode:
         const c = chargeOf(usage, p, provisional ? undefined : 'incomplete', provisional, 'chat', h.tools && { tools: h.tools });
         if (c.kind !== 'debit') return;
         const cost = costOf({ ...c.fields, price: p });
-        expect(cost).toBeLessThanOrEqual(h.maxCost * (1 + 1e-12) + slack(p));
+        expect(cost).toBeLessThanOrEqual(h.maxCost * (1 + 1e-12));
       },
     ), { numRuns: 2000 });
   });
@@ -119,7 +112,7 @@ describe('holdFor: the hold covers every debit the request can get (strict mode:
       const usage = { inputTokens: h.maxInputTokens, outputTokens: h.maxOutputTokens, cachedInputTokens: 0 };
       const c = chargeOf(usage, p, 'no_report', true, 'chat', h.tools && { tools: h.tools });
       if (c.kind !== 'debit') return;
-      expect(costOf({ ...c.fields, price: p })).toBeLessThanOrEqual(h.maxCost * (1 + 1e-12) + slack(p));
+      expect(costOf({ ...c.fields, price: p })).toBeLessThanOrEqual(h.maxCost * (1 + 1e-12));
     }), { numRuns: 2000 });
   });
 });
