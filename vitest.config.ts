@@ -18,6 +18,7 @@ export default defineConfig({
       },
       // The workspace packages (packages/*): their own tests, on their own sources.
       { extends: true, test: { name: 'grpc-server', include: ['packages/grpc-server/test/**/*.test.ts'] } },
+      { extends: true, test: { name: 'json-scan', include: ['packages/json-scan/test/**/*.test.ts'] } },
     ],
   },
 });

