@@ -114,6 +114,11 @@ test('the Dockerfile runs the same production install of the packed tarball, as 
   const stages = dockerfile.split(/^FROM /m).slice(1);
   expect(stages).toHaveLength(2);
   expect(stages[0]).toMatch(/^RUN npm ci --ignore-scripts/m);
+  // npm ci needs every workspace package's manifest (package-lock.json links them) before the sources come in.
+  const beforeCi = stages[0].slice(0, stages[0].search(/^RUN npm ci/m));
+  const workspaces = readdirSync(join(ROOT, 'packages'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  expect(workspaces.length).toBeGreaterThanOrEqual(2);
+  for (const w of workspaces) expect(beforeCi, w).toContain(`COPY packages/${w}/package.json packages/${w}/\n`);
   expect(stages[0]).toMatch(/npm pack --pack-destination/);
   // The runtime stage: this test's install command, without --prefer-offline (an image build has no cache).
   expect(stages[1]).toContain('npm install --omit=dev --ignore-scripts --no-audit --no-fund /tmp/modelgate.tgz');
