@@ -22,6 +22,11 @@ export interface UnaryBench {
   readonly rounds: number;
   /** Median over rounds of wall time per call, in µs (client and server in this process). */
   readonly medianUsPerCall: number;
+  /**
+   * Median over rounds of this process's CPU time (user + system) per call, in µs: client and
+   * server; unlike wall time, not lengthened by other processes on a shared machine.
+   */
+  readonly medianCpuUsPerCall: number;
 }
 
 const PATH = '/bench.Echo/Call';
@@ -106,20 +111,24 @@ export async function benchUnary(builds: ReadonlyMap<string, StartServer>, trans
     const server = await start('127.0.0.1:0', new Map([[PATH, { kind: 'unary', handle: (request: Buffer) => request }]]), { maxReceiveMessageBytes: 4 << 20, transport });
     const client = await Client.connect(server.address);
     await client.run(callsPerRound); // warm-up
-    running.push({ name, server, client, times: [] as number[] });
+    running.push({ name, server, client, times: [] as number[], cpu: [] as number[] });
   }
   for (let r = 0; r < rounds; r++) {
-    for (const b of running) {
+    // Each build goes first in every other round, so neither gains from its place in the round.
+    for (const b of r % 2 ? [...running].reverse() : running) {
       const t = process.hrtime.bigint();
+      const c = process.cpuUsage();
       await b.client.run(callsPerRound);
+      const used = process.cpuUsage(c);
       b.times.push(Number(process.hrtime.bigint() - t) / 1000 / callsPerRound);
+      b.cpu.push((used.user + used.system) / callsPerRound);
     }
   }
   const out = new Map<string, UnaryBench>();
   for (const b of running) {
     b.client.close();
     await b.server.drain(1_000);
-    out.set(b.name, { transport, callsPerRound, rounds, medianUsPerCall: median(b.times) });
+    out.set(b.name, { transport, callsPerRound, rounds, medianUsPerCall: median(b.times), medianCpuUsPerCall: median(b.cpu) });
   }
   return out;
 }
@@ -131,7 +140,7 @@ async function main(): Promise<void> {
   if (before) builds.set('before', (require(before) as { startH2GrpcServer: StartServer }).startH2GrpcServer);
   for (const transport of ['builtin', 'node'] as const) {
     for (const [name, r] of await benchUnary(builds, transport, rounds)) {
-      console.log(`grpc-server ${transport} unary (${name}): ${r.medianUsPerCall.toFixed(2)} µs per call (median of ${r.rounds} rounds of ${r.callsPerRound})`);
+      console.log(`grpc-server ${transport} unary (${name}): ${r.medianCpuUsPerCall.toFixed(2)} µs CPU, ${r.medianUsPerCall.toFixed(2)} µs wall per call (median of ${r.rounds} rounds of ${r.callsPerRound})`);
     }
   }
 }
