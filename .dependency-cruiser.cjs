@@ -81,6 +81,13 @@ module.exports = {
       to: { pathNot: '^packages/$1/src/', dependencyTypesNot: ['core'] },
     },
     {
+      name: 'packages-by-name',
+      severity: 'error',
+      comment: "modelgate's source imports a workspace package by its name (@modelgate/...: its built entry points), never its files.",
+      from: { path: '^src/' },
+      to: { path: '^packages/[^/]+/src/' },
+    },
+    {
       name: 'demo-stands-alone',
       severity: 'error',
       comment: "The demo upstream stands in for a model provider: node built-ins, and the x-modelgate-* names it reads (src/check/headers.ts).",
