@@ -74,11 +74,18 @@ module.exports = {
       to: { path: ['^src/server/', '^src/cli/'] },
     },
     {
-      name: 'grpc-knows-only-node',
+      name: 'packages-know-only-node',
       severity: 'error',
-      comment: 'The gRPC server (src/grpc) carries bytes: it knows no message type, no Envoy, no modelgate folder and no package.',
-      from: { path: '^src/grpc/' },
-      to: { path: ['^src/(?!grpc/)', '(^|/)node_modules/'] },
+      comment: "A workspace package's source (packages/*/src) knows node built-ins and its own files: no modelgate folder, no other package, no dependency.",
+      from: { path: '^packages/([^/]+)/src/' },
+      to: { pathNot: '^packages/$1/src/', dependencyTypesNot: ['core'] },
+    },
+    {
+      name: 'packages-by-name',
+      severity: 'error',
+      comment: "modelgate's source imports a workspace package by its name (@modelgate/...: its built entry points), never its files.",
+      from: { path: '^src/' },
+      to: { path: '^packages/[^/]+/src/' },
     },
     {
       name: 'demo-stands-alone',

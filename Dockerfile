@@ -14,7 +14,10 @@ ARG NODE_IMAGE=node:20-bookworm-slim
 # of dist/; the tarball is what a team can pin (the same one `npm pack` gives in a clone).
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
+# The workspace packages' manifests too (npm ci links packages/* into node_modules/@modelgate/).
 COPY package.json package-lock.json ./
+COPY packages/grpc-server/package.json packages/grpc-server/
+COPY packages/json-scan/package.json packages/json-scan/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY . .
 RUN mkdir /pkg && npm pack --pack-destination /pkg && mv /pkg/modelgate-*.tgz /pkg/modelgate.tgz

@@ -1,5 +1,5 @@
 /**
- * The no-op on modelgate's own gRPC server (src/grpc): every Check answered `{status: {code: 0}}`
+ * The no-op on modelgate's own gRPC server (packages/grpc-server): every Check answered `{status: {code: 0}}`
  * at once, on the transport modelgate serves with (`builtin`, modelgate's HTTP/2; `node`,
  * node:http2), with modelgate's receive limit. Beside bench/baseline-server.ts (the same no-op on
  * grpc-js's server), it is the limit of modelgate's own stack: the difference between it and
@@ -11,7 +11,7 @@
  * with instead (e2e/answer-bytes.ts writes modelgate's: what its answer costs Envoy).
  */
 import { readFileSync } from 'node:fs';
-import { startH2GrpcServer, type GrpcTransport } from '../src/grpc/server';
+import { startH2GrpcServer, type GrpcTransport } from '@modelgate/grpc-server';
 import { CHECK_PATH } from '../src/server/grpc-server';
 import { demoGrpcSettings } from './servers';
 

@@ -36,6 +36,8 @@ function area(url: string, fn: string): string {
   if (fn === '(garbage collector)') return 'GC';
   if (fn === '(program)') return 'V8/native (program)';
   if (url.includes('/dist/src/')) return 'modelgate src/';
+  // The workspace packages (their realpath: packages/<name>/dist/, or node_modules/@modelgate/ in an install).
+  if (/\/packages\/[^/]+\/dist\/|@modelgate\//.test(url)) return 'modelgate packages/ (gRPC server, JSON scanner)';
   if (url.includes('@grpc/grpc-js')) return 'grpc-js';
   if (url.includes('protobufjs') || url.includes('@protobufjs')) return 'protobufjs';
   if (url.includes('/pino') || url.includes('sonic-boom') || url.includes('fast-json-stringify')) return 'pino (logging)';

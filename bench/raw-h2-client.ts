@@ -20,10 +20,10 @@
  * (indexed and literal-without-indexing header fields).
  */
 import * as net from 'node:net';
-import { DEFAULT_WINDOW, FLAG, FRAME, HEADER_BYTES, MAX_WINDOW, PREFACE, SETTING, writeFrameHeader } from '../src/grpc/h2/frames';
-import { encodeInteger, literalField } from '../src/grpc/h2/hpack';
+import { DEFAULT_WINDOW, FLAG, FRAME, HEADER_BYTES, MAX_WINDOW, PREFACE, SETTING, writeFrameHeader } from '@modelgate/grpc-server/h2/frames';
+import { encodeInteger, literalField } from '@modelgate/grpc-server/h2/hpack';
 
-/** The frame types, flags and HPACK coding are modelgate's own (src/grpc/h2): one spelling of each. */
+/** The frame types, flags and HPACK coding are modelgate's own (@modelgate/grpc-server's h2/): one spelling of each. */
 function frameHeader(length: number, type: number, flags: number, streamId: number): Buffer {
   const b = Buffer.allocUnsafe(HEADER_BYTES);
   writeFrameHeader(b, 0, length, type, flags, streamId);

@@ -27,7 +27,7 @@ export interface BenchResults {
   readonly logCheck?: { decisionsCounted: number; decisionLines: number };
   readonly profiles?: { server?: ProfileSummary; baseline?: ProfileSummary; checkPath?: ProfileSummary };
   readonly errors: readonly string[];
-  /** SHA-256 of every .js under dist/src when the run started and ended: the build the numbers belong to. */
+  /** SHA-256 of every .js under dist/src and the packages' dist/ when the run started and ended: the build the numbers belong to. */
   readonly build?: { atStart: string; atEnd?: string };
 }
 

@@ -58,12 +58,17 @@ function runNode(cpus: string | undefined, args: string[]): Promise<void> {
   });
 }
 
-/** Fingerprint of the compiled service (every .js under dist/src), to tell which build the numbers belong to. */
+/**
+ * Fingerprint of the compiled service (every .js under dist/src and the workspace packages' dist/),
+ * to tell which build the numbers belong to.
+ */
 function buildFingerprint(): string {
-  const dir = path.join(ROOT, 'dist', 'src');
   const h = createHash('sha256');
-  const files = (readdirSync(dir, { recursive: true }) as string[]).filter((x) => x.endsWith('.js')).sort();
-  for (const f of files) h.update(f).update(readFileSync(path.join(dir, f)));
+  const packages = readdirSync(path.join(ROOT, 'packages'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => path.join(ROOT, 'packages', d.name, 'dist'));
+  for (const dir of [path.join(ROOT, 'dist', 'src'), ...packages]) {
+    const files = (readdirSync(dir, { recursive: true }) as string[]).filter((x) => x.endsWith('.js')).sort();
+    for (const f of files) h.update(f).update(readFileSync(path.join(dir, f)));
+  }
   return h.digest('hex');
 }
 

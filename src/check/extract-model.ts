@@ -3,21 +3,22 @@
  *
  * This is an authorization decision: if we read a different `model` than the upstream's JSON
  * parser does, a caller could use a model its key is not allowed. So the whole body is validated
- * as RFC 8259 JSON (agreeing with JSON.parse), keys are compared decoded, and duplicate `model`
- * keys with different values are refused (JSON.parse keeps the last one, other parsers the first),
- * and so is any other spelling of the key that a case-insensitive binder reads as `model` (Go's
- * encoding/json matches `"MODEL"` or `"Model"` to a field named Model, and the last one wins).
+ * as RFC 8259 JSON (@modelgate/json-scan's scanner, agreeing with JSON.parse), keys are compared
+ * decoded, and duplicate `model` keys with different values are refused (JSON.parse keeps the last
+ * one, other parsers the first), and so is any other spelling of the key that a case-insensitive
+ * binder reads as `model` (Go's encoding/json matches `"MODEL"` or `"Model"` to a field named
+ * Model, and the last one wins).
  *
  * It must also be cheap: SDKs put `model` after `messages`, so it often sits at the end of a
- * 1 MiB body. We work on bytes, let native memchr (`Buffer#indexOf`) skip long string contents,
- * and decode only depth-1 keys that could be `model` and the model value itself.
+ * 1 MiB body. The scanner skips long string contents with memchr; this module decodes only
+ * depth-1 keys that could be `model` or a watched field, marked strings, and the model value.
  *
- * Deliberate leniency: raw control characters (bytes < 0x20) inside strings are accepted,
- * although JSON.parse rejects them. Finding them would need a per-byte loop over every string,
- * and they cannot change which model a lenient parser reads, because they stay inside their
- * string. The model value itself is decoded strictly, so it never contains one.
+ * The scanner's leniency, raw control characters (bytes < 0x20) inside strings, cannot change
+ * which model a lenient parser reads, because they stay inside their string. The model value
+ * itself is decoded strictly, so it never contains one.
  */
 import { isUtf8 } from 'node:buffer';
+import { asBuffer, JsonScanner } from '@modelgate/json-scan';
 
 /**
  * Where the values of some top-level keys sit in the body, by key (the last occurrence, as
@@ -97,17 +98,9 @@ export type ExtractProblem =
   | 'empty' | 'not_utf8' | 'invalid_json' | 'not_object' | 'too_deep'
   | 'duplicate_model' | 'model_case' | 'model_not_string' | 'model_absent';
 
-const TAB = 0x09, LF = 0x0a, CR = 0x0d, SPACE = 0x20, QUOTE = 0x22, PLUS = 0x2b, COMMA = 0x2c;
-const MINUS = 0x2d, DOT = 0x2e, ZERO = 0x30, NINE = 0x39, COLON = 0x3a, LBRACKET = 0x5b;
-const BACKSLASH = 0x5c, RBRACKET = 0x5d, LBRACE = 0x7b, RBRACE = 0x7d;
-const TRUE = Buffer.from('true'), FALSE = Buffer.from('false'), NULL = Buffer.from('null');
-/** 1 for the bytes after a backslash that make a whole escape: " \ / b f n r t (not u). */
-const SHORT_ESCAPE = new Uint8Array(256);
-for (const c of '"\\/bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
 /** "model" encoded with a `\uXXXX` for each of its 5 letters: the longest spelling of the key. */
 const MAX_MODEL_KEY_BYTES = 30;
-/** Bytes of a string read by a JS loop before asking memchr: at its start, in escape clusters. */
-const SHORT_RUN = 16, CLUSTER_RUN = 12, CLUSTER_GAP = 4;
+const SPACE = 0x20, QUOTE = 0x22, LBRACKET = 0x5b, LBRACE = 0x7b;
 const CONTROL_CHAR = /[\u0000-\u001f]/;
 
 /**
@@ -121,8 +114,14 @@ const CONTROL_CHAR = /[\u0000-\u001f]/;
 export function extractModel(body: Uint8Array, maxDepth = 256, watch?: ReadonlySet<string>, marks?: NestedMarks): ModelExtraction {
   if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new RangeError('maxDepth must be a positive integer');
   if (!isUtf8(body)) return refuse('not_utf8', 'body is not valid UTF-8');
-  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  return new Scanner(buf, watch, marks).run(maxDepth);
+  const scanner = new ModelScanner(asBuffer(body), watch, marks);
+  const r = scanner.run(maxDepth);
+  if (!r.ok) {
+    if (r.problem === 'empty') return refuse('empty', 'body is empty or only whitespace');
+    if (r.problem === 'too_deep') return refuse('too_deep', `JSON nested deeper than ${maxDepth} levels`);
+    return refuse('invalid_json', `invalid JSON at byte ${r.at}: ${r.why}`);
+  }
+  return r.object ? scanner.verdict() : refuse('not_object', 'JSON body is not an object');
 }
 
 /**
@@ -131,28 +130,20 @@ export function extractModel(body: Uint8Array, maxDepth = 256, watch?: ReadonlyS
  */
 export function extractFields(body: Uint8Array, maxDepth: number, watch: ReadonlySet<string>, marks?: NestedMarks): TopLevelFields | undefined {
   if (!isUtf8(body)) return undefined;
-  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  const scanner = new Scanner(buf, watch, marks);
+  const scanner = new ModelScanner(asBuffer(body), watch, marks);
   const r = scanner.run(maxDepth);
-  return r.ok || (r.problem !== 'empty' && r.problem !== 'invalid_json' && r.problem !== 'not_object' && r.problem !== 'too_deep') ? scanner.found() ?? new Map() : undefined;
+  return r.ok && r.object ? scanner.found() ?? new Map() : undefined;
 }
 
 function refuse(problem: ExtractProblem, detail: string): ModelExtraction {
   return { ok: false, problem, detail };
 }
 
-/** One pass over one body. Methods return the index after what they read, or -1 after fail(). */
-class Scanner {
-  private failAt = 0;
-  private failWhy = '';
-  /** Whether the last string read had an escape; then it must be decoded before comparing. */
-  private escaped = false;
-  /**
-   * The next quote and backslash at or after the scan position when they were last searched
-   * (buf.length if none). Searched again only once the scan has passed them.
-   */
-  private nextQuote = -1;
-  private nextBackslash = -1;
+/**
+ * One pass over one body: the scanner validates it, this subclass reads the model, the watched
+ * top-level fields and the marks from its hooks.
+ */
+class ModelScanner extends JsonScanner {
   /** Opening quote of a depth-1 value whose key is `model`, if it is a string. */
   private modelValueAt = -1;
   private modelCount = 0;
@@ -161,9 +152,8 @@ class Scanner {
   private conflict = false;
   /** A top-level key spelled `model` in another case, as sent (decoded); refused. */
   private caseVariant: string | undefined;
-  /** Watched top-level keys: the value being read (its key and first byte), and those read. */
+  /** The watched top-level key whose value is being read, and those read. */
   private fieldKey: string | undefined;
-  private fieldStart = -1;
   private fields: Map<string, readonly [number, number]> | undefined;
   /** Longest watched key in bytes (longer keys are not decoded to compare). */
   private readonly watchMax: number;
@@ -180,7 +170,8 @@ class Scanner {
   private mimeKey = false;
   private typeValueMime = false;
 
-  constructor(private readonly buf: Buffer, private readonly watch?: ReadonlySet<string>, marks?: NestedMarks) {
+  constructor(buf: Buffer, private readonly watch?: ReadonlySet<string>, marks?: NestedMarks) {
+    super(buf);
     let max = 0;
     if (watch) for (const k of watch) max = Math.max(max, Buffer.byteLength(k));
     this.watchMax = max;
@@ -241,91 +232,28 @@ class Scanner {
     if (name !== undefined) (this.marked ??= new Map()).set(name, (this.marked.get(name) ?? 0) + 1);
   }
 
-  run(maxDepth: number): ModelExtraction {
-    const b = this.buf, n = b.length;
-    let i = this.space(0);
-    if (i === n) return refuse('empty', 'body is empty or only whitespace');
-    const topIsObject = b[i] === LBRACE;
-    // The open containers, innermost last: true for an object. An explicit stack, not recursion,
-    // so that 10,000 levels of nesting cannot overflow the call stack.
-    const objects: boolean[] = [];
-    let depth = 0;
-    value: for (;;) {
-      // i is at the first byte of a value.
-      const c = b[i];
-      if (c === LBRACE || c === LBRACKET) {
-        if (depth === maxDepth) return refuse('too_deep', `JSON nested deeper than ${maxDepth} levels`);
-        objects[depth++] = c === LBRACE;
-        i = this.space(i + 1);
-        if (b[i] === (c === LBRACE ? RBRACE : RBRACKET)) {
-          depth--;
-          i++;
-        } else {
-          if (c === LBRACE) i = this.member(i, depth === 1);
-          if (i < 0) break;
-          continue;
-        }
-      } else if (c === QUOTE) {
-        const start = i;
-        i = this.string(i);
-        if (i >= 0 && start === this.typeValueAt) this.mark(start, i, false, this.typeValueMime);
-        if (i >= 0 && start === this.modelValueAt) i = this.recordModelString(start, i);
-      } else if (c === 0x74) i = this.word(i, TRUE);
-      else if (c === 0x66) i = this.word(i, FALSE);
-      else if (c === 0x6e) i = this.word(i, NULL);
-      else i = this.number(i);
-      if (i < 0) break;
-      // After a value: close containers until one continues with a comma.
-      for (;;) {
-        if (depth === 1 && this.fieldStart >= 0) this.recordField(i);
-        i = this.space(i);
-        if (depth === 0) {
-          if (i !== n) this.fail(i, 'unexpected data after the JSON value');
-          else return topIsObject ? this.verdict() : refuse('not_object', 'JSON body is not an object');
-          break value;
-        }
-        const inObject = objects[depth - 1];
-        if (b[i] === COMMA) {
-          i = this.space(i + 1);
-          if (inObject) i = this.member(i, depth === 1);
-          if (i < 0) break value;
-          continue value;
-        }
-        if (b[i] !== (inObject ? RBRACE : RBRACKET)) {
-          this.fail(i, inObject ? "expected ',' or '}'" : "expected ',' or ']'");
-          break value;
-        }
-        depth--;
-        i++;
-      }
-    }
-    return refuse('invalid_json', `invalid JSON at byte ${this.failAt}: ${this.failWhy}`);
-  }
-
-  /** Reads `"key":` and returns the start of its value; notes `model` keys of the top object. */
-  private member(i: number, topLevel: boolean): number {
-    if (this.buf[i] !== QUOTE) return this.fail(i, 'expected a string key');
-    const end = this.string(i);
-    if (end < 0) return -1;
-    const isType = this.marks !== undefined && this.markKey(i, end);
-    const isModel = topLevel && this.isModelKey(i, end);
-    const field = topLevel && this.watch !== undefined && !isModel ? this.watchedKey(i, end) : undefined;
-    i = this.space(end);
-    if (this.buf[i] !== COLON) return this.fail(i, "expected ':'");
-    i = this.space(i + 1);
+  /** Notes `model` keys of the top object, watched keys, `type` keys and marked keys. */
+  protected override onMember(start: number, end: number, i: number, topLevel: boolean): void {
+    const isType = this.marks !== undefined && this.markKey(start, end);
+    const isModel = topLevel && this.isModelKey(start, end);
+    const field = topLevel && this.watch !== undefined && !isModel ? this.watchedKey(start, end) : undefined;
     if (isType) {
-      this.typeValueAt = i;
+      this.typeValueAt = this.stringValueAt = i;
       this.typeValueMime = this.mimeKey;
     }
     if (field !== undefined) {
       this.fieldKey = field;
-      this.fieldStart = i;
+      this.topLevelValueAt = i;
     }
     if (isModel) {
-      if (this.buf[i] === QUOTE) this.modelValueAt = i; // decoded once it is read
+      if (this.buf[i] === QUOTE) this.modelValueAt = this.stringValueAt = i; // decoded once it is read
       else this.recordModel(undefined, typeAt(this.buf[i]));
     }
-    return i;
+  }
+
+  protected override onStringValue(start: number, end: number): number {
+    if (start === this.typeValueAt) this.mark(start, end, false, this.typeValueMime);
+    return start === this.modelValueAt ? this.recordModelString(start, end) : end;
   }
 
   private isModelKey(start: number, end: number): boolean {
@@ -379,12 +307,12 @@ class Scanner {
     return this.fields ?? (this.watch ? EMPTY_FIELDS : undefined);
   }
 
-  private recordField(end: number): void {
+  /** A watched field's value is `[start, end)`. */
+  protected override onTopLevelValueEnd(start: number, end: number): void {
     const key = this.fieldKey as string;
     const before = this.fields?.get(key);
-    if (before && this.twice === undefined && this.buf.compare(this.buf, before[0], before[1], this.fieldStart, end) !== 0) this.twice = key;
-    (this.fields ??= new Map()).set(key, [this.fieldStart, end]);
-    this.fieldStart = -1;
+    if (before && this.twice === undefined && this.buf.compare(this.buf, before[0], before[1], start, end) !== 0) this.twice = key;
+    (this.fields ??= new Map()).set(key, [start, end]);
   }
 
   private recordModelString(start: number, end: number): number {
@@ -418,7 +346,8 @@ class Scanner {
     this.modelCount++;
   }
 
-  private verdict(): ModelExtraction {
+  /** The model of a valid JSON object body, or the policy's refusal. */
+  verdict(): ModelExtraction {
     if (this.conflict) return refuse('duplicate_model', `${this.modelCount} top-level "model" keys, not all the same string`);
     if (this.caseVariant !== undefined) {
       return refuse('model_case', `the top-level key ${JSON.stringify(this.caseVariant)} is "model" in another case, which case-insensitive parsers read as the model`);
@@ -427,100 +356,6 @@ class Scanner {
     if (this.model === undefined) return refuse('model_not_string', `"model" is ${this.modelType}, not a string`);
     const fields = this.found();
     return fields ? { ok: true, model: this.model, fields } : { ok: true, model: this.model };
-  }
-
-  /** Reads a string from its opening quote at i; escapes are checked, control bytes are not. */
-  private string(i: number): number {
-    const b = this.buf, n = b.length;
-    let p = i + 1;
-    // Where the last escape ended: escapes come in clusters (`\"a\"`, JSON inside a string).
-    let afterEscape = -n;
-    // Keys and short values end soon, and within a cluster the next escape is near: for a few
-    // bytes a JS loop beats a native call (~10 ns).
-    let stop = Math.min(p + SHORT_RUN, n);
-    this.escaped = false;
-    for (;;) {
-      while (p < stop) {
-        const c = b[p];
-        if (c === QUOTE) return p + 1;
-        if (c !== BACKSLASH) p++;
-        else if ((afterEscape = p = this.escape(p)) < 0) return -1;
-        else stop = Math.min(p + CLUSTER_RUN, n);
-      }
-      // Elsewhere memchr finds the next quote and the next backslash. Both positions are kept
-      // until the scan passes them, so these searches read each byte of the body about once.
-      if (this.nextQuote < p) this.nextQuote = found(b.indexOf(QUOTE, p), n);
-      if (this.nextBackslash < p) this.nextBackslash = found(b.indexOf(BACKSLASH, p), n);
-      if (this.nextQuote === n) return this.fail(i, 'unterminated string');
-      if (this.nextBackslash > this.nextQuote) return this.nextQuote + 1;
-      // An escape comes first (it may escape that very quote): check it, read on after it.
-      const clustered = this.nextBackslash - afterEscape <= CLUSTER_GAP;
-      if ((afterEscape = p = this.escape(this.nextBackslash)) < 0) return -1;
-      stop = clustered ? Math.min(p + CLUSTER_RUN, n) : p;
-    }
-  }
-
-  /** Checks the escape whose backslash is at p; returns the index after it. */
-  private escape(p: number): number {
-    const b = this.buf;
-    this.escaped = true;
-    const c = b[p + 1];
-    if (SHORT_ESCAPE[c] === 1) return p + 2;
-    if (c !== 0x75) return this.fail(p, p + 1 < b.length ? 'invalid escape' : 'unterminated string');
-    for (let k = p + 2; k < p + 6; k++) {
-      const h = b[k] | 0x20; // A-F to a-f (but it would also turn bytes 0x10-0x19 into digits)
-      if (!(isDigit(b[k]) || (h >= 0x61 && h <= 0x66))) return this.fail(p, 'invalid \\u escape');
-    }
-    return p + 6;
-  }
-
-  /** -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)? */
-  private number(i: number): number {
-    const b = this.buf;
-    let p = i;
-    if (b[p] === MINUS) p++;
-    if (b[p] === ZERO) p++;
-    else if (isDigit(b[p])) p = this.digits(p);
-    else return this.fail(i, p === i ? 'expected a value' : 'invalid number');
-    if (b[p] === DOT) {
-      if (!isDigit(b[++p])) return this.fail(p, 'expected a digit');
-      p = this.digits(p);
-    }
-    if ((b[p] | 0x20) === 0x65) {
-      p++;
-      if (b[p] === PLUS || b[p] === MINUS) p++;
-      if (!isDigit(b[p])) return this.fail(p, 'expected a digit');
-      p = this.digits(p);
-    }
-    return p;
-  }
-
-  private digits(p: number): number {
-    while (p < this.buf.length && isDigit(this.buf[p])) p++;
-    return p;
-  }
-
-  private word(i: number, word: Buffer): number {
-    for (let k = 0; k < word.length; k++) {
-      if (this.buf[i + k] !== word[k]) return this.fail(i, 'expected a value');
-    }
-    return i + word.length;
-  }
-
-  private space(i: number): number {
-    const b = this.buf, n = b.length;
-    while (i < n) {
-      const c = b[i];
-      if (c !== SPACE && c !== LF && c !== CR && c !== TAB) break;
-      i++;
-    }
-    return i;
-  }
-
-  private fail(at: number, why: string): -1 {
-    this.failAt = at;
-    this.failWhy = why;
-    return -1;
   }
 }
 
@@ -545,17 +380,8 @@ function lowerCased(watch: ReadonlySet<string>): ReadonlyMap<string, string> {
   return m;
 }
 
-/** An indexOf result, with "not found" as the end of the body. */
-function found(index: number, end: number): number {
-  return index < 0 ? end : index;
-}
-
 function isLetter(c: number): boolean {
   return (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a);
-}
-
-function isDigit(c: number): boolean {
-  return c >= ZERO && c <= NINE;
 }
 
 /** JSON type of a value from its first byte, for the model_not_string hint. */

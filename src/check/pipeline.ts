@@ -134,7 +134,7 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
 }
 
 /**
- * A Check call whose bytes are not one CheckRequest message (src/grpc reads the framing and names
+ * A Check call whose bytes are not one CheckRequest message (@modelgate/grpc-server reads the framing and names
  * the problem: its RequestProblem, which server/grpc-server.ts checks is this same list).
  */
 export type UnreadableRequest = 'too_large' | 'compressed' | 'truncated' | 'no_message' | 'extra_message';

@@ -330,7 +330,7 @@ export const REASONS = {
     when: 'the CheckRequest bytes could not be decoded (not Envoy ext_authz v3?); denied, never a failed RPC',
     hints: {
       undecodable: 'the authorization request could not be decoded: the gateway must send an Envoy ext_authz v3 CheckRequest',
-      // A Check call whose bytes are not one CheckRequest message (src/grpc reads the framing: RequestProblem).
+      // A Check call whose bytes are not one CheckRequest message (@modelgate/grpc-server reads the framing: RequestProblem).
       too_large: (limit: number) => `the authorization request was larger than grpc.maxReceiveMessageBytes (${limit} bytes): it must stay above Envoy's with_request_body.max_request_bytes by 1 MiB`,
       compressed: 'the authorization request was compressed: modelgate reads uncompressed gRPC messages only',
       truncated: 'the authorization request ended inside its message: the gateway must send one whole CheckRequest',

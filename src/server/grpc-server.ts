@@ -1,13 +1,13 @@
 /**
  * The gRPC side: `envoy.service.auth.v3.Authorization/Check`, `grpc.health.v1.Health` and the
- * meter's access-log streams on one port, served by src/grpc (modelgate's own HTTP/2, or node:http2
- * with `grpc.transport: node`; not grpc-js's server: src/grpc/server.ts says why). Thin glue: every Check is answered with a normal
+ * meter's access-log streams on one port, served by @modelgate/grpc-server (packages/grpc-server: modelgate's own HTTP/2, or node:http2
+ * with `grpc.transport: node`; not grpc-js's server: its README says why). Thin glue: every Check is answered with a normal
  * CheckResponse, whatever its bytes (a denial is data, never a failed RPC, which a fail-open Envoy
  * would let through).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { UnreadableRequest } from '../check/pipeline';
-import { startH2GrpcServer, type GrpcTransport, type Method, type RequestProblem, type TlsSettings } from '../grpc/server';
+import { startH2GrpcServer, type GrpcTransport, type Method, type RequestProblem, type TlsSettings } from '@modelgate/grpc-server';
 import { Health } from './health';
 
 export const AUTHZ_SERVICE_NAME = 'envoy.service.auth.v3.Authorization';
@@ -41,7 +41,7 @@ export interface CheckHandlers {
   unauthenticated(): CheckAnswer;
 }
 
-/** The framing problems src/grpc names are exactly those the Check pipeline has a hint for (a compile-time check). */
+/** The framing problems @modelgate/grpc-server names are exactly those the Check pipeline has a hint for (a compile-time check). */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const problemsMatch: Same<RequestProblem, UnreadableRequest> = true;
 void problemsMatch;

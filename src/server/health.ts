@@ -1,13 +1,13 @@
 /**
- * `grpc.health.v1.Health` (Check, Watch, List) on the gRPC server of src/grpc: what Envoy's gRPC
+ * `grpc.health.v1.Health` (Check, Watch, List) on the gRPC server of @modelgate/grpc-server (packages/grpc-server): what Envoy's gRPC
  * health check of the authz cluster asks. The messages come from grpc-health-check's own
  * health.proto (its exported service definition carries the serializers); the behaviour is that
  * package's HealthImplementation, except that a Watch is told of a change only, not of every
  * setStatus with the same status.
  */
 import { service as healthDefinition } from 'grpc-health-check';
-import type { Method, StreamCall } from '../grpc/server';
-import { GrpcError, GrpcStatus } from '../grpc/status';
+import type { Method, StreamCall } from '@modelgate/grpc-server';
+import { GrpcError, GrpcStatus } from '@modelgate/grpc-server/status';
 
 export type ServingStatus = 'SERVING' | 'NOT_SERVING';
 

@@ -5,7 +5,7 @@
  * an answer. On shutdown the streams stay open until the meter has heard of every request this
  * replica allowed (service.ts close), then they end OK. Nothing here throws into the gRPC server.
  */
-import type { StreamCall, StreamMethod } from '../grpc/server';
+import type { StreamCall, StreamMethod } from '@modelgate/grpc-server';
 import { readAccessLogMessage } from '../meter/access-log';
 import type { Meter } from '../meter/meter';
 

@@ -5,8 +5,8 @@
  * the engine's answer back to bytes. A message that cannot be read fails the call (INVALID_ARGUMENT):
  * Envoy then applies rateLimits.failureMode, as with any rate limit service error.
  */
-import type { UnaryMethod } from '../grpc/server';
-import { GrpcError, GrpcStatus } from '../grpc/status';
+import type { UnaryMethod } from '@modelgate/grpc-server';
+import { GrpcError, GrpcStatus } from '@modelgate/grpc-server/status';
 import type { EmbeddedEngine } from '../ratelimit/embedded-engine';
 import { decodeRequest, encodeResponse } from '../ratelimit/rls-codec';
 

@@ -45,7 +45,7 @@ import { LeaseBook } from '../meter/leases';
 import { createEstimator, workerTokenCounter } from '../meter/estimate';
 import { recentUsage } from '../meter/recent-usage';
 import { meterService } from './meter-service';
-import type { Method } from '../grpc/server';
+import type { Method } from '@modelgate/grpc-server';
 import type { Decision } from '../check/decision';
 import { admitInFlight } from '../ratelimit/admission';
 import { chargeTokens } from '../ratelimit/charges';

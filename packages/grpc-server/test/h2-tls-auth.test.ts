@@ -14,12 +14,12 @@ import { readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import type * as tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ERROR, FLAG, frame, FRAME } from '../../src/grpc/h2/frames';
-import { literalField } from '../../src/grpc/h2/hpack';
-import { frameMessage } from '../../src/grpc/message-reader';
-import { startH2GrpcServer, type GrpcH2Server, type GrpcServerOptions, type Method, type TlsSettings } from '../../src/grpc/server';
-import { pingPong, RawClient, requestHeaders } from '../support/raw-h2';
-import { makeTestCerts, tlsOptions } from '../support/test-certs';
+import { ERROR, FLAG, frame, FRAME } from '../src/h2/frames';
+import { literalField } from '../src/h2/hpack';
+import { frameMessage } from '../src/message-reader';
+import { startH2GrpcServer, type GrpcH2Server, type GrpcServerOptions, type Method, type TlsSettings } from '../src/server';
+import { pingPong, RawClient, requestHeaders } from './support/raw-h2';
+import { makeTestCerts, tlsOptions } from '../../../test/support/test-certs';
 
 const echo: Method = { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) };
 const slow: Method = { kind: 'unary', handle: () => new Promise<Buffer>(() => {}) };

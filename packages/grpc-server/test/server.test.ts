@@ -1,5 +1,5 @@
 /**
- * The gRPC server (src/grpc) on both transports, called by real clients: grpc-js (its own HTTP/2
+ * The gRPC server on both transports, called by real clients: grpc-js (its own HTTP/2
  * use of node:http2) and node:http2's client directly. Each call's answer must be its own: many
  * concurrent calls of random sizes on one connection, answers checked byte for byte.
  */
@@ -7,12 +7,12 @@ import * as http2 from 'node:http2';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startH2GrpcServer, type GrpcH2Server, type GrpcTransport, type Method } from '../../src/grpc/server';
-import { GrpcError, GrpcStatus } from '../../src/grpc/status';
-import { ERROR, FLAG, frame, FRAME, words } from '../../src/grpc/h2/frames';
-import { literalField } from '../../src/grpc/h2/hpack';
-import { frameMessage } from '../../src/grpc/message-reader';
-import { RawClient, requestHeaders } from '../support/raw-h2';
+import { startH2GrpcServer, type GrpcH2Server, type GrpcTransport, type Method } from '../src/server';
+import { GrpcError, GrpcStatus } from '../src/status';
+import { ERROR, FLAG, frame, FRAME, words } from '../src/h2/frames';
+import { literalField } from '../src/h2/hpack';
+import { frameMessage } from '../src/message-reader';
+import { RawClient, requestHeaders } from './support/raw-h2';
 
 const identity = { serialize: (b: Buffer) => b, deserialize: (b: Buffer) => b };
 const def = (path: string, requestStream = false, responseStream = false) => ({

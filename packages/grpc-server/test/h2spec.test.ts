@@ -1,8 +1,9 @@
 /**
  * h2spec 2.2.1 (summerwind/h2spec, built by scripts/ensure-h2spec), an HTTP/2 conformance suite
- * nobody here wrote, against a real modelgate's gRPC port on each transport: cleartext with prior
- * knowledge, as Envoy connects. Its requests are plain GETs, which the port answers 415 (not gRPC),
- * so its flow-control cases read that answer's body.
+ * nobody here wrote, against the server on each transport, with the options modelgate's port uses
+ * by default (40 MiB messages, a unary method): cleartext with prior knowledge, as Envoy connects.
+ * Its requests are plain GETs, which the port answers 415 (not gRPC), so its flow-control cases
+ * read that answer's body.
  *
  * Every one of its 145 cases passes on the builtin transport. node:http2 (nghttp2) fails the few
  * listed below, each a choice nghttp2 or node makes on purpose; none is a missing limit.
@@ -12,9 +13,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startHarness, tempConfig, DEMO_CONFIG, type Harness } from '../support/service-harness';
+import { startH2GrpcServer, type GrpcH2Server, type Method } from '../src/server';
 
-const ROOT = join(__dirname, '..', '..');
+/** The repository's root, where scripts/ensure-h2spec is. */
+const ROOT = join(__dirname, '..', '..', '..');
+const ECHO: Method = { kind: 'unary', handle: (request) => request };
 
 /** h2spec's path, built if it is missing; or why there is none (a failure in CI). */
 function findH2spec(): { path: string } | { missing: string } {
@@ -95,16 +98,15 @@ if ('missing' in h2spec) process.stderr.write(`h2spec tests skipped: ${h2spec.mi
 const describeH2spec = 'missing' in h2spec ? describe.skip : describe;
 
 for (const transport of ['builtin', 'node'] as const) {
-  describeH2spec(`h2spec 2.2.1 against modelgate's gRPC port on the ${transport} transport`, () => {
-    let harness: Harness;
+  describeH2spec(`h2spec 2.2.1 against the gRPC server on the ${transport} transport`, () => {
+    let server: GrpcH2Server;
     beforeAll(async () => {
-      const demo = readFileSync(DEMO_CONFIG, 'utf8');
-      harness = await startHarness({ configPath: tempConfig(demo.replace('transport: builtin', `transport: ${transport}`)) });
+      server = await startH2GrpcServer('127.0.0.1:0', new Map([['/test.Echo/Call', ECHO]]), { maxReceiveMessageBytes: 40 * 1024 * 1024, transport });
     });
-    afterAll(() => harness?.close());
+    afterAll(() => server?.drain(1_000));
 
     test(transport === 'builtin' ? 'passes all 145 cases' : `passes all 145 cases but the ${Object.keys(NODE_FAILS).length} nghttp2 and node fail by design`, async () => {
-      const { results, output } = await runH2spec((h2spec as { path: string }).path, harness.service.grpcAddress);
+      const { results, output } = await runH2spec((h2spec as { path: string }).path, server.address);
       expect(results.length, output.slice(-3000)).toBe(145);
       const expected = transport === 'builtin' ? {} : NODE_FAILS;
       const racy = transport === 'builtin' ? {} : NODE_RACES;

@@ -1,12 +1,12 @@
 /**
  * A hand-driven HTTP/2 client for protocol tests: it sends exactly the bytes it is told, and parses
  * every frame it receives (decoding header blocks with modelgate's own HPACK decoder, whose
- * correctness test/grpc/hpack.test.ts establishes against RFC 7541 and nghttp2).
+ * correctness test/hpack.test.ts establishes against RFC 7541 and nghttp2).
  */
 import * as net from 'node:net';
 import * as tls from 'node:tls';
-import { FLAG, frame, FRAME, PREFACE } from '../../src/grpc/h2/frames';
-import { HpackDecoder, literalField } from '../../src/grpc/h2/hpack';
+import { FLAG, frame, FRAME, PREFACE } from '../../src/h2/frames';
+import { HpackDecoder, literalField } from '../../src/h2/hpack';
 
 export interface Frame { type: number; flags: number; id: number; payload: Buffer }
 

@@ -1,13 +1,13 @@
 /**
- * HPACK decoding (src/grpc/h2/hpack.ts, huffman.ts) against RFC 7541's own examples (Appendix C)
+ * HPACK decoding (src/h2/hpack.ts, huffman.ts) against RFC 7541's own examples (Appendix C)
  * and against nghttp2 (node:http2's client) encoding real requests: every byte a header value can
  * carry, Huffman or not, indexed, evicted, never indexed.
  */
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import { describe, expect, test } from 'vitest';
-import { HpackDecoder, HpackError, encodeInteger, literalField } from '../../src/grpc/h2/hpack';
-import { HUFFMAN_CODE, huffmanDecode } from '../../src/grpc/h2/huffman';
+import { HpackDecoder, HpackError, encodeInteger, literalField } from '../src/h2/hpack';
+import { HUFFMAN_CODE, huffmanDecode } from '../src/h2/huffman';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 

@@ -1,11 +1,11 @@
 /**
  * HPACK's Huffman code (RFC 7541 §5.2, the code table of Appendix B), decoding only: this server
  * writes its few header strings raw. The table is the RFC's, symbol by symbol (code, length in
- * bits; symbol 256 is EOS). test/grpc/hpack.test.ts decodes every symbol as nghttp2 (node:http2's
+ * bits; symbol 256 is EOS). test/hpack.test.ts decodes every symbol as nghttp2 (node:http2's
  * client) encodes it, and the RFC's examples (Appendix C.4, C.6).
  */
 
-/** Code and bit length of each symbol, in pairs (exported for test/grpc/hpack.test.ts). */
+/** Code and bit length of each symbol, in pairs (exported for test/hpack.test.ts). */
 // prettier-ignore
 export const HUFFMAN_CODE: readonly number[] = [
   0x1ff8,13, 0x7fffd8,23, 0xfffffe2,28, 0xfffffe3,28, 0xfffffe4,28, 0xfffffe5,28, 0xfffffe6,28, 0xfffffe7,28,

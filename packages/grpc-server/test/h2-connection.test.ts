@@ -1,16 +1,16 @@
 /**
- * The builtin HTTP/2 transport (src/grpc/h2/connection.ts) spoken to frame by frame: what no
+ * The builtin HTTP/2 transport (src/h2/connection.ts) spoken to frame by frame: what no
  * well-behaved client sends (protocol violations, floods, garbage) ends that connection with the
  * right GOAWAY and never the server; what a client may legally do (padding, priority, interleaved
  * streams, a request cut into single bytes, tiny windows) is answered right.
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ERROR, FLAG, frame, FRAME, PREFACE, words } from '../../src/grpc/h2/frames';
-import { literalField } from '../../src/grpc/h2/hpack';
-import { frameMessage } from '../../src/grpc/message-reader';
-import { startH2GrpcServer, type GrpcH2Server, type Method } from '../../src/grpc/server';
-import { RawClient, requestHeaders } from '../support/raw-h2';
+import { ERROR, FLAG, frame, FRAME, PREFACE, words } from '../src/h2/frames';
+import { literalField } from '../src/h2/hpack';
+import { frameMessage } from '../src/message-reader';
+import { startH2GrpcServer, type GrpcH2Server, type Method } from '../src/server';
+import { RawClient, requestHeaders } from './support/raw-h2';
 
 const echo: Method = { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) };
 const release: (() => void)[] = [];

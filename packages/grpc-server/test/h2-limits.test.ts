@@ -11,12 +11,12 @@ import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Connection } from '../../src/grpc/h2/connection';
-import { ERROR, FLAG, frame, FRAME, PREFACE, SETTING, words } from '../../src/grpc/h2/frames';
-import { frameMessage } from '../../src/grpc/message-reader';
-import { startH2GrpcServer, type GrpcH2Server, type Method } from '../../src/grpc/server';
-import { pingPong, RawClient, requestHeaders } from '../support/raw-h2';
-import { makeTestCerts, tlsOptions } from '../support/test-certs';
+import { Connection } from '../src/h2/connection';
+import { ERROR, FLAG, frame, FRAME, PREFACE, SETTING, words } from '../src/h2/frames';
+import { frameMessage } from '../src/message-reader';
+import { startH2GrpcServer, type GrpcH2Server, type Method } from '../src/server';
+import { pingPong, RawClient, requestHeaders } from './support/raw-h2';
+import { makeTestCerts, tlsOptions } from '../../../test/support/test-certs';
 
 const echo: Method = { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) };
 const slow: Method = { kind: 'unary', handle: () => new Promise<Buffer>(() => {}) };

@@ -1,11 +1,11 @@
 /**
- * One call (src/grpc/call.ts) against a recording ResponseStream: what reaches the method and what
+ * One call (src/call.ts) against a recording ResponseStream: what reaches the method and what
  * the transport is asked to write, whatever order the events come in.
  */
 import { describe, expect, test } from 'vitest';
-import { CallTracker, openCall, type Method, type ResponseStream } from '../../src/grpc/call';
-import { frameMessage } from '../../src/grpc/message-reader';
-import { GrpcStatus } from '../../src/grpc/status';
+import { CallTracker, openCall, type Method, type ResponseStream } from '../src/call';
+import { frameMessage } from '../src/message-reader';
+import { GrpcStatus } from '../src/status';
 
 function recorder(): ResponseStream & { log: string[]; writable: boolean } {
   const r = {

@@ -3,7 +3,7 @@
  * run of messages gives the same messages; limits and flags are problems, never throws.
  */
 import { describe, expect, test } from 'vitest';
-import { frameMessage, MessageReader } from '../../src/grpc/message-reader';
+import { frameMessage, MessageReader } from '../src/message-reader';
 
 function readAll(chunks: Buffer[], limit = 1 << 20): { messages: string[]; problem: string | undefined } {
   const messages: string[] = [];
