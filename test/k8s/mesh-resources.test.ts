@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { chartFiles, chartRoutes } from '../../src/envoy/chart-contract';
+import { chartAltRoutes, chartFiles, chartRoutes } from '../../src/envoy/chart-contract';
 import { METER_LUA } from '../../src/envoy/meter-filters';
 import { crdSchemas, crdValidator, goModule } from '../support/crd-schemas';
 import { goTool } from '../support/go-tools';
@@ -38,7 +38,7 @@ describe.skipIf('missing' in helm)('Envoy Gateway resources', () => {
 
   test('SecurityPolicy: gRPC ext_authz to modelgate\'s Service with the body, the decision headers, fail closed, an explicit timeout', () => {
     const [sp] = ofKind(objects, 'SecurityPolicy');
-    expect(sp.spec.targetRefs).toEqual([{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute', name: 'modelgate-providers' }]);
+    expect(sp.spec.targetRefs).toEqual([{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute', name: 'modelgate-providers' }, { group: 'gateway.networking.k8s.io', kind: 'HTTPRoute', name: 'modelgate-providers-alt' }]);
     expect(sp.spec.extAuth).toEqual({
       grpc: { backendRefs: [{ name: 'mg-modelgate', port: 9191 }] },
       headersToExtAuth: chartFiles()['contract.json'] && JSON.parse(chartFiles()['contract.json']).checkRequestHeaders,
@@ -49,9 +49,9 @@ describe.skipIf('missing' in helm)('Envoy Gateway resources', () => {
     });
   });
 
-  test('HTTPRoute: one rule per endpoint match, each provider\'s credential header kept on its own route only', () => {
-    const [route] = ofKind(objects, 'HTTPRoute');
-    const routes = chartRoutes();
+  test.each([['modelgate-providers', false], ['modelgate-providers-alt', true]])('HTTPRoute %s: one rule per endpoint match, each provider\'s credential header kept on its own route only', (name, alt) => {
+    const route = ofKind(objects, 'HTTPRoute').find((o) => o.metadata.name === name)!;
+    const routes = alt ? chartAltRoutes('/alt') : chartRoutes();
     expect(route.spec.rules).toHaveLength(routes.length);
     routes.forEach((r, i) => {
       const rule = route.spec.rules[i];
@@ -62,9 +62,11 @@ describe.skipIf('missing' in helm)('Envoy Gateway resources', () => {
       }
       expect(rule.backendRefs).toEqual([{ group: 'gateway.envoyproxy.io', kind: 'Backend', name: `mg-modelgate-${r.to}` }]);
       const removed: string[] = rule.filters[0].requestHeaderModifier.remove;
-      const own = { chat: 'authorization', messages: 'x-api-key', generative: 'x-goog-api-key' }[r.to];
-      expect(removed).not.toContain(own);
+      // The values give the alt upstream no credential of its own: its route removes all three.
+      const own = { chat: 'authorization', messages: 'x-api-key', generative: 'x-goog-api-key', alt: undefined }[r.to];
+      if (own) expect(removed).not.toContain(own);
       for (const other of Object.values({ chat: 'authorization', messages: 'x-api-key', generative: 'x-goog-api-key' }).filter((h) => h !== own)) expect(removed).toContain(other);
+      if (alt) expect(r.path.startsWith('/alt/')).toBe(true);
       expect(removed).toEqual(expect.arrayContaining(['cookie', 'x-modelgate-console-key', 'proxy-authorization']));
       if (r.rewrite) expect(rule.filters[1].urlRewrite.path).toEqual({ type: 'ReplaceFullPath', replaceFullPath: r.rewrite });
     });
@@ -78,6 +80,13 @@ describe.skipIf('missing' in helm)('Envoy Gateway resources', () => {
     expect(setting.sinks).toEqual([{ type: 'ALS', als: { type: 'HTTP', logName: 'modelgate_meter', backendRefs: [{ name: 'mg-modelgate', namespace: 'ai', port: 9191 }], http: { responseHeaders: ['content-type', 'content-encoding'] } } }]);
     expect(setting.matches[0]).toContain("metadata.filter_metadata['envoy.filters.http.ext_authz']['metered'] == true");
     expect(proxy.spec.backendTLS.clientCertificateRef).toEqual({ kind: 'Secret', name: 'mg-modelgate-envoy-client', namespace: 'ai' });
+  });
+
+  test('refuses modelgate\'s embedded rate limit engine behind more than one replica (each would count alone)', () => {
+    const r = render('envoy-gateway.yaml', '--set', 'replicaCount=2', '--set', 'store.kind=postgres', '--set', 'store.postgres.existingSecret=pg');
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('each replica would count on its own');
+    expect(render('envoy-gateway.yaml', '--set', 'replicaCount=2', '--set', 'store.kind=postgres', '--set', 'store.postgres.existingSecret=pg', '--set', 'config.rateLimits.engine=global').status).toBe(0);
   });
 
   test('refuses Envoy Gateway with the shared secret (its ext_authz and access log cannot send it)', () => {
