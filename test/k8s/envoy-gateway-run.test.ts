@@ -182,12 +182,13 @@ describe.skipIf(missing !== undefined)('the translated Envoy Gateway config, run
 });
 
 describe.skipIf(missing !== undefined)('the request mark, the /alt routes, the rate limits and the local replies, run through Envoy Gateway', () => {
-  test('a client\'s own x-request-id and x-modelgate-request never become the identity the meter settles by: two requests sending the same ones are two ledger rows, each paid', async () => {
+  test('a client\'s own x-request-id and x-modelgate-request never become the identity the Check reserves by and the meter settles by: two requests sending the same ones are two decisions and two ledger rows under Envoy\'s ids, each paid', async () => {
     const rows = async (): Promise<string[]> => (await service.store.meter!.usage({ keyId: 'alice', limit: 1000 })).map((e) => e.requestId);
     const before = await rows();
     const balanceBefore = await balance(DEMO_KEYS.alice);
     const chosen = { 'x-request-id': 'client-chosen-id', 'x-modelgate-request': 'client-chosen-mark' };
     const seen = received.length;
+    const decisionsBefore = logs.decisions().length;
     for (let i = 0; i < 2; i++) {
       const r = await fetch(`${envoy.listenerUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${DEMO_KEYS.alice}`, 'content-type': 'application/json', ...chosen }, body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `marked ${i}` }] }) });
       expect(r.status, await r.clone().text()).toBe(200);
@@ -203,6 +204,10 @@ describe.skipIf(missing !== undefined)('the request mark, the /alt routes, the r
     const added = after.filter((id) => !before.includes(id));
     expect(added).toHaveLength(2);
     expect(new Set(added).size).toBe(2);
+    // The Check's identity of each request (its decision line) is the one its ledger row has.
+    const checked = logs.decisions().slice(decisionsBefore).map((d) => d.requestId);
+    expect(checked).toHaveLength(2);
+    expect(new Set(checked)).toEqual(new Set(added));
     for (const id of added) {
       expect(id).not.toContain('client-chosen');
       expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
