@@ -28,7 +28,7 @@ import { translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootst
 import { goTool, inNamespace } from '../support/go-tools';
 import { DEMO_CONFIG, LogSink } from '../support/service-harness';
 import { makeTestCerts, SERVER_NAME, type TestCerts } from '../support/test-certs';
-import { chartAltRoutes } from '../../src/envoy/chart-contract';
+import { chartAltRoutes, chartRoutes } from '../../src/envoy/chart-contract';
 import { hashKey } from '../../src/check/key-format';
 
 type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -48,6 +48,7 @@ const logs = new LogSink();
 const received: ReceivedRequest[] = [];
 let xds: XdsDump;
 let deadPort: number;
+let providerTls: TlsTerminator;
 /** The /alt route whose Backend points at a closed port here (Envoy's own 503, rewritten by the local replies). */
 const ALT_DEAD = '/alt/v1/messages';
 
@@ -55,7 +56,9 @@ const ALT_DEAD = '/alt/v1/messages';
 function translate(): XdsDump {
   const chart = spawnSync((helm as { path: string }).path, ['template', 'mg', CHART, '--namespace', 'ai', '-f', join(ROOT, 'test', 'k8s', 'values', 'envoy-gateway.yaml'),
     '--set', `envoyGateway.modelgateTlsHostname=${SERVER_NAME}`,
-    ...['chat', 'messages', 'generative', 'alt'].flatMap((b) => ['--set', `envoyGateway.backends.${b}.tls=false`])], { encoding: 'utf8' });
+    // The chat provider over TLS (the terminator in front of the demo upstream, its certificate from the test CA); the others plain.
+    '--set', `envoyGateway.backends.chat.hostname=${SERVER_NAME}`, '--set', 'envoyGateway.backends.chat.caConfigMap=mg-modelgate-ca',
+    ...['messages', 'generative', 'alt'].flatMap((b) => ['--set', `envoyGateway.backends.${b}.tls=false`])], { encoding: 'utf8' });
   expect(chart.status, chart.stderr).toBe(0);
   const b64 = (f: string): string => readFileSync(f).toString('base64');
   const cluster = [
@@ -97,10 +100,12 @@ beforeAll(async () => {
   xds = translate();
   const port = (a: string): number => Number(a.slice(a.lastIndexOf(':') + 1));
   // Each endpoint to its local stand-in: modelgate's gRPC (9191) and HTTP (9192) ports, the providers' Backends to the demo upstream.
+  const chatClusters = new Set(chartRoutes().map((r, i) => (r.to === 'chat' ? `httproute/ai/modelgate-providers/rule/${i}` : '')).filter(Boolean));
+  providerTls = await startTlsTerminator(certs, upstream.port);
   const deadCluster = `httproute/ai/modelgate-providers-alt/rule/${chartAltRoutes('/alt').findIndex((r) => r.path === ALT_DEAD)}`;
   const endpoint = (cluster: string, _address: string, p: number): { address: string; port: number } => ({
     address: '127.0.0.1',
-    port: p === 9191 ? port(service.grpcAddress) : p === 9192 ? port(service.httpAddress) : cluster === deadCluster ? deadPort : upstream.port,
+    port: p === 9191 ? port(service.grpcAddress) : p === 9192 ? port(service.httpAddress) : cluster === deadCluster ? deadPort : p === 443 && chatClusters.has(cluster) ? providerTls.port : upstream.port,
   });
   const names = xds.sdsNames();
   const secrets = [
@@ -119,6 +124,7 @@ afterAll(async () => {
   await envoy?.stop();
   await service?.close(1000, 0);
   await upstream?.close();
+  providerTls?.close();
   rmSync(dir, { recursive: true, force: true });
   if (certs) rmSync(certs.dir, { recursive: true, force: true });
 });
@@ -130,6 +136,13 @@ describe.skipIf(missing !== undefined)('the translated Envoy Gateway config, run
     expect(reply.choices[0].message.content).toBeTruthy();
     const got = received.at(-1)!;
     expect(got.headers.authorization).toBe(`Bearer ${UPSTREAM_SECRET}`);
+    // It went over TLS: Envoy checked the provider's certificate against the Backend's CA, with its SNI.
+    expect(providerTls.servernames).toContain(SERVER_NAME);
+    const chat = xds.clusters().find((c: Any) => c.name === 'httproute/ai/modelgate-providers/rule/0');
+    const tls = chat.transportSocketMatches[0].transportSocket.typedConfig;
+    expect(tls.sni).toBe(SERVER_NAME);
+    expect(tls.commonTlsContext.combinedValidationContext.defaultValidationContext.matchTypedSubjectAltNames).toEqual([{ matcher: { exact: SERVER_NAME }, sanType: 'DNS' }]);
+    expect(tls.commonTlsContext.combinedValidationContext.validationContextSdsSecretConfig.name).toBe('mg-modelgate-chat/ai-ca');
     expect(JSON.stringify(got.rawHeaders)).not.toContain(DEMO_KEYS.alice);
     // The meter's report comes on Envoy Gateway's access log: wait for its settlement to be counted.
     const settled = /modelgate_meter_responses_total\{result="metered"[^}]*\} [1-9]/;
@@ -259,6 +272,25 @@ describe.skipIf(missing !== undefined)('the request mark, the /alt routes, the r
 /** A key's balance left (the store's view after the meter's debits). */
 async function balance(key: string): Promise<number> {
   return (await service.store.findKey(hashKey(key)))!.balance as number;
+}
+
+interface TlsTerminator { readonly port: number; readonly servernames: string[]; close(): void }
+
+/** A TLS front for the demo upstream (a provider's HTTPS), its certificate modelgate's test one (SAN modelgate.test). */
+async function startTlsTerminator(c: TestCerts, to: number): Promise<TlsTerminator> {
+  const tls = await import('node:tls');
+  const net = await import('node:net');
+  const servernames: string[] = [];
+  const server = tls.createServer({ cert: readFileSync(c.serverCert), key: readFileSync(c.serverKey) }, (socket) => {
+    servernames.push((socket as unknown as { servername?: string }).servername ?? '');
+    const out = net.connect(to, '127.0.0.1');
+    socket.pipe(out).pipe(socket);
+    const end = (): void => { socket.destroy(); out.destroy(); };
+    socket.on('error', end);
+    out.on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as { port: number }).port, servernames, close: () => server.close() };
 }
 
 /** A port nothing listens on (bound, then closed). */
