@@ -48,18 +48,22 @@ function clusterObjects(): string {
 
 let out: Any;
 let xds: XdsDump;
-beforeAll(() => {
-  if (missing) return;
-  const chart = spawnSync((helm as { path: string }).path, ['template', 'mg', CHART, '--namespace', 'ai', '-f', join(ROOT, 'test', 'k8s', 'values', 'envoy-gateway.yaml'), '--set', `envoyGateway.modelgateTlsHostname=${SERVER_NAME}`], { encoding: 'utf8' });
+/** The chart rendered with the test values (and `set`), translated by egctl: its status output and the one Gateway's xDS. */
+function translate(...set: string[]): { out: Any; xds: XdsDump } {
+  const chart = spawnSync((helm as { path: string }).path, ['template', 'mg', CHART, '--namespace', 'ai', '-f', join(ROOT, 'test', 'k8s', 'values', 'envoy-gateway.yaml'), '--set', `envoyGateway.modelgateTlsHostname=${SERVER_NAME}`, ...set.flatMap((v) => ['--set', v])], { encoding: 'utf8' });
   expect(chart.status, chart.stderr).toBe(0);
   const input = join(dir, 'in.yaml');
   writeFileSync(input, `${clusterObjects()}---\n${inNamespace(chart.stdout, 'ai')}`);
   const r = spawnSync((egctl as { path: string }).path, ['x', 'translate', '--from', 'gateway-api', '--to', 'gateway-api,xds', '-t', 'all', '--add-missing-resources', '-o', 'json', '-f', input], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
   expect(r.status, r.stderr).toBe(0);
-  out = JSON.parse(r.stdout);
-  const dumps = Object.values(out.xds as Record<string, { configs: Any[] }>);
+  const o = JSON.parse(r.stdout);
+  const dumps = Object.values(o.xds as Record<string, { configs: Any[] }>);
   expect(dumps).toHaveLength(1);
-  xds = xdsDump(dumps[0]);
+  return { out: o, xds: xdsDump(dumps[0]) };
+}
+beforeAll(() => {
+  if (missing) return;
+  ({ out, xds } = translate());
 }, 120_000);
 
 const conditions = (o: Any): string => JSON.stringify(o.status);
@@ -162,6 +166,22 @@ describe.skipIf(missing !== undefined)(`egctl x translate (${missing ?? 'egctl '
     const text = JSON.stringify(mappers);
     for (const reason of ['authz_unavailable', 'body_too_large', 'upstream_unavailable', 'upstream_timeout', 'rate_limit_unavailable']) expect(text).toContain(reason);
     expect(text).toContain("limit of 33554432 bytes");
+  });
+
+  test('with envoyproxy/ratelimit (rateLimits.engine global): the filters call a cluster of the patch\'s own at rateLimits.service, with the release\'s domain, timeout and failure mode; the 413\'s hint names the release\'s body limit', () => {
+    const g = translate('config.rateLimits.engine=global', 'config.rateLimits.service=ratelimit.ai.svc:8081', 'config.rateLimits.failureMode=deny', 'config.rateLimits.timeoutMs=250', 'config.rateLimits.domain=team-ai', 'config.gateway.maxRequestBytes=1048576');
+    for (const a of g.out.envoyPatchPolicies[0].status.ancestors) expect(a.conditions.find((c: Any) => c.type === 'Accepted'), JSON.stringify(a)).toMatchObject({ status: 'True' });
+    const cluster = g.xds.clusters().find((c: Any) => c.name === 'mg-modelgate-ratelimit');
+    expect(cluster.loadAssignment.endpoints[0].lbEndpoints[0].endpoint.address.socketAddress).toEqual({ address: 'ratelimit.ai.svc', portValue: 8081 });
+    const listener = g.xds.listeners().find((l: Any) => l.name === 'ai/eg/http');
+    const manager = [...(listener.filterChains ?? []), listener.defaultFilterChain].filter(Boolean)[0].filters[0].typedConfig;
+    for (const name of ['modelgate.ratelimit_tokens', 'modelgate.ratelimit_requests']) {
+      const f = manager.httpFilters.find((x: Any) => x.name === name).typedConfig;
+      expect(f).toMatchObject({ domain: 'team-ai', timeout: '0.250s', failureModeDeny: true, rateLimitService: { grpcService: { envoyGrpc: { clusterName: 'mg-modelgate-ratelimit' } } } });
+    }
+    const replies = JSON.stringify(manager.localReplyConfig);
+    expect(replies).toContain('limit of 1048576 bytes');
+    expect(replies).not.toContain('limit of 33554432 bytes');
   });
 
   test('the /alt routes: every endpoint under the alternate prefix to the alt upstream, path as sent', () => {
