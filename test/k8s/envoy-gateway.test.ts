@@ -4,7 +4,9 @@
  * xDS Envoy Gateway would serve, validating each against its CRD schema and reporting each policy's
  * status. Asserted: every policy and route Accepted; the xDS holds the ext_authz filter pointing at
  * modelgate's cluster (mTLS, the body, failure_mode_allow false, the timeout, the decision headers),
- * the meter's Lua tail and gRPC access log, and each provider route's header removals. The
+ * the meter's Lua tail and gRPC access log, each provider route's header removals, and what the
+ * chart's EnvoyPatchPolicy adds (the request mark, the rate limit filters, the trailer filter, the
+ * local replies) on the chart's routes only, and the /alt routes. The
  * translated listeners, routes, clusters, endpoints and secrets are then made one static bootstrap
  * and checked by the pinned Envoy (`envoy --mode validate`).
  */
