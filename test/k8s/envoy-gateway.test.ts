@@ -44,6 +44,10 @@ function clusterObjects(): string {
       spec: { gatewayClassName: 'eg', infrastructure: { parametersRef: { group: 'gateway.envoyproxy.io', kind: 'EnvoyProxy', name: 'modelgate-proxy' } }, listeners: [{ name: 'http', protocol: 'HTTP', port: 10080 }] },
     },
     { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'mg-modelgate-ca', namespace: 'ai' }, data: { 'ca.crt': readFileSync(certs.serverCa, 'utf8') } },
+    // A team's route on the same Gateway: none of modelgate's filters may run on it.
+    { apiVersion: 'gateway.envoyproxy.io/v1alpha1', kind: 'Backend', metadata: { name: 'team-app', namespace: 'ai' }, spec: { endpoints: [{ ip: { address: '10.0.0.99', port: 8080 } }] } },
+    { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', metadata: { name: 'team-app', namespace: 'ai' },
+      spec: { parentRefs: [{ name: 'eg', namespace: 'ai' }], rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/app' } }], backendRefs: [{ group: 'gateway.envoyproxy.io', kind: 'Backend', name: 'team-app' }] }] } },
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'mg-modelgate-envoy-client', namespace: 'ai' }, type: 'kubernetes.io/tls', data: { 'tls.crt': b64(certs.clientCert), 'tls.key': b64(certs.clientKey) } },
   ].map((o) => stringify(o)).join('---\n');
 }
@@ -72,7 +76,7 @@ const conditions = (o: Any): string => JSON.stringify(o.status);
 
 describe.skipIf(missing !== undefined)(`egctl x translate (${missing ?? 'egctl ' + (egctl as { path: string }).path})`, () => {
   test('every policy, route and backend is Accepted', () => {
-    const kinds: [string, number][] = [['httpRoutes', 2], ['securityPolicies', 1], ['envoyExtensionPolicies', 1], ['backendTLSPolicies', 1], ['backends', 4], ['envoyProxiesForGateways', 1], ['envoyPatchPolicies', 1]];
+    const kinds: [string, number][] = [['httpRoutes', 3], ['securityPolicies', 1], ['envoyExtensionPolicies', 1], ['backendTLSPolicies', 1], ['backends', 5], ['envoyProxiesForGateways', 1], ['envoyPatchPolicies', 1]];
     for (const [kind, count] of kinds) {
       expect(out[kind], kind).toHaveLength(count);
       for (const o of out[kind]) {
@@ -82,7 +86,7 @@ describe.skipIf(missing !== undefined)(`egctl x translate (${missing ?? 'egctl '
       }
     }
     for (const l of out.gateways[0].status.listeners) expect(l.conditions.find((c: Any) => c.type === 'Accepted'), conditions(out.gateways[0])).toMatchObject({ status: 'True' });
-    expect(out.gateways[0].status.listeners[0].attachedRoutes).toBe(2);
+    expect(out.gateways[0].status.listeners[0].attachedRoutes).toBe(3);
   });
 
   /** The Gateway's listener's HTTP connection manager (the other listener is Envoy Gateway's readiness one). */
@@ -91,7 +95,15 @@ describe.skipIf(missing !== undefined)(`egctl x translate (${missing ?? 'egctl '
     expect(listener, xds.listeners().map((l: Any) => l.name).join()).toBeDefined();
     return [...(listener.filterChains ?? []), listener.defaultFilterChain].filter(Boolean)[0].filters.find((f: Any) => f.name === 'envoy.filters.network.http_connection_manager').typedConfig;
   };
-  const allRoutes = (): Any[] => xds.routes().flatMap((rc: Any) => rc.virtualHosts.flatMap((v: Any) => v.routes));
+  /** The chart's routes (the team's left out). */
+  const allRoutes = (): Any[] => xds.routes().flatMap((rc: Any) => rc.virtualHosts.flatMap((v: Any) => v.routes)).filter((r: Any) => !r.name.startsWith('httproute/ai/team-app/'));
+
+  test('a team\'s route on the same Gateway runs none of modelgate\'s filters: no mark, no Check, no meter, no rate limit', () => {
+    const team = xds.routes().flatMap((rc: Any) => rc.virtualHosts.flatMap((v: Any) => v.routes)).filter((r: Any) => r.name.startsWith('httproute/ai/team-app/'));
+    expect(team).toHaveLength(1);
+    expect(Object.keys(team[0].typedPerFilterConfig ?? {})).toEqual([]);
+    for (const f of hcm().httpFilters.filter((x: Any) => x.name !== 'envoy.filters.http.router')) expect(f.disabled, f.name).toBe(true);
+  });
 
   test('the listener\'s ext_authz: modelgate\'s cluster over mTLS, the body, fail closed, the timeout, the decision headers, on every route', () => {
     const http = hcm().httpFilters;
