@@ -4,7 +4,7 @@
 // sources the plain Envoy bundle is rendered from (src/envoy/, src/check/endpoints.ts), as compiled
 // to dist/ (`npm run gen:chart` builds first): the meter's Lua tail (meter.lua) and contract.json (the
 // provider endpoints and where each goes, the headers a Check is shown, the headers removed upstream,
-// the access log's name and fields). test/k8s/chart-files.test.ts fails when the files are stale.
+// the access log's name and fields). test/k8s/mesh-resources.test.ts fails when the files are stale.
 const { writeFileSync } = require('node:fs');
 const { join } = require('node:path');
 const { chartFiles } = require('../dist/src/envoy/chart-contract.js');

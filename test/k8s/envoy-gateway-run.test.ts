@@ -5,7 +5,10 @@
  * on its gRPC port), and run on the pinned Envoy. The OpenAI SDK then goes through it: an allowed
  * request reaches the provider with the operator's credential and without the client's key, a denied
  * one gets modelgate's 403 with its reason, and the meter settles the allowed one from Envoy Gateway's
- * access log (the balance moves).
+ * access log (the balance moves). Also through it: the /alt routes, the request mark (a client's own
+ * x-request-id and x-modelgate-request never become the identity the meter settles by), the rate
+ * limits (requests and tokens, counted by modelgate's embedded engine) and Envoy's own errors in the
+ * client's error shape (the local replies).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,6 +28,8 @@ import { translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootst
 import { goTool, inNamespace } from '../support/go-tools';
 import { DEMO_CONFIG, LogSink } from '../support/service-harness';
 import { makeTestCerts, SERVER_NAME, type TestCerts } from '../support/test-certs';
+import { chartAltRoutes, chartRoutes } from '../../src/envoy/chart-contract';
+import { hashKey } from '../../src/check/key-format';
 
 type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 const ROOT = join(__dirname, '..', '..');
@@ -42,12 +47,18 @@ let envoy: EnvoyProcess;
 const logs = new LogSink();
 const received: ReceivedRequest[] = [];
 let xds: XdsDump;
+let deadPort: number;
+let providerTls: TlsTerminator;
+/** The /alt route whose Backend points at a closed port here (Envoy's own 503, rewritten by the local replies). */
+const ALT_DEAD = '/alt/v1/messages';
 
 /** Translates the chart's resources (providers over plain HTTP: the demo upstream) with egctl. */
 function translate(): XdsDump {
   const chart = spawnSync((helm as { path: string }).path, ['template', 'mg', CHART, '--namespace', 'ai', '-f', join(ROOT, 'test', 'k8s', 'values', 'envoy-gateway.yaml'),
     '--set', `envoyGateway.modelgateTlsHostname=${SERVER_NAME}`,
-    ...['chat', 'messages', 'generative'].flatMap((b) => ['--set', `envoyGateway.backends.${b}.tls=false`])], { encoding: 'utf8' });
+    // The chat provider over TLS (the terminator in front of the demo upstream, its certificate from the test CA); the others plain.
+    '--set', `envoyGateway.backends.chat.hostname=${SERVER_NAME}`, '--set', 'envoyGateway.backends.chat.caConfigMap=mg-modelgate-ca',
+    ...['messages', 'generative', 'alt'].flatMap((b) => ['--set', `envoyGateway.backends.${b}.tls=false`])], { encoding: 'utf8' });
   expect(chart.status, chart.stderr).toBe(0);
   const b64 = (f: string): string => readFileSync(f).toString('base64');
   const cluster = [
@@ -76,14 +87,25 @@ beforeAll(async () => {
     .replace(/^    chat: http:\/\/127\.0\.0\.1:9300$/m, `    chat: { url: ${upstream.url}, credential: { header: authorization, prefix: "Bearer ", env: OPENAI_API_KEY } }`)
     .replace(/^    messages: http:\/\/127\.0\.0\.1:9300$/m, `    messages: { url: ${upstream.url}, credential: { header: x-api-key, env: ANTHROPIC_API_KEY } }`)
     .replace(/^    generative: http:\/\/127\.0\.0\.1:9300$/m, `    generative: { url: ${upstream.url}, credential: { header: x-goog-api-key, env: GEMINI_API_KEY } }`)
+    .replace(/^    alt: http:\/\/127\.0\.0\.1:9300$/m, `    alt: ${upstream.url}`)
+    // bob (unlimited balance) gets a token limit the first answer uses up; grace keeps its rpm 3.
+    .replace(/^(    group: pro +# no balance: unlimited)$/m, '$1\n    limits: { tpm: 5 }')
     .replace(/^  drainSeconds: 25 /m, '  drainSeconds: 1 '));
-  service = await startService({ configPath: config, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, env: { OPENAI_API_KEY: UPSTREAM_SECRET, ANTHROPIC_API_KEY: `${UPSTREAM_SECRET}-anthropic`, GEMINI_API_KEY: `${UPSTREAM_SECRET}-gemini` } });
+  // The rate limit windows are the clock's minutes: the clock starts a second into one, so the
+  // test's requests (well under a minute) share a window.
+  const start = Date.now();
+  const base = (Math.floor(start / 60_000) + 1) * 60_000 + 1000;
+  deadPort = await closedPort();
+  service = await startService({ configPath: config, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, now: () => base + (Date.now() - start), env: { OPENAI_API_KEY: UPSTREAM_SECRET, ANTHROPIC_API_KEY: `${UPSTREAM_SECRET}-anthropic`, GEMINI_API_KEY: `${UPSTREAM_SECRET}-gemini` } });
   xds = translate();
   const port = (a: string): number => Number(a.slice(a.lastIndexOf(':') + 1));
   // Each endpoint to its local stand-in: modelgate's gRPC (9191) and HTTP (9192) ports, the providers' Backends to the demo upstream.
-  const endpoint = (_cluster: string, _address: string, p: number): { address: string; port: number } => ({
+  const chatClusters = new Set(chartRoutes().map((r, i) => (r.to === 'chat' ? `httproute/ai/modelgate-providers/rule/${i}` : '')).filter(Boolean));
+  providerTls = await startTlsTerminator(certs, upstream.port);
+  const deadCluster = `httproute/ai/modelgate-providers-alt/rule/${chartAltRoutes('/alt').findIndex((r) => r.path === ALT_DEAD)}`;
+  const endpoint = (cluster: string, _address: string, p: number): { address: string; port: number } => ({
     address: '127.0.0.1',
-    port: p === 9191 ? port(service.grpcAddress) : p === 9192 ? port(service.httpAddress) : upstream.port,
+    port: p === 9191 ? port(service.grpcAddress) : p === 9192 ? port(service.httpAddress) : cluster === deadCluster ? deadPort : p === 443 && chatClusters.has(cluster) ? providerTls.port : upstream.port,
   });
   const names = xds.sdsNames();
   const secrets = [
@@ -102,6 +124,7 @@ afterAll(async () => {
   await envoy?.stop();
   await service?.close(1000, 0);
   await upstream?.close();
+  providerTls?.close();
   rmSync(dir, { recursive: true, force: true });
   if (certs) rmSync(certs.dir, { recursive: true, force: true });
 });
@@ -113,6 +136,13 @@ describe.skipIf(missing !== undefined)('the translated Envoy Gateway config, run
     expect(reply.choices[0].message.content).toBeTruthy();
     const got = received.at(-1)!;
     expect(got.headers.authorization).toBe(`Bearer ${UPSTREAM_SECRET}`);
+    // It went over TLS: Envoy checked the provider's certificate against the Backend's CA, with its SNI.
+    expect(providerTls.servernames).toContain(SERVER_NAME);
+    const chat = xds.clusters().find((c: Any) => c.name === 'httproute/ai/modelgate-providers/rule/0');
+    const tls = chat.transportSocketMatches[0].transportSocket.typedConfig;
+    expect(tls.sni).toBe(SERVER_NAME);
+    expect(tls.commonTlsContext.combinedValidationContext.defaultValidationContext.matchTypedSubjectAltNames).toEqual([{ matcher: { exact: SERVER_NAME }, sanType: 'DNS' }]);
+    expect(tls.commonTlsContext.combinedValidationContext.validationContextSdsSecretConfig.name).toBe('mg-modelgate-chat/ai-ca');
     expect(JSON.stringify(got.rawHeaders)).not.toContain(DEMO_KEYS.alice);
     // The meter's report comes on Envoy Gateway's access log: wait for its settlement to be counted.
     const settled = /modelgate_meter_responses_total\{result="metered"[^}]*\} [1-9]/;
@@ -163,6 +193,117 @@ describe.skipIf(missing !== undefined)('the translated Envoy Gateway config, run
     while ((await settledCount()) < settledBefore + 3) await new Promise((r) => setImmediate(r));
   });
 });
+
+describe.skipIf(missing !== undefined)('the request mark, the /alt routes, the rate limits and the local replies, run through Envoy Gateway', () => {
+  test('a client\'s own x-request-id and x-modelgate-request never become the identity the Check reserves by and the meter settles by: two requests sending the same ones are two decisions and two ledger rows under Envoy\'s ids, each paid', async () => {
+    const rows = async (): Promise<string[]> => (await service.store.meter!.usage({ keyId: 'alice', limit: 1000 })).map((e) => e.requestId);
+    const before = await rows();
+    const balanceBefore = await balance(DEMO_KEYS.alice);
+    const chosen = { 'x-request-id': 'client-chosen-id', 'x-modelgate-request': 'client-chosen-mark' };
+    const seen = received.length;
+    const decisionsBefore = logs.decisions().length;
+    for (let i = 0; i < 2; i++) {
+      const r = await fetch(`${envoy.listenerUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${DEMO_KEYS.alice}`, 'content-type': 'application/json', ...chosen }, body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `marked ${i}` }] }) });
+      expect(r.status, await r.clone().text()).toBe(200);
+      await r.text();
+    }
+    // The provider never gets the mark (the client's, or the minted one).
+    for (const r of received.slice(seen)) expect(r.headers['x-modelgate-request']).toBeUndefined();
+    let after = await rows();
+    while (after.length < before.length + 2) {
+      await new Promise((r) => setImmediate(r));
+      after = await rows();
+    }
+    const added = after.filter((id) => !before.includes(id));
+    expect(added).toHaveLength(2);
+    expect(new Set(added).size).toBe(2);
+    // The Check's identity of each request (its decision line) is the one its ledger row has.
+    const checked = logs.decisions().slice(decisionsBefore).map((d) => d.requestId);
+    expect(checked).toHaveLength(2);
+    expect(new Set(checked)).toEqual(new Set(added));
+    for (const id of added) {
+      expect(id).not.toContain('client-chosen');
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    }
+    // Each row its own debit: the two requests' costs both left the balance.
+    const costs = (await service.store.meter!.usage({ keyId: 'alice', limit: 1000 })).filter((e) => added.includes(e.requestId)).reduce((n, e) => n + e.cost, 0);
+    expect(costs).toBeGreaterThan(0);
+    expect(await balance(DEMO_KEYS.alice)).toBeCloseTo(balanceBefore - costs, 9);
+  });
+
+  test('the /alt routes: the OpenAI SDK under the alternate prefix reaches the alt upstream, path as sent; a provider that cannot be reached is 503 upstream_unavailable in the client\'s shape', async () => {
+    const client = new OpenAI({ baseURL: `${envoy.listenerUrl}/alt/v1`, apiKey: DEMO_KEYS.alice, maxRetries: 0 });
+    const reply = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello under /alt' }] });
+    expect(reply.choices[0].message.content).toBeTruthy();
+    const got = received.at(-1)!;
+    expect(got.url).toBe('/alt/v1/chat/completions');
+    expect(JSON.stringify(got.rawHeaders)).not.toContain(DEMO_KEYS.alice);
+    // Envoy's own answer (no provider to reach), on a route of modelgate's: its local reply.
+    const dead = await fetch(`${envoy.listenerUrl}${ALT_DEAD}`, { method: 'POST', headers: { 'x-api-key': DEMO_KEYS.alice, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }) });
+    expect(dead.status).toBe(503);
+    expect(dead.headers.get('x-modelgate-reason')).toBe('upstream_unavailable');
+    const body = await dead.json() as { type: string; error: { type: string; message: string } };
+    expect(body.type).toBe('error');
+    expect(body.error.message).toBeTruthy();
+  });
+
+  test('rate limits from the Check\'s metadata, counted by modelgate\'s embedded engine: grace\'s fourth request in a minute is 429 rate_limited, bob\'s second after his answer used his tokens 429 tokens_rate_limited', async () => {
+    const grace = new OpenAI({ baseURL: `${envoy.listenerUrl}/v1`, apiKey: DEMO_KEYS.grace, maxRetries: 0 });
+    const ask = (c: OpenAI, model: string): Promise<unknown> => c.chat.completions.create({ model, messages: [{ role: 'user', content: 'count me' }] }).catch((e: unknown) => e);
+    for (let i = 0; i < 3; i++) expect(await ask(grace, 'gpt-4o-mini')).not.toBeInstanceOf(Error);
+    const limited = await ask(grace, 'gpt-4o-mini');
+    expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
+    const e = limited as InstanceType<typeof OpenAI.APIError>;
+    expect(e.headers?.get('x-modelgate-reason')).toBe('rate_limited');
+    expect(e.headers?.get('x-ratelimit-limit-requests')).toBe('3');
+    expect(Number(e.headers?.get('retry-after'))).toBeGreaterThan(0);
+    expect((e.error as { message: string }).message).toContain('3 requests per minute');
+    const bob = new OpenAI({ baseURL: `${envoy.listenerUrl}/v1`, apiKey: DEMO_KEYS.bob, maxRetries: 0 });
+    const settled = await settledCount();
+    expect(await ask(bob, 'gpt-4o')).not.toBeInstanceOf(Error);
+    // The meter charges the answer's tokens to the engine when it settles it.
+    while ((await settledCount()) < settled + 1) await new Promise((r) => setImmediate(r));
+    const tokens = await ask(bob, 'gpt-4o') as InstanceType<typeof OpenAI.APIError>;
+    expect(tokens).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(tokens.headers?.get('x-modelgate-reason')).toBe('tokens_rate_limited');
+  });
+});
+
+/** A key's balance left (the store's view after the meter's debits). */
+async function balance(key: string): Promise<number> {
+  return (await service.store.findKey(hashKey(key)))!.balance as number;
+}
+
+interface TlsTerminator { readonly port: number; readonly servernames: string[]; close(): void }
+
+/** A TLS front for the demo upstream (a provider's HTTPS), its certificate modelgate's test one (SAN modelgate.test). */
+async function startTlsTerminator(c: TestCerts, to: number): Promise<TlsTerminator> {
+  const tls = await import('node:tls');
+  const net = await import('node:net');
+  const servernames: string[] = [];
+  const server = tls.createServer({ cert: readFileSync(c.serverCert), key: readFileSync(c.serverKey) }, (socket) => {
+    servernames.push((socket as unknown as { servername?: string }).servername ?? '');
+    const out = net.connect(to, '127.0.0.1');
+    socket.pipe(out).pipe(socket);
+    const end = (): void => { socket.destroy(); out.destroy(); };
+    socket.on('error', end);
+    out.on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as { port: number }).port, servernames, close: () => server.close() };
+}
+
+/** A port nothing listens on (bound, then closed). */
+async function closedPort(): Promise<number> {
+  const net = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
 
 /** Requests the meter has settled from their reports (metered or estimated). */
 async function settledCount(): Promise<number> {
