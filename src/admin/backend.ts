@@ -33,6 +33,8 @@ export interface NewKeyRecord {
   readonly disabled: boolean;
   readonly limits: Limits | null;
   readonly budget: Budget | null;
+  /** Budgets per window by model name; null: none. */
+  readonly modelBudgets: Readonly<Record<string, Budget>> | null;
   readonly metadata: Readonly<Record<string, string>>;
 }
 
@@ -42,7 +44,31 @@ export interface KeyChange {
   readonly disabled?: boolean;
   readonly limits?: Limits | null;
   readonly budget?: Budget | null;
+  /** Merged into the key's budgets per model (mergeModelBudgets): a budget sets a model's, null removes it; null removes all. */
+  readonly modelBudgets?: Readonly<Record<string, Budget | null>> | null;
   readonly metadata?: Readonly<Record<string, string>>;
+}
+
+/**
+ * A key's budgets per model after a change (a merge patch, RFC 7396): null (or nothing left) is
+ * none. The record has no prototype, so a model may carry any name.
+ */
+export function mergeModelBudgets(current: Readonly<Record<string, Budget>> | null | undefined, change: Readonly<Record<string, Budget | null>> | null): Record<string, Budget> | null {
+  if (change === null) return null;
+  const out = Object.create(null) as Record<string, Budget>;
+  for (const [model, b] of Object.entries(current ?? {})) out[model] = b;
+  for (const [model, b] of Object.entries(change)) {
+    if (b === null) delete out[model];
+    else out[model] = b;
+  }
+  return Object.keys(out).length > 0 ? out : null;
+}
+
+/** A key's budgets per model as the API shows them: a plain object ({} for none), sorted by model. */
+export function modelBudgetsView(m: Readonly<Record<string, Budget>> | null | undefined): Record<string, Budget> {
+  const out: Record<string, Budget> = {};
+  for (const model of Object.keys(m ?? {}).sort()) Object.defineProperty(out, model, { value: (m as Record<string, Budget>)[model], enumerable: true, writable: true, configurable: true });
+  return out;
 }
 
 export interface UsageFilter {

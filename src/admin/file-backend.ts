@@ -18,7 +18,7 @@ import { isBudget, type Budget } from '../store/budget-window';
 import type { FileStore, ManagedKeyRecord } from '../store/file-store';
 import { toLimits, type Limits, type UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime, newerFirst, tokenView, type TokenView, type UsageTotals } from './backend';
+import { isoTime, mergeModelBudgets, modelBudgetsView, newerFirst, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
 
@@ -38,6 +38,8 @@ interface StoredKey {
   limits: Limits | null;
   /** Absent in a state written before budgets: none. */
   budget?: Budget | null;
+  /** Budgets per window by model name; absent in a state written before them: none. */
+  modelBudgets?: Record<string, Budget> | null;
   metadata: Record<string, string>;
   createdAt: number;
   previous: { sha256: string; until: number } | null;
@@ -76,7 +78,7 @@ export function readAdminState(path: string): AdminState {
   }
   if (!d || d.version !== 1 || !Array.isArray(d.tokens) || !Array.isArray(d.keys) || !Array.isArray(d.audit) || typeof d.credits !== 'object' || d.credits === null) throw bad('not a version 1 state');
   for (const t of d.tokens) if (!(SCOPES as readonly string[]).includes(t.scope) || !/^[0-9a-f]{64}$/.test(t.sha256)) throw bad(`token ${JSON.stringify(t.id)} is not usable`);
-  for (const k of d.keys) if (!/^[0-9a-f]{64}$/.test(k.sha256) || !(k.base === null || Number.isFinite(k.base)) || !(k.budget == null || isBudget(k.budget))) throw bad(`key ${JSON.stringify(k.id)} is not usable`);
+  for (const k of d.keys) if (!/^[0-9a-f]{64}$/.test(k.sha256) || !(k.base === null || Number.isFinite(k.base)) || !(k.budget == null || isBudget(k.budget)) || !(k.modelBudgets == null || (typeof k.modelBudgets === 'object' && Object.values(k.modelBudgets).every(isBudget)))) throw bad(`key ${JSON.stringify(k.id)} is not usable`);
   return d as AdminState;
 }
 
@@ -177,7 +179,7 @@ export class FileAdminBackend implements AdminBackend {
       const limits = toLimits(k.limits);
       return {
         id: k.id, sha256: k.sha256, group: k.group, balance: k.base, disabled: k.disabled, expiresAt: k.expiresAt,
-        ...(limits ? { limits } : {}), ...(k.budget ? { budget: k.budget } : {}), previous: k.previous,
+        ...(limits ? { limits } : {}), ...(k.budget ? { budget: k.budget } : {}), ...(k.modelBudgets ? { modelBudgets: mergeModelBudgets(null, k.modelBudgets) } : {}), previous: k.previous,
       };
     }));
   }
@@ -198,7 +200,7 @@ export class FileAdminBackend implements AdminBackend {
     return {
       id: k.id, group: k.group, balance: this.#balance(k.id, k.base), disabled: k.disabled,
       expiresAt: k.expiresAt === null ? null : isoTime(k.expiresAt), limits: toLimits(k.limits) as Record<string, number> | null,
-      budget: k.budget ?? null, metadata: k.metadata, source: 'api', createdAt: isoTime(k.createdAt),
+      budget: k.budget ?? null, modelBudgets: modelBudgetsView(k.modelBudgets), metadata: k.metadata, source: 'api', createdAt: isoTime(k.createdAt),
       previousSecretValidUntil: k.previous && k.previous.until > now ? isoTime(k.previous.until) : null,
     };
   }
@@ -212,7 +214,7 @@ export class FileAdminBackend implements AdminBackend {
     return {
       id: k.id, group: k.group, balance: served?.balance ?? k.balance, disabled: k.disabled,
       expiresAt: k.expiresAt === null ? null : isoTime(k.expiresAt), limits: (k.limits ?? null) as Record<string, number> | null,
-      budget: k.budget ?? null, metadata: {}, source: 'config', createdAt: null, previousSecretValidUntil: null,
+      budget: k.budget ?? null, modelBudgets: modelBudgetsView(k.modelBudgets), metadata: {}, source: 'config', createdAt: null, previousSecretValidUntil: null,
     };
   }
 
@@ -279,7 +281,7 @@ export class FileAdminBackend implements AdminBackend {
     const spent = this.store.meter?.spent(n.id) ?? 0;
     const k: StoredKey = {
       id: n.id, sha256: n.sha256, group: n.group, base: n.balance === null ? null : n.balance + spent, expiresAt: n.expiresAt,
-      disabled: n.disabled, limits: n.limits, budget: n.budget, metadata: { ...n.metadata }, createdAt: this.#now(), previous: null,
+      disabled: n.disabled, limits: n.limits, budget: n.budget, modelBudgets: n.modelBudgets ? modelBudgetsView(n.modelBudgets) : null, metadata: { ...n.metadata }, createdAt: this.#now(), previous: null,
     };
     s.keys.push(k);
     const view = this.#view(k);
@@ -297,6 +299,10 @@ export class FileAdminBackend implements AdminBackend {
     if (c.disabled !== undefined) k.disabled = c.disabled;
     if (c.limits !== undefined) k.limits = c.limits;
     if (c.budget !== undefined) k.budget = c.budget;
+    if (c.modelBudgets !== undefined) {
+      const m = mergeModelBudgets(k.modelBudgets, c.modelBudgets);
+      k.modelBudgets = m ? modelBudgetsView(m) : null;
+    }
     if (c.metadata !== undefined) k.metadata = { ...c.metadata };
     const after = this.#view(k);
     this.#audit(actor, 'key.update', id, before, after);

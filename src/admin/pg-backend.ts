@@ -11,11 +11,11 @@ import { sqlState } from '../store/pg/refusal';
 import type { Budget } from '../store/budget-window';
 import { toLimits, type UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime, tokenView, type TokenView, type UsageTotals } from './backend';
+import { isoTime, mergeModelBudgets, modelBudgetsView, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import type { Scope, TokenRecord } from './tokens';
 
-const KEY_COLUMNS = `id, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, metadata, created_at, previous_until`;
+const KEY_COLUMNS = `id, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, model_budgets, metadata, created_at, previous_until`;
 
 interface KeyRow {
   id: string;
@@ -25,6 +25,7 @@ interface KeyRow {
   expires_at: Date | null;
   limits: Record<string, number> | null;
   budget: Budget | null;
+  model_budgets: Record<string, Budget> | null;
   metadata: Record<string, string> | null;
   created_at: Date;
   previous_until: Date | null;
@@ -65,7 +66,7 @@ export class PgAdminBackend implements AdminBackend {
   #view(r: KeyRow): KeyView {
     return {
       id: r.id, group: r.group_name, balance: r.balance, disabled: r.disabled, expiresAt: r.expires_at === null ? null : isoTime(r.expires_at.getTime()),
-      limits: toLimits(r.limits) as Record<string, number> | null, budget: r.budget ?? null, metadata: r.metadata ?? {}, source: 'store', createdAt: isoTime(r.created_at.getTime()),
+      limits: toLimits(r.limits) as Record<string, number> | null, budget: r.budget ?? null, modelBudgets: modelBudgetsView(r.model_budgets), metadata: r.metadata ?? {}, source: 'store', createdAt: isoTime(r.created_at.getTime()),
       previousSecretValidUntil: r.previous_until !== null && r.previous_until.getTime() > this.now() ? isoTime(r.previous_until.getTime()) : null,
     };
   }
@@ -143,10 +144,11 @@ export class PgAdminBackend implements AdminBackend {
     return this.#write(actor, 'key.create', k.id, async (c) => {
       try {
         const { rows } = await c.query<KeyRow>(
-          `INSERT INTO modelgate.keys (id, sha256, group_name, balance, expires_at, disabled, limits, metadata, budget)
-           VALUES ($1, $2, $3, $4::numeric, $5, $6, $7, $8, $9::jsonb) RETURNING ${KEY_COLUMNS}`,
+          `INSERT INTO modelgate.keys (id, sha256, group_name, balance, expires_at, disabled, limits, metadata, budget, model_budgets)
+           VALUES ($1, $2, $3, $4::numeric, $5, $6, $7, $8, $9::jsonb, $10::jsonb) RETURNING ${KEY_COLUMNS}`,
           [k.id, k.sha256, k.group, k.balance === null ? null : String(k.balance), k.expiresAt === null ? null : new Date(k.expiresAt), k.disabled,
-            k.limits === null ? null : JSON.stringify(k.limits), JSON.stringify(k.metadata), k.budget ? JSON.stringify(k.budget) : null]);
+            k.limits === null ? null : JSON.stringify(k.limits), JSON.stringify(k.metadata), k.budget ? JSON.stringify(k.budget) : null,
+            k.modelBudgets && Object.keys(k.modelBudgets).length > 0 ? JSON.stringify(modelBudgetsView(k.modelBudgets)) : null]);
         const view = this.#view(rows[0]);
         return { result: view, before: null, after: view };
       } catch (err) {
@@ -159,7 +161,11 @@ export class PgAdminBackend implements AdminBackend {
 
   async updateKey(id: string, ch: KeyChange, actor: Actor): Promise<KeyView> {
     return this.#write(actor, 'key.update', id, async (c) => {
-      const before = this.#view(await this.#row(c, id, true));
+      const row = await this.#row(c, id, true);
+      const before = this.#view(row);
+      // Merged here, the row locked: two changes of different models at once both hold.
+      const merged = ch.modelBudgets === undefined ? null : mergeModelBudgets(row.model_budgets, ch.modelBudgets);
+      const modelBudgetsAfter = merged ? JSON.stringify(modelBudgetsView(merged)) : null;
       try {
         const { rows } = await c.query<KeyRow>(
           `UPDATE modelgate.keys SET
@@ -168,11 +174,13 @@ export class PgAdminBackend implements AdminBackend {
              disabled = CASE WHEN $6 THEN $7 ELSE disabled END,
              limits = CASE WHEN $8 THEN $9::jsonb ELSE limits END,
              metadata = CASE WHEN $10 THEN $11::jsonb ELSE metadata END,
-             budget = CASE WHEN $12 THEN $13::jsonb ELSE budget END
+             budget = CASE WHEN $12 THEN $13::jsonb ELSE budget END,
+             model_budgets = CASE WHEN $14 THEN $15::jsonb ELSE model_budgets END
            WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
           [id, ch.group !== undefined, ch.group ?? null, ch.expiresAt !== undefined, ch.expiresAt ? new Date(ch.expiresAt) : null,
             ch.disabled !== undefined, ch.disabled ?? false, ch.limits !== undefined, ch.limits ? JSON.stringify(ch.limits) : null,
-            ch.metadata !== undefined, JSON.stringify(ch.metadata ?? {}), ch.budget !== undefined, ch.budget ? JSON.stringify(ch.budget) : null]);
+            ch.metadata !== undefined, JSON.stringify(ch.metadata ?? {}), ch.budget !== undefined, ch.budget ? JSON.stringify(ch.budget) : null,
+            ch.modelBudgets !== undefined, modelBudgetsAfter]);
         const after = this.#view(rows[0]);
         return { result: after, before, after };
       } catch (err) {

@@ -4,7 +4,7 @@
  * rule are the config's own (config/schema.ts).
  */
 import { z } from 'zod';
-import { budget, KEY_ID, keyLimits } from '../config/schema';
+import { budget, KEY_ID, keyLimits, modelBudgets } from '../config/schema';
 import { SCOPES } from './tokens';
 
 const amount = z.number().refine(Number.isFinite, { error: 'must be a finite number' });
@@ -25,6 +25,17 @@ export const BudgetView = z.object({
 
 const budgetInput = budget.nullable().optional().describe('A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none.');
 
+/** A model name as a key of modelBudgets (zod drops a `__proto__` key: the handler refuses it before parsing). */
+const modelName = z.string().min(1).max(256);
+
+const modelBudgetsView = z.record(z.string(), BudgetView)
+  .describe("The key's budgets per window on single models, by the group's exact model name (403 model_budget_exhausted); {}: none.");
+
+const modelBudgetsPatch = z.record(modelName, budget.nullable())
+  .refine((m) => Object.keys(m).length <= 256, { error: 'at most 256 models' })
+  .nullable().optional()
+  .describe('Merged into the key\'s budgets per model: a model with a budget sets it, a model with null removes it; null removes them all.');
+
 export const Key = z.object({
   id: z.string(),
   group: z.string(),
@@ -33,6 +44,7 @@ export const Key = z.object({
   expiresAt: time.nullable(),
   limits: z.record(z.string(), z.number()).nullable(),
   budget: BudgetView.nullable(),
+  modelBudgets: modelBudgetsView,
   metadata: z.record(z.string(), z.string()),
   source: z.enum(['api', 'config', 'store']).describe('api: created through this API (writable); config: defined in the YAML file (read only here); store: a PostgreSQL key.'),
   createdAt: time.nullable(),
@@ -47,6 +59,7 @@ export const KeyCreate = z.strictObject({
   disabled: z.boolean().optional(),
   limits: keyLimits.nullable().optional(),
   budget: budgetInput,
+  modelBudgets: modelBudgets.nullable().optional(),
   metadata: Metadata.optional(),
 });
 
@@ -56,6 +69,7 @@ export const KeyPatch = z.strictObject({
   disabled: z.boolean().optional(),
   limits: keyLimits.nullable().optional(),
   budget: budgetInput,
+  modelBudgets: modelBudgetsPatch,
   metadata: Metadata.optional(),
 }).describe('Fields to change; a balance changes only through credits (never overwritten).');
 

@@ -17,6 +17,7 @@ import { checkName, once, usageError } from './errors';
 import { fileKey, type FileKey } from './file-key';
 import type { CliRun } from './io';
 import { keyLimitsCommand } from './limits';
+import { modelBudgetCommand } from './model-budgets';
 import { storeCommand, withStore, type StoreOptions } from './store-admin';
 import { balanceText, table } from './text';
 
@@ -49,7 +50,7 @@ export async function createKey(db: AdminDb, input: NewKey): Promise<IssuedKey> 
   try {
     await new PgAdminBackend(db).createKey({
       id, sha256: hashKey(key), group: input.group, balance: balance === null ? null : Number(balance), expiresAt: input.expiresAt?.getTime() ?? null,
-      disabled: false, limits: null, budget: null, metadata: {},
+      disabled: false, limits: null, budget: null, modelBudgets: null, metadata: {},
     }, CLI_ACTOR);
   } catch (err) {
     if (err instanceof AdminRefusal && err.code === 'group_not_found') throw new StoreRefusal({ code: 'key_group_not_found', group: input.group });
@@ -185,6 +186,7 @@ export function keysCommand(run: CliRun): Command {
   keys.addCommand(keyStateCommand(run, 'disable', true, 'disable a key (401 key_disabled)'));
   keys.addCommand(keyStateCommand(run, 'enable', false, 'enable a disabled key again'));
   keys.addCommand(keyLimitsCommand(run));
+  keys.addCommand(modelBudgetCommand(run));
   keys.addCommand(
     storeCommand('rotate', 'replace a key by a fresh one, keeping its id, group, balance and expiry; prints the new key once')
       .argument('<id>', 'the key\'s id')

@@ -8,6 +8,7 @@
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { modalPrices, toLimits, toolPrices, type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
+import type { Budget } from '../store/budget-window';
 import { configSchemaFor, expiryTime, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
@@ -224,7 +225,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
   const keys: KeyRecord[] = new Array(f.keys.length);
   for (let i = 0; i < f.keys.length; i++) {
     const k = f.keys[i];
-    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}), ...(k.budget ? { budget: { amount: k.budget.amount, period: k.budget.period, timeZone: k.budget.timeZone } } : {}) };
+    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}), ...(k.budget ? { budget: { amount: k.budget.amount, period: k.budget.period, timeZone: k.budget.timeZone } } : {}), ...(k.modelBudgets && Object.keys(k.modelBudgets).length > 0 ? { modelBudgets: copyModelBudgets(k.modelBudgets) } : {}) };
   }
   return {
     routes: f.routes,
@@ -278,4 +279,11 @@ function deepFreeze<T>(o: T): T {
     Object.freeze(o);
   }
   return o;
+}
+
+/** A key's budgets per model as a record without a prototype (a model named `__proto__` is a model). */
+export function copyModelBudgets(m: Readonly<Record<string, { amount: number; period: 'day' | 'week' | 'month'; timeZone: string }>>): Readonly<Record<string, Budget>> {
+  const out: Record<string, Budget> = Object.create(null) as Record<string, Budget>;
+  for (const [model, b] of Object.entries(m)) out[model] = { amount: b.amount, period: b.period, timeZone: b.timeZone };
+  return out;
 }

@@ -350,6 +350,14 @@ export const budget = mapping({
     .describe("The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC."),
 }, 'must be a mapping {amount, period, timeZone}');
 
+/** The most models one key may have budgets of. */
+export const MAX_MODEL_BUDGETS = 256;
+
+/** A key's budgets per model (meter/budgets.ts): the admin API uses the same schema (admin/schemas.ts). */
+export const modelBudgets = z.record(z.string().min(1, { error: 'must be a model name' }).max(256, { error: 'must be a model name of at most 256 characters' }), budget, { error: 'must be a mapping of model name to budget {amount, period, timeZone}' })
+  .refine((m) => Object.keys(m).length <= MAX_MODEL_BUDGETS, { error: `at most ${MAX_MODEL_BUDGETS} models` })
+  .describe("What the key may spend per window on one model, by the group's exact model name (403 model_budget_exhausted), beside its budget and balance: all hold.");
+
 const modelLimits = mapping(limitFields, 'must be a mapping of limits {rpm, tpm, rpd, tpd}');
 
 const rateLimits = mapping({
@@ -490,6 +498,7 @@ const key = mapping(
     expiresAt,
     limits: keyLimits.nullish().describe("The key's own limits: each one given overrides its group's."),
     budget: budget.nullish().describe('What the key may spend per day, week or month (403 budget_exhausted), beside its lifetime balance: both hold.'),
+    modelBudgets: modelBudgets.nullish(),
   },
   'must be a mapping with id, sha256 and group',
 );

@@ -197,12 +197,12 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     log: (o) => (o.delivered ? logger.info(o, 'budget alert delivered') : logger.warn(o, 'budget alert not delivered (retried with backoff)')),
   }) : undefined;
   const alerts = webhook && alertsConfig ? new BudgetAlerts((e) => {
-    logger.info({ id: e.id, subject: `${e.subject.kind}:${e.subject.name}`, threshold: e.threshold, spent: e.spent, resetsAt: e.resetsAt }, 'budget threshold reached');
+    logger.info({ id: e.id, subject: `${e.subject.kind}:${e.subject.name}`, ...(e.subject.kind === 'model' ? { model: e.subject.model } : {}), threshold: e.threshold, spent: e.spent, resetsAt: e.resetsAt }, 'budget threshold reached');
     webhook.send(e);
   }, alertsConfig.thresholds, opts.now) : undefined;
   const budgets = meterStore?.spentIn
     ? new BudgetBook({
-      load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'key' ? { keyId: s.name } : { group: s.name }), since, until }), now: opts.now,
+      load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'group' ? { group: s.name } : { keyId: s.name }), ...(s.kind === 'model' ? { model: s.model } : {}), since, until }), now: opts.now,
       ...(alerts ? { onSpent: (s, b, w, before, after) => alerts.spent(s, b, w, before, after) } : {}),
     })
     : undefined;
