@@ -362,6 +362,15 @@ export interface components {
                 period: "day" | "week" | "month";
                 timeZone: string;
             } | null;
+            /** @description The key's budgets per window on single models, by the group's exact model name (403 model_budget_exhausted); {}: none. */
+            modelBudgets: {
+                [key: string]: {
+                    amount: number;
+                    /** @enum {string} */
+                    period: "day" | "week" | "month";
+                    timeZone: string;
+                };
+            };
             metadata: {
                 [key: string]: string;
             };
@@ -409,6 +418,22 @@ export interface components {
                  */
                 timeZone: string;
             } | null;
+            modelBudgets?: {
+                [key: string]: {
+                    /** @description What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses). */
+                    amount: number;
+                    /**
+                     * @description day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).
+                     * @enum {string}
+                     */
+                    period: "day" | "week" | "month";
+                    /**
+                     * @description The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC.
+                     * @default UTC
+                     */
+                    timeZone: string;
+                };
+            } | null;
             /** @description Labels of your own (at most 50 strings); modelgate never reads them. */
             metadata?: {
                 [key: string]: string;
@@ -448,6 +473,23 @@ export interface components {
                  * @default UTC
                  */
                 timeZone: string;
+            } | null;
+            /** @description Merged into the key's budgets per model: a model with a budget sets it, a model with null removes it; null removes them all. */
+            modelBudgets?: {
+                [key: string]: {
+                    /** @description What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses). */
+                    amount: number;
+                    /**
+                     * @description day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).
+                     * @enum {string}
+                     */
+                    period: "day" | "week" | "month";
+                    /**
+                     * @description The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC.
+                     * @default UTC
+                     */
+                    timeZone: string;
+                } | null;
             } | null;
             /** @description Labels of your own (at most 50 strings); modelgate never reads them. */
             metadata?: {
