@@ -38,8 +38,9 @@ beforeAll(async () => {
   server = await startPgServer();
   pool = openPool(server.url);
   await migrate(pool);
-  await setGroup(pool, { name: 'basic', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }] });
+  await setGroup(pool, { name: 'basic', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }, { name: 'gpt-5.5', protocols: null, available: true }] });
   await setPrice(pool, 'basic', 'gpt-4o-mini', { price: { input: 0.15, output: 0.6, cachedInput: null } });
+  await setPrice(pool, 'basic', 'gpt-5.5', { price: { input: 1.25, output: 10, cachedInput: null } });
   let out = '';
   const code = await runCli(['admin-tokens', 'new', '--scope', 'admin', '--id', 'tok-admin', '--store', server.url, '--json'], { stdout: (s) => (out += s), stderr: () => {}, env: {} });
   expect(code).toBe(0);
@@ -77,6 +78,51 @@ describe('budgets on PostgreSQL', () => {
     await until(secret, 'allowed');
   });
 
+  it("a key's budget per model, set through the API and the CLI, refuses that model only at the Check (migration 12)", async () => {
+    const r = await api().POST('/admin/v1/keys', { body: { id: 'pg-model', group: 'basic', balance: 5, modelBudgets: { 'gpt-4o-mini': { amount: 0.00001, period: 'week', timeZone: 'Asia/Tokyo' } } } as never });
+    expect(r.response.status).toBe(201);
+    const secret = r.data!.secret;
+    const denied = await chat(secret);
+    expect(reasonOf(denied)).toBe('model_budget_exhausted');
+    // 2026-11-01 is a Sunday; Tokyo's week (from Monday 2 November, 00:00 +09:00) starts at 15:00 UTC that day.
+    expect(deniedHeader(denied, 'x-modelgate-hint')).toMatch(/^the key's weekly budget for the model "gpt-4o-mini" \(0\.00001\) .* it resets at 2026-11-01T15:00:00\.000Z/);
+    const other = () => h.check({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${secret}`]], body: '{"model":"gpt-5.5","max_tokens":10}' });
+    expect(reasonOf(await other())).toBe('allowed');
+    const { rows } = await pool.query("SELECT model_budgets FROM modelgate.keys WHERE id = 'pg-model'");
+    expect(rows[0].model_budgets).toEqual({ 'gpt-4o-mini': { amount: 0.00001, period: 'week', timeZone: 'Asia/Tokyo' } });
+
+    // The command line: the same backend (audited as cli), seen by the replica at once.
+    const cli = async (...args: string[]): Promise<{ code: number; out: string; err: string }> => {
+      let out = '';
+      let err = '';
+      const code = await runCli(['keys', 'model-budget', ...args, '--store', server.url], { stdout: (x) => (out += x), stderr: (x) => (err += x), env: {} });
+      return { code, out, err };
+    };
+    expect(await cli('pg-model', 'gpt-5.5', '--amount', '0.000001', '--period', 'day')).toMatchObject({ code: 0, out: expect.stringContaining('gpt-5.5: 0.000001 per day (UTC)') });
+    await new Promise<void>((resolve, reject) => {
+      const end = Date.now() + 10_000;
+      const poll = async (): Promise<void> => {
+        if (reasonOf(await other()) === 'model_budget_exhausted') return resolve();
+        if (Date.now() > end) return reject(new Error('gpt-5.5 still allowed'));
+        setTimeout(() => void poll(), 20);
+      };
+      void poll();
+    });
+    expect(await cli('pg-model', 'gpt-4o-mini', '--remove')).toMatchObject({ code: 0, out: expect.not.stringContaining('gpt-4o-mini') });
+    await until(secret, 'allowed');
+    expect(await cli('pg-model', 'no-such-model', '--amount', '1', '--period', 'day')).toMatchObject({ code: 1, err: expect.stringContaining('has no model "no-such-model"') });
+    expect(await cli('pg-model', 'gpt-5.5', '--amount', '1')).toMatchObject({ err: expect.stringContaining('needs --amount and --period') });
+    expect(await cli('pg-model', 'gpt-5.5', '--amount', '1', '--period', 'day', '--time-zone', 'Mars/Base')).toMatchObject({ err: expect.stringContaining('--time-zone') });
+    const audit = (await api().GET('/admin/v1/audit', { params: { query: { limit: 20 } } })).data!.entries.filter((e) => e.target === 'pg-model');
+    expect(audit.map((e) => `${e.action} ${e.actor}`)).toEqual(['key.update cli', 'key.update cli', 'key.create tok-admin']);
+  });
+
+  it('the column refuses malformed budgets per model written by hand', async () => {
+    for (const bad of ['{"m":{"amount":0,"period":"day","timeZone":"UTC"}}', '{"m":{"amount":1,"period":"year","timeZone":"UTC"}}', '{"m":1}', '[1]', '{"":{"amount":1,"period":"day","timeZone":"UTC"}}']) {
+      await expect(pool.query("UPDATE modelgate.keys SET model_budgets = $1::jsonb WHERE id = 'pg-model'", [bad]), bad).rejects.toThrow(/check constraint/);
+    }
+  });
+
   it('the column refuses a malformed budget written by hand', async () => {
     for (const bad of ['{"amount":0,"period":"day","timeZone":"UTC"}', '{"amount":1,"period":"year","timeZone":"UTC"}', '{"amount":"1","period":"day","timeZone":"UTC"}', '[1]']) {
       await expect(pool.query("UPDATE modelgate.keys SET budget = $1::jsonb WHERE id = 'pg-team'", [bad])).rejects.toThrow(/check constraint/);
@@ -94,5 +140,10 @@ describe('budgets on PostgreSQL', () => {
     expect(await meter.spentIn!({ keyId: 'pg-team', since: t0, until: t0 + 86_400_000 })).toBe(0.5);
     expect(await meter.spentIn!({ group: 'basic', since: t0, until: t0 + 86_400_000 })).toBe(1.5);
     expect(await meter.spentIn!({ keyId: 'nobody', since: t0, until: t0 + 86_400_000 })).toBe(0);
+    await pool.query(`INSERT INTO modelgate.usage (request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens, cost, priced, time)
+      VALUES ('r4', 'pg-team', 'basic', 'gpt-5.5', 'chat', 1, 1, 0, 2, true, $1)`, [new Date(t0 + 60_000)]);
+    expect(await meter.spentIn!({ keyId: 'pg-team', model: 'gpt-4o-mini', since: t0, until: t0 + 86_400_000 })).toBe(0.5);
+    expect(await meter.spentIn!({ keyId: 'pg-team', model: 'gpt-5.5', since: t0, until: t0 + 86_400_000 })).toBe(2);
+    expect(await meter.spentIn!({ keyId: 'pg-team', since: t0, until: t0 + 86_400_000 })).toBe(2.5);
   });
 });
