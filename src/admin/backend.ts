@@ -92,6 +92,27 @@ export interface UsageTotals {
   readonly cost: number;
 }
 
+/**
+ * The delivery of one budget alert to the webhook (server/budget-webhook.ts), as the API shows it:
+ * never the webhook's URL or secret (an error is a code such as `http_500`, `timeout`, `ECONNREFUSED`).
+ */
+export interface WebhookDelivery {
+  readonly eventId: string;
+  readonly type: string;
+  /** Whose budget: `key:<id>`, `group:<name>` or `model:<key id>:<model>`. */
+  readonly subject: string;
+  /** Percent of the budget's amount. */
+  readonly threshold: number;
+  readonly status: 'pending' | 'delivered' | 'failed';
+  readonly attempts: number;
+  /** The HTTP status of the last attempt, if it got one. */
+  readonly lastStatus: number | null;
+  readonly lastError: string | null;
+  /** ISO 8601 UTC. */
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
 export interface AdminBackend {
   readonly kind: 'file' | 'postgres';
   findToken(sha256: string): Promise<TokenRecord | null>;
@@ -116,8 +137,22 @@ export interface AdminBackend {
   /** Newest first; `before`: the entries older than the entry of that id. */
   audit(limit: number, before?: string): Promise<AuditView[]>;
   listGroups(): Promise<GroupView[]>;
+  /** Keeps a delivery's latest state (a delivered one stays delivered: another replica may send the same event). */
+  recordDelivery(d: WebhookDelivery): Promise<void>;
+  /** Newest first (created, then event id); `before`: the deliveries older than the one of that event id. */
+  listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]>;
   updateGroup(name: string, change: { readonly available?: boolean; readonly limits?: Limits | null; readonly budget?: Budget | null }, actor: Actor): Promise<GroupView>;
   close(): Promise<void>;
+}
+
+/** Deliveries kept (the file store: the latest; PostgreSQL: those of the last DELIVERIES_DAYS days). */
+export const DELIVERIES_MAX = 1000;
+export const DELIVERIES_DAYS = 30;
+
+/** `a` replaced by `b`, the same event's later state: delivered stays delivered. */
+export function laterDelivery(a: WebhookDelivery | undefined, b: WebhookDelivery): WebhookDelivery {
+  if (!a) return b;
+  return a.status === 'delivered' ? { ...a, updatedAt: b.updatedAt > a.updatedAt ? b.updatedAt : a.updatedAt } : { ...b, createdAt: a.createdAt };
 }
 
 export function tokenView(t: TokenRecord): TokenView {

@@ -17,8 +17,8 @@ import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'no
 import { isBudget, type Budget } from '../store/budget-window';
 import type { FileStore, ManagedKeyRecord } from '../store/file-store';
 import { toLimits, type Limits, type UsageEntry } from '../store/store';
-import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime, mergeModelBudgets, modelBudgetsView, newerFirst, tokenView, type TokenView, type UsageTotals } from './backend';
+import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter, WebhookDelivery } from './backend';
+import { DELIVERIES_MAX, laterDelivery, isoTime, mergeModelBudgets, modelBudgetsView, newerFirst, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
 
@@ -51,6 +51,8 @@ interface AdminState {
   keys: StoredKey[];
   credits: Record<string, CreditView>;
   audit: AuditView[];
+  /** Budget alert deliveries, oldest first (absent in a state written before them). */
+  deliveries?: WebhookDelivery[];
 }
 
 const empty = (): AdminState => ({ version: 1, tokens: [], keys: [], credits: {}, audit: [] });
@@ -77,6 +79,7 @@ export function readAdminState(path: string): AdminState {
     throw bad((err as Error).message);
   }
   if (!d || d.version !== 1 || !Array.isArray(d.tokens) || !Array.isArray(d.keys) || !Array.isArray(d.audit) || typeof d.credits !== 'object' || d.credits === null) throw bad('not a version 1 state');
+  if (d.deliveries !== undefined && !(Array.isArray(d.deliveries) && d.deliveries.every((x) => typeof x?.eventId === 'string' && typeof x.createdAt === 'string'))) throw bad('deliveries is not a list of deliveries');
   for (const t of d.tokens) if (!(SCOPES as readonly string[]).includes(t.scope) || !/^[0-9a-f]{64}$/.test(t.sha256)) throw bad(`token ${JSON.stringify(t.id)} is not usable`);
   for (const k of d.keys) if (!/^[0-9a-f]{64}$/.test(k.sha256) || !(k.base === null || Number.isFinite(k.base)) || !(k.budget == null || isBudget(k.budget)) || !(k.modelBudgets == null || (typeof k.modelBudgets === 'object' && Object.values(k.modelBudgets).every(isBudget)))) throw bad(`key ${JSON.stringify(k.id)} is not usable`);
   return d as AdminState;
@@ -384,6 +387,22 @@ export class FileAdminBackend implements AdminBackend {
     return [...this.store.groups().values()].map(groupView);
   }
 
+  async recordDelivery(d: WebhookDelivery): Promise<void> {
+    const s = this.#fresh();
+    const list = (s.deliveries ??= []);
+    const at = list.findIndex((x) => x.eventId === d.eventId);
+    if (at >= 0) list[at] = laterDelivery(list[at], d);
+    else list.push(d);
+    if (list.length > DELIVERIES_MAX) list.splice(0, list.length - DELIVERIES_MAX);
+    this.#save();
+  }
+
+  async listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]> {
+    const list = [...(this.#fresh().deliveries ?? [])].sort(newerDelivery);
+    const from = before === undefined ? 0 : list.findIndex((x) => x.eventId === before) + 1;
+    return from <= 0 && before !== undefined ? [] : list.slice(from, from + limit);
+  }
+
   async updateGroup(name: string): Promise<GroupView> {
     if (!this.store.groups().has(name)) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
     throw new AdminRefusal(409, 'group_in_config', `group ${JSON.stringify(name)} is defined in ${this.opts.configPath}`, `change it in ${this.opts.configPath}; the service reloads the file`);
@@ -392,6 +411,11 @@ export class FileAdminBackend implements AdminBackend {
   async close(): Promise<void> {
     clearInterval(this.#timer);
   }
+}
+
+/** Newest first: by creation time, then by event id, both descending. */
+export function newerDelivery(a: WebhookDelivery, b: WebhookDelivery): number {
+  return a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.eventId < b.eventId ? 1 : a.eventId > b.eventId ? -1 : 0;
 }
 
 /** The totals of some usage entries. */

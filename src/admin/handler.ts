@@ -296,6 +296,12 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
     }
     case 'listGroups':
       return { groups: await b.listGroups() };
+    case 'listWebhookDeliveries': {
+      const cursor = c.query.get('cursor') ?? undefined;
+      const limit = limitParam(c.query);
+      const deliveries = await b.listDeliveries(limit, cursor);
+      return { deliveries, nextCursor: deliveries.length === limit ? deliveries.at(-1)!.eventId : null };
+    }
     case 'listTokens': {
       const fromConfig = c.configTokens.map((t) => ({ id: t.id, scope: t.scope, description: null, createdAt: null, source: 'config' as const }));
       return { tokens: [...fromConfig, ...(await b.listTokens())] };

@@ -10,8 +10,8 @@ import { listGroups } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
 import type { Budget } from '../store/budget-window';
 import { toLimits, type UsageEntry } from '../store/store';
-import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime, mergeModelBudgets, modelBudgetsView, tokenView, type TokenView, type UsageTotals } from './backend';
+import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter, WebhookDelivery } from './backend';
+import { DELIVERIES_DAYS, isoTime, mergeModelBudgets, modelBudgetsView, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import type { Scope, TokenRecord } from './tokens';
 
@@ -283,6 +283,32 @@ export class PgAdminBackend implements AdminBackend {
     return groups.map((g) => groupView({
       name: g.name, available: g.available, limits: limits.get(g.name) ?? null, budget: budgets.get(g.name) ?? null,
       models: new Map(g.models.map((m) => [m.name, { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null }])),
+    }));
+  }
+
+  async recordDelivery(d: WebhookDelivery): Promise<void> {
+    // A delivered event stays delivered (another replica may send the same event id); the first creation time is kept.
+    await this.#query(
+      `INSERT INTO modelgate.webhook_deliveries AS w (event_id, type, subject, threshold, status, attempts, last_status, last_error, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+       ON CONFLICT (event_id) DO UPDATE SET
+         status = CASE WHEN w.status = 'delivered' THEN w.status ELSE EXCLUDED.status END,
+         attempts = CASE WHEN w.status = 'delivered' THEN w.attempts ELSE EXCLUDED.attempts END,
+         last_status = CASE WHEN w.status = 'delivered' THEN w.last_status ELSE EXCLUDED.last_status END,
+         last_error = CASE WHEN w.status = 'delivered' THEN w.last_error ELSE EXCLUDED.last_error END,
+         updated_at = greatest(w.updated_at, EXCLUDED.updated_at)`,
+      [d.eventId, d.type, d.subject, d.threshold, d.status, d.attempts, d.lastStatus, d.lastError, new Date(d.createdAt), new Date(d.updatedAt)]);
+    if (d.attempts === 0) await this.#query(`DELETE FROM modelgate.webhook_deliveries WHERE updated_at < now() - interval '${DELIVERIES_DAYS} days'`);
+  }
+
+  async listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]> {
+    const { rows } = await this.#query<{ event_id: string; type: string; subject: string; threshold: number; status: WebhookDelivery['status']; attempts: number; last_status: number | null; last_error: string | null; created_at: Date; updated_at: Date }>(
+      `SELECT event_id, type, subject, threshold::float8 AS threshold, status, attempts, last_status, last_error, created_at, updated_at FROM modelgate.webhook_deliveries
+       WHERE $1::text IS NULL OR (created_at, event_id) < (SELECT created_at, event_id FROM modelgate.webhook_deliveries WHERE event_id = $1)
+       ORDER BY created_at DESC, event_id DESC LIMIT $2`, [before ?? null, limit]);
+    return rows.map((r) => ({
+      eventId: r.event_id, type: r.type, subject: r.subject, threshold: r.threshold, status: r.status, attempts: r.attempts, lastStatus: r.last_status,
+      lastError: r.last_error, createdAt: r.created_at.toISOString(), updatedAt: r.updated_at.toISOString(),
     }));
   }
 

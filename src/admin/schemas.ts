@@ -149,6 +149,24 @@ export const GroupPatch = z.strictObject({
   budget: budgetInput,
 }).describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
 
+export const Delivery = z.object({
+  eventId: z.string().describe("The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold."),
+  type: z.string().describe('budget.threshold'),
+  subject: z.string().describe('Whose budget: key:<id>, group:<name> or model:<key id>:<model>.'),
+  threshold: z.number().describe("Percent of the budget's amount."),
+  status: z.enum(['pending', 'delivered', 'failed']).describe('pending: queued or retrying; failed: every attempt failed.'),
+  attempts: z.number().int(),
+  lastStatus: z.number().int().nullable().describe('The HTTP status of the last attempt, if it got one.'),
+  lastError: z.string().nullable().describe('http_<status>, timeout, or a system error code (never the URL or the secret).'),
+  createdAt: time,
+  updatedAt: time,
+});
+
+export const DeliveryList = z.object({
+  deliveries: z.array(Delivery),
+  nextCursor: z.string().nullable().describe('The next page: pass it as `cursor`; null: this was the last.'),
+});
+
 export const KeyList = z.object({ keys: z.array(Key) });
 export const GroupList = z.object({ groups: z.array(Group) });
 

@@ -7,6 +7,7 @@
 import createClient from 'openapi-fetch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
+import { PgAdminBackend } from '../../src/admin/pg-backend';
 import { runCli } from '../../src/cli/main';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { setGroup, setPrice } from '../../src/store/pg/groups';
@@ -115,6 +116,24 @@ describe('budgets on PostgreSQL', () => {
     expect(await cli('pg-model', 'gpt-5.5', '--amount', '1', '--period', 'day', '--time-zone', 'Mars/Base')).toMatchObject({ err: expect.stringContaining('--time-zone') });
     const audit = (await api().GET('/admin/v1/audit', { params: { query: { limit: 20 } } })).data!.entries.filter((e) => e.target === 'pg-model');
     expect(audit.map((e) => `${e.action} ${e.actor}`)).toEqual(['key.update cli', 'key.update cli', 'key.create tok-admin']);
+  });
+
+  it('keeps budget alert deliveries in webhook_deliveries (migration 13): a delivered event stays delivered, pages newest first', async () => {
+    const backend = new PgAdminBackend(pool);
+    const base = { type: 'budget.threshold', subject: 'model:pg-model:gpt-5.5', lastStatus: null, lastError: null };
+    await backend.recordDelivery({ ...base, eventId: 'ev-1', threshold: 50, status: 'pending', attempts: 0, createdAt: '2026-11-01T10:00:00.000Z', updatedAt: '2026-11-01T10:00:00.000Z' });
+    await backend.recordDelivery({ ...base, eventId: 'ev-1', threshold: 50, status: 'pending', attempts: 1, lastStatus: 500, lastError: 'http_500', createdAt: '2026-11-01T10:00:00.000Z', updatedAt: '2026-11-01T10:00:01.000Z' });
+    await backend.recordDelivery({ ...base, eventId: 'ev-1', threshold: 50, status: 'delivered', attempts: 2, lastStatus: 204, createdAt: '2026-11-01T10:00:00.000Z', updatedAt: '2026-11-01T10:00:03.000Z' });
+    // Another replica saw the same crossing and queues the same event id: still delivered.
+    await backend.recordDelivery({ ...base, eventId: 'ev-1', threshold: 50, status: 'pending', attempts: 0, createdAt: '2026-11-01T10:00:05.000Z', updatedAt: '2026-11-01T10:00:05.000Z' });
+    await backend.recordDelivery({ ...base, eventId: 'ev-2', threshold: 80, status: 'failed', attempts: 6, lastError: 'ECONNREFUSED', createdAt: '2026-11-01T11:00:00.000Z', updatedAt: '2026-11-01T11:01:00.000Z' });
+    const first = await api().GET('/admin/v1/webhooks/deliveries', { params: { query: { limit: 1 } } });
+    expect(first.response.status).toBe(200);
+    expect(first.data!.deliveries).toEqual([{ ...base, eventId: 'ev-2', threshold: 80, status: 'failed', attempts: 6, lastError: 'ECONNREFUSED', createdAt: '2026-11-01T11:00:00.000Z', updatedAt: '2026-11-01T11:01:00.000Z' }]);
+    const next = await api().GET('/admin/v1/webhooks/deliveries', { params: { query: { limit: 1, cursor: first.data!.nextCursor! } } });
+    expect(next.data!.deliveries).toEqual([{ ...base, eventId: 'ev-1', threshold: 50, status: 'delivered', attempts: 2, lastStatus: 204, createdAt: '2026-11-01T10:00:00.000Z', updatedAt: '2026-11-01T10:00:05.000Z' }]);
+    const last = await api().GET('/admin/v1/webhooks/deliveries', { params: { query: { limit: 1, cursor: next.data!.nextCursor! } } });
+    expect(last.data).toEqual({ deliveries: [], nextCursor: null });
   });
 
   it('the column refuses malformed budgets per model written by hand', async () => {

@@ -136,6 +136,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/webhooks/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Budget alert deliveries to the webhook, newest first: status, attempts, last error
+         * @description Scope: read (every scope).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/groups": {
         parameters: {
             query?: never;
@@ -267,6 +287,35 @@ export interface components {
             /** @description The same key credits once: a retry answers the first credit. Required here or as the Idempotency-Key header. */
             idempotencyKey?: string;
             reason?: string;
+        };
+        Delivery: {
+            /** @description The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold. */
+            eventId: string;
+            /** @description budget.threshold */
+            type: string;
+            /** @description Whose budget: key:<id>, group:<name> or model:<key id>:<model>. */
+            subject: string;
+            /** @description Percent of the budget's amount. */
+            threshold: number;
+            /**
+             * @description pending: queued or retrying; failed: every attempt failed.
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            attempts: number;
+            /** @description The HTTP status of the last attempt, if it got one. */
+            lastStatus: number | null;
+            /** @description http_<status>, timeout, or a system error code (never the URL or the secret). */
+            lastError: string | null;
+            /** @description ISO 8601 date-time (UTC). */
+            createdAt: string;
+            /** @description ISO 8601 date-time (UTC). */
+            updatedAt: string;
+        };
+        DeliveryList: {
+            deliveries: components["schemas"]["Delivery"][];
+            /** @description The next page: pass it as `cursor`; null: this was the last. */
+            nextCursor: string | null;
         };
         Error: {
             error: {
@@ -1309,6 +1358,76 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Audit"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description At most this many deliveries (1-1000, default 100). */
+                limit?: number;
+                /** @description The nextCursor of the page before. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Budget alert deliveries to the webhook, newest first: status, attempts, last error */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryList"];
                 };
             };
             /** @description No management token, or not a valid one (a model key is not one) */

@@ -826,6 +826,26 @@ $$;
 ALTER TABLE keys ADD COLUMN model_budgets jsonb CHECK (model_budgets_valid(model_budgets));
 `,
   },
+  {
+    version: 13,
+    name: 'webhook deliveries of budget alerts',
+    // One row per event id (the same id from two replicas is one event); never the URL or the secret.
+    sql: `
+CREATE TABLE webhook_deliveries (
+  event_id text PRIMARY KEY CHECK (length(event_id) BETWEEN 1 AND 128),
+  type text NOT NULL,
+  subject text NOT NULL,
+  threshold numeric NOT NULL,
+  status text NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempts integer NOT NULL CHECK (attempts >= 0),
+  last_status integer,
+  last_error text,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at DESC, event_id DESC);
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */
