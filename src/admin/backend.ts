@@ -5,7 +5,7 @@
  */
 import type { z } from 'zod';
 import type { Budget } from '../store/budget-window';
-import type { Limits, UsageEntry } from '../store/store';
+import type { Limits, ModelPrice, Protocol, UsageEntry } from '../store/store';
 import type { AuditEntry, Credit, Group, Key, Token } from './schemas';
 import type { TokenRecord } from './tokens';
 
@@ -47,6 +47,23 @@ export interface KeyChange {
   /** Merged into the key's budgets per model (mergeModelBudgets): a budget sets a model's, null removes it; null removes all. */
   readonly modelBudgets?: Readonly<Record<string, Budget | null>> | null;
   readonly metadata?: Readonly<Record<string, string>>;
+}
+
+/** One model's change in a group (admin/schemas.ts GroupModelChange): absent fields stay as they are. */
+export interface GroupModelChange {
+  readonly name: string;
+  readonly remove?: true;
+  readonly protocols?: readonly Protocol[] | null;
+  readonly available?: boolean;
+  readonly price?: ModelPrice | null;
+  readonly maxOutputTokens?: number | null;
+}
+
+export interface GroupChange {
+  readonly available?: boolean;
+  readonly limits?: Limits | null;
+  readonly budget?: Budget | null;
+  readonly models?: readonly GroupModelChange[];
 }
 
 /**
@@ -141,7 +158,7 @@ export interface AdminBackend {
   recordDelivery(d: WebhookDelivery): Promise<void>;
   /** Newest first (created, then event id); `before`: the deliveries older than the one of that event id. */
   listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]>;
-  updateGroup(name: string, change: { readonly available?: boolean; readonly limits?: Limits | null; readonly budget?: Budget | null }, actor: Actor): Promise<GroupView>;
+  updateGroup(name: string, change: GroupChange, actor: Actor): Promise<GroupView>;
   close(): Promise<void>;
 }
 

@@ -11,6 +11,7 @@ import { generateKey, hashKey, KEY_PREFIX } from '../check/key-format';
 import type { UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, KeyChange } from './backend';
 import { isoTime, mergeModelBudgets, tokenView } from './backend';
+import { toModelPrice } from '../config/load';
 import { FailureLimit } from './failures';
 import { openApiText } from './openapi';
 import { OPERATIONS, type Operation } from './operations';
@@ -320,7 +321,12 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       return b.deleteToken(c.param, c.actor);
     case 'updateGroup': {
       const v = parse(GroupPatch, c.body);
-      return b.updateGroup(c.param, { ...(v.available !== undefined ? { available: v.available } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}), ...(v.budget !== undefined ? { budget: v.budget } : {}) }, c.actor);
+      const models = v.models?.map((m) => ({
+        name: m.name, ...(m.remove ? { remove: true as const } : {}), ...(m.protocols !== undefined ? { protocols: m.protocols } : {}), ...(m.available !== undefined ? { available: m.available } : {}),
+        ...(m.price !== undefined ? { price: m.price === null ? null : toModelPrice(m.price) } : {}), ...(m.maxOutputTokens !== undefined ? { maxOutputTokens: m.maxOutputTokens } : {}),
+      }));
+      if (models && new Set(models.map((m) => m.name)).size !== models.length) throw new AdminRefusal(422, 'invalid', 'models: a model named twice', 'one change per model name');
+      return b.updateGroup(c.param, { ...(v.available !== undefined ? { available: v.available } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}), ...(v.budget !== undefined ? { budget: v.budget } : {}), ...(models ? { models } : {}) }, c.actor);
     }
     case 'getGroup': {
       const g = (await b.listGroups()).find((x) => x.name === c.param);

@@ -6,11 +6,11 @@
  */
 import type pg from 'pg';
 import { groupView } from './file-backend';
-import { listGroups } from '../store/pg/groups';
+import { listGroups, setPrice } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
 import type { Budget } from '../store/budget-window';
 import { toLimits, type UsageEntry } from '../store/store';
-import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter, WebhookDelivery } from './backend';
+import type { Actor, AdminBackend, AuditView, CreditView, GroupChange, GroupModelChange, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter, WebhookDelivery } from './backend';
 import { DELIVERIES_DAYS, isoTime, mergeModelBudgets, modelBudgetsView, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import type { Scope, TokenRecord } from './tokens';
@@ -48,6 +48,30 @@ const USAGE_FILTER = `($1::text IS NULL OR key_id = $1) AND ($2::text IS NULL OR
 
 function usageParams(f: UsageFilter): unknown[] {
   return [f.keyId ?? null, f.group ?? null, f.model ?? null, f.since === undefined ? null : new Date(f.since), f.until === undefined ? null : new Date(f.until)];
+}
+
+/**
+ * One model's change in a group, in the caller's transaction: removed, or added at the end (any
+ * protocol and available unless given) and changed field by field. The group's trigger tells every replica.
+ */
+async function changeModel(c: pg.ClientBase, group: string, m: GroupModelChange): Promise<void> {
+  if (m.remove) {
+    const { rowCount } = await c.query('DELETE FROM modelgate.group_models WHERE group_name = $1 AND name = $2', [group, m.name]);
+    if (rowCount === 0) throw new AdminRefusal(422, 'model_not_in_group', `group ${JSON.stringify(group)} has no model ${JSON.stringify(m.name)} to remove`);
+    return;
+  }
+  await c.query(
+    `INSERT INTO modelgate.group_models AS m (group_name, name, protocols, available, position)
+     VALUES ($1, $2, $3, coalesce($4, true), (SELECT coalesce(max(position) + 1, 0) FROM modelgate.group_models WHERE group_name = $1))
+     ON CONFLICT (group_name, name) DO UPDATE SET protocols = CASE WHEN $5 THEN $3 ELSE m.protocols END, available = coalesce($4, m.available)`,
+    [group, m.name, m.protocols ?? null, m.available ?? null, m.protocols !== undefined]);
+  if (m.price !== undefined || m.maxOutputTokens !== undefined) {
+    if (m.price === undefined) {
+      await c.query('UPDATE modelgate.group_models SET max_output_tokens = $3 WHERE group_name = $1 AND name = $2', [group, m.name, m.maxOutputTokens ?? null]);
+    } else {
+      await setPrice(c, group, m.name, { price: m.price, ...(m.maxOutputTokens !== undefined ? { maxOutputTokens: m.maxOutputTokens } : {}) });
+    }
+  }
 }
 
 export class PgAdminBackend implements AdminBackend {
@@ -312,7 +336,7 @@ export class PgAdminBackend implements AdminBackend {
     }));
   }
 
-  async updateGroup(name: string, ch: { readonly available?: boolean; readonly limits?: Record<string, number | null | undefined> | null; readonly budget?: Budget | null }, actor: Actor): Promise<GroupView> {
+  async updateGroup(name: string, ch: GroupChange, actor: Actor): Promise<GroupView> {
     const view = async (): Promise<GroupView> => {
       const g = (await this.listGroups()).find((x) => x.name === name);
       if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
@@ -326,9 +350,15 @@ export class PgAdminBackend implements AdminBackend {
         [name, ch.available !== undefined, ch.available ?? true, ch.limits !== undefined, ch.limits ? JSON.stringify(toLimits(ch.limits)) : null,
           ch.budget !== undefined, ch.budget ? JSON.stringify(ch.budget) : null]);
       if (rowCount === 0) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+      for (const m of ch.models ?? []) await changeModel(c, name, m);
+      const after = ch.models ? (await listGroups(c, name))[0] : undefined;
       return {
-        result: undefined, before: { available: before.available, limits: before.limits, budget: before.budget },
-        after: { available: ch.available ?? before.available, limits: ch.limits === undefined ? before.limits : toLimits(ch.limits), budget: ch.budget === undefined ? before.budget : ch.budget },
+        result: undefined,
+        before: { available: before.available, limits: before.limits, budget: before.budget, ...(ch.models ? { models: before.models } : {}) },
+        after: {
+          available: ch.available ?? before.available, limits: ch.limits === undefined ? before.limits : toLimits(ch.limits), budget: ch.budget === undefined ? before.budget : ch.budget,
+          ...(after ? { models: groupView({ name, available: true, models: new Map(after.models.map((m) => [m.name, { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null }])) }).models } : {}),
+        },
       };
     });
     return view();

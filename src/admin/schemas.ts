@@ -4,7 +4,8 @@
  * rule are the config's own (config/schema.ts).
  */
 import { z } from 'zod';
-import { budget, KEY_ID, keyLimits, modelBudgets } from '../config/schema';
+import { budget, KEY_ID, keyLimits, modelBudgets, modelName as configModelName, price } from '../config/schema';
+import { PROTOCOLS } from '../store/store';
 import { SCOPES } from './tokens';
 
 const amount = z.number().refine(Number.isFinite, { error: 'must be a finite number' });
@@ -143,8 +144,19 @@ export const Group = z.object({
   budget: BudgetView.nullable().describe("What all the group's keys together may spend per window."),
 });
 
+/** One model's change in a group (by name): added when new, changed field by field, or removed. */
+export const GroupModelChange = z.strictObject({
+  name: configModelName.describe('The model name clients send (exact: case and spaces matter).'),
+  remove: z.literal(true).optional().describe('true: remove the model from the group (its keys get 403 model_not_in_group); no other field with it.'),
+  protocols: z.array(z.enum(PROTOCOLS)).min(1).nullable().optional().describe('The protocol styles it is served on; null: any (the default of a new model).'),
+  available: z.boolean().optional().describe('false: in the group, but its channel is down (403 model_unavailable); default of a new model: true.'),
+  price: price.nullable().optional().describe("Its price per million tokens (the config's schema: input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput, tools); null: none (metered, costs nothing)."),
+  maxOutputTokens: z.number().int().min(1).max(100_000_000).nullable().optional().describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
+}).refine((m) => !m.remove || Object.keys(m).every((k) => k === 'name' || k === 'remove'), { error: 'remove takes no other field' });
+
 export const GroupPatch = z.strictObject({
   available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
+  models: z.array(GroupModelChange).min(1).max(1000).optional().describe('Changes of models by name, in order: a new name is added (at the end), a known one changed, `remove: true` removes it; the others are kept as they are.'),
   limits: keyLimits.nullable().optional().describe("The default limits of each key of the group; null: none."),
   budget: budgetInput,
 }).describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');

@@ -114,5 +114,12 @@ describe('budgets through the admin API', () => {
   it('shows a group\'s budget (none in the demo) on the group resource', async () => {
     const g = await client().GET('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } } });
     expect(g.data).toMatchObject({ name: 'basic', budget: null });
+    // Groups live in the YAML on the file store: a change of their models answers 409 naming the file (a keys token may not even ask).
+    expect((await client().PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { models: [{ name: 'o9-mini' }] } as never })).response.status).toBe(403);
+    const admin = generateToken();
+    addTokenToFile(adminStatePath(h.configPath), { id: 'tok-admin', sha256: hashToken(admin), scope: 'admin', createdAt: now() }, { tokenId: 'cli', address: null, requestId: null });
+    const res = await fetch(`http://${h.service.httpAddress}/admin/v1/groups/basic`, { method: 'PATCH', headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' }, body: JSON.stringify({ models: [{ name: 'o9-mini', price: { input: 1, output: 2 } }] }) });
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({ error: { code: 'group_in_config', message: expect.stringContaining(h.configPath) } });
   });
 });

@@ -136,6 +136,48 @@ describe('budgets on PostgreSQL', () => {
     expect(last.data).toEqual({ deliveries: [], nextCursor: null });
   });
 
+  it("PATCH /admin/v1/groups/{name} adds, prices, changes and removes a group's models on every replica at once, audited", async () => {
+    const r = await api().POST('/admin/v1/keys', { body: { id: 'pg-groups', group: 'basic', balance: 5 } });
+    const secret = r.data!.secret;
+    const ask = (model: string) => h.check({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${secret}`]], body: JSON.stringify({ model, max_tokens: 10 }) });
+    const waitFor = async (model: string, reason: string): Promise<void> => {
+      const end = Date.now() + 10_000;
+      while (reasonOf(await ask(model)) !== reason) {
+        if (Date.now() > end) throw new Error(`${model} is not ${reason}`);
+        await new Promise((res) => setTimeout(res, 20));
+      }
+    };
+    expect(reasonOf(await ask('o9-mini'))).toBe('model_not_in_group');
+
+    const added = await api().PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { models: [{ name: 'o9-mini', price: { input: 1, output: 4 }, maxOutputTokens: 1000 }] } as never });
+    expect(added.response.status).toBe(200);
+    expect(added.data?.models.find((m) => m.name === 'o9-mini')).toEqual({ name: 'o9-mini', protocols: null, available: true, price: { input: 1, output: 4, cachedInput: null } });
+    expect(added.data?.models.map((m) => m.name)).toEqual(['gpt-4o-mini', 'gpt-5.5', 'o9-mini']);
+    await waitFor('o9-mini', 'allowed');
+    const { rows } = await pool.query("SELECT input_price::float8 AS i, max_output_tokens AS t FROM modelgate.group_models WHERE group_name = 'basic' AND name = 'o9-mini'");
+    expect(rows).toEqual([{ i: 1, t: 1000 }]);
+
+    // Down, then priced again with the others left as they are, then removed.
+    await api().PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { models: [{ name: 'o9-mini', available: false }] } as never });
+    await waitFor('o9-mini', 'model_unavailable');
+    const repriced = await api().PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { models: [{ name: 'o9-mini', price: null, protocols: ['messages'] }] } as never });
+    expect(repriced.data?.models.find((m) => m.name === 'o9-mini')).toEqual({ name: 'o9-mini', protocols: ['messages'], available: false, price: null });
+    const removed = await api().PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { models: [{ name: 'o9-mini', remove: true }] } as never });
+    expect(removed.data?.models.map((m) => m.name)).toEqual(['gpt-4o-mini', 'gpt-5.5']);
+    await waitFor('o9-mini', 'model_not_in_group');
+
+    // Refused, nothing changed: removing a model the group lacks, a price without output, remove with other fields, a name twice.
+    for (const models of [[{ name: 'nope', remove: true }], [{ name: 'x', price: { input: 1 } }], [{ name: 'gpt-5.5', remove: true, available: true }], [{ name: 'a' }, { name: 'a' }]]) {
+      const bad = await api().PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { models } as never });
+      expect(bad.response.status, JSON.stringify(models)).toBe(422);
+    }
+    expect((await api().GET('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } } })).data?.models.map((m) => m.name)).toEqual(['gpt-4o-mini', 'gpt-5.5']);
+
+    const audit = (await api().GET('/admin/v1/audit', { params: { query: { limit: 50 } } })).data!.entries.filter((e) => e.action === 'group.update' && e.target === 'basic');
+    expect(audit[0]).toMatchObject({ actor: 'tok-admin', before: { models: expect.arrayContaining([expect.objectContaining({ name: 'o9-mini' })]) }, after: { models: [{ name: 'gpt-4o-mini' }, { name: 'gpt-5.5' }] } });
+    expect(audit.length).toBeGreaterThanOrEqual(4);
+  });
+
   it('the column refuses malformed budgets per model written by hand', async () => {
     for (const bad of ['{"m":{"amount":0,"period":"day","timeZone":"UTC"}}', '{"m":{"amount":1,"period":"year","timeZone":"UTC"}}', '{"m":1}', '[1]', '{"":{"amount":1,"period":"day","timeZone":"UTC"}}']) {
       await expect(pool.query("UPDATE modelgate.keys SET model_budgets = $1::jsonb WHERE id = 'pg-model'", [bad]), bad).rejects.toThrow(/check constraint/);

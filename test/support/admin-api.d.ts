@@ -194,7 +194,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a group's availability or default limits (every replica at once)
+         * Change a group's availability, default limits, budget, and its models and their prices (every replica at once)
          * @description Scope: admin.
          */
         patch: operations["updateGroup"];
@@ -356,6 +356,62 @@ export interface components {
         GroupPatch: {
             /** @description false: every key of the group gets 403 group_unavailable. */
             available?: boolean;
+            /** @description Changes of models by name, in order: a new name is added (at the end), a known one changed, `remove: true` removes it; the others are kept as they are. */
+            models?: {
+                /** @description The model name clients send (exact: case and spaces matter). */
+                name: string;
+                /**
+                 * @description true: remove the model from the group (its keys get 403 model_not_in_group); no other field with it.
+                 * @constant
+                 */
+                remove?: true;
+                /** @description The protocol styles it is served on; null: any (the default of a new model). */
+                protocols?: ("chat" | "responses" | "embeddings" | "messages" | "generative")[] | null;
+                /** @description false: in the group, but its channel is down (403 model_unavailable); default of a new model: true. */
+                available?: boolean;
+                /** @description Its price per million tokens (the config's schema: input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput, tools); null: none (metered, costs nothing). */
+                price?: {
+                    /** @description Price of one million input tokens, in the balance's unit. */
+                    input: number;
+                    /** @description Price of one million output tokens. */
+                    output: number;
+                    cachedInput?: number | null;
+                    /** @description The price of a request whose input is over `above` tokens, for every token of it (the provider's long-context price: Gemini 2.5/3 Pro, Claude Sonnet 4/4.5 with the 1M window); absent: one price at any length. */
+                    longContext?: {
+                        /** @description Input tokens (cached ones included, as the provider counts them): a request with more is charged this price for every token, input, cached and output. */
+                        above: number;
+                        /** @description Price of one million input tokens of such a request. */
+                        input: number;
+                        /** @description Price of one million output tokens of such a request. */
+                        output: number;
+                        cachedInput?: number | null;
+                    } | null;
+                    audioInput?: number | null;
+                    audioOutput?: number | null;
+                    imageOutput?: number | null;
+                    /** @description Prices per call of the hosted tools the provider runs and bills besides tokens, in the balance's unit (OpenAI and Anthropic list web search at 10 per 1,000 calls: web_search: 0.01 in dollars); a tool absent: a request declaring it is refused (400 hosted_tool_unpriced) unless meter.hostedTools is allow. */
+                    tools?: {
+                        /** @description One web search: OpenAI's web_search tool (a web_search_call output item) and chat search models (per request with web_search_options), Anthropic's web_search server tool (usage.server_tool_use.web_search_requests). */
+                        web_search?: number;
+                        /** @description One call of OpenAI's file_search tool (a file_search_call output item); Gemini's fileSearch tool, counted at the request's maximum. */
+                        file_search?: number;
+                        /** @description One call of OpenAI's code_interpreter tool (a code_interpreter_call output item; OpenAI bills per container). */
+                        code_interpreter?: number;
+                        /** @description Anthropic's code execution tool (billed by container time), counted at the request's maximum of calls. */
+                        code_execution?: number;
+                        /** @description One call of OpenAI's image_generation tool (an image_generation_call output item). */
+                        image_generation?: number;
+                        /** @description One grounded prompt with Google Search (googleSearch, googleSearchRetrieval): a response with groundingMetadata. */
+                        google_search?: number;
+                        /** @description One grounded prompt with Google Maps (googleMaps): a response with groundingMetadata. */
+                        google_maps?: number;
+                        /** @description One grounded prompt with Web Grounding for Enterprise (enterpriseWebSearch): a response with groundingMetadata. */
+                        enterprise_web_search?: number;
+                    } | null;
+                } | null;
+                /** @description The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens. */
+                maxOutputTokens?: number | null;
+            }[];
             /** @description The default limits of each key of the group; null: none. */
             limits?: {
                 /** @description Requests per minute (a fixed window, counted across every replica by the rate limit engine); over it: 429 rate_limited. */
@@ -1633,7 +1689,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Change a group's availability or default limits (every replica at once) */
+            /** @description Change a group's availability, default limits, budget, and its models and their prices (every replica at once) */
             200: {
                 headers: {
                     [name: string]: unknown;
