@@ -115,6 +115,8 @@ export interface FileBackendOptions {
   readonly pollMs?: number;
   /** A state file changed elsewhere that cannot be read (the last good state stays in use). */
   readonly onError?: (err: Error) => void;
+  /** What a key id has spent, for a process without the store's meter (the command line); default: the store's meter. */
+  readonly spent?: (keyId: string) => number;
 }
 
 export class FileAdminBackend implements AdminBackend {
@@ -193,9 +195,13 @@ export class FileAdminBackend implements AdminBackend {
     if (a.length > AUDIT_MAX) a.splice(0, a.length - AUDIT_MAX);
   }
 
+  #spent(id: string): number {
+    return this.opts.spent?.(id) ?? this.store.meter?.spent(id) ?? 0;
+  }
+
   #balance(id: string, base: number | null): number | null {
     if (base === null) return null;
-    return Math.round((base - (this.store.meter?.spent(id) ?? 0)) * 1e12) / 1e12;
+    return Math.round((base - this.#spent(id)) * 1e12) / 1e12;
   }
 
   #view(k: StoredKey): KeyView {
@@ -281,7 +287,7 @@ export class FileAdminBackend implements AdminBackend {
     if (this.store.configKeyIds().has(n.id)) throw this.#inConfig(n.id);
     if (s.keys.some((k) => k.id === n.id)) throw new AdminRefusal(409, 'key_exists', `a key with id ${JSON.stringify(n.id)} already exists`);
     if (!this.store.groups().has(n.group)) throw groupNotFound(n.group);
-    const spent = this.store.meter?.spent(n.id) ?? 0;
+    const spent = this.#spent(n.id);
     const k: StoredKey = {
       id: n.id, sha256: n.sha256, group: n.group, base: n.balance === null ? null : n.balance + spent, expiresAt: n.expiresAt,
       disabled: n.disabled, limits: n.limits, budget: n.budget, modelBudgets: n.modelBudgets ? modelBudgetsView(n.modelBudgets) : null, metadata: { ...n.metadata }, createdAt: this.#now(), previous: null,

@@ -108,6 +108,16 @@ function readState(path: string): StateFile | undefined {
   return d as StateFile;
 }
 
+/**
+ * What the meter state file at `path` says key `keyId` has spent (0 when it has no file): read
+ * only, for a process that writes no state of its own (the command line while a service runs).
+ */
+export function spentInStateFile(path: string, keyId: string): number {
+  const state = readState(path);
+  const n = state && Object.hasOwn(state.spent, keyId) ? state.spent[keyId] : 0;
+  return finite(n) ? n : 0;
+}
+
 export class FileMeter implements MeterStore {
   readonly #spent = new Map<string, number>();
   readonly #ledger: UsageEntry[] = [];
