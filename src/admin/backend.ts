@@ -5,7 +5,7 @@
  */
 import type { z } from 'zod';
 import type { Budget } from '../store/budget-window';
-import type { Limits, UsageEntry } from '../store/store';
+import type { Limits, ModelPrice, Protocol, UsageEntry } from '../store/store';
 import type { AuditEntry, Credit, Group, Key, Token } from './schemas';
 import type { TokenRecord } from './tokens';
 
@@ -33,6 +33,8 @@ export interface NewKeyRecord {
   readonly disabled: boolean;
   readonly limits: Limits | null;
   readonly budget: Budget | null;
+  /** Budgets per window by model name; null: none. */
+  readonly modelBudgets: Readonly<Record<string, Budget>> | null;
   readonly metadata: Readonly<Record<string, string>>;
 }
 
@@ -42,7 +44,48 @@ export interface KeyChange {
   readonly disabled?: boolean;
   readonly limits?: Limits | null;
   readonly budget?: Budget | null;
+  /** Merged into the key's budgets per model (mergeModelBudgets): a budget sets a model's, null removes it; null removes all. */
+  readonly modelBudgets?: Readonly<Record<string, Budget | null>> | null;
   readonly metadata?: Readonly<Record<string, string>>;
+}
+
+/** One model's change in a group (admin/schemas.ts GroupModelChange): absent fields stay as they are. */
+export interface GroupModelChange {
+  readonly name: string;
+  readonly remove?: true;
+  readonly protocols?: readonly Protocol[] | null;
+  readonly available?: boolean;
+  readonly price?: ModelPrice | null;
+  readonly maxOutputTokens?: number | null;
+}
+
+export interface GroupChange {
+  readonly available?: boolean;
+  readonly limits?: Limits | null;
+  readonly budget?: Budget | null;
+  readonly models?: readonly GroupModelChange[];
+}
+
+/**
+ * A key's budgets per model after a change (a merge patch, RFC 7396): null (or nothing left) is
+ * none. The record has no prototype, so a model may carry any name.
+ */
+export function mergeModelBudgets(current: Readonly<Record<string, Budget>> | null | undefined, change: Readonly<Record<string, Budget | null>> | null): Record<string, Budget> | null {
+  if (change === null) return null;
+  const out = Object.create(null) as Record<string, Budget>;
+  for (const [model, b] of Object.entries(current ?? {})) out[model] = b;
+  for (const [model, b] of Object.entries(change)) {
+    if (b === null) delete out[model];
+    else out[model] = b;
+  }
+  return Object.keys(out).length > 0 ? out : null;
+}
+
+/** A key's budgets per model as the API shows them: a plain object ({} for none), sorted by model. */
+export function modelBudgetsView(m: Readonly<Record<string, Budget>> | null | undefined): Record<string, Budget> {
+  const out: Record<string, Budget> = {};
+  for (const model of Object.keys(m ?? {}).sort()) Object.defineProperty(out, model, { value: (m as Record<string, Budget>)[model], enumerable: true, writable: true, configurable: true });
+  return out;
 }
 
 export interface UsageFilter {
@@ -64,6 +107,27 @@ export interface UsageTotals {
   readonly inputTokens: number;
   readonly outputTokens: number;
   readonly cost: number;
+}
+
+/**
+ * The delivery of one budget alert to the webhook (server/budget-webhook.ts), as the API shows it:
+ * never the webhook's URL or secret (an error is a code such as `http_500`, `timeout`, `ECONNREFUSED`).
+ */
+export interface WebhookDelivery {
+  readonly eventId: string;
+  readonly type: string;
+  /** Whose budget: `key:<id>`, `group:<name>` or `model:<key id>:<model>`. */
+  readonly subject: string;
+  /** Percent of the budget's amount. */
+  readonly threshold: number;
+  readonly status: 'pending' | 'delivered' | 'failed';
+  readonly attempts: number;
+  /** The HTTP status of the last attempt, if it got one. */
+  readonly lastStatus: number | null;
+  readonly lastError: string | null;
+  /** ISO 8601 UTC. */
+  readonly createdAt: string;
+  readonly updatedAt: string;
 }
 
 export interface AdminBackend {
@@ -90,8 +154,22 @@ export interface AdminBackend {
   /** Newest first; `before`: the entries older than the entry of that id. */
   audit(limit: number, before?: string): Promise<AuditView[]>;
   listGroups(): Promise<GroupView[]>;
-  updateGroup(name: string, change: { readonly available?: boolean; readonly limits?: Limits | null; readonly budget?: Budget | null }, actor: Actor): Promise<GroupView>;
+  /** Keeps a delivery's latest state (a delivered one stays delivered: another replica may send the same event). */
+  recordDelivery(d: WebhookDelivery): Promise<void>;
+  /** Newest first (created, then event id); `before`: the deliveries older than the one of that event id. */
+  listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]>;
+  updateGroup(name: string, change: GroupChange, actor: Actor): Promise<GroupView>;
   close(): Promise<void>;
+}
+
+/** Deliveries kept (the file store: the latest; PostgreSQL: those of the last DELIVERIES_DAYS days). */
+export const DELIVERIES_MAX = 1000;
+export const DELIVERIES_DAYS = 30;
+
+/** `a` replaced by `b`, the same event's later state: delivered stays delivered. */
+export function laterDelivery(a: WebhookDelivery | undefined, b: WebhookDelivery): WebhookDelivery {
+  if (!a) return b;
+  return a.status === 'delivered' ? { ...a, updatedAt: b.updatedAt > a.updatedAt ? b.updatedAt : a.updatedAt } : { ...b, createdAt: a.createdAt };
 }
 
 export function tokenView(t: TokenRecord): TokenView {

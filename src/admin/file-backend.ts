@@ -17,8 +17,8 @@ import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'no
 import { isBudget, type Budget } from '../store/budget-window';
 import type { FileStore, ManagedKeyRecord } from '../store/file-store';
 import { toLimits, type Limits, type UsageEntry } from '../store/store';
-import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime, newerFirst, tokenView, type TokenView, type UsageTotals } from './backend';
+import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter, WebhookDelivery } from './backend';
+import { DELIVERIES_MAX, laterDelivery, isoTime, mergeModelBudgets, modelBudgetsView, newerFirst, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
 
@@ -38,6 +38,8 @@ interface StoredKey {
   limits: Limits | null;
   /** Absent in a state written before budgets: none. */
   budget?: Budget | null;
+  /** Budgets per window by model name; absent in a state written before them: none. */
+  modelBudgets?: Record<string, Budget> | null;
   metadata: Record<string, string>;
   createdAt: number;
   previous: { sha256: string; until: number } | null;
@@ -49,6 +51,8 @@ interface AdminState {
   keys: StoredKey[];
   credits: Record<string, CreditView>;
   audit: AuditView[];
+  /** Budget alert deliveries, oldest first (absent in a state written before them). */
+  deliveries?: WebhookDelivery[];
 }
 
 const empty = (): AdminState => ({ version: 1, tokens: [], keys: [], credits: {}, audit: [] });
@@ -75,8 +79,9 @@ export function readAdminState(path: string): AdminState {
     throw bad((err as Error).message);
   }
   if (!d || d.version !== 1 || !Array.isArray(d.tokens) || !Array.isArray(d.keys) || !Array.isArray(d.audit) || typeof d.credits !== 'object' || d.credits === null) throw bad('not a version 1 state');
+  if (d.deliveries !== undefined && !(Array.isArray(d.deliveries) && d.deliveries.every((x) => typeof x?.eventId === 'string' && typeof x.createdAt === 'string'))) throw bad('deliveries is not a list of deliveries');
   for (const t of d.tokens) if (!(SCOPES as readonly string[]).includes(t.scope) || !/^[0-9a-f]{64}$/.test(t.sha256)) throw bad(`token ${JSON.stringify(t.id)} is not usable`);
-  for (const k of d.keys) if (!/^[0-9a-f]{64}$/.test(k.sha256) || !(k.base === null || Number.isFinite(k.base)) || !(k.budget == null || isBudget(k.budget))) throw bad(`key ${JSON.stringify(k.id)} is not usable`);
+  for (const k of d.keys) if (!/^[0-9a-f]{64}$/.test(k.sha256) || !(k.base === null || Number.isFinite(k.base)) || !(k.budget == null || isBudget(k.budget)) || !(k.modelBudgets == null || (typeof k.modelBudgets === 'object' && Object.values(k.modelBudgets).every(isBudget)))) throw bad(`key ${JSON.stringify(k.id)} is not usable`);
   return d as AdminState;
 }
 
@@ -110,6 +115,8 @@ export interface FileBackendOptions {
   readonly pollMs?: number;
   /** A state file changed elsewhere that cannot be read (the last good state stays in use). */
   readonly onError?: (err: Error) => void;
+  /** What a key id has spent, for a process without the store's meter (the command line); default: the store's meter. */
+  readonly spent?: (keyId: string) => number;
 }
 
 export class FileAdminBackend implements AdminBackend {
@@ -177,7 +184,7 @@ export class FileAdminBackend implements AdminBackend {
       const limits = toLimits(k.limits);
       return {
         id: k.id, sha256: k.sha256, group: k.group, balance: k.base, disabled: k.disabled, expiresAt: k.expiresAt,
-        ...(limits ? { limits } : {}), ...(k.budget ? { budget: k.budget } : {}), previous: k.previous,
+        ...(limits ? { limits } : {}), ...(k.budget ? { budget: k.budget } : {}), ...(k.modelBudgets ? { modelBudgets: mergeModelBudgets(null, k.modelBudgets) } : {}), previous: k.previous,
       };
     }));
   }
@@ -188,9 +195,13 @@ export class FileAdminBackend implements AdminBackend {
     if (a.length > AUDIT_MAX) a.splice(0, a.length - AUDIT_MAX);
   }
 
+  #spent(id: string): number {
+    return this.opts.spent?.(id) ?? this.store.meter?.spent(id) ?? 0;
+  }
+
   #balance(id: string, base: number | null): number | null {
     if (base === null) return null;
-    return Math.round((base - (this.store.meter?.spent(id) ?? 0)) * 1e12) / 1e12;
+    return Math.round((base - this.#spent(id)) * 1e12) / 1e12;
   }
 
   #view(k: StoredKey): KeyView {
@@ -198,7 +209,7 @@ export class FileAdminBackend implements AdminBackend {
     return {
       id: k.id, group: k.group, balance: this.#balance(k.id, k.base), disabled: k.disabled,
       expiresAt: k.expiresAt === null ? null : isoTime(k.expiresAt), limits: toLimits(k.limits) as Record<string, number> | null,
-      budget: k.budget ?? null, metadata: k.metadata, source: 'api', createdAt: isoTime(k.createdAt),
+      budget: k.budget ?? null, modelBudgets: modelBudgetsView(k.modelBudgets), metadata: k.metadata, source: 'api', createdAt: isoTime(k.createdAt),
       previousSecretValidUntil: k.previous && k.previous.until > now ? isoTime(k.previous.until) : null,
     };
   }
@@ -212,7 +223,7 @@ export class FileAdminBackend implements AdminBackend {
     return {
       id: k.id, group: k.group, balance: served?.balance ?? k.balance, disabled: k.disabled,
       expiresAt: k.expiresAt === null ? null : isoTime(k.expiresAt), limits: (k.limits ?? null) as Record<string, number> | null,
-      budget: k.budget ?? null, metadata: {}, source: 'config', createdAt: null, previousSecretValidUntil: null,
+      budget: k.budget ?? null, modelBudgets: modelBudgetsView(k.modelBudgets), metadata: {}, source: 'config', createdAt: null, previousSecretValidUntil: null,
     };
   }
 
@@ -276,10 +287,10 @@ export class FileAdminBackend implements AdminBackend {
     if (this.store.configKeyIds().has(n.id)) throw this.#inConfig(n.id);
     if (s.keys.some((k) => k.id === n.id)) throw new AdminRefusal(409, 'key_exists', `a key with id ${JSON.stringify(n.id)} already exists`);
     if (!this.store.groups().has(n.group)) throw groupNotFound(n.group);
-    const spent = this.store.meter?.spent(n.id) ?? 0;
+    const spent = this.#spent(n.id);
     const k: StoredKey = {
       id: n.id, sha256: n.sha256, group: n.group, base: n.balance === null ? null : n.balance + spent, expiresAt: n.expiresAt,
-      disabled: n.disabled, limits: n.limits, budget: n.budget, metadata: { ...n.metadata }, createdAt: this.#now(), previous: null,
+      disabled: n.disabled, limits: n.limits, budget: n.budget, modelBudgets: n.modelBudgets ? modelBudgetsView(n.modelBudgets) : null, metadata: { ...n.metadata }, createdAt: this.#now(), previous: null,
     };
     s.keys.push(k);
     const view = this.#view(k);
@@ -297,6 +308,10 @@ export class FileAdminBackend implements AdminBackend {
     if (c.disabled !== undefined) k.disabled = c.disabled;
     if (c.limits !== undefined) k.limits = c.limits;
     if (c.budget !== undefined) k.budget = c.budget;
+    if (c.modelBudgets !== undefined) {
+      const m = mergeModelBudgets(k.modelBudgets, c.modelBudgets);
+      k.modelBudgets = m ? modelBudgetsView(m) : null;
+    }
     if (c.metadata !== undefined) k.metadata = { ...c.metadata };
     const after = this.#view(k);
     this.#audit(actor, 'key.update', id, before, after);
@@ -378,6 +393,22 @@ export class FileAdminBackend implements AdminBackend {
     return [...this.store.groups().values()].map(groupView);
   }
 
+  async recordDelivery(d: WebhookDelivery): Promise<void> {
+    const s = this.#fresh();
+    const list = (s.deliveries ??= []);
+    const at = list.findIndex((x) => x.eventId === d.eventId);
+    if (at >= 0) list[at] = laterDelivery(list[at], d);
+    else list.push(d);
+    if (list.length > DELIVERIES_MAX) list.splice(0, list.length - DELIVERIES_MAX);
+    this.#save();
+  }
+
+  async listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]> {
+    const list = [...(this.#fresh().deliveries ?? [])].sort(newerDelivery);
+    const from = before === undefined ? 0 : list.findIndex((x) => x.eventId === before) + 1;
+    return from <= 0 && before !== undefined ? [] : list.slice(from, from + limit);
+  }
+
   async updateGroup(name: string): Promise<GroupView> {
     if (!this.store.groups().has(name)) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
     throw new AdminRefusal(409, 'group_in_config', `group ${JSON.stringify(name)} is defined in ${this.opts.configPath}`, `change it in ${this.opts.configPath}; the service reloads the file`);
@@ -386,6 +417,11 @@ export class FileAdminBackend implements AdminBackend {
   async close(): Promise<void> {
     clearInterval(this.#timer);
   }
+}
+
+/** Newest first: by creation time, then by event id, both descending. */
+export function newerDelivery(a: WebhookDelivery, b: WebhookDelivery): number {
+  return a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.eventId < b.eventId ? 1 : a.eventId > b.eventId ? -1 : 0;
 }
 
 /** The totals of some usage entries. */

@@ -10,7 +10,8 @@ import { z } from 'zod';
 import { generateKey, hashKey, KEY_PREFIX } from '../check/key-format';
 import type { UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, KeyChange } from './backend';
-import { isoTime, tokenView } from './backend';
+import { isoTime, mergeModelBudgets, tokenView } from './backend';
+import { toModelPrice } from '../config/load';
 import { FailureLimit } from './failures';
 import { openApiText } from './openapi';
 import { OPERATIONS, type Operation } from './operations';
@@ -154,6 +155,27 @@ function parse<T extends z.ZodType>(schema: T, v: unknown): z.output<T> {
   throw new AdminRefusal(422, 'invalid', first, 'GET /admin/v1/openapi.json has the schema');
 }
 
+/**
+ * A body whose modelBudgets names `__proto__` is refused before zod reads it (zod drops that key:
+ * the budget would be lost without a word).
+ */
+function protoFree(body: unknown): void {
+  const m = typeof body === 'object' && body !== null ? (body as Record<string, unknown>).modelBudgets : undefined;
+  if (typeof m === 'object' && m !== null && Object.hasOwn(m, '__proto__')) throw new AdminRefusal(422, 'invalid', 'modelBudgets: a model named __proto__ cannot have a budget');
+}
+
+/** Budgets per model name models of the key's group (a typo would be a budget that never holds). */
+async function modelsOfGroup(b: AdminBackend, group: string, models: readonly string[]): Promise<void> {
+  const g = (await b.listGroups()).find((x) => x.name === group);
+  if (!g) return; // the write answers group_not_found
+  const known = new Set(g.models.map((m) => m.name));
+  const unknown = models.filter((m) => !known.has(m));
+  if (unknown.length > 0) {
+    throw new AdminRefusal(422, 'model_not_in_group', `modelBudgets: group ${JSON.stringify(group)} has no model ${unknown.slice(0, 3).map((m) => JSON.stringify(m)).join(', ')}`,
+      `GET /admin/v1/groups/${encodeURIComponent(group)} lists its models (names are exact: case and spaces matter)`);
+  }
+}
+
 function time(v: string | null | undefined, what: string): number | null | undefined {
   if (v === undefined || v === null) return v;
   const t = Date.parse(v);
@@ -209,20 +231,30 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       return k;
     }
     case 'createKey': {
+      protoFree(c.body);
       const v = parse(KeyCreate, c.body);
+      if (v.modelBudgets) await modelsOfGroup(b, v.group, Object.keys(v.modelBudgets));
       const secret = generateKey();
       const key = await b.createKey({
         id: v.id ?? `key-${randomUUID().slice(0, 8)}`, sha256: hashKey(secret), group: v.group, balance: v.balance ?? null,
-        expiresAt: time(v.expiresAt, 'expiresAt') ?? null, disabled: v.disabled ?? false, limits: v.limits ?? null, budget: v.budget ?? null, metadata: v.metadata ?? {},
+        expiresAt: time(v.expiresAt, 'expiresAt') ?? null, disabled: v.disabled ?? false, limits: v.limits ?? null, budget: v.budget ?? null,
+        modelBudgets: v.modelBudgets ? mergeModelBudgets(null, v.modelBudgets) : null, metadata: v.metadata ?? {},
       }, c.actor);
       return { key, secret };
     }
     case 'updateKey': {
+      protoFree(c.body);
       const v = parse(KeyPatch, c.body);
+      const named = v.modelBudgets ? Object.keys(v.modelBudgets).filter((m) => v.modelBudgets?.[m] !== null) : [];
+      if (named.length > 0) {
+        const group = v.group ?? (await b.getKey(c.param))?.group;
+        if (group !== undefined) await modelsOfGroup(b, group, named);
+      }
       const change: KeyChange = {
         ...(v.group !== undefined ? { group: v.group } : {}), ...(v.expiresAt !== undefined ? { expiresAt: time(v.expiresAt, 'expiresAt') } : {}),
         ...(v.disabled !== undefined ? { disabled: v.disabled } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}),
         ...(v.budget !== undefined ? { budget: v.budget } : {}), ...(v.metadata !== undefined ? { metadata: v.metadata } : {}),
+        ...(v.modelBudgets !== undefined ? { modelBudgets: v.modelBudgets } : {}),
       };
       return b.updateKey(c.param, change, c.actor);
     }
@@ -265,6 +297,12 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
     }
     case 'listGroups':
       return { groups: await b.listGroups() };
+    case 'listWebhookDeliveries': {
+      const cursor = c.query.get('cursor') ?? undefined;
+      const limit = limitParam(c.query);
+      const deliveries = await b.listDeliveries(limit, cursor);
+      return { deliveries, nextCursor: deliveries.length === limit ? deliveries.at(-1)!.eventId : null };
+    }
     case 'listTokens': {
       const fromConfig = c.configTokens.map((t) => ({ id: t.id, scope: t.scope, description: null, createdAt: null, source: 'config' as const }));
       return { tokens: [...fromConfig, ...(await b.listTokens())] };
@@ -283,7 +321,12 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       return b.deleteToken(c.param, c.actor);
     case 'updateGroup': {
       const v = parse(GroupPatch, c.body);
-      return b.updateGroup(c.param, { ...(v.available !== undefined ? { available: v.available } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}), ...(v.budget !== undefined ? { budget: v.budget } : {}) }, c.actor);
+      const models = v.models?.map((m) => ({
+        name: m.name, ...(m.remove ? { remove: true as const } : {}), ...(m.protocols !== undefined ? { protocols: m.protocols } : {}), ...(m.available !== undefined ? { available: m.available } : {}),
+        ...(m.price !== undefined ? { price: m.price === null ? null : toModelPrice(m.price) } : {}), ...(m.maxOutputTokens !== undefined ? { maxOutputTokens: m.maxOutputTokens } : {}),
+      }));
+      if (models && new Set(models.map((m) => m.name)).size !== models.length) throw new AdminRefusal(422, 'invalid', 'models: a model named twice', 'one change per model name');
+      return b.updateGroup(c.param, { ...(v.available !== undefined ? { available: v.available } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}), ...(v.budget !== undefined ? { budget: v.budget } : {}), ...(models ? { models } : {}) }, c.actor);
     }
     case 'getGroup': {
       const g = (await b.listGroups()).find((x) => x.name === c.param);

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { OPERATIONS, type Operation } from './operations';
-import { ApiError, Audit, AuditEntry, Credit, CreditCreate, Group, GroupList, GroupModel, GroupPatch, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, IssuedToken, Rotate, Token, TokenCreate, TokenList, Usage, UsageEntry } from './schemas';
+import { ApiError, Audit, AuditEntry, Credit, CreditCreate, Delivery, DeliveryList, Group, GroupList, GroupModel, GroupPatch, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, IssuedToken, Rotate, Token, TokenCreate, TokenList, Usage, UsageEntry } from './schemas';
 
 const REF = (id: string): string => `#/components/schemas/${id}`;
 
@@ -16,7 +16,7 @@ function components(): Record<string, Json> {
   const requests = z.registry<{ id: string }>();
   for (const [id, s] of Object.entries({ KeyCreate, KeyPatch, Rotate, CreditCreate, GroupPatch, TokenCreate })) requests.add(s, { id });
   const answers = z.registry<{ id: string }>();
-  for (const [id, s] of Object.entries({ Key, IssuedKey, KeyList, Credit, UsageEntry, Usage, AuditEntry, Audit, GroupModel, Group, GroupList, Token, TokenList, IssuedToken, Error: ApiError })) answers.add(s, { id });
+  for (const [id, s] of Object.entries({ Key, IssuedKey, KeyList, Credit, UsageEntry, Usage, AuditEntry, Audit, GroupModel, Group, GroupList, Token, TokenList, IssuedToken, Delivery, DeliveryList, Error: ApiError })) answers.add(s, { id });
   const out: Record<string, Json> = {};
   for (const [registry, io] of [[requests, 'input'], [answers, 'output']] as const) {
     const { schemas } = z.toJSONSchema(registry, { target: 'draft-2020-12', io, uri: REF, unrepresentable: 'any' });
@@ -41,7 +41,7 @@ const REASON_TEXT: Record<number, string> = {
 };
 
 function operation(op: Operation): Json {
-  const ids = { KeyCreate, KeyPatch, Rotate, CreditCreate, GroupPatch, TokenCreate, IssuedToken, Key, IssuedKey, KeyList, Credit, Usage, Audit, Group, GroupList, Token, TokenList };
+  const ids = { KeyCreate, KeyPatch, Rotate, CreditCreate, GroupPatch, TokenCreate, IssuedToken, Key, IssuedKey, KeyList, Credit, Usage, Audit, Group, GroupList, Token, TokenList, DeliveryList };
   const pathParam = /\{(\w+)\}/.exec(op.path)?.[1];
   const parameters = [
     ...(pathParam ? [{ name: pathParam, in: 'path', required: true, schema: { type: 'string', minLength: 1 } }] : []),

@@ -3,12 +3,12 @@
  * routes by this table and the OpenAPI document (openapi.ts) is generated from it.
  */
 import type { z } from 'zod';
-import { ApiError, Audit, Credit, CreditCreate, Group, GroupList, GroupPatch, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, IssuedToken, Rotate, Token, TokenCreate, TokenList, Usage } from './schemas';
+import { ApiError, Audit, Credit, CreditCreate, DeliveryList, Group, GroupList, GroupPatch, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, IssuedToken, Rotate, Token, TokenCreate, TokenList, Usage } from './schemas';
 import type { Scope } from './tokens';
 
 export type OperationId =
   | 'listKeys' | 'createKey' | 'getKey' | 'updateKey' | 'deleteKey' | 'rotateKey' | 'creditKey'
-  | 'getUsage' | 'getAudit' | 'listGroups' | 'getGroup' | 'listTokens' | 'createToken' | 'deleteToken' | 'updateGroup';
+  | 'getUsage' | 'getAudit' | 'listGroups' | 'getGroup' | 'listTokens' | 'createToken' | 'deleteToken' | 'updateGroup' | 'listWebhookDeliveries';
 
 export interface QueryParam {
   readonly name: string;
@@ -53,9 +53,10 @@ export const OPERATIONS: readonly Operation[] = [
     ],
   },
   { id: 'getAudit', method: 'GET', path: '/admin/v1/audit', scope: 'read', summary: 'Admin changes, newest first', query: [{ name: 'limit', description: 'At most this many entries (1-1000, default 100).', type: 'integer' }, { name: 'cursor', description: 'The nextCursor of the page before.', type: 'string' }], status: 200, answer: Audit, refusals: [422] },
+  { id: 'listWebhookDeliveries', method: 'GET', path: '/admin/v1/webhooks/deliveries', scope: 'read', summary: 'Budget alert deliveries to the webhook, newest first: status, attempts, last error', query: [{ name: 'limit', description: 'At most this many deliveries (1-1000, default 100).', type: 'integer' }, { name: 'cursor', description: 'The nextCursor of the page before.', type: 'string' }], status: 200, answer: DeliveryList, refusals: [422] },
   { id: 'listGroups', method: 'GET', path: '/admin/v1/groups', scope: 'read', summary: 'Groups with their models, prices, availability and limits', status: 200, answer: GroupList, refusals: [] },
   { id: 'getGroup', method: 'GET', path: '/admin/v1/groups/{name}', scope: 'read', summary: 'A group', status: 200, answer: Group, refusals: [404] },
-  { id: 'updateGroup', method: 'PATCH', path: '/admin/v1/groups/{name}', scope: 'admin', summary: 'Change a group\'s availability or default limits (every replica at once)', body: GroupPatch, status: 200, answer: Group, refusals: [404, 409] },
+  { id: 'updateGroup', method: 'PATCH', path: '/admin/v1/groups/{name}', scope: 'admin', summary: 'Change a group\'s availability, default limits, budget, and its models and their prices (every replica at once)', body: GroupPatch, status: 200, answer: Group, refusals: [404, 409] },
   { id: 'listTokens', method: 'GET', path: '/admin/v1/tokens', scope: 'admin', summary: 'Management tokens (never the tokens themselves), those of the config file included', status: 200, answer: TokenList, refusals: [] },
   { id: 'createToken', method: 'POST', path: '/admin/v1/tokens', scope: 'admin', summary: 'Create a management token; the token is in this answer only', body: TokenCreate, status: 201, answer: IssuedToken, refusals: [409] },
   { id: 'deleteToken', method: 'DELETE', path: '/admin/v1/tokens/{id}', scope: 'admin', summary: 'Revoke a management token at once', status: 200, answer: Token, refusals: [404, 409] },

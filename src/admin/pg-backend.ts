@@ -6,16 +6,16 @@
  */
 import type pg from 'pg';
 import { groupView } from './file-backend';
-import { listGroups } from '../store/pg/groups';
+import { listGroups, setPrice } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
 import type { Budget } from '../store/budget-window';
 import { toLimits, type UsageEntry } from '../store/store';
-import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter } from './backend';
-import { isoTime, tokenView, type TokenView, type UsageTotals } from './backend';
+import type { Actor, AdminBackend, AuditView, CreditView, GroupChange, GroupModelChange, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter, WebhookDelivery } from './backend';
+import { DELIVERIES_DAYS, isoTime, mergeModelBudgets, modelBudgetsView, tokenView, type TokenView, type UsageTotals } from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import type { Scope, TokenRecord } from './tokens';
 
-const KEY_COLUMNS = `id, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, metadata, created_at, previous_until`;
+const KEY_COLUMNS = `id, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, model_budgets, metadata, created_at, previous_until`;
 
 interface KeyRow {
   id: string;
@@ -25,6 +25,7 @@ interface KeyRow {
   expires_at: Date | null;
   limits: Record<string, number> | null;
   budget: Budget | null;
+  model_budgets: Record<string, Budget> | null;
   metadata: Record<string, string> | null;
   created_at: Date;
   previous_until: Date | null;
@@ -49,6 +50,30 @@ function usageParams(f: UsageFilter): unknown[] {
   return [f.keyId ?? null, f.group ?? null, f.model ?? null, f.since === undefined ? null : new Date(f.since), f.until === undefined ? null : new Date(f.until)];
 }
 
+/**
+ * One model's change in a group, in the caller's transaction: removed, or added at the end (any
+ * protocol and available unless given) and changed field by field. The group's trigger tells every replica.
+ */
+async function changeModel(c: pg.ClientBase, group: string, m: GroupModelChange): Promise<void> {
+  if (m.remove) {
+    const { rowCount } = await c.query('DELETE FROM modelgate.group_models WHERE group_name = $1 AND name = $2', [group, m.name]);
+    if (rowCount === 0) throw new AdminRefusal(422, 'model_not_in_group', `group ${JSON.stringify(group)} has no model ${JSON.stringify(m.name)} to remove`);
+    return;
+  }
+  await c.query(
+    `INSERT INTO modelgate.group_models AS m (group_name, name, protocols, available, position)
+     VALUES ($1, $2, $3, coalesce($4, true), (SELECT coalesce(max(position) + 1, 0) FROM modelgate.group_models WHERE group_name = $1))
+     ON CONFLICT (group_name, name) DO UPDATE SET protocols = CASE WHEN $5 THEN $3 ELSE m.protocols END, available = coalesce($4, m.available)`,
+    [group, m.name, m.protocols ?? null, m.available ?? null, m.protocols !== undefined]);
+  if (m.price !== undefined || m.maxOutputTokens !== undefined) {
+    if (m.price === undefined) {
+      await c.query('UPDATE modelgate.group_models SET max_output_tokens = $3 WHERE group_name = $1 AND name = $2', [group, m.name, m.maxOutputTokens ?? null]);
+    } else {
+      await setPrice(c, group, m.name, { price: m.price, ...(m.maxOutputTokens !== undefined ? { maxOutputTokens: m.maxOutputTokens } : {}) });
+    }
+  }
+}
+
 export class PgAdminBackend implements AdminBackend {
   readonly kind = 'postgres';
   constructor(private readonly db: pg.Pool, private readonly now: () => number = Date.now) {}
@@ -65,7 +90,7 @@ export class PgAdminBackend implements AdminBackend {
   #view(r: KeyRow): KeyView {
     return {
       id: r.id, group: r.group_name, balance: r.balance, disabled: r.disabled, expiresAt: r.expires_at === null ? null : isoTime(r.expires_at.getTime()),
-      limits: toLimits(r.limits) as Record<string, number> | null, budget: r.budget ?? null, metadata: r.metadata ?? {}, source: 'store', createdAt: isoTime(r.created_at.getTime()),
+      limits: toLimits(r.limits) as Record<string, number> | null, budget: r.budget ?? null, modelBudgets: modelBudgetsView(r.model_budgets), metadata: r.metadata ?? {}, source: 'store', createdAt: isoTime(r.created_at.getTime()),
       previousSecretValidUntil: r.previous_until !== null && r.previous_until.getTime() > this.now() ? isoTime(r.previous_until.getTime()) : null,
     };
   }
@@ -143,10 +168,11 @@ export class PgAdminBackend implements AdminBackend {
     return this.#write(actor, 'key.create', k.id, async (c) => {
       try {
         const { rows } = await c.query<KeyRow>(
-          `INSERT INTO modelgate.keys (id, sha256, group_name, balance, expires_at, disabled, limits, metadata, budget)
-           VALUES ($1, $2, $3, $4::numeric, $5, $6, $7, $8, $9::jsonb) RETURNING ${KEY_COLUMNS}`,
+          `INSERT INTO modelgate.keys (id, sha256, group_name, balance, expires_at, disabled, limits, metadata, budget, model_budgets)
+           VALUES ($1, $2, $3, $4::numeric, $5, $6, $7, $8, $9::jsonb, $10::jsonb) RETURNING ${KEY_COLUMNS}`,
           [k.id, k.sha256, k.group, k.balance === null ? null : String(k.balance), k.expiresAt === null ? null : new Date(k.expiresAt), k.disabled,
-            k.limits === null ? null : JSON.stringify(k.limits), JSON.stringify(k.metadata), k.budget ? JSON.stringify(k.budget) : null]);
+            k.limits === null ? null : JSON.stringify(k.limits), JSON.stringify(k.metadata), k.budget ? JSON.stringify(k.budget) : null,
+            k.modelBudgets && Object.keys(k.modelBudgets).length > 0 ? JSON.stringify(modelBudgetsView(k.modelBudgets)) : null]);
         const view = this.#view(rows[0]);
         return { result: view, before: null, after: view };
       } catch (err) {
@@ -159,7 +185,11 @@ export class PgAdminBackend implements AdminBackend {
 
   async updateKey(id: string, ch: KeyChange, actor: Actor): Promise<KeyView> {
     return this.#write(actor, 'key.update', id, async (c) => {
-      const before = this.#view(await this.#row(c, id, true));
+      const row = await this.#row(c, id, true);
+      const before = this.#view(row);
+      // Merged here, the row locked: two changes of different models at once both hold.
+      const merged = ch.modelBudgets === undefined ? null : mergeModelBudgets(row.model_budgets, ch.modelBudgets);
+      const modelBudgetsAfter = merged ? JSON.stringify(modelBudgetsView(merged)) : null;
       try {
         const { rows } = await c.query<KeyRow>(
           `UPDATE modelgate.keys SET
@@ -168,11 +198,13 @@ export class PgAdminBackend implements AdminBackend {
              disabled = CASE WHEN $6 THEN $7 ELSE disabled END,
              limits = CASE WHEN $8 THEN $9::jsonb ELSE limits END,
              metadata = CASE WHEN $10 THEN $11::jsonb ELSE metadata END,
-             budget = CASE WHEN $12 THEN $13::jsonb ELSE budget END
+             budget = CASE WHEN $12 THEN $13::jsonb ELSE budget END,
+             model_budgets = CASE WHEN $14 THEN $15::jsonb ELSE model_budgets END
            WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
           [id, ch.group !== undefined, ch.group ?? null, ch.expiresAt !== undefined, ch.expiresAt ? new Date(ch.expiresAt) : null,
             ch.disabled !== undefined, ch.disabled ?? false, ch.limits !== undefined, ch.limits ? JSON.stringify(ch.limits) : null,
-            ch.metadata !== undefined, JSON.stringify(ch.metadata ?? {}), ch.budget !== undefined, ch.budget ? JSON.stringify(ch.budget) : null]);
+            ch.metadata !== undefined, JSON.stringify(ch.metadata ?? {}), ch.budget !== undefined, ch.budget ? JSON.stringify(ch.budget) : null,
+            ch.modelBudgets !== undefined, modelBudgetsAfter]);
         const after = this.#view(rows[0]);
         return { result: after, before, after };
       } catch (err) {
@@ -278,7 +310,33 @@ export class PgAdminBackend implements AdminBackend {
     }));
   }
 
-  async updateGroup(name: string, ch: { readonly available?: boolean; readonly limits?: Record<string, number | null | undefined> | null; readonly budget?: Budget | null }, actor: Actor): Promise<GroupView> {
+  async recordDelivery(d: WebhookDelivery): Promise<void> {
+    // A delivered event stays delivered (another replica may send the same event id); the first creation time is kept.
+    await this.#query(
+      `INSERT INTO modelgate.webhook_deliveries AS w (event_id, type, subject, threshold, status, attempts, last_status, last_error, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+       ON CONFLICT (event_id) DO UPDATE SET
+         status = CASE WHEN w.status = 'delivered' THEN w.status ELSE EXCLUDED.status END,
+         attempts = CASE WHEN w.status = 'delivered' THEN w.attempts ELSE EXCLUDED.attempts END,
+         last_status = CASE WHEN w.status = 'delivered' THEN w.last_status ELSE EXCLUDED.last_status END,
+         last_error = CASE WHEN w.status = 'delivered' THEN w.last_error ELSE EXCLUDED.last_error END,
+         updated_at = greatest(w.updated_at, EXCLUDED.updated_at)`,
+      [d.eventId, d.type, d.subject, d.threshold, d.status, d.attempts, d.lastStatus, d.lastError, new Date(d.createdAt), new Date(d.updatedAt)]);
+    if (d.attempts === 0) await this.#query(`DELETE FROM modelgate.webhook_deliveries WHERE updated_at < now() - interval '${DELIVERIES_DAYS} days'`);
+  }
+
+  async listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]> {
+    const { rows } = await this.#query<{ event_id: string; type: string; subject: string; threshold: number; status: WebhookDelivery['status']; attempts: number; last_status: number | null; last_error: string | null; created_at: Date; updated_at: Date }>(
+      `SELECT event_id, type, subject, threshold::float8 AS threshold, status, attempts, last_status, last_error, created_at, updated_at FROM modelgate.webhook_deliveries
+       WHERE $1::text IS NULL OR (created_at, event_id) < (SELECT created_at, event_id FROM modelgate.webhook_deliveries WHERE event_id = $1)
+       ORDER BY created_at DESC, event_id DESC LIMIT $2`, [before ?? null, limit]);
+    return rows.map((r) => ({
+      eventId: r.event_id, type: r.type, subject: r.subject, threshold: r.threshold, status: r.status, attempts: r.attempts, lastStatus: r.last_status,
+      lastError: r.last_error, createdAt: r.created_at.toISOString(), updatedAt: r.updated_at.toISOString(),
+    }));
+  }
+
+  async updateGroup(name: string, ch: GroupChange, actor: Actor): Promise<GroupView> {
     const view = async (): Promise<GroupView> => {
       const g = (await this.listGroups()).find((x) => x.name === name);
       if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
@@ -292,9 +350,15 @@ export class PgAdminBackend implements AdminBackend {
         [name, ch.available !== undefined, ch.available ?? true, ch.limits !== undefined, ch.limits ? JSON.stringify(toLimits(ch.limits)) : null,
           ch.budget !== undefined, ch.budget ? JSON.stringify(ch.budget) : null]);
       if (rowCount === 0) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+      for (const m of ch.models ?? []) await changeModel(c, name, m);
+      const after = ch.models ? (await listGroups(c, name))[0] : undefined;
       return {
-        result: undefined, before: { available: before.available, limits: before.limits, budget: before.budget },
-        after: { available: ch.available ?? before.available, limits: ch.limits === undefined ? before.limits : toLimits(ch.limits), budget: ch.budget === undefined ? before.budget : ch.budget },
+        result: undefined,
+        before: { available: before.available, limits: before.limits, budget: before.budget, ...(ch.models ? { models: before.models } : {}) },
+        after: {
+          available: ch.available ?? before.available, limits: ch.limits === undefined ? before.limits : toLimits(ch.limits), budget: ch.budget === undefined ? before.budget : ch.budget,
+          ...(after ? { models: groupView({ name, available: true, models: new Map(after.models.map((m) => [m.name, { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null }])) }).models } : {}),
+        },
       };
     });
     return view();

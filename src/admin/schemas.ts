@@ -4,7 +4,8 @@
  * rule are the config's own (config/schema.ts).
  */
 import { z } from 'zod';
-import { budget, KEY_ID, keyLimits } from '../config/schema';
+import { budget, KEY_ID, keyLimits, modelBudgets, modelName as configModelName, price } from '../config/schema';
+import { PROTOCOLS } from '../store/store';
 import { SCOPES } from './tokens';
 
 const amount = z.number().refine(Number.isFinite, { error: 'must be a finite number' });
@@ -25,6 +26,17 @@ export const BudgetView = z.object({
 
 const budgetInput = budget.nullable().optional().describe('A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none.');
 
+/** A model name as a key of modelBudgets (zod drops a `__proto__` key: the handler refuses it before parsing). */
+const modelName = z.string().min(1).max(256);
+
+const modelBudgetsView = z.record(z.string(), BudgetView)
+  .describe("The key's budgets per window on single models, by the group's exact model name (403 model_budget_exhausted); {}: none.");
+
+const modelBudgetsPatch = z.record(modelName, budget.nullable())
+  .refine((m) => Object.keys(m).length <= 256, { error: 'at most 256 models' })
+  .nullable().optional()
+  .describe('Merged into the key\'s budgets per model: a model with a budget sets it, a model with null removes it; null removes them all.');
+
 export const Key = z.object({
   id: z.string(),
   group: z.string(),
@@ -33,6 +45,7 @@ export const Key = z.object({
   expiresAt: time.nullable(),
   limits: z.record(z.string(), z.number()).nullable(),
   budget: BudgetView.nullable(),
+  modelBudgets: modelBudgetsView,
   metadata: z.record(z.string(), z.string()),
   source: z.enum(['api', 'config', 'store']).describe('api: created through this API (writable); config: defined in the YAML file (read only here); store: a PostgreSQL key.'),
   createdAt: time.nullable(),
@@ -47,6 +60,7 @@ export const KeyCreate = z.strictObject({
   disabled: z.boolean().optional(),
   limits: keyLimits.nullable().optional(),
   budget: budgetInput,
+  modelBudgets: modelBudgets.nullable().optional(),
   metadata: Metadata.optional(),
 });
 
@@ -56,6 +70,7 @@ export const KeyPatch = z.strictObject({
   disabled: z.boolean().optional(),
   limits: keyLimits.nullable().optional(),
   budget: budgetInput,
+  modelBudgets: modelBudgetsPatch,
   metadata: Metadata.optional(),
 }).describe('Fields to change; a balance changes only through credits (never overwritten).');
 
@@ -129,11 +144,40 @@ export const Group = z.object({
   budget: BudgetView.nullable().describe("What all the group's keys together may spend per window."),
 });
 
+/** One model's change in a group (by name): added when new, changed field by field, or removed. */
+export const GroupModelChange = z.strictObject({
+  name: configModelName.describe('The model name clients send (exact: case and spaces matter).'),
+  remove: z.literal(true).optional().describe('true: remove the model from the group (its keys get 403 model_not_in_group); no other field with it.'),
+  protocols: z.array(z.enum(PROTOCOLS)).min(1).nullable().optional().describe('The protocol styles it is served on; null: any (the default of a new model).'),
+  available: z.boolean().optional().describe('false: in the group, but its channel is down (403 model_unavailable); default of a new model: true.'),
+  price: price.nullable().optional().describe("Its price per million tokens (the config's schema: input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput, tools); null: none (metered, costs nothing)."),
+  maxOutputTokens: z.number().int().min(1).max(100_000_000).nullable().optional().describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
+}).refine((m) => !m.remove || Object.keys(m).every((k) => k === 'name' || k === 'remove'), { error: 'remove takes no other field' });
+
 export const GroupPatch = z.strictObject({
   available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
+  models: z.array(GroupModelChange).min(1).max(1000).optional().describe('Changes of models by name, in order: a new name is added (at the end), a known one changed, `remove: true` removes it; the others are kept as they are.'),
   limits: keyLimits.nullable().optional().describe("The default limits of each key of the group; null: none."),
   budget: budgetInput,
 }).describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
+
+export const Delivery = z.object({
+  eventId: z.string().describe("The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold."),
+  type: z.string().describe('budget.threshold'),
+  subject: z.string().describe('Whose budget: key:<id>, group:<name> or model:<key id>:<model>.'),
+  threshold: z.number().describe("Percent of the budget's amount."),
+  status: z.enum(['pending', 'delivered', 'failed']).describe('pending: queued or retrying; failed: every attempt failed.'),
+  attempts: z.number().int(),
+  lastStatus: z.number().int().nullable().describe('The HTTP status of the last attempt, if it got one.'),
+  lastError: z.string().nullable().describe('http_<status>, timeout, or a system error code (never the URL or the secret).'),
+  createdAt: time,
+  updatedAt: time,
+});
+
+export const DeliveryList = z.object({
+  deliveries: z.array(Delivery),
+  nextCursor: z.string().nullable().describe('The next page: pass it as `cursor`; null: this was the last.'),
+});
 
 export const KeyList = z.object({ keys: z.array(Key) });
 export const GroupList = z.object({ groups: z.array(Group) });

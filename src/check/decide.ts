@@ -18,6 +18,7 @@ import type { RequestView } from './request-view';
 import { classify, endpointFor, type Route } from './routes';
 import type { Lookup } from '../store/cache';
 import type { GroupRecord, KeyRecord, ModelRecord } from '../store/store';
+import type { Budget } from '../store/budget-window';
 import { effectiveLimits } from '../ratelimit/limits';
 import { rateLimitMetadata } from '../ratelimit/metadata';
 
@@ -185,10 +186,16 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
   return next(0);
 }
 
+/** The key's budget on `model`, if it has one (an own property only: a model may be named `__proto__`). */
+function modelBudgetOf(key: KeyRecord, model: string): { modelBudget?: Budget } {
+  const m = key.modelBudgets;
+  return m && Object.hasOwn(m, model) ? { modelBudget: m[model] } : {};
+}
+
 function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, limits: Partial<Decision> | undefined, fields?: TopLevelFields): Decision {
   const plain: Decision = model === undefined
     ? { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}) }
-    : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, model, modelKnown: true, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}) };
+    : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, model, modelKnown: true, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}), ...modelBudgetOf(key, model) };
   let d = limits ? { ...plain, ...limits } : plain;
   if (fields) d = { ...d, bodyFields: fields };
   // Parameters named like a key with an empty value: Envoy removes them (only then: a removal

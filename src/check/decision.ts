@@ -30,6 +30,8 @@ export interface Decision {
   readonly balance?: number | null;
   /** On an allowed protocol request: the key's budget per window (meter/budgets.ts), if it has one. */
   readonly budget?: Budget | null;
+  /** On an allowed protocol request: the key's budget per window on the requested model (meter/budgets.ts), if it has one. */
+  readonly modelBudget?: Budget;
   /**
    * Allowed only: where the body's top-level fields the meter reads (request-fields.ts) sit, found
    * in the same pass as the model. Not part of the answer Envoy gets (the response cache ignores it).

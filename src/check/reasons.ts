@@ -249,6 +249,14 @@ export const REASONS = {
       exhausted: (whose: string, period: string, amount: string, spent: string, held: string, cost: string, resetsAt: string) => `${whose} ${period}ly budget (${amount}) has spent ${spent} in this window and its requests in flight hold ${held}, so it cannot cover this request's maximum cost (${cost}): it resets at ${resetsAt}; lower max_tokens, or wait for the reset`,
     },
   },
+  model_budget_exhausted: {
+    status: 403,
+    when: "the key's budget on the requested model (modelBudgets: an amount per day, week or calendar month in a time zone: meter/budgets.ts) cannot cover the request, by the same rule as budget_exhausted; other models of the group may still be used",
+    hints: {
+      /** `model`: one of the key's group; `resetsAt`: ISO 8601 UTC. Amounts as the Check writes them. */
+      exhausted: (model: string, period: string, amount: string, spent: string, held: string, cost: string, resetsAt: string) => `the key's ${period}ly budget for the model ${JSON.stringify(model)} (${amount}) has spent ${spent} in this window and its requests in flight hold ${held}, so it cannot cover this request's maximum cost (${cost}): it resets at ${resetsAt}; use another model of your group, lower max_tokens, or wait for the reset`,
+    },
+  },
   stream_usage_required: {
     status: 400,
     when: 'meter.unmeteredStreams is deny and a streamed chat completion does not set stream_options.include_usage (it could not be metered)',

@@ -55,6 +55,7 @@ const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | 'a
   stale: 'unwritten', // the log line only
   balance: 'unwritten', // the meter's admission only
   budget: 'unwritten', // the meter's admission only
+  modelBudget: 'unwritten', // the meter's admission only
   bodyFields: 'unwritten', // the meter's admission only (where the body's fields sit)
   // The rate limit metadata: its values change every second (their resets) and with the limits.
   rateLimit: (d) => (d.rateLimit ? JSON.stringify(d.rateLimit.fields) : ''),

@@ -1,8 +1,10 @@
 /**
  * `modelgate keys ...`. A key is generated here, returned to the caller once, and stored only as
  * its SHA-256 (the store's write side: store/pg/keys.ts): after `createKey`/`rotateKey` return,
- * nobody can see it again. Without a store, `keys new` writes nothing and prints the entry for the
- * YAML file (file-key.ts).
+ * nobody can see it again. Without a store, `keys new` writes the key to modelgate's own state beside
+ * the config (`<config>.admin.json`) through the admin API's file backend, as `POST /admin/v1/keys`
+ * does, and a running service serves it within a second; `--yaml` writes nothing and prints the
+ * entry for the YAML file instead (file-key.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { Command } from 'commander';
@@ -13,10 +15,17 @@ import { StoreRefusal } from '../store/pg/refusal';
 import type { AdminDb } from '../store/pg/admin';
 import { listKeys, type KeyInfo } from '../store/pg/keys';
 import { parseAmount } from './balance';
-import { checkName, once, usageError } from './errors';
+import { checkName, CliError, once, usageError } from './errors';
 import { fileKey, type FileKey } from './file-key';
 import type { CliRun } from './io';
 import { keyLimitsCommand } from './limits';
+import { configPathOf, readConfig } from './envoy';
+import { adminStatePath, FileAdminBackend } from '../admin/file-backend';
+import type { KeyView } from '../admin/backend';
+import { FileStore } from '../store/file-store';
+import { spentInStateFile } from '../store/file-meter';
+import { meterStatePath } from '../server/service';
+import { modelBudgetCommand } from './model-budgets';
 import { storeCommand, withStore, type StoreOptions } from './store-admin';
 import { balanceText, table } from './text';
 
@@ -49,7 +58,7 @@ export async function createKey(db: AdminDb, input: NewKey): Promise<IssuedKey> 
   try {
     await new PgAdminBackend(db).createKey({
       id, sha256: hashKey(key), group: input.group, balance: balance === null ? null : Number(balance), expiresAt: input.expiresAt?.getTime() ?? null,
-      disabled: false, limits: null, budget: null, metadata: {},
+      disabled: false, limits: null, budget: null, modelBudgets: null, metadata: {},
     }, CLI_ACTOR);
   } catch (err) {
     if (err instanceof AdminRefusal && err.code === 'group_not_found') throw new StoreRefusal({ code: 'key_group_not_found', group: input.group });
@@ -128,6 +137,35 @@ interface NewKeyOptions extends StoreOptions {
   readonly id?: string;
   readonly balance?: string;
   readonly expires?: string;
+  readonly config?: string;
+  readonly yaml?: boolean;
+}
+
+/**
+ * File store: creates a key in the admin state beside the config (the YAML is never rewritten),
+ * through the admin API's file backend (audited with actor `cli`), its groups and keys read from the
+ * config and what an id spent before from the meter's state file (read only: the service owns it).
+ */
+export async function createFileStoreKey(configPath: string, env: NodeJS.ProcessEnv, input: { id: string; group: string; balance: string | null; expiresAt: Date | null }): Promise<{ key: string; view: KeyView; where: string }> {
+  const config = readConfig(configPath, env);
+  const store = new FileStore(config.groups, config.keys);
+  const statePath = meterStatePath(configPath, config.meter.stateFile);
+  const where = adminStatePath(configPath);
+  const backend = new FileAdminBackend(store, { path: where, configPath, pollMs: 0, spent: (id) => spentInStateFile(statePath, id) });
+  try {
+    const key = generateKey();
+    const view = await backend.createKey({
+      id: checkName('key id', input.id), sha256: hashKey(key), group: input.group, balance: input.balance === null ? null : Number(input.balance),
+      expiresAt: input.expiresAt?.getTime() ?? null, disabled: false, limits: null, budget: null, modelBudgets: null, metadata: {},
+    }, CLI_ACTOR);
+    return { key, view, where };
+  } catch (err) {
+    if (err instanceof AdminRefusal) throw new CliError(err.hint ? `${err.message}; ${err.hint}` : err.message);
+    throw err;
+  } finally {
+    await backend.close();
+    await store.close();
+  }
 }
 
 function keyStateCommand(run: CliRun, verb: 'disable' | 'enable', disabled: boolean, description: string): Command {
@@ -147,11 +185,13 @@ function keyStateCommand(run: CliRun, verb: 'disable' | 'enable', disabled: bool
 export function keysCommand(run: CliRun): Command {
   const keys = new Command('keys').description('issue and manage API keys');
   keys.addCommand(
-    storeCommand('new', 'issue a key: prints it once (and, without a store, the entry for the keys: list of modelgate.yaml)')
+    storeCommand('new', "issue a key: prints it once; without a PostgreSQL store it is kept in modelgate's own state beside the config (--yaml: printed as an entry for the keys: list instead)")
       .option('--group <group>', 'the group whose models the key may use (required)', once('--group'))
       .option('--id <id>', 'the key\'s id (default: key- and 8 random hex digits)', once('--id'))
       .option('--balance <amount>', 'a decimal balance, or unlimited (default: unlimited)', once('--balance'))
       .option('--expires <iso-8601>', 'when it stops working: a date (midnight UTC) or a date-time (default: never)', once('--expires'))
+      .option('--config <file>', 'file store: the config beside which the key is kept (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
+      .option('--yaml', 'file store: write nothing; print the entry to paste into the keys: list of the YAML config')
       .action((options: NewKeyOptions, cmd: Command) =>
         withStore(run, cmd, options, false, async (store) => {
           // Checked here rather than as a required option, so an unknown option is reported first.
@@ -162,11 +202,18 @@ export function keysCommand(run: CliRun): Command {
             balance: options.balance === undefined ? null : parseAmount(options.balance, true),
             expiresAt: options.expires === undefined ? null : parseExpires(options.expires),
           };
-          if (!store.hasDb) {
+          if (!store.hasDb && options.yaml) {
             const f = fileKey(input);
             store.print(fileKeyText(f), { mode: 'file', key: f.key, entry: f.entry, yaml: `${f.yaml}\n` });
             return;
           }
+          if (!store.hasDb) {
+            const { key, view, where } = await createFileStoreKey(configPathOf(options.config, run.env), run.env, input);
+            const summary = `group ${view.group}, balance ${view.balance === null ? 'unlimited' : view.balance}, expires ${view.expiresAt ?? 'never'}`;
+            store.print(keyIssuedText(`Created key ${view.id} (${summary}) in ${where}; a running modelgate serves it within a second.`, key), { mode: 'file', key, record: view, where });
+            return;
+          }
+          if (options.config !== undefined || options.yaml) throw usageError('--config and --yaml are for the file store; with a PostgreSQL store leave them out');
           const { key, record } = await createKey(await store.db(), input);
           store.print(keyIssuedText(`Created key ${record.id} (${keySummary(record)}).`, key), { mode: 'postgres', key, record });
         }),
@@ -185,6 +232,7 @@ export function keysCommand(run: CliRun): Command {
   keys.addCommand(keyStateCommand(run, 'disable', true, 'disable a key (401 key_disabled)'));
   keys.addCommand(keyStateCommand(run, 'enable', false, 'enable a disabled key again'));
   keys.addCommand(keyLimitsCommand(run));
+  keys.addCommand(modelBudgetCommand(run));
   keys.addCommand(
     storeCommand('rotate', 'replace a key by a fresh one, keeping its id, group, balance and expiry; prints the new key once')
       .argument('<id>', 'the key\'s id')

@@ -7,8 +7,9 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { modalPrices, toLimits, toolPrices, type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
-import { configSchemaFor, expiryTime, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
+import { modalPrices, toLimits, toolPrices, type GroupRecord, type KeyRecord, type Limits, type ModelPrice, type ModelRecord, type Protocol } from '../store/store';
+import type { Budget } from '../store/budget-window';
+import { configSchemaFor, expiryTime, price as priceSchema, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
 
 export interface UpstreamCredential {
   readonly header: string;
@@ -209,11 +210,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
     for (const m of g.models) {
       const model: ModelRecord = typeof m === 'string' ? { name: m, protocols: null, available: true, price: null, maxOutputTokens: null } : {
         name: m.name, protocols: m.protocols ?? null, available: m.available,
-        price: m.price ? {
-          input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput ?? null, ...modalPrices(m.price),
-          ...(m.price.tools ? { tools: toolPrices(m.price.tools) } : {}),
-          ...(m.price.longContext ? { longContext: { above: m.price.longContext.above, input: m.price.longContext.input, output: m.price.longContext.output, cachedInput: m.price.longContext.cachedInput ?? null } } : {}),
-        } : null,
+        price: m.price ? toModelPrice(m.price) : null,
         maxOutputTokens: m.maxOutputTokens ?? null,
         ...(m.limits ? { limits: toLimits(m.limits) } : {}),
       };
@@ -224,7 +221,7 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
   const keys: KeyRecord[] = new Array(f.keys.length);
   for (let i = 0; i < f.keys.length; i++) {
     const k = f.keys[i];
-    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}), ...(k.budget ? { budget: { amount: k.budget.amount, period: k.budget.period, timeZone: k.budget.timeZone } } : {}) };
+    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}), ...(k.budget ? { budget: { amount: k.budget.amount, period: k.budget.period, timeZone: k.budget.timeZone } } : {}), ...(k.modelBudgets && Object.keys(k.modelBudgets).length > 0 ? { modelBudgets: copyModelBudgets(k.modelBudgets) } : {}) };
   }
   return {
     routes: f.routes,
@@ -278,4 +275,20 @@ function deepFreeze<T>(o: T): T {
     Object.freeze(o);
   }
   return o;
+}
+
+/** A key's budgets per model as a record without a prototype (a model named `__proto__` is a model). */
+export function copyModelBudgets(m: Readonly<Record<string, { amount: number; period: 'day' | 'week' | 'month'; timeZone: string }>>): Readonly<Record<string, Budget>> {
+  const out: Record<string, Budget> = Object.create(null) as Record<string, Budget>;
+  for (const [model, b] of Object.entries(m)) out[model] = { amount: b.amount, period: b.period, timeZone: b.timeZone };
+  return out;
+}
+
+/** A price of the config's schema (config/schema.ts `price`) as the store keeps it. */
+export function toModelPrice(p: z.output<typeof priceSchema>): ModelPrice {
+  return {
+    input: p.input, output: p.output, cachedInput: p.cachedInput ?? null, ...modalPrices(p),
+    ...(p.tools ? { tools: toolPrices(p.tools) } : {}),
+    ...(p.longContext ? { longContext: { above: p.longContext.above, input: p.longContext.input, output: p.longContext.output, cachedInput: p.longContext.cachedInput ?? null } } : {}),
+  };
 }

@@ -350,6 +350,14 @@ export const budget = mapping({
     .describe("The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC."),
 }, 'must be a mapping {amount, period, timeZone}');
 
+/** The most models one key may have budgets of. */
+export const MAX_MODEL_BUDGETS = 256;
+
+/** A key's budgets per model (meter/budgets.ts): the admin API uses the same schema (admin/schemas.ts). */
+export const modelBudgets = z.record(z.string().min(1, { error: 'must be a model name' }).max(256, { error: 'must be a model name of at most 256 characters' }), budget, { error: 'must be a mapping of model name to budget {amount, period, timeZone}' })
+  .refine((m) => Object.keys(m).length <= MAX_MODEL_BUDGETS, { error: `at most ${MAX_MODEL_BUDGETS} models` })
+  .describe("What the key may spend per window on one model, by the group's exact model name (403 model_budget_exhausted), beside its budget and balance: all hold.");
+
 const modelLimits = mapping(limitFields, 'must be a mapping of limits {rpm, tpm, rpd, tpd}');
 
 const rateLimits = mapping({
@@ -397,7 +405,8 @@ const toolPrices = mapping({
   enterprise_web_search: perCall('One grounded prompt with Web Grounding for Enterprise (enterpriseWebSearch): a response with groundingMetadata.').optional(),
 }, 'must be a mapping of hosted tools to prices per call: web_search, file_search, code_interpreter, code_execution, image_generation, google_search, google_maps, enterprise_web_search');
 
-const price = mapping({
+/** A model's price (groups' models; the admin API's group changes use the same schema: admin/schemas.ts). */
+export const price = mapping({
   input: perMillion('Price of one million input tokens, in the balance\'s unit.'),
   output: perMillion('Price of one million output tokens.'),
   cachedInput: perMillion('Price of one million cached input tokens, where the provider reports them; absent: the input price.').nullish(),
@@ -411,8 +420,11 @@ const price = mapping({
   .refine((p) => p.input > 0 || p.output > 0 || !((p.audioInput ?? 0) > 0 || (p.audioOutput ?? 0) > 0 || (p.imageOutput ?? 0) > 0),
     { error: 'a price of audio or image tokens needs an input or output price above 0' });
 
+/** The rule of a model's name (the admin API's group changes use it too). */
+export const modelName = text(MODEL_NAME, `a model name: ${NAME_RULE}`);
+
 const modelObject = mapping({
-  name: text(MODEL_NAME, `a model name: ${NAME_RULE}`).describe('The model name clients send.'),
+  name: modelName.describe('The model name clients send.'),
   price: price.nullish().describe('Price per million tokens (input, output, cachedInput, and audioInput, audioOutput, imageOutput where the provider bills those higher), in the balance\'s unit; absent: metered in tokens, costs nothing.'),
   maxOutputTokens: integer(1, 100_000_000).nullish().describe("The model's output cap (its provider's maximum output tokens): a request's maximum cost uses it when the request names no max_tokens, and never more (absent: meter.maxOutputTokens)."),
   protocols: z
@@ -490,6 +502,7 @@ const key = mapping(
     expiresAt,
     limits: keyLimits.nullish().describe("The key's own limits: each one given overrides its group's."),
     budget: budget.nullish().describe('What the key may spend per day, week or month (403 budget_exhausted), beside its lifetime balance: both hold.'),
+    modelBudgets: modelBudgets.nullish(),
   },
   'must be a mapping with id, sha256 and group',
 );

@@ -126,10 +126,11 @@ function fieldMask(view: RequestView): boolean {
   return false;
 }
 
-/** The budgets a request is held to: its key's and its group's, those that are set. */
+/** The budgets a request is held to: its key's, its key's on its model, and its group's, those that are set. */
 function budgetsOf(d: Decision, groupBudget: Budget | null | undefined): { subject: BudgetSubject; budget: Budget }[] {
   const out: { subject: BudgetSubject; budget: Budget }[] = [];
   if (d.budget) out.push({ subject: { kind: 'key', name: d.keyId as string }, budget: d.budget });
+  if (d.modelBudget && d.model !== undefined) out.push({ subject: { kind: 'model', name: d.keyId as string, model: d.model }, budget: d.modelBudget });
   if (groupBudget) out.push({ subject: { kind: 'group', name: d.group as string }, budget: groupBudget });
   return out;
 }
@@ -257,8 +258,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
         if (v.why === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetLedger);
         if (v.why === 'uncounted') return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetUncounted);
         const st = v.status;
+        const period = st.budget.period === 'day' ? 'dai' : st.budget.period;
+        // The model is one of the key's group (decide.ts sets modelBudget only then): safe to echo, printable as every hint.
+        if (st.subject.kind === 'model') return deny(d, 'model_budget_exhausted', HINTS.model_budget_exhausted.exhausted(printable(st.subject.model, 128), period, round(st.budget.amount), round(st.spent), round(st.held), round(v.cost), new Date(st.window.resetsAt).toISOString()));
         const whose = st.subject.kind === 'key' ? "the key's" : `the group ${JSON.stringify(st.subject.name)}'s`;
-        return deny(d, 'budget_exhausted', HINTS.budget_exhausted.exhausted(whose, st.budget.period === 'day' ? 'dai' : st.budget.period, round(st.budget.amount), round(st.spent), round(st.held), round(v.cost), new Date(st.window.resetsAt).toISOString()));
+        return deny(d, 'budget_exhausted', HINTS.budget_exhausted.exhausted(whose, period, round(st.budget.amount), round(st.spent), round(st.held), round(v.cost), new Date(st.window.resetsAt).toISOString()));
       }
       budgetHold = v.hold;
       const given = (dec: Decision): Decision => {

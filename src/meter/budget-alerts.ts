@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Budget, BudgetWindow } from '../store/budget-window';
-import type { BudgetSubject } from './budgets';
+import { subjectKey, type BudgetSubject } from './budgets';
 
 export const DEFAULT_THRESHOLDS: readonly number[] = [50, 80, 95, 100];
 
@@ -37,7 +37,8 @@ export function thresholdsCrossed(before: number, after: number, amount: number,
 
 /** The event id of a threshold of a budget's window: hex of SHA-256, 32 digits. */
 export function alertId(subject: BudgetSubject, window: BudgetWindow, threshold: number): string {
-  return createHash('sha256').update(`${subject.kind}\0${subject.name}\0${window.start}\0${threshold}`).digest('hex').slice(0, 32);
+  const who = subject.kind === 'model' ? `${subject.name}\0${subject.model}` : subject.name;
+  return createHash('sha256').update(`${subject.kind}\0${who}\0${window.start}\0${threshold}`).digest('hex').slice(0, 32);
 }
 
 /** Windows remembered (their fired thresholds); past it the oldest are forgotten (ids keep repeats harmless). */
@@ -56,7 +57,7 @@ export class BudgetAlerts {
   spent(subject: BudgetSubject, budget: Budget, window: BudgetWindow, before: number, after: number): void {
     const crossed = thresholdsCrossed(before, after, budget.amount, this.thresholds);
     if (crossed.length === 0) return;
-    const key = `${subject.kind}:${subject.name}:${window.start}`;
+    const key = `${subjectKey(subject)}:${window.start}`;
     let fired = this.#fired.get(key);
     if (!fired) {
       if (this.#fired.size >= MAX_WINDOWS) this.#fired.delete(this.#fired.keys().next().value as string);

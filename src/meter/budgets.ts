@@ -1,6 +1,6 @@
 /**
- * Budgets with windows: an amount a key or a group may spend per day, ISO week or calendar month in
- * an IANA time zone (store/budget-window.ts), alongside the key's lifetime balance (both hold; the tighter
+ * Budgets with windows: an amount a key, a key on one model, or a group may spend per day, ISO week
+ * or calendar month in an IANA time zone (store/budget-window.ts), alongside the key's lifetime balance (both hold; the tighter
  * refuses, 403 budget_exhausted for a budget). A BudgetBook keeps, per budget, what its current
  * window has spent and what this replica's requests in flight hold against it, so the Check path
  * asks the ledger once per window and budget (`load`), never per request:
@@ -24,11 +24,13 @@
  */
 import { budgetWindow, isBudget, type Budget, type BudgetWindow } from '../store/budget-window';
 
-/** Whose budget: a key's (its id) or a group's (its name), spent by all of its keys. */
-export interface BudgetSubject {
-  readonly kind: 'key' | 'group';
-  readonly name: string;
-}
+/**
+ * Whose budget: a key's (its id), a key's on one model (`model`: the key's id as `name` and the
+ * model's name), or a group's (its name), spent by all of its keys.
+ */
+export type BudgetSubject =
+  | { readonly kind: 'key' | 'group'; readonly name: string }
+  | { readonly kind: 'model'; readonly name: string; readonly model: string };
 
 /** What the ledger says `subject` spent in [since, until) (epoch ms); rejects when it cannot say. */
 export type SpentLoader = (subject: BudgetSubject, since: number, until: number) => Promise<number>;
@@ -72,7 +74,8 @@ interface Entry {
   failed: boolean;
 }
 
-const subjectKey = (s: BudgetSubject): string => `${s.kind}:${s.name}`;
+/** A subject's name in the book (a key id may hold `:`, a model name anything). */
+export const subjectKey = (s: BudgetSubject): string => (s.kind === 'model' ? `model:${JSON.stringify([s.name, s.model])}` : `${s.kind}:${s.name}`);
 const sameBudget = (a: Budget, b: Budget): boolean => a.amount === b.amount && a.period === b.period && a.timeZone === b.timeZone;
 
 /**
@@ -136,7 +139,8 @@ export class BudgetBook {
   }
 
   /**
-   * Admits a request of maximum cost `cost` against each of its budgets (a key's and its group's):
+   * Admits a request of maximum cost `cost` against each of its budgets (a key's, the key's on the
+   * model, its group's):
    * all must allow it; then it holds `cost` against each until settled or released.
    */
   async admit(budgets: readonly { readonly subject: BudgetSubject; readonly budget: Budget }[], cost: number, mode: MeterMode, replicas = 1): Promise<BudgetVerdict> {

@@ -7,6 +7,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { WEBHOOK_HEADER } from '../check/headers';
+import type { WebhookDelivery } from '../admin/backend';
 import type { BudgetAlertEvent } from '../meter/budget-alerts';
 
 export const SIGNATURE_HEADER = WEBHOOK_HEADER.signature;
@@ -27,6 +28,24 @@ export interface WebhookDeps {
   readonly attempts?: number;
   readonly timeoutMs?: number;
   readonly log: (outcome: { id: string; attempt: number; delivered: boolean; status?: number; error?: string }) => void;
+  /** Each change of a delivery's state (queued, after each attempt), for the admin API's delivery status. */
+  readonly record?: (d: WebhookDelivery) => void;
+}
+
+/** Whose budget, as a delivery names it: `key:<id>`, `group:<name>`, `model:<key id>:<model>`. */
+export function deliverySubject(e: BudgetAlertEvent): string {
+  return e.subject.kind === 'model' ? `model:${e.subject.name}:${e.subject.model}` : `${e.subject.kind}:${e.subject.name}`;
+}
+
+/**
+ * An attempt's failure as a delivery shows it: the HTTP status, `timeout`, or the system error's
+ * code; never fetch's message (it may carry the URL, and a webhook URL often holds a secret).
+ */
+export function deliveryError(err: unknown): string {
+  const e = err as { name?: string; cause?: { code?: unknown } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'timeout';
+  const code = e?.cause?.code;
+  return typeof code === 'string' && /^[A-Z0-9_]{1,40}$/.test(code) ? code : 'network_error';
 }
 
 /** The delivery state of recent events, for tests and status. */
@@ -58,6 +77,12 @@ export class BudgetWebhook {
   async #deliver(e: BudgetAlertEvent): Promise<void> {
     const body = JSON.stringify(e);
     const attempts = this.deps.attempts ?? 6;
+    const now = this.deps.now ?? Date.now;
+    const createdAt = new Date(now()).toISOString();
+    const record = (status: WebhookDelivery['status'], attempt: number, lastStatus: number | null, lastError: string | null): void => {
+      this.deps.record?.({ eventId: e.id, type: e.type, subject: deliverySubject(e), threshold: e.threshold, status, attempts: attempt, lastStatus, lastError, createdAt, updatedAt: new Date(now()).toISOString() });
+    };
+    record('pending', 0, null, null);
     const delay = this.deps.delay ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()));
     for (let attempt = 1; attempt <= attempts; attempt++) {
       const timestamp = Math.floor((this.deps.now ?? Date.now)() / 1000);
@@ -69,12 +94,14 @@ export class BudgetWebhook {
         await res.arrayBuffer().catch(() => undefined);
         const delivered = res.status >= 200 && res.status < 300;
         this.deps.log({ id: e.id, attempt, delivered, status: res.status });
+        record(delivered ? 'delivered' : attempt < attempts ? 'pending' : 'failed', attempt, res.status, delivered ? null : `http_${res.status}`);
         if (delivered) {
           this.#status.set(e.id, 'delivered');
           return;
         }
       } catch (err) {
         this.deps.log({ id: e.id, attempt, delivered: false, error: err instanceof Error ? err.message : String(err) });
+        record(attempt < attempts ? 'pending' : 'failed', attempt, null, deliveryError(err));
       }
       if (attempt < attempts) await delay(1000 * 2 ** (attempt - 1));
     }

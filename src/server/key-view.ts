@@ -77,16 +77,18 @@ export function createKeyViewHandler(deps: KeyViewDeps): (req: IncomingMessage, 
 }
 
 /**
- * The budgets the key is held to (its own, its group's) with their current window: start, reset
+ * The budgets the key is held to (its own, its own on each model: `of: model` with `model`, its
+ * group's) with their current window: start, reset
  * (ISO 8601 UTC), spent, held by this replica's requests in flight, remaining; spent null when the
  * ledger cannot say.
  */
 async function budgetWindows(deps: KeyViewDeps, record: KeyRecord, group: { readonly name: string; readonly budget?: Budget | null } | undefined): Promise<unknown[]> {
   const wanted: { subject: BudgetSubject; budget: Budget }[] = [];
   if (record.budget) wanted.push({ subject: { kind: 'key', name: record.id }, budget: record.budget });
+  if (record.modelBudgets) for (const [model, budget] of Object.entries(record.modelBudgets)) wanted.push({ subject: { kind: 'model', name: record.id, model }, budget });
   if (group?.budget) wanted.push({ subject: { kind: 'group', name: group.name }, budget: group.budget });
   return Promise.all(wanted.map(async ({ subject, budget }) => {
-    const base = { of: subject.kind, amount: budget.amount, period: budget.period, timeZone: budget.timeZone };
+    const base = { of: subject.kind, ...(subject.kind === 'model' ? { model: subject.model } : {}), amount: budget.amount, period: budget.period, timeZone: budget.timeZone };
     // A budget this runtime cannot place in time (a zone unknown to its Intl) is refused at the Check: shown without a window.
     if (!isBudget(budget)) return { ...base, windowStart: null, resetsAt: null, spent: null, held: null, remaining: null };
     const st = deps.budgetStatus ? await deps.budgetStatus(subject, budget).catch(() => undefined) : undefined;

@@ -15,6 +15,7 @@ import { createCatalogHandler } from './catalog';
 import { createKeyViewHandler } from './key-view';
 import type { AdminBackend } from '../admin/backend';
 import { adminStatePath, FileAdminBackend } from '../admin/file-backend';
+import type { WebhookDelivery } from '../admin/backend';
 import { PgAdminBackend } from '../admin/pg-backend';
 import { openAdminPool } from '../store/pg/admin';
 import { createAdminHandler } from '../admin/handler';
@@ -195,14 +196,16 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const webhook = alertsConfig ? new BudgetWebhook({
     url: alertsConfig.url, secret: alertsConfig.secret, now: opts.now,
     log: (o) => (o.delivered ? logger.info(o, 'budget alert delivered') : logger.warn(o, 'budget alert not delivered (retried with backoff)')),
+    // Shown by the admin API (GET /admin/v1/webhooks/deliveries); a failed write is logged, the delivery goes on.
+    ...(adminBackend ? { record: (d: WebhookDelivery) => void adminBackend.recordDelivery(d).catch((err: Error) => logger.warn({ id: d.eventId, err: err.message }, 'budget alert delivery status not stored')) } : {}),
   }) : undefined;
   const alerts = webhook && alertsConfig ? new BudgetAlerts((e) => {
-    logger.info({ id: e.id, subject: `${e.subject.kind}:${e.subject.name}`, threshold: e.threshold, spent: e.spent, resetsAt: e.resetsAt }, 'budget threshold reached');
+    logger.info({ id: e.id, subject: `${e.subject.kind}:${e.subject.name}`, ...(e.subject.kind === 'model' ? { model: e.subject.model } : {}), threshold: e.threshold, spent: e.spent, resetsAt: e.resetsAt }, 'budget threshold reached');
     webhook.send(e);
   }, alertsConfig.thresholds, opts.now) : undefined;
   const budgets = meterStore?.spentIn
     ? new BudgetBook({
-      load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'key' ? { keyId: s.name } : { group: s.name }), since, until }), now: opts.now,
+      load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'group' ? { group: s.name } : { keyId: s.name }), ...(s.kind === 'model' ? { model: s.model } : {}), since, until }), now: opts.now,
       ...(alerts ? { onSpent: (s, b, w, before, after) => alerts.spent(s, b, w, before, after) } : {}),
     })
     : undefined;

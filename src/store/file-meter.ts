@@ -15,7 +15,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { chmod, rename, writeFile } from 'node:fs/promises';
-import { COST_GRAINS, costUp, priceAt, type DebitRequest, type DebitResult, type MeterStore, type PendingRequest, type ReserveResult, type UsageEntry, type UsageQuery } from './store';
+import { COST_GRAINS, costUp, priceAt, type DebitRequest, type DebitResult, type MeterStore, type PendingRequest, type ReserveResult, type SpentQuery, type UsageEntry, type UsageQuery } from './store';
 
 /** Ledger entries kept in memory and in the state file, newest last. */
 const LEDGER_MAX = 2000;
@@ -39,9 +39,12 @@ interface StateFile {
   /** Provisional settlements not replaced yet: request id -> what was debited. */
   readonly provisional?: Record<string, { keyId: string; cost: number }>;
   readonly pending?: PendingRequest[];
-  /** Debits per quarter hour of keys (`key:<id>`) and groups (`group:<name>`), for budget windows: [start ms, amount][]. */
+  /** Debits per quarter hour of keys (`key:<id>`), groups (`group:<name>`) and keys on a model (`model:["<id>","<model>"]`), for budget windows: [start ms, amount][]. */
   readonly windows?: Record<string, [number, number][]>;
 }
+
+/** The bucket name of a key's debits on one model (a key id may hold `:`, a model name anything). */
+const modelSubject = (keyId: string, model: string): string => `model:${JSON.stringify([keyId, model])}`;
 
 /** Debits are summed per quarter hour: every IANA zone's offset today is a multiple of 15 minutes. */
 const BUCKET_MS = 15 * 60_000;
@@ -103,6 +106,16 @@ function readState(path: string): StateFile | undefined {
     if (!Array.isArray(list) || !list.every((b) => Array.isArray(b) && finite(b[0]) && finite(b[1]))) throw bad(`the window debits of ${JSON.stringify(subject)} are not usable`);
   }
   return d as StateFile;
+}
+
+/**
+ * What the meter state file at `path` says key `keyId` has spent (0 when it has no file): read
+ * only, for a process that writes no state of its own (the command line while a service runs).
+ */
+export function spentInStateFile(path: string, keyId: string): number {
+  const state = readState(path);
+  const n = state && Object.hasOwn(state.spent, keyId) ? state.spent[keyId] : 0;
+  return finite(n) ? n : 0;
 }
 
 export class FileMeter implements MeterStore {
@@ -197,6 +210,7 @@ export class FileMeter implements MeterStore {
     if (charge !== 0) {
       this.#addToBucket(`key:${r.keyId}`, entry.time, charge);
       this.#addToBucket(`group:${r.group}`, entry.time, charge);
+      this.#addToBucket(modelSubject(r.keyId, r.model), entry.time, charge);
     }
     if (charge !== 0 && counted) {
       this.#spent.set(r.keyId, Math.round((this.spent(r.keyId) + charge) * COST_GRAINS) / COST_GRAINS);
@@ -229,8 +243,8 @@ export class FileMeter implements MeterStore {
     b.set(start, Math.round(((b.get(start) ?? 0) + amount) * COST_GRAINS) / COST_GRAINS);
   }
 
-  async spentIn(q: { readonly keyId?: string; readonly group?: string; readonly since: number; readonly until: number }): Promise<number> {
-    const b = this.#buckets.get(q.keyId !== undefined ? `key:${q.keyId}` : `group:${q.group ?? ''}`);
+  async spentIn(q: SpentQuery): Promise<number> {
+    const b = this.#buckets.get(q.keyId !== undefined ? (q.model !== undefined ? modelSubject(q.keyId, q.model) : `key:${q.keyId}`) : `group:${q.group ?? ''}`);
     let grains = 0;
     if (b) for (const [start, amount] of b) if (start >= q.since && start < q.until) grains += Math.round(amount * COST_GRAINS);
     return Math.max(0, grains / COST_GRAINS);

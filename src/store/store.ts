@@ -213,6 +213,20 @@ export interface KeyRecord {
   readonly limits?: Limits | null;
   /** What the key may spend per window beside its balance (meter/budgets.ts); absent or null: none. */
   readonly budget?: Budget | null;
+  /**
+   * What the key may spend per window on one model (by the group's exact model name), beside its
+   * budget and balance (meter/budgets.ts, 403 model_budget_exhausted); absent or null: none.
+   */
+  readonly modelBudgets?: Readonly<Record<string, Budget>> | null;
+}
+
+/** Whose spend in a window (MeterStore.spentIn): a key's (`keyId`), a key's on one model (`keyId` and `model`), or a group's. */
+export interface SpentQuery {
+  readonly keyId?: string;
+  readonly model?: string;
+  readonly group?: string;
+  readonly since: number;
+  readonly until: number;
 }
 
 /**
@@ -404,11 +418,11 @@ export interface MeterStore {
   release(requestId: string): Promise<void>;
   usage(query: UsageQuery): Promise<UsageEntry[]>;
   /**
-   * What a key (`keyId`) or a group (`group`) was debited in [since, until) (epoch ms), for budgets
-   * per window (meter/budgets.ts): asked once per budget and window, not per request. Exact for
-   * windows starting on a quarter hour (every IANA zone's midnight today).
+   * What a key (`keyId`), a key on one model (`keyId` and `model`) or a group (`group`) was debited
+   * in [since, until) (epoch ms), for budgets per window (meter/budgets.ts): asked once per budget and
+   * window, not per request. Exact for windows starting on a quarter hour (every IANA zone's midnight today).
    */
-  spentIn?(query: { readonly keyId?: string; readonly group?: string; readonly since: number; readonly until: number }): Promise<number>;
+  spentIn?(query: SpentQuery): Promise<number>;
   /**
    * Strict mode without a round trip per request (a store that can: PostgreSQL): sets `replica`'s
    * lease on a key's balance to `want` for `ttlSeconds`, but at most half of what the balance still

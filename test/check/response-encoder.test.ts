@@ -72,10 +72,10 @@ test('decisions that differ in anything the response carries never share bytes',
 
 test('the fields the cache key leaves out never change a response (the key is every other field of the Decision)', () => {
   // A Decision has no status: the status is its reason's (reasons.ts statusOf).
-  expect([...UNWRITTEN_FIELDS].sort()).toEqual(['balance', 'bodyFields', 'budget', 'inFlightLimit', 'keySha256', 'stale']);
+  expect([...UNWRITTEN_FIELDS].sort()).toEqual(['balance', 'bodyFields', 'budget', 'inFlightLimit', 'keySha256', 'modelBudget', 'stale']);
   const plan = allowPlan(config);
   const variants: Record<string, unknown[]> = {
-    balance: [undefined, null, 0, 12.5, -1], budget: [undefined, null, { amount: 1, period: 'day', timeZone: 'UTC' }], stale: [undefined, false, true], inFlightLimit: [undefined, 1, 4],
+    balance: [undefined, null, 0, 12.5, -1], budget: [undefined, null, { amount: 1, period: 'day', timeZone: 'UTC' }], modelBudget: [undefined, { amount: 2, period: 'week', timeZone: 'Asia/Tokyo' }], stale: [undefined, false, true], inFlightLimit: [undefined, 1, 4],
     keySha256: [undefined, 'a'.repeat(64), '0'.repeat(64)], bodyFields: [undefined, new Map(), new Map([['max_tokens', [10, 14]], ['stream', [20, 24]]])],
   };
   for (const { d, path } of CASES) {

@@ -3,7 +3,7 @@
  * it, against a real PostgreSQL: human and --json output, exit codes, one-line errors, and keys
  * shown only once.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
@@ -16,6 +16,8 @@ import { openPgStore } from '../../src/store/pg/store';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { openPool, startPgServer } from '../support/pg-server';
 import type { PgServer } from '../support/pg-server';
+import { adminStatePath } from '../../src/admin/file-backend';
+import { DEMO_CONFIG, reasonOf, startHarness, tempConfig } from '../support/service-harness';
 
 let server: PgServer;
 let sql: AdminDb;
@@ -64,8 +66,8 @@ afterAll(async () => {
 });
 
 describe('without a store (file mode)', () => {
-  it('prints a fresh key once and the YAML entry to paste into keys:, and writes nothing', async () => {
-    const r = await run(['keys', 'new', '--group', 'basic', '--id', 'zoe', '--balance', '12.5', '--expires', '2027-01-01'], {});
+  it('with --yaml prints a fresh key once and the YAML entry to paste into keys:, and writes nothing', async () => {
+    const r = await run(['keys', 'new', '--group', 'basic', '--id', 'zoe', '--balance', '12.5', '--expires', '2027-01-01', '--yaml'], {});
     expect(r.code).toBe(0);
     const key = printedKey(r.stdout);
     expect(isCompleteKey(key)).toBe(true);
@@ -77,12 +79,39 @@ describe('without a store (file mode)', () => {
   });
 
   it('prints one JSON document with the key, the entry and the YAML with --json', async () => {
-    const r = await run(['keys', 'new', '--group', 'pro', '--json'], { DATABASE_URL: '' });
+    const r = await run(['keys', 'new', '--group', 'pro', '--json', '--yaml'], { DATABASE_URL: '' });
     const doc = JSON.parse(r.stdout);
     expect(doc).toMatchObject({ mode: 'file', entry: { group: 'pro', sha256: hashKey(doc.key) } });
     expect(doc.entry.id).toMatch(/^key-[0-9a-f]{8}$/);
     expect(doc.entry).not.toHaveProperty('balance');
     expect(YAML.parse(doc.yaml)).toEqual([doc.entry]);
+  });
+
+  it("without --yaml keeps the key in modelgate's own state beside the config, through the admin API's backend: served by a running modelgate, audited as cli", async () => {
+    const configPath = tempConfig(readFileSync(DEMO_CONFIG, 'utf8'));
+    const h = await startHarness({ configPath });
+    try {
+      const r = await run(['keys', 'new', '--group', 'basic', '--id', 'zoe', '--balance', '3', '--config', configPath, '--json'], {});
+      expect(r.code, r.stderr).toBe(0);
+      const doc = JSON.parse(r.stdout) as { mode: string; key: string; where: string; record: { id: string; balance: number; source: string } };
+      expect(doc).toMatchObject({ mode: 'file', where: adminStatePath(configPath), record: { id: 'zoe', group: 'basic', balance: 3, source: 'api' } });
+      expect(readFileSync(configPath, 'utf8')).not.toContain('zoe');
+      const state = JSON.parse(readFileSync(adminStatePath(configPath), 'utf8')) as { keys: { id: string; sha256: string }[]; audit: { actor: string; action: string; target: string }[] };
+      expect(state.keys).toEqual([expect.objectContaining({ id: 'zoe', sha256: hashKey(doc.key) })]);
+      expect(state.audit.at(-1)).toMatchObject({ actor: 'cli', action: 'key.create', target: 'zoe' });
+      expect(JSON.stringify(state)).not.toContain(doc.key);
+      // The running service reads the file within a second (no restart).
+      const chat = () => h.check({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${doc.key}`]], body: '{"model":"gpt-4o-mini"}' });
+      const end = Date.now() + 5000;
+      while (reasonOf(await chat()) !== 'allowed' && Date.now() < end) await new Promise((res) => setTimeout(res, 50));
+      expect(reasonOf(await chat())).toBe('allowed');
+      // A key of the YAML, an id taken, a group the config lacks: refused, naming why.
+      expect(await run(['keys', 'new', '--group', 'basic', '--id', 'alice', '--config', configPath], {})).toMatchObject({ code: 1, stderr: expect.stringContaining(`key "alice" is defined in ${configPath}`) });
+      expect(await run(['keys', 'new', '--group', 'basic', '--id', 'zoe', '--config', configPath], {})).toMatchObject({ code: 1, stderr: expect.stringContaining('a key with id "zoe" already exists') });
+      expect(await run(['keys', 'new', '--group', 'nope', '--config', configPath], {})).toMatchObject({ code: 1, stderr: expect.stringContaining('no group named "nope"') });
+    } finally {
+      await h.close();
+    }
   });
 
   it('refuses commands that need a database with a usage error', async () => {

@@ -45,6 +45,7 @@ test('the walk covers every command group and subcommand', () => {
     'keys disable',
     'keys enable',
     'keys limits',
+    'keys model-budget',
     'keys rotate',
     'keys delete',
     'groups',
@@ -100,7 +101,7 @@ describe('usage errors: one line saying what was wrong and where to get help, ex
   const dead = 'postgres://nobody@127.0.0.1:1/modelgate';
   test.each<[string[], string, string]>([
     [['frobnicate'], '', "unknown command 'frobnicate'"],
-    [['keys'], 'keys', "'keys' needs a command: new, list, disable, enable, limits, rotate, delete"],
+    [['keys'], 'keys', "'keys' needs a command: new, list, disable, enable, limits, model-budget, rotate, delete"],
     [['keys', 'lst'], 'keys', "unknown command 'lst'; did you mean list?"],
     [['serve', '--workers', '0'], 'serve', '--workers must be an integer from 1 to 64'],
     [['serve', '--workers', 'two'], 'serve', '--workers must be an integer from 1 to 64'],

@@ -65,8 +65,8 @@ test('envoy-check accepts the bundled Envoy config with the pinned Envoy and nam
   expect(bad.stderr).toMatch(/refuses it: .*unknown enum value: 'V4'/);
 });
 
-test('keys new without a store prints the key once and the YAML stanza with its hash', () => {
-  const r = spawnSync(process.execPath, [CLI, 'keys', 'new', '--group', 'basic', '--id', 'zoe'], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '', MODELGATE_STORE: '' } });
+test('keys new --yaml without a store prints the key once and the YAML stanza with its hash', () => {
+  const r = spawnSync(process.execPath, [CLI, 'keys', 'new', '--group', 'basic', '--id', 'zoe', '--yaml'], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '', MODELGATE_STORE: '' } });
   expect(r.status).toBe(0);
   const key = /sk-mg-[A-Za-z0-9]{40}/.exec(r.stdout)![0];
   expect(r.stdout.split(key).length).toBe(2);

@@ -68,6 +68,8 @@ const CONFIG = (demo: string): string => demo
   .replace('unmeteredStreams: estimate', 'unmeteredStreams: deny')
   // trial gets a daily budget below one chat request's cost: its second request is over it.
   .replace(/(  - id: trial[^\n]*\n(?:    [^\n]*\n)*?    balance: 0\.00006[^\n]*\n)/, '$1    budget: { amount: 0.00001, period: day, timeZone: UTC }\n')
+  // alice gets a weekly budget on gpt-5.5 below one chat request's cost: her second request to it is over it.
+  .replace(/(  - id: alice[^\n]*\n(?:    [^\n]*\n)*?    balance: 12\.5[^\n]*\n)/, '$1    modelBudgets: { gpt-5.5: { amount: 0.00001, period: week, timeZone: Asia/Tokyo } }\n')
   + '\nconsole:\n  rateLimit:\n    perAddressPerMinute: 3\n    perKeyPerMinute: 100\n';
 
 const { alice, bob, carol, dave, erin, frank } = DEMO_KEYS;
@@ -213,6 +215,17 @@ describeE2E('every reason as the client sees it, through a real Envoy', () => {
     const first = await gw.send('POST', '/v1/chat/completions', { headers: [bearer(DEMO_KEYS.trial), ['content-type', 'application/json']], body: CHAT('gpt-4o-mini') });
     expect(first.status, first.text).toBe(200);
     await expectDenial({ reason: 'budget_exhausted', why: 'trial', path: '/v1/chat/completions', headers: [bearer(DEMO_KEYS.trial)], body: CHAT('gpt-4o-mini'), hint: /^the key's daily budget \(0\.00001\) .* it resets at \d{4}-\d\d-\d\dT00:00:00\.000Z; lower max_tokens, or wait for the reset$/ });
+  });
+
+  it("answers 403 model_budget_exhausted naming the model and the reset once a key's budget on that model is spent (alice: 0.00001 a week on gpt-5.5)", async () => {
+    expect(CONFIG(readFileSync(DEMO_CONFIG, 'utf8'))).toContain('modelBudgets: { gpt-5.5');
+    // Soft mode: the budget's lone request runs (and costs more than the week's amount).
+    const first = await gw.send('POST', '/v1/chat/completions', { headers: [bearer(alice), ['content-type', 'application/json']], body: CHAT('gpt-5.5') });
+    expect(first.status, first.text).toBe(200);
+    await expectDenial({ reason: 'model_budget_exhausted', why: 'alice on gpt-5.5', path: '/v1/chat/completions', headers: [bearer(alice)], body: CHAT('gpt-5.5'), hint: /^the key's weekly budget for the model "gpt-5\.5" \(0\.00001\) .* it resets at \d{4}-\d\d-\d\dT15:00:00\.000Z; use another model of your group, lower max_tokens, or wait for the reset$/ });
+    // Her other models are not held to it.
+    const other = await gw.send('POST', '/v1/chat/completions', { headers: [bearer(alice), ['content-type', 'application/json']], body: CHAT('gpt-4o-mini') });
+    expect(other.status, other.text).toBe(200);
   });
 
   it('answers 200 allowed with the upstream\'s answer', async () => {

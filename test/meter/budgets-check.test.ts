@@ -10,6 +10,8 @@ import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { addTokenToFile, adminStatePath } from '../../src/admin/file-backend';
+import { generateToken, hashToken } from '../../src/admin/tokens';
 import { tokensCost } from '../../src/meter/policy/hold';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
@@ -137,7 +139,10 @@ describe('budgets per window at Check time', () => {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
       const yaml = withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), each * 4).replace(/\nmeter:\n/, `\nmeter:\n  budgetAlerts: { url: "${url}", secretEnv: HOOK_SECRET }\n`);
       expect(yaml).toContain('budgetAlerts');
-      h = await startHarness({ configPath: tempConfig(yaml), now: () => now, env: { ...process.env, HOOK_SECRET: 'hook-secret' } });
+      const configPath = tempConfig(yaml);
+      const token = generateToken();
+      addTokenToFile(adminStatePath(configPath), { id: 'tok-read', sha256: hashToken(token), scope: 'read', createdAt: now }, { tokenId: 'cli', address: null, requestId: null });
+      h = await startHarness({ configPath, now: () => now, env: { ...process.env, HOOK_SECRET: 'hook-secret' } });
       for (let i = 0; i < 4; i++) expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, body)))).toBe('allowed');
       // Settled at their maximum (their deadline passed): 100 % of the budget.
       now += 3 * 3_600_000;
@@ -149,6 +154,17 @@ describe('budgets per window at Check time', () => {
       expect(new Set(got.map((g) => g.id)).size).toBe(4);
       expect(got.every((g) => g.verified)).toBe(true);
       expect(h.logs.raw.join('\n')).toContain('budget alert delivered');
+      // Their delivery status through the admin API, kept in modelgate's own state file.
+      const seen = async (): Promise<{ deliveries: { eventId: string; status: string; attempts: number; threshold: number; subject: string; lastError: string | null }[] }> =>
+        (await fetch(`http://${h!.service.httpAddress}/admin/v1/webhooks/deliveries`, { headers: { authorization: `Bearer ${token}` } })).json() as never;
+      const stop = Date.now() + 5000;
+      while ((await seen()).deliveries.some((d) => d.status !== 'delivered') && Date.now() < stop) await new Promise((r) => setTimeout(r, 10));
+      const { deliveries } = await seen();
+      expect(deliveries.map((d) => d.threshold).sort((a, b) => a - b)).toEqual([50, 80, 95, 100]);
+      expect(deliveries.every((d) => d.status === 'delivered' && d.attempts === 1 && d.lastError === null && d.subject === 'key:alice')).toBe(true);
+      expect(new Set(deliveries.map((d) => d.eventId))).toEqual(new Set(got.map((g) => g.id)));
+      expect(readFileSync(adminStatePath(configPath), 'utf8')).toContain(got[0].id);
+      expect(JSON.stringify(deliveries)).not.toContain(url);
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
     }

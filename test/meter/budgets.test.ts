@@ -190,3 +190,32 @@ describe('BudgetBook', () => {
     expect(await book.admit([{ subject: key, budget: daily }], 1, 'soft')).toMatchObject({ ok: true });
   });
 });
+
+describe('budgets of a key on one model', () => {
+  it('keeps a window per (key, model), apart from the key\'s own and from another model\'s, loading each with its model, and names the model when it refuses', async () => {
+    const loads: { subject: BudgetSubject; since: number }[] = [];
+    let now = at('2026-11-28T12:00:00Z');
+    const book = new BudgetBook({ load: async (s, since) => { loads.push({ subject: s, since }); return 0; }, now: () => now });
+    const onModel: BudgetSubject = { kind: 'model', name: 'team-a', model: 'gpt-4o' };
+    const otherModel: BudgetSubject = { kind: 'model', name: 'team-a', model: 'gpt-4o-mini' };
+    // A model whose name looks like another subject's key must not share its entry.
+    const tricky: BudgetSubject = { kind: 'model', name: 'team-a:gpt-4o', model: '' };
+    const small: Budget = { amount: 1, period: 'day', timeZone: 'Asia/Tokyo' };
+    const first = await book.admit([{ subject: key, budget: daily }, { subject: onModel, budget: small }], 0.8, 'strict');
+    expect(first.ok).toBe(true);
+    const second = await book.admit([{ subject: key, budget: daily }, { subject: onModel, budget: small }], 0.8, 'strict');
+    expect(second).toMatchObject({ ok: false, why: 'exhausted', status: { subject: onModel, spent: 0, held: 0.8 } });
+    // The key's own budget and the other model's hold nothing of it.
+    expect((await book.admit([{ subject: otherModel, budget: small }], 0.8, 'strict')).ok).toBe(true);
+    expect((await book.admit([{ subject: tricky, budget: small }], 0.8, 'strict')).ok).toBe(true);
+    expect(loads.map((l) => l.subject)).toEqual([key, onModel, otherModel, tricky]);
+    if (first.ok) book.settle(first.hold, 0.9, now);
+    expect((await book.status(onModel, small)).spent).toBe(0.9);
+    expect((await book.status(key, daily)).spent).toBe(0.9);
+    expect((await book.status(otherModel, small)).spent).toBe(0);
+    // Tokyo's next day (15:00 UTC): a new window, loaded again.
+    now = at('2026-11-28T15:00:00Z');
+    expect((await book.admit([{ subject: onModel, budget: small }], 0.8, 'strict')).ok).toBe(true);
+    expect(loads.at(-1)).toEqual({ subject: onModel, since: at('2026-11-28T15:00:00Z') });
+  });
+});

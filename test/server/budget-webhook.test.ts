@@ -12,6 +12,7 @@ import { alertId, BudgetAlerts, thresholdsCrossed, type BudgetAlertEvent } from 
 import { BudgetBook, type BudgetSubject } from '../../src/meter/budgets';
 import type { Budget } from '../../src/store/budget-window';
 import { BudgetWebhook, EVENT_ID_HEADER, SIGNATURE_HEADER } from '../../src/server/budget-webhook';
+import type { WebhookDelivery } from '../../src/admin/backend';
 
 const SECRET = 'whsec-test-0123456789';
 const key: BudgetSubject = { kind: 'key', name: 'team-a' };
@@ -122,5 +123,30 @@ describe('budget alerts by webhook', () => {
     await other.idle();
     expect(wrong.got.map((g) => g.verified)).toEqual([false]);
     await wrong.close();
+  });
+
+  it("records each delivery's state for the admin API: queued, each failed attempt with its status, then delivered; an unreachable receiver's error is a code, never the URL", async () => {
+    const r = await receiver(2);
+    close = r.close;
+    const states: WebhookDelivery[] = [];
+    const hook = new BudgetWebhook({ url: r.url, secret: SECRET, delay: async () => {}, log: () => {}, record: (d) => states.push(d) });
+    const model: BudgetSubject = { kind: 'model', name: 'team-a', model: 'gpt-4o' };
+    new BudgetAlerts((e) => hook.send(e), [100]).spent(model, budget, { start: 0, resetsAt: 86_400_000 }, 0, 100);
+    await hook.idle();
+    expect(states.map((d) => [d.status, d.attempts, d.lastStatus, d.lastError])).toEqual([
+      ['pending', 0, null, null], ['pending', 1, 503, 'http_503'], ['pending', 2, 503, 'http_503'], ['delivered', 3, 204, null],
+    ]);
+    expect(states[3]).toMatchObject({ eventId: alertId(model, { start: 0, resetsAt: 86_400_000 }, 100), subject: 'model:team-a:gpt-4o', threshold: 100, type: 'budget.threshold' });
+
+    // A URL holding a secret (as many webhook URLs do) on a port nobody listens on any more.
+    const gone = await receiver();
+    await gone.close();
+    const secretUrl = `${gone.url}/T0KEN-IN-THE-PATH`;
+    const down: WebhookDelivery[] = [];
+    const lost = new BudgetWebhook({ url: secretUrl, secret: SECRET, attempts: 2, delay: async () => {}, log: () => {}, record: (d) => down.push(d) });
+    new BudgetAlerts((e) => lost.send(e), [100]).spent(key, budget, { start: 0, resetsAt: 86_400_000 }, 0, 100);
+    await lost.idle();
+    expect(down.map((d) => [d.status, d.attempts, d.lastError])).toEqual([['pending', 0, null], ['pending', 1, 'ECONNREFUSED'], ['failed', 2, 'ECONNREFUSED']]);
+    expect(JSON.stringify(down)).not.toContain('T0KEN');
   });
 });

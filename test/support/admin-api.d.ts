@@ -136,6 +136,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/webhooks/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Budget alert deliveries to the webhook, newest first: status, attempts, last error
+         * @description Scope: read (every scope).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/groups": {
         parameters: {
             query?: never;
@@ -174,7 +194,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a group's availability or default limits (every replica at once)
+         * Change a group's availability, default limits, budget, and its models and their prices (every replica at once)
          * @description Scope: admin.
          */
         patch: operations["updateGroup"];
@@ -268,6 +288,35 @@ export interface components {
             idempotencyKey?: string;
             reason?: string;
         };
+        Delivery: {
+            /** @description The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold. */
+            eventId: string;
+            /** @description budget.threshold */
+            type: string;
+            /** @description Whose budget: key:<id>, group:<name> or model:<key id>:<model>. */
+            subject: string;
+            /** @description Percent of the budget's amount. */
+            threshold: number;
+            /**
+             * @description pending: queued or retrying; failed: every attempt failed.
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            attempts: number;
+            /** @description The HTTP status of the last attempt, if it got one. */
+            lastStatus: number | null;
+            /** @description http_<status>, timeout, or a system error code (never the URL or the secret). */
+            lastError: string | null;
+            /** @description ISO 8601 date-time (UTC). */
+            createdAt: string;
+            /** @description ISO 8601 date-time (UTC). */
+            updatedAt: string;
+        };
+        DeliveryList: {
+            deliveries: components["schemas"]["Delivery"][];
+            /** @description The next page: pass it as `cursor`; null: this was the last. */
+            nextCursor: string | null;
+        };
         Error: {
             error: {
                 code: string;
@@ -307,6 +356,62 @@ export interface components {
         GroupPatch: {
             /** @description false: every key of the group gets 403 group_unavailable. */
             available?: boolean;
+            /** @description Changes of models by name, in order: a new name is added (at the end), a known one changed, `remove: true` removes it; the others are kept as they are. */
+            models?: {
+                /** @description The model name clients send (exact: case and spaces matter). */
+                name: string;
+                /**
+                 * @description true: remove the model from the group (its keys get 403 model_not_in_group); no other field with it.
+                 * @constant
+                 */
+                remove?: true;
+                /** @description The protocol styles it is served on; null: any (the default of a new model). */
+                protocols?: ("chat" | "responses" | "embeddings" | "messages" | "generative")[] | null;
+                /** @description false: in the group, but its channel is down (403 model_unavailable); default of a new model: true. */
+                available?: boolean;
+                /** @description Its price per million tokens (the config's schema: input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput, tools); null: none (metered, costs nothing). */
+                price?: {
+                    /** @description Price of one million input tokens, in the balance's unit. */
+                    input: number;
+                    /** @description Price of one million output tokens. */
+                    output: number;
+                    cachedInput?: number | null;
+                    /** @description The price of a request whose input is over `above` tokens, for every token of it (the provider's long-context price: Gemini 2.5/3 Pro, Claude Sonnet 4/4.5 with the 1M window); absent: one price at any length. */
+                    longContext?: {
+                        /** @description Input tokens (cached ones included, as the provider counts them): a request with more is charged this price for every token, input, cached and output. */
+                        above: number;
+                        /** @description Price of one million input tokens of such a request. */
+                        input: number;
+                        /** @description Price of one million output tokens of such a request. */
+                        output: number;
+                        cachedInput?: number | null;
+                    } | null;
+                    audioInput?: number | null;
+                    audioOutput?: number | null;
+                    imageOutput?: number | null;
+                    /** @description Prices per call of the hosted tools the provider runs and bills besides tokens, in the balance's unit (OpenAI and Anthropic list web search at 10 per 1,000 calls: web_search: 0.01 in dollars); a tool absent: a request declaring it is refused (400 hosted_tool_unpriced) unless meter.hostedTools is allow. */
+                    tools?: {
+                        /** @description One web search: OpenAI's web_search tool (a web_search_call output item) and chat search models (per request with web_search_options), Anthropic's web_search server tool (usage.server_tool_use.web_search_requests). */
+                        web_search?: number;
+                        /** @description One call of OpenAI's file_search tool (a file_search_call output item); Gemini's fileSearch tool, counted at the request's maximum. */
+                        file_search?: number;
+                        /** @description One call of OpenAI's code_interpreter tool (a code_interpreter_call output item; OpenAI bills per container). */
+                        code_interpreter?: number;
+                        /** @description Anthropic's code execution tool (billed by container time), counted at the request's maximum of calls. */
+                        code_execution?: number;
+                        /** @description One call of OpenAI's image_generation tool (an image_generation_call output item). */
+                        image_generation?: number;
+                        /** @description One grounded prompt with Google Search (googleSearch, googleSearchRetrieval): a response with groundingMetadata. */
+                        google_search?: number;
+                        /** @description One grounded prompt with Google Maps (googleMaps): a response with groundingMetadata. */
+                        google_maps?: number;
+                        /** @description One grounded prompt with Web Grounding for Enterprise (enterpriseWebSearch): a response with groundingMetadata. */
+                        enterprise_web_search?: number;
+                    } | null;
+                } | null;
+                /** @description The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens. */
+                maxOutputTokens?: number | null;
+            }[];
             /** @description The default limits of each key of the group; null: none. */
             limits?: {
                 /** @description Requests per minute (a fixed window, counted across every replica by the rate limit engine); over it: 429 rate_limited. */
@@ -362,6 +467,15 @@ export interface components {
                 period: "day" | "week" | "month";
                 timeZone: string;
             } | null;
+            /** @description The key's budgets per window on single models, by the group's exact model name (403 model_budget_exhausted); {}: none. */
+            modelBudgets: {
+                [key: string]: {
+                    amount: number;
+                    /** @enum {string} */
+                    period: "day" | "week" | "month";
+                    timeZone: string;
+                };
+            };
             metadata: {
                 [key: string]: string;
             };
@@ -409,6 +523,22 @@ export interface components {
                  */
                 timeZone: string;
             } | null;
+            modelBudgets?: {
+                [key: string]: {
+                    /** @description What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses). */
+                    amount: number;
+                    /**
+                     * @description day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).
+                     * @enum {string}
+                     */
+                    period: "day" | "week" | "month";
+                    /**
+                     * @description The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC.
+                     * @default UTC
+                     */
+                    timeZone: string;
+                };
+            } | null;
             /** @description Labels of your own (at most 50 strings); modelgate never reads them. */
             metadata?: {
                 [key: string]: string;
@@ -448,6 +578,23 @@ export interface components {
                  * @default UTC
                  */
                 timeZone: string;
+            } | null;
+            /** @description Merged into the key's budgets per model: a model with a budget sets it, a model with null removes it; null removes them all. */
+            modelBudgets?: {
+                [key: string]: {
+                    /** @description What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses). */
+                    amount: number;
+                    /**
+                     * @description day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).
+                     * @enum {string}
+                     */
+                    period: "day" | "week" | "month";
+                    /**
+                     * @description The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC.
+                     * @default UTC
+                     */
+                    timeZone: string;
+                } | null;
             } | null;
             /** @description Labels of your own (at most 50 strings); modelgate never reads them. */
             metadata?: {
@@ -1316,6 +1463,76 @@ export interface operations {
             };
         };
     };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description At most this many deliveries (1-1000, default 100). */
+                limit?: number;
+                /** @description The nextCursor of the page before. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Budget alert deliveries to the webhook, newest first: status, attempts, last error */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryList"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listGroups: {
         parameters: {
             query?: never;
@@ -1472,7 +1689,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Change a group's availability or default limits (every replica at once) */
+            /** @description Change a group's availability, default limits, budget, and its models and their prices (every replica at once) */
             200: {
                 headers: {
                     [name: string]: unknown;

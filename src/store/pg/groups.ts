@@ -110,7 +110,7 @@ export interface PriceChange {
 }
 
 /** Sets (or removes) one model's price, its long-context price included (absent: none); the group's trigger tells every replica. */
-export async function setPrice(db: pg.Pool, group: string, model: string, change: PriceChange): Promise<GroupInfo> {
+export async function setPrice(db: pg.Pool | pg.ClientBase, group: string, model: string, change: PriceChange): Promise<GroupInfo> {
   const p = change.price;
   const long = p?.longContext ?? null;
   const { rowCount } = await db.query(

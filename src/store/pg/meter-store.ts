@@ -12,7 +12,7 @@
  */
 import type pg from 'pg';
 import { SCHEMA, SETTLED_CHANNEL } from './schema';
-import { priceAt, type DebitRequest, type DebitResult, type MeterStore, type ModelPrice, type ReservedRequest, type ReserveResult, type SettledRequest, type UsageEntry, type UsageQuery } from '../store';
+import { priceAt, type DebitRequest, type DebitResult, type MeterStore, type ModelPrice, type ReservedRequest, type ReserveResult, type SettledRequest, type SpentQuery, type UsageEntry, type UsageQuery } from '../store';
 
 /** The store's bounded query (store.ts): rejects with a one-line reason. */
 export type PgQuery = <R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]) => Promise<R[]>;
@@ -253,12 +253,16 @@ export class PgMeterStore implements MeterStore {
     return rows[0].n;
   }
 
-  /** A window's debits of a key or a group, summed over the usage table's (key_id, time) or (group_name, time) index. */
-  async spentIn(q: { readonly keyId?: string; readonly group?: string; readonly since: number; readonly until: number }): Promise<number> {
+  /**
+   * A window's debits of a key, a key on one model or a group, summed over the usage table's
+   * (key_id, time) or (group_name, time) index (a model is a filter on the key's rows).
+   */
+  async spentIn(q: SpentQuery): Promise<number> {
     const column = q.keyId !== undefined ? 'key_id' : 'group_name';
-    const rows = await this.query<{ spent: string | null }>('spent_in',
-      `SELECT sum(cost)::text AS spent FROM ${SCHEMA}.usage WHERE ${column} = $1 AND time >= $2 AND time < $3`,
-      [q.keyId ?? q.group ?? '', new Date(q.since), new Date(q.until)]);
+    const byModel = q.keyId !== undefined && q.model !== undefined;
+    const rows = await this.query<{ spent: string | null }>(byModel ? 'spent_in_model' : 'spent_in',
+      `SELECT sum(cost)::text AS spent FROM ${SCHEMA}.usage WHERE ${column} = $1 AND time >= $2 AND time < $3${byModel ? ' AND model = $4' : ''}`,
+      byModel ? [q.keyId, new Date(q.since), new Date(q.until), q.model] : [q.keyId ?? q.group ?? '', new Date(q.since), new Date(q.until)]);
     const spent = rows[0]?.spent == null ? 0 : Number(rows[0].spent);
     if (!Number.isFinite(spent)) throw new Error('the usage table\'s sum is not a finite number');
     return Math.max(0, spent);

@@ -811,6 +811,41 @@ ALTER TABLE groups ADD COLUMN budget jsonb
     AND budget->>'period' IN ('day', 'week', 'month') AND jsonb_typeof(budget->'timeZone') = 'string'));
 `,
   },
+  {
+    version: 12,
+    name: 'budgets per window of a key on one model',
+    // An object of model name to budget, each of migration 11's shape (checked by a function: a CHECK
+    // takes no subquery). The key trigger sends a full invalidation for any change but the balance.
+    sql: `
+CREATE FUNCTION model_budgets_valid(m jsonb) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+  SELECT m IS NULL OR (jsonb_typeof(m) = 'object' AND (SELECT count(*) FROM jsonb_object_keys(m)) <= 256 AND NOT EXISTS (
+    SELECT 1 FROM jsonb_each(m) AS e(model, b)
+    WHERE length(e.model) = 0 OR length(e.model) > 256 OR NOT (jsonb_typeof(b) = 'object' AND jsonb_typeof(b->'amount') = 'number' AND (b->>'amount')::numeric > 0
+      AND b->>'period' IN ('day', 'week', 'month') AND jsonb_typeof(b->'timeZone') = 'string')))
+$$;
+ALTER TABLE keys ADD COLUMN model_budgets jsonb CHECK (model_budgets_valid(model_budgets));
+`,
+  },
+  {
+    version: 13,
+    name: 'webhook deliveries of budget alerts',
+    // One row per event id (the same id from two replicas is one event); never the URL or the secret.
+    sql: `
+CREATE TABLE webhook_deliveries (
+  event_id text PRIMARY KEY CHECK (length(event_id) BETWEEN 1 AND 128),
+  type text NOT NULL,
+  subject text NOT NULL,
+  threshold numeric NOT NULL,
+  status text NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempts integer NOT NULL CHECK (attempts >= 0),
+  last_status integer,
+  last_error text,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at DESC, event_id DESC);
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */

@@ -68,11 +68,11 @@ export interface PgStoreStats {
   readonly reconnects: number;
 }
 
-const KEY_COLUMNS = 'id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget';
+const KEY_COLUMNS = 'id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, model_budgets';
 // A rotated key's previous secret (migration 10) matches too, as the same key expiring when its grace ends.
 const KEY_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE sha256 = $1
   UNION ALL SELECT id, previous_sha256, group_name, balance::float8, disabled,
-    CASE WHEN expires_at IS NULL OR expires_at > previous_until THEN previous_until ELSE expires_at END, limits, budget
+    CASE WHEN expires_at IS NULL OR expires_at > previous_until THEN previous_until ELSE expires_at END, limits, budget, model_budgets
   FROM ${SCHEMA}.keys WHERE previous_sha256 = $1 LIMIT 1`;
 const KEY_BY_ID_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE id = $1`;
 
@@ -99,6 +99,8 @@ export interface KeyRow {
   limits?: Limits | null;
   /** A budget per window (migration 11), or null. */
   budget?: Budget | null;
+  /** Budgets per window by model name (migration 12), or null. */
+  model_budgets?: Record<string, Budget> | null;
 }
 
 interface GroupRow {
@@ -175,7 +177,15 @@ function toKey(r: KeyRow): KeyRecord {
     ...(limits ? { limits } : {}),
     // Its shape is the column's CHECK; a zone this runtime does not know refuses at the Check (meter/budgets.ts).
     ...(r.budget ? { budget: r.budget } : {}),
+    ...(r.model_budgets && Object.keys(r.model_budgets).length > 0 ? { modelBudgets: modelBudgetsOf(r.model_budgets) } : {}),
   };
+}
+
+/** A key's budgets per model as a record without a prototype (a model may be named `__proto__`). */
+export function modelBudgetsOf(m: Record<string, Budget>): Readonly<Record<string, Budget>> {
+  const out = Object.create(null) as Record<string, Budget>;
+  for (const [model, b] of Object.entries(m)) out[model] = b;
+  return out;
 }
 
 /** A one-line reason, also for the message-less AggregateError of a refused `localhost` (::1 and 127.0.0.1). */
