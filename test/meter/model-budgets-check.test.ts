@@ -8,7 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tokensCost } from '../../src/meter/admission';
+import { tokensCost } from '../../src/meter/policy/hold';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
 
