@@ -4,11 +4,12 @@
  * the same endpoint list (envoy/render-routes.ts); this is the service's own, fail-closed view of it.
  */
 import type { Protocol } from '../store/store';
-import { ENDPOINTS, MODEL, hasModel, type Endpoint } from './endpoints';
+import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../providers/endpoints';
+import type { Family } from '../providers/provider';
 import { HINTS } from './reasons';
 
 /** Error body shape the client's SDK parses. */
-export type Family = 'openai' | 'anthropic' | 'gemini';
+export type { Family } from '../providers/provider';
 /** Which header list carries the key on this route (docs/spec.md §5.2, §5.3; /alt/v1beta accepts both). */
 export type KeySource = 'bearer' | 'vendor' | 'both';
 

@@ -5,7 +5,7 @@
  * where each goes, the headers a Check is shown (ext_authz allowed_headers), the headers removed from
  * upstream requests, the Check's body limit, the meter's Lua tail and its access log's name and fields.
  */
-import { ENDPOINTS, MODEL } from '../check/endpoints';
+import { ENDPOINTS, MODEL } from '../providers/endpoints';
 import { HEADERS_NEVER_UPSTREAM } from '../check/headers';
 import { familyOf } from '../check/routes';
 import { parseConfig } from '../config/load';

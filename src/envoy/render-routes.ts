@@ -11,7 +11,7 @@
  * refuses a program size over 100 (re2.max_program_size.error_level), so alternations are split
  * over several routes.
  */
-import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../check/endpoints';
+import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../providers/endpoints';
 import { errorBody } from '../check/error-body';
 import { HEADER } from '../check/headers';
 import { HINTS, statusOf } from '../check/reasons';

@@ -18,6 +18,7 @@
  * figure needed to bill it by hand (`failed`, counted).
  */
 import type { Config } from '../config/load';
+import { PROVIDERS } from '../providers/providers';
 import type { Lookup } from '../store/cache';
 import { PROTOCOLS, toolsCost, validPrice, type DebitResult, type DeclaredTools, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
 import type { BudgetBook } from './budgets';
@@ -401,7 +402,7 @@ export class Meter {
     const reason: EstimateReason = read.undecodable ? 'undecodable'
       : provider !== undefined && !trusted ? 'implausible'
         : unanswered || !r.ended || r.status === 0 ? 'incomplete'
-          : sse && request.protocol === 'chat' ? 'stream_without_usage'
+          : sse && PROVIDERS[request.protocol].usage.streamUsageOptIn ? 'stream_without_usage'
             : 'no_usage';
     const est = this.deps.estimator;
     // The provider's own prompts (Anthropic's tool prompts) and what a cache write costs count in an
@@ -412,11 +413,12 @@ export class Meter {
       ? provider.inputTokens
       : Math.ceil((await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens) + inputExtra) * inputFactor);
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
-    const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
+    const rules = PROVIDERS[request.protocol].shape;
+    const embeds = rules.embeds(path);
     // A non-streaming answer is whole at the provider before its first byte leaves, and billed whole:
     // cut short after its headers (a provider that sends them early, a client that leaves mid-body),
     // its output is its maximum, as an unanswered request's is (its bytes say nothing of its size).
-    const streamed = sse || (entry ? entry.stream : /:streamGenerateContent(?:\?|$)/.test(path));
+    const streamed = sse || (entry ? entry.stream : rules.streamsByPath(path));
     const cutAnswer = !r.ended && r.upstreamAnswered && !streamed;
     let estimatedOutput = 0;
     // Unanswered, or a model that reasons: the provider may have billed output the answer never showed.
