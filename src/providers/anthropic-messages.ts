@@ -75,13 +75,14 @@ function toolPromptTokens(marks: ReadonlyMap<string, number>): number {
 export const ANTHROPIC_MESSAGES: Provider = {
   protocol: 'messages',
   family: 'anthropic',
+  genai: { provider: 'anthropic', operation: 'chat' },
   endpoints: [
     { name: 'messages', method: 'POST', path: '/v1/messages', style: 'messages' },
     { name: 'messages_count_tokens', method: 'POST', path: '/v1/messages/count_tokens', style: 'messages' },
   ],
   keyHeader: 'bearer',
   modelIn: 'body',
-  usage: { targets: ['message.usage', 'usage'], tokens, extras, streamUsageOptIn: false },
+  usage: { targets: ['message.usage', 'usage'], tokens, extras, streamUsageOptIn: false, toolCallsIn: 'usage' },
   shape: {
     ...PLAIN_SHAPE_RULES,
     reasons: (get) => {

@@ -170,6 +170,7 @@ function fieldMask(view: EnvelopeView): boolean {
 export const GEMINI_GENERATIVE: Provider = {
   protocol: 'generative',
   family: 'gemini',
+  genai: { provider: 'gcp.gemini', operation: 'generate_content' },
   // Two endpoints only because Envoy refuses a regex whose RE2 program is over 100
   // (re2.max_program_size on 1.36): each is one Envoy route.
   endpoints: [
@@ -178,7 +179,7 @@ export const GEMINI_GENERATIVE: Provider = {
   ],
   keyHeader: 'vendor',
   modelIn: 'path',
-  usage: { targets: ['usageMetadata'], tokens, extras, streamUsageOptIn: false },
+  usage: { targets: ['usageMetadata'], tokens, extras, streamUsageOptIn: false, toolCallsIn: 'grounding' },
   shape: {
     ...PLAIN_SHAPE_RULES,
     streamsByPath: (path) => pathOnly(path).endsWith(':streamGenerateContent'),

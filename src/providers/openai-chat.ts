@@ -29,6 +29,7 @@ function audioTokens(bag: UsageBag): UsageExtras {
 export const OPENAI_CHAT: Provider = {
   protocol: 'chat',
   family: 'openai',
+  genai: { provider: 'openai', operation: 'chat' },
   endpoints: [
     { name: 'chat_completions', method: 'POST', path: '/v1/chat/completions', style: 'chat' },
     // Coding agents of the chat kind use the root address itself as their Base URL (docs/spec.md §4.1
@@ -37,7 +38,7 @@ export const OPENAI_CHAT: Provider = {
   ],
   keyHeader: 'bearer',
   modelIn: 'body',
-  usage: { targets: ['usage'], tokens: promptCompletionTokens, extras: audioTokens, streamUsageOptIn: true },
+  usage: { targets: ['usage'], tokens: promptCompletionTokens, extras: audioTokens, streamUsageOptIn: true, toolCallsIn: 'nowhere' },
   shape: {
     ...PLAIN_SHAPE_RULES,
     // Predicted Outputs: the rejected prediction tokens are billed as output and never shown.

@@ -15,6 +15,7 @@ function tokens(bag: UsageBag): UsageTokens {
 export const OPENAI_RESPONSES: Provider = {
   protocol: 'responses',
   family: 'openai',
+  genai: { provider: 'openai', operation: 'chat' },
   endpoints: [
     { name: 'responses', method: 'POST', path: '/v1/responses', style: 'responses' },
     // Codex CLI: `base_url = {base_url}` -> POST /responses (docs/spec.md §4.1 row 1).
@@ -22,7 +23,7 @@ export const OPENAI_RESPONSES: Provider = {
   ],
   keyHeader: 'bearer',
   modelIn: 'body',
-  usage: { targets: ['usage', 'response.usage'], tokens, extras: () => ({}), streamUsageOptIn: false },
+  usage: { targets: ['usage', 'response.usage'], tokens, extras: () => ({}), streamUsageOptIn: false, toolCallsIn: 'output_items' },
   shape: {
     ...PLAIN_SHAPE_RULES,
     // `prompt` is a stored prompt template (an object with an id).

@@ -60,6 +60,12 @@ export interface UsageRules {
   extras(bag: UsageBag): UsageExtras;
   /** A stream reports usage only when the request asked for it (chat's `stream_options.include_usage`). */
   readonly streamUsageOptIn: boolean;
+  /**
+   * Where an answer shows its hosted tools' calls (meter/tool-calls.ts): its output items (counted by
+   * the meter's Lua filter), a grounding mark (one grounded prompt), its usage (UsageExtras.toolCalls),
+   * or nowhere (the request's most calls are debited).
+   */
+  readonly toolCallsIn: 'output_items' | 'grounding' | 'usage' | 'nowhere';
 }
 
 /** A request's top-level fields as the meter reads them (meter/request-shape.ts). */
@@ -136,8 +142,17 @@ export interface ClientRules {
   openaiSdk?(model: string): { readonly ts: readonly string[]; readonly py: readonly string[] };
 }
 
+/** OpenTelemetry's GenAI semantic conventions: the well-known values of the protocol's requests. */
+export interface GenAiOperation {
+  /** gen_ai.provider.name: the provider whose API the protocol is (the upstream may be another speaking it). */
+  readonly provider: string;
+  /** gen_ai.operation.name. */
+  readonly operation: string;
+}
+
 export interface Provider {
   readonly protocol: Protocol;
+  readonly genai: GenAiOperation;
   /** Its error body shape and model list (check/error-body.ts, check/routes.ts). */
   readonly family: Family;
   /** The endpoints it serves, its canonical one first (check/routes.ts endpointFor). */
