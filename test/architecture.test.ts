@@ -62,6 +62,7 @@ describe('the rules fail on a tree that breaks them', () => {
     'src/grpc/uses-a-package.ts': "import { LRUCache } from 'lru-cache';\nexport const L = LRUCache;\n",
     'src/grpc/h2/frames.ts': "import { s } from '../knows-config';\nexport const f = s;\n",
     'test/demo.ts': 'export const DEMO = 1;\n',
+    'src/providers/knows-the-server.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
     'src/demo/upstream.ts': "import { HEADER } from '../check/headers';\nimport { m } from '../store/file';\nexport const u = [HEADER, m];\n",
     'src/check/headers.ts': "export const HEADER = { reason: 'x' };\n",
     'src/cli/sql.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
@@ -97,6 +98,7 @@ describe('the rules fail on a tree that breaks them', () => {
     ['grpc-knows-only-node', 'src/grpc/knows-config.ts'],
     ['grpc-knows-only-node', 'src/grpc/uses-a-package.ts'],
     ['demo-stands-alone', 'src/demo/upstream.ts'],
+    ['providers-below-their-callers', 'src/providers/knows-the-server.ts'],
     ['pg-only-in-the-pg-store', 'src/cli/sql.ts'],
     ['pg-only-in-the-pg-store', 'test/store/uses-pg.test.ts'],
   ])('reports %s in %s', (rule, file) => {

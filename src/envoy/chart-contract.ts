@@ -1,7 +1,7 @@
 /**
  * What the Helm chart's Envoy Gateway and Istio resources need of modelgate's Envoy contract
  * (deploy/helm/modelgate/files/, written by `npm run gen:chart`), derived from the sources the plain
- * bundle is rendered from, so the two cannot drift: the provider endpoints (check/endpoints.ts) and
+ * bundle is rendered from, so the two cannot drift: the provider endpoints (providers/endpoints.ts) and
  * where each goes, the headers a Check is shown (ext_authz allowed_headers), the headers removed from
  * upstream requests, the Check's body limit, the meter's Lua tail and its access log's name and fields.
  */
