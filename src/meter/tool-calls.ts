@@ -3,6 +3,7 @@
  * answer reports, or its most calls when the answer cannot say: the priced tools the request
  * declared (admission.ts: DeclaredTools), and those the answer reports calls of though it did not
  * declare them (a Responses stored prompt's tools); unpriced ones are not (meter.hostedTools: allow). Pure.
+ * Where an answer shows them is its protocol module's `usage.toolCallsIn` (src/providers/):
  *
  * | protocol | counted from |
  * |---|---|

@@ -8,6 +8,7 @@
  * | messages | `usage` {input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, cache_creation.ephemeral_5m/1h_input_tokens} | SSE: `message.usage` of `message_start`, then `usage` of `message_delta` (output so far) |
  * | generative | `usageMetadata` {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount; *TokensDetails by modality, named or numbered} | SSE (`alt=sse`) or a streamed JSON array: the last `usageMetadata` |
  *
+ * Each protocol's module (src/providers/) names its targets and normalises its counts.
  * Tokens are normalised to: input (all of it, cached included), cached input, output (reasoning
  * and thinking tokens included, as providers bill them). Memory is bounded whatever the body's
  * size (json-capture.ts); gzip, deflate and br bodies are decompressed as they stream.

@@ -81,7 +81,6 @@ export const ANTHROPIC_MESSAGES: Provider = {
     { name: 'messages_count_tokens', method: 'POST', path: '/v1/messages/count_tokens', style: 'messages' },
   ],
   keyHeader: 'bearer',
-  modelIn: 'body',
   usage: { targets: ['message.usage', 'usage'], tokens, extras, streamUsageOptIn: false, toolCallsIn: 'usage' },
   shape: {
     ...PLAIN_SHAPE_RULES,

@@ -178,7 +178,6 @@ export const GEMINI_GENERATIVE: Provider = {
     { name: 'generative_count_embed', method: 'POST', path: '/v1beta/models/{model}', style: 'generative', modelMethods: ['countTokens', 'embedContent', 'batchEmbedContents'] },
   ],
   keyHeader: 'vendor',
-  modelIn: 'path',
   usage: { targets: ['usageMetadata'], tokens, extras, streamUsageOptIn: false, toolCallsIn: 'grounding' },
   shape: {
     ...PLAIN_SHAPE_RULES,

@@ -37,7 +37,6 @@ export const OPENAI_CHAT: Provider = {
     { name: 'agent_chat_completions', method: 'POST', path: '/chat/completions', style: 'chat', upstreamPath: '/v1/chat/completions' },
   ],
   keyHeader: 'bearer',
-  modelIn: 'body',
   usage: { targets: ['usage'], tokens: promptCompletionTokens, extras: audioTokens, streamUsageOptIn: true, toolCallsIn: 'nowhere' },
   shape: {
     ...PLAIN_SHAPE_RULES,

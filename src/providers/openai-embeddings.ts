@@ -9,7 +9,6 @@ export const OPENAI_EMBEDDINGS: Provider = {
   genai: { provider: 'openai', operation: 'embeddings' },
   endpoints: [{ name: 'embeddings', method: 'POST', path: '/v1/embeddings', style: 'embeddings' }],
   keyHeader: 'bearer',
-  modelIn: 'body',
   usage: { targets: ['usage'], tokens: promptCompletionTokens, extras: () => ({}), streamUsageOptIn: false, toolCallsIn: 'nowhere' },
   shape: { ...PLAIN_SHAPE_RULES, embeds: () => true, embedsOnly: true },
   admission: PLAIN_ADMISSION_RULES,

@@ -22,7 +22,6 @@ export const OPENAI_RESPONSES: Provider = {
     { name: 'agent_responses', method: 'POST', path: '/responses', style: 'responses', upstreamPath: '/v1/responses' },
   ],
   keyHeader: 'bearer',
-  modelIn: 'body',
   usage: { targets: ['usage', 'response.usage'], tokens, extras: () => ({}), streamUsageOptIn: false, toolCallsIn: 'output_items' },
   shape: {
     ...PLAIN_SHAPE_RULES,

@@ -155,12 +155,13 @@ export interface Provider {
   readonly genai: GenAiOperation;
   /** Its error body shape and model list (check/error-body.ts, check/routes.ts). */
   readonly family: Family;
-  /** The endpoints it serves, its canonical one first (check/routes.ts endpointFor). */
+  /**
+   * The endpoints it serves, its canonical one first (check/routes.ts endpointFor). Its model is read
+   * where an endpoint's path names `{model}`, else from the body's `model` field.
+   */
   readonly endpoints: readonly Endpoint[];
   /** Where its clients send the key on the root prefix (docs/spec.md §5.2, §5.3); the alternate prefix reads both on `vendor` routes. */
   readonly keyHeader: 'bearer' | 'vendor';
-  /** Where its model is named: the body's `model` field, or the path's `{model}`. */
-  readonly modelIn: 'body' | 'path';
   readonly usage: UsageRules;
   readonly shape: ShapeRules;
   readonly admission: AdmissionRules;
