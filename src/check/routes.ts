@@ -6,6 +6,7 @@
 import type { Protocol } from '../store/store';
 import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../providers/endpoints';
 import type { Family } from '../providers/provider';
+import { PROVIDERS } from '../providers/providers';
 import { HINTS } from './reasons';
 
 /** Error body shape the client's SDK parses. */
@@ -34,9 +35,9 @@ const MODEL_PATHS: ReadonlyMap<string, { readonly byId?: Endpoint; readonly byMe
   return out;
 })();
 
-/** Canonical endpoint of each protocol style (the table's first of that style), for hints. */
+/** Canonical endpoint of each protocol style (its module's first), for hints. */
 export function endpointFor(style: Protocol, model: string, alt: string): string {
-  const e = ENDPOINTS.find((x) => x.style === style)!;
+  const e = PROVIDERS[style].endpoints[0];
   const path = e.modelMethods ? `${e.path.replace(MODEL, model)}:${e.modelMethods[0]}` : e.path;
   return `${e.method} ${alt}${path}`;
 }
