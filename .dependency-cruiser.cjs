@@ -95,6 +95,13 @@ module.exports = {
       to: { path: ['^src/(?!demo/|check/headers\\.ts$)', '(^|/)node_modules/'] },
     },
     {
+      name: 'providers-below-their-callers',
+      severity: 'error',
+      comment: "The protocol modules (src/providers) are asked by the Check, the meter, the console and the Envoy renderer; they read the store's record types and the JSON scan's types, and import none of their callers, no server, CLI or package.",
+      from: { path: '^src/providers/' },
+      to: { path: ['^src/(meter|console|envoy|server|cli|admin|ratelimit|config|grpc|demo)/', '(^|/)node_modules/'] },
+    },
+    {
       name: 'server-below-cli',
       severity: 'error',
       comment: 'The CLI starts the servers; the servers know nothing of the command line.',

@@ -65,6 +65,7 @@ describe('the rules fail on a tree that breaks them', () => {
     'packages/json-scan/src/scan.ts': 'export const t = 1;\n',
     'src/check/scans.ts': "import { t } from '../../packages/json-scan/src/scan';\nexport const u = t;\n",
     'test/demo.ts': 'export const DEMO = 1;\n',
+    'src/providers/knows-the-server.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
     'src/demo/upstream.ts': "import { HEADER } from '../check/headers';\nimport { m } from '../store/file';\nexport const u = [HEADER, m];\n",
     'src/check/headers.ts': "export const HEADER = { reason: 'x' };\n",
     'src/cli/sql.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
@@ -102,6 +103,7 @@ describe('the rules fail on a tree that breaks them', () => {
     ['packages-know-only-node', 'packages/grpc-server/src/uses-another.ts'],
     ['packages-by-name', 'src/check/scans.ts'],
     ['demo-stands-alone', 'src/demo/upstream.ts'],
+    ['providers-below-their-callers', 'src/providers/knows-the-server.ts'],
     ['pg-only-in-the-pg-store', 'src/cli/sql.ts'],
     ['pg-only-in-the-pg-store', 'test/store/uses-pg.test.ts'],
   ])('reports %s in %s', (rule, file) => {

@@ -4,11 +4,13 @@
  * the same endpoint list (envoy/render-routes.ts); this is the service's own, fail-closed view of it.
  */
 import type { Protocol } from '../store/store';
-import { ENDPOINTS, MODEL, hasModel, type Endpoint } from './endpoints';
+import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../providers/endpoints';
+import type { Family } from '../providers/provider';
+import { PROVIDERS } from '../providers/providers';
 import { HINTS } from './reasons';
 
 /** Error body shape the client's SDK parses. */
-export type Family = 'openai' | 'anthropic' | 'gemini';
+export type { Family } from '../providers/provider';
 /** Which header list carries the key on this route (docs/spec.md §5.2, §5.3; /alt/v1beta accepts both). */
 export type KeySource = 'bearer' | 'vendor' | 'both';
 
@@ -33,9 +35,9 @@ const MODEL_PATHS: ReadonlyMap<string, { readonly byId?: Endpoint; readonly byMe
   return out;
 })();
 
-/** Canonical endpoint of each protocol style (the table's first of that style), for hints. */
+/** Canonical endpoint of each protocol style (its module's first), for hints. */
 export function endpointFor(style: Protocol, model: string, alt: string): string {
-  const e = ENDPOINTS.find((x) => x.style === style)!;
+  const e = PROVIDERS[style].endpoints[0];
   const path = e.modelMethods ? `${e.path.replace(MODEL, model)}:${e.modelMethods[0]}` : e.path;
   return `${e.method} ${alt}${path}`;
 }

@@ -12,7 +12,7 @@ import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/Chec
 import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/HeaderValueOption';
 import { UPSTREAM_FAMILIES, upstreamOf, type Config, type UpstreamFamily } from '../config/load';
 import type { Decision } from './decision';
-import { isTokenCount } from './endpoints';
+import { isTokenCount } from '../providers/endpoints';
 import { errorBody } from './error-body';
 import { HEADER } from './headers';
 import { keyHeaders } from './extract-key';

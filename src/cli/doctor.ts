@@ -16,6 +16,7 @@ import { HEADER } from '../check/headers';
 import { KEY_PREFIX } from '../check/key-format';
 import { printable } from '../check/safe-text';
 import type { Config } from '../config/load';
+import { PROVIDERS } from '../providers/providers';
 import type { ConsoleAccess } from '../console/access';
 import { CLIENT_KINDS, clientKind, keyHeaderOf, modelSegment, type ClientKind } from '../console/client-kinds';
 import { doctorKeyFromAccess, runDoctor, type DoctorKey, type DoctorReport } from '../console/doctor';
@@ -117,28 +118,18 @@ async function readKey(run: CliRun): Promise<string> {
   throw usageError(`no key: set ${KEY_ENV} (or run in a terminal to be asked); the key is never taken from an argument`);
 }
 
-/** The smallest request of a style, as the client would send it (docs/spec.md §4.2). */
-function shortRequestBody(kind: ClientKind, model: string): object {
-  switch (kind.style) {
-    case 'chat': return { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 };
-    case 'responses': return { model, input: 'hi', max_output_tokens: 16 };
-    case 'embeddings': return { model, input: 'hi' };
-    case 'messages': return { model, max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] };
-    case 'generative': return { contents: [{ role: 'user', parts: [{ text: 'hi' }] }], generationConfig: { maxOutputTokens: 1 } };
-  }
-}
-
 /** Seed §4.1 rule 3: one short request, where the client sends it (its Base URL + the path it appends). */
 async function sendShortRequest(baseUrl: string, kind: ClientKind, model: string | undefined, key: string, routes: Config['routes']): Promise<ShortRequest> {
   const headerName = keyHeaderOf(kind, routes);
   const headers: Record<string, string> = { [headerName]: headerName === 'authorization' ? `Bearer ${key}` : key };
-  if (kind.style === 'messages') headers['anthropic-version'] = '2023-06-01';
+  const client = PROVIDERS[kind.style].client;
+  for (const [name, value] of client.extraHeaders) headers[name] = value;
   const method = model === undefined ? 'GET' : 'POST';
   const url = model === undefined ? baseUrl + kind.lists : baseUrl + kind.appends.replace('{model}', modelSegment(model));
   let body: string | undefined;
   if (model !== undefined) {
     headers['content-type'] = 'application/json';
-    body = JSON.stringify(shortRequestBody(kind, model));
+    body = JSON.stringify(client.probeBody(model));
   }
   const shown = printable(url.split('?')[0], 200);
   try {

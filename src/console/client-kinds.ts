@@ -11,6 +11,7 @@
 import { keyHeaders } from '../check/extract-key';
 import type { Family } from '../check/routes';
 import type { Config } from '../config/load';
+import { PROVIDERS } from '../providers/providers';
 import type { Protocol } from '../store/store';
 
 export interface ClientKind {
@@ -109,7 +110,7 @@ export function clientKind(id: string): ClientKind | undefined {
 
 /** The model-list family of a protocol style (which list a client of this style reads). */
 export function familyOf(style: Protocol): Family {
-  return style === 'messages' ? 'anthropic' : style === 'generative' ? 'gemini' : 'openai';
+  return PROVIDERS[style].family;
 }
 
 /** A model name as one path segment (`llama3:8b` stays readable; spaces and slashes are encoded). */
@@ -136,7 +137,7 @@ export interface ClientSetup {
 
 /** Seed §5.2, §5.3: Bearer on chat, messages and the alternate routes; the vendor header on /v1beta. */
 export function keyHeaderOf(kind: ClientKind, routes: Config['routes']): string {
-  const source = kind.style === 'generative' ? (kind.alt ? 'both' : 'vendor') : 'bearer';
+  const source = PROVIDERS[kind.style].keyHeader === 'vendor' ? (kind.alt ? 'both' : 'vendor') : 'bearer';
   return keyHeaders(routes, source)[0];
 }
 

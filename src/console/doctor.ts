@@ -17,7 +17,7 @@
  */
 import { findKeyInUrl } from '../check/extract-key';
 import { suggestModel } from '../check/model-hints';
-import { ENDPOINTS, GENERATIVE_METHODS, MODEL } from '../check/endpoints';
+import { ENDPOINTS, GENERATIVE_METHODS, MODEL } from '../providers/endpoints';
 import { classify, endpointFor } from '../check/routes';
 import { printable } from '../check/safe-text';
 import type { Config } from '../config/load';

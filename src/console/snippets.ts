@@ -10,7 +10,7 @@
  * Every value put into code is quoted for its language (JSON string literals for TypeScript and
  * Python, single quotes for the shell), so a model name with a quote cannot break a snippet.
  */
-import type { Protocol } from '../store/store';
+import { PROVIDERS } from '../providers/providers';
 import type { ClientSetup } from './client-kinds';
 
 export interface Snippet {
@@ -26,21 +26,11 @@ const q = (s: string): string => JSON.stringify(s);
 /** POSIX single-quoted. */
 const sh = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
-/** The smallest useful request body of a style. */
-function body(style: Protocol, model: string): object | undefined {
-  switch (style) {
-    case 'chat': return { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
-    case 'responses': return { model, input: 'hi', max_output_tokens: 16 };
-    case 'embeddings': return { model, input: 'hi' };
-    case 'messages': return { model, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] };
-    case 'generative': return { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] };
-  }
-}
-
 function curl(s: ClientSetup, model: string): Snippet {
   const lines = [`curl -sS ${sh(s.endpoint)}`, `  -H ${sh(s.header)}`];
-  if (s.kind.style === 'messages') lines.push(`  -H 'anthropic-version: 2023-06-01'`);
-  lines.push(`  -H 'content-type: application/json'`, `  -d ${sh(JSON.stringify(body(s.kind.style, model)))}`);
+  const client = PROVIDERS[s.kind.style].client;
+  for (const [name, value] of client.extraHeaders) lines.push(`  -H ${sh(`${name}: ${value}`)}`);
+  lines.push(`  -H 'content-type: application/json'`, `  -d ${sh(JSON.stringify(client.sampleBody(model)))}`);
   return { id: 'curl', label: 'curl', language: 'shell', code: lines.join(' \\\n') };
 }
 
@@ -52,17 +42,10 @@ function settings(s: ClientSetup, model: string): Snippet {
 }
 
 function openai(s: ClientSetup, model: string): Snippet[] {
-  const style = s.kind.style;
-  const ts = {
-    chat: [`const reply = await client.chat.completions.create({ model: ${q(model)}, messages: [{ role: 'user', content: 'hi' }] });`, 'console.log(reply.choices[0].message.content);'],
-    responses: [`const reply = await client.responses.create({ model: ${q(model)}, input: 'hi' });`, 'console.log(reply.output_text);'],
-    embeddings: [`const reply = await client.embeddings.create({ model: ${q(model)}, input: 'hi' });`, 'console.log(reply.data[0].embedding.length);'],
-  }[style as 'chat' | 'responses' | 'embeddings'];
-  const py = {
-    chat: [`reply = client.chat.completions.create(model=${q(model)}, messages=[{"role": "user", "content": "hi"}])`, 'print(reply.choices[0].message.content)'],
-    responses: [`reply = client.responses.create(model=${q(model)}, input="hi")`, 'print(reply.output_text)'],
-    embeddings: [`reply = client.embeddings.create(model=${q(model)}, input="hi")`, 'print(len(reply.data[0].embedding))'],
-  }[style as 'chat' | 'responses' | 'embeddings'];
+  // The OpenAI client kinds speak an OpenAI protocol, whose module writes the SDK's call.
+  const sdk = PROVIDERS[s.kind.style].client.openaiSdk?.(model);
+  if (!sdk) return [];
+  const { ts, py } = sdk;
   return [
     { id: 'openai-ts', label: 'OpenAI SDK (TypeScript)', language: 'typescript', code: [`import OpenAI from 'openai';`, '', `const client = new OpenAI({ baseURL: ${q(s.baseUrl)}, apiKey: ${q(API_KEY_PLACEHOLDER)} });`, ...ts].join('\n') },
     { id: 'openai-py', label: 'OpenAI SDK (Python)', language: 'python', code: ['from openai import OpenAI', '', `client = OpenAI(base_url=${q(s.baseUrl)}, api_key=${q(API_KEY_PLACEHOLDER)})`, ...py].join('\n') },

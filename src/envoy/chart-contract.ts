@@ -1,14 +1,14 @@
 /**
  * What the Helm chart's Envoy Gateway and Istio resources need of modelgate's Envoy contract
  * (deploy/helm/modelgate/files/, written by `npm run gen:chart`), derived from the sources the plain
- * bundle is rendered from, so the two cannot drift: the provider endpoints (check/endpoints.ts) and
+ * bundle is rendered from, so the two cannot drift: the provider endpoints (providers/endpoints.ts) and
  * where each goes, the headers a Check is shown (ext_authz allowed_headers), the headers removed from
  * upstream requests, the Check's body limit, the meter's Lua tail and its access log's name and fields;
  * and, for Envoy Gateway's EnvoyPatchPolicy (what its API has no field for), the plain bundle's own
  * pieces as `modelgate adopt` puts them into a team's Envoy: the request mark (request-mark.ts), the
  * rate limit filters (render-ratelimit.ts), the request-trailer filter and the local replies.
  */
-import { ENDPOINTS, MODEL } from '../check/endpoints';
+import { ENDPOINTS, MODEL } from '../providers/endpoints';
 import { HEADERS_NEVER_UPSTREAM } from '../check/headers';
 import { familyOf } from '../check/routes';
 import { parseConfig } from '../config/load';

@@ -1,6 +1,6 @@
 /**
  * The route table of the rendered Envoy bundle (docs/spec.md §4.1, §4.2, §7): the spec's endpoints with
- * ext_authz on (derived from check/endpoints.ts, the list the Check classifies by), then the paths
+ * ext_authz on (derived from providers/endpoints.ts, the list the Check classifies by), then the paths
  * clients get wrong, answered by Envoy itself with a reason and a hint (check/reasons.ts) before
  * any key is looked at (docs/spec.md §4.1 rule 4: a 404 is checked for the path first).
  *
@@ -11,7 +11,7 @@
  * refuses a program size over 100 (re2.max_program_size.error_level), so alternations are split
  * over several routes.
  */
-import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../check/endpoints';
+import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../providers/endpoints';
 import { errorBody } from '../check/error-body';
 import { HEADER } from '../check/headers';
 import { HINTS, statusOf } from '../check/reasons';

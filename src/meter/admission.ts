@@ -10,7 +10,7 @@
  *   refused (400 background_unsupported): its answer is produced after the request, where the
  *   meter never sees it, and this gateway serves no route to fetch it.
  * - a Gemini request asking for an answer format the meter cannot read (`alt`/`$alt` other than
- *   json or sse, response-format.ts) is refused (400 response_format_unsupported).
+ *   json or sse, providers/gemini-generative.ts) is refused (400 response_format_unsupported).
  * - a request declaring a hosted tool (billed per call besides tokens: check/request-fields.ts
  *   REQUEST_MARKS) that the model's price does not name (price.tools) is refused (400
  *   hosted_tool_unpriced, the hint naming the client's own switch when its user-agent says which
@@ -31,7 +31,8 @@
 import type { Config } from '../config/load';
 import { amountText, type MaybePromise } from '../check/decide';
 import type { Decision } from '../check/decision';
-import { isTokenCount } from '../check/endpoints';
+import { isTokenCount } from '../providers/endpoints';
+import { PROVIDERS } from '../providers/providers';
 import { extractFields } from '../check/extract-model';
 import { REQUEST_FIELDS, REQUEST_MARKS } from '../check/request-fields';
 import { hostedToolSwitch } from '../check/client-switches';
@@ -49,7 +50,6 @@ import type { InFlight, InFlightRequest } from './in-flight';
 import { priceMark, toolsMark } from './price-mark';
 import { holdFor, softWord, type Hold, type SoftRefusal } from './policy/hold';
 import { requestShape, type RequestShape } from './request-shape';
-import { unreadableAlt } from './response-format';
 
 export interface AdmissionDeps {
   readonly store: MeterStore | undefined;
@@ -80,7 +80,7 @@ export function uncappedPricedModels(groups: ReadonlyMap<string, GroupRecord>): 
   for (const g of groups.values()) {
     for (const m of g.models.values()) {
       // An embeddings-only model writes no output tokens.
-      const embeddingsOnly = m.protocols !== null && m.protocols.every((p) => p === 'embeddings');
+      const embeddingsOnly = m.protocols !== null && m.protocols.every((p) => PROVIDERS[p].shape.embedsOnly);
       if (m.price && m.maxOutputTokens == null && !embeddingsOnly) out.push(`${g.name}/${m.name}`);
     }
   }
@@ -110,22 +110,6 @@ export const DRY_RUN_REQUEST_ID_PREFIX = 'modelgate-dry-run-';
 
 const insufficient = (available: number, amount: number): string => HINTS.balance_insufficient.reserved(round(available), round(amount));
 
-/**
- * A Gemini field mask (`?fields=`, `?$fields=`, `x-goog-fieldmask`): the provider trims its answer,
- * usage and text included, and bills the whole. Its output is then debited at the maximum, as a
- * reasoning model's is (the meter sees no usage and no text of what was produced).
- */
-function fieldMask(view: RequestView): boolean {
-  if (view.headers['x-goog-fieldmask'] !== undefined) return true;
-  if (view.query === '') return false;
-  // Names percent-decoded and in any case, as alt's are read (response-format.ts).
-  for (const name of new URLSearchParams(view.query).keys()) {
-    const n = name.toLowerCase();
-    if (n === 'fields' || n === '$fields') return true;
-  }
-  return false;
-}
-
 /** The budgets a request is held to: its key's, its key's on its model, and its group's, those that are set. */
 function budgetsOf(d: Decision, groupBudget: Budget | null | undefined): { subject: BudgetSubject; budget: Budget }[] {
   const out: { subject: BudgetSubject; budget: Budget }[] = [];
@@ -154,21 +138,14 @@ interface BalanceAdmission {
   readonly track: (reserved: InFlightRequest['reserved']) => Decision;
 }
 
-/**
- * An Anthropic beta can raise a model's output cap at the provider (output-128k-...): with any beta
- * the request's own max_tokens is not held to the configured cap.
- */
-function outputCapRaised(style: Protocol, view: RequestView): boolean {
-  return style === 'messages' && (view.headers['anthropic-beta'] ?? '') !== '';
-}
-
 export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
   return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
     const m = config.meter;
     if (!m.enabled || d.route.kind !== 'protocol' || isTokenCount(view.path)) return d;
     const style = d.route.style;
-    const alt = style === 'generative' ? unreadableAlt(view.query) : undefined;
+    const rules = PROVIDERS[style];
+    const alt = rules.admission.unreadableFormat(view.query);
     if (alt !== undefined) return deny(d, 'response_format_unsupported', HINTS.response_format_unsupported.alt(printable(alt, 64)));
     // The Check located these fields with the model; a generative request (model in the path) was not scanned.
     const hasBody = view.body !== undefined && view.body.length > 0;
@@ -191,7 +168,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // `"N": 128` is n to a case-insensitive binder (Go's encoding/json), and 1 to this reading: refused, as "MODEL" is.
     if (shape.caseVariant) return deny(d, 'body_invalid', HINTS.body_invalid.fieldCase(...shape.caseVariant));
     if (shape.background) return deny(d, 'background_unsupported', HINTS.background_unsupported.background);
-    if (m.unmeteredStreams === 'deny' && style === 'chat' && shape.stream && !shape.includeUsage) {
+    if (m.unmeteredStreams === 'deny' && rules.usage.streamUsageOptIn && shape.stream && !shape.includeUsage) {
       return deny(d, 'stream_usage_required', HINTS.stream_usage_required.includeUsage);
     }
     if (view.requestId === '') return deny(d, 'internal_error', HINTS.internal_error.noRequestId);
@@ -205,7 +182,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
     const price = model?.price ?? null;
     const word = holdFor(
-      { style, shape, model: d.model as string, price, modelCap: model?.maxOutputTokens, bodyBytes: view.body?.length ?? 0, masked: style === 'generative' && fieldMask(view), capRaised: outputCapRaised(style, view) },
+      { style, shape, model: d.model as string, price, modelCap: model?.maxOutputTokens, bodyBytes: view.body?.length ?? 0, masked: PROVIDERS[style].admission.trimsAnswer(view), capRaised: PROVIDERS[style].admission.raisesOutputCap(view.headers) },
       m,
     );
     if (word.kind === 'refuse') {

@@ -5,38 +5,29 @@
  * The same protocol paths and the same normalisation as the streaming reader (usage-reader.ts), which
  * still reads compressed bodies and the tails of long ones.
  */
+import { byProtocol } from '../providers/providers';
+import { sseData, sseEvents } from '../providers/sse';
 import type { Protocol } from '../store/store';
 import { absorb, normalise, type Bag, type Usage } from './usage-reader';
 
-/** Where each protocol reports usage in one parsed document (an answer, or one stream event). */
-function usageObjects(protocol: Protocol, doc: unknown, out: unknown[]): void {
+/** The usage objects of one parsed document (an answer, or one stream event), at the protocol's targets in order. */
+function usageObjects(targets: readonly (readonly string[])[], doc: unknown, out: unknown[]): void {
   if (!doc || typeof doc !== 'object') return;
   if (Array.isArray(doc)) {
     // Gemini's streamed JSON array: its elements are the chunks.
-    for (const d of doc) usageObjects(protocol, d, out);
+    for (const d of doc) usageObjects(targets, d, out);
     return;
   }
-  const o = doc as Record<string, unknown>;
-  switch (protocol) {
-    case 'chat':
-    case 'embeddings':
-      if (o.usage) out.push(o.usage);
-      break;
-    case 'responses':
-      if (o.usage) out.push(o.usage);
-      if (o.response && typeof o.response === 'object' && (o.response as Record<string, unknown>).usage) out.push((o.response as Record<string, unknown>).usage);
-      break;
-    case 'messages':
-      if (o.message && typeof o.message === 'object' && (o.message as Record<string, unknown>).usage) out.push((o.message as Record<string, unknown>).usage);
-      if (o.usage) out.push(o.usage);
-      break;
-    case 'generative':
-      if (o.usageMetadata) out.push(o.usageMetadata);
-      break;
+  for (const path of targets) {
+    let v: unknown = doc;
+    for (const k of path) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined;
+    if (v) out.push(v);
   }
 }
 
-const USAGE_KEY: Readonly<Record<Protocol, string>> = { chat: '"usage"', embeddings: '"usage"', responses: '"usage"', messages: '"usage"', generative: '"usageMetadata"' };
+/** Each protocol's target paths as segments, and the keys they end in (quoted, as a body holds them). */
+const TARGET_PATHS = byProtocol((p) => p.usage.targets.map((t) => t.split('.')));
+const USAGE_KEYS = byProtocol((p) => [...new Set(p.usage.targets.map((t) => `"${t.slice(t.lastIndexOf('.') + 1)}"`))]);
 
 /**
  * The usage of a whole body (`sse`: an event stream), or undefined when it reports none or cannot be
@@ -45,22 +36,24 @@ const USAGE_KEY: Readonly<Record<Protocol, string>> = { chat: '"usage"', embeddi
  */
 export function bodyUsage(protocol: Protocol, body: Uint8Array, sse: boolean, hourWrites = false): Usage | undefined {
   const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
-  const key = USAGE_KEY[protocol];
-  if (!text.includes(key)) return undefined;
+  const keys = USAGE_KEYS[protocol];
+  const mentions = (t: string): boolean => keys.some((k) => t.includes(k));
+  if (!mentions(text)) return undefined;
+  const targets = TARGET_PATHS[protocol];
   const found: unknown[] = [];
   if (!sse) {
     try {
-      usageObjects(protocol, JSON.parse(text), found);
+      usageObjects(targets, JSON.parse(text), found);
     } catch {
       return undefined;
     }
   } else {
-    for (const event of text.split(/\r?\n\r?\n|\r\r/)) {
-      if (!event.includes(key)) continue;
-      const data: string[] = [];
-      for (const line of event.split(/\r?\n|\r/)) if (line.startsWith('data:')) data.push(line.slice(line[5] === ' ' ? 6 : 5));
+    for (const event of sseEvents(text)) {
+      if (!mentions(event)) continue;
+      const data = sseData(event);
+      if (data === undefined) continue;
       try {
-        usageObjects(protocol, JSON.parse(data.join('\n')), found);
+        usageObjects(targets, JSON.parse(data), found);
       } catch { /* a malformed event reports nothing */ }
     }
   }

@@ -18,6 +18,7 @@
  * figure needed to bill it by hand (`failed`, counted).
  */
 import type { Config } from '../config/load';
+import { PROVIDERS } from '../providers/providers';
 import type { Lookup } from '../store/cache';
 import { PROTOCOLS, validPrice, type DebitResult, type DeclaredTools, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
 import type { BudgetBook } from './budgets';
@@ -391,8 +392,9 @@ export class Meter {
       ? trusted.inputTokens
       : Math.ceil((await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens) + bounds.inputExtra) * bounds.inputFactor);
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
-    const embeds = request.protocol === 'embeddings' || /:(?:batchE|e)mbedContent(?:\?|$)/.test(path);
-    const streamed = sse || (entry ? entry.stream : /:streamGenerateContent(?:\?|$)/.test(path));
+    const rules = PROVIDERS[request.protocol].shape;
+    const embeds = rules.embeds(path);
+    const streamed = sse || (entry ? entry.stream : rules.streamsByPath(path));
     const plan = outputPlan(
       { embeds, unanswered: route.unanswered, ended: r.ended, upstreamAnswered: r.upstreamAnswered, streamed, hidden: bounds.hidden, responseBodyBytes: r.responseBodyBytes },
       bounds.maxOutput ?? config.meter.maxOutputTokens,

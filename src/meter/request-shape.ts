@@ -11,6 +11,9 @@
  */
 import { extractFields, goFold, type TopLevelFields } from '../check/extract-model';
 import { REQUEST_MARKS } from '../check/request-fields';
+import { asObject, laxBool, laxCount } from '../providers/lax-read';
+import type { ShapeInput } from '../providers/provider';
+import { PROVIDERS } from '../providers/providers';
 import type { HostedTool, Modality, Protocol } from '../store/store';
 
 export interface RequestShape {
@@ -77,47 +80,8 @@ export interface RequestShape {
   readonly modalities: readonly (readonly [Modality, string])[];
 }
 
-/**
- * Anthropic's own prompts, in input tokens, rounded up from its published figures: the tool use
- * system prompt whenever the request has `tools` (346 on current models, 530 on older ones), and
- * each client tool's (bash 245, text editor 700, computer use 735 plus a system prompt of up to 499,
- * memory: taken as the text editor's).
- */
-export const PROVIDER_TOOL_TOKENS: Readonly<Record<string, number>> = { input_schema: 600, bash_: 300, text_editor_: 800, computer_: 1400, memory_: 800 };
-/** Anthropic's cache writes: 1.25x the input price for 5 minutes (the default), 2x for 1 hour. */
-export const CACHE_WRITE_FACTOR = { minutes5: 1.25, hour1: 2 } as const;
-
-const TRUE_WORDS = new Set(['true', '1', 'yes', 'on', 't', 'y']);
-
-/** A value as a lax upstream reads a boolean. */
-export function laxBool(v: unknown): boolean {
-  if (v === true) return true;
-  if (typeof v === 'number') return v !== 0 && Number.isFinite(v);
-  if (typeof v === 'string') return TRUE_WORDS.has(v.trim().toLowerCase());
-  return false;
-}
-
-/**
- * A count in a string as pydantic's lax int reads it (vLLM's and other OpenAI-compatible servers'
- * request models): digits with underscores between them (`"1_6"` is 16, as Python's int() reads it),
- * a `+`, zero decimals, trimmed of Unicode white space as Rust's str::trim, U+0085 included.
- */
-const PYDANTIC_INT = /^[\s\u0085]*\+?(\d+(?:_\d+)*)(?:\.0*)?[\s\u0085]*$/;
-/**
- * A count in a string as proto3's JSON mapping reads an integer field (Google's APIs: Gemini's
- * generationConfig): any JSON number whose value is an integer, exponent included (`"1.6e1"` is 16).
- */
-const JSON_NUMBER = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
-
-/** A value as a lax upstream reads a positive integer (8, 8.0, "8", " 8 ", "1_6", "1.6e1"); undefined otherwise. */
-export function laxCount(v: unknown): number | undefined {
-  let n = typeof v === 'number' ? v : Number.NaN;
-  if (typeof v === 'string') {
-    const digits = PYDANTIC_INT.exec(v)?.[1];
-    n = digits !== undefined ? Number(digits.replace(/_/g, '')) : JSON_NUMBER.test(v) ? Number(v) : Number.NaN;
-  }
-  return Number.isFinite(n) && n >= 1 && Number.isInteger(n) ? n : undefined;
-}
+export { CACHE_WRITE_FACTOR, PROVIDER_TOOL_TOKENS } from '../providers/anthropic-messages';
+export { laxBool, laxCount } from '../providers/lax-read';
 
 /** The larger of the counts that are set. */
 function largest(...vs: (number | undefined)[]): number | undefined {
@@ -135,8 +99,6 @@ function parseSpan(body: Uint8Array, span: readonly [number, number] | undefined
   }
 }
 
-const asObject = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
-
 /** Nothing said: one answer, no maximum named, no stream. */
 export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false, reasoning: false, providerInput: 0, inputFactor: 1, modalities: [] });
 
@@ -145,8 +107,9 @@ export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeU
  * @param path the request path (Gemini streams by endpoint: `:streamGenerateContent`)
  */
 export function requestShape(protocol: Protocol, path: string, body: Uint8Array | undefined, fields: TopLevelFields | undefined, maxDepth = 256): RequestShape {
-  const streamPath = protocol === 'generative' && path.endsWith(':streamGenerateContent');
-  const embeds = protocol === 'embeddings' || (protocol === 'generative' && (path.endsWith(':embedContent') || path.endsWith(':batchEmbedContents')));
+  const rules = PROVIDERS[protocol].shape;
+  const streamPath = rules.streamsByPath(path);
+  const embeds = rules.embeds(path);
   if (!body || !fields) return streamPath || embeds ? { ...PLAIN_SHAPE, stream: streamPath, embeds } : PLAIN_SHAPE;
   const get = (k: string): unknown => parseSpan(body, fields.get(k));
   const gen = asObject(get('generationConfig')) ?? {};
@@ -168,15 +131,15 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     const v = get(k);
     return v !== undefined && v !== null && v !== '' && v !== false;
   };
-  // `prompt` is a stored prompt template of the Responses API (an object with an id).
   const stored = present('previous_response_id') || present('previousResponseId') || present('conversation') ||
-    present('cachedContent') || present('cached_content') || (protocol === 'responses' && asObject(get('prompt')) !== undefined);
+    present('cachedContent') || present('cached_content') || rules.storedInput(get);
   const { parts, tools, toolPrompts, cacheControl, ttl, audioParts } = marked(fields);
-  const maxToolCalls = tools.length > 0 ? toolCallsAllowed(protocol, tools, get, answers, () => keyCount(body, fields.get('tools'), 'max_uses')) : undefined;
-  const anthropic = protocol === 'messages';
+  const maxToolCalls = tools.length > 0 ? rules.maxToolCalls(tools, get, answers, () => keyCount(body, fields.get('tools'), 'max_uses')) : undefined;
+  const { providerInput, inputFactor } = rules.inputCost(toolPrompts, cacheControl, ttl);
   const referencedCount = (stored ? 1 : 0) + parts;
   let twice = fields.twice;
   for (const k of NESTED_OBJECTS) twice ??= nestedTwice(body, fields.get(k), maxDepth, k);
+  const pricedTier = rules.pricedTier(get);
   return {
     stream: streamPath || laxBool(get('stream')),
     includeUsage: opts !== undefined && laxBool(opts.include_usage ?? opts.includeUsage),
@@ -188,179 +151,39 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
     hostedTools: tools,
     ...(maxToolCalls !== undefined ? { maxToolCalls } : {}),
     embeds,
-    background: protocol === 'responses' && laxBool(get('background')),
-    reasoning: asksReasoning(protocol, get, thinking),
-    providerInput: anthropic ? toolPrompts : 0,
-    inputFactor: anthropic && cacheControl ? (ttl ? CACHE_WRITE_FACTOR.hour1 : CACHE_WRITE_FACTOR.minutes5) : 1,
+    background: rules.background(get),
+    reasoning: rules.reasons(get) || thinks(thinking),
+    providerInput,
+    inputFactor,
     ...(caseVariant ? { caseVariant } : {}),
     ...(twice ? { twice } : {}),
-    ...pricedTier(protocol, get),
-    modalities: modalitiesAsked(protocol, get, fields, [gen, gen2], audioParts, body),
+    ...(pricedTier ? { pricedTier } : {}),
+    modalities: modalitiesAsked(protocol, { get, body, fields, gens: [gen, gen2] }, audioParts),
   };
 }
 
-/** Whether a chat body has a message with `audio` (an earlier audio answer, billed as audio input); a body that does not parse counts as having one. */
-function messageAudio(body: Uint8Array): boolean {
-  try {
-    const doc = asObject(JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')));
-    const messages = doc?.messages;
-    return Array.isArray(messages) && messages.some((m) => asObject(m)?.audio != null);
-  } catch {
-    return true;
-  }
-}
-
-const GEMINI_PART_KEYS = ['inlineData', 'inline_data', 'fileData', 'file_data'] as const;
-/** Media types Gemini bills as text: images, PDF, JSON, text (any other may carry sound: counted as audio). */
-const SILENT_MEDIA = /^(?:image\/|text\/|application\/(?:pdf|json)(?:$|[\s;]))/;
-
-/** A media type the scan marks as audio (REQUEST_MARKS: audio/*, video/*), as it reads one: trimmed, in lower case. */
-const SOUND_MEDIA = /^(?:audio|video)\//;
-
 /**
- * The field that makes a Gemini body send sound, or undefined: a part (an element of a `parts`
- * array: `contents[].parts`, `systemInstruction.parts`, a `functionResponse.parts`) whose
- * inlineData/fileData names a media type not billed as text, or none (a YouTube fileData needs
- * none, and its sound is billed as audio). Keys named so anywhere else (a tool parameter `file_data`,
- * a call's argument `mimeType: "audio/mpeg"`) are no parts: Gemini reads parts only there, and
- * gemini-cli sends such turns. JSON.parse keeps the last of a key sent twice where
- * another reader may keep the first: when the scan counted more part keys or audio media types than
- * the parsed body holds, one is hidden, and counts as sound (fail closed). Parsed only when the scan
- * found a part key or an audio media type.
+ * The modalities a request sends or asks for beyond text (RequestShape.modalities): the protocol's
+ * output fields, an `input_audio` part the scan marked, then what the protocol reads in its body.
  */
-function geminiSound(body: Uint8Array, fields: TopLevelFields, audioMarks: number): string | undefined {
-  const partMarks = GEMINI_PART_KEYS.reduce((n, k) => n + (fields.marks?.get(k) ?? 0), 0);
-  if (partMarks === 0 && audioMarks === 0) return undefined;
-  const inPart = 'a part whose "mimeType" is audio/* or video/* (or names none)';
-  let doc: unknown;
-  try {
-    doc = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
-  } catch {
-    return inPart;
-  }
-  let partKeys = 0;
-  let audio = 0;
-  let sound = false;
-  // [value, whether it is a part (or an array of them)]
-  const stack: (readonly [unknown, boolean])[] = [[doc, false]];
-  while (stack.length > 0) {
-    const [v, part] = stack.pop() as readonly [unknown, boolean];
-    if (!v || typeof v !== 'object') continue;
-    if (Array.isArray(v)) {
-      for (const e of v) stack.push([e, part]);
-      continue;
-    }
-    const o = v as Record<string, unknown>;
-    for (const k in o) {
-      const val = o[k];
-      if ((GEMINI_PART_KEYS as readonly string[]).includes(k)) {
-        partKeys++;
-        const p = asObject(val);
-        const mime = p?.mimeType ?? p?.mime_type;
-        if (part && p && (typeof mime !== 'string' || !SILENT_MEDIA.test(mime.trim().toLowerCase()))) sound = true;
-      } else if ((k === 'mimeType' || k === 'mime_type') && typeof val === 'string' && SOUND_MEDIA.test(val.trim().toLowerCase())) audio++;
-      stack.push([val, k === 'parts']);
-    }
-  }
-  if (partKeys < partMarks || audio < audioMarks) return 'a part key or "mimeType" sent twice (a reader that keeps the first may see audio)';
-  return sound ? inPart : undefined;
-}
-
-/** Gemini's Modality enum by name and number (MODALITY_UNSPECIFIED 0, TEXT 1, IMAGE 2, AUDIO 3). */
-const GEMINI_MODALITIES: Readonly<Record<string, Modality | 'text'>> = { text: 'text', modality_unspecified: 'text', 0: 'text', 1: 'text', image: 'imageOutput', 2: 'imageOutput', audio: 'audioOutput', 3: 'audioOutput' };
-
-/** The modalities a request sends or asks for beyond text (RequestShape.modalities). */
-function modalitiesAsked(protocol: Protocol, get: (k: string) => unknown, fields: TopLevelFields, gens: readonly Record<string, unknown>[], audioParts: number, body?: Uint8Array): (readonly [Modality, string])[] {
+function modalitiesAsked(protocol: Protocol, input: ShapeInput, audioParts: number): (readonly [Modality, string])[] {
   const out: (readonly [Modality, string])[] = [];
   const add = (m: Modality, field: string): void => {
     if (!out.some(([k]) => k === m)) out.push([m, field]);
   };
-  const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : v === undefined || v === null ? [] : [v]);
-  if (protocol === 'generative') {
-    for (const [i, g] of gens.entries()) {
-      const name = i === 0 ? 'generationConfig' : 'generation_config';
-      for (const key of ['responseModalities', 'response_modalities']) {
-        for (const v of list(g[key])) {
-          const m = GEMINI_MODALITIES[typeof v === 'string' ? v.trim().toLowerCase() : typeof v === 'number' ? String(v) : ''];
-          if (m === 'text') continue;
-          const field = `${name}.${key} ${JSON.stringify(v)}`;
-          if (m !== undefined) add(m, field);
-          else {
-            add('audioOutput', field);
-            add('imageOutput', field);
-          }
-        }
-      }
-      for (const key of ['speechConfig', 'speech_config']) if (g[key] !== undefined && g[key] !== null) add('audioOutput', `${name}.${key}`);
-    }
-  } else if (protocol === 'chat' || protocol === 'responses') {
-    for (const v of list(get('modalities'))) {
-      if (typeof v === 'string' && v.trim().toLowerCase() === 'text') continue;
-      add('audioOutput', `"modalities": ${JSON.stringify(v)}`);
-    }
-    const audio = get('audio');
-    if (audio !== undefined && audio !== null) add('audioOutput', '"audio"');
-  }
-  if ((fields.marks?.get('input_audio') ?? 0) > 0) add('audioInput', 'an "input_audio" part');
-  // An `audio` key below the top level may be a message's audio sent back as input (or a tool
-  // parameter's name: the body is parsed to tell).
-  if (protocol === 'chat' && body !== undefined && (fields.marks?.get('audio') ?? 0) > (fields.has('audio') ? 1 : 0) && messageAudio(body)) add('audioInput', 'a message\'s "audio"');
-  // Media types are Gemini's (mimeType): its parts alone are read, the body parsed to tell (geminiSound).
-  const sound = protocol === 'generative' && body !== undefined ? geminiSound(body, fields, audioParts) : undefined;
-  if (sound !== undefined) add('audioInput', sound);
+  const rules = PROVIDERS[protocol].shape;
+  rules.outputModalities(input, add);
+  if ((input.fields.marks?.get('input_audio') ?? 0) > 0) add('audioInput', 'an "input_audio" part');
+  rules.inputModalities(input, audioParts, add);
   return out;
 }
 
-const word = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim().toLowerCase() : undefined);
-
-/**
- * Tiers billed at the model's standard price or below: OpenAI's auto, default, flex (and the
- * on_demand of OpenAI-compatible providers such as Groq); Gemini's standard and flex (also as the
- * SDK's SERVICE_TIER_ names). Others (priority, scale) cost more.
- */
-const STANDARD_TIERS = new Set(['auto', 'default', 'flex', 'on_demand', 'standard']);
-const GEMINI_TIERS = new Set(['standard', 'flex', 'unspecified', 'service_tier_standard', 'service_tier_flex', 'service_tier_unspecified']);
-
-/**
- * A tier the provider bills above the model's price, as [field, value]; {} when none. A value that
- * is not a name counts as such a tier (fail closed): proto3's JSON mapping reads an enum by its
- * number too (Gemini's serviceTier: 0 is unspecified, the standard tier), and other providers refuse it.
- */
-function pricedTier(protocol: Protocol, get: (k: string) => unknown): { pricedTier?: readonly [string, string] } {
-  const check = (field: string, ok: (w: string) => boolean): { pricedTier?: readonly [string, string] } | undefined => {
-    const v = get(field);
-    if (v === undefined || v === null || (v === 0 && protocol === 'generative')) return undefined;
-    const w = word(v);
-    return w === undefined || !ok(w) ? { pricedTier: [field, typeof v === 'string' ? v : JSON.stringify(v)] } : undefined;
-  };
-  if (protocol === 'chat' || protocol === 'responses') return check('service_tier', (w) => STANDARD_TIERS.has(w)) ?? {};
-  // Anthropic: fast mode (about 6x), and inference_geo other than global (US-only: 1.1x).
-  if (protocol === 'messages') return check('speed', (w) => w === 'standard') ?? check('inference_geo', (w) => w === 'global') ?? {};
-  // Gemini's priority tier (billed 75-100% above standard).
-  if (protocol === 'generative') return check('service_tier', (w) => GEMINI_TIERS.has(w)) ?? check('serviceTier', (w) => GEMINI_TIERS.has(w)) ?? {};
-  return {};
-}
-
-/** Whether the request asks the model to reason (output billed that the answer never shows). */
-function asksReasoning(protocol: Protocol, get: (k: string) => unknown, thinking: Record<string, unknown> | undefined): boolean {
-  if (protocol === 'chat' || protocol === 'responses') {
-    const effort = word(get('reasoning_effort'));
-    if (effort !== undefined && effort !== 'none') return true;
-    const r = asObject(get('reasoning'));
-    if (r && word(r.effort) !== 'none') return true;
-    // Predicted Outputs: the rejected prediction tokens are billed as output and never shown.
-    if (protocol === 'chat' && asObject(get('prediction'))) return true;
-  }
-  if (protocol === 'messages') {
-    const t = asObject(get('thinking'));
-    if (t && word(t.type) !== 'disabled') return true;
-  }
-  if (thinking) {
-    const budget = thinking.thinkingBudget ?? thinking.thinking_budget;
-    if (budget !== 0 && budget !== '0') return true;
-    if (laxBool(thinking.includeThoughts ?? thinking.include_thoughts)) return true;
-  }
-  return false;
+/** Gemini's thinkingConfig (read in every protocol's generationConfig) asks for thinking: a budget other than 0, or thoughts. */
+function thinks(thinking: Record<string, unknown> | undefined): boolean {
+  if (!thinking) return false;
+  const budget = thinking.thinkingBudget ?? thinking.thinking_budget;
+  if (budget !== 0 && budget !== '0') return true;
+  return laxBool(thinking.includeThoughts ?? thinking.include_thoughts);
 }
 
 /** The top-level objects whose keys are read (and so looked at for duplicates). */
@@ -416,14 +239,6 @@ function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonl
   return undefined;
 }
 
-/**
- * The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted
- * tools, Anthropic's tool prompts in tokens (the tool use system prompt once when any tool is marked,
- * each client tool's own per occurrence: PROVIDER_TOOL_TOKENS), cache breakpoints.
- */
-/** Gemini's grounding tools: billed per grounded prompt. */
-const GROUNDING: ReadonlySet<HostedTool> = new Set(['google_search', 'google_maps', 'enterprise_web_search']);
-
 /** Keys of a JSON text that decode to `name`, at any depth (each string token read whole: a string's text is never taken for a key). */
 function keyCount(body: Uint8Array, span: readonly [number, number] | undefined, name: string): number {
   if (!span) return 0;
@@ -439,40 +254,14 @@ function keyCount(body: Uint8Array, span: readonly [number, number] | undefined,
 }
 
 /**
- * The most hosted-tool calls a request allows itself (RequestShape.maxToolCalls).
- * @param maxUsesKeys how many `max_uses` keys the raw `tools` holds (Anthropic): more than the parsed
- *   tools show is one sent twice, which a first-wins parser reads as another number
+ * The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted
+ * tools, the provider's tool prompts (by mark, with their counts), cache breakpoints.
  */
-function toolCallsAllowed(protocol: Protocol, tools: readonly HostedTool[], get: (k: string) => unknown, answers: number, maxUsesKeys: () => number): number | undefined {
-  if (protocol === 'responses') return laxCount(get('max_tool_calls'));
-  if (protocol === 'chat') return tools.every((t) => t === 'web_search') ? answers : undefined;
-  if (protocol === 'generative') return tools.every((t) => GROUNDING.has(t)) ? answers : undefined;
-  if (protocol !== 'messages') return undefined;
-  // Anthropic's server tools, each with its own max_uses: their sum, when each names one.
-  const declared = get('tools');
-  if (!Array.isArray(declared)) return undefined;
-  let sum = 0;
-  let hosted = 0;
-  for (const t of declared) {
-    const type = asObject(t)?.type;
-    if (typeof type !== 'string' || !(type.startsWith('web_search') || type.startsWith('code_execution_'))) continue;
-    hosted++;
-    const uses = laxCount(asObject(t)?.max_uses);
-    if (uses === undefined) return undefined;
-    sum += uses;
-  }
-  // The scan found more than the parsed list holds (an escaped type, a key sent twice, a max_uses
-  // sent twice in one tool: `"max_uses": 50, "max_uses": 1` is 50 to a parser that keeps the first): not known.
-  let parsedMaxUses = 0;
-  for (const t of declared) if (asObject(t)?.max_uses !== undefined) parsedMaxUses++;
-  return hosted > 0 && hosted >= tools.length && maxUsesKeys() <= parsedMaxUses ? sum : undefined;
-}
-
-function marked(fields: TopLevelFields): { parts: number; tools: HostedTool[]; toolPrompts: number; cacheControl: boolean; ttl: boolean; audioParts: number } {
+function marked(fields: TopLevelFields): { parts: number; tools: HostedTool[]; toolPrompts: Map<string, number>; cacheControl: boolean; ttl: boolean; audioParts: number } {
   let parts = 0;
   let audioParts = 0;
   const tools: HostedTool[] = [];
-  let toolPrompts = 0;
+  const toolPrompts = new Map<string, number>();
   let cacheControl = false;
   let ttl = false;
   if (!fields.marks) return { parts, tools, toolPrompts, cacheControl, ttl, audioParts };
@@ -483,10 +272,8 @@ function marked(fields: TopLevelFields): { parts: number; tools: HostedTool[]; t
     else if (kind === 'hosted_tool') {
       if (mark?.tool && !tools.includes(mark.tool)) tools.push(mark.tool);
     }
-    else if (kind === 'tool_prompt') {
-      if (toolPrompts === 0) toolPrompts = PROVIDER_TOOL_TOKENS.input_schema;
-      if (name !== 'input_schema' && name !== 'tools') toolPrompts += (PROVIDER_TOOL_TOKENS[name] ?? 0) * count;
-    } else if (kind === 'cache_write') {
+    else if (kind === 'tool_prompt') toolPrompts.set(name, (toolPrompts.get(name) ?? 0) + count);
+    else if (kind === 'cache_write') {
       if (name === 'ttl') ttl = true;
       else cacheControl = true;
     } else if (kind === 'audio_input' && name !== 'audio') audioParts += count;

@@ -10,6 +10,7 @@
  * `functionCall.args`), thinking and reasoning text, refusals. Envelope fields (ids, roles, finish
  * reasons, model names) are not text.
  */
+import { sseData, sseEvents } from '../providers/sse';
 
 /** Keys whose string values are text a model wrote. */
 const TEXT_KEYS = new Set(['content', 'text', 'delta', 'arguments', 'partial_json', 'thinking', 'reasoning_content', 'reasoning', 'refusal', 'summary_text', 'output_text']);
@@ -79,18 +80,15 @@ function parseJson(s: string): unknown {
 
 /** SSE: the data of each complete event (the first one is skipped when the capture starts inside the body). */
 function sseText(body: string, whole: boolean): CapturedText {
-  const events = body.split(/\r?\n\r?\n|\r\r/);
+  const events = sseEvents(body);
   if (!whole) events.shift();
   // The last piece is an event only if the body ended with a blank line.
   const values: unknown[] = [];
   let bytes = 0;
   for (const event of events) {
-    const data: string[] = [];
-    for (const line of event.split(/\r?\n|\r/)) {
-      if (line.startsWith('data:')) data.push(line.slice(line[5] === ' ' ? 6 : 5));
-    }
-    if (data.length === 0) continue;
-    const v = parseJson(data.join('\n'));
+    const data = sseData(event);
+    if (data === undefined) continue;
+    const v = parseJson(data);
     if (v === undefined) continue;
     values.push(v);
     bytes += Buffer.byteLength(event) + 2;

@@ -3,6 +3,7 @@
  * answer reports, or its most calls when the answer cannot say: the priced tools the request
  * declared (admission.ts: DeclaredTools), and those the answer reports calls of though it did not
  * declare them (a Responses stored prompt's tools); unpriced ones are not (meter.hostedTools: allow). Pure.
+ * Where an answer shows them is its protocol module's `usage.toolCallsIn` (src/providers/):
  *
  * | protocol | counted from |
  * |---|---|
@@ -12,6 +13,7 @@
  * | chat | one search per answer (search models bill each request with `web_search_options`) |
  */
 import { METER_CALL_TYPES, METER_GROUNDING_COUNTER } from '../check/meter-counters';
+import { PROVIDERS } from '../providers/providers';
 import type { DeclaredTools, HostedTool, ModelPrice, Protocol } from '../store/store';
 import type { Usage } from './usage-reader';
 
@@ -62,28 +64,28 @@ export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPric
   // Or an answer trimmed by a field mask (`?fields=usageMetadata`): its usage may stand without the
   // groundingMetadata that shows a grounded prompt.
   const counted = calls !== undefined && tools.unreported !== true;
+  const shownIn = PROVIDERS[protocol].usage.toolCallsIn;
   const out: Partial<Record<HostedTool, number>> = {};
   for (const t of tools.names) {
     let n: number;
     const item = ITEM_OF[t];
-    if (protocol === 'responses' && item) {
+    if (shownIn === 'output_items' && item) {
       const i = METER_CALL_TYPES.indexOf(item);
       const items = counters.get(2 * i + 1) ?? 0;
       const started = counters.get(2 * i + 2) ?? 0;
       n = !counted ? tools.maxCalls : sse && started > 0 ? started : items;
-    } else if (protocol === 'generative' && GROUNDING.includes(t)) {
+    } else if (shownIn === 'grounding' && GROUNDING.includes(t)) {
       // One grounded prompt, at the dearest grounding tool declared.
       const grounded = (counters.get(METER_GROUNDING_COUNTER) ?? 0) > 0;
       n = t !== dearest(tools, price, GROUNDING) ? 0 : !counted ? tools.maxCalls : grounded ? 1 : 0;
-    } else if (protocol === 'messages' && t === 'web_search') n = usage.toolCalls?.web_search ?? 0;
-    else if (protocol === 'chat' && t === 'web_search') n = tools.maxCalls;
-    // A tool whose calls the answer does not report: its most calls.
+    } else if (shownIn === 'usage' && t === 'web_search') n = usage.toolCalls?.web_search ?? 0;
+    // A tool whose calls the answer does not report (chat's search models bill one per answer): its most calls.
     else n = tools.maxCalls;
     if (n > 0) out[t] = n;
   }
   // Calls the answer reports of a priced tool the request did not declare (a stored prompt's tools,
   // a spelling the marks miss): the provider bills them, so they are debited too.
-  if (counted && protocol === 'responses') {
+  if (counted && shownIn === 'output_items') {
     for (const [t, item] of Object.entries(ITEM_OF) as [HostedTool, (typeof METER_CALL_TYPES)[number]][]) {
       if (tools.names.includes(t) || typeof price?.tools?.[t] !== 'number') continue;
       const i = METER_CALL_TYPES.indexOf(item);
@@ -92,15 +94,16 @@ export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPric
       if (n > 0) out[t] = n;
     }
   }
-  const searches = protocol === 'messages' ? usage.toolCalls?.web_search ?? 0 : 0;
+  const searches = shownIn === 'usage' ? usage.toolCalls?.web_search ?? 0 : 0;
   if (searches > 0 && !tools.names.includes('web_search') && typeof price?.tools?.web_search === 'number') out.web_search = searches;
   return out;
 }
 
 /** Whether an answer reports calls that reportedCalls would count though the request declared none. */
 export function answerReportsCalls(protocol: Protocol, calls: string | undefined, usage: Usage): boolean {
-  if (protocol === 'messages') return (usage.toolCalls?.web_search ?? 0) > 0;
-  if (protocol !== 'responses' || calls === undefined) return false;
+  const shownIn = PROVIDERS[protocol].usage.toolCallsIn;
+  if (shownIn === 'usage') return (usage.toolCalls?.web_search ?? 0) > 0;
+  if (shownIn !== 'output_items' || calls === undefined) return false;
   for (const [counter, n] of readCounters(calls)) if (counter >= 1 && counter <= 2 * METER_CALL_TYPES.length && n > 0) return true;
   return false;
 }

@@ -8,14 +8,16 @@
  * | messages | `usage` {input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, cache_creation.ephemeral_5m/1h_input_tokens} | SSE: `message.usage` of `message_start`, then `usage` of `message_delta` (output so far) |
  * | generative | `usageMetadata` {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount; *TokensDetails by modality, named or numbered} | SSE (`alt=sse`) or a streamed JSON array: the last `usageMetadata` |
  *
+ * Each protocol's module (src/providers/) names its targets and normalises its counts.
  * Tokens are normalised to: input (all of it, cached included), cached input, output (reasoning
  * and thinking tokens included, as providers bill them). Memory is bounded whatever the body's
  * size (json-capture.ts); gzip, deflate and br bodies are decompressed as they stream.
  */
 import * as zlib from 'node:zlib';
+import { UNNAMED_MODALITY, USAGE_MODALITIES } from '../providers/gemini-generative';
+import { PROVIDERS, byProtocol } from '../providers/providers';
 import type { HostedTool, Modality, Protocol } from '../store/store';
 import { JsonCapture } from './json-capture';
-import { CACHE_WRITE_FACTOR } from './request-shape';
 
 export interface Usage {
   readonly inputTokens: number;
@@ -53,25 +55,12 @@ export type UnmeteredReason =
 
 export type UsageOutcome = { readonly usage: Usage } | { readonly reason: UnmeteredReason };
 
-export const TARGETS: Readonly<Record<Protocol, ReadonlySet<string>>> = {
-  chat: new Set(['usage']),
-  embeddings: new Set(['usage']),
-  responses: new Set(['usage', 'response.usage']),
-  messages: new Set(['usage', 'message.usage']),
-  generative: new Set(['usageMetadata']),
-};
+/** Where each protocol reports usage (its module's usage targets, providers/). */
+export const TARGETS: Readonly<Record<Protocol, ReadonlySet<string>>> = byProtocol((p) => new Set(p.usage.targets));
 
 export type Bag = Map<string, number>;
 
-/**
- * Gemini's ModalityTokenCount.modality by number (google.ai.generativelanguage.v1beta.Modality):
- * Google's own REST client asks for `$alt=json;enum-encoding=int`, and the answer then writes
- * `{"modality":4,"tokenCount":1920}` for AUDIO.
- */
-export const USAGE_MODALITIES = ['MODALITY_UNSPECIFIED', 'TEXT', 'IMAGE', 'VIDEO', 'AUDIO', 'DOCUMENT'] as const;
-
-/** A modality the meter cannot name (an enum number or name it does not know): its bag key suffix. */
-export const UNNAMED_MODALITY = '?';
+export { UNNAMED_MODALITY, USAGE_MODALITIES };
 
 /**
  * A count's modality as its enum name: by name (any case) or number; UNNAMED_MODALITY for anything
@@ -121,81 +110,13 @@ export const IMPLAUSIBLE = '!implausible';
  * named a `ttl`); else 5-minute ones.
  */
 export function normalise(protocol: Protocol, bag: Bag, hourWrites = false): Usage | undefined {
-  const n = (k: string): number => bag.get(k) ?? 0;
-  let input: number | undefined;
-  let output = 0;
-  let cached = 0;
-  switch (protocol) {
-    case 'chat':
-    case 'embeddings':
-      input = bag.get('prompt_tokens');
-      output = n('completion_tokens');
-      cached = n('prompt_tokens_details.cached_tokens');
-      break;
-    case 'responses':
-      input = bag.get('input_tokens');
-      output = n('output_tokens');
-      cached = n('input_tokens_details.cached_tokens');
-      break;
-    case 'messages': {
-      // input_tokens excludes the cache reads and writes; both are input the provider bills. A write
-      // costs 1.25x the input price (5 minutes) or 2x (1 hour, `cache_creation.ephemeral_1h_input_tokens`):
-      // the premium counts as input tokens (0.25 or 1 more per token written), so one price bills it.
-      const writes = n('cache_creation_input_tokens');
-      const broken = bag.has('cache_creation.ephemeral_5m_input_tokens') || bag.has('cache_creation.ephemeral_1h_input_tokens');
-      const hour = broken ? n('cache_creation.ephemeral_1h_input_tokens') : hourWrites ? writes : 0;
-      const minutes = bag.has('cache_creation.ephemeral_5m_input_tokens') ? n('cache_creation.ephemeral_5m_input_tokens') : Math.max(0, writes - hour);
-      const premium = Math.ceil(minutes * (CACHE_WRITE_FACTOR.minutes5 - 1) + hour * (CACHE_WRITE_FACTOR.hour1 - 1));
-      input = bag.has('input_tokens') ? n('input_tokens') + n('cache_read_input_tokens') + Math.max(writes, minutes + hour) + premium : undefined;
-      output = n('output_tokens');
-      cached = n('cache_read_input_tokens');
-      break;
-    }
-    case 'generative':
-      input = bag.has('promptTokenCount') ? n('promptTokenCount') + n('toolUsePromptTokenCount') : undefined;
-      output = n('candidatesTokenCount') + n('thoughtsTokenCount');
-      cached = n('cachedContentTokenCount');
-      break;
-  }
+  const rules = PROVIDERS[protocol].usage;
+  const { input, output, cached } = rules.tokens(bag, hourWrites);
   if (bag.has(IMPLAUSIBLE)) return { inputTokens: input ?? 0, outputTokens: output, cachedInputTokens: Math.min(cached, input ?? 0), implausible: true };
   if (input === undefined) return undefined;
   const usage: Usage = { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
-  const modal = modalTokens(protocol, bag);
-  const unnamed = protocol === 'generative' ? unnamedTokens(bag) : undefined;
-  // Anthropic's server tools report their calls in usage (Gemini's and OpenAI's are counted from the answer: tool-calls.ts).
-  const searches = protocol === 'messages' ? n('server_tool_use.web_search_requests') : 0;
-  const toolCalls = searches > 0 ? { web_search: searches } : undefined;
+  const { modal, unnamed, toolCalls } = rules.extras(bag);
   return modal || unnamed || toolCalls ? { ...usage, ...(modal ? { modal } : {}), ...(unnamed ? { unnamed } : {}), ...(toolCalls ? { toolCalls } : {}) } : usage;
-}
-
-/**
- * Gemini's tokens of modalities the meter cannot name, by direction (cacheTokensDetails are a part
- * of promptTokensDetails: not counted twice); undefined when none.
- */
-function unnamedTokens(bag: Bag): Usage['unnamed'] {
-  const n = (k: string): number => bag.get(k) ?? 0;
-  const input = n(`promptTokensDetails.${UNNAMED_MODALITY}`) + n(`toolUsePromptTokensDetails.${UNNAMED_MODALITY}`);
-  const output = n(`candidatesTokensDetails.${UNNAMED_MODALITY}`);
-  if (input === 0 && output === 0) return undefined;
-  return { ...(input > 0 ? { input } : {}), ...(output > 0 ? { output } : {}) };
-}
-
-/** The tokens reported by modality (Usage.modal), undefined when none is. */
-function modalTokens(protocol: Protocol, bag: Bag): Usage['modal'] {
-  const n = (k: string): number => bag.get(k) ?? 0;
-  let audioInput = 0;
-  let audioOutput = 0;
-  let imageOutput = 0;
-  if (protocol === 'chat') {
-    audioInput = n('prompt_tokens_details.audio_tokens');
-    audioOutput = n('completion_tokens_details.audio_tokens');
-  } else if (protocol === 'generative') {
-    audioInput = n('promptTokensDetails.AUDIO') + n('toolUsePromptTokensDetails.AUDIO');
-    audioOutput = n('candidatesTokensDetails.AUDIO');
-    imageOutput = n('candidatesTokensDetails.IMAGE');
-  }
-  if (audioInput === 0 && audioOutput === 0 && imageOutput === 0) return undefined;
-  return { ...(audioInput > 0 ? { audioInput } : {}), ...(audioOutput > 0 ? { audioOutput } : {}), ...(imageOutput > 0 ? { imageOutput } : {}) };
 }
 
 /** Splits an SSE stream into events and feeds each event's data to a fresh JsonCapture. */
@@ -346,6 +267,6 @@ export class UsageReader {
     if (usage) return { usage };
     if (this.#broken) return { reason: 'undecodable' };
     if (!complete) return { reason: 'incomplete' };
-    return { reason: this.#stream && (this.protocol === 'chat') ? 'stream_without_usage' : 'no_usage' };
+    return { reason: this.#stream && PROVIDERS[this.protocol].usage.streamUsageOptIn ? 'stream_without_usage' : 'no_usage' };
   }
 }

@@ -6,7 +6,7 @@
  * here: Envoy's rate limit filters count them (render-ratelimit.ts).
  */
 import type { Decision } from '../check/decision';
-import { isTokenCount } from '../check/endpoints';
+import { isTokenCount } from '../providers/endpoints';
 import { HINTS } from '../check/reasons';
 import type { RequestView } from '../check/request-view';
 import type { InFlightTable } from './in-flight';

@@ -8,24 +8,15 @@
  */
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { Usage } from '../meter/usage-reader';
+import type { GenAiOperation } from '../providers/provider';
+import { byProtocol } from '../providers/providers';
 import type { Protocol } from '../store/store';
 
 /** What a settled response is, in the conventions' attributes. */
-export interface GenAiOperation {
-  /** gen_ai.provider.name: the provider whose API the protocol is (the upstream may be another speaking it). */
-  readonly provider: string;
-  /** gen_ai.operation.name. */
-  readonly operation: string;
-}
+export type { GenAiOperation } from '../providers/provider';
 
-/** Each protocol's provider and operation (the conventions' well-known values). */
-export const GENAI_OPERATIONS: Readonly<Record<Protocol, GenAiOperation>> = {
-  chat: { provider: 'openai', operation: 'chat' },
-  responses: { provider: 'openai', operation: 'chat' },
-  embeddings: { provider: 'openai', operation: 'embeddings' },
-  messages: { provider: 'anthropic', operation: 'chat' },
-  generative: { provider: 'gcp.gemini', operation: 'generate_content' },
-};
+/** Each protocol's provider and operation (the conventions' well-known values, from its module). */
+export const GENAI_OPERATIONS: Readonly<Record<Protocol, GenAiOperation>> = byProtocol((p) => p.genai);
 
 /** The conventions' bucket boundaries (ExplicitBucketBoundaries advice). */
 export const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];

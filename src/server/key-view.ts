@@ -2,7 +2,7 @@
  * A key holder's own view, `GET {base_url}/v1/me` (and `/v1beta/me` with x-goog-api-key; both
  * under the alternate prefix too): the key's group, models, balance, rate limits and recent spend
  * as one JSON document, for status lines and scripts (docs/clients.md). Envoy routes it to this
- * listener like the model lists (check/endpoints.ts); as there, no identity header is trusted: the
+ * listener like the model lists (providers/endpoints.ts); as there, no identity header is trusted: the
  * request is decided here with the Check path's own decision, the key where its protocol sends it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';

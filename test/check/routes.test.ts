@@ -4,7 +4,7 @@
  * headers (docs/spec.md §5.2, §5.3); wrong methods; percent-encoded models; paths no endpoint has.
  */
 import { describe, expect, test } from 'vitest';
-import { GENERATIVE_METHODS } from '../../src/check/endpoints';
+import { GENERATIVE_METHODS } from '../../src/providers/endpoints';
 import { classify, endpointFor, type Family, type Route } from '../../src/check/routes';
 import { PROTOCOLS } from '../../src/store/store';
 

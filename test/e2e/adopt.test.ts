@@ -20,7 +20,7 @@ import type * as GenAI from '@google/genai' with { 'resolution-mode': 'import' }
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { parseConfig } from '../../src/config/load';
-import { ENDPOINTS, MODEL } from '../../src/check/endpoints';
+import { ENDPOINTS, MODEL } from '../../src/providers/endpoints';
 import { adopt } from '../../src/envoy/adopt';
 import { toYaml } from '../../src/envoy/render';
 import type { FileStore } from '../../src/store/file-store';

@@ -4,6 +4,7 @@
  * them in order: routeReport, classifyReport, reportBounds, outputPlan, boundEstimate.
  */
 import type { Config } from '../../config/load';
+import { PROVIDERS } from '../../providers/providers';
 import type { EstimateReason, PendingRequest, Protocol } from '../../store/store';
 import { mayReason } from '../request-shape';
 import type { Usage } from '../usage-reader';
@@ -89,7 +90,7 @@ export function classifyReport(f: ClassifyFacts, read: ReadUsage, ceiling: Confi
       ? 'implausible'
       : f.unanswered || !f.ended || f.status === 0
         ? 'incomplete'
-        : f.sse && f.protocol === 'chat'
+        : f.sse && PROVIDERS[f.protocol].usage.streamUsageOptIn
           ? 'stream_without_usage'
           : 'no_usage';
   return { kind: 'estimate', reason, trusted };

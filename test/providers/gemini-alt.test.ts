@@ -1,6 +1,6 @@
-/** The Gemini answer formats the meter can read (src/meter/response-format.ts): alt and $alt. */
+/** The Gemini answer formats the meter can read (src/providers/gemini-generative.ts unreadableAlt): alt and $alt. */
 import { describe, expect, it } from 'vitest';
-import { unreadableAlt } from '../../src/meter/response-format';
+import { unreadableAlt } from '../../src/providers/gemini-generative';
 
 describe('unreadableAlt', () => {
   it('accepts json and sse, with or without enum-encoding=int, as alt or $alt, encoded or not', () => {
