@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import ts from 'typescript';
 import { afterAll, describe, expect, test } from 'vitest';
-import { REASONS } from '../src/check/reasons';
+import { REASONS } from '../src/contract/reasons';
 
 const ROOT = join(__dirname, '..');
 const CONFIG = join(ROOT, '.dependency-cruiser.cjs');
@@ -62,8 +62,8 @@ describe('the rules fail on a tree that breaks them', () => {
     'src/grpc/uses-a-package.ts': "import { LRUCache } from 'lru-cache';\nexport const L = LRUCache;\n",
     'src/grpc/h2/frames.ts': "import { s } from '../knows-config';\nexport const f = s;\n",
     'test/demo.ts': 'export const DEMO = 1;\n',
-    'src/demo/upstream.ts': "import { HEADER } from '../check/headers';\nimport { m } from '../store/file';\nexport const u = [HEADER, m];\n",
-    'src/check/headers.ts': "export const HEADER = { reason: 'x' };\n",
+    'src/demo/upstream.ts': "import { HEADER } from '../contract/headers';\nimport { m } from '../store/file';\nexport const u = [HEADER, m];\n",
+    'src/contract/headers.ts': "export const HEADER = { reason: 'x' };\n",
     'src/cli/sql.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
     'src/store/pg/keys.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
     'test/store/uses-pg.test.ts': "import type pg from 'pg';\nexport type P = pg.Pool;\n",
@@ -158,15 +158,15 @@ function callsOf(names: readonly string[]): Map<string, ts.CallExpression[]> {
 describe('one source per contract', () => {
   const literals = literalsOfSrc();
 
-  test('the x-modelgate-* header names are spelled only in src/check/headers.ts (prose may name them)', () => {
+  test('the x-modelgate-* header names are spelled only in src/contract/headers.ts (prose may name them)', () => {
     const spelled = [...literals].filter(([, texts]) => texts.some((t) => /^x-modelgate-[a-z-]*$/i.test(t))).map(([file]) => file);
-    expect(spelled).toEqual(['src/check/headers.ts']);
+    expect(spelled).toEqual(['src/contract/headers.ts']);
   });
 
   test('each fixed hint of the reason catalogue is written only there', () => {
     const hints = Object.values(REASONS).flatMap((r) => Object.values(r.hints)).filter((h): h is string => typeof h === 'string');
     expect(hints.length).toBeGreaterThan(20);
-    const elsewhere = [...literals].filter(([file]) => file !== 'src/check/reasons.ts').flatMap(([file, texts]) => texts.filter((t) => hints.includes(t)).map((t) => `${file}: ${t}`));
+    const elsewhere = [...literals].filter(([file]) => file !== 'src/contract/reasons.ts').flatMap(([file, texts]) => texts.filter((t) => hints.includes(t)).map((t) => `${file}: ${t}`));
     expect(elsewhere).toEqual([]);
   });
 

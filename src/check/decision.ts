@@ -4,7 +4,7 @@
  */
 import type { RateLimitMetadata } from '../ratelimit/metadata';
 import type { Budget } from '../store/budget-window';
-import type { Reason } from './reasons';
+import type { Reason } from '../contract/reasons';
 import type { Route } from './routes';
 import type { TopLevelFields } from './extract-model';
 

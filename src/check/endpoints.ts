@@ -11,7 +11,7 @@ import type { Protocol } from '../store/store';
 /**
  * A token counting call (`count_tokens`, `:countTokens`): free at every provider and answered at
  * once, so never metered (meter/admission.ts), never marked for the meter's report
- * (write-response.ts) and not counted in flight (ratelimit/admission.ts).
+ * (write-response.ts) and not counted in flight (check/in-flight-cap.ts).
  */
 export function isTokenCount(path: string): boolean {
   return path.endsWith('/count_tokens') || path.endsWith(':countTokens');

@@ -5,10 +5,9 @@
  */
 import type { Protocol } from '../store/store';
 import { ENDPOINTS, MODEL, hasModel, type Endpoint } from './endpoints';
-import { HINTS } from './reasons';
+import type { Family } from '../contract/error-body';
+import { HINTS } from '../contract/reasons';
 
-/** Error body shape the client's SDK parses. */
-export type Family = 'openai' | 'anthropic' | 'gemini';
 /** Which header list carries the key on this route (docs/spec.md §5.2, §5.3; /alt/v1beta accepts both). */
 export type KeySource = 'bearer' | 'vendor' | 'both';
 

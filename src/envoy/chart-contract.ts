@@ -6,7 +6,7 @@
  * upstream requests, the Check's body limit, the meter's Lua tail and its access log's name and fields.
  */
 import { ENDPOINTS, MODEL } from '../check/endpoints';
-import { HEADERS_NEVER_UPSTREAM } from '../check/headers';
+import { HEADERS_NEVER_UPSTREAM } from '../contract/headers';
 import { familyOf } from '../check/routes';
 import { parseConfig } from '../config/load';
 import { METER_LUA } from './meter-filters';

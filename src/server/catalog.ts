@@ -9,13 +9,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { denialParts } from '../check/write-response';
-import { HEADER } from '../check/headers';
+import { HEADER } from '../contract/headers';
 import type { Lookups } from '../check/decide';
 import type { Decision } from '../check/decision';
 import type { CheckPipeline } from '../check/pipeline';
-import { HINTS } from '../check/reasons';
+import { HINTS } from '../contract/reasons';
 import type { RequestView } from '../check/request-view';
-import type { Family } from '../check/routes';
+import type { Family } from '../contract/error-body';
 import type { GroupRecord, ModelRecord } from '../store/store';
 import { isListed, listedModels } from '../check/group-models';
 

@@ -8,7 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Lookups } from '../check/decide';
 import type { CheckPipeline } from '../check/pipeline';
-import { HINTS } from '../check/reasons';
+import { HINTS } from '../contract/reasons';
 import { denialParts } from '../check/write-response';
 import { consoleModels } from '../console/access';
 import type { UsageProvider } from '../console/usage';

@@ -3,7 +3,9 @@
  * message: OpenAI `{"error":{"message","type","code"}}`, Anthropic
  * `{"type":"error","error":{"type","message"}}`, Gemini `{"error":{"code","message","status"}}`.
  */
-import type { Family } from './routes';
+
+/** The API family a client speaks, by the error body shape its SDK parses. */
+export type Family = 'openai' | 'anthropic' | 'gemini';
 
 // OpenAI answers an unknown URL with 404 invalid_request_error, as Envoy's 404 routes here do, and
 // a model the project may not use with 403 invalid_request_error. That type also tells litellm (aider
