@@ -49,7 +49,7 @@ export const HEADER_PREFIX = 'x-modelgate-';
 /**
  * modelgate's own headers that no upstream gets, removed from every request an upstream route
  * forwards (envoy/render.ts upstreamHeadersToRemove): the console's key header, which modelgate
- * reads as a credential (it once reached providers), the client address Envoy passes to the
+ * reads as a credential, the client address Envoy passes to the
  * console, the reason and hint of answers, and the request's identity for the meter. The identity headers (key id, group, model) are
  * each Check's to set or remove (write-response.ts).
  */

@@ -30,7 +30,7 @@
  */
 import type { Config } from '../config/load';
 import { amountText, type MaybePromise } from '../check/decide';
-import type { Decision } from '../check/decision';
+import { namesModel, type AllowedDecision, type AllowedWithModel, type Decision } from '../check/decision';
 import { isTokenCount } from '../check/endpoints';
 import { extractFields } from '../check/extract-model';
 import { REQUEST_FIELDS, REQUEST_MARKS } from '../check/request-fields';
@@ -38,6 +38,7 @@ import { hostedToolSwitch } from '../check/client-switches';
 import { printable } from '../contract/safe-text';
 import type { Admission } from '../check/pipeline';
 import { HINTS, type DenyReason } from '../contract/reasons';
+import type { MeterMarks } from '../contract/meter-marks';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
 import { costUp, MODAL_PRICES, type DeclaredTools, type GroupRecord, type HostedTool, type MeterStore, type ModelPrice, type Protocol, type ReservedRequest } from '../store/store';
@@ -169,18 +170,20 @@ function fieldMask(view: RequestView): boolean {
 }
 
 /** The budgets a request is held to: its key's and its group's, those that are set. */
-function budgetsOf(d: Decision, groupBudget: Budget | null | undefined): { subject: BudgetSubject; budget: Budget }[] {
+function budgetsOf(d: AllowedWithModel, groupBudget: Budget | null | undefined): { subject: BudgetSubject; budget: Budget }[] {
   const out: { subject: BudgetSubject; budget: Budget }[] = [];
-  if (d.budget) out.push({ subject: { kind: 'key', name: d.keyId as string }, budget: d.budget });
-  if (groupBudget) out.push({ subject: { kind: 'group', name: d.group as string }, budget: groupBudget });
+  if (d.budget) out.push({ subject: { kind: 'key', name: d.keyId }, budget: d.budget });
+  if (groupBudget) out.push({ subject: { kind: 'group', name: d.group }, budget: groupBudget });
   return out;
 }
 
 export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
-  return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
+  return function admit(d: AllowedDecision, view: RequestView, config: Config): MaybePromise<Decision> {
     const m = config.meter;
     if (!m.enabled || d.route.kind !== 'protocol' || isTokenCount(view.path)) return d;
+    // decide.ts allows a protocol request only with its model; one without is refused, never metered blind.
+    if (!namesModel(d)) return deny(d, 'internal_error', HINTS.internal_error.failed);
     const style = d.route.style;
     const alt = style === 'generative' ? unreadableAlt(view.query) : undefined;
     if (alt !== undefined) return deny(d, 'response_format_unsupported', HINTS.response_format_unsupported.alt(printable(alt, 64)));
@@ -209,14 +212,14 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       return deny(d, 'stream_usage_required', HINTS.stream_usage_required.includeUsage);
     }
     if (view.requestId === '') return deny(d, 'internal_error', HINTS.internal_error.noRequestId);
-    const group = deps.groups.get(d.group as string);
+    const group = deps.groups.get(d.group);
     return group instanceof Promise ? group.then((g) => admitWith(d, view, config, style, shape, g)) : admitWith(d, view, config, style, shape, group);
   };
 
-  function admitWith(d: Decision, view: RequestView, config: Config, style: Protocol, shape: RequestShape, g: Lookup<GroupRecord>): MaybePromise<Decision> {
+  function admitWith(d: AllowedWithModel, view: RequestView, config: Config, style: Protocol, shape: RequestShape, g: Lookup<GroupRecord>): MaybePromise<Decision> {
     const m = config.meter;
     if (g.status === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
-    const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
+    const model = g.status === 'found' ? g.value.models.get(d.model) : undefined;
     const price = model?.price ?? null;
     // Audio or image the model's price does not name: the provider bills it above the text price.
     if (price !== null && m.modalities === 'deny') {
@@ -250,14 +253,14 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     // Output the meter cannot see (a reasoning model or request, a Gemini field mask): an estimate of it is its maximum.
-    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model as string) || masked;
+    const hidden = shape.reasoning || mayReason(m.reasoningModels, d.model) || masked;
     // What an input estimate counts beyond the body (Anthropic's prompts, a cache write's price), in
     // the entry here and in the Check's metadata for a report that finds no entry.
     const inputMarks = shape.providerInput > 0 || shape.inputFactor !== 1
       ? { ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}), ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}) }
       : undefined;
     const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
-      requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
+      requestId: view.requestId, keyId: d.keyId, keySha256: d.keySha256, group: d.group, model: d.model, protocol: style,
       price, limited, maxInputTokens, maxOutputTokens: maxOutput, maxCost, reserved, bodyBytes,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
@@ -273,7 +276,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // And its price: a report that finds no entry pays what the request was admitted at, not the price
     // of the moment (removed meanwhile, it had been nothing).
     const priceMarks = price ? { price: priceMark(price) } : undefined;
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
+    const marks: MeterMarks = { maxInput: maxInputTokens, maxOutput, ...(hidden ? { hiddenOutput: maxOutput } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
     const marked: Decision = { ...d, meterMarks: marks };
     let budgetHold: BudgetHold | undefined;
     const track = (reserved: InFlightRequest['reserved']): Decision => {
@@ -314,7 +317,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
 
   /** The lifetime balance's word (soft: holds in flight here; strict: a reservation), once the budgets allowed the request. */
   function balanceAdmit(
-    d: Decision, view: RequestView, config: Config, shape: RequestShape, maxCost: number, limited: boolean, price: ModelPrice | null,
+    d: AllowedWithModel, view: RequestView, config: Config, shape: RequestShape, maxCost: number, limited: boolean, price: ModelPrice | null,
     beyondCap: number | undefined, usualCap: number, dryRun: boolean, marked: Decision, style: Protocol, maxInputTokens: number, maxOutput: number,
     track: (reserved: InFlightRequest['reserved']) => Decision, tools: DeclaredTools | undefined,
   ): MaybePromise<Decision> {
@@ -323,7 +326,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
 
     const balance = d.balance as number;
     if (m.mode === 'soft') {
-      const keyId = d.keyId as string;
+      const keyId = d.keyId;
       const count = deps.inFlight.count(keyId);
       // With R replicas on one store each holds a key's requests to its share of the balance, so
       // together they hold no more than the balance (plus each one's lone request: the bound R x M).
@@ -365,27 +368,27 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // A dry run (explain) shows what the request would be held at, and reserves nothing.
     if (dryRun) return marked;
     if (deps.leases && config.meter.leases) return fromLease(d, deps.leases, maxCost, track);
-    return reserve(d, view, config, maxCost, { group: d.group as string, model: d.model as string, protocol: style, inputTokens: maxInputTokens, outputTokens: maxOutput }, track);
+    return reserve(d, view, config, maxCost, { group: d.group, model: d.model, protocol: style, inputTokens: maxInputTokens, outputTokens: maxOutput }, track);
   }
 
-  async function fromLease(d: Decision, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
+  async function fromLease(d: AllowedWithModel, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
     let r;
     try {
-      r = await leases.reserve(d.keyId as string, amount, d.keySha256);
+      r = await leases.reserve(d.keyId, amount, d.keySha256);
     } catch {
       return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     }
     if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available, amount));
     const tracked = track('lease');
-    if (!tracked.allowed) leases.settle(d.keyId as string, amount, 0);
+    if (!tracked.allowed) leases.settle(d.keyId, amount, 0);
     return tracked;
   }
 
-  async function reserve(d: Decision, view: RequestView, config: Config, amount: number, held: ReservedRequest, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
+  async function reserve(d: AllowedWithModel, view: RequestView, config: Config, amount: number, held: ReservedRequest, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
     if (!deps.store) return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     let r;
     try {
-      r = await deps.store.reserve(view.requestId, d.keyId as string, amount, config.meter.reservationSeconds, held);
+      r = await deps.store.reserve(view.requestId, d.keyId, amount, config.meter.reservationSeconds, held);
     } catch {
       return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     }

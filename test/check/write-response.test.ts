@@ -13,7 +13,7 @@ import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/H
 import { HEADER } from '../../src/contract/headers';
 import { allowPlan, denialParts, writeCheckResponse } from '../../src/check/write-response';
 import { parseConfig, type Config } from '../../src/config/load';
-import type { Decision } from '../../src/check/decision';
+import type { AllowedDecision, Decision } from '../../src/check/decision';
 import { errorBody } from '../../src/contract/error-body';
 import { keyHeaders } from '../../src/check/extract-key';
 import { REASONS, statusOf, type DenyReason } from '../../src/contract/reasons';
@@ -193,8 +193,8 @@ describe('errorBody', () => {
   });
 });
 
-function allow(route: Route, extra: Partial<Decision> = {}): Decision {
-  return { allowed: true, reason: 'allowed', hint: '', route, keyId: 'alice', group: 'basic', ...extra };
+function allow(route: Route, extra: Partial<AllowedDecision> = {}): AllowedDecision {
+  return { allowed: true, reason: 'allowed', hint: '', route, keyId: 'alice', keySha256: 'sha-alice', group: 'basic', stale: false, balance: null, ...extra };
 }
 
 const PROTOCOL_ROUTES: Readonly<Record<Protocol, Route>> = {
