@@ -1,10 +1,12 @@
 /**
- * What each folder of src/ may import (each folder's README.md says the same in words).
- * test/architecture.test.ts runs `depcruise src` with these rules on every `npm test`, and also
- * runs them on a small synthetic tree that breaks each rule, so a rule that can no longer fail is
- * noticed. Package patterns are not anchored: the synthetic tree resolves node_modules through a
- * symlink, so its paths start with ../.
+ * The import rules of src/. One rule per folder, `folder-<name>`, is read from the folder table of
+ * src/README.md (scripts/folder-table.cjs), so the document is the rule. The rules below it are
+ * about packages, cycles and resolution. test/architecture.test.ts runs `depcruise src test` with
+ * them (and `packages`) on every `npm test`, and runs them on a synthetic tree that breaks each rule. Package
+ * patterns are not anchored: the synthetic tree resolves node_modules through a symlink.
  */
+const { folderRules, readFolderTableAt } = require('./scripts/folder-table.cjs');
+
 const pkg = (...names) => `(^|/)node_modules/(@types/)?(${names.join('|')})/`;
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -17,96 +19,48 @@ module.exports = {
       from: {},
       to: { circular: true },
     },
+    ...folderRules(readFolderTableAt(__dirname)),
     {
       name: 'check-path-is-pure',
       severity: 'error',
-      comment: 'The Check path (src/check) decides on plain data: no store driver, logger, gRPC or metrics library, and nothing of the servers or the CLI.',
+      comment: 'The Check path (src/check) decides on plain data: no store driver, logger, gRPC or metrics library.',
       from: { path: '^src/check/' },
-      to: { path: [pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js'), '^src/store/pg/', '^src/server/', '^src/cli/'] },
+      to: { path: [pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js'), '^src/store/pg/'] },
     },
     {
-      name: 'store-below-server-and-cli',
+      name: 'meter-and-ratelimit-are-pure',
       severity: 'error',
-      comment: 'Stores are used by the servers and the CLI, never the other way round.',
-      from: { path: '^src/store/' },
-      to: { path: ['^src/server/', '^src/cli/'] },
+      comment: 'The meter and the rate limits know no gRPC library, logger, metrics library or driver: the server serves them.',
+      from: { path: '^src/(meter|ratelimit)/' },
+      to: { path: pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js') },
     },
     {
-      name: 'config-below-server-and-cli',
+      name: 'admin-has-no-logger',
       severity: 'error',
-      comment: 'The config is read by the servers and the CLI, never the other way round.',
-      from: { path: '^src/config/' },
-      to: { path: ['^src/server/', '^src/cli/'] },
-    },
-    {
-      name: 'envoy-below-server-and-cli',
-      severity: 'error',
-      comment: "What knows Envoy's config and protos is used by the servers and the CLI, never the other way round.",
-      from: { path: '^src/envoy/' },
-      to: { path: ['^src/server/', '^src/cli/'] },
-    },
-    {
-      name: 'meter-below-server-and-cli',
-      severity: 'error',
-      comment: 'The meter (usage, debits, admission) is used by the servers and the CLI; it knows no gRPC, logger, metrics library or driver.',
-      from: { path: '^src/meter/' },
-      to: { path: ['^src/server/', '^src/cli/', pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js')] },
-    },
-    {
-      name: 'ratelimit-below-server-and-cli',
-      comment: 'Rate limits (src/ratelimit) are pure: the server serves and calls the engine; no gRPC library, logger, metrics library or driver here.',
-      severity: 'error',
-      from: { path: '^src/ratelimit/' },
-      to: { path: ['^src/server/', '^src/cli/', pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js')] },
-    },
-    {
-      name: 'admin-below-server-and-cli',
-      severity: 'error',
-      comment: 'The admin API (src/admin) is mounted by the server and used by the CLI, never the other way round; no logger or gRPC library of its own.',
+      comment: 'The admin API (src/admin) has no logger, metrics or gRPC library of its own: the server mounts it.',
       from: { path: '^src/admin/' },
-      to: { path: ['^src/server/', '^src/cli/', '^src/console/', '^src/meter/', '^src/envoy/', pkg('pino', 'prom-client', '@grpc/grpc-js')] },
+      to: { path: pkg('pino', 'prom-client', '@grpc/grpc-js') },
     },
     {
-      name: 'console-below-server-and-cli',
+      name: 'demo-uses-no-package',
       severity: 'error',
-      comment: 'The console is mounted by the server and called by the CLI, never the other way round.',
-      from: { path: '^src/console/' },
-      to: { path: ['^src/server/', '^src/cli/'] },
+      comment: 'The demo upstream stands in for a provider: node built-ins only.',
+      from: { path: '^src/demo/' },
+      to: { path: '(^|/)node_modules/' },
     },
     {
       name: 'packages-know-only-node',
       severity: 'error',
-      comment: "A workspace package's source (packages/*/src) knows node built-ins and its own files: no modelgate folder, no other package, no dependency.",
+      comment: 'A workspace package (packages/*) knows nothing of modelgate: its own files and node built-ins only.',
       from: { path: '^packages/([^/]+)/src/' },
       to: { pathNot: '^packages/$1/src/', dependencyTypesNot: ['core'] },
     },
     {
       name: 'packages-by-name',
       severity: 'error',
-      comment: "modelgate's source imports a workspace package by its name (@modelgate/...: its built entry points), never its files.",
+      comment: "modelgate imports a workspace package by its name and exports, never a file of its sources.",
       from: { path: '^src/' },
       to: { path: '^packages/[^/]+/src/' },
-    },
-    {
-      name: 'demo-stands-alone',
-      severity: 'error',
-      comment: "The demo upstream stands in for a model provider: node built-ins, and the x-modelgate-* names it reads (src/check/headers.ts).",
-      from: { path: '^src/demo/' },
-      to: { path: ['^src/(?!demo/|check/headers\\.ts$)', '(^|/)node_modules/'] },
-    },
-    {
-      name: 'providers-below-their-callers',
-      severity: 'error',
-      comment: "The protocol modules (src/providers) are asked by the Check, the meter, the console and the Envoy renderer; they read the store's record types and the JSON scan's types, and import none of their callers, no server, CLI or package.",
-      from: { path: '^src/providers/' },
-      to: { path: ['^src/(meter|console|envoy|server|cli|admin|ratelimit|config|grpc|demo)/', '(^|/)node_modules/'] },
-    },
-    {
-      name: 'server-below-cli',
-      severity: 'error',
-      comment: 'The CLI starts the servers; the servers know nothing of the command line.',
-      from: { path: '^src/server/' },
-      to: { path: '^src/cli/' },
     },
     {
       name: 'pg-only-in-the-pg-store',
@@ -121,13 +75,6 @@ module.exports = {
       comment: 'One command line, in src/cli.',
       from: { path: '^src/', pathNot: '^src/cli/' },
       to: { path: pkg('commander') },
-    },
-    {
-      name: 'src-stands-alone',
-      severity: 'error',
-      comment: 'Shipped code never imports tests or benchmarks.',
-      from: { path: '^src/' },
-      to: { path: '^(test|bench)/' },
     },
     {
       name: 'no-unresolvable',

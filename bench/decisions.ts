@@ -5,7 +5,7 @@
  */
 import type { CheckResponse__Output } from '../src/envoy/protos';
 import type { Expectation } from './check-requests';
-import { HEADER } from '../src/check/headers';
+import { HEADER } from '../src/contract/headers';
 
 /** The `x-modelgate-reason` of a denied response, if any. */
 export function reasonOf(resp: CheckResponse__Output): string | undefined {

@@ -10,7 +10,7 @@
  */
 import { openSync, readSync, closeSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { generateKey, KEY_LENGTH, KEY_PREFIX } from '../src/check/key-format';
+import { generateKey, KEY_LENGTH, KEY_PREFIX } from '../src/contract/key-format';
 import { smallChatRequest } from './check-requests';
 import { CHECK_PATH } from '../src/server/grpc-server';
 import { encodeCheckRequest, grpcFrame } from './grpc-frame';

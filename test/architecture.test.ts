@@ -1,9 +1,9 @@
 /**
- * The folders of src/ keep to their import rules (.dependency-cruiser.cjs): no cycles, a Check path
- * without drivers, loggers or gRPC, stores and config below the servers and the CLI, commander
- * only in the CLI. The same rules run on a small synthetic tree that breaks each of them once, so
- * a rule that has quietly stopped matching fails here too. And each contract is written once
- * (STYLE.md "One glue, one source per contract"): header names, hints, the emitter of decision lines.
+ * The folders of src/ keep to their import rules (.dependency-cruiser.cjs): one rule per row of the
+ * folder table in src/README.md (read from it, so the two cannot drift), no cycles, no driver,
+ * logger or gRPC library on the Check path, commander only in the CLI. The same rules run on a
+ * synthetic tree that breaks each of them, so a rule that has stopped matching fails here. And each
+ * contract is written once: header names, hints, the emitter of decision lines.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -11,7 +11,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import ts from 'typescript';
 import { afterAll, describe, expect, test } from 'vitest';
-import { REASONS } from '../src/check/reasons';
+import { REASONS } from '../src/contract/reasons';
+
+/** A row of src/README.md's folder table, as scripts/folder-table.cjs reads it. */
+interface FolderRow { readonly name: string; readonly imports: readonly string[]; readonly files: readonly string[] }
 
 const ROOT = join(__dirname, '..');
 const CONFIG = join(ROOT, '.dependency-cruiser.cjs');
@@ -26,7 +29,7 @@ test('src/, test/ and the packages keep every import rule and have no import cyc
   const r = depcruise(ROOT, 'src', 'test', 'packages/grpc-server/src', 'packages/grpc-server/test', 'packages/json-scan/src', 'packages/json-scan/test');
   expect(r.output).toContain('no dependency violations found');
   expect(r.status, r.output).toBe(0);
-}, 60_000); // one depcruise of ~460 modules: 16-23 s on a loaded 2-core machine
+}, 60_000); // one depcruise of ~460 modules: 16-26 s on a loaded 2-core machine
 
 test('src/ has folders, not files, at its top level, and every folder says what lives there', () => {
   const top = readdirSync(join(ROOT, 'src'), { withFileTypes: true });
@@ -36,27 +39,58 @@ test('src/ has folders, not files, at its top level, and every folder says what 
   for (const f of folders) expect(existsSync(join(f.parentPath, f.name, 'README.md')), `${f.name}/README.md`).toBe(true);
 });
 
+const TABLE: FolderRow[] = require('../scripts/folder-table.cjs').readFolderTableAt(ROOT);
+
+describe('the folder table of src/README.md is the import rules', () => {
+  test('every folder of src/ is a row of the table, and every row a folder (or files that sit elsewhere until it lands)', () => {
+    const folders = readdirSync(join(ROOT, 'src'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    expect(TABLE.map((r) => r.name).filter((n) => folders.includes(n)).sort()).toEqual(folders);
+    for (const row of TABLE.filter((r) => !folders.includes(r.name))) {
+      expect(row.files.length, `${row.name}/ is neither a folder nor files elsewhere`).toBeGreaterThan(0);
+      for (const f of row.files) expect(existsSync(join(ROOT, 'src', f)), f).toBe(true);
+    }
+  });
+
+  test.each(TABLE.filter((r) => existsSync(join(ROOT, 'src', r.name))).map((r) => [r.name, r] as const))('%s/README.md names the imports of its row', (name, row) => {
+    const readme = readFileSync(join(ROOT, 'src', name, 'README.md'), 'utf8');
+    const sentence = /May import(?: \(src\/README\.md\))?:([^]*?)\.(\s|$)/.exec(readme)?.[1];
+    expect(sentence, `src/${name}/README.md has no "May import:" sentence`).toBeDefined();
+    if (/everything below/.test(sentence ?? '')) {
+      expect(row.imports.length).toBe(TABLE.length - TABLE.indexOf(row) - 1 + 1);
+      return;
+    }
+    const units = new Set([...TABLE.map((r) => r.name), 'proto']);
+    const named = [...(sentence ?? '').matchAll(/`([a-z0-9-]+)\/`/g)].map((m) => m[1]).filter((u) => units.has(u));
+    expect([...new Set(named)].sort()).toEqual([...row.imports].sort());
+  });
+
+  test('refuses a table whose row imports upward or names no folder', () => {
+    const { readFolderTable } = require('../scripts/folder-table.cjs');
+    const table = (a: string, b: string) => `| folder | what | may import |\n| --- | --- | --- |\n| [\`a/\`](a/) | a | ${a} |\n| [\`b/\`](b/) | b | ${b} |\n`;
+    expect(readFolderTable(table('`b/`', 'nothing')).map((r: FolderRow) => r.imports)).toEqual([['b'], []]);
+    expect(() => readFolderTable(table('nothing', '`a/`'))).toThrow(/b\/ may import `?a\/`?, which is not below it/);
+    expect(() => readFolderTable(table('`c/`', 'nothing'))).toThrow(/which is no folder of the table/);
+  });
+});
+
 describe('the rules fail on a tree that breaks them', () => {
   const dir = mkdtempSync(join(tmpdir(), 'modelgate-architecture-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
   const files: Record<string, string> = {
-    // A type-only cycle, as read-request.ts and request-view.ts once had.
+    // A type-only cycle (a type import counts as an import).
     'src/check/reader.ts': "import type { View } from './view';\nexport const read = (v: View): View => v;\n",
     'src/check/view.ts': "import { read } from './reader';\nexport interface View { readonly path: string }\nexport const again = read;\n",
     'src/check/logs.ts': "import type { Logger } from 'pino';\nexport type L = Logger;\n",
     'src/check/queries.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
     'src/check/rpc.ts': "import * as grpc from '@grpc/grpc-js';\nexport const S = grpc.Server;\n",
     'src/check/counts.ts': "import { Counter } from 'prom-client';\nexport const C = Counter;\n",
-    'src/check/serves.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
     'src/check/stores.ts': "import { open } from '../store/pg/open';\nexport const o = open;\n",
     'src/store/pg/open.ts': 'export const open = (): number => 1;\n',
-    'src/store/file.ts': "import { main } from '../cli/main';\nexport const m = main;\n",
-    'src/config/load.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
-    'src/envoy/render.ts': "import { main } from '../cli/main';\nexport const m = main;\n",
-    'src/console/page.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
-    'src/server/serve.ts': "import { Command } from 'commander';\nimport { main } from '../cli/main';\nexport const serve = (): unknown => [new Command(), main];\n",
-    'src/server/fixture.ts': "import { DEMO } from '../../test/demo';\nexport const d = DEMO;\n",
+    'src/meter/logs.ts': "import type { Logger } from 'pino';\nexport type L = Logger;\n",
+    'src/ratelimit/rpc.ts': "import * as grpc from '@grpc/grpc-js';\nexport const S = grpc.Server;\n",
+    'src/admin/counts.ts': "import { Counter } from 'prom-client';\nexport const C = Counter;\n",
+    'src/server/serve.ts': "import { Command } from 'commander';\nexport const serve = (): unknown => new Command();\n",
     'src/cli/main.ts': "import { Command } from 'commander';\nexport const main = (): Command => new Command();\n",
     'packages/grpc-server/src/knows-config.ts': "import { serve } from '../../../src/server/serve';\nexport const s = serve;\n",
     'packages/grpc-server/src/uses-a-package.ts': "import { LRUCache } from 'lru-cache';\nexport const L = LRUCache;\n",
@@ -64,23 +98,64 @@ describe('the rules fail on a tree that breaks them', () => {
     'packages/grpc-server/src/h2/frames.ts': "import { s } from '../knows-config';\nimport * as net from 'node:net';\nexport const f = [s, net];\n",
     'packages/json-scan/src/scan.ts': 'export const t = 1;\n',
     'src/check/scans.ts': "import { t } from '../../packages/json-scan/src/scan';\nexport const u = t;\n",
+    'src/demo/uses-a-package.ts': "import { parse } from 'yaml';\nexport const p = parse;\n",
     'test/demo.ts': 'export const DEMO = 1;\n',
-    'src/providers/knows-the-server.ts': "import { serve } from '../server/serve';\nexport const s = serve;\n",
-    'src/demo/upstream.ts': "import { HEADER } from '../check/headers';\nimport { m } from '../store/file';\nexport const u = [HEADER, m];\n",
-    'src/check/headers.ts': "export const HEADER = { reason: 'x' };\n",
     'src/cli/sql.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
     'src/store/pg/keys.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
     'test/store/uses-pg.test.ts': "import type pg from 'pg';\nexport type P = pg.Pool;\n",
     'test/support/pg-server.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
   };
+  // Per row of the table: a module every folder can import (`target.ts`), a file that imports one
+  // unit its row does not name (the topmost such, or a test), and one that imports all it names.
+  const units = [...TABLE.map((r) => r.name), 'proto'];
+  const targetOf = (u: string): string => (u === 'proto' ? 'proto/target.ts' : `src/${u}/target.ts`);
+  const relative = (from: string, to: string): string => {
+    const up = from.split('/').length - 1;
+    return `${'../'.repeat(up)}${to.replace(/\.ts$/, '')}`;
+  };
+  const breaking: [string, string][] = [];
+  for (const u of units) files[targetOf(u)] = 'export const t = 1;\n';
+  for (const row of TABLE) {
+    const forbidden = units.find((u) => u !== row.name && !row.imports.includes(u));
+    const breaker = `src/${row.name}/breaks-the-table.ts`;
+    files[breaker] = `import { ${forbidden === undefined ? 'DEMO as t' : 't'} } from '${relative(breaker, forbidden === undefined ? 'test/demo.ts' : targetOf(forbidden))}';\nexport const b = t;\n`;
+    breaking.push([row.name, breaker]);
+    const keeper = `src/${row.name}/keeps-the-table.ts`;
+    files[keeper] = `${row.imports.map((u, i) => `import { t as t${i} } from '${relative(keeper, targetOf(u))}';\n`).join('')}export const k = [${row.imports.map((_, i) => `t${i}`).join(', ')}];\n`;
+  }
+  // A file of a folder that sits elsewhere until the folder lands belongs to that folder's row.
+  const elsewhere = TABLE.find((r) => r.files.length > 0);
+  if (elsewhere !== undefined) {
+    const [file] = elsewhere.files;
+    files[`src/${file}`] = `import { t } from '${relative(`src/${file}`, 'src/cli/target.ts')}';\nexport const e = t;\n`;
+  }
   for (const [file, text] of Object.entries(files)) {
     mkdirSync(dirname(join(dir, file)), { recursive: true });
     writeFileSync(join(dir, file), text);
   }
   const r = depcruise(dir, 'src', 'test', 'packages');
+  const reported = (rule: string, file: string): RegExp => new RegExp(`error ${rule}: ${file.replace(/[.]/g, '\\.')}`);
 
   test('depcruise exits non-zero', () => {
     expect(r.status, r.output).not.toBe(0);
+  });
+
+  test('there is one rule per row of the table', () => {
+    const config = require(CONFIG) as { forbidden: { name: string }[] };
+    expect(config.forbidden.map((f) => f.name).filter((n) => n.startsWith('folder-'))).toEqual(TABLE.map((row) => `folder-${row.name}`));
+  });
+
+  test.each(breaking)('reports folder-%s on an import its row does not name', (name, file) => {
+    expect(r.output).toMatch(reported(`folder-${name}`, file));
+  });
+
+  test.each(TABLE.map((row) => [row.name] as const))('accepts %s/ importing every unit its row names', (name) => {
+    expect(r.output).not.toMatch(new RegExp(`src/${name}/keeps-the-table\\.ts`));
+  });
+
+  test.runIf(elsewhere !== undefined)('holds a file that sits elsewhere to its own row', () => {
+    const file = elsewhere?.files[0] ?? '';
+    expect(r.output).toMatch(reported(`folder-${elsewhere?.name}`, `src/${file}`));
   });
 
   test.each([
@@ -89,33 +164,24 @@ describe('the rules fail on a tree that breaks them', () => {
     ['check-path-is-pure', 'src/check/queries.ts'],
     ['check-path-is-pure', 'src/check/rpc.ts'],
     ['check-path-is-pure', 'src/check/counts.ts'],
-    ['check-path-is-pure', 'src/check/serves.ts'],
     ['check-path-is-pure', 'src/check/stores.ts'],
-    ['store-below-server-and-cli', 'src/store/file.ts'],
-    ['config-below-server-and-cli', 'src/config/load.ts'],
-    ['envoy-below-server-and-cli', 'src/envoy/render.ts'],
-    ['console-below-server-and-cli', 'src/console/page.ts'],
-    ['server-below-cli', 'src/server/serve.ts'],
+    ['meter-and-ratelimit-are-pure', 'src/meter/logs.ts'],
+    ['meter-and-ratelimit-are-pure', 'src/ratelimit/rpc.ts'],
+    ['admin-has-no-logger', 'src/admin/counts.ts'],
     ['commander-only-in-cli', 'src/server/serve.ts'],
-    ['src-stands-alone', 'src/server/fixture.ts'],
     ['packages-know-only-node', 'packages/grpc-server/src/knows-config.ts'],
     ['packages-know-only-node', 'packages/grpc-server/src/uses-a-package.ts'],
     ['packages-know-only-node', 'packages/grpc-server/src/uses-another.ts'],
     ['packages-by-name', 'src/check/scans.ts'],
-    ['demo-stands-alone', 'src/demo/upstream.ts'],
-    ['providers-below-their-callers', 'src/providers/knows-the-server.ts'],
+    ['demo-uses-no-package', 'src/demo/uses-a-package.ts'],
     ['pg-only-in-the-pg-store', 'src/cli/sql.ts'],
     ['pg-only-in-the-pg-store', 'test/store/uses-pg.test.ts'],
   ])('reports %s in %s', (rule, file) => {
-    expect(r.output).toMatch(new RegExp(`error ${rule}: ${file.replace(/[.]/g, '\\.')}`));
+    expect(r.output).toMatch(reported(rule, file));
   });
 
   test('accepts a package importing its own files and node built-ins', () => {
     expect(r.output).not.toMatch(/packages-know-only-node: packages\/grpc-server\/src\/h2\/frames\.ts/);
-  });
-
-  test('accepts the demo upstream importing the header names', () => {
-    expect(r.output).not.toMatch(/demo-stands-alone: src\/demo\/upstream\.ts → src\/check\/headers\.ts/);
   });
 
   test('accepts pg in src/store/pg/ and test/support/', () => {
@@ -165,15 +231,15 @@ function callsOf(names: readonly string[]): Map<string, ts.CallExpression[]> {
 describe('one source per contract', () => {
   const literals = literalsOfSrc();
 
-  test('the x-modelgate-* header names are spelled only in src/check/headers.ts (prose may name them)', () => {
+  test('the x-modelgate-* header names are spelled only in src/contract/headers.ts (prose may name them)', () => {
     const spelled = [...literals].filter(([, texts]) => texts.some((t) => /^x-modelgate-[a-z-]*$/i.test(t))).map(([file]) => file);
-    expect(spelled).toEqual(['src/check/headers.ts']);
+    expect(spelled).toEqual(['src/contract/headers.ts']);
   });
 
   test('each fixed hint of the reason catalogue is written only there', () => {
     const hints = Object.values(REASONS).flatMap((r) => Object.values(r.hints)).filter((h): h is string => typeof h === 'string');
     expect(hints.length).toBeGreaterThan(20);
-    const elsewhere = [...literals].filter(([file]) => file !== 'src/check/reasons.ts').flatMap(([file, texts]) => texts.filter((t) => hints.includes(t)).map((t) => `${file}: ${t}`));
+    const elsewhere = [...literals].filter(([file]) => file !== 'src/contract/reasons.ts').flatMap(([file, texts]) => texts.filter((t) => hints.includes(t)).map((t) => `${file}: ${t}`));
     expect(elsewhere).toEqual([]);
   });
 

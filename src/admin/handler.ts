@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type * as http from 'node:http';
 import { z } from 'zod';
-import { generateKey, hashKey, KEY_PREFIX } from '../check/key-format';
+import { generateKey, hashKey, KEY_PREFIX } from '../contract/key-format';
 import type { UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, KeyChange } from './backend';
 import { isoTime, mergeModelBudgets, tokenView } from './backend';

@@ -6,7 +6,7 @@
  * among tokens only (a model key is refused there).
  */
 import { hash, randomBytes } from 'node:crypto';
-import { MANAGEMENT_TOKEN_PREFIX } from '../check/key-format';
+import { MANAGEMENT_TOKEN_PREFIX } from '../contract/key-format';
 
 export const TOKEN_PREFIX = MANAGEMENT_TOKEN_PREFIX;
 const TOKEN_SHAPE = /^mg-admin-[A-Za-z0-9_-]{43}$/;

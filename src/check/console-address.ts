@@ -5,8 +5,8 @@
  * reload brings a new Config object), so a denial that names the console builds no extra text.
  */
 import type { Config } from '../config/load';
-import { HINTS } from './reasons';
-import { printable } from './safe-text';
+import { HINTS } from '../contract/reasons';
+import { printable } from '../contract/safe-text';
 
 export interface ConsoleHints {
   /** `https://llm.example.com/console/` or `{base_url}/console/`. */

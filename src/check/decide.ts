@@ -6,14 +6,15 @@
  */
 import type { Config } from '../config/load';
 import { consoleHints } from './console-address';
-import type { Decision } from './decision';
+import type { AllowedDecision, Decision, DeniedDecision } from './decision';
 import { emptyKeyParams, extractKey, findKeyInUrl, keyHeaders } from './extract-key';
-import { lenientDecode, printable } from './safe-text';
-import { extractModel, type TopLevelFields } from './extract-model';
+import { lenientDecode, printable } from '../contract/safe-text';
+import { extractModel } from './extract-model';
+import type { TopLevelFields } from '../contract/body-fields';
 import { REQUEST_FIELDS, REQUEST_MARKS } from './request-fields';
-import { KEY_PREFIX, hashKey, isKeyBody } from './key-format';
+import { KEY_PREFIX, hashKey, isKeyBody } from '../contract/key-format';
 import { modelNotInGroupHint } from './model-hints';
-import { HINTS, type DenyReason } from './reasons';
+import { HINTS, type DenyReason } from '../contract/reasons';
 import type { RequestView } from './request-view';
 import { classify, endpointFor, type Route } from './routes';
 import type { Lookup } from '../store/cache';
@@ -28,7 +29,7 @@ export interface Lookups {
   readonly groups: { get(name: string): Lookup<GroupRecord> | Promise<Lookup<GroupRecord>> };
 }
 
-function deny(route: Route, reason: DenyReason, hint: string, extra?: Partial<Decision>): Decision {
+function deny(route: Route, reason: DenyReason, hint: string, extra?: Partial<DeniedDecision>): DeniedDecision {
   return { allowed: false, reason, hint, route, ...extra };
 }
 
@@ -141,8 +142,11 @@ function decideForGroup(
   return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model, route.kind === 'protocol' ? limitsPart(key, group, m, model, now) : undefined, fields);
 }
 
+/** What the rate limits add to an allowed protocol request. */
+type LimitsPart = Pick<AllowedDecision, 'rateLimit' | 'inFlightLimit'>;
+
 /** The rate limits of an allowed protocol request (docs/rate-limits.md): what Envoy counts, and the in-flight cap. */
-function limitsPart(key: KeyRecord, group: GroupRecord, m: ModelRecord, model: string, now: number): Partial<Decision> | undefined {
+function limitsPart(key: KeyRecord, group: GroupRecord, m: ModelRecord, model: string, now: number): LimitsPart | undefined {
   if (!key.limits && !group.limits && !m.limits) return undefined;
   const limits = effectiveLimits(key, group, m);
   const rateLimit = rateLimitMetadata(limits, key.id, model, now);
@@ -161,7 +165,7 @@ const MAX_QUERY_KEY_CANDIDATES = 16;
  * to recognise it by), is a key in the URL. Only requests with a long query value pay for it (one
  * cached lookup each; most requests have no query).
  */
-function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined, limits: Partial<Decision> | undefined, fields?: TopLevelFields): MaybePromise<Decision> {
+function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined, limits: LimitsPart | undefined, fields?: TopLevelFields): MaybePromise<Decision> {
   if (view.query === '') return allow(view, routes, route, key, who.stale, model, limits, fields);
   const candidates: string[] = [];
   for (const part of view.query.split('&')) {
@@ -192,11 +196,11 @@ function modelBudgetOf(key: KeyRecord, model: string): { modelBudget?: Budget } 
   return m && Object.hasOwn(m, model) ? { modelBudget: m[model] } : {};
 }
 
-function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, limits: Partial<Decision> | undefined, fields?: TopLevelFields): Decision {
-  const plain: Decision = model === undefined
+function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, limits: LimitsPart | undefined, fields?: TopLevelFields): AllowedDecision {
+  const plain: AllowedDecision = model === undefined
     ? { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}) }
     : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, model, modelKnown: true, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}), ...modelBudgetOf(key, model) };
-  let d = limits ? { ...plain, ...limits } : plain;
+  let d: AllowedDecision = limits ? { ...plain, ...limits } : plain;
   if (fields) d = { ...d, bodyFields: fields };
   // Parameters named like a key with an empty value: Envoy removes them (only then: a removal
   // makes Envoy re-serialise the whole query).

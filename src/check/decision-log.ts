@@ -5,9 +5,9 @@
  * a model that is somebody's key (decide.ts checks) is not logged at all, nor is the path holding it.
  */
 import type { Decision } from './decision';
-import { statusOf } from './reasons';
+import { statusOf } from '../contract/reasons';
 import type { RequestView } from './request-view';
-import { lenientDecode, printable, printableRequestId } from './safe-text';
+import { lenientDecode, printable, printableRequestId } from '../contract/safe-text';
 
 /**
  * The path as logged (and as Envoy's access log shows it, through the CheckResponse's metadata).

@@ -1,22 +1,59 @@
 /**
  * The plain result of deciding one request: what the write stage and the log line are built from.
- * It has no status of its own: the status is the reason's (reasons.ts statusOf).
+ * An allowed decision names its key, group and balance; a denied one its reason and hint. Each
+ * declares the other's fields as absent, so a field read on `Decision` is typed on both sides. It
+ * has no status of its own: the status is the reason's (contract/reasons.ts statusOf).
  */
 import type { RateLimitMetadata } from '../ratelimit/metadata';
 import type { Budget } from '../store/budget-window';
-import type { Reason } from './reasons';
+import type { DenyReason } from '../contract/reasons';
+import type { MeterMarks } from '../contract/meter-marks';
 import type { Route } from './routes';
-import type { TopLevelFields } from './extract-model';
+import type { TopLevelFields } from '../contract/body-fields';
 
-export interface Decision {
-  readonly allowed: boolean;
-  readonly reason: Reason;
-  /** One line of printable ASCII for the client; never contains a key. '' when allowed. */
+/** A request that goes upstream. */
+export interface AllowedDecision {
+  readonly allowed: true;
+  readonly reason: 'allowed';
+  readonly hint: '';
+  readonly route: Route;
+  readonly keyId: string;
+  /** The key's SHA-256 (its cache entry), for the meter to update its balance there. */
+  readonly keySha256: string;
+  readonly group: string;
+  /** The model, one of the group's; absent on the model list. */
+  readonly model?: string;
+  readonly modelKnown?: true;
+  readonly modelIsKey?: undefined;
+  /** true when a stale cached answer was used because the store could not answer. */
+  readonly stale: boolean;
+  /** The key's balance (`null`: unlimited), for strict metering. */
+  readonly balance: number | null;
+  /** The key's budget per window (meter/budgets.ts), if it has one. */
+  readonly budget?: Budget;
+  /** The key's budget per window on the requested model (meter/budgets.ts), if it has one. */
+  readonly modelBudget?: Budget;
+  /** Where the body's top-level fields the meter reads sit (request-fields.ts), found with the model. */
+  readonly bodyFields?: TopLevelFields;
+  /** Protocol requests with counted limits: what Envoy's rate limit filters read (ratelimit/metadata.ts). */
+  readonly rateLimit?: RateLimitMetadata;
+  /** Protocol requests: the key's cap on requests in flight (ratelimit/in-flight.ts), if any. */
+  readonly inFlightLimit?: number;
+  /** A metered request's maxima and price, set by the meter's admission (meter/admission.ts). */
+  readonly meterMarks?: MeterMarks;
+  /** Query parameters named like a key (with empty values) for Envoy to remove, as sent. */
+  readonly removeQuery?: readonly string[];
+  readonly retryAfter?: undefined;
+}
+
+/** A request refused with a reason and a hint; who asked, when the denial came after the key was known. */
+export interface DeniedDecision {
+  readonly allowed: false;
+  readonly reason: DenyReason;
+  /** One line of printable ASCII for the client; never contains a key. */
   readonly hint: string;
   readonly route: Route;
   readonly keyId?: string;
-  /** Allowed only: the key's SHA-256 (its cache entry), for the meter to update its balance there. */
-  readonly keySha256?: string;
   readonly group?: string;
   /** The model as requested (client-supplied: sanitise before echoing anywhere). */
   readonly model?: string;
@@ -24,42 +61,31 @@ export interface Decision {
   readonly modelKnown?: boolean;
   /** true when the requested model string is itself a known key (never echoed or logged). */
   readonly modelIsKey?: boolean;
-  /** true when a stale cached answer was used because the store could not answer. */
   readonly stale?: boolean;
-  /** On an allowed protocol request: the key's balance (`null`: unlimited), for strict metering. */
-  readonly balance?: number | null;
-  /** On an allowed protocol request: the key's budget per window (meter/budgets.ts), if it has one. */
-  readonly budget?: Budget | null;
-  /** On an allowed protocol request: the key's budget per window on the requested model (meter/budgets.ts), if it has one. */
-  readonly modelBudget?: Budget;
-  /**
-   * Allowed only: where the body's top-level fields the meter reads (request-fields.ts) sit, found
-   * in the same pass as the model. Not part of the answer Envoy gets (the response cache ignores it).
-   */
-  readonly bodyFields?: TopLevelFields;
-  /** Allowed protocol requests with counted limits: what Envoy's rate limit filters read (ratelimit/metadata.ts). */
-  readonly rateLimit?: RateLimitMetadata;
-  /** Allowed protocol requests: the key's cap on requests in flight (ratelimit/in-flight.ts), if any. */
-  readonly inFlightLimit?: number;
   /** A 429 of modelgate's own (concurrency_limited): seconds the client should wait (retry-after). */
   readonly retryAfter?: number;
-  /**
-   * What an allowed metered request's estimate needs beyond the report (meter/admission.ts):
-   * `maxInput` and `maxOutput`, the tokens it may cost at most (an estimate never exceeds them);
-   * `hiddenOutput`, the output to debit when it is estimated (a reasoning model or request, a Gemini
-   * field mask); `referencedInput`, input the provider adds from elsewhere; `inputExtra` and
-   * `inputFactor`, Anthropic's own prompts and what a cache write costs (an input estimate counts them
-   * as the hold does; a factor of 2 names a 1-hour write); `price`, the model's price it
-   * was admitted at (meter/price-mark.ts; absent: no price). Carried in Envoy's
-   * metadata, so a report that finds no entry (a late one, another replica's) settles the same.
-   */
-  readonly meterMarks?: {
-    readonly maxInput?: number; readonly maxOutput?: number; readonly hiddenOutput?: number; readonly referencedInput?: true; readonly inputExtra?: number; readonly inputFactor?: number;
-    /** The price it was admitted at, as meter/price-mark.ts writes it (absent: no price). */
-    readonly price?: string;
-    /** The priced hosted tools it declares and its most calls of them, as meter/price-mark.ts writes them (`web_search,file_search:10`). */
-    readonly tools?: string;
-  };
-  /** Allowed only: query parameters named like a key (with empty values) for Envoy to remove, as sent. */
-  readonly removeQuery?: readonly string[];
+  readonly keySha256?: undefined;
+  readonly balance?: undefined;
+  readonly budget?: undefined;
+  readonly modelBudget?: undefined;
+  readonly bodyFields?: undefined;
+  readonly rateLimit?: undefined;
+  readonly inFlightLimit?: undefined;
+  readonly meterMarks?: undefined;
+  readonly removeQuery?: undefined;
+}
+
+export type Decision = AllowedDecision | DeniedDecision;
+
+/** An allowed decision turned down by a later stage: who asked stays, what only an allow carries goes. */
+export function denyAllowed(d: AllowedDecision, reason: DenyReason, hint: string): DeniedDecision {
+  return { allowed: false, reason, hint, route: d.route, keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale };
+}
+
+/** An allowed request that names its model: every protocol request decide.ts allows does. */
+export type AllowedWithModel = AllowedDecision & { readonly model: string };
+
+/** Whether an allowed decision names its model (false only on the model list). */
+export function namesModel(d: AllowedDecision): d is AllowedWithModel {
+  return d.model !== undefined;
 }

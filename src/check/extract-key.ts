@@ -4,11 +4,11 @@
  * the URL, pasted whole without quotes or extra characters). Pure. Hints never contain the key.
  */
 import type { Config } from '../config/load';
-import { KEY_LENGTH, KEY_PREFIX, MANAGEMENT_TOKEN_PREFIX, checksumMatches, containsKeyBody, hasIssuedShape, isCompleteKey } from './key-format';
+import { KEY_LENGTH, KEY_PREFIX, MANAGEMENT_TOKEN_PREFIX, checksumMatches, containsKeyBody, hasIssuedShape, isCompleteKey } from '../contract/key-format';
 import type { RequestView } from './request-view';
-import { HINTS, type DenyReason } from './reasons';
+import { HINTS, type DenyReason } from '../contract/reasons';
 import type { KeySource } from './routes';
-import { lenientDecode, printable } from './safe-text';
+import { lenientDecode, printable } from '../contract/safe-text';
 
 export type KeyExtraction =
   | { readonly ok: true; readonly key: string; readonly header: string }

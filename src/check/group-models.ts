@@ -7,7 +7,7 @@
  * family's protocol styles; the console shows every model of the group, each with the lists that
  * show it.
  */
-import type { Family } from './routes';
+import type { Family } from '../contract/error-body';
 import type { GroupRecord, ModelRecord, Protocol } from '../store/store';
 
 /** Which protocol styles the model list of each family shows. */

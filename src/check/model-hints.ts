@@ -4,8 +4,8 @@
  * (5) availability. Suggestions come only from the key's own group: a hint never reveals another
  * group's models.
  */
-import { HINTS } from './reasons';
-import { printable } from './safe-text';
+import { HINTS } from '../contract/reasons';
+import { printable } from '../contract/safe-text';
 import type { GroupRecord } from '../store/store';
 
 const MAX_COMPARED_LENGTH = 128;

@@ -11,11 +11,11 @@
  */
 import type { Config } from '../config/load';
 import { decide, type Lookups, type MaybePromise } from './decide';
-import type { Decision } from './decision';
+import type { AllowedDecision, Decision } from './decision';
 import { clientAddress, decisionLine, decisionShape, lineFromShape, loggedClient, loggedUserAgent, shapeText } from './decision-log';
 import { decodeCheckRequest, requestHeaderFilter, type HeaderFilter } from './read-request';
-import { printableRequestId } from './safe-text';
-import { HINTS, statusOf } from './reasons';
+import { printableRequestId } from '../contract/safe-text';
+import { HINTS, statusOf } from '../contract/reasons';
 import type { RequestView } from './request-view';
 import type { ResponseEncoder } from './response-encoder';
 import { classify } from './routes';
@@ -64,7 +64,7 @@ export interface PipelineDeps {
 }
 
 /** See PipelineDeps.admit. */
-export type Admission = (decision: Decision, view: RequestView, config: Config) => MaybePromise<Decision>;
+export type Admission = (decision: AllowedDecision, view: RequestView, config: Config) => MaybePromise<Decision>;
 
 /** The fail-closed answer when deciding threw. */
 function failedDecision(err: unknown, view: RequestView, config: Config, logger: CheckLogger): Decision {

@@ -27,7 +27,7 @@
  */
 import type { Config } from '../config/load';
 import type { RequestView } from './request-view';
-import { HEADER } from './headers';
+import { HEADER, decisionHeaders } from '../contract/headers';
 
 /** A wanted header name: its bytes, to compare against the wire, and the string to key it by. */
 interface WantedName {
@@ -54,21 +54,6 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
     if (!list.some((w) => w.name === name)) list.push({ bytes: Buffer.from(name, 'latin1'), name });
   }
   return { byLength: byLength.map((l) => (l.length === 0 ? NONE : l)) };
-}
-
-/**
- * Every header a decision reads: the pseudo-headers, the request ids (Envoy's minted x-modelgate-request,
- * else x-request-id; and, for the decision line only, the user agent and x-forwarded-for: decision-log.ts),
- * Envoy's partial-body flag,
- * the ones that choose the route or refuse the body (content-type, content-encoding), Anthropic's
- * betas (one may raise a model's output cap: the meter's maximum), the user-agent (a refusal's hint
- * names the client's own switch: check/client-switches.ts), and the configured key headers (both kinds:
- * a key in the other kind's header is reported). Envoy's `allowed_headers` (envoy/envoy.yaml)
- * lists all of them but the partial-body flag, which Envoy adds itself (test/envoy/render.test.ts
- * checks this); test/check/decision-headers.test.ts checks that decisions read no other header.
- */
-export function decisionHeaders(routes: Config['routes']): string[] {
-  return [':path', ':method', 'x-request-id', HEADER.request, 'user-agent', 'x-forwarded-for', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
 }
 
 /** The decoder's filter for a config's routes (built once per config). */

@@ -10,7 +10,7 @@ export interface RequestView {
   /** The raw query string after `?`, or ''. */
   readonly query: string;
   /**
-   * The headers the decision reads (`decisionHeaders`), by lowercase name; repeated headers arrive
+   * The headers the decision reads (contract/headers.ts `decisionHeaders`), by lowercase name; repeated headers arrive
    * joined with ','. Other headers are not kept.
    */
   readonly headers: Readonly<Record<string, string>>;

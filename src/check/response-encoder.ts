@@ -28,6 +28,8 @@ interface PerConfig {
 /** Every field name of any kind of Route. */
 type FieldOfAny<T> = T extends unknown ? keyof T : never;
 type RouteField = FieldOfAny<Route>;
+/** Every field name of either kind of Decision. */
+type DecisionField = FieldOfAny<Decision>;
 
 /**
  * How each field of a Decision enters the cache key: `key` (as it is), a projection of it,
@@ -35,7 +37,7 @@ type RouteField = FieldOfAny<Route>;
  * checks), or `appended` (each request's own: written after the cached bytes, never in them). The type names every field of Decision and of Route: a field added there does not
  * compile until it is placed here, so the cache cannot return bytes built without it.
  */
-const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | 'appended' | ((d: Decision) => string) } = {
+const DECISION_KEY: { readonly [F in DecisionField]-?: 'key' | 'unwritten' | 'appended' | ((d: Decision) => string) } = {
   allowed: 'key',
   reason: 'key',
   hint: 'key',
@@ -68,10 +70,10 @@ const DECISION_KEY: { readonly [F in keyof Decision]-?: 'key' | 'unwritten' | 'a
 };
 const ROUTE_KEY: { readonly [F in RouteField]-?: 'key' } = { kind: 'key', style: 'key', family: 'key', keys: 'key', alt: 'key', model: 'key', fixedId: 'key', allow: 'key', detail: 'key' };
 const ROUTE_FIELDS = Object.keys(ROUTE_KEY) as RouteField[];
-const KEYED = (Object.entries(DECISION_KEY) as [keyof Decision, (typeof DECISION_KEY)[keyof Decision]][]).filter(([, how]) => how !== 'unwritten' && how !== 'appended');
+const KEYED = (Object.entries(DECISION_KEY) as [DecisionField, (typeof DECISION_KEY)[DecisionField]][]).filter(([, how]) => how !== 'unwritten' && how !== 'appended');
 
 /** Decision fields the response never carries (for the test that checks it). */
-export const UNWRITTEN_FIELDS = (Object.keys(DECISION_KEY) as (keyof Decision)[]).filter((f) => DECISION_KEY[f] === 'unwritten');
+export const UNWRITTEN_FIELDS = (Object.keys(DECISION_KEY) as DecisionField[]).filter((f) => DECISION_KEY[f] === 'unwritten');
 
 const text = (v: unknown): string => (v === undefined ? '' : String(v));
 

@@ -4,13 +4,11 @@
  * the same endpoint list (envoy/render-routes.ts); this is the service's own, fail-closed view of it.
  */
 import type { Protocol } from '../store/store';
-import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../providers/endpoints';
-import type { Family } from '../providers/provider';
+import { ENDPOINTS, MODEL, familyOf, hasModel, type Endpoint } from '../providers/endpoints';
+import type { Family } from '../contract/error-body';
 import { PROVIDERS } from '../providers/providers';
-import { HINTS } from './reasons';
+import { HINTS } from '../contract/reasons';
 
-/** Error body shape the client's SDK parses. */
-export type { Family } from '../providers/provider';
 /** Which header list carries the key on this route (docs/spec.md §5.2, §5.3; /alt/v1beta accepts both). */
 export type KeySource = 'bearer' | 'vendor' | 'both';
 
@@ -71,12 +69,6 @@ export function classify(method: string, path: string, altPrefix: string, anthro
 }
 
 const FIXED = new Map<string, Route>();
-
-/** The error shape a client of this path (after the prefix) parses: Gemini's under /v1beta, Anthropic's for messages. */
-export function familyOf(rest: string, anthropicVersion: boolean): Family {
-  if (rest === '/v1beta' || rest.startsWith('/v1beta/')) return 'gemini';
-  return rest.startsWith('/v1/messages') || anthropicVersion ? 'anthropic' : 'openai';
-}
 
 function classifyNew(method: string, path: string, altPrefix: string, anthropicVersion: boolean): Route {
   let rest = path;

@@ -13,11 +13,11 @@ import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/H
 import { UPSTREAM_FAMILIES, upstreamOf, type Config, type UpstreamFamily } from '../config/load';
 import type { Decision } from './decision';
 import { isTokenCount } from '../providers/endpoints';
-import { errorBody } from './error-body';
-import { HEADER } from './headers';
+import { errorBody } from '../contract/error-body';
+import { HEADER } from '../contract/headers';
 import { keyHeaders } from './extract-key';
-import { statusOf } from './reasons';
-import { retryHeaders } from './retry-advice';
+import { statusOf } from '../contract/reasons';
+import { retryHeaders } from '../contract/retry-advice';
 import { METADATA_FIELD as RATE_LIMIT_FIELD } from '../ratelimit/limits';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */

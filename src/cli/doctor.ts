@@ -12,9 +12,9 @@
  */
 import { Command } from 'commander';
 import { checkPastedKey } from '../check/extract-key';
-import { HEADER } from '../check/headers';
-import { KEY_PREFIX } from '../check/key-format';
-import { printable } from '../check/safe-text';
+import { HEADER } from '../contract/headers';
+import { KEY_PREFIX } from '../contract/key-format';
+import { printable } from '../contract/safe-text';
 import type { Config } from '../config/load';
 import { PROVIDERS } from '../providers/providers';
 import type { ConsoleAccess } from '../console/access';

@@ -6,7 +6,7 @@
 import YAML from 'yaml';
 import { checkName } from './errors';
 import { isoTime } from './text';
-import { generateKey, hashKey } from '../check/key-format';
+import { generateKey, hashKey } from '../contract/key-format';
 
 /** One entry of the config's `keys:` list, in the file store's field names. */
 export interface FileKeyEntry {

@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Command } from 'commander';
-import { generateKey, hashKey } from '../check/key-format';
+import { generateKey, hashKey } from '../contract/key-format';
 import { PgAdminBackend } from '../admin/pg-backend';
 import { AdminRefusal, keyNotFound } from '../admin/refusal';
 import { StoreRefusal } from '../store/pg/refusal';

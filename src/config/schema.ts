@@ -13,7 +13,7 @@
  * parts are invalid, so one read lists every problem.
  */
 import { z } from 'zod';
-import { HEADER_PREFIX } from '../check/headers';
+import { HEADER_PREFIX } from '../contract/headers';
 import { BUDGET_PERIODS, isTimeZone } from '../store/budget-window';
 import { PROTOCOLS, type Protocol } from '../store/store';
 

@@ -12,11 +12,12 @@
 import { checkPastedKey } from '../check/extract-key';
 import type { Lookups } from '../check/decide';
 import { offeredModels } from '../check/group-models';
-import { hashKey } from '../check/key-format';
+import { hashKey } from '../contract/key-format';
 import { decideSafely, type CheckLogger } from '../check/pipeline';
-import { HINTS, statusOf, type Reason } from '../check/reasons';
+import { HINTS, statusOf, type Reason } from '../contract/reasons';
 import type { RequestView } from '../check/request-view';
-import { endpointFor, type Family } from '../check/routes';
+import type { Family } from '../contract/error-body';
+import { endpointFor } from '../check/routes';
 import type { Config } from '../config/load';
 import { PROTOCOLS, type GroupRecord, type KeyRecord, type Limits, type Protocol } from '../store/store';
 import { keyLimits } from '../ratelimit/limits';

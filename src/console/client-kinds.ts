@@ -9,7 +9,7 @@
  * `alt-generative-cli`) with the same Base URL.
  */
 import { keyHeaders } from '../check/extract-key';
-import type { Family } from '../check/routes';
+import type { Family } from '../contract/error-body';
 import type { Config } from '../config/load';
 import { PROVIDERS } from '../providers/providers';
 import type { Protocol } from '../store/store';

@@ -19,7 +19,7 @@ import { findKeyInUrl } from '../check/extract-key';
 import { suggestModel } from '../check/model-hints';
 import { ENDPOINTS, GENERATIVE_METHODS, MODEL } from '../providers/endpoints';
 import { classify, endpointFor } from '../check/routes';
-import { printable } from '../check/safe-text';
+import { printable } from '../contract/safe-text';
 import type { Config } from '../config/load';
 import type { GroupRecord } from '../store/store';
 import type { ConsoleAccess } from './access';

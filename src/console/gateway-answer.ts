@@ -6,7 +6,7 @@
  * a wrong Base URL gets (404 path_repeated, prefix_wrong, ...) without sending anything, and the
  * end-to-end tests check its predictions against the real Envoy.
  */
-import { HEADER } from '../check/headers';
+import { HEADER } from '../contract/headers';
 import { renderRoutes } from '../envoy/render-routes';
 
 export interface GatewayAnswer {

@@ -16,10 +16,10 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Lookups } from '../check/decide';
-import { HEADER } from '../check/headers';
-import { hashKey } from '../check/key-format';
+import { HEADER } from '../contract/headers';
+import { hashKey } from '../contract/key-format';
 import type { CheckLogger } from '../check/pipeline';
-import { statusOf, type Reason } from '../check/reasons';
+import { statusOf, type Reason } from '../contract/reasons';
 import type { Config } from '../config/load';
 import { PROTOCOLS, type GroupRecord } from '../store/store';
 import { signIn, type SignIn } from './access';

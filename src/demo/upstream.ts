@@ -18,7 +18,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { HEADER } from '../check/headers';
+import { HEADER } from '../contract/headers';
 import { demoContent } from './reply';
 
 /** One request as the upstream received it (for tests that check what crossed the gateway). */

@@ -9,7 +9,7 @@
  * bootstrap and config in, findings out; each names the config path and the fix.
  */
 import { UPSTREAM_FAMILIES, type UpstreamFamily } from '../config/load';
-import { HEADER, HEADER_PREFIX } from '../check/headers';
+import { HEADER, HEADER_PREFIX } from '../contract/headers';
 import { CLUSTER, EXT_AUTHZ_FILTER, TRAILERS_FILTER, UPSTREAM_CLUSTER } from './render-routes';
 import { DECOMPRESSOR_FILTER, METER_FILTER } from './meter-filters';
 import { RATE_LIMIT_FILTER } from './render-ratelimit';

@@ -23,7 +23,7 @@ import { modelgateHttpFilters, renderClusters, renderLocalReplies, routeTableInp
 import { DECOMPRESSOR_FILTER, meterAccessLog } from './meter-filters';
 import { grpcServiceMetadata } from './render-grpc-auth';
 import { MARK_NAMESPACE } from './request-mark';
-import { HEADER } from '../check/headers';
+import { HEADER } from '../contract/headers';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 

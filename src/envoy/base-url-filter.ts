@@ -14,7 +14,7 @@
  * returns at once unless the answer carries a hint with the placeholder (denials are small,
  * complete bodies; an upstream's answer never carries x-modelgate-hint).
  */
-import { HEADER } from '../check/headers';
+import { HEADER } from '../contract/headers';
 
 type Obj = Record<string, unknown>;
 

@@ -8,9 +8,8 @@
  * pieces as `modelgate adopt` puts them into a team's Envoy: the request mark (request-mark.ts), the
  * rate limit filters (render-ratelimit.ts), the request-trailer filter and the local replies.
  */
-import { ENDPOINTS, MODEL } from '../providers/endpoints';
-import { HEADERS_NEVER_UPSTREAM } from '../check/headers';
-import { familyOf } from '../check/routes';
+import { ENDPOINTS, MODEL, familyOf } from '../providers/endpoints';
+import { HEADERS_NEVER_UPSTREAM } from '../contract/headers';
 import { parseConfig } from '../config/load';
 import { METER_LUA } from './meter-filters';
 import { EXT_AUTHZ_FILTER } from './render-routes';

@@ -14,8 +14,8 @@
  *   port (AccessLogService). It carries the Check's metadata, the meter's, the status, the body
  *   sizes and the response's content type and encoding.
  */
-import { METER_CALL_TYPES } from '../check/meter-counters';
-import { HEADER } from '../check/headers';
+import { METER_CALL_TYPES } from '../contract/meter-counters';
+import { HEADER } from '../contract/headers';
 import { CLUSTER, EXT_AUTHZ_FILTER } from './render-routes';
 import { OURS } from './request-mark';
 
@@ -43,7 +43,7 @@ export const METER_CALL_CARRY = 96;
  *
  * It also counts, in the whole body, the calls of hosted tools the answer reports where no tail
  * would hold them (a Responses stream's response.completed echoes instructions and tools, far past
- * the tail): per type of Responses output item (check/meter-counters.ts) the items (`"type":"web_search_call"`)
+ * the tail): per type of Responses output item (contract/meter-counters.ts) the items (`"type":"web_search_call"`)
  * and the events that start a call in a stream (`"type":"response.web_search_call.in_progress"`),
  * and Gemini's `"groundingMetadata"`, published at the end as `calls` (`1=2,2=1`: counter=count, those
  * above 0; `0=0` when none is; meter/tool-calls.ts reads it). Each chunk is searched alone; a pattern

@@ -6,7 +6,7 @@
  * the same header (the same value as `reason`). docs/operations.md shows the query that joins the
  * two logs on the request id.
  */
-import { HEADER } from '../check/headers';
+import { HEADER } from '../contract/headers';
 
 export function refusalLogFields(): Record<string, string> {
   return { reply_reason: `%RESP(${HEADER.reason.toUpperCase()})%` };

@@ -27,10 +27,10 @@ import type { Config } from '../config/load';
 import { KINDS, METADATA_FIELD, SLOTS, ENTRY, WINDOWED, slotName, type LimitKind } from '../ratelimit/limits';
 import { CLUSTER, EXT_AUTHZ_FILTER, header } from './render-routes';
 import { grpcServiceMetadata } from './render-grpc-auth';
-import { retryHeaders, type EnvoyFormatter } from '../check/retry-advice';
-import { errorBody } from '../check/error-body';
-import { HEADER } from '../check/headers';
-import { HINTS, statusOf } from '../check/reasons';
+import { retryHeaders, type EnvoyFormatter } from '../contract/retry-advice';
+import { errorBody } from '../contract/error-body';
+import { HEADER } from '../contract/headers';
+import { HINTS, statusOf } from '../contract/reasons';
 
 type Obj = Record<string, unknown>;
 
@@ -63,7 +63,7 @@ function refusalHeaders(kind: LimitKind): Obj[] {
   return [
     header(HEADER.reason, reason),
     header(HEADER.hint, hint),
-    // x-should-retry: true and retry-after: the limit's own reset (src/check/retry-advice.ts).
+    // x-should-retry: true and retry-after: the limit's own reset (src/contract/retry-advice.ts).
     ...retryHeaders(429, reset).map(([key, value]) => header(key, value)),
     // OpenAI's names (x-ratelimit-{limit,remaining,reset}-{requests,tokens}; reset as a duration).
     header(`x-ratelimit-limit-${plural}`, md(`${kind}_limit`)),
@@ -138,10 +138,10 @@ export function rateLimitPerRoute(): Obj {
 export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai' | 'anthropic' | 'gemini', Obj | undefined]>, ours: Obj): Obj[] {
   const status = (code: number): Obj => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } } } });
   const sent = (name: string): EnvoyFormatter => `%RESP(${name.toUpperCase()})%`;
-  // A refusal's body as every denial's (check/error-body.ts), its reason, hint and retry delay the headers the filter set.
+  // A refusal's body as every denial's (contract/error-body.ts), its reason, hint and retry delay the headers the filter set.
   const refusalBody = (family: 'openai' | 'anthropic' | 'gemini'): Obj =>
     JSON.parse(errorBody(family, 429, sent(HEADER.reason), sent(HEADER.hint), '%RESP(RETRY-AFTER)%')) as Obj;
-  // The service failing: an answer like every other denial (check/error-body.ts), no '%' in it.
+  // The service failing: an answer like every other denial (contract/error-body.ts), no '%' in it.
   const unavailableReason = 'rate_limit_unavailable';
   const unavailableHint = HINTS[unavailableReason].deny;
   const unavailableStatus = statusOf(unavailableReason);

@@ -1,7 +1,7 @@
 /**
  * The route table of the rendered Envoy bundle (docs/spec.md §4.1, §4.2, §7): the spec's endpoints with
  * ext_authz on (derived from providers/endpoints.ts, the list the Check classifies by), then the paths
- * clients get wrong, answered by Envoy itself with a reason and a hint (check/reasons.ts) before
+ * clients get wrong, answered by Envoy itself with a reason and a hint (contract/reasons.ts) before
  * any key is looked at (docs/spec.md §4.1 rule 4: a 404 is checked for the path first).
  *
  * Order matters (first match wins): (1) endpoints, and the console; (2) a known path with another method: 405;
@@ -11,12 +11,12 @@
  * refuses a program size over 100 (re2.max_program_size.error_level), so alternations are split
  * over several routes.
  */
-import { ENDPOINTS, MODEL, hasModel, type Endpoint } from '../providers/endpoints';
-import { errorBody } from '../check/error-body';
-import { HEADER } from '../check/headers';
-import { HINTS, statusOf } from '../check/reasons';
-import { retryHeaders } from '../check/retry-advice';
-import { familyOf, type Family } from '../check/routes';
+import { ENDPOINTS, MODEL, familyOf, hasModel, type Endpoint } from '../providers/endpoints';
+import { errorBody } from '../contract/error-body';
+import { HEADER } from '../contract/headers';
+import { HINTS, statusOf } from '../contract/reasons';
+import { retryHeaders } from '../contract/retry-advice';
+import type { Family } from '../contract/error-body';
 import { upstreamOf, type UpstreamFamily } from '../config/load';
 
 /** Cluster names: a contract between the routes, the clusters and envoy/README.md. */

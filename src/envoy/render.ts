@@ -10,14 +10,14 @@
 import { Document, isMap, isScalar, isSeq, visit, type Node } from 'yaml';
 import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
 import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
-import { errorBody } from '../check/error-body';
-import { HEADER, HEADERS_NEVER_UPSTREAM } from '../check/headers';
-import { HINTS, statusOf, type DenyReason } from '../check/reasons';
-import { retryHeaders } from '../check/retry-advice';
+import { errorBody } from '../contract/error-body';
+import { HEADER, HEADERS_NEVER_UPSTREAM } from '../contract/headers';
+import { HINTS, statusOf, type DenyReason } from '../contract/reasons';
+import { retryHeaders } from '../contract/retry-advice';
 import { baseUrlFilter, baseUrlPerRoute } from './base-url-filter';
 import { MARK_KEY, MARK_NAMESPACE, OURS, requestFilters, requestPerRoute } from './request-mark';
-import { decisionHeaders } from '../check/read-request';
-import type { Family } from '../check/routes';
+import { decisionHeaders } from '../contract/headers';
+import type { Family } from '../contract/error-body';
 import { UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters, meterPerRoute } from './meter-filters';
 import { CLUSTER, EXT_AUTHZ_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes, type RouteTableInput } from './render-routes';
 import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
@@ -43,7 +43,7 @@ function secretOf(input: GatewayRenderInput): string | undefined {
 }
 
 /**
- * The request headers Envoy sends in a CheckRequest: those a decision reads (read-request.ts
+ * The request headers Envoy sends in a CheckRequest: those a decision reads (contract/headers.ts
  * decisionHeaders, the key headers included) and content-type. Envoy adds x-envoy-auth-partial-body
  * itself. In gRPC mode, once allowed_headers is set, pseudo-headers are sent only when listed.
  *
@@ -267,7 +267,7 @@ export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorizatio
 
 /**
  * What the route to this upstream removes: the provider credential headers, modelgate's own
- * headers no upstream gets (check/headers.ts HEADERS_NEVER_UPSTREAM) and the configured key
+ * headers no upstream gets (contract/headers.ts HEADERS_NEVER_UPSTREAM) and the configured key
  * headers, except the header modelgate sets this upstream's own credential in (a route-level
  * removal runs after ext_authz and would drop it; modelgate's set overwrites the client's value
  * instead). Every other upstream's credential header
@@ -314,7 +314,7 @@ export function renderLocalReplies(input: GatewayRenderInput, { adopt = false }:
         headers_to_add: [
           { header: { key: HEADER.reason, value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
           { header: { key: HEADER.hint, value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
-          // Retry a 503/504 after a second, never a 400/413 (src/check/retry-advice.ts).
+          // Retry a 503/504 after a second, never a 400/413 (src/contract/retry-advice.ts).
           ...retryHeaders(code).map(([key, value]) => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' })),
         ],
         body_format_override: { text_format_source: { inline_string: literal(errorBody(family, code, reason, hint)) }, content_type: 'application/json' },

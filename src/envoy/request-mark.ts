@@ -22,7 +22,7 @@
  * route/virtual host per filter configuration"), so each filter is turned on by its own per-route
  * message; the decompressor has none and is wrapped in a matcher instead (meter-filters.ts).
  */
-import { HEADER, HEADER_PREFIX } from '../check/headers';
+import { HEADER, HEADER_PREFIX } from '../contract/headers';
 
 type Obj = Record<string, unknown>;
 

@@ -30,15 +30,16 @@
  */
 import type { Config } from '../config/load';
 import { amountText, type MaybePromise } from '../check/decide';
-import type { Decision } from '../check/decision';
+import { namesModel, type AllowedDecision, type AllowedWithModel, type Decision } from '../check/decision';
 import { isTokenCount } from '../providers/endpoints';
 import { PROVIDERS } from '../providers/providers';
 import { extractFields } from '../check/extract-model';
 import { REQUEST_FIELDS, REQUEST_MARKS } from '../check/request-fields';
 import { hostedToolSwitch } from '../check/client-switches';
-import { printable } from '../check/safe-text';
+import { printable } from '../contract/safe-text';
 import type { Admission } from '../check/pipeline';
-import { HINTS, type DenyReason } from '../check/reasons';
+import { HINTS, type DenyReason } from '../contract/reasons';
+import type { MeterMarks } from '../contract/meter-marks';
 import type { RequestView } from '../check/request-view';
 import type { Lookup } from '../store/cache';
 import type { GroupRecord, MeterStore, ModelPrice, Protocol, ReservedRequest } from '../store/store';
@@ -111,17 +112,17 @@ export const DRY_RUN_REQUEST_ID_PREFIX = 'modelgate-dry-run-';
 const insufficient = (available: number, amount: number): string => HINTS.balance_insufficient.reserved(round(available), round(amount));
 
 /** The budgets a request is held to: its key's, its key's on its model, and its group's, those that are set. */
-function budgetsOf(d: Decision, groupBudget: Budget | null | undefined): { subject: BudgetSubject; budget: Budget }[] {
+function budgetsOf(d: AllowedWithModel, groupBudget: Budget | null | undefined): { subject: BudgetSubject; budget: Budget }[] {
   const out: { subject: BudgetSubject; budget: Budget }[] = [];
-  if (d.budget) out.push({ subject: { kind: 'key', name: d.keyId as string }, budget: d.budget });
-  if (d.modelBudget && d.model !== undefined) out.push({ subject: { kind: 'model', name: d.keyId as string, model: d.model }, budget: d.modelBudget });
-  if (groupBudget) out.push({ subject: { kind: 'group', name: d.group as string }, budget: groupBudget });
+  if (d.budget) out.push({ subject: { kind: 'key', name: d.keyId }, budget: d.budget });
+  if (d.modelBudget) out.push({ subject: { kind: 'model', name: d.keyId, model: d.model }, budget: d.modelBudget });
+  if (groupBudget) out.push({ subject: { kind: 'group', name: d.group }, budget: groupBudget });
   return out;
 }
 
 /** What the lifetime balance's word reads of a request the budgets allowed. */
 interface BalanceAdmission {
-  readonly d: Decision;
+  readonly d: AllowedWithModel;
   readonly view: RequestView;
   readonly config: Config;
   readonly shape: RequestShape;
@@ -140,9 +141,11 @@ interface BalanceAdmission {
 
 export function createAdmission(deps: AdmissionDeps): Admission {
   const now = deps.now ?? Date.now;
-  return function admit(d: Decision, view: RequestView, config: Config): MaybePromise<Decision> {
+  return function admit(d: AllowedDecision, view: RequestView, config: Config): MaybePromise<Decision> {
     const m = config.meter;
     if (!m.enabled || d.route.kind !== 'protocol' || isTokenCount(view.path)) return d;
+    // decide.ts allows a protocol request only with its model; one without is refused, never metered blind.
+    if (!namesModel(d)) return deny(d, 'internal_error', HINTS.internal_error.failed);
     const style = d.route.style;
     const rules = PROVIDERS[style];
     const alt = rules.admission.unreadableFormat(view.query);
@@ -172,17 +175,17 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       return deny(d, 'stream_usage_required', HINTS.stream_usage_required.includeUsage);
     }
     if (view.requestId === '') return deny(d, 'internal_error', HINTS.internal_error.noRequestId);
-    const group = deps.groups.get(d.group as string);
+    const group = deps.groups.get(d.group);
     return group instanceof Promise ? group.then((g) => admitWith(d, view, config, style, shape, g)) : admitWith(d, view, config, style, shape, group);
   };
 
-  function admitWith(d: Decision, view: RequestView, config: Config, style: Protocol, shape: RequestShape, g: Lookup<GroupRecord>): MaybePromise<Decision> {
+  function admitWith(d: AllowedWithModel, view: RequestView, config: Config, style: Protocol, shape: RequestShape, g: Lookup<GroupRecord>): MaybePromise<Decision> {
     const m = config.meter;
     if (g.status === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
-    const model = g.status === 'found' ? g.value.models.get(d.model as string) : undefined;
+    const model = g.status === 'found' ? g.value.models.get(d.model) : undefined;
     const price = model?.price ?? null;
     const word = holdFor(
-      { style, shape, model: d.model as string, price, modelCap: model?.maxOutputTokens, bodyBytes: view.body?.length ?? 0, masked: PROVIDERS[style].admission.trimsAnswer(view), capRaised: PROVIDERS[style].admission.raisesOutputCap(view.headers) },
+      { style, shape, model: d.model, price, modelCap: model?.maxOutputTokens, bodyBytes: view.body?.length ?? 0, masked: PROVIDERS[style].admission.trimsAnswer(view), capRaised: PROVIDERS[style].admission.raisesOutputCap(view.headers) },
       m,
     );
     if (word.kind === 'refuse') {
@@ -194,7 +197,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
-      requestId: view.requestId, keyId: d.keyId as string, keySha256: d.keySha256, group: d.group as string, model: d.model as string, protocol: style,
+      requestId: view.requestId, keyId: d.keyId, keySha256: d.keySha256, group: d.group, model: d.model, protocol: style,
       price, limited, maxInputTokens, maxOutputTokens: hold.maxOutputTokens, maxCost, reserved, bodyBytes: view.body?.length ?? 0,
       sample: sampleOf(view.body),
       stream: shape.stream, referencedInput: shape.referencedInput,
@@ -208,7 +211,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // The Check's metadata carries the maxima and the admitted price for a report that finds no
     // entry here (late, or at another replica): it is bounded and priced as the entry would be.
     const priceMarks = price ? { price: priceMark(price) } : undefined;
-    const marks: NonNullable<Decision['meterMarks']> = { maxInput: maxInputTokens, maxOutput: hold.maxOutputTokens, ...(hidden ? { hiddenOutput: hold.maxOutputTokens } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
+    const marks: MeterMarks = { maxInput: maxInputTokens, maxOutput: hold.maxOutputTokens, ...(hidden ? { hiddenOutput: hold.maxOutputTokens } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
     const marked: Decision = { ...d, meterMarks: marks };
     let budgetHold: BudgetHold | undefined;
     const track = (reserved: InFlightRequest['reserved']): Decision => {
@@ -260,7 +263,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
 
     const balance = d.balance as number;
     if (m.mode === 'soft') {
-      const keyId = d.keyId as string;
+      const keyId = d.keyId;
       const count = deps.inFlight.count(keyId);
       const replicas = deps.replicas?.() ?? 1;
       const held = deps.inFlight.held(keyId);
@@ -287,27 +290,27 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // A dry run (explain) shows what the request would be held at, and reserves nothing.
     if (q.dryRun) return q.marked;
     if (deps.leases && config.meter.leases) return fromLease(d, deps.leases, maxCost, track);
-    return reserve(d, q.view, config, maxCost, { group: d.group as string, model: d.model as string, protocol: q.style, inputTokens: hold.maxInputTokens, outputTokens: hold.maxOutputTokens }, track);
+    return reserve(d, q.view, config, maxCost, { group: d.group, model: d.model, protocol: q.style, inputTokens: hold.maxInputTokens, outputTokens: hold.maxOutputTokens }, track);
   }
 
-  async function fromLease(d: Decision, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
+  async function fromLease(d: AllowedWithModel, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
     let r;
     try {
-      r = await leases.reserve(d.keyId as string, amount, d.keySha256);
+      r = await leases.reserve(d.keyId, amount, d.keySha256);
     } catch {
       return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     }
     if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available, amount));
     const tracked = track('lease');
-    if (!tracked.allowed) leases.settle(d.keyId as string, amount, 0);
+    if (!tracked.allowed) leases.settle(d.keyId, amount, 0);
     return tracked;
   }
 
-  async function reserve(d: Decision, view: RequestView, config: Config, amount: number, held: ReservedRequest, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
+  async function reserve(d: AllowedWithModel, view: RequestView, config: Config, amount: number, held: ReservedRequest, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
     if (!deps.store) return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     let r;
     try {
-      r = await deps.store.reserve(view.requestId, d.keyId as string, amount, config.meter.reservationSeconds, held);
+      r = await deps.store.reserve(view.requestId, d.keyId, amount, config.meter.reservationSeconds, held);
     } catch {
       return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     }

@@ -9,7 +9,8 @@
  * `8.0` are 8, `"1_6"` is 16 (pydantic's lax int), `"1.6e1"` is 16 (proto3's JSON mapping); every alias a provider accepts is read (snake and camel case, top level and inside
  * Gemini's generationConfig); of two spellings the larger maximum counts.
  */
-import { extractFields, goFold, type TopLevelFields } from '../check/extract-model';
+import { extractFields, goFold } from '../check/extract-model';
+import type { TopLevelFields } from '../contract/body-fields';
 import { REQUEST_MARKS } from '../check/request-fields';
 import { asObject, laxBool, laxCount } from '../providers/lax-read';
 import type { ShapeInput } from '../providers/provider';

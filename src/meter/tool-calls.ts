@@ -12,7 +12,7 @@
  * | generative | one grounded prompt when the answer has `groundingMetadata` (Google bills grounding per grounded prompt), for the dearest grounding tool declared; fileSearch: the most calls |
  * | chat | one search per answer (search models bill each request with `web_search_options`) |
  */
-import { METER_CALL_TYPES, METER_GROUNDING_COUNTER } from '../check/meter-counters';
+import { METER_CALL_TYPES, METER_GROUNDING_COUNTER } from '../contract/meter-counters';
 import { PROVIDERS } from '../providers/providers';
 import type { DeclaredTools, HostedTool, ModelPrice, Protocol } from '../store/store';
 import type { Usage } from './usage-reader';

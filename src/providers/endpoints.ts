@@ -9,6 +9,7 @@
  */
 import { PROTOCOLS } from '../store/store';
 import type { Endpoint } from './provider';
+import type { Family } from '../contract/error-body';
 import { PROVIDERS } from './providers';
 
 export type { Endpoint } from './provider';
@@ -16,7 +17,7 @@ export type { Endpoint } from './provider';
 /**
  * A token counting call (`count_tokens`, `:countTokens`): free at every provider and answered at
  * once, so never metered (meter/admission.ts), never marked for the meter's report
- * (check/write-response.ts) and not counted in flight (ratelimit/admission.ts).
+ * (check/write-response.ts) and not counted in flight (check/in-flight-cap.ts).
  */
 export function isTokenCount(path: string): boolean {
   return path.endsWith('/count_tokens') || path.endsWith(':countTokens');
@@ -47,3 +48,9 @@ export const hasModel = (e: Endpoint): boolean => e.path.includes(MODEL);
 
 /** Every generative method, from all the endpoints that name one. */
 export const GENERATIVE_METHODS: ReadonlySet<string> = new Set(ENDPOINTS.flatMap((e) => e.modelMethods ?? []));
+
+/** The error shape a client of this path (after the prefix) parses: Gemini's under /v1beta, Anthropic's for messages. */
+export function familyOf(rest: string, anthropicVersion: boolean): Family {
+  if (rest === '/v1beta' || rest.startsWith('/v1beta/')) return 'gemini';
+  return rest.startsWith('/v1/messages') || anthropicVersion ? 'anthropic' : 'openai';
+}

@@ -7,11 +7,9 @@
  *
  * Every hook is pure and reads only what it is handed.
  */
-import type { TopLevelFields } from '../check/extract-model';
+import type { TopLevelFields } from '../contract/body-fields';
+import type { Family } from '../contract/error-body';
 import type { HostedTool, Modality, Protocol } from '../store/store';
-
-/** Error body shape the client's SDK parses (check/error-body.ts), and the model list it reads. */
-export type Family = 'openai' | 'anthropic' | 'gemini';
 
 export interface Endpoint {
   /** The Envoy route's name (its alternate-prefix twin: `alt_` + name). */
@@ -153,7 +151,7 @@ export interface GenAiOperation {
 export interface Provider {
   readonly protocol: Protocol;
   readonly genai: GenAiOperation;
-  /** Its error body shape and model list (check/error-body.ts, check/routes.ts). */
+  /** Its error body shape and model list (contract/error-body.ts, check/routes.ts). */
   readonly family: Family;
   /**
    * The endpoints it serves, its canonical one first (check/routes.ts endpointFor). Its model is read

@@ -6,7 +6,7 @@
  * outcome logged. Time and waiting are parameters (tests use a fake clock and no real waits).
  */
 import { createHmac } from 'node:crypto';
-import { WEBHOOK_HEADER } from '../check/headers';
+import { WEBHOOK_HEADER } from '../contract/headers';
 import type { WebhookDelivery } from '../admin/backend';
 import type { BudgetAlertEvent } from '../meter/budget-alerts';
 

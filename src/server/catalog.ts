@@ -9,13 +9,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { denialParts } from '../check/write-response';
-import { HEADER } from '../check/headers';
+import { HEADER } from '../contract/headers';
 import type { Lookups } from '../check/decide';
-import type { Decision } from '../check/decision';
+import { denyAllowed, type Decision } from '../check/decision';
 import type { CheckPipeline } from '../check/pipeline';
-import { HINTS } from '../check/reasons';
+import { HINTS } from '../contract/reasons';
 import type { RequestView } from '../check/request-view';
-import type { Family } from '../check/routes';
+import type { Family } from '../contract/error-body';
 import type { GroupRecord, ModelRecord } from '../store/store';
 import { isListed, listedModels } from '../check/group-models';
 
@@ -82,12 +82,12 @@ export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, 
     let body = '';
     const route = d.route;
     if (d.allowed && route.kind === 'models') {
-      const g = await deps.lookups.groups.get(d.group!);
+      const g = await deps.lookups.groups.get(d.group);
       if (g.status !== 'found') {
-        d = { ...d, allowed: false, reason: 'store_unavailable', hint: HINTS.store_unavailable.keyStore };
+        d = denyAllowed(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
       } else if (route.model !== undefined) {
         const m = g.value.models.get(route.model)!;
-        if (!isListed(m, route.family)) d = { ...d, allowed: false, reason: 'model_wrong_protocol', hint: HINTS.model_wrong_protocol.notListed(m.name) };
+        if (!isListed(m, route.family)) d = denyAllowed(d, 'model_wrong_protocol', HINTS.model_wrong_protocol.notListed(m.name));
         else body = JSON.stringify(modelObject(m, route.family));
       } else body = JSON.stringify(listBody(g.value, route.family));
     }
@@ -95,7 +95,7 @@ export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, 
     if (!d.allowed) {
       const denial = denialParts(d);
       send(res, denial.status, denial.headers, denial.body);
-    } else send(res, 200, [['content-type', 'application/json'], [HEADER.keyId, d.keyId!], [HEADER.group, d.group!]], body);
+    } else send(res, 200, [['content-type', 'application/json'], [HEADER.keyId, d.keyId], [HEADER.group, d.group]], body);
     return true;
   };
 }

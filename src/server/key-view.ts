@@ -7,8 +7,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Lookups } from '../check/decide';
+import { denyAllowed } from '../check/decision';
 import type { CheckPipeline } from '../check/pipeline';
-import { HINTS } from '../check/reasons';
+import { HINTS } from '../contract/reasons';
 import { denialParts } from '../check/write-response';
 import { consoleModels } from '../console/access';
 import type { UsageProvider } from '../console/usage';
@@ -40,9 +41,9 @@ export function createKeyViewHandler(deps: KeyViewDeps): (req: IncomingMessage, 
     if (d.allowed && d.route.kind !== 'models') return false;
     let body = '';
     if (d.allowed) {
-      let [record, g] = await Promise.all([deps.keyById(d.keyId!).catch(() => undefined), deps.lookups.groups.get(d.group!)]);
-      if (record === undefined || g.status === 'unavailable') d = { ...d, allowed: false, reason: 'store_unavailable', hint: HINTS.store_unavailable.keyStore };
-      else if (record === null) d = { ...d, allowed: false, reason: 'key_unknown', hint: HINTS.key_unknown.removed };
+      let [record, g] = await Promise.all([deps.keyById(d.keyId).catch(() => undefined), deps.lookups.groups.get(d.group)]);
+      if (record === undefined || g.status === 'unavailable') d = denyAllowed(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
+      else if (record === null) d = denyAllowed(d, 'key_unknown', HINTS.key_unknown.removed);
       else {
         // The record as the Check serves it (the file store's balance is net of what the key spent).
         const served = await deps.lookups.keys.get(record.sha256);

@@ -48,7 +48,7 @@ import { recentUsage } from '../meter/recent-usage';
 import { meterService } from './meter-service';
 import type { Method } from '@modelgate/grpc-server';
 import type { Decision } from '../check/decision';
-import { admitInFlight } from '../ratelimit/admission';
+import { admitInFlight } from '../check/in-flight-cap';
 import { chargeTokens } from '../ratelimit/charges';
 import { ChargeBatcher } from '../ratelimit/charge-batcher';
 import { limitsLeft } from '../ratelimit/left';

@@ -8,7 +8,7 @@ import * as net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load';
-import { hashKey } from '../../src/check/key-format';
+import { hashKey } from '../../src/contract/key-format';
 import { renderBundle } from '../../bench/e2e/envoy';
 import { httpMixes } from '../../bench/e2e/mixes';
 import { peerData } from '../../bench/e2e/peer-data';

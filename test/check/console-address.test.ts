@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { consoleHints } from '../../src/check/console-address';
 import { decide, type Lookups } from '../../src/check/decide';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { RequestView } from '../../src/check/request-view';
 import { parseConfig, type Config } from '../../src/config/load';
 import { FileStore } from '../../src/store/file-store';

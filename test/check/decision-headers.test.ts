@@ -13,7 +13,7 @@ import { decide } from '../../src/check/decide';
 import { buildCheckRequest, type HttpRequestLine } from '../../src/envoy/check-request';
 import { authorizationService } from '../../src/envoy/protos';
 import { FileStore } from '../../src/store/file-store';
-import { decisionHeaders } from '../../src/check/read-request';
+import { decisionHeaders } from '../../src/contract/headers';
 import type { RequestView } from '../../src/check/request-view';
 import { StoreCache } from '../../src/store/cache';
 import { DEMO_KEYS } from '../support/demo-keys';

@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
-import { generateKey } from '../../src/check/key-format';
-import { REASONS } from '../../src/check/reasons';
+import { generateKey } from '../../src/contract/key-format';
+import { REASONS } from '../../src/contract/reasons';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { deniedHeader, okHeader, reasonOf, startHarness, type Harness } from '../support/service-harness';
 

@@ -6,7 +6,7 @@
 import { describe, expect, test } from 'vitest';
 import { parseConfig } from '../../src/config/load';
 import { MAX_KEY_LENGTH, extractKey, findKeyInUrl, keyHeaders, type KeyExtraction } from '../../src/check/extract-key';
-import { KEY_LENGTH } from '../../src/check/key-format';
+import { KEY_LENGTH } from '../../src/contract/key-format';
 import type { RequestView } from '../../src/check/request-view';
 import { DEMO_KEYS } from '../support/demo-keys';
 

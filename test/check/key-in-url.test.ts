@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { KEY_PREFIX, hashKey } from '../../src/check/key-format';
+import { KEY_PREFIX, hashKey } from '../../src/contract/key-format';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
 

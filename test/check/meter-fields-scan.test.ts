@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { decide, type Lookups } from '../../src/check/decide';
 import type { Decision } from '../../src/check/decision';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey, hashKey } from '../../src/contract/key-format';
 import type { RequestView } from '../../src/check/request-view';
 import { parseConfig, type Config } from '../../src/config/load';
 import type { KeyRecord } from '../../src/store/store';

@@ -9,7 +9,7 @@ import { expect, test } from 'vitest';
 import type { CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import { buildCheckRequest } from '../../src/envoy/check-request';
 import { createPipeline } from '../../src/check/pipeline';
-import { HINTS } from '../../src/check/reasons';
+import { HINTS } from '../../src/contract/reasons';
 import { ResponseEncoder } from '../../src/check/response-encoder';
 import { parseConfig } from '../../src/config/load';
 import { authorizationService } from '../../src/envoy/protos';

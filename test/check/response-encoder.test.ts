@@ -9,7 +9,7 @@ import { expect, test } from 'vitest';
 import { allowPlan, writeCheckResponse } from '../../src/check/write-response';
 import { parseConfig } from '../../src/config/load';
 import { withUpstreamCredentials } from '../support/upstream-credentials';
-import type { Decision } from '../../src/check/decision';
+import type { AllowedDecision, Decision, DeniedDecision } from '../../src/check/decision';
 import { authorizationService } from '../../src/envoy/protos';
 import { ResponseEncoder, UNWRITTEN_FIELDS } from '../../src/check/response-encoder';
 import { classify } from '../../src/check/routes';
@@ -24,8 +24,8 @@ function cases(prefix: string): Array<{ d: Decision; path: string }> {
   const messages = classify('POST', p('/v1/messages'), '/alt', false);
   const countTokens = classify('POST', p('/v1/messages/count_tokens'), '/alt', false);
   const models = classify('GET', p('/v1/models'), '/alt', false);
-  const allow = (over: Partial<Decision> = {}): Decision => ({ allowed: true, reason: 'allowed', hint: '', route: chat, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, ...over });
-  const deny = (over: Partial<Decision> = {}): Decision => ({ allowed: false, reason: 'model_not_in_group', hint: 'no such model "x"', route: chat, keyId: 'alice', group: 'basic', model: 'x', ...over });
+  const allow = (over: Partial<AllowedDecision> = {}): AllowedDecision => ({ allowed: true, reason: 'allowed', hint: '', route: chat, keyId: 'alice', keySha256: 'sha-alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, stale: false, balance: null, ...over });
+  const deny = (over: Partial<DeniedDecision> = {}): DeniedDecision => ({ allowed: false, reason: 'model_not_in_group', hint: 'no such model "x"', route: chat, keyId: 'alice', group: 'basic', model: 'x', ...over });
   const gen = (method: string) => {
     const path = p(`/v1beta/models/gemini-2.5-flash:${method}`);
     return { d: allow({ route: classify('POST', path, '/alt', false), model: 'gemini-2.5-flash' }), path };
@@ -102,8 +102,8 @@ test("a metered request's own marks (its maxima) are in its answer, never in ano
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r));
   const plan = allowPlan(config);
   const chat = classify('POST', '/v1/chat/completions', '/alt', false);
-  const allow = (meterMarks: Decision['meterMarks'], over: Partial<Decision> = {}): Decision => ({ allowed: true, reason: 'allowed', hint: '', route: chat, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, meterMarks, ...over });
-  const marks: Decision['meterMarks'][] = [
+  const allow = (meterMarks: AllowedDecision['meterMarks'], over: Partial<AllowedDecision> = {}): AllowedDecision => ({ allowed: true, reason: 'allowed', hint: '', route: chat, keyId: 'alice', keySha256: 'sha-alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, stale: false, balance: null, meterMarks, ...over });
+  const marks: AllowedDecision['meterMarks'][] = [
     undefined, { maxInput: 83, maxOutput: 50 }, { maxInput: 110, maxOutput: 4000 }, { maxInput: 83, maxOutput: 50, hiddenOutput: 50 },
     { maxInput: 2_000_000, maxOutput: 16384, referencedInput: true }, { maxInput: 0, maxOutput: 0 }, { maxInput: 0.5 },
     // The price it was admitted at (meter/price-mark.ts): a string, whose entry's lengths are its own.
@@ -132,22 +132,25 @@ test("marks appended to every kind of answer decode as the full encode (strict m
   const encoder = new ResponseEncoder((r) => def.responseSerialize(r), 10_000, 'replica-a');
   const paths = ['/v1/chat/completions', '/v1/messages', '/v1/messages/count_tokens', '/v1/responses', '/v1/embeddings', '/v1/models', '/alt/v1/chat/completions',
     `/v1beta/models/${'g'.repeat(60)}:generateContent`, `/v1beta/models/${'g'.repeat(300)}:streamGenerateContent`, '/nope', '/v1beta/models/gemini-2.5-flash:countTokens'];
-  const marks: Decision['meterMarks'][] = [undefined, {}, { maxInput: 83, maxOutput: 50 }, { maxInput: NaN }, { maxInput: -0, maxOutput: Infinity }, { hiddenOutput: 0 }, { referencedInput: false as unknown as true }, { referencedInput: true, maxInput: 1e15 }, { inputExtra: 3100, inputFactor: 2 },
+  const marks: AllowedDecision['meterMarks'][] = [undefined, {}, { maxInput: 83, maxOutput: 50 }, { maxInput: NaN }, { maxInput: -0, maxOutput: Infinity }, { hiddenOutput: 0 }, { referencedInput: false as unknown as true }, { referencedInput: true, maxInput: 1e15 }, { inputExtra: 3100, inputFactor: 2 },
     // String marks of every length class (a varint of 1, 2 and 3 bytes), multibyte, empty.
     { maxInput: 9, price: '{"input":1,"output":2,"cachedInput":null}' }, { price: 'p'.repeat(127) }, { price: 'é'.repeat(100) }, { price: 'x'.repeat(20_000) }, { price: '' }];
-  const extras: Partial<Decision>[] = [{}, { removeQuery: ['key'] }, { rateLimit: { fields: { requests_limit: { stringValue: '3' }, x: { stringValue: 'y'.repeat(200) } }, stamp: 1 } }, { stale: true }, { modelIsKey: true, model: 'sk-x' }, { keyId: 'k'.repeat(120) }];
+  // Each side's own fields: an allow's removals and rate limits, a denial's model that is a key.
+  const allowedExtras: Partial<AllowedDecision>[] = [{}, { removeQuery: ['key'] }, { rateLimit: { fields: { requests_limit: { stringValue: '3' }, x: { stringValue: 'y'.repeat(200) } }, stamp: 1 } }, { stale: true }, { keyId: 'k'.repeat(120) }];
+  const deniedExtras: Partial<DeniedDecision>[] = [{}, { stale: true }, { modelIsKey: true, model: 'sk-x' }, { keyId: 'k'.repeat(120) }];
   let marked = 0;
   for (const path of paths) {
     for (const method of ['POST', 'GET']) {
       const route = classify(method, path, '/alt', false);
       for (const m of marks) {
-        for (const allowed of [true, false]) {
-          for (const extra of extras) {
-            const d: Decision = { allowed, reason: allowed ? 'allowed' : 'model_not_in_group', hint: allowed ? '' : 'h', route, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, meterMarks: m, ...extra };
-            const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, strict, plan, loggedModel(d), logPath(d, path), 'replica-a')));
-            for (let round = 0; round < 2; round++) expect(def.responseDeserialize(encoder.encode(d, strict, path)), `${method} ${path} ${JSON.stringify(m)} ${JSON.stringify(extra)}`).toEqual(expected);
-            if ((expected as any).dynamic_metadata?.fields?.maxInput) marked++;
-          }
+        const decisions: Decision[] = [
+          ...allowedExtras.map((extra): AllowedDecision => ({ allowed: true, reason: 'allowed', hint: '', route, keyId: 'alice', keySha256: 'sha-alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, stale: false, balance: null, meterMarks: m, ...extra })),
+          ...deniedExtras.map((extra): DeniedDecision => ({ allowed: false, reason: 'model_not_in_group', hint: 'h', route, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', modelKnown: true, ...extra })),
+        ];
+        for (const d of decisions) {
+          const expected = def.responseDeserialize(def.responseSerialize(writeCheckResponse(d, strict, plan, loggedModel(d), logPath(d, path), 'replica-a')));
+          for (let round = 0; round < 2; round++) expect(def.responseDeserialize(encoder.encode(d, strict, path)), `${method} ${path} ${JSON.stringify(d)}`).toEqual(expected);
+          if ((expected as any).dynamic_metadata?.fields?.maxInput) marked++;
         }
       }
     }

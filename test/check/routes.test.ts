@@ -5,7 +5,8 @@
  */
 import { describe, expect, test } from 'vitest';
 import { GENERATIVE_METHODS } from '../../src/providers/endpoints';
-import { classify, endpointFor, type Family, type Route } from '../../src/check/routes';
+import type { Family } from '../../src/contract/error-body';
+import { classify, endpointFor, type Route } from '../../src/check/routes';
 import { PROTOCOLS } from '../../src/store/store';
 
 const PREFIXES = [

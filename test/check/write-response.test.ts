@@ -10,14 +10,15 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import type { CheckResponse } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
 import type { HeaderValueOption } from '../../proto/types/envoy/config/core/v3/HeaderValueOption';
-import { HEADER } from '../../src/check/headers';
+import { HEADER } from '../../src/contract/headers';
 import { allowPlan, denialParts, writeCheckResponse } from '../../src/check/write-response';
 import { parseConfig, type Config } from '../../src/config/load';
-import type { Decision } from '../../src/check/decision';
-import { errorBody } from '../../src/check/error-body';
+import type { AllowedDecision, Decision } from '../../src/check/decision';
+import { errorBody } from '../../src/contract/error-body';
 import { keyHeaders } from '../../src/check/extract-key';
-import { REASONS, statusOf, type DenyReason } from '../../src/check/reasons';
-import { classify, type Family, type Route } from '../../src/check/routes';
+import { REASONS, statusOf, type DenyReason } from '../../src/contract/reasons';
+import type { Family } from '../../src/contract/error-body';
+import { classify, type Route } from '../../src/check/routes';
 import { PROTOCOLS, type Protocol } from '../../src/store/store';
 
 const DEMO = readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8');
@@ -192,8 +193,8 @@ describe('errorBody', () => {
   });
 });
 
-function allow(route: Route, extra: Partial<Decision> = {}): Decision {
-  return { allowed: true, reason: 'allowed', hint: '', route, keyId: 'alice', group: 'basic', ...extra };
+function allow(route: Route, extra: Partial<AllowedDecision> = {}): AllowedDecision {
+  return { allowed: true, reason: 'allowed', hint: '', route, keyId: 'alice', keySha256: 'sha-alice', group: 'basic', stale: false, balance: null, ...extra };
 }
 
 const PROTOCOL_ROUTES: Readonly<Record<Protocol, Route>> = {

@@ -10,7 +10,7 @@ import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main';
 import { formatModelSpec, parseModelSpec } from '../../src/cli/groups';
-import { hashKey, isCompleteKey } from '../../src/check/key-format';
+import { hashKey, isCompleteKey } from '../../src/contract/key-format';
 import { SCHEMA_VERSION } from '../../src/store/pg/schema';
 import { openPgStore } from '../../src/store/pg/store';
 import type { AdminDb } from '../../src/store/pg/admin';

@@ -7,7 +7,7 @@ import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:chil
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { hashKey } from '../../src/check/key-format';
+import { hashKey } from '../../src/contract/key-format';
 import { PINNED_ENVOY } from '../../src/envoy/ensure';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { tempConfig } from '../support/service-harness';

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { HEADER } from '../../src/check/headers';
+import { HEADER } from '../../src/contract/headers';
 import { SECURITY_HEADERS } from '../../src/console/http-handler';
 import type { UsageProvider, UsageRow } from '../../src/console/usage';
 import { DEMO_KEYS } from '../support/demo-keys';
@@ -205,7 +205,7 @@ describe('every console answer is no-store, framed by nobody, with a strict poli
     expect(js).not.toMatch(/\b(localStorage|sessionStorage)\s*[.[]|document\.cookie|\.innerHTML\s*=|\beval\(/);
   });
 
-  test('the page\'s script sends the key in the header the server reads (check/headers.ts), and in no other', async () => {
+  test('the page\'s script sends the key in the header the server reads (contract/headers.ts), and in no other', async () => {
     const js = (await call(h, '/console/app.js')).body as string;
     expect(js).toContain(`const KEY_HEADER = '${HEADER.consoleKey}';`);
     expect(js.match(/x-modelgate-[a-z-]+/g)!.filter((name) => name !== HEADER.consoleKey)).toEqual([]);

@@ -6,8 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { generateKey, hashKey } from '../../src/check/key-format';
-import { HEADER } from '../../src/check/headers';
+import { generateKey, hashKey } from '../../src/contract/key-format';
+import { HEADER } from '../../src/contract/headers';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { DEMO_CONFIG, startHarness, tempConfig, type Harness } from '../support/service-harness';
 

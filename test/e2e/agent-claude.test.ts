@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import { parseConfig } from '../../src/config/load';
 import { clientKind, setupFor } from '../../src/console/client-kinds';
 import { realClient, requestLine } from '../../src/console/real-clients';

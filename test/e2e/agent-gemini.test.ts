@@ -15,7 +15,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import { parseConfig } from '../../src/config/load';
 import { clientKind, setupFor } from '../../src/console/client-kinds';
 import { realClient, requestLine } from '../../src/console/real-clients';

@@ -6,7 +6,7 @@
  * is never printed.
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import { runCli } from '../../src/cli/main';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';

@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { childrenOf, demoDrillKeys, gone, latency, rssMb, runDrill, tableRow, TABLE_HEADER, type DrillKey, type DrillResult, type Traffic } from '../support/drill';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';

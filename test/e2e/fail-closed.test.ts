@@ -8,7 +8,7 @@
  */
 import { renameSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { errorBody } from '../../src/check/error-body';
+import { errorBody } from '../../src/contract/error-body';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway, type Reply } from '../support/gateway';
 

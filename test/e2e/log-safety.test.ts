@@ -7,8 +7,8 @@
  */
 import * as http2 from 'node:http2';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { hashKey, KEY_PREFIX } from '../../src/check/key-format';
-import { lenientDecode } from '../../src/check/safe-text';
+import { hashKey, KEY_PREFIX } from '../../src/contract/key-format';
+import { lenientDecode } from '../../src/contract/safe-text';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 

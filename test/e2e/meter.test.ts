@@ -11,7 +11,7 @@ import { meterStatePath } from '../../src/server/service';
 import type { FileStore } from '../../src/store/file-store';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway, type Reply } from '../support/gateway';
-import { hashKey } from '../../src/check/key-format';
+import { hashKey } from '../../src/contract/key-format';
 import { expectedUsage, sendProtocol, PROTOCOL_CASES, priceOf, waitFor } from '../support/meter-cases';
 
 describeE2E('metering through Envoy (file store)', () => {

@@ -5,7 +5,7 @@
  * denials a client gets on these routes. Nothing goes to a provider.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { errorBody } from '../../src/check/error-body';
+import { errorBody } from '../../src/contract/error-body';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 

@@ -11,7 +11,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as http from 'node:http';
 import { expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { DEMO_KEYS } from '../support/demo-keys';

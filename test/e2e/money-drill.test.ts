@@ -13,7 +13,7 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import { meterStatePath } from '../../src/server/service';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';

@@ -11,7 +11,7 @@
  * refused before anything goes upstream.
  */
 import { expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, type Gateway } from '../support/gateway';

@@ -6,7 +6,7 @@
  * google_search on gemini-2.5-flash at 0.035 per grounded prompt, web_search on gpt-4o-mini at 0.01.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, type Gateway } from '../support/gateway';

@@ -6,7 +6,7 @@
  * call and leaves code_interpreter unpriced. Each case has its own key in group basic.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, type Gateway } from '../support/gateway';

@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey, hashKey } from '../../src/contract/key-format';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { addBalance } from '../../src/store/pg/balances';
 import { setGroup, setPrice } from '../../src/store/pg/groups';

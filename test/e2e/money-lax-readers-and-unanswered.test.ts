@@ -11,7 +11,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey, hashKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';

@@ -7,7 +7,7 @@
  */
 import * as http from 'node:http';
 import { expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import { PROVIDER_TOOL_TOKENS } from '../../src/meter/request-shape';
 import type { AdminDb } from '../../src/store/pg/admin';
 import type { FileStore } from '../../src/store/file-store';

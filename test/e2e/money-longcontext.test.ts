@@ -7,7 +7,7 @@
  * prompt's words as its tokens and reports them in `usageMetadata.promptTokenCount`.
  */
 import { expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { MoneyUpstream } from '../support/money-upstream';
 import type { UsageEntry } from '../../src/store/store';

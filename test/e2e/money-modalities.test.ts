@@ -7,7 +7,7 @@
  * upstream (400 modality_unpriced), and one whose price names it is debited at that price.
  */
 import { expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, type Gateway } from '../support/gateway';

@@ -7,7 +7,7 @@
  * a prompt at the threshold); what real clients send must still be served.
  */
 import { expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';
 import { describeE2E, type Gateway } from '../support/gateway';

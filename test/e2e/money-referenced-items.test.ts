@@ -10,7 +10,7 @@
  * balance_insufficient), and a request of the same protocol without such an item is served.
  */
 import { expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import { describeE2E, type Gateway } from '../support/gateway';
 import { balanceOfKey, inMode, request, withMoneyGateway, withMoneyKeys } from '../support/money-client';

@@ -10,7 +10,7 @@
  */
 import * as zlib from 'node:zlib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { setGroup, setPrice } from '../../src/store/pg/groups';
 import { migrate } from '../../src/store/pg/schema';

@@ -9,7 +9,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey, hashKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import { setPrice } from '../../src/store/pg/groups';
 import type { UsageEntry } from '../../src/store/store';

@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { hashKey } from '../../src/check/key-format';
+import { hashKey } from '../../src/contract/key-format';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { setGroup, setPrice } from '../../src/store/pg/groups';
 import { startService, type Service } from '../../src/server/service';

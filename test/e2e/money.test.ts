@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import * as http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashKey } from '../../src/check/key-format';
+import { hashKey } from '../../src/contract/key-format';
 import { meterStatePath } from '../../src/server/service';
 import type { FileStore } from '../../src/store/file-store';
 import type { UsageEntry } from '../../src/store/store';

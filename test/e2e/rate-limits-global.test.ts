@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import { migrate } from '../../src/store/pg/schema';
 import { startGateway, type Gateway } from '../support/gateway';
 import { describeGlobal, startGlobalEngine, type GlobalEngine } from '../support/global-engine';

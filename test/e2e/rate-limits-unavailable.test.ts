@@ -1,7 +1,7 @@
 /**
  * The rate limit service out of reach with `failureMode: deny` (docs/rate-limits.md),
  * through the real Envoy: a key with limits gets 503 rate_limit_unavailable in its protocol's
- * shape, with `x-should-retry: true` and `retry-after: 1` (src/check/retry-advice.ts: a 503 is worth
+ * shape, with `x-should-retry: true` and `retry-after: 1` (src/contract/retry-advice.ts: a 503 is worth
  * retrying, as for every other 503), so the SDKs retry it as they retry store_unavailable. The
  * service is a port nothing listens on: no Redis, no envoyproxy/ratelimit needed. (The drills stop a
  * running service and see it recover: test/e2e/drills.test.ts.)

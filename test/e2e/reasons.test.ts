@@ -1,5 +1,5 @@
 /**
- * Every reason of the catalogue (src/check/reasons.ts) as the client sees it through the real
+ * Every reason of the catalogue (src/contract/reasons.ts) as the client sees it through the real
  * Envoy: status, x-modelgate-reason, x-modelgate-hint, www-authenticate on 401, and the body in the
  * error shape of the client's own protocol (OpenAI, Anthropic, Gemini), under the root and the
  * alternate prefix; a denied request never reaches an upstream.
@@ -19,9 +19,9 @@
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { errorBody } from '../../src/check/error-body';
-import { generateKey, hashKey } from '../../src/check/key-format';
-import { REASONS, type Reason } from '../../src/check/reasons';
+import { errorBody } from '../../src/contract/error-body';
+import { generateKey, hashKey } from '../../src/contract/key-format';
+import { REASONS, type Reason } from '../../src/contract/reasons';
 import { parseConfig } from '../../src/config/load';
 import { FileStore } from '../../src/store/file-store';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from '../../src/store/store';

@@ -6,7 +6,7 @@
  * shows that its own route table knows the path); path mistakes are answered by Envoy itself.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { errorBody } from '../../src/check/error-body';
+import { errorBody } from '../../src/contract/error-body';
 import { gatewayAnswer } from '../../src/console/gateway-answer';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 

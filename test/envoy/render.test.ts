@@ -7,7 +7,7 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load';
-import { decisionHeaders } from '../../src/check/read-request';
+import { decisionHeaders } from '../../src/contract/headers';
 import { authPackageDefinition } from '../../src/envoy/protos';
 import { checkRequestHeaders, renderEnvoyYaml } from '../../src/envoy/render';
 import { adopt } from '../../src/envoy/adopt';

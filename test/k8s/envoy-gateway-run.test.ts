@@ -29,7 +29,7 @@ import { goTool, inNamespace } from '../support/go-tools';
 import { DEMO_CONFIG, LogSink } from '../support/service-harness';
 import { makeTestCerts, SERVER_NAME, type TestCerts } from '../support/test-certs';
 import { chartAltRoutes, chartRoutes } from '../../src/envoy/chart-contract';
-import { hashKey } from '../../src/check/key-format';
+import { hashKey } from '../../src/contract/key-format';
 
 type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 const ROOT = join(__dirname, '..', '..');

@@ -3,7 +3,7 @@
  * through the Lua filter's counters or the usage, else the request's most calls at the dearest tool.
  */
 import { describe, expect, it } from 'vitest';
-import { METER_CALL_TYPES, METER_GROUNDING_COUNTER } from '../../src/check/meter-counters';
+import { METER_CALL_TYPES, METER_GROUNDING_COUNTER } from '../../src/contract/meter-counters';
 import { METER_LUA } from '../../src/envoy/meter-filters';
 import { readPriceMark, readToolsMark, priceMark, toolsMark } from '../../src/meter/price-mark';
 import { answerReportsCalls, callCount, maximumCalls, NO_TOOLS, readCounters, reportedCalls } from '../../src/meter/tool-calls';

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey, hashKey } from '../../src/contract/key-format';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { FakeStore } from '../support/fake-store';
 import { DEMO_CONFIG, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';

@@ -15,7 +15,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import * as http2 from 'node:http2';
-import { generateKey } from '../../src/check/key-format';
+import { generateKey } from '../../src/contract/key-format';
 import type { Gateway } from './gateway';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

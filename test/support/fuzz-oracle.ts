@@ -24,7 +24,7 @@
 import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import { isUtf8 } from 'node:buffer';
-import { REASONS } from '../../src/check/reasons';
+import { REASONS } from '../../src/contract/reasons';
 import type { Config } from '../../src/config/load';
 import type { Protocol } from '../../src/store/store';
 import { FUZZ_CREDENTIALS, FUZZ_KEYS, type FuzzCase } from './fuzz-grammar';

@@ -5,7 +5,7 @@
  */
 import * as http from 'node:http';
 import { afterAll, beforeAll } from 'vitest';
-import { hashKey } from '../../src/check/key-format';
+import { hashKey } from '../../src/contract/key-format';
 import type { FileStore } from '../../src/store/file-store';
 import { startGateway, type Gateway } from './gateway';
 import { startMoneyUpstream, type MoneyUpstream } from './money-upstream';

@@ -3,7 +3,7 @@
  * them: a fresh key, shown once to the test, stored as its hash through the store's write side
  * (src/store/pg/keys.ts).
  */
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey, hashKey } from '../../src/contract/key-format';
 import type { AdminDb } from '../../src/store/pg/admin';
 import { insertKey, replaceKeyHash, type KeyInfo } from '../../src/store/pg/keys';
 

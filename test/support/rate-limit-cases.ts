@@ -3,7 +3,7 @@
  * and the requests and answers each protocol's clients see.
  */
 import { parse, stringify } from 'yaml';
-import { generateKey, hashKey } from '../../src/check/key-format';
+import { generateKey, hashKey } from '../../src/contract/key-format';
 import type { Limits } from '../../src/store/store';
 import type { Gateway, Reply } from './gateway';
 

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { METER_CALL_TYPES } from '../../../src/check/meter-counters';
+import { METER_CALL_TYPES } from '../../../src/contract/meter-counters';
 import { chargeOf } from '../../../src/meter/policy/debit';
 import { costOf } from '../../../src/store/file-meter';
 import type { ModelPrice } from '../../../src/store/store';

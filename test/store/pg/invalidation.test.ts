@@ -9,7 +9,7 @@ import { addBalance } from '../../../src/store/pg/balances';
 import { removeGroup, setGroup } from '../../../src/store/pg/groups';
 import { deleteKey, setKeyDisabled } from '../../../src/store/pg/keys';
 import { issueKey, reissueKey } from '../../support/pg-keys';
-import { hashKey } from '../../../src/check/key-format';
+import { hashKey } from '../../../src/contract/key-format';
 import { INVALIDATION_CHANNEL, migrate } from '../../../src/store/pg/schema';
 import { openPgStore } from '../../../src/store/pg/store';
 import type { PgStore } from '../../../src/store/pg/store';

@@ -11,7 +11,7 @@ import { setBalance } from '../../../src/store/pg/balances';
 import { setGroup } from '../../../src/store/pg/groups';
 import { setKeyDisabled } from '../../../src/store/pg/keys';
 import { issueKey } from '../../support/pg-keys';
-import { hashKey } from '../../../src/check/key-format';
+import { hashKey } from '../../../src/contract/key-format';
 import { MIGRATIONS, SCHEMA_VERSION, migrate, schemaVersion } from '../../../src/store/pg/schema';
 import { PgStore, openPgStore } from '../../../src/store/pg/store';
 import { hydrateEmbeddedPostgresSymlinks, openPool, startPgServer } from '../../support/pg-server';

@@ -8,7 +8,7 @@ import type { AdminDb } from '../../../src/store/pg/admin';
 import { setGroup } from '../../../src/store/pg/groups';
 import { setKeyDisabled } from '../../../src/store/pg/keys';
 import { issueKey } from '../../support/pg-keys';
-import { hashKey } from '../../../src/check/key-format';
+import { hashKey } from '../../../src/contract/key-format';
 import { migrate } from '../../../src/store/pg/schema';
 import { openPgStore } from '../../../src/store/pg/store';
 import type { PgStore } from '../../../src/store/pg/store';

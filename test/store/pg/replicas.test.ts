@@ -21,7 +21,7 @@ import { setKeyDisabled } from '../../../src/store/pg/keys';
 import { issueKey } from '../../support/pg-keys';
 import { buildCheckRequest, type HttpRequestLine } from '../../../src/envoy/check-request';
 import { authorizationClient } from '../../../src/envoy/protos';
-import { generateKey } from '../../../src/check/key-format';
+import { generateKey } from '../../../src/contract/key-format';
 import { migrate } from '../../../src/store/pg/schema';
 import type { PgStore } from '../../../src/store/pg/store';
 import { openPool, startPgServer, type PgServer } from '../../support/pg-server';

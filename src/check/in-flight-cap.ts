@@ -5,11 +5,11 @@
  * decisions (check/pipeline.ts `admit`). Requests and tokens per minute and day are not decided
  * here: Envoy's rate limit filters count them (render-ratelimit.ts).
  */
-import type { Decision } from '../check/decision';
+import type { Decision } from './decision';
 import { isTokenCount } from '../providers/endpoints';
-import { HINTS } from '../check/reasons';
-import type { RequestView } from '../check/request-view';
-import type { InFlightTable } from './in-flight';
+import { HINTS } from '../contract/reasons';
+import type { RequestView } from './request-view';
+import type { InFlightTable } from '../ratelimit/in-flight';
 
 /** Seconds a client refused for concurrency is told to wait: a slot frees when any response of the key ends. */
 export const CONCURRENCY_RETRY_AFTER = 1;

@@ -1,11 +1,11 @@
 /**
- * x-should-retry and retry-after follow the status alone (src/check/retry-advice.ts): every
+ * x-should-retry and retry-after follow the status alone (src/contract/retry-advice.ts): every
  * reason of the catalogue gets the advice its status implies, so a client stops at once on what a
  * retry cannot fix and waits a second on what it can.
  */
 import { expect, test } from 'vitest';
-import { REASONS } from '../../src/check/reasons';
-import { retryable, retryHeaders, SHOULD_RETRY_HEADER } from '../../src/check/retry-advice';
+import { REASONS } from '../../src/contract/reasons';
+import { retryable, retryHeaders, SHOULD_RETRY_HEADER } from '../../src/contract/retry-advice';
 
 test.each(Object.entries(REASONS).filter(([r]) => r !== 'allowed'))('%s (%o): the advice its status implies', (_reason, { status }) => {
   const headers = Object.fromEntries(retryHeaders(status));

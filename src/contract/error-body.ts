@@ -3,12 +3,12 @@
  * message: OpenAI `{"error":{"message","type","code"}}`, Anthropic
  * `{"type":"error","error":{"type","message"}}`, Gemini `{"error":{"code","message","status"}}`.
  */
-import type { Family } from './routes';
 
-// OpenAI answers an unknown URL with 404 invalid_request_error, as Envoy's 404 routes here do, and
-// a model the project may not use with 403 invalid_request_error. That type also tells litellm (aider
-// and many tools) that the request itself is wrong: it raises BadRequestError, which aider does not
-// retry; with `permission_error` litellm raised APIError and aider retried a 403 nine times over 70 s.
+/** The API family a client speaks, by the error body shape its SDK parses. */
+export type Family = 'openai' | 'anthropic' | 'gemini';
+
+// OpenAI answers an unknown URL, and a model the project may not use, with invalid_request_error;
+// litellm (aider and many tools) raises BadRequestError for it, which aider does not retry.
 const OPENAI_TYPE: Readonly<Record<number, string>> = {
   400: 'invalid_request_error', 401: 'authentication_error', 403: 'invalid_request_error', 404: 'invalid_request_error',
   405: 'invalid_request_error', 413: 'invalid_request_error', 415: 'invalid_request_error', 429: 'rate_limit_error', 503: 'server_error', 504: 'server_error',

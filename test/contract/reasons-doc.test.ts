@@ -1,11 +1,11 @@
 /**
- * The reason catalogue (src/check/reasons.ts) is the one source: docs/reasons-and-headers.md's reason table must list
+ * The reason catalogue (src/contract/reasons.ts) is the one source: docs/reasons-and-headers.md's reason table must list
  * exactly its codes with their statuses, so the code, the docs and the tests cannot drift apart.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { REASONS } from '../../src/check/reasons';
+import { REASONS } from '../../src/contract/reasons';
 
 test('docs/reasons-and-headers.md\'s reason table lists exactly the catalogue\'s reasons and statuses', () => {
   const readme = readFileSync(join(__dirname, '..', '..', 'docs', 'reasons-and-headers.md'), 'utf8');

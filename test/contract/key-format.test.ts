@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { describe, expect, test } from 'vitest';
 import { parseConfig } from '../../src/config/load';
-import { KEY_LENGTH, KEY_PREFIX, generateKey, hashKey, isCompleteKey } from '../../src/check/key-format';
+import { KEY_LENGTH, KEY_PREFIX, generateKey, hashKey, isCompleteKey } from '../../src/contract/key-format';
 import { DEMO_KEYS } from '../support/demo-keys';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';

@@ -4,7 +4,7 @@
  * letters and digits that are not words shown as their length (keys without their prefix, pieces).
  */
 import { describe, expect, test } from 'vitest';
-import { lenientDecode, printable, printableRequestId } from '../../src/check/safe-text';
+import { lenientDecode, printable, printableRequestId } from '../../src/contract/safe-text';
 import { DEMO_KEYS } from '../support/demo-keys';
 
 const K = DEMO_KEYS.alice;

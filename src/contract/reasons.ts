@@ -2,7 +2,7 @@
  * The one catalogue of decision reasons: every reason code modelgate can answer with, its HTTP
  * status, when it applies, and the templates of its hints (as fastify's lib/errors.js keeps code,
  * message and status in one entry). docs/reasons-and-headers.md's reason table is checked against
- * this list by test/check/reasons-doc.test.ts, so the code, the docs and the tests cannot drift
+ * this list by test/contract/reasons-doc.test.ts, so the code, the docs and the tests cannot drift
  * apart. A Decision names its reason only: its status is always `statusOf(reason)`.
  *
  * A hint is one line of printable ASCII (it becomes a header value) and never contains a key: a
