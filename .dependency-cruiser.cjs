@@ -81,6 +81,20 @@ module.exports = {
       to: { path: ['^src/(?!grpc/)', '(^|/)node_modules/'] },
     },
     {
+      name: 'errors-import-nothing',
+      severity: 'error',
+      comment: 'The error base (src/errors) is the bottom of the tree: node built-ins only.',
+      from: { path: '^src/errors/' },
+      to: { path: ['^src/(?!errors/)', '(^|/)node_modules/'] },
+    },
+    {
+      name: 'wire-knows-only-errors',
+      severity: 'error',
+      comment: 'The protobuf wire reader (src/wire) knows no message and no folder above it: node built-ins and the error base.',
+      from: { path: '^src/wire/' },
+      to: { path: ['^src/(?!wire/|errors/)', '(^|/)node_modules/'] },
+    },
+    {
       name: 'demo-stands-alone',
       severity: 'error',
       comment: "The demo upstream stands in for a model provider: node built-ins, and the x-modelgate-* names it reads (src/check/headers.ts).",

@@ -62,6 +62,11 @@ describe('the rules fail on a tree that breaks them', () => {
     'src/grpc/uses-a-package.ts': "import { LRUCache } from 'lru-cache';\nexport const L = LRUCache;\n",
     'src/grpc/h2/frames.ts': "import { s } from '../knows-config';\nexport const f = s;\n",
     'test/demo.ts': 'export const DEMO = 1;\n',
+    'src/errors/uses-a-package.ts': "import { LRUCache } from 'lru-cache';\nexport const L = LRUCache;\n",
+    'src/errors/knows-wire.ts': "import { r } from '../wire/reader';\nexport const e = r;\n",
+    'src/wire/reader.ts': "import { E } from '../errors/base';\nexport const r = E;\n",
+    'src/wire/knows-check.ts': "import { HEADER } from '../check/headers';\nexport const k = HEADER;\n",
+    'src/errors/base.ts': 'export class E extends Error {}\n',
     'src/demo/upstream.ts': "import { HEADER } from '../check/headers';\nimport { m } from '../store/file';\nexport const u = [HEADER, m];\n",
     'src/check/headers.ts': "export const HEADER = { reason: 'x' };\n",
     'src/cli/sql.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
@@ -97,6 +102,9 @@ describe('the rules fail on a tree that breaks them', () => {
     ['grpc-knows-only-node', 'src/grpc/knows-config.ts'],
     ['grpc-knows-only-node', 'src/grpc/uses-a-package.ts'],
     ['demo-stands-alone', 'src/demo/upstream.ts'],
+    ['errors-import-nothing', 'src/errors/uses-a-package.ts'],
+    ['errors-import-nothing', 'src/errors/knows-wire.ts'],
+    ['wire-knows-only-errors', 'src/wire/knows-check.ts'],
     ['pg-only-in-the-pg-store', 'src/cli/sql.ts'],
     ['pg-only-in-the-pg-store', 'test/store/uses-pg.test.ts'],
   ])('reports %s in %s', (rule, file) => {
@@ -113,6 +121,10 @@ describe('the rules fail on a tree that breaks them', () => {
 
   test('accepts pg in src/store/pg/ and test/support/', () => {
     expect(r.output).not.toMatch(/pg-only-in-the-pg-store: (src\/store\/pg|test\/support)\//);
+  });
+
+  test('accepts src/wire importing the error base', () => {
+    expect(r.output).not.toMatch(/wire-knows-only-errors: src\/wire\/reader\.ts/);
   });
 
   test('accepts commander in src/cli', () => {

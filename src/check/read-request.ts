@@ -4,7 +4,7 @@
  * decoder (protobufjs, as grpc-js's proto-loader uses) builds every field of every message (peer
  * addresses, timestamps, every header as a string pair, 64-bit sizes as strings) and then a second
  * plain-object copy of it all; under load that was a tenth of a whole Check's CPU and much of its
- * garbage. This reader walks the wire format once and keeps:
+ * garbage. This reader walks the wire format once (src/wire/wire-reader.ts) and keeps:
  *
  *   CheckRequest.attributes(1) -> AttributeContext.request(4) -> Request.http(2) -> HttpRequest:
  *     method(2), headers(3, map<string,string>), path(4), body(11), raw_body(12),
@@ -15,10 +15,10 @@
  * follow the protobuf encoding spec: the last value of a scalar field wins, a repeated embedded
  * message merges (as if concatenated; protobufjs keeps only the last, Envoy never sends either),
  * later map entries replace earlier ones with the same key, a field whose wire type does not match
- * its declaration is treated as unknown. A malformed encoding on the path read (a truncated field,
- * a length past its end, wire types 6/7, a stray end-group, field number 0, nesting deeper than
- * 64 groups) makes the whole request undecodable: the caller denies it (check_request_malformed),
- * never guesses. The contents of skipped fields are not checked.
+ * its declaration is treated as unknown. A malformed encoding on the path read (any fault of the
+ * wire reader's limits: a truncated field, a length past its end, wire types 6/7, a stray
+ * end-group, field number 0, groups nested too deep) makes the whole request undecodable: the
+ * caller denies it (check_request_malformed), never guesses. The contents of skipped fields are not checked.
  *
  * `headers` (the map Envoy fills by default) is used when it has entries, else `header_map`
  * (`encode_raw_headers: true`, Envoy 1.30+), whose keys are lowercased and repeats joined with ','
@@ -27,6 +27,7 @@
  */
 import type { Config } from '../config/load';
 import type { RequestView } from './request-view';
+import { WIRE, WIRE_FAULT, WireError, WireReader } from '../wire/wire-reader';
 import { HEADER } from './headers';
 
 /** A wanted header name: its bytes, to compare against the wire, and the string to key it by. */
@@ -97,17 +98,6 @@ function wantedName(f: HeaderFilter, buf: Buffer, start: number, end: number, fo
   return undefined;
 }
 
-/** Thrown (a constant, no stack) for bytes that are not a well-formed message; caught below. */
-const MALFORMED = Symbol('malformed protobuf');
-
-const WIRE_VARINT = 0;
-const WIRE_I64 = 1;
-const WIRE_LEN = 2;
-const WIRE_SGROUP = 3;
-const WIRE_EGROUP = 4;
-const WIRE_I32 = 5;
-const MAX_GROUP_DEPTH = 64;
-
 /** What the walk collects; one per request. */
 class Collected {
   /** Byte ranges of HttpRequest.method and .path: decoded only when the pseudo-headers are absent (Envoy sends both). */
@@ -127,79 +117,12 @@ class Collected {
   rawBody: Uint8Array | undefined = undefined;
 }
 
-/** The reader's position, and what it collects (one per decode). */
-class Cursor {
-  pos = 0;
+/** The reader's position (src/wire/), and what it collects (one per decode). */
+class Cursor extends WireReader {
   readonly out = new Collected();
-  constructor(readonly buf: Buffer, readonly filter: HeaderFilter) {}
-}
-
-/** Node's own UTF-8 slice (what buf.toString('utf8', s, e) ends in, without its argument handling). */
-const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string }).utf8Slice;
-const utf8 = utf8Slice
-  ? (buf: Buffer, start: number, end: number): string => (end === start ? '' : utf8Slice.call(buf, start, end))
-  : (buf: Buffer, start: number, end: number): string => (end === start ? '' : buf.toString('utf8', start, end));
-
-/** A tag or a length: an unsigned varint of at most 32 bits (a longer one is malformed here). */
-function varint32(c: Cursor, end: number): number {
-  const buf = c.buf;
-  let result = 0;
-  for (let shift = 0; shift < 28; shift += 7) {
-    if (c.pos >= end) throw MALFORMED;
-    const b = buf[c.pos++];
-    result |= (b & 0x7f) << shift;
-    if (b < 0x80) return result >>> 0;
+  constructor(buf: Buffer, readonly filter: HeaderFilter) {
+    super(buf);
   }
-  if (c.pos >= end) throw MALFORMED;
-  const last = buf[c.pos++];
-  if (last > 0x0f) throw MALFORMED;
-  return (result | (last << 28)) >>> 0;
-}
-
-/** Skips a varint value of up to 64 bits (10 bytes). */
-function skipVarint(c: Cursor, end: number): void {
-  for (let i = 0; i < 10; i++) {
-    if (c.pos >= end) throw MALFORMED;
-    if (c.buf[c.pos++] < 0x80) return;
-  }
-  throw MALFORMED;
-}
-
-/** The end of a length-delimited field starting at the cursor (the cursor moves to its content). */
-function lengthEnd(c: Cursor, end: number): number {
-  const len = varint32(c, end);
-  const stop = c.pos + len;
-  if (stop > end) throw MALFORMED;
-  return stop;
-}
-
-function skip(c: Cursor, wire: number, end: number, depth: number): void {
-  switch (wire) {
-    case WIRE_VARINT:
-      skipVarint(c, end);
-      return;
-    case WIRE_I64:
-      c.pos += 8;
-      break;
-    case WIRE_LEN:
-      c.pos = lengthEnd(c, end);
-      return;
-    case WIRE_I32:
-      c.pos += 4;
-      break;
-    case WIRE_SGROUP: {
-      if (depth >= MAX_GROUP_DEPTH) throw MALFORMED;
-      for (;;) {
-        const tag = varint32(c, end);
-        if ((tag & 7) === WIRE_EGROUP) return;
-        if (tag >>> 3 === 0) throw MALFORMED;
-        skip(c, tag & 7, end, depth + 1);
-      }
-    }
-    default:
-      throw MALFORMED; // a stray end-group, or wire types 6 and 7
-  }
-  if (c.pos > end) throw MALFORMED;
 }
 
 /**
@@ -208,46 +131,44 @@ function skip(c: Cursor, wire: number, end: number, depth: number): void {
  */
 function walk(c: Cursor, end: number, field: FieldHandler): void {
   while (c.pos < end) {
-    const tag = varint32(c, end);
-    const num = tag >>> 3;
-    if (num === 0) throw MALFORMED;
-    if (!field(c, num, tag & 7, end)) skip(c, tag & 7, end, 0);
+    const tag = c.tag(end);
+    if (!field(c, tag >>> 3, tag & 7, end)) c.skip(tag & 7, end);
   }
-  if (c.pos !== end) throw MALFORMED;
+  if (c.pos !== end) throw WIRE_FAULT.length_past_end;
 }
 
 type FieldHandler = (c: Cursor, num: number, wire: number, end: number) => boolean;
 
 const checkRequest: FieldHandler = (c, num, wire, end) => {
-  if (num !== 1 || wire !== WIRE_LEN) return false; // attributes
-  walk(c, lengthEnd(c, end), attributes);
+  if (num !== 1 || wire !== WIRE.LEN) return false; // attributes
+  walk(c, c.lengthEnd(end), attributes);
   return true;
 };
 
 const attributes: FieldHandler = (c, num, wire, end) => {
-  if (wire !== WIRE_LEN) return false;
-  if (num === 4) walk(c, lengthEnd(c, end), request);
-  else if (num === 1) walk(c, lengthEnd(c, end), peer); // source
+  if (wire !== WIRE.LEN) return false;
+  if (num === 4) walk(c, c.lengthEnd(end), request);
+  else if (num === 1) walk(c, c.lengthEnd(end), peer); // source
   else return false;
   return true;
 };
 
 /** Peer.address (1) -> Address.socket_address (1) -> SocketAddress.address (2): the client's IP as Envoy determined it. */
 const peer: FieldHandler = (c, num, wire, end) => {
-  if (num !== 1 || wire !== WIRE_LEN) return false;
-  walk(c, lengthEnd(c, end), address);
+  if (num !== 1 || wire !== WIRE.LEN) return false;
+  walk(c, c.lengthEnd(end), address);
   return true;
 };
 
 const address: FieldHandler = (c, num, wire, end) => {
-  if (num !== 1 || wire !== WIRE_LEN) return false;
-  walk(c, lengthEnd(c, end), socketAddress);
+  if (num !== 1 || wire !== WIRE.LEN) return false;
+  walk(c, c.lengthEnd(end), socketAddress);
   return true;
 };
 
 const socketAddress: FieldHandler = (c, num, wire, end) => {
-  if (num !== 2 || wire !== WIRE_LEN) return false;
-  const stop = lengthEnd(c, end);
+  if (num !== 2 || wire !== WIRE.LEN) return false;
+  const stop = c.lengthEnd(end);
   c.out.sourceStart = c.pos;
   c.out.sourceEnd = stop;
   c.pos = stop;
@@ -255,46 +176,46 @@ const socketAddress: FieldHandler = (c, num, wire, end) => {
 };
 
 const request: FieldHandler = (c, num, wire, end) => {
-  if (num !== 2 || wire !== WIRE_LEN) return false; // http
-  walk(c, lengthEnd(c, end), http);
+  if (num !== 2 || wire !== WIRE.LEN) return false; // http
+  walk(c, c.lengthEnd(end), http);
   return true;
 };
 
 const http: FieldHandler = (c, num, wire, end) => {
-  if (wire !== WIRE_LEN) return false;
+  if (wire !== WIRE.LEN) return false;
   const o = c.out;
   switch (num) {
     case 2: { // method
-      const stop = lengthEnd(c, end);
+      const stop = c.lengthEnd(end);
       o.methodStart = c.pos;
       o.methodEnd = stop;
       c.pos = stop;
       return true;
     }
     case 3: // headers map entry
-      mapEntry(c, lengthEnd(c, end));
+      mapEntry(c, c.lengthEnd(end));
       return true;
     case 4: { // path
-      const stop = lengthEnd(c, end);
+      const stop = c.lengthEnd(end);
       o.pathStart = c.pos;
       o.pathEnd = stop;
       c.pos = stop;
       return true;
     }
     case 11: { // body
-      const stop = lengthEnd(c, end);
+      const stop = c.lengthEnd(end);
       o.body = c.buf.subarray(c.pos, stop);
       c.pos = stop;
       return true;
     }
     case 12: { // raw_body
-      const stop = lengthEnd(c, end);
+      const stop = c.lengthEnd(end);
       o.rawBody = c.buf.subarray(c.pos, stop);
       c.pos = stop;
       return true;
     }
     case 13: // header_map
-      walk(c, lengthEnd(c, end), headerMap);
+      walk(c, c.lengthEnd(end), headerMap);
       return true;
     default:
       return false;
@@ -302,8 +223,8 @@ const http: FieldHandler = (c, num, wire, end) => {
 };
 
 const headerMap: FieldHandler = (c, num, wire, end) => {
-  if (num !== 1 || wire !== WIRE_LEN) return false; // headers (repeated HeaderValue)
-  headerValue(c, lengthEnd(c, end));
+  if (num !== 1 || wire !== WIRE.LEN) return false; // headers (repeated HeaderValue)
+  headerValue(c, c.lengthEnd(end));
   return true;
 };
 
@@ -314,17 +235,16 @@ const headerMap: FieldHandler = (c, num, wire, end) => {
 function stringFields(c: Cursor, stop: number, fields: number, spans: Int32Array): void {
   spans.fill(0);
   while (c.pos < stop) {
-    const tag = varint32(c, stop);
+    const tag = c.tag(stop);
     const num = tag >>> 3;
-    if (num === 0) throw MALFORMED;
-    if (num <= fields && (tag & 7) === WIRE_LEN) {
-      const e = lengthEnd(c, stop);
+    if (num <= fields && (tag & 7) === WIRE.LEN) {
+      const e = c.lengthEnd(stop);
       spans[2 * num - 2] = c.pos;
       spans[2 * num - 1] = e;
       c.pos = e;
-    } else skip(c, tag & 7, stop, 0);
+    } else c.skip(tag & 7, stop);
   }
-  if (c.pos !== stop) throw MALFORMED;
+  if (c.pos !== stop) throw WIRE_FAULT.length_past_end;
 }
 
 /** Scratch for stringFields, shared: a decode runs synchronously to its end, so no two ever interleave. */
@@ -353,7 +273,7 @@ function mapEntry(c: Cursor, stop: number): void {
     stop = spans[3];
   }
   const name = wantedName(c.filter, buf, keyStart, keyEnd, false);
-  if (name !== undefined) c.out.map[name] = common(buf, valueStart, stop) ?? utf8(buf, valueStart, stop);
+  if (name !== undefined) c.out.map[name] = common(buf, valueStart, stop) ?? c.utf8(valueStart, stop);
 }
 
 /** Values nearly every request carries, as constant strings: no string is built for them. */
@@ -377,7 +297,7 @@ function headerValue(c: Cursor, stop: number): void {
   stringFields(c, stop, 3, spans);
   const name = wantedName(c.filter, c.buf, spans[0], spans[1], true);
   if (name === undefined) return;
-  const value = spans[5] > spans[4] ? utf8(c.buf, spans[4], spans[5]) : utf8(c.buf, spans[2], spans[3]);
+  const value = spans[5] > spans[4] ? c.utf8(spans[4], spans[5]) : c.utf8(spans[2], spans[3]);
   const raw = c.out.raw;
   raw[name] = name in raw ? `${raw[name]},${value}` : value;
 }
@@ -391,15 +311,15 @@ export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): Request
   try {
     walk(c, bytes.length, checkRequest);
   } catch (err) {
-    if (err === MALFORMED) return undefined;
+    if (err instanceof WireError) return undefined;
     throw err;
   }
   const o = c.out;
   const headers = o.mapEntries > 0 ? o.map : o.raw;
-  const fullPath = headers[':path'] || utf8(bytes, o.pathStart, o.pathEnd);
+  const fullPath = headers[':path'] || c.utf8(o.pathStart, o.pathEnd);
   const q = fullPath.indexOf('?');
   return {
-    method: headers[':method'] || utf8(bytes, o.methodStart, o.methodEnd),
+    method: headers[':method'] || c.utf8(o.methodStart, o.methodEnd),
     path: q === -1 ? fullPath : fullPath.slice(0, q),
     query: q === -1 ? '' : fullPath.slice(q + 1),
     headers,
@@ -408,6 +328,6 @@ export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): Request
     // The identity Envoy minted on modelgate's route (envoy/request-mark.ts); a Check sent to the
     // gRPC port directly (modelgate explain) has only its x-request-id.
     requestId: headers[HEADER.request] ?? headers['x-request-id'] ?? '',
-    client: o.sourceEnd > o.sourceStart ? utf8(bytes, o.sourceStart, o.sourceEnd) : undefined,
+    client: o.sourceEnd > o.sourceStart ? c.utf8(o.sourceStart, o.sourceEnd) : undefined,
   };
 }
