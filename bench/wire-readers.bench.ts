@@ -11,6 +11,8 @@
  * that disagree fails.
  *
  * Usage: npm run build:bench && node dist/bench/wire-readers.bench.js [--baseline=DIR] [--rounds=N] [--out=FILE]
+ * (`--only=check` times the readers whose name starts so; `--current=DIR` times another build in place of this one: a baseline against a copy of itself
+ * shows the noise of the machine.)
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -31,6 +33,8 @@ interface Case {
   /** Calls per timed batch. */
   readonly batch: number;
   readonly run: (build: Build) => unknown;
+  /** What of an answer must agree between builds (default: all of it; encoders: the message it decodes to). */
+  readonly meaning?: (answer: unknown, current: Build) => unknown;
 }
 
 /** The modules of one build (this one, or the baseline's). */
@@ -113,7 +117,7 @@ function cases(): Case[] {
     { name: 'check: 256 KiB chat body', batch: 2000, run: (b) => b.readRequest.decodeCheckRequest(large, b.filter) },
     { name: 'meter: access log, 50 entries', batch: 50, run: (b) => b.accessLog.readAccessLogMessage(log50) },
     { name: 'rate limit: request decode', batch: 2000, run: (b) => b.rls.decodeRequest(rlsRequest(b)) },
-    { name: 'rate limit: response encode', batch: 2000, run: (b) => b.rls.encodeResponse({ overallCode: 1, statuses: [{ code: 1, limit: { requestsPerUnit: 600, unit: 2 }, remaining: 599, resetSeconds: 41 }, { code: 1, limit: { requestsPerUnit: 100000, unit: 2 }, remaining: 98199, resetSeconds: 41 }] }) },
+    { name: 'rate limit: response encode', batch: 2000, meaning: (a, b) => b.rls.decodeResponse(a as Buffer), run: (b) => b.rls.encodeResponse({ overallCode: 1, statuses: [{ code: 1, limit: { requestsPerUnit: 600, unit: 2 }, remaining: 599, resetSeconds: 41 }, { code: 1, limit: { requestsPerUnit: 100000, unit: 2 }, remaining: 98199, resetSeconds: 41 }] }) },
   ];
 
   function rlsRequest(b: Build): Uint8Array {
@@ -136,11 +140,11 @@ export interface WireBenchRow {
   readonly ratio?: number;
 }
 
-export function benchWireReaders(rounds: number, baselineDir?: string): WireBenchRow[] {
-  const builds = [loadBuild('this build', path.join(ROOT, 'dist', 'src')), ...(baselineDir ? [loadBuild('baseline', path.resolve(baselineDir))] : [])];
+export function benchWireReaders(rounds: number, baselineDir?: string, currentDir = path.join(ROOT, 'dist', 'src'), only = ''): WireBenchRow[] {
+  const builds = [loadBuild('this build', path.resolve(currentDir)), ...(baselineDir ? [loadBuild('baseline', path.resolve(baselineDir))] : [])];
   const rows: WireBenchRow[] = [];
-  for (const c of cases()) {
-    const answers = builds.map((b) => plain(c.run(b)));
+  for (const c of cases().filter((x) => x.name.startsWith(only))) {
+    const answers = builds.map((b) => plain(c.meaning ? c.meaning(c.run(b), builds[0]) : c.run(b)));
     if (answers.length === 2 && !isDeepStrictEqual(answers[0], answers[1])) throw new Error(`${c.name}: the builds disagree`);
     for (let i = 0; i < 200; i++) for (const b of builds) c.run(b);
     const times = builds.map((): number[] => []);
@@ -163,7 +167,7 @@ export function benchWireReaders(rounds: number, baselineDir?: string): WireBenc
 
 function main(): void {
   const flag = (n: string): string | undefined => process.argv.find((a) => a.startsWith(`--${n}=`))?.slice(n.length + 3);
-  const rows = benchWireReaders(Number(flag('rounds') ?? 60), flag('baseline'));
+  const rows = benchWireReaders(Number(flag('rounds') ?? 60), flag('baseline'), flag('current'), flag('only'));
   for (const r of rows) {
     process.stdout.write(`${r.name.padEnd(34)} ${r.us.toFixed(3).padStart(9)} µs${r.baselineUs !== undefined ? `   baseline ${r.baselineUs.toFixed(3).padStart(9)} µs   ratio ${r.ratio!.toFixed(3)}` : ''}\n`);
   }

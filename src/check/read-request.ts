@@ -117,13 +117,16 @@ class Collected {
   rawBody: Uint8Array | undefined = undefined;
 }
 
-/** The reader's position (src/wire/), and what it collects (one per decode). */
-class Cursor extends WireReader {
-  readonly out = new Collected();
-  constructor(buf: Buffer, readonly filter: HeaderFilter) {
-    super(buf);
-  }
-}
+/**
+ * The decode in progress: the wire reader (src/wire/), what it collects and the header filter. A
+ * decode runs synchronously to its end, so no two ever interleave and this is module state: the
+ * reader stays one class of object for the wire module (the meter's reader is the same class).
+ * Between decodes it holds the last request's bytes (one message, until the next decode).
+ */
+const c = new WireReader();
+let out = new Collected();
+let filter: HeaderFilter = { byLength: [] };
+type Cursor = WireReader;
 
 /**
  * Walks the fields of one message in [c.pos, end), calling `field` for each (which must consume
@@ -169,8 +172,8 @@ const address: FieldHandler = (c, num, wire, end) => {
 const socketAddress: FieldHandler = (c, num, wire, end) => {
   if (num !== 2 || wire !== WIRE.LEN) return false;
   const stop = c.lengthEnd(end);
-  c.out.sourceStart = c.pos;
-  c.out.sourceEnd = stop;
+  out.sourceStart = c.pos;
+  out.sourceEnd = stop;
   c.pos = stop;
   return true;
 };
@@ -183,7 +186,7 @@ const request: FieldHandler = (c, num, wire, end) => {
 
 const http: FieldHandler = (c, num, wire, end) => {
   if (wire !== WIRE.LEN) return false;
-  const o = c.out;
+  const o = out;
   switch (num) {
     case 2: { // method
       const stop = c.lengthEnd(end);
@@ -252,7 +255,7 @@ const spans = new Int32Array(6);
 
 /** A map<string,string> entry: key(1), value(2); either may be absent (""). */
 function mapEntry(c: Cursor, stop: number): void {
-  c.out.mapEntries++;
+  out.mapEntries++;
   const buf = c.buf;
   const p = c.pos;
   let keyStart: number;
@@ -272,8 +275,8 @@ function mapEntry(c: Cursor, stop: number): void {
     valueStart = spans[2];
     stop = spans[3];
   }
-  const name = wantedName(c.filter, buf, keyStart, keyEnd, false);
-  if (name !== undefined) c.out.map[name] = common(buf, valueStart, stop) ?? c.utf8(valueStart, stop);
+  const name = wantedName(filter, buf, keyStart, keyEnd, false);
+  if (name !== undefined) out.map[name] = common(buf, valueStart, stop) ?? c.utf8(valueStart, stop);
 }
 
 /** Values nearly every request carries, as constant strings: no string is built for them. */
@@ -295,10 +298,10 @@ function common(buf: Buffer, start: number, end: number): string | undefined {
 /** HeaderValue: key(1), value(2), raw_value(3, preferred when non-empty). Names are matched case-insensitively. */
 function headerValue(c: Cursor, stop: number): void {
   stringFields(c, stop, 3, spans);
-  const name = wantedName(c.filter, c.buf, spans[0], spans[1], true);
+  const name = wantedName(filter, c.buf, spans[0], spans[1], true);
   if (name === undefined) return;
   const value = spans[5] > spans[4] ? c.utf8(spans[4], spans[5]) : c.utf8(spans[2], spans[3]);
-  const raw = c.out.raw;
+  const raw = out.raw;
   raw[name] = name in raw ? `${raw[name]},${value}` : value;
 }
 
@@ -306,15 +309,20 @@ function headerValue(c: Cursor, stop: number): void {
  * The RequestView of a serialised CheckRequest, keeping the headers `filter` names; undefined
  * when the bytes are not a well-formed protobuf message.
  */
-export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): RequestView | undefined {
-  const c = new Cursor(bytes, filter);
+export function decodeCheckRequest(bytes: Buffer, wanted: HeaderFilter): RequestView | undefined {
+  c.reset(bytes);
+  const o = (out = new Collected());
+  filter = wanted;
   try {
     walk(c, bytes.length, checkRequest);
+    return view(o);
   } catch (err) {
     if (err instanceof WireError) return undefined;
     throw err;
   }
-  const o = c.out;
+}
+
+function view(o: Collected): RequestView {
   const headers = o.mapEntries > 0 ? o.map : o.raw;
   const fullPath = headers[':path'] || c.utf8(o.pathStart, o.pathEnd);
   const q = fullPath.indexOf('?');

@@ -9,6 +9,7 @@ import type { UnaryMethod } from '../grpc/server';
 import { GrpcError, GrpcStatus } from '../grpc/status';
 import type { EmbeddedEngine } from '../ratelimit/embedded-engine';
 import { decodeRequest, encodeResponse } from '../ratelimit/rls-codec';
+import { errorMessage } from '../errors/internal-error';
 
 export const RLS_SERVICE_NAME = 'envoy.service.ratelimit.v3.RateLimitService';
 export const RLS_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
@@ -21,7 +22,7 @@ export function rateLimitServiceMethod(engine: EmbeddedEngine): [string, UnaryMe
       try {
         req = decodeRequest(request);
       } catch (err) {
-        throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, `not a RateLimitRequest: ${err instanceof Error ? err.message : String(err)}`);
+        throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, errorMessage(err));
       }
       return encodeResponse(engine.decide(req));
     },
