@@ -10,7 +10,8 @@
  *   DescriptorStatus: code(1), current_limit(2) {requests_per_unit, unit}, limit_remaining(3),
  *     duration_until_reset(4) Duration {seconds}
  *
- * The protos are loaded on first use (a gateway without rate limits never pays for it). A message
+ * The protos are loaded by prepareRlsCodec() where a server or client of the service starts (a
+ * gateway without rate limits never pays for it; a first call must not, under Envoy's timeout). A message
  * that cannot be read throws an InternalError (code wire_malformed): the caller answers the call
  * with an error, and Envoy then applies its failure mode.
  */
@@ -63,6 +64,11 @@ interface Types {
 }
 
 let types: Types | undefined;
+
+/** Loads rls.proto now (tens of milliseconds), so that no call waits for it. */
+export function prepareRlsCodec(): void {
+  load();
+}
 
 function load(): Types {
   if (types !== undefined) return types;

@@ -16,6 +16,7 @@ import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HostPort } from '../config/load';
+import { freePort } from './free-port';
 import { projectRoot } from '../envoy/ensure';
 
 /** A binary that is not there; the message says how to get it. */
@@ -56,18 +57,6 @@ export interface EngineProcess {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** A free TCP port on 127.0.0.1 (bound and released: the caller binds it next). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Whether host:port accepts a TCP connection now. */
 function accepts(at: HostPort): Promise<boolean> {

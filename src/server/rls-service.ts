@@ -8,13 +8,14 @@
 import type { UnaryMethod } from '../grpc/server';
 import { GrpcError, GrpcStatus } from '../grpc/status';
 import type { EmbeddedEngine } from '../ratelimit/embedded-engine';
-import { decodeRequest, encodeResponse } from '../ratelimit/rls-codec';
+import { decodeRequest, encodeResponse, prepareRlsCodec } from '../ratelimit/rls-codec';
 import { errorMessage } from '../errors/internal-error';
 
 export const RLS_SERVICE_NAME = 'envoy.service.ratelimit.v3.RateLimitService';
 export const RLS_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
 
 export function rateLimitServiceMethod(engine: EmbeddedEngine): [string, UnaryMethod] {
+  prepareRlsCodec();
   return [RLS_PATH, {
     kind: 'unary',
     handle(request) {
