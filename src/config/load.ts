@@ -9,6 +9,7 @@ import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { modalPrices, toLimits, toolPrices, type GroupRecord, type KeyRecord, type Limits, type ModelRecord, type Protocol } from '../store/store';
 import { configSchemaFor, expiryTime, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
+import { InternalError } from '../errors/internal-error';
 
 export interface UpstreamCredential {
   readonly header: string;
@@ -136,10 +137,9 @@ export interface Config {
 }
 
 /** Thrown by parseConfig with every problem found, one per line, each naming its path. */
-export class ConfigError extends Error {
+export class ConfigError extends InternalError {
   constructor(readonly problems: readonly string[]) {
-    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
-    this.name = 'ConfigError';
+    super('config_invalid', `invalid configuration:\n  - ${problems.join('\n  - ')}`);
   }
 }
 

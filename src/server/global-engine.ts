@@ -18,9 +18,14 @@ import { join } from 'node:path';
 import type { HostPort } from '../config/load';
 import { freePort } from './free-port';
 import { projectRoot } from '../envoy/ensure';
+import { InternalError } from '../errors/internal-error';
 
 /** A binary that is not there; the message says how to get it. */
-export class EngineUnavailable extends Error {}
+export class EngineUnavailable extends InternalError {
+  constructor(message: string) {
+    super('engine_unavailable', message);
+  }
+}
 
 /** envoyproxy/ratelimit: RATELIMIT_BIN, else .ratelimit/<pinned version>/service_cmd. */
 export function ratelimitBinary(env: NodeJS.ProcessEnv = process.env): string {
