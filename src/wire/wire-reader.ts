@@ -13,11 +13,20 @@
  */
 import { InternalError } from '../errors/internal-error';
 
+// Module-local constants: compiled to CommonJS, an exported one is read as `exports.X` at each use.
+const VARINT = 0;
+const I64 = 1;
+const LEN = 2;
+const SGROUP = 3;
+const EGROUP = 4;
+const I32 = 5;
+
 /** Wire types (the low 3 bits of a tag). */
-export const WIRE = { VARINT: 0, I64: 1, LEN: 2, SGROUP: 3, EGROUP: 4, I32: 5 } as const;
+export const WIRE = { VARINT, I64, LEN, SGROUP, EGROUP, I32 } as const;
 
 /** How deep groups may nest inside a skipped field. */
 export const MAX_GROUP_DEPTH = 64;
+const MAX_DEPTH = MAX_GROUP_DEPTH;
 
 export type WireFault = 'truncated' | 'varint_too_long' | 'length_past_end' | 'field_number_0' | 'wire_type' | 'too_deep';
 
@@ -32,7 +41,7 @@ export class WireError extends InternalError {
 }
 
 /** The one instance of each fault, thrown as is. */
-export const WIRE_FAULT: { readonly [F in WireFault]: WireError } = {
+const FAULT: { readonly [F in WireFault]: WireError } = {
   truncated: new WireError('truncated', 'a field is cut short by the end of its message'),
   varint_too_long: new WireError('varint_too_long', 'a varint is longer than its type allows'),
   length_past_end: new WireError('length_past_end', 'a length runs past the end of its message'),
@@ -40,6 +49,7 @@ export const WIRE_FAULT: { readonly [F in WireFault]: WireError } = {
   wire_type: new WireError('wire_type', 'a field has wire type 6 or 7, or an end-group without its start'),
   too_deep: new WireError('too_deep', `groups nest deeper than ${MAX_GROUP_DEPTH}`),
 };
+export const WIRE_FAULT = FAULT;
 
 const EMPTY = Buffer.alloc(0);
 
@@ -75,7 +85,7 @@ export class WireReader {
     }
     let result = 0;
     for (let shift = 0; shift < 28; shift += 7) {
-      if (pos >= end) throw WIRE_FAULT.truncated;
+      if (pos >= end) throw FAULT.truncated;
       const b = buf[pos++];
       result |= (b & 0x7f) << shift;
       if (b < 0x80) {
@@ -83,9 +93,9 @@ export class WireReader {
         return result >>> 0;
       }
     }
-    if (pos >= end) throw WIRE_FAULT.truncated;
+    if (pos >= end) throw FAULT.truncated;
     const last = buf[pos++];
-    if (last > 0x0f) throw WIRE_FAULT.varint_too_long;
+    if (last > 0x0f) throw FAULT.varint_too_long;
     this.pos = pos;
     return (result | (last << 28)) >>> 0;
   }
@@ -101,7 +111,7 @@ export class WireReader {
     let result = 0;
     let mul = 1;
     for (let n = 0; n < 10; n++) {
-      if (pos >= end) throw WIRE_FAULT.truncated;
+      if (pos >= end) throw FAULT.truncated;
       const b = buf[pos++];
       result += (b & 0x7f) * mul;
       if (b < 0x80) {
@@ -110,7 +120,7 @@ export class WireReader {
       }
       mul *= 128;
     }
-    throw WIRE_FAULT.varint_too_long;
+    throw FAULT.varint_too_long;
   }
 
   /** Skips a varint of up to 10 bytes. */
@@ -118,32 +128,32 @@ export class WireReader {
     const buf = this.buf;
     let pos = this.pos;
     for (let i = 0; i < 10; i++) {
-      if (pos >= end) throw WIRE_FAULT.truncated;
+      if (pos >= end) throw FAULT.truncated;
       if (buf[pos++] < 0x80) {
         this.pos = pos;
         return;
       }
     }
-    throw WIRE_FAULT.varint_too_long;
+    throw FAULT.varint_too_long;
   }
 
   /** The next tag (field number << 3 | wire type); field number 0 is malformed. */
   tag(end: number): number {
     const t = this.varint32(end);
-    if (t < 8) throw WIRE_FAULT.field_number_0;
+    if (t < 8) throw FAULT.field_number_0;
     return t;
   }
 
   /** Reads a length and returns where the field it prefixes ends; the reader is then at its first byte. */
   lengthEnd(end: number): number {
     const len = this.varint32(end);
-    if (len > end - this.pos) throw WIRE_FAULT.length_past_end;
+    if (len > end - this.pos) throw FAULT.length_past_end;
     return this.pos + len;
   }
 
   /** Moves past `n` bytes of a fixed-size field. */
   advance(n: number, end: number): void {
-    if (this.pos + n > end) throw WIRE_FAULT.truncated;
+    if (this.pos + n > end) throw FAULT.truncated;
     this.pos += n;
   }
 
@@ -156,27 +166,27 @@ export class WireReader {
   /** Skips the value of a field of wire type `wire` whose tag was just read (a group to its end-group). */
   skip(wire: number, end: number, depth = 0): void {
     switch (wire) {
-      case WIRE.VARINT:
+      case VARINT:
         this.skipVarint(end);
         return;
-      case WIRE.I64:
+      case I64:
         this.advance(8, end);
         return;
-      case WIRE.LEN:
+      case LEN:
         this.pos = this.lengthEnd(end);
         return;
-      case WIRE.I32:
+      case I32:
         this.advance(4, end);
         return;
-      case WIRE.SGROUP:
-        if (depth >= MAX_GROUP_DEPTH) throw WIRE_FAULT.too_deep;
+      case SGROUP:
+        if (depth >= MAX_DEPTH) throw FAULT.too_deep;
         for (;;) {
           const t = this.tag(end);
-          if ((t & 7) === WIRE.EGROUP) return;
+          if ((t & 7) === EGROUP) return;
           this.skip(t & 7, end, depth + 1);
         }
       default:
-        throw WIRE_FAULT.wire_type; // a stray end-group, or wire types 6 and 7
+        throw FAULT.wire_type; // a stray end-group, or wire types 6 and 7
     }
   }
 
