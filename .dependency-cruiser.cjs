@@ -49,6 +49,13 @@ module.exports = {
       to: { path: '(^|/)node_modules/' },
     },
     {
+      name: 'errors-and-wire-use-no-package',
+      severity: 'error',
+      comment: 'The error base (src/errors) and the protobuf wire reader (src/wire) sit under the hot paths: node built-ins only.',
+      from: { path: '^src/(errors|wire)/' },
+      to: { path: '(^|/)node_modules/' },
+    },
+    {
       name: 'packages-know-only-node',
       severity: 'error',
       comment: 'A workspace package (packages/*) knows nothing of modelgate: its own files and node built-ins only.',

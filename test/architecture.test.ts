@@ -100,6 +100,7 @@ describe('the rules fail on a tree that breaks them', () => {
     'src/check/scans.ts': "import { t } from '../../packages/json-scan/src/scan';\nexport const u = t;\n",
     'src/demo/uses-a-package.ts': "import { parse } from 'yaml';\nexport const p = parse;\n",
     'test/demo.ts': 'export const DEMO = 1;\n',
+    'src/errors/uses-a-package.ts': "import { LRUCache } from 'lru-cache';\nexport const L = LRUCache;\n",
     'src/cli/sql.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
     'src/store/pg/keys.ts': "import pg from 'pg';\nexport const P = pg.Pool;\n",
     'test/store/uses-pg.test.ts': "import type pg from 'pg';\nexport type P = pg.Pool;\n",
@@ -174,6 +175,7 @@ describe('the rules fail on a tree that breaks them', () => {
     ['packages-know-only-node', 'packages/grpc-server/src/uses-another.ts'],
     ['packages-by-name', 'src/check/scans.ts'],
     ['demo-uses-no-package', 'src/demo/uses-a-package.ts'],
+    ['errors-and-wire-use-no-package', 'src/errors/uses-a-package.ts'],
     ['pg-only-in-the-pg-store', 'src/cli/sql.ts'],
     ['pg-only-in-the-pg-store', 'test/store/uses-pg.test.ts'],
   ])('reports %s in %s', (rule, file) => {

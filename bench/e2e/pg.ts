@@ -11,7 +11,8 @@ import pg from 'pg';
 import type { Config } from '../../src/config/load';
 import { migrate } from '../../src/store/pg/schema';
 import { hydrateEmbeddedPostgresSymlinks } from '../../test/support/pg-server';
-import { descendants, freePort, pin } from './procs';
+import { freePort } from '../../src/server/free-port';
+import { descendants, pin } from './procs';
 
 export interface BenchPg {
   /** A new database seeded from `config`; its URL. */

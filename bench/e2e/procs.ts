@@ -91,18 +91,6 @@ export async function spawnPinned(o: SpawnOptions): Promise<Proc> {
   throw new Error(`${o.name} not ready after ${(o.timeoutMs ?? 30_000) / 1000} s${o.logFile ? ` (see ${o.logFile})` : ''}`);
 }
 
-/** A TCP port that was free a moment ago. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /** true once something accepts TCP connections on the port. */
 export function listening(port: number): Promise<boolean> {
   return new Promise((resolve) => {

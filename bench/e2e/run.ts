@@ -23,7 +23,8 @@ import { envoyVersion } from './envoy';
 import { runLoad, type LoadSettings, type RunRecord } from './load';
 import { httpMixes, type HttpMix, type MixId } from './mixes';
 import { startBenchPg, type BenchPg } from './pg';
-import { spawnPinned, freePort, listening, type Proc } from './procs';
+import { freePort } from '../../src/server/free-port';
+import { spawnPinned, listening, type Proc } from './procs';
 import { renderResults, type E2eResults } from './results';
 import { EXTRA_SETUP_IDS, SETUP_IDS, SETUP_TITLES, startSetup, type RunningSetup, type SetupId } from './setups';
 

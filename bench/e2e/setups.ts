@@ -40,7 +40,8 @@ import { renderBundle, startPinnedEnvoy, type RunningEnvoy } from './envoy';
 import type { HttpKind } from './mixes';
 import { peerData } from './peer-data';
 import type { BenchPg } from './pg';
-import { freePort, httpStatus, listening, pin, spawnPinned, type Proc } from './procs';
+import { freePort } from '../../src/server/free-port';
+import { httpStatus, listening, pin, spawnPinned, type Proc } from './procs';
 import { startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
 import { UPSTREAM_MARKERS } from './upstream';
 

@@ -19,7 +19,8 @@ import { spawnSync } from 'node:child_process';
 import { parse, parseDocument } from 'yaml';
 import { runLoad, pooled, type LoadSettings, type RunRecord } from './load';
 import { httpMixes } from './mixes';
-import { freePort, listening, spawnPinned } from './procs';
+import { freePort } from '../../src/server/free-port';
+import { listening, spawnPinned } from './procs';
 import { startSetup, type SetupId } from './setups';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');

@@ -149,6 +149,7 @@ export class FileAdminBackend implements AdminBackend {
       const s = statSync(this.opts.path);
       return `${s.mtimeMs}:${s.size}:${s.ino}`;
     } catch {
+      // no file (yet): '' differs from every stamp, so the file's arrival is seen
       return '';
     }
   }

@@ -1,15 +1,17 @@
+import { InternalError } from '../errors/internal-error';
+
 /**
  * An admin request refused on purpose: an HTTP status, a code automation can match, a message and
  * a hint that says what to do. Never carries a secret.
  */
-export class AdminRefusal extends Error {
+export class AdminRefusal extends InternalError {
   constructor(
     readonly status: number,
-    readonly code: string,
+    code: string,
     message: string,
     readonly hint?: string,
   ) {
-    super(message);
+    super(code, message);
   }
 }
 

@@ -4,7 +4,7 @@
  * decoder (protobufjs, as grpc-js's proto-loader uses) builds every field of every message (peer
  * addresses, timestamps, every header as a string pair, 64-bit sizes as strings) and then a second
  * plain-object copy of it all; under load that was a tenth of a whole Check's CPU and much of its
- * garbage. This reader walks the wire format once and keeps:
+ * garbage. This reader walks the wire format once (src/wire/wire-reader.ts) and keeps:
  *
  *   CheckRequest.attributes(1) -> AttributeContext.request(4) -> Request.http(2) -> HttpRequest:
  *     method(2), headers(3, map<string,string>), path(4), body(11), raw_body(12),
@@ -15,10 +15,10 @@
  * follow the protobuf encoding spec: the last value of a scalar field wins, a repeated embedded
  * message merges (as if concatenated; protobufjs keeps only the last, Envoy never sends either),
  * later map entries replace earlier ones with the same key, a field whose wire type does not match
- * its declaration is treated as unknown. A malformed encoding on the path read (a truncated field,
- * a length past its end, wire types 6/7, a stray end-group, field number 0, nesting deeper than
- * 64 groups) makes the whole request undecodable: the caller denies it (check_request_malformed),
- * never guesses. The contents of skipped fields are not checked.
+ * its declaration is treated as unknown. A malformed encoding on the path read (any fault of the
+ * wire reader's limits: a truncated field, a length past its end, wire types 6/7, a stray
+ * end-group, field number 0, groups nested too deep) makes the whole request undecodable: the
+ * caller denies it (check_request_malformed), never guesses. The contents of skipped fields are not checked.
  *
  * `headers` (the map Envoy fills by default) is used when it has entries, else `header_map`
  * (`encode_raw_headers: true`, Envoy 1.30+), whose keys are lowercased and repeats joined with ','
@@ -27,6 +27,7 @@
  */
 import type { Config } from '../config/load';
 import type { RequestView } from './request-view';
+import { WIRE, WIRE_FAULT, WireError, WireReader } from '../wire/wire-reader';
 import { HEADER, decisionHeaders } from '../contract/headers';
 
 /** A wanted header name: its bytes, to compare against the wire, and the string to key it by. */
@@ -82,17 +83,6 @@ function wantedName(f: HeaderFilter, buf: Buffer, start: number, end: number, fo
   return undefined;
 }
 
-/** Thrown (a constant, no stack) for bytes that are not a well-formed message; caught below. */
-const MALFORMED = Symbol('malformed protobuf');
-
-const WIRE_VARINT = 0;
-const WIRE_I64 = 1;
-const WIRE_LEN = 2;
-const WIRE_SGROUP = 3;
-const WIRE_EGROUP = 4;
-const WIRE_I32 = 5;
-const MAX_GROUP_DEPTH = 64;
-
 /** What the walk collects; one per request. */
 class Collected {
   /** Byte ranges of HttpRequest.method and .path: decoded only when the pseudo-headers are absent (Envoy sends both). */
@@ -112,80 +102,20 @@ class Collected {
   rawBody: Uint8Array | undefined = undefined;
 }
 
-/** The reader's position, and what it collects (one per decode). */
-class Cursor {
-  pos = 0;
-  readonly out = new Collected();
-  constructor(readonly buf: Buffer, readonly filter: HeaderFilter) {}
-}
-
-/** Node's own UTF-8 slice (what buf.toString('utf8', s, e) ends in, without its argument handling). */
-const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string }).utf8Slice;
-const utf8 = utf8Slice
-  ? (buf: Buffer, start: number, end: number): string => (end === start ? '' : utf8Slice.call(buf, start, end))
-  : (buf: Buffer, start: number, end: number): string => (end === start ? '' : buf.toString('utf8', start, end));
-
-/** A tag or a length: an unsigned varint of at most 32 bits (a longer one is malformed here). */
-function varint32(c: Cursor, end: number): number {
-  const buf = c.buf;
-  let result = 0;
-  for (let shift = 0; shift < 28; shift += 7) {
-    if (c.pos >= end) throw MALFORMED;
-    const b = buf[c.pos++];
-    result |= (b & 0x7f) << shift;
-    if (b < 0x80) return result >>> 0;
-  }
-  if (c.pos >= end) throw MALFORMED;
-  const last = buf[c.pos++];
-  if (last > 0x0f) throw MALFORMED;
-  return (result | (last << 28)) >>> 0;
-}
-
-/** Skips a varint value of up to 64 bits (10 bytes). */
-function skipVarint(c: Cursor, end: number): void {
-  for (let i = 0; i < 10; i++) {
-    if (c.pos >= end) throw MALFORMED;
-    if (c.buf[c.pos++] < 0x80) return;
-  }
-  throw MALFORMED;
-}
-
-/** The end of a length-delimited field starting at the cursor (the cursor moves to its content). */
-function lengthEnd(c: Cursor, end: number): number {
-  const len = varint32(c, end);
-  const stop = c.pos + len;
-  if (stop > end) throw MALFORMED;
-  return stop;
-}
-
-function skip(c: Cursor, wire: number, end: number, depth: number): void {
-  switch (wire) {
-    case WIRE_VARINT:
-      skipVarint(c, end);
-      return;
-    case WIRE_I64:
-      c.pos += 8;
-      break;
-    case WIRE_LEN:
-      c.pos = lengthEnd(c, end);
-      return;
-    case WIRE_I32:
-      c.pos += 4;
-      break;
-    case WIRE_SGROUP: {
-      if (depth >= MAX_GROUP_DEPTH) throw MALFORMED;
-      for (;;) {
-        const tag = varint32(c, end);
-        if ((tag & 7) === WIRE_EGROUP) return;
-        if (tag >>> 3 === 0) throw MALFORMED;
-        skip(c, tag & 7, end, depth + 1);
-      }
-    }
-    default:
-      throw MALFORMED; // a stray end-group, or wire types 6 and 7
-  }
-  if (c.pos > end) throw MALFORMED;
-}
+/**
+ * The decode in progress: the wire reader (src/wire/), what it collects and the header filter. A
+ * decode runs synchronously to its end, so no two ever interleave and this is module state: the
+ * reader stays one class of object for the wire module (the meter's reader is the same class).
+ * Between decodes it holds the last request's bytes (one message, until the next decode).
+ */
+const c = new WireReader();
+let out = new Collected();
+let filter: HeaderFilter = { byLength: [] };
+type Cursor = WireReader;
+// Module constants (an imported name is a property load at each use in CommonJS).
+const LEN = WIRE.LEN;
+const FIELD_0 = WIRE_FAULT.field_number_0;
+const PAST_END = WIRE_FAULT.length_past_end;
 
 /**
  * Walks the fields of one message in [c.pos, end), calling `field` for each (which must consume
@@ -193,93 +123,93 @@ function skip(c: Cursor, wire: number, end: number, depth: number): void {
  */
 function walk(c: Cursor, end: number, field: FieldHandler): void {
   while (c.pos < end) {
-    const tag = varint32(c, end);
-    const num = tag >>> 3;
-    if (num === 0) throw MALFORMED;
-    if (!field(c, num, tag & 7, end)) skip(c, tag & 7, end, 0);
+    // c.tag(end), one call less on the hottest loop
+    const tag = c.varint32(end);
+    if (tag < 8) throw FIELD_0;
+    if (!field(c, tag >>> 3, tag & 7, end)) c.skip(tag & 7, end);
   }
-  if (c.pos !== end) throw MALFORMED;
+  if (c.pos !== end) throw PAST_END;
 }
 
 type FieldHandler = (c: Cursor, num: number, wire: number, end: number) => boolean;
 
 const checkRequest: FieldHandler = (c, num, wire, end) => {
-  if (num !== 1 || wire !== WIRE_LEN) return false; // attributes
-  walk(c, lengthEnd(c, end), attributes);
+  if (num !== 1 || wire !== LEN) return false; // attributes
+  walk(c, c.lengthEnd(end), attributes);
   return true;
 };
 
 const attributes: FieldHandler = (c, num, wire, end) => {
-  if (wire !== WIRE_LEN) return false;
-  if (num === 4) walk(c, lengthEnd(c, end), request);
-  else if (num === 1) walk(c, lengthEnd(c, end), peer); // source
+  if (wire !== LEN) return false;
+  if (num === 4) walk(c, c.lengthEnd(end), request);
+  else if (num === 1) walk(c, c.lengthEnd(end), peer); // source
   else return false;
   return true;
 };
 
 /** Peer.address (1) -> Address.socket_address (1) -> SocketAddress.address (2): the client's IP as Envoy determined it. */
 const peer: FieldHandler = (c, num, wire, end) => {
-  if (num !== 1 || wire !== WIRE_LEN) return false;
-  walk(c, lengthEnd(c, end), address);
+  if (num !== 1 || wire !== LEN) return false;
+  walk(c, c.lengthEnd(end), address);
   return true;
 };
 
 const address: FieldHandler = (c, num, wire, end) => {
-  if (num !== 1 || wire !== WIRE_LEN) return false;
-  walk(c, lengthEnd(c, end), socketAddress);
+  if (num !== 1 || wire !== LEN) return false;
+  walk(c, c.lengthEnd(end), socketAddress);
   return true;
 };
 
 const socketAddress: FieldHandler = (c, num, wire, end) => {
-  if (num !== 2 || wire !== WIRE_LEN) return false;
-  const stop = lengthEnd(c, end);
-  c.out.sourceStart = c.pos;
-  c.out.sourceEnd = stop;
+  if (num !== 2 || wire !== LEN) return false;
+  const stop = c.lengthEnd(end);
+  out.sourceStart = c.pos;
+  out.sourceEnd = stop;
   c.pos = stop;
   return true;
 };
 
 const request: FieldHandler = (c, num, wire, end) => {
-  if (num !== 2 || wire !== WIRE_LEN) return false; // http
-  walk(c, lengthEnd(c, end), http);
+  if (num !== 2 || wire !== LEN) return false; // http
+  walk(c, c.lengthEnd(end), http);
   return true;
 };
 
 const http: FieldHandler = (c, num, wire, end) => {
-  if (wire !== WIRE_LEN) return false;
-  const o = c.out;
+  if (wire !== LEN) return false;
+  const o = out;
   switch (num) {
     case 2: { // method
-      const stop = lengthEnd(c, end);
+      const stop = c.lengthEnd(end);
       o.methodStart = c.pos;
       o.methodEnd = stop;
       c.pos = stop;
       return true;
     }
     case 3: // headers map entry
-      mapEntry(c, lengthEnd(c, end));
+      mapEntry(c, c.lengthEnd(end));
       return true;
     case 4: { // path
-      const stop = lengthEnd(c, end);
+      const stop = c.lengthEnd(end);
       o.pathStart = c.pos;
       o.pathEnd = stop;
       c.pos = stop;
       return true;
     }
     case 11: { // body
-      const stop = lengthEnd(c, end);
+      const stop = c.lengthEnd(end);
       o.body = c.buf.subarray(c.pos, stop);
       c.pos = stop;
       return true;
     }
     case 12: { // raw_body
-      const stop = lengthEnd(c, end);
+      const stop = c.lengthEnd(end);
       o.rawBody = c.buf.subarray(c.pos, stop);
       c.pos = stop;
       return true;
     }
     case 13: // header_map
-      walk(c, lengthEnd(c, end), headerMap);
+      walk(c, c.lengthEnd(end), headerMap);
       return true;
     default:
       return false;
@@ -287,8 +217,8 @@ const http: FieldHandler = (c, num, wire, end) => {
 };
 
 const headerMap: FieldHandler = (c, num, wire, end) => {
-  if (num !== 1 || wire !== WIRE_LEN) return false; // headers (repeated HeaderValue)
-  headerValue(c, lengthEnd(c, end));
+  if (num !== 1 || wire !== LEN) return false; // headers (repeated HeaderValue)
+  headerValue(c, c.lengthEnd(end));
   return true;
 };
 
@@ -299,17 +229,17 @@ const headerMap: FieldHandler = (c, num, wire, end) => {
 function stringFields(c: Cursor, stop: number, fields: number, spans: Int32Array): void {
   spans.fill(0);
   while (c.pos < stop) {
-    const tag = varint32(c, stop);
+    const tag = c.varint32(stop);
+    if (tag < 8) throw FIELD_0;
     const num = tag >>> 3;
-    if (num === 0) throw MALFORMED;
-    if (num <= fields && (tag & 7) === WIRE_LEN) {
-      const e = lengthEnd(c, stop);
+    if (num <= fields && (tag & 7) === LEN) {
+      const e = c.lengthEnd(stop);
       spans[2 * num - 2] = c.pos;
       spans[2 * num - 1] = e;
       c.pos = e;
-    } else skip(c, tag & 7, stop, 0);
+    } else c.skip(tag & 7, stop);
   }
-  if (c.pos !== stop) throw MALFORMED;
+  if (c.pos !== stop) throw PAST_END;
 }
 
 /** Scratch for stringFields, shared: a decode runs synchronously to its end, so no two ever interleave. */
@@ -317,7 +247,7 @@ const spans = new Int32Array(6);
 
 /** A map<string,string> entry: key(1), value(2); either may be absent (""). */
 function mapEntry(c: Cursor, stop: number): void {
-  c.out.mapEntries++;
+  out.mapEntries++;
   const buf = c.buf;
   const p = c.pos;
   let keyStart: number;
@@ -337,8 +267,8 @@ function mapEntry(c: Cursor, stop: number): void {
     valueStart = spans[2];
     stop = spans[3];
   }
-  const name = wantedName(c.filter, buf, keyStart, keyEnd, false);
-  if (name !== undefined) c.out.map[name] = common(buf, valueStart, stop) ?? utf8(buf, valueStart, stop);
+  const name = wantedName(filter, buf, keyStart, keyEnd, false);
+  if (name !== undefined) out.map[name] = common(buf, valueStart, stop) ?? c.utf8(valueStart, stop);
 }
 
 /** Values nearly every request carries, as constant strings: no string is built for them. */
@@ -360,10 +290,10 @@ function common(buf: Buffer, start: number, end: number): string | undefined {
 /** HeaderValue: key(1), value(2), raw_value(3, preferred when non-empty). Names are matched case-insensitively. */
 function headerValue(c: Cursor, stop: number): void {
   stringFields(c, stop, 3, spans);
-  const name = wantedName(c.filter, c.buf, spans[0], spans[1], true);
+  const name = wantedName(filter, c.buf, spans[0], spans[1], true);
   if (name === undefined) return;
-  const value = spans[5] > spans[4] ? utf8(c.buf, spans[4], spans[5]) : utf8(c.buf, spans[2], spans[3]);
-  const raw = c.out.raw;
+  const value = spans[5] > spans[4] ? c.utf8(spans[4], spans[5]) : c.utf8(spans[2], spans[3]);
+  const raw = out.raw;
   raw[name] = name in raw ? `${raw[name]},${value}` : value;
 }
 
@@ -371,20 +301,25 @@ function headerValue(c: Cursor, stop: number): void {
  * The RequestView of a serialised CheckRequest, keeping the headers `filter` names; undefined
  * when the bytes are not a well-formed protobuf message.
  */
-export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): RequestView | undefined {
-  const c = new Cursor(bytes, filter);
+export function decodeCheckRequest(bytes: Buffer, wanted: HeaderFilter): RequestView | undefined {
+  c.reset(bytes);
+  const o = (out = new Collected());
+  filter = wanted;
   try {
     walk(c, bytes.length, checkRequest);
+    return view(o);
   } catch (err) {
-    if (err === MALFORMED) return undefined;
+    if (err instanceof WireError) return undefined;
     throw err;
   }
-  const o = c.out;
+}
+
+function view(o: Collected): RequestView {
   const headers = o.mapEntries > 0 ? o.map : o.raw;
-  const fullPath = headers[':path'] || utf8(bytes, o.pathStart, o.pathEnd);
+  const fullPath = headers[':path'] || c.utf8(o.pathStart, o.pathEnd);
   const q = fullPath.indexOf('?');
   return {
-    method: headers[':method'] || utf8(bytes, o.methodStart, o.methodEnd),
+    method: headers[':method'] || c.utf8(o.methodStart, o.methodEnd),
     path: q === -1 ? fullPath : fullPath.slice(0, q),
     query: q === -1 ? '' : fullPath.slice(q + 1),
     headers,
@@ -393,6 +328,6 @@ export function decodeCheckRequest(bytes: Buffer, filter: HeaderFilter): Request
     // The identity Envoy minted on modelgate's route (envoy/request-mark.ts); a Check sent to the
     // gRPC port directly (modelgate explain) has only its x-request-id.
     requestId: headers[HEADER.request] ?? headers['x-request-id'] ?? '',
-    client: o.sourceEnd > o.sourceStart ? utf8(bytes, o.sourceStart, o.sourceEnd) : undefined,
+    client: o.sourceEnd > o.sourceStart ? c.utf8(o.sourceStart, o.sourceEnd) : undefined,
   };
 }

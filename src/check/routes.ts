@@ -110,6 +110,7 @@ function decodeSegment(s: string): string | undefined {
   try {
     return decodeURIComponent(s);
   } catch {
+    // URIError: an escape that is not UTF-8; the caller refuses the path
     return undefined;
   }
 }

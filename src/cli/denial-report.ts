@@ -36,6 +36,7 @@ export function denialOf(line: string): Omit<Denial, 'seenBy'> & { from: 'modelg
   try {
     j = JSON.parse(line) as Json;
   } catch {
+    // not a JSON line: not a decision line either
     return undefined;
   }
   if (j.msg === 'decision' && j.decision === 'deny' && typeof j.reason === 'string') {

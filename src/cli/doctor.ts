@@ -63,6 +63,7 @@ async function fetchJson(url: string, init: RequestInit = {}): Promise<{ status:
   try {
     data = JSON.parse(text);
   } catch {
+    // not JSON: the caller goes by the status alone
     data = undefined;
   }
   return { status: res.status, headers: res.headers, data };
@@ -187,6 +188,7 @@ export function doctorCommand(run: CliRun): Command {
       try {
         base = new URL(baseUrl.trim());
       } catch {
+        // not a URL: reported below as such
         base = undefined;
       }
       const found = base && /^https?:$/.test(base.protocol) ? await findConsole(base) : undefined;

@@ -1,15 +1,15 @@
+import { InternalError } from '../errors/internal-error';
 /**
  * A command's failure: a message meant for the operator, shown as one line, and the exit code the
  * CLI ends with (1: the operation failed, 2: the command line was wrong; main.ts adds where to get
  * help to the line of a usage error).
  */
-export class CliError extends Error {
+export class CliError extends InternalError {
   constructor(
     message: string,
     readonly exitCode: 1 | 2 = 1,
   ) {
-    super(message);
-    this.name = 'CliError';
+    super(exitCode === 2 ? 'usage' : 'command_failed', message);
   }
 }
 

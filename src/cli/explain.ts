@@ -125,6 +125,7 @@ function explainConfigPath(option: string | undefined, env: NodeJS.ProcessEnv): 
     portOfConfig(demo, env);
     return demo;
   } catch {
+    // no demo config, or one that does not load: explain runs without a config
     return undefined;
   }
 }

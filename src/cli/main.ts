@@ -25,17 +25,18 @@ import { migrateCommand } from './migrate';
 import { serveCommand } from './serve';
 import { upCommand } from './up';
 import { usageCommand } from './usage';
+import { InternalError } from '../errors/internal-error';
 
 /** Help is laid out for this width whatever the terminal, so it reads the same everywhere (and in docs/cli.md). */
 const HELP_WIDTH = 100;
 
 /** A parse error of commander, with the command that raised it. */
-class UsageFailure extends Error {
+class UsageFailure extends InternalError {
   constructor(
     readonly error: CommanderError,
     readonly command: Command,
   ) {
-    super(error.message);
+    super('usage', error.message);
   }
 }
 

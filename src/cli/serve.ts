@@ -74,6 +74,7 @@ function fileMeter(configPath: string, storeMode: 'file' | 'postgres' | undefine
   try {
     config = parseConfig(readFileSync(configPath, 'utf8'), env);
   } catch {
+    // the workers report it, as a single process would (above)
     return false;
   }
   return config.meter.enabled && (storeMode ? storeMode === 'file' : config.store.kind !== 'postgres');

@@ -11,15 +11,15 @@ import { closeSync, constants, fstatSync, openSync, readFileSync, rmSync, writeF
 import { dirname, resolve } from 'node:path';
 import type { Config } from './load';
 import { GRPC_SECRET, GRPC_SECRET_RULE } from './schema';
+import { InternalError } from '../errors/internal-error';
 
 /** The metadata header Envoy sends the secret in, as `Bearer <secret>` (gRPC's call-credential convention). */
 export const GRPC_SECRET_HEADER = 'authorization';
 
 /** Why the secret or a TLS file could not be read. */
-export class GrpcAuthError extends Error {
+export class GrpcAuthError extends InternalError {
   constructor(message: string) {
-    super(message);
-    this.name = 'GrpcAuthError';
+    super('grpc_auth_unreadable', message);
   }
 }
 

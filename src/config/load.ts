@@ -10,6 +10,7 @@ import type { z } from 'zod';
 import { modalPrices, toLimits, toolPrices, type GroupRecord, type KeyRecord, type Limits, type ModelPrice, type ModelRecord, type Protocol } from '../store/store';
 import type { Budget } from '../store/budget-window';
 import { configSchemaFor, expiryTime, price as priceSchema, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
+import { InternalError } from '../errors/internal-error';
 
 export interface UpstreamCredential {
   readonly header: string;
@@ -137,10 +138,9 @@ export interface Config {
 }
 
 /** Thrown by parseConfig with every problem found, one per line, each naming its path. */
-export class ConfigError extends Error {
+export class ConfigError extends InternalError {
   constructor(readonly problems: readonly string[]) {
-    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
-    this.name = 'ConfigError';
+    super('config_invalid', `invalid configuration:\n  - ${problems.join('\n  - ')}`);
   }
 }
 

@@ -131,6 +131,7 @@ function parseUrl(text: string): URL | undefined {
     const u = new URL(text);
     return u.protocol === 'http:' || u.protocol === 'https:' ? u : undefined;
   } catch {
+    // not a URL
     return undefined;
   }
 }
@@ -334,6 +335,7 @@ function decodeURIComponentSafe(s: string): string {
   try {
     return decodeURIComponent(s);
   } catch {
+    // URIError: an escape that is not UTF-8 stays as written
     return s;
   }
 }

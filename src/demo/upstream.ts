@@ -69,6 +69,7 @@ function parseJson(body: Buffer): Json {
     const v = JSON.parse(body.toString('utf8')) as unknown;
     return v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : {};
   } catch {
+    // not JSON: the demo answers as for an empty request
     return {};
   }
 }

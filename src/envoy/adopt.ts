@@ -24,6 +24,7 @@ import { DECOMPRESSOR_FILTER, meterAccessLog } from './meter-filters';
 import { grpcServiceMetadata } from './render-grpc-auth';
 import { MARK_NAMESPACE } from './request-mark';
 import { HEADER } from '../contract/headers';
+import { InternalError } from '../errors/internal-error';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -32,7 +33,12 @@ const ROUTER = 'envoy.filters.http.router';
 /** The mark on each cluster adopt adds (a re-run removes what carries it). */
 const ADOPTED = { filter_metadata: { [MARK_NAMESPACE]: { adopted: true } } };
 
-export class AdoptError extends Error {}
+/** A bootstrap adopt cannot change as asked; the message says why. */
+export class AdoptError extends InternalError {
+  constructor(message: string) {
+    super('adopt_refused', message);
+  }
+}
 
 export interface AdoptOptions {
   /** The listener holding the connection manager, when the bootstrap has more than one. */

@@ -12,6 +12,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { InternalError } from '../errors/internal-error';
 
 /**
  * The project root (a clone, or the installed package): the nearest folder above this file (src/envoy
@@ -34,7 +35,11 @@ export const PINNED_ENVOY = PKG.config.envoy;
 export const OLDEST_ENVOY = PKG.config.envoyOldest;
 
 /** No usable Envoy; the message is one line saying what is missing and how to get it. */
-export class EnvoyUnavailable extends Error {}
+export class EnvoyUnavailable extends InternalError {
+  constructor(message: string) {
+    super('envoy_unavailable', message);
+  }
+}
 
 export interface FoundEnvoy {
   readonly path: string;

@@ -44,6 +44,7 @@ async function getText(url: string): Promise<string | undefined> {
     const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
     return res.ok ? await res.text() : undefined;
   } catch {
+    // not reachable (yet), or too slow: the caller polls again or gives up at its deadline
     return undefined;
   }
 }

@@ -18,11 +18,13 @@
  *     response(4) -> HTTPResponseProperties: response_code(1, UInt32Value), response_body_bytes(3),
  *       response_headers(4, map: content-type and content-encoding, as the bundle asks)
  *
- * Pure: bytes in, plain reports out. The wire format is walked once and everything else is skipped
- * by wire type. A malformed message yields the reports read before the fault and a count of the
+ * Pure: bytes in, plain reports out. The wire format is walked once (src/wire/wire-reader.ts, with
+ * its limits) and everything else is skipped by wire type. A malformed message yields the reports read before the fault and a count of the
  * entries lost (the caller logs it; the requests concerned then settle when their deadline passes,
  * never free).
  */
+
+import { asBuffer, WireError, WireReader } from '../wire/wire-reader';
 
 /** One metered request's end, as Envoy saw it. */
 export interface MeterReport {
@@ -68,85 +70,29 @@ export const METER_NAMESPACE = 'modelgate.meter';
 /** The namespace of the request's minted identity (envoy/request-mark.ts MARK_NAMESPACE). */
 export const MARK_NAMESPACE = 'modelgate';
 
-class Malformed extends Error {}
-
 /**
- * The wire walk. One message at a time (the meter reads them one after another), so the cursor is
- * module state: no object per field or sub-message, which at thousands of entries a second was most
- * of the reader's cost (garbage).
+ * The wire walk (src/wire/). One message at a time (the meter reads them one after another), so the
+ * reader is module state: no object per field or sub-message, which at thousands of entries a
+ * second was most of the reader's cost (garbage).
  */
-let buf: Buffer = Buffer.alloc(0);
-let pos = 0;
-
-function varint(end: number): number {
-  if (pos < end) {
-    const b = buf[pos];
-    if (b < 0x80) {
-      pos++;
-      return b;
-    }
-  }
-  let result = 0;
-  let mul = 1;
-  for (let n = 0; n < 10; n++) {
-    if (pos >= end) throw new Malformed('truncated varint');
-    const b = buf[pos++];
-    // Past 2^53 precision is lost, never the framing: lengths and counts are far below it.
-    result += (b & 0x7f) * mul;
-    if (b < 0x80) return result;
-    mul *= 128;
-  }
-  throw new Malformed('varint too long');
-}
-
-/** The next field's tag (field number x 8 + wire type); field 0 is malformed. */
-function tag(end: number): number {
-  const t = varint(end);
-  if (t < 8) throw new Malformed('field number 0');
-  return t;
-}
-
-/** The end of a length-delimited field whose bytes start at `pos` after this call. */
-function lengthEnd(end: number): number {
-  const len = varint(end);
-  if (len > end - pos) throw new Malformed('length past the end');
-  return pos + len;
-}
-
-function skip(wireType: number, end: number): void {
-  switch (wireType) {
-    case 0: varint(end); return;
-    case 1: advance(8, end); return;
-    case 2: pos = lengthEnd(end); return;
-    case 5: advance(4, end); return;
-    default: throw new Malformed(`wire type ${wireType}`);
-  }
-}
-
-function advance(n: number, end: number): void {
-  if (pos + n > end) throw new Malformed('truncated field');
-  pos += n;
-}
-
-const text = (s: number, e: number): string => buf.toString('utf8', s, e);
+const r = new WireReader();
 
 /** A google.protobuf.Value of a Struct field: strings, numbers and booleans; the tail string as bytes. */
 type FieldValue = string | number | boolean | Uint8Array;
 
 function readValue(end: number, asBytes: boolean): FieldValue | undefined {
   let v: FieldValue | undefined;
-  while (pos < end) {
-    const t = tag(end);
+  while (r.pos < end) {
+    const t = r.tag(end);
     if (t === (2 << 3 | 1)) {
-      advance(8, end);
-      v = buf.readDoubleLE(pos - 8);
+      v = r.double(end);
     } else if (t === (3 << 3 | 2)) {
-      const e = lengthEnd(end);
+      const e = r.lengthEnd(end);
       // The message is not reused once read, so the tail is a view of it, not a copy.
-      v = asBytes ? buf.subarray(pos, e) : text(pos, e);
-      pos = e;
-    } else if (t === (4 << 3 | 0)) v = varint(end) !== 0;
-    else skip(t & 7, end);
+      v = asBytes ? r.buf.subarray(r.pos, e) : r.utf8(r.pos, e);
+      r.pos = e;
+    } else if (t === (4 << 3 | 0)) v = r.varint(end) !== 0;
+    else r.skip(t & 7, end);
   }
   return v;
 }
@@ -160,7 +106,7 @@ const METER_KEYS = wanted('tail', 'final', 'calls');
 const MARK_KEYS = wanted('request');
 
 function keyAt(s: number, e: number, keys: Wanted): string | undefined {
-  for (const [name, bytes] of keys) if (sameBytes(s, e, bytes)) return name;
+  for (const [name, bytes] of keys) if (r.equals(s, e, bytes)) return name;
   return undefined;
 }
 
@@ -169,34 +115,34 @@ function keyAt(s: number, e: number, keys: Wanted): string | undefined {
  * values are kept as bytes (the meter's body tail).
  */
 function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted, asBytes: boolean): void {
-  while (pos < end) {
-    const t = tag(end);
+  while (r.pos < end) {
+    const t = r.tag(end);
     if (t !== (1 << 3 | 2)) {
-      skip(t & 7, end);
+      r.skip(t & 7, end);
       continue;
     }
-    const entryEnd = lengthEnd(end);
+    const entryEnd = r.lengthEnd(end);
     let key: string | undefined;
     let valueStart = -1;
     let valueEnd = -1;
-    while (pos < entryEnd) {
-      const et = tag(entryEnd);
+    while (r.pos < entryEnd) {
+      const et = r.tag(entryEnd);
       if (et === (1 << 3 | 2)) {
-        const e = lengthEnd(entryEnd);
-        key = keyAt(pos, e, keys);
-        pos = e;
+        const e = r.lengthEnd(entryEnd);
+        key = keyAt(r.pos, e, keys);
+        r.pos = e;
       } else if (et === (2 << 3 | 2)) {
-        valueEnd = lengthEnd(entryEnd);
-        valueStart = pos;
-        pos = valueEnd;
-      } else skip(et & 7, entryEnd);
+        valueEnd = r.lengthEnd(entryEnd);
+        valueStart = r.pos;
+        r.pos = valueEnd;
+      } else r.skip(et & 7, entryEnd);
     }
     if (key !== undefined && valueStart >= 0) {
-      pos = valueStart;
+      r.pos = valueStart;
       const v = readValue(valueEnd, asBytes);
       if (v !== undefined) into[key] = v;
     }
-    pos = entryEnd;
+    r.pos = entryEnd;
   }
 }
 
@@ -219,11 +165,6 @@ const AUTHZ_NS = Buffer.from(AUTHZ_NAMESPACE);
 const METER_NS = Buffer.from(METER_NAMESPACE);
 const MARK_NS = Buffer.from(MARK_NAMESPACE);
 
-function sameBytes(s: number, e: number, b: Uint8Array): boolean {
-  if (e - s !== b.length) return false;
-  for (let i = 0; i < b.length; i++) if (buf[s + i] !== b[i]) return false;
-  return true;
-}
 
 /**
  * AccessLogCommon: metadata(17) -> Metadata.filter_metadata(1) map<string, Struct>, and whether
@@ -231,61 +172,61 @@ function sameBytes(s: number, e: number, b: Uint8Array): boolean {
  * time_to_first_upstream_rx_byte(9) (a byte of an answer came back).
  */
 function readCommon(end: number, d: Draft): void {
-  while (pos < end) {
-    const t = tag(end);
+  while (r.pos < end) {
+    const t = r.tag(end);
     if (t !== (17 << 3 | 2)) {
       if (t === (7 << 3 | 2)) d.upstreamSent = true;
       else if (t === (9 << 3 | 2)) d.upstreamAnswered = true;
-      skip(t & 7, end);
+      r.skip(t & 7, end);
       continue;
     }
-    const mdEnd = lengthEnd(end);
-    while (pos < mdEnd) {
-      const mt = tag(mdEnd);
+    const mdEnd = r.lengthEnd(end);
+    while (r.pos < mdEnd) {
+      const mt = r.tag(mdEnd);
       if (mt !== (1 << 3 | 2)) {
-        skip(mt & 7, mdEnd);
+        r.skip(mt & 7, mdEnd);
         continue;
       }
-      const entryEnd = lengthEnd(mdEnd);
+      const entryEnd = r.lengthEnd(mdEnd);
       let ns = 0;
       let structStart = -1;
       let structEnd = -1;
-      while (pos < entryEnd) {
-        const et = tag(entryEnd);
+      while (r.pos < entryEnd) {
+        const et = r.tag(entryEnd);
         if (et === (1 << 3 | 2)) {
-          const e = lengthEnd(entryEnd);
-          ns = sameBytes(pos, e, AUTHZ_NS) ? 1 : sameBytes(pos, e, METER_NS) ? 2 : sameBytes(pos, e, MARK_NS) ? 3 : 0;
-          pos = e;
+          const e = r.lengthEnd(entryEnd);
+          ns = r.equals(r.pos, e, AUTHZ_NS) ? 1 : r.equals(r.pos, e, METER_NS) ? 2 : r.equals(r.pos, e, MARK_NS) ? 3 : 0;
+          r.pos = e;
         } else if (et === (2 << 3 | 2)) {
-          structEnd = lengthEnd(entryEnd);
-          structStart = pos;
-          pos = structEnd;
-        } else skip(et & 7, entryEnd);
+          structEnd = r.lengthEnd(entryEnd);
+          structStart = r.pos;
+          r.pos = structEnd;
+        } else r.skip(et & 7, entryEnd);
       }
       if (ns !== 0 && structStart >= 0) {
-        pos = structStart;
+        r.pos = structStart;
         if (ns === 1) readStruct(structEnd, d.authz, AUTHZ_KEYS, false);
         else if (ns === 2) readStruct(structEnd, d.meter, METER_KEYS, true);
         else readStruct(structEnd, d.mark, MARK_KEYS, false);
       }
-      pos = entryEnd;
+      r.pos = entryEnd;
     }
   }
 }
 
 function readRequest(end: number, d: Draft): void {
-  while (pos < end) {
-    const t = tag(end);
+  while (r.pos < end) {
+    const t = r.tag(end);
     if (t === (9 << 3 | 2)) {
-      const e = lengthEnd(end);
-      d.requestId = text(pos, e);
-      pos = e;
+      const e = r.lengthEnd(end);
+      d.requestId = r.utf8(r.pos, e);
+      r.pos = e;
     } else if (t === (5 << 3 | 2)) {
-      const e = lengthEnd(end);
-      d.path = text(pos, e);
-      pos = e;
-    } else if (t === (12 << 3 | 0)) d.requestBodyBytes = varint(end);
-    else skip(t & 7, end);
+      const e = r.lengthEnd(end);
+      d.path = r.utf8(r.pos, e);
+      r.pos = e;
+    } else if (t === (12 << 3 | 0)) d.requestBodyBytes = r.varint(end);
+    else r.skip(t & 7, end);
   }
 }
 
@@ -293,54 +234,54 @@ const CONTENT_TYPE = Buffer.from('content-type');
 const CONTENT_ENCODING = Buffer.from('content-encoding');
 
 function readResponse(end: number, d: Draft): void {
-  while (pos < end) {
-    const t = tag(end);
+  while (r.pos < end) {
+    const t = r.tag(end);
     if (t === (1 << 3 | 2)) {
       // google.protobuf.UInt32Value: value(1)
-      const vEnd = lengthEnd(end);
-      while (pos < vEnd) {
-        const vt = tag(vEnd);
-        if (vt === (1 << 3 | 0)) d.status = varint(vEnd);
-        else skip(vt & 7, vEnd);
+      const vEnd = r.lengthEnd(end);
+      while (r.pos < vEnd) {
+        const vt = r.tag(vEnd);
+        if (vt === (1 << 3 | 0)) d.status = r.varint(vEnd);
+        else r.skip(vt & 7, vEnd);
       }
-    } else if (t === (3 << 3 | 0)) d.responseBodyBytes = varint(end);
+    } else if (t === (3 << 3 | 0)) d.responseBodyBytes = r.varint(end);
     else if (t === (4 << 3 | 2)) {
-      const entryEnd = lengthEnd(end);
+      const entryEnd = r.lengthEnd(end);
       let which = 0;
       let v = '';
-      while (pos < entryEnd) {
-        const et = tag(entryEnd);
+      while (r.pos < entryEnd) {
+        const et = r.tag(entryEnd);
         if (et === (1 << 3 | 2)) {
-          const e = lengthEnd(entryEnd);
+          const e = r.lengthEnd(entryEnd);
           // Envoy logs header names in lower case, as HTTP/2 carries them.
-          which = sameBytes(pos, e, CONTENT_TYPE) ? 1 : sameBytes(pos, e, CONTENT_ENCODING) ? 2 : 0;
-          pos = e;
+          which = r.equals(r.pos, e, CONTENT_TYPE) ? 1 : r.equals(r.pos, e, CONTENT_ENCODING) ? 2 : 0;
+          r.pos = e;
         } else if (et === (2 << 3 | 2)) {
-          const e = lengthEnd(entryEnd);
-          v = text(pos, e);
-          pos = e;
-        } else skip(et & 7, entryEnd);
+          const e = r.lengthEnd(entryEnd);
+          v = r.utf8(r.pos, e);
+          r.pos = e;
+        } else r.skip(et & 7, entryEnd);
       }
       if (which === 1) d.contentType = v;
       else if (which === 2) d.contentEncoding = v;
-    } else skip(t & 7, end);
+    } else r.skip(t & 7, end);
   }
 }
 
 function readEntry(end: number): MeterReport {
   const d: Draft = { requestId: '', mark: {}, path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '', upstreamSent: false, upstreamAnswered: false };
-  while (pos < end) {
-    const t = tag(end);
+  while (r.pos < end) {
+    const t = r.tag(end);
     if ((t & 7) !== 2) {
-      skip(t & 7, end);
+      r.skip(t & 7, end);
       continue;
     }
-    const e = lengthEnd(end);
+    const e = r.lengthEnd(end);
     const field = t >>> 3;
     if (field === 1) readCommon(e, d);
     else if (field === 3) readRequest(e, d);
     else if (field === 4) readResponse(e, d);
-    pos = e;
+    r.pos = e;
   }
   const final = d.meter.final;
   const tail = final ?? d.meter.tail;
@@ -366,39 +307,38 @@ function readEntry(end: number): MeterReport {
 export function readAccessLogMessage(bytes: Uint8Array): ReadResult {
   const reports: MeterReport[] = [];
   let lost = 0;
-  buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  pos = 0;
-  const end = buf.length;
+  r.reset(asBuffer(bytes));
+  const end = r.buf.length;
   try {
-    while (pos < end) {
-      const t = tag(end);
+    while (r.pos < end) {
+      const t = r.tag(end);
       if (t !== (2 << 3 | 2)) {
-        skip(t & 7, end);
+        r.skip(t & 7, end);
         continue;
       }
       // HTTPAccessLogEntries: log_entry(1), repeated.
-      const logsEnd = lengthEnd(end);
-      while (pos < logsEnd) {
-        const lt = tag(logsEnd);
+      const logsEnd = r.lengthEnd(end);
+      while (r.pos < logsEnd) {
+        const lt = r.tag(logsEnd);
         if (lt !== (1 << 3 | 2)) {
-          skip(lt & 7, logsEnd);
+          r.skip(lt & 7, logsEnd);
           continue;
         }
-        const entryEnd = lengthEnd(logsEnd);
+        const entryEnd = r.lengthEnd(logsEnd);
         try {
           reports.push(readEntry(entryEnd));
         } catch (err) {
-          if (!(err instanceof Malformed)) throw err;
+          if (!(err instanceof WireError)) throw err;
           lost++;
         }
-        pos = entryEnd;
+        r.pos = entryEnd;
       }
     }
   } catch (err) {
-    if (!(err instanceof Malformed)) throw err;
+    if (!(err instanceof WireError)) throw err;
     lost++;
   } finally {
-    buf = Buffer.alloc(0);
+    r.reset();
   }
   return { reports, lost };
 }

@@ -34,6 +34,7 @@ export function readPriceMark(v: unknown): ModelPrice | undefined {
   try {
     p = JSON.parse(v);
   } catch {
+    // not JSON: no price mark
     return undefined;
   }
   if (p === null || typeof p !== 'object') return undefined;

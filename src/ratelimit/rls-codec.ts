@@ -1,20 +1,25 @@
 /**
  * The wire format of Envoy's rate limit service (envoy.service.ratelimit.v3.RateLimitService,
- * rls.proto), the few fields modelgate uses, read and written by hand: these messages are small,
- * and the fields a token charge needs are few (the per-descriptor `hits_addend`, field 3 of
- * RateLimitDescriptor, a UInt64Value, that Envoy 1.40 sends); a codec of its own is shorter than
- * loading the whole rate limit API.
+ * rls.proto, vendored in proto/envoy-api/ from the pinned Envoy), read and written with protobufjs
+ * and mapped to the few fields modelgate uses:
  *
- *   RateLimitRequest: domain(1) string, descriptors(2) RateLimitDescriptor, hits_addend(3) uint32
- *   RateLimitDescriptor: entries(1) {key(1), value(2)}, limit(2) {requests_per_unit(1), unit(2)},
- *     hits_addend(3) UInt64Value {value(1)}
+ *   RateLimitRequest: domain(1), descriptors(2) RateLimitDescriptor, hits_addend(3)
+ *   RateLimitDescriptor: entries(1) {key, value}, limit(2) {requests_per_unit, unit},
+ *     hits_addend(3) UInt64Value (the per-descriptor token charge Envoy 1.40 sends)
  *   RateLimitResponse: overall_code(1), statuses(2) DescriptorStatus
- *   DescriptorStatus: code(1), current_limit(2) {name(3), requests_per_unit(1), unit(2)},
- *     limit_remaining(3), duration_until_reset(4) Duration {seconds(1), nanos(2)}
+ *   DescriptorStatus: code(1), current_limit(2) {requests_per_unit, unit}, limit_remaining(3),
+ *     duration_until_reset(4) Duration {seconds}
  *
- * Unknown fields are skipped by wire type; a malformed message throws (the caller answers the
- * call with an error: Envoy then applies its failure mode).
+ * The protos are loaded by prepareRlsCodec() where a server or client of the service starts (a
+ * gateway without rate limits never pays for it; a first call must not, under Envoy's timeout). A message
+ * that cannot be read throws an InternalError (code wire_malformed): the caller answers the call
+ * with an error, and Envoy then applies its failure mode.
  */
+import * as path from 'node:path';
+import { existsSync } from 'node:fs';
+import * as protobuf from 'protobufjs';
+import { includeDirs } from '../../proto/include-dirs.js';
+import { InternalError } from '../errors/internal-error';
 
 /** envoy.type.v3.RateLimitUnit / RateLimitResponse.RateLimit.Unit. */
 export const UNIT = { SECOND: 1, MINUTE: 2, HOUR: 3, DAY: 4 } as const;
@@ -53,232 +58,106 @@ export interface RateLimitResponse {
   readonly statuses: readonly DescriptorStatus[];
 }
 
-class Reader {
-  pos: number;
-  constructor(readonly buf: Uint8Array, start = 0, readonly end = buf.length) {
-    this.pos = start;
-  }
+interface Types {
+  readonly request: protobuf.Type;
+  readonly response: protobuf.Type;
+}
 
-  get done(): boolean {
-    return this.pos >= this.end;
-  }
+let types: Types | undefined;
 
-  varint(): number {
-    let result = 0;
-    let shift = 0;
-    for (;;) {
-      if (this.pos >= this.end) throw new RangeError('truncated varint');
-      const b = this.buf[this.pos++];
-      // Past 2^53 precision is lost; counts and limits here are 32-bit or token totals far below.
-      result += (b & 0x7f) * 2 ** shift;
-      if ((b & 0x80) === 0) return result;
-      shift += 7;
-      if (shift > 63) throw new RangeError('varint too long');
-    }
-  }
+/** Loads rls.proto now (tens of milliseconds), so that no call waits for it. */
+export function prepareRlsCodec(): void {
+  load();
+}
 
-  /** The bounds of a length-delimited field. */
-  bytes(): [number, number] {
-    const len = this.varint();
-    const start = this.pos;
-    if (start + len > this.end) throw new RangeError('length past the end of the message');
-    this.pos = start + len;
-    return [start, this.pos];
-  }
+function load(): Types {
+  if (types !== undefined) return types;
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => includeDirs.map((d) => path.join(d, target)).find((p) => existsSync(p)) ?? target;
+  root.loadSync('envoy/service/ratelimit/v3/rls.proto', { keepCase: true });
+  types = { request: root.lookupType('envoy.service.ratelimit.v3.RateLimitRequest'), response: root.lookupType('envoy.service.ratelimit.v3.RateLimitResponse') };
+  return types;
+}
 
-  string(): string {
-    const [s, e] = this.bytes();
-    return Buffer.from(this.buf.buffer, this.buf.byteOffset + s, e - s).toString('utf8');
-  }
+/** A uint64 as protobufjs decodes it (a Long, or a number without the long package), as a number. */
+const uint64 = (v: unknown): number => (typeof v === 'number' ? v : protobuf.util.LongBits.from(v as protobuf.Long).toNumber(true));
 
-  skip(wire: number): void {
-    if (wire === 0) this.varint();
-    else if (wire === 1) this.advance(8);
-    else if (wire === 2) this.bytes();
-    else if (wire === 5) this.advance(4);
-    else throw new RangeError(`unsupported wire type ${wire}`);
-  }
+interface WireLimit { requests_per_unit?: number; unit?: number }
+interface WireDescriptor { entries?: { key?: string; value?: string }[]; limit?: WireLimit | null; hits_addend?: { value?: unknown } | null }
+interface WireRequest { domain?: string; descriptors?: WireDescriptor[]; hits_addend?: number }
+interface WireStatus { code?: number; current_limit?: WireLimit | null; limit_remaining?: number; duration_until_reset?: { seconds?: unknown } | null }
+interface WireResponse { overall_code?: number; statuses?: WireStatus[] }
 
-  advance(n: number): void {
-    if (this.pos + n > this.end) throw new RangeError('truncated field');
-    this.pos += n;
-  }
-
-  /** Field number and wire type of the next tag. */
-  tag(): [number, number] {
-    const t = this.varint();
-    if (t >>> 3 === 0) throw new RangeError('field number 0');
-    return [t >>> 3, t & 7];
-  }
-
-  sub([s, e]: [number, number]): Reader {
-    return new Reader(this.buf, s, e);
+function decode<T>(type: protobuf.Type, buf: Uint8Array): T {
+  try {
+    return type.decode(buf) as unknown as T;
+  } catch (err) {
+    throw new InternalError('wire_malformed', `not a ${type.name}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 }
 
-function readEntry(r: Reader): DescriptorEntry {
-  let key = '';
-  let value = '';
-  while (!r.done) {
-    const [f, w] = r.tag();
-    if (f === 1 && w === 2) key = r.string();
-    else if (f === 2 && w === 2) value = r.string();
-    else r.skip(w);
-  }
-  return { key, value };
-}
+const limitOf = (l: WireLimit): { requestsPerUnit: number; unit: number } => ({ requestsPerUnit: l.requests_per_unit ?? 0, unit: l.unit ?? 0 });
 
-function readLimit(r: Reader, perUnitField: number, unitField: number): { requestsPerUnit: number; unit: number } {
-  let requestsPerUnit = 0;
-  let unit = 0;
-  while (!r.done) {
-    const [f, w] = r.tag();
-    if (f === perUnitField && w === 0) requestsPerUnit = r.varint();
-    else if (f === unitField && w === 0) unit = r.varint();
-    else r.skip(w);
-  }
-  return { requestsPerUnit, unit };
-}
-
-function readDescriptor(r: Reader): Descriptor {
-  const entries: DescriptorEntry[] = [];
-  let limit: Descriptor['limit'];
-  let hitsAddend: number | undefined;
-  while (!r.done) {
-    const [f, w] = r.tag();
-    if (f === 1 && w === 2) entries.push(readEntry(r.sub(r.bytes())));
-    else if (f === 2 && w === 2) limit = readLimit(r.sub(r.bytes()), 1, 2);
-    else if (f === 3 && w === 2) {
-      // UInt64Value: present (even empty) means "this many", 0 included.
-      const v = r.sub(r.bytes());
-      hitsAddend = 0;
-      while (!v.done) {
-        const [vf, vw] = v.tag();
-        if (vf === 1 && vw === 0) hitsAddend = v.varint();
-        else v.skip(vw);
-      }
-    } else r.skip(w);
-  }
-  return { entries, ...(limit ? { limit } : {}), ...(hitsAddend !== undefined ? { hitsAddend } : {}) };
-}
-
-/** Decodes a RateLimitRequest. Throws on a malformed message. */
+/** Decodes a RateLimitRequest. Throws an InternalError (wire_malformed) on a malformed message. */
 export function decodeRequest(buf: Uint8Array): RateLimitRequest {
-  const r = new Reader(buf);
-  let domain = '';
-  const descriptors: Descriptor[] = [];
-  let hitsAddend = 0;
-  while (!r.done) {
-    const [f, w] = r.tag();
-    if (f === 1 && w === 2) domain = r.string();
-    else if (f === 2 && w === 2) descriptors.push(readDescriptor(r.sub(r.bytes())));
-    else if (f === 3 && w === 0) hitsAddend = r.varint();
-    else r.skip(w);
-  }
-  return { domain, descriptors, hitsAddend };
-}
-
-function readStatus(r: Reader): DescriptorStatus {
-  let code = 0;
-  let limit: DescriptorStatus['limit'];
-  let remaining = 0;
-  let resetSeconds = 0;
-  while (!r.done) {
-    const [f, w] = r.tag();
-    if (f === 1 && w === 0) code = r.varint();
-    else if (f === 2 && w === 2) limit = readLimit(r.sub(r.bytes()), 1, 2);
-    else if (f === 3 && w === 0) remaining = r.varint();
-    else if (f === 4 && w === 2) {
-      const d = r.sub(r.bytes());
-      while (!d.done) {
-        const [df, dw] = d.tag();
-        if (df === 1 && dw === 0) resetSeconds = d.varint();
-        else d.skip(dw);
-      }
-    } else r.skip(w);
-  }
-  return { code, ...(limit ? { limit } : {}), remaining, resetSeconds };
+  const m = decode<WireRequest>(load().request, buf);
+  return {
+    domain: m.domain ?? '',
+    descriptors: (m.descriptors ?? []).map((d) => ({
+      entries: (d.entries ?? []).map((e) => ({ key: e.key ?? '', value: e.value ?? '' })),
+      ...(d.limit ? { limit: limitOf(d.limit) } : {}),
+      // UInt64Value: present (even empty) means "this many", 0 included.
+      ...(d.hits_addend ? { hitsAddend: d.hits_addend.value == null ? 0 : uint64(d.hits_addend.value) } : {}),
+    })),
+    hitsAddend: m.hits_addend ?? 0,
+  };
 }
 
 /** Decodes a RateLimitResponse (what a rate limit service answers). */
 export function decodeResponse(buf: Uint8Array): RateLimitResponse {
-  const r = new Reader(buf);
-  let overallCode = 0;
-  const statuses: DescriptorStatus[] = [];
-  while (!r.done) {
-    const [f, w] = r.tag();
-    if (f === 1 && w === 0) overallCode = r.varint();
-    else if (f === 2 && w === 2) statuses.push(readStatus(r.sub(r.bytes())));
-    else r.skip(w);
-  }
-  return { overallCode, statuses };
+  const m = decode<WireResponse>(load().response, buf);
+  return {
+    overallCode: m.overall_code ?? 0,
+    statuses: (m.statuses ?? []).map((s) => ({
+      code: s.code ?? 0,
+      ...(s.current_limit ? { limit: limitOf(s.current_limit) } : {}),
+      remaining: s.limit_remaining ?? 0,
+      resetSeconds: s.duration_until_reset?.seconds == null ? 0 : uint64(s.duration_until_reset.seconds),
+    })),
+  };
 }
 
-/** A growable byte buffer for encoding. */
-class Writer {
-  readonly parts: number[] = [];
+/** protobufjs's writer gives a Buffer under Node; a copy only otherwise. */
+const toBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b));
 
-  varint(n: number): this {
-    let v = n;
-    while (v >= 0x80) {
-      this.parts.push((v % 0x80) | 0x80);
-      v = Math.floor(v / 0x80);
-    }
-    this.parts.push(v);
-    return this;
-  }
-
-  tag(field: number, wire: number): this {
-    return this.varint(field * 8 + wire);
-  }
-
-  uint(field: number, n: number): this {
-    return n === 0 ? this : this.tag(field, 0).varint(n);
-  }
-
-  bytes(field: number, b: Uint8Array | readonly number[]): this {
-    this.tag(field, 2).varint(b.length);
-    for (const x of b) this.parts.push(x);
-    return this;
-  }
-
-  string(field: number, s: string): this {
-    return this.bytes(field, Buffer.from(s, 'utf8'));
-  }
-
-  message(field: number, w: Writer): this {
-    return this.bytes(field, w.parts);
-  }
-
-  finish(): Buffer {
-    return Buffer.from(this.parts);
-  }
-}
-
-function descriptorWriter(d: Descriptor): Writer {
-  const w = new Writer();
-  for (const e of d.entries) w.message(1, new Writer().string(1, e.key).string(2, e.value));
-  if (d.limit) w.message(2, new Writer().uint(1, d.limit.requestsPerUnit).uint(2, d.limit.unit));
-  if (d.hitsAddend !== undefined) w.message(3, new Writer().uint(1, d.hitsAddend));
-  return w;
-}
+const wireLimit = (l: { readonly requestsPerUnit: number; readonly unit: number }): WireLimit => ({ requests_per_unit: l.requestsPerUnit, unit: l.unit });
 
 /** Encodes a RateLimitRequest (modelgate's token charges to a rate limit service). */
 export function encodeRequest(req: RateLimitRequest): Buffer {
-  const w = new Writer().string(1, req.domain);
-  for (const d of req.descriptors) w.message(2, descriptorWriter(d));
-  return w.uint(3, req.hitsAddend).finish();
+  const { request } = load();
+  const m: WireRequest = {
+    domain: req.domain,
+    descriptors: req.descriptors.map((d) => ({
+      entries: d.entries.map((e) => ({ key: e.key, value: e.value })),
+      ...(d.limit ? { limit: wireLimit(d.limit) } : {}),
+      ...(d.hitsAddend !== undefined ? { hits_addend: { value: d.hitsAddend } } : {}),
+    })),
+    hits_addend: req.hitsAddend,
+  };
+  return toBuffer(request.encode(m).finish());
 }
 
 /** Encodes a RateLimitResponse (the embedded engine's answers to Envoy). */
 export function encodeResponse(res: RateLimitResponse): Buffer {
-  const w = new Writer().uint(1, res.overallCode);
-  for (const s of res.statuses) {
-    const sw = new Writer().uint(1, s.code);
-    if (s.limit) sw.message(2, new Writer().uint(1, s.limit.requestsPerUnit).uint(2, s.limit.unit));
-    sw.uint(3, s.remaining);
-    sw.message(4, new Writer().uint(1, s.resetSeconds));
-    w.message(2, sw);
-  }
-  return w.finish();
+  const { response } = load();
+  const m: WireResponse = {
+    overall_code: res.overallCode,
+    statuses: res.statuses.map((s) => ({
+      code: s.code,
+      ...(s.limit ? { current_limit: wireLimit(s.limit) } : {}),
+      limit_remaining: s.remaining,
+      duration_until_reset: { seconds: s.resetSeconds },
+    })),
+  };
+  return toBuffer(response.encode(m).finish());
 }

@@ -16,10 +16,16 @@ import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HostPort } from '../config/load';
+import { freePort } from './free-port';
 import { projectRoot } from '../envoy/ensure';
+import { InternalError } from '../errors/internal-error';
 
 /** A binary that is not there; the message says how to get it. */
-export class EngineUnavailable extends Error {}
+export class EngineUnavailable extends InternalError {
+  constructor(message: string) {
+    super('engine_unavailable', message);
+  }
+}
 
 /** envoyproxy/ratelimit: RATELIMIT_BIN, else .ratelimit/<pinned version>/service_cmd. */
 export function ratelimitBinary(env: NodeJS.ProcessEnv = process.env): string {
@@ -56,18 +62,6 @@ export interface EngineProcess {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** A free TCP port on 127.0.0.1 (bound and released: the caller binds it next). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Whether host:port accepts a TCP connection now. */
 function accepts(at: HostPort): Promise<boolean> {

@@ -7,13 +7,14 @@
 import * as grpc from '@grpc/grpc-js';
 import type { HostPort } from '../config/load';
 import type { RateLimitEngine } from '../ratelimit/embedded-engine';
-import { decodeResponse, encodeRequest, type RateLimitRequest, type RateLimitResponse } from '../ratelimit/rls-codec';
+import { decodeResponse, encodeRequest, prepareRlsCodec, type RateLimitRequest, type RateLimitResponse } from '../ratelimit/rls-codec';
 import { RLS_PATH } from './rls-service';
 
 export class RemoteEngine implements RateLimitEngine {
   readonly #client: grpc.Client;
 
   constructor(at: HostPort, readonly timeoutMs: number) {
+    prepareRlsCodec();
     const host = at.host.includes(':') ? `[${at.host}]` : at.host;
     this.#client = new grpc.Client(`${host}:${at.port}`, grpc.credentials.createInsecure());
   }

@@ -8,12 +8,14 @@
 import type { UnaryMethod } from '@modelgate/grpc-server';
 import { GrpcError, GrpcStatus } from '@modelgate/grpc-server/status';
 import type { EmbeddedEngine } from '../ratelimit/embedded-engine';
-import { decodeRequest, encodeResponse } from '../ratelimit/rls-codec';
+import { decodeRequest, encodeResponse, prepareRlsCodec } from '../ratelimit/rls-codec';
+import { errorMessage } from '../errors/internal-error';
 
 export const RLS_SERVICE_NAME = 'envoy.service.ratelimit.v3.RateLimitService';
 export const RLS_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
 
 export function rateLimitServiceMethod(engine: EmbeddedEngine): [string, UnaryMethod] {
+  prepareRlsCodec();
   return [RLS_PATH, {
     kind: 'unary',
     handle(request) {
@@ -21,7 +23,7 @@ export function rateLimitServiceMethod(engine: EmbeddedEngine): [string, UnaryMe
       try {
         req = decodeRequest(request);
       } catch (err) {
-        throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, `not a RateLimitRequest: ${err instanceof Error ? err.message : String(err)}`);
+        throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, errorMessage(err));
       }
       return encodeResponse(engine.decide(req));
     },

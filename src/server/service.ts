@@ -413,6 +413,7 @@ function certExpirySeconds(pem: Buffer): number {
     const t = Date.parse(new X509Certificate(pem).validTo);
     return Number.isFinite(t) ? Math.floor(t / 1000) : 0;
   } catch {
+    // not a PEM certificate: 0, which alerts as expired
     return 0;
   }
 }

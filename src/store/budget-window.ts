@@ -67,6 +67,7 @@ export function isTimeZone(timeZone: string): boolean {
     formatter(timeZone);
     return true;
   } catch {
+    // Intl's RangeError: not an IANA time zone
     return false;
   }
 }

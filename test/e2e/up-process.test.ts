@@ -19,7 +19,7 @@ import { afterAll, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main';
 import { installSecretPath } from '../../src/config/grpc-auth';
 import { GRPC_SECRET } from '../../src/config/schema';
-import { freePort } from '../../src/server/global-engine';
+import { freePort } from '../../src/server/free-port';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E } from '../support/gateway';
 import { check, forgedMeterStream, metadata } from '../support/grpc-clients';

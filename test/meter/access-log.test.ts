@@ -116,6 +116,23 @@ describe('readAccessLogMessage', () => {
     expect(Buffer.from(reports[0].tail!)).toEqual(bytes.subarray(0, 11));
   });
 
+  it('skips an unknown field of any wire type, groups nested up to 64 deep included, and loses an entry whose groups nest deeper or whose tag is over 32 bits', () => {
+    const Entry = root.lookupType('envoy.data.accesslog.v3.HTTPAccessLogEntry');
+    // A message of one entry whose fields follow the `unknown` bytes.
+    const withUnknown = (unknown: number[]): Buffer => {
+      const e = Entry.encode(Entry.fromObject(entry({ id: 'r1', status: 200 }))).finish();
+      const logs = protobuf.Writer.create().uint32((1 << 3) | 2).bytes(Buffer.concat([Buffer.from(unknown), e])).finish();
+      return Buffer.from(protobuf.Writer.create().uint32((2 << 3) | 2).bytes(logs).finish());
+    };
+    // Field 127 as groups nested n deep: start-group 0xfb 0x07, end-group 0xfc 0x07.
+    const deep = (n: number): number[] => [...Array(n).fill([0xfb, 0x07]).flat(), ...Array(n).fill([0xfc, 0x07]).flat()];
+    expect(readAccessLogMessage(withUnknown([]))).toMatchObject({ lost: 0, reports: [{ requestId: 'r1', status: 200 }] });
+    expect(readAccessLogMessage(withUnknown(deep(64)))).toMatchObject({ lost: 0, reports: [{ requestId: 'r1', status: 200 }] });
+    expect(readAccessLogMessage(withUnknown(deep(65)))).toEqual({ reports: [], lost: 1 });
+    expect(readAccessLogMessage(withUnknown([0xf8, 0xff, 0xff, 0xff, 0x1f, 0x00]))).toEqual({ reports: [], lost: 1 });
+    expect(readAccessLogMessage(withUnknown([0x98, 0x06, 0x96, 0x01, 0x99, 0x06, 1, 2, 3, 4, 5, 6, 7, 8, 0x9d, 0x06, 1, 2, 3, 4]))).toMatchObject({ lost: 0, reports: [{ requestId: 'r1' }] });
+  });
+
   it('counts a malformed message as lost and never throws', () => {
     const good = encode([entry({ id: 'r1', status: 200 })]);
     expect(readAccessLogMessage(good.subarray(0, good.length - 3))).toMatchObject({ lost: 1 });

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { EmbeddedEngine } from '../../src/ratelimit/embedded-engine';
+import { InternalError } from '../../src/errors/internal-error';
 import { CODE, UNIT, decodeRequest, decodeResponse, encodeRequest, encodeResponse, type Descriptor } from '../../src/ratelimit/rls-codec';
 import { chargeDescriptors } from '../../src/ratelimit/charges';
 import { ChargeBatcher } from '../../src/ratelimit/charge-batcher';
@@ -58,7 +59,7 @@ describe('the rate limit service wire format', () => {
 
   it('refuses a truncated message', () => {
     const bytes = encodeRequest({ domain: 'modelgate', descriptors: [rpm('alice', 3)], hitsAddend: 0 });
-    expect(() => decodeRequest(bytes.subarray(0, bytes.length - 3))).toThrow(RangeError);
+    expect(() => decodeRequest(bytes.subarray(0, bytes.length - 3))).toThrow(InternalError);
   });
 });
 

@@ -5,7 +5,8 @@
  * scripts/ensure-ratelimit); outside CI the file is skipped with the reason, as Envoy's are.
  */
 import { describe } from 'vitest';
-import { freePort, ratelimitBinary, redisBinary, startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
+import { freePort } from '../../src/server/free-port';
+import { ratelimitBinary, redisBinary, startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
 import { describeE2E } from './gateway';
 
 function missing(): string | undefined {

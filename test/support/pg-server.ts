@@ -11,10 +11,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
 import { pgRuntime, PgUnavailable, type PgRuntime } from './pg-binaries';
+import { freePort } from '../../src/server/free-port';
 
 export { hydrateEmbeddedPostgresSymlinks } from './pg-binaries';
 
@@ -38,17 +38,6 @@ export interface PgServer {
   resume(): void;
   /** Stops the server for good and removes its data (or drops the database). */
   close(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** The postmaster's pid: the first line of postmaster.pid. */

@@ -52,7 +52,7 @@ export function parseInvalidation(payload: string | undefined): InvalidationEven
     }
     if (v.kind === 'group' && typeof v.name === 'string') return { kind: 'group', name: v.name };
   } catch {
-    // fall through
+    // not JSON: forget everything (below)
   }
   return { kind: 'all' };
 }

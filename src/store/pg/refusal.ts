@@ -1,3 +1,4 @@
+import { InternalError } from '../../errors/internal-error';
 /**
  * What the store's write side refuses, as data: the operation could not be done as asked (a key id
  * taken, a group missing, keys still in a group). Callers word it for their people (the CLI:
@@ -12,10 +13,9 @@ export type Refusal =
   | { readonly code: 'group_has_keys'; readonly group: string; /** Up to six of them, by id ([] when not known). */ readonly ids: readonly string[] }
   | { readonly code: 'model_not_in_group'; readonly group: string; readonly model: string };
 
-export class StoreRefusal extends Error {
+export class StoreRefusal extends InternalError {
   constructor(readonly refusal: Refusal) {
-    super(`refused: ${refusal.code} ${JSON.stringify({ ...refusal, code: undefined })}`);
-    this.name = 'StoreRefusal';
+    super(refusal.code, `refused: ${refusal.code} ${JSON.stringify({ ...refusal, code: undefined })}`);
   }
 }
 

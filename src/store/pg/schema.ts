@@ -10,6 +10,7 @@
  * plain SQL must invalidate caches too, and it will not call our code.
  */
 import pg from 'pg';
+import { InternalError } from '../../errors/internal-error';
 
 /** The schema that holds everything modelgate creates. */
 export const SCHEMA = 'modelgate';
@@ -871,14 +872,13 @@ export interface MigrateOptions {
 }
 
 /** Refused: the database holds other applications' tables and no modelgate schema. */
-export class ForeignDatabaseError extends Error {
+export class ForeignDatabaseError extends InternalError {
   constructor(readonly tables: readonly string[]) {
     const shown = tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, ... (${tables.length} in all)` : '');
-    super(`the database already holds tables of another application (${shown}) and no modelgate schema: ` +
+    super('foreign_database', `the database already holds tables of another application (${shown}) and no modelgate schema: ` +
       'modelgate will not create its tables there implicitly. If this database is meant for modelgate, run ' +
       '`modelgate migrate --allow-foreign-tables` once (everything modelgate creates goes into the schema "modelgate"); ' +
       "otherwise point modelgate at its own database");
-    this.name = 'ForeignDatabaseError';
   }
 }
 
