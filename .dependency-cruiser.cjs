@@ -30,7 +30,8 @@ module.exports = {
     {
       name: 'meter-and-ratelimit-are-pure',
       severity: 'error',
-      comment: 'The meter and the rate limits know no gRPC library, logger, metrics library or driver: the server serves them.',
+      comment:
+        'The meter and the rate limits know no gRPC library, logger, metrics library or driver: the server serves them.',
       from: { path: '^src/(meter|ratelimit)/' },
       to: { path: pkg('pino', 'pg', 'prom-client', '@grpc/grpc-js') },
     },
@@ -51,7 +52,8 @@ module.exports = {
     {
       name: 'errors-and-wire-use-no-package',
       severity: 'error',
-      comment: 'The error base (src/errors) and the protobuf wire reader (src/wire) sit under the hot paths: node built-ins only.',
+      comment:
+        'The error base (src/errors) and the protobuf wire reader (src/wire) sit under the hot paths: node built-ins only.',
       from: { path: '^src/(errors|wire)/' },
       to: { path: '(^|/)node_modules/' },
     },
@@ -65,14 +67,15 @@ module.exports = {
     {
       name: 'packages-by-name',
       severity: 'error',
-      comment: "modelgate imports a workspace package by its name and exports, never a file of its sources.",
+      comment: 'modelgate imports a workspace package by its name and exports, never a file of its sources.',
       from: { path: '^src/' },
       to: { path: '^packages/[^/]+/src/' },
     },
     {
       name: 'pg-only-in-the-pg-store',
       severity: 'error',
-      comment: "PostgreSQL is reached through src/store/pg/ alone, its write side too (keys, groups, balances): the CLI and the tests use those modules; test/support/ starts servers and opens pools for the tests. The admin API's PostgreSQL backend (src/admin/pg-backend.ts) is the one other: its transactions write a change and its audit entry together, in the admin API's own types.",
+      comment:
+        "PostgreSQL is reached through src/store/pg/ alone, its write side too (keys, groups, balances): the CLI and the tests use those modules; test/support/ starts servers and opens pools for the tests. The admin API's PostgreSQL backend (src/admin/pg-backend.ts) is the one other: its transactions write a change and its audit entry together, in the admin API's own types.",
       from: { path: '^(src|test)/', pathNot: '^(src/store/pg/|test/support/|src/admin/pg-backend\\.ts$)' },
       to: { path: pkg('pg') },
     },

@@ -23,7 +23,11 @@ const OK = Buffer.from([0x0a, 0x00]);
 async function main(): Promise<void> {
   const transport = (process.argv[3] ?? 'builtin') as GrpcTransport;
   const answer = process.argv[4] ? readFileSync(process.argv[4]) : OK;
-  const server = await startH2GrpcServer(process.argv[2] ?? '127.0.0.1:0', new Map([[CHECK_PATH, { kind: 'unary', handle: () => answer }]]), { maxReceiveMessageBytes: MAX_RECEIVE_BYTES, transport });
+  const server = await startH2GrpcServer(
+    process.argv[2] ?? '127.0.0.1:0',
+    new Map([[CHECK_PATH, { kind: 'unary', handle: () => answer }]]),
+    { maxReceiveMessageBytes: MAX_RECEIVE_BYTES, transport },
+  );
   console.log(`baseline listening ${server.address}`);
   const stop = (): void => void server.drain(1000).then(() => process.exit(0));
   process.on('SIGTERM', stop);

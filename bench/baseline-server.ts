@@ -12,7 +12,10 @@ import * as grpc from '@grpc/grpc-js';
 import { authorizationService } from '../src/envoy/protos';
 import { demoGrpcSettings } from './servers';
 
-/** envoy/modelgate.yaml grpc.maxReceiveMessageBytes (the demo config modelgate runs on here): 1 MiB bodies must be accepted by both. */
+/**
+ * envoy/modelgate.yaml grpc.maxReceiveMessageBytes (the demo config modelgate runs on here): 1 MiB bodies must be
+ * accepted by both.
+ */
 const MAX_RECEIVE_BYTES = demoGrpcSettings().maxReceiveMessageBytes;
 
 /**
@@ -21,14 +24,19 @@ const MAX_RECEIVE_BYTES = demoGrpcSettings().maxReceiveMessageBytes;
  */
 function disableNagle(server: grpc.Server): void {
   const servers = (server as unknown as { http2Servers?: Map<import('node:net').Server, unknown> }).http2Servers;
-  if (!(servers instanceof Map) || servers.size === 0) throw new Error('grpc-js no longer exposes its http2 servers: the baseline cannot match modelgate');
+  if (!(servers instanceof Map) || servers.size === 0)
+    throw new Error('grpc-js no longer exposes its http2 servers: the baseline cannot match modelgate');
   for (const s of servers.keys()) s.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
 }
 
 function main(): void {
   const address = process.argv[2] ?? '127.0.0.1:0';
   // modelgate's server options (src/server/grpc-server.ts): the same receive limit, channelz off.
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES, 'grpc.max_send_message_length': -1, 'grpc.enable_channelz': 0 });
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
+    'grpc.max_send_message_length': -1,
+    'grpc.enable_channelz': 0,
+  });
   server.addService(authorizationService(), {
     Check: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback(null, { status: { code: 0 } }),
   });

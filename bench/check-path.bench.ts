@@ -27,7 +27,13 @@ const nowNs = (): bigint => process.hrtime.bigint();
 const YIELD_EVERY = 100;
 
 export async function benchCheckPath(configPath: string, logFile: string, calls = 300_000): Promise<CheckPathBench> {
-  const service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logFile, watch: false });
+  const service = await startService({
+    configPath,
+    grpcAddress: '127.0.0.1:0',
+    httpAddress: '127.0.0.1:0',
+    logDestination: logFile,
+    watch: false,
+  });
   try {
     const mix = fixedMixes().find((m) => m.id === 'small_chat')!;
     const part = mix.parts[0];
@@ -64,7 +70,13 @@ export async function benchCheckPath(configPath: string, logFile: string, calls 
       batchMeans.push(Number(nowNs() - t) / 1000 / n);
     }
     per.sort();
-    return { calls, method: 'checkBytes', medianUs: per[Math.floor(calls / 2)], p99Us: per[Math.floor(calls * 0.99)], meanUs: median(batchMeans) };
+    return {
+      calls,
+      method: 'checkBytes',
+      medianUs: per[Math.floor(calls / 2)],
+      p99Us: per[Math.floor(calls * 0.99)],
+      meanUs: median(batchMeans),
+    };
   } finally {
     // No Envoy reports these Checks: nothing to wait for.
     await service.close(1000, 0);

@@ -42,7 +42,7 @@ const REQUEST_TIME = { seconds: '1767225600', nanos: 123000000 };
 /** Headers an OpenAI-style Python SDK sends, as Envoy forwards them (lowercase). */
 export function sdkHeaders(extra: Record<string, string>, bodyLength: number): Record<string, string> {
   return {
-    'accept': 'application/json',
+    accept: 'application/json',
     'content-type': 'application/json',
     'content-length': String(bodyLength),
     'user-agent': 'OpenAI/Python 1.54.0',
@@ -169,7 +169,10 @@ export function fixedMixes(): Mix[] {
     {
       method: 'POST',
       path: '/v1beta/models/gemini-2.5-flash:generateContent',
-      headers: sdkHeaders({ 'x-vendor-api-key': DEMO_KEYS.alice, 'user-agent': 'google-genai-sdk/1.2.0' }, genBody.length),
+      headers: sdkHeaders(
+        { 'x-vendor-api-key': DEMO_KEYS.alice, 'user-agent': 'google-genai-sdk/1.2.0' },
+        genBody.length,
+      ),
       body: genBody,
     },
     'bench-generative',

@@ -53,7 +53,9 @@ function report(name: string, text: string, runs: number): void {
   const total = time(runs, () => parseConfig(text));
   const validation = time(runs, () => configFromData(data));
   const keys = parseConfig(text).keys.length;
-  console.log(`${name}: ${keys} keys, ${(text.length / 1024).toFixed(0)} KiB: load ${total.toFixed(2)} ms, of which validation and freeze ${validation.toFixed(2)} ms (the rest is the YAML parse); median of ${runs}`);
+  console.log(
+    `${name}: ${keys} keys, ${(text.length / 1024).toFixed(0)} KiB: load ${total.toFixed(2)} ms, of which validation and freeze ${validation.toFixed(2)} ms (the rest is the YAML parse); median of ${runs}`,
+  );
 }
 
 if (require.main === module) {

@@ -40,7 +40,8 @@ function area(url: string, fn: string): string {
   if (/\/packages\/[^/]+\/dist\/|@modelgate\//.test(url)) return 'modelgate packages/ (gRPC server, JSON scanner)';
   if (url.includes('@grpc/grpc-js')) return 'grpc-js';
   if (url.includes('protobufjs') || url.includes('@protobufjs')) return 'protobufjs';
-  if (url.includes('/pino') || url.includes('sonic-boom') || url.includes('fast-json-stringify')) return 'pino (logging)';
+  if (url.includes('/pino') || url.includes('sonic-boom') || url.includes('fast-json-stringify'))
+    return 'pino (logging)';
   if (url.includes('prom-client')) return 'prom-client (metrics)';
   if (url.includes('lru-cache')) return 'lru-cache';
   if (url.startsWith('node:')) return 'node internals (http2, net, streams)';
@@ -80,7 +81,10 @@ export function summarizeProfile(file: string, topN = 15): ProfileSummary {
       .sort((a, b) => b.us - a.us)
       .slice(0, topN)
       .map((r) => ({ name: r.name, where: r.where, selfPct: pct(r.us) })),
-    areas: [...areaTotals.entries()].filter(([a]) => a !== 'idle').sort((a, b) => b[1] - a[1]).map(([a, us]) => ({ area: a, selfPct: pct(us) })),
+    areas: [...areaTotals.entries()]
+      .filter(([a]) => a !== 'idle')
+      .sort((a, b) => b[1] - a[1])
+      .map(([a, us]) => ({ area: a, selfPct: pct(us) })),
   };
 }
 

@@ -45,5 +45,11 @@ export function benchExtractModel(rounds = 200): ExtractModelBench {
   if (sink === 0) throw new Error('unreachable');
   const extractMedianUs = median(ex);
   const jsonParseMedianUs = median(jp);
-  return { bodyBytes: body.length, rounds, extractMedianUs, jsonParseMedianUs, speedup: jsonParseMedianUs / extractMedianUs };
+  return {
+    bodyBytes: body.length,
+    rounds,
+    extractMedianUs,
+    jsonParseMedianUs,
+    speedup: jsonParseMedianUs / extractMedianUs,
+  };
 }

@@ -16,7 +16,6 @@ function checkMethod() {
   return service.Check;
 }
 
-
 /** Protobuf bytes of a CheckRequest (no prefix). */
 export function encodeCheckRequest(req: CheckRequest): Buffer {
   return checkMethod().requestSerialize(req);

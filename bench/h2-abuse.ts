@@ -1,5 +1,6 @@
 /**
- * The abuse rows of the gRPC port's trust review (docs/grpc-port.md), re-run against a real `modelgate serve` on each gRPC
+ * The abuse rows of the gRPC port's trust review (docs/grpc-port.md), re-run against a real `modelgate serve` on each
+ * gRPC
  * transport (a fresh server per row; docs/grpc-port.md has the results): what the server's memory
  * did (RSS before, at its peak, and 5 s after), whether and how the attacking connections were
  * told to stop (GOAWAY and its code, or closed), and how a gRPC health check on its own connection
@@ -48,11 +49,18 @@ async function startServer(serverRoot: string, transport: Transport): Promise<Se
   const dir = mkdtempSync(path.join(tmpdir(), 'modelgate-abuse-'));
   const config = path.join(dir, 'modelgate.yaml');
   const demo = readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8');
-  writeFileSync(config, demo.replace('transport: builtin', `transport: ${transport}`).replace(/allows: true/, 'allows: false'));
+  writeFileSync(
+    config,
+    demo.replace('transport: builtin', `transport: ${transport}`).replace(/allows: true/, 'allows: false'),
+  );
   const [gp, hp] = [await freePort(), await freePort()];
   const grpc = `127.0.0.1:${gp}`;
   const http = `127.0.0.1:${hp}`;
-  const child: ChildProcess = spawn(process.execPath, [path.join(serverRoot, 'dist/src/cli/main.js'), 'serve', '--config', config, '--grpc', grpc, '--http', http], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [path.join(serverRoot, 'dist/src/cli/main.js'), 'serve', '--config', config, '--grpc', grpc, '--http', http],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
   const problems = new Map<string, number>();
@@ -81,20 +89,29 @@ async function startServer(serverRoot: string, transport: Transport): Promise<Se
     pid: child.pid!,
     grpc,
     http,
-    problems: () => [...problems].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k, v]) => `${v.toLocaleString('en-US')} × "${k}"`).join('; ') || 'none',
-    stop: () => new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      child.once('exit', () => (clearTimeout(t), resolve()));
-      child.kill('SIGTERM');
-    }),
+    problems: () =>
+      [...problems]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 3)
+        .map(([k, v]) => `${v.toLocaleString('en-US')} × "${k}"`)
+        .join('; ') || 'none',
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        child.once('exit', () => (clearTimeout(t), resolve()));
+        child.kill('SIGTERM');
+      }),
   };
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** RSS sampled every 100 ms while `run` runs: before, peak, and 5 s after. */
-async function withRss<T>(pid: number, run: () => Promise<T>): Promise<T & { rss: { before: number; peak: number; after: number } }> {
+async function withRss<T>(
+  pid: number,
+  run: () => Promise<T>,
+): Promise<T & { rss: { before: number; peak: number; after: number } }> {
   const before = rssBytes(pid);
   let peak = before;
   const sampler = setInterval(() => {
@@ -139,9 +156,14 @@ function healthProbe(address: string): { stop(): { p50: number; p99: number; ok:
       else failed++;
     };
     const timer = setTimeout(() => (finish(false), req.close()), 2000);
-    const req = session.request({ ':method': 'POST', ':path': '/grpc.health.v1.Health/Check', 'content-type': 'application/grpc', te: 'trailers' });
+    const req = session.request({
+      ':method': 'POST',
+      ':path': '/grpc.health.v1.Health/Check',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
     let status: string | undefined;
-    req.on('response', (h) => (status = h['grpc-status'] as string | undefined ?? status));
+    req.on('response', (h) => (status = (h['grpc-status'] as string | undefined) ?? status));
     req.on('trailers', (t) => (status = t['grpc-status'] as string | undefined));
     req.on('data', () => {});
     req.on('error', () => finish(false));
@@ -155,7 +177,8 @@ function healthProbe(address: string): { stop(): { p50: number; p99: number; ok:
       clearInterval(interval);
       session?.destroy();
       const sorted = [...latencies].sort((a, b) => a - b);
-      const q = (p: number): number => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : NaN);
+      const q = (p: number): number =>
+        sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : NaN;
       return { p50: q(0.5), p99: q(0.99), ok: sorted.length, failed };
     },
   };
@@ -204,13 +227,13 @@ class Conn {
       if (type === FRAME.GOAWAY) {
         this.goAways.push(this.#buf.readUInt32BE(at + 13));
         for (const wake of this.#waiters) wake();
-      }
-      else if (type === FRAME.RST_STREAM) {
+      } else if (type === FRAME.RST_STREAM) {
         const code = this.#buf.readUInt32BE(at + 9);
         this.resets.set(code, (this.resets.get(code) ?? 0) + 1);
       } else if (type === FRAME.HEADERS) this.headers++;
       else if (type === FRAME.DATA) this.dataFrames++;
-      else if (type === FRAME.SETTINGS && (flags & FLAG.ACK) === 0) this.socket.write(frame(FRAME.SETTINGS, FLAG.ACK, 0));
+      else if (type === FRAME.SETTINGS && (flags & FLAG.ACK) === 0)
+        this.socket.write(frame(FRAME.SETTINGS, FLAG.ACK, 0));
       at += 9 + len;
     }
     this.#buf = this.#buf.subarray(at);
@@ -237,13 +260,22 @@ class Conn {
 }
 
 const checkBody = grpcFrame(encodeCheckRequest(smallChatRequest(DEMO_KEYS.alice, 'gpt-4o-mini', 'abuse')));
-const checkHeaders = Buffer.concat([literalField(2, 'POST'), literalField(6, 'http'), literalField(4, CHECK_PATH), literalField(1, 'modelgate'), literalField(31, 'application/grpc'), literalField('te', 'trailers')]);
+const checkHeaders = Buffer.concat([
+  literalField(2, 'POST'),
+  literalField(6, 'http'),
+  literalField(4, CHECK_PATH),
+  literalField(1, 'modelgate'),
+  literalField(31, 'application/grpc'),
+  literalField('te', 'trailers'),
+]);
 
 /** `n` Check streams from `first`: HEADERS, DATA (unless `headersOnly`), RST_STREAM CANCEL if `reset`. */
 function checks(first: number, n: number, o: { reset?: boolean; headersOnly?: boolean } = {}): Buffer {
   const out: Buffer[] = [];
   for (let i = 0, id = first; i < n; i++, id += 2) {
-    out.push(frame(FRAME.HEADERS, FLAG.END_HEADERS | (o.headersOnly && !o.reset ? FLAG.END_STREAM : 0), id, checkHeaders));
+    out.push(
+      frame(FRAME.HEADERS, FLAG.END_HEADERS | (o.headersOnly && !o.reset ? FLAG.END_STREAM : 0), id, checkHeaders),
+    );
     if (!o.headersOnly) out.push(frame(FRAME.DATA, FLAG.END_STREAM, id, checkBody));
     if (o.reset) out.push(frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL)));
   }
@@ -278,8 +310,15 @@ const codes = (list: number[]): string => {
   return [...counts].map(([k, v]) => `${v.toLocaleString('en-US')} × ${k}`).join(', ') || 'none';
 };
 
-/** Rapid reset: `conns` connections send Check streams each reset at once, as fast as the server takes them, for `seconds`; a connection told to go away is replaced. */
-async function rapidReset(server: Server, seconds: number, headersOnly: boolean): Promise<Omit<Row, 'attack' | 'transport'>> {
+/**
+ * Rapid reset: `conns` connections send Check streams each reset at once, as fast as the server takes them, for
+ * `seconds`; a connection told to go away is replaced.
+ */
+async function rapidReset(
+  server: Server,
+  seconds: number,
+  headersOnly: boolean,
+): Promise<Omit<Row, 'attack' | 'transport'>> {
   const conns = 2;
   const before = await checksRun(server);
   const probe = healthProbe(server.grpc);
@@ -288,20 +327,22 @@ async function rapidReset(server: Server, seconds: number, headersOnly: boolean)
   let streams = 0;
   const { rss } = await withRss(server.pid, async () => {
     const deadline = Date.now() + seconds * 1000;
-    await Promise.all(Array.from({ length: conns }, async () => {
-      while (Date.now() < deadline) {
-        const c = await Conn.open(server.grpc, windowSettings(2 ** 31 - 1));
-        connections++;
-        let id = 1;
-        while (Date.now() < deadline && !c.closed && c.goAways.length === 0 && id < 2 ** 31 - 200) {
-          await c.write(checks(id, 100, { reset: true, headersOnly }), deadline);
-          id += 200;
-          streams += 100;
+    await Promise.all(
+      Array.from({ length: conns }, async () => {
+        while (Date.now() < deadline) {
+          const c = await Conn.open(server.grpc, windowSettings(2 ** 31 - 1));
+          connections++;
+          let id = 1;
+          while (Date.now() < deadline && !c.closed && c.goAways.length === 0 && id < 2 ** 31 - 200) {
+            await c.write(checks(id, 100, { reset: true, headersOnly }), deadline);
+            id += 200;
+            streams += 100;
+          }
+          goAways.push(...c.goAways);
+          c.socket.destroy();
         }
-        goAways.push(...c.goAways);
-        c.socket.destroy();
-      }
-    }));
+      }),
+    );
     return {};
   });
   const health = probe.stop();
@@ -326,15 +367,17 @@ async function pingFlood(server: Server, seconds: number): Promise<Omit<Row, 'at
   const start = Date.now();
   const { rss } = await withRss(server.pid, async () => {
     const deadline = Date.now() + seconds * 1000;
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      const c = await Conn.open(server.grpc);
-      conns.push(c);
-      c.socket.pause();
-      while (Date.now() < deadline && !c.closed) {
-        await c.write(pings, deadline);
-        sent += 1000;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        const c = await Conn.open(server.grpc);
+        conns.push(c);
+        c.socket.pause();
+        while (Date.now() < deadline && !c.closed) {
+          await c.write(pings, deadline);
+          sent += 1000;
+        }
+      }),
+    );
     // Now read what the server sent (its GOAWAY, if any, is behind the ACKs it wrote).
     conns.forEach((c) => c.socket.resume());
     await sleep(2000);
@@ -413,7 +456,9 @@ async function windowZero(server: Server, seconds: number): Promise<Omit<Row, 'a
 function closedAfter(closed: Conn[], start: number): string {
   if (closed.length === 0) return '';
   const s = closed.map((c) => (c.closedAt - start) / 1000).sort((a, b) => a - b);
-  return s[0].toFixed(1) === s[s.length - 1].toFixed(1) ? ` after ${s[0].toFixed(1)} s` : ` after ${s[0].toFixed(1)}-${s[s.length - 1].toFixed(1)} s`;
+  return s[0].toFixed(1) === s[s.length - 1].toFixed(1)
+    ? ` after ${s[0].toFixed(1)} s`
+    : ` after ${s[0].toFixed(1)}-${s[s.length - 1].toFixed(1)} s`;
 }
 
 const sum = (m: Map<number, number>): number => [...m.values()].reduce((a, b) => a + b, 0);
@@ -433,25 +478,30 @@ async function slowloris(server: Server): Promise<Omit<Row, 'attack' | 'transpor
   const closed = conns.filter((c) => c.closed);
   conns.forEach((c) => c.socket.destroy());
   return {
-    outcome: closed.length === 0
-      ? 'all 200 held for 90 s'
-      : `${closed.length} of 200 closed by the server${closedAfter(closed, start)} (GOAWAY: ${codes(closed.flatMap((c) => c.goAways))})`,
+    outcome:
+      closed.length === 0
+        ? 'all 200 held for 90 s'
+        : `${closed.length} of 200 closed by the server${closedAfter(closed, start)} (GOAWAY: ${codes(closed.flatMap((c) => c.goAways))})`,
     rssMiB: `${mib(rss.before)} → ${mib(rss.peak)} → ${mib(rss.after)}`,
     health: fmtHealth(health),
   };
 }
 
 const ATTACKS = {
-  'reset': ['rapid reset: HEADERS+DATA+RST_STREAM, 2 connections', (s: Server, sec: number) => rapidReset(s, sec, false)],
-  'reset-headers': ['rapid reset: HEADERS+RST_STREAM (no DATA), 2 connections', (s: Server, sec: number) => rapidReset(s, sec, true)],
-  'ping': ['PING flood without reading, 8 connections', (s: Server, sec: number) => pingFlood(s, sec)],
-  'unread': ['400k Checks without reading', (s: Server, sec: number) => unread(s, Math.max(sec, 30))],
-  'window0': ['INITIAL_WINDOW_SIZE=0, 100k Checks', (s: Server, sec: number) => windowZero(s, Math.max(sec, 30))],
-  'slowloris': ['200 slowloris connections after the preface', (s: Server) => slowloris(s)],
+  reset: ['rapid reset: HEADERS+DATA+RST_STREAM, 2 connections', (s: Server, sec: number) => rapidReset(s, sec, false)],
+  'reset-headers': [
+    'rapid reset: HEADERS+RST_STREAM (no DATA), 2 connections',
+    (s: Server, sec: number) => rapidReset(s, sec, true),
+  ],
+  ping: ['PING flood without reading, 8 connections', (s: Server, sec: number) => pingFlood(s, sec)],
+  unread: ['400k Checks without reading', (s: Server, sec: number) => unread(s, Math.max(sec, 30))],
+  window0: ['INITIAL_WINDOW_SIZE=0, 100k Checks', (s: Server, sec: number) => windowZero(s, Math.max(sec, 30))],
+  slowloris: ['200 slowloris connections after the preface', (s: Server) => slowloris(s)],
 } as const;
 
 async function main(argv: string[]): Promise<void> {
-  const arg = (name: string): string | undefined => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const arg = (name: string): string | undefined =>
+    argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   const transports = (arg('transport') ?? 'builtin,node').split(',') as Transport[];
   const only = (arg('only') ?? Object.keys(ATTACKS).join(',')).split(',') as (keyof typeof ATTACKS)[];
   const seconds = Number(arg('seconds') ?? 20);
@@ -465,21 +515,29 @@ async function main(argv: string[]): Promise<void> {
         process.stderr.write(`${attack} (${transport}) ...\n`);
         const r = await run(server, seconds);
         rows.push({ attack, transport, ...r, logged: server.problems() });
-        process.stderr.write(`  ${r.outcome}; RSS MiB ${r.rssMiB}; health ${r.health}; server log: ${server.problems()}\n`);
+        process.stderr.write(
+          `  ${r.outcome}; RSS MiB ${r.rssMiB}; health ${r.health}; server log: ${server.problems()}\n`,
+        );
       } finally {
         await server.stop();
       }
     }
   }
-  const table = ['| attack | transport | outcome | RSS MiB (before → peak → 5 s after) | health check meanwhile |', '| --- | --- | --- | --- | --- |',
-    ...rows.map((r) => `| ${r.attack} | ${r.transport} | ${r.outcome} | ${r.rssMiB} | ${r.health} |`)].join('\n');
+  const table = [
+    '| attack | transport | outcome | RSS MiB (before → peak → 5 s after) | health check meanwhile |',
+    '| --- | --- | --- | --- | --- |',
+    ...rows.map((r) => `| ${r.attack} | ${r.transport} | ${r.outcome} | ${r.rssMiB} | ${r.health} |`),
+  ].join('\n');
   process.stdout.write(`${table}\n`);
   const out = path.join(ROOT, 'bench', 'out');
   mkdirSync(out, { recursive: true });
   writeFileSync(path.join(out, 'h2-abuse.json'), JSON.stringify({ serverRoot, seconds, rows }, null, 2));
 }
 
-main(process.argv.slice(2)).then(() => process.exit(0), (err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+main(process.argv.slice(2)).then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  },
+);

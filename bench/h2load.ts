@@ -51,15 +51,24 @@ export function h2loadVersion(): string {
 
 function args(o: H2loadOptions): string[] {
   const a = [
-    '-c', String(o.clients),
-    '-m', String(o.streams),
-    '-t', '1',
-    '-D', String(o.durationS),
-    '--warm-up-time', String(o.warmupS),
-    '-d', o.dataFile,
-    '-H', 'content-type: application/grpc',
-    '-H', 'te: trailers',
-    '--log-file', o.logFile,
+    '-c',
+    String(o.clients),
+    '-m',
+    String(o.streams),
+    '-t',
+    '1',
+    '-D',
+    String(o.durationS),
+    '--warm-up-time',
+    String(o.warmupS),
+    '-d',
+    o.dataFile,
+    '-H',
+    'content-type: application/grpc',
+    '-H',
+    'te: trailers',
+    '--log-file',
+    o.logFile,
   ];
   if (o.rpsPerClient !== undefined) a.push('--rps', String(o.rpsPerClient));
   a.push(`http://${o.address}${CHECK_PATH}`);
@@ -127,7 +136,13 @@ export async function runH2loadGroup(runs: readonly H2loadOptions[]): Promise<H2
               const s = parseSummary(out);
               const log = readLog(o.logFile);
               rmSync(o.logFile, { force: true });
-              resolve({ ...s, badLogLines: log.bad, latency: summarize(log.durations), durationsUs: log.durations, command: `${cmd} ${argv.join(' ')}` });
+              resolve({
+                ...s,
+                badLogLines: log.bad,
+                latency: summarize(log.durations),
+                durationsUs: log.durations,
+                command: `${cmd} ${argv.join(' ')}`,
+              });
             } catch (err) {
               reject(err);
             }

@@ -8,7 +8,15 @@ import * as path from 'node:path';
 import type { Mix } from './check-requests';
 import { assertClean, runH2loadGroup } from './h2load';
 import { summarize } from './latency';
-import { childPids, coreBusySeconds, machineCpu, treeCpuSeconds, ownCpuSeconds, reapedChildrenCpuSeconds, waitForQuiet } from './proc-stats';
+import {
+  childPids,
+  coreBusySeconds,
+  machineCpu,
+  treeCpuSeconds,
+  ownCpuSeconds,
+  reapedChildrenCpuSeconds,
+  waitForQuiet,
+} from './proc-stats';
 import { runRawLoad } from './raw-load';
 import type { RunningServer } from './servers';
 import { verifyDecisions, type VerifyCase } from './verify-decisions';
@@ -166,14 +174,21 @@ async function guardedOnce(
   const r = await run();
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   const serverCpu = treeCpuSeconds(target.server.pid) - cpu0;
-  const interferencePct = target.core !== undefined ? (100 * (coreBusySeconds(target.core) - core0 - serverCpu)) / wall : undefined;
-  const foreignCores = Math.max(0, (machineCpu().busy - machine0 - serverCpu - (reapedChildrenCpuSeconds() - children0) - (ownCpuSeconds() - own0)) / wall);
+  const interferencePct =
+    target.core !== undefined ? (100 * (coreBusySeconds(target.core) - core0 - serverCpu)) / wall : undefined;
+  const foreignCores = Math.max(
+    0,
+    (machineCpu().busy - machine0 - serverCpu - (reapedChildrenCpuSeconds() - children0) - (ownCpuSeconds() - own0)) /
+      wall,
+  );
   const serverDecisions = http && before ? delta(await scrapeDecisions(http), before) : undefined;
   await verifyDecisions(target.server.grpcAddress, cases);
   if (serverDecisions) {
     const unexpected = Object.keys(serverDecisions).filter((k) => !expectedReasons(pm).has(k));
     if (unexpected.length > 0) {
-      throw new Error(`${pm.mix.id} on ${target.kind}: the server decided ${JSON.stringify(serverDecisions)} under load; unexpected: ${unexpected.join(', ')}`);
+      throw new Error(
+        `${pm.mix.id} on ${target.kind}: the server decided ${JSON.stringify(serverDecisions)} under load; unexpected: ${unexpected.join(', ')}`,
+      );
     }
   }
   return {
@@ -188,7 +203,12 @@ async function guardedOnce(
 }
 
 /** Max throughput: h2load, closed loop, `clients` connections × `streams` streams, one h2load per part. */
-export async function runMaxThroughput(target: Target, pm: PreparedMix, s: LoadSettings, rpsPerClient?: number): Promise<RunRecord> {
+export async function runMaxThroughput(
+  target: Target,
+  pm: PreparedMix,
+  s: LoadSettings,
+  rpsPerClient?: number,
+): Promise<RunRecord> {
   const split = clientSplit(pm, s.clients);
   return guarded(target, pm, rpsPerClient === undefined ? 'h2load' : 'h2load-rps', s, async () => {
     const results = await runH2loadGroup(
@@ -245,15 +265,31 @@ export async function runPaced(target: Target, pm: PreparedMix, s: LoadSettings,
         // Every 10th answer is decoded and checked here (decoding all would add client lag to the
         // latencies); all of them are checked by modelgate's own counters around the run.
         verifyEvery: 10,
-        kinds: pm.parts.map((p) => ({ name: p.name, frameFile: p.frameFile, expect: target.kind === 'modelgate' ? p.expect : { allowed: true } })),
+        kinds: pm.parts.map((p) => ({
+          name: p.name,
+          frameFile: p.frameFile,
+          expect: target.kind === 'modelgate' ? p.expect : { allowed: true },
+        })),
         sequence,
       },
       s.outDir,
       s.loadCpus,
     );
     if (r.rpcErrors || r.streamResets || r.wrongDecisions) {
-      throw new Error(`${pm.mix.id} paced on ${target.kind}: ${r.rpcErrors} RPC errors, ${r.streamResets} resets, ${r.wrongDecisions} wrong decisions (${r.firstWrong})`);
+      throw new Error(
+        `${pm.mix.id} paced on ${target.kind}: ${r.rpcErrors} RPC errors, ${r.streamResets} resets, ${r.wrongDecisions} wrong decisions (${r.firstWrong})`,
+      );
     }
-    return { requestedRate: rate, rps: r.rps, p50Us: r.latency.p50Us, p99Us: r.latency.p99Us, histogram: r.latency.histogram, count: r.latency.count, byPart: r.countsByKind, lateSends: r.lateSends, sendLagP99Us: r.sendLagP99Us };
+    return {
+      requestedRate: rate,
+      rps: r.rps,
+      p50Us: r.latency.p50Us,
+      p99Us: r.latency.p99Us,
+      histogram: r.latency.histogram,
+      count: r.latency.count,
+      byPart: r.countsByKind,
+      lateSends: r.lateSends,
+      sendLagP99Us: r.sendLagP99Us,
+    };
   });
 }

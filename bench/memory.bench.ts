@@ -63,7 +63,13 @@ export function countDecisionLines(file: string): number {
   return count;
 }
 
-export async function benchMemory(o: { outDir: string; serverCpus?: string; loadCpus?: string; checks: number; windows: number }): Promise<MemoryBench> {
+export async function benchMemory(o: {
+  outDir: string;
+  serverCpus?: string;
+  loadCpus?: string;
+  checks: number;
+  windows: number;
+}): Promise<MemoryBench> {
   const t0 = Date.now();
   const keys = Buffer.allocUnsafe(o.checks * KEY_LENGTH);
   const seen = new Set<string>();
@@ -81,7 +87,8 @@ export async function benchMemory(o: { outDir: string; serverCpus?: string; load
   const placeholder = KEY_PREFIX + 'X'.repeat(KEY_LENGTH - KEY_PREFIX.length);
   const template = grpcFrame(encodeCheckRequest(smallChatRequest(placeholder, 'gpt-4o-mini', 'bench-memory')));
   const offset = template.indexOf(placeholder, 0, 'latin1');
-  if (offset < 0 || template.indexOf(placeholder, offset + 1, 'latin1') >= 0) throw new Error('key placeholder must occur exactly once');
+  if (offset < 0 || template.indexOf(placeholder, offset + 1, 'latin1') >= 0)
+    throw new Error('key placeholder must occur exactly once');
   const templateFile = path.join(o.outDir, 'memory-template.bin');
   writeFileSync(templateFile, template);
   const validFile = path.join(o.outDir, 'frames', 'small_chat-valid.bin');
@@ -90,10 +97,24 @@ export async function benchMemory(o: { outDir: string; serverCpus?: string; load
   const server = await startModelgate({ cpus: o.serverCpus, logFile });
   try {
     const [host, port] = server.grpcAddress.split(':');
-    const base = { host, port: Number(port), path: CHECK_PATH, connections: 10, maxInFlight: 10, rate: 0, verifyEvery: 1 };
+    const base = {
+      host,
+      port: Number(port),
+      path: CHECK_PATH,
+      connections: 10,
+      maxInFlight: 10,
+      rate: 0,
+      verifyEvery: 1,
+    };
     // Warm up with the valid demo key, so JIT and pools are settled before the start reading.
     await runRawLoad(
-      { ...base, warmupMs: 0, durationMs: 5000, kinds: [{ name: 'valid', frameFile: validFile, expect: { allowed: true } }], sequence: ['valid'] },
+      {
+        ...base,
+        warmupMs: 0,
+        durationMs: 5000,
+        kinds: [{ name: 'valid', frameFile: validFile, expect: { allowed: true } }],
+        sequence: ['valid'],
+      },
       o.outDir,
       o.loadCpus,
     );
@@ -131,14 +152,21 @@ export async function benchMemory(o: { outDir: string; serverCpus?: string; load
     const rssEndBytes = rssBytes(server.pid);
     const foreignCores = Math.max(
       0,
-      (machineCpu().busy - m0 - (cpuSeconds(server.pid) - s0) - (reapedChildrenCpuSeconds() - c0) - (ownCpuSeconds() - o0)) / ((Date.now() - t0) / 1000),
+      (machineCpu().busy -
+        m0 -
+        (cpuSeconds(server.pid) - s0) -
+        (reapedChildrenCpuSeconds() - c0) -
+        (ownCpuSeconds() - o0)) /
+        ((Date.now() - t0) / 1000),
     );
     const metricRssEndBytes = await scrapeMetric(server.httpAddress!, 'process_resident_memory_bytes');
     const after = await scrapeDecisions(server.httpAddress!);
     const serverDecisions: Record<string, number> = {};
     for (const [k, v] of Object.entries(after)) if (v - (before[k] ?? 0) > 0) serverDecisions[k] = v - (before[k] ?? 0);
     if (r.rpcErrors || r.streamResets || r.wrongDecisions || r.measured !== o.checks) {
-      throw new Error(`memory run: ${r.measured}/${o.checks} answered, ${r.rpcErrors} RPC errors, ${r.streamResets} resets, ${r.wrongDecisions} wrong (${r.firstWrong})`);
+      throw new Error(
+        `memory run: ${r.measured}/${o.checks} answered, ${r.rpcErrors} RPC errors, ${r.streamResets} resets, ${r.wrongDecisions} wrong (${r.firstWrong})`,
+      );
     }
     // Throughput at the start vs the end: the first and the last tenth of the run.
     const tenth = Math.max(1, Math.floor(r.windows.length / 10));
@@ -161,7 +189,13 @@ export async function benchMemory(o: { outDir: string; serverCpus?: string; load
       serverDecisions,
       decisionLinesLogged,
       foreignCores,
-      client: { rpcErrors: r.rpcErrors, streamResets: r.streamResets, wrongDecisions: r.wrongDecisions, verified: r.verified, rps: r.rps },
+      client: {
+        rpcErrors: r.rpcErrors,
+        streamResets: r.streamResets,
+        wrongDecisions: r.wrongDecisions,
+        verified: r.verified,
+        rps: r.rps,
+      },
     };
   } finally {
     await server.stop();

@@ -21,21 +21,34 @@ async function main(): Promise<void> {
   const servers = new Map<string, StartServer>([['this build', startH2GrpcServer]]);
   const extracts = new Map<string, Scan>([['extractModel (this build)', (b) => extractModel(b)]]);
   if (before) {
-    servers.set('before', (require(join(before, 'grpc', 'server.js')) as { startH2GrpcServer: StartServer }).startH2GrpcServer);
-    extracts.set('extractModel (before)', (require(join(before, 'check', 'extract-model.js')) as { extractModel: Scan }).extractModel);
+    servers.set(
+      'before',
+      (require(join(before, 'grpc', 'server.js')) as { startH2GrpcServer: StartServer }).startH2GrpcServer,
+    );
+    extracts.set(
+      'extractModel (before)',
+      (require(join(before, 'check', 'extract-model.js')) as { extractModel: Scan }).extractModel,
+    );
   }
   for (const transport of ['builtin', 'node'] as const) {
     for (const [name, r] of await benchUnary(servers, transport, quick ? 3 : 15)) {
-      console.log(`grpc-server, ${transport} transport, unary calls on one connection (${name}): ${r.medianCpuUsPerCall.toFixed(2)} µs CPU (${r.medianUsPerCall.toFixed(2)} µs wall) per call, median of ${r.rounds} rounds of ${r.callsPerRound}`);
+      console.log(
+        `grpc-server, ${transport} transport, unary calls on one connection (${name}): ${r.medianCpuUsPerCall.toFixed(2)} µs CPU (${r.medianUsPerCall.toFixed(2)} µs wall) per call, median of ${r.rounds} rounds of ${r.callsPerRound}`,
+      );
     }
   }
   const body = chatBody(1024 * 1024);
   const mib = (body.length / 1048576).toFixed(2);
   // extractModel first and alone: modelgate's process runs only its subclass of the scanner, so the
   // scanner's hooks are measured monomorphic, as they run there; then the bare scanner.
-  for (const [name, us] of benchScan(extracts, body, quick ? 30 : 200)) console.log(`json-scan, ${mib} MiB chat body, model last (${name}): ${us.toFixed(0)} µs CPU per call`);
-  const bare = new Map<string, Scan>([['scanJson', (b) => scanJson(b)], ['JSON.parse(buf.toString())', (b) => JSON.parse(b.toString()) as unknown]]);
-  for (const [name, us] of benchScan(bare, body, quick ? 30 : 200)) console.log(`json-scan, ${mib} MiB chat body, model last (${name}): ${us.toFixed(0)} µs CPU per call`);
+  for (const [name, us] of benchScan(extracts, body, quick ? 30 : 200))
+    console.log(`json-scan, ${mib} MiB chat body, model last (${name}): ${us.toFixed(0)} µs CPU per call`);
+  const bare = new Map<string, Scan>([
+    ['scanJson', (b) => scanJson(b)],
+    ['JSON.parse(buf.toString())', (b) => JSON.parse(b.toString()) as unknown],
+  ]);
+  for (const [name, us] of benchScan(bare, body, quick ? 30 : 200))
+    console.log(`json-scan, ${mib} MiB chat body, model last (${name}): ${us.toFixed(0)} µs CPU per call`);
 }
 
 main().catch((err: unknown) => {

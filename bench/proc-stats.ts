@@ -34,7 +34,9 @@ export function machineInfo(): { nproc: number; cpuModel: string; node: string }
 
 /** user + nice + system CPU seconds spent so far on one core (from /proc/stat `cpuN`). */
 export function coreBusySeconds(core: number): number {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith(`cpu${core} `));
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`cpu${core} `));
   if (!line) return Number.NaN;
   const v = line.trim().split(/\s+/).slice(1).map(Number);
   return (v[0] + v[1] + v[2]) / 100;

@@ -20,7 +20,10 @@ const PARTS: ReadonlyArray<readonly [RegExp, string]> = [
   [/\/src\/meter\/estimate|gpt-tokenizer|node:internal\/worker/, 'meter: estimate (tokenizer handoff)'],
   [/\/src\/meter\/(admission|in-flight|request-shape|leases)/, 'meter: admission (hold, reservation)'],
   [/\/src\/meter\/access-log/, 'meter: report decoding (access log)'],
-  [/\/src\/meter\/|\/src\/server\/meter-service|\/src\/store\/(file-meter|pg-meter)/, 'meter: settle (usage, debit, ledger)'],
+  [
+    /\/src\/meter\/|\/src\/server\/meter-service|\/src\/store\/(file-meter|pg-meter)/,
+    'meter: settle (usage, debit, ledger)',
+  ],
   [/\/src\/check\//, 'Check: read, decide, write'],
   [/\/src\/grpc\/|\/src\/server\/grpc-server/, 'gRPC transport (HTTP/2)'],
   [/prom-client/, 'metrics'],
@@ -54,7 +57,9 @@ function partOf(prof: ReturnType<typeof read>, id: number): string | undefined {
 function loadWindow(prof: ReturnType<typeof read>): { times: number[]; first: number; last: number } {
   const checks = new Set(prof.p.nodes.filter((n) => /\/src\/check\/pipeline/.test(n.callFrame.url)).map((n) => n.id));
   const times: number[] = [];
-  let t = prof.p.startTime, first = Infinity, last = 0;
+  let t = prof.p.startTime,
+    first = Infinity,
+    last = 0;
   for (let i = 0; i < prof.p.samples.length; i++) {
     t += prof.p.timeDeltas[i] ?? 0;
     times.push(t);
@@ -68,7 +73,11 @@ function loadWindow(prof: ReturnType<typeof read>): { times: number[]; first: nu
   return { times, first, last };
 }
 
-export function profileParts(file: string, requests: number, workers: readonly string[] = []): { part: string; usPerRequest: number }[] {
+export function profileParts(
+  file: string,
+  requests: number,
+  workers: readonly string[] = [],
+): { part: string; usPerRequest: number }[] {
   const prof = read(file);
   const { times, first, last } = loadWindow(prof);
   const parts = new Map<string, number>();
@@ -79,14 +88,21 @@ export function profileParts(file: string, requests: number, workers: readonly s
   }
   for (const w of workers) {
     const wp = read(w);
-    let t = wp.p.startTime, busy = 0;
+    let t = wp.p.startTime,
+      busy = 0;
     for (let i = 0; i < wp.p.samples.length; i++) {
       t += wp.p.timeDeltas[i] ?? 0;
-      if (t >= first && t <= last && wp.byId.get(wp.p.samples[i])!.callFrame.functionName !== '(idle)') busy += wp.p.timeDeltas[i] ?? 0;
+      if (t >= first && t <= last && wp.byId.get(wp.p.samples[i])!.callFrame.functionName !== '(idle)')
+        busy += wp.p.timeDeltas[i] ?? 0;
     }
-    parts.set('meter: estimate (tokenizer worker thread)', (parts.get('meter: estimate (tokenizer worker thread)') ?? 0) + busy);
+    parts.set(
+      'meter: estimate (tokenizer worker thread)',
+      (parts.get('meter: estimate (tokenizer worker thread)') ?? 0) + busy,
+    );
   }
-  return [...parts].map(([part, us]) => ({ part, usPerRequest: us / requests })).sort((a, b) => b.usPerRequest - a.usPerRequest);
+  return [...parts]
+    .map(([part, us]) => ({ part, usPerRequest: us / requests }))
+    .sort((a, b) => b.usPerRequest - a.usPerRequest);
 }
 
 if (require.main === module) {

@@ -20,7 +20,16 @@
  * (indexed and literal-without-indexing header fields).
  */
 import * as net from 'node:net';
-import { DEFAULT_WINDOW, FLAG, FRAME, HEADER_BYTES, MAX_WINDOW, PREFACE, SETTING, writeFrameHeader } from '@modelgate/grpc-server/h2/frames';
+import {
+  DEFAULT_WINDOW,
+  FLAG,
+  FRAME,
+  HEADER_BYTES,
+  MAX_WINDOW,
+  PREFACE,
+  SETTING,
+  writeFrameHeader,
+} from '@modelgate/grpc-server/h2/frames';
 import { encodeInteger, literalField } from '@modelgate/grpc-server/h2/hpack';
 
 /** The frame types, flags and HPACK coding are modelgate's own (@modelgate/grpc-server's h2/): one spelling of each. */
@@ -156,7 +165,12 @@ class Connection {
     host: string,
     port: number,
     path: string,
-    private readonly onDone: (c: Connection, s: Stream, ok: 'ok' | 'rpc_error' | 'reset', message: Buffer | null) => void,
+    private readonly onDone: (
+      c: Connection,
+      s: Stream,
+      ok: 'ok' | 'rpc_error' | 'reset',
+      message: Buffer | null,
+    ) => void,
     private readonly onFatal: (err: Error) => void,
   ) {
     this.headerFrameBody = headerBlock(`${host}:${port}`, path);
@@ -174,7 +188,13 @@ class Connection {
     const wu = Buffer.alloc(4);
     wu.writeUInt32BE(MAX_WINDOW - DEFAULT_WINDOW, 0);
     this.socket.write(
-      Buffer.concat([PREFACE, frameHeader(12, FRAME.SETTINGS, 0, 0), settings, frameHeader(4, FRAME.WINDOW_UPDATE, 0, 0), wu]),
+      Buffer.concat([
+        PREFACE,
+        frameHeader(12, FRAME.SETTINGS, 0, 0),
+        settings,
+        frameHeader(4, FRAME.WINDOW_UPDATE, 0, 0),
+        wu,
+      ]),
     );
   }
 
@@ -393,7 +413,10 @@ export async function runRawClient(opts: ClientOptions): Promise<ClientResult> {
     if (outcome === 'reset') resets++;
     if (message && s.kind.verify) {
       verified++;
-      const problem = outcome === 'ok' ? s.kind.verify(s.kind.headerBlock ? message : message.subarray(5)) : `${s.kind.headerBlock ? 'response' : 'RPC'} ${outcome === 'rpc_error' ? 'without a body' : outcome}`;
+      const problem =
+        outcome === 'ok'
+          ? s.kind.verify(s.kind.headerBlock ? message : message.subarray(5))
+          : `${s.kind.headerBlock ? 'response' : 'RPC'} ${outcome === 'rpc_error' ? 'without a body' : outcome}`;
       if (problem) {
         wrong++;
         firstWrong ??= `${s.kind.name}: ${problem}`;

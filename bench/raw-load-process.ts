@@ -13,7 +13,20 @@ import type { Expectation } from './check-requests';
 import { rssBytes } from './proc-stats';
 
 /** The client's options as plain data (sent to the load process as JSON), plus what to send. */
-export interface RawLoadSpec extends Pick<ClientOptions, 'host' | 'port' | 'path' | 'connections' | 'maxInFlight' | 'rate' | 'warmupMs' | 'durationMs' | 'totalRequests' | 'verifyEvery' | 'windowRequests'> {
+export interface RawLoadSpec extends Pick<
+  ClientOptions,
+  | 'host'
+  | 'port'
+  | 'path'
+  | 'connections'
+  | 'maxInFlight'
+  | 'rate'
+  | 'warmupMs'
+  | 'durationMs'
+  | 'totalRequests'
+  | 'verifyEvery'
+  | 'windowRequests'
+> {
   /** Sample this process's RSS at every window boundary. */
   readonly serverPid?: number;
   readonly kinds: readonly {
@@ -43,7 +56,9 @@ async function main(): Promise<void> {
       name: k.name,
       grpcFrame: readFileSync(k.frameFile),
       verify: expect ? (message) => decisionProblem(decodeCheckResponse(message), expect) : undefined,
-      keyPatch: k.keyPatch ? { keys: readFileSync(k.keyPatch.keysFile), offset: k.keyPatch.offset, keyLength: k.keyPatch.keyLength } : undefined,
+      keyPatch: k.keyPatch
+        ? { keys: readFileSync(k.keyPatch.keysFile), offset: k.keyPatch.offset, keyLength: k.keyPatch.keyLength }
+        : undefined,
     });
   }
   const rss: number[] = [];

@@ -19,7 +19,9 @@ export async function runRawLoad(spec: RawLoadSpec, outDir: string, cpus?: strin
     let err = '';
     child.stderr.on('data', (d) => (err += d));
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`raw load generator exited ${code}: ${err}`))));
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`raw load generator exited ${code}: ${err}`)),
+    );
   });
   const result = JSON.parse(readFileSync(resultFile, 'utf8')) as RawLoadResult;
   rmSync(specFile, { force: true });

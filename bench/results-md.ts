@@ -14,7 +14,14 @@ import { int, mib, ratio, table, us, verdict } from './render';
 export interface BenchResults {
   readonly date: string;
   readonly machine: { nproc: number; cpuModel: string; node: string; h2load: string; grpcJs: string; pinned: boolean };
-  readonly settings: { durationS: number; warmupS: number; clients: number; streams: number; repeats: number; quick: boolean };
+  readonly settings: {
+    durationS: number;
+    warmupS: number;
+    clients: number;
+    streams: number;
+    repeats: number;
+    quick: boolean;
+  };
   readonly mixes: readonly { id: Mix['id']; title: string }[];
   readonly runs: readonly RunRecord[];
   readonly extract?: ExtractModelBench;
@@ -27,7 +34,10 @@ export interface BenchResults {
   readonly logCheck?: { decisionsCounted: number; decisionLines: number };
   readonly profiles?: { server?: ProfileSummary; baseline?: ProfileSummary; checkPath?: ProfileSummary };
   readonly errors: readonly string[];
-  /** SHA-256 of every .js under dist/src and the packages' dist/ when the run started and ended: the build the numbers belong to. */
+  /**
+   * SHA-256 of every .js under dist/src and the packages' dist/ when the run started and ended: the build the numbers
+   * belong to.
+   */
   readonly build?: { atStart: string; atEnd?: string };
 }
 
@@ -46,20 +56,28 @@ export interface Aggregate {
  * the median of a few such p99s jumps between those cases). Runs recorded without a histogram
  * fall back to the median of their percentiles.
  */
-export function aggregate(runs: readonly RunRecord[], mix: string, target: string, method: string): Aggregate | undefined {
+export function aggregate(
+  runs: readonly RunRecord[],
+  mix: string,
+  target: string,
+  method: string,
+): Aggregate | undefined {
   const rs = runs.filter((r) => r.mix === mix && r.target === target && r.method === method);
   if (rs.length === 0) return undefined;
   const histograms = rs.map((r) => r.histogram);
   const pooled = histograms.every((h) => h !== undefined && h.length > 0);
   return {
     rps: median(rs.map((r) => r.rps)),
-    p50Us: pooled ? pooledPercentile(histograms as NonNullable<RunRecord['histogram']>[], 50) : median(rs.map((r) => r.p50Us)),
-    p99Us: pooled ? pooledPercentile(histograms as NonNullable<RunRecord['histogram']>[], 99) : median(rs.map((r) => r.p99Us)),
+    p50Us: pooled
+      ? pooledPercentile(histograms as NonNullable<RunRecord['histogram']>[], 50)
+      : median(rs.map((r) => r.p50Us)),
+    p99Us: pooled
+      ? pooledPercentile(histograms as NonNullable<RunRecord['histogram']>[], 99)
+      : median(rs.map((r) => r.p99Us)),
     n: rs.length,
     requestedRate: rs[0].requestedRate,
   };
 }
-
 
 export interface TargetRow {
   readonly target: string;
@@ -84,14 +102,18 @@ export function targets(r: BenchResults): TargetRow[] {
     ok: b && m ? m.rps / b.rps >= 0.85 : undefined,
   });
   rows.push({
-    target: "(second row) the same vs the no-op on grpc-js's server, the earlier baseline: a comparison of transports as much as of work",
+    target:
+      "(second row) the same vs the no-op on grpc-js's server, the earlier baseline: a comparison of transports as much as of work",
     measured: g && m ? `${int(m.rps)} / ${int(g.rps)} req/s = ${(m.rps / g.rps).toFixed(2)}` : '–',
     threshold: '–',
     ok: undefined,
   });
   rows.push({
     target: 'small chat: p99 at half of the baseline capacity (evenly paced, open loop)',
-    measured: bp && mp ? `${us(mp.p99Us)} vs ${us(bp.p99Us)} at ${int(bp.requestedRate)} req/s = ${(mp.p99Us / bp.p99Us).toFixed(2)}×` : '–',
+    measured:
+      bp && mp
+        ? `${us(mp.p99Us)} vs ${us(bp.p99Us)} at ${int(bp.requestedRate)} req/s = ${(mp.p99Us / bp.p99Us).toFixed(2)}×`
+        : '–',
     threshold: '≤ 1.5×',
     ok: bp && mp ? mp.p99Us <= 1.5 * bp.p99Us : undefined,
   });
@@ -105,7 +127,9 @@ export function targets(r: BenchResults): TargetRow[] {
   }
   rows.push({
     target: '1 MiB body, `model` last: extractModel vs JSON.parse(buf.toString())',
-    measured: r.extract ? `${us(r.extract.extractMedianUs)} vs ${us(r.extract.jsonParseMedianUs)} = ${r.extract.speedup.toFixed(1)}× faster` : '–',
+    measured: r.extract
+      ? `${us(r.extract.extractMedianUs)} vs ${us(r.extract.jsonParseMedianUs)} = ${r.extract.speedup.toFixed(1)}× faster`
+      : '–',
     threshold: '≥ 5× faster',
     ok: r.extract ? r.extract.speedup >= 5 : undefined,
   });
@@ -118,12 +142,16 @@ export function targets(r: BenchResults): TargetRow[] {
   const mem = r.memory;
   const memRuns = r.memoryRuns && r.memoryRuns.length > 0 ? r.memoryRuns : mem ? [mem] : [];
   // RSS: the worst run; throughput: the median run's change (each run listed).
-  const worst = memRuns.length ? memRuns.reduce((a, b) => (b.rssEndBytes - b.rssStartBytes > a.rssEndBytes - a.rssStartBytes ? b : a)) : undefined;
+  const worst = memRuns.length
+    ? memRuns.reduce((a, b) => (b.rssEndBytes - b.rssStartBytes > a.rssEndBytes - a.rssStartBytes ? b : a))
+    : undefined;
   const growth = worst ? worst.rssEndBytes - worst.rssStartBytes : undefined;
   const complete = memRuns.length > 0 && memRuns.every((m) => m.checks >= 1_000_000);
   rows.push({
     target: `memory: RSS growth after ${worst ? int(worst.checks) : '1,000,000'} Checks with distinct unknown keys${memRuns.length > 1 ? ` (worst of ${memRuns.length} runs)` : ''}`,
-    measured: worst ? `${mib(worst.rssStartBytes)} → ${mib(worst.rssEndBytes)} (+${mib(growth)}; max ${mib(worst.rssMaxBytes)})` : '–',
+    measured: worst
+      ? `${mib(worst.rssStartBytes)} → ${mib(worst.rssEndBytes)} (+${mib(growth)}; max ${mib(worst.rssMaxBytes)})`
+      : '–',
     threshold: '< 100 MB',
     ok: worst && growth !== undefined ? growth < 100 * 1024 * 1024 && complete : undefined,
   });
@@ -134,7 +162,9 @@ export function targets(r: BenchResults): TargetRow[] {
   const drop = mem ? 1 - mem.rpsEnd / mem.rpsStart : undefined;
   rows.push({
     target: `memory run: throughput at the end vs the start${memRuns.length > 1 ? ` (median of ${memRuns.length} runs)` : ''}`,
-    measured: mem ? `${int(mem.rpsStart)} → ${int(mem.rpsEnd)} req/s (${changePct(mem)})${memRuns.length > 1 ? `; runs: ${memRuns.map(changePct).join(', ')}` : ''}` : '–',
+    measured: mem
+      ? `${int(mem.rpsStart)} → ${int(mem.rpsEnd)} req/s (${changePct(mem)})${memRuns.length > 1 ? `; runs: ${memRuns.map(changePct).join(', ')}` : ''}`
+      : '–',
     threshold: 'drop ≤ 10%',
     ok: mem && drop !== undefined ? drop <= 0.1 && complete : undefined,
   });
@@ -144,7 +174,20 @@ export function targets(r: BenchResults): TargetRow[] {
 /** The README table: one row per fixed mix. */
 export function mixTable(r: BenchResults): string {
   return table(
-    ['mix', 'baseline req/s', 'p50', 'p99', 'modelgate req/s', 'p50', 'p99', 'req/s ratio', 'p50 ratio', 'p99 ratio', 'p99 @ 50% baseline capacity: baseline / modelgate (ratio)', "grpc-js's no-op req/s (modelgate's ratio)"],
+    [
+      'mix',
+      'baseline req/s',
+      'p50',
+      'p99',
+      'modelgate req/s',
+      'p50',
+      'p99',
+      'req/s ratio',
+      'p50 ratio',
+      'p99 ratio',
+      'p99 @ 50% baseline capacity: baseline / modelgate (ratio)',
+      "grpc-js's no-op req/s (modelgate's ratio)",
+    ],
     r.mixes.map((mx) => {
       const b = aggregate(r.runs, mx.id, 'baseline', 'h2load');
       const g = aggregate(r.runs, mx.id, 'baseline-grpcjs', 'h2load');
@@ -162,7 +205,9 @@ export function mixTable(r: BenchResults): string {
         ratio(b && m ? m.rps / b.rps : undefined),
         ratio(b && m ? m.p50Us / b.p50Us : undefined),
         ratio(b && m ? m.p99Us / b.p99Us : undefined),
-        bp && mp ? `${us(bp.p99Us)} / ${us(mp.p99Us)} (${ratio(mp.p99Us / bp.p99Us)}) at ${int(bp.requestedRate)} req/s` : '–',
+        bp && mp
+          ? `${us(bp.p99Us)} / ${us(mp.p99Us)} (${ratio(mp.p99Us / bp.p99Us)}) at ${int(bp.requestedRate)} req/s`
+          : '–',
         g ? `${int(g.rps)} (${ratio(m ? m.rps / g.rps : undefined)})` : '–',
       ];
     }),
@@ -173,12 +218,16 @@ export function renderResults(r: BenchResults): string {
   const out: string[] = [];
   out.push('# modelgate benchmark results');
   out.push('');
-  out.push(`Written by \`npm run bench\` (bench/run.ts) on ${r.date}. Do not edit: run it again. How each number is measured: [README.md](README.md).`);
+  out.push(
+    `Written by \`npm run bench\` (bench/run.ts) on ${r.date}. Do not edit: run it again. How each number is measured: [README.md](README.md).`,
+  );
   if (r.settings.quick) out.push('\n**QUICK RUN (`--quick`): shorter runs and fewer Checks; not for the README.**');
   out.push('');
   out.push('## Machine');
   out.push('');
-  out.push(`- \`nproc\`: ${r.machine.nproc}; CPU: ${r.machine.cpuModel}; node ${r.machine.node}; ${r.machine.h2load}; @grpc/grpc-js ${r.machine.grpcJs}`);
+  out.push(
+    `- \`nproc\`: ${r.machine.nproc}; CPU: ${r.machine.cpuModel}; node ${r.machine.node}; ${r.machine.h2load}; @grpc/grpc-js ${r.machine.grpcJs}`,
+  );
   out.push(
     r.machine.pinned
       ? '- Pinning: each server under test runs on core 0 (`taskset -c 0`), every load generator on core 1 (`taskset -c 1`); the in-process micro-benchmarks run on core 0. Exception: the `--workers` scaling runs (below) are not pinned.'
@@ -205,7 +254,12 @@ export function renderResults(r: BenchResults): string {
   out.push('');
   out.push('## Targets');
   out.push('');
-  out.push(table(['target', 'measured', 'threshold', 'result'], targets(r).map((t) => [t.target, t.measured, t.threshold, verdict(t.ok)])));
+  out.push(
+    table(
+      ['target', 'measured', 'threshold', 'result'],
+      targets(r).map((t) => [t.target, t.measured, t.threshold, verdict(t.ok)]),
+    ),
+  );
   if (r.errors.length > 0) {
     out.push('');
     out.push('**Errors during this run** (the affected numbers are missing):');
@@ -216,15 +270,17 @@ export function renderResults(r: BenchResults): string {
   out.push('');
   out.push(
     "The baseline is a no-op Authorization server on modelgate's own gRPC server (bench/baseline-builtin-server.ts: every Check answered allowed at once), so the ratios are modelgate's work, not a difference of transports; the last column is the same no-op on grpc-js's server (bench/baseline-server.ts), the earlier baseline. " +
-    `Max throughput: h2load, closed loop, ${r.settings.clients} connections × ${r.settings.streams} streams (in flight: ${r.settings.clients * r.settings.streams}); latency p50/p99 from h2load's per-request log. ` +
-      'The paced column: an evenly paced open-loop run at 50% of the baseline\'s max throughput for that mix, latency from the scheduled send time.',
+      `Max throughput: h2load, closed loop, ${r.settings.clients} connections × ${r.settings.streams} streams (in flight: ${r.settings.clients * r.settings.streams}); latency p50/p99 from h2load's per-request log. ` +
+      "The paced column: an evenly paced open-loop run at 50% of the baseline's max throughput for that mix, latency from the scheduled send time.",
   );
   out.push('');
   out.push(mixTable(r));
   const mixed = r.runs.filter((x) => x.mix === 'mixed_90_10' && x.target === 'modelgate');
   if (mixed.length > 0) {
     out.push('');
-    out.push('Mixed case (d), the ratio actually achieved (h2load runs two processes side by side, 9 clients valid + 1 client denied, so the ratio follows the answer speeds; the paced runs interleave 9:1 exactly):');
+    out.push(
+      'Mixed case (d), the ratio actually achieved (h2load runs two processes side by side, 9 clients valid + 1 client denied, so the ratio follows the answer speeds; the paced runs interleave 9:1 exactly):',
+    );
     out.push('');
     for (const x of mixed) {
       const total = Object.values(x.byPart).reduce((a, b) => a + b, 0);
@@ -275,7 +331,9 @@ export function renderResults(r: BenchResults): string {
     out.push(
       `- RSS (/proc/PID/status VmRSS): ${mib(m.rssStartBytes)} after warm-up → ${mib(m.rssEndBytes)} at the end (max ${mib(m.rssMaxBytes)}); \`process_resident_memory_bytes\`: ${mib(m.metricRssStartBytes)} → ${mib(m.metricRssEndBytes)}.`,
     );
-    out.push(`- Throughput: ${int(m.rpsStart)} req/s over the first tenth of the run, ${int(m.rpsEnd)} req/s over the last tenth. Other processes used ${m.foreignCores.toFixed(2)} cores on average meanwhile.`);
+    out.push(
+      `- Throughput: ${int(m.rpsStart)} req/s over the first tenth of the run, ${int(m.rpsEnd)} req/s over the last tenth. Other processes used ${m.foreignCores.toFixed(2)} cores on average meanwhile.`,
+    );
     out.push('');
     out.push(
       table(
@@ -306,7 +364,10 @@ export function renderResults(r: BenchResults): string {
     );
     const w1 = r.scaling.find((s) => s.workers === 1);
     const w2 = r.scaling.find((s) => s.workers === 2);
-    if (w1 && w2) out.push(`\n--workers 2 / --workers 1 throughput: ${ratio(median(w2.runs.map((x) => x.rps)) / median(w1.runs.map((x) => x.rps)))}`);
+    if (w1 && w2)
+      out.push(
+        `\n--workers 2 / --workers 1 throughput: ${ratio(median(w2.runs.map((x) => x.rps)) / median(w1.runs.map((x) => x.rps)))}`,
+      );
   }
   if (r.profiles && (r.profiles.server || r.profiles.checkPath)) {
     out.push('');
@@ -320,9 +381,20 @@ export function renderResults(r: BenchResults): string {
       out.push('');
       out.push(`### ${title}`);
       out.push('');
-      out.push('By area: ' + p.areas.slice(0, 10).map((a) => `${a.area} ${a.selfPct.toFixed(1)}%`).join(', '));
+      out.push(
+        'By area: ' +
+          p.areas
+            .slice(0, 10)
+            .map((a) => `${a.area} ${a.selfPct.toFixed(1)}%`)
+            .join(', '),
+      );
       out.push('');
-      out.push(table(['function', 'where', 'self %'], p.top.map((t) => [`\`${t.name}\``, t.where, t.selfPct.toFixed(1)])));
+      out.push(
+        table(
+          ['function', 'where', 'self %'],
+          p.top.map((t) => [`\`${t.name}\``, t.where, t.selfPct.toFixed(1)]),
+        ),
+      );
     }
   }
   out.push('');
@@ -330,7 +402,21 @@ export function renderResults(r: BenchResults): string {
   out.push('');
   out.push(
     table(
-      ['mix', 'server', 'method', 'requested req/s', 'req/s', 'p50', 'p99', 'measured', 'other processes (cores)', 'other CPU on server core', 'attempts', 'late sends', 'client send lag p99'],
+      [
+        'mix',
+        'server',
+        'method',
+        'requested req/s',
+        'req/s',
+        'p50',
+        'p99',
+        'measured',
+        'other processes (cores)',
+        'other CPU on server core',
+        'attempts',
+        'late sends',
+        'client send lag p99',
+      ],
       r.runs.map((x) => [
         x.mix,
         x.target,

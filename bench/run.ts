@@ -17,7 +17,15 @@ import { fixedMixes } from './check-requests';
 import { encodeCheckRequest, grpcFrame } from './grpc-frame';
 import { h2loadVersion } from './h2load';
 import { median } from './latency';
-import { runMaxThroughput, runPaced, scrapeDecisions, type LoadSettings, type PreparedMix, type RunRecord, type Target } from './load-runs';
+import {
+  runMaxThroughput,
+  runPaced,
+  scrapeDecisions,
+  type LoadSettings,
+  type PreparedMix,
+  type RunRecord,
+  type Target,
+} from './load-runs';
 import { benchMemory, countDecisionLines, type MemoryBench } from './memory.bench';
 import { machineInfo, waitForQuiet } from './proc-stats';
 import { renderResults, targets, type BenchResults } from './results-md';
@@ -54,7 +62,9 @@ function runNode(cpus: string | undefined, args: string[]): Promise<void> {
     const child = spawn(cmd as string, argv as string[], { cwd: ROOT, stdio: ['ignore', 'inherit', 'pipe'] });
     let err = '';
     child.stderr.on('data', (d) => (err += d));
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${args.join(' ')} exited ${code}: ${err}`))));
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`${args.join(' ')} exited ${code}: ${err}`)),
+    );
   });
 }
 
@@ -64,7 +74,9 @@ function runNode(cpus: string | undefined, args: string[]): Promise<void> {
  */
 function buildFingerprint(): string {
   const h = createHash('sha256');
-  const packages = readdirSync(path.join(ROOT, 'packages'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => path.join(ROOT, 'packages', d.name, 'dist'));
+  const packages = readdirSync(path.join(ROOT, 'packages'), { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => path.join(ROOT, 'packages', d.name, 'dist'));
   for (const dir of [path.join(ROOT, 'dist', 'src'), ...packages]) {
     const files = (readdirSync(dir, { recursive: true }) as string[]).filter((x) => x.endsWith('.js')).sort();
     for (const f of files) h.update(f).update(readFileSync(path.join(dir, f)));
@@ -100,7 +112,9 @@ async function main(): Promise<void> {
     patient: !quick,
   };
   const repeats = quick ? 1 : 5;
-  const grpcJs = (JSON.parse(readFileSync(require.resolve('@grpc/grpc-js/package.json'), 'utf8')) as { version: string }).version;
+  const grpcJs = (
+    JSON.parse(readFileSync(require.resolve('@grpc/grpc-js/package.json'), 'utf8')) as { version: string }
+  ).version;
   const mixes = prepareMixes();
   const runs: RunRecord[] = [];
   const errors: string[] = [];
@@ -108,15 +122,29 @@ async function main(): Promise<void> {
     date: new Date().toISOString(),
     build: { atStart: buildFingerprint() },
     machine: { ...info, h2load, grpcJs, pinned },
-    settings: { durationS: settings.durationS, warmupS: settings.warmupS, clients: settings.clients, streams: settings.streams, repeats, quick },
+    settings: {
+      durationS: settings.durationS,
+      warmupS: settings.warmupS,
+      clients: settings.clients,
+      streams: settings.streams,
+      repeats,
+      quick,
+    },
     mixes: mixes.map((m) => ({ id: m.mix.id, title: m.mix.title })),
     runs,
     errors,
   };
   const mutable = results as { -readonly [K in keyof BenchResults]: BenchResults[K] };
   const runner = benchRunner({
-    name: 'bench', argv, partialFlags: ['only'], committedFile: path.join(ROOT, 'bench', 'RESULTS.md'), outFile: path.join(OUT, 'RESULTS.md'),
-    jsonFile: path.join(OUT, 'results.json'), jsonIndent: 2, results, render: renderResults,
+    name: 'bench',
+    argv,
+    partialFlags: ['only'],
+    committedFile: path.join(ROOT, 'bench', 'RESULTS.md'),
+    outFile: path.join(OUT, 'RESULTS.md'),
+    jsonFile: path.join(OUT, 'results.json'),
+    jsonIndent: 2,
+    results,
+    render: renderResults,
   });
   const { log, save, attempt, resultsFile } = runner;
 
@@ -132,10 +160,17 @@ async function main(): Promise<void> {
       modelgate = await startModelgate({ cpus: serverCpus, logFile: mgLog });
       const core = pinned ? 0 : undefined;
       // Max throughput: all three; the paced runs: the baseline and modelgate.
-      const targetsList: Target[] = [{ kind: 'baseline', server: baseline, core }, { kind: 'baseline-grpcjs', server: grpcJs, core }, { kind: 'modelgate', server: modelgate, core }];
+      const targetsList: Target[] = [
+        { kind: 'baseline', server: baseline, core },
+        { kind: 'baseline-grpcjs', server: grpcJs, core },
+        { kind: 'modelgate', server: modelgate, core },
+      ];
       const pacedTargets = targetsList.filter((t) => t.kind !== 'baseline-grpcjs');
       for (const pm of mixes) {
-        await verifyDecisions(modelgate.grpcAddress, pm.parts.map((p) => ({ name: `${pm.mix.id}/${p.name}`, message: p.message, expect: p.expect })));
+        await verifyDecisions(
+          modelgate.grpcAddress,
+          pm.parts.map((p) => ({ name: `${pm.mix.id}/${p.name}`, message: p.message, expect: p.expect })),
+        );
       }
       const capacity = new Map<string, number>();
 
@@ -170,12 +205,16 @@ async function main(): Promise<void> {
                   log(`${pm.mix.id}: paced at ${rate} req/s, ${t.kind} (run ${rep + 1}/${repeats})`);
                   const r = await runPaced(t, pm, settings, rate);
                   runs.push(r);
-                  log(`  ${Math.round(r.rps)} req/s, p50 ${Math.round(r.p50Us)} µs, p99 ${Math.round(r.p99Us)} µs, late sends ${r.lateSends}`);
+                  log(
+                    `  ${Math.round(r.rps)} req/s, p50 ${Math.round(r.p50Us)} µs, p99 ${Math.round(r.p99Us)} µs, late sends ${r.lateSends}`,
+                  );
                 });
               }
               if (only.has('rps') && pm.mix.id === 'small_chat') {
                 await attempt(`${pm.mix.id} h2load --rps on ${t.kind}`, async () => {
-                  log(`${pm.mix.id}: h2load --rps ${Math.round(rate / settings.clients)} × ${settings.clients} clients, ${t.kind}`);
+                  log(
+                    `${pm.mix.id}: h2load --rps ${Math.round(rate / settings.clients)} × ${settings.clients} clients, ${t.kind}`,
+                  );
                   const r = await runMaxThroughput(t, pm, settings, Math.round(rate / settings.clients));
                   runs.push(r);
                   log(`  ${Math.round(r.rps)} req/s, p50 ${Math.round(r.p50Us)} µs, p99 ${Math.round(r.p99Us)} µs`);
@@ -231,11 +270,15 @@ async function main(): Promise<void> {
         rmSync(path.join(OUT, 'modelgate-memory.log'), { force: true });
         rmSync(path.join(OUT, 'distinct-keys.bin'), { force: true });
         memoryRuns.push(m);
-        log(`  RSS ${(m.rssStartBytes / 2 ** 20).toFixed(1)} → ${(m.rssEndBytes / 2 ** 20).toFixed(1)} MB, ${Math.round(m.rpsStart)} → ${Math.round(m.rpsEnd)} req/s`);
+        log(
+          `  RSS ${(m.rssStartBytes / 2 ** 20).toFixed(1)} → ${(m.rssEndBytes / 2 ** 20).toFixed(1)} MB, ${Math.round(m.rpsStart)} → ${Math.round(m.rpsEnd)} req/s`,
+        );
       }
       mutable.memoryRuns = memoryRuns;
       // The run with the median throughput change is the one shown in detail.
-      mutable.memory = [...memoryRuns].sort((a, b) => a.rpsEnd / a.rpsStart - b.rpsEnd / b.rpsStart)[memoryRuns.length >> 1];
+      mutable.memory = [...memoryRuns].sort((a, b) => a.rpsEnd / a.rpsStart - b.rpsEnd / b.rpsStart)[
+        memoryRuns.length >> 1
+      ];
     });
   }
 
@@ -251,8 +294,12 @@ async function main(): Promise<void> {
           scaling.push(entry);
           for (let rep = 0; rep < Math.max(2, repeats - 1); rep++) {
             log(`scaling: --workers ${workers} (run ${rep + 1})`);
-            // /metrics belongs to whichever worker answers, so no per-run counter check here; decisions are verified before/after.
-            const r = await runMaxThroughput({ kind: 'modelgate', server: { ...server, httpAddress: undefined } }, pm, { ...settings, loadCpus: undefined });
+            // /metrics belongs to whichever worker answers, so no per-run counter check here; decisions are verified
+            // before/after.
+            const r = await runMaxThroughput({ kind: 'modelgate', server: { ...server, httpAddress: undefined } }, pm, {
+              ...settings,
+              loadCpus: undefined,
+            });
             entry.runs.push(r);
             log(`  ${Math.round(r.rps)} req/s`);
           }
@@ -289,7 +336,11 @@ async function main(): Promise<void> {
       for (const f of readdirSync(profDir).filter((x) => x.endsWith('.cpuprofile'))) rmSync(path.join(profDir, f));
       log('profile: modelgate under h2load, small chat');
       const logFile = path.join(OUT, 'modelgate-profile.log');
-      const server = await startModelgate({ cpus: serverCpus, logFile, nodeFlags: ['--cpu-prof', '--cpu-prof-dir', profDir] });
+      const server = await startModelgate({
+        cpus: serverCpus,
+        logFile,
+        nodeFlags: ['--cpu-prof', '--cpu-prof-dir', profDir],
+      });
       try {
         await runMaxThroughput({ kind: 'modelgate', server, core: pinned ? 0 : undefined }, mixes[0], settings);
       } finally {
@@ -305,7 +356,16 @@ async function main(): Promise<void> {
       mkdirSync(dir, { recursive: true });
       log('profile: in-process check loop');
       const logFile = path.join(OUT, 'micro-check-prof.log');
-      await runNode(serverCpus, ['--cpu-prof', '--cpu-prof-dir', dir, 'dist/bench/micro.js', 'check-path', path.join(OUT, 'micro-check-prof.json'), CONFIG, logFile]);
+      await runNode(serverCpus, [
+        '--cpu-prof',
+        '--cpu-prof-dir',
+        dir,
+        'dist/bench/micro.js',
+        'check-path',
+        path.join(OUT, 'micro-check-prof.json'),
+        CONFIG,
+        logFile,
+      ]);
       rmSync(logFile, { force: true });
       const file = newestProfile(dir);
       if (!file) throw new Error('no .cpuprofile written');
@@ -319,7 +379,9 @@ async function main(): Promise<void> {
   save();
   const rows = targets(results);
   process.stdout.write(renderResults(results).split('## Fixed mixes')[0].split('## Targets')[1] ?? '');
-  process.stdout.write(`\nWrote ${path.relative(ROOT, resultsFile)} (${rows.filter((r) => r.ok === true).length} of ${rows.length} targets pass).\n`);
+  process.stdout.write(
+    `\nWrote ${path.relative(ROOT, resultsFile)} (${rows.filter((r) => r.ok === true).length} of ${rows.length} targets pass).\n`,
+  );
   if (errors.length > 0) process.exitCode = 1;
 }
 

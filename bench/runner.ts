@@ -37,11 +37,13 @@ export interface RunnerOptions<R> {
 }
 
 export function benchRunner<R extends { errors: string[] }>(o: RunnerOptions<R>): BenchRunner<R> {
-  const flag = (name: string): string | undefined => o.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const flag = (name: string): string | undefined =>
+    o.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   const quick = o.argv.includes('--quick');
   const partial = quick || o.partialFlags.some((f) => flag(f) !== undefined);
   const resultsFile = flag('out') ?? (partial ? o.outFile : o.committedFile);
-  const log = (msg: string): void => void process.stderr.write(`[${o.name} ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+  const log = (msg: string): void =>
+    void process.stderr.write(`[${o.name} ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
   const save = (): void => {
     writeFileSync(o.jsonFile, JSON.stringify(o.results, null, o.jsonIndent));
     writeFileSync(resultsFile, o.render(o.results));

@@ -20,12 +20,20 @@ export interface RunningServer {
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-/** The demo config's gRPC settings (envoy/modelgate.yaml), which modelgate runs with in the benchmarks: the no-ops take the same. */
+/**
+ * The demo config's gRPC settings (envoy/modelgate.yaml), which modelgate runs with in the benchmarks: the no-ops take
+ * the same.
+ */
 export function demoGrpcSettings(): Config['grpc'] {
   return parseConfig(readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8')).grpc;
 }
 
-function spawnPinned(cpus: string | undefined, argv: string[], stdout: number | 'pipe', extraArgs: string[] = []): ChildProcess {
+function spawnPinned(
+  cpus: string | undefined,
+  argv: string[],
+  stdout: number | 'pipe',
+  extraArgs: string[] = [],
+): ChildProcess {
   const nodeArgv = [...extraArgs, ...argv];
   return cpus
     ? spawn('taskset', ['-c', cpus, process.execPath, ...nodeArgv], { cwd: ROOT, stdio: ['ignore', stdout, 'pipe'] })
@@ -46,7 +54,11 @@ function stopper(child: ChildProcess): () => Promise<void> {
 }
 
 /** A no-op Authorization server: on modelgate's own gRPC server (`builtin`, the baseline) or on grpc-js's. */
-export async function startBaseline(cpus?: string, nodeFlags: string[] = [], on: 'builtin' | 'grpc-js' = 'builtin'): Promise<RunningServer> {
+export async function startBaseline(
+  cpus?: string,
+  nodeFlags: string[] = [],
+  on: 'builtin' | 'grpc-js' = 'builtin',
+): Promise<RunningServer> {
   const port = await freePort();
   const script = on === 'builtin' ? 'dist/bench/baseline-builtin-server.js' : 'dist/bench/baseline-server.js';
   const child = spawnPinned(cpus, [script, `127.0.0.1:${port}`], 'pipe', nodeFlags);
@@ -60,7 +72,12 @@ export async function startBaseline(cpus?: string, nodeFlags: string[] = [], on:
     });
     child.once('exit', (code) => reject(new Error(`baseline exited ${code}: ${stderr}`)));
   });
-  return { name: on === 'builtin' ? 'baseline' : 'baseline-grpcjs', pid: child.pid!, grpcAddress: `127.0.0.1:${port}`, stop: stopper(child) };
+  return {
+    name: on === 'builtin' ? 'baseline' : 'baseline-grpcjs',
+    pid: child.pid!,
+    grpcAddress: `127.0.0.1:${port}`,
+    stop: stopper(child),
+  };
 }
 
 export interface ModelgateOptions {
@@ -94,7 +111,16 @@ export async function startModelgate(o: ModelgateOptions): Promise<RunningServer
   const httpPort = await freePort();
   const grpcAddress = `127.0.0.1:${grpcPort}`;
   const httpAddress = `127.0.0.1:${httpPort}`;
-  const argv = ['dist/src/cli/main.js', 'serve', '--config', o.configPath ?? 'envoy/modelgate.yaml', '--grpc', grpcAddress, '--http', httpAddress];
+  const argv = [
+    'dist/src/cli/main.js',
+    'serve',
+    '--config',
+    o.configPath ?? 'envoy/modelgate.yaml',
+    '--grpc',
+    grpcAddress,
+    '--http',
+    httpAddress,
+  ];
   if (o.workers) argv.push('--workers', String(o.workers));
   const fd = openSync(o.logFile, 'w');
   const child = spawnPinned(o.cpus, argv, fd, o.nodeFlags);
@@ -102,7 +128,13 @@ export async function startModelgate(o: ModelgateOptions): Promise<RunningServer
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   await waitReady(httpAddress, child, () => stderr);
-  return { name: `modelgate${o.workers ? ` --workers ${o.workers}` : ''}`, pid: child.pid!, grpcAddress, httpAddress, stop: stopper(child) };
+  return {
+    name: `modelgate${o.workers ? ` --workers ${o.workers}` : ''}`,
+    pid: child.pid!,
+    grpcAddress,
+    httpAddress,
+    stop: stopper(child),
+  };
 }
 
 /** Lines of a modelgate log that record a decision (pino JSON with a `decision` field). */

@@ -29,7 +29,9 @@ export async function verifyDecisions(address: string, cases: readonly VerifyCas
     for (let r = 0; r < repeat; r++) {
       for (const c of cases) {
         const resp = await new Promise<Buffer>((resolve, reject) => {
-          client.makeUnaryRequest(CHECK_PATH, identity, identity, c.message, (err, value) => (err ? reject(err) : resolve(value!)));
+          client.makeUnaryRequest(CHECK_PATH, identity, identity, c.message, (err, value) =>
+            err ? reject(err) : resolve(value!),
+          );
         });
         n++;
         const problem = decisionProblem(decodeCheckResponse(resp), c.expect);

@@ -11,7 +11,8 @@
  * that disagree fails.
  *
  * Usage: npm run build:bench && node dist/bench/wire-readers.bench.js [--baseline=DIR] [--rounds=N] [--out=FILE]
- * (`--only=check` times the readers whose name starts so; `--current=DIR` times another build in place of this one: a baseline against a copy of itself
+ * (`--only=check` times the readers whose name starts so; `--current=DIR` times another build in place of this one: a
+ * baseline against a copy of itself
  * shows the noise of the machine.)
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -60,25 +61,36 @@ function loadBuild(label: string, srcDir: string): Build {
 
 function loadType(file: string, name: string): protobuf.Type {
   const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => includeDirs.map((d: string) => path.join(d, target)).find((p: string) => {
-    try {
-      readFileSync(p);
-      return true;
-    } catch {
-      return false; // not in this include dir: the next one
-    }
-  }) ?? target;
+  root.resolvePath = (_origin, target) =>
+    includeDirs
+      .map((d: string) => path.join(d, target))
+      .find((p: string) => {
+        try {
+          readFileSync(p);
+          return true;
+        } catch {
+          return false; // not in this include dir: the next one
+        }
+      }) ?? target;
   root.loadSync(file, { keepCase: true });
   return root.lookupType(name);
 }
 
 const struct = (fields: Record<string, string | number | boolean>) => ({
-  fields: Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, typeof v === 'string' ? { stringValue: v } : typeof v === 'number' ? { numberValue: v } : { boolValue: v }])),
+  fields: Object.fromEntries(
+    Object.entries(fields).map(([k, v]) => [
+      k,
+      typeof v === 'string' ? { stringValue: v } : typeof v === 'number' ? { numberValue: v } : { boolValue: v },
+    ]),
+  ),
 });
 
 /** A StreamAccessLogsMessage of `n` entries shaped as the bundle's access log sends them. */
 export function accessLogMessage(n: number): Buffer {
-  const Message = loadType('envoy/service/accesslog/v3/als.proto', 'envoy.service.accesslog.v3.StreamAccessLogsMessage');
+  const Message = loadType(
+    'envoy/service/accesslog/v3/als.proto',
+    'envoy.service.accesslog.v3.StreamAccessLogsMessage',
+  );
   const tail = `data: {"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":1234,"completion_tokens":567,"total_tokens":1801}}\n\ndata: [DONE]\n\n`;
   const entries = Array.from({ length: n }, (_, i) => ({
     common_properties: {
@@ -91,33 +103,100 @@ export function accessLogMessage(n: number): Buffer {
       route_name: 'chat_completions',
       metadata: {
         filter_metadata: {
-          'envoy.filters.http.ext_authz': struct({ metered: true, keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', style: 'chat', path: '/v1/chat/completions', replica: 'r1', maxInput: 1200, maxOutput: 4096, price: '0.15,0.6' }),
-          'modelgate': struct({ request: `req-${i}-5f0c2a` }),
+          'envoy.filters.http.ext_authz': struct({
+            metered: true,
+            keyId: 'alice',
+            group: 'basic',
+            model: 'gpt-4o-mini',
+            style: 'chat',
+            path: '/v1/chat/completions',
+            replica: 'r1',
+            maxInput: 1200,
+            maxOutput: 4096,
+            price: '0.15,0.6',
+          }),
+          modelgate: struct({ request: `req-${i}-5f0c2a` }),
           'modelgate.meter': struct({ tail: false, final: tail }),
         },
       },
     },
-    request: { request_method: 1, scheme: 'https', authority: 'gw.example', path: '/v1/chat/completions', user_agent: 'OpenAI/Python 1.54.0', request_id: `xrid-${i}`, request_headers_bytes: 420, request_body_bytes: 1830 },
-    response: { response_code: { value: 200 }, response_headers_bytes: 210, response_body_bytes: 2400, response_headers: { 'content-type': 'text/event-stream', 'content-encoding': '' } },
+    request: {
+      request_method: 1,
+      scheme: 'https',
+      authority: 'gw.example',
+      path: '/v1/chat/completions',
+      user_agent: 'OpenAI/Python 1.54.0',
+      request_id: `xrid-${i}`,
+      request_headers_bytes: 420,
+      request_body_bytes: 1830,
+    },
+    response: {
+      response_code: { value: 200 },
+      response_headers_bytes: 210,
+      response_body_bytes: 2400,
+      response_headers: { 'content-type': 'text/event-stream', 'content-encoding': '' },
+    },
   }));
-  return Buffer.from(Message.encode(Message.fromObject({ identifier: { log_name: 'modelgate_meter', node: { id: 'envoy-1' } }, http_logs: { log_entry: entries } })).finish());
+  return Buffer.from(
+    Message.encode(
+      Message.fromObject({
+        identifier: { log_name: 'modelgate_meter', node: { id: 'envoy-1' } },
+        http_logs: { log_entry: entries },
+      }),
+    ).finish(),
+  );
 }
 
 function cases(): Case[] {
   const small = encodeCheckRequest(fixedMixes().find((m) => m.id === 'small_chat')!.parts[0].request);
   const body = largeChatBodyModelLast(256 * 1024, 'gpt-4o-mini');
-  const large = encodeCheckRequest(checkRequestFor({ method: 'POST', path: '/v1/chat/completions', headers: sdkHeaders({ authorization: `Bearer ${DEMO_KEYS.alice}` }, body.length), body }, 'bench-256k'));
+  const large = encodeCheckRequest(
+    checkRequestFor(
+      {
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: sdkHeaders({ authorization: `Bearer ${DEMO_KEYS.alice}` }, body.length),
+        body,
+      },
+      'bench-256k',
+    ),
+  );
   const log50 = accessLogMessage(50);
   const descriptors = [
-    { entries: [{ key: 'modelgate_key', value: 'alice' }, { key: 'modelgate_limit', value: 'rpm' }], limit: { requestsPerUnit: 600, unit: 2 } },
-    { entries: [{ key: 'modelgate_key', value: 'alice' }, { key: 'modelgate_limit', value: 'tpm' }], limit: { requestsPerUnit: 100000, unit: 2 }, hitsAddend: 1801 },
+    {
+      entries: [
+        { key: 'modelgate_key', value: 'alice' },
+        { key: 'modelgate_limit', value: 'rpm' },
+      ],
+      limit: { requestsPerUnit: 600, unit: 2 },
+    },
+    {
+      entries: [
+        { key: 'modelgate_key', value: 'alice' },
+        { key: 'modelgate_limit', value: 'tpm' },
+      ],
+      limit: { requestsPerUnit: 100000, unit: 2 },
+      hitsAddend: 1801,
+    },
   ];
   return [
     { name: 'check: small chat request', batch: 2000, run: (b) => b.readRequest.decodeCheckRequest(small, b.filter) },
     { name: 'check: 256 KiB chat body', batch: 2000, run: (b) => b.readRequest.decodeCheckRequest(large, b.filter) },
     { name: 'meter: access log, 50 entries', batch: 50, run: (b) => b.accessLog.readAccessLogMessage(log50) },
     { name: 'rate limit: request decode', batch: 2000, run: (b) => b.rls.decodeRequest(rlsRequest(b)) },
-    { name: 'rate limit: response encode', batch: 2000, meaning: (a, b) => b.rls.decodeResponse(a as Buffer), run: (b) => b.rls.encodeResponse({ overallCode: 1, statuses: [{ code: 1, limit: { requestsPerUnit: 600, unit: 2 }, remaining: 599, resetSeconds: 41 }, { code: 1, limit: { requestsPerUnit: 100000, unit: 2 }, remaining: 98199, resetSeconds: 41 }] }) },
+    {
+      name: 'rate limit: response encode',
+      batch: 2000,
+      meaning: (a, b) => b.rls.decodeResponse(a as Buffer),
+      run: (b) =>
+        b.rls.encodeResponse({
+          overallCode: 1,
+          statuses: [
+            { code: 1, limit: { requestsPerUnit: 600, unit: 2 }, remaining: 599, resetSeconds: 41 },
+            { code: 1, limit: { requestsPerUnit: 100000, unit: 2 }, remaining: 98199, resetSeconds: 41 },
+          ],
+        }),
+    },
   ];
 
   function rlsRequest(b: Build): Uint8Array {
@@ -129,7 +208,8 @@ let rlsBytes: Uint8Array | undefined;
 const nowNs = (): bigint => process.hrtime.bigint();
 
 /** Plain data of a reader's answer, for comparing two builds (views of bytes as arrays). */
-const plain = (v: unknown): unknown => JSON.parse(JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? Array.from(x) : x)));
+const plain = (v: unknown): unknown =>
+  JSON.parse(JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? Array.from(x) : x)));
 
 export interface WireBenchRow {
   readonly name: string;
@@ -140,12 +220,21 @@ export interface WireBenchRow {
   readonly ratio?: number;
 }
 
-export function benchWireReaders(rounds: number, baselineDir?: string, currentDir = path.join(ROOT, 'dist', 'src'), only = ''): WireBenchRow[] {
-  const builds = [loadBuild('this build', path.resolve(currentDir)), ...(baselineDir ? [loadBuild('baseline', path.resolve(baselineDir))] : [])];
+export function benchWireReaders(
+  rounds: number,
+  baselineDir?: string,
+  currentDir = path.join(ROOT, 'dist', 'src'),
+  only = '',
+): WireBenchRow[] {
+  const builds = [
+    loadBuild('this build', path.resolve(currentDir)),
+    ...(baselineDir ? [loadBuild('baseline', path.resolve(baselineDir))] : []),
+  ];
   const rows: WireBenchRow[] = [];
   for (const c of cases().filter((x) => x.name.startsWith(only))) {
     const answers = builds.map((b) => plain(c.meaning ? c.meaning(c.run(b), builds[0]) : c.run(b)));
-    if (answers.length === 2 && !isDeepStrictEqual(answers[0], answers[1])) throw new Error(`${c.name}: the builds disagree`);
+    if (answers.length === 2 && !isDeepStrictEqual(answers[0], answers[1]))
+      throw new Error(`${c.name}: the builds disagree`);
     for (let i = 0; i < 200; i++) for (const b of builds) c.run(b);
     const times = builds.map((): number[] => []);
     let sink = 0;
@@ -166,10 +255,13 @@ export function benchWireReaders(rounds: number, baselineDir?: string, currentDi
 }
 
 function main(): void {
-  const flag = (n: string): string | undefined => process.argv.find((a) => a.startsWith(`--${n}=`))?.slice(n.length + 3);
+  const flag = (n: string): string | undefined =>
+    process.argv.find((a) => a.startsWith(`--${n}=`))?.slice(n.length + 3);
   const rows = benchWireReaders(Number(flag('rounds') ?? 60), flag('baseline'), flag('current'), flag('only'));
   for (const r of rows) {
-    process.stdout.write(`${r.name.padEnd(34)} ${r.us.toFixed(3).padStart(9)} µs${r.baselineUs !== undefined ? `   baseline ${r.baselineUs.toFixed(3).padStart(9)} µs   ratio ${r.ratio!.toFixed(3)}` : ''}\n`);
+    process.stdout.write(
+      `${r.name.padEnd(34)} ${r.us.toFixed(3).padStart(9)} µs${r.baselineUs !== undefined ? `   baseline ${r.baselineUs.toFixed(3).padStart(9)} µs   ratio ${r.ratio!.toFixed(3)}` : ''}\n`,
+    );
   }
   const out = flag('out');
   if (out) writeFileSync(out, JSON.stringify(rows, null, 2));

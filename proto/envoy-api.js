@@ -20,14 +20,33 @@ const path = require('node:path');
 const descriptor = require('protobufjs/ext/descriptor');
 
 // This file runs from proto/ and, compiled with the tests that import it, from dist/proto/.
-const ROOT = path.basename(path.dirname(__dirname)) === 'dist' ? path.join(__dirname, '..', '..') : path.join(__dirname, '..');
+const ROOT =
+  path.basename(path.dirname(__dirname)) === 'dist' ? path.join(__dirname, '..', '..') : path.join(__dirname, '..');
 const OUT = path.join(ROOT, 'proto', 'envoy-api');
-const ROOTS = ['envoy/service/auth/v3/external_auth.proto', 'envoy/service/accesslog/v3/als.proto', 'envoy/service/ratelimit/v3/rls.proto'];
+const ROOTS = [
+  'envoy/service/auth/v3/external_auth.proto',
+  'envoy/service/accesslog/v3/als.proto',
+  'envoy/service/ratelimit/v3/rls.proto',
+];
 /** protobufjs and proto-loader ship these themselves (google/protobuf/*.proto, the well-known types). */
 const BUILTIN = /^google\/protobuf\//;
 
 /** FileDescriptorProto's fields: number -> wire type (2 length-delimited, 0 varint). */
-const FILE_FIELDS = new Map([[1, 2], [2, 2], [3, 2], [4, 2], [5, 2], [6, 2], [7, 2], [8, 2], [9, 2], [10, 0], [11, 0], [12, 2], [14, 0]]);
+const FILE_FIELDS = new Map([
+  [1, 2],
+  [2, 2],
+  [3, 2],
+  [4, 2],
+  [5, 2],
+  [6, 2],
+  [7, 2],
+  [8, 2],
+  [9, 2],
+  [10, 0],
+  [11, 0],
+  [12, 2],
+  [14, 0],
+]);
 
 function readVarint(buf, at) {
   let value = 0;
@@ -73,7 +92,7 @@ function descriptorsIn(binary) {
   const found = new Map();
   const latin = buf.toString('latin1');
   const re = /\n([\x05-\x7f])([a-z0-9_]+(?:\/[a-z0-9_.]+)*\.proto)\x12/g;
-  for (let m; (m = re.exec(latin)); ) {
+  for (let m; (m = re.exec(latin));) {
     if (m[1].charCodeAt(0) !== m[2].length) continue;
     const bytes = descriptorBytesAt(buf, m.index);
     let file;
@@ -88,7 +107,23 @@ function descriptorsIn(binary) {
   return found;
 }
 
-const SCALARS = { 1: 'double', 2: 'float', 3: 'int64', 4: 'uint64', 5: 'int32', 6: 'fixed64', 7: 'fixed32', 8: 'bool', 9: 'string', 12: 'bytes', 13: 'uint32', 15: 'sfixed32', 16: 'sfixed64', 17: 'sint32', 18: 'sint64' };
+const SCALARS = {
+  1: 'double',
+  2: 'float',
+  3: 'int64',
+  4: 'uint64',
+  5: 'int32',
+  6: 'fixed64',
+  7: 'fixed32',
+  8: 'bool',
+  9: 'string',
+  12: 'bytes',
+  13: 'uint32',
+  15: 'sfixed32',
+  16: 'sfixed64',
+  17: 'sint32',
+  18: 'sint64',
+};
 const TYPE_MESSAGE = 11;
 const TYPE_ENUM = 14;
 const LABEL_REPEATED = 3;
@@ -119,9 +154,11 @@ function typeDependencies(file, where) {
     }
   };
   visit(file.messageType);
-  for (const s of file.service ?? []) for (const m of s.method ?? []) deps.add(where.get(m.inputType)).add(where.get(m.outputType));
+  for (const s of file.service ?? [])
+    for (const m of s.method ?? []) deps.add(where.get(m.inputType)).add(where.get(m.outputType));
   deps.delete(file.name);
-  for (const d of deps) if (d === undefined) throw new Error(`${file.name}: a type it uses is in no descriptor of the binary`);
+  for (const d of deps)
+    if (d === undefined) throw new Error(`${file.name}: a type it uses is in no descriptor of the binary`);
   return [...deps].sort();
 }
 
@@ -129,15 +166,21 @@ function typeDependencies(file, where) {
 function printProto(file, deps) {
   const out = [`syntax = "${file.syntax || 'proto2'}";`, ''];
   if (file.package) out.push(`package ${file.package};`, '');
-  for (const d of deps.filter((x) => !BUILTIN.test(x)).concat(deps.filter((x) => BUILTIN.test(x)))) out.push(`import "${d}";`);
+  for (const d of deps.filter((x) => !BUILTIN.test(x)).concat(deps.filter((x) => BUILTIN.test(x))))
+    out.push(`import "${d}";`);
   if (deps.length) out.push('');
   const proto3 = file.syntax === 'proto3';
   const typeOf = (f) => (f.type === TYPE_MESSAGE || f.type === TYPE_ENUM ? f.typeName : SCALARS[f.type]);
   const reserved = (m, pad) => {
     const lines = [];
-    const ranges = (m.reservedRange ?? []).map((r) => (r.end - 1 === r.start ? `${r.start}` : `${r.start} to ${r.end === 0x20000000 || r.end === 536870912 ? 'max' : r.end - 1}`));
+    const ranges = (m.reservedRange ?? []).map((r) =>
+      r.end - 1 === r.start
+        ? `${r.start}`
+        : `${r.start} to ${r.end === 0x20000000 || r.end === 536870912 ? 'max' : r.end - 1}`,
+    );
     if (ranges.length) lines.push(`${pad}reserved ${ranges.join(', ')};`);
-    if ((m.reservedName ?? []).length) lines.push(`${pad}reserved ${m.reservedName.map((n) => JSON.stringify(n)).join(', ')};`);
+    if ((m.reservedName ?? []).length)
+      lines.push(`${pad}reserved ${m.reservedName.map((n) => JSON.stringify(n)).join(', ')};`);
     return lines;
   };
   const printEnum = (e, pad) => {
@@ -157,13 +200,22 @@ function printProto(file, deps) {
         const [k, v] = entry.field;
         return `${indent}map<${typeOf(k)}, ${typeOf(v)}> ${f.name} = ${f.number};`;
       }
-      const label = inOneof ? '' : f.label === LABEL_REPEATED ? 'repeated ' : f.proto3Optional || (!proto3 && f.label === 1) ? 'optional ' : !proto3 && f.label === 2 ? 'required ' : '';
+      const label = inOneof
+        ? ''
+        : f.label === LABEL_REPEATED
+          ? 'repeated '
+          : f.proto3Optional || (!proto3 && f.label === 1)
+            ? 'optional '
+            : !proto3 && f.label === 2
+              ? 'required '
+              : '';
       return `${indent}${label}${typeOf(f)} ${f.name} = ${f.number};`;
     };
     const oneofs = m.oneofDecl ?? [];
     const printed = new Set();
     for (const f of m.field ?? []) {
-      const real = f.oneofIndex !== undefined && f.oneofIndex !== null && !f.proto3Optional && f.hasOwnProperty('oneofIndex');
+      const real =
+        f.oneofIndex !== undefined && f.oneofIndex !== null && !f.proto3Optional && f.hasOwnProperty('oneofIndex');
       if (!real) {
         lines.push(fieldLine(f, inner, false));
         continue;
@@ -171,7 +223,10 @@ function printProto(file, deps) {
       if (printed.has(f.oneofIndex)) continue;
       printed.add(f.oneofIndex);
       lines.push(`${inner}oneof ${oneofs[f.oneofIndex].name} {`);
-      for (const g of m.field.filter((x) => x.hasOwnProperty('oneofIndex') && x.oneofIndex === f.oneofIndex && !x.proto3Optional)) lines.push(fieldLine(g, `${inner}  `, true));
+      for (const g of m.field.filter(
+        (x) => x.hasOwnProperty('oneofIndex') && x.oneofIndex === f.oneofIndex && !x.proto3Optional,
+      ))
+        lines.push(fieldLine(g, `${inner}  `, true));
       lines.push(`${inner}}`);
     }
     for (const e of m.enumType ?? []) lines.push(...printEnum(e, inner));
@@ -183,7 +238,10 @@ function printProto(file, deps) {
   for (const m of file.messageType ?? []) out.push(...printMessage(m, ''), '');
   for (const s of file.service ?? []) {
     out.push(`service ${s.name} {`);
-    for (const r of s.method ?? []) out.push(`  rpc ${r.name}(${r.clientStreaming ? 'stream ' : ''}${r.inputType}) returns (${r.serverStreaming ? 'stream ' : ''}${r.outputType});`);
+    for (const r of s.method ?? [])
+      out.push(
+        `  rpc ${r.name}(${r.clientStreaming ? 'stream ' : ''}${r.inputType}) returns (${r.serverStreaming ? 'stream ' : ''}${r.outputType});`,
+      );
     out.push('}', '');
   }
   return `${out.join('\n').trimEnd()}\n`;
@@ -208,7 +266,10 @@ function pinnedEnvoy() {
       else process.env[k] = v;
     }
   }
-  if (found.version !== PINNED_ENVOY) throw new Error(`the Envoy found (${found.path}, ${found.source}) is ${found.version}, not the pinned ${PINNED_ENVOY}: unset ENVOY_BIN and MODELGATE_ENVOY_VERSION`);
+  if (found.version !== PINNED_ENVOY)
+    throw new Error(
+      `the Envoy found (${found.path}, ${found.source}) is ${found.version}, not the pinned ${PINNED_ENVOY}: unset ENVOY_BIN and MODELGATE_ENVOY_VERSION`,
+    );
   return found;
 }
 
@@ -227,7 +288,9 @@ function fromBinary() {
     const deps = typeDependencies(copies[0].file, where);
     const text = printProto(copies[0].file, deps);
     // The binary embeds some files twice; their types must agree.
-    for (const c of copies.slice(1)) if (printProto(c.file, typeDependencies(c.file, where)) !== text) throw new Error(`${envoy.path}: two different descriptors of ${name}`);
+    for (const c of copies.slice(1))
+      if (printProto(c.file, typeDependencies(c.file, where)) !== text)
+        throw new Error(`${envoy.path}: two different descriptors of ${name}`);
     files.set(name, text);
     todo.push(...deps);
   }
@@ -247,7 +310,8 @@ function vendored() {
   if (!fs.existsSync(OUT)) return files;
   for (const f of fs.readdirSync(OUT, { recursive: true })) {
     const full = path.join(OUT, String(f));
-    if (full.endsWith('.proto')) files.set(path.relative(OUT, full).split(path.sep).join('/'), fs.readFileSync(full, 'utf8'));
+    if (full.endsWith('.proto'))
+      files.set(path.relative(OUT, full).split(path.sep).join('/'), fs.readFileSync(full, 'utf8'));
   }
   return new Map([...files].sort(([a], [b]) => (a < b ? -1 : 1)));
 }
@@ -261,9 +325,11 @@ function differences() {
     if (!have.has(name)) problems.push(`${name}: missing from proto/envoy-api/`);
     else if (have.get(name) !== text) problems.push(`${name}: differs from Envoy ${want.version}'s`);
   }
-  for (const name of have.keys()) if (!want.files.has(name)) problems.push(`${name}: not needed by Envoy ${want.version}'s ${ROOTS.join(', ')}`);
+  for (const name of have.keys())
+    if (!want.files.has(name)) problems.push(`${name}: not needed by Envoy ${want.version}'s ${ROOTS.join(', ')}`);
   const sourceFile = path.join(OUT, 'SOURCE.json');
-  if (!fs.existsSync(sourceFile) || fs.readFileSync(sourceFile, 'utf8') !== source(want.version, want.files)) problems.push('SOURCE.json: not what the binary gives (version or checksums)');
+  if (!fs.existsSync(sourceFile) || fs.readFileSync(sourceFile, 'utf8') !== source(want.version, want.files))
+    problems.push('SOURCE.json: not what the binary gives (version or checksums)');
   return problems;
 }
 
@@ -274,7 +340,8 @@ function checksumProblems() {
   const problems = [];
   for (const [name, sum] of Object.entries(recorded.sha256)) {
     if (!have.has(name)) problems.push(`${name}: recorded in SOURCE.json but missing`);
-    else if (sha256(have.get(name)) !== sum) problems.push(`${name}: its SHA-256 is not the one recorded in SOURCE.json`);
+    else if (sha256(have.get(name)) !== sum)
+      problems.push(`${name}: its SHA-256 is not the one recorded in SOURCE.json`);
   }
   for (const name of have.keys()) if (!(name in recorded.sha256)) problems.push(`${name}: not recorded in SOURCE.json`);
   return { envoy: recorded.envoy, problems };
@@ -297,8 +364,10 @@ if (require.main === module) {
   if (process.argv.includes('--check')) {
     const problems = differences();
     if (problems.length) {
-      process.stderr.write(`proto/envoy-api/ is not the pinned Envoy's (run node proto/envoy-api.js):\n  - ${problems.join('\n  - ')}\n`);
+      process.stderr.write(
+        `proto/envoy-api/ is not the pinned Envoy's (run node proto/envoy-api.js):\n  - ${problems.join('\n  - ')}\n`,
+      );
       process.exitCode = 1;
-    } else process.stdout.write('proto/envoy-api/: the pinned Envoy\'s\n');
+    } else process.stdout.write("proto/envoy-api/: the pinned Envoy's\n");
   } else vendor();
 }

@@ -15,7 +15,8 @@ const args = [
   `--enums=${LOADER_OPTIONS.enums.name}`,
   '--grpcLib=@grpc/grpc-js',
   ...includeDirs.flatMap((d) => ['-I', d]),
-  '-O', out,
+  '-O',
+  out,
   'envoy/service/auth/v3/external_auth.proto',
 ];
 execFileSync(process.execPath, args, { stdio: 'inherit' });

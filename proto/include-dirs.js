@@ -5,7 +5,8 @@
 const path = require('node:path');
 
 // This file runs from proto/ (scripts, tests) and, compiled, from dist/proto/ (the service).
-const protoDir = path.basename(path.dirname(__dirname)) === 'dist' ? path.join(__dirname, '..', '..', 'proto') : __dirname;
+const protoDir =
+  path.basename(path.dirname(__dirname)) === 'dist' ? path.join(__dirname, '..', '..', 'proto') : __dirname;
 
 /** Include paths for @grpc/proto-loader and protobufjs. */
 const includeDirs = [path.join(protoDir, 'envoy-api')];

@@ -37,14 +37,33 @@ if (!existsSync(join(root, 'dist', 'src', 'cli', 'main.js'))) rmSync(stamp, { fo
 let built = 0;
 try {
   built = statSync(stamp).mtimeMs;
-} catch { /* never built */ }
-const packages = readdirSync(join(root, 'packages'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => join('packages', d.name));
-const sources = ['src', 'proto', 'package.json', 'tsconfig.json', 'packages/tsconfig.json', ...packages.flatMap((p) => [join(p, 'src'), join(p, 'package.json'), join(p, 'tsconfig.json')])];
+} catch {
+  /* never built */
+}
+const packages = readdirSync(join(root, 'packages'), { withFileTypes: true })
+  .filter((d) => d.isDirectory())
+  .map((d) => join('packages', d.name));
+const sources = [
+  'src',
+  'proto',
+  'package.json',
+  'tsconfig.json',
+  'packages/tsconfig.json',
+  ...packages.flatMap((p) => [join(p, 'src'), join(p, 'package.json'), join(p, 'tsconfig.json')]),
+];
 // A package's declarations are gone (a fresh clone built with --ignore-scripts, a cleaned package): build them.
 if (packages.some((p) => !existsSync(join(root, p, 'dist')))) built = 0;
 if (built === 0 || sources.some((s) => newestIn(join(root, s)) > built)) {
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', join(root, 'packages')], { stdio: 'inherit' });
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json'), '--incremental'], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', join(root, 'packages')],
+    { stdio: 'inherit' },
+  );
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json'), '--incremental'],
+    { stdio: 'inherit' },
+  );
   const now = new Date();
   utimesSync(stamp, now, now); // tsc leaves it alone when nothing changed
 }

@@ -16,7 +16,10 @@ const BLOCK = /<!-- cli:start(?: ([^>]*?))? -->\n[\s\S]*?<!-- cli:end -->/g;
  * @returns {string[]}
  */
 function docFiles() {
-  const docs = readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`);
+  const docs = readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`);
   return ['README.md', 'CONTRIBUTING.md', ...docs];
 }
 
@@ -31,7 +34,9 @@ async function renderCliBlocks(text, output) {
   for (const m of text.matchAll(BLOCK)) {
     const args = (m[1] ?? '--help').trim();
     const out = await output(args.split(/\s+/));
-    rendered.push(`<!-- cli:start${m[1] === undefined ? '' : ` ${m[1]}`} -->\n\`\`\`text\n$ npx modelgate ${args}\n${out.trimEnd()}\n\`\`\`\n<!-- cli:end -->`);
+    rendered.push(
+      `<!-- cli:start${m[1] === undefined ? '' : ` ${m[1]}`} -->\n\`\`\`text\n$ npx modelgate ${args}\n${out.trimEnd()}\n\`\`\`\n<!-- cli:end -->`,
+    );
   }
   let i = 0;
   return text.replace(BLOCK, () => rendered[i++]);
@@ -40,7 +45,8 @@ async function renderCliBlocks(text, output) {
 module.exports = { renderCliBlocks, docFiles };
 
 if (require.main === module) {
-  // A computed path, so TypeScript (which compiles this file for test/cli/cli-docs.test.ts) does not follow it into dist/.
+  // A computed path, so TypeScript (which compiles this file for test/cli/cli-docs.test.ts) does not follow it into
+  // dist/.
   const { runCli } = require(join(__dirname, '..', 'dist', 'src', 'cli', 'main.js'));
   const output = async (args) => {
     let out = '';

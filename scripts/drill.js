@@ -24,7 +24,17 @@ if (args.some((a) => a !== '--short')) {
   process.exit(2);
 }
 const env = { ...process.env, DRILL_REPORT: report, ...(args.includes('--short') ? {} : { DRILL_FULL: '1' }) };
-const run = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', '--no-file-parallelism', 'test/e2e/drills.test.ts', 'test/e2e/money-drill.test.ts'], { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] });
+const run = spawnSync(
+  process.execPath,
+  [
+    join(root, 'node_modules', 'vitest', 'vitest.mjs'),
+    'run',
+    '--no-file-parallelism',
+    'test/e2e/drills.test.ts',
+    'test/e2e/money-drill.test.ts',
+  ],
+  { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] },
+);
 if (!existsSync(report)) {
   process.stderr.write('drill: no report was written (see the output above)\n');
   process.exit(1);

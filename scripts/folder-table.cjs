@@ -38,8 +38,10 @@ function readFolderTable(readme) {
       imports = [...row.may.matchAll(/`([^`]*)`/g)].map((m) => m[1]);
       for (const t of imports) {
         const unit = /^([a-z0-9-]+)\/$/.exec(t)?.[1];
-        if (unit === undefined || !(names.includes(unit) || unit in EXTRA_UNITS)) throw new Error(`src/README.md: ${row.name}/ may import ${t}, which is no folder of the table`);
-        if (names.includes(unit) && !below.includes(unit)) throw new Error(`src/README.md: ${row.name}/ may import ${t}, which is not below it`);
+        if (unit === undefined || !(names.includes(unit) || unit in EXTRA_UNITS))
+          throw new Error(`src/README.md: ${row.name}/ may import ${t}, which is no folder of the table`);
+        if (names.includes(unit) && !below.includes(unit))
+          throw new Error(`src/README.md: ${row.name}/ may import ${t}, which is not below it`);
       }
       imports = imports.map((t) => t.slice(0, -1));
     }
@@ -59,7 +61,10 @@ function unitPaths(rows) {
   return { ...paths, ...EXTRA_UNITS };
 }
 
-/** One forbidden rule per row: its folder may reach only itself and the units its row names, and never tests or benchmarks. */
+/**
+ * One forbidden rule per row: its folder may reach only itself and the units its row names, and never tests or
+ * benchmarks.
+ */
 function folderRules(rows) {
   const paths = unitPaths(rows);
   return rows.map((r) => ({
@@ -67,7 +72,14 @@ function folderRules(rows) {
     severity: 'error',
     comment: `src/README.md: ${r.name}/ may import ${r.imports.length === 0 ? 'no other folder' : r.imports.map((u) => `${u}/`).join(', ')}.`,
     from: { path: paths[r.name] },
-    to: { path: [...Object.keys(paths).filter((u) => u !== r.name && !r.imports.includes(u)).map((u) => paths[u]), '^(test|bench)/'] },
+    to: {
+      path: [
+        ...Object.keys(paths)
+          .filter((u) => u !== r.name && !r.imports.includes(u))
+          .map((u) => paths[u]),
+        '^(test|bench)/',
+      ],
+    },
   }));
 }
 

@@ -22,7 +22,12 @@ const opt = (name, dflt) => {
   }
   return v;
 };
-const unknown = args.filter((a, i) => a.startsWith('--') && !['--cases', '--minutes', '--seed'].includes(a) && !(i > 0 && ['--cases', '--minutes', '--seed'].includes(args[i - 1])));
+const unknown = args.filter(
+  (a, i) =>
+    a.startsWith('--') &&
+    !['--cases', '--minutes', '--seed'].includes(a) &&
+    !(i > 0 && ['--cases', '--minutes', '--seed'].includes(args[i - 1])),
+);
 if (unknown.length > 0) {
   process.stderr.write(`fuzz: unknown option ${unknown[0]}; options: --cases N, --minutes M, --seed S\n`);
   process.exit(2);
@@ -37,8 +42,14 @@ const env = {
   FUZZ_SEED: String(opt('seed', Date.now() % 1_000_000)),
   FUZZ_REPORT: report,
 };
-process.stderr.write(`fuzz: up to ${Number(env.FUZZ_CASES).toLocaleString('en-US')} cases or ${env.FUZZ_MINUTES} min, seeds from ${env.FUZZ_SEED}\n`);
-const run = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/e2e/fuzz.test.ts', '--reporter=dot'], { cwd: root, env, stdio: ['ignore', 'ignore', 'inherit'] });
+process.stderr.write(
+  `fuzz: up to ${Number(env.FUZZ_CASES).toLocaleString('en-US')} cases or ${env.FUZZ_MINUTES} min, seeds from ${env.FUZZ_SEED}\n`,
+);
+const run = spawnSync(
+  process.execPath,
+  [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/e2e/fuzz.test.ts', '--reporter=dot'],
+  { cwd: root, env, stdio: ['ignore', 'ignore', 'inherit'] },
+);
 if (!existsSync(report)) {
   process.stderr.write('fuzz: the run wrote no report (see the output above)\n');
   process.exit(1);

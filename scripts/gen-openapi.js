@@ -12,4 +12,8 @@ const { openApiText } = require('../dist/src/admin/openapi.js');
 const root = join(__dirname, '..');
 writeFileSync(join(root, 'docs', 'admin-api.openapi.json'), openApiText());
 console.log('wrote docs/admin-api.openapi.json');
-execFileSync(join(root, 'node_modules', '.bin', 'openapi-typescript'), ['docs/admin-api.openapi.json', '-o', 'test/support/admin-api.d.ts'], { cwd: root, stdio: 'inherit' });
+execFileSync(
+  join(root, 'node_modules', '.bin', 'openapi-typescript'),
+  ['docs/admin-api.openapi.json', '-o', 'test/support/admin-api.d.ts'],
+  { cwd: root, stdio: 'inherit' },
+);

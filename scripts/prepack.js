@@ -11,8 +11,11 @@ const { join } = require('node:path');
 
 const root = join(__dirname, '..');
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-const packages = readdirSync(join(root, 'packages'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => join(root, 'packages', d.name, 'dist'));
-for (const p of ['dist/src', 'dist/proto', 'dist/package.json', 'dist/tsconfig.tsbuildinfo']) rmSync(join(root, p), { recursive: true, force: true });
+const packages = readdirSync(join(root, 'packages'), { withFileTypes: true })
+  .filter((d) => d.isDirectory())
+  .map((d) => join(root, 'packages', d.name, 'dist'));
+for (const p of ['dist/src', 'dist/proto', 'dist/package.json', 'dist/tsconfig.tsbuildinfo'])
+  rmSync(join(root, p), { recursive: true, force: true });
 for (const p of packages) rmSync(p, { recursive: true, force: true });
 execFileSync(process.execPath, [tsc, '-b', join(root, 'packages')], { stdio: 'inherit' });
 execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')], { stdio: 'inherit' });

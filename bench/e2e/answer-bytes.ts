@@ -30,11 +30,24 @@ async function main(): Promise<void> {
   const configPath = path.join(dir, 'modelgate.yaml');
   writeFileSync(configPath, doc.toString());
   const check = authorizationService().Check;
-  const service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: path.join(dir, 'log'), watch: false });
+  const service = await startService({
+    configPath,
+    grpcAddress: '127.0.0.1:0',
+    httpAddress: '127.0.0.1:0',
+    logDestination: path.join(dir, 'log'),
+    watch: false,
+  });
   try {
-    const bytes = await service.checkBytes(check.requestSerialize(smallChatRequest(DEMO_KEYS.alice, 'gpt-4o-mini', 'bench-answer-1')));
-    const answer = check.responseDeserialize(bytes) as { status?: { code?: number }; ok_response?: unknown; dynamic_metadata?: unknown };
-    if ((answer.status?.code ?? 0) !== 0 || !answer.ok_response) throw new Error(`modelgate did not allow the small chat: ${JSON.stringify(answer.status)}`);
+    const bytes = await service.checkBytes(
+      check.requestSerialize(smallChatRequest(DEMO_KEYS.alice, 'gpt-4o-mini', 'bench-answer-1')),
+    );
+    const answer = check.responseDeserialize(bytes) as {
+      status?: { code?: number };
+      ok_response?: unknown;
+      dynamic_metadata?: unknown;
+    };
+    if ((answer.status?.code ?? 0) !== 0 || !answer.ok_response)
+      throw new Error(`modelgate did not allow the small chat: ${JSON.stringify(answer.status)}`);
     mkdirSync(out, { recursive: true });
     const files: Record<string, Buffer> = {
       full: bytes,

@@ -37,7 +37,10 @@ export interface BundleOptions {
    * access log alone (no Lua tail capture: the meter then estimates every response).
    */
   readonly meterParts?: 'all' | 'nogzip' | 'log';
-  /** The rate limit filters (docs/rate-limits.md): kept only for the rate limit rows, so the other rows stay as they were measured. */
+  /**
+   * The rate limit filters (docs/rate-limits.md): kept only for the rate limit rows, so the other rows stay as they
+   * were measured.
+   */
   readonly rateLimits?: boolean;
   /**
    * Keep the client's credential headers on the way upstream (LiteLLM: the upstream is the
@@ -67,11 +70,18 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
       publicBaseUrl: config.gateway.publicBaseUrl ?? 'https://gateway.bench.example',
     },
   }) as Obj;
-  const changes: string[] = ['listener and admin on free loopback ports; every upstream cluster at the stand-in; gateway.publicBaseUrl set'];
+  const changes: string[] = [
+    'listener and admin on free loopback ports; every upstream cluster at the stand-in; gateway.publicBaseUrl set',
+  ];
   const hcm = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
   const authzCluster = (b.static_resources.clusters as Obj[]).find((c) => c.name === CLUSTER.authz)!;
   if (!o.authz) {
-    hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => ![EXT_AUTHZ_FILTER, METER_FILTER, DECOMPRESSOR_FILTER, REQUEST_FILTER, REQUEST_METADATA_FILTER].includes(String(f.name)));
+    hcm.http_filters = (hcm.http_filters as Obj[]).filter(
+      (f) =>
+        ![EXT_AUTHZ_FILTER, METER_FILTER, DECOMPRESSOR_FILTER, REQUEST_FILTER, REQUEST_METADATA_FILTER].includes(
+          String(f.name),
+        ),
+    );
     delete authzCluster.health_checks;
     changes.push('no ext_authz filter (and no meter, no request mark)');
   } else {
@@ -96,10 +106,18 @@ export function renderBundle(config: Config, o: BundleOptions): { yaml: string; 
   }
   if (o.meter) {
     const parts = o.meterParts ?? 'all';
-    if (parts !== 'all') hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => f.name !== DECOMPRESSOR_FILTER && (parts === 'nogzip' || f.name !== METER_FILTER));
+    if (parts !== 'all')
+      hcm.http_filters = (hcm.http_filters as Obj[]).filter(
+        (f) => f.name !== DECOMPRESSOR_FILTER && (parts === 'nogzip' || f.name !== METER_FILTER),
+      );
     if (process.env.BENCH_METER_CAPTURE === 'native') nativeCapture(hcm, changes);
-    changes.push(parts === 'all' ? "the meter's filters (Lua tail capture, gzip decompressor) and its gRPC access log"
-      : parts === 'nogzip' ? "the meter's Lua tail capture and its gRPC access log (no decompressor)" : "the meter's gRPC access log only (no Lua, no decompressor)");
+    changes.push(
+      parts === 'all'
+        ? "the meter's filters (Lua tail capture, gzip decompressor) and its gRPC access log"
+        : parts === 'nogzip'
+          ? "the meter's Lua tail capture and its gRPC access log (no decompressor)"
+          : "the meter's gRPC access log only (no Lua, no decompressor)",
+    );
   }
   if (!o.rateLimits) {
     hcm.http_filters = (hcm.http_filters as Obj[]).filter((f) => !String(f.name).startsWith('modelgate.ratelimit_'));
@@ -131,13 +149,26 @@ function nativeCapture(hcm: Obj, changes: string[]): void {
   // json_to_metadata writes numbers, strings and booleans only (an object is "missing"): one rule per
   // count the meter reads from an answer (docs/metering.md, "What is read from each response").
   const counts: string[][] = [
-    ['usage', 'prompt_tokens'], ['usage', 'completion_tokens'], ['usage', 'prompt_tokens_details', 'cached_tokens'],
-    ['usage', 'input_tokens'], ['usage', 'output_tokens'], ['usage', 'input_tokens_details', 'cached_tokens'],
-    ['usage', 'cache_read_input_tokens'], ['usage', 'cache_creation_input_tokens'],
-    ['usageMetadata', 'promptTokenCount'], ['usageMetadata', 'candidatesTokenCount'], ['usageMetadata', 'thoughtsTokenCount'], ['usageMetadata', 'cachedContentTokenCount'],
+    ['usage', 'prompt_tokens'],
+    ['usage', 'completion_tokens'],
+    ['usage', 'prompt_tokens_details', 'cached_tokens'],
+    ['usage', 'input_tokens'],
+    ['usage', 'output_tokens'],
+    ['usage', 'input_tokens_details', 'cached_tokens'],
+    ['usage', 'cache_read_input_tokens'],
+    ['usage', 'cache_creation_input_tokens'],
+    ['usageMetadata', 'promptTokenCount'],
+    ['usageMetadata', 'candidatesTokenCount'],
+    ['usageMetadata', 'thoughtsTokenCount'],
+    ['usageMetadata', 'cachedContentTokenCount'],
   ];
-  const countRule = (path: string[]): Obj => ({ selectors: path.map((key) => ({ key })), on_present: { metadata_namespace: ns, key: path.join('.'), type: 'NUMBER' } });
-  filters.splice(at, 1,
+  const countRule = (path: string[]): Obj => ({
+    selectors: path.map((key) => ({ key })),
+    on_present: { metadata_namespace: ns, key: path.join('.'), type: 'NUMBER' },
+  });
+  filters.splice(
+    at,
+    1,
     {
       name: METER_FILTER,
       typed_config: {
@@ -152,12 +183,18 @@ function nativeCapture(hcm: Obj, changes: string[]): void {
         response_rules: {
           content_parser: {
             name: 'envoy.content_parsers.json',
-            typed_config: { '@type': 'type.googleapis.com/envoy.extensions.content_parsers.json.v3.JsonContentParser', rules: [{ rule: rule('usage') }, { rule: rule('usageMetadata') }] },
+            typed_config: {
+              '@type': 'type.googleapis.com/envoy.extensions.content_parsers.json.v3.JsonContentParser',
+              rules: [{ rule: rule('usage') }, { rule: rule('usageMetadata') }],
+            },
           },
         },
       },
-    });
-  changes.push("the Lua tail capture replaced by json_to_metadata (answers) and sse_to_metadata (streams): usage counts only (BENCH_METER_CAPTURE=native)");
+    },
+  );
+  changes.push(
+    'the Lua tail capture replaced by json_to_metadata (answers) and sse_to_metadata (streams): usage counts only (BENCH_METER_CAPTURE=native)',
+  );
 }
 
 export interface RunningEnvoy {
@@ -179,12 +216,30 @@ async function getText(url: string): Promise<string | undefined> {
 }
 
 /** Starts Envoy on `yaml` (pinned to `cpus`), its access log to `accessLog`; resolves once LIVE. */
-export async function startPinnedEnvoy(o: { binary: string; yaml: string; dir: string; name: string; cpus?: string; concurrency: number; accessLog: string }): Promise<RunningEnvoy> {
+export async function startPinnedEnvoy(o: {
+  binary: string;
+  yaml: string;
+  dir: string;
+  name: string;
+  cpus?: string;
+  concurrency: number;
+  accessLog: string;
+}): Promise<RunningEnvoy> {
   const configFile = path.join(o.dir, `envoy-${o.name}.yaml`);
   const adminFile = path.join(o.dir, `envoy-${o.name}.admin`);
   rmSync(adminFile, { force: true });
   writeFileSync(configFile, o.yaml);
-  const args = ['-c', configFile, '--disable-hot-restart', '--admin-address-path', adminFile, '-l', 'warn', '--concurrency', String(o.concurrency)];
+  const args = [
+    '-c',
+    configFile,
+    '--disable-hot-restart',
+    '--admin-address-path',
+    adminFile,
+    '-l',
+    'warn',
+    '--concurrency',
+    String(o.concurrency),
+  ];
   const out = openSync(o.accessLog, 'w');
   const child: ChildProcess = o.cpus
     ? spawn('taskset', ['-c', o.cpus, o.binary, ...args], { stdio: ['ignore', out, 'pipe'] })
@@ -208,7 +263,9 @@ export async function startPinnedEnvoy(o: { binary: string; yaml: string; dir: s
     let admin: string | undefined;
     try {
       admin = readFileSync(adminFile, 'utf8').trim() || undefined;
-    } catch { /* not yet */ }
+    } catch {
+      /* not yet */
+    }
     if (admin && (await getText(`http://${admin}/ready`))?.trim() === 'LIVE') {
       const ls = JSON.parse((await getText(`http://${admin}/listeners?format=json`)) ?? '{}') as Obj;
       const port = ls.listener_statuses?.[0]?.local_address?.socket_address?.port_value as number | undefined;

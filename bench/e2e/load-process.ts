@@ -64,7 +64,8 @@ async function main(): Promise<void> {
       headerBlock: httpHeaderBlock(k.path, authority, k.headers),
       verify: (body) => {
         for (const n of needles) {
-          if (!body.includes(n)) return `body lacks ${JSON.stringify(n.toString())}: ${JSON.stringify(body.subarray(0, 300).toString())}`;
+          if (!body.includes(n))
+            return `body lacks ${JSON.stringify(n.toString())}: ${JSON.stringify(body.subarray(0, 300).toString())}`;
         }
         return null;
       },

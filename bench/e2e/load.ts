@@ -72,12 +72,15 @@ function cpuOf(pids: readonly number[]): number {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       s += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
-    } catch { /* exited */ }
+    } catch {
+      /* exited */
+    }
   }
   return s;
 }
 
-const coreSum = (cpus: string | undefined): number => (cpus ? cpus.split(',').reduce((a, c) => a + coreBusySeconds(Number(c)), 0) : Number.NaN);
+const coreSum = (cpus: string | undefined): number =>
+  cpus ? cpus.split(',').reduce((a, c) => a + coreBusySeconds(Number(c)), 0) : Number.NaN;
 
 /**
  * The load generator runs at nice 19 on the load core: paced, it spins (setImmediate) between sends,
@@ -91,7 +94,9 @@ function runProcess(args: string[], cpus: string | undefined, cwd: string): Prom
     const c = spawn(cmd as string, argv as string[], { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     c.stderr.on('data', (d) => (err += d));
-    c.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`load generator exited ${code}: ${err.slice(-2000)}`))));
+    c.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`load generator exited ${code}: ${err.slice(-2000)}`)),
+    );
   });
 }
 
@@ -107,7 +112,16 @@ async function decisions(http: string | undefined): Promise<Record<string, numbe
   return out;
 }
 
-export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<string, string>, s: LoadSettings, method: Method, rep: number, rate = 0, rateLabel?: string): Promise<RunRecord> {
+export async function runLoad(
+  setup: RunningSetup,
+  mix: HttpMix,
+  bodyFiles: Map<string, string>,
+  s: LoadSettings,
+  method: Method,
+  rep: number,
+  rate = 0,
+  rateLabel?: string,
+): Promise<RunRecord> {
   const spec: HttpLoadSpec = {
     host: '127.0.0.1',
     port: setup.envoy.port,
@@ -119,7 +133,13 @@ export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<
     // Closed loop: every body is checked. Paced: every 10th (keeping and scanning every body would
     // add client lag to the latencies); Envoy's counters check every status around the run.
     verifyEvery: method === 'closed' ? 1 : 10,
-    kinds: mix.kinds.map((k) => ({ name: k.name, path: k.path, headers: k.headers, bodyFile: bodyFiles.get(`${mix.id}/${k.name}`)!, mustContain: setup.mustContain(k) })),
+    kinds: mix.kinds.map((k) => ({
+      name: k.name,
+      path: k.path,
+      headers: k.headers,
+      bodyFile: bodyFiles.get(`${mix.id}/${k.name}`)!,
+      mustContain: setup.mustContain(k),
+    })),
     sequence: mix.sequence,
   };
   const specFile = path.join(s.outDir, 'load-spec.json');
@@ -128,7 +148,10 @@ export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<
   rmSync(resultFile, { force: true });
   // The process trees are read at each end: a process started during the run counts whole.
   const cpuNow = () => ({
-    envoy: cpuOf([setup.envoy.pid]), authz: cpuOf(setup.authz?.pids() ?? []), upstream: cpuOf([s.upstreamPid]), store: cpuOf(setup.storePids?.() ?? []),
+    envoy: cpuOf([setup.envoy.pid]),
+    authz: cpuOf(setup.authz?.pids() ?? []),
+    upstream: cpuOf([s.upstreamPid]),
+    store: cpuOf(setup.storePids?.() ?? []),
   });
   const dec0 = await decisions(setup.modelgateHttp);
   const counts0 = await envoyResponseCounts(setup.envoy.adminUrl);
@@ -161,7 +184,8 @@ export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<
   if (r.emptyResponses) problems.push(`${r.emptyResponses} responses without a body`);
   if (r.streamResets) problems.push(`${r.streamResets} stream resets`);
   if (envoyCounts['5xx']) problems.push(`${envoyCounts['5xx']} 5xx from Envoy`);
-  const deniedShare = mix.sequence.filter((n) => !mix.kinds.find((k) => k.name === n)!.expect.allowed).length / mix.sequence.length;
+  const deniedShare =
+    mix.sequence.filter((n) => !mix.kinds.find((k) => k.name === n)!.expect.allowed).length / mix.sequence.length;
   const deniesHere = setup.id !== 'envoy' && !setup.id.startsWith('noop');
   const want4xx = deniesHere ? deniedShare * requests : 0;
   if (Math.abs((envoyCounts['4xx'] ?? 0) - want4xx) > Math.max(2, 0.01 * want4xx)) {
@@ -170,7 +194,8 @@ export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<
   if (dec0 && dec1) {
     const allowedReasons = new Set(mix.kinds.map((k) => (k.expect.allowed ? 'allowed' : k.expect.reason)));
     for (const [reason, n] of Object.entries(dec1)) {
-      if (n - (dec0[reason] ?? 0) > 0 && !allowedReasons.has(reason)) problems.push(`modelgate decided ${reason} ${n - (dec0[reason] ?? 0)} times`);
+      if (n - (dec0[reason] ?? 0) > 0 && !allowedReasons.has(reason))
+        problems.push(`modelgate decided ${reason} ${n - (dec0[reason] ?? 0)} times`);
     }
   }
   if (r.measured === 0) problems.push('no request completed in the measured phase');
@@ -201,5 +226,8 @@ export async function runLoad(setup: RunningSetup, mix: HttpMix, bodyFiles: Map<
 
 /** Pooled percentile (p in 0..100) of several runs' latency summaries, µs. */
 export function pooled(summaries: readonly LatencySummary[], p: number): number {
-  return pooledPercentile(summaries.map((x) => x.histogram), p);
+  return pooledPercentile(
+    summaries.map((x) => x.histogram),
+    p,
+  );
 }

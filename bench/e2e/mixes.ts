@@ -13,7 +13,9 @@
 import { DEMO_KEYS } from '../../test/support/demo-keys';
 import { generativeBody, largeChatBodyModelLast, sdkHeaders, smallChatBody } from '../check-requests';
 
-export type Expect = { readonly allowed: true; readonly family: 'chat' | 'generative' } | { readonly allowed: false; readonly reason: string };
+export type Expect =
+  | { readonly allowed: true; readonly family: 'chat' | 'generative' }
+  | { readonly allowed: false; readonly reason: string };
 
 export interface HttpKind {
   readonly name: string;
@@ -23,7 +25,13 @@ export interface HttpKind {
   readonly expect: Expect;
 }
 
-export type MixId = 'small_chat' | 'body_256k_model_last' | 'generative_path' | 'mixed_90_10' | 'small_chat_stream' | 'small_chat_stream_estimated';
+export type MixId =
+  | 'small_chat'
+  | 'body_256k_model_last'
+  | 'generative_path'
+  | 'mixed_90_10'
+  | 'small_chat_stream'
+  | 'small_chat_stream_estimated';
 
 export interface HttpMix {
   readonly id: MixId;
@@ -41,7 +49,13 @@ function clientHeaders(extra: Record<string, string>, length: number): Record<st
 }
 
 function chat(name: string, body: Buffer, expect: Expect): HttpKind {
-  return { name, path: '/v1/chat/completions', headers: clientHeaders({ authorization: `Bearer ${DEMO_KEYS.alice}` }, body.length), body, expect };
+  return {
+    name,
+    path: '/v1/chat/completions',
+    headers: clientHeaders({ authorization: `Bearer ${DEMO_KEYS.alice}` }, body.length),
+    body,
+    expect,
+  };
 }
 
 export const BODY_256K = 256 * 1024;
@@ -51,8 +65,16 @@ export function httpMixes(): HttpMix[] {
   const small = chat('valid', smallChatBody('gpt-4o-mini'), allowChat);
   const denied = chat('denied', smallChatBody('gpt-4o'), { allowed: false, reason: 'model_not_in_group' });
   const genBody = generativeBody();
-  const streamBody = Buffer.from(JSON.stringify({ ...JSON.parse(smallChatBody('gpt-4o-mini').toString()), stream: true, stream_options: { include_usage: true } }));
-  const estimatedBody = Buffer.from(JSON.stringify({ ...JSON.parse(smallChatBody('gpt-4o-mini').toString()), stream: true }));
+  const streamBody = Buffer.from(
+    JSON.stringify({
+      ...JSON.parse(smallChatBody('gpt-4o-mini').toString()),
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
+  );
+  const estimatedBody = Buffer.from(
+    JSON.stringify({ ...JSON.parse(smallChatBody('gpt-4o-mini').toString()), stream: true }),
+  );
   return [
     { id: 'small_chat', title: 'small chat body, valid key', kinds: [small], sequence: ['valid'] },
     {
@@ -64,13 +86,18 @@ export function httpMixes(): HttpMix[] {
     {
       id: 'generative_path',
       title: 'generative, model in the path',
-      kinds: [{
-        name: 'valid',
-        path: '/v1beta/models/gemini-2.5-flash:generateContent',
-        headers: clientHeaders({ 'x-vendor-api-key': DEMO_KEYS.alice, 'user-agent': 'google-genai-sdk/1.2.0' }, genBody.length),
-        body: genBody,
-        expect: { allowed: true, family: 'generative' },
-      }],
+      kinds: [
+        {
+          name: 'valid',
+          path: '/v1beta/models/gemini-2.5-flash:generateContent',
+          headers: clientHeaders(
+            { 'x-vendor-api-key': DEMO_KEYS.alice, 'user-agent': 'google-genai-sdk/1.2.0' },
+            genBody.length,
+          ),
+          body: genBody,
+          expect: { allowed: true, family: 'generative' },
+        },
+      ],
       sequence: ['valid'],
     },
     {
@@ -79,7 +106,17 @@ export function httpMixes(): HttpMix[] {
       kinds: [small, denied],
       sequence: ['valid', 'valid', 'valid', 'valid', 'valid', 'valid', 'valid', 'valid', 'valid', 'denied'],
     },
-    { id: 'small_chat_stream', title: 'small chat, streamed (SSE, usage in the stream)', kinds: [chat('valid', streamBody, allowChat)], sequence: ['valid'] },
-    { id: 'small_chat_stream_estimated', title: 'small chat, streamed without usage (the meter estimates: tokenizer)', kinds: [chat('valid', estimatedBody, allowChat)], sequence: ['valid'] },
+    {
+      id: 'small_chat_stream',
+      title: 'small chat, streamed (SSE, usage in the stream)',
+      kinds: [chat('valid', streamBody, allowChat)],
+      sequence: ['valid'],
+    },
+    {
+      id: 'small_chat_stream_estimated',
+      title: 'small chat, streamed without usage (the meter estimates: tokenizer)',
+      kinds: [chat('valid', estimatedBody, allowChat)],
+      sequence: ['valid'],
+    },
   ];
 }

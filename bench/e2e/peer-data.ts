@@ -13,21 +13,36 @@ import { parseConfig, type Config } from '../../src/config/load';
 
 export interface PeerData {
   readonly modelgate: {
-    readonly keys: Record<string, { id: string; group: string; balance: number | null; disabled: boolean; expires_at_ns: number | null }>;
-    readonly groups: Record<string, { available: boolean; models: Record<string, { available: boolean; protocols: Record<string, true> | null }> }>;
+    readonly keys: Record<
+      string,
+      { id: string; group: string; balance: number | null; disabled: boolean; expires_at_ns: number | null }
+    >;
+    readonly groups: Record<
+      string,
+      { available: boolean; models: Record<string, { available: boolean; protocols: Record<string, true> | null }> }
+    >;
   };
 }
 
 export function peerData(config: Config): PeerData {
   const keys: PeerData['modelgate']['keys'] = {};
   for (const k of config.keys) {
-    keys[k.sha256] = { id: k.id, group: k.group, balance: k.balance, disabled: k.disabled, expires_at_ns: k.expiresAt === null ? null : k.expiresAt * 1_000_000 };
+    keys[k.sha256] = {
+      id: k.id,
+      group: k.group,
+      balance: k.balance,
+      disabled: k.disabled,
+      expires_at_ns: k.expiresAt === null ? null : k.expiresAt * 1_000_000,
+    };
   }
   const groups: PeerData['modelgate']['groups'] = {};
   for (const [name, g] of config.groups) {
     const models: Record<string, { available: boolean; protocols: Record<string, true> | null }> = {};
     for (const [m, rec] of g.models) {
-      models[m] = { available: rec.available, protocols: rec.protocols ? Object.fromEntries(rec.protocols.map((p) => [p, true as const])) : null };
+      models[m] = {
+        available: rec.available,
+        protocols: rec.protocols ? Object.fromEntries(rec.protocols.map((p) => [p, true as const])) : null,
+      };
     }
     groups[name] = { available: g.available, models };
   }

@@ -35,7 +35,14 @@ export async function startBenchPg(dir: string, cpus: string | undefined): Promi
     password,
     persistent: true,
     createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dataDir}`, '-c', 'max_connections=200'],
+    postgresFlags: [
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `unix_socket_directories=${dataDir}`,
+      '-c',
+      'max_connections=200',
+    ],
     onLog: () => {},
     onError: () => {},
   });
@@ -81,7 +88,17 @@ async function seed(pool: pg.Pool, config: Config): Promise<void> {
       await pool.query(
         `INSERT INTO modelgate.group_models (group_name, name, protocols, available, position, input_price, output_price, cached_input_price, max_output_tokens)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [g.name, m.name, m.protocols, m.available, position++, m.price?.input ?? null, m.price?.output ?? null, m.price?.cachedInput ?? null, m.maxOutputTokens ?? null],
+        [
+          g.name,
+          m.name,
+          m.protocols,
+          m.available,
+          position++,
+          m.price?.input ?? null,
+          m.price?.output ?? null,
+          m.price?.cachedInput ?? null,
+          m.maxOutputTokens ?? null,
+        ],
       );
     }
   }

@@ -28,7 +28,9 @@ export function descendants(pid: number): number[] {
       let kids: number[] = [];
       try {
         kids = readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-      } catch { /* gone */ }
+      } catch {
+        /* gone */
+      }
       for (const k of kids) {
         out.push(k);
         walk(k);
@@ -58,7 +60,11 @@ export interface SpawnOptions {
 export async function spawnPinned(o: SpawnOptions): Promise<Proc> {
   const fd = o.logFile ? openSync(o.logFile, 'w') : 'ignore';
   const [cmd, args] = o.cpus ? ['taskset', ['-c', o.cpus, o.cmd, ...o.args]] : [o.cmd, [...o.args]];
-  const child: ChildProcess = spawn(cmd, args as string[], { cwd: o.cwd, env: o.env ?? process.env, stdio: ['ignore', fd, fd] });
+  const child: ChildProcess = spawn(cmd, args as string[], {
+    cwd: o.cwd,
+    env: o.env ?? process.env,
+    stdio: ['ignore', fd, fd],
+  });
   if (typeof fd === 'number') closeSync(fd);
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   let gone = false;
@@ -74,7 +80,9 @@ export async function spawnPinned(o: SpawnOptions): Promise<Proc> {
         for (const p of proc.pids()) {
           try {
             process.kill(p, 'SIGKILL');
-          } catch { /* gone */ }
+          } catch {
+            /* gone */
+          }
         }
       }, graceMs);
       await exited;
@@ -88,7 +96,9 @@ export async function spawnPinned(o: SpawnOptions): Promise<Proc> {
     await new Promise((r) => setTimeout(r, 100));
   }
   await proc.stop(1000);
-  throw new Error(`${o.name} not ready after ${(o.timeoutMs ?? 30_000) / 1000} s${o.logFile ? ` (see ${o.logFile})` : ''}`);
+  throw new Error(
+    `${o.name} not ready after ${(o.timeoutMs ?? 30_000) / 1000} s${o.logFile ? ` (see ${o.logFile})` : ''}`,
+  );
 }
 
 /** true once something accepts TCP connections on the port. */

@@ -33,7 +33,15 @@ const OUT = path.join(ROOT, 'bench', 'out', 'e2e');
 
 /** Which mixes each setup runs (the metering rows: the small chat, answered and streamed). */
 const MAIN_MIXES: MixId[] = ['small_chat', 'body_256k_model_last', 'generative_path', 'mixed_90_10'];
-const METER_SETUPS: SetupId[] = ['modelgate-meter', 'modelgate-meter-nogzip', 'modelgate-meter-logonly', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'];
+const METER_SETUPS: SetupId[] = [
+  'modelgate-meter',
+  'modelgate-meter-nogzip',
+  'modelgate-meter-logonly',
+  'modelgate-pg-meter',
+  'modelgate-pg-strict',
+  'modelgate-rl',
+  'modelgate-rl-global',
+];
 const STREAM_ALSO: SetupId[] = ['envoy', 'modelgate', 'modelgate-pg'];
 /**
  * Closed loop only: LiteLLM with its budget, beside the meter rows by throughput and CPU per request
@@ -65,16 +73,29 @@ function mixesFor(id: SetupId): MixId[] {
   return STREAM_ALSO.includes(id) ? [...MAIN_MIXES, 'small_chat_stream', ...estimated] : MAIN_MIXES;
 }
 
-function versions(ctx: { envoyBin: string; opaBin: string; litellmBin: string; goNoopBin: string; pg?: BenchPg }): Record<string, string> {
+function versions(ctx: {
+  envoyBin: string;
+  opaBin: string;
+  litellmBin: string;
+  goNoopBin: string;
+  pg?: BenchPg;
+}): Record<string, string> {
   const v: Record<string, string> = {};
   v.envoy = envoyVersion(ctx.envoyBin);
   v.node = process.version;
-  v['@grpc/grpc-js'] = (JSON.parse(readFileSync(require.resolve('@grpc/grpc-js/package.json'), 'utf8')) as { version: string }).version;
+  v['@grpc/grpc-js'] = (
+    JSON.parse(readFileSync(require.resolve('@grpc/grpc-js/package.json'), 'utf8')) as { version: string }
+  ).version;
   const opa = spawnSync(ctx.opaBin, ['version'], { encoding: 'utf8' });
   if (opa.status === 0) v['opa-envoy-plugin'] = /Version: (\S+)/.exec(opa.stdout)?.[1] ?? '?';
   const goNoop = spawnSync('go', ['version', '-m', ctx.goNoopBin], { encoding: 'utf8' });
-  if (goNoop.status === 0) v['grpc-go (the no-op)'] = /dep\s+google\.golang\.org\/grpc\s+(\S+)/.exec(goNoop.stdout)?.[1] ?? '?';
-  const lite = spawnSync(path.join(path.dirname(ctx.litellmBin), 'python'), ['-c', 'import importlib.metadata as m; print(m.version("litellm"))'], { encoding: 'utf8' });
+  if (goNoop.status === 0)
+    v['grpc-go (the no-op)'] = /dep\s+google\.golang\.org\/grpc\s+(\S+)/.exec(goNoop.stdout)?.[1] ?? '?';
+  const lite = spawnSync(
+    path.join(path.dirname(ctx.litellmBin), 'python'),
+    ['-c', 'import importlib.metadata as m; print(m.version("litellm"))'],
+    { encoding: 'utf8' },
+  );
   if (lite.status === 0) v.litellm = lite.stdout.trim();
   if (ctx.pg) v.postgresql = ctx.pg.version;
   return v;
@@ -84,7 +105,8 @@ async function main(): Promise<void> {
   const quick = process.argv.includes('--quick');
   const setupsWanted = (arg('setups')?.split(',') ?? [...SETUP_IDS]) as SetupId[];
   const known: readonly string[] = [...SETUP_IDS, ...EXTRA_SETUP_IDS];
-  for (const s of setupsWanted) if (!known.includes(s)) throw new Error(`unknown setup ${s}; known: ${known.join(', ')}`);
+  for (const s of setupsWanted)
+    if (!known.includes(s)) throw new Error(`unknown setup ${s}; known: ${known.join(', ')}`);
   const mixFilter = arg('mixes')?.split(',') as MixId[] | undefined;
   const phases = new Set(arg('phases')?.split(',') ?? ['closed', 'paced', 'tail', 'litellm']);
   const repeats = Number(arg('repeats') ?? (quick ? 1 : 2));
@@ -98,7 +120,9 @@ async function main(): Promise<void> {
   const loadCpus = pinned ? '1' : undefined;
   // This process (mostly idle during a run) stays off the gateway core too.
   if (loadCpus) spawnSync('taskset', ['-a', '-p', '-c', loadCpus, String(process.pid)], { stdio: 'ignore' });
-  const envoyBin = process.env.ENVOY_BIN ?? path.join(ROOT, '.envoy', '1.40.0', 'lib', 'python3.11', 'site-packages', 'envoy', '_bin', 'envoy');
+  const envoyBin =
+    process.env.ENVOY_BIN ??
+    path.join(ROOT, '.envoy', '1.40.0', 'lib', 'python3.11', 'site-packages', 'envoy', '_bin', 'envoy');
   const opaBin = process.env.OPA_BIN ?? path.join(ROOT, '.peers', 'opa', 'bin', 'opa');
   const litellmBin = process.env.LITELLM_BIN ?? path.join(ROOT, '.peers', 'litellm-venv', 'bin', 'litellm');
   const goNoopBin = process.env.GO_NOOP_BIN ?? path.join(ROOT, '.peers', 'grpc-go-noop', 'bin', 'grpc-go-noop');
@@ -130,19 +154,59 @@ async function main(): Promise<void> {
   });
   const pg = setupsWanted.some((s) => s.includes('-pg')) ? await startBenchPg(OUT, loadCpus) : undefined;
   const ctx = {
-    root: ROOT, outDir: OUT, envoyBin, envoyConcurrency: 1, gatewayCpus, loadCpus, upstreamPort: upPort,
-    demoConfig: readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'), pg, nodeFlags, opaBin, litellmBin, goNoopBin, beforeRoot,
+    root: ROOT,
+    outDir: OUT,
+    envoyBin,
+    envoyConcurrency: 1,
+    gatewayCpus,
+    loadCpus,
+    upstreamPort: upPort,
+    demoConfig: readFileSync(path.join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8'),
+    pg,
+    nodeFlags,
+    opaBin,
+    litellmBin,
+    goNoopBin,
+    beforeRoot,
   };
-  const settings: LoadSettings = { outDir: OUT, root: ROOT, loadCpus, gatewayCpus, warmupMs, durationMs, connections: 10, closedStreams: 10, upstreamPid: upstream.pid };
+  const settings: LoadSettings = {
+    outDir: OUT,
+    root: ROOT,
+    loadCpus,
+    gatewayCpus,
+    warmupMs,
+    durationMs,
+    connections: 10,
+    closedStreams: 10,
+    upstreamPid: upstream.pid,
+  };
   const runs: RunRecord[] = [];
   const errors: string[] = [];
   const setups = new Map<SetupId, RunningSetup>();
   const results: E2eResults = {
     date: started.toISOString(),
     quick,
-    machine: { ...machineInfo(), kernel: os.release(), loadAverageAtStart: load1, pinned, gatewayCpus, loadCpus, memoryGiB: os.totalmem() / 2 ** 30 },
+    machine: {
+      ...machineInfo(),
+      kernel: os.release(),
+      loadAverageAtStart: load1,
+      pinned,
+      gatewayCpus,
+      loadCpus,
+      memoryGiB: os.totalmem() / 2 ** 30,
+    },
     versions: versions({ envoyBin, opaBin, litellmBin, goNoopBin, pg }),
-    settings: { repeats, warmupMs, durationMs, connections: settings.connections, closedInFlight: settings.connections * settings.closedStreams, envoyConcurrency: ctx.envoyConcurrency, nodeFlags, rates: RATES, overCapacity: OVER_CAPACITY },
+    settings: {
+      repeats,
+      warmupMs,
+      durationMs,
+      connections: settings.connections,
+      closedInFlight: settings.connections * settings.closedStreams,
+      envoyConcurrency: ctx.envoyConcurrency,
+      nodeFlags,
+      rates: RATES,
+      overCapacity: OVER_CAPACITY,
+    },
     setups: [],
     runs,
     skipped: [],
@@ -150,9 +214,14 @@ async function main(): Promise<void> {
     errors,
   };
   const runner = benchRunner({
-    name: 'bench:e2e', argv: process.argv.slice(2), partialFlags: ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags', 'before'],
-    committedFile: path.join(ROOT, 'bench', 'RESULTS-e2e.md'), outFile: path.join(OUT, 'RESULTS-e2e.md'), jsonFile: path.join(OUT, 'results.json'),
-    results, render: (r) => renderResults(r, mixes),
+    name: 'bench:e2e',
+    argv: process.argv.slice(2),
+    partialFlags: ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags', 'before'],
+    committedFile: path.join(ROOT, 'bench', 'RESULTS-e2e.md'),
+    outFile: path.join(OUT, 'RESULTS-e2e.md'),
+    jsonFile: path.join(OUT, 'results.json'),
+    results,
+    render: (r) => renderResults(r, mixes),
   });
   const { log, save, resultsFile: outFile } = runner;
 
@@ -174,7 +243,9 @@ async function main(): Promise<void> {
         const r = await fn();
         runs.push(r);
         const lat = r.latency;
-        log(`  ${what}: ${Math.round(r.rps)} req/s, p50 ${(lat.p50Us / 1000).toFixed(2)} ms, p99 ${(lat.p99Us / 1000).toFixed(2)} ms, p99.9 ${(lat.p999Us / 1000).toFixed(2)} ms${r.problems.length ? `  PROBLEMS: ${r.problems.join('; ')}` : ''}`);
+        log(
+          `  ${what}: ${Math.round(r.rps)} req/s, p50 ${(lat.p50Us / 1000).toFixed(2)} ms, p99 ${(lat.p99Us / 1000).toFixed(2)} ms, p99.9 ${(lat.p999Us / 1000).toFixed(2)} ms${r.problems.length ? `  PROBLEMS: ${r.problems.join('; ')}` : ''}`,
+        );
       });
     };
     const mixById = new Map<MixId, HttpMix>(mixes.map((m) => [m.id, m]));
@@ -192,7 +263,9 @@ async function main(): Promise<void> {
 
     // 1. Max throughput, closed loop.
     const capacity = (setup: SetupId, mix: MixId): number | undefined => {
-      const xs = runs.filter((r) => r.setup === setup && r.mix === mix && r.method === 'closed' && r.problems.length === 0).map((r) => r.rps);
+      const xs = runs
+        .filter((r) => r.setup === setup && r.mix === mix && r.method === 'closed' && r.problems.length === 0)
+        .map((r) => r.rps);
       return xs.length ? median(xs) : undefined;
     };
     if (phases.has('closed')) {
@@ -203,7 +276,8 @@ async function main(): Promise<void> {
             log(`${mix.id}: closed loop, ${s.id} (${rep + 1}/${repeats})`);
             // LiteLLM answers tens of requests per second: with 100 in flight a 256 KiB request would
             // wait longer than a run for its turn, so it gets 10 (one per connection).
-            const closed = s.id === 'litellm' || s.id === 'litellm-budget' ? { ...settings, closedStreams: 1 } : settings;
+            const closed =
+              s.id === 'litellm' || s.id === 'litellm-budget' ? { ...settings, closedStreams: 1 } : settings;
             await attempt(`${mix.id} closed ${s.id}`, () => runLoad(s, mix, bodyFiles, closed, 'closed', rep));
           }
         }
@@ -225,7 +299,9 @@ async function main(): Promise<void> {
           log(`${mix.id}: ${label} = ${Math.round(rate)} req/s, ${s.id} (${rep + 1}/${repeats})`);
           // At a few requests a second (LiteLLM, 256 KiB), a run lasts long enough for 30 requests (at most 30 s).
           const long = { ...settings, durationMs: Math.max(settings.durationMs, Math.min(30_000, 30_000 / rate)) };
-          await attempt(`${mix.id} ${label} ${s.id}`, () => runLoad(s, mix, bodyFiles, long, 'paced', rep, rate, label));
+          await attempt(`${mix.id} ${label} ${s.id}`, () =>
+            runLoad(s, mix, bodyFiles, long, 'paced', rep, rate, label),
+          );
         }
       }
     };
@@ -237,13 +313,19 @@ async function main(): Promise<void> {
           continue;
         }
         if (mix.id === 'small_chat_stream' || mix.id === 'small_chat_stream_estimated') continue;
-        const list = order.filter((s) => mixesFor(s.id).includes(mix.id) && !METER_SETUPS.includes(s.id) && !CLOSED_ONLY.includes(s.id));
+        const list = order.filter(
+          (s) => mixesFor(s.id).includes(mix.id) && !METER_SETUPS.includes(s.id) && !CLOSED_ONLY.includes(s.id),
+        );
         for (const share of RATES) await paced(mix, list, share * floor, `${share * 100}%`);
       }
       // The metering rows (and their references without the meter): the small chat answered and
       // streamed at one rate every metering setup can take (strict mode on PostgreSQL: ~450 req/s).
-      for (const mix of mixes.filter((m) => m.id === 'small_chat' || m.id === 'small_chat_stream' || m.id === 'small_chat_stream_estimated')) {
-        const list = order.filter((s) => mixesFor(s.id).includes(mix.id) && [...METER_SETUPS, ...STREAM_ALSO].includes(s.id));
+      for (const mix of mixes.filter(
+        (m) => m.id === 'small_chat' || m.id === 'small_chat_stream' || m.id === 'small_chat_stream_estimated',
+      )) {
+        const list = order.filter(
+          (s) => mixesFor(s.id).includes(mix.id) && [...METER_SETUPS, ...STREAM_ALSO].includes(s.id),
+        );
         await paced(mix, list, METER_RATE, METER_LABEL);
       }
     }
@@ -267,7 +349,12 @@ async function main(): Promise<void> {
       for (const mix of mixes.filter((m) => MAIN_MIXES.includes(m.id))) {
         const cap = capacity('litellm', mix.id);
         if (!cap) continue;
-        await paced(mix, order.filter((s) => ['envoy', 'modelgate', 'litellm'].includes(s.id)), cap / 2, 'litellm50');
+        await paced(
+          mix,
+          order.filter((s) => ['envoy', 'modelgate', 'litellm'].includes(s.id)),
+          cap / 2,
+          'litellm50',
+        );
       }
     }
 
@@ -280,7 +367,9 @@ async function main(): Promise<void> {
           const st = readFileSync(`/proc/${pid}/status`, 'utf8');
           rss += Number(/^VmRSS:\s+(\d+)/m.exec(st)?.[1] ?? 0) * 1024;
           hwm += Number(/^VmHWM:\s+(\d+)/m.exec(st)?.[1] ?? 0) * 1024;
-        } catch { /* gone */ }
+        } catch {
+          /* gone */
+        }
       }
       results.rss[s.id] = { rssBytes: rss, peakBytes: hwm, processes: s.authz.pids().length };
     }

@@ -45,28 +45,54 @@ import { httpStatus, listening, pin, spawnPinned, type Proc } from './procs';
 import { startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
 import { UPSTREAM_MARKERS } from './upstream';
 
-export const SETUP_IDS = ['envoy', 'noop', 'noop-builtin', 'noop-go', 'modelgate', 'modelgate-w2', 'modelgate-pg', 'opa', 'litellm', 'litellm-budget', 'modelgate-meter', 'modelgate-pg-meter', 'modelgate-pg-strict', 'modelgate-rl', 'modelgate-rl-global'] as const;
+export const SETUP_IDS = [
+  'envoy',
+  'noop',
+  'noop-builtin',
+  'noop-go',
+  'modelgate',
+  'modelgate-w2',
+  'modelgate-pg',
+  'opa',
+  'litellm',
+  'litellm-budget',
+  'modelgate-meter',
+  'modelgate-pg-meter',
+  'modelgate-pg-strict',
+  'modelgate-rl',
+  'modelgate-rl-global',
+] as const;
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
-export const EXTRA_SETUP_IDS = ['modelgate-before', 'opa-bytes', 'noop-node', 'modelgate-secret', 'modelgate-mtls', 'modelgate-secret-mtls', 'modelgate-meter-nogzip', 'modelgate-meter-logonly'] as const;
+export const EXTRA_SETUP_IDS = [
+  'modelgate-before',
+  'opa-bytes',
+  'noop-node',
+  'modelgate-secret',
+  'modelgate-mtls',
+  'modelgate-secret-mtls',
+  'modelgate-meter-nogzip',
+  'modelgate-meter-logonly',
+] as const;
 export type SetupId = (typeof SETUP_IDS)[number] | (typeof EXTRA_SETUP_IDS)[number];
 
 export const SETUP_TITLES: Record<SetupId, string> = {
-  'envoy': 'Envoy alone (floor)',
-  'noop': 'Envoy + no-op ext_authz (grpc-js)',
-  'noop-builtin': 'Envoy + no-op ext_authz (modelgate\'s gRPC server)',
+  envoy: 'Envoy alone (floor)',
+  noop: 'Envoy + no-op ext_authz (grpc-js)',
+  'noop-builtin': "Envoy + no-op ext_authz (modelgate's gRPC server)",
   'noop-go': 'Envoy + no-op ext_authz (grpc-go)',
-  'modelgate': 'Envoy + modelgate (1 worker, file store)',
+  modelgate: 'Envoy + modelgate (1 worker, file store)',
   'modelgate-before': 'Envoy + modelgate before the change (--before=DIR, 1 worker, file store)',
   'modelgate-w2': 'Envoy + modelgate --workers 2 (file store)',
   'modelgate-pg': 'Envoy + modelgate (PostgreSQL, warm cache)',
-  'opa': 'Envoy + OPA-Envoy',
+  opa: 'Envoy + OPA-Envoy',
   'opa-bytes': 'Envoy + OPA-Envoy, pack_as_bytes: true',
-  'noop-node': 'Envoy + no-op ext_authz (modelgate\'s gRPC server on node:http2)',
-  'litellm': 'Envoy + LiteLLM proxy',
+  'noop-node': "Envoy + no-op ext_authz (modelgate's gRPC server on node:http2)",
+  litellm: 'Envoy + LiteLLM proxy',
   'litellm-budget': 'Envoy + LiteLLM proxy with its budget (max_budget, spend tracking)',
   'modelgate-meter': 'modelgate + meter, soft (file store)',
-  'modelgate-meter-nogzip': 'modelgate + meter, soft, without the decompressor (Envoy\'s share of the meter)',
-  'modelgate-meter-logonly': 'modelgate + meter, soft, access log only: no Lua, no decompressor (Envoy\'s share of the meter)',
+  'modelgate-meter-nogzip': "modelgate + meter, soft, without the decompressor (Envoy's share of the meter)",
+  'modelgate-meter-logonly':
+    "modelgate + meter, soft, access log only: no Lua, no decompressor (Envoy's share of the meter)",
   'modelgate-pg-meter': 'modelgate + meter, soft (PostgreSQL)',
   'modelgate-pg-strict': 'modelgate + meter, strict (PostgreSQL)',
   'modelgate-rl': 'modelgate + meter + rate limits, embedded engine',
@@ -116,7 +142,8 @@ export interface RunningSetup {
   stop(): Promise<void>;
 }
 
-const allowMarker = (kind: HttpKind): string => (kind.expect.allowed ? UPSTREAM_MARKERS[kind.expect.family] : UPSTREAM_MARKERS.chat);
+const allowMarker = (kind: HttpKind): string =>
+  kind.expect.allowed ? UPSTREAM_MARKERS[kind.expect.family] : UPSTREAM_MARKERS.chat;
 
 /** Rate limits the benchmark's traffic never reaches: every request asks the engine, none is refused. */
 const BENCH_LIMITS = { rpm: 1_000_000_000, tpm: 4_000_000_000 };
@@ -124,7 +151,14 @@ const BENCH_LIMITS = { rpm: 1_000_000_000, tpm: 4_000_000_000 };
 /** How a setup's gRPC port authenticates Envoy (docs/security.md): the secret's file, the certificates' files. */
 interface PortAuth {
   readonly secretFile?: string;
-  readonly tls?: { readonly serverCert: string; readonly serverKey: string; readonly serverCa: string; readonly clientCert: string; readonly clientKey: string; readonly clientCa: string };
+  readonly tls?: {
+    readonly serverCert: string;
+    readonly serverKey: string;
+    readonly serverCa: string;
+    readonly clientCert: string;
+    readonly clientKey: string;
+    readonly clientCa: string;
+  };
 }
 
 /**
@@ -133,7 +167,13 @@ interface PortAuth {
  * benchmark's keys (key-wide requests and tokens per minute: both filters call the engine, and
  * each response's tokens are charged).
  */
-function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUrl?: string, auth: PortAuth = {}, rateLimits?: { engine: 'embedded' | 'global'; service?: string; redis?: string }): string {
+function modelgateConfig(
+  demo: string,
+  meter: 'off' | 'soft' | 'strict',
+  storeUrl?: string,
+  auth: PortAuth = {},
+  rateLimits?: { engine: 'embedded' | 'global'; service?: string; redis?: string },
+): string {
   const doc = parseDocument(demo);
   doc.setIn(['meter', 'enabled'], meter !== 'off');
   if (meter !== 'off') doc.setIn(['meter', 'mode'], meter);
@@ -143,13 +183,25 @@ function modelgateConfig(demo: string, meter: 'off' | 'soft' | 'strict', storeUr
     if (rateLimits.service) doc.setIn(['rateLimits', 'service'], rateLimits.service);
     if (rateLimits.redis) doc.setIn(['rateLimits', 'redis'], rateLimits.redis);
     const keys = doc.get('keys') as { items: Array<{ get(k: string): unknown; set(k: string, v: unknown): void }> };
-    for (const k of keys.items) if (['alice', 'bob'].includes(String(k.get('id')))) k.set('limits', doc.createNode(BENCH_LIMITS));
+    for (const k of keys.items)
+      if (['alice', 'bob'].includes(String(k.get('id')))) k.set('limits', doc.createNode(BENCH_LIMITS));
   }
   if (auth.secretFile) doc.setIn(['grpc', 'secret'], doc.createNode({ file: auth.secretFile }));
   if (auth.tls) {
     const t = auth.tls;
-    doc.setIn(['grpc', 'tls'], doc.createNode({ certFile: t.serverCert, keyFile: t.serverKey, clientCaFile: t.clientCa }));
-    doc.setIn(['gateway', 'authzTls'], doc.createNode({ certFile: t.clientCert, keyFile: t.clientKey, caFile: t.serverCa, serverName: BENCH_SERVER_NAME }));
+    doc.setIn(
+      ['grpc', 'tls'],
+      doc.createNode({ certFile: t.serverCert, keyFile: t.serverKey, clientCaFile: t.clientCa }),
+    );
+    doc.setIn(
+      ['gateway', 'authzTls'],
+      doc.createNode({
+        certFile: t.clientCert,
+        keyFile: t.clientKey,
+        caFile: t.serverCa,
+        serverName: BENCH_SERVER_NAME,
+      }),
+    );
   }
   return doc.toString();
 }
@@ -182,21 +234,78 @@ function makeCerts(dir: string): NonNullable<PortAuth['tls']> {
     if (r.status !== 0) throw new Error(`openssl ${args[0]} failed: ${r.stderr}`);
   };
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  for (const ca of ['server-ca', 'client-ca']) ssl(['req', '-x509', ...ec, '-days', '30', '-subj', `/CN=${ca}`, '-keyout', `${ca}.key`, '-out', `${ca}.crt`, '-addext', 'basicConstraints=critical,CA:TRUE']);
-  for (const [leaf, ca, ext] of [['server', 'server-ca', `subjectAltName=DNS:${BENCH_SERVER_NAME}\n`], ['client', 'client-ca', 'extendedKeyUsage=clientAuth\n']]) {
+  for (const ca of ['server-ca', 'client-ca'])
+    ssl([
+      'req',
+      '-x509',
+      ...ec,
+      '-days',
+      '30',
+      '-subj',
+      `/CN=${ca}`,
+      '-keyout',
+      `${ca}.key`,
+      '-out',
+      `${ca}.crt`,
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+    ]);
+  for (const [leaf, ca, ext] of [
+    ['server', 'server-ca', `subjectAltName=DNS:${BENCH_SERVER_NAME}\n`],
+    ['client', 'client-ca', 'extendedKeyUsage=clientAuth\n'],
+  ]) {
     ssl(['req', ...ec, '-subj', `/CN=${leaf}`, '-keyout', `${leaf}.key`, '-out', `${leaf}.csr`]);
     writeFileSync(path.join(dir, `${leaf}.ext`), ext);
-    ssl(['x509', '-req', '-in', `${leaf}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-days', '30', '-out', `${leaf}.crt`, '-extfile', `${leaf}.ext`]);
+    ssl([
+      'x509',
+      '-req',
+      '-in',
+      `${leaf}.csr`,
+      '-CA',
+      `${ca}.crt`,
+      '-CAkey',
+      `${ca}.key`,
+      '-CAcreateserial',
+      '-days',
+      '30',
+      '-out',
+      `${leaf}.crt`,
+      '-extfile',
+      `${leaf}.ext`,
+    ]);
   }
   const f = (n: string): string => path.join(dir, n);
-  return { serverCert: f('server.crt'), serverKey: f('server.key'), serverCa: f('server-ca.crt'), clientCert: f('client.crt'), clientKey: f('client.key'), clientCa: f('client-ca.crt') };
+  return {
+    serverCert: f('server.crt'),
+    serverKey: f('server.key'),
+    serverCa: f('server-ca.crt'),
+    clientCert: f('client.crt'),
+    clientKey: f('client.key'),
+    clientCa: f('client-ca.crt'),
+  };
 }
 
-async function startModelgateProc(ctx: BenchContext, id: string, configPath: string, workers: number, root = ctx.root): Promise<{ proc: Proc; grpcPort: number; http: string }> {
+async function startModelgateProc(
+  ctx: BenchContext,
+  id: string,
+  configPath: string,
+  workers: number,
+  root = ctx.root,
+): Promise<{ proc: Proc; grpcPort: number; http: string }> {
   const grpcPort = await freePort();
   const httpPort = await freePort();
   const http = `127.0.0.1:${httpPort}`;
-  const args = [...ctx.nodeFlags, path.join(root, 'dist/src/cli/main.js'), 'serve', '--config', configPath, '--grpc', `127.0.0.1:${grpcPort}`, '--http', http];
+  const args = [
+    ...ctx.nodeFlags,
+    path.join(root, 'dist/src/cli/main.js'),
+    'serve',
+    '--config',
+    configPath,
+    '--grpc',
+    `127.0.0.1:${grpcPort}`,
+    '--http',
+    http,
+  ];
   if (workers > 1) args.push('--workers', String(workers));
   const proc = await spawnPinned({
     name: id,
@@ -206,7 +315,8 @@ async function startModelgateProc(ctx: BenchContext, id: string, configPath: str
     cwd: root,
     // Every decision is logged (the demo config's log.allows), to this file, as in the in-process bench.
     logFile: path.join(ctx.outDir, `${id}.log`),
-    ready: async (p) => (await httpStatus(`http://${http}/readyz`)) === 200 && (workers === 1 || p.pids().length > workers),
+    ready: async (p) =>
+      (await httpStatus(`http://${http}/readyz`)) === 200 && (workers === 1 || p.pids().length > workers),
   });
   return { proc, grpcPort, http };
 }
@@ -236,23 +346,36 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       authz = await spawnPinned({
         name: id,
         cmd: process.execPath,
-        args: id === 'noop'
-          ? [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-server.js'), `127.0.0.1:${port}`]
-          : [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-builtin-server.js'), `127.0.0.1:${port}`, id === 'noop-node' ? 'node' : 'builtin',
-            // An experiment (bench/README.md, "The Check's answer"): the no-op answers with these bytes.
-            ...(process.env.BENCH_NOOP_ANSWER ? [process.env.BENCH_NOOP_ANSWER] : [])],
+        args:
+          id === 'noop'
+            ? [...ctx.nodeFlags, path.join(ctx.root, 'dist/bench/baseline-server.js'), `127.0.0.1:${port}`]
+            : [
+                ...ctx.nodeFlags,
+                path.join(ctx.root, 'dist/bench/baseline-builtin-server.js'),
+                `127.0.0.1:${port}`,
+                id === 'noop-node' ? 'node' : 'builtin',
+                // An experiment (bench/README.md, "The Check's answer"): the no-op answers with these bytes.
+                ...(process.env.BENCH_NOOP_ANSWER ? [process.env.BENCH_NOOP_ANSWER] : []),
+              ],
         cpus: ctx.gatewayCpus,
         logFile: path.join(ctx.outDir, `${id}.log`),
         ready: () => listening(port),
       });
-      bundle = renderBundle(demo, { authz: { port, healthCheck: false, packAsBytes: true }, httpPort: await httpPortFor(), upstreamPort, meter: false });
-      if (id !== 'noop' && process.env.BENCH_NOOP_ANSWER) notes.push(`the no-op answers with ${path.basename(process.env.BENCH_NOOP_ANSWER)} (BENCH_NOOP_ANSWER)`);
+      bundle = renderBundle(demo, {
+        authz: { port, healthCheck: false, packAsBytes: true },
+        httpPort: await httpPortFor(),
+        upstreamPort,
+        meter: false,
+      });
+      if (id !== 'noop' && process.env.BENCH_NOOP_ANSWER)
+        notes.push(`the no-op answers with ${path.basename(process.env.BENCH_NOOP_ANSWER)} (BENCH_NOOP_ANSWER)`);
       markers = (k) => [allowMarker(k)];
       break;
     }
     case 'noop-go': {
       const port = await freePort();
-      if (!existsSync(ctx.goNoopBin)) throw new Error(`${ctx.goNoopBin} missing: run bench/peers/grpc-go-noop/build.sh`);
+      if (!existsSync(ctx.goNoopBin))
+        throw new Error(`${ctx.goNoopBin} missing: run bench/peers/grpc-go-noop/build.sh`);
       authz = await spawnPinned({
         name: id,
         cmd: ctx.goNoopBin,
@@ -261,7 +384,12 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         logFile: path.join(ctx.outDir, `${id}.log`),
         ready: () => listening(port),
       });
-      bundle = renderBundle(demo, { authz: { port, healthCheck: false, packAsBytes: true }, httpPort: await httpPortFor(), upstreamPort, meter: false });
+      bundle = renderBundle(demo, {
+        authz: { port, healthCheck: false, packAsBytes: true },
+        httpPort: await httpPortFor(),
+        upstreamPort,
+        meter: false,
+      });
       markers = (k) => [allowMarker(k)];
       break;
     }
@@ -300,7 +428,12 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     case 'modelgate-pg-strict':
     case 'modelgate-rl':
     case 'modelgate-rl-global': {
-      const meter = id === 'modelgate-pg-strict' ? 'strict' : id.includes('-meter') || id.startsWith('modelgate-rl') ? 'soft' : 'off';
+      const meter =
+        id === 'modelgate-pg-strict'
+          ? 'strict'
+          : id.includes('-meter') || id.startsWith('modelgate-rl')
+            ? 'soft'
+            : 'off';
       let rateLimits: { engine: 'embedded' | 'global'; service?: string; redis?: string } | undefined;
       if (id === 'modelgate-rl') rateLimits = { engine: 'embedded' };
       if (id === 'modelgate-rl-global') {
@@ -308,7 +441,11 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         const redisPort = await freePort();
         const grpc = { host: '127.0.0.1', port: await freePort() };
         const redis = await startRedis({ host: '127.0.0.1', port: redisPort });
-        const ratelimit = await startRatelimit({ grpc, redis: { host: '127.0.0.1', port: redisPort }, domain: 'modelgate' }).catch(async (err: unknown) => {
+        const ratelimit = await startRatelimit({
+          grpc,
+          redis: { host: '127.0.0.1', port: redisPort },
+          domain: 'modelgate',
+        }).catch(async (err: unknown) => {
           await redis.stop();
           throw err;
         });
@@ -325,12 +462,22 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         storePids = () => ctx.pg!.pids();
       }
       const configPath = path.join(ctx.outDir, `${id}.yaml`);
-      if (id === 'modelgate-before' && !ctx.beforeRoot) throw new Error('modelgate-before needs --before=DIR (a built checkout)');
+      if (id === 'modelgate-before' && !ctx.beforeRoot)
+        throw new Error('modelgate-before needs --before=DIR (a built checkout)');
       // The earlier checkout reads its own demo config (its schema may differ); the bundle is this one's.
-      const demoText = id === 'modelgate-before' ? readFileSync(path.join(ctx.beforeRoot!, 'envoy', 'modelgate.yaml'), 'utf8') : ctx.demoConfig;
+      const demoText =
+        id === 'modelgate-before'
+          ? readFileSync(path.join(ctx.beforeRoot!, 'envoy', 'modelgate.yaml'), 'utf8')
+          : ctx.demoConfig;
       writeFileSync(configPath, modelgateConfig(demoText, meter, storeUrl, {}, rateLimits));
       rmSync(configPath.replace(/\.yaml$/, '.state.json'), { force: true });
-      const m = await startModelgateProc(ctx, id, configPath, id === 'modelgate-w2' ? 2 : 1, id === 'modelgate-before' ? ctx.beforeRoot : ctx.root);
+      const m = await startModelgateProc(
+        ctx,
+        id,
+        configPath,
+        id === 'modelgate-w2' ? 2 : 1,
+        id === 'modelgate-before' ? ctx.beforeRoot : ctx.root,
+      );
       if (id === 'modelgate-before') notes.push(`modelgate from ${ctx.beforeRoot}${gitHead(ctx.beforeRoot!)}`);
       authz = m.proc;
       modelgateHttp = m.http;
@@ -346,29 +493,55 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     }
     case 'opa':
     case 'opa-bytes': {
-      if (!existsSync(ctx.opaBin)) throw new Error(`no OPA-Envoy binary at ${ctx.opaBin}: run bench/peers/opa/build.sh`);
+      if (!existsSync(ctx.opaBin))
+        throw new Error(`no OPA-Envoy binary at ${ctx.opaBin}: run bench/peers/opa/build.sh`);
       const grpcPort = await freePort();
       const httpPort = await freePort();
       const dataFile = path.join(ctx.outDir, 'peer-data.json');
       writeFileSync(dataFile, JSON.stringify(peerData(demo)));
       const cfg = path.join(ctx.outDir, `${id}-config.yaml`);
-      writeFileSync(cfg, readFileSync(path.join(ctx.root, 'bench/peers/opa/config.yaml'), 'utf8').replaceAll('${GRPC_ADDR}', `127.0.0.1:${grpcPort}`));
+      writeFileSync(
+        cfg,
+        readFileSync(path.join(ctx.root, 'bench/peers/opa/config.yaml'), 'utf8').replaceAll(
+          '${GRPC_ADDR}',
+          `127.0.0.1:${grpcPort}`,
+        ),
+      );
       const peers = path.join(ctx.root, 'bench/peers/opa');
       authz = await spawnPinned({
         name: id,
         cmd: ctx.opaBin,
-        args: ['run', '--server', '--addr', `127.0.0.1:${httpPort}`, '--config-file', cfg, '--log-level', 'error', '--ignore', '.*',
-          path.join(peers, 'policy.rego'), path.join(peers, 'mask.rego'), dataFile],
+        args: [
+          'run',
+          '--server',
+          '--addr',
+          `127.0.0.1:${httpPort}`,
+          '--config-file',
+          cfg,
+          '--log-level',
+          'error',
+          '--ignore',
+          '.*',
+          path.join(peers, 'policy.rego'),
+          path.join(peers, 'mask.rego'),
+          dataFile,
+        ],
         cpus: ctx.gatewayCpus,
         logFile: path.join(ctx.outDir, `${id}.log`),
         ready: async () => (await httpStatus(`http://127.0.0.1:${httpPort}/health?plugins`)) === 200,
       });
-      bundle = renderBundle(demo, { authz: { port: grpcPort, healthCheck: false, packAsBytes: id === 'opa-bytes' }, httpPort: await httpPortFor(), upstreamPort, meter: false });
+      bundle = renderBundle(demo, {
+        authz: { port: grpcPort, healthCheck: false, packAsBytes: id === 'opa-bytes' },
+        httpPort: await httpPortFor(),
+        upstreamPort,
+        meter: false,
+      });
       break;
     }
     case 'litellm':
     case 'litellm-budget': {
-      if (!existsSync(ctx.litellmBin)) throw new Error(`no LiteLLM at ${ctx.litellmBin}: run bench/peers/litellm/install.sh`);
+      if (!existsSync(ctx.litellmBin))
+        throw new Error(`no LiteLLM at ${ctx.litellmBin}: run bench/peers/litellm/install.sh`);
       const port = await freePort();
       const dataFile = path.join(ctx.outDir, 'peer-data.json');
       writeFileSync(dataFile, JSON.stringify(peerData(demo)));
@@ -391,12 +564,17 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         env: {
           ...process.env,
           PYTHONPATH: peerDir,
-          STANDIN_BASE: up, STANDIN_OPENAI_BASE: `${up}/v1`, STANDIN_GEMINI_BASE: up, STANDIN_API_KEY: 'standin-upstream-credential',
+          STANDIN_BASE: up,
+          STANDIN_OPENAI_BASE: `${up}/v1`,
+          STANDIN_GEMINI_BASE: up,
+          STANDIN_API_KEY: 'standin-upstream-credential',
           LITELLM_MASTER_KEY: `sk-peer-master-${Math.random().toString(36).slice(2)}`,
           MODELGATE_PEER_DATA: dataFile,
           MODELGATE_PEER_BUDGET: budget ? '1' : '0',
           // LiteLLM's production page: errors only, no .env loading; no network here: the bundled cost map.
-          LITELLM_LOG: 'ERROR', LITELLM_MODE: 'PRODUCTION', LITELLM_LOCAL_MODEL_COST_MAP: 'True',
+          LITELLM_LOG: 'ERROR',
+          LITELLM_MODE: 'PRODUCTION',
+          LITELLM_LOCAL_MODEL_COST_MAP: 'True',
         },
         logFile: path.join(ctx.outDir, `${id}.log`),
         ready: async () => (await httpStatus(`http://127.0.0.1:${port}/health/liveliness`)) === 200,
@@ -404,10 +582,17 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
       });
       notes.push(`LiteLLM --num_workers ${workers} (one per core it may use, as its production page says)`);
       if (budget) {
-        notes.push('each key\'s balance is its LiteLLM max_budget (alice: 12.5 USD, never reached here), enforced by LiteLLM\'s budget reservation; each response priced from LiteLLM\'s model cost map and counted by its own cost callback (ProxyDBLogger), spend in memory (no database: bench/peers/README.md)');
+        notes.push(
+          "each key's balance is its LiteLLM max_budget (alice: 12.5 USD, never reached here), enforced by LiteLLM's budget reservation; each response priced from LiteLLM's model cost map and counted by its own cost callback (ProxyDBLogger), spend in memory (no database: bench/peers/README.md)",
+        );
       }
       upstreamPort = port;
-      bundle = renderBundle(demo, { httpPort: await httpPortFor(), upstreamPort, meter: false, keepCredentialHeaders: true });
+      bundle = renderBundle(demo, {
+        httpPort: await httpPortFor(),
+        upstreamPort,
+        meter: false,
+        keepCredentialHeaders: true,
+      });
       bundle.changes.push('every upstream cluster at LiteLLM (LiteLLM forwards to the stand-in)');
       markers = (k) => (k.expect.allowed ? [allowMarker(k)] : ['key_model_access_denied']);
       break;

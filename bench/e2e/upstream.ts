@@ -15,39 +15,74 @@
 import * as net from 'node:net';
 
 const ok = (contentType: string, body: string): Buffer =>
-  Buffer.from(`HTTP/1.1 200 OK\r\ncontent-type: ${contentType}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  Buffer.from(
+    `HTTP/1.1 200 OK\r\ncontent-type: ${contentType}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
 
-const CHAT = ok('application/json', JSON.stringify({
-  id: 'chatcmpl-standin', object: 'chat.completion', created: 1767225600, model: 'gpt-4o-mini',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, logprobs: null, finish_reason: 'stop' }],
-  usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 },
-}));
+const CHAT = ok(
+  'application/json',
+  JSON.stringify({
+    id: 'chatcmpl-standin',
+    object: 'chat.completion',
+    created: 1767225600,
+    model: 'gpt-4o-mini',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, logprobs: null, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 },
+  }),
+);
 
 const chunk = (delta: object, extra: object = {}): string =>
   `data: ${JSON.stringify({ id: 'chatcmpl-standin', object: 'chat.completion.chunk', created: 1767225600, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: null }], ...extra })}\n\n`;
-const CHAT_STREAM = ok('text/event-stream', [
-  chunk({ role: 'assistant', content: '' }),
-  chunk({ content: 'ok' }),
-  `data: ${JSON.stringify({ id: 'chatcmpl-standin', object: 'chat.completion.chunk', created: 1767225600, model: 'gpt-4o-mini', choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } })}\n\n`,
-  'data: [DONE]\n\n',
-].join(''));
-/** A stream of a request without `stream_options.include_usage`: no usage chunk, as OpenAI sends it (the meter estimates). */
-const CHAT_STREAM_NO_USAGE = ok('text/event-stream', [chunk({ role: 'assistant', content: '' }), chunk({ content: 'ok' }), 'data: [DONE]\n\n'].join(''));
+const CHAT_STREAM = ok(
+  'text/event-stream',
+  [
+    chunk({ role: 'assistant', content: '' }),
+    chunk({ content: 'ok' }),
+    `data: ${JSON.stringify({ id: 'chatcmpl-standin', object: 'chat.completion.chunk', created: 1767225600, model: 'gpt-4o-mini', choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } })}\n\n`,
+    'data: [DONE]\n\n',
+  ].join(''),
+);
+/**
+ * A stream of a request without `stream_options.include_usage`: no usage chunk, as OpenAI sends it (the meter
+ * estimates).
+ */
+const CHAT_STREAM_NO_USAGE = ok(
+  'text/event-stream',
+  [chunk({ role: 'assistant', content: '' }), chunk({ content: 'ok' }), 'data: [DONE]\n\n'].join(''),
+);
 
-const GEMINI = ok('application/json', JSON.stringify({
-  candidates: [{ content: { parts: [{ text: 'ok' }], role: 'model' }, finishReason: 'STOP', index: 0 }],
-  usageMetadata: { promptTokenCount: 9, candidatesTokenCount: 1, totalTokenCount: 10 }, modelVersion: 'gemini-2.5-flash',
-}));
+const GEMINI = ok(
+  'application/json',
+  JSON.stringify({
+    candidates: [{ content: { parts: [{ text: 'ok' }], role: 'model' }, finishReason: 'STOP', index: 0 }],
+    usageMetadata: { promptTokenCount: 9, candidatesTokenCount: 1, totalTokenCount: 10 },
+    modelVersion: 'gemini-2.5-flash',
+  }),
+);
 
-const MESSAGES = ok('application/json', JSON.stringify({
-  id: 'msg_standin', type: 'message', role: 'assistant', model: 'claude-3-5-haiku-latest', content: [{ type: 'text', text: 'ok' }],
-  stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 9, output_tokens: 1 },
-}));
+const MESSAGES = ok(
+  'application/json',
+  JSON.stringify({
+    id: 'msg_standin',
+    type: 'message',
+    role: 'assistant',
+    model: 'claude-3-5-haiku-latest',
+    content: [{ type: 'text', text: 'ok' }],
+    stop_reason: 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: 9, output_tokens: 1 },
+  }),
+);
 
-const EMBEDDINGS = ok('application/json', JSON.stringify({
-  object: 'list', model: 'text-embedding-3-small', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }],
-  usage: { prompt_tokens: 2, total_tokens: 2 },
-}));
+const EMBEDDINGS = ok(
+  'application/json',
+  JSON.stringify({
+    object: 'list',
+    model: 'text-embedding-3-small',
+    data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }],
+    usage: { prompt_tokens: 2, total_tokens: 2 },
+  }),
+);
 
 const BAD_REQUEST = Buffer.from('HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
 
@@ -84,7 +119,9 @@ class HttpConnection {
     this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d]);
     this.socket.cork();
     try {
-      while (this.step()) { /* parse as far as the bytes go */ }
+      while (this.step()) {
+        /* parse as far as the bytes go */
+      }
     } finally {
       this.socket.uncork();
     }
@@ -212,10 +249,11 @@ export function startLeanUpstream(port = 0, host = '127.0.0.1'): Promise<LeanUps
     server.listen(port, host, () => {
       resolve({
         port: (server.address() as net.AddressInfo).port,
-        close: () => new Promise<void>((r) => {
-          for (const s of sockets) s.destroy();
-          server.close(() => r());
-        }),
+        close: () =>
+          new Promise<void>((r) => {
+            for (const s of sockets) s.destroy();
+            server.close(() => r());
+          }),
       });
     });
   });

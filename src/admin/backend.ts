@@ -44,7 +44,10 @@ export interface KeyChange {
   readonly disabled?: boolean;
   readonly limits?: Limits | null;
   readonly budget?: Budget | null;
-  /** Merged into the key's budgets per model (mergeModelBudgets): a budget sets a model's, null removes it; null removes all. */
+  /**
+   * Merged into the key's budgets per model (mergeModelBudgets): a budget sets a model's, null removes it; null removes
+   * all.
+   */
   readonly modelBudgets?: Readonly<Record<string, Budget | null>> | null;
   readonly metadata?: Readonly<Record<string, string>>;
 }
@@ -70,7 +73,10 @@ export interface GroupChange {
  * A key's budgets per model after a change (a merge patch, RFC 7396): null (or nothing left) is
  * none. The record has no prototype, so a model may carry any name.
  */
-export function mergeModelBudgets(current: Readonly<Record<string, Budget>> | null | undefined, change: Readonly<Record<string, Budget | null>> | null): Record<string, Budget> | null {
+export function mergeModelBudgets(
+  current: Readonly<Record<string, Budget>> | null | undefined,
+  change: Readonly<Record<string, Budget | null>> | null,
+): Record<string, Budget> | null {
   if (change === null) return null;
   const out = Object.create(null) as Record<string, Budget>;
   for (const [model, b] of Object.entries(current ?? {})) out[model] = b;
@@ -84,7 +90,13 @@ export function mergeModelBudgets(current: Readonly<Record<string, Budget>> | nu
 /** A key's budgets per model as the API shows them: a plain object ({} for none), sorted by model. */
 export function modelBudgetsView(m: Readonly<Record<string, Budget>> | null | undefined): Record<string, Budget> {
   const out: Record<string, Budget> = {};
-  for (const model of Object.keys(m ?? {}).sort()) Object.defineProperty(out, model, { value: (m as Record<string, Budget>)[model], enumerable: true, writable: true, configurable: true });
+  for (const model of Object.keys(m ?? {}).sort())
+    Object.defineProperty(out, model, {
+      value: (m as Record<string, Budget>)[model],
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   return out;
 }
 
@@ -169,11 +181,19 @@ export const DELIVERIES_DAYS = 30;
 /** `a` replaced by `b`, the same event's later state: delivered stays delivered. */
 export function laterDelivery(a: WebhookDelivery | undefined, b: WebhookDelivery): WebhookDelivery {
   if (!a) return b;
-  return a.status === 'delivered' ? { ...a, updatedAt: b.updatedAt > a.updatedAt ? b.updatedAt : a.updatedAt } : { ...b, createdAt: a.createdAt };
+  return a.status === 'delivered'
+    ? { ...a, updatedAt: b.updatedAt > a.updatedAt ? b.updatedAt : a.updatedAt }
+    : { ...b, createdAt: a.createdAt };
 }
 
 export function tokenView(t: TokenRecord): TokenView {
-  return { id: t.id, scope: t.scope, description: t.description ?? null, createdAt: t.createdAt ? isoTime(t.createdAt) : null, source: 'api' };
+  return {
+    id: t.id,
+    scope: t.scope,
+    description: t.description ?? null,
+    createdAt: t.createdAt ? isoTime(t.createdAt) : null,
+    source: 'api',
+  };
 }
 
 /** Newest first: by time, then by request id, both descending. */

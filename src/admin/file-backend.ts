@@ -17,8 +17,29 @@ import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'no
 import { isBudget, type Budget } from '../store/budget-window';
 import type { FileStore, ManagedKeyRecord } from '../store/file-store';
 import { toLimits, type Limits, type UsageEntry } from '../store/store';
-import type { Actor, AdminBackend, AuditView, CreditView, GroupView, KeyChange, KeyView, NewKeyRecord, UsageFilter, WebhookDelivery } from './backend';
-import { DELIVERIES_MAX, laterDelivery, isoTime, mergeModelBudgets, modelBudgetsView, newerFirst, tokenView, type TokenView, type UsageTotals } from './backend';
+import type {
+  Actor,
+  AdminBackend,
+  AuditView,
+  CreditView,
+  GroupView,
+  KeyChange,
+  KeyView,
+  NewKeyRecord,
+  UsageFilter,
+  WebhookDelivery,
+} from './backend';
+import {
+  DELIVERIES_MAX,
+  laterDelivery,
+  isoTime,
+  mergeModelBudgets,
+  modelBudgetsView,
+  newerFirst,
+  tokenView,
+  type TokenView,
+  type UsageTotals,
+} from './backend';
 import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
 
@@ -71,17 +92,45 @@ export function readAdminState(path: string): AdminState {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return empty();
     throw err;
   }
-  const bad = (why: string): Error => new Error(`the admin state file ${path} is not usable (${why}): fix it, or move it away to start without API keys and tokens`);
+  const bad = (why: string): Error =>
+    new Error(
+      `the admin state file ${path} is not usable (${why}): fix it, or move it away to start without API keys and tokens`,
+    );
   let d: Partial<AdminState>;
   try {
     d = JSON.parse(text) as Partial<AdminState>;
   } catch (err) {
     throw bad((err as Error).message);
   }
-  if (!d || d.version !== 1 || !Array.isArray(d.tokens) || !Array.isArray(d.keys) || !Array.isArray(d.audit) || typeof d.credits !== 'object' || d.credits === null) throw bad('not a version 1 state');
-  if (d.deliveries !== undefined && !(Array.isArray(d.deliveries) && d.deliveries.every((x) => typeof x?.eventId === 'string' && typeof x.createdAt === 'string'))) throw bad('deliveries is not a list of deliveries');
-  for (const t of d.tokens) if (!(SCOPES as readonly string[]).includes(t.scope) || !/^[0-9a-f]{64}$/.test(t.sha256)) throw bad(`token ${JSON.stringify(t.id)} is not usable`);
-  for (const k of d.keys) if (!/^[0-9a-f]{64}$/.test(k.sha256) || !(k.base === null || Number.isFinite(k.base)) || !(k.budget == null || isBudget(k.budget)) || !(k.modelBudgets == null || (typeof k.modelBudgets === 'object' && Object.values(k.modelBudgets).every(isBudget)))) throw bad(`key ${JSON.stringify(k.id)} is not usable`);
+  if (
+    !d ||
+    d.version !== 1 ||
+    !Array.isArray(d.tokens) ||
+    !Array.isArray(d.keys) ||
+    !Array.isArray(d.audit) ||
+    typeof d.credits !== 'object' ||
+    d.credits === null
+  )
+    throw bad('not a version 1 state');
+  if (
+    d.deliveries !== undefined &&
+    !(
+      Array.isArray(d.deliveries) &&
+      d.deliveries.every((x) => typeof x?.eventId === 'string' && typeof x.createdAt === 'string')
+    )
+  )
+    throw bad('deliveries is not a list of deliveries');
+  for (const t of d.tokens)
+    if (!(SCOPES as readonly string[]).includes(t.scope) || !/^[0-9a-f]{64}$/.test(t.sha256))
+      throw bad(`token ${JSON.stringify(t.id)} is not usable`);
+  for (const k of d.keys)
+    if (
+      !/^[0-9a-f]{64}$/.test(k.sha256) ||
+      !(k.base === null || Number.isFinite(k.base)) ||
+      !(k.budget == null || isBudget(k.budget)) ||
+      !(k.modelBudgets == null || (typeof k.modelBudgets === 'object' && Object.values(k.modelBudgets).every(isBudget)))
+    )
+      throw bad(`key ${JSON.stringify(k.id)} is not usable`);
   return d as AdminState;
 }
 
@@ -96,14 +145,32 @@ export function writeAdminState(path: string, state: AdminState): void {
 /** Adds a token to a config's admin state file (the command line; the running service sees it at its next request). */
 export function addTokenToFile(path: string, token: TokenRecord, actor: Actor, now = Date.now()): void {
   const state = readAdminState(path);
-  if (state.tokens.some((t) => t.id === token.id)) throw new AdminRefusal(409, 'token_exists', `a token with id ${JSON.stringify(token.id)} already exists`);
+  if (state.tokens.some((t) => t.id === token.id))
+    throw new AdminRefusal(409, 'token_exists', `a token with id ${JSON.stringify(token.id)} already exists`);
   state.tokens.push(token);
   state.audit.push(auditEntry(actor, 'token.create', token.id, null, { id: token.id, scope: token.scope }, now));
   writeAdminState(path, state);
 }
 
-function auditEntry(actor: Actor, action: string, target: string, before: unknown, after: unknown, now: number): AuditView {
-  return { id: randomUUID(), time: isoTime(now), actor: actor.tokenId, address: actor.address, requestId: actor.requestId, action, target, before, after };
+function auditEntry(
+  actor: Actor,
+  action: string,
+  target: string,
+  before: unknown,
+  after: unknown,
+  now: number,
+): AuditView {
+  return {
+    id: randomUUID(),
+    time: isoTime(now),
+    actor: actor.tokenId,
+    address: actor.address,
+    requestId: actor.requestId,
+    action,
+    target,
+    before,
+    after,
+  };
 }
 
 export interface FileBackendOptions {
@@ -115,7 +182,9 @@ export interface FileBackendOptions {
   readonly pollMs?: number;
   /** A state file changed elsewhere that cannot be read (the last good state stays in use). */
   readonly onError?: (err: Error) => void;
-  /** What a key id has spent, for a process without the store's meter (the command line); default: the store's meter. */
+  /**
+   * What a key id has spent, for a process without the store's meter (the command line); default: the store's meter.
+   */
   readonly spent?: (keyId: string) => number;
 }
 
@@ -126,7 +195,10 @@ export class FileAdminBackend implements AdminBackend {
   readonly #now: () => number;
   readonly #timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly store: FileStore, private readonly opts: FileBackendOptions) {
+  constructor(
+    private readonly store: FileStore,
+    private readonly opts: FileBackendOptions,
+  ) {
     this.#now = opts.now ?? Date.now;
     this.#state = readAdminState(opts.path);
     this.#stamp = this.#fileStamp();
@@ -181,13 +253,23 @@ export class FileAdminBackend implements AdminBackend {
 
   /** Hands the keys to the FileStore (the Check sees them at once). */
   #publish(): void {
-    this.store.setManaged(this.#state.keys.map((k): ManagedKeyRecord => {
-      const limits = toLimits(k.limits);
-      return {
-        id: k.id, sha256: k.sha256, group: k.group, balance: k.base, disabled: k.disabled, expiresAt: k.expiresAt,
-        ...(limits ? { limits } : {}), ...(k.budget ? { budget: k.budget } : {}), ...(k.modelBudgets ? { modelBudgets: mergeModelBudgets(null, k.modelBudgets) } : {}), previous: k.previous,
-      };
-    }));
+    this.store.setManaged(
+      this.#state.keys.map((k): ManagedKeyRecord => {
+        const limits = toLimits(k.limits);
+        return {
+          id: k.id,
+          sha256: k.sha256,
+          group: k.group,
+          balance: k.base,
+          disabled: k.disabled,
+          expiresAt: k.expiresAt,
+          ...(limits ? { limits } : {}),
+          ...(k.budget ? { budget: k.budget } : {}),
+          ...(k.modelBudgets ? { modelBudgets: mergeModelBudgets(null, k.modelBudgets) } : {}),
+          previous: k.previous,
+        };
+      }),
+    );
   }
 
   #audit(actor: Actor, action: string, target: string, before: unknown, after: unknown): void {
@@ -208,9 +290,17 @@ export class FileAdminBackend implements AdminBackend {
   #view(k: StoredKey): KeyView {
     const now = this.#now();
     return {
-      id: k.id, group: k.group, balance: this.#balance(k.id, k.base), disabled: k.disabled,
-      expiresAt: k.expiresAt === null ? null : isoTime(k.expiresAt), limits: toLimits(k.limits) as Record<string, number> | null,
-      budget: k.budget ?? null, modelBudgets: modelBudgetsView(k.modelBudgets), metadata: k.metadata, source: 'api', createdAt: isoTime(k.createdAt),
+      id: k.id,
+      group: k.group,
+      balance: this.#balance(k.id, k.base),
+      disabled: k.disabled,
+      expiresAt: k.expiresAt === null ? null : isoTime(k.expiresAt),
+      limits: toLimits(k.limits) as Record<string, number> | null,
+      budget: k.budget ?? null,
+      modelBudgets: modelBudgetsView(k.modelBudgets),
+      metadata: k.metadata,
+      source: 'api',
+      createdAt: isoTime(k.createdAt),
       previousSecretValidUntil: k.previous && k.previous.until > now ? isoTime(k.previous.until) : null,
     };
   }
@@ -222,15 +312,28 @@ export class FileAdminBackend implements AdminBackend {
     if (!k) return null;
     const served = await this.store.findKey(k.sha256);
     return {
-      id: k.id, group: k.group, balance: served?.balance ?? k.balance, disabled: k.disabled,
-      expiresAt: k.expiresAt === null ? null : isoTime(k.expiresAt), limits: (k.limits ?? null) as Record<string, number> | null,
-      budget: k.budget ?? null, modelBudgets: modelBudgetsView(k.modelBudgets), metadata: {}, source: 'config', createdAt: null, previousSecretValidUntil: null,
+      id: k.id,
+      group: k.group,
+      balance: served?.balance ?? k.balance,
+      disabled: k.disabled,
+      expiresAt: k.expiresAt === null ? null : isoTime(k.expiresAt),
+      limits: (k.limits ?? null) as Record<string, number> | null,
+      budget: k.budget ?? null,
+      modelBudgets: modelBudgetsView(k.modelBudgets),
+      metadata: {},
+      source: 'config',
+      createdAt: null,
+      previousSecretValidUntil: null,
     };
   }
 
   #inConfig(id: string): AdminRefusal {
-    return new AdminRefusal(409, 'key_in_config', `key ${JSON.stringify(id)} is defined in ${this.opts.configPath}`,
-      `change it in ${this.opts.configPath} (the admin API writes only the keys it created); or create a new key through the API`);
+    return new AdminRefusal(
+      409,
+      'key_in_config',
+      `key ${JSON.stringify(id)} is defined in ${this.opts.configPath}`,
+      `change it in ${this.opts.configPath} (the admin API writes only the keys it created); or create a new key through the API`,
+    );
   }
 
   #find(id: string): StoredKey {
@@ -246,7 +349,8 @@ export class FileAdminBackend implements AdminBackend {
 
   async createToken(token: TokenRecord, actor: Actor): Promise<void> {
     const s = this.#fresh();
-    if (s.tokens.some((t) => t.id === token.id)) throw new AdminRefusal(409, 'token_exists', `a token with id ${JSON.stringify(token.id)} already exists`);
+    if (s.tokens.some((t) => t.id === token.id))
+      throw new AdminRefusal(409, 'token_exists', `a token with id ${JSON.stringify(token.id)} already exists`);
     s.tokens.push(token);
     this.#audit(actor, 'token.create', token.id, null, { id: token.id, scope: token.scope });
     this.#save();
@@ -259,7 +363,13 @@ export class FileAdminBackend implements AdminBackend {
   async deleteToken(id: string, actor: Actor): Promise<TokenView> {
     const s = this.#fresh();
     const t = s.tokens.find((x) => x.id === id);
-    if (!t) throw new AdminRefusal(404, 'token_not_found', `no token with id ${JSON.stringify(id)} in ${this.opts.path}`, 'tokens of the config file (adminTokens) are removed there');
+    if (!t)
+      throw new AdminRefusal(
+        404,
+        'token_not_found',
+        `no token with id ${JSON.stringify(id)} in ${this.opts.path}`,
+        'tokens of the config file (adminTokens) are removed there',
+      );
     s.tokens = s.tokens.filter((x) => x !== t);
     this.#audit(actor, 'token.delete', id, { id, scope: t.scope }, null);
     this.#save();
@@ -286,12 +396,23 @@ export class FileAdminBackend implements AdminBackend {
   async createKey(n: NewKeyRecord, actor: Actor): Promise<KeyView> {
     const s = this.#fresh();
     if (this.store.configKeyIds().has(n.id)) throw this.#inConfig(n.id);
-    if (s.keys.some((k) => k.id === n.id)) throw new AdminRefusal(409, 'key_exists', `a key with id ${JSON.stringify(n.id)} already exists`);
+    if (s.keys.some((k) => k.id === n.id))
+      throw new AdminRefusal(409, 'key_exists', `a key with id ${JSON.stringify(n.id)} already exists`);
     if (!this.store.groups().has(n.group)) throw groupNotFound(n.group);
     const spent = this.#spent(n.id);
     const k: StoredKey = {
-      id: n.id, sha256: n.sha256, group: n.group, base: n.balance === null ? null : n.balance + spent, expiresAt: n.expiresAt,
-      disabled: n.disabled, limits: n.limits, budget: n.budget, modelBudgets: n.modelBudgets ? modelBudgetsView(n.modelBudgets) : null, metadata: { ...n.metadata }, createdAt: this.#now(), previous: null,
+      id: n.id,
+      sha256: n.sha256,
+      group: n.group,
+      base: n.balance === null ? null : n.balance + spent,
+      expiresAt: n.expiresAt,
+      disabled: n.disabled,
+      limits: n.limits,
+      budget: n.budget,
+      modelBudgets: n.modelBudgets ? modelBudgetsView(n.modelBudgets) : null,
+      metadata: { ...n.metadata },
+      createdAt: this.#now(),
+      previous: null,
     };
     s.keys.push(k);
     const view = this.#view(k);
@@ -332,7 +453,8 @@ export class FileAdminBackend implements AdminBackend {
   async rotateKey(id: string, sha256: string, previousUntil: number | null, actor: Actor): Promise<KeyView> {
     const k = this.#find(id);
     const before = this.#view(k);
-    k.previous = previousUntil !== null && previousUntil > this.#now() ? { sha256: k.sha256, until: previousUntil } : null;
+    k.previous =
+      previousUntil !== null && previousUntil > this.#now() ? { sha256: k.sha256, until: previousUntil } : null;
     k.sha256 = sha256;
     const after = this.#view(k);
     this.#audit(actor, 'key.rotate', id, before, after);
@@ -340,27 +462,65 @@ export class FileAdminBackend implements AdminBackend {
     return after;
   }
 
-  async credit(id: string, amount: number, idempotencyKey: string, reason: string | null, actor: Actor): Promise<CreditView> {
+  async credit(
+    id: string,
+    amount: number,
+    idempotencyKey: string,
+    reason: string | null,
+    actor: Actor,
+  ): Promise<CreditView> {
     const s = this.#fresh();
     const done = Object.hasOwn(s.credits, idempotencyKey) ? s.credits[idempotencyKey] : undefined;
     if (done) {
       if (done.keyId !== id || done.amount !== amount) {
-        throw new AdminRefusal(409, 'idempotency_key_reused', 'this idempotency key was used for another credit', 'use a new idempotency key for a different credit');
+        throw new AdminRefusal(
+          409,
+          'idempotency_key_reused',
+          'this idempotency key was used for another credit',
+          'use a new idempotency key for a different credit',
+        );
       }
       return { ...done, replayed: true };
     }
     const k = this.#find(id);
-    if (k.base === null) throw new AdminRefusal(409, 'balance_unlimited', `key ${JSON.stringify(id)} has an unlimited balance`, 'PATCH cannot set a balance; create the key with a balance');
+    if (k.base === null)
+      throw new AdminRefusal(
+        409,
+        'balance_unlimited',
+        `key ${JSON.stringify(id)} has an unlimited balance`,
+        'PATCH cannot set a balance; create the key with a balance',
+      );
     const before = this.#view(k);
     const base = Math.round((k.base + amount) * 1e12) / 1e12;
-    if (!Number.isFinite(base)) throw new AdminRefusal(422, 'amount_invalid', 'the balance would not be a finite number');
+    if (!Number.isFinite(base))
+      throw new AdminRefusal(422, 'amount_invalid', 'the balance would not be a finite number');
     k.base = base;
-    const credit: CreditView = { id: randomUUID(), keyId: id, amount, balance: this.#balance(id, base), idempotencyKey, reason, time: isoTime(this.#now()), replayed: false };
+    const credit: CreditView = {
+      id: randomUUID(),
+      keyId: id,
+      amount,
+      balance: this.#balance(id, base),
+      idempotencyKey,
+      reason,
+      time: isoTime(this.#now()),
+      replayed: false,
+    };
     // Defined, not assigned: `__proto__` assigned would set the record's prototype and be forgotten.
-    Object.defineProperty(s.credits, idempotencyKey, { value: credit, enumerable: true, writable: true, configurable: true });
+    Object.defineProperty(s.credits, idempotencyKey, {
+      value: credit,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
     const ids = Object.keys(s.credits);
     if (ids.length > CREDITS_MAX) for (const old of ids.slice(0, ids.length - CREDITS_MAX)) delete s.credits[old];
-    this.#audit(actor, 'key.credit', id, { balance: before.balance }, { balance: credit.balance, amount, idempotencyKey, reason });
+    this.#audit(
+      actor,
+      'key.credit',
+      id,
+      { balance: before.balance },
+      { balance: credit.balance, amount, idempotencyKey, reason },
+    );
     this.#save();
     return credit;
   }
@@ -370,13 +530,18 @@ export class FileAdminBackend implements AdminBackend {
     const meter = this.store.meter;
     if (!meter) return [];
     const rows = await meter.usage({ keyId: f.keyId, group: f.group, since: f.since, limit: Number.MAX_SAFE_INTEGER });
-    return rows.filter((e) => (f.model === undefined || e.model === f.model) && (f.until === undefined || e.time < f.until)).sort(newerFirst);
+    return rows
+      .filter((e) => (f.model === undefined || e.model === f.model) && (f.until === undefined || e.time < f.until))
+      .sort(newerFirst);
   }
 
   async usage(f: UsageFilter): Promise<UsageEntry[]> {
     const rows = await this.#selected(f);
     const after = f.after;
-    const from = after === undefined ? 0 : rows.findIndex((e) => newerFirst({ time: after.time, requestId: after.requestId } as UsageEntry, e) < 0);
+    const from =
+      after === undefined
+        ? 0
+        : rows.findIndex((e) => newerFirst({ time: after.time, requestId: after.requestId } as UsageEntry, e) < 0);
     return from < 0 ? [] : rows.slice(from, from + f.limit);
   }
 
@@ -411,8 +576,14 @@ export class FileAdminBackend implements AdminBackend {
   }
 
   async updateGroup(name: string): Promise<GroupView> {
-    if (!this.store.groups().has(name)) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
-    throw new AdminRefusal(409, 'group_in_config', `group ${JSON.stringify(name)} is defined in ${this.opts.configPath}`, `change it in ${this.opts.configPath}; the service reloads the file`);
+    if (!this.store.groups().has(name))
+      throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+    throw new AdminRefusal(
+      409,
+      'group_in_config',
+      `group ${JSON.stringify(name)} is defined in ${this.opts.configPath}`,
+      `change it in ${this.opts.configPath}; the service reloads the file`,
+    );
   }
 
   async close(): Promise<void> {
@@ -422,7 +593,15 @@ export class FileAdminBackend implements AdminBackend {
 
 /** Newest first: by creation time, then by event id, both descending. */
 export function newerDelivery(a: WebhookDelivery, b: WebhookDelivery): number {
-  return a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.eventId < b.eventId ? 1 : a.eventId > b.eventId ? -1 : 0;
+  return a.createdAt < b.createdAt
+    ? 1
+    : a.createdAt > b.createdAt
+      ? -1
+      : a.eventId < b.eventId
+        ? 1
+        : a.eventId > b.eventId
+          ? -1
+          : 0;
 }
 
 /** The totals of some usage entries. */
@@ -440,9 +619,14 @@ export function totalsOf(rows: readonly UsageEntry[]): UsageTotals {
 /** A group as the API shows it. */
 export function groupView(g: import('../store/store').GroupRecord): GroupView {
   return {
-    name: g.name, available: g.available, limits: (g.limits ?? null) as Record<string, number> | null, budget: g.budget ?? null,
+    name: g.name,
+    available: g.available,
+    limits: (g.limits ?? null) as Record<string, number> | null,
+    budget: g.budget ?? null,
     models: [...g.models.values()].map((m) => ({
-      name: m.name, protocols: m.protocols === null ? null : [...m.protocols], available: m.available,
+      name: m.name,
+      protocols: m.protocols === null ? null : [...m.protocols],
+      available: m.available,
       price: m.price ? { input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput } : null,
     })),
   };

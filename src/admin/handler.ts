@@ -17,7 +17,15 @@ import { openApiText } from './openapi';
 import { OPERATIONS, type Operation } from './operations';
 import { AdminRefusal, keyNotFound } from './refusal';
 import { CreditCreate, GroupPatch, KeyCreate, KeyPatch, Rotate, TokenCreate } from './schemas';
-import { defaultTokenId, generateToken, hashToken, hasTokenShape, scopeAllows, type Scope, type TokenRecord } from './tokens';
+import {
+  defaultTokenId,
+  generateToken,
+  hashToken,
+  hasTokenShape,
+  scopeAllows,
+  type Scope,
+  type TokenRecord,
+} from './tokens';
 
 export const ADMIN_PREFIX = '/admin/v1/';
 const MAX_BODY = 64 * 1024;
@@ -42,7 +50,9 @@ export interface AdminApiOptions {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Handles every path under /admin/v1/; returns false for anything else. */
-export function createAdminHandler(o: AdminApiOptions): (req: http.IncomingMessage, res: http.ServerResponse) => Promise<boolean> {
+export function createAdminHandler(
+  o: AdminApiOptions,
+): (req: http.IncomingMessage, res: http.ServerResponse) => Promise<boolean> {
   const now = o.now ?? Date.now;
   const failures = new FailureLimit({ ...(o.failures ?? { max: 20, windowMs: 60_000 }), now });
   const document = openApiText();
@@ -55,7 +65,14 @@ export function createAdminHandler(o: AdminApiOptions): (req: http.IncomingMessa
     const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     const address = req.socket.remoteAddress ?? 'unknown';
     const send = (status: number, body: unknown, headers: Record<string, string> = {}): true => {
-      res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-request-id': requestId, ...headers }).end(`${JSON.stringify(body)}\n`);
+      res
+        .writeHead(status, {
+          'content-type': 'application/json',
+          'cache-control': 'no-store',
+          'x-request-id': requestId,
+          ...headers,
+        })
+        .end(`${JSON.stringify(body)}\n`);
       return true;
     };
     const refuse = (r: AdminRefusal, headers?: Record<string, string>): true =>
@@ -68,23 +85,53 @@ export function createAdminHandler(o: AdminApiOptions): (req: http.IncomingMessa
     try {
       const blocked = failures.blockedFor(address);
       if (blocked > 0) {
-        return refuse(new AdminRefusal(429, 'too_many_failures', 'too many failed authentications from this address', `try again in ${blocked} s with a valid management token`), { 'retry-after': String(blocked) });
+        return refuse(
+          new AdminRefusal(
+            429,
+            'too_many_failures',
+            'too many failed authentications from this address',
+            `try again in ${blocked} s with a valid management token`,
+          ),
+          { 'retry-after': String(blocked) },
+        );
       }
       const configTokens = o.configTokens?.() ?? [];
       const auth = await authenticate(req, o.backend, configTokens);
       if ('refusal' in auth) {
         failures.fail(address);
-        o.logger.warn({ address, requestId, reason: auth.refusal.code, method: req.method, path: url.pathname }, 'admin API authentication failed');
+        o.logger.warn(
+          { address, requestId, reason: auth.refusal.code, method: req.method, path: url.pathname },
+          'admin API authentication failed',
+        );
         return refuse(auth.refusal, { 'www-authenticate': 'Bearer realm="modelgate-admin"' });
       }
       const token = auth.token;
       const matches = routes.filter((r) => r.pattern.test(url.pathname));
-      if (matches.length === 0) return refuse(new AdminRefusal(404, 'not_found', `no admin operation at ${url.pathname}`, 'GET /admin/v1/openapi.json lists them'));
+      if (matches.length === 0)
+        return refuse(
+          new AdminRefusal(
+            404,
+            'not_found',
+            `no admin operation at ${url.pathname}`,
+            'GET /admin/v1/openapi.json lists them',
+          ),
+        );
       const route = matches.find((r) => r.op.method === req.method);
-      if (!route) return refuse(new AdminRefusal(405, 'method_not_allowed', `${req.method} is not an operation of ${url.pathname}`), { allow: matches.map((r) => r.op.method).join(', ') });
+      if (!route)
+        return refuse(
+          new AdminRefusal(405, 'method_not_allowed', `${req.method} is not an operation of ${url.pathname}`),
+          { allow: matches.map((r) => r.op.method).join(', ') },
+        );
       const op = route.op;
       if (!scopeAllows(token.scope, op.scope)) {
-        return refuse(new AdminRefusal(403, 'scope_insufficient', `token ${token.id} has scope ${token.scope}; ${op.id} needs ${op.scope}`, `create a token with --scope ${op.scope} (or admin)`));
+        return refuse(
+          new AdminRefusal(
+            403,
+            'scope_insufficient',
+            `token ${token.id} has scope ${token.scope}; ${op.id} needs ${op.scope}`,
+            `create a token with --scope ${op.scope} (or admin)`,
+          ),
+        );
       }
       let param: string;
       try {
@@ -94,14 +141,44 @@ export function createAdminHandler(o: AdminApiOptions): (req: http.IncomingMessa
       }
       const body = op.body ? await readJson(req) : undefined;
       const actor: Actor = { tokenId: token.id, address, requestId };
-      const answer = await run(op, { backend: o.backend, param, body, query: url.searchParams, actor, now, configTokens, header: (n) => header(req, n) });
-      if (op.method !== 'GET') o.logger.info({ tokenId: token.id, operation: op.id, target: param || undefined, requestId, address }, 'admin API change');
+      const answer = await run(op, {
+        backend: o.backend,
+        param,
+        body,
+        query: url.searchParams,
+        actor,
+        now,
+        configTokens,
+        header: (n) => header(req, n),
+      });
+      if (op.method !== 'GET')
+        o.logger.info(
+          { tokenId: token.id, operation: op.id, target: param || undefined, requestId, address },
+          'admin API change',
+        );
       return send(op.status, answer);
     } catch (err) {
       if (err instanceof AdminRefusal) return refuse(err);
       // The store could not do it (PostgreSQL down, a state file that cannot be written): fail closed, say so.
-      o.logger.warn({ requestId, address, method: req.method, path: url.pathname, err: err instanceof Error ? err.message : String(err) }, 'admin API request failed');
-      return refuse(new AdminRefusal(503, 'store_unavailable', 'the store could not complete this request', 'retry later; a write may or may not have been made: GET it first (a credit retried with its idempotency key is made once)'), { 'retry-after': '1' });
+      o.logger.warn(
+        {
+          requestId,
+          address,
+          method: req.method,
+          path: url.pathname,
+          err: err instanceof Error ? err.message : String(err),
+        },
+        'admin API request failed',
+      );
+      return refuse(
+        new AdminRefusal(
+          503,
+          'store_unavailable',
+          'the store could not complete this request',
+          'retry later; a write may or may not have been made: GET it first (a credit retried with its idempotency key is made once)',
+        ),
+        { 'retry-after': '1' },
+      );
     }
   };
 }
@@ -111,26 +188,63 @@ function header(req: http.IncomingMessage, name: string): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
-async function authenticate(req: http.IncomingMessage, backend: AdminBackend, inConfig: readonly { readonly id: string; readonly sha256: string; readonly scope: Scope }[]): Promise<{ token: TokenRecord } | { refusal: AdminRefusal }> {
+async function authenticate(
+  req: http.IncomingMessage,
+  backend: AdminBackend,
+  inConfig: readonly { readonly id: string; readonly sha256: string; readonly scope: Scope }[],
+): Promise<{ token: TokenRecord } | { refusal: AdminRefusal }> {
   const raw = header(req, 'authorization');
-  const deny = (code: string, message: string, hint: string): { refusal: AdminRefusal } => ({ refusal: new AdminRefusal(401, code, message, hint) });
-  if (raw === undefined) return deny('token_missing', 'no management token', 'send Authorization: Bearer <token> (modelgate admin-tokens new --scope read|keys|billing|admin)');
+  const deny = (code: string, message: string, hint: string): { refusal: AdminRefusal } => ({
+    refusal: new AdminRefusal(401, code, message, hint),
+  });
+  if (raw === undefined)
+    return deny(
+      'token_missing',
+      'no management token',
+      'send Authorization: Bearer <token> (modelgate admin-tokens new --scope read|keys|billing|admin)',
+    );
   const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(raw);
-  if (!m) return deny('token_malformed', 'the Authorization header is not Bearer <token>', 'send Authorization: Bearer <token>, the token alone after one space');
+  if (!m)
+    return deny(
+      'token_malformed',
+      'the Authorization header is not Bearer <token>',
+      'send Authorization: Bearer <token>, the token alone after one space',
+    );
   const token = m[1];
-  if (token.startsWith(KEY_PREFIX)) return deny('model_key_refused', 'a model key is not a management token', 'the admin API takes a management token (mg-admin-...), created with modelgate admin-tokens new');
-  if (!hasTokenShape(token)) return deny('token_unknown', 'not a valid management token', 'a management token is mg-admin- and 43 characters, created with modelgate admin-tokens new');
+  if (token.startsWith(KEY_PREFIX))
+    return deny(
+      'model_key_refused',
+      'a model key is not a management token',
+      'the admin API takes a management token (mg-admin-...), created with modelgate admin-tokens new',
+    );
+  if (!hasTokenShape(token))
+    return deny(
+      'token_unknown',
+      'not a valid management token',
+      'a management token is mg-admin- and 43 characters, created with modelgate admin-tokens new',
+    );
   const sha256 = hashToken(token);
   const configured = inConfig.find((t) => t.sha256 === sha256);
   if (configured) return { token: { id: configured.id, sha256, scope: configured.scope, createdAt: 0 } };
   const found = await backend.findToken(sha256);
-  if (!found) return deny('token_unknown', 'not a valid management token', 'the token may have been mistyped or removed; create one with modelgate admin-tokens new');
+  if (!found)
+    return deny(
+      'token_unknown',
+      'not a valid management token',
+      'the token may have been mistyped or removed; create one with modelgate admin-tokens new',
+    );
   return { token: found };
 }
 
 async function readJson(req: http.IncomingMessage): Promise<unknown> {
   const type = header(req, 'content-type') ?? '';
-  if (!/^application\/json\s*(;|$)/i.test(type)) throw new AdminRefusal(415, 'content_type', 'the body must be application/json', 'send Content-Type: application/json');
+  if (!/^application\/json\s*(;|$)/i.test(type))
+    throw new AdminRefusal(
+      415,
+      'content_type',
+      'the body must be application/json',
+      'send Content-Type: application/json',
+    );
   const chunks: Buffer[] = [];
   let size = 0;
   // A body over the limit is read on (up to DRAIN_MAX) and dropped, so its sender gets the 400
@@ -151,7 +265,10 @@ async function readJson(req: http.IncomingMessage): Promise<unknown> {
 function parse<T extends z.ZodType>(schema: T, v: unknown): z.output<T> {
   const r = schema.safeParse(v);
   if (r.success) return r.data;
-  const first = r.error.issues.slice(0, 5).map((i) => `${i.path.length > 0 ? i.path.join('.') : 'body'}: ${i.message}`).join('; ');
+  const first = r.error.issues
+    .slice(0, 5)
+    .map((i) => `${i.path.length > 0 ? i.path.join('.') : 'body'}: ${i.message}`)
+    .join('; ');
   throw new AdminRefusal(422, 'invalid', first, 'GET /admin/v1/openapi.json has the schema');
 }
 
@@ -161,7 +278,8 @@ function parse<T extends z.ZodType>(schema: T, v: unknown): z.output<T> {
  */
 function protoFree(body: unknown): void {
   const m = typeof body === 'object' && body !== null ? (body as Record<string, unknown>).modelBudgets : undefined;
-  if (typeof m === 'object' && m !== null && Object.hasOwn(m, '__proto__')) throw new AdminRefusal(422, 'invalid', 'modelBudgets: a model named __proto__ cannot have a budget');
+  if (typeof m === 'object' && m !== null && Object.hasOwn(m, '__proto__'))
+    throw new AdminRefusal(422, 'invalid', 'modelBudgets: a model named __proto__ cannot have a budget');
 }
 
 /** Budgets per model name models of the key's group (a typo would be a budget that never holds). */
@@ -171,15 +289,23 @@ async function modelsOfGroup(b: AdminBackend, group: string, models: readonly st
   const known = new Set(g.models.map((m) => m.name));
   const unknown = models.filter((m) => !known.has(m));
   if (unknown.length > 0) {
-    throw new AdminRefusal(422, 'model_not_in_group', `modelBudgets: group ${JSON.stringify(group)} has no model ${unknown.slice(0, 3).map((m) => JSON.stringify(m)).join(', ')}`,
-      `GET /admin/v1/groups/${encodeURIComponent(group)} lists its models (names are exact: case and spaces matter)`);
+    throw new AdminRefusal(
+      422,
+      'model_not_in_group',
+      `modelBudgets: group ${JSON.stringify(group)} has no model ${unknown
+        .slice(0, 3)
+        .map((m) => JSON.stringify(m))
+        .join(', ')}`,
+      `GET /admin/v1/groups/${encodeURIComponent(group)} lists its models (names are exact: case and spaces matter)`,
+    );
   }
 }
 
 function time(v: string | null | undefined, what: string): number | null | undefined {
   if (v === undefined || v === null) return v;
   const t = Date.parse(v);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(v) || Number.isNaN(t)) throw new AdminRefusal(422, 'invalid', `${what}: not an ISO 8601 date-time`, 'e.g. 2026-12-31T23:59:59Z');
+  if (!/^\d{4}-\d{2}-\d{2}/.test(v) || Number.isNaN(t))
+    throw new AdminRefusal(422, 'invalid', `${what}: not an ISO 8601 date-time`, 'e.g. 2026-12-31T23:59:59Z');
   return t;
 }
 
@@ -200,7 +326,12 @@ function usageCursor(v: string | null): { time: number; requestId: string } | un
   } catch {
     // refused below
   }
-  throw new AdminRefusal(422, 'invalid', 'cursor: not a cursor this API gave', 'pass the nextCursor of the page before, as it is');
+  throw new AdminRefusal(
+    422,
+    'invalid',
+    'cursor: not a cursor this API gave',
+    'pass the nextCursor of the page before, as it is',
+  );
 }
 
 interface Ctx {
@@ -215,9 +346,19 @@ interface Ctx {
 }
 
 const usageView = (e: UsageEntry) => ({
-  time: isoTime(e.time), requestId: e.requestId, keyId: e.keyId, group: e.group, model: e.model, protocol: e.protocol,
-  inputTokens: e.inputTokens, outputTokens: e.outputTokens, cachedInputTokens: e.cachedInputTokens, cost: e.cost, priced: e.priced,
-  estimated: e.estimated ?? null, provisional: e.provisional === true,
+  time: isoTime(e.time),
+  requestId: e.requestId,
+  keyId: e.keyId,
+  group: e.group,
+  model: e.model,
+  protocol: e.protocol,
+  inputTokens: e.inputTokens,
+  outputTokens: e.outputTokens,
+  cachedInputTokens: e.cachedInputTokens,
+  cost: e.cost,
+  priced: e.priced,
+  estimated: e.estimated ?? null,
+  provisional: e.provisional === true,
 });
 
 async function run(op: Operation, c: Ctx): Promise<unknown> {
@@ -235,11 +376,21 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       const v = parse(KeyCreate, c.body);
       if (v.modelBudgets) await modelsOfGroup(b, v.group, Object.keys(v.modelBudgets));
       const secret = generateKey();
-      const key = await b.createKey({
-        id: v.id ?? `key-${randomUUID().slice(0, 8)}`, sha256: hashKey(secret), group: v.group, balance: v.balance ?? null,
-        expiresAt: time(v.expiresAt, 'expiresAt') ?? null, disabled: v.disabled ?? false, limits: v.limits ?? null, budget: v.budget ?? null,
-        modelBudgets: v.modelBudgets ? mergeModelBudgets(null, v.modelBudgets) : null, metadata: v.metadata ?? {},
-      }, c.actor);
+      const key = await b.createKey(
+        {
+          id: v.id ?? `key-${randomUUID().slice(0, 8)}`,
+          sha256: hashKey(secret),
+          group: v.group,
+          balance: v.balance ?? null,
+          expiresAt: time(v.expiresAt, 'expiresAt') ?? null,
+          disabled: v.disabled ?? false,
+          limits: v.limits ?? null,
+          budget: v.budget ?? null,
+          modelBudgets: v.modelBudgets ? mergeModelBudgets(null, v.modelBudgets) : null,
+          metadata: v.metadata ?? {},
+        },
+        c.actor,
+      );
       return { key, secret };
     }
     case 'updateKey': {
@@ -251,9 +402,12 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
         if (group !== undefined) await modelsOfGroup(b, group, named);
       }
       const change: KeyChange = {
-        ...(v.group !== undefined ? { group: v.group } : {}), ...(v.expiresAt !== undefined ? { expiresAt: time(v.expiresAt, 'expiresAt') } : {}),
-        ...(v.disabled !== undefined ? { disabled: v.disabled } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}),
-        ...(v.budget !== undefined ? { budget: v.budget } : {}), ...(v.metadata !== undefined ? { metadata: v.metadata } : {}),
+        ...(v.group !== undefined ? { group: v.group } : {}),
+        ...(v.expiresAt !== undefined ? { expiresAt: time(v.expiresAt, 'expiresAt') } : {}),
+        ...(v.disabled !== undefined ? { disabled: v.disabled } : {}),
+        ...(v.limits !== undefined ? { limits: v.limits } : {}),
+        ...(v.budget !== undefined ? { budget: v.budget } : {}),
+        ...(v.metadata !== undefined ? { metadata: v.metadata } : {}),
         ...(v.modelBudgets !== undefined ? { modelBudgets: v.modelBudgets } : {}),
       };
       return b.updateKey(c.param, change, c.actor);
@@ -271,22 +425,35 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       const v = parse(CreditCreate, c.body);
       const fromHeader = c.header('idempotency-key');
       if (fromHeader !== undefined && v.idempotencyKey !== undefined && fromHeader !== v.idempotencyKey) {
-        throw new AdminRefusal(422, 'invalid', 'the Idempotency-Key header and the body\'s idempotencyKey differ');
+        throw new AdminRefusal(422, 'invalid', "the Idempotency-Key header and the body's idempotencyKey differ");
       }
       const idem = v.idempotencyKey ?? fromHeader;
-      if (idem === undefined || idem === '' || idem.length > 200) throw new AdminRefusal(422, 'invalid', 'idempotencyKey: required (in the body or as the Idempotency-Key header), 1-200 characters', 'a ticket or transaction id of yours: a retry with the same one credits once');
+      if (idem === undefined || idem === '' || idem.length > 200)
+        throw new AdminRefusal(
+          422,
+          'invalid',
+          'idempotencyKey: required (in the body or as the Idempotency-Key header), 1-200 characters',
+          'a ticket or transaction id of yours: a retry with the same one credits once',
+        );
       return b.credit(c.param, v.amount, idem, v.reason ?? null, c.actor);
     }
     case 'getUsage': {
       const q = c.query;
       const filter = {
-        keyId: q.get('keyId') ?? undefined, group: q.get('group') ?? undefined, model: q.get('model') ?? undefined,
-        since: time(q.get('since'), 'since') ?? undefined, until: time(q.get('until'), 'until') ?? undefined, limit: limitParam(q),
+        keyId: q.get('keyId') ?? undefined,
+        group: q.get('group') ?? undefined,
+        model: q.get('model') ?? undefined,
+        since: time(q.get('since'), 'since') ?? undefined,
+        until: time(q.get('until'), 'until') ?? undefined,
+        limit: limitParam(q),
         after: usageCursor(q.get('cursor')),
       };
       const [entries, totals] = await Promise.all([b.usage(filter), b.usageTotals(filter)]);
       const last = entries.at(-1);
-      const nextCursor = last && entries.length === filter.limit ? Buffer.from(JSON.stringify([last.time, last.requestId])).toString('base64url') : null;
+      const nextCursor =
+        last && entries.length === filter.limit
+          ? Buffer.from(JSON.stringify([last.time, last.requestId])).toString('base64url')
+          : null;
       return { entries: entries.map(usageView), totals, nextCursor };
     }
     case 'getAudit': {
@@ -304,29 +471,66 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
       return { deliveries, nextCursor: deliveries.length === limit ? deliveries.at(-1)!.eventId : null };
     }
     case 'listTokens': {
-      const fromConfig = c.configTokens.map((t) => ({ id: t.id, scope: t.scope, description: null, createdAt: null, source: 'config' as const }));
+      const fromConfig = c.configTokens.map((t) => ({
+        id: t.id,
+        scope: t.scope,
+        description: null,
+        createdAt: null,
+        source: 'config' as const,
+      }));
       return { tokens: [...fromConfig, ...(await b.listTokens())] };
     }
     case 'createToken': {
       const v = parse(TokenCreate, c.body);
       const id = v.id ?? defaultTokenId();
-      if (c.configTokens.some((t) => t.id === id)) throw new AdminRefusal(409, 'token_exists', `a token with id ${JSON.stringify(id)} already exists (in the config file)`);
+      if (c.configTokens.some((t) => t.id === id))
+        throw new AdminRefusal(
+          409,
+          'token_exists',
+          `a token with id ${JSON.stringify(id)} already exists (in the config file)`,
+        );
       const secret = generateToken();
-      const record: TokenRecord = { id, sha256: hashToken(secret), scope: v.scope, createdAt: c.now(), description: v.description ?? null };
+      const record: TokenRecord = {
+        id,
+        sha256: hashToken(secret),
+        scope: v.scope,
+        createdAt: c.now(),
+        description: v.description ?? null,
+      };
       await b.createToken(record, c.actor);
       return { token: tokenView(record), secret };
     }
     case 'deleteToken':
-      if (c.configTokens.some((t) => t.id === c.param)) throw new AdminRefusal(409, 'token_in_config', `token ${JSON.stringify(c.param)} is defined in the config file (adminTokens)`, 'remove it there; the service reloads the file');
+      if (c.configTokens.some((t) => t.id === c.param))
+        throw new AdminRefusal(
+          409,
+          'token_in_config',
+          `token ${JSON.stringify(c.param)} is defined in the config file (adminTokens)`,
+          'remove it there; the service reloads the file',
+        );
       return b.deleteToken(c.param, c.actor);
     case 'updateGroup': {
       const v = parse(GroupPatch, c.body);
       const models = v.models?.map((m) => ({
-        name: m.name, ...(m.remove ? { remove: true as const } : {}), ...(m.protocols !== undefined ? { protocols: m.protocols } : {}), ...(m.available !== undefined ? { available: m.available } : {}),
-        ...(m.price !== undefined ? { price: m.price === null ? null : toModelPrice(m.price) } : {}), ...(m.maxOutputTokens !== undefined ? { maxOutputTokens: m.maxOutputTokens } : {}),
+        name: m.name,
+        ...(m.remove ? { remove: true as const } : {}),
+        ...(m.protocols !== undefined ? { protocols: m.protocols } : {}),
+        ...(m.available !== undefined ? { available: m.available } : {}),
+        ...(m.price !== undefined ? { price: m.price === null ? null : toModelPrice(m.price) } : {}),
+        ...(m.maxOutputTokens !== undefined ? { maxOutputTokens: m.maxOutputTokens } : {}),
       }));
-      if (models && new Set(models.map((m) => m.name)).size !== models.length) throw new AdminRefusal(422, 'invalid', 'models: a model named twice', 'one change per model name');
-      return b.updateGroup(c.param, { ...(v.available !== undefined ? { available: v.available } : {}), ...(v.limits !== undefined ? { limits: v.limits } : {}), ...(v.budget !== undefined ? { budget: v.budget } : {}), ...(models ? { models } : {}) }, c.actor);
+      if (models && new Set(models.map((m) => m.name)).size !== models.length)
+        throw new AdminRefusal(422, 'invalid', 'models: a model named twice', 'one change per model name');
+      return b.updateGroup(
+        c.param,
+        {
+          ...(v.available !== undefined ? { available: v.available } : {}),
+          ...(v.limits !== undefined ? { limits: v.limits } : {}),
+          ...(v.budget !== undefined ? { budget: v.budget } : {}),
+          ...(models ? { models } : {}),
+        },
+        c.actor,
+      );
     }
     case 'getGroup': {
       const g = (await b.listGroups()).find((x) => x.name === c.param);

@@ -3,12 +3,46 @@
  * routes by this table and the OpenAPI document (openapi.ts) is generated from it.
  */
 import type { z } from 'zod';
-import { ApiError, Audit, Credit, CreditCreate, DeliveryList, Group, GroupList, GroupPatch, IssuedKey, Key, KeyCreate, KeyList, KeyPatch, IssuedToken, Rotate, Token, TokenCreate, TokenList, Usage } from './schemas';
+import {
+  ApiError,
+  Audit,
+  Credit,
+  CreditCreate,
+  DeliveryList,
+  Group,
+  GroupList,
+  GroupPatch,
+  IssuedKey,
+  Key,
+  KeyCreate,
+  KeyList,
+  KeyPatch,
+  IssuedToken,
+  Rotate,
+  Token,
+  TokenCreate,
+  TokenList,
+  Usage,
+} from './schemas';
 import type { Scope } from './tokens';
 
 export type OperationId =
-  | 'listKeys' | 'createKey' | 'getKey' | 'updateKey' | 'deleteKey' | 'rotateKey' | 'creditKey'
-  | 'getUsage' | 'getAudit' | 'listGroups' | 'getGroup' | 'listTokens' | 'createToken' | 'deleteToken' | 'updateGroup' | 'listWebhookDeliveries';
+  | 'listKeys'
+  | 'createKey'
+  | 'getKey'
+  | 'updateKey'
+  | 'deleteKey'
+  | 'rotateKey'
+  | 'creditKey'
+  | 'getUsage'
+  | 'getAudit'
+  | 'listGroups'
+  | 'getGroup'
+  | 'listTokens'
+  | 'createToken'
+  | 'deleteToken'
+  | 'updateGroup'
+  | 'listWebhookDeliveries';
 
 export interface QueryParam {
   readonly name: string;
@@ -33,15 +67,90 @@ export interface Operation {
 }
 
 export const OPERATIONS: readonly Operation[] = [
-  { id: 'listKeys', method: 'GET', path: '/admin/v1/keys', scope: 'read', summary: 'List keys (never their secrets)', query: [{ name: 'group', description: 'Only the keys of this group.', type: 'string' }], status: 200, answer: KeyList, refusals: [] },
-  { id: 'createKey', method: 'POST', path: '/admin/v1/keys', scope: 'keys', summary: 'Create a key; its secret is in this answer only', body: KeyCreate, status: 201, answer: IssuedKey, refusals: [409, 422] },
-  { id: 'getKey', method: 'GET', path: '/admin/v1/keys/{id}', scope: 'read', summary: 'A key', status: 200, answer: Key, refusals: [404] },
-  { id: 'updateKey', method: 'PATCH', path: '/admin/v1/keys/{id}', scope: 'keys', summary: 'Change a key (group, expiry, disabled, limits, metadata)', body: KeyPatch, status: 200, answer: Key, refusals: [404, 409, 422] },
-  { id: 'deleteKey', method: 'DELETE', path: '/admin/v1/keys/{id}', scope: 'keys', summary: 'Delete a key (401 key_unknown from then on)', status: 200, answer: Key, refusals: [404, 409] },
-  { id: 'rotateKey', method: 'POST', path: '/admin/v1/keys/{id}/rotate', scope: 'keys', summary: 'A new secret for the same key id; the previous one works for gracePeriodSeconds only', body: Rotate, status: 200, answer: IssuedKey, refusals: [404, 409, 422] },
-  { id: 'creditKey', method: 'POST', path: '/admin/v1/keys/{id}/credits', scope: 'billing', summary: 'Add to (or, negative, take from) a balance, once per idempotency key', body: CreditCreate, status: 200, answer: Credit, refusals: [404, 409, 422] },
   {
-    id: 'getUsage', method: 'GET', path: '/admin/v1/usage', scope: 'read', summary: 'Metered requests, newest first, with their totals', status: 200, answer: Usage, refusals: [422],
+    id: 'listKeys',
+    method: 'GET',
+    path: '/admin/v1/keys',
+    scope: 'read',
+    summary: 'List keys (never their secrets)',
+    query: [{ name: 'group', description: 'Only the keys of this group.', type: 'string' }],
+    status: 200,
+    answer: KeyList,
+    refusals: [],
+  },
+  {
+    id: 'createKey',
+    method: 'POST',
+    path: '/admin/v1/keys',
+    scope: 'keys',
+    summary: 'Create a key; its secret is in this answer only',
+    body: KeyCreate,
+    status: 201,
+    answer: IssuedKey,
+    refusals: [409, 422],
+  },
+  {
+    id: 'getKey',
+    method: 'GET',
+    path: '/admin/v1/keys/{id}',
+    scope: 'read',
+    summary: 'A key',
+    status: 200,
+    answer: Key,
+    refusals: [404],
+  },
+  {
+    id: 'updateKey',
+    method: 'PATCH',
+    path: '/admin/v1/keys/{id}',
+    scope: 'keys',
+    summary: 'Change a key (group, expiry, disabled, limits, metadata)',
+    body: KeyPatch,
+    status: 200,
+    answer: Key,
+    refusals: [404, 409, 422],
+  },
+  {
+    id: 'deleteKey',
+    method: 'DELETE',
+    path: '/admin/v1/keys/{id}',
+    scope: 'keys',
+    summary: 'Delete a key (401 key_unknown from then on)',
+    status: 200,
+    answer: Key,
+    refusals: [404, 409],
+  },
+  {
+    id: 'rotateKey',
+    method: 'POST',
+    path: '/admin/v1/keys/{id}/rotate',
+    scope: 'keys',
+    summary: 'A new secret for the same key id; the previous one works for gracePeriodSeconds only',
+    body: Rotate,
+    status: 200,
+    answer: IssuedKey,
+    refusals: [404, 409, 422],
+  },
+  {
+    id: 'creditKey',
+    method: 'POST',
+    path: '/admin/v1/keys/{id}/credits',
+    scope: 'billing',
+    summary: 'Add to (or, negative, take from) a balance, once per idempotency key',
+    body: CreditCreate,
+    status: 200,
+    answer: Credit,
+    refusals: [404, 409, 422],
+  },
+  {
+    id: 'getUsage',
+    method: 'GET',
+    path: '/admin/v1/usage',
+    scope: 'read',
+    summary: 'Metered requests, newest first, with their totals',
+    status: 200,
+    answer: Usage,
+    refusals: [422],
     query: [
       { name: 'keyId', description: 'Only this key.', type: 'string' },
       { name: 'group', description: 'Only this group.', type: 'string' },
@@ -52,14 +161,97 @@ export const OPERATIONS: readonly Operation[] = [
       { name: 'cursor', description: 'The nextCursor of the page before.', type: 'string' },
     ],
   },
-  { id: 'getAudit', method: 'GET', path: '/admin/v1/audit', scope: 'read', summary: 'Admin changes, newest first', query: [{ name: 'limit', description: 'At most this many entries (1-1000, default 100).', type: 'integer' }, { name: 'cursor', description: 'The nextCursor of the page before.', type: 'string' }], status: 200, answer: Audit, refusals: [422] },
-  { id: 'listWebhookDeliveries', method: 'GET', path: '/admin/v1/webhooks/deliveries', scope: 'read', summary: 'Budget alert deliveries to the webhook, newest first: status, attempts, last error', query: [{ name: 'limit', description: 'At most this many deliveries (1-1000, default 100).', type: 'integer' }, { name: 'cursor', description: 'The nextCursor of the page before.', type: 'string' }], status: 200, answer: DeliveryList, refusals: [422] },
-  { id: 'listGroups', method: 'GET', path: '/admin/v1/groups', scope: 'read', summary: 'Groups with their models, prices, availability and limits', status: 200, answer: GroupList, refusals: [] },
-  { id: 'getGroup', method: 'GET', path: '/admin/v1/groups/{name}', scope: 'read', summary: 'A group', status: 200, answer: Group, refusals: [404] },
-  { id: 'updateGroup', method: 'PATCH', path: '/admin/v1/groups/{name}', scope: 'admin', summary: 'Change a group\'s availability, default limits, budget, and its models and their prices (every replica at once)', body: GroupPatch, status: 200, answer: Group, refusals: [404, 409] },
-  { id: 'listTokens', method: 'GET', path: '/admin/v1/tokens', scope: 'admin', summary: 'Management tokens (never the tokens themselves), those of the config file included', status: 200, answer: TokenList, refusals: [] },
-  { id: 'createToken', method: 'POST', path: '/admin/v1/tokens', scope: 'admin', summary: 'Create a management token; the token is in this answer only', body: TokenCreate, status: 201, answer: IssuedToken, refusals: [409] },
-  { id: 'deleteToken', method: 'DELETE', path: '/admin/v1/tokens/{id}', scope: 'admin', summary: 'Revoke a management token at once', status: 200, answer: Token, refusals: [404, 409] },
+  {
+    id: 'getAudit',
+    method: 'GET',
+    path: '/admin/v1/audit',
+    scope: 'read',
+    summary: 'Admin changes, newest first',
+    query: [
+      { name: 'limit', description: 'At most this many entries (1-1000, default 100).', type: 'integer' },
+      { name: 'cursor', description: 'The nextCursor of the page before.', type: 'string' },
+    ],
+    status: 200,
+    answer: Audit,
+    refusals: [422],
+  },
+  {
+    id: 'listWebhookDeliveries',
+    method: 'GET',
+    path: '/admin/v1/webhooks/deliveries',
+    scope: 'read',
+    summary: 'Budget alert deliveries to the webhook, newest first: status, attempts, last error',
+    query: [
+      { name: 'limit', description: 'At most this many deliveries (1-1000, default 100).', type: 'integer' },
+      { name: 'cursor', description: 'The nextCursor of the page before.', type: 'string' },
+    ],
+    status: 200,
+    answer: DeliveryList,
+    refusals: [422],
+  },
+  {
+    id: 'listGroups',
+    method: 'GET',
+    path: '/admin/v1/groups',
+    scope: 'read',
+    summary: 'Groups with their models, prices, availability and limits',
+    status: 200,
+    answer: GroupList,
+    refusals: [],
+  },
+  {
+    id: 'getGroup',
+    method: 'GET',
+    path: '/admin/v1/groups/{name}',
+    scope: 'read',
+    summary: 'A group',
+    status: 200,
+    answer: Group,
+    refusals: [404],
+  },
+  {
+    id: 'updateGroup',
+    method: 'PATCH',
+    path: '/admin/v1/groups/{name}',
+    scope: 'admin',
+    summary:
+      "Change a group's availability, default limits, budget, and its models and their prices (every replica at once)",
+    body: GroupPatch,
+    status: 200,
+    answer: Group,
+    refusals: [404, 409],
+  },
+  {
+    id: 'listTokens',
+    method: 'GET',
+    path: '/admin/v1/tokens',
+    scope: 'admin',
+    summary: 'Management tokens (never the tokens themselves), those of the config file included',
+    status: 200,
+    answer: TokenList,
+    refusals: [],
+  },
+  {
+    id: 'createToken',
+    method: 'POST',
+    path: '/admin/v1/tokens',
+    scope: 'admin',
+    summary: 'Create a management token; the token is in this answer only',
+    body: TokenCreate,
+    status: 201,
+    answer: IssuedToken,
+    refusals: [409],
+  },
+  {
+    id: 'deleteToken',
+    method: 'DELETE',
+    path: '/admin/v1/tokens/{id}',
+    scope: 'admin',
+    summary: 'Revoke a management token at once',
+    status: 200,
+    answer: Token,
+    refusals: [404, 409],
+  },
 ];
 
 export { ApiError };

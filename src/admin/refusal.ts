@@ -15,6 +15,12 @@ export class AdminRefusal extends InternalError {
   }
 }
 
-export const keyNotFound = (id: string): AdminRefusal => new AdminRefusal(404, 'key_not_found', `no key with id ${JSON.stringify(id)}`);
+export const keyNotFound = (id: string): AdminRefusal =>
+  new AdminRefusal(404, 'key_not_found', `no key with id ${JSON.stringify(id)}`);
 export const groupNotFound = (group: string): AdminRefusal =>
-  new AdminRefusal(422, 'group_not_found', `no group named ${JSON.stringify(group)}`, 'GET /admin/v1/groups lists the groups');
+  new AdminRefusal(
+    422,
+    'group_not_found',
+    `no group named ${JSON.stringify(group)}`,
+    'GET /admin/v1/groups lists the groups',
+  );

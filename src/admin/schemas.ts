@@ -11,31 +11,49 @@ import { SCOPES } from './tokens';
 const amount = z.number().refine(Number.isFinite, { error: 'must be a finite number' });
 const time = z.string().describe('ISO 8601 date-time (UTC).');
 
-export const KeyId = z.string().regex(KEY_ID, { error: 'must be an id of 1-128 characters from A-Z a-z 0-9 . _ @ : -' });
+export const KeyId = z
+  .string()
+  .regex(KEY_ID, { error: 'must be an id of 1-128 characters from A-Z a-z 0-9 . _ @ : -' });
 
 /** Free-form labels an operator's systems keep on a key (team, ticket, owner): strings only, bounded. */
-export const Metadata = z.record(z.string().max(100), z.string().max(1000)).refine((m) => Object.keys(m).length <= 50, { error: 'at most 50 entries' })
+export const Metadata = z
+  .record(z.string().max(100), z.string().max(1000))
+  .refine((m) => Object.keys(m).length <= 50, { error: 'at most 50 entries' })
   .describe('Labels of your own (at most 50 strings); modelgate never reads them.');
 
 /** A budget per window as the API shows it (docs/metering.md, "Budgets per window"). */
-export const BudgetView = z.object({
-  amount: z.number(),
-  period: z.enum(['day', 'week', 'month']),
-  timeZone: z.string(),
-}).describe('What may be spent per day, ISO week or calendar month in an IANA time zone, beside the balance (403 budget_exhausted).');
+export const BudgetView = z
+  .object({
+    amount: z.number(),
+    period: z.enum(['day', 'week', 'month']),
+    timeZone: z.string(),
+  })
+  .describe(
+    'What may be spent per day, ISO week or calendar month in an IANA time zone, beside the balance (403 budget_exhausted).',
+  );
 
-const budgetInput = budget.nullable().optional().describe('A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none.');
+const budgetInput = budget
+  .nullable()
+  .optional()
+  .describe('A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none.');
 
 /** A model name as a key of modelBudgets (zod drops a `__proto__` key: the handler refuses it before parsing). */
 const modelName = z.string().min(1).max(256);
 
-const modelBudgetsView = z.record(z.string(), BudgetView)
-  .describe("The key's budgets per window on single models, by the group's exact model name (403 model_budget_exhausted); {}: none.");
+const modelBudgetsView = z
+  .record(z.string(), BudgetView)
+  .describe(
+    "The key's budgets per window on single models, by the group's exact model name (403 model_budget_exhausted); {}: none.",
+  );
 
-const modelBudgetsPatch = z.record(modelName, budget.nullable())
+const modelBudgetsPatch = z
+  .record(modelName, budget.nullable())
   .refine((m) => Object.keys(m).length <= 256, { error: 'at most 256 models' })
-  .nullable().optional()
-  .describe('Merged into the key\'s budgets per model: a model with a budget sets it, a model with null removes it; null removes them all.');
+  .nullable()
+  .optional()
+  .describe(
+    "Merged into the key's budgets per model: a model with a budget sets it, a model with null removes it; null removes them all.",
+  );
 
 export const Key = z.object({
   id: z.string(),
@@ -47,9 +65,15 @@ export const Key = z.object({
   budget: BudgetView.nullable(),
   modelBudgets: modelBudgetsView,
   metadata: z.record(z.string(), z.string()),
-  source: z.enum(['api', 'config', 'store']).describe('api: created through this API (writable); config: defined in the YAML file (read only here); store: a PostgreSQL key.'),
+  source: z
+    .enum(['api', 'config', 'store'])
+    .describe(
+      'api: created through this API (writable); config: defined in the YAML file (read only here); store: a PostgreSQL key.',
+    ),
   createdAt: time.nullable(),
-  previousSecretValidUntil: time.nullable().describe('After a rotation with a grace period: until when the previous secret still works.'),
+  previousSecretValidUntil: time
+    .nullable()
+    .describe('After a rotation with a grace period: until when the previous secret still works.'),
 });
 
 export const KeyCreate = z.strictObject({
@@ -64,15 +88,17 @@ export const KeyCreate = z.strictObject({
   metadata: Metadata.optional(),
 });
 
-export const KeyPatch = z.strictObject({
-  group: z.string().min(1).optional(),
-  expiresAt: time.nullable().optional(),
-  disabled: z.boolean().optional(),
-  limits: keyLimits.nullable().optional(),
-  budget: budgetInput,
-  modelBudgets: modelBudgetsPatch,
-  metadata: Metadata.optional(),
-}).describe('Fields to change; a balance changes only through credits (never overwritten).');
+export const KeyPatch = z
+  .strictObject({
+    group: z.string().min(1).optional(),
+    expiresAt: time.nullable().optional(),
+    disabled: z.boolean().optional(),
+    limits: keyLimits.nullable().optional(),
+    budget: budgetInput,
+    modelBudgets: modelBudgetsPatch,
+    metadata: Metadata.optional(),
+  })
+  .describe('Fields to change; a balance changes only through credits (never overwritten).');
 
 export const IssuedKey = z.object({
   key: Key,
@@ -80,12 +106,27 @@ export const IssuedKey = z.object({
 });
 
 export const Rotate = z.strictObject({
-  gracePeriodSeconds: z.number().int().min(0).max(30 * 86400).optional().describe('How long the previous secret keeps working (default 0: it stops at once).'),
+  gracePeriodSeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86400)
+    .optional()
+    .describe('How long the previous secret keeps working (default 0: it stops at once).'),
 });
 
 export const CreditCreate = z.strictObject({
-  amount: amount.refine((n) => n !== 0, { error: 'must not be 0' }).describe('Added to the balance; negative: a debit.'),
-  idempotencyKey: z.string().min(1).max(200).optional().describe('The same key credits once: a retry answers the first credit. Required here or as the Idempotency-Key header.'),
+  amount: amount
+    .refine((n) => n !== 0, { error: 'must not be 0' })
+    .describe('Added to the balance; negative: a debit.'),
+  idempotencyKey: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe(
+      'The same key credits once: a retry answers the first credit. Required here or as the Idempotency-Key header.',
+    ),
   reason: z.string().max(500).optional(),
 });
 
@@ -101,14 +142,26 @@ export const Credit = z.object({
 });
 
 export const UsageEntry = z.object({
-  time, requestId: z.string(), keyId: z.string(), group: z.string(), model: z.string(), protocol: z.string(),
-  inputTokens: z.number(), outputTokens: z.number(), cachedInputTokens: z.number(), cost: z.number(), priced: z.boolean(),
-  estimated: z.string().nullable(), provisional: z.boolean(),
+  time,
+  requestId: z.string(),
+  keyId: z.string(),
+  group: z.string(),
+  model: z.string(),
+  protocol: z.string(),
+  inputTokens: z.number(),
+  outputTokens: z.number(),
+  cachedInputTokens: z.number(),
+  cost: z.number(),
+  priced: z.boolean(),
+  estimated: z.string().nullable(),
+  provisional: z.boolean(),
 });
 
 export const Usage = z.object({
   entries: z.array(UsageEntry),
-  totals: z.object({ requests: z.number(), inputTokens: z.number(), outputTokens: z.number(), cost: z.number() }).describe('Of every entry the filter selects, all pages.'),
+  totals: z
+    .object({ requests: z.number(), inputTokens: z.number(), outputTokens: z.number(), cost: z.number() })
+    .describe('Of every entry the filter selects, all pages.'),
   nextCursor: z.string().nullable().describe('The next page: pass it as `cursor`; null: this was the last.'),
 });
 
@@ -145,31 +198,74 @@ export const Group = z.object({
 });
 
 /** One model's change in a group (by name): added when new, changed field by field, or removed. */
-export const GroupModelChange = z.strictObject({
-  name: configModelName.describe('The model name clients send (exact: case and spaces matter).'),
-  remove: z.literal(true).optional().describe('true: remove the model from the group (its keys get 403 model_not_in_group); no other field with it.'),
-  protocols: z.array(z.enum(PROTOCOLS)).min(1).nullable().optional().describe('The protocol styles it is served on; null: any (the default of a new model).'),
-  available: z.boolean().optional().describe('false: in the group, but its channel is down (403 model_unavailable); default of a new model: true.'),
-  price: price.nullable().optional().describe("Its price per million tokens (the config's schema: input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput, tools); null: none (metered, costs nothing)."),
-  maxOutputTokens: z.number().int().min(1).max(100_000_000).nullable().optional().describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
-}).refine((m) => !m.remove || Object.keys(m).every((k) => k === 'name' || k === 'remove'), { error: 'remove takes no other field' });
+export const GroupModelChange = z
+  .strictObject({
+    name: configModelName.describe('The model name clients send (exact: case and spaces matter).'),
+    remove: z
+      .literal(true)
+      .optional()
+      .describe('true: remove the model from the group (its keys get 403 model_not_in_group); no other field with it.'),
+    protocols: z
+      .array(z.enum(PROTOCOLS))
+      .min(1)
+      .nullable()
+      .optional()
+      .describe('The protocol styles it is served on; null: any (the default of a new model).'),
+    available: z
+      .boolean()
+      .optional()
+      .describe('false: in the group, but its channel is down (403 model_unavailable); default of a new model: true.'),
+    price: price
+      .nullable()
+      .optional()
+      .describe(
+        "Its price per million tokens (the config's schema: input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput, tools); null: none (metered, costs nothing).",
+      ),
+    maxOutputTokens: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000_000)
+      .nullable()
+      .optional()
+      .describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
+  })
+  .refine((m) => !m.remove || Object.keys(m).every((k) => k === 'name' || k === 'remove'), {
+    error: 'remove takes no other field',
+  });
 
-export const GroupPatch = z.strictObject({
-  available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
-  models: z.array(GroupModelChange).min(1).max(1000).optional().describe('Changes of models by name, in order: a new name is added (at the end), a known one changed, `remove: true` removes it; the others are kept as they are.'),
-  limits: keyLimits.nullable().optional().describe("The default limits of each key of the group; null: none."),
-  budget: budgetInput,
-}).describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
+export const GroupPatch = z
+  .strictObject({
+    available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
+    models: z
+      .array(GroupModelChange)
+      .min(1)
+      .max(1000)
+      .optional()
+      .describe(
+        'Changes of models by name, in order: a new name is added (at the end), a known one changed, `remove: true` removes it; the others are kept as they are.',
+      ),
+    limits: keyLimits.nullable().optional().describe('The default limits of each key of the group; null: none.'),
+    budget: budgetInput,
+  })
+  .describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
 
 export const Delivery = z.object({
-  eventId: z.string().describe("The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold."),
+  eventId: z
+    .string()
+    .describe("The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold."),
   type: z.string().describe('budget.threshold'),
   subject: z.string().describe('Whose budget: key:<id>, group:<name> or model:<key id>:<model>.'),
   threshold: z.number().describe("Percent of the budget's amount."),
-  status: z.enum(['pending', 'delivered', 'failed']).describe('pending: queued or retrying; failed: every attempt failed.'),
+  status: z
+    .enum(['pending', 'delivered', 'failed'])
+    .describe('pending: queued or retrying; failed: every attempt failed.'),
   attempts: z.number().int(),
   lastStatus: z.number().int().nullable().describe('The HTTP status of the last attempt, if it got one.'),
-  lastError: z.string().nullable().describe('http_<status>, timeout, or a system error code (never the URL or the secret).'),
+  lastError: z
+    .string()
+    .nullable()
+    .describe('http_<status>, timeout, or a system error code (never the URL or the secret).'),
   createdAt: time,
   updatedAt: time,
 });
@@ -187,7 +283,9 @@ export const Token = z.object({
   scope: z.enum(SCOPES),
   description: z.string().nullable(),
   createdAt: time.nullable(),
-  source: z.enum(['api', 'config']).describe('api: made by `modelgate admin-tokens new` (revocable here); config: adminTokens in the config file.'),
+  source: z
+    .enum(['api', 'config'])
+    .describe('api: made by `modelgate admin-tokens new` (revocable here); config: adminTokens in the config file.'),
 });
 
 export const TokenList = z.object({ tokens: z.array(Token) });

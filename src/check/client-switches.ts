@@ -18,9 +18,21 @@ interface ClientSwitch {
 }
 
 const SWITCHES: readonly ClientSwitch[] = [
-  { agent: /^codex_[a-z_]+\//, tools: ['web_search'], text: 'Codex: web_search = "disabled" in ~/.codex/config.toml, or codex -c web_search=\'"disabled"\'' },
-  { agent: /^claude-cli\//, tools: ['web_search'], text: 'Claude Code: "permissions": {"deny": ["WebSearch"]} in .claude/settings.json' },
-  { agent: /^GeminiCLI\//, tools: ['google_search'], text: 'gemini-cli: "tools": {"exclude": ["google_web_search"]} in .gemini/settings.json' },
+  {
+    agent: /^codex_[a-z_]+\//,
+    tools: ['web_search'],
+    text: 'Codex: web_search = "disabled" in ~/.codex/config.toml, or codex -c web_search=\'"disabled"\'',
+  },
+  {
+    agent: /^claude-cli\//,
+    tools: ['web_search'],
+    text: 'Claude Code: "permissions": {"deny": ["WebSearch"]} in .claude/settings.json',
+  },
+  {
+    agent: /^GeminiCLI\//,
+    tools: ['google_search'],
+    text: 'gemini-cli: "tools": {"exclude": ["google_web_search"]} in .gemini/settings.json',
+  },
 ];
 
 /** The setting that turns the tool off in the client this user agent names, or undefined. */

@@ -56,13 +56,19 @@ function then<T, R>(v: MaybePromise<T>, next: (v: T) => MaybePromise<R>): MaybeP
  */
 export function decide(view: RequestView, config: Config, lookups: Lookups, now: number): MaybePromise<Decision> {
   const routes = config.routes;
-  const route = classify(view.method, view.path, routes.altPrefix, typeof view.headers['anthropic-version'] === 'string');
+  const route = classify(
+    view.method,
+    view.path,
+    routes.altPrefix,
+    typeof view.headers['anthropic-version'] === 'string',
+  );
 
   if (route.kind === 'unknown') {
     const why = route.detail ?? (view.path === '' ? HINTS.path_unknown.noPath : HINTS.path_unknown.noEndpoint);
     return deny(route, 'path_unknown', HINTS.path_unknown.check(why, routes.altPrefix));
   }
-  if (route.kind === 'wrong_method') return deny(route, 'method_not_allowed', HINTS.method_not_allowed.check(route.allow, printable(view.method, 16)));
+  if (route.kind === 'wrong_method')
+    return deny(route, 'method_not_allowed', HINTS.method_not_allowed.check(route.allow, printable(view.method, 16)));
 
   const inUrl = findKeyInUrl(view, routes);
   if (inUrl) return deny(route, 'key_in_url', inUrl);
@@ -72,11 +78,20 @@ export function decide(view: RequestView, config: Config, lookups: Lookups, now:
   const extracted = extractKey(view, names, others);
   if (!extracted.ok) return deny(route, extracted.reason, extracted.hint);
 
-  return then(lookups.keys.get(hashKey(extracted.key)), (keyLookup) => decideForKey(view, config, lookups, now, route, keyLookup));
+  return then(lookups.keys.get(hashKey(extracted.key)), (keyLookup) =>
+    decideForKey(view, config, lookups, now, route, keyLookup),
+  );
 }
 
 /** The key's own checks (docs/spec.md §7: 401s), then the group. */
-function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: number, route: EndpointRoute, keyLookup: Lookup<KeyRecord>): MaybePromise<Decision> {
+function decideForKey(
+  view: RequestView,
+  config: Config,
+  lookups: Lookups,
+  now: number,
+  route: EndpointRoute,
+  keyLookup: Lookup<KeyRecord>,
+): MaybePromise<Decision> {
   if (keyLookup.status === 'unavailable') return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore);
   if (keyLookup.status === 'not_found') {
     return deny(route, 'key_unknown', consoleHints(config).keyUnknown, { stale: keyLookup.stale });
@@ -87,21 +102,38 @@ function decideForKey(view: RequestView, config: Config, lookups: Lookups, now: 
   if (key.expiresAt !== null && key.expiresAt <= now) {
     return deny(route, 'key_expired', HINTS.key_expired.expired(key.id, key.expiresAt), who);
   }
-  return then(lookups.groups.get(key.group), (groupLookup) => decideForGroup(view, config, lookups, route, key, who, groupLookup, now));
+  return then(lookups.groups.get(key.group), (groupLookup) =>
+    decideForGroup(view, config, lookups, route, key, who, groupLookup, now),
+  );
 }
 
 /** The group, the body and model, the protocol, availability, the balance (docs/spec.md §7: 403s, in order). */
 function decideForGroup(
-  view: RequestView, config: Config, lookups: Lookups, route: EndpointRoute, key: KeyRecord,
-  who: { keyId: string; group: string; stale: boolean }, groupLookup: Lookup<GroupRecord>, now: number,
+  view: RequestView,
+  config: Config,
+  lookups: Lookups,
+  route: EndpointRoute,
+  key: KeyRecord,
+  who: { keyId: string; group: string; stale: boolean },
+  groupLookup: Lookup<GroupRecord>,
+  now: number,
 ): MaybePromise<Decision> {
   const routes = config.routes;
-  if (groupLookup.status === 'unavailable') return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore, who);
-  if (groupLookup.status === 'not_found') return deny(route, 'group_unavailable', HINTS.group_unavailable.gone(key.group), who);
+  if (groupLookup.status === 'unavailable')
+    return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore, who);
+  if (groupLookup.status === 'not_found')
+    return deny(route, 'group_unavailable', HINTS.group_unavailable.gone(key.group), who);
   const group = groupLookup.value;
-  if (!group.available) return deny(route, 'group_unavailable', HINTS.group_unavailable.marked(group.name, consoleHints(config).address), who);
+  if (!group.available)
+    return deny(
+      route,
+      'group_unavailable',
+      HINTS.group_unavailable.marked(group.name, consoleHints(config).address),
+      who,
+    );
 
-  if (route.kind === 'models' && route.model === undefined) return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined, undefined);
+  if (route.kind === 'models' && route.model === undefined)
+    return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, undefined, undefined);
 
   let model = route.model;
   let fields: TopLevelFields | undefined;
@@ -123,30 +155,73 @@ function decideForGroup(
     // A key pasted into the model field must not come back in the hint or reach the log: a known
     // key, an issued key without its prefix, or anything holding the prefix.
     if (isKeyBody(requested) || requested.includes(KEY_PREFIX)) {
-      return deny(route, 'model_not_in_group', HINTS.model_not_in_group.holdsKey, { ...who, model: requested, modelIsKey: true });
+      return deny(route, 'model_not_in_group', HINTS.model_not_in_group.holdsKey, {
+        ...who,
+        model: requested,
+        modelIsKey: true,
+      });
     }
-    return then(lookups.keys.get(hashKey(requested)), (asKey) => asKey.status === 'found'
-      ? deny(route, 'model_not_in_group', HINTS.model_not_in_group.holdsKey, { ...who, model: requested, modelIsKey: true })
-      : deny(route, 'model_not_in_group', modelNotInGroupHint(requested, group, listPath(route, routes.altPrefix)), { ...who, model: requested }));
+    return then(lookups.keys.get(hashKey(requested)), (asKey) =>
+      asKey.status === 'found'
+        ? deny(route, 'model_not_in_group', HINTS.model_not_in_group.holdsKey, {
+            ...who,
+            model: requested,
+            modelIsKey: true,
+          })
+        : deny(route, 'model_not_in_group', modelNotInGroupHint(requested, group, listPath(route, routes.altPrefix)), {
+            ...who,
+            model: requested,
+          }),
+    );
   }
   if (route.kind === 'protocol' && m.protocols !== null && !m.protocols.includes(route.style)) {
     const alt = route.alt ? routes.altPrefix : '';
     const where = m.protocols.map((p) => endpointFor(p, m.name, alt)).join(' or ');
-    return deny(route, 'model_wrong_protocol', HINTS.model_wrong_protocol.otherStyle(model, route.style, where), { ...who, model, modelKnown: true });
+    return deny(route, 'model_wrong_protocol', HINTS.model_wrong_protocol.otherStyle(model, route.style, where), {
+      ...who,
+      model,
+      modelKnown: true,
+    });
   }
-  if (!m.available) return deny(route, 'model_unavailable', HINTS.model_unavailable.channelDown(model), { ...who, model, modelKnown: true });
-  // Finite and positive, or denied: a NaN balance (PostgreSQL numeric accepts 'NaN') fails `<= 0` too (docs/security.md).
+  if (!m.available)
+    return deny(route, 'model_unavailable', HINTS.model_unavailable.channelDown(model), {
+      ...who,
+      model,
+      modelKnown: true,
+    });
+  // Finite and positive, or denied: a NaN balance (PostgreSQL numeric accepts 'NaN') fails `<= 0` too
+  // (docs/security.md).
   if (route.kind === 'protocol' && key.balance !== null && !(key.balance > 0 && key.balance < Infinity)) {
-    return deny(route, 'balance_insufficient', HINTS.balance_insufficient.notPositive(amountText(key.balance)), { ...who, model, modelKnown: true });
+    return deny(route, 'balance_insufficient', HINTS.balance_insufficient.notPositive(amountText(key.balance)), {
+      ...who,
+      model,
+      modelKnown: true,
+    });
   }
-  return allowUnlessKeyInQuery(view, routes, lookups, route, key, who, model, route.kind === 'protocol' ? limitsPart(key, group, m, model, now) : undefined, fields);
+  return allowUnlessKeyInQuery(
+    view,
+    routes,
+    lookups,
+    route,
+    key,
+    who,
+    model,
+    route.kind === 'protocol' ? limitsPart(key, group, m, model, now) : undefined,
+    fields,
+  );
 }
 
 /** What the rate limits add to an allowed protocol request. */
 type LimitsPart = Pick<AllowedDecision, 'rateLimit' | 'inFlightLimit'>;
 
 /** The rate limits of an allowed protocol request (docs/rate-limits.md): what Envoy counts, and the in-flight cap. */
-function limitsPart(key: KeyRecord, group: GroupRecord, m: ModelRecord, model: string, now: number): LimitsPart | undefined {
+function limitsPart(
+  key: KeyRecord,
+  group: GroupRecord,
+  m: ModelRecord,
+  model: string,
+  now: number,
+): LimitsPart | undefined {
   if (!key.limits && !group.limits && !m.limits) return undefined;
   const limits = effectiveLimits(key, group, m);
   const rateLimit = rateLimitMetadata(limits, key.id, model, now);
@@ -165,7 +240,17 @@ const MAX_QUERY_KEY_CANDIDATES = 16;
  * to recognise it by), is a key in the URL. Only requests with a long query value pay for it (one
  * cached lookup each; most requests have no query).
  */
-function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], lookups: Lookups, route: EndpointRoute, key: KeyRecord, who: { keyId: string; group: string; stale: boolean }, model: string | undefined, limits: LimitsPart | undefined, fields?: TopLevelFields): MaybePromise<Decision> {
+function allowUnlessKeyInQuery(
+  view: RequestView,
+  routes: Config['routes'],
+  lookups: Lookups,
+  route: EndpointRoute,
+  key: KeyRecord,
+  who: { keyId: string; group: string; stale: boolean },
+  model: string | undefined,
+  limits: LimitsPart | undefined,
+  fields?: TopLevelFields,
+): MaybePromise<Decision> {
   if (view.query === '') return allow(view, routes, route, key, who.stale, model, limits, fields);
   const candidates: string[] = [];
   for (const part of view.query.split('&')) {
@@ -183,7 +268,8 @@ function allowUnlessKeyInQuery(view: RequestView, routes: Config['routes'], look
     if (i === candidates.length) return allow(view, routes, route, key, who.stale, model, limits, fields);
     return then(lookups.keys.get(hashKey(candidates[i])), (found) => {
       if (found.status === 'found') return deny(route, 'key_in_url', HINTS.key_in_url.query, who);
-      if (found.status === 'unavailable') return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore, who);
+      if (found.status === 'unavailable')
+        return deny(route, 'store_unavailable', HINTS.store_unavailable.keyStore, who);
       return next(i + 1);
     });
   };
@@ -196,10 +282,45 @@ function modelBudgetOf(key: KeyRecord, model: string): { modelBudget?: Budget } 
   return m && Object.hasOwn(m, model) ? { modelBudget: m[model] } : {};
 }
 
-function allow(view: RequestView, routes: Config['routes'], route: EndpointRoute, key: KeyRecord, stale: boolean, model: string | undefined, limits: LimitsPart | undefined, fields?: TopLevelFields): AllowedDecision {
-  const plain: AllowedDecision = model === undefined
-    ? { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}) }
-    : { allowed: true, reason: 'allowed', hint: '', route, keyId: key.id, keySha256: key.sha256, group: key.group, model, modelKnown: true, stale, balance: key.balance, ...(key.budget ? { budget: key.budget } : {}), ...modelBudgetOf(key, model) };
+function allow(
+  view: RequestView,
+  routes: Config['routes'],
+  route: EndpointRoute,
+  key: KeyRecord,
+  stale: boolean,
+  model: string | undefined,
+  limits: LimitsPart | undefined,
+  fields?: TopLevelFields,
+): AllowedDecision {
+  const plain: AllowedDecision =
+    model === undefined
+      ? {
+          allowed: true,
+          reason: 'allowed',
+          hint: '',
+          route,
+          keyId: key.id,
+          keySha256: key.sha256,
+          group: key.group,
+          stale,
+          balance: key.balance,
+          ...(key.budget ? { budget: key.budget } : {}),
+        }
+      : {
+          allowed: true,
+          reason: 'allowed',
+          hint: '',
+          route,
+          keyId: key.id,
+          keySha256: key.sha256,
+          group: key.group,
+          model,
+          modelKnown: true,
+          stale,
+          balance: key.balance,
+          ...(key.budget ? { budget: key.budget } : {}),
+          ...modelBudgetOf(key, model),
+        };
   let d: AllowedDecision = limits ? { ...plain, ...limits } : plain;
   if (fields) d = { ...d, bodyFields: fields };
   // Parameters named like a key with an empty value: Envoy removes them (only then: a removal
@@ -219,13 +340,19 @@ export function amountText(n: number): string {
     const dot = s.indexOf('.');
     if (!s.includes('e') && (dot < 0 || s.length - dot - 1 <= 12)) return s;
   }
-  return Number.isFinite(n) ? (n === 0 ? 0 : n).toLocaleString('en-US', { maximumFractionDigits: 12, useGrouping: false }) : String(n);
+  return Number.isFinite(n)
+    ? (n === 0 ? 0 : n).toLocaleString('en-US', { maximumFractionDigits: 12, useGrouping: false })
+    : String(n);
 }
 
 const tooLarge = (config: Config): string => HINTS.body_too_large.overLimit(config.gateway.maxRequestBytes);
 
 /** The model from the JSON body (docs/spec.md §4.2: `model` is a required string of the body). */
-function readModel(view: RequestView, maxDepth: number, config: Config): { model: string; fields?: TopLevelFields } | { reason: DenyReason; hint: string } {
+function readModel(
+  view: RequestView,
+  maxDepth: number,
+  config: Config,
+): { model: string; fields?: TopLevelFields } | { reason: DenyReason; hint: string } {
   const type = view.headers['content-type'];
   if (type !== undefined && type !== 'application/json' && !isJsonUtf8(type)) {
     return { reason: 'content_type_unsupported', hint: HINTS.content_type_unsupported.notJson(printable(type, 48)) };
@@ -238,15 +365,23 @@ function readModel(view: RequestView, maxDepth: number, config: Config): { model
   if (!view.body || view.body.length === 0) return { reason: 'body_invalid', hint: HINTS.body_invalid.empty };
   // The watched fields and marked strings are the meter's (meter/admission.ts): without it, the scan
   // validates and finds the model only.
-  const r = config.meter.enabled ? extractModel(view.body, maxDepth, REQUEST_FIELDS, REQUEST_MARKS) : extractModel(view.body, maxDepth);
+  const r = config.meter.enabled
+    ? extractModel(view.body, maxDepth, REQUEST_FIELDS, REQUEST_MARKS)
+    : extractModel(view.body, maxDepth);
   if (r.ok) {
-    return r.model === '' ? { reason: 'model_missing', hint: HINTS.model_missing.empty } : { model: r.model, fields: r.fields };
+    return r.model === ''
+      ? { reason: 'model_missing', hint: HINTS.model_missing.empty }
+      : { model: r.model, fields: r.fields };
   }
   switch (r.problem) {
-    case 'model_absent': return { reason: 'model_missing', hint: HINTS.model_missing.absent };
-    case 'model_not_string': return { reason: 'model_missing', hint: HINTS.model_missing.notString(r.detail) };
-    case 'model_case': return { reason: 'body_invalid', hint: HINTS.body_invalid.modelCase(r.detail) };
-    default: return { reason: 'body_invalid', hint: HINTS.body_invalid.unusable(r.detail) };
+    case 'model_absent':
+      return { reason: 'model_missing', hint: HINTS.model_missing.absent };
+    case 'model_not_string':
+      return { reason: 'model_missing', hint: HINTS.model_missing.notString(r.detail) };
+    case 'model_case':
+      return { reason: 'body_invalid', hint: HINTS.body_invalid.modelCase(r.detail) };
+    default:
+      return { reason: 'body_invalid', hint: HINTS.body_invalid.unusable(r.detail) };
   }
 }
 
@@ -262,7 +397,11 @@ function isJsonUtf8(value: string): boolean {
     if (p === '') continue;
     const eq = p.indexOf('=');
     if (eq === -1 || p.slice(0, eq).trim().toLowerCase() !== 'charset') return false;
-    const charset = p.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+    const charset = p
+      .slice(eq + 1)
+      .trim()
+      .replace(/^"(.*)"$/, '$1')
+      .toLowerCase();
     if (charset !== 'utf-8' && charset !== 'utf8') return false;
   }
   return true;

@@ -29,7 +29,10 @@ export function logPath(d: Decision, path: string): string {
     return text;
   }
   if (kind !== 'unknown' && kind !== 'wrong_method') return printable(lenientDecode(path), 256);
-  return printable(path, 256).split('/').map((seg) => (seg.length >= LONG_SEGMENT ? `[${seg.length} chars]` : seg)).join('/');
+  return printable(path, 256)
+    .split('/')
+    .map((seg) => (seg.length >= LONG_SEGMENT ? `[${seg.length} chars]` : seg))
+    .join('/');
 }
 
 const LONG_SEGMENT = 16;
@@ -80,7 +83,9 @@ export function loggedModel(d: Decision): string | undefined {
   return d.model === undefined || d.modelIsKey ? undefined : d.modelKnown ? d.model : printable(d.model, 128);
 }
 
-/** What Envoy sends as the source address: an IP literal, kept as it is; anything else (a pipe, a name) as client text. */
+/**
+ * What Envoy sends as the source address: an IP literal, kept as it is; anything else (a pipe, a name) as client text.
+ */
 const IP_TEXT = /^[0-9A-Fa-f:.]{2,45}$/;
 
 /**
@@ -166,7 +171,14 @@ export function shapeText(l: Omit<DecisionLine, PerRequest>, bindings: string): 
  * A whole line from its shape's text: what pino writes for the same fields (pino's line format).
  * `client` and `userAgent` are as logged (loggedClient, loggedUserAgent), undefined when absent.
  */
-export function lineFromShape(shape: string, time: number, client: string | undefined, userAgent: string | undefined, requestId: string, durUs: number): string {
+export function lineFromShape(
+  shape: string,
+  time: number,
+  client: string | undefined,
+  userAgent: string | undefined,
+  requestId: string,
+  durUs: number,
+): string {
   const c = client === undefined ? '' : `"client":${str(client)},`;
   const ua = userAgent === undefined ? '' : `"userAgent":${str(userAgent)},`;
   return `{"level":30,"time":${time}${shape}${c}${ua}"requestId":${str(requestId)},"durUs":${durUs},"msg":"decision"}\n`;

@@ -79,7 +79,17 @@ export type Decision = AllowedDecision | DeniedDecision;
 
 /** An allowed decision turned down by a later stage: who asked stays, what only an allow carries goes. */
 export function denyAllowed(d: AllowedDecision, reason: DenyReason, hint: string): DeniedDecision {
-  return { allowed: false, reason, hint, route: d.route, keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale };
+  return {
+    allowed: false,
+    reason,
+    hint,
+    route: d.route,
+    keyId: d.keyId,
+    group: d.group,
+    model: d.model,
+    modelKnown: d.modelKnown,
+    stale: d.stale,
+  };
 }
 
 /** An allowed request that names its model: every protocol request decide.ts allows does. */

@@ -4,7 +4,15 @@
  * the URL, pasted whole without quotes or extra characters). Pure. Hints never contain the key.
  */
 import type { Config } from '../config/load';
-import { KEY_LENGTH, KEY_PREFIX, MANAGEMENT_TOKEN_PREFIX, checksumMatches, containsKeyBody, hasIssuedShape, isCompleteKey } from '../contract/key-format';
+import {
+  KEY_LENGTH,
+  KEY_PREFIX,
+  MANAGEMENT_TOKEN_PREFIX,
+  checksumMatches,
+  containsKeyBody,
+  hasIssuedShape,
+  isCompleteKey,
+} from '../contract/key-format';
 import type { RequestView } from './request-view';
 import { HINTS, type DenyReason } from '../contract/reasons';
 import type { KeySource } from './routes';
@@ -24,7 +32,27 @@ const QUOTES = /["'`\u2018\u2019\u201c\u201d]/;
  * Authorization schemes safe to name in a hint (the IANA registry plus common mistakes). Anything
  * else before a space may be part of a key (`<key> extra`), so it is never echoed.
  */
-const KNOWN_SCHEMES = new Set(['basic', 'digest', 'negotiate', 'ntlm', 'hoba', 'mutual', 'oauth', 'dpop', 'gnap', 'privatetoken', 'concealed', 'vapid', 'token', 'key', 'apikey', 'api-key', 'jwt', 'bearer:', 'aws4-hmac-sha256']);
+const KNOWN_SCHEMES = new Set([
+  'basic',
+  'digest',
+  'negotiate',
+  'ntlm',
+  'hoba',
+  'mutual',
+  'oauth',
+  'dpop',
+  'gnap',
+  'privatetoken',
+  'concealed',
+  'vapid',
+  'token',
+  'key',
+  'apikey',
+  'api-key',
+  'jwt',
+  'bearer:',
+  'aws4-hmac-sha256',
+]);
 
 /** HTTP optional whitespace (RFC 9110 §5.6.3: SP and HTAB) only; any other space is a stray character of the key. */
 function trimOws(s: string): string {
@@ -36,7 +64,11 @@ function trimOws(s: string): string {
 
 /** The header names a route reads, in order of preference. */
 export function keyHeaders(routes: Config['routes'], source: KeySource): readonly string[] {
-  return source === 'bearer' ? routes.bearerHeaders : source === 'vendor' ? routes.vendorHeaders : [...routes.bearerHeaders, ...routes.vendorHeaders];
+  return source === 'bearer'
+    ? routes.bearerHeaders
+    : source === 'vendor'
+      ? routes.vendorHeaders
+      : [...routes.bearerHeaders, ...routes.vendorHeaders];
 }
 
 function describe(header: string): string {
@@ -105,7 +137,8 @@ export function extractKey(view: RequestView, names: readonly string[], otherNam
     found ??= { key: r.key, header };
   }
   // A management token is never looked up as a key: refused as unknown, saying what it is.
-  if (found?.key.startsWith(MANAGEMENT_TOKEN_PREFIX)) return { ok: false, reason: 'key_unknown', hint: HINTS.key_unknown.managementToken };
+  if (found?.key.startsWith(MANAGEMENT_TOKEN_PREFIX))
+    return { ok: false, reason: 'key_unknown', hint: HINTS.key_unknown.managementToken };
   if (found) return { ok: true, ...found };
   if (empty) return empty;
   const elsewhere = otherNames.find((h) => typeof view.headers[h] === 'string' && view.headers[h] !== '');
@@ -130,7 +163,8 @@ function fromAuthorization(raw: string): KeyExtraction | { ok: true; key: string
     return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.scheme(named) };
   }
   if (space === -1) return { ok: false, reason: 'key_missing', hint: HINTS.key_missing.bearerWithoutKey };
-  const token = value.charCodeAt(space + 1) === 0x20 ? value.slice(space + 1).replace(/^ +/, '') : value.slice(space + 1);
+  const token =
+    value.charCodeAt(space + 1) === 0x20 ? value.slice(space + 1).replace(/^ +/, '') : value.slice(space + 1);
   if (token === '') return { ok: false, reason: 'key_missing', hint: HINTS.key_missing.bearerWithoutKey };
   return checkToken(token, 'authorization');
 }
@@ -158,9 +192,15 @@ function checkToken(token: string, header: string, whereText?: string): KeyExtra
   // The usual case first: exactly an issued key, which passes every shape check below but the checksum.
   if (hasIssuedShape(token) && checksumMatches(token)) return { ok: true, key: token };
   const where = whereText ?? `in ${header}`;
-  if (token.length > MAX_KEY_LENGTH) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.tooLong(where, token.length, MAX_KEY_LENGTH) };
+  if (token.length > MAX_KEY_LENGTH)
+    return {
+      ok: false,
+      reason: 'key_malformed',
+      hint: HINTS.key_malformed.tooLong(where, token.length, MAX_KEY_LENGTH),
+    };
   if (QUOTES.test(token)) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.quotes(where) };
-  if (/^bearer([\s:=_-]|$)/i.test(token)) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.bearerInKey(where) };
+  if (/^bearer([\s:=_-]|$)/i.test(token))
+    return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.bearerInKey(where) };
   if (/\s/.test(token)) return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.space(where) };
   if (!KEY_CHARS.test(token)) {
     const at = [...token].findIndex((ch) => !/[A-Za-z0-9\-._~+/:=]/.test(ch));
@@ -170,8 +210,10 @@ function checkToken(token: string, header: string, whereText?: string): KeyExtra
     if (!BASE62.test(token.slice(KEY_PREFIX.length))) {
       return { ok: false, reason: 'key_malformed', hint: HINTS.key_malformed.prefixedCharacter(where) };
     }
-    if (token.length !== KEY_LENGTH) return { ok: false, reason: 'key_incomplete', hint: HINTS.key_incomplete.length(where, token.length) };
-    if (!isCompleteKey(token)) return { ok: false, reason: 'key_incomplete', hint: HINTS.key_incomplete.checksum(where) };
+    if (token.length !== KEY_LENGTH)
+      return { ok: false, reason: 'key_incomplete', hint: HINTS.key_incomplete.length(where, token.length) };
+    if (!isCompleteKey(token))
+      return { ok: false, reason: 'key_incomplete', hint: HINTS.key_incomplete.checksum(where) };
   }
   return { ok: true, key: token };
 }

@@ -21,7 +21,6 @@ import { isUtf8 } from 'node:buffer';
 import type { TopLevelFields } from '../contract/body-fields';
 import { asBuffer, JsonScanner } from '@modelgate/json-scan';
 
-
 /**
  * Strings to notice anywhere in a body, decoded (`"image\u005furl"` is `image_url`): as keys, or as
  * the string value of a `type` key, exactly or by prefix (found under the prefix's name). Only names up to
@@ -55,7 +54,8 @@ function compile(marks: NestedMarks): CompiledMarks {
     if (name.length > MAX_MARK_BYTES) throw new RangeError(`mark ${name} is longer than ${MAX_MARK_BYTES} bytes`);
     lengths[name.charCodeAt(0)] |= 1 << name.length;
   }
-  for (const [prefix] of marks.prefixes) for (let n = prefix.length; n <= MAX_MARK_BYTES; n++) lengths[prefix.charCodeAt(0)] |= 1 << n;
+  for (const [prefix] of marks.prefixes)
+    for (let n = prefix.length; n <= MAX_MARK_BYTES; n++) lengths[prefix.charCodeAt(0)] |= 1 << n;
   c = { marks, lengths };
   compiled.set(marks, c);
   return c;
@@ -82,12 +82,22 @@ export type ModelExtraction =
  * `model_absent`: no top-level `model` key.
  */
 export type ExtractProblem =
-  | 'empty' | 'not_utf8' | 'invalid_json' | 'not_object' | 'too_deep'
-  | 'duplicate_model' | 'model_case' | 'model_not_string' | 'model_absent';
+  | 'empty'
+  | 'not_utf8'
+  | 'invalid_json'
+  | 'not_object'
+  | 'too_deep'
+  | 'duplicate_model'
+  | 'model_case'
+  | 'model_not_string'
+  | 'model_absent';
 
 /** "model" encoded with a `\uXXXX` for each of its 5 letters: the longest spelling of the key. */
 const MAX_MODEL_KEY_BYTES = 30;
-const SPACE = 0x20, QUOTE = 0x22, LBRACKET = 0x5b, LBRACE = 0x7b;
+const SPACE = 0x20,
+  QUOTE = 0x22,
+  LBRACKET = 0x5b,
+  LBRACE = 0x7b;
 const CONTROL_CHAR = /[\u0000-\u001f]/;
 
 /**
@@ -98,7 +108,12 @@ const CONTROL_CHAR = /[\u0000-\u001f]/;
  * @param maxDepth deepest nesting of objects and arrays allowed (the top-level object is 1)
  * @throws RangeError if maxDepth is not a positive integer
  */
-export function extractModel(body: Uint8Array, maxDepth = 256, watch?: ReadonlySet<string>, marks?: NestedMarks): ModelExtraction {
+export function extractModel(
+  body: Uint8Array,
+  maxDepth = 256,
+  watch?: ReadonlySet<string>,
+  marks?: NestedMarks,
+): ModelExtraction {
   if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new RangeError('maxDepth must be a positive integer');
   if (!isUtf8(body)) return refuse('not_utf8', 'body is not valid UTF-8');
   const scanner = new ModelScanner(asBuffer(body), watch, marks);
@@ -115,11 +130,16 @@ export function extractModel(body: Uint8Array, maxDepth = 256, watch?: ReadonlyS
  * The watched top-level fields of a JSON object body whose model is elsewhere (Gemini's path), from
  * the same validating scan; undefined when the body is not a valid JSON object.
  */
-export function extractFields(body: Uint8Array, maxDepth: number, watch: ReadonlySet<string>, marks?: NestedMarks): TopLevelFields | undefined {
+export function extractFields(
+  body: Uint8Array,
+  maxDepth: number,
+  watch: ReadonlySet<string>,
+  marks?: NestedMarks,
+): TopLevelFields | undefined {
   if (!isUtf8(body)) return undefined;
   const scanner = new ModelScanner(asBuffer(body), watch, marks);
   const r = scanner.run(maxDepth);
-  return r.ok && r.object ? scanner.found() ?? new Map() : undefined;
+  return r.ok && r.object ? (scanner.found() ?? new Map()) : undefined;
 }
 
 function refuse(problem: ExtractProblem, detail: string): ModelExtraction {
@@ -157,7 +177,11 @@ class ModelScanner extends JsonScanner {
   private mimeKey = false;
   private typeValueMime = false;
 
-  constructor(buf: Buffer, private readonly watch?: ReadonlySet<string>, marks?: NestedMarks) {
+  constructor(
+    buf: Buffer,
+    private readonly watch?: ReadonlySet<string>,
+    marks?: NestedMarks,
+  ) {
     super(buf);
     let max = 0;
     if (watch) for (const k of watch) max = Math.max(max, Buffer.byteLength(k));
@@ -175,8 +199,20 @@ class ModelScanner extends JsonScanner {
     const b = this.buf;
     this.mimeKey = false;
     if (!this.escaped) {
-      if (end - start === 6 && b[start + 1] === 0x74 && b[start + 2] === 0x79 && b[start + 3] === 0x70 && b[start + 4] === 0x65) return true;
-      if ((end - start === 10 || end - start === 11) && b[start + 1] === 0x6d && MIME_KEYS.has(b.toString('latin1', start + 1, end - 1))) return (this.mimeKey = true);
+      if (
+        end - start === 6 &&
+        b[start + 1] === 0x74 &&
+        b[start + 2] === 0x79 &&
+        b[start + 3] === 0x70 &&
+        b[start + 4] === 0x65
+      )
+        return true;
+      if (
+        (end - start === 10 || end - start === 11) &&
+        b[start + 1] === 0x6d &&
+        MIME_KEYS.has(b.toString('latin1', start + 1, end - 1))
+      )
+        return (this.mimeKey = true);
       this.mark(start, end, true);
       return false;
     }
@@ -186,7 +222,9 @@ class ModelScanner extends JsonScanner {
         const key: unknown = JSON.parse(b.toString('utf8', start, end));
         if (key === 'type') return true;
         if (typeof key === 'string' && MIME_KEYS.has(key)) return (this.mimeKey = true);
-      } catch { /* a raw control character: not `type` */ }
+      } catch {
+        /* a raw control character: not `type` */
+      }
     }
     this.mark(start, end, true);
     return false;
@@ -199,7 +237,9 @@ class ModelScanner extends JsonScanner {
     let s: unknown;
     if (mime) {
       try {
-        s = this.escaped ? JSON.parse(this.buf.toString('utf8', start, end)) : this.buf.toString('utf8', start + 1, end - 1);
+        s = this.escaped
+          ? JSON.parse(this.buf.toString('utf8', start, end))
+          : this.buf.toString('utf8', start + 1, end - 1);
       } catch {
         return;
       }
@@ -233,7 +273,8 @@ class ModelScanner extends JsonScanner {
       this.topLevelValueAt = i;
     }
     if (isModel) {
-      if (this.buf[i] === QUOTE) this.modelValueAt = this.stringValueAt = i; // decoded once it is read
+      if (this.buf[i] === QUOTE)
+        this.modelValueAt = this.stringValueAt = i; // decoded once it is read
       else this.recordModel(undefined, typeAt(this.buf[i]));
     }
   }
@@ -244,14 +285,32 @@ class ModelScanner extends JsonScanner {
   }
 
   private isModelKey(start: number, end: number): boolean {
-    const b = this.buf, length = end - start - 2;
+    const b = this.buf,
+      length = end - start - 2;
     if (!this.escaped) {
       if (length !== 5) return false;
-      if (b[start + 1] === 0x6d && b[start + 2] === 0x6f && b[start + 3] === 0x64 && b[start + 4] === 0x65 && b[start + 5] === 0x6c) return true;
+      if (
+        b[start + 1] === 0x6d &&
+        b[start + 2] === 0x6f &&
+        b[start + 3] === 0x64 &&
+        b[start + 4] === 0x65 &&
+        b[start + 5] === 0x6c
+      )
+        return true;
       // ASCII letters only: (c | 0x20) maps A-Z to a-z (and nothing else that is not a letter onto one).
-      if ((b[start + 1] | 0x20) === 0x6d && (b[start + 2] | 0x20) === 0x6f && (b[start + 3] | 0x20) === 0x64 &&
-        (b[start + 4] | 0x20) === 0x65 && (b[start + 5] | 0x20) === 0x6c && isLetter(b[start + 1]) && isLetter(b[start + 2]) &&
-        isLetter(b[start + 3]) && isLetter(b[start + 4]) && isLetter(b[start + 5])) this.caseVariant ??= b.toString('latin1', start + 1, end - 1);
+      if (
+        (b[start + 1] | 0x20) === 0x6d &&
+        (b[start + 2] | 0x20) === 0x6f &&
+        (b[start + 3] | 0x20) === 0x64 &&
+        (b[start + 4] | 0x20) === 0x65 &&
+        (b[start + 5] | 0x20) === 0x6c &&
+        isLetter(b[start + 1]) &&
+        isLetter(b[start + 2]) &&
+        isLetter(b[start + 3]) &&
+        isLetter(b[start + 4]) &&
+        isLetter(b[start + 5])
+      )
+        this.caseVariant ??= b.toString('latin1', start + 1, end - 1);
       return false;
     }
     if (length > MAX_MODEL_KEY_BYTES) return false;
@@ -288,7 +347,11 @@ class ModelScanner extends JsonScanner {
   /** The watched fields read by run(). */
   found(): TopLevelFields | undefined {
     if (this.marked || this.fieldCase || this.twice) {
-      return Object.assign(this.fields ?? new Map<string, readonly [number, number]>(), { marks: this.marked as ReadonlyMap<string, number> | undefined, caseVariant: this.fieldCase, twice: this.twice });
+      return Object.assign(this.fields ?? new Map<string, readonly [number, number]>(), {
+        marks: this.marked as ReadonlyMap<string, number> | undefined,
+        caseVariant: this.fieldCase,
+        twice: this.twice,
+      });
     }
     // Watched and none found: an empty map says so (no second scan to look again).
     return this.fields ?? (this.watch ? EMPTY_FIELDS : undefined);
@@ -298,7 +361,8 @@ class ModelScanner extends JsonScanner {
   protected override onTopLevelValueEnd(start: number, end: number): void {
     const key = this.fieldKey as string;
     const before = this.fields?.get(key);
-    if (before && this.twice === undefined && this.buf.compare(this.buf, before[0], before[1], start, end) !== 0) this.twice = key;
+    if (before && this.twice === undefined && this.buf.compare(this.buf, before[0], before[1], start, end) !== 0)
+      this.twice = key;
     (this.fields ??= new Map()).set(key, [start, end]);
   }
 
@@ -335,9 +399,13 @@ class ModelScanner extends JsonScanner {
 
   /** The model of a valid JSON object body, or the policy's refusal. */
   verdict(): ModelExtraction {
-    if (this.conflict) return refuse('duplicate_model', `${this.modelCount} top-level "model" keys, not all the same string`);
+    if (this.conflict)
+      return refuse('duplicate_model', `${this.modelCount} top-level "model" keys, not all the same string`);
     if (this.caseVariant !== undefined) {
-      return refuse('model_case', `the top-level key ${JSON.stringify(this.caseVariant)} is "model" in another case, which case-insensitive parsers read as the model`);
+      return refuse(
+        'model_case',
+        `the top-level key ${JSON.stringify(this.caseVariant)} is "model" in another case, which case-insensitive parsers read as the model`,
+      );
     }
     if (this.modelCount === 0) return refuse('model_absent', 'no top-level "model" key');
     if (this.model === undefined) return refuse('model_not_string', `"model" is ${this.modelType}, not a string`);

@@ -38,5 +38,7 @@ export function offeredModels(group: GroupRecord): OfferedModel[] {
 
 /** The models the list of `family` shows, in the group's order. */
 export function listedModels(group: GroupRecord, family: Family): ModelRecord[] {
-  return offeredModels(group).filter((m) => m.listedOn.includes(family)).map((m) => m.model);
+  return offeredModels(group)
+    .filter((m) => m.listedOn.includes(family))
+    .map((m) => m.model);
 }

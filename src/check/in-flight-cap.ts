@@ -15,15 +15,31 @@ import type { InFlightTable } from '../ratelimit/in-flight';
 export const CONCURRENCY_RETRY_AFTER = 1;
 
 /** The decision after the cap, and whether a slot was taken (to give back if a later stage refuses). */
-export function admitInFlight(table: InFlightTable, d: Decision, view: RequestView): { decision: Decision; acquired: boolean } {
+export function admitInFlight(
+  table: InFlightTable,
+  d: Decision,
+  view: RequestView,
+): { decision: Decision; acquired: boolean } {
   const limit = d.inFlightLimit;
-  if (!d.allowed || limit === undefined || d.keyId === undefined || view.requestId === '' || isTokenCount(view.path)) return { decision: d, acquired: false };
+  if (!d.allowed || limit === undefined || d.keyId === undefined || view.requestId === '' || isTokenCount(view.path))
+    return { decision: d, acquired: false };
   const now = table.inFlight(d.keyId);
   if (now >= limit) {
-    return { acquired: false, decision: {
-      allowed: false, reason: 'concurrency_limited', route: d.route, hint: HINTS.concurrency_limited.inFlight(d.keyId, now, limit),
-      keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale, retryAfter: CONCURRENCY_RETRY_AFTER,
-    } };
+    return {
+      acquired: false,
+      decision: {
+        allowed: false,
+        reason: 'concurrency_limited',
+        route: d.route,
+        hint: HINTS.concurrency_limited.inFlight(d.keyId, now, limit),
+        keyId: d.keyId,
+        group: d.group,
+        model: d.model,
+        modelKnown: d.modelKnown,
+        stale: d.stale,
+        retryAfter: CONCURRENCY_RETRY_AFTER,
+      },
+    };
   }
   table.acquire(d.keyId, view.requestId);
   return { decision: d, acquired: true };

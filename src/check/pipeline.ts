@@ -12,7 +12,15 @@
 import type { Config } from '../config/load';
 import { decide, type Lookups, type MaybePromise } from './decide';
 import type { AllowedDecision, Decision } from './decision';
-import { clientAddress, decisionLine, decisionShape, lineFromShape, loggedClient, loggedUserAgent, shapeText } from './decision-log';
+import {
+  clientAddress,
+  decisionLine,
+  decisionShape,
+  lineFromShape,
+  loggedClient,
+  loggedUserAgent,
+  shapeText,
+} from './decision-log';
 import { decodeCheckRequest, requestHeaderFilter, type HeaderFilter } from './read-request';
 import { printableRequestId } from '../contract/safe-text';
 import { HINTS, statusOf } from '../contract/reasons';
@@ -74,7 +82,13 @@ function failedDecision(err: unknown, view: RequestView, config: Config, logger:
 }
 
 /** Decides a view, never throwing: a failure inside (sync or async) becomes a fail-closed internal_error. */
-export function decideSafely(view: RequestView, config: Config, lookups: Lookups, now: number, logger: CheckLogger): MaybePromise<Decision> {
+export function decideSafely(
+  view: RequestView,
+  config: Config,
+  lookups: Lookups,
+  now: number,
+  logger: CheckLogger,
+): MaybePromise<Decision> {
   try {
     const d = decide(view, config, lookups, now);
     return d instanceof Promise ? d.catch((err: unknown) => failedDecision(err, view, config, logger)) : d;
@@ -84,7 +98,13 @@ export function decideSafely(view: RequestView, config: Config, lookups: Lookups
 }
 
 /** Runs the admission on an allowed decision, never throwing. */
-function admitSafely(admit: Admission, d: Decision, view: RequestView, config: Config, logger: CheckLogger): MaybePromise<Decision> {
+function admitSafely(
+  admit: Admission,
+  d: Decision,
+  view: RequestView,
+  config: Config,
+  logger: CheckLogger,
+): MaybePromise<Decision> {
   if (!d.allowed) return d;
   try {
     const a = admit(d, view, config);
@@ -105,7 +125,8 @@ const SHAPES = new WeakMap<Buffer, Map<string, string>>();
 const SHAPE_METHODS = 4;
 
 function shapeFor(bytes: Buffer, decision: Decision, view: RequestView, bindings: string): string {
-  if (decision.stale || (decision.model !== undefined && !decision.modelKnown)) return shapeText(decisionShape(decision, view), bindings);
+  if (decision.stale || (decision.model !== undefined && !decision.modelKnown))
+    return shapeText(decisionShape(decision, view), bindings);
   let byMethod = SHAPES.get(bytes);
   if (!byMethod) SHAPES.set(bytes, (byMethod = new Map()));
   let text = byMethod.get(view.method);
@@ -125,7 +146,16 @@ function finish(deps: PipelineDeps, config: Config, view: RequestView, started: 
     if (!log) deps.logger.info(decisionLine(decision, view, durUs, config.gateway.trustedProxyHops), 'decision');
     else if (log.enabled()) {
       const shape = shapeFor(deps.encoder.base, decision, view, log.bindings);
-      log.write(lineFromShape(shape, Date.now(), loggedClient(clientAddress(view, config.gateway.trustedProxyHops)), loggedUserAgent(view.headers['user-agent']), printableRequestId(view.requestId), durUs));
+      log.write(
+        lineFromShape(
+          shape,
+          Date.now(),
+          loggedClient(clientAddress(view, config.gateway.trustedProxyHops)),
+          loggedUserAgent(view.headers['user-agent']),
+          printableRequestId(view.requestId),
+          durUs,
+        ),
+      );
     }
   }
   deps.metrics?.countDecision(statusOf(decision.reason), decision.reason);
@@ -191,7 +221,10 @@ export function createPipeline(deps: PipelineDeps): CheckPipeline {
   let lastConfig: Config | undefined;
   let lastFilter: HeaderFilter | undefined;
 
-  /** Bytes that could not be read, a Check without the port's secret, or one that failed outside the decision: one error line. */
+  /**
+   * Bytes that could not be read, a Check without the port's secret, or one that failed outside the decision: one error
+   * line.
+   */
   const denyUndecided = (reason: UndecidedReason, hint: string): Buffer => {
     const config = deps.config();
     const status = statusOf(reason);
@@ -203,9 +236,10 @@ export function createPipeline(deps: PipelineDeps): CheckPipeline {
   const decideView = (view: RequestView, config: Config): MaybePromise<Decision> => {
     let decided = decideSafely(view, config, deps.lookups, now(), deps.logger);
     if (admit !== undefined) {
-      decided = decided instanceof Promise
-        ? decided.then((d) => admitSafely(admit, d, view, config, deps.logger))
-        : admitSafely(admit, decided, view, config, deps.logger);
+      decided =
+        decided instanceof Promise
+          ? decided.then((d) => admitSafely(admit, d, view, config, deps.logger))
+          : admitSafely(admit, decided, view, config, deps.logger);
     }
     return decided;
   };
@@ -220,14 +254,20 @@ export function createPipeline(deps: PipelineDeps): CheckPipeline {
         lastConfig = config;
       }
       const view = decodeCheckRequest(request, lastFilter!);
-      if (view === undefined) return denyUndecided('check_request_malformed', HINTS.check_request_malformed.undecodable);
+      if (view === undefined)
+        return denyUndecided('check_request_malformed', HINTS.check_request_malformed.undecodable);
       const decided = decideView(view, config);
-      return decided instanceof Promise ? decided.then((d) => finish(deps, config, view, started, d)) : finish(deps, config, view, started, decided);
+      return decided instanceof Promise
+        ? decided.then((d) => finish(deps, config, view, started, d))
+        : finish(deps, config, view, started, decided);
     },
     failClosed: () => denyUndecided('internal_error', HINTS.internal_error.failed),
     unreadable(problem) {
       const hints = HINTS.check_request_malformed;
-      return denyUndecided('check_request_malformed', problem === 'too_large' ? hints.too_large(deps.config().grpc.maxReceiveMessageBytes) : hints[problem]);
+      return denyUndecided(
+        'check_request_malformed',
+        problem === 'too_large' ? hints.too_large(deps.config().grpc.maxReceiveMessageBytes) : hints[problem],
+      );
     },
     unauthenticated: () => denyUndecided('authz_unauthenticated', HINTS.authz_unauthenticated.noSecret),
     prepare(config) {
@@ -235,7 +275,15 @@ export function createPipeline(deps: PipelineDeps): CheckPipeline {
     },
     decide: (view) => decideSafely(view, deps.config(), deps.lookups, now(), deps.logger),
     logServed(decision, view, started) {
-      deps.logger.info(decisionLine(decision, view, Math.round((performance.now() - started) * 1000), deps.config().gateway.trustedProxyHops), 'catalog');
+      deps.logger.info(
+        decisionLine(
+          decision,
+          view,
+          Math.round((performance.now() - started) * 1000),
+          deps.config().gateway.trustedProxyHops,
+        ),
+        'catalog',
+      );
     },
   };
 }

@@ -50,7 +50,8 @@ export function headerFilter(names: Iterable<string>): HeaderFilter {
   const byLength: WantedName[][] = Array.from({ length: MAX_NAME_BYTES + 1 }, () => []);
   for (const n of names) {
     const name = n.toLowerCase();
-    if (!/^[\x21-\x7e]+$/.test(name) || name.length > MAX_NAME_BYTES) throw new RangeError(`not a header name to match: ${JSON.stringify(name)}`);
+    if (!/^[\x21-\x7e]+$/.test(name) || name.length > MAX_NAME_BYTES)
+      throw new RangeError(`not a header name to match: ${JSON.stringify(name)}`);
     const list = byLength[name.length];
     if (!list.some((w) => w.name === name)) list.push({ bytes: Buffer.from(name, 'latin1'), name });
   }
@@ -85,7 +86,9 @@ function wantedName(f: HeaderFilter, buf: Buffer, start: number, end: number, fo
 
 /** What the walk collects; one per request. */
 class Collected {
-  /** Byte ranges of HttpRequest.method and .path: decoded only when the pseudo-headers are absent (Envoy sends both). */
+  /**
+   * Byte ranges of HttpRequest.method and .path: decoded only when the pseudo-headers are absent (Envoy sends both).
+   */
   methodStart = 0;
   methodEnd = 0;
   pathStart = 0;
@@ -142,12 +145,15 @@ const checkRequest: FieldHandler = (c, num, wire, end) => {
 const attributes: FieldHandler = (c, num, wire, end) => {
   if (wire !== LEN) return false;
   if (num === 4) walk(c, c.lengthEnd(end), request);
-  else if (num === 1) walk(c, c.lengthEnd(end), peer); // source
+  else if (num === 1)
+    walk(c, c.lengthEnd(end), peer); // source
   else return false;
   return true;
 };
 
-/** Peer.address (1) -> Address.socket_address (1) -> SocketAddress.address (2): the client's IP as Envoy determined it. */
+/**
+ * Peer.address (1) -> Address.socket_address (1) -> SocketAddress.address (2): the client's IP as Envoy determined it.
+ */
 const peer: FieldHandler = (c, num, wire, end) => {
   if (num !== 1 || wire !== LEN) return false;
   walk(c, c.lengthEnd(end), address);
@@ -179,7 +185,8 @@ const http: FieldHandler = (c, num, wire, end) => {
   if (wire !== LEN) return false;
   const o = out;
   switch (num) {
-    case 2: { // method
+    case 2: {
+      // method
       const stop = c.lengthEnd(end);
       o.methodStart = c.pos;
       o.methodEnd = stop;
@@ -189,20 +196,23 @@ const http: FieldHandler = (c, num, wire, end) => {
     case 3: // headers map entry
       mapEntry(c, c.lengthEnd(end));
       return true;
-    case 4: { // path
+    case 4: {
+      // path
       const stop = c.lengthEnd(end);
       o.pathStart = c.pos;
       o.pathEnd = stop;
       c.pos = stop;
       return true;
     }
-    case 11: { // body
+    case 11: {
+      // body
       const stop = c.lengthEnd(end);
       o.body = c.buf.subarray(c.pos, stop);
       c.pos = stop;
       return true;
     }
-    case 12: { // raw_body
+    case 12: {
+      // raw_body
       const stop = c.lengthEnd(end);
       o.rawBody = c.buf.subarray(c.pos, stop);
       c.pos = stop;
@@ -255,7 +265,14 @@ function mapEntry(c: Cursor, stop: number): void {
   let valueStart: number;
   // The shape Envoy (any protobuf encoder) writes: key then value, each shorter than 128 bytes.
   const fastKeyEnd = p + 2 + buf[p + 1];
-  if (buf[p] === 0x0a && buf[p + 1] < 0x80 && fastKeyEnd + 2 <= stop && buf[fastKeyEnd] === 0x12 && buf[fastKeyEnd + 1] < 0x80 && fastKeyEnd + 2 + buf[fastKeyEnd + 1] === stop) {
+  if (
+    buf[p] === 0x0a &&
+    buf[p + 1] < 0x80 &&
+    fastKeyEnd + 2 <= stop &&
+    buf[fastKeyEnd] === 0x12 &&
+    buf[fastKeyEnd + 1] < 0x80 &&
+    fastKeyEnd + 2 + buf[fastKeyEnd + 1] === stop
+  ) {
     c.pos = stop;
     keyStart = p + 2;
     keyEnd = fastKeyEnd;
@@ -272,7 +289,10 @@ function mapEntry(c: Cursor, stop: number): void {
 }
 
 /** Values nearly every request carries, as constant strings: no string is built for them. */
-const COMMON_VALUES = ['application/json', 'POST', 'GET', 'false', 'true'].map((s) => ({ s, bytes: Buffer.from(s, 'latin1') }));
+const COMMON_VALUES = ['application/json', 'POST', 'GET', 'false', 'true'].map((s) => ({
+  s,
+  bytes: Buffer.from(s, 'latin1'),
+}));
 
 /** The common value the bytes [start, end) spell, if any (compared by length, then byte by byte). */
 function common(buf: Buffer, start: number, end: number): string | undefined {
@@ -323,7 +343,12 @@ function view(o: Collected): RequestView {
     path: q === -1 ? fullPath : fullPath.slice(0, q),
     query: q === -1 ? '' : fullPath.slice(q + 1),
     headers,
-    body: o.rawBody !== undefined && o.rawBody.length > 0 ? o.rawBody : o.body !== undefined && o.body.length > 0 ? o.body : undefined,
+    body:
+      o.rawBody !== undefined && o.rawBody.length > 0
+        ? o.rawBody
+        : o.body !== undefined && o.body.length > 0
+          ? o.body
+          : undefined,
     partialBody: headers['x-envoy-auth-partial-body'] === 'true',
     // The identity Envoy minted on modelgate's route (envoy/request-mark.ts); a Check sent to the
     // gRPC port directly (modelgate explain) has only its x-request-id.

@@ -2,32 +2,55 @@ import type { HostedTool } from '../store/store';
 
 /**
  * The top-level fields of a request body the gateway reads besides `model`, found in the same scan
- * (extract-model.ts) when the meter is on: what a request may cost at most (the meter's admission, meter/request-shape.ts)
+ * (extract-model.ts) when the meter is on: what a request may cost at most (the meter's admission,
+ * meter/request-shape.ts)
  * and whether it streams. Every spelling a provider or a lax upstream accepts is listed, snake and
  * camel case: a field the gateway does not read is one a client could use to spend past what was
  * reserved for it.
  */
 export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
-  'stream', 'stream_options', 'streamOptions',
+  'stream',
+  'stream_options',
+  'streamOptions',
   // How many answers one request produces.
-  'n', 'best_of', 'candidateCount', 'candidate_count',
+  'n',
+  'best_of',
+  'candidateCount',
+  'candidate_count',
   // The most output one answer may produce.
-  'max_tokens', 'max_completion_tokens', 'max_output_tokens', 'maxOutputTokens', 'maxTokens', 'max_new_tokens',
+  'max_tokens',
+  'max_completion_tokens',
+  'max_output_tokens',
+  'maxOutputTokens',
+  'maxTokens',
+  'max_new_tokens',
   // Gemini's settings, which hold maxOutputTokens, candidateCount and the thinking budget.
-  'generationConfig', 'generation_config',
+  'generationConfig',
+  'generation_config',
   // Anthropic's extended thinking (budget_tokens counts within max_tokens).
   'thinking',
   // Input the body does not hold: a stored conversation or cached context the provider adds.
-  'previous_response_id', 'previousResponseId', 'conversation', 'cachedContent', 'cached_content', 'prompt',
+  'previous_response_id',
+  'previousResponseId',
+  'conversation',
+  'cachedContent',
+  'cached_content',
+  'prompt',
   // The Responses API's background mode: the answer is produced after the request ends.
   'background',
   // Tiers billed above the model's standard price: OpenAI's service_tier, Anthropic's speed and inference_geo.
-  'service_tier', 'serviceTier', 'speed', 'inference_geo',
+  'service_tier',
+  'serviceTier',
+  'speed',
+  'inference_geo',
   // Reasoning asked for (OpenAI chat, Responses), and a chat completion's predicted output (its
   // rejected prediction tokens are billed as output): output the answer never shows.
-  'reasoning_effort', 'reasoning', 'prediction',
+  'reasoning_effort',
+  'reasoning',
+  'prediction',
   // Output in other modalities, billed at their own prices: a chat completion's audio (modalities, audio).
-  'modalities', 'audio',
+  'modalities',
+  'audio',
   // The Responses API's cap on calls of hosted tools (their maximum cost).
   'max_tool_calls',
   // Anthropic's tools, read for their max_uses when a hosted tool is declared.
@@ -68,9 +91,13 @@ export interface Mark {
 /**
  * The marked strings, decoded (`"image\u005furl"` is `image_url`), each counted once per
  * occurrence. Part and tool types are matched as the values of `type` keys (never in text, enums or
- * names), Gemini's parts and tools (which have no `type`) as keys. Prefixes (longest first) cover dated tool types: `web_search_20250305`, `web_search_preview`.
+ * names), Gemini's parts and tools (which have no `type`) as keys. Prefixes (longest first) cover dated tool types:
+ * `web_search_20250305`, `web_search_preview`.
  */
-export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonly prefixes: ReadonlyArray<readonly [string, Mark]> } = (() => {
+export const REQUEST_MARKS: {
+  readonly exact: ReadonlyMap<string, Mark>;
+  readonly prefixes: ReadonlyArray<readonly [string, Mark]>;
+} = (() => {
   const referencedValue: Mark = { kind: 'referenced', as: 'value' };
   const referencedKey: Mark = { kind: 'referenced', as: 'key' };
   const tool = (as: Mark['as'], name: HostedTool): Mark => ({ kind: 'hosted_tool', as, tool: name });
@@ -78,7 +105,18 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   // Content parts: OpenAI chat (image_url, input_audio, file), Responses (input_image, input_file, an
   // item_reference to a stored item), Anthropic (image, document), and tools whose results come back
   // as input (a remote MCP server).
-  for (const v of ['image_url', 'input_audio', 'file', 'input_image', 'input_file', 'item_reference', 'image', 'document', 'mcp']) exact.set(v, referencedValue);
+  for (const v of [
+    'image_url',
+    'input_audio',
+    'file',
+    'input_image',
+    'input_file',
+    'item_reference',
+    'image',
+    'document',
+    'mcp',
+  ])
+    exact.set(v, referencedValue);
   // Other items and parts that carry or name an image or a file the provider reads as input: a
   // Responses computer_call_output's screenshot (image_url or file_id), an image_generation_call
   // item sent back (its image, or by id), Anthropic's container_upload (a file put in the code
@@ -88,14 +126,26 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   for (const k of ['input_image_mask', 'mcpServers']) exact.set(k, referencedKey);
   // Gemini's parts and its tools whose results are input (fetched pages, code output); Anthropic's
   // remote MCP servers.
-  for (const k of ['inlineData', 'inline_data', 'fileData', 'file_data', 'urlContext', 'url_context', 'codeExecution', 'code_execution', 'mcp_servers']) exact.set(k, referencedKey);
+  for (const k of [
+    'inlineData',
+    'inline_data',
+    'fileData',
+    'file_data',
+    'urlContext',
+    'url_context',
+    'codeExecution',
+    'code_execution',
+    'mcp_servers',
+  ])
+    exact.set(k, referencedKey);
   // OpenAI's hosted tools (Responses `type`), billed per call or per container.
   exact.set('code_interpreter', tool('value', 'code_interpreter'));
   exact.set('image_generation', tool('value', 'image_generation'));
   // File search: OpenAI's tool type (per call) and Gemini's tool key (retrieved chunks, indexing).
   for (const k of ['file_search', 'fileSearch']) exact.set(k, tool('both', 'file_search'));
   // Gemini's grounding (per grounded prompt) and chat completions' web search (search models).
-  for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval']) exact.set(k, tool('key', 'google_search'));
+  for (const k of ['googleSearch', 'google_search', 'googleSearchRetrieval', 'google_search_retrieval'])
+    exact.set(k, tool('key', 'google_search'));
   for (const k of ['googleMaps', 'google_maps']) exact.set(k, tool('key', 'google_maps'));
   for (const k of ['enterpriseWebSearch', 'enterprise_web_search']) exact.set(k, tool('key', 'enterprise_web_search'));
   exact.set('web_search_options', tool('key', 'web_search'));
@@ -108,7 +158,16 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
   exact.set('audio', { kind: 'audio_input', as: 'key' });
   // History items of hosted tools (Responses output items, Anthropic result blocks) that a tool
   // prefix below would take for a declaration: a replayed conversation calls no tool.
-  for (const v of ['web_search_call', 'web_search_tool_result', 'web_search_result', 'web_search_tool_result_error', 'code_execution_tool_result', 'code_execution_result', 'code_execution_output']) exact.set(v, { kind: 'tool_history', as: 'value' });
+  for (const v of [
+    'web_search_call',
+    'web_search_tool_result',
+    'web_search_result',
+    'web_search_tool_result_error',
+    'code_execution_tool_result',
+    'code_execution_result',
+    'code_execution_output',
+  ])
+    exact.set(v, { kind: 'tool_history', as: 'value' });
   return {
     exact,
     prefixes: [
@@ -121,8 +180,11 @@ export const REQUEST_MARKS: { readonly exact: ReadonlyMap<string, Mark>; readonl
       // (found anywhere: meter/request-shape.ts parses the body to tell a part's from an argument's).
       ['audio/', { kind: 'audio_input', as: 'mime' }],
       ['video/', { kind: 'audio_input', as: 'mime' }],
-      // Anthropic's client tools, each with a prompt of its own (bash_20250124, text_editor_20250728, computer_20250124, memory_20250818).
-      ...(['bash_', 'text_editor_', 'computer_', 'memory_'] as const).map((p) => [p, { kind: 'tool_prompt', as: 'value' }] as const),
+      // Anthropic's client tools, each with a prompt of its own (bash_20250124, text_editor_20250728,
+      // computer_20250124, memory_20250818).
+      ...(['bash_', 'text_editor_', 'computer_', 'memory_'] as const).map(
+        (p) => [p, { kind: 'tool_prompt', as: 'value' }] as const,
+      ),
     ],
   };
 })();

@@ -34,46 +34,62 @@ type DecisionField = FieldOfAny<Decision>;
 /**
  * How each field of a Decision enters the cache key: `key` (as it is), a projection of it,
  * `unwritten` (writeCheckResponse never reads it, which test/check/response-encoder.test.ts
- * checks), or `appended` (each request's own: written after the cached bytes, never in them). The type names every field of Decision and of Route: a field added there does not
+ * checks), or `appended` (each request's own: written after the cached bytes, never in them). The type names every
+ * field of Decision and of Route: a field added there does not
  * compile until it is placed here, so the cache cannot return bytes built without it.
  */
-const DECISION_KEY: { readonly [F in DecisionField]-?: 'key' | 'unwritten' | 'appended' | ((d: Decision) => string) } = {
-  allowed: 'key',
-  reason: 'key',
-  hint: 'key',
-  route: (d) => {
-    let out = '';
-    for (const f of ROUTE_FIELDS) out += `${text((d.route as Partial<Record<RouteField, unknown>>)[f])}\0`;
-    return out;
-  },
-  keyId: 'key',
-  keySha256: 'unwritten', // the meter's balance updates only
-  group: 'key',
-  // Written as logged (decision-log.ts loggedModel): a model of the group as is, another bounded and
-  // redacted, a model that is a key never (so it never enters the cache key either).
-  model: (d) => text(loggedModel(d)),
-  modelKnown: 'key',
-  modelIsKey: 'key',
-  stale: 'unwritten', // the log line only
-  balance: 'unwritten', // the meter's admission only
-  budget: 'unwritten', // the meter's admission only
-  modelBudget: 'unwritten', // the meter's admission only
-  bodyFields: 'unwritten', // the meter's admission only (where the body's fields sit)
-  // The rate limit metadata: its values change every second (their resets) and with the limits.
-  rateLimit: (d) => (d.rateLimit ? JSON.stringify(d.rateLimit.fields) : ''),
-  inFlightLimit: 'unwritten', // the in-flight cap's admission only
-  retryAfter: 'key',
-  removeQuery: (d) => (d.removeQuery ? d.removeQuery.join('&') : ''),
-  // A metered request's maxima (its body's bytes, its max_tokens): nearly every request's differ, so
-  // they are appended to the cached bytes (appendToMetadata) instead of keying them.
-  meterMarks: 'appended',
+const DECISION_KEY: { readonly [F in DecisionField]-?: 'key' | 'unwritten' | 'appended' | ((d: Decision) => string) } =
+  {
+    allowed: 'key',
+    reason: 'key',
+    hint: 'key',
+    route: (d) => {
+      let out = '';
+      for (const f of ROUTE_FIELDS) out += `${text((d.route as Partial<Record<RouteField, unknown>>)[f])}\0`;
+      return out;
+    },
+    keyId: 'key',
+    keySha256: 'unwritten', // the meter's balance updates only
+    group: 'key',
+    // Written as logged (decision-log.ts loggedModel): a model of the group as is, another bounded and
+    // redacted, a model that is a key never (so it never enters the cache key either).
+    model: (d) => text(loggedModel(d)),
+    modelKnown: 'key',
+    modelIsKey: 'key',
+    stale: 'unwritten', // the log line only
+    balance: 'unwritten', // the meter's admission only
+    budget: 'unwritten', // the meter's admission only
+    modelBudget: 'unwritten', // the meter's admission only
+    bodyFields: 'unwritten', // the meter's admission only (where the body's fields sit)
+    // The rate limit metadata: its values change every second (their resets) and with the limits.
+    rateLimit: (d) => (d.rateLimit ? JSON.stringify(d.rateLimit.fields) : ''),
+    inFlightLimit: 'unwritten', // the in-flight cap's admission only
+    retryAfter: 'key',
+    removeQuery: (d) => (d.removeQuery ? d.removeQuery.join('&') : ''),
+    // A metered request's maxima (its body's bytes, its max_tokens): nearly every request's differ, so
+    // they are appended to the cached bytes (appendToMetadata) instead of keying them.
+    meterMarks: 'appended',
+  };
+const ROUTE_KEY: { readonly [F in RouteField]-?: 'key' } = {
+  kind: 'key',
+  style: 'key',
+  family: 'key',
+  keys: 'key',
+  alt: 'key',
+  model: 'key',
+  fixedId: 'key',
+  allow: 'key',
+  detail: 'key',
 };
-const ROUTE_KEY: { readonly [F in RouteField]-?: 'key' } = { kind: 'key', style: 'key', family: 'key', keys: 'key', alt: 'key', model: 'key', fixedId: 'key', allow: 'key', detail: 'key' };
 const ROUTE_FIELDS = Object.keys(ROUTE_KEY) as RouteField[];
-const KEYED = (Object.entries(DECISION_KEY) as [DecisionField, (typeof DECISION_KEY)[DecisionField]][]).filter(([, how]) => how !== 'unwritten' && how !== 'appended');
+const KEYED = (Object.entries(DECISION_KEY) as [DecisionField, (typeof DECISION_KEY)[DecisionField]][]).filter(
+  ([, how]) => how !== 'unwritten' && how !== 'appended',
+);
 
 /** Decision fields the response never carries (for the test that checks it). */
-export const UNWRITTEN_FIELDS = (Object.keys(DECISION_KEY) as DecisionField[]).filter((f) => DECISION_KEY[f] === 'unwritten');
+export const UNWRITTEN_FIELDS = (Object.keys(DECISION_KEY) as DecisionField[]).filter(
+  (f) => DECISION_KEY[f] === 'unwritten',
+);
 
 const text = (v: unknown): string => (v === undefined ? '' : String(v));
 
@@ -135,7 +151,8 @@ type MarkFields = Record<string, { boolValue: boolean } | { numberValue: number 
 function stringEntryLength(name: string, value: string): number {
   const key = Buffer.byteLength(name, 'utf8');
   const text = Buffer.byteLength(value, 'utf8');
-  const inner = 1 + varintLength(key) + key + 1 + varintLength(1 + varintLength(text) + text) + 1 + varintLength(text) + text;
+  const inner =
+    1 + varintLength(key) + key + 1 + varintLength(1 + varintLength(text) + text) + 1 + varintLength(text) + text;
   return 1 + varintLength(inner) + inner;
 }
 
@@ -160,7 +177,12 @@ function entriesLength(fields: MarkFields): number {
   let n = 0;
   for (const name in fields) {
     const v = fields[name];
-    n += 'numberValue' in v ? entryHeads(name)[0].length + 8 : 'stringValue' in v ? stringEntryLength(name, v.stringValue) : entryHeads(name)[1].length + 1;
+    n +=
+      'numberValue' in v
+        ? entryHeads(name)[0].length + 8
+        : 'stringValue' in v
+          ? stringEntryLength(name, v.stringValue)
+          : entryHeads(name)[1].length + 1;
   }
   return n;
 }
@@ -240,7 +262,11 @@ export class ResponseEncoder {
    * @param replica this process's name, in the metadata of metered requests in strict mode (the
    *   meter's leases: whoever settles a request debits its replica's lease)
    */
-  constructor(readonly serialize: Serialize, readonly maxEntries = 10_000, readonly replica?: string) {}
+  constructor(
+    readonly serialize: Serialize,
+    readonly maxEntries = 10_000,
+    readonly replica?: string,
+  ) {}
 
   /**
    * The cached bytes the last encode() returned, or extended with its request's own marks: the
@@ -264,16 +290,52 @@ export class ResponseEncoder {
 
   #encodeCached(d: Decision, config: Config, path: string): Buffer {
     let c = this.#perConfig.get(config);
-    if (!c) this.#perConfig.set(config, (c = { plan: allowPlan(config), bytes: new LRUCache({ max: this.maxEntries }), allowed: new Map(), allowedCount: 0 }));
+    if (!c)
+      this.#perConfig.set(
+        config,
+        (c = {
+          plan: allowPlan(config),
+          bytes: new LRUCache({ max: this.maxEntries }),
+          allowed: new Map(),
+          allowedCount: 0,
+        }),
+      );
     const r = d.route;
     // Answers with rate limit metadata change every second (their resets): keyed by it below.
-    if (d.allowed && r.kind === 'protocol' && r.fixedId !== undefined && d.keyId !== undefined && d.group !== undefined && !d.modelIsKey && !d.removeQuery && !d.rateLimit) {
-      return this.#encodeAllowed(c, d, config, path, r.fixedId, d.keyId, d.group, d.modelKnown && d.model !== undefined ? d.model : '');
+    if (
+      d.allowed &&
+      r.kind === 'protocol' &&
+      r.fixedId !== undefined &&
+      d.keyId !== undefined &&
+      d.group !== undefined &&
+      !d.modelIsKey &&
+      !d.removeQuery &&
+      !d.rateLimit
+    ) {
+      return this.#encodeAllowed(
+        c,
+        d,
+        config,
+        path,
+        r.fixedId,
+        d.keyId,
+        d.group,
+        d.modelKnown && d.model !== undefined ? d.model : '',
+      );
     }
     return this.#encodeAny(c, d, config, path);
   }
 
-  #encodeAllowed(c: PerConfig, d: Decision, config: Config, path: string, fixedId: number, keyId: string, group: string, model: string): Buffer {
+  #encodeAllowed(
+    c: PerConfig,
+    d: Decision,
+    config: Config,
+    path: string,
+    fixedId: number,
+    keyId: string,
+    group: string,
+    model: string,
+  ): Buffer {
     let byKey = c.allowed.get(fixedId);
     if (!byKey) c.allowed.set(fixedId, (byKey = new Map()));
     let byGroup = byKey.get(keyId);
@@ -300,7 +362,9 @@ export class ResponseEncoder {
     if (!bytes) {
       // Without the request's own marks (encode appends them).
       const unmarked = d.meterMarks ? { ...d, meterMarks: undefined } : d;
-      bytes = this.serialize(writeCheckResponse(unmarked, config, c.plan, loggedModel(d), logPath(d, path), this.replica));
+      bytes = this.serialize(
+        writeCheckResponse(unmarked, config, c.plan, loggedModel(d), logPath(d, path), this.replica),
+      );
       c.bytes.set(key, bytes);
     }
     return bytes;

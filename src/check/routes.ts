@@ -13,25 +13,58 @@ import { HINTS } from '../contract/reasons';
 export type KeySource = 'bearer' | 'vendor' | 'both';
 
 export type Route =
-  | { readonly kind: 'protocol'; readonly style: Protocol; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly model?: string; readonly fixedId?: number }
-  | { readonly kind: 'models'; readonly style: 'models'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly model?: string; readonly fixedId?: number }
-  | { readonly kind: 'wrong_method'; readonly style: 'unknown'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly allow: string }
-  | { readonly kind: 'unknown'; readonly style: 'unknown'; readonly family: Family; readonly keys: KeySource; readonly alt: boolean; readonly detail?: string };
+  | {
+      readonly kind: 'protocol';
+      readonly style: Protocol;
+      readonly family: Family;
+      readonly keys: KeySource;
+      readonly alt: boolean;
+      readonly model?: string;
+      readonly fixedId?: number;
+    }
+  | {
+      readonly kind: 'models';
+      readonly style: 'models';
+      readonly family: Family;
+      readonly keys: KeySource;
+      readonly alt: boolean;
+      readonly model?: string;
+      readonly fixedId?: number;
+    }
+  | {
+      readonly kind: 'wrong_method';
+      readonly style: 'unknown';
+      readonly family: Family;
+      readonly keys: KeySource;
+      readonly alt: boolean;
+      readonly allow: string;
+    }
+  | {
+      readonly kind: 'unknown';
+      readonly style: 'unknown';
+      readonly family: Family;
+      readonly keys: KeySource;
+      readonly alt: boolean;
+      readonly detail?: string;
+    };
 
 /** The endpoints without a model in the path, by path. */
-const FIXED_PATHS: ReadonlyMap<string, Endpoint> = new Map(ENDPOINTS.filter((e) => !hasModel(e)).map((e) => [e.path, e]));
+const FIXED_PATHS: ReadonlyMap<string, Endpoint> = new Map(
+  ENDPOINTS.filter((e) => !hasModel(e)).map((e) => [e.path, e]),
+);
 /** The paths before `{model}` (`/v1beta/models/`), each with its endpoint by id (GET) and by generative method. */
-const MODEL_PATHS: ReadonlyMap<string, { readonly byId?: Endpoint; readonly byMethod: ReadonlyMap<string, Endpoint> }> = (() => {
-  const out = new Map<string, { byId?: Endpoint; byMethod: Map<string, Endpoint> }>();
-  for (const e of ENDPOINTS.filter(hasModel)) {
-    const before = e.path.slice(0, e.path.indexOf(MODEL));
-    let entry = out.get(before);
-    if (!entry) out.set(before, (entry = { byMethod: new Map() }));
-    if (e.modelMethods) for (const m of e.modelMethods) entry.byMethod.set(m, e);
-    else entry.byId = e;
-  }
-  return out;
-})();
+const MODEL_PATHS: ReadonlyMap<string, { readonly byId?: Endpoint; readonly byMethod: ReadonlyMap<string, Endpoint> }> =
+  (() => {
+    const out = new Map<string, { byId?: Endpoint; byMethod: Map<string, Endpoint> }>();
+    for (const e of ENDPOINTS.filter(hasModel)) {
+      const before = e.path.slice(0, e.path.indexOf(MODEL));
+      let entry = out.get(before);
+      if (!entry) out.set(before, (entry = { byMethod: new Map() }));
+      if (e.modelMethods) for (const m of e.modelMethods) entry.byMethod.set(m, e);
+      else entry.byId = e;
+    }
+    return out;
+  })();
 
 /** Canonical endpoint of each protocol style (its module's first), for hints. */
 export function endpointFor(style: Protocol, model: string, alt: string): string {
@@ -41,10 +74,17 @@ export function endpointFor(style: Protocol, model: string, alt: string): string
 }
 
 /** What a request for an endpoint with this method is: the endpoint's route, or a 405. */
-function routeTo(e: Endpoint, method: string, base: { family: Family; keys: KeySource; alt: boolean }, model?: string): Route {
+function routeTo(
+  e: Endpoint,
+  method: string,
+  base: { family: Family; keys: KeySource; alt: boolean },
+  model?: string,
+): Route {
   if (method !== e.method) return { kind: 'wrong_method', style: 'unknown', allow: e.method, ...base };
   const withModel = model === undefined ? base : { model, ...base };
-  return e.style === 'models' ? { kind: 'models', style: 'models', ...withModel } : { kind: 'protocol', style: e.style, ...withModel };
+  return e.style === 'models'
+    ? { kind: 'models', style: 'models', ...withModel }
+    : { kind: 'protocol', style: e.style, ...withModel };
 }
 
 /**
@@ -90,15 +130,18 @@ function classifyNew(method: string, path: string, altPrefix: string, anthropicV
     const tail = rest.slice(before.length);
     const colon = tail.lastIndexOf(':');
     // The model is one path segment (as in a model lookup below); `/models/a/b:generateContent` is no endpoint.
-    const byMethod = colon > 0 && !tail.slice(0, colon).includes('/') ? byModel.byMethod.get(tail.slice(colon + 1)) : undefined;
+    const byMethod =
+      colon > 0 && !tail.slice(0, colon).includes('/') ? byModel.byMethod.get(tail.slice(colon + 1)) : undefined;
     if (byMethod) {
       const model = decodeSegment(tail.slice(0, colon));
-      if (model === undefined) return { kind: 'unknown', style: 'unknown', detail: HINTS.path_unknown.badModelEscape, ...base };
+      if (model === undefined)
+        return { kind: 'unknown', style: 'unknown', detail: HINTS.path_unknown.badModelEscape, ...base };
       return routeTo(byMethod, method, base, model);
     }
     if (byModel.byId && colon === -1 && tail.length > 0 && !tail.includes('/')) {
       const model = decodeSegment(tail);
-      if (model === undefined) return { kind: 'unknown', style: 'unknown', detail: HINTS.path_unknown.badModelEscape, ...base };
+      if (model === undefined)
+        return { kind: 'unknown', style: 'unknown', detail: HINTS.path_unknown.badModelEscape, ...base };
       return routeTo(byModel.byId, method, base, model);
     }
   }

@@ -21,7 +21,18 @@ import { retryHeaders } from '../contract/retry-advice';
 import { METADATA_FIELD as RATE_LIMIT_FIELD } from '../ratelimit/limits';
 
 /** google.rpc.Code for each HTTP status we deny with (any non-zero code means Denied). */
-const GRPC_CODE: Readonly<Record<number, number>> = { 400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14, 504: 4 };
+const GRPC_CODE: Readonly<Record<number, number>> = {
+  400: 3,
+  401: 16,
+  403: 7,
+  404: 5,
+  405: 12,
+  413: 8,
+  415: 3,
+  429: 8,
+  503: 14,
+  504: 4,
+};
 
 function header(key: string, value: string): HeaderValueOption {
   return { header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
@@ -31,7 +42,13 @@ function header(key: string, value: string): HeaderValueOption {
  * Envoy's dynamic metadata for its access log (envoy/README.md): never a key. `path` is the path as
  * modelgate logs it (decision-log.ts logPath), which Envoy's log shows instead of the raw one.
  */
-function metadata(d: Decision, model: string | undefined, path: string | undefined, metered = false, replica?: string): CheckResponse['dynamic_metadata'] {
+function metadata(
+  d: Decision,
+  model: string | undefined,
+  path: string | undefined,
+  metered = false,
+  replica?: string,
+): CheckResponse['dynamic_metadata'] {
   const fields: Record<string, { stringValue: string } | { boolValue: boolean } | { numberValue: number }> = {
     decision: { stringValue: d.allowed ? 'allow' : 'deny' },
     reason: { stringValue: d.reason },
@@ -50,7 +67,8 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
   // What an estimate of its cost needs beyond the report (meter/meter.ts, when no entry is found).
   if (metered) Object.assign(fields, meterMarkFields(d));
   // Rate limits (docs/rate-limits.md): what Envoy's rate limit filters read (ratelimit/metadata.ts).
-  if (d.allowed && d.rateLimit) (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
+  if (d.allowed && d.rateLimit)
+    (fields as Record<string, unknown>)[RATE_LIMIT_FIELD] = { structValue: { fields: d.rateLimit.fields } };
   return { fields };
 }
 
@@ -58,7 +76,9 @@ function metadata(d: Decision, model: string | undefined, path: string | undefin
  * The metadata fields of a metered request's marks (Decision.meterMarks): each request's own (its
  * maxima), so the response cache appends them to the bytes it keeps (response-encoder.ts).
  */
-export function meterMarkFields(d: Decision): Record<string, { boolValue: boolean } | { numberValue: number } | { stringValue: string }> {
+export function meterMarkFields(
+  d: Decision,
+): Record<string, { boolValue: boolean } | { numberValue: number } | { stringValue: string }> {
   const fields: Record<string, { boolValue: boolean } | { numberValue: number } | { stringValue: string }> = {};
   const m = d.meterMarks;
   if (!m) return fields;
@@ -120,7 +140,14 @@ const SPOOFABLE = [HEADER.reason, HEADER.hint];
  * Writes the CheckResponse for a decision. `modelForMetadata` is the log-safe model name, if any;
  * `pathForMetadata` the log-safe path.
  */
-export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan, modelForMetadata: string | undefined, pathForMetadata?: string, replica?: string): CheckResponse {
+export function writeCheckResponse(
+  d: Decision,
+  config: Config,
+  plan: AllowPlan,
+  modelForMetadata: string | undefined,
+  pathForMetadata?: string,
+  replica?: string,
+): CheckResponse {
   if (d.allowed) {
     const headers = [header(HEADER.keyId, d.keyId ?? ''), header(HEADER.group, d.group ?? '')];
     const remove: string[] = [...SPOOFABLE];
@@ -138,8 +165,18 @@ export function writeCheckResponse(d: Decision, config: Config, plan: AllowPlan,
     // the whole query (sorted, `?flag` -> `?flag=`).
     return {
       status: { code: 0 },
-      ok_response: { headers, headers_to_remove: remove, ...(d.removeQuery ? { query_parameters_to_remove: [...d.removeQuery] } : {}) },
-      dynamic_metadata: metadata(d, modelForMetadata, pathForMetadata, meteredRequest(d, pathForMetadata), config.meter.mode === 'strict' && config.meter.leases ? replica : undefined),
+      ok_response: {
+        headers,
+        headers_to_remove: remove,
+        ...(d.removeQuery ? { query_parameters_to_remove: [...d.removeQuery] } : {}),
+      },
+      dynamic_metadata: metadata(
+        d,
+        modelForMetadata,
+        pathForMetadata,
+        meteredRequest(d, pathForMetadata),
+        config.meter.mode === 'strict' && config.meter.leases ? replica : undefined,
+      ),
     };
   }
   const denial = denialParts(d);

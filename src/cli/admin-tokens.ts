@@ -28,16 +28,31 @@ export function adminTokensCommand(run: CliRun): Command {
   tokens.addCommand(
     storeCommand('new', 'create a management token: printed once, stored hashed')
       .option('--scope <scope>', `what it may do: ${SCOPES.join(', ')} (required)`, once('--scope'))
-      .option('--id <id>', 'the token\'s id, shown in the audit log (default: tok- and 8 random hex digits)', once('--id'))
+      .option(
+        '--id <id>',
+        "the token's id, shown in the audit log (default: tok- and 8 random hex digits)",
+        once('--id'),
+      )
       .option('--description <text>', 'what it is for', once('--description'))
-      .option('--config <file>', 'file store: the config beside which the admin state is kept (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
+      .option(
+        '--config <file>',
+        'file store: the config beside which the admin state is kept (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)',
+        once('--config'),
+      )
       .action((options: NewTokenOptions, cmd: Command) =>
         withStore(run, cmd, options, false, async (store) => {
           if (options.scope === undefined) throw usageError(`admin-tokens new needs --scope (${SCOPES.join(', ')})`);
-          if (!(SCOPES as readonly string[]).includes(options.scope)) throw usageError(`--scope ${JSON.stringify(options.scope)} is not one of ${SCOPES.join(', ')}`);
+          if (!(SCOPES as readonly string[]).includes(options.scope))
+            throw usageError(`--scope ${JSON.stringify(options.scope)} is not one of ${SCOPES.join(', ')}`);
           const id = checkName('token id', options.id ?? defaultTokenId(), 128);
           const token = generateToken();
-          const record = { id, sha256: hashToken(token), scope: options.scope as Scope, createdAt: Date.now(), description: options.description ?? null };
+          const record = {
+            id,
+            sha256: hashToken(token),
+            scope: options.scope as Scope,
+            createdAt: Date.now(),
+            description: options.description ?? null,
+          };
           let where: string;
           try {
             if (store.hasDb) {

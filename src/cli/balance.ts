@@ -29,7 +29,7 @@ export function balanceCommand(run: CliRun): Command {
   const balance = new Command('balance').description('show and change key balances (PostgreSQL)');
   balance.addCommand(
     storeCommand('show', "show a key's balance")
-      .argument('<id>', 'the key\'s id')
+      .argument('<id>', "the key's id")
       .action((id: string, options: StoreOptions, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
           const b = await showBalance(await store.db(), id);
@@ -39,7 +39,7 @@ export function balanceCommand(run: CliRun): Command {
   );
   balance.addCommand(
     storeCommand('set', "set a key's balance")
-      .argument('<id>', 'the key\'s id')
+      .argument('<id>', "the key's id")
       .argument('<amount>', 'a decimal amount, or unlimited')
       .action((id: string, text: string, options: StoreOptions, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
@@ -51,13 +51,16 @@ export function balanceCommand(run: CliRun): Command {
   );
   balance.addCommand(
     storeCommand('add', "add to a key's balance in one atomic statement; a negative amount is a debit")
-      .argument('<id>', 'the key\'s id')
+      .argument('<id>', "the key's id")
       .argument('<amount>', 'a decimal amount; < 0: a debit (e.g. -0.25)')
       .action((id: string, text: string, options: StoreOptions, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
           const delta = parseAmount(text, false) as string;
           const b = await addBalance(await store.db(), id, delta);
-          const shown = b.balance === null ? 'unlimited (unchanged: the key has no balance limit)' : `${b.balance} (was ${b.previous})`;
+          const shown =
+            b.balance === null
+              ? 'unlimited (unchanged: the key has no balance limit)'
+              : `${b.balance} (was ${b.previous})`;
           store.print(`${b.id}: ${shown}\n`, b);
         }),
       ),

@@ -29,8 +29,11 @@ export type DenialGrouping = (typeof DENIAL_GROUPINGS)[number];
 type Json = Record<string, unknown>;
 const text = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' && v !== '-' ? v : undefined);
 
-/** A log line as a denial, if it is one (a modelgate decision line that denies, or an Envoy access-log line with a reply reason). */
-export function denialOf(line: string): Omit<Denial, 'seenBy'> & { from: 'modelgate' | 'envoy' } | undefined {
+/**
+ * A log line as a denial, if it is one (a modelgate decision line that denies, or an Envoy access-log line with a reply
+ * reason).
+ */
+export function denialOf(line: string): (Omit<Denial, 'seenBy'> & { from: 'modelgate' | 'envoy' }) | undefined {
   if (!line.startsWith('{')) return undefined;
   let j: Json;
   try {
@@ -41,8 +44,15 @@ export function denialOf(line: string): Omit<Denial, 'seenBy'> & { from: 'modelg
   }
   if (j.msg === 'decision' && j.decision === 'deny' && typeof j.reason === 'string') {
     return {
-      from: 'modelgate', time: typeof j.time === 'number' ? j.time : 0, requestId: text(j.requestId) ?? '', reason: j.reason, status: typeof j.status === 'number' ? j.status : 0,
-      keyId: text(j.keyId), group: text(j.group), client: text(j.client), userAgent: text(j.userAgent),
+      from: 'modelgate',
+      time: typeof j.time === 'number' ? j.time : 0,
+      requestId: text(j.requestId) ?? '',
+      reason: j.reason,
+      status: typeof j.status === 'number' ? j.status : 0,
+      keyId: text(j.keyId),
+      group: text(j.group),
+      client: text(j.client),
+      userAgent: text(j.userAgent),
     };
   }
   const reason = text(j.reply_reason);
@@ -50,8 +60,14 @@ export function denialOf(line: string): Omit<Denial, 'seenBy'> & { from: 'modelg
   if (reason !== undefined && 'request_id' in j && status >= 400) {
     return {
       // The identity Envoy minted on modelgate's routes (the decision line's requestId), else Envoy's x-request-id.
-      from: 'envoy', time: Date.parse(String(j.time)) || 0, requestId: (j.request !== '-' ? text(j.request) : undefined) ?? text(j.request_id) ?? '', reason, status,
-      keyId: text(j.key_id), group: text(j.group), client: text(j.client),
+      from: 'envoy',
+      time: Date.parse(String(j.time)) || 0,
+      requestId: (j.request !== '-' ? text(j.request) : undefined) ?? text(j.request_id) ?? '',
+      reason,
+      status,
+      keyId: text(j.key_id),
+      group: text(j.group),
+      client: text(j.client),
     };
   }
   return undefined;
@@ -74,11 +90,18 @@ export function collectDenials(lines: Iterable<string>, since: number): Denial[]
       byId.set(rest.requestId, { ...rest, seenBy: from });
       continue;
     }
-    // Both logs: modelgate's fields win (its reason is the decision's; Envoy's may be a later answer of its own, e.g. 429).
+    // Both logs: modelgate's fields win (its reason is the decision's; Envoy's may be a later answer of its own, e.g.
+    // 429).
     const [m, e] = from === 'modelgate' ? [rest, prev] : [prev, rest];
     byId.set(rest.requestId, {
-      time: Math.min(prev.time, rest.time), requestId: rest.requestId, reason: m.reason, status: m.status,
-      keyId: m.keyId ?? e.keyId, group: m.group ?? e.group, client: m.client ?? e.client, userAgent: m.userAgent ?? e.userAgent,
+      time: Math.min(prev.time, rest.time),
+      requestId: rest.requestId,
+      reason: m.reason,
+      status: m.status,
+      keyId: m.keyId ?? e.keyId,
+      group: m.group ?? e.group,
+      client: m.client ?? e.client,
+      userAgent: m.userAgent ?? e.userAgent,
       seenBy: prev.seenBy === from ? from : 'both',
     });
   }
@@ -107,7 +130,10 @@ const keyOf: Record<DenialGrouping, (d: Denial) => string> = {
 
 /** Denials grouped, most first. */
 export function groupDenials(denials: readonly Denial[], by: DenialGrouping): DenialGroup[] {
-  const groups = new Map<string, { denied: number; reasons: Record<string, number>; keys: Set<string>; clients: Map<string, number>; last: number }>();
+  const groups = new Map<
+    string,
+    { denied: number; reasons: Record<string, number>; keys: Set<string>; clients: Map<string, number>; last: number }
+  >();
   for (const d of denials) {
     const k = keyOf[by](d);
     let g = groups.get(k);
@@ -118,8 +144,18 @@ export function groupDenials(denials: readonly Denial[], by: DenialGrouping): De
     if (d.client) g.clients.set(d.client, (g.clients.get(d.client) ?? 0) + 1);
     g.last = Math.max(g.last, d.time);
   }
-  return [...groups].map(([value, g]) => ({
-    value, denied: g.denied, reasons: g.reasons, keys: g.keys.size, clients: g.clients.size,
-    topClients: [...g.clients].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([c, n]) => `${c} (${n})`), last: g.last,
-  })).sort((a, b) => b.denied - a.denied || a.value.localeCompare(b.value));
+  return [...groups]
+    .map(([value, g]) => ({
+      value,
+      denied: g.denied,
+      reasons: g.reasons,
+      keys: g.keys.size,
+      clients: g.clients.size,
+      topClients: [...g.clients]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 3)
+        .map(([c, n]) => `${c} (${n})`),
+      last: g.last,
+    }))
+    .sort((a, b) => b.denied - a.denied || a.value.localeCompare(b.value));
 }

@@ -26,7 +26,9 @@ async function* linesOf(files: readonly string[]): AsyncGenerator<string> {
     const opened = new Promise<void>((resolve, reject) => {
       if (file === '-') resolve();
       input.once('open', () => resolve());
-      input.once('error', (err: NodeJS.ErrnoException) => reject(usageError(`cannot read ${file} (${err.code ?? err.message})`)));
+      input.once('error', (err: NodeJS.ErrnoException) =>
+        reject(usageError(`cannot read ${file} (${err.code ?? err.message})`)),
+      );
     });
     await opened;
     for await (const line of createInterface({ input, crlfDelay: Infinity })) yield line;
@@ -35,9 +37,15 @@ async function* linesOf(files: readonly string[]): AsyncGenerator<string> {
 
 export function denialsCommand(run: CliRun): Command {
   return new Command('denials')
-    .description("who was denied and why: modelgate's decision lines and Envoy's access log (its own 503/404/405/413/429 answers), from files or stdin, each request once")
+    .description(
+      "who was denied and why: modelgate's decision lines and Envoy's access log (its own 503/404/405/413/429 answers), from files or stdin, each request once",
+    )
     .argument('[logs...]', 'log files (JSON lines from modelgate and/or Envoy); - or none: stdin')
-    .option('--since <time>', 'only since a date (2026-11-01T12:00:00Z) or a time ago (30m, 1h, 7d); default 1h', once('--since'))
+    .option(
+      '--since <time>',
+      'only since a date (2026-11-01T12:00:00Z) or a time ago (30m, 1h, 7d); default 1h',
+      once('--since'),
+    )
     .option('--by <what>', `group by ${DENIAL_GROUPINGS.join(', ')} (default reason)`, once('--by'))
     .option('--json', 'print one JSON document: the groups and every denial')
     .action(async (files: string[], options: DenialsOptions) => {
@@ -56,14 +64,29 @@ export function denialsCommand(run: CliRun): Command {
         run.stdout(`No denials since ${isoTime(new Date(since))}.\n`);
         return;
       }
-      const rows = [[by.toUpperCase(), 'DENIED', by === 'reason' ? 'STATUS' : 'REASONS', 'KEYS', 'CLIENTS', 'TOP CLIENTS', 'LAST']];
+      const rows = [
+        [by.toUpperCase(), 'DENIED', by === 'reason' ? 'STATUS' : 'REASONS', 'KEYS', 'CLIENTS', 'TOP CLIENTS', 'LAST'],
+      ];
       for (const g of groups) {
         const reasons = Object.entries(g.reasons).sort((a, b) => b[1] - a[1]);
-        const status = by === 'reason' ? String(denials.find((d) => d.reason === g.value)?.status ?? '') : reasons.map(([r, n]) => `${r} ${n}`).join(', ');
-        rows.push([g.value, String(g.denied), status, String(g.keys), String(g.clients), g.topClients.join(', ') || '-', isoTime(new Date(Math.floor(g.last / 1000) * 1000))]);
+        const status =
+          by === 'reason'
+            ? String(denials.find((d) => d.reason === g.value)?.status ?? '')
+            : reasons.map(([r, n]) => `${r} ${n}`).join(', ');
+        rows.push([
+          g.value,
+          String(g.denied),
+          status,
+          String(g.keys),
+          String(g.clients),
+          g.topClients.join(', ') || '-',
+          isoTime(new Date(Math.floor(g.last / 1000) * 1000)),
+        ]);
       }
       const both = denials.filter((d) => d.seenBy === 'both').length;
       const envoyOnly = denials.filter((d) => d.seenBy === 'envoy').length;
-      run.stdout(`${table(rows)}\n${denials.length} denied request${denials.length === 1 ? '' : 's'} since ${isoTime(new Date(since))} (${envoyOnly} answered by Envoy itself, ${both} in both logs)\n`);
+      run.stdout(
+        `${table(rows)}\n${denials.length} denied request${denials.length === 1 ? '' : 's'} since ${isoTime(new Date(since))} (${envoyOnly} answered by Envoy itself, ${both} in both logs)\n`,
+      );
     });
 }

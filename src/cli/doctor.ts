@@ -56,7 +56,10 @@ export function rootCandidates(base: URL): string[] {
   return out;
 }
 
-async function fetchJson(url: string, init: RequestInit = {}): Promise<{ status: number; headers: Headers; data: unknown }> {
+async function fetchJson(
+  url: string,
+  init: RequestInit = {},
+): Promise<{ status: number; headers: Headers; data: unknown }> {
   const res = await fetch(url, { ...init, redirect: 'manual', signal: AbortSignal.timeout(TIMEOUT_MS) });
   const text = await res.text();
   let data: unknown;
@@ -75,7 +78,8 @@ async function findConsole(base: URL): Promise<{ root: string; info: Info } | un
     try {
       const r = await fetchJson(`${root}/console/api/info`);
       const info = r.data as Info | undefined;
-      if (r.status === 200 && typeof info?.altPrefix === 'string' && typeof info.baseUrl === 'string' && info.routes) return { root, info };
+      if (r.status === 200 && typeof info?.altPrefix === 'string' && typeof info.baseUrl === 'string' && info.routes)
+        return { root, info };
     } catch {
       // not this one (or not reachable): try the next
     }
@@ -116,17 +120,26 @@ async function readKey(run: CliRun): Promise<string> {
   const fromEnv = run.env[KEY_ENV];
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
   if (process.stdin.isTTY && run.env === process.env) return promptHidden('API key (not shown): ');
-  throw usageError(`no key: set ${KEY_ENV} (or run in a terminal to be asked); the key is never taken from an argument`);
+  throw usageError(
+    `no key: set ${KEY_ENV} (or run in a terminal to be asked); the key is never taken from an argument`,
+  );
 }
 
 /** Seed §4.1 rule 3: one short request, where the client sends it (its Base URL + the path it appends). */
-async function sendShortRequest(baseUrl: string, kind: ClientKind, model: string | undefined, key: string, routes: Config['routes']): Promise<ShortRequest> {
+async function sendShortRequest(
+  baseUrl: string,
+  kind: ClientKind,
+  model: string | undefined,
+  key: string,
+  routes: Config['routes'],
+): Promise<ShortRequest> {
   const headerName = keyHeaderOf(kind, routes);
   const headers: Record<string, string> = { [headerName]: headerName === 'authorization' ? `Bearer ${key}` : key };
   const client = PROVIDERS[kind.style].client;
   for (const [name, value] of client.extraHeaders) headers[name] = value;
   const method = model === undefined ? 'GET' : 'POST';
-  const url = model === undefined ? baseUrl + kind.lists : baseUrl + kind.appends.replace('{model}', modelSegment(model));
+  const url =
+    model === undefined ? baseUrl + kind.lists : baseUrl + kind.appends.replace('{model}', modelSegment(model));
   let body: string | undefined;
   if (model !== undefined) {
     headers['content-type'] = 'application/json';
@@ -135,7 +148,13 @@ async function sendShortRequest(baseUrl: string, kind: ClientKind, model: string
   const shown = printable(url.split('?')[0], 200);
   try {
     const r = await fetchJson(url, { method, headers, body });
-    return { method, url: shown, status: r.status, reason: r.headers.get(HEADER.reason) ?? undefined, hint: r.headers.get(HEADER.hint) ?? undefined };
+    return {
+      method,
+      url: shown,
+      status: r.status,
+      reason: r.headers.get(HEADER.reason) ?? undefined,
+      hint: r.headers.get(HEADER.hint) ?? undefined,
+    };
   } catch (err) {
     return { method, url: shown, status: 0, error: err instanceof Error ? err.message : String(err) };
   }
@@ -143,20 +162,35 @@ async function sendShortRequest(baseUrl: string, kind: ClientKind, model: string
 
 const MARK = { pass: 'ok', fail: 'CHANGE', note: 'note', skip: 'later' } as const;
 
-function renderText(report: DoctorReport, base: string, gateway: Info | undefined, request: ShortRequest | string): string {
+function renderText(
+  report: DoctorReport,
+  base: string,
+  gateway: Info | undefined,
+  request: ShortRequest | string,
+): string {
   const out = [`modelgate doctor: ${report.clientKind.label}, Base URL ${printable(base, 200)}`];
   if (gateway) out.push(`gateway: ${gateway.baseUrl} (alternate prefix ${gateway.altPrefix})`);
   out.push('');
   const refWidth = Math.max(...report.steps.map((s) => s.ref.length));
   for (const s of report.steps) {
     out.push(`  ${MARK[s.outcome].padEnd(6)}  ${s.ref.padEnd(refWidth)}  ${s.title}`);
-    if (s.outcome !== 'skip' && s.outcome !== 'pass') out.push(`  ${''.padEnd(6)}  ${''.padEnd(refWidth)}  ${s.detail}`);
+    if (s.outcome !== 'skip' && s.outcome !== 'pass')
+      out.push(`  ${''.padEnd(6)}  ${''.padEnd(refWidth)}  ${s.detail}`);
     if (s.change) out.push(`  ${''.padEnd(6)}  ${''.padEnd(refWidth)}  change: ${s.change}`);
-    if (s.gatewayAnswers) out.push(`  ${''.padEnd(6)}  ${''.padEnd(refWidth)}  the gateway answers this with ${s.gatewayAnswers.status} ${s.gatewayAnswers.reason}`);
+    if (s.gatewayAnswers)
+      out.push(
+        `  ${''.padEnd(6)}  ${''.padEnd(refWidth)}  the gateway answers this with ${s.gatewayAnswers.status} ${s.gatewayAnswers.reason}`,
+      );
   }
-  out.push('', `expected: Base URL ${report.expected.baseUrl}; endpoint ${report.expected.endpoint}; header ${report.expected.header}`);
+  out.push(
+    '',
+    `expected: Base URL ${report.expected.baseUrl}; endpoint ${report.expected.endpoint}; header ${report.expected.header}`,
+  );
   if (typeof request === 'object') {
-    const answer = request.status === 0 ? `no answer (${request.error})` : `${request.status}${request.reason ? ` ${request.reason}` : request.status < 300 ? ' OK' : ''}`;
+    const answer =
+      request.status === 0
+        ? `no answer (${request.error})`
+        : `${request.status}${request.reason ? ` ${request.reason}` : request.status < 300 ? ' OK' : ''}`;
     out.push(`one short request (§4.1 rule 3): ${request.method} ${request.url} -> ${answer}`);
     if (request.hint) out.push(`  hint: ${request.hint}`);
   } else out.push(`one short request (§4.1 rule 3): not sent (${request})`);
@@ -166,20 +200,34 @@ function renderText(report: DoctorReport, base: string, gateway: Info | undefine
 
 export function doctorCommand(run: CliRun): Command {
   return new Command('doctor')
-    .description("check a client's setup (Base URL, client kind, key, model) against the spec's rules, then send one short request through the gateway")
+    .description(
+      "check a client's setup (Base URL, client kind, key, model) against the spec's rules, then send one short request through the gateway",
+    )
     .option('--base-url <url>', 'the Base URL configured in the client (required)', once('--base-url'))
-    .option('--client <kind>', `the client kind (required): ${CLIENT_KINDS.map((k) => k.id).join(', ')}`, once('--client'))
-    .option('--model <name>', 'the model the client uses (checks the model too, and sends a one-token request to it)', once('--model'))
+    .option(
+      '--client <kind>',
+      `the client kind (required): ${CLIENT_KINDS.map((k) => k.id).join(', ')}`,
+      once('--client'),
+    )
+    .option(
+      '--model <name>',
+      'the model the client uses (checks the model too, and sends a one-token request to it)',
+      once('--model'),
+    )
     .option('--json', 'print the report and the short request as JSON')
-    .addHelpText('after', [
-      '',
-      `The key is read from ${KEY_ENV}, or asked for without echo when stdin is a terminal; never from an argument.`,
-      'It is sent only to the gateway whose console answers at the Base URL\'s address, and never printed.',
-      'Exit codes: 0 nothing to change and the short request succeeded; 1 a setting to change or the request failed; 2 the command line is wrong.',
-    ].join('\n'))
+    .addHelpText(
+      'after',
+      [
+        '',
+        `The key is read from ${KEY_ENV}, or asked for without echo when stdin is a terminal; never from an argument.`,
+        "It is sent only to the gateway whose console answers at the Base URL's address, and never printed.",
+        'Exit codes: 0 nothing to change and the short request succeeded; 1 a setting to change or the request failed; 2 the command line is wrong.',
+      ].join('\n'),
+    )
     .action(async (opts: { baseUrl?: string; client?: string; model?: string; json?: boolean }) => {
       if (opts.baseUrl === undefined) throw usageError('--base-url is required: the Base URL configured in the client');
-      if (opts.client === undefined) throw usageError(`--client is required: one of ${CLIENT_KINDS.map((k) => k.id).join(', ')}`);
+      if (opts.client === undefined)
+        throw usageError(`--client is required: one of ${CLIENT_KINDS.map((k) => k.id).join(', ')}`);
       const kind = clientKind(opts.client);
       if (!kind) throw usageError(`--client must be one of: ${CLIENT_KINDS.map((k) => k.id).join(', ')}`);
       const key = await readKey(run);
@@ -192,38 +240,67 @@ export function doctorCommand(run: CliRun): Command {
         base = undefined;
       }
       const found = base && /^https?:$/.test(base.protocol) ? await findConsole(base) : undefined;
-      const routes = { altPrefix: found?.info.routes.altPrefix ?? '/alt', bearerHeaders: found?.info.routes.bearerHeaders ?? ['authorization', 'x-api-key'],
-        vendorHeaders: found?.info.routes.vendorHeaders ?? ['x-vendor-api-key', 'x-goog-api-key'], queryKeyParams: found?.info.routes.queryKeyParams ?? ['key'], maxJsonDepth: 256 } as Config['routes'];
+      const routes = {
+        altPrefix: found?.info.routes.altPrefix ?? '/alt',
+        bearerHeaders: found?.info.routes.bearerHeaders ?? ['authorization', 'x-api-key'],
+        vendorHeaders: found?.info.routes.vendorHeaders ?? ['x-vendor-api-key', 'x-goog-api-key'],
+        queryKeyParams: found?.info.routes.queryKeyParams ?? ['key'],
+        maxJsonDepth: 256,
+      } as Config['routes'];
 
       // The key's shape is checked here first: a malformed key is not sent anywhere.
       let doctorKey: DoctorKey;
       const shape = checkPastedKey(key);
       if (!shape.ok) doctorKey = { ok: false, reason: shape.reason, hint: shape.hint };
-      else if (!found) doctorKey = { ok: false, reason: 'key_unknown', hint: 'not checked: the key is sent only to a gateway whose console answers' };
+      else if (!found)
+        doctorKey = {
+          ok: false,
+          reason: 'key_unknown',
+          hint: 'not checked: the key is sent only to a gateway whose console answers',
+        };
       else {
-        const r = await fetchJson(`${found.root}/console/api/access`, { method: 'POST', headers: { [HEADER.consoleKey]: encodeURIComponent(shape.key) } }).catch((err: Error) => {
+        const r = await fetchJson(`${found.root}/console/api/access`, {
+          method: 'POST',
+          headers: { [HEADER.consoleKey]: encodeURIComponent(shape.key) },
+        }).catch((err: Error) => {
           throw new CliError(`the console at ${found.root}/console/ did not answer: ${err.message}`);
         });
         const e = (r.data as { error?: { reason: string; hint: string } } | undefined)?.error;
         if (r.status === 200) doctorKey = doctorKeyFromAccess(r.data as ConsoleAccess);
         else if (e && r.status < 500 && r.status !== 429) doctorKey = { ok: false, reason: e.reason, hint: e.hint };
-        else throw new CliError(`the console at ${found.root}/console/ answered ${r.status}${e ? `: ${e.hint} (${e.reason})` : ''}`);
+        else
+          throw new CliError(
+            `the console at ${found.root}/console/ answered ${r.status}${e ? `: ${e.hint} (${e.reason})` : ''}`,
+          );
       }
 
       const gatewayBase = found?.info.baseUrl ?? (base ? base.origin : '{base_url}');
       const model = opts.model;
       const report = runDoctor(
         { baseUrl, clientKind: kind.id, model },
-        { gatewayBase, baseConfigured: found?.info.baseConfigured ?? false, routes, key: doctorKey, reachable: base ? found !== undefined : undefined, modelIsKey: model !== undefined && (model === key || model.includes(KEY_PREFIX)) },
+        {
+          gatewayBase,
+          baseConfigured: found?.info.baseConfigured ?? false,
+          routes,
+          key: doctorKey,
+          reachable: base ? found !== undefined : undefined,
+          modelIsKey: model !== undefined && (model === key || model.includes(KEY_PREFIX)),
+        },
       );
       // Rule 3: one short request through the gateway, where the client would send it; only to a
       // gateway that answered as a modelgate console, and only with a key of the right shape.
       const request = !found
         ? 'no modelgate console answered at this address, so the key stays here'
-        : !shape.ok ? 'the key is malformed: fix it first' : await sendShortRequest(baseUrl.trim(), kind, model, shape.key, routes);
+        : !shape.ok
+          ? 'the key is malformed: fix it first'
+          : await sendShortRequest(baseUrl.trim(), kind, model, shape.key, routes);
 
-      if (opts.json) run.stdout(`${JSON.stringify({ report, request: typeof request === 'object' ? request : { sent: false, why: request } }, null, 2)}\n`);
+      if (opts.json)
+        run.stdout(
+          `${JSON.stringify({ report, request: typeof request === 'object' ? request : { sent: false, why: request } }, null, 2)}\n`,
+        );
       else run.stdout(renderText(report, baseUrl, found?.info, request));
-      run.exitCode = report.failing === null && typeof request === 'object' && request.status >= 200 && request.status < 300 ? 0 : 1;
+      run.exitCode =
+        report.failing === null && typeof request === 'object' && request.status >= 200 && request.status < 300 ? 0 : 1;
     });
 }

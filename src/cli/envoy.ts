@@ -25,7 +25,9 @@ import type { CliRun } from './io';
 export function configPathOf(option: string | undefined, env: NodeJS.ProcessEnv): string {
   const path = option ?? env.MODELGATE_CONFIG ?? 'envoy/modelgate.yaml';
   if (option === undefined && env.MODELGATE_CONFIG === undefined && !existsSync(path)) {
-    throw new CliError(`no config: envoy/modelgate.yaml (the demo config, in a clone of the repository) is not in ${process.cwd()}; name yours with --config <file> or MODELGATE_CONFIG`);
+    throw new CliError(
+      `no config: envoy/modelgate.yaml (the demo config, in a clone of the repository) is not in ${process.cwd()}; name yours with --config <file> or MODELGATE_CONFIG`,
+    );
   }
   return path;
 }
@@ -75,8 +77,16 @@ export function writePrivateFile(path: string, text: string): void {
 export function envoyConfigCommand(run: CliRun): Command {
   return new Command('envoy-config')
     .description("render the Envoy bundle from modelgate's config (envoy/envoy.yaml is this for envoy/modelgate.yaml)")
-    .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
-    .option('-o, --out <file>', 'write to this file (mode 0600: it can hold the gRPC secret) instead of stdout', once('--out'))
+    .option(
+      '--config <file>',
+      'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)',
+      once('--config'),
+    )
+    .option(
+      '-o, --out <file>',
+      'write to this file (mode 0600: it can hold the gRPC secret) instead of stdout',
+      once('--out'),
+    )
     .action((options: { config?: string; out?: string }) => {
       const path = configPathOf(options.config, run.env);
       const config = readConfig(path, EVERY_VARIABLE_SET);
@@ -90,7 +100,9 @@ export function envoyConfigCommand(run: CliRun): Command {
 
 export function envoyCheckCommand(run: CliRun): Command {
   return new Command('envoy-check')
-    .description('check an Envoy config with the Envoy binary itself (envoy --mode validate; the pinned version, installed if missing)')
+    .description(
+      'check an Envoy config with the Envoy binary itself (envoy --mode validate; the pinned version, installed if missing)',
+    )
     .argument('[file]', 'the Envoy config', 'envoy/envoy.yaml')
     .action((file: string) => {
       readFileSync(file); // a missing file is one line, before any Envoy is looked for
@@ -105,7 +117,8 @@ export function envoyCheckCommand(run: CliRun): Command {
       if (r.ok) run.stdout(`${file}: valid for Envoy ${envoy.version} (envoy --mode validate)\n`);
       else run.stderr(`${file}: Envoy ${envoy.version} refuses it: ${r.message}\n`);
       const warnings = r.output.split('\n').filter((l) => l.includes('[warning]'));
-      if (warnings.length > 0) run.stderr(`${file}: ${warnings.length} warning(s) from Envoy:\n  - ${warnings.join('\n  - ')}\n`);
+      if (warnings.length > 0)
+        run.stderr(`${file}: ${warnings.length} warning(s) from Envoy:\n  - ${warnings.join('\n  - ')}\n`);
       run.exitCode = r.ok ? 0 : 1;
     });
 }

@@ -36,7 +36,8 @@ export function checkName(what: string, value: string, max = 200): string {
 /** A command's words after `modelgate` (`keys new`), for messages; '' for the program itself. */
 export function commandPath(cmd: { name(): string; readonly parent: unknown }): string {
   const names: string[] = [];
-  for (let c = cmd as { name(): string; readonly parent: unknown } | null; c?.parent; c = c.parent as typeof c) names.unshift(c.name());
+  for (let c = cmd as { name(): string; readonly parent: unknown } | null; c?.parent; c = c.parent as typeof c)
+    names.unshift(c.name());
   return names.join(' ');
 }
 

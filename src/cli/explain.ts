@@ -1,6 +1,7 @@
 /**
  * `modelgate explain`: sends one CheckRequest, built as Envoy would build it for an HTTP request,
- * to a running service (authenticated as Envoy is, with --config), and prints the decision. Secrets in the answer (an upstream credential)
+ * to a running service (authenticated as Envoy is, with --config), and prints the decision. Secrets in the answer (an
+ * upstream credential)
  * are masked; the client's key is never printed.
  */
 import { randomUUID } from 'node:crypto';
@@ -19,23 +20,48 @@ import { configPathOf, readConfig, renderInput } from './envoy';
 import { CliError, once, usageError } from './errors';
 import type { CliRun } from './io';
 
-/** How `explain` authenticates to the gRPC port, as Envoy does (docs/security.md): the secret, and Envoy's client certificate. */
+/**
+ * How `explain` authenticates to the gRPC port, as Envoy does (docs/security.md): the secret, and Envoy's client
+ * certificate.
+ */
 export interface PortAuth {
   readonly secret?: string;
-  readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly ca: Buffer; readonly serverName: string | null };
+  readonly tls?: {
+    readonly cert: Buffer;
+    readonly key: Buffer;
+    readonly ca: Buffer;
+    readonly serverName: string | null;
+  };
 }
 
 /** Sends one CheckRequest to `address` and resolves with Envoy's view of the answer. */
-export function sendCheck(address: string, line: HttpRequestLine, timeoutMs = 5000, auth: PortAuth = {}): Promise<CheckResponse__Output> {
+export function sendCheck(
+  address: string,
+  line: HttpRequestLine,
+  timeoutMs = 5000,
+  auth: PortAuth = {},
+): Promise<CheckResponse__Output> {
   const Client = authorizationClient();
-  const creds = auth.tls ? grpc.credentials.createSsl(auth.tls.ca, auth.tls.key, auth.tls.cert) : grpc.credentials.createInsecure();
-  const client = new Client(address, creds, auth.tls?.serverName ? { 'grpc.ssl_target_name_override': auth.tls.serverName } : {});
+  const creds = auth.tls
+    ? grpc.credentials.createSsl(auth.tls.ca, auth.tls.key, auth.tls.cert)
+    : grpc.credentials.createInsecure();
+  const client = new Client(
+    address,
+    creds,
+    auth.tls?.serverName ? { 'grpc.ssl_target_name_override': auth.tls.serverName } : {},
+  );
   const metadata = new grpc.Metadata();
   if (auth.secret !== undefined) metadata.set(GRPC_SECRET_HEADER, `Bearer ${auth.secret}`);
   return new Promise((resolve, reject) => {
     // A dry run for the meter: decided as any Check, but nothing is held or reserved for a request
     // that never goes upstream (Envoy always sets its own x-request-id, so no client can send this).
-    const dryRun = { ...line, headers: [...(line.headers ?? []).filter(([k]) => k.toLowerCase() !== 'x-request-id'), ['x-request-id', `${DRY_RUN_REQUEST_ID_PREFIX}${randomUUID()}`] as const] };
+    const dryRun = {
+      ...line,
+      headers: [
+        ...(line.headers ?? []).filter(([k]) => k.toLowerCase() !== 'x-request-id'),
+        ['x-request-id', `${DRY_RUN_REQUEST_ID_PREFIX}${randomUUID()}`] as const,
+      ],
+    };
     client.Check(buildCheckRequest(dryRun), metadata, { deadline: Date.now() + timeoutMs }, (err, res) => {
       client.close();
       if (err) reject(new Error(`Check failed: ${err.details || err.message}`));
@@ -47,31 +73,53 @@ export function sendCheck(address: string, line: HttpRequestLine, timeoutMs = 50
 /** envoy.type.v3.StatusCode arrives as its name (enums: String); print the number. */
 function statusNumber(code: unknown): string {
   if (typeof code === 'number') return String(code);
-  const def = authPackageDefinition()['envoy.type.v3.StatusCode'] as unknown as { type?: { value?: { name: string; number: number }[] } };
+  const def = authPackageDefinition()['envoy.type.v3.StatusCode'] as unknown as {
+    type?: { value?: { name: string; number: number }[] };
+  };
   return String(def.type?.value?.find((v) => v.name === code)?.number ?? code);
 }
 
 /** Headers whose values are shown: modelgate's own and the denial's plain ones (anything else may be a credential). */
-const SHOWN_AS_IS: ReadonlySet<string> = new Set([...Object.values(HEADER), 'content-type', 'www-authenticate', 'allow', SHOULD_RETRY_HEADER, 'retry-after']);
+const SHOWN_AS_IS: ReadonlySet<string> = new Set([
+  ...Object.values(HEADER),
+  'content-type',
+  'www-authenticate',
+  'allow',
+  SHOULD_RETRY_HEADER,
+  'retry-after',
+]);
 
 /** Renders a CheckResponse for people (what Envoy would do with the request). */
 export function renderDecision(line: HttpRequestLine, res: CheckResponse__Output): string {
   const out: string[] = [];
-  const show = (k: string, v: string): string => (SHOWN_AS_IS.has(k) ? `${k}: ${v}` : `${k}: <set, ${v.length} characters, not shown>`);
+  const show = (k: string, v: string): string =>
+    SHOWN_AS_IS.has(k) ? `${k}: ${v}` : `${k}: <set, ${v.length} characters, not shown>`;
   // Metadata values as they are: the meter's marks are numbers (maxInput) and booleans (referencedInput).
-  const meta = Object.fromEntries(Object.entries(res.dynamic_metadata?.fields ?? {}).map(([k, v]) => [k, v.stringValue ?? v.numberValue ?? v.boolValue ?? '']));
+  const meta = Object.fromEntries(
+    Object.entries(res.dynamic_metadata?.fields ?? {}).map(([k, v]) => [
+      k,
+      v.stringValue ?? v.numberValue ?? v.boolValue ?? '',
+    ]),
+  );
   if (!res.status?.code) {
     const ok = res.ok_response;
     out.push(`${line.method} ${line.path.split('?')[0]} -> ALLOW (Envoy forwards it upstream)`);
-    for (const h of ok?.headers ?? []) out.push(`  set upstream header     ${show(h.header?.key ?? '', h.header?.value ?? '')}`);
+    for (const h of ok?.headers ?? [])
+      out.push(`  set upstream header     ${show(h.header?.key ?? '', h.header?.value ?? '')}`);
     if (ok?.headers_to_remove?.length) out.push(`  remove upstream headers ${ok.headers_to_remove.join(', ')}`);
-    if (ok?.query_parameters_to_remove?.length) out.push(`  remove query parameters ${ok.query_parameters_to_remove.join(', ')}`);
+    if (ok?.query_parameters_to_remove?.length)
+      out.push(`  remove query parameters ${ok.query_parameters_to_remove.join(', ')}`);
   } else {
     const denied = res.denied_response;
-    const headers = Object.fromEntries((denied?.headers ?? []).map((h) => [h.header?.key ?? '', h.header?.value ?? '']));
-    out.push(`${line.method} ${line.path.split('?')[0]} -> DENY ${statusNumber(denied?.status?.code)} ${headers[HEADER.reason] ?? ''}`);
+    const headers = Object.fromEntries(
+      (denied?.headers ?? []).map((h) => [h.header?.key ?? '', h.header?.value ?? '']),
+    );
+    out.push(
+      `${line.method} ${line.path.split('?')[0]} -> DENY ${statusNumber(denied?.status?.code)} ${headers[HEADER.reason] ?? ''}`,
+    );
     out.push(`  hint: ${headers[HEADER.hint] ?? ''}`);
-    for (const h of denied?.headers ?? []) out.push(`  response header ${show(h.header?.key ?? '', h.header?.value ?? '')}`);
+    for (const h of denied?.headers ?? [])
+      out.push(`  response header ${show(h.header?.key ?? '', h.header?.value ?? '')}`);
     out.push(`  body: ${denied?.body ?? ''}`);
   }
   out.push(`  metadata: ${JSON.stringify(meta)}`);
@@ -95,7 +143,9 @@ export function portOfConfig(configPath: string | undefined, env: NodeJS.Process
   const config = readConfig(configPath, new Proxy(env, { get: (t, k: string) => t[k] || 'set' }));
   let secret: string | undefined;
   try {
-    secret = renderInput(config, configPath, env).grpcSecret ?? (configSetsGrpcAuth(config) ? undefined : readInstallSecret(configPath));
+    secret =
+      renderInput(config, configPath, env).grpcSecret ??
+      (configSetsGrpcAuth(config) ? undefined : readInstallSecret(configPath));
   } catch (err) {
     if (err instanceof GrpcAuthError) throw new CliError(`${configPath}: ${err.message}`);
     throw err;
@@ -105,12 +155,22 @@ export function portOfConfig(configPath: string | undefined, env: NodeJS.Process
     try {
       return readFileSync(resolve(dirname(configPath), p));
     } catch (err) {
-      throw new CliError(`${configPath}: gateway.authzTls: ${p} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      throw new CliError(
+        `${configPath}: gateway.authzTls: ${p} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
     }
   };
   const { host, port } = config.gateway.authz;
   const shown = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
-  return { address: `${shown}:${port}`, auth: { secret, tls: t ? { cert: file(t.certFile), key: file(t.keyFile), ca: file(t.caFile), serverName: t.serverName } : undefined } };
+  return {
+    address: `${shown}:${port}`,
+    auth: {
+      secret,
+      tls: t
+        ? { cert: file(t.certFile), key: file(t.keyFile), ca: file(t.caFile), serverName: t.serverName }
+        : undefined,
+    },
+  };
 }
 
 /**
@@ -139,26 +199,45 @@ export function explainCommand(run: CliRun): Command {
     .argument('<method>', 'the HTTP method, e.g. POST')
     .argument('<path>', 'the path with its query, e.g. /v1/chat/completions')
     .argument('[body]', 'the request body, or @FILE to read it from a file')
-    .option('--addr <host:port>', "the gRPC address of modelgate (default: $MODELGATE_GRPC_ADDR, else the config's gateway.authz or server.grpc, else 127.0.0.1:9191)", once('--addr'))
-    .option('-H, --header <name: value>', "a request header, e.g. 'Authorization: Bearer sk-mg-...' (repeatable)", collect)
-    .option('--config <file>', "reach and authenticate as the config's Envoy does: its gRPC address, grpc.secret (else the secret \`modelgate up\` made beside it) and gateway.authzTls (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml if it loads; without any, 127.0.0.1:9191 and no authentication)", once('--config'))
-    .addHelpText('after', '\nThe client\'s key is never printed, and upstream credentials in the answer are masked.')
-    .action(async (method: string, path: string, bodyArg: string | undefined, options: { addr?: string; header?: string[]; config?: string }) => {
-      const headers = (options.header ?? []).map((h): [string, string] => {
-        const colon = h.indexOf(':');
-        if (colon <= 0) throw usageError(`-H wants 'Name: value', got ${JSON.stringify(h.slice(0, 40))}`);
-        return [h.slice(0, colon).trim(), h.slice(colon + 1).trim()];
-      });
-      const body = bodyArg?.startsWith('@') ? readFileSync(bodyArg.slice(1)) : bodyArg;
-      const line = { method: method.toUpperCase(), path, headers, body };
-      const port = portOfConfig(explainConfigPath(options.config, run.env), run.env);
-      const addr = options.addr ?? run.env.MODELGATE_GRPC_ADDR ?? port.address ?? '127.0.0.1:9191';
-      let answer: CheckResponse__Output;
-      try {
-        answer = await sendCheck(addr, line, 5000, port.auth);
-      } catch (err) {
-        throw new CliError(`${addr}: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      run.stdout(renderDecision(line, answer) + '\n');
-    });
+    .option(
+      '--addr <host:port>',
+      "the gRPC address of modelgate (default: $MODELGATE_GRPC_ADDR, else the config's gateway.authz or server.grpc, else 127.0.0.1:9191)",
+      once('--addr'),
+    )
+    .option(
+      '-H, --header <name: value>',
+      "a request header, e.g. 'Authorization: Bearer sk-mg-...' (repeatable)",
+      collect,
+    )
+    .option(
+      '--config <file>',
+      "reach and authenticate as the config's Envoy does: its gRPC address, grpc.secret (else the secret \`modelgate up\` made beside it) and gateway.authzTls (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml if it loads; without any, 127.0.0.1:9191 and no authentication)",
+      once('--config'),
+    )
+    .addHelpText('after', "\nThe client's key is never printed, and upstream credentials in the answer are masked.")
+    .action(
+      async (
+        method: string,
+        path: string,
+        bodyArg: string | undefined,
+        options: { addr?: string; header?: string[]; config?: string },
+      ) => {
+        const headers = (options.header ?? []).map((h): [string, string] => {
+          const colon = h.indexOf(':');
+          if (colon <= 0) throw usageError(`-H wants 'Name: value', got ${JSON.stringify(h.slice(0, 40))}`);
+          return [h.slice(0, colon).trim(), h.slice(colon + 1).trim()];
+        });
+        const body = bodyArg?.startsWith('@') ? readFileSync(bodyArg.slice(1)) : bodyArg;
+        const line = { method: method.toUpperCase(), path, headers, body };
+        const port = portOfConfig(explainConfigPath(options.config, run.env), run.env);
+        const addr = options.addr ?? run.env.MODELGATE_GRPC_ADDR ?? port.address ?? '127.0.0.1:9191';
+        let answer: CheckResponse__Output;
+        try {
+          answer = await sendCheck(addr, line, 5000, port.auth);
+        } catch (err) {
+          throw new CliError(`${addr}: ${err instanceof Error ? err.message : String(err)}`);
+        }
+        run.stdout(renderDecision(line, answer) + '\n');
+      },
+    );
 }

@@ -25,7 +25,12 @@ export interface FileKey {
 }
 
 /** Generates a key and its config entry; `balance` is a decimal string (absent = unlimited). */
-export function fileKey(input: { id: string; group: string; balance?: string | null; expiresAt?: Date | null }): FileKey {
+export function fileKey(input: {
+  id: string;
+  group: string;
+  balance?: string | null;
+  expiresAt?: Date | null;
+}): FileKey {
   const key = generateKey();
   const entry: FileKeyEntry = {
     id: checkName('key id', input.id),

@@ -17,7 +17,11 @@ const FLAG = '--heap-growing-percent';
 export const HEAP_GROWING_PERCENT = 100;
 
 /** Sets the flag unless the operator already did; returns the flag set, if any. */
-export function tuneHeap(execArgv: readonly string[], nodeOptions: string | undefined, setFlags: (flags: string) => void): string | undefined {
+export function tuneHeap(
+  execArgv: readonly string[],
+  nodeOptions: string | undefined,
+  setFlags: (flags: string) => void,
+): string | undefined {
   const given = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].some((a) => a.replace(/_/g, '-').startsWith(FLAG));
   if (given) return undefined;
   const flag = `${FLAG}=${HEAP_GROWING_PERCENT}`;

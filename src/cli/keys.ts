@@ -56,12 +56,24 @@ export async function createKey(db: AdminDb, input: NewKey): Promise<IssuedKey> 
   const balance = input.balance ?? null;
   // Through the admin API's backend (audited as cli).
   try {
-    await new PgAdminBackend(db).createKey({
-      id, sha256: hashKey(key), group: input.group, balance: balance === null ? null : Number(balance), expiresAt: input.expiresAt?.getTime() ?? null,
-      disabled: false, limits: null, budget: null, modelBudgets: null, metadata: {},
-    }, CLI_ACTOR);
+    await new PgAdminBackend(db).createKey(
+      {
+        id,
+        sha256: hashKey(key),
+        group: input.group,
+        balance: balance === null ? null : Number(balance),
+        expiresAt: input.expiresAt?.getTime() ?? null,
+        disabled: false,
+        limits: null,
+        budget: null,
+        modelBudgets: null,
+        metadata: {},
+      },
+      CLI_ACTOR,
+    );
   } catch (err) {
-    if (err instanceof AdminRefusal && err.code === 'group_not_found') throw new StoreRefusal({ code: 'key_group_not_found', group: input.group });
+    if (err instanceof AdminRefusal && err.code === 'group_not_found')
+      throw new StoreRefusal({ code: 'key_group_not_found', group: input.group });
     throw err;
   }
   return { key, record: await keyInfo(db, id) };
@@ -81,9 +93,18 @@ async function keyInfo(db: AdminDb, id: string): Promise<KeyInfo> {
  * Replaces the key of `id` by a fresh one, keeping id, group, balance, state and expiry; the old key
  * keeps working for `graceSeconds` (0: stops at once). Through the admin API's backend: audited.
  */
-export async function rotateKey(db: AdminDb, id: string, graceSeconds = 0): Promise<IssuedKey & { previousUntil: string | null }> {
+export async function rotateKey(
+  db: AdminDb,
+  id: string,
+  graceSeconds = 0,
+): Promise<IssuedKey & { previousUntil: string | null }> {
   const key = generateKey();
-  const view = await new PgAdminBackend(db).rotateKey(id, hashKey(key), graceSeconds > 0 ? Date.now() + graceSeconds * 1000 : null, CLI_ACTOR);
+  const view = await new PgAdminBackend(db).rotateKey(
+    id,
+    hashKey(key),
+    graceSeconds > 0 ? Date.now() + graceSeconds * 1000 : null,
+    CLI_ACTOR,
+  );
   return { key, record: await keyInfo(db, id), previousUntil: view.previousSecretValidUntil };
 }
 
@@ -105,7 +126,14 @@ export function keyIssuedText(headline: string, key: string): string {
 
 export function keyTableText(keys: readonly KeyInfo[], now: Date): string {
   if (keys.length === 0) return 'No keys.\n';
-  const rows = keys.map((k) => [k.id, k.group, balanceText(k.balance), keyState(k, now), k.expiresAt ?? '-', k.createdAt.replace(/\.\d+Z$/, 'Z')]);
+  const rows = keys.map((k) => [
+    k.id,
+    k.group,
+    balanceText(k.balance),
+    keyState(k, now),
+    k.expiresAt ?? '-',
+    k.createdAt.replace(/\.\d+Z$/, 'Z'),
+  ]);
   return `${table([['ID', 'GROUP', 'BALANCE', 'STATE', 'EXPIRES', 'CREATED'], ...rows])}\n`;
 }
 
@@ -126,8 +154,16 @@ export function parseExpires(text: string): Date {
   const m = ISO_TIME.exec(text);
   const day = m ? new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))) : undefined;
   const date = new Date(text);
-  if (!m || !day || day.getUTCMonth() !== Number(m[2]) - 1 || day.getUTCDate() !== Number(m[3]) || Number.isNaN(date.getTime())) {
-    throw usageError(`--expires ${JSON.stringify(text)} is not an ISO 8601 date such as 2026-12-31 or 2026-12-31T23:59:59Z`);
+  if (
+    !m ||
+    !day ||
+    day.getUTCMonth() !== Number(m[2]) - 1 ||
+    day.getUTCDate() !== Number(m[3]) ||
+    Number.isNaN(date.getTime())
+  ) {
+    throw usageError(
+      `--expires ${JSON.stringify(text)} is not an ISO 8601 date such as 2026-12-31 or 2026-12-31T23:59:59Z`,
+    );
   }
   return date;
 }
@@ -146,18 +182,38 @@ interface NewKeyOptions extends StoreOptions {
  * through the admin API's file backend (audited with actor `cli`), its groups and keys read from the
  * config and what an id spent before from the meter's state file (read only: the service owns it).
  */
-export async function createFileStoreKey(configPath: string, env: NodeJS.ProcessEnv, input: { id: string; group: string; balance: string | null; expiresAt: Date | null }): Promise<{ key: string; view: KeyView; where: string }> {
+export async function createFileStoreKey(
+  configPath: string,
+  env: NodeJS.ProcessEnv,
+  input: { id: string; group: string; balance: string | null; expiresAt: Date | null },
+): Promise<{ key: string; view: KeyView; where: string }> {
   const config = readConfig(configPath, env);
   const store = new FileStore(config.groups, config.keys);
   const statePath = meterStatePath(configPath, config.meter.stateFile);
   const where = adminStatePath(configPath);
-  const backend = new FileAdminBackend(store, { path: where, configPath, pollMs: 0, spent: (id) => spentInStateFile(statePath, id) });
+  const backend = new FileAdminBackend(store, {
+    path: where,
+    configPath,
+    pollMs: 0,
+    spent: (id) => spentInStateFile(statePath, id),
+  });
   try {
     const key = generateKey();
-    const view = await backend.createKey({
-      id: checkName('key id', input.id), sha256: hashKey(key), group: input.group, balance: input.balance === null ? null : Number(input.balance),
-      expiresAt: input.expiresAt?.getTime() ?? null, disabled: false, limits: null, budget: null, modelBudgets: null, metadata: {},
-    }, CLI_ACTOR);
+    const view = await backend.createKey(
+      {
+        id: checkName('key id', input.id),
+        sha256: hashKey(key),
+        group: input.group,
+        balance: input.balance === null ? null : Number(input.balance),
+        expiresAt: input.expiresAt?.getTime() ?? null,
+        disabled: false,
+        limits: null,
+        budget: null,
+        modelBudgets: null,
+        metadata: {},
+      },
+      CLI_ACTOR,
+    );
     return { key, view, where };
   } catch (err) {
     if (err instanceof AdminRefusal) throw new CliError(err.hint ? `${err.message}; ${err.hint}` : err.message);
@@ -170,7 +226,7 @@ export async function createFileStoreKey(configPath: string, env: NodeJS.Process
 
 function keyStateCommand(run: CliRun, verb: 'disable' | 'enable', disabled: boolean, description: string): Command {
   return storeCommand(verb, description)
-    .argument('<id>', 'the key\'s id')
+    .argument('<id>', "the key's id")
     .action((id: string, options: StoreOptions, cmd: Command) =>
       withStore(run, cmd, options, true, async (store) => {
         const db = await store.db();
@@ -185,12 +241,23 @@ function keyStateCommand(run: CliRun, verb: 'disable' | 'enable', disabled: bool
 export function keysCommand(run: CliRun): Command {
   const keys = new Command('keys').description('issue and manage API keys');
   keys.addCommand(
-    storeCommand('new', "issue a key: prints it once; without a PostgreSQL store it is kept in modelgate's own state beside the config (--yaml: printed as an entry for the keys: list instead)")
+    storeCommand(
+      'new',
+      "issue a key: prints it once; without a PostgreSQL store it is kept in modelgate's own state beside the config (--yaml: printed as an entry for the keys: list instead)",
+    )
       .option('--group <group>', 'the group whose models the key may use (required)', once('--group'))
-      .option('--id <id>', 'the key\'s id (default: key- and 8 random hex digits)', once('--id'))
+      .option('--id <id>', "the key's id (default: key- and 8 random hex digits)", once('--id'))
       .option('--balance <amount>', 'a decimal balance, or unlimited (default: unlimited)', once('--balance'))
-      .option('--expires <iso-8601>', 'when it stops working: a date (midnight UTC) or a date-time (default: never)', once('--expires'))
-      .option('--config <file>', 'file store: the config beside which the key is kept (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
+      .option(
+        '--expires <iso-8601>',
+        'when it stops working: a date (midnight UTC) or a date-time (default: never)',
+        once('--expires'),
+      )
+      .option(
+        '--config <file>',
+        'file store: the config beside which the key is kept (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)',
+        once('--config'),
+      )
       .option('--yaml', 'file store: write nothing; print the entry to paste into the keys: list of the YAML config')
       .action((options: NewKeyOptions, cmd: Command) =>
         withStore(run, cmd, options, false, async (store) => {
@@ -208,14 +275,29 @@ export function keysCommand(run: CliRun): Command {
             return;
           }
           if (!store.hasDb) {
-            const { key, view, where } = await createFileStoreKey(configPathOf(options.config, run.env), run.env, input);
+            const { key, view, where } = await createFileStoreKey(
+              configPathOf(options.config, run.env),
+              run.env,
+              input,
+            );
             const summary = `group ${view.group}, balance ${view.balance === null ? 'unlimited' : view.balance}, expires ${view.expiresAt ?? 'never'}`;
-            store.print(keyIssuedText(`Created key ${view.id} (${summary}) in ${where}; a running modelgate serves it within a second.`, key), { mode: 'file', key, record: view, where });
+            store.print(
+              keyIssuedText(
+                `Created key ${view.id} (${summary}) in ${where}; a running modelgate serves it within a second.`,
+                key,
+              ),
+              { mode: 'file', key, record: view, where },
+            );
             return;
           }
-          if (options.config !== undefined || options.yaml) throw usageError('--config and --yaml are for the file store; with a PostgreSQL store leave them out');
+          if (options.config !== undefined || options.yaml)
+            throw usageError('--config and --yaml are for the file store; with a PostgreSQL store leave them out');
           const { key, record } = await createKey(await store.db(), input);
-          store.print(keyIssuedText(`Created key ${record.id} (${keySummary(record)}).`, key), { mode: 'postgres', key, record });
+          store.print(keyIssuedText(`Created key ${record.id} (${keySummary(record)}).`, key), {
+            mode: 'postgres',
+            key,
+            record,
+          });
         }),
       ),
   );
@@ -234,22 +316,35 @@ export function keysCommand(run: CliRun): Command {
   keys.addCommand(keyLimitsCommand(run));
   keys.addCommand(modelBudgetCommand(run));
   keys.addCommand(
-    storeCommand('rotate', 'replace a key by a fresh one, keeping its id, group, balance and expiry; prints the new key once')
-      .argument('<id>', 'the key\'s id')
-      .option('--grace <seconds>', 'how long the old key keeps working, on every replica (default 0: it stops at once)', once('--grace'))
+    storeCommand(
+      'rotate',
+      'replace a key by a fresh one, keeping its id, group, balance and expiry; prints the new key once',
+    )
+      .argument('<id>', "the key's id")
+      .option(
+        '--grace <seconds>',
+        'how long the old key keeps working, on every replica (default 0: it stops at once)',
+        once('--grace'),
+      )
       .action((id: string, options: StoreOptions & { grace?: string }, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
           const grace = options.grace === undefined ? 0 : Number(options.grace);
-          if (!/^\d+$/.test(options.grace ?? '0') || grace > 30 * 86400) throw usageError('--grace must be whole seconds from 0 to 2592000 (30 days)');
+          if (!/^\d+$/.test(options.grace ?? '0') || grace > 30 * 86400)
+            throw usageError('--grace must be whole seconds from 0 to 2592000 (30 days)');
           const { key, record, previousUntil } = await rotateKey(await store.db(), id, grace);
-          const old = previousUntil === null ? 'the old key no longer works' : `the old key works until ${previousUntil}`;
-          store.print(keyIssuedText(`Rotated key ${record.id} (${keySummary(record)}); ${old}.`, key), { key, record, previousKeyValidUntil: previousUntil });
+          const old =
+            previousUntil === null ? 'the old key no longer works' : `the old key works until ${previousUntil}`;
+          store.print(keyIssuedText(`Rotated key ${record.id} (${keySummary(record)}); ${old}.`, key), {
+            key,
+            record,
+            previousKeyValidUntil: previousUntil,
+          });
         }),
       ),
   );
   keys.addCommand(
     storeCommand('delete', 'delete a key (401 key_unknown)')
-      .argument('<id>', 'the key\'s id')
+      .argument('<id>', "the key's id")
       .action((id: string, options: StoreOptions, cmd: Command) =>
         withStore(run, cmd, options, true, async (store) => {
           const db = await store.db();

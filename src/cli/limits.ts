@@ -28,8 +28,20 @@ interface LimitOptions extends StoreOptions {
   readonly model?: string;
 }
 
-const FLAG: Readonly<Record<LimitName, string>> = { rpm: 'rpm', tpm: 'tpm', rpd: 'rpd', tpd: 'tpd', inFlight: 'in-flight' };
-const MAX: Readonly<Record<LimitName, number>> = { rpm: MAX_LIMIT, tpm: MAX_LIMIT, rpd: MAX_LIMIT, tpd: MAX_LIMIT, inFlight: 1_000_000 };
+const FLAG: Readonly<Record<LimitName, string>> = {
+  rpm: 'rpm',
+  tpm: 'tpm',
+  rpd: 'rpd',
+  tpd: 'tpd',
+  inFlight: 'in-flight',
+};
+const MAX: Readonly<Record<LimitName, number>> = {
+  rpm: MAX_LIMIT,
+  tpm: MAX_LIMIT,
+  rpd: MAX_LIMIT,
+  tpd: MAX_LIMIT,
+  inFlight: 1_000_000,
+};
 
 /** The change the options ask for; `undefined` when they ask for none (show only). */
 export function parseLimitOptions(o: LimitOptions, allowInFlight = true): LimitsChange | undefined {
@@ -37,10 +49,14 @@ export function parseLimitOptions(o: LimitOptions, allowInFlight = true): Limits
   for (const name of LIMIT_NAMES) {
     const text = o[name];
     if (text === undefined) continue;
-    if (name === 'inFlight' && !allowInFlight) throw usageError('--in-flight is a limit of keys and groups, not of one model');
+    if (name === 'inFlight' && !allowInFlight)
+      throw usageError('--in-flight is a limit of keys and groups, not of one model');
     if (text === 'none') change[name] = null;
     else if (/^\d{1,10}$/.test(text) && Number(text) >= 1 && Number(text) <= MAX[name]) change[name] = Number(text);
-    else throw usageError(`--${FLAG[name]} must be a whole number from 1 to ${MAX[name]}, or none, not ${JSON.stringify(text)}`);
+    else
+      throw usageError(
+        `--${FLAG[name]} must be a whole number from 1 to ${MAX[name]}, or none, not ${JSON.stringify(text)}`,
+      );
   }
   if (o.clear) {
     if (Object.keys(change).length > 0) throw usageError('give either --clear or limits, not both');
@@ -51,7 +67,9 @@ export function parseLimitOptions(o: LimitOptions, allowInFlight = true): Limits
 
 /** "3 rpm, 2000 tpm, 2 in flight", or "none". */
 export function limitsText(l: Limits | null | undefined): string {
-  const parts = LIMIT_NAMES.filter((n) => typeof l?.[n] === 'number').map((n) => `${(l?.[n] as number).toLocaleString('en-US')} ${n === 'inFlight' ? 'in flight' : n}`);
+  const parts = LIMIT_NAMES.filter((n) => typeof l?.[n] === 'number').map(
+    (n) => `${(l?.[n] as number).toLocaleString('en-US')} ${n === 'inFlight' ? 'in flight' : n}`,
+  );
   return parts.length === 0 ? 'none' : parts.join(', ');
 }
 
@@ -62,8 +80,20 @@ export interface KeyLimitsInfo extends KeyLimitsRow {
 
 async function keyLimitsInfo(db: AdminDb, id: string, change: LimitsChange | undefined): Promise<KeyLimitsInfo> {
   const r = await setKeyLimits(db, id, change);
-  const key = { id: r.id, sha256: '', group: r.group, balance: null, disabled: false, expiresAt: null, limits: r.limits };
-  const effective = effectiveLimits(key, { name: r.group, available: true, models: new Map(), limits: r.groupLimits }, undefined).key;
+  const key = {
+    id: r.id,
+    sha256: '',
+    group: r.group,
+    balance: null,
+    disabled: false,
+    expiresAt: null,
+    limits: r.limits,
+  };
+  const effective = effectiveLimits(
+    key,
+    { name: r.group, available: true, models: new Map(), limits: r.groupLimits },
+    undefined,
+  ).key;
   return { ...r, effective };
 }
 
@@ -72,29 +102,56 @@ function limitOptions(c: Command, allowInFlight: boolean): Command {
     .option('--tpm <n|none>', 'tokens per minute (each response charged its real tokens when it ends)', once('--tpm'))
     .option('--rpd <n|none>', 'requests per day (UTC)', once('--rpd'))
     .option('--tpd <n|none>', 'tokens per day (UTC)', once('--tpd'));
-  if (allowInFlight) c.option('--in-flight <n|none>', 'requests in flight at once, per modelgate replica', once('--in-flight'));
+  if (allowInFlight)
+    c.option('--in-flight <n|none>', 'requests in flight at once, per modelgate replica', once('--in-flight'));
   return c.option('--clear', 'remove every limit');
 }
 
 /** `modelgate keys limits ID [...]`. */
 export function keyLimitsCommand(run: CliRun): Command {
-  return limitOptions(storeCommand('limits', "show or set a key's own rate limits (each one overrides its group's; docs/rate-limits.md)")
-    .argument('<id>', "the key's id"), true)
-    .action((id: string, options: LimitOptions, cmd: Command) =>
-      withStore(run, cmd, options, true, async (store) => {
-        const info = await keyLimitsInfo(await store.db(), id, parseLimitOptions(options));
-        store.print(`Key ${info.id} (group ${info.group}): its own limits ${limitsText(info.limits)}; its group's ${limitsText(info.groupLimits)}; in force ${limitsText(info.effective)}.\n`, info);
-      }));
+  return limitOptions(
+    storeCommand(
+      'limits',
+      "show or set a key's own rate limits (each one overrides its group's; docs/rate-limits.md)",
+    ).argument('<id>', "the key's id"),
+    true,
+  ).action((id: string, options: LimitOptions, cmd: Command) =>
+    withStore(run, cmd, options, true, async (store) => {
+      const info = await keyLimitsInfo(await store.db(), id, parseLimitOptions(options));
+      store.print(
+        `Key ${info.id} (group ${info.group}): its own limits ${limitsText(info.limits)}; its group's ${limitsText(info.groupLimits)}; in force ${limitsText(info.effective)}.\n`,
+        info,
+      );
+    }),
+  );
 }
 
 /** `modelgate groups limits GROUP [--model M] [...]`. */
 export function groupLimitsCommand(run: CliRun): Command {
-  return limitOptions(storeCommand('limits', "show or set a group's rate limits (each key of it counted on its own), or with --model one model's (on top of the key's)")
-    .argument('<group>', 'the group')
-    .option('--model <name>', 'a model of the group: limits of each key on that model (not --in-flight)', once('--model')), true)
-    .action((group: string, options: LimitOptions, cmd: Command) =>
-      withStore(run, cmd, options, true, async (store) => {
-        const info = await setGroupLimits(await store.db(), group, options.model, parseLimitOptions(options, options.model === undefined));
-        store.print(`${options.model === undefined ? `Group ${group}` : `Group ${group}, model ${options.model}`}: ${limitsText(info.limits)}.\n`, info);
-      }));
+  return limitOptions(
+    storeCommand(
+      'limits',
+      "show or set a group's rate limits (each key of it counted on its own), or with --model one model's (on top of the key's)",
+    )
+      .argument('<group>', 'the group')
+      .option(
+        '--model <name>',
+        'a model of the group: limits of each key on that model (not --in-flight)',
+        once('--model'),
+      ),
+    true,
+  ).action((group: string, options: LimitOptions, cmd: Command) =>
+    withStore(run, cmd, options, true, async (store) => {
+      const info = await setGroupLimits(
+        await store.db(),
+        group,
+        options.model,
+        parseLimitOptions(options, options.model === undefined),
+      );
+      store.print(
+        `${options.model === undefined ? `Group ${group}` : `Group ${group}, model ${options.model}`}: ${limitsText(info.limits)}.\n`,
+        info,
+      );
+    }),
+  );
 }

@@ -120,7 +120,11 @@ function commanderFailure({ error, command }: UsageFailure, run: CliRun): number
       command.outputHelp();
       return 0;
     }
-    return usage(run, `'${commandPath(command)}' needs a command: ${command.commands.map((c) => c.name()).join(', ')}`, command);
+    return usage(
+      run,
+      `'${commandPath(command)}' needs a command: ${command.commands.map((c) => c.name()).join(', ')}`,
+      command,
+    );
   }
   // "error: unknown option '--x'\n(Did you mean --y?)" -> "unknown option '--x'; did you mean --y?"
   const what = error.message
@@ -140,7 +144,11 @@ function usage(run: CliRun, what: string, command: Command): number {
 
 /** The process entry: runs process.argv and ends the process with a failure's exit code. */
 export function main(): void {
-  void runCli(process.argv.slice(2), { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s), env: process.env }).then((code) => {
+  void runCli(process.argv.slice(2), {
+    stdout: (s) => process.stdout.write(s),
+    stderr: (s) => process.stderr.write(s),
+    env: process.env,
+  }).then((code) => {
     // A command that succeeded ends by itself (serve keeps serving); a failure ends now.
     if (code !== 0) process.exit(code);
   });

@@ -28,14 +28,24 @@ const CLI_ACTOR = { tokenId: 'cli', address: null, requestId: null };
 /** The budget the options set, null for --remove, undefined for none (show). Refuses a half-given budget. */
 export function parseModelBudget(o: ModelBudgetOptions, model: string | undefined): Budget | null | undefined {
   const given = o.amount !== undefined || o.period !== undefined || o.timeZone !== undefined;
-  if (o.remove && given) throw usageError('give either --remove or a budget (--amount, --period, --time-zone), not both');
+  if (o.remove && given)
+    throw usageError('give either --remove or a budget (--amount, --period, --time-zone), not both');
   if ((o.remove || given) && model === undefined) throw usageError('name the model whose budget to set or remove');
   if (o.remove) return null;
   if (!given) return undefined;
-  if (o.amount === undefined || o.period === undefined) throw usageError('a budget needs --amount and --period (day, week or month)');
-  const r = budgetSchema.safeParse({ amount: Number(o.amount), period: o.period, ...(o.timeZone !== undefined ? { timeZone: o.timeZone } : {}) });
+  if (o.amount === undefined || o.period === undefined)
+    throw usageError('a budget needs --amount and --period (day, week or month)');
+  const r = budgetSchema.safeParse({
+    amount: Number(o.amount),
+    period: o.period,
+    ...(o.timeZone !== undefined ? { timeZone: o.timeZone } : {}),
+  });
   if (!/^\+?\d+(\.\d+)?$/.test(o.amount) || !r.success) {
-    const why = r.success ? `--amount ${JSON.stringify(o.amount)} is not a decimal number` : r.error.issues.map((i) => `--${i.path.join('.') === 'timeZone' ? 'time-zone' : i.path.join('.')}: ${i.message}`).join('; ');
+    const why = r.success
+      ? `--amount ${JSON.stringify(o.amount)} is not a decimal number`
+      : r.error.issues
+          .map((i) => `--${i.path.join('.') === 'timeZone' ? 'time-zone' : i.path.join('.')}: ${i.message}`)
+          .join('; ');
     throw usageError(why);
   }
   return r.data as Budget;
@@ -49,12 +59,19 @@ export function modelBudgetsText(id: string, m: Readonly<Record<string, Budget>>
 }
 
 export function modelBudgetCommand(run: CliRun): Command {
-  return storeCommand('model-budget', "show, set or remove a key's budget per window on one model (403 model_budget_exhausted)")
+  return storeCommand(
+    'model-budget',
+    "show, set or remove a key's budget per window on one model (403 model_budget_exhausted)",
+  )
     .argument('<id>', "the key's id")
     .argument('[model]', "a model of the key's group (its exact name)")
-    .option('--amount <amount>', 'what the window may spend, in the balance\'s unit (> 0)', once('--amount'))
+    .option('--amount <amount>', "what the window may spend, in the balance's unit (> 0)", once('--amount'))
     .option('--period <period>', 'day, week (ISO: from Monday) or month (calendar)', once('--period'))
-    .option('--time-zone <zone>', 'the IANA time zone whose midnight starts a window (default UTC)', once('--time-zone'))
+    .option(
+      '--time-zone <zone>',
+      'the IANA time zone whose midnight starts a window (default UTC)',
+      once('--time-zone'),
+    )
     .option('--remove', "remove the model's budget")
     .action((id: string, model: string | undefined, options: ModelBudgetOptions, cmd: Command) =>
       withStore(run, cmd, options, true, async (store) => {
@@ -66,7 +83,11 @@ export function modelBudgetCommand(run: CliRun): Command {
           if (change !== null) {
             const group = (await backend.listGroups()).find((g) => g.name === view?.group);
             if (group && !group.models.some((m) => m.name === model)) {
-              throw new AdminRefusal(422, 'model_not_in_group', `group ${JSON.stringify(group.name)} has no model ${JSON.stringify(model)}; \`modelgate groups show ${group.name}\` lists its models`);
+              throw new AdminRefusal(
+                422,
+                'model_not_in_group',
+                `group ${JSON.stringify(group.name)} has no model ${JSON.stringify(model)}; \`modelgate groups show ${group.name}\` lists its models`,
+              );
             }
           }
           const patch = Object.create(null) as Record<string, Budget | null>;

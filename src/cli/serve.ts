@@ -27,22 +27,42 @@ interface ServeOptions {
 export function serveCommand(run: CliRun): Command {
   return new Command('serve')
     .description('run the service: gRPC Check and health, HTTP health, metrics and model lists')
-    .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
-    .option('--grpc <host:port>', "the gRPC listener (default: $MODELGATE_GRPC_ADDR, else the config's server.grpc, 127.0.0.1:9191)", once('--grpc'))
-    .option('--http <host:port>', "the HTTP listener (default: $MODELGATE_HTTP_ADDR, else the config's server.http, 127.0.0.1:9192)", once('--http'))
-    .option('--store <url>', "postgres://... or file (default: $MODELGATE_STORE, then $DATABASE_URL, then the config's store:)", once('--store'))
+    .option(
+      '--config <file>',
+      'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)',
+      once('--config'),
+    )
+    .option(
+      '--grpc <host:port>',
+      "the gRPC listener (default: $MODELGATE_GRPC_ADDR, else the config's server.grpc, 127.0.0.1:9191)",
+      once('--grpc'),
+    )
+    .option(
+      '--http <host:port>',
+      "the HTTP listener (default: $MODELGATE_HTTP_ADDR, else the config's server.http, 127.0.0.1:9192)",
+      once('--http'),
+    )
+    .option(
+      '--store <url>',
+      "postgres://... or file (default: $MODELGATE_STORE, then $DATABASE_URL, then the config's store:)",
+      once('--store'),
+    )
     .option('--workers <n>', 'worker processes sharing the ports, 1 to 64 (default: 1)', once('--workers'))
     .action(async (options: ServeOptions) => {
       tuneHeap(process.execArgv, run.env.NODE_OPTIONS, v8.setFlagsFromString);
       const workers = Number(options.workers ?? 1);
-      if (!Number.isInteger(workers) || workers < 1 || workers > 64) throw usageError('--workers must be an integer from 1 to 64');
+      if (!Number.isInteger(workers) || workers < 1 || workers > 64)
+        throw usageError('--workers must be an integer from 1 to 64');
       const env = run.env;
       const configPath = configPathOf(options.config, env);
       // Same order as the store commands: --store, MODELGATE_STORE, DATABASE_URL, else the config's `store:`.
-      const override = options.store || env.MODELGATE_STORE || env.DATABASE_URL ? resolveStore(options.store, env) : undefined;
+      const override =
+        options.store || env.MODELGATE_STORE || env.DATABASE_URL ? resolveStore(options.store, env) : undefined;
       if (workers > 1 && cluster.isPrimary) {
         if (fileMeter(configPath, override?.mode, env)) {
-          throw usageError(`--workers ${workers} with the meter on the file store: each worker would keep its own balances, so a key could spend ${workers} times its balance; run one process (no --workers), or keep balances on PostgreSQL (--store postgres://...)`);
+          throw usageError(
+            `--workers ${workers} with the meter on the file store: each worker would keep its own balances, so a key could spend ${workers} times its balance; run one process (no --workers), or keep balances on PostgreSQL (--store postgres://...)`,
+          );
         }
         return runWorkers(workers, run.stderr);
       }

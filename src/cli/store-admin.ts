@@ -14,7 +14,8 @@ import { CliError, commandPath, usageError } from './errors';
 import type { CliRun } from './io';
 
 /** Where the store commands act: the YAML file (they only print) or a PostgreSQL database. */
-export type StoreTarget = { readonly mode: 'file' } | { readonly mode: 'postgres'; readonly url: string; readonly source: string };
+export type StoreTarget =
+  { readonly mode: 'file' } | { readonly mode: 'postgres'; readonly url: string; readonly source: string };
 
 /**
  * `--store` first, then MODELGATE_STORE, then DATABASE_URL; none (or `file`) means file mode.
@@ -67,12 +68,23 @@ export function storeCommand(name: string, description: string): Command {
  * Runs the body of store command `cmd` against its store. Commands that need a database refuse
  * file mode with a usage error before anything else; the connection is closed afterwards.
  */
-export async function withStore(run: CliRun, cmd: Command, options: StoreOptions, needsDb: boolean, body: (store: StoreAccess) => Promise<void>, configStore?: () => StoreTarget): Promise<void> {
+export async function withStore(
+  run: CliRun,
+  cmd: Command,
+  options: StoreOptions,
+  needsDb: boolean,
+  body: (store: StoreAccess) => Promise<void>,
+  configStore?: () => StoreTarget,
+): Promise<void> {
   // A config's `store:` (usage --config) counts after --store, MODELGATE_STORE and DATABASE_URL, as for serve.
-  const chosen = [options.store, run.env.MODELGATE_STORE, run.env.DATABASE_URL].some((v) => v !== undefined && v !== '');
+  const chosen = [options.store, run.env.MODELGATE_STORE, run.env.DATABASE_URL].some(
+    (v) => v !== undefined && v !== '',
+  );
   const target = !chosen && configStore ? configStore() : resolveStore(options.store, run.env);
   if (target.mode === 'file' && needsDb) {
-    throw usageError(`\`${commandPath(cmd)}\` needs a PostgreSQL store: pass --store postgres://... or set DATABASE_URL`);
+    throw usageError(
+      `\`${commandPath(cmd)}\` needs a PostgreSQL store: pass --store postgres://... or set DATABASE_URL`,
+    );
   }
   const url = target.mode === 'postgres' ? target.url : '';
   const source = target.mode === 'postgres' ? target.source : '';
@@ -107,11 +119,16 @@ export async function withStore(run: CliRun, cmd: Command, options: StoreOptions
 export function refusalText(r: Refusal): string {
   const q = JSON.stringify;
   switch (r.code) {
-    case 'key_exists': return `a key with id ${q(r.id)} already exists`;
-    case 'key_not_found': return `no key with id ${q(r.id)}`;
-    case 'group_not_found': return `no group named ${q(r.group)}`;
-    case 'key_group_not_found': return `group ${q(r.group)} does not exist; create it with \`modelgate groups set ${r.group}\``;
-    case 'model_not_in_group': return `group ${q(r.group)} has no model ${q(r.model)}; add it with \`modelgate groups set ${r.group} --model ...\``;
+    case 'key_exists':
+      return `a key with id ${q(r.id)} already exists`;
+    case 'key_not_found':
+      return `no key with id ${q(r.id)}`;
+    case 'group_not_found':
+      return `no group named ${q(r.group)}`;
+    case 'key_group_not_found':
+      return `group ${q(r.group)} does not exist; create it with \`modelgate groups set ${r.group}\``;
+    case 'model_not_in_group':
+      return `group ${q(r.group)} has no model ${q(r.model)}; add it with \`modelgate groups set ${r.group} --model ...\``;
     case 'group_has_keys': {
       const which = r.ids.length === 0 ? '' : ` (${r.ids.slice(0, 5).join(', ')}${r.ids.length > 5 ? ', ...' : ''})`;
       return `group ${q(r.group)} still has keys${which}; delete them first`;
@@ -130,8 +147,12 @@ export function describeError(err: unknown, url: string, source = ''): string {
   const e = err as Error & { code?: string; errors?: Error[] };
   // With several addresses (localhost: ::1 and 127.0.0.1) Node reports an AggregateError with an empty message.
   const message = e?.message || e?.errors?.map((x) => x.message).join('; ') || String(err);
-  const network = NETWORK_CODES.includes(e?.code ?? '') || /timeout exceeded when trying to connect|Connection terminated/.test(message);
+  const network =
+    NETWORK_CODES.includes(e?.code ?? '') ||
+    /timeout exceeded when trying to connect|Connection terminated/.test(message);
   const from = source ? ` (from ${source})` : '';
-  const line = network ? `cannot reach PostgreSQL at ${redactUrl(url)}${from}: ${message}` : `PostgreSQL at ${redactUrl(url)}${from}: ${message}`;
+  const line = network
+    ? `cannot reach PostgreSQL at ${redactUrl(url)}${from}: ${message}`
+    : `PostgreSQL at ${redactUrl(url)}${from}: ${message}`;
   return line.replace(/\s*\n\s*/g, ' ');
 }

@@ -41,22 +41,36 @@ function baseUrlOf(config: Config): string {
 /** The demo keys beside the config (envoy/demo-keys.env), as `export NAME=key` lines. */
 function demoKeyLines(configPath: string): string[] {
   const file = join(dirname(configPath), 'demo-keys.env');
-  return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('export ')) : [];
+  return existsSync(file)
+    ? readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('export '))
+    : [];
 }
 
-/** "alice's balance 12.5" for the demo keys the config has with a balance: the banner's figures come from the config. */
+/**
+ * "alice's balance 12.5" for the demo keys the config has with a balance: the banner's figures come from the config.
+ */
 function balanceOf(config: Config, id: string): string | undefined {
   const k = config.keys.find((x) => x.id === id);
   return k && k.balance !== null ? String(k.balance) : undefined;
 }
 
 /** What `up` prints once everything runs (exported for its test). */
-export function banner(config: Config, configPath: string, envoyVersion: string, upstream: { readonly url: string } | undefined, secretFile?: string): string {
+export function banner(
+  config: Config,
+  configPath: string,
+  envoyVersion: string,
+  upstream: { readonly url: string } | undefined,
+  secretFile?: string,
+): string {
   const base = baseUrlOf(config);
   const g = config.gateway;
   const upstreams = upstream
     ? `the demo upstream at ${upstream.url} (every protocol family)`
-    : Object.entries(g.upstreams).map(([f, u]) => `${f} ${u.tls ? 'https' : 'http'}://${u.host}:${u.port}`).join(', ');
+    : Object.entries(g.upstreams)
+        .map(([f, u]) => `${f} ${u.tls ? 'https' : 'http'}://${u.host}:${u.port}`)
+        .join(', ');
   const lines = [
     '',
     `modelgate ${version} gateway is up: Envoy ${envoyVersion}, modelgate, ${upstream ? 'demo upstream' : 'your upstreams'}`,
@@ -64,7 +78,9 @@ export function banner(config: Config, configPath: string, envoyVersion: string,
     `  console      ${base}/console/   (sign in with a key: access, client setup, the doctor)`,
     `  upstreams    ${upstreams}`,
     `  modelgate    gRPC ${config.server.grpc}, HTTP ${config.server.http} (/metrics, /readyz)`,
-    ...(secretFile ? [`  gRPC secret  ${secretFile} (this install's, mode 0600: Envoy sends it, modelgate requires it)`] : []),
+    ...(secretFile
+      ? [`  gRPC secret  ${secretFile} (this install's, mode 0600: Envoy sends it, modelgate requires it)`]
+      : []),
     `  Envoy admin  http://${g.admin.host}:${g.admin.port}`,
     config.rateLimits.engine === 'global'
       ? `  rate limits  envoyproxy/ratelimit on ${config.rateLimits.service.host}:${config.rateLimits.service.port}, Redis on ${config.rateLimits.redis.host}:${config.rateLimits.redis.port}`
@@ -86,10 +102,18 @@ export function banner(config: Config, configPath: string, envoyVersion: string,
       `  npx modelgate usage --key alice     (the ledger${balanceOf(config, 'alice') ? `; alice's balance in the config: ${balanceOf(config, 'alice')}` : ''})`,
     );
     const trial = balanceOf(config, 'trial');
-    if (trial) lines.push(`  $TRIAL starts with a balance of ${trial} (the config's): it runs out after a few requests`);
-    lines.push('', `Rate limits (${config.rateLimits.engine} engine): $GRACE may make 3 requests a minute; its fourth gets 429 rate_limited with retry-after.`);
+    if (trial)
+      lines.push(`  $TRIAL starts with a balance of ${trial} (the config's): it runs out after a few requests`);
+    lines.push(
+      '',
+      `Rate limits (${config.rateLimits.engine} engine): $GRACE may make 3 requests a minute; its fourth gets 429 rate_limited with retry-after.`,
+    );
   }
-  lines.push('', 'Decision lines (modelgate) and access-log lines (Envoy) follow as JSON on stdout. Ctrl-C stops all three.', '');
+  lines.push(
+    '',
+    'Decision lines (modelgate) and access-log lines (Envoy) follow as JSON on stdout. Ctrl-C stops all three.',
+    '',
+  );
   return lines.join('\n');
 }
 
@@ -98,17 +122,32 @@ function installSecretOrFail(configPath: string): string {
   try {
     return ensureInstallSecret(configPath);
   } catch (err) {
-    if (err instanceof GrpcAuthError) throw new CliError(`${err.message}; set grpc.secret in ${configPath} (docs/security.md)`);
+    if (err instanceof GrpcAuthError)
+      throw new CliError(`${err.message}; set grpc.secret in ${configPath} (docs/security.md)`);
     throw err;
   }
 }
 
 export function upCommand(run: CliRun): Command {
   return new Command('up')
-    .description('run the whole gateway: Envoy on the rendered bundle, modelgate, and optionally the demo upstream (npm start)')
-    .option('--config <file>', 'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)', once('--config'))
-    .option('--demo-upstream <host:port>', 'also run the demo upstream here (the demo config points its upstreams at 127.0.0.1:9300)', once('--demo-upstream'))
-    .option('--envoy-log-level <level>', "Envoy's own log level on stderr (trace, debug, info, warn, error, critical, off)", once('--envoy-log-level'))
+    .description(
+      'run the whole gateway: Envoy on the rendered bundle, modelgate, and optionally the demo upstream (npm start)',
+    )
+    .option(
+      '--config <file>',
+      'the config file (default: $MODELGATE_CONFIG, else envoy/modelgate.yaml)',
+      once('--config'),
+    )
+    .option(
+      '--demo-upstream <host:port>',
+      'also run the demo upstream here (the demo config points its upstreams at 127.0.0.1:9300)',
+      once('--demo-upstream'),
+    )
+    .option(
+      '--envoy-log-level <level>',
+      "Envoy's own log level on stderr (trace, debug, info, warn, error, critical, off)",
+      once('--envoy-log-level'),
+    )
     .action(async (options: UpOptions) => {
       tuneHeap(process.execArgv, run.env.NODE_OPTIONS, v8.setFlagsFromString);
       let upstream: DemoUpstream | undefined;
@@ -154,9 +193,14 @@ export function upCommand(run: CliRun): Command {
       const config = readConfig(configPath, env);
       // The gRPC port's secret: the config's, else this install's own (config/grpc-auth.ts), never none.
       const installSecret = configSetsGrpcAuth(config) ? undefined : installSecretOrFail(configPath);
-      const input = installSecret === undefined
-        ? renderInput(config, configPath, env)
-        : { ...config, grpc: { ...config.grpc, secret: { env: null, file: installSecretPath(configPath) } }, grpcSecret: installSecret };
+      const input =
+        installSecret === undefined
+          ? renderInput(config, configPath, env)
+          : {
+              ...config,
+              grpc: { ...config.grpc, secret: { env: null, file: installSecretPath(configPath) } },
+              grpcSecret: installSecret,
+            };
       for (const w of bundleWarnings(config)) run.stderr(`warning: ${w}\n`);
       let envoyBin: { path: string; version: string };
       try {
@@ -172,9 +216,15 @@ export function upCommand(run: CliRun): Command {
         if (config.rateLimits.engine === 'global') {
           const r = config.rateLimits;
           const started = async (p: Promise<EngineProcess>): Promise<void> => {
-            engines.push(await p.catch((err: Error) => {
-              throw new CliError(err instanceof EngineUnavailable ? err.message : `the global rate limit engine cannot start: ${err.message}`);
-            }));
+            engines.push(
+              await p.catch((err: Error) => {
+                throw new CliError(
+                  err instanceof EngineUnavailable
+                    ? err.message
+                    : `the global rate limit engine cannot start: ${err.message}`,
+                );
+              }),
+            );
           };
           await started(startRedis(r.redis, env));
           await started(startRatelimit({ grpc: r.service, redis: r.redis, domain: r.domain, env }));
@@ -182,12 +232,18 @@ export function upCommand(run: CliRun): Command {
         if (options.demoUpstream) {
           const at = parseHostPort(options.demoUpstream);
           upstream = await startDemoUpstream({ host: at.host, port: at.port }).catch((err: NodeJS.ErrnoException) => {
-            throw new CliError(`the demo upstream cannot listen on ${options.demoUpstream}: ${err.code ?? err.message}`);
+            throw new CliError(
+              `the demo upstream cannot listen on ${options.demoUpstream}: ${err.code ?? err.message}`,
+            );
           });
         }
-        service = await startService({ configPath, env, defaultGrpcSecret: installSecret }).catch((err: NodeJS.ErrnoException) => {
-          throw new CliError(`modelgate cannot start: ${err.code === 'EADDRINUSE' ? `${err.message} (another gateway running?)` : err.message}`);
-        });
+        service = await startService({ configPath, env, defaultGrpcSecret: installSecret }).catch(
+          (err: NodeJS.ErrnoException) => {
+            throw new CliError(
+              `modelgate cannot start: ${err.code === 'EADDRINUSE' ? `${err.message} (another gateway running?)` : err.message}`,
+            );
+          },
+        );
         envoy = await startEnvoy({
           binary: envoyBin.path,
           config: renderEnvoyYaml(input, configPath),
@@ -195,7 +251,9 @@ export function upCommand(run: CliRun): Command {
           onStdout: (c) => process.stdout.write(c),
           onStderr: (c) => process.stderr.write(c),
         }).catch((err: Error) => {
-          throw new CliError(`${err.message} (is ${config.gateway.listen.host}:${config.gateway.listen.port} or the admin port ${config.gateway.admin.port} in use?)`);
+          throw new CliError(
+            `${err.message} (is ${config.gateway.listen.host}:${config.gateway.listen.port} or the admin port ${config.gateway.admin.port} in use?)`,
+          );
         });
       } catch (err) {
         await stopAll();
@@ -203,7 +261,15 @@ export function upCommand(run: CliRun): Command {
       }
       ready = true;
       if (interrupted) return onSignal();
-      run.stdout(banner(config, configPath, envoyBin.version, upstream, installSecret === undefined ? undefined : installSecretPath(configPath)));
+      run.stdout(
+        banner(
+          config,
+          configPath,
+          envoyBin.version,
+          upstream,
+          installSecret === undefined ? undefined : installSecretPath(configPath),
+        ),
+      );
       void envoy.exited.then((code) => {
         if (stopping) return;
         run.stderr(`modelgate: Envoy exited (${code}); stopping\n`);

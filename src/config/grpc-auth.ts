@@ -43,7 +43,9 @@ export function readGrpcSecret(config: Pick<Config, 'grpc'>, sources: SecretSour
     const path = resolve(dirname(sources.configPath), s.file!);
     where = `grpc.secret.file: ${path}`;
     try {
-      value = readFileSync(path).toString('utf8').replace(/\r?\n$/, '');
+      value = readFileSync(path)
+        .toString('utf8')
+        .replace(/\r?\n$/, '');
     } catch (err) {
       throw unreadable(where, err);
     }
@@ -53,7 +55,10 @@ export function readGrpcSecret(config: Pick<Config, 'grpc'>, sources: SecretSour
 }
 
 /** modelgate's side of mTLS (grpc.tls), its files read; undefined when the config sets none. */
-export function readGrpcTls(config: Pick<Config, 'grpc'>, sources: SecretSources): { cert: Buffer; key: Buffer; clientCa: Buffer } | undefined {
+export function readGrpcTls(
+  config: Pick<Config, 'grpc'>,
+  sources: SecretSources,
+): { cert: Buffer; key: Buffer; clientCa: Buffer } | undefined {
   const t = config.grpc.tls;
   if (!t) return undefined;
   const file = (field: 'certFile' | 'keyFile' | 'clientCaFile'): Buffer => {
@@ -109,7 +114,8 @@ export function ensureInstallSecret(configPath: string): string {
 
 /**
  * The install secret if its file exists, is a plain file (not a symlink), is this user's and private
- * to it (no group or other bits) and holds a valid secret; else undefined. Throws GrpcAuthError when it exists but cannot be read.
+ * to it (no group or other bits) and holds a valid secret; else undefined. Throws GrpcAuthError when it exists but
+ * cannot be read.
  */
 export function readInstallSecret(configPath: string): string | undefined {
   const path = installSecretPath(configPath);
@@ -121,7 +127,8 @@ export function readInstallSecret(configPath: string): string | undefined {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     const st = fstatSync(fd);
     // Not a plain file, readable by others, or another user's: it may be known.
-    if (!st.isFile() || (st.mode & 0o077) !== 0 || (process.getuid !== undefined && st.uid !== process.getuid())) return undefined;
+    if (!st.isFile() || (st.mode & 0o077) !== 0 || (process.getuid !== undefined && st.uid !== process.getuid()))
+      return undefined;
     text = readFileSync(fd, 'utf8').replace(/\r?\n$/, '');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;

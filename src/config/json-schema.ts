@@ -23,7 +23,10 @@ export function configJsonSchema(): Record<string, unknown> {
       // A YAML 1.1 timestamp has no JSON form: in JSON the expiry is its ISO 8601 string.
       if (ctx.zodSchema === expiryValue) {
         for (const k of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as Record<string, unknown>)[k];
-        Object.assign(ctx.jsonSchema, { type: 'string', description: 'ISO 8601: a date (midnight UTC) or a date-time, e.g. 2027-01-01T00:00:00Z' });
+        Object.assign(ctx.jsonSchema, {
+          type: 'string',
+          description: 'ISO 8601: a date (midnight UTC) or a date-time, e.g. 2027-01-01T00:00:00Z',
+        });
       }
     },
   });

@@ -7,7 +7,17 @@
  */
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { modalPrices, toLimits, toolPrices, type GroupRecord, type KeyRecord, type Limits, type ModelPrice, type ModelRecord, type Protocol } from '../store/store';
+import {
+  modalPrices,
+  toLimits,
+  toolPrices,
+  type GroupRecord,
+  type KeyRecord,
+  type Limits,
+  type ModelPrice,
+  type ModelRecord,
+  type Protocol,
+} from '../store/store';
 import type { Budget } from '../store/budget-window';
 import { configSchemaFor, expiryTime, price as priceSchema, UPSTREAM_OF_STYLE, type ConfigFile } from './schema';
 import { InternalError } from '../errors/internal-error';
@@ -29,7 +39,9 @@ export interface UpstreamTarget extends HostPort {
   readonly tls: boolean;
   /** CA bundle for the provider's certificate (tls only). */
   readonly caFile: string;
-  /** An Envoy cluster of the operator's that reaches it (gateway.upstreams.<name>.cluster), or null: upstream_<name>. */
+  /**
+   * An Envoy cluster of the operator's that reaches it (gateway.upstreams.<name>.cluster), or null: upstream_<name>.
+   */
   readonly cluster: string | null;
 }
 
@@ -37,7 +49,10 @@ export interface UpstreamTarget extends HostPort {
 export const UPSTREAM_FAMILIES = ['chat', 'messages', 'generative', 'alt'] as const;
 export type UpstreamFamily = (typeof UPSTREAM_FAMILIES)[number];
 
-/** The upstream a protocol request goes to: its style's, or under the alternate prefix the alt upstream, whatever the style. */
+/**
+ * The upstream a protocol request goes to: its style's, or under the alternate prefix the alt upstream, whatever the
+ * style.
+ */
 export function upstreamOf(style: Protocol, alt: boolean): UpstreamFamily {
   return alt ? 'alt' : UPSTREAM_OF_STYLE[style];
 }
@@ -97,11 +112,21 @@ export function isLoopback(host: string): boolean {
 function upstreamTarget(v: string | { url: string; caFile?: string | null; cluster?: string | null }): UpstreamTarget {
   const url = new URL(typeof v === 'string' ? v : v.url);
   const tls = url.protocol === 'https:';
-  return { tls, host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port ? Number(url.port) : tls ? 443 : 80, caFile: (typeof v === 'string' ? null : v.caFile) ?? DEFAULT_CA_FILE, cluster: (typeof v === 'string' ? null : v.cluster) ?? null };
+  return {
+    tls,
+    host: url.hostname.replace(/^\[|\]$/g, ''),
+    port: url.port ? Number(url.port) : tls ? 443 : 80,
+    caFile: (typeof v === 'string' ? null : v.caFile) ?? DEFAULT_CA_FILE,
+    cluster: (typeof v === 'string' ? null : v.cluster) ?? null,
+  };
 }
 
 /** Plain data made read-only all the way down (as deepFreeze makes it at run time). */
-type Frozen<T> = T extends readonly (infer U)[] ? readonly Frozen<U>[] : T extends object ? { readonly [K in keyof T]: Frozen<T[K]> } : T;
+type Frozen<T> = T extends readonly (infer U)[]
+  ? readonly Frozen<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: Frozen<T[K]> }
+    : T;
 
 /**
  * The running configuration: the file's sections as validated (schema.ts), with the shapes the
@@ -110,7 +135,12 @@ type Frozen<T> = T extends readonly (infer U)[] ? readonly Frozen<U>[] : T exten
 export interface Config {
   readonly routes: Frozen<ConfigFile['routes']>;
   readonly log: Frozen<ConfigFile['log']>;
-  readonly cache: { readonly maxEntries: number; readonly maxNotFound: number; readonly ttlMs: number; readonly staleMs: number };
+  readonly cache: {
+    readonly maxEntries: number;
+    readonly maxNotFound: number;
+    readonly ttlMs: number;
+    readonly staleMs: number;
+  };
   readonly grpc: Frozen<ConfigFile['grpc']>;
   /**
    * The operator's credential of each upstream that has one (gateway.upstreams.<name>.credential),
@@ -125,7 +155,11 @@ export interface Config {
   /** Metering (docs/metering.md). */
   readonly meter: Frozen<ConfigFile['meter']>;
   /** Budget alerts by webhook (meter.budgetAlerts), the secret read from its variable; null: none. */
-  readonly budgetAlerts: { readonly url: string; readonly secret: string; readonly thresholds: readonly number[] } | null;
+  readonly budgetAlerts: {
+    readonly url: string;
+    readonly secret: string;
+    readonly thresholds: readonly number[];
+  } | null;
   readonly gateway: GatewaySettings;
   /** Rate limits of model traffic: the engine and its failure mode (docs/rate-limits.md). */
   readonly rateLimits: RateLimitSettings;
@@ -154,7 +188,10 @@ const NO_ENV: NodeJS.ProcessEnv = Object.freeze({});
 export function parseConfig(text: string, env: NodeJS.ProcessEnv = NO_ENV): Config {
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
   // Without prettyErrors the yaml library sets no linePos; the offset gives the line.
-  if (doc.errors.length > 0) throw new ConfigError(doc.errors.map((e) => `line ${text.slice(0, e.pos[0]).split('\n').length}: ${e.message.split('\n')[0]}`));
+  if (doc.errors.length > 0)
+    throw new ConfigError(
+      doc.errors.map((e) => `line ${text.slice(0, e.pos[0]).split('\n').length}: ${e.message.split('\n')[0]}`),
+    );
   return configFromData(doc.toJS() ?? {}, env);
 }
 
@@ -182,11 +219,14 @@ function problemLines(issues: readonly z.core.$ZodIssue[], prefix: readonly Prop
   for (const issue of issues) {
     const path = [...prefix, ...issue.path];
     if (issue.code === 'unrecognized_keys') {
-      for (const k of issue.keys) out.push(`${path.length === 0 ? `$.${k}` : pathText([...path, k])}: ${issue.message}`);
+      for (const k of issue.keys)
+        out.push(`${path.length === 0 ? `$.${k}` : pathText([...path, k])}: ${issue.message}`);
       continue;
     }
     if (issue.code === 'invalid_union') {
-      const fitting = issue.errors.filter((branch) => !branch.some((i) => i.path.length === 0 && i.code === 'invalid_type'));
+      const fitting = issue.errors.filter(
+        (branch) => !branch.some((i) => i.path.length === 0 && i.code === 'invalid_type'),
+      );
       if (fitting.length === 1) {
         out.push(...problemLines(fitting[0], path));
         continue;
@@ -208,40 +248,84 @@ function runtimeConfig(f: ConfigFile, env: NodeJS.ProcessEnv): Config {
   for (const [name, g] of Object.entries(f.groups)) {
     const models = new Map<string, ModelRecord>();
     for (const m of g.models) {
-      const model: ModelRecord = typeof m === 'string' ? { name: m, protocols: null, available: true, price: null, maxOutputTokens: null } : {
-        name: m.name, protocols: m.protocols ?? null, available: m.available,
-        price: m.price ? toModelPrice(m.price) : null,
-        maxOutputTokens: m.maxOutputTokens ?? null,
-        ...(m.limits ? { limits: toLimits(m.limits) } : {}),
-      };
+      const model: ModelRecord =
+        typeof m === 'string'
+          ? { name: m, protocols: null, available: true, price: null, maxOutputTokens: null }
+          : {
+              name: m.name,
+              protocols: m.protocols ?? null,
+              available: m.available,
+              price: m.price ? toModelPrice(m.price) : null,
+              maxOutputTokens: m.maxOutputTokens ?? null,
+              ...(m.limits ? { limits: toLimits(m.limits) } : {}),
+            };
       models.set(model.name, model);
     }
-    groups.set(name, { name, available: g.available, models, ...(g.limits ? { limits: toLimits(g.limits) } : {}), ...(g.budget ? { budget: { amount: g.budget.amount, period: g.budget.period, timeZone: g.budget.timeZone } } : {}) });
+    groups.set(name, {
+      name,
+      available: g.available,
+      models,
+      ...(g.limits ? { limits: toLimits(g.limits) } : {}),
+      ...(g.budget
+        ? { budget: { amount: g.budget.amount, period: g.budget.period, timeZone: g.budget.timeZone } }
+        : {}),
+    });
   }
   const keys: KeyRecord[] = new Array(f.keys.length);
   for (let i = 0; i < f.keys.length; i++) {
     const k = f.keys[i];
-    keys[i] = { id: k.id, sha256: k.sha256, group: k.group, balance: k.balance ?? null, disabled: k.disabled === true, expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt), ...(k.limits ? { limits: toLimits(k.limits) } : {}), ...(k.budget ? { budget: { amount: k.budget.amount, period: k.budget.period, timeZone: k.budget.timeZone } } : {}), ...(k.modelBudgets && Object.keys(k.modelBudgets).length > 0 ? { modelBudgets: copyModelBudgets(k.modelBudgets) } : {}) };
+    keys[i] = {
+      id: k.id,
+      sha256: k.sha256,
+      group: k.group,
+      balance: k.balance ?? null,
+      disabled: k.disabled === true,
+      expiresAt: k.expiresAt == null ? null : expiryTime(k.expiresAt),
+      ...(k.limits ? { limits: toLimits(k.limits) } : {}),
+      ...(k.budget
+        ? { budget: { amount: k.budget.amount, period: k.budget.period, timeZone: k.budget.timeZone } }
+        : {}),
+      ...(k.modelBudgets && Object.keys(k.modelBudgets).length > 0
+        ? { modelBudgets: copyModelBudgets(k.modelBudgets) }
+        : {}),
+    };
   }
   return {
     routes: f.routes,
     log: f.log,
-    cache: { maxEntries: f.cache.maxEntries, maxNotFound: f.cache.maxNotFound, ttlMs: f.cache.ttlSeconds * 1000, staleMs: f.cache.staleSeconds * 1000 },
+    cache: {
+      maxEntries: f.cache.maxEntries,
+      maxNotFound: f.cache.maxNotFound,
+      ttlMs: f.cache.ttlSeconds * 1000,
+      staleMs: f.cache.staleSeconds * 1000,
+    },
     grpc: f.grpc,
     upstream: { credentials },
     store: f.store == null || f.store === 'file' ? { kind: 'file' } : { kind: 'postgres', url: f.store },
     postgres: f.postgres,
     server: f.server,
     meter: f.meter,
-    budgetAlerts: f.meter.budgetAlerts ? { url: f.meter.budgetAlerts.url, secret: env[f.meter.budgetAlerts.secretEnv] as string, thresholds: f.meter.budgetAlerts.thresholds } : null,
+    budgetAlerts: f.meter.budgetAlerts
+      ? {
+          url: f.meter.budgetAlerts.url,
+          secret: env[f.meter.budgetAlerts.secretEnv] as string,
+          thresholds: f.meter.budgetAlerts.thresholds,
+        }
+      : null,
     console: f.console,
-    rateLimits: { ...f.rateLimits, service: parseHostPort(f.rateLimits.service), redis: parseHostPort(f.rateLimits.redis) },
+    rateLimits: {
+      ...f.rateLimits,
+      service: parseHostPort(f.rateLimits.service),
+      redis: parseHostPort(f.rateLimits.redis),
+    },
     gateway: {
       listen: parseHostPort(f.gateway.listen),
       admin: parseHostPort(f.gateway.admin),
       publicBaseUrl: f.gateway.publicBaseUrl ?? null,
       authz: parseHostPort(f.gateway.authz ?? f.server.grpc),
-      authzTls: f.gateway.authzTls ? { ...f.gateway.authzTls, serverName: f.gateway.authzTls.serverName ?? null } : null,
+      authzTls: f.gateway.authzTls
+        ? { ...f.gateway.authzTls, serverName: f.gateway.authzTls.serverName ?? null }
+        : null,
       trustedProxyHops: f.gateway.trustedProxyHops,
       http: parseHostPort(f.gateway.http ?? f.server.http),
       maxRequestBytes: f.gateway.maxRequestBytes,
@@ -278,7 +362,9 @@ function deepFreeze<T>(o: T): T {
 }
 
 /** A key's budgets per model as a record without a prototype (a model named `__proto__` is a model). */
-export function copyModelBudgets(m: Readonly<Record<string, { amount: number; period: 'day' | 'week' | 'month'; timeZone: string }>>): Readonly<Record<string, Budget>> {
+export function copyModelBudgets(
+  m: Readonly<Record<string, { amount: number; period: 'day' | 'week' | 'month'; timeZone: string }>>,
+): Readonly<Record<string, Budget>> {
   const out: Record<string, Budget> = Object.create(null) as Record<string, Budget>;
   for (const [model, b] of Object.entries(m)) out[model] = { amount: b.amount, period: b.period, timeZone: b.timeZone };
   return out;
@@ -287,8 +373,20 @@ export function copyModelBudgets(m: Readonly<Record<string, { amount: number; pe
 /** A price of the config's schema (config/schema.ts `price`) as the store keeps it. */
 export function toModelPrice(p: z.output<typeof priceSchema>): ModelPrice {
   return {
-    input: p.input, output: p.output, cachedInput: p.cachedInput ?? null, ...modalPrices(p),
+    input: p.input,
+    output: p.output,
+    cachedInput: p.cachedInput ?? null,
+    ...modalPrices(p),
     ...(p.tools ? { tools: toolPrices(p.tools) } : {}),
-    ...(p.longContext ? { longContext: { above: p.longContext.above, input: p.longContext.input, output: p.longContext.output, cachedInput: p.longContext.cachedInput ?? null } } : {}),
+    ...(p.longContext
+      ? {
+          longContext: {
+            above: p.longContext.above,
+            input: p.longContext.input,
+            output: p.longContext.output,
+            cachedInput: p.longContext.cachedInput ?? null,
+          },
+        }
+      : {}),
   };
 }

@@ -29,7 +29,13 @@ export function watchConfig(
 }
 
 /** Reads and validates the file once; applies it only if it is wholly valid. Returns whether it applied. */
-export function reloadConfig(path: string, env: NodeJS.ProcessEnv, logger: Logger, apply: (next: Config, previous: Config) => void, current: () => Config): boolean {
+export function reloadConfig(
+  path: string,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+  apply: (next: Config, previous: Config) => void,
+  current: () => Config,
+): boolean {
   let next: Config;
   try {
     next = parseConfig(readFileSync(path, 'utf8'), env);
@@ -40,7 +46,11 @@ export function reloadConfig(path: string, env: NodeJS.ProcessEnv, logger: Logge
   }
   const previous = current();
   const needRestart = RESTART_ONLY.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(previous[k]));
-  if (needRestart.length > 0) logger.warn({ file: path, sections: needRestart }, 'config reload: these sections take effect only after a restart');
+  if (needRestart.length > 0)
+    logger.warn(
+      { file: path, sections: needRestart },
+      'config reload: these sections take effect only after a restart',
+    );
   apply(next, previous);
   logger.info({ file: path, groups: next.groups.size, keys: next.keys.length }, 'config reloaded');
   return true;

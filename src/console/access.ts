@@ -39,14 +39,30 @@ export interface ConsoleAccess {
   /** This gateway's {base_url}, before every endpoint path. */
   readonly baseUrl: string;
   /** `limits`: the key's rate limits in force (its own, else its group's; docs/rate-limits.md). */
-  readonly key: { readonly id: string; readonly balance: number | null; readonly expiresAt: string | null; readonly limits: Limits };
+  readonly key: {
+    readonly id: string;
+    readonly balance: number | null;
+    readonly expiresAt: string | null;
+    readonly limits: Limits;
+  };
   readonly group: { readonly name: string; readonly available: boolean; readonly exists: boolean };
   readonly models: readonly ConsoleModel[];
 }
 
 export type SignIn =
-  | { readonly ok: true; readonly access: ConsoleAccess; readonly record: KeyRecord; readonly group: GroupRecord | undefined }
-  | { readonly ok: false; readonly status: number; readonly reason: Reason; readonly hint: string; readonly keyId?: string };
+  | {
+      readonly ok: true;
+      readonly access: ConsoleAccess;
+      readonly record: KeyRecord;
+      readonly group: GroupRecord | undefined;
+    }
+  | {
+      readonly ok: false;
+      readonly status: number;
+      readonly reason: Reason;
+      readonly hint: string;
+      readonly keyId?: string;
+    };
 
 export interface AccessDeps {
   readonly config: () => Config;
@@ -84,7 +100,15 @@ export async function signIn(pasted: string, deps: AccessDeps, base: string): Pr
   const key = shape.key;
   const config = deps.config();
   // The decision a model list would get, with the key where the spec puts it (docs/spec.md §4.2).
-  const view: RequestView = { method: 'GET', path: '/v1/models', query: '', headers: { authorization: `Bearer ${key}` }, body: undefined, partialBody: false, requestId: '' };
+  const view: RequestView = {
+    method: 'GET',
+    path: '/v1/models',
+    query: '',
+    headers: { authorization: `Bearer ${key}` },
+    body: undefined,
+    partialBody: false,
+    requestId: '',
+  };
   const d = await decideSafely(view, config, deps.lookups, deps.now(), deps.logger);
   if (!d.allowed && d.reason !== 'group_unavailable') return fail(d.reason, d.hint, d.keyId);
 
@@ -102,7 +126,9 @@ export async function signIn(pasted: string, deps: AccessDeps, base: string): Pr
     access: {
       baseUrl: base,
       key: {
-        id: record.id, balance: record.balance, expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt).toISOString(),
+        id: record.id,
+        balance: record.balance,
+        expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt).toISOString(),
         limits: Object.fromEntries(Object.entries(keyLimits(record, group)).filter(([, v]) => typeof v === 'number')),
       },
       group: { name: record.group, available: group?.available ?? false, exists: group !== undefined },

@@ -45,14 +45,16 @@ function matcherOf(route: Obj): Matcher {
     test = (p) => re.test(p);
   }
   const direct = route.direct_response as Obj | undefined;
-  const headers = ((route.response_headers_to_add as Obj[] | undefined) ?? []).map((h) => h.header as { key: string; value: string });
+  const headers = ((route.response_headers_to_add as Obj[] | undefined) ?? []).map(
+    (h) => h.header as { key: string; value: string },
+  );
   const answer: GatewayAnswer = direct
     ? {
-      route: route.name as string,
-      status: direct.status as number,
-      reason: headers.find((h) => h.key === HEADER.reason)?.value,
-      hint: headers.find((h) => h.key === HEADER.hint)?.value,
-    }
+        route: route.name as string,
+        status: direct.status as number,
+        reason: headers.find((h) => h.key === HEADER.reason)?.value,
+        hint: headers.find((h) => h.key === HEADER.hint)?.value,
+      }
     : { route: route.name as string, cluster: (route.route as Obj).cluster as string };
   return { name: route.name as string, method, test, answer };
 }
@@ -64,7 +66,9 @@ function tableFor(altPrefix: string): readonly Matcher[] {
   let t = tables.get(altPrefix);
   if (!t) {
     if (tables.size >= 8) tables.clear();
-    t = renderRoutes({ altPrefix, publicBaseUrl: null, perRoute: { upstream: {}, models: {}, direct: {} } }).map(matcherOf);
+    t = renderRoutes({ altPrefix, publicBaseUrl: null, perRoute: { upstream: {}, models: {}, direct: {} } }).map(
+      matcherOf,
+    );
     tables.set(altPrefix, t);
   }
   return t;

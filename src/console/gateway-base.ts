@@ -7,7 +7,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Config } from '../config/load';
 
-const HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*\.?|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$/;
+const HOST =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*\.?|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$/;
 
 export interface GatewayBase {
   /** `https://llm.example.com`, `http://127.0.0.1:10000`, or `{base_url}` when nothing usable is known. */

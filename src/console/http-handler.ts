@@ -35,7 +35,8 @@ import type { KeyRecord } from '../store/store';
 /** On every console answer. The page loads only its own files; no inline script or style. */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   'cache-control': 'no-store',
-  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
@@ -59,7 +60,10 @@ export interface ConsoleDeps {
    * What is left of a key's key-wide rate limit windows, asked of the rate limit engine without
    * counting (docs/rate-limits.md); absent, or rejecting: the view shows the limits alone.
    */
-  readonly rateLimitsLeft?: (record: KeyRecord, group: GroupRecord | undefined) => Promise<Record<string, number> | null>;
+  readonly rateLimitsLeft?: (
+    record: KeyRecord,
+    group: GroupRecord | undefined,
+  ) => Promise<Record<string, number> | null>;
 }
 
 interface Answer {
@@ -70,8 +74,18 @@ interface Answer {
   readonly headers?: Record<string, string>;
 }
 
-function problem(reason: Reason, hint: string, extra: { keyId?: string; headers?: Record<string, string>; field?: string } = {}): Answer {
-  return { status: statusOf(reason), reason, keyId: extra.keyId, headers: extra.headers, body: { error: { reason, status: statusOf(reason), hint, ...(extra.field ? { field: extra.field } : {}) } } };
+function problem(
+  reason: Reason,
+  hint: string,
+  extra: { keyId?: string; headers?: Record<string, string>; field?: string } = {},
+): Answer {
+  return {
+    status: statusOf(reason),
+    reason,
+    keyId: extra.keyId,
+    headers: extra.headers,
+    body: { error: { reason, status: statusOf(reason), hint, ...(extra.field ? { field: extra.field } : {}) } },
+  };
 }
 
 /**
@@ -84,7 +98,11 @@ function problem(reason: Reason, hint: string, extra: { keyId?: string; headers?
 export function clientAddress(req: IncomingMessage): string {
   const set = req.headers[HEADER.clientAddress];
   const xff = req.headers['x-forwarded-for'];
-  const last = (Array.isArray(xff) ? xff.join(',') : xff ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '').at(-1);
+  const last = (Array.isArray(xff) ? xff.join(',') : (xff ?? ''))
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')
+    .at(-1);
   const address = (typeof set === 'string' && set !== '' ? set : undefined) ?? last ?? req.socket.remoteAddress ?? '';
   // Only an address is logged and counted: anything else in the header (a key, say) is not.
   return IP_ADDRESS.test(address) ? address : 'unparseable';
@@ -120,7 +138,13 @@ function pastedKey(req: IncomingMessage): { readonly key: string | undefined } |
   try {
     return { key: decodeURIComponent(value) };
   } catch {
-    return { answer: problem('key_malformed', 'the key you pasted has a character that no key contains: paste the key exactly as issued', { field: 'key' }) };
+    return {
+      answer: problem(
+        'key_malformed',
+        'the key you pasted has a character that no key contains: paste the key exactly as issued',
+        { field: 'key' },
+      ),
+    };
   }
 }
 
@@ -128,7 +152,10 @@ function pastedKey(req: IncomingMessage): { readonly key: string | undefined } |
 function exampleModel(group: GroupRecord | undefined, kind: ClientKind): string {
   const models = group ? [...group.models.values()] : [];
   const served = models.filter((m) => m.protocols === null || m.protocols.includes(kind.style));
-  return (served.find((m) => m.available && m.protocols !== null) ?? served.find((m) => m.available) ?? served[0])?.name ?? '<model>';
+  return (
+    (served.find((m) => m.available && m.protocols !== null) ?? served.find((m) => m.available) ?? served[0])?.name ??
+    '<model>'
+  );
 }
 
 function doctorKey(s: SignIn): DoctorKey {
@@ -148,15 +175,21 @@ function readDoctorInput(body: Buffer): DoctorInput | Answer {
   try {
     data = JSON.parse(body.toString('utf8'));
   } catch {
-    return problem('body_invalid', 'send a JSON object: {"baseUrl": "...", "clientKind": "...", "model": "...", "failingUrl": "...", "status": 404}');
+    return problem(
+      'body_invalid',
+      'send a JSON object: {"baseUrl": "...", "clientKind": "...", "model": "...", "failingUrl": "...", "status": 404}',
+    );
   }
-  if (typeof data !== 'object' || data === null || Array.isArray(data)) return problem('body_invalid', 'send a JSON object with baseUrl and clientKind');
+  if (typeof data !== 'object' || data === null || Array.isArray(data))
+    return problem('body_invalid', 'send a JSON object with baseUrl and clientKind');
   const o = data as Record<string, unknown>;
   const str = (name: string, required: boolean): string | undefined | Answer => {
     const v = o[name];
-    if (v === undefined || v === null || (v === '' && !required)) return required ? problem('body_invalid', `${name} is required`, { field: name }) : undefined;
+    if (v === undefined || v === null || (v === '' && !required))
+      return required ? problem('body_invalid', `${name} is required`, { field: name }) : undefined;
     if (typeof v !== 'string') return problem('body_invalid', `${name} must be a string`, { field: name });
-    if (v.length > MAX_FIELD) return problem('body_invalid', `${name} is longer than ${MAX_FIELD} characters`, { field: name });
+    if (v.length > MAX_FIELD)
+      return problem('body_invalid', `${name} is longer than ${MAX_FIELD} characters`, { field: name });
     return v;
   };
   const baseUrl = str('baseUrl', true);
@@ -165,18 +198,29 @@ function readDoctorInput(body: Buffer): DoctorInput | Answer {
   const failingUrl = str('failingUrl', false);
   for (const v of [baseUrl, clientKind, model, failingUrl]) if (typeof v === 'object') return v;
   if (!CLIENT_KINDS.some((k) => k.id === clientKind)) {
-    return problem('body_invalid', `clientKind must be one of: ${CLIENT_KINDS.map((k) => k.id).join(', ')}`, { field: 'clientKind' });
+    return problem('body_invalid', `clientKind must be one of: ${CLIENT_KINDS.map((k) => k.id).join(', ')}`, {
+      field: 'clientKind',
+    });
   }
   let status: number | undefined;
   if (o.status !== undefined && o.status !== null && o.status !== '') {
     status = typeof o.status === 'string' ? Number(o.status) : (o.status as number);
-    if (!Number.isInteger(status) || status < 100 || status > 599) return problem('body_invalid', 'status must be an HTTP status such as 401, 403 or 404', { field: 'status' });
+    if (!Number.isInteger(status) || status < 100 || status > 599)
+      return problem('body_invalid', 'status must be an HTTP status such as 401, 403 or 404', { field: 'status' });
   }
-  return { baseUrl: baseUrl as string, clientKind: clientKind as string, model: model as string | undefined, failingUrl: failingUrl as string | undefined, status };
+  return {
+    baseUrl: baseUrl as string,
+    clientKind: clientKind as string,
+    model: model as string | undefined,
+    failingUrl: failingUrl as string | undefined,
+    status,
+  };
 }
 
 /** An HTTP route handler for `/console` and everything under it; returns false for other paths. */
-export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+export function createConsoleHandler(
+  deps: ConsoleDeps,
+): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
   const assets: ReadonlyMap<string, Asset> = loadAssets();
   const now = deps.now ?? Date.now;
   // Limits follow the config as it was when the limiter was built; a reload that changes them builds new ones.
@@ -193,31 +237,61 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
     return limits;
   };
 
-  const send = (res: ServerResponse, status: number, headers: Record<string, string>, body: string | Buffer, head: boolean): void => {
+  const send = (
+    res: ServerResponse,
+    status: number,
+    headers: Record<string, string>,
+    body: string | Buffer,
+    head: boolean,
+  ): void => {
     res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
     res.end(head ? undefined : body);
   };
   const sendJson = (res: ServerResponse, a: Answer, head: boolean): void => {
-    send(res, a.status, { 'content-type': 'application/json', ...(a.reason ? { [HEADER.reason]: a.reason } : {}), ...a.headers }, JSON.stringify(a.body), head);
+    send(
+      res,
+      a.status,
+      { 'content-type': 'application/json', ...(a.reason ? { [HEADER.reason]: a.reason } : {}), ...a.headers },
+      JSON.stringify(a.body),
+      head,
+    );
   };
 
   async function api(req: IncomingMessage, name: string, config: Config, client: string): Promise<Answer> {
     const post = ['access', 'setup', 'doctor'].includes(name);
-    if (name !== 'info' && !post) return problem('path_unknown', 'no such console API: the API has info, access, setup and doctor');
+    if (name !== 'info' && !post)
+      return problem('path_unknown', 'no such console API: the API has info, access, setup and doctor');
     const method = req.method ?? '';
     const allow = post ? 'POST' : 'GET, HEAD';
-    if (!allow.split(', ').includes(method)) return problem('method_not_allowed', `this console API takes ${allow}`, { headers: { allow } });
+    if (!allow.split(', ').includes(method))
+      return problem('method_not_allowed', `this console API takes ${allow}`, { headers: { allow } });
 
     const limit = limiters(config);
     const wait = limit.perAddress.take(client);
-    if (wait > 0) return problem('console_rate_limited', `too many console requests from this address: retry in ${wait} s`, { headers: { 'retry-after': String(wait) } });
+    if (wait > 0)
+      return problem('console_rate_limited', `too many console requests from this address: retry in ${wait} s`, {
+        headers: { 'retry-after': String(wait) },
+      });
 
     const base = gatewayBaseOf(config, req);
     if (name === 'info') {
-      return { status: 200, body: { baseUrl: base.url, baseConfigured: base.configured, altPrefix: config.routes.altPrefix, console: `${base.url}/console/`,
-        // What `modelgate doctor` needs to run the doctor itself: where keys go, what counts as a key in a URL.
-        routes: { altPrefix: config.routes.altPrefix, bearerHeaders: config.routes.bearerHeaders, vendorHeaders: config.routes.vendorHeaders, queryKeyParams: config.routes.queryKeyParams },
-        clientKinds: CLIENT_KINDS.map((k) => ({ id: k.id, label: k.label, spec: k.spec })) } };
+      return {
+        status: 200,
+        body: {
+          baseUrl: base.url,
+          baseConfigured: base.configured,
+          altPrefix: config.routes.altPrefix,
+          console: `${base.url}/console/`,
+          // What `modelgate doctor` needs to run the doctor itself: where keys go, what counts as a key in a URL.
+          routes: {
+            altPrefix: config.routes.altPrefix,
+            bearerHeaders: config.routes.bearerHeaders,
+            vendorHeaders: config.routes.vendorHeaders,
+            queryKeyParams: config.routes.queryKeyParams,
+          },
+          clientKinds: CLIENT_KINDS.map((k) => ({ id: k.id, label: k.label, spec: k.spec })),
+        },
+      };
     }
 
     const pasted = pastedKey(req);
@@ -230,7 +304,10 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
     if (key === undefined) return problem('key_missing', 'sign in: paste your key', { field: 'key' });
     if (key.trim() !== '') {
       const keyWait = limit.perKey.take(hashKey(key.trim()));
-      if (keyWait > 0) return problem('console_rate_limited', `too many console requests with this key: retry in ${keyWait} s`, { headers: { 'retry-after': String(keyWait) } });
+      if (keyWait > 0)
+        return problem('console_rate_limited', `too many console requests with this key: retry in ${keyWait} s`, {
+          headers: { 'retry-after': String(keyWait) },
+        });
     }
     const who = await signIn(key, { config: deps.config, lookups: deps.lookups, logger: deps.logger, now }, base.url);
 
@@ -241,11 +318,21 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
         const asKey = await deps.lookups.keys.get(hashKey(di.model));
         modelIsKey = asKey.status === 'found';
       }
-      const report = runDoctor(di, { gatewayBase: base.url, baseConfigured: base.configured, routes: config.routes, key: doctorKey(who), modelIsKey });
+      const report = runDoctor(di, {
+        gatewayBase: base.url,
+        baseConfigured: base.configured,
+        routes: config.routes,
+        key: doctorKey(who),
+        modelIsKey,
+      });
       return { status: 200, body: report, keyId: who.ok ? who.record.id : who.keyId };
     }
     // The gateway's hints write {base_url} where they name its address; the console knows it (gateway-base.ts).
-    if (!who.ok) return problem(who.reason, who.hint.split('{base_url}').join(base.url), { keyId: who.keyId, field: who.status === 401 ? 'key' : undefined });
+    if (!who.ok)
+      return problem(who.reason, who.hint.split('{base_url}').join(base.url), {
+        keyId: who.keyId,
+        field: who.status === 401 ? 'key' : undefined,
+      });
 
     if (name === 'access') {
       let usage: unknown;
@@ -253,7 +340,10 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
         try {
           usage = await deps.usage.recent(who.record.id, RECENT_USAGE_ROWS);
         } catch (err) {
-          deps.logger.error({ err: err instanceof Error ? err.message : String(err), keyId: who.record.id }, 'console usage unavailable');
+          deps.logger.error(
+            { err: err instanceof Error ? err.message : String(err), keyId: who.record.id },
+            'console usage unavailable',
+          );
           usage = null;
         }
       }
@@ -262,7 +352,10 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
         try {
           left = await deps.rateLimitsLeft(who.record, who.group);
         } catch (err) {
-          deps.logger.warn({ err: err instanceof Error ? err.message : String(err), keyId: who.record.id }, 'console: rate limits left unavailable');
+          deps.logger.warn(
+            { err: err instanceof Error ? err.message : String(err), keyId: who.record.id },
+            'console: rate limits left unavailable',
+          );
         }
       }
       const access = left ? { ...who.access, key: { ...who.access.key, left } } : who.access;
@@ -279,7 +372,20 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
         rows: CLIENT_KINDS.map((kind) => {
           const model = exampleModel(who.group, kind);
           const s = setupFor(kind, base.url, config.routes, model);
-          return { id: kind.id, label: kind.label, spec: kind.spec, note: kind.note, alt: kind.alt, style: kind.style, baseUrl: s.baseUrl, endpoint: s.endpoint, header: s.header, listUrl: s.listUrl, model, snippets: snippetsFor(s, model) };
+          return {
+            id: kind.id,
+            label: kind.label,
+            spec: kind.spec,
+            note: kind.note,
+            alt: kind.alt,
+            style: kind.style,
+            baseUrl: s.baseUrl,
+            endpoint: s.endpoint,
+            header: s.header,
+            listUrl: s.listUrl,
+            model,
+            snippets: snippetsFor(s, model),
+          };
         }),
         protocols: PROTOCOLS,
       },
@@ -299,7 +405,12 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
     if (!path.startsWith('/console/api/')) {
       const asset = assets.get(path);
       if (!asset) sendJson(res, problem('path_unknown', 'no such console page: open /console/'), head);
-      else if (req.method !== 'GET' && !head) sendJson(res, problem('method_not_allowed', 'the console pages take GET', { headers: { allow: 'GET, HEAD' } }), false);
+      else if (req.method !== 'GET' && !head)
+        sendJson(
+          res,
+          problem('method_not_allowed', 'the console pages take GET', { headers: { allow: 'GET, HEAD' } }),
+          false,
+        );
       else send(res, 200, { 'content-type': asset.type }, asset.body, head);
       return true;
     }
@@ -317,7 +428,14 @@ export function createConsoleHandler(deps: ConsoleDeps): (req: IncomingMessage, 
     }
     sendJson(res, answer, head);
     // One line per API call: never the key, the body or the query; failed sign-ins as warnings.
-    const line = { api: API_NAMES.has(name) ? name : 'unknown', status: answer.status, reason: answer.reason ?? 'ok', keyId: answer.keyId, client, durUs: Math.round(Number(process.hrtime.bigint() - started) / 1000) };
+    const line = {
+      api: API_NAMES.has(name) ? name : 'unknown',
+      status: answer.status,
+      reason: answer.reason ?? 'ok',
+      keyId: answer.keyId,
+      client,
+      durUs: Math.round(Number(process.hrtime.bigint() - started) / 1000),
+    };
     if (answer.status >= 400) deps.logger.warn(line, 'console');
     else deps.logger.info(line, 'console');
     return true;

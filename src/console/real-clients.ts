@@ -29,29 +29,116 @@ const OPENAI_PY = 'openai (Python) 3.51.0';
 const ANTHROPIC_PY = 'anthropic (Python) 2.10.0';
 const GENAI_PY = 'google-genai (Python) 3.3.0';
 
-const gen = (prefix: string, methods: readonly string[]): string[] => methods.map((m) => `POST ${prefix}/v1beta/models/{model}:${m}`);
+const gen = (prefix: string, methods: readonly string[]): string[] =>
+  methods.map((m) => `POST ${prefix}/v1beta/models/{model}:${m}`);
 // google-genai's embed_content calls batchEmbedContents, even for one text.
 const GENAI_CALLS = ['generateContent', 'streamGenerateContent', 'countTokens', 'batchEmbedContents'];
 
 export const REAL_CLIENTS: readonly RealClient[] = [
-  { name: CODEX, kind: 'coding-agent', setup: 'config.toml provider block: `base_url = "{base_url}"`, `wire_api = "responses"`, `env_key`', sends: ['POST /responses'] },
-  { name: OPENAI_PY, kind: 'coding-agent', setup: '`OpenAI(base_url="{base_url}")`', sends: ['POST /responses', 'POST /chat/completions'] },
-  { name: 'aider 0.86.2 (litellm 1.81)', kind: 'chat-app', setup: '`OPENAI_API_BASE={base_url}/v1`, `--model openai/{model}`', sends: ['POST /v1/chat/completions'] },
-  { name: 'llm 0.36', kind: 'chat-app', setup: 'extra-openai-models.yaml: `api_base: {base_url}/v1`', sends: ['POST /v1/chat/completions'] },
-  { name: OPENAI_PY, kind: 'chat-sdk', setup: '`OpenAI(base_url="{base_url}/v1")`', sends: ['POST /v1/chat/completions', 'GET /v1/models'] },
-  { name: OPENAI_PY, kind: 'responses-sdk', setup: '`OpenAI(base_url="{base_url}/v1")`', sends: ['POST /v1/responses'] },
+  {
+    name: CODEX,
+    kind: 'coding-agent',
+    setup: 'config.toml provider block: `base_url = "{base_url}"`, `wire_api = "responses"`, `env_key`',
+    sends: ['POST /responses'],
+  },
+  {
+    name: OPENAI_PY,
+    kind: 'coding-agent',
+    setup: '`OpenAI(base_url="{base_url}")`',
+    sends: ['POST /responses', 'POST /chat/completions'],
+  },
+  {
+    name: 'aider 0.86.2 (litellm 1.81)',
+    kind: 'chat-app',
+    setup: '`OPENAI_API_BASE={base_url}/v1`, `--model openai/{model}`',
+    sends: ['POST /v1/chat/completions'],
+  },
+  {
+    name: 'llm 0.36',
+    kind: 'chat-app',
+    setup: 'extra-openai-models.yaml: `api_base: {base_url}/v1`',
+    sends: ['POST /v1/chat/completions'],
+  },
+  {
+    name: OPENAI_PY,
+    kind: 'chat-sdk',
+    setup: '`OpenAI(base_url="{base_url}/v1")`',
+    sends: ['POST /v1/chat/completions', 'GET /v1/models'],
+  },
+  {
+    name: OPENAI_PY,
+    kind: 'responses-sdk',
+    setup: '`OpenAI(base_url="{base_url}/v1")`',
+    sends: ['POST /v1/responses'],
+  },
   { name: OPENAI_PY, kind: 'embeddings', setup: '`OpenAI(base_url="{base_url}/v1")`', sends: ['POST /v1/embeddings'] },
-  { name: CLAUDE, kind: 'messages-client', setup: '`ANTHROPIC_BASE_URL={base_url}`, `ANTHROPIC_API_KEY`', sends: ['POST /v1/messages'] },
-  { name: ANTHROPIC_PY, kind: 'messages-client', setup: '`Anthropic(base_url="{base_url}")`', sends: ['POST /v1/messages', 'POST /v1/messages/count_tokens', 'GET /v1/models'] },
-  { name: GEMINI, kind: 'generative-cli', setup: '`GOOGLE_GEMINI_BASE_URL={base_url}`, `GEMINI_API_KEY`, settings.json `security.auth.selectedType: gemini-api-key`', sends: gen('', ['generateContent', 'streamGenerateContent']) },
-  { name: GENAI_PY, kind: 'generative-cli', setup: '`HttpOptions(base_url="{base_url}", api_version="v1beta")`', sends: [...gen('', GENAI_CALLS), 'GET /v1beta/models'] },
-  { name: GENAI_PY, kind: 'generative-http', setup: '`HttpOptions(base_url="{base_url}/v1beta", api_version="")`', sends: gen('', ['generateContent']) },
-  { name: CLAUDE, kind: 'alt-messages', setup: '`ANTHROPIC_BASE_URL={base_url}/alt`', sends: ['POST /alt/v1/messages'] },
-  { name: ANTHROPIC_PY, kind: 'alt-messages', setup: '`Anthropic(base_url="{base_url}/alt")`', sends: ['POST /alt/v1/messages', 'POST /alt/v1/messages/count_tokens', 'GET /alt/v1/models'] },
-  { name: GEMINI, kind: 'alt-generative-cli', setup: '`GOOGLE_GEMINI_BASE_URL={base_url}/alt`', sends: gen('/alt', ['streamGenerateContent']) },
-  { name: GENAI_PY, kind: 'alt-generative-cli', setup: '`HttpOptions(base_url="{base_url}/alt", api_version="v1beta")`', sends: [...gen('/alt', GENAI_CALLS), 'GET /alt/v1beta/models'] },
-  { name: OPENAI_PY, kind: 'alt-chat', setup: '`OpenAI(base_url="{base_url}/alt/v1")`', sends: ['POST /alt/v1/chat/completions', 'GET /alt/v1/models'] },
-  { name: GENAI_PY, kind: 'alt-generative-http', setup: '`HttpOptions(base_url="{base_url}/alt/v1beta", api_version="")`', sends: gen('/alt', ['generateContent']) },
+  {
+    name: CLAUDE,
+    kind: 'messages-client',
+    setup: '`ANTHROPIC_BASE_URL={base_url}`, `ANTHROPIC_API_KEY`',
+    sends: ['POST /v1/messages'],
+  },
+  {
+    name: ANTHROPIC_PY,
+    kind: 'messages-client',
+    setup: '`Anthropic(base_url="{base_url}")`',
+    sends: ['POST /v1/messages', 'POST /v1/messages/count_tokens', 'GET /v1/models'],
+  },
+  {
+    name: GEMINI,
+    kind: 'generative-cli',
+    setup:
+      '`GOOGLE_GEMINI_BASE_URL={base_url}`, `GEMINI_API_KEY`, settings.json `security.auth.selectedType: gemini-api-key`',
+    sends: gen('', ['generateContent', 'streamGenerateContent']),
+  },
+  {
+    name: GENAI_PY,
+    kind: 'generative-cli',
+    setup: '`HttpOptions(base_url="{base_url}", api_version="v1beta")`',
+    sends: [...gen('', GENAI_CALLS), 'GET /v1beta/models'],
+  },
+  {
+    name: GENAI_PY,
+    kind: 'generative-http',
+    setup: '`HttpOptions(base_url="{base_url}/v1beta", api_version="")`',
+    sends: gen('', ['generateContent']),
+  },
+  {
+    name: CLAUDE,
+    kind: 'alt-messages',
+    setup: '`ANTHROPIC_BASE_URL={base_url}/alt`',
+    sends: ['POST /alt/v1/messages'],
+  },
+  {
+    name: ANTHROPIC_PY,
+    kind: 'alt-messages',
+    setup: '`Anthropic(base_url="{base_url}/alt")`',
+    sends: ['POST /alt/v1/messages', 'POST /alt/v1/messages/count_tokens', 'GET /alt/v1/models'],
+  },
+  {
+    name: GEMINI,
+    kind: 'alt-generative-cli',
+    setup: '`GOOGLE_GEMINI_BASE_URL={base_url}/alt`',
+    sends: gen('/alt', ['streamGenerateContent']),
+  },
+  {
+    name: GENAI_PY,
+    kind: 'alt-generative-cli',
+    setup: '`HttpOptions(base_url="{base_url}/alt", api_version="v1beta")`',
+    sends: [...gen('/alt', GENAI_CALLS), 'GET /alt/v1beta/models'],
+  },
+  {
+    name: OPENAI_PY,
+    kind: 'alt-chat',
+    setup: '`OpenAI(base_url="{base_url}/alt/v1")`',
+    sends: ['POST /alt/v1/chat/completions', 'GET /alt/v1/models'],
+  },
+  {
+    name: GENAI_PY,
+    kind: 'alt-generative-http',
+    setup: '`HttpOptions(base_url="{base_url}/alt/v1beta", api_version="")`',
+    sends: gen('/alt', ['generateContent']),
+  },
 ];
 
 /** The rows of one client and kind. */
@@ -79,5 +166,9 @@ export function realClientsMarkdown(altPrefix: string): string {
     });
     return `| ${c.name} | \`${c.kind}\` (${label.get(c.kind) ?? '?'}) | ${c.setup} | ${routes.join('<br>')} |`;
   });
-  return ['| client | kind (Base URL table row) | configured as | sends → Envoy route (cluster) |', '|---|---|---|---|', ...rows].join('\n');
+  return [
+    '| client | kind (Base URL table row) | configured as | sends → Envoy route (cluster) |',
+    '|---|---|---|---|',
+    ...rows,
+  ].join('\n');
 }

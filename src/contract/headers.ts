@@ -35,7 +35,9 @@ export const HEADER = {
   request: 'x-modelgate-request',
 } as const;
 
-/** Budget alerts by webhook (server/budget-webhook.ts): headers of modelgate's own POSTs, never of a request it checks. */
+/**
+ * Budget alerts by webhook (server/budget-webhook.ts): headers of modelgate's own POSTs, never of a request it checks.
+ */
 export const WEBHOOK_HEADER = {
   /** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
   signature: 'x-modelgate-signature',
@@ -50,10 +52,17 @@ export const HEADER_PREFIX = 'x-modelgate-';
  * modelgate's own headers that no upstream gets, removed from every request an upstream route
  * forwards (envoy/render.ts upstreamHeadersToRemove): the console's key header, which modelgate
  * reads as a credential, the client address Envoy passes to the
- * console, the reason and hint of answers, and the request's identity for the meter. The identity headers (key id, group, model) are
+ * console, the reason and hint of answers, and the request's identity for the meter. The identity headers (key id,
+ * group, model) are
  * each Check's to set or remove (write-response.ts).
  */
-export const HEADERS_NEVER_UPSTREAM = [HEADER.consoleKey, HEADER.clientAddress, HEADER.reason, HEADER.hint, HEADER.request] as const;
+export const HEADERS_NEVER_UPSTREAM = [
+  HEADER.consoleKey,
+  HEADER.clientAddress,
+  HEADER.reason,
+  HEADER.hint,
+  HEADER.request,
+] as const;
 
 /**
  * Every header a Check reads: the pseudo-headers, the request ids, the client's agent and address
@@ -61,6 +70,24 @@ export const HEADERS_NEVER_UPSTREAM = [HEADER.consoleKey, HEADER.clientAddress, 
  * raise the meter's maximum, and the configured key headers. Envoy's ext_authz `allowed_headers`
  * lists them all but the partial-body flag, which Envoy adds itself (test/envoy/render.test.ts).
  */
-export function decisionHeaders(routes: { readonly bearerHeaders: readonly string[]; readonly vendorHeaders: readonly string[] }): string[] {
-  return [':path', ':method', 'x-request-id', HEADER.request, 'user-agent', 'x-forwarded-for', 'x-envoy-auth-partial-body', 'anthropic-version', 'anthropic-beta', 'x-goog-fieldmask', 'content-encoding', 'content-type', ...routes.bearerHeaders, ...routes.vendorHeaders];
+export function decisionHeaders(routes: {
+  readonly bearerHeaders: readonly string[];
+  readonly vendorHeaders: readonly string[];
+}): string[] {
+  return [
+    ':path',
+    ':method',
+    'x-request-id',
+    HEADER.request,
+    'user-agent',
+    'x-forwarded-for',
+    'x-envoy-auth-partial-body',
+    'anthropic-version',
+    'anthropic-beta',
+    'x-goog-fieldmask',
+    'content-encoding',
+    'content-type',
+    ...routes.bearerHeaders,
+    ...routes.vendorHeaders,
+  ];
 }

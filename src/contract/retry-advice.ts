@@ -32,10 +32,16 @@ export function retryable(status: number): boolean {
  * limit filters' `%RESP(X-RATELIMIT-RESET)%`: the refused window's own reset); ignored when the
  * status is not retryable.
  */
-export function retryHeaders(status: number, retryAfter: number | EnvoyFormatter = DEFAULT_RETRY_AFTER_SECONDS): Array<[string, string]> {
+export function retryHeaders(
+  status: number,
+  retryAfter: number | EnvoyFormatter = DEFAULT_RETRY_AFTER_SECONDS,
+): Array<[string, string]> {
   if (!retryable(status)) return [[SHOULD_RETRY_HEADER, 'false']];
   const wait = typeof retryAfter === 'number' ? String(Math.max(0, Math.ceil(retryAfter))) : retryAfter;
-  return [[SHOULD_RETRY_HEADER, 'true'], ['retry-after', wait]];
+  return [
+    [SHOULD_RETRY_HEADER, 'true'],
+    ['retry-after', wait],
+  ];
 }
 
 /** An Envoy substitution format string (`%RESP(...)%`, `%DYNAMIC_METADATA(...)%`). */

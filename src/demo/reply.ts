@@ -15,7 +15,8 @@ export type DemoContent =
   | { readonly kind: 'text'; readonly text: string }
   | { readonly kind: 'tool'; readonly name: string; readonly args: Json };
 
-const obj = (v: unknown): Json | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : undefined);
+const obj = (v: unknown): Json | undefined =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : undefined;
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 /**
@@ -28,7 +29,8 @@ export function sampleFromSchema(schema: unknown, text: string, depth = 0): unkn
   if (!s || depth > 8) return depth > 8 ? null : text;
   if ('const' in s) return s.const;
   if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0];
-  for (const k of ['anyOf', 'oneOf', 'allOf']) if (Array.isArray(s[k]) && s[k].length > 0) return sampleFromSchema(s[k][0], text, depth + 1);
+  for (const k of ['anyOf', 'oneOf', 'allOf'])
+    if (Array.isArray(s[k]) && s[k].length > 0) return sampleFromSchema(s[k][0], text, depth + 1);
   let type = s.type;
   if (Array.isArray(type)) type = type.find((t) => t !== 'null') ?? 'null';
   switch (String(type ?? (s.properties ? 'object' : s.items ? 'array' : 'string')).toLowerCase()) {
@@ -37,12 +39,20 @@ export function sampleFromSchema(schema: unknown, text: string, depth = 0): unkn
       for (const [k, v] of Object.entries(obj(s.properties) ?? {})) out[k] = sampleFromSchema(v, text, depth + 1);
       return out;
     }
-    case 'array': return [sampleFromSchema(s.items, text, depth + 1)];
-    case 'integer': return Math.ceil(typeof s.minimum === 'number' ? s.minimum : typeof s.exclusiveMinimum === 'number' ? s.exclusiveMinimum + 1 : 1);
-    case 'number': return typeof s.minimum === 'number' ? s.minimum : 1;
-    case 'boolean': return true;
-    case 'null': return null;
-    default: return text;
+    case 'array':
+      return [sampleFromSchema(s.items, text, depth + 1)];
+    case 'integer':
+      return Math.ceil(
+        typeof s.minimum === 'number' ? s.minimum : typeof s.exclusiveMinimum === 'number' ? s.exclusiveMinimum + 1 : 1,
+      );
+    case 'number':
+      return typeof s.minimum === 'number' ? s.minimum : 1;
+    case 'boolean':
+      return true;
+    case 'null':
+      return null;
+    default:
+      return text;
   }
 }
 
@@ -57,7 +67,8 @@ function jsonMode(body: Json): { schema: unknown } | undefined {
   const af = obj(body.output_format) ?? obj(obj(body.output_config)?.format);
   if (af?.type === 'json_schema') return { schema: af.schema ?? {} };
   const gc = obj(body.generationConfig);
-  if (gc && String(gc.responseMimeType ?? '').startsWith('application/json')) return { schema: gc.responseJsonSchema ?? gc.responseSchema ?? {} };
+  if (gc && String(gc.responseMimeType ?? '').startsWith('application/json'))
+    return { schema: gc.responseJsonSchema ?? gc.responseSchema ?? {} };
   return undefined;
 }
 
@@ -68,9 +79,11 @@ function tools(body: Json): Array<[string, unknown]> {
     const tool = obj(t);
     if (!tool) continue;
     const fn = obj(tool.function);
-    if (fn && typeof fn.name === 'string') out.push([fn.name, fn.parameters]); // chat completions
+    if (fn && typeof fn.name === 'string')
+      out.push([fn.name, fn.parameters]); // chat completions
     else if (typeof tool.name === 'string') out.push([tool.name, tool.parameters ?? tool.input_schema]); // responses, messages
-    for (const d of arr(tool.functionDeclarations)) { // generative
+    for (const d of arr(tool.functionDeclarations)) {
+      // generative
       const decl = obj(d);
       if (decl && typeof decl.name === 'string') out.push([decl.name, decl.parametersJsonSchema ?? decl.parameters]);
     }
@@ -85,7 +98,8 @@ function forcedTool(body: Json): string | undefined {
   const tc = body.tool_choice;
   const tco = obj(tc);
   if (tc === 'required' || tco?.type === 'any') return offered[0][0];
-  if (tco?.type === 'function') return (obj(tco.function)?.name as string | undefined) ?? (tco.name as string | undefined);
+  if (tco?.type === 'function')
+    return (obj(tco.function)?.name as string | undefined) ?? (tco.name as string | undefined);
   if (tco?.type === 'tool' && typeof tco.name === 'string') return tco.name;
   const fcc = obj(obj(body.toolConfig)?.functionCallingConfig);
   if (fcc && String(fcc.mode).toUpperCase() === 'ANY') {
@@ -99,7 +113,8 @@ function forcedTool(body: Json): string | undefined {
 function lastTurnIsToolResult(body: Json): boolean {
   const last = obj(arr(body.messages).at(-1)) ?? obj(arr(body.input).at(-1)) ?? obj(arr(body.contents).at(-1));
   if (!last) return false;
-  if (last.role === 'tool' || last.type === 'function_call_output' || last.type === 'custom_tool_call_output') return true;
+  if (last.role === 'tool' || last.type === 'function_call_output' || last.type === 'custom_tool_call_output')
+    return true;
   const parts = [...arr(last.content), ...arr(last.parts)].map(obj);
   return parts.some((p) => p?.type === 'tool_result' || (p !== undefined && 'functionResponse' in p));
 }

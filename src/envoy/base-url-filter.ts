@@ -41,7 +41,12 @@ export function baseUrlFilter(): Obj {
 
 /** What turns it on, on a route. */
 export function baseUrlPerRoute(): Obj {
-  return { [BASE_URL_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute', name: 'base_url' } };
+  return {
+    [BASE_URL_FILTER]: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute',
+      name: 'base_url',
+    },
+  };
 }
 
 const BASE_URL_LUA = `local PLACEHOLDER = "${BASE_URL_PLACEHOLDER}"

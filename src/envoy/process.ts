@@ -57,11 +57,14 @@ export async function startEnvoy(opts: EnvoyStartOptions): Promise<EnvoyProcess>
   // The bundle can hold the gRPC secret: only this user reads it (the folder is 0700 already).
   writeFileSync(configFile, opts.config, { mode: 0o600 });
   const args = [
-    '-c', configFile,
+    '-c',
+    configFile,
     // Several Envoys on one machine (parallel test files, a demo beside a test run): no shared memory.
     '--disable-hot-restart',
-    '--admin-address-path', adminFile,
-    '-l', opts.logLevel ?? 'warn',
+    '--admin-address-path',
+    adminFile,
+    '-l',
+    opts.logLevel ?? 'warn',
     ...(opts.concurrency ? ['--concurrency', String(opts.concurrency)] : []),
     ...(opts.extraArgs ?? []),
   ];
@@ -93,19 +96,48 @@ export async function startEnvoy(opts: EnvoyStartOptions): Promise<EnvoyProcess>
       try {
         const a = readFileSync(adminFile, 'utf8').trim();
         if (a) admin = `http://${a}`;
-      } catch { /* not written yet */ }
+      } catch {
+        /* not written yet */
+      }
     }
     if (admin && (await getText(`${admin}/ready`))?.trim() === 'LIVE') {
-      const listeners = JSON.parse((await getText(`${admin}/listeners?format=json`)) ?? '{}') as { listener_statuses?: Array<{ local_address?: { socket_address?: { address: string; port_value: number } } }> };
+      const listeners = JSON.parse((await getText(`${admin}/listeners?format=json`)) ?? '{}') as {
+        listener_statuses?: Array<{ local_address?: { socket_address?: { address: string; port_value: number } } }>;
+      };
       const sa = listeners.listener_statuses?.[0]?.local_address?.socket_address;
       if (sa) {
-        const host = sa.address === '0.0.0.0' ? '127.0.0.1' : sa.address === '::' ? '[::1]' : sa.address.includes(':') ? `[${sa.address}]` : sa.address;
-        return { pid: child.pid!, listenerUrl: `http://${host}:${sa.port_value}`, adminUrl: admin, process: child, exited, stop };
+        const host =
+          sa.address === '0.0.0.0'
+            ? '127.0.0.1'
+            : sa.address === '::'
+              ? '[::1]'
+              : sa.address.includes(':')
+                ? `[${sa.address}]`
+                : sa.address;
+        return {
+          pid: child.pid!,
+          listenerUrl: `http://${host}:${sa.port_value}`,
+          adminUrl: admin,
+          process: child,
+          exited,
+          stop,
+        };
       }
     }
     await sleep(50);
   }
   await stop(1000);
-  const last = stderrTail.trim().split('\n').filter((l) => /critical|error/i.test(l)).pop() ?? stderrTail.trim().split('\n').pop() ?? '';
-  throw new Error(gone ? `Envoy exited at start: ${last.replace(/^\[[^\]]*\]\[\d+\]\[\w+\]\[\w+\] \[[^\]]*\] /, '')}` : `Envoy was not ready within ${opts.readyTimeoutMs ?? 30_000} ms`);
+  const last =
+    stderrTail
+      .trim()
+      .split('\n')
+      .filter((l) => /critical|error/i.test(l))
+      .pop() ??
+    stderrTail.trim().split('\n').pop() ??
+    '';
+  throw new Error(
+    gone
+      ? `Envoy exited at start: ${last.replace(/^\[[^\]]*\]\[\d+\]\[\w+\]\[\w+\] \[[^\]]*\] /, '')}`
+      : `Envoy was not ready within ${opts.readyTimeoutMs ?? 30_000} ms`,
+  );
 }

@@ -1,6 +1,7 @@
 /**
  * Loads Envoy's ext_authz v3 service definition from the pinned Envoy's own API protos
- * (proto/envoy-api/, vendored from that binary by proto/envoy-api.js) once per process. Only this file knows about proto loading (server/grpc-server.ts serves what it loads).
+ * (proto/envoy-api/, vendored from that binary by proto/envoy-api.js) once per process. Only this file knows about
+ * proto loading (server/grpc-server.ts serves what it loads).
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -8,7 +9,6 @@ import { LOADER_OPTIONS } from '../../proto/include-dirs.js';
 import type { ProtoGrpcType } from '../../proto/types/external_auth';
 import type { CheckRequest, CheckRequest__Output } from '../../proto/types/envoy/service/auth/v3/CheckRequest';
 import type { CheckResponse, CheckResponse__Output } from '../../proto/types/envoy/service/auth/v3/CheckResponse';
-
 
 export type { CheckRequest, CheckRequest__Output, CheckResponse, CheckResponse__Output };
 

@@ -20,14 +20,24 @@ export function grpcServiceMetadata(secret: string | undefined): Obj {
 
 /** The gRPC health check's initial_metadata (HeaderValueOption), or nothing without a secret. */
 export function healthCheckMetadata(secret: string | undefined): Obj {
-  return secret === undefined ? {} : { initial_metadata: [{ header: { key: GRPC_SECRET_HEADER, value: `Bearer ${secret}` }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }] };
+  return secret === undefined
+    ? {}
+    : {
+        initial_metadata: [
+          {
+            header: { key: GRPC_SECRET_HEADER, value: `Bearer ${secret}` },
+            append_action: 'OVERWRITE_IF_EXISTS_OR_ADD',
+          },
+        ],
+      };
 }
 
 /** The transport socket of a cluster to modelgate's gRPC port, or nothing when it is plaintext. */
 export function authzTransportSocket(tls: AuthzTls | null): Obj {
   if (tls === null) return {};
   const validation: Obj = { trusted_ca: { filename: tls.caFile } };
-  if (tls.serverName !== null) validation.match_typed_subject_alt_names = [{ san_type: 'DNS', matcher: { exact: tls.serverName } }];
+  if (tls.serverName !== null)
+    validation.match_typed_subject_alt_names = [{ san_type: 'DNS', matcher: { exact: tls.serverName } }];
   return {
     transport_socket: {
       name: 'envoy.transport_sockets.tls',

@@ -89,7 +89,10 @@ export function rateLimitFilters(input: RateLimitRenderInput): Obj[] {
       timeout: `${r.timeoutMs / 1000}s`,
       failure_mode_deny: r.failureMode === 'deny',
       status_on_error: { code: 'ServiceUnavailable' },
-      rate_limit_service: { transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: CLUSTER.ratelimit }, ...grpcServiceMetadata(input.grpcSecret) } },
+      rate_limit_service: {
+        transport_api_version: 'V3',
+        grpc_service: { envoy_grpc: { cluster_name: CLUSTER.ratelimit }, ...grpcServiceMetadata(input.grpcSecret) },
+      },
       ...(kind === 'requests' ? { enable_x_ratelimit_headers: 'DRAFT_VERSION_03' } : {}),
       disable_x_envoy_ratelimited_header: true,
       rate_limited_as_resource_exhausted: true,
@@ -104,7 +107,9 @@ export function rateLimitFilters(input: RateLimitRenderInput): Obj[] {
 /** One RateLimit entry per slot: its descriptor when the Check put the slot in the metadata. */
 function slotPolicy(slot: (typeof SLOTS)[LimitKind][number]): Obj {
   const path = (...keys: string[]): Obj[] => [METADATA_FIELD, slot, ...keys].map((key) => ({ key }));
-  const fromMetadata = (entry: string): Obj => ({ metadata: { descriptor_key: entry, metadata_key: { key: EXT_AUTHZ_FILTER, path: path(entry) } } });
+  const fromMetadata = (entry: string): Obj => ({
+    metadata: { descriptor_key: entry, metadata_key: { key: EXT_AUTHZ_FILTER, path: path(entry) } },
+  });
   return {
     actions: [
       { generic_key: { descriptor_key: ENTRY.limit, descriptor_value: slot } },
@@ -124,7 +129,11 @@ function slotPolicy(slot: (typeof SLOTS)[LimitKind][number]): Obj {
  */
 export function rateLimitPerRoute(): Obj {
   const out: Obj = {};
-  for (const kind of KINDS) out[RATE_LIMIT_FILTER[kind]] = { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute', vh_rate_limits: 'OVERRIDE' };
+  for (const kind of KINDS)
+    out[RATE_LIMIT_FILTER[kind]] = {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute',
+      vh_rate_limits: 'OVERRIDE',
+    };
   return out;
 }
 
@@ -135,10 +144,18 @@ export function rateLimitPerRoute(): Obj {
  * formatted, so a model name in the hint is escaped); the service failing with failureMode deny
  * (flag RLSE) is 503 rate_limit_unavailable.
  */
-export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai' | 'anthropic' | 'gemini', Obj | undefined]>, ours: Obj): Obj[] {
-  const status = (code: number): Obj => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } } } });
+export function rateLimitReplyMappers(
+  families: ReadonlyArray<readonly ['openai' | 'anthropic' | 'gemini', Obj | undefined]>,
+  ours: Obj,
+): Obj[] {
+  const status = (code: number): Obj => ({
+    status_code_filter: {
+      comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } },
+    },
+  });
   const sent = (name: string): EnvoyFormatter => `%RESP(${name.toUpperCase()})%`;
-  // A refusal's body as every denial's (contract/error-body.ts), its reason, hint and retry delay the headers the filter set.
+  // A refusal's body as every denial's (contract/error-body.ts), its reason, hint and retry delay the headers the
+  // filter set.
   const refusalBody = (family: 'openai' | 'anthropic' | 'gemini'): Obj =>
     JSON.parse(errorBody(family, 429, sent(HEADER.reason), sent(HEADER.hint), '%RESP(RETRY-AFTER)%')) as Obj;
   // The service failing: an answer like every other denial (contract/error-body.ts), no '%' in it.
@@ -148,16 +165,35 @@ export function rateLimitReplyMappers(families: ReadonlyArray<readonly ['openai'
   const out: Obj[] = [];
   for (const [family, filter] of families) {
     out.push({
-      filter: { and_filter: { filters: [ours, status(429), { response_flag_filter: { flags: ['RL'] } }, ...(filter ? [filter] : [])] } },
+      filter: {
+        and_filter: {
+          filters: [ours, status(429), { response_flag_filter: { flags: ['RL'] } }, ...(filter ? [filter] : [])],
+        },
+      },
       body_format_override: { json_format: refusalBody(family), content_type: 'application/json' },
     });
   }
   for (const [family, filter] of families) {
     out.push({
-      filter: { and_filter: { filters: [ours, status(unavailableStatus), { response_flag_filter: { flags: ['RLSE'] } }, ...(filter ? [filter] : [])] } },
-      headers_to_add: [header(HEADER.reason, unavailableReason), header(HEADER.hint, unavailableHint),
-        ...retryHeaders(unavailableStatus).map(([key, value]) => header(key, value))],
-      body_format_override: { json_format: JSON.parse(errorBody(family, unavailableStatus, unavailableReason, unavailableHint)) as Obj, content_type: 'application/json' },
+      filter: {
+        and_filter: {
+          filters: [
+            ours,
+            status(unavailableStatus),
+            { response_flag_filter: { flags: ['RLSE'] } },
+            ...(filter ? [filter] : []),
+          ],
+        },
+      },
+      headers_to_add: [
+        header(HEADER.reason, unavailableReason),
+        header(HEADER.hint, unavailableHint),
+        ...retryHeaders(unavailableStatus).map(([key, value]) => header(key, value)),
+      ],
+      body_format_override: {
+        json_format: JSON.parse(errorBody(family, unavailableStatus, unavailableReason, unavailableHint)) as Obj,
+        content_type: 'application/json',
+      },
     });
   }
   return out;

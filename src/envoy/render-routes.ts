@@ -58,7 +58,10 @@ export interface RouteTableInput {
   readonly headersToRemove?: (family: UpstreamFamily) => readonly string[];
   /** Request headers each upstream route sets (the meter's accept-encoding). */
   readonly upstreamRequestHeaders?: Readonly<Record<string, string>>;
-  /** The cluster of each upstream (default UPSTREAM_CLUSTER; `modelgate adopt`: the team's, gateway.upstreams.<name>.cluster). */
+  /**
+   * The cluster of each upstream (default UPSTREAM_CLUSTER; `modelgate adopt`: the team's,
+   * gateway.upstreams.<name>.cluster).
+   */
   readonly clusterOf?: (family: UpstreamFamily) => string;
   /**
    * `modelgate adopt`: only the endpoints (to the upstreams and the model lists) of these
@@ -72,13 +75,23 @@ export interface RouteTableInput {
 export const ADOPT_ROUTE_PREFIX = 'modelgate.';
 
 /** A header Envoy sets, replacing one the request or answer carries. */
-export const header = (key: string, value: string): Obj => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' });
+export const header = (key: string, value: string): Obj => ({
+  header: { key, value },
+  append_action: 'OVERWRITE_IF_EXISTS_OR_ADD',
+});
 const method = (m: 'GET' | 'POST'): Obj => ({ name: ':method', string_match: { exact: m } });
-const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/-]/g, (c) => (c === '/' || c === '-' ? c : `\\${c}`));
+const escapeRe = (s: string): string =>
+  s.replace(/[.*+?^${}()|[\]\\/-]/g, (c) => (c === '/' || c === '-' ? c : `\\${c}`));
 
-/** The cluster of each upstream (an endpoint's: config/load.ts upstreamOf its style, at the root or under the alternate prefix). */
+/**
+ * The cluster of each upstream (an endpoint's: config/load.ts upstreamOf its style, at the root or under the alternate
+ * prefix).
+ */
 export const UPSTREAM_CLUSTER: Readonly<Record<UpstreamFamily, string>> = {
-  chat: CLUSTER.chat, messages: CLUSTER.messages, generative: CLUSTER.generative, alt: CLUSTER.alt,
+  chat: CLUSTER.chat,
+  messages: CLUSTER.messages,
+  generative: CLUSTER.generative,
+  alt: CLUSTER.alt,
 };
 
 /**
@@ -88,7 +101,11 @@ export const UPSTREAM_CLUSTER: Readonly<Record<UpstreamFamily, string>> = {
 function oneOf(words: readonly string[]): string {
   if (words.length === 1) return words[0];
   let n = 0;
-  while (n < Math.min(...words.map((w) => w.length)) && words.every((w) => w[w.length - 1 - n] === words[0][words[0].length - 1 - n])) n++;
+  while (
+    n < Math.min(...words.map((w) => w.length)) &&
+    words.every((w) => w[w.length - 1 - n] === words[0][words[0].length - 1 - n])
+  )
+    n++;
   if (n < 2) return `(?:${words.join('|')})`;
   const heads = words.map((w) => w.slice(0, w.length - n)).sort((a, b) => b.length - a.length);
   return `(?:${heads.join('|')})${words[0].slice(words[0].length - n)}`;
@@ -110,14 +127,22 @@ function pathsRegex(paths: readonly string[]): string {
   return `${escapeRe(paths[0].slice(0, n))}(?:${some.join('|')})${some.length < rests.length ? '?' : ''}`;
 }
 
-/** The regex of an endpoint with a model in its path: a model is one segment; it may hold ":" ("llama3:8b"), and the method follows the last one. */
+/**
+ * The regex of an endpoint with a model in its path: a model is one segment; it may hold ":" ("llama3:8b"), and the
+ * method follows the last one.
+ */
 function modelPathRegex(e: Endpoint): string {
   const [before, after] = e.path.split(MODEL).map(escapeRe);
   return e.modelMethods ? `${before}[^/]+${after}:${oneOf(e.modelMethods)}` : `${before}[^/:]+${after}`;
 }
 
-/** The generative methods of the table, as the groups its endpoints hold (the local replies' Gemini paths use them too, render.ts). */
-export const GENERATIVE_METHOD_REGEXES: readonly string[] = ENDPOINTS.filter((e) => e.modelMethods).map((e) => `:${oneOf(e.modelMethods!)}`);
+/**
+ * The generative methods of the table, as the groups its endpoints hold (the local replies' Gemini paths use them too,
+ * render.ts).
+ */
+export const GENERATIVE_METHOD_REGEXES: readonly string[] = ENDPOINTS.filter((e) => e.modelMethods).map(
+  (e) => `:${oneOf(e.modelMethods!)}`,
+);
 
 /** Builds the whole route list. */
 export function renderRoutes(input: RouteTableInput): Obj[] {
@@ -130,7 +155,9 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const idle = `${input.upstreamIdleTimeoutSeconds ?? 300}s`;
   const to = (cluster: string): Obj => ({ cluster, timeout: '0s', idle_timeout: idle, auto_host_rewrite: true });
   const toHttp: Obj = { cluster: CLUSTER.http, timeout: '15s' };
-  const upstreamHeadersToAdd = input.upstreamRequestHeaders ? Object.entries(input.upstreamRequestHeaders).map(([k, v]) => header(k, v)) : undefined;
+  const upstreamHeadersToAdd = input.upstreamRequestHeaders
+    ? Object.entries(input.upstreamRequestHeaders).map(([k, v]) => header(k, v))
+    : undefined;
   /**
    * An endpoint's route: to its upstream (the path rewritten to the provider's when the endpoint
    * names one), removing the request headers that upstream must not get (its own credential header
@@ -139,7 +166,12 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
    */
   const endpoint = (name: string, match: Obj, e: Endpoint, underAlt: boolean): Obj => {
     if (e.style === 'models') {
-      return { name, match: { ...match, headers: [method(e.method)] }, route: toHttp, ...perFilter(input.perRoute.models) };
+      return {
+        name,
+        match: { ...match, headers: [method(e.method)] },
+        route: toHttp,
+        ...perFilter(input.perRoute.models),
+      };
     }
     const goesTo = upstreamOf(e.style, underAlt);
     // prefix_rewrite of an exact path: the whole path (the query stays).
@@ -157,10 +189,21 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     };
   };
   /** A direct response with the reason, the hint and the body in the client's error shape. */
-  const direct = (name: string, match: Obj, reason: 'path_repeated' | 'prefix_wrong' | 'path_unknown' | 'method_not_allowed', hintText: string, family: Family, allow?: 'GET' | 'POST'): Obj => {
+  const direct = (
+    name: string,
+    match: Obj,
+    reason: 'path_repeated' | 'prefix_wrong' | 'path_unknown' | 'method_not_allowed',
+    hintText: string,
+    family: Family,
+    allow?: 'GET' | 'POST',
+  ): Obj => {
     const hint = base(hintText);
     const status = statusOf(reason);
-    const headers = [header('content-type', 'application/json'), header(HEADER.reason, reason), header(HEADER.hint, hint)];
+    const headers = [
+      header('content-type', 'application/json'),
+      header(HEADER.reason, reason),
+      header(HEADER.hint, hint),
+    ];
     if (allow) headers.push(header('allow', allow));
     for (const [k, v] of retryHeaders(status)) headers.push(header(k, v));
     return {
@@ -179,10 +222,17 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const lists = ENDPOINTS.filter((e) => e.style === 'models' && !hasModel(e));
   const models = ENDPOINTS.filter((e) => e.style === 'models' && hasModel(e));
   /** An endpoint's route at the root, or its twin under the alternate prefix. */
-  const at = (underAlt: boolean) => (e: Endpoint): Obj => {
-    const prefix = underAlt ? alt : '';
-    return endpoint(`${underAlt ? 'alt_' : ''}${e.name}`, hasModel(e) ? re(`${escapeRe(prefix)}${modelPathRegex(e)}`) : { path: `${prefix}${e.path}` }, e, underAlt);
-  };
+  const at =
+    (underAlt: boolean) =>
+    (e: Endpoint): Obj => {
+      const prefix = underAlt ? alt : '';
+      return endpoint(
+        `${underAlt ? 'alt_' : ''}${e.name}`,
+        hasModel(e) ? re(`${escapeRe(prefix)}${modelPathRegex(e)}`) : { path: `${prefix}${e.path}` },
+        e,
+        underAlt,
+      );
+    };
   const generative = ENDPOINTS.filter((e) => e.modelMethods);
   // The fixed POST endpoints by family and place (under /v1/ or at the root: the coding agents'),
   // each group one 405 route (one alternation would be over RE2's program size).
@@ -209,25 +259,39 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
   const v1 = fixed.filter((e) => e.path.startsWith('/v1/')).map((e) => e.path.slice(4));
   const v1Segments = [...new Set(v1.map((p) => p.split('/')[0]))];
   /** Paths under /v1/ that no other one extends, as one regex term. */
-  const v1Shortest = (paths: readonly string[]): string => oneOf(paths.filter((p) => !paths.some((q) => q !== p && p.startsWith(`${q}/`))));
-  const v1Post = v1Shortest(fixed.filter((e) => e.method === 'POST' && e.path.startsWith('/v1/')).map((e) => e.path.slice(4)));
-  const v1Of = (f: Family): string => v1Shortest(fixed.filter((e) => e.path.startsWith('/v1/') && family(e) === f).map((e) => e.path.slice(4)));
+  const v1Shortest = (paths: readonly string[]): string =>
+    oneOf(paths.filter((p) => !paths.some((q) => q !== p && p.startsWith(`${q}/`))));
+  const v1Post = v1Shortest(
+    fixed.filter((e) => e.method === 'POST' && e.path.startsWith('/v1/')).map((e) => e.path.slice(4)),
+  );
+  const v1Of = (f: Family): string =>
+    v1Shortest(fixed.filter((e) => e.path.startsWith('/v1/') && family(e) === f).map((e) => e.path.slice(4)));
   const allGenerativeMethods = `:(?:${generative.map((e) => alternatives(e.modelMethods!)).join('|')})`;
   const H = HINTS;
 
   if (input.adopt) {
     const { upstreams, modelLists } = input.adopt;
-    const wanted = (underAlt: boolean) => (e: Endpoint): boolean => e.style !== 'models' && upstreams.has(upstreamOf(e.style, underAlt));
+    const wanted =
+      (underAlt: boolean) =>
+      (e: Endpoint): boolean =>
+        e.style !== 'models' && upstreams.has(upstreamOf(e.style, underAlt));
     const named = (r: Obj): Obj => ({ ...r, name: `${ADOPT_ROUTE_PREFIX}${String(r.name)}` });
     return [
       ...upstream.filter(wanted(false)).map(at(false)),
       ...(upstreams.has('alt') ? upstream.map(at(true)) : []),
-      ...(modelLists ? [...lists.map(at(false)), ...(upstreams.has('alt') ? lists.map(at(true)) : []), ...models.map((e) => endpoint(e.name, re(`${A}${modelPathRegex(e)}`), e, false))] : []),
+      ...(modelLists
+        ? [
+            ...lists.map(at(false)),
+            ...(upstreams.has('alt') ? lists.map(at(true)) : []),
+            ...models.map((e) => endpoint(e.name, re(`${A}${modelPathRegex(e)}`), e, false)),
+          ]
+        : []),
     ].map(named);
   }
 
   const routes: Obj[] = [
-    // ---- (1) Endpoints (docs/spec.md §4.2), ext_authz on. No overall timeout (streamed answers); idle gateway.upstreamIdleTimeoutSeconds.
+    // ---- (1) Endpoints (docs/spec.md §4.2), ext_authz on. No overall timeout (streamed answers); idle
+    // gateway.upstreamIdleTimeoutSeconds.
     ...upstream.map(at(false)),
     ...upstream.map(at(true)),
     // Model lists: answered by modelgate's HTTP listener after ext_authz checked the key.
@@ -240,45 +304,136 @@ export function renderRoutes(input: RouteTableInput): Obj[] {
     // connection's peer, or with gateway.trustedProxyHops the x-forwarded-for hop that many from the
     // right), passed in a header of modelgate's own that a client's copy cannot override.
     {
-      name: 'console', match: { path_separated_prefix: '/console' }, route: toHttp,
+      name: 'console',
+      match: { path_separated_prefix: '/console' },
+      route: toHttp,
       request_headers_to_add: [header(HEADER.clientAddress, '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%')],
     },
 
     // ---- (2) A known path with the wrong method: 405 with allow. The fixed paths by family and
     // place (under /v1/ or at the root), then each path with a model.
-    ...postGroups.map((group) => direct(`method_post_only${commonName(group)}`, re(`${A}${pathsRegex(group.map((e) => e.path))}`), 'method_not_allowed', H.method_not_allowed.endpoint, family(group[0]), 'POST')),
-    ...byModel.filter((e) => e.method === 'POST').map((e) => direct(`method_post_only_${e.name}`, re(`${A}${modelPathRegex(e)}`), 'method_not_allowed', H.method_not_allowed.endpoint, family(e), 'POST')),
-    ...lists.map((e) => direct(`method_get_only_${e.name}`, re(`${A}${escapeRe(e.path)}`), 'method_not_allowed', H.method_not_allowed.modelList, family(e), 'GET')),
+    ...postGroups.map((group) =>
+      direct(
+        `method_post_only${commonName(group)}`,
+        re(`${A}${pathsRegex(group.map((e) => e.path))}`),
+        'method_not_allowed',
+        H.method_not_allowed.endpoint,
+        family(group[0]),
+        'POST',
+      ),
+    ),
+    ...byModel
+      .filter((e) => e.method === 'POST')
+      .map((e) =>
+        direct(
+          `method_post_only_${e.name}`,
+          re(`${A}${modelPathRegex(e)}`),
+          'method_not_allowed',
+          H.method_not_allowed.endpoint,
+          family(e),
+          'POST',
+        ),
+      ),
+    ...lists.map((e) =>
+      direct(
+        `method_get_only_${e.name}`,
+        re(`${A}${escapeRe(e.path)}`),
+        'method_not_allowed',
+        H.method_not_allowed.modelList,
+        family(e),
+        'GET',
+      ),
+    ),
 
-    // ---- (3) 404 path_repeated and prefix_wrong: a Base URL wrong in a way we can name (docs/spec.md §4.1 rules 1, 2, 4; §7).
+    // ---- (3) 404 path_repeated and prefix_wrong: a Base URL wrong in a way we can name (docs/spec.md §4.1 rules 1, 2,
+    // 4; §7).
     direct('repeated_v1beta', re(`${A}/v1beta/v1beta(?:/.*)?`), 'path_repeated', H.path_repeated.v1beta(alt), 'gemini'),
-    direct('repeated_generative_models', re(`${A}/v1beta/models/(?:v1beta/)?models(?:/.*)?`), 'path_repeated', H.path_repeated.generativeModels, 'gemini'),
+    direct(
+      'repeated_generative_models',
+      re(`${A}/v1beta/models/(?:v1beta/)?models(?:/.*)?`),
+      'path_repeated',
+      H.path_repeated.generativeModels,
+      'gemini',
+    ),
     // A generative call under /v1: a client that adds the API version itself, set to (or defaulting
     // to) v1. @google/genai 3.x defaults to v1; the spec's generative protocol is /v1beta (docs/spec.md §9).
-    ...generative.map((e) => direct(`wrong_version_${e.name}`, re(`${A}/v1/models/[^/]+:${oneOf(e.modelMethods!)}`), 'prefix_wrong', H.prefix_wrong.generativeUnderV1(alt), 'gemini')),
-    // A generative :method anywhere but right after /v1beta/models/{model}: "/models/x:generateContent" = a Base URL without /v1beta.
-    ...generative.map((e) => direct(`wrong_prefix_${e.name}`, re(`.*/models/[^/]+:${oneOf(e.modelMethods!)}`), 'prefix_wrong', H.prefix_wrong.generativeElsewhere, 'gemini')),
+    ...generative.map((e) =>
+      direct(
+        `wrong_version_${e.name}`,
+        re(`${A}/v1/models/[^/]+:${oneOf(e.modelMethods!)}`),
+        'prefix_wrong',
+        H.prefix_wrong.generativeUnderV1(alt),
+        'gemini',
+      ),
+    ),
+    // A generative :method anywhere but right after /v1beta/models/{model}: "/models/x:generateContent" = a Base URL
+    // without /v1beta.
+    ...generative.map((e) =>
+      direct(
+        `wrong_prefix_${e.name}`,
+        re(`.*/models/[^/]+:${oneOf(e.modelMethods!)}`),
+        'prefix_wrong',
+        H.prefix_wrong.generativeElsewhere,
+        'gemini',
+      ),
+    ),
     direct('repeated_v1', re(`${A}/v1/v1(?:/.*)?`), 'path_repeated', H.path_repeated.v1, 'openai'),
-    direct('repeated_alt', { path_separated_prefix: `${alt}${alt}` }, 'path_repeated', H.path_repeated.alt(alt), 'openai'),
+    direct(
+      'repeated_alt',
+      { path_separated_prefix: `${alt}${alt}` },
+      'path_repeated',
+      H.path_repeated.alt(alt),
+      'openai',
+    ),
     // An endpoint path followed by another: the Base URL holds a full endpoint path (rule 1). After
     // /v1/models/ a bare "chat" is left alone: it could be a model id.
     ...[
       ['repeated_endpoint_chat', `${A}/v1/chat/completions/(?:v1/)?${oneOf(v1Segments)}(?:/.*)?`],
       ['repeated_endpoint_responses', `${A}/v1/(?:responses|embeddings)/(?:v1/)?${oneOf(v1Segments)}(?:/.*)?`],
-      ['repeated_endpoint_messages', `${A}/v1/(?:messages|models)/(?:v1/)?(?:chat/|${oneOf(v1Segments.filter((x) => x !== 'chat'))}(?:/|$)).*`],
+      [
+        'repeated_endpoint_messages',
+        `${A}/v1/(?:messages|models)/(?:v1/)?(?:chat/|${oneOf(v1Segments.filter((x) => x !== 'chat'))}(?:/|$)).*`,
+      ],
     ].map(([name, regex]) => direct(name, re(regex), 'path_repeated', H.path_repeated.endpoint, 'openai')),
     direct('wrong_prefix_v1beta_v1', re(`${A}/v1beta/v1(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.v1betaV1, 'gemini'),
     direct('wrong_prefix_v1_v1beta', re(`${A}/v1/v1beta(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.v1V1beta, 'openai'),
-    direct('wrong_prefix_chat_under_v1beta', re(`${A}/v1beta/${v1Post}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.chatUnderV1beta, 'gemini'),
+    direct(
+      'wrong_prefix_chat_under_v1beta',
+      re(`${A}/v1beta/${v1Post}(?:/.*)?`),
+      'prefix_wrong',
+      H.prefix_wrong.chatUnderV1beta,
+      'gemini',
+    ),
     // (POST /responses and /chat/completions themselves are the coding agents' endpoints, above.)
-    direct('wrong_prefix_missing_v1', re(`${A}/${v1Of('openai')}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.missingV1(alt), 'openai'),
-    direct('wrong_prefix_missing_v1_messages', re(`${A}/${v1Of('anthropic')}(?:/.*)?`), 'prefix_wrong', H.prefix_wrong.missingV1Messages(alt), 'anthropic'),
+    direct(
+      'wrong_prefix_missing_v1',
+      re(`${A}/${v1Of('openai')}(?:/.*)?`),
+      'prefix_wrong',
+      H.prefix_wrong.missingV1(alt),
+      'openai',
+    ),
+    direct(
+      'wrong_prefix_missing_v1_messages',
+      re(`${A}/${v1Of('anthropic')}(?:/.*)?`),
+      'prefix_wrong',
+      H.prefix_wrong.missingV1Messages(alt),
+      'anthropic',
+    ),
 
     // ---- (4) One model by id (answered by modelgate, key checked first), and its 405. As in
     // src/check/routes.ts, an id has no "/" and no ":". After (3), so that "/v1/models/models" is
     // read as a repeated path.
     ...models.map((e) => endpoint(e.name, re(`${A}${modelPathRegex(e)}`), e, false)),
-    ...models.map((e) => direct(`method_get_only_${e.name}`, re(`${A}${modelPathRegex(e)}`), 'method_not_allowed', H.method_not_allowed.model, family(e), 'GET')),
+    ...models.map((e) =>
+      direct(
+        `method_get_only_${e.name}`,
+        re(`${A}${modelPathRegex(e)}`),
+        'method_not_allowed',
+        H.method_not_allowed.model,
+        family(e),
+        'GET',
+      ),
+    ),
   ];
 
   // ---- (5) 404 path_unknown, with the Base URL table of docs/spec.md §4.1 in the message.

@@ -8,7 +8,14 @@
  * route lives here; envoy/README.md explains each setting.
  */
 import { Document, isMap, isScalar, isSeq, visit, type Node } from 'yaml';
-import { UPSTREAM_FAMILIES, type AuthzTls, type Config, type HostPort, type UpstreamFamily, type UpstreamTarget } from '../config/load';
+import {
+  UPSTREAM_FAMILIES,
+  type AuthzTls,
+  type Config,
+  type HostPort,
+  type UpstreamFamily,
+  type UpstreamTarget,
+} from '../config/load';
 import { authzTransportSocket, grpcServiceMetadata, healthCheckMetadata } from './render-grpc-auth';
 import { errorBody } from '../contract/error-body';
 import { HEADER, HEADERS_NEVER_UPSTREAM } from '../contract/headers';
@@ -19,7 +26,15 @@ import { MARK_KEY, MARK_NAMESPACE, OURS, requestFilters, requestPerRoute } from 
 import { decisionHeaders } from '../contract/headers';
 import type { Family } from '../contract/error-body';
 import { UPSTREAM_ACCEPT_ENCODING, meterAccessLog, meterHttpFilters, meterPerRoute } from './meter-filters';
-import { CLUSTER, EXT_AUTHZ_FILTER, GENERATIVE_METHOD_REGEXES, TRAILERS_FILTER, UPSTREAM_CLUSTER, renderRoutes, type RouteTableInput } from './render-routes';
+import {
+  CLUSTER,
+  EXT_AUTHZ_FILTER,
+  GENERATIVE_METHOD_REGEXES,
+  TRAILERS_FILTER,
+  UPSTREAM_CLUSTER,
+  renderRoutes,
+  type RouteTableInput,
+} from './render-routes';
 import { rateLimitFilters, rateLimitPerRoute, rateLimitReplyMappers } from './render-ratelimit';
 import { refusalLogFields } from './refusal-log-fields';
 
@@ -30,15 +45,17 @@ type Obj = Record<string, unknown>;
  * `upstream` (its credentials) decides which credential header each upstream route keeps: the one
  * modelgate sets for that route's upstream.
  */
-export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> & Partial<Pick<Config, 'meter' | 'grpc' | 'rateLimits'>> & {
-  readonly upstream?: Config['upstream'];
-  /** The gRPC port's secret, read (config/grpc-auth.ts readGrpcSecret): required when `grpc.secret` is set. */
-  readonly grpcSecret?: string;
-};
+export type GatewayRenderInput = Pick<Config, 'routes' | 'gateway'> &
+  Partial<Pick<Config, 'meter' | 'grpc' | 'rateLimits'>> & {
+    readonly upstream?: Config['upstream'];
+    /** The gRPC port's secret, read (config/grpc-auth.ts readGrpcSecret): required when `grpc.secret` is set. */
+    readonly grpcSecret?: string;
+  };
 
 /** The secret Envoy presents to modelgate's gRPC port, if the config sets one. */
 function secretOf(input: GatewayRenderInput): string | undefined {
-  if (input.grpc?.secret && input.grpcSecret === undefined) throw new Error('grpc.secret is set: the bundle is rendered with its value (readGrpcSecret)');
+  if (input.grpc?.secret && input.grpcSecret === undefined)
+    throw new Error('grpc.secret is set: the bundle is rendered with its value (readGrpcSecret)');
   return input.grpc?.secret ? input.grpcSecret : undefined;
 }
 
@@ -53,9 +70,18 @@ function secretOf(input: GatewayRenderInput): string | undefined {
  * address: decision-log.ts clientAddress). Without it (the chart's gateways, which mint no identity
  * and whose hops are set later), every one.
  */
-export function checkRequestHeaders(routes: Config['routes'], bundle?: { readonly trustedProxyHops: number }): string[] {
-  const unread = (h: string): boolean => bundle !== undefined && (h === 'x-request-id' || (h === 'x-forwarded-for' && bundle.trustedProxyHops === 0));
-  return [...new Set([...decisionHeaders(routes).filter((h) => h !== 'x-envoy-auth-partial-body' && !unread(h)), 'content-type'])];
+export function checkRequestHeaders(
+  routes: Config['routes'],
+  bundle?: { readonly trustedProxyHops: number },
+): string[] {
+  const unread = (h: string): boolean =>
+    bundle !== undefined && (h === 'x-request-id' || (h === 'x-forwarded-for' && bundle.trustedProxyHops === 0));
+  return [
+    ...new Set([
+      ...decisionHeaders(routes).filter((h) => h !== 'x-envoy-auth-partial-body' && !unread(h)),
+      'content-type',
+    ]),
+  ];
 }
 
 const isIp = (h: string): boolean => /^\d{1,3}(\.\d{1,3}){3}$/.test(h) || h.includes(':');
@@ -72,8 +98,13 @@ function cluster(name: string, at: HostPort, extra: Obj): Obj {
   };
 }
 
-/** Circuit breakers: Envoy's default of 1,024 concurrent requests per cluster would turn a busy gateway's Checks into errors (503). */
-const BREAKERS = { thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000, max_retries: 3 }] };
+/**
+ * Circuit breakers: Envoy's default of 1,024 concurrent requests per cluster would turn a busy gateway's Checks into
+ * errors (503).
+ */
+const BREAKERS = {
+  thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000, max_retries: 3 }],
+};
 
 function upstreamCluster(name: string, u: UpstreamTarget): Obj {
   const base: Obj = {
@@ -85,13 +116,19 @@ function upstreamCluster(name: string, u: UpstreamTarget): Obj {
     load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: socket(u) } }] }] },
   };
   if (!u.tls) {
-    return { ...base, typed_extension_protocol_options: httpOptions({ explicit_http_config: { http_protocol_options: {} } }) };
+    return {
+      ...base,
+      typed_extension_protocol_options: httpOptions({ explicit_http_config: { http_protocol_options: {} } }),
+    };
   }
   // TLS with certificate checking: SNI and the SAN check follow the Host header, which the routes'
   // auto_host_rewrite sets to the endpoint's DNS name. HTTP/2 or HTTP/1.1 by ALPN.
   return {
     ...base,
-    typed_extension_protocol_options: httpOptions({ upstream_http_protocol_options: { auto_sni: true, auto_san_validation: true }, auto_config: {} }),
+    typed_extension_protocol_options: httpOptions({
+      upstream_http_protocol_options: { auto_sni: true, auto_san_validation: true },
+      auto_config: {},
+    }),
     transport_socket: {
       name: 'envoy.transport_sockets.tls',
       typed_config: {
@@ -103,7 +140,12 @@ function upstreamCluster(name: string, u: UpstreamTarget): Obj {
 }
 
 function httpOptions(options: Obj): Obj {
-  return { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': { '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions', ...options } };
+  return {
+    'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+      '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+      ...options,
+    },
+  };
 }
 
 /** The ext_authz HTTP filter (notes §1: fail closed, whole body as bytes, only the headers modelgate reads). */
@@ -116,10 +158,18 @@ export function extAuthzFilter(input: GatewayRenderInput): Obj {
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz',
       transport_api_version: 'V3',
-      grpc_service: { envoy_grpc: { cluster_name: CLUSTER.authz }, timeout: ms(input.gateway.authzTimeoutMs), ...grpcServiceMetadata(secretOf(input)) },
+      grpc_service: {
+        envoy_grpc: { cluster_name: CLUSTER.authz },
+        timeout: ms(input.gateway.authzTimeoutMs),
+        ...grpcServiceMetadata(secretOf(input)),
+      },
       failure_mode_allow: false,
       status_on_error: { code: 'ServiceUnavailable' },
-      with_request_body: { max_request_bytes: input.gateway.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
+      with_request_body: {
+        max_request_bytes: input.gateway.maxRequestBytes,
+        allow_partial_message: false,
+        pack_as_bytes: true,
+      },
       allowed_headers: { patterns: checkRequestHeaders(input.routes, input.gateway).map((h) => ({ exact: h })) },
       validate_mutations: true,
       clear_route_cache: false,
@@ -145,16 +195,28 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
       ...authzTransportSocket(g.authzTls),
       typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
       circuit_breakers: BREAKERS,
-      health_checks: [{ timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, grpc_health_check: healthCheckMetadata(secretOf(input)) }],
+      health_checks: [
+        {
+          timeout: '1s',
+          interval: '5s',
+          unhealthy_threshold: 2,
+          healthy_threshold: 1,
+          grpc_health_check: healthCheckMetadata(secretOf(input)),
+        },
+      ],
     }),
     ...(input.meter?.enabled ? [meterCluster(g.authz, g.authzTls)] : []),
     // The rate limit service (docs/rate-limits.md): modelgate itself (embedded engine: its gRPC port, so the
     // port's mTLS too) or envoyproxy/ratelimit (plaintext; it knows nothing of modelgate's port).
-    ...(input.rateLimits ? [cluster(CLUSTER.ratelimit, input.rateLimits.engine === 'embedded' ? g.authz : input.rateLimits.service, {
-      ...(input.rateLimits.engine === 'embedded' ? authzTransportSocket(g.authzTls) : {}),
-      typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
-      circuit_breakers: BREAKERS,
-    })] : []),
+    ...(input.rateLimits
+      ? [
+          cluster(CLUSTER.ratelimit, input.rateLimits.engine === 'embedded' ? g.authz : input.rateLimits.service, {
+            ...(input.rateLimits.engine === 'embedded' ? authzTransportSocket(g.authzTls) : {}),
+            typed_extension_protocol_options: httpOptions({ explicit_http_config: { http2_protocol_options: {} } }),
+            circuit_breakers: BREAKERS,
+          }),
+        ]
+      : []),
     cluster(CLUSTER.http, g.http, { circuit_breakers: BREAKERS }),
     ...UPSTREAM_FAMILIES.map((f) => upstreamCluster(UPSTREAM_CLUSTER[f], g.upstreams[f])),
   ];
@@ -169,22 +231,41 @@ export function renderClusters(input: GatewayRenderInput): Obj[] {
  */
 function accessLog(input: GatewayRenderInput): Obj[] {
   const md = (k: string): string => `%DYNAMIC_METADATA(${EXT_AUTHZ_FILTER}:${k})%`;
-  return [...(input.meter?.enabled ? [meterAccessLog(grpcServiceMetadata(secretOf(input)))] : []), {
-    name: 'envoy.access_loggers.stdout',
-    typed_config: {
-      '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
-      log_format: {
-        json_format: {
-          time: '%START_TIME%', request_id: '%REQ(X-REQUEST-ID)%', request: `%DYNAMIC_METADATA(${MARK_NAMESPACE}:${MARK_KEY})%`, method: '%REQ(:METHOD):7%', path: md('path'),
-          protocol: '%PROTOCOL%', status: '%RESPONSE_CODE%', details: '%RESPONSE_CODE_DETAILS%', flags: '%RESPONSE_FLAGS%',
-          duration_ms: '%DURATION%', route: '%ROUTE_NAME%', upstream_cluster: '%UPSTREAM_CLUSTER%',
-          bytes_received: '%BYTES_RECEIVED%', bytes_sent: '%BYTES_SENT%', client: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
-          key_id: md('keyId'), group: md('group'), model: md('model'), reason: md('reason'), style: md('style'), decision: md('decision'),
-          ...refusalLogFields(),
+  return [
+    ...(input.meter?.enabled ? [meterAccessLog(grpcServiceMetadata(secretOf(input)))] : []),
+    {
+      name: 'envoy.access_loggers.stdout',
+      typed_config: {
+        '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
+        log_format: {
+          json_format: {
+            time: '%START_TIME%',
+            request_id: '%REQ(X-REQUEST-ID)%',
+            request: `%DYNAMIC_METADATA(${MARK_NAMESPACE}:${MARK_KEY})%`,
+            method: '%REQ(:METHOD):7%',
+            path: md('path'),
+            protocol: '%PROTOCOL%',
+            status: '%RESPONSE_CODE%',
+            details: '%RESPONSE_CODE_DETAILS%',
+            flags: '%RESPONSE_FLAGS%',
+            duration_ms: '%DURATION%',
+            route: '%ROUTE_NAME%',
+            upstream_cluster: '%UPSTREAM_CLUSTER%',
+            bytes_received: '%BYTES_RECEIVED%',
+            bytes_sent: '%BYTES_SENT%',
+            client: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
+            key_id: md('keyId'),
+            group: md('group'),
+            model: md('model'),
+            reason: md('reason'),
+            style: md('style'),
+            decision: md('decision'),
+            ...refusalLogFields(),
+          },
         },
       },
     },
-  }];
+  ];
 }
 
 /**
@@ -209,7 +290,9 @@ export function trailersPerRoute(): Obj {
   return {
     [TRAILERS_FILTER]: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute',
-      mutations: { request_trailers_mutations: [{ remove_on_match: { key_matcher: { safe_regex: { regex: '.*' } } } }] },
+      mutations: {
+        request_trailers_mutations: [{ remove_on_match: { key_matcher: { safe_regex: { regex: '.*' } } } }],
+      },
     },
   };
 }
@@ -219,7 +302,12 @@ export function trailersPerRoute(): Obj {
  * that a disable on the virtual host or the connection manager (a team's) never reaches it.
  */
 export function extAuthzOn(): Obj {
-  return { [EXT_AUTHZ_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute', check_settings: {} } };
+  return {
+    [EXT_AUTHZ_FILTER]: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute',
+      check_settings: {},
+    },
+  };
 }
 
 /**
@@ -230,7 +318,14 @@ export function extAuthzOn(): Obj {
 export function routeFilterConfigs(input: GatewayRenderInput): { upstream: Obj; models: Obj; direct: Obj } {
   const base = input.gateway.publicBaseUrl ? {} : baseUrlPerRoute();
   return {
-    upstream: { ...base, ...requestPerRoute(), ...extAuthzOn(), ...(input.meter?.enabled ? meterPerRoute() : {}), ...(input.rateLimits ? rateLimitPerRoute() : {}), ...trailersPerRoute() },
+    upstream: {
+      ...base,
+      ...requestPerRoute(),
+      ...extAuthzOn(),
+      ...(input.meter?.enabled ? meterPerRoute() : {}),
+      ...(input.rateLimits ? rateLimitPerRoute() : {}),
+      ...trailersPerRoute(),
+    },
     models: { ...base, ...requestPerRoute(), ...extAuthzOn() },
     direct: base,
   };
@@ -251,7 +346,12 @@ export function modelgateHttpFilters(input: GatewayRenderInput): Obj[] {
     // After the meter, so that it sees the end of every allowed request, a refused one too (an
     // in-flight slot is given back at that end). The embedded engine is modelgate's gRPC port:
     // its calls carry the port's secret like every other (never sent to envoyproxy/ratelimit).
-    ...(input.rateLimits ? rateLimitFilters({ rateLimits: input.rateLimits, grpcSecret: input.rateLimits.engine === 'embedded' ? secretOf(input) : undefined }) : []),
+    ...(input.rateLimits
+      ? rateLimitFilters({
+          rateLimits: input.rateLimits,
+          grpcSecret: input.rateLimits.engine === 'embedded' ? secretOf(input) : undefined,
+        })
+      : []),
     trailersFilter(),
   ];
 }
@@ -263,7 +363,17 @@ export function modelgateHttpFilters(input: GatewayRenderInput): Obj[] {
  * itself. `api-key` is Azure OpenAI's, `x-goog-api-key` Gemini's, `x-api-key` Anthropic's,
  * `x-amz-security-token` Bedrock's; `proxy-authorization` and `cookie` are any server's.
  */
-export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'api-key', 'anthropic-api-key', 'x-goog-api-key', 'x-vendor-api-key', 'x-amz-security-token'] as const;
+export const PROVIDER_CREDENTIAL_HEADERS = [
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'x-api-key',
+  'api-key',
+  'anthropic-api-key',
+  'x-goog-api-key',
+  'x-vendor-api-key',
+  'x-amz-security-token',
+] as const;
 
 /**
  * What the route to this upstream removes: the provider credential headers, modelgate's own
@@ -275,8 +385,18 @@ export const PROVIDER_CREDENTIAL_HEADERS = ['authorization', 'proxy-authorizatio
  */
 export function upstreamHeadersToRemove(input: GatewayRenderInput, family: UpstreamFamily): string[] {
   const own = input.upstream?.credentials[family]?.header;
-  const others = UPSTREAM_FAMILIES.filter((f) => f !== family).flatMap((f) => input.upstream?.credentials[f]?.header ?? []);
-  return [...new Set([...PROVIDER_CREDENTIAL_HEADERS, ...HEADERS_NEVER_UPSTREAM, ...input.routes.bearerHeaders, ...input.routes.vendorHeaders, ...others])].filter((h) => h !== own);
+  const others = UPSTREAM_FAMILIES.filter((f) => f !== family).flatMap(
+    (f) => input.upstream?.credentials[f]?.header ?? [],
+  );
+  return [
+    ...new Set([
+      ...PROVIDER_CREDENTIAL_HEADERS,
+      ...HEADERS_NEVER_UPSTREAM,
+      ...input.routes.bearerHeaders,
+      ...input.routes.vendorHeaders,
+      ...others,
+    ]),
+  ].filter((h) => h !== own);
 }
 
 /**
@@ -288,23 +408,58 @@ export function upstreamHeadersToRemove(input: GatewayRenderInput, family: Upstr
  */
 export function renderLocalReplies(input: GatewayRenderInput, { adopt = false }: { adopt?: boolean } = {}): Obj {
   const A = `(?:${input.routes.altPrefix.replace(/[.]/g, '\\.')})?`;
-  const noDecision = { metadata_filter: { matcher: { filter: EXT_AUTHZ_FILTER, path: [{ key: 'decision' }], value: { string_match: { exact: '(no decision)' } } }, match_if_key_not_found: true } };
-  const status = (code: number): Obj => ({ status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } } } });
-  const pathIs = (regex: string): Obj => ({ header_filter: { header: { name: ':path', string_match: { safe_regex: { regex } } } } });
+  const noDecision = {
+    metadata_filter: {
+      matcher: {
+        filter: EXT_AUTHZ_FILTER,
+        path: [{ key: 'decision' }],
+        value: { string_match: { exact: '(no decision)' } },
+      },
+      match_if_key_not_found: true,
+    },
+  };
+  const status = (code: number): Obj => ({
+    status_code_filter: {
+      comparison: { op: 'EQ', value: { default_value: code, runtime_key: `modelgate.local_reply.${code}` } },
+    },
+  });
+  const pathIs = (regex: string): Obj => ({
+    header_filter: { header: { name: ':path', string_match: { safe_regex: { regex } } } },
+  });
   const families: Array<[Family, Obj | undefined]> = [
-    ['gemini', { or_filter: { filters: [
-      pathIs(`${A}/v1beta(?:[/?].*)?`),
-      // One regex per group, not one alternation: Envoy 1.36 refuses a program over 100 (re2.max_program_size).
-      ...GENERATIVE_METHOD_REGEXES.map((methods) => pathIs(`[^?]*${methods}(?:[?].*)?`)),
-    ] } }],
-    ['anthropic', { or_filter: { filters: [pathIs(`${A}/v1/messages(?:[/?].*)?`), { header_filter: { header: { name: 'anthropic-version', present_match: true } } }] } }],
+    [
+      'gemini',
+      {
+        or_filter: {
+          filters: [
+            pathIs(`${A}/v1beta(?:[/?].*)?`),
+            // One regex per group, not one alternation: Envoy 1.36 refuses a program over 100 (re2.max_program_size).
+            ...GENERATIVE_METHOD_REGEXES.map((methods) => pathIs(`[^?]*${methods}(?:[?].*)?`)),
+          ],
+        },
+      },
+    ],
+    [
+      'anthropic',
+      {
+        or_filter: {
+          filters: [
+            pathIs(`${A}/v1/messages(?:[/?].*)?`),
+            { header_filter: { header: { name: 'anthropic-version', present_match: true } } },
+          ],
+        },
+      },
+    ],
     ['openai', undefined],
   ];
   // Rate limit refusals first: their 429s and 503s carry no ext_authz decision of their own.
   const mappers: Obj[] = input.rateLimits ? rateLimitReplyMappers(families, OURS) : [];
   // Header values and the body are Envoy format strings: a literal '%' is written '%%'.
   const literal = (s: string): string => s.replace(/%/g, '%%');
-  /** Envoy's own answer `status` (a local reply) rewritten as the reason's, with its hint; the status line too with `rewriteStatus`. */
+  /**
+   * Envoy's own answer `status` (a local reply) rewritten as the reason's, with its hint; the status line too with
+   * `rewriteStatus`.
+   */
   const add = (when: Obj[], reason: DenyReason, hint: string, rewriteStatus = false, scoped = true): void => {
     const code = statusOf(reason);
     for (const [family, filter] of families) {
@@ -315,13 +470,23 @@ export function renderLocalReplies(input: GatewayRenderInput, { adopt = false }:
           { header: { key: HEADER.reason, value: reason }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
           { header: { key: HEADER.hint, value: literal(hint) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
           // Retry a 503/504 after a second, never a 400/413 (src/contract/retry-advice.ts).
-          ...retryHeaders(code).map(([key, value]) => ({ header: { key, value }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' })),
+          ...retryHeaders(code).map(([key, value]) => ({
+            header: { key, value },
+            append_action: 'OVERWRITE_IF_EXISTS_OR_ADD',
+          })),
         ],
-        body_format_override: { text_format_source: { inline_string: literal(errorBody(family, code, reason, hint)) }, content_type: 'application/json' },
+        body_format_override: {
+          text_format_source: { inline_string: literal(errorBody(family, code, reason, hint)) },
+          content_type: 'application/json',
+        },
       });
     }
   };
-  add([status(503), noDecision, { response_flag_filter: { flags: ['UAEX'] } }], 'authz_unavailable', HINTS.authz_unavailable.noDecision);
+  add(
+    [status(503), noDecision, { response_flag_filter: { flags: ['UAEX'] } }],
+    'authz_unavailable',
+    HINTS.authz_unavailable.noDecision,
+  );
   if (!adopt) {
     // The bundle's only: Envoy's own 400s (modelgate's carry its decision), before any route (so
     // unscoped): an escaped slash or a bad character in the path (path_with_escaped_slashes_action,
@@ -331,10 +496,18 @@ export function renderLocalReplies(input: GatewayRenderInput, { adopt = false }:
     add([status(501), noDecision], 'request_invalid', HINTS.request_invalid.refused, true, false);
   }
   add([status(413), noDecision], 'body_too_large', HINTS.body_too_large.overLimit(input.gateway.maxRequestBytes));
-  add([status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }], 'upstream_unavailable', HINTS.upstream_unavailable.unreachable);
+  add(
+    [status(503), { response_flag_filter: { flags: ['UF', 'UH', 'UO', 'URX', 'UC'] } }],
+    'upstream_unavailable',
+    HINTS.upstream_unavailable.unreachable,
+  );
   // A route's idle_timeout firing before the provider's first byte is 504 with flag SI (details
   // stream_idle_timeout), not UT (seen on Envoy 1.40); UT is the route's total timeout (model lists).
-  add([status(504), { response_flag_filter: { flags: ['UT', 'SI'] } }], 'upstream_timeout', HINTS.upstream_timeout.silent);
+  add(
+    [status(504), { response_flag_filter: { flags: ['UT', 'SI'] } }],
+    'upstream_timeout',
+    HINTS.upstream_timeout.silent,
+  );
   return { mappers };
 }
 
@@ -363,22 +536,34 @@ export function renderConnectionManager(input: GatewayRenderInput): Obj {
     local_reply_config: renderLocalReplies(input),
     http_filters: [
       ...modelgateHttpFilters(input),
-      { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router', suppress_envoy_headers: true } },
+      {
+        name: 'envoy.filters.http.router',
+        typed_config: {
+          '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
+          suppress_envoy_headers: true,
+        },
+      },
     ],
-    route_config: { name: 'modelgate', virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes(routeTableInput(input)) }] },
+    route_config: {
+      name: 'modelgate',
+      virtual_hosts: [{ name: 'modelgate', domains: ['*'], routes: renderRoutes(routeTableInput(input)) }],
+    },
   };
 }
 
 /** What the route table is rendered from; `adopt` for `modelgate adopt`'s routes (render-routes.ts). */
 export function routeTableInput(input: GatewayRenderInput, adopt?: RouteTableInput['adopt']): RouteTableInput {
   return {
-    altPrefix: input.routes.altPrefix, publicBaseUrl: input.gateway.publicBaseUrl,
+    altPrefix: input.routes.altPrefix,
+    publicBaseUrl: input.gateway.publicBaseUrl,
     perRoute: routeFilterConfigs(input),
     upstreamRequestHeaders: input.meter?.enabled ? { 'accept-encoding': UPSTREAM_ACCEPT_ENCODING } : undefined,
     upstreamIdleTimeoutSeconds: input.gateway.upstreamIdleTimeoutSeconds,
     headersToRemove: (family) => upstreamHeadersToRemove(input, family),
     // The team's own provider clusters (gateway.upstreams.<name>.cluster): modelgate adopt's only.
-    ...(adopt ? { adopt, clusterOf: (f: UpstreamFamily) => input.gateway.upstreams[f].cluster ?? UPSTREAM_CLUSTER[f] } : {}),
+    ...(adopt
+      ? { adopt, clusterOf: (f: UpstreamFamily) => input.gateway.upstreams[f].cluster ?? UPSTREAM_CLUSTER[f] }
+      : {}),
   };
 }
 
@@ -388,17 +573,31 @@ export function renderBootstrap(input: GatewayRenderInput): Obj {
   return {
     admin: { address: socket(g.admin) },
     overload_manager: {
-      resource_monitors: [{
-        name: 'envoy.resource_monitors.global_downstream_max_connections',
-        typed_config: { '@type': 'type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig', max_active_downstream_connections: g.maxConnections },
-      }],
+      resource_monitors: [
+        {
+          name: 'envoy.resource_monitors.global_downstream_max_connections',
+          typed_config: {
+            '@type':
+              'type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig',
+            max_active_downstream_connections: g.maxConnections,
+          },
+        },
+      ],
     },
     static_resources: {
-      listeners: [{
-        name: 'modelgate',
-        address: socket(g.listen),
-        filter_chains: [{ filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: renderConnectionManager(input) }] }],
-      }],
+      listeners: [
+        {
+          name: 'modelgate',
+          address: socket(g.listen),
+          filter_chains: [
+            {
+              filters: [
+                { name: 'envoy.filters.network.http_connection_manager', typed_config: renderConnectionManager(input) },
+              ],
+            },
+          ],
+        },
+      ],
       clusters: renderClusters(input),
     },
   };
@@ -415,11 +614,21 @@ export function toYaml(tree: Obj, header: string): string {
     Scalar(_key, node) {
       if (typeof node.value === 'string' && !/^[A-Za-z0-9_][A-Za-z0-9_./-]*$/.test(node.value)) {
         // JSON bodies read best single-quoted (no escaped quotes); anything else double-quoted.
-        node.type = node.value.includes('"') && !node.value.includes("'") && !/[\n\\]/.test(node.value) ? 'QUOTE_SINGLE' : 'QUOTE_DOUBLE';
+        node.type =
+          node.value.includes('"') && !node.value.includes("'") && !/[\n\\]/.test(node.value)
+            ? 'QUOTE_SINGLE'
+            : 'QUOTE_DOUBLE';
       }
     },
     Map(_key, node) {
-      if (node.items.length <= 4 && JSON.stringify(node.toJSON()).length <= 90 && !node.items.some((p) => isSeq(p.value) || (isMap(p.value) && (p.value as Node & { items: unknown[] }).items.length > 2))) node.flow = true;
+      if (
+        node.items.length <= 4 &&
+        JSON.stringify(node.toJSON()).length <= 90 &&
+        !node.items.some(
+          (p) => isSeq(p.value) || (isMap(p.value) && (p.value as Node & { items: unknown[] }).items.length > 2),
+        )
+      )
+        node.flow = true;
     },
     Seq(_key, node) {
       // A list of names (headers to remove) on one line up to 400 characters; anything else up to 60.
@@ -440,5 +649,11 @@ itself with a reason and a hint. Check a modified copy with \`modelgate envoy-ch
 /** The complete bootstrap as YAML, with a header saying where it comes from. */
 export function renderEnvoyYaml(input: GatewayRenderInput, source?: string): string {
   const text = source ? `${BANNER}\nRendered from: ${source}` : BANNER;
-  return toYaml(renderBootstrap(input), text.split('\n').map((l) => (l ? ` ${l}` : '')).join('\n'));
+  return toYaml(
+    renderBootstrap(input),
+    text
+      .split('\n')
+      .map((l) => (l ? ` ${l}` : ''))
+      .join('\n'),
+  );
 }

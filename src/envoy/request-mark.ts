@@ -35,8 +35,16 @@ export const MARK_KEY = 'request';
 /** The two filters, off by default, for the start of http_filters (before ext_authz). */
 export function requestFilters(): Obj[] {
   return [
-    { name: REQUEST_FILTER, disabled: true, typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation' } },
-    { name: REQUEST_METADATA_FILTER, disabled: true, typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config' } },
+    {
+      name: REQUEST_FILTER,
+      disabled: true,
+      typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation' },
+    },
+    {
+      name: REQUEST_METADATA_FILTER,
+      disabled: true,
+      typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config' },
+    },
   ];
 }
 
@@ -48,18 +56,28 @@ export function requestPerRoute(): Obj {
       mutations: {
         request_mutations: [
           { remove_on_match: { key_matcher: { prefix: HEADER_PREFIX } } },
-          { append: { header: { key: HEADER.request, value: '%UNIQUE_ID%' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' } },
+          {
+            append: {
+              header: { key: HEADER.request, value: '%UNIQUE_ID%' },
+              append_action: 'OVERWRITE_IF_EXISTS_OR_ADD',
+            },
+          },
         ],
       },
     },
     [REQUEST_METADATA_FILTER]: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config',
-      request_rules: [{ header: HEADER.request, on_header_present: { metadata_namespace: MARK_NAMESPACE, key: MARK_KEY } }],
+      request_rules: [
+        { header: HEADER.request, on_header_present: { metadata_namespace: MARK_NAMESPACE, key: MARK_KEY } },
+      ],
     },
   };
 }
 
 /** An access-log filter (local-reply mappers, the meter's log) matching modelgate's requests only. */
 export const OURS: Obj = {
-  metadata_filter: { matcher: { filter: MARK_NAMESPACE, path: [{ key: MARK_KEY }], value: { present_match: true } }, match_if_key_not_found: false },
+  metadata_filter: {
+    matcher: { filter: MARK_NAMESPACE, path: [{ key: MARK_KEY }], value: { present_match: true } },
+    match_if_key_not_found: false,
+  },
 };

@@ -41,12 +41,22 @@ export function validateWithEnvoy(yamlText: string, envoyBin: string): EnvoyVali
 export function validateFileWithEnvoy(file: string, envoyBin: string): EnvoyValidation {
   // --log-level warning: deprecation warnings are kept, the start-up chatter is not. No admin port,
   // no listener is bound in validate mode, so this can run beside a live gateway.
-  const r = spawnSync(envoyBin, ['--mode', 'validate', '-c', file, '--log-level', 'warning', '--disable-hot-restart'], { encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(envoyBin, ['--mode', 'validate', '-c', file, '--log-level', 'warning', '--disable-hot-restart'], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
   const output = `${r.stdout ?? ''}${r.stderr ?? ''}`;
   const lines = output.split('\n').filter((l) => l.trim() !== '');
   const ok = r.status === 0 && lines.some((l) => /^configuration '.*' OK$/.test(l));
   // Envoy appends the whole config, as JSON, to a parse error: left out.
-  const critical = lines.filter((l) => l.includes('[critical]')).map(withoutPrefix).map((l) => l.replace(/\): \{".*$/, ')'));
-  const message = ok ? lines.find((l) => / OK$/.test(l))! : critical.join(' ') || lines.at(-1) || `envoy exited with ${r.status ?? r.signal}${r.error ? `: ${r.error.message}` : ''}`;
+  const critical = lines
+    .filter((l) => l.includes('[critical]'))
+    .map(withoutPrefix)
+    .map((l) => l.replace(/\): \{".*$/, ')'));
+  const message = ok
+    ? lines.find((l) => / OK$/.test(l))!
+    : critical.join(' ') ||
+      lines.at(-1) ||
+      `envoy exited with ${r.status ?? r.signal}${r.error ? `: ${r.error.message}` : ''}`;
   return { ok, message, output };
 }

@@ -12,14 +12,16 @@
  *     common_properties(1) -> AccessLogCommon.metadata(17) -> Metadata.filter_metadata(1):
  *       "envoy.filters.http.ext_authz": the Check's metadata (keyId, group, model, style, metered)
  *       "modelgate": `request`, the identity Envoy minted for the request (envoy/request-mark.ts)
- *       "modelgate.meter": what the meter's Lua filter kept of the response body (`tail` on the way, `final` at its end, when
+ *       "modelgate.meter": what the meter's Lua filter kept of the response body (`tail` on the way, `final` at its
+ * end, when
  *         `tail` becomes false so that the entry carries one copy)
  *     request(3) -> HTTPRequestProperties: request_id(9), path(5), request_body_bytes(12)
  *     response(4) -> HTTPResponseProperties: response_code(1, UInt32Value), response_body_bytes(3),
  *       response_headers(4, map: content-type and content-encoding, as the bundle asks)
  *
  * Pure: bytes in, plain reports out. The wire format is walked once (src/wire/wire-reader.ts, with
- * its limits) and everything else is skipped by wire type. A malformed message yields the reports read before the fault and a count of the
+ * its limits) and everything else is skipped by wire type. A malformed message yields the reports read before the fault
+ * and a count of the
  * entries lost (the caller logs it; the requests concerned then settle when their deadline passes,
  * never free).
  */
@@ -51,7 +53,9 @@ export interface MeterReport {
   readonly tail: Uint8Array | undefined;
   /** The filter saw the end of the response body (false: the stream was cut, or the filter failed). */
   readonly ended: boolean;
-  /** The calls of hosted tools the filter counted in the whole body (`1=2,9=1`: meter/tool-calls.ts); undefined: none. */
+  /**
+   * The calls of hosted tools the filter counted in the whole body (`1=2,9=1`: meter/tool-calls.ts); undefined: none.
+   */
   readonly calls?: string;
   /** A byte of the request went upstream (Envoy's time_to_first_upstream_tx_byte). */
   readonly upstreamSent: boolean;
@@ -84,14 +88,14 @@ function readValue(end: number, asBytes: boolean): FieldValue | undefined {
   let v: FieldValue | undefined;
   while (r.pos < end) {
     const t = r.tag(end);
-    if (t === (2 << 3 | 1)) {
+    if (t === ((2 << 3) | 1)) {
       v = r.double(end);
-    } else if (t === (3 << 3 | 2)) {
+    } else if (t === ((3 << 3) | 2)) {
       const e = r.lengthEnd(end);
       // The message is not reused once read, so the tail is a view of it, not a copy.
       v = asBytes ? r.buf.subarray(r.pos, e) : r.utf8(r.pos, e);
       r.pos = e;
-    } else if (t === (4 << 3 | 0)) v = r.varint(end) !== 0;
+    } else if (t === ((4 << 3) | 0)) v = r.varint(end) !== 0;
     else r.skip(t & 7, end);
   }
   return v;
@@ -100,8 +104,27 @@ function readValue(end: number, asBytes: boolean): FieldValue | undefined {
 /** Keys of a metadata namespace the meter reads, as bytes (others are skipped without decoding). */
 type Wanted = readonly (readonly [string, Uint8Array])[];
 const wanted = (...keys: string[]): Wanted => keys.map((k) => [k, Buffer.from(k)] as const);
-const AUTHZ_KEYS = wanted('metered', 'keyId', 'group', 'model', 'style', 'path', 'replica', 'maxInput', 'maxOutput', 'hiddenOutput', 'referencedInput', 'inputExtra', 'inputFactor', 'price', 'tools');
-/** `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end; `calls`: hosted tools' calls it counted (meter/tool-calls.ts). */
+const AUTHZ_KEYS = wanted(
+  'metered',
+  'keyId',
+  'group',
+  'model',
+  'style',
+  'path',
+  'replica',
+  'maxInput',
+  'maxOutput',
+  'hiddenOutput',
+  'referencedInput',
+  'inputExtra',
+  'inputFactor',
+  'price',
+  'tools',
+);
+/**
+ * `tail`: what the filter had kept when it last published on the way; `final`: what it kept at the end; `calls`: hosted
+ * tools' calls it counted (meter/tool-calls.ts).
+ */
 const METER_KEYS = wanted('tail', 'final', 'calls');
 const MARK_KEYS = wanted('request');
 
@@ -117,7 +140,7 @@ function keyAt(s: number, e: number, keys: Wanted): string | undefined {
 function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted, asBytes: boolean): void {
   while (r.pos < end) {
     const t = r.tag(end);
-    if (t !== (1 << 3 | 2)) {
+    if (t !== ((1 << 3) | 2)) {
       r.skip(t & 7, end);
       continue;
     }
@@ -127,11 +150,11 @@ function readStruct(end: number, into: Record<string, FieldValue>, keys: Wanted,
     let valueEnd = -1;
     while (r.pos < entryEnd) {
       const et = r.tag(entryEnd);
-      if (et === (1 << 3 | 2)) {
+      if (et === ((1 << 3) | 2)) {
         const e = r.lengthEnd(entryEnd);
         key = keyAt(r.pos, e, keys);
         r.pos = e;
-      } else if (et === (2 << 3 | 2)) {
+      } else if (et === ((2 << 3) | 2)) {
         valueEnd = r.lengthEnd(entryEnd);
         valueStart = r.pos;
         r.pos = valueEnd;
@@ -165,7 +188,6 @@ const AUTHZ_NS = Buffer.from(AUTHZ_NAMESPACE);
 const METER_NS = Buffer.from(METER_NAMESPACE);
 const MARK_NS = Buffer.from(MARK_NAMESPACE);
 
-
 /**
  * AccessLogCommon: metadata(17) -> Metadata.filter_metadata(1) map<string, Struct>, and whether
  * time_to_first_upstream_tx_byte(7) is there (a byte of the request went upstream), and
@@ -174,16 +196,16 @@ const MARK_NS = Buffer.from(MARK_NAMESPACE);
 function readCommon(end: number, d: Draft): void {
   while (r.pos < end) {
     const t = r.tag(end);
-    if (t !== (17 << 3 | 2)) {
-      if (t === (7 << 3 | 2)) d.upstreamSent = true;
-      else if (t === (9 << 3 | 2)) d.upstreamAnswered = true;
+    if (t !== ((17 << 3) | 2)) {
+      if (t === ((7 << 3) | 2)) d.upstreamSent = true;
+      else if (t === ((9 << 3) | 2)) d.upstreamAnswered = true;
       r.skip(t & 7, end);
       continue;
     }
     const mdEnd = r.lengthEnd(end);
     while (r.pos < mdEnd) {
       const mt = r.tag(mdEnd);
-      if (mt !== (1 << 3 | 2)) {
+      if (mt !== ((1 << 3) | 2)) {
         r.skip(mt & 7, mdEnd);
         continue;
       }
@@ -193,11 +215,17 @@ function readCommon(end: number, d: Draft): void {
       let structEnd = -1;
       while (r.pos < entryEnd) {
         const et = r.tag(entryEnd);
-        if (et === (1 << 3 | 2)) {
+        if (et === ((1 << 3) | 2)) {
           const e = r.lengthEnd(entryEnd);
-          ns = r.equals(r.pos, e, AUTHZ_NS) ? 1 : r.equals(r.pos, e, METER_NS) ? 2 : r.equals(r.pos, e, MARK_NS) ? 3 : 0;
+          ns = r.equals(r.pos, e, AUTHZ_NS)
+            ? 1
+            : r.equals(r.pos, e, METER_NS)
+              ? 2
+              : r.equals(r.pos, e, MARK_NS)
+                ? 3
+                : 0;
           r.pos = e;
-        } else if (et === (2 << 3 | 2)) {
+        } else if (et === ((2 << 3) | 2)) {
           structEnd = r.lengthEnd(entryEnd);
           structStart = r.pos;
           r.pos = structEnd;
@@ -217,15 +245,15 @@ function readCommon(end: number, d: Draft): void {
 function readRequest(end: number, d: Draft): void {
   while (r.pos < end) {
     const t = r.tag(end);
-    if (t === (9 << 3 | 2)) {
+    if (t === ((9 << 3) | 2)) {
       const e = r.lengthEnd(end);
       d.requestId = r.utf8(r.pos, e);
       r.pos = e;
-    } else if (t === (5 << 3 | 2)) {
+    } else if (t === ((5 << 3) | 2)) {
       const e = r.lengthEnd(end);
       d.path = r.utf8(r.pos, e);
       r.pos = e;
-    } else if (t === (12 << 3 | 0)) d.requestBodyBytes = r.varint(end);
+    } else if (t === ((12 << 3) | 0)) d.requestBodyBytes = r.varint(end);
     else r.skip(t & 7, end);
   }
 }
@@ -236,27 +264,27 @@ const CONTENT_ENCODING = Buffer.from('content-encoding');
 function readResponse(end: number, d: Draft): void {
   while (r.pos < end) {
     const t = r.tag(end);
-    if (t === (1 << 3 | 2)) {
+    if (t === ((1 << 3) | 2)) {
       // google.protobuf.UInt32Value: value(1)
       const vEnd = r.lengthEnd(end);
       while (r.pos < vEnd) {
         const vt = r.tag(vEnd);
-        if (vt === (1 << 3 | 0)) d.status = r.varint(vEnd);
+        if (vt === ((1 << 3) | 0)) d.status = r.varint(vEnd);
         else r.skip(vt & 7, vEnd);
       }
-    } else if (t === (3 << 3 | 0)) d.responseBodyBytes = r.varint(end);
-    else if (t === (4 << 3 | 2)) {
+    } else if (t === ((3 << 3) | 0)) d.responseBodyBytes = r.varint(end);
+    else if (t === ((4 << 3) | 2)) {
       const entryEnd = r.lengthEnd(end);
       let which = 0;
       let v = '';
       while (r.pos < entryEnd) {
         const et = r.tag(entryEnd);
-        if (et === (1 << 3 | 2)) {
+        if (et === ((1 << 3) | 2)) {
           const e = r.lengthEnd(entryEnd);
           // Envoy logs header names in lower case, as HTTP/2 carries them.
           which = r.equals(r.pos, e, CONTENT_TYPE) ? 1 : r.equals(r.pos, e, CONTENT_ENCODING) ? 2 : 0;
           r.pos = e;
-        } else if (et === (2 << 3 | 2)) {
+        } else if (et === ((2 << 3) | 2)) {
           const e = r.lengthEnd(entryEnd);
           v = r.utf8(r.pos, e);
           r.pos = e;
@@ -269,7 +297,20 @@ function readResponse(end: number, d: Draft): void {
 }
 
 function readEntry(end: number): MeterReport {
-  const d: Draft = { requestId: '', mark: {}, path: '', authz: {}, meter: {}, status: 0, requestBodyBytes: 0, responseBodyBytes: 0, contentType: '', contentEncoding: '', upstreamSent: false, upstreamAnswered: false };
+  const d: Draft = {
+    requestId: '',
+    mark: {},
+    path: '',
+    authz: {},
+    meter: {},
+    status: 0,
+    requestBodyBytes: 0,
+    responseBodyBytes: 0,
+    contentType: '',
+    contentEncoding: '',
+    upstreamSent: false,
+    upstreamAnswered: false,
+  };
   while (r.pos < end) {
     const t = r.tag(end);
     if ((t & 7) !== 2) {
@@ -297,7 +338,11 @@ function readEntry(end: number): MeterReport {
     contentEncoding: d.contentEncoding,
     tail: tail instanceof Uint8Array ? tail : typeof tail === 'string' ? Buffer.from(tail) : undefined,
     ended: final !== undefined,
-    ...(d.meter.calls instanceof Uint8Array ? { calls: Buffer.from(d.meter.calls).toString('latin1') } : typeof d.meter.calls === 'string' ? { calls: d.meter.calls } : {}),
+    ...(d.meter.calls instanceof Uint8Array
+      ? { calls: Buffer.from(d.meter.calls).toString('latin1') }
+      : typeof d.meter.calls === 'string'
+        ? { calls: d.meter.calls }
+        : {}),
     upstreamSent: d.upstreamSent,
     upstreamAnswered: d.upstreamAnswered,
   };
@@ -312,7 +357,7 @@ export function readAccessLogMessage(bytes: Uint8Array): ReadResult {
   try {
     while (r.pos < end) {
       const t = r.tag(end);
-      if (t !== (2 << 3 | 2)) {
+      if (t !== ((2 << 3) | 2)) {
         r.skip(t & 7, end);
         continue;
       }
@@ -320,7 +365,7 @@ export function readAccessLogMessage(bytes: Uint8Array): ReadResult {
       const logsEnd = r.lengthEnd(end);
       while (r.pos < logsEnd) {
         const lt = r.tag(logsEnd);
-        if (lt !== (1 << 3 | 2)) {
+        if (lt !== ((1 << 3) | 2)) {
           r.skip(lt & 7, logsEnd);
           continue;
         }

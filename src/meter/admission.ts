@@ -21,7 +21,8 @@
  * - soft mode: no store round trip. A key with a positive balance may always have one request in
  *   flight on this replica if it asks for one answer, holds no input from elsewhere (images, files,
  *   URLs, a previous response) and allows no more hosted tool calls than meter.maxHostedToolCalls;
- *   each further one, and one asking for several answers, holding such input or allowing more calls, must fit what the balance has left once the requests in flight are counted at their
+ *   each further one, and one asking for several answers, holding such input or allowing more calls, must fit what the
+ * balance has left once the requests in flight are counted at their
  *   maximum. So one key can overspend by at most one single-answer request's maximum per replica,
  *   however many it sends at once.
  * - strict mode: the maximum is reserved in the store before the request goes upstream; a request
@@ -67,7 +68,17 @@ export interface AdmissionDeps {
 }
 
 function deny(d: Decision, reason: DenyReason, hint: string): Decision {
-  return { allowed: false, reason, hint, route: d.route, keyId: d.keyId, group: d.group, model: d.model, modelKnown: d.modelKnown, stale: d.stale };
+  return {
+    allowed: false,
+    reason,
+    hint,
+    route: d.route,
+    keyId: d.keyId,
+    group: d.group,
+    model: d.model,
+    modelKnown: d.modelKnown,
+    stale: d.stale,
+  };
 }
 
 /**
@@ -109,10 +120,14 @@ const round = (n: number): string => amountText(Number(n.toPrecision(6)));
  */
 export const DRY_RUN_REQUEST_ID_PREFIX = 'modelgate-dry-run-';
 
-const insufficient = (available: number, amount: number): string => HINTS.balance_insufficient.reserved(round(available), round(amount));
+const insufficient = (available: number, amount: number): string =>
+  HINTS.balance_insufficient.reserved(round(available), round(amount));
 
 /** The budgets a request is held to: its key's, its key's on its model, and its group's, those that are set. */
-function budgetsOf(d: AllowedWithModel, groupBudget: Budget | null | undefined): { subject: BudgetSubject; budget: Budget }[] {
+function budgetsOf(
+  d: AllowedWithModel,
+  groupBudget: Budget | null | undefined,
+): { subject: BudgetSubject; budget: Budget }[] {
   const out: { subject: BudgetSubject; budget: Budget }[] = [];
   if (d.budget) out.push({ subject: { kind: 'key', name: d.keyId }, budget: d.budget });
   if (d.modelBudget) out.push({ subject: { kind: 'model', name: d.keyId, model: d.model }, budget: d.modelBudget });
@@ -149,7 +164,8 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     const style = d.route.style;
     const rules = PROVIDERS[style];
     const alt = rules.admission.unreadableFormat(view.query);
-    if (alt !== undefined) return deny(d, 'response_format_unsupported', HINTS.response_format_unsupported.alt(printable(alt, 64)));
+    if (alt !== undefined)
+      return deny(d, 'response_format_unsupported', HINTS.response_format_unsupported.alt(printable(alt, 64)));
     // The Check located these fields with the model; a generative request (model in the path) was not scanned.
     const hasBody = view.body !== undefined && view.body.length > 0;
     // A body whose model is in the path (Gemini) was not read by the Check: one the meter cannot
@@ -159,15 +175,35 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       // honouring utf-16 or utf-7 would read other fields than these).
       const type = view.headers['content-type'];
       const charset = type === undefined ? undefined : /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(type)?.[1].toLowerCase();
-      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') return deny(d, 'content_type_unsupported', HINTS.content_type_unsupported.notJson(printable(type as string, 48)));
+      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')
+        return deny(
+          d,
+          'content_type_unsupported',
+          HINTS.content_type_unsupported.notJson(printable(type as string, 48)),
+        );
       const encoding = view.headers['content-encoding'];
-      if (encoding && encoding.toLowerCase() !== 'identity') return deny(d, 'body_invalid', HINTS.body_invalid.compressed(printable(encoding, 24)));
+      if (encoding && encoding.toLowerCase() !== 'identity')
+        return deny(d, 'body_invalid', HINTS.body_invalid.compressed(printable(encoding, 24)));
     }
-    const fields = d.bodyFields ?? (hasBody ? extractFields(view.body as Uint8Array, config.routes.maxJsonDepth, REQUEST_FIELDS, REQUEST_MARKS) : undefined);
-    if (hasBody && !fields) return deny(d, 'body_invalid', HINTS.body_invalid.unusable('it is not a JSON object in UTF-8 within the nesting limit'));
+    const fields =
+      d.bodyFields ??
+      (hasBody
+        ? extractFields(view.body as Uint8Array, config.routes.maxJsonDepth, REQUEST_FIELDS, REQUEST_MARKS)
+        : undefined);
+    if (hasBody && !fields)
+      return deny(
+        d,
+        'body_invalid',
+        HINTS.body_invalid.unusable('it is not a JSON object in UTF-8 within the nesting limit'),
+      );
     const shape = requestShape(style, view.path, view.body, fields, config.routes.maxJsonDepth);
     if (shape.twice) return deny(d, 'body_invalid', HINTS.body_invalid.fieldTwice(shape.twice));
-    if (shape.pricedTier && m.serviceTiers === 'deny') return deny(d, 'service_tier_unpriced', HINTS.service_tier_unpriced.tier(shape.pricedTier[0], printable(shape.pricedTier[1], 32)));
+    if (shape.pricedTier && m.serviceTiers === 'deny')
+      return deny(
+        d,
+        'service_tier_unpriced',
+        HINTS.service_tier_unpriced.tier(shape.pricedTier[0], printable(shape.pricedTier[1], 32)),
+      );
     // `"N": 128` is n to a case-insensitive binder (Go's encoding/json), and 1 to this reading: refused, as "MODEL" is.
     if (shape.caseVariant) return deny(d, 'body_invalid', HINTS.body_invalid.fieldCase(...shape.caseVariant));
     if (shape.background) return deny(d, 'background_unsupported', HINTS.background_unsupported.background);
@@ -176,42 +212,90 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     }
     if (view.requestId === '') return deny(d, 'internal_error', HINTS.internal_error.noRequestId);
     const group = deps.groups.get(d.group);
-    return group instanceof Promise ? group.then((g) => admitWith(d, view, config, style, shape, g)) : admitWith(d, view, config, style, shape, group);
+    return group instanceof Promise
+      ? group.then((g) => admitWith(d, view, config, style, shape, g))
+      : admitWith(d, view, config, style, shape, group);
   };
 
-  function admitWith(d: AllowedWithModel, view: RequestView, config: Config, style: Protocol, shape: RequestShape, g: Lookup<GroupRecord>): MaybePromise<Decision> {
+  function admitWith(
+    d: AllowedWithModel,
+    view: RequestView,
+    config: Config,
+    style: Protocol,
+    shape: RequestShape,
+    g: Lookup<GroupRecord>,
+  ): MaybePromise<Decision> {
     const m = config.meter;
     if (g.status === 'unavailable') return deny(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
     const model = g.status === 'found' ? g.value.models.get(d.model) : undefined;
     const price = model?.price ?? null;
     const word = holdFor(
-      { style, shape, model: d.model, price, modelCap: model?.maxOutputTokens, bodyBytes: view.body?.length ?? 0, masked: PROVIDERS[style].admission.trimsAnswer(view), capRaised: PROVIDERS[style].admission.raisesOutputCap(view.headers) },
+      {
+        style,
+        shape,
+        model: d.model,
+        price,
+        modelCap: model?.maxOutputTokens,
+        bodyBytes: view.body?.length ?? 0,
+        masked: PROVIDERS[style].admission.trimsAnswer(view),
+        capRaised: PROVIDERS[style].admission.raisesOutputCap(view.headers),
+      },
       m,
     );
     if (word.kind === 'refuse') {
-      if (word.reason === 'modality_unpriced') return deny(d, 'modality_unpriced', HINTS.modality_unpriced.modality(printable(word.spelled, 80), word.modality));
-      return deny(d, 'hosted_tool_unpriced', HINTS.hosted_tool_unpriced.tool(word.tool, hostedToolSwitch(view.headers['user-agent'], word.tool)));
+      if (word.reason === 'modality_unpriced')
+        return deny(
+          d,
+          'modality_unpriced',
+          HINTS.modality_unpriced.modality(printable(word.spelled, 80), word.modality),
+        );
+      return deny(
+        d,
+        'hosted_tool_unpriced',
+        HINTS.hosted_tool_unpriced.tool(word.tool, hostedToolSwitch(view.headers['user-agent'], word.tool)),
+      );
     }
     const hold = word;
     const { maxInputTokens, maxCost, tools, hidden, inputMarks } = hold;
     const limited = d.balance !== null && d.balance !== undefined;
     const since = now();
     const entry = (reserved: InFlightRequest['reserved']): InFlightRequest => ({
-      requestId: view.requestId, keyId: d.keyId, keySha256: d.keySha256, group: d.group, model: d.model, protocol: style,
-      price, limited, maxInputTokens, maxOutputTokens: hold.maxOutputTokens, maxCost, reserved, bodyBytes: view.body?.length ?? 0,
+      requestId: view.requestId,
+      keyId: d.keyId,
+      keySha256: d.keySha256,
+      group: d.group,
+      model: d.model,
+      protocol: style,
+      price,
+      limited,
+      maxInputTokens,
+      maxOutputTokens: hold.maxOutputTokens,
+      maxCost,
+      reserved,
+      bodyBytes: view.body?.length ?? 0,
       sample: sampleOf(view.body),
-      stream: shape.stream, referencedInput: shape.referencedInput,
+      stream: shape.stream,
+      referencedInput: shape.referencedInput,
       ...(tools ? { tools } : {}),
       ...(hidden ? { outputHidden: true } : {}),
       ...inputMarks,
-      since, deadline: since + m.reservationSeconds * 1000,
+      since,
+      deadline: since + m.reservationSeconds * 1000,
       ...(budgetHold ? { budgetHold } : {}),
     });
     const dryRun = view.requestId.startsWith(DRY_RUN_REQUEST_ID_PREFIX);
     // The Check's metadata carries the maxima and the admitted price for a report that finds no
     // entry here (late, or at another replica): it is bounded and priced as the entry would be.
     const priceMarks = price ? { price: priceMark(price) } : undefined;
-    const marks: MeterMarks = { maxInput: maxInputTokens, maxOutput: hold.maxOutputTokens, ...(hidden ? { hiddenOutput: hold.maxOutputTokens } : {}), ...(shape.referencedInput ? { referencedInput: true as const } : {}), ...inputMarks, ...priceMarks, ...(tools ? { tools: toolsMark(tools) } : {}) };
+    const marks: MeterMarks = {
+      maxInput: maxInputTokens,
+      maxOutput: hold.maxOutputTokens,
+      ...(hidden ? { hiddenOutput: hold.maxOutputTokens } : {}),
+      ...(shape.referencedInput ? { referencedInput: true as const } : {}),
+      ...inputMarks,
+      ...priceMarks,
+      ...(tools ? { tools: toolsMark(tools) } : {}),
+    };
     const marked: Decision = { ...d, meterMarks: marks };
     let budgetHold: BudgetHold | undefined;
     const track = (reserved: InFlightRequest['reserved']): Decision => {
@@ -224,8 +308,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       if (budgetHold && deps.inFlight.get(view.requestId) === undefined) deps.budgets?.release(budgetHold);
       return marked;
     };
-    const balanceWord = (): MaybePromise<Decision> => balanceAdmit({ d, view, config, shape, hold, limited, price, dryRun, marked, style, track });
-    const wanted = price === null || maxCost === 0 ? [] : budgetsOf(d, g.status === 'found' ? g.value.budget : undefined);
+    const balanceWord = (): MaybePromise<Decision> =>
+      balanceAdmit({ d, view, config, shape, hold, limited, price, dryRun, marked, style, track });
+    const wanted =
+      price === null || maxCost === 0 ? [] : budgetsOf(d, g.status === 'found' ? g.value.budget : undefined);
     if (wanted.length === 0) return balanceWord();
     // A budget with no ledger to count it against (a store without spentIn) is never waved through.
     if (!deps.budgets) return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetLedger);
@@ -239,10 +325,36 @@ export function createAdmission(deps: AdmissionDeps): Admission {
         if (v.why === 'uncounted') return deny(d, 'store_unavailable', HINTS.store_unavailable.budgetUncounted);
         const st = v.status;
         const period = st.budget.period === 'day' ? 'dai' : st.budget.period;
-        // The model is one of the key's group (decide.ts sets modelBudget only then): safe to echo, printable as every hint.
-        if (st.subject.kind === 'model') return deny(d, 'model_budget_exhausted', HINTS.model_budget_exhausted.exhausted(printable(st.subject.model, 128), period, round(st.budget.amount), round(st.spent), round(st.held), round(v.cost), new Date(st.window.resetsAt).toISOString()));
+        // The model is one of the key's group (decide.ts sets modelBudget only then): safe to echo, printable as every
+        // hint.
+        if (st.subject.kind === 'model')
+          return deny(
+            d,
+            'model_budget_exhausted',
+            HINTS.model_budget_exhausted.exhausted(
+              printable(st.subject.model, 128),
+              period,
+              round(st.budget.amount),
+              round(st.spent),
+              round(st.held),
+              round(v.cost),
+              new Date(st.window.resetsAt).toISOString(),
+            ),
+          );
         const whose = st.subject.kind === 'key' ? "the key's" : `the group ${JSON.stringify(st.subject.name)}'s`;
-        return deny(d, 'budget_exhausted', HINTS.budget_exhausted.exhausted(whose, period, round(st.budget.amount), round(st.spent), round(st.held), round(v.cost), new Date(st.window.resetsAt).toISOString()));
+        return deny(
+          d,
+          'budget_exhausted',
+          HINTS.budget_exhausted.exhausted(
+            whose,
+            period,
+            round(st.budget.amount),
+            round(st.spent),
+            round(st.held),
+            round(v.cost),
+            new Date(st.window.resetsAt).toISOString(),
+          ),
+        );
       }
       budgetHold = v.hold;
       const given = (dec: Decision): Decision => {
@@ -254,7 +366,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     });
   }
 
-  /** The lifetime balance's word (soft: holds in flight here; strict: a reservation), once the budgets allowed the request. */
+  /**
+   * The lifetime balance's word (soft: holds in flight here; strict: a reservation), once the budgets allowed the
+   * request.
+   */
   function balanceAdmit(q: BalanceAdmission): MaybePromise<Decision> {
     const { d, config, hold, track } = q;
     const m = config.meter;
@@ -268,14 +383,25 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       const replicas = deps.replicas?.() ?? 1;
       const held = deps.inFlight.held(keyId);
       const word = softWord({
-        balance, replicas, inFlight: count, held, maxCost, answers: q.shape.answers,
-        beyondCap: hold.beyondCap, toolCalls: hold.tools?.maxCalls, maxHostedToolCalls: m.maxHostedToolCalls, referencedCount: q.shape.referencedCount,
+        balance,
+        replicas,
+        inFlight: count,
+        held,
+        maxCost,
+        answers: q.shape.answers,
+        beyondCap: hold.beyondCap,
+        toolCalls: hold.tools?.maxCalls,
+        maxHostedToolCalls: m.maxHostedToolCalls,
+        referencedCount: q.shape.referencedCount,
       });
       if (word.kind === 'allow') return track(false);
       // Blind, what it refuses is the store connection's doing, not the balance's: retryable.
       if (word.blind) return deny(d, 'store_unavailable', HINTS.store_unavailable.replicasUncounted);
       // The balance as a refusal's hint names it (only then: formatting a number costs more than the rest).
-      const seen = word.replicas > 1 ? `${round(balance)}; ${round(word.share)} of it on this replica, one of ${word.replicas}` : round(balance);
+      const seen =
+        word.replicas > 1
+          ? `${round(balance)}; ${round(word.share)} of it on this replica, one of ${word.replicas}`
+          : round(balance);
       const hint = HINTS.balance_insufficient;
       const cost = round(maxCost);
       const hints: Record<SoftRefusal, () => string> = {
@@ -290,10 +416,28 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     // A dry run (explain) shows what the request would be held at, and reserves nothing.
     if (q.dryRun) return q.marked;
     if (deps.leases && config.meter.leases) return fromLease(d, deps.leases, maxCost, track);
-    return reserve(d, q.view, config, maxCost, { group: d.group, model: d.model, protocol: q.style, inputTokens: hold.maxInputTokens, outputTokens: hold.maxOutputTokens }, track);
+    return reserve(
+      d,
+      q.view,
+      config,
+      maxCost,
+      {
+        group: d.group,
+        model: d.model,
+        protocol: q.style,
+        inputTokens: hold.maxInputTokens,
+        outputTokens: hold.maxOutputTokens,
+      },
+      track,
+    );
   }
 
-  async function fromLease(d: AllowedWithModel, leases: LeaseBook, amount: number, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
+  async function fromLease(
+    d: AllowedWithModel,
+    leases: LeaseBook,
+    amount: number,
+    track: (reserved: InFlightRequest['reserved']) => Decision,
+  ): Promise<Decision> {
     let r;
     try {
       r = await leases.reserve(d.keyId, amount, d.keySha256);
@@ -306,7 +450,14 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     return tracked;
   }
 
-  async function reserve(d: AllowedWithModel, view: RequestView, config: Config, amount: number, held: ReservedRequest, track: (reserved: InFlightRequest['reserved']) => Decision): Promise<Decision> {
+  async function reserve(
+    d: AllowedWithModel,
+    view: RequestView,
+    config: Config,
+    amount: number,
+    held: ReservedRequest,
+    track: (reserved: InFlightRequest['reserved']) => Decision,
+  ): Promise<Decision> {
     if (!deps.store) return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     let r;
     try {

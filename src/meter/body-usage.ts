@@ -54,7 +54,9 @@ export function bodyUsage(protocol: Protocol, body: Uint8Array, sse: boolean, ho
       if (data === undefined) continue;
       try {
         usageObjects(targets, JSON.parse(data), found);
-      } catch { /* a malformed event reports nothing */ }
+      } catch {
+        /* a malformed event reports nothing */
+      }
     }
   }
   if (found.length === 0) return undefined;

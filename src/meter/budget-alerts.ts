@@ -28,7 +28,12 @@ export interface BudgetAlertEvent {
 }
 
 /** The thresholds (percent) a spend moving from `before` to `after` reaches, of `amount`. */
-export function thresholdsCrossed(before: number, after: number, amount: number, thresholds: readonly number[]): number[] {
+export function thresholdsCrossed(
+  before: number,
+  after: number,
+  amount: number,
+  thresholds: readonly number[],
+): number[] {
   return thresholds.filter((p) => {
     const line = (amount * p) / 100;
     return before < line && after >= line;
@@ -38,7 +43,10 @@ export function thresholdsCrossed(before: number, after: number, amount: number,
 /** The event id of a threshold of a budget's window: hex of SHA-256, 32 digits. */
 export function alertId(subject: BudgetSubject, window: BudgetWindow, threshold: number): string {
   const who = subject.kind === 'model' ? `${subject.name}\0${subject.model}` : subject.name;
-  return createHash('sha256').update(`${subject.kind}\0${who}\0${window.start}\0${threshold}`).digest('hex').slice(0, 32);
+  return createHash('sha256')
+    .update(`${subject.kind}\0${who}\0${window.start}\0${threshold}`)
+    .digest('hex')
+    .slice(0, 32);
 }
 
 /** Windows remembered (their fired thresholds); past it the oldest are forgotten (ids keep repeats harmless). */
@@ -67,8 +75,15 @@ export class BudgetAlerts {
       if (fired.has(threshold)) continue;
       fired.add(threshold);
       this.sink({
-        id: alertId(subject, window, threshold), type: 'budget.threshold', subject, budget, threshold, spent: after,
-        windowStart: new Date(window.start).toISOString(), resetsAt: new Date(window.resetsAt).toISOString(), time: new Date(this.now()).toISOString(),
+        id: alertId(subject, window, threshold),
+        type: 'budget.threshold',
+        subject,
+        budget,
+        threshold,
+        spent: after,
+        windowStart: new Date(window.start).toISOString(),
+        resetsAt: new Date(window.resetsAt).toISOString(),
+        time: new Date(this.now()).toISOString(),
       });
     }
   }

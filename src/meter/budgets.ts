@@ -1,6 +1,7 @@
 /**
  * Budgets with windows: an amount a key, a key on one model, or a group may spend per day, ISO week
- * or calendar month in an IANA time zone (store/budget-window.ts), alongside the key's lifetime balance (both hold; the tighter
+ * or calendar month in an IANA time zone (store/budget-window.ts), alongside the key's lifetime balance (both hold; the
+ * tighter
  * refuses, 403 budget_exhausted for a budget). A BudgetBook keeps, per budget, what its current
  * window has spent and what this replica's requests in flight hold against it, so the Check path
  * asks the ledger once per window and budget (`load`), never per request:
@@ -75,8 +76,10 @@ interface Entry {
 }
 
 /** A subject's name in the book (a key id may hold `:`, a model name anything). */
-export const subjectKey = (s: BudgetSubject): string => (s.kind === 'model' ? `model:${JSON.stringify([s.name, s.model])}` : `${s.kind}:${s.name}`);
-const sameBudget = (a: Budget, b: Budget): boolean => a.amount === b.amount && a.period === b.period && a.timeZone === b.timeZone;
+export const subjectKey = (s: BudgetSubject): string =>
+  s.kind === 'model' ? `model:${JSON.stringify([s.name, s.model])}` : `${s.kind}:${s.name}`;
+const sameBudget = (a: Budget, b: Budget): boolean =>
+  a.amount === b.amount && a.period === b.period && a.timeZone === b.timeZone;
 
 /**
  * The rule of one budget on one of `replicas` replicas: may a request of maximum cost `cost` run,
@@ -86,7 +89,16 @@ const sameBudget = (a: Budget, b: Budget): boolean => a.amount === b.amount && a
  * here while the window has something left. `replicas` 0 (this replica cannot count the others):
  * a share of nothing.
  */
-export function budgetAllows(mode: MeterMode, amount: number, loaded: number, own: number, held: number, inFlight: number, cost: number, replicas = 1): boolean {
+export function budgetAllows(
+  mode: MeterMode,
+  amount: number,
+  loaded: number,
+  own: number,
+  held: number,
+  inFlight: number,
+  cost: number,
+  replicas = 1,
+): boolean {
   const share = replicas >= 1 ? (amount - loaded) / Math.floor(replicas) : 0;
   if (own + held + cost <= share) return true;
   return mode === 'soft' && inFlight === 0 && loaded + own < amount;
@@ -98,10 +110,21 @@ export class BudgetBook {
   readonly #now: () => number;
   readonly #max: number;
 
-  readonly #onSpent?: (subject: BudgetSubject, budget: Budget, window: BudgetWindow, before: number, after: number) => void;
+  readonly #onSpent?: (
+    subject: BudgetSubject,
+    budget: Budget,
+    window: BudgetWindow,
+    before: number,
+    after: number,
+  ) => void;
 
   /** `onSpent`: a window's spend (as this replica knows it) moved, for alerts (budget-alerts.ts). */
-  constructor(opts: { load: SpentLoader; now?: () => number; maxBudgets?: number; onSpent?: (subject: BudgetSubject, budget: Budget, window: BudgetWindow, before: number, after: number) => void }) {
+  constructor(opts: {
+    load: SpentLoader;
+    now?: () => number;
+    maxBudgets?: number;
+    onSpent?: (subject: BudgetSubject, budget: Budget, window: BudgetWindow, before: number, after: number) => void;
+  }) {
     this.#load = opts.load;
     this.#onSpent = opts.onSpent;
     this.#now = opts.now ?? Date.now;
@@ -119,21 +142,26 @@ export class BudgetBook {
     const count = e ? e.count : 0;
     if (!e && this.#entries.size >= this.#max) {
       // Bounded: drop a budget with nothing in flight (its spend is reloaded from the ledger when used again).
-      for (const [k, v] of this.#entries) if (v.count === 0 && !v.loading) { this.#entries.delete(k); break; }
+      for (const [k, v] of this.#entries)
+        if (v.count === 0 && !v.loading) {
+          this.#entries.delete(k);
+          break;
+        }
     }
     e = { budget, window, loaded: 0, own: 0, held, count, failed: false };
     const entry = e;
-    entry.loading = this.#load(subject, window.start, window.resetsAt).then(
-      (spent) => {
+    entry.loading = this.#load(subject, window.start, window.resetsAt)
+      .then((spent) => {
         if (!(Number.isFinite(spent) && spent >= 0)) throw new Error('ledger spend is not a finite number >= 0');
         entry.loaded = spent;
         if (entry.own > 0) this.#onSpent?.(subject, budget, window, spent, spent + entry.own);
-      },
-    ).catch(() => {
-      entry.failed = true;
-    }).finally(() => {
-      entry.loading = undefined;
-    });
+      })
+      .catch(() => {
+        entry.failed = true;
+      })
+      .finally(() => {
+        entry.loading = undefined;
+      });
     this.#entries.set(key, entry);
     return entry;
   }
@@ -143,7 +171,12 @@ export class BudgetBook {
    * model, its group's):
    * all must allow it; then it holds `cost` against each until settled or released.
    */
-  async admit(budgets: readonly { readonly subject: BudgetSubject; readonly budget: Budget }[], cost: number, mode: MeterMode, replicas = 1): Promise<BudgetVerdict> {
+  async admit(
+    budgets: readonly { readonly subject: BudgetSubject; readonly budget: Budget }[],
+    cost: number,
+    mode: MeterMode,
+    replicas = 1,
+  ): Promise<BudgetVerdict> {
     const now = this.#now();
     // A budget this runtime cannot place in time (a zone its Intl does not know, stored by another
     // build) refuses as the ledger's failure does: fail closed.
@@ -161,7 +194,11 @@ export class BudgetBook {
     for (const { subject, entry } of entries) {
       if (!budgetAllows(mode, entry.budget.amount, entry.loaded, entry.own, entry.held, entry.count, cost, replicas)) {
         // Refused for want of a count of the replicas, not of money: retryable.
-        if (replicas < 1 && !budgetAllows(mode, entry.budget.amount, entry.loaded, entry.own, entry.held, entry.count, cost, 1)) return { ok: false, why: 'exhausted', cost, status: statusOf(subject, entry) };
+        if (
+          replicas < 1 &&
+          !budgetAllows(mode, entry.budget.amount, entry.loaded, entry.own, entry.held, entry.count, cost, 1)
+        )
+          return { ok: false, why: 'exhausted', cost, status: statusOf(subject, entry) };
         if (replicas < 1) return { ok: false, why: 'uncounted', subject };
         return { ok: false, why: 'exhausted', cost, status: statusOf(subject, entry) };
       }
@@ -203,7 +240,9 @@ export class BudgetBook {
     if (!e.loading && !e.failed) this.#onSpent?.(subject, e.budget, e.window, before, e.loaded + e.own);
   }
 
-  /** A budget's current window and spend (loading it from the ledger when needed). Rejects when the ledger cannot say. */
+  /**
+   * A budget's current window and spend (loading it from the ledger when needed). Rejects when the ledger cannot say.
+   */
   async status(subject: BudgetSubject, budget: Budget): Promise<BudgetStatus> {
     const entry = this.#entry(subject, budget, this.#now());
     if (entry.loading) await entry.loading;
@@ -223,5 +262,12 @@ export class BudgetBook {
 
 function statusOf(subject: BudgetSubject, e: Entry): BudgetStatus {
   const spent = e.loaded + e.own;
-  return { subject, budget: e.budget, window: e.window, spent, held: e.held, remaining: Math.max(0, e.budget.amount - spent - e.held) };
+  return {
+    subject,
+    budget: e.budget,
+    window: e.window,
+    spent,
+    held: e.held,
+    remaining: Math.max(0, e.budget.amount - spent - e.held),
+  };
 }

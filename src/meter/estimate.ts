@@ -26,8 +26,16 @@ import type { Protocol } from '../store/store';
 /** Bytes of a request body the Check keeps for an input estimate. */
 export const INPUT_SAMPLE_BYTES = 4096;
 
-/** o200k_base count times this, by protocol family (no published tokenizer for Anthropic's and Google's current models). */
-export const FAMILY_FACTOR: Readonly<Record<Protocol, number>> = { chat: 1, responses: 1, embeddings: 1, messages: 1.2, generative: 1 };
+/**
+ * o200k_base count times this, by protocol family (no published tokenizer for Anthropic's and Google's current models).
+ */
+export const FAMILY_FACTOR: Readonly<Record<Protocol, number>> = {
+  chat: 1,
+  responses: 1,
+  embeddings: 1,
+  messages: 1.2,
+  generative: 1,
+};
 
 /** An inline image or file (a data: URL): counted as this many tokens instead of its base64 text. */
 export const INLINE_MEDIA_TOKENS = 1000;
@@ -74,7 +82,10 @@ export function workerTokenCounter(): TokenCounter {
   let scheduled = false;
   const waiting = new Map<number, Asked[]>();
   const start = (): Worker => {
-    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { tokenizer: require.resolve('gpt-tokenizer/encoding/o200k_base') } });
+    const w = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { tokenizer: require.resolve('gpt-tokenizer/encoding/o200k_base') },
+    });
     w.unref();
     w.on('message', (m: { id: number; counts?: number[]; error?: string }) => {
       const batch = waiting.get(m.id);
@@ -174,7 +185,9 @@ export function jsonInputText(text: string): { text: string; media: number } {
     if (escaped) {
       try {
         value = JSON.parse(`"${value}"`) as string;
-      } catch { /* a cut escape at the end of a sample: the raw text */ }
+      } catch {
+        /* a cut escape at the end of a sample: the raw text */
+      }
     }
     if (DATA_URL.test(value)) {
       media++;
@@ -204,7 +217,13 @@ export interface Estimator {
    * Bytes sent beyond what was read, when what was read held no text, count at a stream's or an
    * answer's typical density (SSE_BYTES_PER_TOKEN, JSON_BYTES_PER_TOKEN).
    */
-  output(protocol: Protocol, text: string | undefined, textBytes: number, bodyBytes: number, sse: boolean): Promise<number>;
+  output(
+    protocol: Protocol,
+    text: string | undefined,
+    textBytes: number,
+    bodyBytes: number,
+    sse: boolean,
+  ): Promise<number>;
 }
 
 export function createEstimator(counter: TokenCounter): Estimator {
@@ -214,9 +233,12 @@ export function createEstimator(counter: TokenCounter): Estimator {
       const referenced = source.referencedInput ? referencedInputTokens : 0;
       // A body larger than its sample is counted at one token per byte, an upper bound: what a
       // sample says of the rest is the client's to choose (a sample of digits before 200 KB of text).
-      if (!source.sample || source.sample.length === 0 || source.bodyBytes > source.sample.length) return source.bodyBytes + referenced;
+      if (!source.sample || source.sample.length === 0 || source.bodyBytes > source.sample.length)
+        return source.bodyBytes + referenced;
       // The whole JSON text: an embedding's token ids (`input: [[1, 2, ...]]`) count at least a token each in it.
-      const { text, media } = jsonInputText(Buffer.from(source.sample.buffer, source.sample.byteOffset, source.sample.byteLength).toString('utf8'));
+      const { text, media } = jsonInputText(
+        Buffer.from(source.sample.buffer, source.sample.byteOffset, source.sample.byteLength).toString('utf8'),
+      );
       const [tokens] = await counter.count([text]);
       return scaled(protocol, tokens + media * INLINE_MEDIA_TOKENS) + referenced;
     },
@@ -225,7 +247,10 @@ export function createEstimator(counter: TokenCounter): Estimator {
       const [tokens] = text.length === 0 ? [0] : await counter.count([text]);
       if (bodyBytes <= textBytes) return scaled(protocol, tokens);
       if (tokens > 0 && textBytes > 0) return scaled(protocol, Math.ceil((tokens * bodyBytes) / textBytes));
-      return scaled(protocol, tokens + Math.ceil((bodyBytes - textBytes) / (sse ? SSE_BYTES_PER_TOKEN : JSON_BYTES_PER_TOKEN)));
+      return scaled(
+        protocol,
+        tokens + Math.ceil((bodyBytes - textBytes) / (sse ? SSE_BYTES_PER_TOKEN : JSON_BYTES_PER_TOKEN)),
+      );
     },
   };
 }

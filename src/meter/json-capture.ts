@@ -41,7 +41,10 @@ export class JsonCapture {
   #captureTooBig = false;
 
   /** @param targets dotted key paths, e.g. ['usage', 'response.usage'] */
-  constructor(private readonly targets: ReadonlySet<string>, private readonly onValue: (path: string, json: string) => void) {}
+  constructor(
+    private readonly targets: ReadonlySet<string>,
+    private readonly onValue: (path: string, json: string) => void,
+  ) {}
 
   push(chunk: Uint8Array): void {
     const n = chunk.length;
@@ -69,7 +72,9 @@ export class JsonCapture {
       else if (b === BACKSLASH) this.#escape = true;
       else if (b === QUOTE) {
         this.#inString = false;
-        if (this.#stringIsKey) this.#keys[this.#keys.length - 1] = this.#key.length <= MAX_KEY ? String.fromCharCode(...this.#key) : '\u0000';
+        if (this.#stringIsKey)
+          this.#keys[this.#keys.length - 1] =
+            this.#key.length <= MAX_KEY ? String.fromCharCode(...this.#key) : '\u0000';
         return;
       }
       if (this.#stringIsKey && this.#key.length <= MAX_KEY) this.#key.push(b);

@@ -12,7 +12,13 @@
  * IDLE_MS, so other replicas can use the balance. Requests of one key wait for one lease call at a time.
  */
 export interface LeaseStore {
-  lease(replica: string, keyId: string, want: number, need: number, ttlSeconds: number): Promise<{ granted: number | null; balance: number | null }>;
+  lease(
+    replica: string,
+    keyId: string,
+    want: number,
+    need: number,
+    ttlSeconds: number,
+  ): Promise<{ granted: number | null; balance: number | null }>;
 }
 
 interface KeyLease {
@@ -59,7 +65,11 @@ export class LeaseBook {
   /** Key ids by key hash, for the store's balance notifications (which name the hash). */
   readonly #keyOfSha = new Map<string, string>();
 
-  constructor(readonly store: LeaseStore, readonly replica: string, private readonly now: () => number = Date.now) {}
+  constructor(
+    readonly store: LeaseStore,
+    readonly replica: string,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /**
    * Reserves `amount` of a key's balance for a request, growing the lease if it does not fit. A
@@ -70,7 +80,19 @@ export class LeaseBook {
    */
   async reserve(keyId: string, amount: number, keySha256?: string): Promise<LeaseAnswer> {
     let k = this.#keys.get(keyId);
-    if (!k) this.#keys.set(keyId, (k = { granted: 0, used: 0, requests: 0, expires: 0, touched: this.now(), exhausted: 0, ...(keySha256 ? { sha: keySha256 } : {}) }));
+    if (!k)
+      this.#keys.set(
+        keyId,
+        (k = {
+          granted: 0,
+          used: 0,
+          requests: 0,
+          expires: 0,
+          touched: this.now(),
+          exhausted: 0,
+          ...(keySha256 ? { sha: keySha256 } : {}),
+        }),
+      );
     if (keySha256 && k.sha === undefined) k.sha = keySha256;
     if (k.sha) this.#keyOfSha.set(k.sha, keyId);
     let asked = false;

@@ -20,7 +20,19 @@
 import type { Config } from '../config/load';
 import { PROVIDERS } from '../providers/providers';
 import type { Lookup } from '../store/cache';
-import { PROTOCOLS, validPrice, type DebitResult, type DeclaredTools, type EstimateReason, type GroupRecord, type MeterStore, type ModelPrice, type PendingRequest, type Protocol, type SettledRequest } from '../store/store';
+import {
+  PROTOCOLS,
+  validPrice,
+  type DebitResult,
+  type DeclaredTools,
+  type EstimateReason,
+  type GroupRecord,
+  type MeterStore,
+  type ModelPrice,
+  type PendingRequest,
+  type Protocol,
+  type SettledRequest,
+} from '../store/store';
 import type { BudgetBook } from './budgets';
 import type { LeaseBook } from './leases';
 import type { MeterReport } from './access-log';
@@ -32,7 +44,16 @@ import { chargeOf } from './policy/debit';
 import { bodyUsage } from './body-usage';
 import { capturedText } from './response-text';
 import { CACHE_WRITE_FACTOR } from './request-shape';
-import { boundEstimate, classifyReport, NOTHING_READ, outputPlan, plausible, reportBounds, routeReport, tokenCount } from './policy/settle';
+import {
+  boundEstimate,
+  classifyReport,
+  NOTHING_READ,
+  outputPlan,
+  plausible,
+  reportBounds,
+  routeReport,
+  tokenCount,
+} from './policy/settle';
 import { tailUsage } from './tail-usage';
 import { isIdentity, isSse, type Usage } from './usage-reader';
 
@@ -42,7 +63,14 @@ export type ReleaseReason = 'upstream_error' | 'meter_disabled' | 'not_forwarded
 /** What the meter counts (server/metrics.ts implements it with prom-client). */
 export interface MeterMetrics {
   /** A debit: exact (`estimate` undefined), estimated or provisional. */
-  settled(group: string, model: string, usage: Usage, cost: number, result: 'metered' | 'estimated' | 'provisional', reason: string): void;
+  settled(
+    group: string,
+    model: string,
+    usage: Usage,
+    cost: number,
+    result: 'metered' | 'estimated' | 'provisional',
+    reason: string,
+  ): void;
   /** Nothing to debit: an upstream error, the meter switched off, token counting. */
   released(reason: ReleaseReason | 'not_billable'): void;
   /** A debit the store never took (after its retries). */
@@ -102,15 +130,19 @@ export interface MeteredRequest {
 /** One settled request, for tests, tools and the rate limits (token counts). */
 export type Settlement =
   | {
-    readonly result: 'metered' | 'estimated' | 'provisional';
-    readonly request: MeteredRequest;
-    readonly usage: Usage;
-    readonly estimate?: EstimateReason;
-    readonly debit: DebitResult;
-    readonly price: ModelPrice | null;
-  }
+      readonly result: 'metered' | 'estimated' | 'provisional';
+      readonly request: MeteredRequest;
+      readonly usage: Usage;
+      readonly estimate?: EstimateReason;
+      readonly debit: DebitResult;
+      readonly price: ModelPrice | null;
+    }
   | { readonly result: 'released'; readonly request: MeteredRequest; readonly reason: ReleaseReason }
-  | { readonly result: 'failed'; readonly request: MeteredRequest; readonly reason: 'store_unavailable' | 'price_invalid' }
+  | {
+      readonly result: 'failed';
+      readonly request: MeteredRequest;
+      readonly reason: 'store_unavailable' | 'price_invalid';
+    }
   | { readonly result: 'skipped' | 'not_billable' };
 
 /** Store reservations past their time are settled every this many ticks (seconds). */
@@ -122,11 +154,26 @@ const CHECKPOINT_MAX = 50_000;
 /** What survives a restart of a request in flight (no body sample, no price). */
 function pendingOf(r: PendingRequest): PendingRequest {
   return {
-    requestId: r.requestId, keyId: r.keyId, ...(r.keySha256 ? { keySha256: r.keySha256 } : {}), group: r.group, model: r.model, protocol: r.protocol,
-    limited: r.limited, maxInputTokens: r.maxInputTokens, maxOutputTokens: r.maxOutputTokens, maxCost: r.maxCost, bodyBytes: r.bodyBytes,
-    referencedInput: r.referencedInput, stream: r.stream, ...(r.outputHidden ? { outputHidden: true } : {}),
-    ...(r.inputExtra ? { inputExtra: r.inputExtra } : {}), ...(r.inputFactor && r.inputFactor !== 1 ? { inputFactor: r.inputFactor } : {}),
-    ...(r.price !== undefined ? { price: r.price } : {}), ...(r.tools ? { tools: r.tools } : {}), since: r.since, deadline: r.deadline,
+    requestId: r.requestId,
+    keyId: r.keyId,
+    ...(r.keySha256 ? { keySha256: r.keySha256 } : {}),
+    group: r.group,
+    model: r.model,
+    protocol: r.protocol,
+    limited: r.limited,
+    maxInputTokens: r.maxInputTokens,
+    maxOutputTokens: r.maxOutputTokens,
+    maxCost: r.maxCost,
+    bodyBytes: r.bodyBytes,
+    referencedInput: r.referencedInput,
+    stream: r.stream,
+    ...(r.outputHidden ? { outputHidden: true } : {}),
+    ...(r.inputExtra ? { inputExtra: r.inputExtra } : {}),
+    ...(r.inputFactor && r.inputFactor !== 1 ? { inputFactor: r.inputFactor } : {}),
+    ...(r.price !== undefined ? { price: r.price } : {}),
+    ...(r.tools ? { tools: r.tools } : {}),
+    since: r.since,
+    deadline: r.deadline,
   };
 }
 
@@ -145,18 +192,31 @@ function admittedPrice(entry: PendingRequest | undefined, a: MeterReport['authz'
   return readPriceMark(a.price);
 }
 
-/** What the request's input costs per token (request-shape.ts inputFactor): its entry's, else the Check's metadata's. */
-const inputFactorOf = (entry: PendingRequest | undefined, r: MeterReport): number => Math.max(1, entry ? entry.inputFactor ?? 1 : tokenCount(r.authz.inputFactor) ?? 1);
+/**
+ * What the request's input costs per token (request-shape.ts inputFactor): its entry's, else the Check's metadata's.
+ */
+const inputFactorOf = (entry: PendingRequest | undefined, r: MeterReport): number =>
+  Math.max(1, entry ? (entry.inputFactor ?? 1) : (tokenCount(r.authz.inputFactor) ?? 1));
 
 /** The request named a 1-hour cache write (a factor of 2): writes reported without a breakdown were those. */
-const hourWrites = (entry: PendingRequest | undefined, r: MeterReport): boolean => inputFactorOf(entry, r) >= CACHE_WRITE_FACTOR.hour1;
+const hourWrites = (entry: PendingRequest | undefined, r: MeterReport): boolean =>
+  inputFactorOf(entry, r) >= CACHE_WRITE_FACTOR.hour1;
 
 const NO_TOKENS: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });
 
 /** The exact path's "usage" line, in pino's line format (what logger.info would write for the same fields). */
-function usageLine(q: MeteredRequest, u: Usage, d: DebitResult, priced: boolean, bindings: string, time: number): string {
-  return `{"level":30,"time":${time},${bindings},"requestId":${JSON.stringify(q.requestId)},"keyId":${JSON.stringify(q.keyId)},"group":${JSON.stringify(q.group)},"model":${JSON.stringify(q.model)},"protocol":"${q.protocol}",` +
-    `"inputTokens":${u.inputTokens},"outputTokens":${u.outputTokens},"cachedInputTokens":${u.cachedInputTokens},"cost":${d.cost},"priced":${priced},"balance":${d.balance},"msg":"usage"}\n`;
+function usageLine(
+  q: MeteredRequest,
+  u: Usage,
+  d: DebitResult,
+  priced: boolean,
+  bindings: string,
+  time: number,
+): string {
+  return (
+    `{"level":30,"time":${time},${bindings},"requestId":${JSON.stringify(q.requestId)},"keyId":${JSON.stringify(q.keyId)},"group":${JSON.stringify(q.group)},"model":${JSON.stringify(q.model)},"protocol":"${q.protocol}",` +
+    `"inputTokens":${u.inputTokens},"outputTokens":${u.outputTokens},"cachedInputTokens":${u.cachedInputTokens},"cost":${d.cost},"priced":${priced},"balance":${d.balance},"msg":"usage"}\n`
+  );
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
@@ -192,7 +252,10 @@ export class Meter {
   /** Access-log entries that could not be read: their requests settle at their deadline. */
   lostReports(n: number): void {
     this.deps.metrics?.lostReports(n);
-    this.deps.logger.error({ entries: n }, 'access-log entries could not be read; their requests settle at their maximum when their deadline passes');
+    this.deps.logger.error(
+      { entries: n },
+      'access-log entries could not be read; their requests settle at their maximum when their deadline passes',
+    );
   }
 
   /**
@@ -203,9 +266,14 @@ export class Meter {
   report(r: MeterReport): void {
     const a = r.authz;
     if (a.metered === undefined) return this.#unanswered(r);
-    if (a.metered !== true || typeof a.keyId !== 'string' || !isProtocol(a.style) || !r.requestId) return this.onSettled?.({ result: 'skipped' });
+    if (a.metered !== true || typeof a.keyId !== 'string' || !isProtocol(a.style) || !r.requestId)
+      return this.onSettled?.({ result: 'skipped' });
     const request: MeteredRequest = {
-      requestId: r.requestId, keyId: a.keyId, group: typeof a.group === 'string' ? a.group : '', model: typeof a.model === 'string' ? a.model : '', protocol: a.style,
+      requestId: r.requestId,
+      keyId: a.keyId,
+      group: typeof a.group === 'string' ? a.group : '',
+      model: typeof a.model === 'string' ? a.model : '',
+      protocol: a.style,
       ...(typeof a.replica === 'string' ? { replica: a.replica } : {}),
     };
     const entry = this.deps.inFlight.get(r.requestId);
@@ -213,15 +281,35 @@ export class Meter {
     if (usage) {
       const store = this.deps.store;
       const tools = declaredTools(entry, a);
-      // Tokens by modality (named or not) and hosted tools' calls take the full path, which prices them (modal-cost.ts, tool-calls.ts).
-      if (store?.debitNow && entry && entry.price !== undefined && !usage.modal && !usage.unnamed && !tools && !answerReportsCalls(request.protocol, r.calls, usage)) {
+      // Tokens by modality (named or not) and hosted tools' calls take the full path, which prices them (modal-cost.ts,
+      // tool-calls.ts).
+      if (
+        store?.debitNow &&
+        entry &&
+        entry.price !== undefined &&
+        !usage.modal &&
+        !usage.unnamed &&
+        !tools &&
+        !answerReportsCalls(request.protocol, r.calls, usage)
+      ) {
         let debit: DebitResult | undefined;
         try {
           debit = store.debitNow({
-            requestId: request.requestId, keyId: request.keyId, group: request.group, model: request.model, protocol: request.protocol,
-            inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedInputTokens: usage.cachedInputTokens, price: entry.price, estimated: null, provisional: false,
+            requestId: request.requestId,
+            keyId: request.keyId,
+            group: request.group,
+            model: request.model,
+            protocol: request.protocol,
+            inputTokens: usage.inputTokens,
+            outputTokens: usage.outputTokens,
+            cachedInputTokens: usage.cachedInputTokens,
+            price: entry.price,
+            estimated: null,
+            provisional: false,
           });
-        } catch { /* the full path retries it */ }
+        } catch {
+          /* the full path retries it */
+        }
         if (debit) {
           const s = this.#settled(request, entry, usage, undefined, false, debit, entry.price);
           this.#finish(r.requestId, s);
@@ -229,7 +317,12 @@ export class Meter {
           return;
         }
       }
-      void this.#track(this.#debit(request, entry, usage, undefined, false, admittedPrice(entry, a), { tools: tools ?? NO_TOOLS, report: r }).then((s) => this.#finish(r.requestId, s)));
+      void this.#track(
+        this.#debit(request, entry, usage, undefined, false, admittedPrice(entry, a), {
+          tools: tools ?? NO_TOOLS,
+          report: r,
+        }).then((s) => this.#finish(r.requestId, s)),
+      );
       return;
     }
     void this.#track(this.#fromReport(request, r, entry));
@@ -238,7 +331,15 @@ export class Meter {
   /** The provider's usage of a whole, uncompressed, complete response, if it is plausible; else undefined. */
   #exactUsage(protocol: Protocol, r: MeterReport, hourWrites: boolean): Usage | undefined {
     const config = this.deps.config();
-    if (!config.meter.enabled || r.status < 200 || r.status >= 400 || !r.ended || !r.tail || r.tail.length < r.responseBodyBytes) return undefined;
+    if (
+      !config.meter.enabled ||
+      r.status < 200 ||
+      r.status >= 400 ||
+      !r.ended ||
+      !r.tail ||
+      r.tail.length < r.responseBodyBytes
+    )
+      return undefined;
     if (!isIdentity(r.contentEncoding)) return undefined;
     const usage = bodyUsage(protocol, r.tail, isSse(r.contentType), hourWrites);
     return plausible(usage, config.meter.usageCeiling) ? usage : undefined;
@@ -260,13 +361,20 @@ export class Meter {
       this.deps.store?.announceReleased?.(r.requestId);
       return this.onSettled?.({ result: 'skipped' });
     }
-    const request: MeteredRequest = { requestId: entry.requestId, keyId: entry.keyId, group: entry.group, model: entry.model, protocol: entry.protocol };
+    const request: MeteredRequest = {
+      requestId: entry.requestId,
+      keyId: entry.keyId,
+      group: entry.group,
+      model: entry.model,
+      protocol: entry.protocol,
+    };
     void this.#track(this.#release(request, 'not_forwarded', entry).then((s) => this.#leaseSettled(entry, s)));
   }
 
   /** Requests whose deadline passed with no report: settled at their maximum, provisionally. */
   expire(): void {
-    for (const entry of this.deps.inFlight.expired(this.#now())) void this.#track(this.#provisional(entry, true).then((s) => this.#leaseSettled(entry, s)));
+    for (const entry of this.deps.inFlight.expired(this.#now()))
+      void this.#track(this.#provisional(entry, true).then((s) => this.#leaseSettled(entry, s)));
   }
 
   /**
@@ -278,7 +386,8 @@ export class Meter {
       const entry = this.deps.inFlight.take(s.requestId);
       // Released by a report another replica received: a Check still running here is not held.
       if (!entry && s.released) this.deps.inFlight.gone(s.requestId);
-      if (entry?.reserved === 'lease') this.deps.leases?.settle(entry.keyId, entry.maxCost, s.replica === this.deps.leases.replica ? s.cost : 0);
+      if (entry?.reserved === 'lease')
+        this.deps.leases?.settle(entry.keyId, entry.maxCost, s.replica === this.deps.leases.replica ? s.cost : 0);
       if (entry?.budgetHold) this.deps.budgets?.settle(entry.budgetHold, s.released ? 0 : s.cost, this.#now());
     }
   }
@@ -291,7 +400,10 @@ export class Meter {
   }
 
   #leaseSettled(entry: InFlightRequest, s: Settlement): Settlement {
-    const charged = (s.result === 'metered' || s.result === 'estimated' || s.result === 'provisional') && s.debit.applied ? Math.max(0, s.debit.cost) : 0;
+    const charged =
+      (s.result === 'metered' || s.result === 'estimated' || s.result === 'provisional') && s.debit.applied
+        ? Math.max(0, s.debit.cost)
+        : 0;
     // A failed debit (store down) is retried by no one here: its hold is given back, and the
     // ledger, read again next window, has whatever the store kept.
     if (entry.budgetHold) this.deps.budgets?.settle(entry.budgetHold, charged, this.#now());
@@ -309,10 +421,24 @@ export class Meter {
    */
   tick(): void {
     this.expire();
-    this.deps.leases?.maintain().catch((err: unknown) => this.deps.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'leases not renewed yet (retried)'));
+    this.deps.leases
+      ?.maintain()
+      .catch((err: unknown) =>
+        this.deps.logger.warn(
+          { err: err instanceof Error ? err.message : String(err) },
+          'leases not renewed yet (retried)',
+        ),
+      );
     const store = this.deps.store;
     if (store?.expireReservations && ++this.#ticks % EXPIRE_EVERY_TICKS === 0) {
-      store.expireReservations().catch((err: unknown) => this.deps.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'expired reservations not settled yet (retried)'));
+      store
+        .expireReservations()
+        .catch((err: unknown) =>
+          this.deps.logger.warn(
+            { err: err instanceof Error ? err.message : String(err) },
+            'expired reservations not settled yet (retried)',
+          ),
+        );
     }
     this.checkpoint();
   }
@@ -342,7 +468,8 @@ export class Meter {
     const deadline = this.#now() + timeoutMs;
     while (this.deps.inFlight.size > 0 && this.#now() < deadline) await sleep(50);
     const left = this.deps.inFlight.drainAll();
-    for (const entry of left) void this.#track(this.#provisional(entry, false).then((s) => this.#leaseSettled(entry, s)));
+    for (const entry of left)
+      void this.#track(this.#provisional(entry, false).then((s) => this.#leaseSettled(entry, s)));
     await this.idle();
     await this.deps.leases?.releaseAll();
     return left.length;
@@ -354,7 +481,10 @@ export class Meter {
       const s = await p;
       this.onSettled?.(s);
     } catch (err) {
-      this.deps.logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed to settle a request');
+      this.deps.logger.error(
+        { err: err instanceof Error ? err.message : String(err) },
+        'meter failed to settle a request',
+      );
     } finally {
       if (--this.#pending === 0) for (const wake of this.#idle.splice(0)) wake();
     }
@@ -371,32 +501,64 @@ export class Meter {
     }
   }
 
-  async #settleReport(request: MeteredRequest, r: MeterReport, entry: InFlightRequest | undefined): Promise<Settlement> {
+  async #settleReport(
+    request: MeteredRequest,
+    r: MeterReport,
+    entry: InFlightRequest | undefined,
+  ): Promise<Settlement> {
     const config = this.deps.config();
     const route = routeReport(config.meter.enabled, r);
     if (route.kind === 'release') return this.#release(request, route.reason, entry);
     const sse = isSse(r.contentType);
     const tail = r.tail ?? EMPTY;
     const whole = r.ended && tail.length >= r.responseBodyBytes;
-    const read = route.readAnswer ? await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended, hourWrites(entry, r)) : NOTHING_READ;
+    const read = route.readAnswer
+      ? await tailUsage(request.protocol, tail, whole, r.contentType, r.contentEncoding, r.ended, hourWrites(entry, r))
+      : NOTHING_READ;
     const ceiling = config.meter.usageCeiling;
     const admitted = admittedPrice(entry, r.authz);
     const tools = declaredTools(entry, r.authz);
-    const c = classifyReport({ status: r.status, ended: r.ended, unanswered: route.unanswered, sse, protocol: request.protocol }, read, ceiling);
-    if (c.kind === 'exact') return this.#debit(request, entry, c.usage, undefined, false, admitted, { tools: tools ?? NO_TOOLS, report: r });
+    const c = classifyReport(
+      { status: r.status, ended: r.ended, unanswered: route.unanswered, sse, protocol: request.protocol },
+      read,
+      ceiling,
+    );
+    if (c.kind === 'exact')
+      return this.#debit(request, entry, c.usage, undefined, false, admitted, { tools: tools ?? NO_TOOLS, report: r });
 
     const trusted = c.trusted;
     const bounds = reportBounds(entry, r.authz, config.meter.reasoningModels, request.model);
     const est = this.deps.estimator;
-    const estimatedInput = trusted && trusted.inputTokens > 0
-      ? trusted.inputTokens
-      : Math.ceil((await est.input(request.protocol, { sample: entry?.sample, bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes, referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true }, config.meter.referencedInputTokens) + bounds.inputExtra) * bounds.inputFactor);
+    const estimatedInput =
+      trusted && trusted.inputTokens > 0
+        ? trusted.inputTokens
+        : Math.ceil(
+            ((await est.input(
+              request.protocol,
+              {
+                sample: entry?.sample,
+                bodyBytes: entry?.bodyBytes ?? r.requestBodyBytes,
+                referencedInput: entry?.referencedInput ?? r.authz.referencedInput === true,
+              },
+              config.meter.referencedInputTokens,
+            )) +
+              bounds.inputExtra) *
+              bounds.inputFactor,
+          );
     const path = typeof r.authz.path === 'string' ? r.authz.path : r.path;
     const rules = PROVIDERS[request.protocol].shape;
     const embeds = rules.embeds(path);
     const streamed = sse || (entry ? entry.stream : rules.streamsByPath(path));
     const plan = outputPlan(
-      { embeds, unanswered: route.unanswered, ended: r.ended, upstreamAnswered: r.upstreamAnswered, streamed, hidden: bounds.hidden, responseBodyBytes: r.responseBodyBytes },
+      {
+        embeds,
+        unanswered: route.unanswered,
+        ended: r.ended,
+        upstreamAnswered: r.upstreamAnswered,
+        streamed,
+        hidden: bounds.hidden,
+        responseBodyBytes: r.responseBodyBytes,
+      },
       bounds.maxOutput ?? config.meter.maxOutputTokens,
     );
     let estimatedOutput = 0;
@@ -413,18 +575,43 @@ export class Meter {
   /** A request with no report: its maximum, provisionally (`expired`: its deadline passed; else shutdown). */
   #provisional(entry: InFlightRequest, expired: boolean): Promise<Settlement> {
     const request: MeteredRequest = {
-      requestId: entry.requestId, keyId: entry.keyId, group: entry.group, model: entry.model, protocol: entry.protocol,
+      requestId: entry.requestId,
+      keyId: entry.keyId,
+      group: entry.group,
+      model: entry.model,
+      protocol: entry.protocol,
       ...(entry.reserved === 'lease' && this.deps.leases ? { replica: this.deps.leases.replica } : {}),
     };
-    this.deps.logger.warn({ ...request, after: expired ? 'deadline' : 'shutdown', since: new Date(entry.since).toISOString() }, 'no report of the response yet: settling at its maximum, provisionally');
-    return this.#debit(request, entry, { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 }, 'no_report', true, entry.price, entry.tools && { tools: entry.tools });
+    this.deps.logger.warn(
+      { ...request, after: expired ? 'deadline' : 'shutdown', since: new Date(entry.since).toISOString() },
+      'no report of the response yet: settling at its maximum, provisionally',
+    );
+    return this.#debit(
+      request,
+      entry,
+      { inputTokens: entry.maxInputTokens, outputTokens: entry.maxOutputTokens, cachedInputTokens: 0 },
+      'no_report',
+      true,
+      entry.price,
+      entry.tools && { tools: entry.tools },
+    );
   }
 
-  async #release(request: MeteredRequest, reason: ReleaseReason, entry: InFlightRequest | undefined): Promise<Settlement> {
+  async #release(
+    request: MeteredRequest,
+    reason: ReleaseReason,
+    entry: InFlightRequest | undefined,
+  ): Promise<Settlement> {
     this.deps.metrics?.released(reason);
-    if (reason === 'meter_disabled') this.deps.logger.warn({ ...request, reason }, 'not metered: the meter is switched off');
-    if (reason === 'not_forwarded') this.deps.logger.info({ ...request, reason }, 'released: no answer of its Check reached the request (it timed out at Envoy, or the client left while it ran), so nothing went upstream');
-    if ((entry ? entry.reserved === 'store' : this.deps.config().meter.mode === 'strict') && this.deps.store) await this.deps.store.release(request.requestId).catch(() => {});
+    if (reason === 'meter_disabled')
+      this.deps.logger.warn({ ...request, reason }, 'not metered: the meter is switched off');
+    if (reason === 'not_forwarded')
+      this.deps.logger.info(
+        { ...request, reason },
+        'released: no answer of its Check reached the request (it timed out at Envoy, or the client left while it ran), so nothing went upstream',
+      );
+    if ((entry ? entry.reserved === 'store' : this.deps.config().meter.mode === 'strict') && this.deps.store)
+      await this.deps.store.release(request.requestId).catch(() => {});
     return { result: 'released', request, reason };
   }
 
@@ -443,7 +630,15 @@ export class Meter {
    *   counts their calls and those of priced tools it did not declare (tool-calls.ts); without a
    *   report, or with an estimate, their most calls
    */
-  async #debit(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean, admitted: ModelPrice | null | undefined, tooling?: { readonly tools: DeclaredTools; readonly report?: MeterReport }): Promise<Settlement> {
+  async #debit(
+    request: MeteredRequest,
+    entry: InFlightRequest | undefined,
+    usage: Usage,
+    estimate: EstimateReason | undefined,
+    provisional: boolean,
+    admitted: ModelPrice | null | undefined,
+    tooling?: { readonly tools: DeclaredTools; readonly report?: MeterReport },
+  ): Promise<Settlement> {
     const store = this.deps.store;
     const delays = this.deps.retryDelaysMs ?? [200, 1000, 5000, 15_000, 30_000, 60_000];
     let lastError = 'no store keeps balances';
@@ -454,11 +649,26 @@ export class Meter {
         if (price === 'invalid') return this.#failed(request, usage, 'price_invalid', 'the model has an invalid price');
         if (price === 'unavailable') throw new Error('the group cannot be looked up');
         const charge = chargeOf(usage, price, estimate, provisional, request.protocol, tooling);
-        if (charge.kind === 'inexpressible') return this.#failed(request, usage, 'price_invalid', 'the model prices audio or image tokens above 0 and text at 0: the debit cannot carry it');
+        if (charge.kind === 'inexpressible')
+          return this.#failed(
+            request,
+            usage,
+            'price_invalid',
+            'the model prices audio or image tokens above 0 and text at 0: the debit cannot carry it',
+          );
         if (charge.unpriced.length > 0 && attempt === 0) {
-          this.deps.logger.warn({ ...request, modalities: charge.unpriced, modal: usage.modal }, 'tokens of a modality the model has no price for: debited at its highest price for their direction');
+          this.deps.logger.warn(
+            { ...request, modalities: charge.unpriced, modal: usage.modal },
+            'tokens of a modality the model has no price for: debited at its highest price for their direction',
+          );
         }
-        const debit = await store.debit({ ...request, ...charge.fields, price, estimated: charge.mark ?? null, provisional });
+        const debit = await store.debit({
+          ...request,
+          ...charge.fields,
+          price,
+          estimated: charge.mark ?? null,
+          provisional,
+        });
         return this.#settled(request, entry, charge.usage, charge.mark, provisional, debit, price);
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
@@ -468,29 +678,58 @@ export class Meter {
   }
 
   /** A debit landed: the cache, the counters, the "usage" line. */
-  #settled(request: MeteredRequest, entry: InFlightRequest | undefined, usage: Usage, estimate: EstimateReason | undefined, provisional: boolean, debit: DebitResult, price: ModelPrice | null): Settlement {
+  #settled(
+    request: MeteredRequest,
+    entry: InFlightRequest | undefined,
+    usage: Usage,
+    estimate: EstimateReason | undefined,
+    provisional: boolean,
+    debit: DebitResult,
+    price: ModelPrice | null,
+  ): Settlement {
     const result = provisional ? 'provisional' : estimate ? 'estimated' : 'metered';
     if (entry?.keySha256 && debit.applied) this.deps.onBalance?.(entry.keySha256, debit.balance);
-    if (debit.applied) this.deps.metrics?.settled(request.group, request.model, usage, debit.cost, result, estimate ?? '');
+    if (debit.applied)
+      this.deps.metrics?.settled(request.group, request.model, usage, debit.cost, result, estimate ?? '');
     else this.deps.metrics?.settled(request.group, request.model, NO_TOKENS, 0, result, estimate ?? '');
-    if (debit.applied && !provisional) this.deps.metrics?.served?.(request.protocol, request.model, usage, entry ? (this.#now() - entry.since) / 1000 : undefined);
+    if (debit.applied && !provisional)
+      this.deps.metrics?.served?.(
+        request.protocol,
+        request.model,
+        usage,
+        entry ? (this.#now() - entry.since) / 1000 : undefined,
+      );
     const fast = this.deps.usageLog;
     if (!estimate && !provisional && debit.applied && fast) {
       if (fast.enabled()) fast.write(usageLine(request, usage, debit, price !== null, fast.bindings, this.#now()));
     } else {
-      const line: Record<string, unknown> = { ...request, ...usage, cost: debit.cost, priced: price !== null, balance: debit.balance };
+      const line: Record<string, unknown> = {
+        ...request,
+        ...usage,
+        cost: debit.cost,
+        priced: price !== null,
+        balance: debit.balance,
+      };
       if (estimate) line.estimated = estimate;
       if (provisional) line.provisional = true;
       if (!debit.applied) line.duplicate = true;
-      if (estimate === 'stream_without_usage') line.hint = 'the client did not set stream_options.include_usage: true, so the usage was estimated';
-      if (estimate === 'unknown_modality') line.hint = 'the provider reported tokens of a modality modelgate cannot name: they were debited at the model\'s highest price of their direction';
+      if (estimate === 'stream_without_usage')
+        line.hint = 'the client did not set stream_options.include_usage: true, so the usage was estimated';
+      if (estimate === 'unknown_modality')
+        line.hint =
+          "the provider reported tokens of a modality modelgate cannot name: they were debited at the model's highest price of their direction";
       if (estimate) this.deps.logger.warn(line, 'usage');
       else this.deps.logger.info(line, 'usage');
     }
     return estimate ? { result, request, usage, estimate, debit, price } : { result, request, usage, debit, price };
   }
 
-  #failed(request: MeteredRequest, usage: Usage, reason: 'store_unavailable' | 'price_invalid', error: string): Settlement {
+  #failed(
+    request: MeteredRequest,
+    usage: Usage,
+    reason: 'store_unavailable' | 'price_invalid',
+    error: string,
+  ): Settlement {
     this.deps.metrics?.failed(reason);
     // Every figure needed to bill it by hand.
     this.deps.logger.error({ ...request, ...usage, reason, error }, 'unsettled: the store did not take the debit');

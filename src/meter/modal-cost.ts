@@ -24,7 +24,10 @@ export function pricesModalities(price: ModelPrice): boolean {
   return MODAL_PRICES.some((m) => typeof price[m] === 'number');
 }
 
-/** The highest price a model has for each direction: the hold's price (admission.ts) and the price of an unpriced modality. */
+/**
+ * The highest price a model has for each direction: the hold's price (admission.ts) and the price of an unpriced
+ * modality.
+ */
 export function highestPrice(price: ModelPrice): ModelPrice {
   if (!pricesModalities(price)) return price;
   let input = price.input;
@@ -43,9 +46,14 @@ export interface ModalCharge {
   readonly usage: Usage;
   /** Modalities the provider reported that the price does not name (charged at the highest price). */
   readonly unpriced: readonly Modality[];
-  /** The provider reported tokens of a modality the meter cannot name (charged at the highest price of their direction). */
+  /**
+   * The provider reported tokens of a modality the meter cannot name (charged at the highest price of their direction).
+   */
   readonly unnamed?: true;
-  /** The premium could not be written as tokens (both text prices 0, a modality priced above 0): the debit would undercharge. */
+  /**
+   * The premium could not be written as tokens (both text prices 0, a modality priced above 0): the debit would
+   * undercharge.
+   */
   readonly inexpressible?: true;
 }
 
@@ -61,7 +69,8 @@ export function modalCharge(usage: Usage, price: ModelPrice | null, estimated: b
   // Premium per direction, in the balance's unit per million tokens.
   let extraIn = 0;
   let extraOut = 0;
-  const unnamed = !estimated && usage.unnamed !== undefined && ((usage.unnamed.input ?? 0) > 0 || (usage.unnamed.output ?? 0) > 0);
+  const unnamed =
+    !estimated && usage.unnamed !== undefined && ((usage.unnamed.input ?? 0) > 0 || (usage.unnamed.output ?? 0) > 0);
   if (unnamed) {
     extraIn += (usage.unnamed!.input ?? 0) * (top.input - price.input);
     extraOut += (usage.unnamed!.output ?? 0) * (top.output - price.output);
@@ -87,15 +96,39 @@ export function modalCharge(usage: Usage, price: ModelPrice | null, estimated: b
   // Written as tokens of the same direction at its text price, else of the other (a text price of 0).
   let addIn = 0;
   let addOut = 0;
-  const put = (extra: number, same: number, other: number, toSame: (t: number) => void, toOther: (t: number) => void): boolean => {
+  const put = (
+    extra: number,
+    same: number,
+    other: number,
+    toSame: (t: number) => void,
+    toOther: (t: number) => void,
+  ): boolean => {
     if (extra === 0) return true;
     if (same > 0) toSame(Math.ceil(extra / same - 1e-9));
     else if (other > 0) toOther(Math.ceil(extra / other - 1e-9));
     else return false;
     return true;
   };
-  const okIn = put(extraIn, price.input, price.output, (t) => (addIn += t), (t) => (addOut += t));
-  const okOut = put(extraOut, price.output, price.input, (t) => (addOut += t), (t) => (addIn += t));
-  const charged: Usage = { ...usage, inputTokens: usage.inputTokens + addIn, outputTokens: usage.outputTokens + addOut };
-  return okIn && okOut ? { usage: charged, unpriced, ...mark } : { usage: charged, unpriced, ...mark, inexpressible: true };
+  const okIn = put(
+    extraIn,
+    price.input,
+    price.output,
+    (t) => (addIn += t),
+    (t) => (addOut += t),
+  );
+  const okOut = put(
+    extraOut,
+    price.output,
+    price.input,
+    (t) => (addOut += t),
+    (t) => (addIn += t),
+  );
+  const charged: Usage = {
+    ...usage,
+    inputTokens: usage.inputTokens + addIn,
+    outputTokens: usage.outputTokens + addOut,
+  };
+  return okIn && okOut
+    ? { usage: charged, unpriced, ...mark }
+    : { usage: charged, unpriced, ...mark, inexpressible: true };
 }

@@ -6,7 +6,15 @@
  * metadata, and a price has up to ten numbers (the text prices, a long-context tier, the modalities').
  * Pure.
  */
-import { HOSTED_TOOLS, MODAL_PRICES, toolPrices, validPrice, type DeclaredTools, type HostedTool, type ModelPrice } from '../store/store';
+import {
+  HOSTED_TOOLS,
+  MODAL_PRICES,
+  toolPrices,
+  validPrice,
+  type DeclaredTools,
+  type HostedTool,
+  type ModelPrice,
+} from '../store/store';
 
 /** Prices are config objects, kept while the config is: each is written out once. */
 const written = new WeakMap<ModelPrice, string>();
@@ -40,10 +48,35 @@ export function readPriceMark(v: unknown): ModelPrice | undefined {
   if (p === null || typeof p !== 'object') return undefined;
   const o = p as Record<string, unknown>;
   const l = o.longContext as Record<string, unknown> | null | undefined;
-  if (typeof o.input !== 'number' || typeof o.output !== 'number' || !figure(o.cachedInput) || !MODAL_PRICES.every((m) => figure(o[m]))) return undefined;
-  if (l !== undefined && l !== null && (typeof l !== 'object' || typeof l.above !== 'number' || typeof l.input !== 'number' || typeof l.output !== 'number' || !figure(l.cachedInput))) return undefined;
-  const out: { -readonly [K in keyof ModelPrice]: ModelPrice[K] } = { input: o.input, output: o.output, cachedInput: o.cachedInput ?? null };
-  if (l) out.longContext = { above: l.above as number, input: l.input as number, output: l.output as number, cachedInput: (l.cachedInput as number | null | undefined) ?? null };
+  if (
+    typeof o.input !== 'number' ||
+    typeof o.output !== 'number' ||
+    !figure(o.cachedInput) ||
+    !MODAL_PRICES.every((m) => figure(o[m]))
+  )
+    return undefined;
+  if (
+    l !== undefined &&
+    l !== null &&
+    (typeof l !== 'object' ||
+      typeof l.above !== 'number' ||
+      typeof l.input !== 'number' ||
+      typeof l.output !== 'number' ||
+      !figure(l.cachedInput))
+  )
+    return undefined;
+  const out: { -readonly [K in keyof ModelPrice]: ModelPrice[K] } = {
+    input: o.input,
+    output: o.output,
+    cachedInput: o.cachedInput ?? null,
+  };
+  if (l)
+    out.longContext = {
+      above: l.above as number,
+      input: l.input as number,
+      output: l.output as number,
+      cachedInput: (l.cachedInput as number | null | undefined) ?? null,
+    };
   for (const m of MODAL_PRICES) if (typeof o[m] === 'number') out[m] = o[m];
   if (o.tools !== undefined && o.tools !== null) {
     if (typeof o.tools !== 'object' || Array.isArray(o.tools)) return undefined;
@@ -56,7 +89,10 @@ export function readPriceMark(v: unknown): ModelPrice | undefined {
   return validPrice(out) ? out : undefined;
 }
 
-/** The metadata's `tools` field: the priced hosted tools a request declares and its most calls (`web_search,file_search:10`). */
+/**
+ * The metadata's `tools` field: the priced hosted tools a request declares and its most calls
+ * (`web_search,file_search:10`).
+ */
 export function toolsMark(t: DeclaredTools): string {
   return `${t.names.join(',')}:${t.maxCalls}${t.unreported ? ':u' : ''}`;
 }

@@ -31,5 +31,11 @@ export function usageTotals(entries: readonly UsageEntry[]): UsageTotals {
     outputTokens += e.outputTokens;
     cost += e.cost;
   }
-  return { responses: entries.length, inputTokens, cachedInputTokens, outputTokens, cost: Math.round(cost * 1e12) / 1e12 };
+  return {
+    responses: entries.length,
+    inputTokens,
+    cachedInputTokens,
+    outputTokens,
+    cost: Math.round(cost * 1e12) / 1e12,
+  };
 }

@@ -6,7 +6,8 @@
  * parsed whole here.
  *
  * Lax means: `"stream": 1`, `"true"`, `"yes"` stream (pydantic's lax booleans); `"n": "8"` and
- * `8.0` are 8, `"1_6"` is 16 (pydantic's lax int), `"1.6e1"` is 16 (proto3's JSON mapping); every alias a provider accepts is read (snake and camel case, top level and inside
+ * `8.0` are 8, `"1_6"` is 16 (pydantic's lax int), `"1.6e1"` is 16 (proto3's JSON mapping); every alias a provider
+ * accepts is read (snake and camel case, top level and inside
  * Gemini's generationConfig); of two spellings the larger maximum counts.
  */
 import { extractFields, goFold } from '../check/extract-model';
@@ -28,14 +29,20 @@ export interface RequestShape {
   readonly answers: number;
   /** Thinking tokens a request allows on top of its output maximum (Gemini's thinkingBudget). */
   readonly extraOutput: number;
-  /** Input the provider adds from elsewhere: a stored conversation, a previous response, a cached context, or parts it counts beyond their bytes. */
+  /**
+   * Input the provider adds from elsewhere: a stored conversation, a previous response, a cached context, or parts it
+   * counts beyond their bytes.
+   */
   readonly referencedInput: boolean;
   /**
    * How many such sources: one for a stored conversation, previous response, cached context or
    * stored prompt, plus one per marked part (an image, audio, a file, a URL, fetched pages: REQUEST_MARKS).
    */
   readonly referencedCount: number;
-  /** Tools the provider runs and bills per call besides tokens, declared in the request, by their name in a price (REQUEST_MARKS `hosted_tool`). */
+  /**
+   * Tools the provider runs and bills per call besides tokens, declared in the request, by their name in a price
+   * (REQUEST_MARKS `hosted_tool`).
+   */
   readonly hostedTools: readonly HostedTool[];
   /**
    * The most calls of them the request itself allows, in all: Responses `max_tool_calls`, the sum of
@@ -55,11 +62,20 @@ export interface RequestShape {
    * queued response and produces the real one afterwards, where the gateway never sees its usage.
    */
   readonly background: boolean;
-  /** A field the meter reads, sent twice with values that differ (top level or inside generationConfig, its thinkingConfig, stream_options). */
+  /**
+   * A field the meter reads, sent twice with values that differ (top level or inside generationConfig, its
+   * thinkingConfig, stream_options).
+   */
   readonly twice?: string;
-  /** A tier the provider bills above the model's price: [field, value] (OpenAI service_tier priority, Anthropic speed fast, inference_geo). */
+  /**
+   * A tier the provider bills above the model's price: [field, value] (OpenAI service_tier priority, Anthropic speed
+   * fast, inference_geo).
+   */
   readonly pricedTier?: readonly [string, string];
-  /** The request asks for reasoning (reasoning_effort, reasoning, Anthropic thinking, Gemini thinkingConfig) or predicts its output (chat `prediction`): output the answer never shows. */
+  /**
+   * The request asks for reasoning (reasoning_effort, reasoning, Anthropic thinking, Gemini thinkingConfig) or predicts
+   * its output (chat `prediction`): output the answer never shows.
+   */
   readonly reasoning: boolean;
   /**
    * Input tokens the provider adds to the request's own (Anthropic's tool use system prompt and its
@@ -101,13 +117,34 @@ function parseSpan(body: Uint8Array, span: readonly [number, number] | undefined
 }
 
 /** Nothing said: one answer, no maximum named, no stream. */
-export const PLAIN_SHAPE: RequestShape = Object.freeze({ stream: false, includeUsage: false, maxOutput: undefined, answers: 1, extraOutput: 0, referencedInput: false, referencedCount: 0, hostedTools: [], embeds: false, background: false, reasoning: false, providerInput: 0, inputFactor: 1, modalities: [] });
+export const PLAIN_SHAPE: RequestShape = Object.freeze({
+  stream: false,
+  includeUsage: false,
+  maxOutput: undefined,
+  answers: 1,
+  extraOutput: 0,
+  referencedInput: false,
+  referencedCount: 0,
+  hostedTools: [],
+  embeds: false,
+  background: false,
+  reasoning: false,
+  providerInput: 0,
+  inputFactor: 1,
+  modalities: [],
+});
 
 /**
  * Reads a request's shape from its body and the located top-level fields.
  * @param path the request path (Gemini streams by endpoint: `:streamGenerateContent`)
  */
-export function requestShape(protocol: Protocol, path: string, body: Uint8Array | undefined, fields: TopLevelFields | undefined, maxDepth = 256): RequestShape {
+export function requestShape(
+  protocol: Protocol,
+  path: string,
+  body: Uint8Array | undefined,
+  fields: TopLevelFields | undefined,
+  maxDepth = 256,
+): RequestShape {
   const rules = PROVIDERS[protocol].shape;
   const streamPath = rules.streamsByPath(path);
   const embeds = rules.embeds(path);
@@ -116,26 +153,52 @@ export function requestShape(protocol: Protocol, path: string, body: Uint8Array 
   const gen = asObject(get('generationConfig')) ?? {};
   const gen2 = asObject(get('generation_config')) ?? {};
   const opts = asObject(get('stream_options')) ?? asObject(get('streamOptions'));
-  const thinking = asObject(gen.thinkingConfig) ?? asObject(gen.thinking_config) ?? asObject(gen2.thinkingConfig) ?? asObject(gen2.thinking_config);
+  const thinking =
+    asObject(gen.thinkingConfig) ??
+    asObject(gen.thinking_config) ??
+    asObject(gen2.thinkingConfig) ??
+    asObject(gen2.thinking_config);
   const maxOutput = largest(
-    laxCount(get('max_tokens')), laxCount(get('max_completion_tokens')), laxCount(get('max_output_tokens')),
-    laxCount(get('maxOutputTokens')), laxCount(get('maxTokens')), laxCount(get('max_new_tokens')),
-    laxCount(gen.maxOutputTokens), laxCount(gen.max_output_tokens), laxCount(gen2.maxOutputTokens), laxCount(gen2.max_output_tokens),
+    laxCount(get('max_tokens')),
+    laxCount(get('max_completion_tokens')),
+    laxCount(get('max_output_tokens')),
+    laxCount(get('maxOutputTokens')),
+    laxCount(get('maxTokens')),
+    laxCount(get('max_new_tokens')),
+    laxCount(gen.maxOutputTokens),
+    laxCount(gen.max_output_tokens),
+    laxCount(gen2.maxOutputTokens),
+    laxCount(gen2.max_output_tokens),
   );
-  const answers = largest(
-    laxCount(get('n')), laxCount(get('best_of')), laxCount(get('candidateCount')), laxCount(get('candidate_count')),
-    laxCount(gen.candidateCount), laxCount(gen.candidate_count), laxCount(gen2.candidateCount), laxCount(gen2.candidate_count),
-  ) ?? 1;
+  const answers =
+    largest(
+      laxCount(get('n')),
+      laxCount(get('best_of')),
+      laxCount(get('candidateCount')),
+      laxCount(get('candidate_count')),
+      laxCount(gen.candidateCount),
+      laxCount(gen.candidate_count),
+      laxCount(gen2.candidateCount),
+      laxCount(gen2.candidate_count),
+    ) ?? 1;
   const extraOutput = thinking ? (laxCount(thinking.thinkingBudget) ?? laxCount(thinking.thinking_budget) ?? 0) : 0;
   const caseVariant = fields.caseVariant ?? nestedCaseVariant([gen, gen2, thinking ?? {}, opts ?? {}]);
   const present = (k: string): boolean => {
     const v = get(k);
     return v !== undefined && v !== null && v !== '' && v !== false;
   };
-  const stored = present('previous_response_id') || present('previousResponseId') || present('conversation') ||
-    present('cachedContent') || present('cached_content') || rules.storedInput(get);
+  const stored =
+    present('previous_response_id') ||
+    present('previousResponseId') ||
+    present('conversation') ||
+    present('cachedContent') ||
+    present('cached_content') ||
+    rules.storedInput(get);
   const { parts, tools, toolPrompts, cacheControl, ttl, audioParts } = marked(fields);
-  const maxToolCalls = tools.length > 0 ? rules.maxToolCalls(tools, get, answers, () => keyCount(body, fields.get('tools'), 'max_uses')) : undefined;
+  const maxToolCalls =
+    tools.length > 0
+      ? rules.maxToolCalls(tools, get, answers, () => keyCount(body, fields.get('tools'), 'max_uses'))
+      : undefined;
   const { providerInput, inputFactor } = rules.inputCost(toolPrompts, cacheControl, ttl);
   const referencedCount = (stored ? 1 : 0) + parts;
   let twice = fields.twice;
@@ -179,7 +242,10 @@ function modalitiesAsked(protocol: Protocol, input: ShapeInput, audioParts: numb
   return out;
 }
 
-/** Gemini's thinkingConfig (read in every protocol's generationConfig) asks for thinking: a budget other than 0, or thoughts. */
+/**
+ * Gemini's thinkingConfig (read in every protocol's generationConfig) asks for thinking: a budget other than 0, or
+ * thoughts.
+ */
 function thinks(thinking: Record<string, unknown> | undefined): boolean {
   if (!thinking) return false;
   const budget = thinking.thinkingBudget ?? thinking.thinking_budget;
@@ -188,23 +254,58 @@ function thinks(thinking: Record<string, unknown> | undefined): boolean {
 }
 
 /** The top-level objects whose keys are read (and so looked at for duplicates). */
-const NESTED_OBJECTS = ['generationConfig', 'generation_config', 'stream_options', 'streamOptions', 'thinking', 'reasoning'] as const;
+const NESTED_OBJECTS = [
+  'generationConfig',
+  'generation_config',
+  'stream_options',
+  'streamOptions',
+  'thinking',
+  'reasoning',
+] as const;
 /** Keys read inside them, whose duplicates are looked for. */
-const NESTED_WATCH: ReadonlySet<string> = new Set(['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config',
-  'thinkingBudget', 'thinking_budget', 'includeThoughts', 'include_thoughts', 'include_usage', 'includeUsage', 'type', 'budget_tokens', 'effort',
-  'responseModalities', 'response_modalities', 'speechConfig', 'speech_config']);
+const NESTED_WATCH: ReadonlySet<string> = new Set([
+  'maxOutputTokens',
+  'max_output_tokens',
+  'candidateCount',
+  'candidate_count',
+  'thinkingConfig',
+  'thinking_config',
+  'thinkingBudget',
+  'thinking_budget',
+  'includeThoughts',
+  'include_thoughts',
+  'include_usage',
+  'includeUsage',
+  'type',
+  'budget_tokens',
+  'effort',
+  'responseModalities',
+  'response_modalities',
+  'speechConfig',
+  'speech_config',
+]);
 
 /**
  * A key read inside the object at `span` (and its thinkingConfig), sent twice with different values.
  * The span is part of a body already validated within `maxDepth`, so it scans; if it did not, the
  * object's own name is returned (refused: never read as having no duplicates).
  */
-function nestedTwice(body: Uint8Array, span: readonly [number, number] | undefined, maxDepth: number, name: string, depth = 0): string | undefined {
+function nestedTwice(
+  body: Uint8Array,
+  span: readonly [number, number] | undefined,
+  maxDepth: number,
+  name: string,
+  depth = 0,
+): string | undefined {
   if (!span || depth > 1 || body[span[0]] !== 0x7b) return undefined;
   const inner = body.subarray(span[0], span[1]);
   const f = extractFields(inner, maxDepth, NESTED_WATCH);
   if (!f) return name;
-  return f.twice ?? nestedTwice(inner, f.get('thinkingConfig'), maxDepth, 'thinkingConfig', depth + 1) ?? nestedTwice(inner, f.get('thinking_config'), maxDepth, 'thinking_config', depth + 1);
+  return (
+    f.twice ??
+    nestedTwice(inner, f.get('thinkingConfig'), maxDepth, 'thinkingConfig', depth + 1) ??
+    nestedTwice(inner, f.get('thinking_config'), maxDepth, 'thinking_config', depth + 1)
+  );
 }
 
 /** Glob patterns (`*`: any characters) as one RegExp, compiled once per list. */
@@ -217,7 +318,12 @@ const compiledGlobs = new WeakMap<readonly string[], RegExp>();
 export function mayReason(patterns: readonly string[], model: string): boolean {
   let re = compiledGlobs.get(patterns);
   if (!re) {
-    const alts = patterns.map((p) => p.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*'));
+    const alts = patterns.map((p) =>
+      p
+        .split('*')
+        .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+        .join('.*'),
+    );
     re = alts.length === 0 ? /(?!)/ : new RegExp(`^(?:${alts.join('|')})$`, 'i');
     compiledGlobs.set(patterns, re);
   }
@@ -226,8 +332,22 @@ export function mayReason(patterns: readonly string[], model: string): boolean {
 }
 
 /** The keys read inside Gemini's generationConfig, its thinkingConfig and stream_options. */
-const NESTED_READ = ['maxOutputTokens', 'max_output_tokens', 'candidateCount', 'candidate_count', 'thinkingConfig', 'thinking_config', 'thinkingBudget', 'thinking_budget', 'include_usage', 'includeUsage',
-  'responseModalities', 'response_modalities', 'speechConfig', 'speech_config'];
+const NESTED_READ = [
+  'maxOutputTokens',
+  'max_output_tokens',
+  'candidateCount',
+  'candidate_count',
+  'thinkingConfig',
+  'thinking_config',
+  'thinkingBudget',
+  'thinking_budget',
+  'include_usage',
+  'includeUsage',
+  'responseModalities',
+  'response_modalities',
+  'speechConfig',
+  'speech_config',
+];
 const NESTED_FOLDED = new Map(NESTED_READ.map((k) => [goFold(k), k]));
 
 function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonly [string, string] | undefined {
@@ -240,7 +360,10 @@ function nestedCaseVariant(objects: readonly Record<string, unknown>[]): readonl
   return undefined;
 }
 
-/** Keys of a JSON text that decode to `name`, at any depth (each string token read whole: a string's text is never taken for a key). */
+/**
+ * Keys of a JSON text that decode to `name`, at any depth (each string token read whole: a string's text is never taken
+ * for a key).
+ */
 function keyCount(body: Uint8Array, span: readonly [number, number] | undefined, name: string): number {
   if (!span) return 0;
   const text = Buffer.from(body.buffer, body.byteOffset + span[0], span[1] - span[0]).toString('utf8');
@@ -249,7 +372,9 @@ function keyCount(body: Uint8Array, span: readonly [number, number] | undefined,
     if (m[2] === undefined) continue;
     try {
       if (m[1] === name || (m[1].includes('\\') && JSON.parse(`"${m[1]}"`) === name)) n++;
-    } catch { /* not a string JSON.parse reads: the body was parsed already */ }
+    } catch {
+      /* not a string JSON.parse reads: the body was parsed already */
+    }
   }
   return n;
 }
@@ -258,7 +383,14 @@ function keyCount(body: Uint8Array, span: readonly [number, number] | undefined,
  * The marked strings the scan found (check/request-fields.ts REQUEST_MARKS): referenced parts, hosted
  * tools, the provider's tool prompts (by mark, with their counts), cache breakpoints.
  */
-function marked(fields: TopLevelFields): { parts: number; tools: HostedTool[]; toolPrompts: Map<string, number>; cacheControl: boolean; ttl: boolean; audioParts: number } {
+function marked(fields: TopLevelFields): {
+  parts: number;
+  tools: HostedTool[];
+  toolPrompts: Map<string, number>;
+  cacheControl: boolean;
+  ttl: boolean;
+  audioParts: number;
+} {
   let parts = 0;
   let audioParts = 0;
   const tools: HostedTool[] = [];
@@ -272,8 +404,7 @@ function marked(fields: TopLevelFields): { parts: number; tools: HostedTool[]; t
     if (kind === 'referenced') parts += count;
     else if (kind === 'hosted_tool') {
       if (mark?.tool && !tools.includes(mark.tool)) tools.push(mark.tool);
-    }
-    else if (kind === 'tool_prompt') toolPrompts.set(name, (toolPrompts.get(name) ?? 0) + count);
+    } else if (kind === 'tool_prompt') toolPrompts.set(name, (toolPrompts.get(name) ?? 0) + count);
     else if (kind === 'cache_write') {
       if (name === 'ttl') ttl = true;
       else cacheControl = true;
@@ -290,6 +421,11 @@ function marked(fields: TopLevelFields): { parts: number; tools: HostedTool[]; t
 export function maxOutputTokens(shape: RequestShape, modelCap: number | null | undefined, fallback: number): number {
   if (shape.embeds) return 0;
   const cap = modelCap ?? undefined;
-  const own = shape.maxOutput === undefined ? cap ?? fallback : cap === undefined ? shape.maxOutput : Math.min(shape.maxOutput, cap);
+  const own =
+    shape.maxOutput === undefined
+      ? (cap ?? fallback)
+      : cap === undefined
+        ? shape.maxOutput
+        : Math.min(shape.maxOutput, cap);
   return own * shape.answers + shape.extraOutput;
 }

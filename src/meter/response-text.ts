@@ -13,11 +13,38 @@
 import { sseData, sseEvents } from '../providers/sse';
 
 /** Keys whose string values are text a model wrote. */
-const TEXT_KEYS = new Set(['content', 'text', 'delta', 'arguments', 'partial_json', 'thinking', 'reasoning_content', 'reasoning', 'refusal', 'summary_text', 'output_text']);
+const TEXT_KEYS = new Set([
+  'content',
+  'text',
+  'delta',
+  'arguments',
+  'partial_json',
+  'thinking',
+  'reasoning_content',
+  'reasoning',
+  'refusal',
+  'summary_text',
+  'output_text',
+]);
 /** Keys whose object values a model wrote as JSON (tool inputs): counted as their JSON text. */
 const JSON_KEYS = new Set(['args', 'input']);
 /** Envelope keys whose subtrees never hold text (a usage object, ids). */
-const SKIP_KEYS = new Set(['usage', 'usageMetadata', 'id', 'model', 'role', 'object', 'type', 'index', 'finish_reason', 'stop_reason', 'system_fingerprint', 'logprobs', 'embedding', 'values']);
+const SKIP_KEYS = new Set([
+  'usage',
+  'usageMetadata',
+  'id',
+  'model',
+  'role',
+  'object',
+  'type',
+  'index',
+  'finish_reason',
+  'stop_reason',
+  'system_fingerprint',
+  'logprobs',
+  'embedding',
+  'values',
+]);
 
 function collect(value: unknown, out: string[], key: string | undefined, depth: number): void {
   if (depth > 64 || value === null || value === undefined) return;

@@ -16,11 +16,19 @@ export interface TailUsage {
 }
 
 /** Usage from a whole body. */
-async function wholeBody(protocol: Protocol, body: Uint8Array, contentType: string, contentEncoding: string, hourWrites: boolean): Promise<TailUsage> {
+async function wholeBody(
+  protocol: Protocol,
+  body: Uint8Array,
+  contentType: string,
+  contentEncoding: string,
+  hourWrites: boolean,
+): Promise<TailUsage> {
   const reader = new UsageReader(protocol, contentType, contentEncoding, false, hourWrites);
   reader.push(body);
   const out = await reader.end(true);
-  return 'usage' in out ? { usage: out.usage, undecodable: false } : { usage: undefined, undecodable: out.reason === 'undecodable' };
+  return 'usage' in out
+    ? { usage: out.usage, undecodable: false }
+    : { usage: undefined, undecodable: out.reason === 'undecodable' };
 }
 
 /** The SSE fields a provider's stream starts with. */
@@ -40,7 +48,8 @@ function firstWholeEvent(b: Uint8Array): number {
 /** The index after the first blank line (an SSE event boundary), or -1. */
 function afterFirstEvent(b: Uint8Array): number {
   for (let i = 0; i + 1 < b.length; i++) {
-    if (b[i] === 0x0a && (b[i + 1] === 0x0a || (b[i + 1] === 0x0d && b[i + 2] === 0x0a))) return b[i + 1] === 0x0a ? i + 2 : i + 3;
+    if (b[i] === 0x0a && (b[i + 1] === 0x0a || (b[i + 1] === 0x0d && b[i + 2] === 0x0a)))
+      return b[i + 1] === 0x0a ? i + 2 : i + 3;
   }
   return -1;
 }
@@ -106,7 +115,10 @@ export function lastObjectFor(text: string, keys: readonly string[]): unknown {
 /** The usage of the last usage object of a tail (lastObjectFor), normalised. */
 function lastUsage(protocol: Protocol, captured: Uint8Array, hourWrites: boolean): Usage | undefined {
   const keys = [...new Set([...TARGETS[protocol]].map((t) => t.split('.').pop() as string))];
-  const found = lastObjectFor(Buffer.from(captured.buffer, captured.byteOffset, captured.byteLength).toString('utf8'), keys);
+  const found = lastObjectFor(
+    Buffer.from(captured.buffer, captured.byteOffset, captured.byteLength).toString('utf8'),
+    keys,
+  );
   if (found === undefined) return undefined;
   const bag: Bag = new Map();
   absorb(bag, found);
@@ -118,16 +130,29 @@ function lastUsage(protocol: Protocol, captured: Uint8Array, hourWrites: boolean
  * @param hourWrites Anthropic cache writes reported without their breakdown by ttl were 1-hour ones
  *   (the request named a ttl): a stream's tail keeps message_delta, whose usage has no breakdown
  */
-export async function tailUsage(protocol: Protocol, captured: Uint8Array, whole: boolean, contentType: string, contentEncoding: string, ended = true, hourWrites = false): Promise<TailUsage> {
+export async function tailUsage(
+  protocol: Protocol,
+  captured: Uint8Array,
+  whole: boolean,
+  contentType: string,
+  contentEncoding: string,
+  ended = true,
+  hourWrites = false,
+): Promise<TailUsage> {
   if (whole) return wholeBody(protocol, captured, contentType, contentEncoding, hourWrites);
   // A compressed stream cannot be read from its middle.
   if (!isIdentity(contentEncoding)) return { usage: undefined, undecodable: true };
   if (isSse(contentType)) {
     const from = firstWholeEvent(captured);
-    const events = from < 0 ? { usage: undefined, undecodable: false } : await wholeBody(protocol, captured.subarray(from), contentType, '', hourWrites);
+    const events =
+      from < 0
+        ? { usage: undefined, undecodable: false }
+        : await wholeBody(protocol, captured.subarray(from), contentType, '', hourWrites);
     // The event that reports usage may be longer than the tail (the Responses API's response.completed
     // repeats the request's instructions and tools): its end, with the usage, is still here.
-    return events.usage !== undefined || !ended ? events : { usage: lastUsage(protocol, captured, hourWrites), undecodable: false };
+    return events.usage !== undefined || !ended
+      ? events
+      : { usage: lastUsage(protocol, captured, hourWrites), undecodable: false };
   }
   return { usage: lastUsage(protocol, captured, hourWrites), undecodable: false };
 }

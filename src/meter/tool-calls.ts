@@ -7,9 +7,13 @@
  *
  * | protocol | counted from |
  * |---|---|
- * | responses | output items by type (a JSON answer), or the events that start each call in a stream (`response.web_search_call.in_progress`...; its items where a stream has none), counted by the meter's Lua filter in the whole body (envoy/meter-filters.ts) |
- * | messages | `usage.server_tool_use.web_search_requests` (usage-reader.ts); code execution (billed by container time): the most calls |
- * | generative | one grounded prompt when the answer has `groundingMetadata` (Google bills grounding per grounded prompt), for the dearest grounding tool declared; fileSearch: the most calls |
+ * | responses | output items by type (a JSON answer), or the events that start each call in a stream
+ * (`response.web_search_call.in_progress`...; its items where a stream has none), counted by the meter's Lua filter in
+ * the whole body (envoy/meter-filters.ts) |
+ * | messages | `usage.server_tool_use.web_search_requests` (usage-reader.ts); code execution (billed by container
+ * time): the most calls |
+ * | generative | one grounded prompt when the answer has `groundingMetadata` (Google bills grounding per grounded
+ * prompt), for the dearest grounding tool declared; fileSearch: the most calls |
  * | chat | one search per answer (search models bill each request with `web_search_options`) |
  */
 import { METER_CALL_TYPES, METER_GROUNDING_COUNTER } from '../contract/meter-counters';
@@ -21,11 +25,17 @@ export type ToolCalls = Readonly<Partial<Record<HostedTool, number>>>;
 
 /** The Responses item type of each tool the filter counts. */
 const ITEM_OF: Readonly<Partial<Record<HostedTool, (typeof METER_CALL_TYPES)[number]>>> = {
-  web_search: 'web_search_call', file_search: 'file_search_call', code_interpreter: 'code_interpreter_call', image_generation: 'image_generation_call',
+  web_search: 'web_search_call',
+  file_search: 'file_search_call',
+  code_interpreter: 'code_interpreter_call',
+  image_generation: 'image_generation_call',
 };
 const GROUNDING: readonly HostedTool[] = ['google_search', 'google_maps', 'enterprise_web_search'];
 
-/** What a request that declared no priced tool settles with: the calls its answer reports may still count (reportedCalls). */
+/**
+ * What a request that declared no priced tool settles with: the calls its answer reports may still count
+ * (reportedCalls).
+ */
 export const NO_TOOLS: DeclaredTools = { names: [], maxCalls: 0 };
 
 /** The filter's counters (`1=2,9=1`), by number; malformed parts are skipped. */
@@ -40,9 +50,15 @@ export function readCounters(calls: string | undefined): Map<number, number> {
 }
 
 /** The dearest of the declared tools at a price (the one an estimate counts). */
-function dearest(tools: DeclaredTools, price: ModelPrice | null, among: readonly HostedTool[] = tools.names): HostedTool | undefined {
+function dearest(
+  tools: DeclaredTools,
+  price: ModelPrice | null,
+  among: readonly HostedTool[] = tools.names,
+): HostedTool | undefined {
   let best: HostedTool | undefined;
-  for (const t of among) if (tools.names.includes(t) && (best === undefined || (price?.tools?.[t] ?? 0) > (price?.tools?.[best] ?? 0))) best = t;
+  for (const t of among)
+    if (tools.names.includes(t) && (best === undefined || (price?.tools?.[t] ?? 0) > (price?.tools?.[best] ?? 0)))
+      best = t;
   return best;
 }
 
@@ -57,7 +73,14 @@ export function maximumCalls(tools: DeclaredTools | undefined, price: ModelPrice
  * @param calls the Lua filter's counters (MeterReport.calls)
  * @param sse the answer is an event stream
  */
-export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPrice | null, protocol: Protocol, calls: string | undefined, sse: boolean, usage: Usage): ToolCalls {
+export function reportedCalls(
+  tools: DeclaredTools | undefined,
+  price: ModelPrice | null,
+  protocol: Protocol,
+  calls: string | undefined,
+  sse: boolean,
+  usage: Usage,
+): ToolCalls {
   if (!tools) return {};
   const counters = readCounters(calls);
   // No counters at all: the Envoy bundle's filter does not count (an older bundle): not counted is not none.
@@ -90,12 +113,13 @@ export function reportedCalls(tools: DeclaredTools | undefined, price: ModelPric
       if (tools.names.includes(t) || typeof price?.tools?.[t] !== 'number') continue;
       const i = METER_CALL_TYPES.indexOf(item);
       const started = counters.get(2 * i + 2) ?? 0;
-      const n = sse && started > 0 ? started : counters.get(2 * i + 1) ?? 0;
+      const n = sse && started > 0 ? started : (counters.get(2 * i + 1) ?? 0);
       if (n > 0) out[t] = n;
     }
   }
-  const searches = shownIn === 'usage' ? usage.toolCalls?.web_search ?? 0 : 0;
-  if (searches > 0 && !tools.names.includes('web_search') && typeof price?.tools?.web_search === 'number') out.web_search = searches;
+  const searches = shownIn === 'usage' ? (usage.toolCalls?.web_search ?? 0) : 0;
+  if (searches > 0 && !tools.names.includes('web_search') && typeof price?.tools?.web_search === 'number')
+    out.web_search = searches;
   return out;
 }
 
@@ -104,7 +128,8 @@ export function answerReportsCalls(protocol: Protocol, calls: string | undefined
   const shownIn = PROVIDERS[protocol].usage.toolCallsIn;
   if (shownIn === 'usage') return (usage.toolCalls?.web_search ?? 0) > 0;
   if (shownIn !== 'output_items' || calls === undefined) return false;
-  for (const [counter, n] of readCounters(calls)) if (counter >= 1 && counter <= 2 * METER_CALL_TYPES.length && n > 0) return true;
+  for (const [counter, n] of readCounters(calls))
+    if (counter >= 1 && counter <= 2 * METER_CALL_TYPES.length && n > 0) return true;
   return false;
 }
 

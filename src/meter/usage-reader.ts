@@ -3,10 +3,15 @@
  *
  * | protocol | JSON answer | stream |
  * |---|---|---|
- * | chat, embeddings | `usage` {prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens} | SSE: the final chunk's `usage` (only with `stream_options.include_usage`) |
- * | responses | `usage` {input_tokens, output_tokens, input_tokens_details.cached_tokens} | SSE: `response.usage` of `response.completed` |
- * | messages | `usage` {input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, cache_creation.ephemeral_5m/1h_input_tokens} | SSE: `message.usage` of `message_start`, then `usage` of `message_delta` (output so far) |
- * | generative | `usageMetadata` {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount; *TokensDetails by modality, named or numbered} | SSE (`alt=sse`) or a streamed JSON array: the last `usageMetadata` |
+ * | chat, embeddings | `usage` {prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens} | SSE: the final
+ * chunk's `usage` (only with `stream_options.include_usage`) |
+ * | responses | `usage` {input_tokens, output_tokens, input_tokens_details.cached_tokens} | SSE: `response.usage` of
+ * `response.completed` |
+ * | messages | `usage` {input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens,
+ * cache_creation.ephemeral_5m/1h_input_tokens} | SSE: `message.usage` of `message_start`, then `usage` of
+ * `message_delta` (output so far) |
+ * | generative | `usageMetadata` {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount;
+ * *TokensDetails by modality, named or numbered} | SSE (`alt=sse`) or a streamed JSON array: the last `usageMetadata` |
  *
  * Each protocol's module (src/providers/) names its targets and normalises its counts.
  * Tokens are normalised to: input (all of it, cached included), cached input, output (reasoning
@@ -112,11 +117,19 @@ export const IMPLAUSIBLE = '!implausible';
 export function normalise(protocol: Protocol, bag: Bag, hourWrites = false): Usage | undefined {
   const rules = PROVIDERS[protocol].usage;
   const { input, output, cached } = rules.tokens(bag, hourWrites);
-  if (bag.has(IMPLAUSIBLE)) return { inputTokens: input ?? 0, outputTokens: output, cachedInputTokens: Math.min(cached, input ?? 0), implausible: true };
+  if (bag.has(IMPLAUSIBLE))
+    return {
+      inputTokens: input ?? 0,
+      outputTokens: output,
+      cachedInputTokens: Math.min(cached, input ?? 0),
+      implausible: true,
+    };
   if (input === undefined) return undefined;
   const usage: Usage = { inputTokens: input, outputTokens: output, cachedInputTokens: Math.min(cached, input) };
   const { modal, unnamed, toolCalls } = rules.extras(bag);
-  return modal || unnamed || toolCalls ? { ...usage, ...(modal ? { modal } : {}), ...(unnamed ? { unnamed } : {}), ...(toolCalls ? { toolCalls } : {}) } : usage;
+  return modal || unnamed || toolCalls
+    ? { ...usage, ...(modal ? { modal } : {}), ...(unnamed ? { unnamed } : {}), ...(toolCalls ? { toolCalls } : {}) }
+    : usage;
 }
 
 /** Splits an SSE stream into events and feeds each event's data to a fresh JsonCapture. */
@@ -221,7 +234,13 @@ export class UsageReader {
    * @param streamRequested the request asked for a stream (a chat stream without usage is then named as such)
    * @param hourWrites cache writes without a breakdown by ttl were 1-hour ones (normalise)
    */
-  constructor(readonly protocol: Protocol, contentType: string, encoding: string, streamRequested = false, readonly hourWrites = false) {
+  constructor(
+    readonly protocol: Protocol,
+    contentType: string,
+    encoding: string,
+    streamRequested = false,
+    readonly hourWrites = false,
+  ) {
     const onValue = (_path: string, json: string): void => {
       try {
         absorb(this.#bag, JSON.parse(json));
@@ -236,7 +255,14 @@ export class UsageReader {
     this.#sink = sse ? new SseReader(capture) : capture();
     if (!isIdentity(encoding)) {
       const enc = encoding.trim().toLowerCase();
-      const make = enc === 'gzip' || enc === 'x-gzip' ? zlib.createGunzip : enc === 'deflate' ? zlib.createInflate : enc === 'br' ? zlib.createBrotliDecompress : undefined;
+      const make =
+        enc === 'gzip' || enc === 'x-gzip'
+          ? zlib.createGunzip
+          : enc === 'deflate'
+            ? zlib.createInflate
+            : enc === 'br'
+              ? zlib.createBrotliDecompress
+              : undefined;
       if (!make) this.#broken = true;
       else {
         const z = make();
@@ -267,6 +293,8 @@ export class UsageReader {
     if (usage) return { usage };
     if (this.#broken) return { reason: 'undecodable' };
     if (!complete) return { reason: 'incomplete' };
-    return { reason: this.#stream && PROVIDERS[this.protocol].usage.streamUsageOptIn ? 'stream_without_usage' : 'no_usage' };
+    return {
+      reason: this.#stream && PROVIDERS[this.protocol].usage.streamUsageOptIn ? 'stream_without_usage' : 'no_usage',
+    };
   }
 }

@@ -14,7 +14,13 @@ import type { Provider, UsageBag, UsageExtras, UsageTokens } from './provider';
  * each client tool's (bash 245, text editor 700, computer use 735 plus a system prompt of up to 499,
  * memory: taken as the text editor's).
  */
-export const PROVIDER_TOOL_TOKENS: Readonly<Record<string, number>> = { input_schema: 600, bash_: 300, text_editor_: 800, computer_: 1400, memory_: 800 };
+export const PROVIDER_TOOL_TOKENS: Readonly<Record<string, number>> = {
+  input_schema: 600,
+  bash_: 300,
+  text_editor_: 800,
+  computer_: 1400,
+  memory_: 800,
+};
 /** Anthropic's cache writes: 1.25x the input price for 5 minutes (the default), 2x for 1 hour. */
 export const CACHE_WRITE_FACTOR = { minutes5: 1.25, hour1: 2 } as const;
 
@@ -27,15 +33,22 @@ export const CACHE_WRITE_FACTOR = { minutes5: 1.25, hour1: 2 } as const;
 function tokens(bag: UsageBag, hourWrites: boolean): UsageTokens {
   const n = (k: string): number => bag.get(k) ?? 0;
   const writes = n('cache_creation_input_tokens');
-  const broken = bag.has('cache_creation.ephemeral_5m_input_tokens') || bag.has('cache_creation.ephemeral_1h_input_tokens');
+  const broken =
+    bag.has('cache_creation.ephemeral_5m_input_tokens') || bag.has('cache_creation.ephemeral_1h_input_tokens');
   const hour = broken ? n('cache_creation.ephemeral_1h_input_tokens') : hourWrites ? writes : 0;
-  const minutes = bag.has('cache_creation.ephemeral_5m_input_tokens') ? n('cache_creation.ephemeral_5m_input_tokens') : Math.max(0, writes - hour);
+  const minutes = bag.has('cache_creation.ephemeral_5m_input_tokens')
+    ? n('cache_creation.ephemeral_5m_input_tokens')
+    : Math.max(0, writes - hour);
   const premium = Math.ceil(minutes * (CACHE_WRITE_FACTOR.minutes5 - 1) + hour * (CACHE_WRITE_FACTOR.hour1 - 1));
-  const input = bag.has('input_tokens') ? n('input_tokens') + n('cache_read_input_tokens') + Math.max(writes, minutes + hour) + premium : undefined;
+  const input = bag.has('input_tokens')
+    ? n('input_tokens') + n('cache_read_input_tokens') + Math.max(writes, minutes + hour) + premium
+    : undefined;
   return { input, output: n('output_tokens'), cached: n('cache_read_input_tokens') };
 }
 
-/** Server tools report their calls in usage (Gemini's and OpenAI's are counted from the answer: meter/tool-calls.ts). */
+/**
+ * Server tools report their calls in usage (Gemini's and OpenAI's are counted from the answer: meter/tool-calls.ts).
+ */
 function extras(bag: UsageBag): UsageExtras {
   const searches = bag.get('server_tool_use.web_search_requests') ?? 0;
   return searches > 0 ? { toolCalls: { web_search: searches } } : {};
@@ -46,7 +59,12 @@ function extras(bag: UsageBag): UsageExtras {
  * more than the parsed list holds (an escaped type, a key sent twice, a max_uses sent twice in one
  * tool: `"max_uses": 50, "max_uses": 1` is 50 to a parser that keeps the first).
  */
-function maxToolCalls(tools: readonly HostedTool[], get: (k: string) => unknown, _answers: number, maxUsesKeys: () => number): number | undefined {
+function maxToolCalls(
+  tools: readonly HostedTool[],
+  get: (k: string) => unknown,
+  _answers: number,
+  maxUsesKeys: () => number,
+): number | undefined {
   const declared = get('tools');
   if (!Array.isArray(declared)) return undefined;
   let sum = 0;
@@ -68,7 +86,8 @@ function maxToolCalls(tools: readonly HostedTool[], get: (k: string) => unknown,
 function toolPromptTokens(marks: ReadonlyMap<string, number>): number {
   if (marks.size === 0) return 0;
   let n = PROVIDER_TOOL_TOKENS.input_schema;
-  for (const [name, count] of marks) if (name !== 'input_schema' && name !== 'tools') n += (PROVIDER_TOOL_TOKENS[name] ?? 0) * count;
+  for (const [name, count] of marks)
+    if (name !== 'input_schema' && name !== 'tools') n += (PROVIDER_TOOL_TOKENS[name] ?? 0) * count;
   return n;
 }
 
@@ -90,7 +109,8 @@ export const ANTHROPIC_MESSAGES: Provider = {
     },
     maxToolCalls,
     // Fast mode (about 6x), and inference_geo other than global (US-only: 1.1x).
-    pricedTier: (get) => tierAbove(get, 'speed', (w) => w === 'standard') ?? tierAbove(get, 'inference_geo', (w) => w === 'global'),
+    pricedTier: (get) =>
+      tierAbove(get, 'speed', (w) => w === 'standard') ?? tierAbove(get, 'inference_geo', (w) => w === 'global'),
     // Its tool prompts are written with the tools, and a cache breakpoint may cache them all.
     inputCost: (toolPrompts, cacheWrite, ttl) => ({
       providerInput: toolPromptTokens(toolPrompts),

@@ -39,7 +39,10 @@ const MODELGATE_ENDPOINTS: readonly Endpoint[] = [
  * Each protocol's endpoints in the store's protocol order, its canonical one first (check/routes.ts
  * endpointFor), then modelgate's own.
  */
-export const ENDPOINTS: readonly Endpoint[] = [...PROTOCOLS.flatMap((p) => PROVIDERS[p].endpoints), ...MODELGATE_ENDPOINTS];
+export const ENDPOINTS: readonly Endpoint[] = [
+  ...PROTOCOLS.flatMap((p) => PROVIDERS[p].endpoints),
+  ...MODELGATE_ENDPOINTS,
+];
 
 export const MODEL = '{model}';
 
@@ -49,7 +52,9 @@ export const hasModel = (e: Endpoint): boolean => e.path.includes(MODEL);
 /** Every generative method, from all the endpoints that name one. */
 export const GENERATIVE_METHODS: ReadonlySet<string> = new Set(ENDPOINTS.flatMap((e) => e.modelMethods ?? []));
 
-/** The error shape a client of this path (after the prefix) parses: Gemini's under /v1beta, Anthropic's for messages. */
+/**
+ * The error shape a client of this path (after the prefix) parses: Gemini's under /v1beta, Anthropic's for messages.
+ */
 export function familyOf(rest: string, anthropicVersion: boolean): Family {
   if (rest === '/v1beta' || rest.startsWith('/v1beta/')) return 'gemini';
   return rest.startsWith('/v1/messages') || anthropicVersion ? 'anthropic' : 'openai';

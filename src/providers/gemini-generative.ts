@@ -38,11 +38,18 @@ function extras(bag: UsageBag): UsageExtras {
   const audioInput = n('promptTokensDetails.AUDIO') + n('toolUsePromptTokensDetails.AUDIO');
   const audioOutput = n('candidatesTokensDetails.AUDIO');
   const imageOutput = n('candidatesTokensDetails.IMAGE');
-  const modal = audioInput === 0 && audioOutput === 0 && imageOutput === 0 ? undefined
-    : { ...(audioInput > 0 ? { audioInput } : {}), ...(audioOutput > 0 ? { audioOutput } : {}), ...(imageOutput > 0 ? { imageOutput } : {}) };
+  const modal =
+    audioInput === 0 && audioOutput === 0 && imageOutput === 0
+      ? undefined
+      : {
+          ...(audioInput > 0 ? { audioInput } : {}),
+          ...(audioOutput > 0 ? { audioOutput } : {}),
+          ...(imageOutput > 0 ? { imageOutput } : {}),
+        };
   const input = n(`promptTokensDetails.${UNNAMED_MODALITY}`) + n(`toolUsePromptTokensDetails.${UNNAMED_MODALITY}`);
   const output = n(`candidatesTokensDetails.${UNNAMED_MODALITY}`);
-  const unnamed = input === 0 && output === 0 ? undefined : { ...(input > 0 ? { input } : {}), ...(output > 0 ? { output } : {}) };
+  const unnamed =
+    input === 0 && output === 0 ? undefined : { ...(input > 0 ? { input } : {}), ...(output > 0 ? { output } : {}) };
   return { ...(modal ? { modal } : {}), ...(unnamed ? { unnamed } : {}) };
 }
 
@@ -50,20 +57,40 @@ function extras(bag: UsageBag): UsageExtras {
 export const GROUNDING: ReadonlySet<HostedTool> = new Set(['google_search', 'google_maps', 'enterprise_web_search']);
 
 /** Tiers at the standard price or below (also as the SDK's SERVICE_TIER_ names); priority costs 75-100% more. */
-const GEMINI_TIERS = new Set(['standard', 'flex', 'unspecified', 'service_tier_standard', 'service_tier_flex', 'service_tier_unspecified']);
+const GEMINI_TIERS = new Set([
+  'standard',
+  'flex',
+  'unspecified',
+  'service_tier_standard',
+  'service_tier_flex',
+  'service_tier_unspecified',
+]);
 
 /** The Modality enum by name and number (MODALITY_UNSPECIFIED 0, TEXT 1, IMAGE 2, AUDIO 3). */
-const GEMINI_MODALITIES: Readonly<Record<string, Modality | 'text'>> = { text: 'text', modality_unspecified: 'text', 0: 'text', 1: 'text', image: 'imageOutput', 2: 'imageOutput', audio: 'audioOutput', 3: 'audioOutput' };
+const GEMINI_MODALITIES: Readonly<Record<string, Modality | 'text'>> = {
+  text: 'text',
+  modality_unspecified: 'text',
+  0: 'text',
+  1: 'text',
+  image: 'imageOutput',
+  2: 'imageOutput',
+  audio: 'audioOutput',
+  3: 'audioOutput',
+};
 
 const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : v === undefined || v === null ? [] : [v]);
 
-/** `responseModalities` other than text (a value that is no known modality counts as both outputs: fail closed), `speechConfig`. */
+/**
+ * `responseModalities` other than text (a value that is no known modality counts as both outputs: fail closed),
+ * `speechConfig`.
+ */
 function outputModalities(input: ShapeInput, add: AddModality): void {
   for (const [i, g] of input.gens.entries()) {
     const name = i === 0 ? 'generationConfig' : 'generation_config';
     for (const key of ['responseModalities', 'response_modalities']) {
       for (const v of list(g[key])) {
-        const m = GEMINI_MODALITIES[typeof v === 'string' ? v.trim().toLowerCase() : typeof v === 'number' ? String(v) : ''];
+        const m =
+          GEMINI_MODALITIES[typeof v === 'string' ? v.trim().toLowerCase() : typeof v === 'number' ? String(v) : ''];
         if (m === 'text') continue;
         const field = `${name}.${key} ${JSON.stringify(v)}`;
         if (m !== undefined) add(m, field);
@@ -73,7 +100,8 @@ function outputModalities(input: ShapeInput, add: AddModality): void {
         }
       }
     }
-    for (const key of ['speechConfig', 'speech_config']) if (g[key] !== undefined && g[key] !== null) add('audioOutput', `${name}.${key}`);
+    for (const key of ['speechConfig', 'speech_config'])
+      if (g[key] !== undefined && g[key] !== null) add('audioOutput', `${name}.${key}`);
   }
 }
 
@@ -125,11 +153,17 @@ export function geminiSound(input: Pick<ShapeInput, 'body' | 'fields'>, audioMar
         const p = asObject(val);
         const mime = p?.mimeType ?? p?.mime_type;
         if (part && p && (typeof mime !== 'string' || !SILENT_MEDIA.test(mime.trim().toLowerCase()))) sound = true;
-      } else if ((k === 'mimeType' || k === 'mime_type') && typeof val === 'string' && SOUND_MEDIA.test(val.trim().toLowerCase())) audio++;
+      } else if (
+        (k === 'mimeType' || k === 'mime_type') &&
+        typeof val === 'string' &&
+        SOUND_MEDIA.test(val.trim().toLowerCase())
+      )
+        audio++;
       stack.push([val, k === 'parts']);
     }
   }
-  if (partKeys < partMarks || audio < audioMarks) return 'a part key or "mimeType" sent twice (a reader that keeps the first may see audio)';
+  if (partKeys < partMarks || audio < audioMarks)
+    return 'a part key or "mimeType" sent twice (a reader that keeps the first may see audio)';
   return sound ? inPart : undefined;
 }
 
@@ -174,8 +208,20 @@ export const GEMINI_GENERATIVE: Provider = {
   // Two endpoints only because Envoy refuses a regex whose RE2 program is over 100
   // (re2.max_program_size on 1.36): each is one Envoy route.
   endpoints: [
-    { name: 'generative', method: 'POST', path: '/v1beta/models/{model}', style: 'generative', modelMethods: ['generateContent', 'streamGenerateContent'] },
-    { name: 'generative_count_embed', method: 'POST', path: '/v1beta/models/{model}', style: 'generative', modelMethods: ['countTokens', 'embedContent', 'batchEmbedContents'] },
+    {
+      name: 'generative',
+      method: 'POST',
+      path: '/v1beta/models/{model}',
+      style: 'generative',
+      modelMethods: ['generateContent', 'streamGenerateContent'],
+    },
+    {
+      name: 'generative_count_embed',
+      method: 'POST',
+      path: '/v1beta/models/{model}',
+      style: 'generative',
+      modelMethods: ['countTokens', 'embedContent', 'batchEmbedContents'],
+    },
   ],
   keyHeader: 'vendor',
   usage: { targets: ['usageMetadata'], tokens, extras, streamUsageOptIn: false, toolCallsIn: 'grounding' },
@@ -189,7 +235,9 @@ export const GEMINI_GENERATIVE: Provider = {
     // Grounding is billed per grounded prompt: one per answer.
     maxToolCalls: (tools, _get, answers) => (tools.every((t) => GROUNDING.has(t)) ? answers : undefined),
     // proto3's JSON mapping reads serviceTier by number too: 0 is unspecified, the standard tier.
-    pricedTier: (get) => tierAbove(get, 'service_tier', (w) => GEMINI_TIERS.has(w), true) ?? tierAbove(get, 'serviceTier', (w) => GEMINI_TIERS.has(w), true),
+    pricedTier: (get) =>
+      tierAbove(get, 'service_tier', (w) => GEMINI_TIERS.has(w), true) ??
+      tierAbove(get, 'serviceTier', (w) => GEMINI_TIERS.has(w), true),
     outputModalities,
     // Media types are read in parts alone, the body parsed to tell (geminiSound).
     inputModalities: (input, audioParts, add) => {
@@ -204,7 +252,10 @@ export const GEMINI_GENERATIVE: Provider = {
   },
   client: {
     sampleBody: () => ({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
-    probeBody: () => ({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }], generationConfig: { maxOutputTokens: 1 } }),
+    probeBody: () => ({
+      contents: [{ role: 'user', parts: [{ text: 'hi' }] }],
+      generationConfig: { maxOutputTokens: 1 },
+    }),
     extraHeaders: [],
   },
 };

@@ -40,14 +40,20 @@ export function laxCount(v: unknown): number | undefined {
 export const word = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim().toLowerCase() : undefined);
 
 /** A JSON object (not an array); undefined for anything else. */
-export const asObject = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+export const asObject = (v: unknown): Record<string, unknown> | undefined =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 
 /**
  * A tier billed above the model's price when `field` is set to a value `ok` refuses, as
  * [field, value]. A value that is not a name counts as such a tier (fail closed).
  * @param zeroIsDefault proto3's JSON mapping reads an enum by number: 0 is its default
  */
-export function tierAbove(get: (k: string) => unknown, field: string, ok: (w: string) => boolean, zeroIsDefault = false): readonly [string, string] | undefined {
+export function tierAbove(
+  get: (k: string) => unknown,
+  field: string,
+  ok: (w: string) => boolean,
+  zeroIsDefault = false,
+): readonly [string, string] | undefined {
   const v = get(field);
   if (v === undefined || v === null || (v === 0 && zeroIsDefault)) return undefined;
   const w = word(v);

@@ -8,7 +8,10 @@ import { asksEffort, openaiOutputModalities, openaiTier, promptCompletionTokens 
 import { PLAIN_ADMISSION_RULES, PLAIN_SHAPE_RULES } from './plain-rules';
 import type { Provider, UsageBag, UsageExtras } from './provider';
 
-/** Whether a chat body has a message with `audio` (an earlier audio answer, billed as audio input); a body that does not parse counts as having one. */
+/**
+ * Whether a chat body has a message with `audio` (an earlier audio answer, billed as audio input); a body that does not
+ * parse counts as having one.
+ */
 function messageAudio(body: Uint8Array): boolean {
   try {
     const doc = asObject(JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')));
@@ -34,10 +37,22 @@ export const OPENAI_CHAT: Provider = {
     { name: 'chat_completions', method: 'POST', path: '/v1/chat/completions', style: 'chat' },
     // Coding agents of the chat kind use the root address itself as their Base URL (docs/spec.md §4.1
     // row 1: "{base_url}, no /v1 suffix") and append only /chat/completions.
-    { name: 'agent_chat_completions', method: 'POST', path: '/chat/completions', style: 'chat', upstreamPath: '/v1/chat/completions' },
+    {
+      name: 'agent_chat_completions',
+      method: 'POST',
+      path: '/chat/completions',
+      style: 'chat',
+      upstreamPath: '/v1/chat/completions',
+    },
   ],
   keyHeader: 'bearer',
-  usage: { targets: ['usage'], tokens: promptCompletionTokens, extras: audioTokens, streamUsageOptIn: true, toolCallsIn: 'nowhere' },
+  usage: {
+    targets: ['usage'],
+    tokens: promptCompletionTokens,
+    extras: audioTokens,
+    streamUsageOptIn: true,
+    toolCallsIn: 'nowhere',
+  },
   shape: {
     ...PLAIN_SHAPE_RULES,
     // Predicted Outputs: the rejected prediction tokens are billed as output and never shown.
@@ -50,7 +65,8 @@ export const OPENAI_CHAT: Provider = {
     // parameter's name: the body is parsed to tell).
     inputModalities: (input, _audioParts, add) => {
       const marks = input.fields.marks?.get('audio') ?? 0;
-      if (marks > (input.fields.has('audio') ? 1 : 0) && messageAudio(input.body)) add('audioInput', 'a message\'s "audio"');
+      if (marks > (input.fields.has('audio') ? 1 : 0) && messageAudio(input.body))
+        add('audioInput', 'a message\'s "audio"');
     },
   },
   admission: PLAIN_ADMISSION_RULES,
@@ -59,8 +75,14 @@ export const OPENAI_CHAT: Provider = {
     probeBody: (model) => ({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 }),
     extraHeaders: [],
     openaiSdk: (model) => ({
-      ts: [`const reply = await client.chat.completions.create({ model: ${JSON.stringify(model)}, messages: [{ role: 'user', content: 'hi' }] });`, 'console.log(reply.choices[0].message.content);'],
-      py: [`reply = client.chat.completions.create(model=${JSON.stringify(model)}, messages=[{"role": "user", "content": "hi"}])`, 'print(reply.choices[0].message.content)'],
+      ts: [
+        `const reply = await client.chat.completions.create({ model: ${JSON.stringify(model)}, messages: [{ role: 'user', content: 'hi' }] });`,
+        'console.log(reply.choices[0].message.content);',
+      ],
+      py: [
+        `reply = client.chat.completions.create(model=${JSON.stringify(model)}, messages=[{"role": "user", "content": "hi"}])`,
+        'print(reply.choices[0].message.content)',
+      ],
     }),
   },
 };

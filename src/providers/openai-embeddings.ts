@@ -9,7 +9,13 @@ export const OPENAI_EMBEDDINGS: Provider = {
   genai: { provider: 'openai', operation: 'embeddings' },
   endpoints: [{ name: 'embeddings', method: 'POST', path: '/v1/embeddings', style: 'embeddings' }],
   keyHeader: 'bearer',
-  usage: { targets: ['usage'], tokens: promptCompletionTokens, extras: () => ({}), streamUsageOptIn: false, toolCallsIn: 'nowhere' },
+  usage: {
+    targets: ['usage'],
+    tokens: promptCompletionTokens,
+    extras: () => ({}),
+    streamUsageOptIn: false,
+    toolCallsIn: 'nowhere',
+  },
   shape: { ...PLAIN_SHAPE_RULES, embeds: () => true, embedsOnly: true },
   admission: PLAIN_ADMISSION_RULES,
   client: {
@@ -17,8 +23,14 @@ export const OPENAI_EMBEDDINGS: Provider = {
     probeBody: (model) => ({ model, input: 'hi' }),
     extraHeaders: [],
     openaiSdk: (model) => ({
-      ts: [`const reply = await client.embeddings.create({ model: ${JSON.stringify(model)}, input: 'hi' });`, 'console.log(reply.data[0].embedding.length);'],
-      py: [`reply = client.embeddings.create(model=${JSON.stringify(model)}, input="hi")`, 'print(len(reply.data[0].embedding))'],
+      ts: [
+        `const reply = await client.embeddings.create({ model: ${JSON.stringify(model)}, input: 'hi' });`,
+        'console.log(reply.data[0].embedding.length);',
+      ],
+      py: [
+        `reply = client.embeddings.create(model=${JSON.stringify(model)}, input="hi")`,
+        'print(len(reply.data[0].embedding))',
+      ],
     }),
   },
 };

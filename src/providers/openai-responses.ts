@@ -9,7 +9,11 @@ import type { Provider, UsageBag, UsageTokens } from './provider';
 
 function tokens(bag: UsageBag): UsageTokens {
   const n = (k: string): number => bag.get(k) ?? 0;
-  return { input: bag.get('input_tokens'), output: n('output_tokens'), cached: n('input_tokens_details.cached_tokens') };
+  return {
+    input: bag.get('input_tokens'),
+    output: n('output_tokens'),
+    cached: n('input_tokens_details.cached_tokens'),
+  };
 }
 
 export const OPENAI_RESPONSES: Provider = {
@@ -22,7 +26,13 @@ export const OPENAI_RESPONSES: Provider = {
     { name: 'agent_responses', method: 'POST', path: '/responses', style: 'responses', upstreamPath: '/v1/responses' },
   ],
   keyHeader: 'bearer',
-  usage: { targets: ['usage', 'response.usage'], tokens, extras: () => ({}), streamUsageOptIn: false, toolCallsIn: 'output_items' },
+  usage: {
+    targets: ['usage', 'response.usage'],
+    tokens,
+    extras: () => ({}),
+    streamUsageOptIn: false,
+    toolCallsIn: 'output_items',
+  },
   shape: {
     ...PLAIN_SHAPE_RULES,
     // `prompt` is a stored prompt template (an object with an id).
@@ -40,7 +50,10 @@ export const OPENAI_RESPONSES: Provider = {
     probeBody: (model) => ({ model, input: 'hi', max_output_tokens: 16 }),
     extraHeaders: [],
     openaiSdk: (model) => ({
-      ts: [`const reply = await client.responses.create({ model: ${JSON.stringify(model)}, input: 'hi' });`, 'console.log(reply.output_text);'],
+      ts: [
+        `const reply = await client.responses.create({ model: ${JSON.stringify(model)}, input: 'hi' });`,
+        'console.log(reply.output_text);',
+      ],
       py: [`reply = client.responses.create(model=${JSON.stringify(model)}, input="hi")`, 'print(reply.output_text)'],
     }),
   },

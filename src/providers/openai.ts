@@ -8,7 +8,11 @@ import type { AddModality, ShapeInput, UsageBag, UsageTokens } from './provider'
 /** `usage` {prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens} (chat, embeddings). */
 export function promptCompletionTokens(bag: UsageBag): UsageTokens {
   const n = (k: string): number => bag.get(k) ?? 0;
-  return { input: bag.get('prompt_tokens'), output: n('completion_tokens'), cached: n('prompt_tokens_details.cached_tokens') };
+  return {
+    input: bag.get('prompt_tokens'),
+    output: n('completion_tokens'),
+    cached: n('prompt_tokens_details.cached_tokens'),
+  };
 }
 
 /**
@@ -17,7 +21,8 @@ export function promptCompletionTokens(bag: UsageBag): UsageTokens {
  */
 const STANDARD_TIERS = new Set(['auto', 'default', 'flex', 'on_demand', 'standard']);
 
-export const openaiTier = (get: (k: string) => unknown): readonly [string, string] | undefined => tierAbove(get, 'service_tier', (w) => STANDARD_TIERS.has(w));
+export const openaiTier = (get: (k: string) => unknown): readonly [string, string] | undefined =>
+  tierAbove(get, 'service_tier', (w) => STANDARD_TIERS.has(w));
 
 /** `reasoning_effort` or a `reasoning` object with an effort other than none. */
 export function asksEffort(get: (k: string) => unknown): boolean {

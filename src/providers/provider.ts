@@ -17,7 +17,9 @@ export interface Endpoint {
   readonly method: 'GET' | 'POST';
   /** The path after the prefix. */
   readonly path: string;
-  /** The protocol style it serves, or `models` for what modelgate answers itself (the model lists, the key's own view). */
+  /**
+   * The protocol style it serves, or `models` for what modelgate answers itself (the model lists, the key's own view).
+   */
   readonly style: Protocol | 'models';
   /** After `{model}:`, the generative methods (the first is the style's canonical one). */
   readonly modelMethods?: readonly string[];
@@ -97,7 +99,12 @@ export interface ShapeRules {
    * The most hosted-tool calls the request allows itself, undefined when it names none.
    * @param maxUsesKeys how many `max_uses` keys the raw `tools` holds
    */
-  maxToolCalls(tools: readonly HostedTool[], get: (k: string) => unknown, answers: number, maxUsesKeys: () => number): number | undefined;
+  maxToolCalls(
+    tools: readonly HostedTool[],
+    get: (k: string) => unknown,
+    answers: number,
+    maxUsesKeys: () => number,
+  ): number | undefined;
   /** A tier billed above the model's price, as [field, value]; undefined when none. */
   pricedTier(get: (k: string) => unknown): readonly [string, string] | undefined;
   /** Output modalities beyond text the request asks for, in the protocol's own fields. */
@@ -108,7 +115,11 @@ export interface ShapeRules {
    * Input the provider adds and what a token of input may cost, in input tokens.
    * @param toolPrompts the scan's `tool_prompt` marks with their counts
    */
-  inputCost(toolPrompts: ReadonlyMap<string, number>, cacheWrite: boolean, ttl: boolean): { readonly providerInput: number; readonly inputFactor: number };
+  inputCost(
+    toolPrompts: ReadonlyMap<string, number>,
+    cacheWrite: boolean,
+    ttl: boolean,
+  ): { readonly providerInput: number; readonly inputFactor: number };
 }
 
 /** A request as the meter's admission sees its envelope. */
@@ -158,7 +169,10 @@ export interface Provider {
    * where an endpoint's path names `{model}`, else from the body's `model` field.
    */
   readonly endpoints: readonly Endpoint[];
-  /** Where its clients send the key on the root prefix (docs/spec.md §5.2, §5.3); the alternate prefix reads both on `vendor` routes. */
+  /**
+   * Where its clients send the key on the root prefix (docs/spec.md §5.2, §5.3); the alternate prefix reads both on
+   * `vendor` routes.
+   */
   readonly keyHeader: 'bearer' | 'vendor';
   readonly usage: UsageRules;
   readonly shape: ShapeRules;

@@ -6,7 +6,10 @@
  * reads bytes as they pass and keeps its own state machine.
  */
 
-/** The events of a text: the pieces between blank lines (the last one is whole only if the text ended with a blank line). */
+/**
+ * The events of a text: the pieces between blank lines (the last one is whole only if the text ended with a blank
+ * line).
+ */
 export function sseEvents(text: string): string[] {
   return text.split(/\r?\n\r?\n|\r\r/);
 }

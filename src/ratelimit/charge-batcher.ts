@@ -27,7 +27,10 @@ export class ChargeBatcher implements RateLimitEngine {
   readonly #window: number;
   readonly #max: number;
 
-  constructor(readonly engine: RateLimitEngine, opts: BatcherOptions = {}) {
+  constructor(
+    readonly engine: RateLimitEngine,
+    opts: BatcherOptions = {},
+  ) {
     this.#window = opts.windowMs ?? 10;
     this.#max = opts.maxDescriptors ?? 500;
   }

@@ -44,7 +44,10 @@ export function chargeDescriptors(limits: EffectiveLimits, use: TokenUse): Descr
   return out;
 }
 
-/** Charges one response's tokens; resolves to the descriptors charged (none: nothing to charge). Rejects when the engine failed. */
+/**
+ * Charges one response's tokens; resolves to the descriptors charged (none: nothing to charge). Rejects when the engine
+ * failed.
+ */
 export async function chargeTokens(deps: ChargeDeps, use: TokenUse): Promise<number> {
   if (!(use.tokens > 0)) return 0;
   const limits = await deps.limits(use.keyId, use.group, use.model);

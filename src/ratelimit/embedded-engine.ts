@@ -14,7 +14,12 @@
  */
 import { CODE, UNIT, type RateLimitRequest, type RateLimitResponse, type DescriptorStatus } from './rls-codec';
 
-const UNIT_SECONDS: Readonly<Record<number, number>> = { [UNIT.SECOND]: 1, [UNIT.MINUTE]: 60, [UNIT.HOUR]: 3600, [UNIT.DAY]: 86_400 };
+const UNIT_SECONDS: Readonly<Record<number, number>> = {
+  [UNIT.SECOND]: 1,
+  [UNIT.MINUTE]: 60,
+  [UNIT.HOUR]: 3600,
+  [UNIT.DAY]: 86_400,
+};
 
 export interface RateLimitEngine {
   shouldRateLimit(req: RateLimitRequest): Promise<RateLimitResponse>;
@@ -76,7 +81,12 @@ export class EmbeddedEngine implements RateLimitEngine {
       const count = c?.count ?? 0;
       const over = count > x.limit.requestsPerUnit;
       if (over) overall = CODE.OVER_LIMIT;
-      return { code: over ? CODE.OVER_LIMIT : CODE.OK, limit: x.limit, remaining: over ? 0 : x.limit.requestsPerUnit - count, resetSeconds: x.until - now };
+      return {
+        code: over ? CODE.OVER_LIMIT : CODE.OK,
+        limit: x.limit,
+        remaining: over ? 0 : x.limit.requestsPerUnit - count,
+        resetSeconds: x.until - now,
+      };
     });
     return { overallCode: overall, statuses };
   }

@@ -7,8 +7,15 @@ import { WINDOWED, carriedLimit, descriptorEntries, type EffectiveLimits, type W
 import { CODE, UNIT } from './rls-codec';
 
 /** Remaining requests or tokens per key-wide limit (rpm, tpm, rpd, tpd that apply); null when none applies. */
-export async function limitsLeft(engine: RateLimitEngine, domain: string, limits: EffectiveLimits, keyId: string): Promise<Record<string, number> | null> {
-  const names = (['rpm', 'tpm', 'rpd', 'tpd'] as WindowedLimit[]).filter((n) => typeof limits.key[n] === 'number' && (limits.key[n] as number) > 0);
+export async function limitsLeft(
+  engine: RateLimitEngine,
+  domain: string,
+  limits: EffectiveLimits,
+  keyId: string,
+): Promise<Record<string, number> | null> {
+  const names = (['rpm', 'tpm', 'rpd', 'tpd'] as WindowedLimit[]).filter(
+    (n) => typeof limits.key[n] === 'number' && (limits.key[n] as number) > 0,
+  );
   if (names.length === 0) return null;
   const res = await engine.shouldRateLimit({
     domain,

@@ -27,7 +27,10 @@ export type WindowedLimit = keyof typeof WINDOWED;
 export const KINDS = ['tokens', 'requests'] as const;
 export type LimitKind = (typeof KINDS)[number];
 
-/** The descriptor slots of each kind: key-wide, and per model (`_m`). Their names are metadata fields and descriptor values. */
+/**
+ * The descriptor slots of each kind: key-wide, and per model (`_m`). Their names are metadata fields and descriptor
+ * values.
+ */
 export const SLOTS = {
   tokens: ['tpm', 'tpd', 'tpm_m', 'tpd_m'],
   requests: ['rpm', 'rpd', 'rpm_m', 'rpd_m'],
@@ -53,12 +56,19 @@ export function keyLimits(key: KeyRecord, group: GroupRecord | undefined): Limit
   const g = group?.limits ?? {};
   const k = key.limits ?? {};
   return {
-    rpm: k.rpm ?? g.rpm ?? null, tpm: k.tpm ?? g.tpm ?? null, rpd: k.rpd ?? g.rpd ?? null, tpd: k.tpd ?? g.tpd ?? null,
+    rpm: k.rpm ?? g.rpm ?? null,
+    tpm: k.tpm ?? g.tpm ?? null,
+    rpd: k.rpd ?? g.rpd ?? null,
+    tpd: k.tpd ?? g.tpd ?? null,
     inFlight: k.inFlight ?? g.inFlight ?? null,
   };
 }
 
-export function effectiveLimits(key: KeyRecord, group: GroupRecord | undefined, model: ModelRecord | undefined): EffectiveLimits {
+export function effectiveLimits(
+  key: KeyRecord,
+  group: GroupRecord | undefined,
+  model: ModelRecord | undefined,
+): EffectiveLimits {
   const m = model?.limits;
   return { key: keyLimits(key, group), model: m && (m.rpm || m.tpm || m.rpd || m.tpd) ? m : null };
 }
@@ -120,7 +130,13 @@ export interface KindAnswer {
 }
 
 /** The 429 texts of a kind, or null when the key has no limit of that kind. */
-export function kindAnswer(kind: LimitKind, l: EffectiveLimits, keyId: string, model: string | undefined, nowMs: number): KindAnswer | null {
+export function kindAnswer(
+  kind: LimitKind,
+  l: EffectiveLimits,
+  keyId: string,
+  model: string | undefined,
+  nowMs: number,
+): KindAnswer | null {
   const parts: string[] = [];
   let shortest: { limit: number; seconds: number } | undefined;
   for (const slot of SLOTS[kind]) {
@@ -142,8 +158,15 @@ export function kindAnswer(kind: LimitKind, l: EffectiveLimits, keyId: string, m
 }
 
 /** The descriptor entries of a slot for a key (and model): what Envoy sends and what a token charge names. */
-export function descriptorEntries(slot: Slot, keyId: string, model: string | undefined): Array<{ key: string; value: string }> {
-  const entries: Array<{ key: string; value: string }> = [{ key: ENTRY.limit, value: slot }, { key: ENTRY.key, value: keyId }];
+export function descriptorEntries(
+  slot: Slot,
+  keyId: string,
+  model: string | undefined,
+): Array<{ key: string; value: string }> {
+  const entries: Array<{ key: string; value: string }> = [
+    { key: ENTRY.limit, value: slot },
+    { key: ENTRY.key, value: keyId },
+  ];
   if (slot.endsWith('_m') && model !== undefined) entries.push({ key: ENTRY.model, value: model });
   return entries;
 }

@@ -11,7 +11,17 @@
  * The values depend on the clock (resets), so a CheckResponse that carries them is encoded for
  * the second it answers (check/response-encoder.ts keys it by the whole metadata; `stamp` is that second).
  */
-import { KINDS, SLOTS, WINDOWED, carriedLimit, hasWindowed, kindAnswer, slotLimit, slotName, type EffectiveLimits } from './limits';
+import {
+  KINDS,
+  SLOTS,
+  WINDOWED,
+  carriedLimit,
+  hasWindowed,
+  kindAnswer,
+  slotLimit,
+  slotName,
+  type EffectiveLimits,
+} from './limits';
 
 type Value = { numberValue: number } | { stringValue: string } | { structValue: { fields: Record<string, Value> } };
 
@@ -26,7 +36,12 @@ export interface RateLimitMetadata {
 const str = (s: string): Value => ({ stringValue: s });
 
 /** The metadata for a key's limits on a model, at `nowMs`; undefined when no counted limit applies. */
-export function rateLimitMetadata(limits: EffectiveLimits, keyId: string, model: string | undefined, nowMs: number): RateLimitMetadata | undefined {
+export function rateLimitMetadata(
+  limits: EffectiveLimits,
+  keyId: string,
+  model: string | undefined,
+  nowMs: number,
+): RateLimitMetadata | undefined {
   if (!hasWindowed(limits)) return undefined;
   const fields: Record<string, Value> = {};
   for (const kind of KINDS) {

@@ -73,30 +73,61 @@ export function prepareRlsCodec(): void {
 function load(): Types {
   if (types !== undefined) return types;
   const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => includeDirs.map((d) => path.join(d, target)).find((p) => existsSync(p)) ?? target;
+  root.resolvePath = (_origin, target) =>
+    includeDirs.map((d) => path.join(d, target)).find((p) => existsSync(p)) ?? target;
   root.loadSync('envoy/service/ratelimit/v3/rls.proto', { keepCase: true });
-  types = { request: root.lookupType('envoy.service.ratelimit.v3.RateLimitRequest'), response: root.lookupType('envoy.service.ratelimit.v3.RateLimitResponse') };
+  types = {
+    request: root.lookupType('envoy.service.ratelimit.v3.RateLimitRequest'),
+    response: root.lookupType('envoy.service.ratelimit.v3.RateLimitResponse'),
+  };
   return types;
 }
 
 /** A uint64 as protobufjs decodes it (a Long, or a number without the long package), as a number. */
-const uint64 = (v: unknown): number => (typeof v === 'number' ? v : protobuf.util.LongBits.from(v as protobuf.Long).toNumber(true));
+const uint64 = (v: unknown): number =>
+  typeof v === 'number' ? v : protobuf.util.LongBits.from(v as protobuf.Long).toNumber(true);
 
-interface WireLimit { requests_per_unit?: number; unit?: number }
-interface WireDescriptor { entries?: { key?: string; value?: string }[]; limit?: WireLimit | null; hits_addend?: { value?: unknown } | null }
-interface WireRequest { domain?: string; descriptors?: WireDescriptor[]; hits_addend?: number }
-interface WireStatus { code?: number; current_limit?: WireLimit | null; limit_remaining?: number; duration_until_reset?: { seconds?: unknown } | null }
-interface WireResponse { overall_code?: number; statuses?: WireStatus[] }
+interface WireLimit {
+  requests_per_unit?: number;
+  unit?: number;
+}
+interface WireDescriptor {
+  entries?: { key?: string; value?: string }[];
+  limit?: WireLimit | null;
+  hits_addend?: { value?: unknown } | null;
+}
+interface WireRequest {
+  domain?: string;
+  descriptors?: WireDescriptor[];
+  hits_addend?: number;
+}
+interface WireStatus {
+  code?: number;
+  current_limit?: WireLimit | null;
+  limit_remaining?: number;
+  duration_until_reset?: { seconds?: unknown } | null;
+}
+interface WireResponse {
+  overall_code?: number;
+  statuses?: WireStatus[];
+}
 
 function decode<T>(type: protobuf.Type, buf: Uint8Array): T {
   try {
     return type.decode(buf) as unknown as T;
   } catch (err) {
-    throw new InternalError('wire_malformed', `not a ${type.name}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new InternalError(
+      'wire_malformed',
+      `not a ${type.name}: ${err instanceof Error ? err.message : String(err)}`,
+      { cause: err },
+    );
   }
 }
 
-const limitOf = (l: WireLimit): { requestsPerUnit: number; unit: number } => ({ requestsPerUnit: l.requests_per_unit ?? 0, unit: l.unit ?? 0 });
+const limitOf = (l: WireLimit): { requestsPerUnit: number; unit: number } => ({
+  requestsPerUnit: l.requests_per_unit ?? 0,
+  unit: l.unit ?? 0,
+});
 
 /** Decodes a RateLimitRequest. Throws an InternalError (wire_malformed) on a malformed message. */
 export function decodeRequest(buf: Uint8Array): RateLimitRequest {
@@ -130,7 +161,10 @@ export function decodeResponse(buf: Uint8Array): RateLimitResponse {
 /** protobufjs's writer gives a Buffer under Node; a copy only otherwise. */
 const toBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b));
 
-const wireLimit = (l: { readonly requestsPerUnit: number; readonly unit: number }): WireLimit => ({ requests_per_unit: l.requestsPerUnit, unit: l.unit });
+const wireLimit = (l: { readonly requestsPerUnit: number; readonly unit: number }): WireLimit => ({
+  requests_per_unit: l.requestsPerUnit,
+  unit: l.unit,
+});
 
 /** Encodes a RateLimitRequest (modelgate's token charges to a rate limit service). */
 export function encodeRequest(req: RateLimitRequest): Buffer {

@@ -34,7 +34,9 @@ export interface WebhookDeps {
 
 /** Whose budget, as a delivery names it: `key:<id>`, `group:<name>`, `model:<key id>:<model>`. */
 export function deliverySubject(e: BudgetAlertEvent): string {
-  return e.subject.kind === 'model' ? `model:${e.subject.name}:${e.subject.model}` : `${e.subject.kind}:${e.subject.name}`;
+  return e.subject.kind === 'model'
+    ? `model:${e.subject.name}:${e.subject.model}`
+    : `${e.subject.kind}:${e.subject.name}`;
 }
 
 /**
@@ -79,8 +81,24 @@ export class BudgetWebhook {
     const attempts = this.deps.attempts ?? 6;
     const now = this.deps.now ?? Date.now;
     const createdAt = new Date(now()).toISOString();
-    const record = (status: WebhookDelivery['status'], attempt: number, lastStatus: number | null, lastError: string | null): void => {
-      this.deps.record?.({ eventId: e.id, type: e.type, subject: deliverySubject(e), threshold: e.threshold, status, attempts: attempt, lastStatus, lastError, createdAt, updatedAt: new Date(now()).toISOString() });
+    const record = (
+      status: WebhookDelivery['status'],
+      attempt: number,
+      lastStatus: number | null,
+      lastError: string | null,
+    ): void => {
+      this.deps.record?.({
+        eventId: e.id,
+        type: e.type,
+        subject: deliverySubject(e),
+        threshold: e.threshold,
+        status,
+        attempts: attempt,
+        lastStatus,
+        lastError,
+        createdAt,
+        updatedAt: new Date(now()).toISOString(),
+      });
     };
     record('pending', 0, null, null);
     const delay = this.deps.delay ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()));
@@ -88,13 +106,25 @@ export class BudgetWebhook {
       const timestamp = Math.floor((this.deps.now ?? Date.now)() / 1000);
       try {
         const res = await fetch(this.deps.url, {
-          method: 'POST', body, redirect: 'error', signal: AbortSignal.timeout(this.deps.timeoutMs ?? 10_000),
-          headers: { 'content-type': 'application/json', [SIGNATURE_HEADER]: signature(this.deps.secret, timestamp, body), [EVENT_ID_HEADER]: e.id },
+          method: 'POST',
+          body,
+          redirect: 'error',
+          signal: AbortSignal.timeout(this.deps.timeoutMs ?? 10_000),
+          headers: {
+            'content-type': 'application/json',
+            [SIGNATURE_HEADER]: signature(this.deps.secret, timestamp, body),
+            [EVENT_ID_HEADER]: e.id,
+          },
         });
         await res.arrayBuffer().catch(() => undefined);
         const delivered = res.status >= 200 && res.status < 300;
         this.deps.log({ id: e.id, attempt, delivered, status: res.status });
-        record(delivered ? 'delivered' : attempt < attempts ? 'pending' : 'failed', attempt, res.status, delivered ? null : `http_${res.status}`);
+        record(
+          delivered ? 'delivered' : attempt < attempts ? 'pending' : 'failed',
+          attempt,
+          res.status,
+          delivered ? null : `http_${res.status}`,
+        );
         if (delivered) {
           this.#status.set(e.id, 'delivered');
           return;

@@ -30,7 +30,8 @@ export function viewOf(req: IncomingMessage): RequestView {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
+  for (const [k, v] of Object.entries(req.headers))
+    if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
   return {
     method: req.method ?? '',
     path: q === -1 ? url : url.slice(0, q),
@@ -44,13 +45,19 @@ export function viewOf(req: IncomingMessage): RequestView {
 
 function modelObject(m: ModelRecord, family: Family): object {
   switch (family) {
-    case 'anthropic': return { type: 'model', id: m.name, display_name: m.name, created_at: '1970-01-01T00:00:00Z' };
-    case 'gemini': return {
-      name: `models/${m.name}`,
-      displayName: m.name,
-      supportedGenerationMethods: m.protocols === null || m.protocols.includes('generative') ? ['generateContent', 'streamGenerateContent', 'countTokens'] : ['embedContent'],
-    };
-    default: return { id: m.name, object: 'model', created: 0, owned_by: 'modelgate' };
+    case 'anthropic':
+      return { type: 'model', id: m.name, display_name: m.name, created_at: '1970-01-01T00:00:00Z' };
+    case 'gemini':
+      return {
+        name: `models/${m.name}`,
+        displayName: m.name,
+        supportedGenerationMethods:
+          m.protocols === null || m.protocols.includes('generative')
+            ? ['generateContent', 'streamGenerateContent', 'countTokens']
+            : ['embedContent'],
+      };
+    default:
+      return { id: m.name, object: 'model', created: 0, owned_by: 'modelgate' };
   }
 }
 
@@ -69,7 +76,9 @@ function send(res: ServerResponse, status: number, headers: [string, string][], 
 }
 
 /** An HTTP route handler for the model-list paths; returns false for any other path. */
-export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+export function createCatalogHandler(
+  deps: CatalogDeps,
+): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
   return async (req, res) => {
     const started = performance.now();
     const view = viewOf(req);
@@ -87,7 +96,8 @@ export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, 
         d = denyAllowed(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
       } else if (route.model !== undefined) {
         const m = g.value.models.get(route.model)!;
-        if (!isListed(m, route.family)) d = denyAllowed(d, 'model_wrong_protocol', HINTS.model_wrong_protocol.notListed(m.name));
+        if (!isListed(m, route.family))
+          d = denyAllowed(d, 'model_wrong_protocol', HINTS.model_wrong_protocol.notListed(m.name));
         else body = JSON.stringify(modelObject(m, route.family));
       } else body = JSON.stringify(listBody(g.value, route.family));
     }
@@ -95,7 +105,17 @@ export function createCatalogHandler(deps: CatalogDeps): (req: IncomingMessage, 
     if (!d.allowed) {
       const denial = denialParts(d);
       send(res, denial.status, denial.headers, denial.body);
-    } else send(res, 200, [['content-type', 'application/json'], [HEADER.keyId, d.keyId], [HEADER.group, d.group]], body);
+    } else
+      send(
+        res,
+        200,
+        [
+          ['content-type', 'application/json'],
+          [HEADER.keyId, d.keyId],
+          [HEADER.group, d.group],
+        ],
+        body,
+      );
     return true;
   };
 }

@@ -17,7 +17,8 @@ export function serveClusterMetrics(): void {
     if (msg?.type !== REQUEST) return;
     aggregator.clusterMetrics().then(
       (text) => worker.send({ type: REPLY, id: msg.id, text }),
-      (err: unknown) => worker.send({ type: REPLY, id: msg.id, error: err instanceof Error ? err.message : String(err) }),
+      (err: unknown) =>
+        worker.send({ type: REPLY, id: msg.id, error: err instanceof Error ? err.message : String(err) }),
     );
   });
 }

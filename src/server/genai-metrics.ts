@@ -19,8 +19,12 @@ export type { GenAiOperation } from '../providers/provider';
 export const GENAI_OPERATIONS: Readonly<Record<Protocol, GenAiOperation>> = byProtocol((p) => p.genai);
 
 /** The conventions' bucket boundaries (ExplicitBucketBoundaries advice). */
-export const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
-export const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+export const TOKEN_BUCKETS = [
+  1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+];
+export const DURATION_BUCKETS = [
+  0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
 
 /** One settled response's tokens by modality, as the conventions' counters split them. */
 export interface ModalTokens {
@@ -41,7 +45,10 @@ export function modalTokens(usage: Usage): ModalTokens {
   };
   return {
     input: split(usage.inputTokens, [['audio', m.audioInput ?? 0]]),
-    output: split(usage.outputTokens, [['audio', m.audioOutput ?? 0], ['image', m.imageOutput ?? 0]]),
+    output: split(usage.outputTokens, [
+      ['audio', m.audioOutput ?? 0],
+      ['image', m.imageOutput ?? 0],
+    ]),
   };
 }
 
@@ -50,31 +57,58 @@ export type GenAiRecorder = (protocol: Protocol, model: string, usage: Usage, se
 
 /** A usage the metrics can count: finite, not negative, not flagged implausible by the reader. */
 export function countableUsage(usage: Usage): boolean {
-  return !usage.implausible && [usage.inputTokens, usage.outputTokens, usage.cachedInputTokens].every((n) => Number.isFinite(n) && n >= 0);
+  return (
+    !usage.implausible &&
+    [usage.inputTokens, usage.outputTokens, usage.cachedInputTokens].every((n) => Number.isFinite(n) && n >= 0)
+  );
 }
 
 export function genAiMetrics(registry: Registry): GenAiRecorder {
   const base = ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_request_model'] as const;
   const tokenUsage = new Histogram({
-    name: 'gen_ai_client_token_usage', help: 'gen_ai.client.token.usage ({token}): input and output tokens used per response', labelNames: [...base, 'gen_ai_token_type'], buckets: TOKEN_BUCKETS, registers: [registry],
+    name: 'gen_ai_client_token_usage',
+    help: 'gen_ai.client.token.usage ({token}): input and output tokens used per response',
+    labelNames: [...base, 'gen_ai_token_type'],
+    buckets: TOKEN_BUCKETS,
+    registers: [registry],
   });
   const duration = new Histogram({
-    name: 'gen_ai_server_request_duration_seconds', help: 'gen_ai.server.request.duration (s): from the Check to the end of the response', labelNames: base, buckets: DURATION_BUCKETS, registers: [registry],
+    name: 'gen_ai_server_request_duration_seconds',
+    help: 'gen_ai.server.request.duration (s): from the Check to the end of the response',
+    labelNames: base,
+    buckets: DURATION_BUCKETS,
+    registers: [registry],
   });
-  const counter = (name: string, help: string) => new Counter({ name, help, labelNames: [...base, 'gen_ai_token_modality'], registers: [registry] });
-  const input = counter('gen_ai_client_inference_usage_input_tokens_total', 'gen_ai.client.inference.usage.input_tokens ({token}): input tokens used, cached included, by modality');
-  const output = counter('gen_ai_client_inference_usage_output_tokens_total', 'gen_ai.client.inference.usage.output_tokens ({token}): output tokens used, reasoning included, by modality');
-  const cacheRead = counter('gen_ai_client_inference_usage_cache_read_input_tokens_total', "gen_ai.client.inference.usage.cache_read.input_tokens ({token}): input tokens read from the provider's cache");
+  const counter = (name: string, help: string) =>
+    new Counter({ name, help, labelNames: [...base, 'gen_ai_token_modality'], registers: [registry] });
+  const input = counter(
+    'gen_ai_client_inference_usage_input_tokens_total',
+    'gen_ai.client.inference.usage.input_tokens ({token}): input tokens used, cached included, by modality',
+  );
+  const output = counter(
+    'gen_ai_client_inference_usage_output_tokens_total',
+    'gen_ai.client.inference.usage.output_tokens ({token}): output tokens used, reasoning included, by modality',
+  );
+  const cacheRead = counter(
+    'gen_ai_client_inference_usage_cache_read_input_tokens_total',
+    "gen_ai.client.inference.usage.cache_read.input_tokens ({token}): input tokens read from the provider's cache",
+  );
   return (protocol, model, usage, seconds) => {
     if (!countableUsage(usage)) return;
     const op = GENAI_OPERATIONS[protocol];
-    const labels = { gen_ai_operation_name: op.operation, gen_ai_provider_name: op.provider, gen_ai_request_model: model };
+    const labels = {
+      gen_ai_operation_name: op.operation,
+      gen_ai_provider_name: op.provider,
+      gen_ai_request_model: model,
+    };
     tokenUsage.observe({ ...labels, gen_ai_token_type: 'input' }, usage.inputTokens);
-    if (op.operation !== 'embeddings') tokenUsage.observe({ ...labels, gen_ai_token_type: 'output' }, usage.outputTokens);
+    if (op.operation !== 'embeddings')
+      tokenUsage.observe({ ...labels, gen_ai_token_type: 'output' }, usage.outputTokens);
     if (seconds !== undefined && Number.isFinite(seconds) && seconds >= 0) duration.observe(labels, seconds);
     const modal = modalTokens(usage);
     for (const [modality, n] of modal.input) input.inc({ ...labels, gen_ai_token_modality: modality }, n);
     for (const [modality, n] of modal.output) output.inc({ ...labels, gen_ai_token_modality: modality }, n);
-    if (usage.cachedInputTokens > 0) cacheRead.inc({ ...labels, gen_ai_token_modality: 'unknown' }, usage.cachedInputTokens);
+    if (usage.cachedInputTokens > 0)
+      cacheRead.inc({ ...labels, gen_ai_token_modality: 'unknown' }, usage.cachedInputTokens);
   };
 }

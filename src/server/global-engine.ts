@@ -31,9 +31,13 @@ export class EngineUnavailable extends InternalError {
 export function ratelimitBinary(env: NodeJS.ProcessEnv = process.env): string {
   if (env.RATELIMIT_BIN) return env.RATELIMIT_BIN;
   const root = projectRoot();
-  const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { config: { ratelimit: string } }).config.ratelimit;
+  const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { config: { ratelimit: string } })
+    .config.ratelimit;
   const bin = join(root, '.ratelimit', version, 'service_cmd');
-  if (!existsSync(bin)) throw new EngineUnavailable(`envoyproxy/ratelimit ${version} is not built: run scripts/ensure-ratelimit (needs Go), or set RATELIMIT_BIN`);
+  if (!existsSync(bin))
+    throw new EngineUnavailable(
+      `envoyproxy/ratelimit ${version} is not built: run scripts/ensure-ratelimit (needs Go), or set RATELIMIT_BIN`,
+    );
   return bin;
 }
 
@@ -45,7 +49,9 @@ export function redisBinary(env: NodeJS.ProcessEnv = process.env): string {
     if (dir && existsSync(f)) return f;
   }
   if (existsSync('/usr/bin/redis-server')) return '/usr/bin/redis-server';
-  throw new EngineUnavailable('redis-server is not installed: run scripts/ensure-redis (Debian: apt-get install redis-server), or set REDIS_BIN');
+  throw new EngineUnavailable(
+    'redis-server is not installed: run scripts/ensure-redis (Debian: apt-get install redis-server), or set REDIS_BIN',
+  );
 }
 
 export interface EngineProcess {
@@ -77,7 +83,14 @@ function accepts(at: HostPort): Promise<boolean> {
   });
 }
 
-function run(bin: string, args: string[], env: NodeJS.ProcessEnv, at: HostPort, what: string, cleanup?: () => void): Promise<EngineProcess> {
+function run(
+  bin: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  at: HostPort,
+  what: string,
+  cleanup?: () => void,
+): Promise<EngineProcess> {
   const child = spawn(bin, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let tail = '';
   const keep = (c: Buffer): void => {
@@ -86,10 +99,12 @@ function run(bin: string, args: string[], env: NodeJS.ProcessEnv, at: HostPort, 
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
   let exited = false;
-  const exit = new Promise<void>((resolve) => child.once('exit', () => {
-    exited = true;
-    resolve();
-  }));
+  const exit = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      exited = true;
+      resolve();
+    }),
+  );
   const stop = async (): Promise<void> => {
     if (!exited) {
       child.kill('SIGCONT');
@@ -101,8 +116,13 @@ function run(bin: string, args: string[], env: NodeJS.ProcessEnv, at: HostPort, 
     cleanup?.();
   };
   const handle: EngineProcess = {
-    pid: child.pid as number, address: `${at.host}:${at.port}`, process: child, output: () => tail, stop,
-    pause: () => child.kill('SIGSTOP'), resume: () => child.kill('SIGCONT'),
+    pid: child.pid as number,
+    address: `${at.host}:${at.port}`,
+    process: child,
+    output: () => tail,
+    stop,
+    pause: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
   };
   return (async () => {
     const until = Date.now() + 30_000;
@@ -112,13 +132,21 @@ function run(bin: string, args: string[], env: NodeJS.ProcessEnv, at: HostPort, 
       await sleep(50);
     }
     await stop();
-    throw new Error(`${what} did not listen on ${at.host}:${at.port} within 30 s: ${tail.trim().split('\n').slice(-3).join(' | ')}`);
+    throw new Error(
+      `${what} did not listen on ${at.host}:${at.port} within 30 s: ${tail.trim().split('\n').slice(-3).join(' | ')}`,
+    );
   })();
 }
 
 /** A redis-server of its own: no persistence, loopback only. */
 export function startRedis(at: HostPort, env: NodeJS.ProcessEnv = process.env): Promise<EngineProcess> {
-  return run(redisBinary(env), ['--port', String(at.port), '--bind', at.host, '--save', '', '--appendonly', 'no', '--protected-mode', 'no'], env, at, 'redis-server');
+  return run(
+    redisBinary(env),
+    ['--port', String(at.port), '--bind', at.host, '--save', '', '--appendonly', 'no', '--protected-mode', 'no'],
+    env,
+    at,
+    'redis-server',
+  );
 }
 
 export interface RatelimitOptions {
@@ -137,7 +165,10 @@ export async function startRatelimit(o: RatelimitOptions): Promise<EngineProcess
   const env = o.env ?? process.env;
   const root = mkdtempSync(join(tmpdir(), 'modelgate-ratelimit-'));
   mkdirSync(join(root, 'config'));
-  writeFileSync(join(root, 'config', 'modelgate.yaml'), `# rendered by modelgate: descriptors carry their limits\ndomain: ${o.domain}\ndescriptors: []\n`);
+  writeFileSync(
+    join(root, 'config', 'modelgate.yaml'),
+    `# rendered by modelgate: descriptors carry their limits\ndomain: ${o.domain}\ndescriptors: []\n`,
+  );
   const runEnv: NodeJS.ProcessEnv = {
     PATH: env.PATH,
     REDIS_SOCKET_TYPE: 'tcp',
@@ -159,5 +190,7 @@ export async function startRatelimit(o: RatelimitOptions): Promise<EngineProcess
     // failure mode handles, not a stall. (This version refuses REDIS_POOL_ON_EMPTY_BEHAVIOR=ERROR.)
     REDIS_TIMEOUT: '1s',
   };
-  return run(ratelimitBinary(env), [], runEnv, o.grpc, 'envoyproxy/ratelimit', () => rmSync(root, { recursive: true, force: true }));
+  return run(ratelimitBinary(env), [], runEnv, o.grpc, 'envoyproxy/ratelimit', () =>
+    rmSync(root, { recursive: true, force: true }),
+  );
 }

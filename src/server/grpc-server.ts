@@ -1,13 +1,21 @@
 /**
  * The gRPC side: `envoy.service.auth.v3.Authorization/Check`, `grpc.health.v1.Health` and the
- * meter's access-log streams on one port, served by @modelgate/grpc-server (packages/grpc-server: modelgate's own HTTP/2, or node:http2
- * with `grpc.transport: node`; not grpc-js's server: its README says why). Thin glue: every Check is answered with a normal
+ * meter's access-log streams on one port, served by @modelgate/grpc-server (packages/grpc-server: modelgate's own
+ * HTTP/2, or node:http2
+ * with `grpc.transport: node`; not grpc-js's server: its README says why). Thin glue: every Check is answered with a
+ * normal
  * CheckResponse, whatever its bytes (a denial is data, never a failed RPC, which a fail-open Envoy
  * would let through).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { UnreadableRequest } from '../check/pipeline';
-import { startH2GrpcServer, type GrpcTransport, type Method, type RequestProblem, type TlsSettings } from '@modelgate/grpc-server';
+import {
+  startH2GrpcServer,
+  type GrpcTransport,
+  type Method,
+  type RequestProblem,
+  type TlsSettings,
+} from '@modelgate/grpc-server';
 import { Health } from './health';
 
 export const AUTHZ_SERVICE_NAME = 'envoy.service.auth.v3.Authorization';
@@ -41,7 +49,10 @@ export interface CheckHandlers {
   unauthenticated(): CheckAnswer;
 }
 
-/** The framing problems @modelgate/grpc-server names are exactly those the Check pipeline has a hint for (a compile-time check). */
+/**
+ * The framing problems @modelgate/grpc-server names are exactly those the Check pipeline has a hint for (a compile-time
+ * check).
+ */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const problemsMatch: Same<RequestProblem, UnreadableRequest> = true;
 void problemsMatch;
@@ -88,13 +99,22 @@ export function secretCheck(secret: string): (authorization: string | undefined)
   };
 }
 
-export async function startGrpcServer(address: string, handlers: CheckHandlers, settings: GrpcServerSettings, moreMethods: Iterable<[string, Method]> = [], onError?: (err: unknown) => void): Promise<GrpcServer> {
+export async function startGrpcServer(
+  address: string,
+  handlers: CheckHandlers,
+  settings: GrpcServerSettings,
+  moreMethods: Iterable<[string, Method]> = [],
+  onError?: (err: unknown) => void,
+): Promise<GrpcServer> {
   const health = new Health({ '': 'NOT_SERVING', [AUTHZ_SERVICE_NAME]: 'NOT_SERVING' });
   const methods = new Map<string, Method>([[CHECK_PATH, checkMethod(handlers)], ...health.methods(), ...moreMethods]);
   // Without the secret, a Check still gets a CheckResponse (a denial); every other call fails UNAUTHENTICATED.
   const unauthenticated = new Map([[CHECK_PATH, () => handlers.unauthenticated()]]);
   const server = await startH2GrpcServer(address, methods, {
-    maxReceiveMessageBytes: settings.maxReceiveMessageBytes, transport: settings.transport, onError, tls: settings.tls,
+    maxReceiveMessageBytes: settings.maxReceiveMessageBytes,
+    transport: settings.transport,
+    onError,
+    tls: settings.tls,
     ...(settings.secret !== undefined ? { authorize: secretCheck(settings.secret), unauthenticated } : {}),
   });
   return {

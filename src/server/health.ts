@@ -1,5 +1,6 @@
 /**
- * `grpc.health.v1.Health` (Check, Watch, List) on the gRPC server of @modelgate/grpc-server (packages/grpc-server): what Envoy's gRPC
+ * `grpc.health.v1.Health` (Check, Watch, List) on the gRPC server of @modelgate/grpc-server (packages/grpc-server):
+ * what Envoy's gRPC
  * health check of the authz cluster asks. The messages come from grpc-health-check's own
  * health.proto (its exported service definition carries the serializers); the behaviour is that
  * package's HealthImplementation, except that a Watch is told of a change only, not of every
@@ -36,44 +37,55 @@ export class Health {
   /** The service's methods, by path. */
   methods(): [string, Method][] {
     return [
-      [`${PATH}Check`, {
-        kind: 'unary',
-        handle: (bytes) => {
-          const { service } = decode(bytes);
-          const status = this.#statuses.get(service);
-          if (status === undefined) throw new GrpcError(GrpcStatus.NOT_FOUND, `Health status unknown for service ${service}`);
-          return encode('Check', { status });
+      [
+        `${PATH}Check`,
+        {
+          kind: 'unary',
+          handle: (bytes) => {
+            const { service } = decode(bytes);
+            const status = this.#statuses.get(service);
+            if (status === undefined)
+              throw new GrpcError(GrpcStatus.NOT_FOUND, `Health status unknown for service ${service}`);
+            return encode('Check', { status });
+          },
         },
-      }],
-      [`${PATH}Watch`, {
-        kind: 'stream',
-        open: (call) => {
-          let service: string | undefined;
-          return {
-            message: (bytes) => {
-              if (service !== undefined) return;
-              service = decode(bytes).service;
-              let set = this.#watchers.get(service);
-              if (!set) this.#watchers.set(service, (set = new Set()));
-              set.add(call);
-              call.send(encode('Watch', { status: this.#statuses.get(service) ?? 'SERVICE_UNKNOWN' }));
-            },
-            end: () => {},
-            close: () => {
-              if (service !== undefined) this.#watchers.get(service)?.delete(call);
-            },
-          };
+      ],
+      [
+        `${PATH}Watch`,
+        {
+          kind: 'stream',
+          open: (call) => {
+            let service: string | undefined;
+            return {
+              message: (bytes) => {
+                if (service !== undefined) return;
+                service = decode(bytes).service;
+                let set = this.#watchers.get(service);
+                if (!set) this.#watchers.set(service, (set = new Set()));
+                set.add(call);
+                call.send(encode('Watch', { status: this.#statuses.get(service) ?? 'SERVICE_UNKNOWN' }));
+              },
+              end: () => {},
+              close: () => {
+                if (service !== undefined) this.#watchers.get(service)?.delete(call);
+              },
+            };
+          },
         },
-      }],
-      [`${PATH}List`, {
-        kind: 'unary',
-        handle: () => {
-          if (this.#statuses.size > LIST_LIMIT) throw new GrpcError(GrpcStatus.RESOURCE_EXHAUSTED, 'Too many services to list.');
-          const statuses: Record<string, { status: ServingStatus }> = {};
-          for (const [name, status] of this.#statuses) statuses[name] = { status };
-          return healthDefinition.List.responseSerialize({ statuses });
+      ],
+      [
+        `${PATH}List`,
+        {
+          kind: 'unary',
+          handle: () => {
+            if (this.#statuses.size > LIST_LIMIT)
+              throw new GrpcError(GrpcStatus.RESOURCE_EXHAUSTED, 'Too many services to list.');
+            const statuses: Record<string, { status: ServingStatus }> = {};
+            for (const [name, status] of this.#statuses) statuses[name] = { status };
+            return healthDefinition.List.responseSerialize({ statuses });
+          },
         },
-      }],
+      ],
     ];
   }
 }

@@ -18,7 +18,14 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
-export async function startHttpServer(address: string, ready: () => boolean, registry: Registry, extra?: RouteHandler, onError?: (err: unknown) => void, storeReady?: () => boolean): Promise<HttpServer> {
+export async function startHttpServer(
+  address: string,
+  ready: () => boolean,
+  registry: Registry,
+  extra?: RouteHandler,
+  onError?: (err: unknown) => void,
+  storeReady?: () => boolean,
+): Promise<HttpServer> {
   const server = http.createServer((req, res) => {
     void handle(req, res).catch((err: unknown) => {
       onError?.(err);
@@ -31,12 +38,19 @@ export async function startHttpServer(address: string, ready: () => boolean, reg
     if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     if (path === '/readyz') {
       const ok = ready();
-      const store = storeReady === undefined || storeReady() ? '' : ' (the store cannot answer: cached keys within the stale window, others 503 store_unavailable; see /healthz/store)';
-      return void res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? `ready${store}\n` : 'not ready\n');
+      const store =
+        storeReady === undefined || storeReady()
+          ? ''
+          : ' (the store cannot answer: cached keys within the stale window, others 503 store_unavailable; see /healthz/store)';
+      return void res
+        .writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' })
+        .end(ok ? `ready${store}\n` : 'not ready\n');
     }
     if (path === '/healthz/store') {
       const ok = storeReady === undefined || storeReady();
-      return void res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'store ok\n' : 'store unavailable\n');
+      return void res
+        .writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' })
+        .end(ok ? 'store ok\n' : 'store unavailable\n');
     }
     if (path === '/metrics') {
       const body = await metricsText(registry);
@@ -53,9 +67,10 @@ export async function startHttpServer(address: string, ready: () => boolean, reg
   const port = (server.address() as AddressInfo).port;
   return {
     address: `${address.slice(0, colon)}:${port}`,
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

@@ -32,7 +32,9 @@ export interface KeyViewDeps {
 /** Recent requests shown. */
 const RECENT = 20;
 
-export function createKeyViewHandler(deps: KeyViewDeps): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+export function createKeyViewHandler(
+  deps: KeyViewDeps,
+): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
   return async (req, res) => {
     const started = performance.now();
     const view = viewOf(req);
@@ -41,8 +43,12 @@ export function createKeyViewHandler(deps: KeyViewDeps): (req: IncomingMessage, 
     if (d.allowed && d.route.kind !== 'models') return false;
     let body = '';
     if (d.allowed) {
-      let [record, g] = await Promise.all([deps.keyById(d.keyId).catch(() => undefined), deps.lookups.groups.get(d.group)]);
-      if (record === undefined || g.status === 'unavailable') d = denyAllowed(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
+      let [record, g] = await Promise.all([
+        deps.keyById(d.keyId).catch(() => undefined),
+        deps.lookups.groups.get(d.group),
+      ]);
+      if (record === undefined || g.status === 'unavailable')
+        d = denyAllowed(d, 'store_unavailable', HINTS.store_unavailable.keyStore);
       else if (record === null) d = denyAllowed(d, 'key_unknown', HINTS.key_unknown.removed);
       else {
         // The record as the Check serves it (the file store's balance is net of what the key spent).
@@ -51,20 +57,36 @@ export function createKeyViewHandler(deps: KeyViewDeps): (req: IncomingMessage, 
         const group = g.status === 'found' ? g.value : undefined;
         const recent = deps.usage ? await deps.usage.recent(record.id, RECENT).catch(() => undefined) : undefined;
         const budgets = await budgetWindows(deps, record, group);
-        const limits = Object.fromEntries(Object.entries(keyLimits(record, group)).filter(([, v]) => typeof v === 'number'));
+        const limits = Object.fromEntries(
+          Object.entries(keyLimits(record, group)).filter(([, v]) => typeof v === 'number'),
+        );
         body = JSON.stringify({
           object: 'key',
-          key: { id: record.id, expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt).toISOString(), disabled: record.disabled },
+          key: {
+            id: record.id,
+            expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt).toISOString(),
+            disabled: record.disabled,
+          },
           group: { name: record.group, available: group?.available ?? false },
           balance: record.balance,
           budgets,
           limits,
-          models: group ? consoleModels(group).map((m) => ({ name: m.name, available: m.available, protocols: m.protocols, endpoints: m.endpoints })) : [],
-          recentSpend: recent === undefined ? null : {
-            requests: recent.length,
-            cost: Math.round(recent.reduce((n, r) => n + (r.cost ?? 0), 0) * 1e12) / 1e12,
-            entries: recent,
-          },
+          models: group
+            ? consoleModels(group).map((m) => ({
+                name: m.name,
+                available: m.available,
+                protocols: m.protocols,
+                endpoints: m.endpoints,
+              }))
+            : [],
+          recentSpend:
+            recent === undefined
+              ? null
+              : {
+                  requests: recent.length,
+                  cost: Math.round(recent.reduce((n, r) => n + (r.cost ?? 0), 0) * 1e12) / 1e12,
+                  entries: recent,
+                },
         });
       }
     }
@@ -83,20 +105,50 @@ export function createKeyViewHandler(deps: KeyViewDeps): (req: IncomingMessage, 
  * (ISO 8601 UTC), spent, held by this replica's requests in flight, remaining; spent null when the
  * ledger cannot say.
  */
-async function budgetWindows(deps: KeyViewDeps, record: KeyRecord, group: { readonly name: string; readonly budget?: Budget | null } | undefined): Promise<unknown[]> {
+async function budgetWindows(
+  deps: KeyViewDeps,
+  record: KeyRecord,
+  group: { readonly name: string; readonly budget?: Budget | null } | undefined,
+): Promise<unknown[]> {
   const wanted: { subject: BudgetSubject; budget: Budget }[] = [];
   if (record.budget) wanted.push({ subject: { kind: 'key', name: record.id }, budget: record.budget });
-  if (record.modelBudgets) for (const [model, budget] of Object.entries(record.modelBudgets)) wanted.push({ subject: { kind: 'model', name: record.id, model }, budget });
+  if (record.modelBudgets)
+    for (const [model, budget] of Object.entries(record.modelBudgets))
+      wanted.push({ subject: { kind: 'model', name: record.id, model }, budget });
   if (group?.budget) wanted.push({ subject: { kind: 'group', name: group.name }, budget: group.budget });
-  return Promise.all(wanted.map(async ({ subject, budget }) => {
-    const base = { of: subject.kind, ...(subject.kind === 'model' ? { model: subject.model } : {}), amount: budget.amount, period: budget.period, timeZone: budget.timeZone };
-    // A budget this runtime cannot place in time (a zone unknown to its Intl) is refused at the Check: shown without a window.
-    if (!isBudget(budget)) return { ...base, windowStart: null, resetsAt: null, spent: null, held: null, remaining: null };
-    const st = deps.budgetStatus ? await deps.budgetStatus(subject, budget).catch(() => undefined) : undefined;
-    if (!st) {
-      const w = budgetWindow(budget.period, budget.timeZone, deps.now());
-      return { ...base, windowStart: new Date(w.start).toISOString(), resetsAt: new Date(w.resetsAt).toISOString(), spent: null, held: null, remaining: null };
-    }
-    return { ...base, windowStart: new Date(st.window.start).toISOString(), resetsAt: new Date(st.window.resetsAt).toISOString(), spent: st.spent, held: st.held, remaining: st.remaining };
-  }));
+  return Promise.all(
+    wanted.map(async ({ subject, budget }) => {
+      const base = {
+        of: subject.kind,
+        ...(subject.kind === 'model' ? { model: subject.model } : {}),
+        amount: budget.amount,
+        period: budget.period,
+        timeZone: budget.timeZone,
+      };
+      // A budget this runtime cannot place in time (a zone unknown to its Intl) is refused at the Check: shown without
+      // a window.
+      if (!isBudget(budget))
+        return { ...base, windowStart: null, resetsAt: null, spent: null, held: null, remaining: null };
+      const st = deps.budgetStatus ? await deps.budgetStatus(subject, budget).catch(() => undefined) : undefined;
+      if (!st) {
+        const w = budgetWindow(budget.period, budget.timeZone, deps.now());
+        return {
+          ...base,
+          windowStart: new Date(w.start).toISOString(),
+          resetsAt: new Date(w.resetsAt).toISOString(),
+          spent: null,
+          held: null,
+          remaining: null,
+        };
+      }
+      return {
+        ...base,
+        windowStart: new Date(st.window.start).toISOString(),
+        resetsAt: new Date(st.window.resetsAt).toISOString(),
+        spent: st.spent,
+        held: st.held,
+        remaining: st.remaining,
+      };
+    }),
+  );
 }

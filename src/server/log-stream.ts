@@ -29,8 +29,9 @@ export interface BatchedLogStreamOptions {
 }
 
 /** Node's own UTF-8 write (what buf.write(s, offset, 'utf8') ends in, without its argument handling). */
-const utf8Write = (Buffer.prototype as unknown as { utf8Write?: (this: Buffer, s: string, offset: number) => number }).utf8Write
-  ?? function (this: Buffer, s: string, offset: number): number {
+const utf8Write =
+  (Buffer.prototype as unknown as { utf8Write?: (this: Buffer, s: string, offset: number) => number }).utf8Write ??
+  function (this: Buffer, s: string, offset: number): number {
     return this.write(s, offset, 'utf8');
   };
 
@@ -49,7 +50,10 @@ export class BatchedLogStream implements DestinationStream {
   readonly #chunkBytes: number;
   readonly #hand = (): void => this.#handOn();
 
-  constructor(dest: number | string, readonly opts: BatchedLogStreamOptions) {
+  constructor(
+    dest: number | string,
+    readonly opts: BatchedLogStreamOptions,
+  ) {
     this.#flushMs = opts.flushMs ?? 100;
     this.#chunkBytes = opts.chunkBytes ?? 256 * 1024;
     this.#slab = Buffer.allocUnsafe(2 * this.#chunkBytes);

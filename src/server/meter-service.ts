@@ -28,25 +28,28 @@ export function meterService(meter: Meter, onError: (err: unknown) => void): Met
     call.finish();
   };
   return {
-    method: [`/${ACCESS_LOG_SERVICE_NAME}/StreamAccessLogs`, {
-      kind: 'stream',
-      open(call) {
-        open.add(call);
-        return {
-          message(bytes) {
-            try {
-              const { reports, lost } = readAccessLogMessage(bytes);
-              if (lost > 0) meter.lostReports(lost);
-              for (const r of reports) meter.report(r);
-            } catch (err) {
-              onError(err);
-            }
-          },
-          end: () => end(call),
-          close: () => open.delete(call),
-        };
+    method: [
+      `/${ACCESS_LOG_SERVICE_NAME}/StreamAccessLogs`,
+      {
+        kind: 'stream',
+        open(call) {
+          open.add(call);
+          return {
+            message(bytes) {
+              try {
+                const { reports, lost } = readAccessLogMessage(bytes);
+                if (lost > 0) meter.lostReports(lost);
+                for (const r of reports) meter.report(r);
+              } catch (err) {
+                onError(err);
+              }
+            },
+            end: () => end(call),
+            close: () => open.delete(call),
+          };
+        },
       },
-    }],
+    ],
     endAll() {
       for (const call of [...open]) end(call);
     },

@@ -57,7 +57,8 @@ class HotCounter<L extends string> {
 
   constructor(name: string, help: string, labelNames: readonly L[], registry: Registry) {
     const cells = this.#cells;
-    new Counter<L>({ // registers itself; read through `collect` at scrape time
+    new Counter<L>({
+      // registers itself; read through `collect` at scrape time
       name,
       help,
       labelNames,
@@ -93,7 +94,12 @@ class HotHistogram {
   #sum = 0;
   #count = 0;
 
-  constructor(readonly name: string, readonly help: string, readonly buckets: readonly number[], registry: Registry) {
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly buckets: readonly number[],
+    registry: Registry,
+  ) {
     this.#counts = new Float64Array(buckets.length);
     registry.registerMetric(this as never);
   }
@@ -111,7 +117,13 @@ class HotHistogram {
   }
 
   /** What a Registry (and the cluster aggregator) reads from a metric. */
-  async get(): Promise<{ name: string; help: string; type: 'histogram'; values: MetricValueWithName<string>[]; aggregator: 'sum' }> {
+  async get(): Promise<{
+    name: string;
+    help: string;
+    type: 'histogram';
+    values: MetricValueWithName<string>[];
+    aggregator: 'sum';
+  }> {
     const bucket = `${this.name}_bucket`;
     const values: MetricValueWithName<string>[] = [];
     let acc = 0;
@@ -137,8 +149,18 @@ class HotHistogram {
 export function createMetrics(defaultMetrics = true): Metrics {
   const registry = new Registry();
   if (defaultMetrics) collectDefaultMetrics({ register: registry });
-  const decisions = new HotCounter('modelgate_decisions_total', 'Decisions by HTTP status and reason', ['status', 'reason'] as const, registry);
-  const cache = new HotCounter('modelgate_cache_events_total', 'Store cache hits, misses, stale answers and unavailable lookups', ['kind', 'event'] as const, registry);
+  const decisions = new HotCounter(
+    'modelgate_decisions_total',
+    'Decisions by HTTP status and reason',
+    ['status', 'reason'] as const,
+    registry,
+  );
+  const cache = new HotCounter(
+    'modelgate_cache_events_total',
+    'Store cache hits, misses, stale answers and unavailable lookups',
+    ['kind', 'event'] as const,
+    registry,
+  );
   const checkSeconds = new HotHistogram(
     'modelgate_check_duration_seconds',
     'Time from receiving a CheckRequest to writing its CheckResponse',
@@ -150,16 +172,30 @@ export function createMetrics(defaultMetrics = true): Metrics {
   let inFlightSource: (() => InFlightReading) | undefined;
   // Gauges read at scrape time; with --workers N the counts are summed and the oldest age is the maximum.
   new Gauge({
-    name: 'modelgate_meter_in_flight', help: 'Requests allowed whose responses the meter has not settled yet', registers: [registry],
-    collect() { this.set(inFlightSource?.().count ?? 0); },
+    name: 'modelgate_meter_in_flight',
+    help: 'Requests allowed whose responses the meter has not settled yet',
+    registers: [registry],
+    collect() {
+      this.set(inFlightSource?.().count ?? 0);
+    },
   });
   new Gauge({
-    name: 'modelgate_meter_oldest_in_flight_seconds', help: 'Age of the oldest request allowed and not yet settled (0: none in flight)', registers: [registry], aggregator: 'max',
-    collect() { this.set(inFlightSource?.().oldestAgeSeconds ?? 0); },
+    name: 'modelgate_meter_oldest_in_flight_seconds',
+    help: 'Age of the oldest request allowed and not yet settled (0: none in flight)',
+    registers: [registry],
+    aggregator: 'max',
+    collect() {
+      this.set(inFlightSource?.().oldestAgeSeconds ?? 0);
+    },
   });
   new Gauge({
-    name: 'modelgate_meter_reservation_seconds', help: 'meter.reservationSeconds: how long a request may go unreported before it settles at its maximum', registers: [registry], aggregator: 'max',
-    collect() { this.set(inFlightSource?.().reservationSeconds ?? 0); },
+    name: 'modelgate_meter_reservation_seconds',
+    help: 'meter.reservationSeconds: how long a request may go unreported before it settles at its maximum',
+    registers: [registry],
+    aggregator: 'max',
+    collect() {
+      this.set(inFlightSource?.().reservationSeconds ?? 0);
+    },
   });
   const cacheCells = new Map<string, Map<string, HotCell>>();
   return {
@@ -177,17 +213,48 @@ export function createMetrics(defaultMetrics = true): Metrics {
       cell.pending++;
     },
     observeCheckSeconds: (seconds) => checkSeconds.observe(seconds),
-    reloads: zeroed(new Counter({ name: 'modelgate_store_reloads_total', help: 'Config/store reloads by result (ok, rejected)', labelNames: ['result'], registers: [registry] }), ['ok', 'rejected']),
+    reloads: zeroed(
+      new Counter({
+        name: 'modelgate_store_reloads_total',
+        help: 'Config/store reloads by result (ok, rejected)',
+        labelNames: ['result'],
+        registers: [registry],
+      }),
+      ['ok', 'rejected'],
+    ),
     // A gauge is not a count: with --workers N the cluster aggregation takes the minimum (1 only when
     // every worker's store can answer), where counters are summed.
-    storeReady: new Gauge({ name: 'modelgate_store_ready', help: '1 when the store can answer (with --workers: every worker\'s)', registers: [registry], aggregator: 'min' }),
-    rateLimitCharges: zeroed(new Counter({ name: 'modelgate_rate_limit_token_charges_total', help: 'Responses whose tokens were charged to the rate limit engine (charged), or could not be (failed: the engine did not answer; that key\'s token windows miss them)', labelNames: ['result'], registers: [registry] }), ['charged', 'failed']),
-    logDroppedBytes: new Counter({ name: 'modelgate_log_dropped_bytes_total', help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind', registers: [registry] }),
+    storeReady: new Gauge({
+      name: 'modelgate_store_ready',
+      help: "1 when the store can answer (with --workers: every worker's)",
+      registers: [registry],
+      aggregator: 'min',
+    }),
+    rateLimitCharges: zeroed(
+      new Counter({
+        name: 'modelgate_rate_limit_token_charges_total',
+        help: "Responses whose tokens were charged to the rate limit engine (charged), or could not be (failed: the engine did not answer; that key's token windows miss them)",
+        labelNames: ['result'],
+        registers: [registry],
+      }),
+      ['charged', 'failed'],
+    ),
+    logDroppedBytes: new Counter({
+      name: 'modelgate_log_dropped_bytes_total',
+      help: 'Log bytes dropped because the reader of the log stream fell 64 MiB behind',
+      registers: [registry],
+    }),
     meter: meterMetrics(registry),
     readInFlight(read) {
       inFlightSource = read;
     },
-    tlsCertExpiry: new Gauge({ name: 'modelgate_grpc_tls_cert_expiry_timestamp_seconds', help: "When the gRPC port's mTLS certificate (file=cert) and client CA (file=client_ca) expire, as epoch seconds (grpc.tls)", labelNames: ['file'], registers: [registry], aggregator: 'min' }),
+    tlsCertExpiry: new Gauge({
+      name: 'modelgate_grpc_tls_cert_expiry_timestamp_seconds',
+      help: "When the gRPC port's mTLS certificate (file=cert) and client CA (file=client_ca) expire, as epoch seconds (grpc.tls)",
+      labelNames: ['file'],
+      registers: [registry],
+      aggregator: 'min',
+    }),
   };
 }
 
@@ -202,7 +269,10 @@ function zeroed<L extends string>(counter: Counter<L>, values: readonly string[]
 }
 
 /** Tokens and cost by group and model (the models a group allows: a bounded set), responses by result and reason. */
-/** A counter only goes up: a count that is not a finite positive number adds nothing (prom-client would throw at the scrape). */
+/**
+ * A counter only goes up: a count that is not a finite positive number adds nothing (prom-client would throw at the
+ * scrape).
+ */
 function add(cell: HotCell, n: number): void {
   if (Number.isFinite(n) && n > 0) cell.pending += n;
 }
@@ -210,10 +280,29 @@ function add(cell: HotCell, n: number): void {
 function meterMetrics(registry: Registry): MeterMetrics {
   // Hot counters, as the Check's: a settlement adds to plain numbers found through nested maps (no
   // label object hashed per count, which was a kilobyte of garbage per settled request).
-  const tokens = new HotCounter('modelgate_meter_tokens_total', 'Tokens debited, by group, model and kind (input, cached_input, output); input includes cached_input; estimates and provisional maximums included', ['group', 'model', 'kind'] as const, registry);
-  const cost = new HotCounter('modelgate_meter_cost_total', "Cost debited (tokens x price), in the balance's unit, by group and model", ['group', 'model'] as const, registry);
-  const responses = new HotCounter('modelgate_meter_responses_total', 'Requests settled by the meter, by result (metered: the provider\'s usage; estimated; provisional: no report, its maximum; released: nothing to debit; failed: the store never took it) and reason', ['result', 'reason'] as const, registry);
-  const lost = new Counter({ name: 'modelgate_meter_reports_lost_total', help: 'Access-log entries that could not be read (their requests settle at their maximum at their deadline)', registers: [registry] });
+  const tokens = new HotCounter(
+    'modelgate_meter_tokens_total',
+    'Tokens debited, by group, model and kind (input, cached_input, output); input includes cached_input; estimates and provisional maximums included',
+    ['group', 'model', 'kind'] as const,
+    registry,
+  );
+  const cost = new HotCounter(
+    'modelgate_meter_cost_total',
+    "Cost debited (tokens x price), in the balance's unit, by group and model",
+    ['group', 'model'] as const,
+    registry,
+  );
+  const responses = new HotCounter(
+    'modelgate_meter_responses_total',
+    "Requests settled by the meter, by result (metered: the provider's usage; estimated; provisional: no report, its maximum; released: nothing to debit; failed: the store never took it) and reason",
+    ['result', 'reason'] as const,
+    registry,
+  );
+  const lost = new Counter({
+    name: 'modelgate_meter_reports_lost_total',
+    help: 'Access-log entries that could not be read (their requests settle at their maximum at their deadline)',
+    registers: [registry],
+  });
   // group -> model -> cells: the models a group allows, a bounded set (as the series themselves are).
   const spent = new Map<string, Map<string, { input: HotCell; cached: HotCell; output: HotCell; cost: HotCell }>>();
   const results = new Map<string, Map<string, HotCell>>();
@@ -232,14 +321,27 @@ function meterMetrics(registry: Registry): MeterMetrics {
       let byModel = spent.get(group);
       if (!byModel) spent.set(group, (byModel = new Map()));
       let cells = byModel.get(model);
-      if (!cells) byModel.set(model, (cells = { input: tokens.cell(group, model, 'input'), cached: tokens.cell(group, model, 'cached_input'), output: tokens.cell(group, model, 'output'), cost: cost.cell(group, model) }));
+      if (!cells)
+        byModel.set(
+          model,
+          (cells = {
+            input: tokens.cell(group, model, 'input'),
+            cached: tokens.cell(group, model, 'cached_input'),
+            output: tokens.cell(group, model, 'output'),
+            cost: cost.cell(group, model),
+          }),
+        );
       add(cells.input, usage.inputTokens);
       add(cells.cached, usage.cachedInputTokens);
       add(cells.output, usage.outputTokens);
       add(cells.cost, c);
     },
-    released: (reason) => { response('released', reason).pending++; },
-    failed: (reason) => { response('failed', reason).pending++; },
+    released: (reason) => {
+      response('released', reason).pending++;
+    },
+    failed: (reason) => {
+      response('failed', reason).pending++;
+    },
     lostReports: (n) => lost.inc(n),
     served: genAiMetrics(registry),
   };

@@ -7,13 +7,22 @@
 import * as grpc from '@grpc/grpc-js';
 import type { HostPort } from '../config/load';
 import type { RateLimitEngine } from '../ratelimit/embedded-engine';
-import { decodeResponse, encodeRequest, prepareRlsCodec, type RateLimitRequest, type RateLimitResponse } from '../ratelimit/rls-codec';
+import {
+  decodeResponse,
+  encodeRequest,
+  prepareRlsCodec,
+  type RateLimitRequest,
+  type RateLimitResponse,
+} from '../ratelimit/rls-codec';
 import { RLS_PATH } from './rls-service';
 
 export class RemoteEngine implements RateLimitEngine {
   readonly #client: grpc.Client;
 
-  constructor(at: HostPort, readonly timeoutMs: number) {
+  constructor(
+    at: HostPort,
+    readonly timeoutMs: number,
+  ) {
     prepareRlsCodec();
     const host = at.host.includes(':') ? `[${at.host}]` : at.host;
     this.#client = new grpc.Client(`${host}:${at.port}`, grpc.credentials.createInsecure());
@@ -21,10 +30,17 @@ export class RemoteEngine implements RateLimitEngine {
 
   shouldRateLimit(req: RateLimitRequest): Promise<RateLimitResponse> {
     return new Promise((resolve, reject) => {
-      this.#client.makeUnaryRequest(RLS_PATH, encodeRequest, decodeResponse, req, { deadline: Date.now() + this.timeoutMs }, (err, res) => {
-        if (err || !res) reject(err ?? new Error('no answer'));
-        else resolve(res);
-      });
+      this.#client.makeUnaryRequest(
+        RLS_PATH,
+        encodeRequest,
+        decodeResponse,
+        req,
+        { deadline: Date.now() + this.timeoutMs },
+        (err, res) => {
+          if (err || !res) reject(err ?? new Error('no answer'));
+          else resolve(res);
+        },
+      );
     });
   }
 

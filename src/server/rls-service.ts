@@ -16,16 +16,19 @@ export const RLS_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
 
 export function rateLimitServiceMethod(engine: EmbeddedEngine): [string, UnaryMethod] {
   prepareRlsCodec();
-  return [RLS_PATH, {
-    kind: 'unary',
-    handle(request) {
-      let req;
-      try {
-        req = decodeRequest(request);
-      } catch (err) {
-        throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, errorMessage(err));
-      }
-      return encodeResponse(engine.decide(req));
+  return [
+    RLS_PATH,
+    {
+      kind: 'unary',
+      handle(request) {
+        let req;
+        try {
+          req = decodeRequest(request);
+        } catch (err) {
+          throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, errorMessage(err));
+        }
+        return encodeResponse(engine.decide(req));
+      },
     },
-  }];
+  ];
 }

@@ -118,15 +118,22 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const env = opts.env ?? process.env;
   let config = parseConfig(readFileSync(opts.configPath, 'utf8'), env);
   // The gRPC port's secret and certificates: read once, at start, before anything is opened.
-  const grpcAuth = { secret: readGrpcSecret(config, { env, configPath: opts.configPath }) ?? opts.defaultGrpcSecret, tls: readGrpcTls(config, { env, configPath: opts.configPath }) };
+  const grpcAuth = {
+    secret: readGrpcSecret(config, { env, configPath: opts.configPath }) ?? opts.defaultGrpcSecret,
+    tls: readGrpcTls(config, { env, configPath: opts.configPath }),
+  };
   const metrics = createMetrics();
   if (grpcAuth.tls) {
     metrics.tlsCertExpiry.set({ file: 'cert' }, certExpirySeconds(grpcAuth.tls.cert));
     metrics.tlsCertExpiry.set({ file: 'client_ca' }, certExpirySeconds(grpcAuth.tls.clientCa));
   }
-  const destination = opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
-    ? opts.logDestination
-    : new BatchedLogStream(opts.logDestination ?? 1, { maxBytes: 64 * 1024 * 1024, onDrop: (bytes) => metrics.logDroppedBytes.inc(bytes) });
+  const destination =
+    opts.logDestination !== undefined && typeof opts.logDestination !== 'string'
+      ? opts.logDestination
+      : new BatchedLogStream(opts.logDestination ?? 1, {
+          maxBytes: 64 * 1024 * 1024,
+          onDrop: (bytes) => metrics.logDroppedBytes.inc(bytes),
+        });
   const logger = pino({ level: config.log.level, base: { svc: 'modelgate' } }, destination);
   // Registered at start: a worker's registry must be known before the primary first aggregates,
   // and constructing an AggregatorRegistry is what makes prom-client answer the primary's requests.
@@ -135,19 +142,36 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     AggregatorRegistry.setRegistries([metrics.registry]);
   }
 
-  const storeUrl = opts.storeUrl === 'file' ? undefined : opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined);
+  const storeUrl =
+    opts.storeUrl === 'file'
+      ? undefined
+      : (opts.storeUrl ?? (config.store.kind === 'postgres' ? config.store.url : undefined));
   const storeSource = opts.storeUrl !== undefined ? opts.storeSource : `store: in ${opts.configPath}`;
   let store: Store;
   let fileStore: FileStore | undefined;
   if (opts.store) {
     store = opts.store;
   } else if (storeUrl) {
-    store = await openPgStore(storeUrl, { ...config.postgres, replicaMemoryMs: config.meter.reservationSeconds * 1000, source: storeSource, onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem') });
+    store = await openPgStore(storeUrl, {
+      ...config.postgres,
+      replicaMemoryMs: config.meter.reservationSeconds * 1000,
+      source: storeSource,
+      onError: (err, where) => logger.warn({ where, err: err.message }, 'store connection problem'),
+    });
     logger.info({ store: redactUrl(storeUrl) }, 'using the PostgreSQL store');
   } else {
-    store = fileStore = new FileStore(config.groups, config.keys, config.meter.enabled
-      ? { path: meterStatePath(opts.configPath, config.meter.stateFile), ...(opts.now ? { now: opts.now } : {}), onError: (err) => logger.error({ err: err.message }, 'meter state file not written (kept in memory; retried)') }
-      : undefined);
+    store = fileStore = new FileStore(
+      config.groups,
+      config.keys,
+      config.meter.enabled
+        ? {
+            path: meterStatePath(opts.configPath, config.meter.stateFile),
+            ...(opts.now ? { now: opts.now } : {}),
+            onError: (err) =>
+              logger.error({ err: err.message }, 'meter state file not written (kept in memory; retried)'),
+          }
+        : undefined,
+    );
   }
   const cache = new StoreCache(store, {
     ...config.cache,
@@ -157,25 +181,46 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 
   // The admin API (docs/admin-api.md): on the file store, its keys and tokens live beside the config,
   // loaded before the first Check so that the keys it created are served from the start.
-  const adminBackend: AdminBackend | undefined = storeUrl && !opts.store ? new PgAdminBackend(openAdminPool(storeUrl), opts.now) : fileStore ? new FileAdminBackend(fileStore, {
-    path: adminStatePath(opts.configPath), configPath: opts.configPath, now: opts.now,
-    onError: (err) => logger.error({ err: err.message }, 'admin state file changed and cannot be read (the last good state stays in use)'),
-  }) : undefined;
+  const adminBackend: AdminBackend | undefined =
+    storeUrl && !opts.store
+      ? new PgAdminBackend(openAdminPool(storeUrl), opts.now)
+      : fileStore
+        ? new FileAdminBackend(fileStore, {
+            path: adminStatePath(opts.configPath),
+            configPath: opts.configPath,
+            now: opts.now,
+            onError: (err) =>
+              logger.error(
+                { err: err.message },
+                'admin state file changed and cannot be read (the last good state stays in use)',
+              ),
+          })
+        : undefined;
 
   const checkDef = authorizationService().Check;
   // This process's name in the store's leases (strict mode on PostgreSQL) and in the Check's metadata.
   const replica = randomUUID();
   const encoder = new ResponseEncoder((r) => checkDef.responseSerialize(r), undefined, replica);
-  const decisionLog = { enabled: () => logger.isLevelEnabled('info'), write: (line: string) => destination.write(line), bindings: '"svc":"modelgate"' };
+  const decisionLog = {
+    enabled: () => logger.isLevelEnabled('info'),
+    write: (line: string) => destination.write(line),
+    bindings: '"svc":"modelgate"',
+  };
   const warnUncapped = (c: Config): void => {
     const models = c.meter.enabled && fileStore ? uncappedPricedModels(c.groups) : [];
     if (models.length > 0) {
-      logger.warn({ models, assumed: c.meter.maxOutputTokens }, 'priced models without maxOutputTokens: a request naming no maximum is held at meter.maxOutputTokens, and a provider whose own cap is higher may spend past the overspend bound; set each one\'s maxOutputTokens to its provider\'s cap');
+      logger.warn(
+        { models, assumed: c.meter.maxOutputTokens },
+        "priced models without maxOutputTokens: a request naming no maximum is held at meter.maxOutputTokens, and a provider whose own cap is higher may spend past the overspend bound; set each one's maxOutputTokens to its provider's cap",
+      );
     }
   };
   warnUncapped(config);
   if (fileStore?.meter && cluster.isWorker) {
-    logger.warn({ store: 'file' }, 'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead');
+    logger.warn(
+      { store: 'file' },
+      'metering on the file store with --workers: each worker keeps its own balances and state file writes; meter on PostgreSQL instead',
+    );
   }
   // Requests allowed here and not settled yet (meter/in-flight.ts): soft mode's bound, deadlines, input
   // samples, and the rate limits' in-flight cap (a request is in flight from its Check to its settlement).
@@ -189,29 +234,83 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     };
   });
   const meterStore = store.meter;
-  const leases = meterStore?.lease ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now) : undefined;
+  const leases = meterStore?.lease
+    ? new LeaseBook({ lease: (r, k, w, n, t) => meterStore.lease!(r, k, w, n, t) }, replica, opts.now)
+    : undefined;
   // Budgets per window (meter/budgets.ts): each window's spend read from the ledger once, then counted here.
   // Alerts at a budget's thresholds (meter.budgetAlerts), by webhook; read at start.
   const alertsConfig = config.budgetAlerts;
-  const webhook = alertsConfig ? new BudgetWebhook({
-    url: alertsConfig.url, secret: alertsConfig.secret, now: opts.now,
-    log: (o) => (o.delivered ? logger.info(o, 'budget alert delivered') : logger.warn(o, 'budget alert not delivered (retried with backoff)')),
-    // Shown by the admin API (GET /admin/v1/webhooks/deliveries); a failed write is logged, the delivery goes on.
-    ...(adminBackend ? { record: (d: WebhookDelivery) => void adminBackend.recordDelivery(d).catch((err: Error) => logger.warn({ id: d.eventId, err: err.message }, 'budget alert delivery status not stored')) } : {}),
-  }) : undefined;
-  const alerts = webhook && alertsConfig ? new BudgetAlerts((e) => {
-    logger.info({ id: e.id, subject: `${e.subject.kind}:${e.subject.name}`, ...(e.subject.kind === 'model' ? { model: e.subject.model } : {}), threshold: e.threshold, spent: e.spent, resetsAt: e.resetsAt }, 'budget threshold reached');
-    webhook.send(e);
-  }, alertsConfig.thresholds, opts.now) : undefined;
+  const webhook = alertsConfig
+    ? new BudgetWebhook({
+        url: alertsConfig.url,
+        secret: alertsConfig.secret,
+        now: opts.now,
+        log: (o) =>
+          o.delivered
+            ? logger.info(o, 'budget alert delivered')
+            : logger.warn(o, 'budget alert not delivered (retried with backoff)'),
+        // Shown by the admin API (GET /admin/v1/webhooks/deliveries); a failed write is logged, the delivery goes on.
+        ...(adminBackend
+          ? {
+              record: (d: WebhookDelivery) =>
+                void adminBackend
+                  .recordDelivery(d)
+                  .catch((err: Error) =>
+                    logger.warn({ id: d.eventId, err: err.message }, 'budget alert delivery status not stored'),
+                  ),
+            }
+          : {}),
+      })
+    : undefined;
+  const alerts =
+    webhook && alertsConfig
+      ? new BudgetAlerts(
+          (e) => {
+            logger.info(
+              {
+                id: e.id,
+                subject: `${e.subject.kind}:${e.subject.name}`,
+                ...(e.subject.kind === 'model' ? { model: e.subject.model } : {}),
+                threshold: e.threshold,
+                spent: e.spent,
+                resetsAt: e.resetsAt,
+              },
+              'budget threshold reached',
+            );
+            webhook.send(e);
+          },
+          alertsConfig.thresholds,
+          opts.now,
+        )
+      : undefined;
   const budgets = meterStore?.spentIn
     ? new BudgetBook({
-      load: (s, since, until) => meterStore.spentIn!({ ...(s.kind === 'group' ? { group: s.name } : { keyId: s.name }), ...(s.kind === 'model' ? { model: s.model } : {}), since, until }), now: opts.now,
-      ...(alerts ? { onSpent: (s, b, w, before, after) => alerts.spent(s, b, w, before, after) } : {}),
-    })
+        load: (s, since, until) =>
+          meterStore.spentIn!({
+            ...(s.kind === 'group' ? { group: s.name } : { keyId: s.name }),
+            ...(s.kind === 'model' ? { model: s.model } : {}),
+            since,
+            until,
+          }),
+        now: opts.now,
+        ...(alerts ? { onSpent: (s, b, w, before, after) => alerts.spent(s, b, w, before, after) } : {}),
+      })
     : undefined;
-  const meterAdmit = createAdmission({ store: meterStore, groups: cache.groups, inFlight, now: opts.now, leases, replicas: () => store.replicas?.() ?? 1, budgets });
+  const meterAdmit = createAdmission({
+    store: meterStore,
+    groups: cache.groups,
+    inFlight,
+    now: opts.now,
+    leases,
+    replicas: () => store.replicas?.() ?? 1,
+    budgets,
+  });
   // A balance lowered outside the meter cuts this replica's lease to it (meter/leases.ts balanceIs).
-  const unwatchBalances = leases ? store.onInvalidate((e) => { if (e.kind === 'key' && e.balance !== undefined) leases.balanceIs(e.sha256, e.balance); }) : undefined;
+  const unwatchBalances = leases
+    ? store.onInvalidate((e) => {
+        if (e.kind === 'key' && e.balance !== undefined) leases.balanceIs(e.sha256, e.balance);
+      })
+    : undefined;
   // Rate limits (docs/rate-limits.md): the in-flight cap here; requests and tokens per window in Envoy's
   // rate limit filters, counted by the engine (embedded: this process; global: envoyproxy/ratelimit).
   // The cap counts the meter's table (a request is in flight from its Check to its settlement), plus
@@ -236,7 +335,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     },
   };
   const embedded = config.rateLimits.engine === 'embedded' ? new EmbeddedEngine({ now: opts.now }) : undefined;
-  const remote = embedded ? undefined : new RemoteEngine(config.rateLimits.service, Math.max(config.rateLimits.timeoutMs, 1000));
+  const remote = embedded
+    ? undefined
+    : new RemoteEngine(config.rateLimits.service, Math.max(config.rateLimits.timeoutMs, 1000));
   const rateLimitEngine: RateLimitEngine = embedded ?? (remote as RemoteEngine);
   // Charges to the global engine go in batches (one call per 10 ms, not one per response).
   const charges = remote ? new ChargeBatcher(remote) : undefined;
@@ -257,23 +358,43 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   };
   // The GenAI metrics also over OTLP when the standard OTEL_EXPORTER_OTLP_* variables name a collector (genai-otlp.ts).
   const genAiOtlp = genAiExport(env);
-  const meterMetrics: MeterMetrics = genAiOtlp === undefined ? metrics.meter : {
-    ...metrics.meter,
-    served(protocol, model, usage, seconds) {
-      metrics.meter.served?.(protocol, model, usage, seconds);
-      genAiOtlp.record(protocol, model, usage, seconds);
-    },
-  };
+  const meterMetrics: MeterMetrics =
+    genAiOtlp === undefined
+      ? metrics.meter
+      : {
+          ...metrics.meter,
+          served(protocol, model, usage, seconds) {
+            metrics.meter.served?.(protocol, model, usage, seconds);
+            genAiOtlp.record(protocol, model, usage, seconds);
+          },
+        };
   // Shutting down: the port stays open for the meter's reports, and a Check arriving meanwhile is
   // denied (fail closed; another replica, or this gateway once restarted, answers the retry).
   let draining = false;
-  const pipeline = createPipeline({ config: () => config, lookups: cache, logger, metrics, now: opts.now, encoder, decisionLog, admit, draining: () => draining });
+  const pipeline = createPipeline({
+    config: () => config,
+    lookups: cache,
+    logger,
+    metrics,
+    now: opts.now,
+    encoder,
+    decisionLog,
+    admit,
+    draining: () => draining,
+  });
   pipeline.prepare(config);
   // Always served: with `meter.enabled: false` (a reload, while Envoy still sends) each response is
   // counted as released (meter_disabled), never refused.
   const tokenCounter = workerTokenCounter();
   const meter = new Meter({
-    config: () => config, groups: cache.groups, store: store.meter, inFlight, estimator: createEstimator(tokenCounter), metrics: meterMetrics, logger, now: opts.now,
+    config: () => config,
+    groups: cache.groups,
+    store: store.meter,
+    inFlight,
+    estimator: createEstimator(tokenCounter),
+    metrics: meterMetrics,
+    logger,
+    now: opts.now,
     // The file store tells the cache itself, at once; PostgreSQL's notification comes a moment later.
     onBalance: fileStore ? undefined : (sha, balance) => cache.keys.patch(sha, (k) => ({ ...k, balance })),
     usageLog: decisionLog,
@@ -283,11 +404,20 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // Requests this replica allowed and another one settled (PostgreSQL's notifications).
   const unsubscribeSettled = meterStore?.onSettled?.((settled) => meter.settledElsewhere(settled));
   const restored = meter.restore();
-  if (restored > 0) logger.info({ requests: restored }, 'requests in flight at the last stop: settled when reported, or at their maximum at their deadline');
+  if (restored > 0)
+    logger.info(
+      { requests: restored },
+      'requests in flight at the last stop: settled when reported, or at their maximum at their deadline',
+    );
   const meterTimer = setInterval(() => meter.tick(), 1000);
   meterTimer.unref();
-  const meterGrpc = meterService(meter, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message'));
-  const keysById = new LRUCache<string, { key: KeyRecord | null }>({ max: 10_000, ttl: Math.max(config.cache.ttlMs, 1) });
+  const meterGrpc = meterService(meter, (err) =>
+    logger.error({ err: err instanceof Error ? err.message : String(err) }, 'meter failed on a message'),
+  );
+  const keysById = new LRUCache<string, { key: KeyRecord | null }>({
+    max: 10_000,
+    ttl: Math.max(config.cache.ttlMs, 1),
+  });
   const limitsOf = async (keyId: string, group: string, model: string): Promise<EffectiveLimits | null> => {
     let hit = keysById.get(keyId);
     if (!hit) keysById.set(keyId, (hit = { key: store.findKeyById ? await store.findKeyById(keyId) : null }));
@@ -303,11 +433,24 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   meter.onSettled = (s) => {
     if ((s.result !== 'metered' && s.result !== 'estimated') || !s.debit.applied) return;
     const tokens = s.usage.inputTokens + s.usage.outputTokens;
-    chargeTokens({ engine: chargeEngine, domain: () => config.rateLimits.domain, limits: limitsOf }, { keyId: s.request.keyId, group: s.request.group, model: s.request.model, tokens })
-      .then((n) => { if (n > 0) metrics.rateLimitCharges.inc({ result: 'charged' }); })
+    chargeTokens(
+      { engine: chargeEngine, domain: () => config.rateLimits.domain, limits: limitsOf },
+      { keyId: s.request.keyId, group: s.request.group, model: s.request.model, tokens },
+    )
+      .then((n) => {
+        if (n > 0) metrics.rateLimitCharges.inc({ result: 'charged' });
+      })
       .catch((err: unknown) => {
         metrics.rateLimitCharges.inc({ result: 'failed' });
-        logger.warn({ keyId: s.request.keyId, model: s.request.model, tokens, err: err instanceof Error ? err.message : String(err) }, 'tokens not charged to the rate limit engine');
+        logger.warn(
+          {
+            keyId: s.request.keyId,
+            model: s.request.model,
+            tokens,
+            err: err instanceof Error ? err.message : String(err),
+          },
+          'tokens not charged to the rate limit engine',
+        );
       });
   };
 
@@ -318,30 +461,76 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // prompt 503, so it must not take the replica out of a load balancer (docs/operations.md: health).
   const answering = (): boolean => !draining;
   const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-  const grpcServer = await startGrpcServer(opts.grpcAddress ?? config.server.grpc, pipeline, { ...config.grpc, ...grpcAuth },
+  const grpcServer = await startGrpcServer(
+    opts.grpcAddress ?? config.server.grpc,
+    pipeline,
+    { ...config.grpc, ...grpcAuth },
     [meterGrpc.method, ...(embedded ? [rateLimitServiceMethod(embedded) as [string, Method]] : [])],
-    (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'));
+    (err) => logger.warn({ err: errorText(err) }, 'gRPC connection problem'),
+  );
   const catalog = createCatalogHandler({ lookups: cache, pipeline });
   // The console's "recent usage" comes from the meter's ledger (PostgreSQL, or the file store's state file).
   const usage: UsageProvider | undefined = opts.usage ?? (store.meter ? ledgerUsage(store.meter) : undefined);
   const consoleHandler = createConsoleHandler({
-    config: () => config, lookups: cache, logger, now: opts.now, usage,
-    rateLimitsLeft: (record, group) => limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
+    config: () => config,
+    lookups: cache,
+    logger,
+    now: opts.now,
+    usage,
+    rateLimitsLeft: (record, group) =>
+      limitsLeft(rateLimitEngine, config.rateLimits.domain, effectiveLimits(record, group, undefined), record.id),
   });
-  const admin = adminBackend ? createAdminHandler({ backend: adminBackend, logger, now: opts.now, configTokens: () => config.adminTokens, failures: opts.adminFailureLimit }) : undefined;
-  const keyView = createKeyViewHandler({ lookups: cache, pipeline, usage, now: opts.now ?? Date.now, ...(budgets ? { budgetStatus: (subject, budget) => budgets.status(subject, budget) } : {}), keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null) });
-  const routes: RouteHandler = async (req, res) => (admin !== undefined && (await admin(req, res))) || (await consoleHandler(req, res)) || (await keyView(req, res)) || catalog(req, res);
-  const httpServer = await startHttpServer(opts.httpAddress ?? config.server.http, answering, metrics.registry, routes, (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'), () => store.ready());
+  const admin = adminBackend
+    ? createAdminHandler({
+        backend: adminBackend,
+        logger,
+        now: opts.now,
+        configTokens: () => config.adminTokens,
+        failures: opts.adminFailureLimit,
+      })
+    : undefined;
+  const keyView = createKeyViewHandler({
+    lookups: cache,
+    pipeline,
+    usage,
+    now: opts.now ?? Date.now,
+    ...(budgets ? { budgetStatus: (subject, budget) => budgets.status(subject, budget) } : {}),
+    keyById: async (id) => (store.findKeyById ? store.findKeyById(id) : null),
+  });
+  const routes: RouteHandler = async (req, res) =>
+    (admin !== undefined && (await admin(req, res))) ||
+    (await consoleHandler(req, res)) ||
+    (await keyView(req, res)) ||
+    catalog(req, res);
+  const httpServer = await startHttpServer(
+    opts.httpAddress ?? config.server.http,
+    answering,
+    metrics.registry,
+    routes,
+    (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'http handler failed'),
+    () => store.ready(),
+  );
 
-  const unwatch = opts.watch === false ? () => {} : watchConfig(opts.configPath, env, logger, (next) => {
-    // Everything that can fail is built before anything is swapped.
-    pipeline.prepare(next);
-    config = next;
-    logger.level = next.log.level;
-    if (fileStore) fileStore.replace(next.groups, next.keys);
-    warnUncapped(next);
-    metrics.reloads.inc({ result: 'ok' });
-  }, () => config, opts.watchIntervalMs, () => metrics.reloads.inc({ result: 'rejected' }));
+  const unwatch =
+    opts.watch === false
+      ? () => {}
+      : watchConfig(
+          opts.configPath,
+          env,
+          logger,
+          (next) => {
+            // Everything that can fail is built before anything is swapped.
+            pipeline.prepare(next);
+            config = next;
+            logger.level = next.log.level;
+            if (fileStore) fileStore.replace(next.groups, next.keys);
+            warnUncapped(next);
+            metrics.reloads.inc({ result: 'ok' });
+          },
+          () => config,
+          opts.watchIntervalMs,
+          () => metrics.reloads.inc({ result: 'rejected' }),
+        );
 
   // Health follows the store: SERVING only while it can answer (PostgreSQL may come and go).
   const healthTimer = setInterval(() => {
@@ -353,10 +542,21 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   grpcServer.setServing(ready());
   metrics.storeReady.set(store.ready() ? 1 : 0);
 
-  logger.info({ grpcAddress: grpcServer.address, httpAddress: httpServer.address, store: store.kind, groups: config.groups.size, grpcAuth: grpcAuthText(grpcAuth) }, 'modelgate listening');
+  logger.info(
+    {
+      grpcAddress: grpcServer.address,
+      httpAddress: httpServer.address,
+      store: store.kind,
+      groups: config.groups.size,
+      grpcAuth: grpcAuthText(grpcAuth),
+    },
+    'modelgate listening',
+  );
   if (!grpcAuth.secret && !grpcAuth.tls && !isLoopback(parseHostPort(grpcServer.address).host)) {
-    logger.warn({ grpcAddress: grpcServer.address },
-      'the gRPC port listens beyond loopback without authentication: anything that reaches it can run Checks (a key oracle without limits) and send meter streams that debit any key; set grpc.secret or grpc.tls (docs/security.md, "The gRPC port")');
+    logger.warn(
+      { grpcAddress: grpcServer.address },
+      'the gRPC port listens beyond loopback without authentication: anything that reaches it can run Checks (a key oracle without limits) and send meter streams that debit any key; set grpc.secret or grpc.tls (docs/security.md, "The gRPC port")',
+    );
   }
 
   return {
@@ -369,7 +569,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     rateLimitEngine,
     inFlight: slots,
     checkBytes: pipeline.check,
-    check: async (req) => checkDef.responseDeserialize(await pipeline.check(checkDef.requestSerialize(req))) as CheckResponse__Output,
+    check: async (req) =>
+      checkDef.responseDeserialize(await pipeline.check(checkDef.requestSerialize(req))) as CheckResponse__Output,
     config: () => config,
     async close(graceMs = 5000, meterDrainMs = config.meter.drainSeconds * 1000) {
       draining = true;
@@ -380,7 +581,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       // allowed here has been reported (or the drain time passed), then they end and the rest
       // settle at their maximum, provisionally.
       const meterDrained = meter.drain(meterDrainMs).then((left) => {
-        if (left > 0) logger.warn({ requests: left }, 'requests still running at shutdown settled at their maximum, provisionally');
+        if (left > 0)
+          logger.warn({ requests: left }, 'requests still running at shutdown settled at their maximum, provisionally');
         meterGrpc.endAll();
       });
       await grpcServer.drain(Math.max(graceMs, meterDrainMs + 1000), meterDrained);
@@ -399,7 +601,11 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await adminBackend?.close();
       await store.close();
       // The last GenAI counts go to the collector; one that does not answer does not hold the exit.
-      if (genAiOtlp) await Promise.race([genAiOtlp.shutdown().catch(() => undefined), new Promise((r) => setTimeout(r, 2000).unref())]);
+      if (genAiOtlp)
+        await Promise.race([
+          genAiOtlp.shutdown().catch(() => undefined),
+          new Promise((r) => setTimeout(r, 2000).unref()),
+        ]);
       logger.info('modelgate stopped');
       await new Promise<void>((resolve) => logger.flush(() => resolve()));
     },
@@ -407,7 +613,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
 }
 
 /** How the gRPC port authenticates its callers, for the start line (never the secret). */
-/** The notAfter of the first certificate in a PEM file, as epoch seconds (0: none readable, which alerts as expired). */
+/**
+ * The notAfter of the first certificate in a PEM file, as epoch seconds (0: none readable, which alerts as expired).
+ */
 function certExpirySeconds(pem: Buffer): number {
   try {
     const t = Date.parse(new X509Certificate(pem).validTo);
@@ -425,9 +633,14 @@ function grpcAuthText(a: { secret?: string; tls?: unknown }): string {
 /** The console's usage rows from the meter's ledger: a cost only where the model had a price. */
 function ledgerUsage(meterStore: MeterStore): UsageProvider {
   return {
-    recent: async (keyId, limit) => (await recentUsage(meterStore, keyId, limit)).map((e) => ({
-      time: new Date(e.time).toISOString(), model: e.model, inputTokens: e.inputTokens, outputTokens: e.outputTokens, cost: e.priced ? e.cost : null,
-    })),
+    recent: async (keyId, limit) =>
+      (await recentUsage(meterStore, keyId, limit)).map((e) => ({
+        time: new Date(e.time).toISOString(),
+        model: e.model,
+        inputTokens: e.inputTokens,
+        outputTokens: e.outputTokens,
+        cost: e.priced ? e.cost : null,
+      })),
   };
 }
 

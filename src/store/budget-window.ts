@@ -23,8 +23,14 @@ export interface Budget {
 export function isBudget(v: unknown): v is Budget {
   if (typeof v !== 'object' || v === null) return false;
   const b = v as Record<string, unknown>;
-  return typeof b.amount === 'number' && Number.isFinite(b.amount) && b.amount > 0
-    && (BUDGET_PERIODS as readonly unknown[]).includes(b.period) && typeof b.timeZone === 'string' && isTimeZone(b.timeZone);
+  return (
+    typeof b.amount === 'number' &&
+    Number.isFinite(b.amount) &&
+    b.amount > 0 &&
+    (BUDGET_PERIODS as readonly unknown[]).includes(b.period) &&
+    typeof b.timeZone === 'string' &&
+    isTimeZone(b.timeZone)
+  );
 }
 
 /** A window of a budget: `start` inclusive, `resetsAt` exclusive, epoch milliseconds. */
@@ -103,7 +109,13 @@ function localTime(t: number, timeZone: string): LocalTime {
   }
   if (bc) year = 1 - year;
   const ms = ((t % 1000) + 1000) % 1000;
-  return { year, month, day, dayNumber: civilDay(year, month, day), msOfDay: ((hour * 60 + minute) * 60 + second) * 1000 + ms };
+  return {
+    year,
+    month,
+    day,
+    dayNumber: civilDay(year, month, day),
+    msOfDay: ((hour * 60 + minute) * 60 + second) * 1000 + ms,
+  };
 }
 
 /** Days since 1970-01-01 of a Gregorian date; month 1..12, and days or months past the end roll over. */
@@ -127,7 +139,8 @@ function startOfDay(dayNumber: number, timeZone: string): number {
     guess = wall - offset;
   }
   const at = localTime(guess, timeZone);
-  if (at.dayNumber === dayNumber && at.msOfDay === 0 && localTime(guess - 1, timeZone).dayNumber < dayNumber) return guess;
+  if (at.dayNumber === dayNumber && at.msOfDay === 0 && localTime(guess - 1, timeZone).dayNumber < dayNumber)
+    return guess;
   let lo = wall - SEARCH_MARGIN_MS; // local date before dayNumber
   let hi = wall + SEARCH_MARGIN_MS; // local date dayNumber or later
   while (hi - lo > 1) {
@@ -152,7 +165,7 @@ export function budgetWindow(period: BudgetPeriod, timeZone: string, now: number
     next = lt.dayNumber + 1;
   } else if (period === 'week') {
     // 1970-01-01 was a Thursday: (dayNumber + 3) mod 7 counts days since Monday.
-    first = lt.dayNumber - (((lt.dayNumber + 3) % 7) + 7) % 7;
+    first = lt.dayNumber - ((((lt.dayNumber + 3) % 7) + 7) % 7);
     next = first + 7;
   } else {
     first = civilDay(lt.year, lt.month, 1);

@@ -99,7 +99,7 @@ class CachedLookup<T extends object> {
       // A slow store must not hold the Check past Envoy's timeout while a usable answer is cached:
       // once the refresh is late (at once if one was already under way and so is late already), the
       // cached answer stands in and the refresh goes on; its answer updates the cache when it comes.
-      const late = await lateOrDone(fetching, underWay ? 0 : this.opts.staleAfterMs ?? 250);
+      const late = await lateOrDone(fetching, underWay ? 0 : (this.opts.staleAfterMs ?? 250));
       const standIn = late ? this.#standIn(name, old) : undefined;
       if (standIn) {
         this.opts.onEvent?.('stale', this.kind);
@@ -127,7 +127,9 @@ class CachedLookup<T extends object> {
    */
   #standIn(name: string, old: Entry<T>): Entry<T> | undefined {
     const cur = this.#peek(name);
-    return cur !== undefined && cur.gen === old.gen && this.now() - cur.at < this.opts.ttlMs + this.opts.staleMs ? cur : undefined;
+    return cur !== undefined && cur.gen === old.gen && this.now() - cur.at < this.opts.ttlMs + this.opts.staleMs
+      ? cur
+      : undefined;
   }
 
   #fetch(name: string): Promise<Entry<T>> {
@@ -139,7 +141,13 @@ class CachedLookup<T extends object> {
         // A patch that arrived meanwhile (a new balance) is applied: the answer may predate it.
         const patch = this.#inflight.get(name) === p ? this.#patches.get(name) : undefined;
         const value = patch && loaded !== null ? patch(loaded) : loaded;
-        const entry: Entry<T> = { value, at: this.now(), epoch, gen: ++this.#gen, fresh: value === null ? NOT_FOUND : { status: 'found', value, stale: false } };
+        const entry: Entry<T> = {
+          value,
+          at: this.now(),
+          epoch,
+          gen: ++this.#gen,
+          fresh: value === null ? NOT_FOUND : { status: 'found', value, stale: false },
+        };
         // If an invalidation removed us from #inflight meanwhile, the answer may predate the change.
         if (this.#inflight.get(name) === p) {
           this.#inflight.delete(name);
@@ -223,7 +231,10 @@ export class StoreCache {
   readonly groups: CachedLookup<GroupRecord>;
   readonly #unsubscribe: () => void;
 
-  constructor(readonly store: Store, opts: CacheOptions) {
+  constructor(
+    readonly store: Store,
+    opts: CacheOptions,
+  ) {
     const now = opts.now ?? Date.now;
     this.keys = new CachedLookup('key', (h) => store.findKey(h), opts, now);
     this.groups = new CachedLookup('group', (n) => store.findGroup(n), opts, now);

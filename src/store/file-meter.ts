@@ -15,7 +15,19 @@
  */
 import { readFileSync } from 'node:fs';
 import { chmod, rename, writeFile } from 'node:fs/promises';
-import { COST_GRAINS, costUp, priceAt, type DebitRequest, type DebitResult, type MeterStore, type PendingRequest, type ReserveResult, type SpentQuery, type UsageEntry, type UsageQuery } from './store';
+import {
+  COST_GRAINS,
+  costUp,
+  priceAt,
+  type DebitRequest,
+  type DebitResult,
+  type MeterStore,
+  type PendingRequest,
+  type ReserveResult,
+  type SpentQuery,
+  type UsageEntry,
+  type UsageQuery,
+} from './store';
 
 /** Ledger entries kept in memory and in the state file, newest last. */
 const LEDGER_MAX = 2000;
@@ -39,7 +51,10 @@ interface StateFile {
   /** Provisional settlements not replaced yet: request id -> what was debited. */
   readonly provisional?: Record<string, { keyId: string; cost: number }>;
   readonly pending?: PendingRequest[];
-  /** Debits per quarter hour of keys (`key:<id>`), groups (`group:<name>`) and keys on a model (`model:["<id>","<model>"]`), for budget windows: [start ms, amount][]. */
+  /**
+   * Debits per quarter hour of keys (`key:<id>`), groups (`group:<name>`) and keys on a model
+   * (`model:["<id>","<model>"]`), for budget windows: [start ms, amount][].
+   */
   readonly windows?: Record<string, [number, number][]>;
 }
 
@@ -66,12 +81,16 @@ export interface FileMeterOptions {
  * The cost of some usage at a price, in the balance's unit, rounded up to a grain (costUp). A
  * request over the price's long-context threshold pays its long-context price for every token (priceAt).
  */
-export function costOf(r: Pick<DebitRequest, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'price' | 'toolCost'>): number {
+export function costOf(
+  r: Pick<DebitRequest, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'price' | 'toolCost'>,
+): number {
   if (r.price === null) return 0;
   const p = priceAt(r.price, r.inputTokens);
   const cached = Math.min(r.cachedInputTokens, r.inputTokens);
   // Hosted tools' calls (toolsCost) on top, in grains, so a sum of two amounts on the grain stays on it.
-  const tokens = costUp(((r.inputTokens - cached) * p.input + cached * (p.cachedInput ?? p.input) + r.outputTokens * p.output) / 1e6);
+  const tokens = costUp(
+    ((r.inputTokens - cached) * p.input + cached * (p.cachedInput ?? p.input) + r.outputTokens * p.output) / 1e6,
+  );
   const tools = r.toolCost ?? 0;
   return tools > 0 ? (Math.round(tokens * COST_GRAINS) + Math.round(tools * COST_GRAINS)) / COST_GRAINS : tokens;
 }
@@ -86,7 +105,8 @@ function readState(path: string): StateFile | undefined {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
-  const bad = (why: string): Error => new Error(`the meter state file ${path} is not usable (${why}): fix it, or delete it to forget what keys spent`);
+  const bad = (why: string): Error =>
+    new Error(`the meter state file ${path} is not usable (${why}): fix it, or delete it to forget what keys spent`);
   let data: unknown;
   try {
     data = JSON.parse(text);
@@ -94,16 +114,26 @@ function readState(path: string): StateFile | undefined {
     throw bad((err as Error).message);
   }
   const d = data as Partial<StateFile>;
-  if (!d || typeof d !== 'object' || d.version !== 1 || !d.spent || typeof d.spent !== 'object' || !Array.isArray(d.usage)) throw bad('not a version 1 state');
+  if (
+    !d ||
+    typeof d !== 'object' ||
+    d.version !== 1 ||
+    !d.spent ||
+    typeof d.spent !== 'object' ||
+    !Array.isArray(d.usage)
+  )
+    throw bad('not a version 1 state');
   for (const [id, n] of Object.entries(d.spent)) {
     if (!finite(n)) throw bad(`spent of ${JSON.stringify(id)} is not a finite number`);
   }
   for (const [id, p] of Object.entries(d.provisional ?? {})) {
-    if (!p || typeof p.keyId !== 'string' || !finite(p.cost)) throw bad(`the provisional settlement of ${JSON.stringify(id)} is not usable`);
+    if (!p || typeof p.keyId !== 'string' || !finite(p.cost))
+      throw bad(`the provisional settlement of ${JSON.stringify(id)} is not usable`);
   }
   if (d.pending !== undefined && !Array.isArray(d.pending)) throw bad('pending is not a list');
   for (const [subject, list] of Object.entries(d.windows ?? {})) {
-    if (!Array.isArray(list) || !list.every((b) => Array.isArray(b) && finite(b[0]) && finite(b[1]))) throw bad(`the window debits of ${JSON.stringify(subject)} are not usable`);
+    if (!Array.isArray(list) || !list.every((b) => Array.isArray(b) && finite(b[0]) && finite(b[1])))
+      throw bad(`the window debits of ${JSON.stringify(subject)} are not usable`);
   }
   return d as StateFile;
 }
@@ -141,7 +171,10 @@ export class FileMeter implements MeterStore {
   #writes: Promise<void> = Promise.resolve();
 
   /** @param balanceOf the key's configured balance (`undefined`: no such key; `null`: unlimited) */
-  constructor(private readonly balanceOf: (keyId: string) => number | null | undefined, private readonly opts: FileMeterOptions) {
+  constructor(
+    private readonly balanceOf: (keyId: string) => number | null | undefined,
+    private readonly opts: FileMeterOptions,
+  ) {
     this.#now = opts.now ?? Date.now;
     const state = opts.path ? readState(opts.path) : undefined;
     if (state) {
@@ -157,7 +190,11 @@ export class FileMeter implements MeterStore {
       // with them, or a restart would free their room while they run (and be debited later).
       for (const p of state.pending ?? []) {
         if (p.limited && Number.isFinite(p.maxCost) && p.maxCost > 0 && !this.#seen.has(p.requestId)) {
-          this.#reservations.set(p.requestId, { keyId: p.keyId, amount: p.maxCost, expiresAt: p.deadline + RESERVATION_GRACE_MS });
+          this.#reservations.set(p.requestId, {
+            keyId: p.keyId,
+            amount: p.maxCost,
+            expiresAt: p.deadline + RESERVATION_GRACE_MS,
+          });
         }
       }
     }
@@ -176,12 +213,17 @@ export class FileMeter implements MeterStore {
   debitNow(r: DebitRequest): DebitResult {
     this.#reservations.delete(r.requestId);
     const cost = costOf(r);
-    if (!Number.isFinite(cost) || cost < 0) throw new Error(`the cost of request ${r.requestId} is not a finite amount`);
+    if (!Number.isFinite(cost) || cost < 0)
+      throw new Error(`the cost of request ${r.requestId} is not a finite amount`);
     const limit = this.balanceOf(r.keyId);
-    const balanceAfter = (): number | null => (limit === null || limit === undefined ? null : Math.round((limit - this.spent(r.keyId)) * COST_GRAINS) / COST_GRAINS);
+    const balanceAfter = (): number | null =>
+      limit === null || limit === undefined
+        ? null
+        : Math.round((limit - this.spent(r.keyId)) * COST_GRAINS) / COST_GRAINS;
     const earlier = this.#provisional.get(r.requestId);
     // Settled before, and not provisionally (or this one is provisional too): nothing more to debit.
-    if (this.#settled(r.requestId) && (!earlier || r.provisional)) return { applied: false, cost, balance: balanceAfter() };
+    if (this.#settled(r.requestId) && (!earlier || r.provisional))
+      return { applied: false, cost, balance: balanceAfter() };
     const charge = earlier ? cost - earlier.cost : cost;
     // A key not in the config now (removed while its request ran) is charged too: put back, its
     // balance is its configured one minus all it spent, this request included.
@@ -198,8 +240,17 @@ export class FileMeter implements MeterStore {
     }
     if (r.provisional) this.#provisional.set(r.requestId, { keyId: r.keyId, cost });
     const entry: { -readonly [K in keyof UsageEntry]: UsageEntry[K] } = {
-      time: this.#now(), requestId: r.requestId, keyId: r.keyId, group: r.group, model: r.model, protocol: r.protocol,
-      inputTokens: r.inputTokens, outputTokens: r.outputTokens, cachedInputTokens: Math.min(r.cachedInputTokens, r.inputTokens), cost, priced: r.price !== null,
+      time: this.#now(),
+      requestId: r.requestId,
+      keyId: r.keyId,
+      group: r.group,
+      model: r.model,
+      protocol: r.protocol,
+      inputTokens: r.inputTokens,
+      outputTokens: r.outputTokens,
+      cachedInputTokens: Math.min(r.cachedInputTokens, r.inputTokens),
+      cost,
+      priced: r.price !== null,
     };
     if (r.estimated) entry.estimated = r.estimated;
     if (r.toolCalls !== undefined && r.toolCalls > 0) entry.toolCalls = r.toolCalls;
@@ -244,9 +295,17 @@ export class FileMeter implements MeterStore {
   }
 
   async spentIn(q: SpentQuery): Promise<number> {
-    const b = this.#buckets.get(q.keyId !== undefined ? (q.model !== undefined ? modelSubject(q.keyId, q.model) : `key:${q.keyId}`) : `group:${q.group ?? ''}`);
+    const b = this.#buckets.get(
+      q.keyId !== undefined
+        ? q.model !== undefined
+          ? modelSubject(q.keyId, q.model)
+          : `key:${q.keyId}`
+        : `group:${q.group ?? ''}`,
+    );
     let grains = 0;
-    if (b) for (const [start, amount] of b) if (start >= q.since && start < q.until) grains += Math.round(amount * COST_GRAINS);
+    if (b)
+      for (const [start, amount] of b)
+        if (start >= q.since && start < q.until) grains += Math.round(amount * COST_GRAINS);
     return Math.max(0, grains / COST_GRAINS);
   }
 
@@ -314,7 +373,9 @@ export class FileMeter implements MeterStore {
     // Never rejects: a rejected link would stop every later write of the chain.
     try {
       const state: StateFile = {
-        version: 1, spent: Object.fromEntries(this.#spent), usage: this.#ledger.length > LEDGER_MAX ? this.#ledger.slice(-LEDGER_MAX) : this.#ledger,
+        version: 1,
+        spent: Object.fromEntries(this.#spent),
+        usage: this.#ledger.length > LEDGER_MAX ? this.#ledger.slice(-LEDGER_MAX) : this.#ledger,
         ...(this.#provisional.size > 0 ? { provisional: Object.fromEntries(this.#provisional) } : {}),
         ...(this.#pending.length > 0 ? { pending: this.#pending } : {}),
       };

@@ -40,10 +40,13 @@ export class FileStore implements Store {
 
   constructor(groups: ReadonlyMap<string, GroupRecord>, keys: readonly KeyRecord[], options?: FileStoreOptions) {
     if (options && (options.meter || options.path)) {
-      this.meter = new FileMeter((id) => {
-        const k = this.#configured.get(id);
-        return k === undefined ? undefined : k.balance;
-      }, { ...options, onSpent: (id) => this.#spent(id) });
+      this.meter = new FileMeter(
+        (id) => {
+          const k = this.#configured.get(id);
+          return k === undefined ? undefined : k.balance;
+        },
+        { ...options, onSpent: (id) => this.#spent(id) },
+      );
     }
     this.replace(groups, keys);
   }
@@ -78,7 +81,8 @@ export class FileStore implements Store {
       if (configured.has(m.id)) continue;
       const { previous: old, ...k } = m;
       configured.set(k.id, k);
-      if (old) previous.set(k.id, { ...k, sha256: old.sha256, expiresAt: Math.min(k.expiresAt ?? Infinity, old.until) });
+      if (old)
+        previous.set(k.id, { ...k, sha256: old.sha256, expiresAt: Math.min(k.expiresAt ?? Infinity, old.until) });
     }
     this.#configured = configured;
     this.#previous = previous;
@@ -92,7 +96,7 @@ export class FileStore implements Store {
   /** The record with the balance net of what the key spent. */
   #served(k: KeyRecord): KeyRecord {
     const spent = this.meter && k.balance !== null ? this.meter.spent(k.id) : 0;
-    return spent === 0 ? k : { ...k, balance: Math.round((k.balance as number - spent) * 1e12) / 1e12 };
+    return spent === 0 ? k : { ...k, balance: Math.round(((k.balance as number) - spent) * 1e12) / 1e12 };
   }
 
   #spent(id: string): void {

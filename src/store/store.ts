@@ -83,11 +83,22 @@ export interface ModelPrice {
  * file_search, code_interpreter (per container), image_generation; Anthropic's web_search and
  * code_execution; Gemini's grounding (google_search, google_maps, enterprise_web_search) and file_search.
  */
-export const HOSTED_TOOLS = ['web_search', 'file_search', 'code_interpreter', 'code_execution', 'image_generation', 'google_search', 'google_maps', 'enterprise_web_search'] as const;
+export const HOSTED_TOOLS = [
+  'web_search',
+  'file_search',
+  'code_interpreter',
+  'code_execution',
+  'image_generation',
+  'google_search',
+  'google_maps',
+  'enterprise_web_search',
+] as const;
 export type HostedTool = (typeof HOSTED_TOOLS)[number];
 export type HostedToolPrices = Readonly<Partial<Record<HostedTool, number>>>;
 
-/** The tool prices of a mapping that names them (other names, and figures that are not numbers >= 0, left out), frozen. */
+/**
+ * The tool prices of a mapping that names them (other names, and figures that are not numbers >= 0, left out), frozen.
+ */
 export function toolPrices(t: Readonly<Record<string, unknown>>): HostedToolPrices {
   const out: Partial<Record<HostedTool, number>> = {};
   for (const k of HOSTED_TOOLS) {
@@ -98,7 +109,10 @@ export function toolPrices(t: Readonly<Record<string, unknown>>): HostedToolPric
 }
 
 /** The cost of tool calls at a price (calls by tool), rounded up to a grain; 0 without a price. */
-export function toolsCost(price: ModelPrice | null, calls: Readonly<Partial<Record<HostedTool, number>>> | undefined): number {
+export function toolsCost(
+  price: ModelPrice | null,
+  calls: Readonly<Partial<Record<HostedTool, number>>> | undefined,
+): number {
   if (!price || !calls) return 0;
   let c = 0;
   for (const t of HOSTED_TOOLS) {
@@ -153,9 +167,21 @@ export function validPrice(p: ModelPrice): boolean {
   const optional = (n: unknown): boolean => n === undefined || n === null || amount(n);
   const l = p.longContext;
   const t = p.tools;
-  const tools = t === undefined || t === null || (typeof t === 'object' && Object.entries(t).every(([k, v]) => (HOSTED_TOOLS as readonly string[]).includes(k) && amount(v)));
-  return tools && amount(p.input) && amount(p.output) && optional(p.cachedInput) && MODAL_PRICES.every((m) => optional(p[m]))
-    && (l === undefined || l === null || (amount(l.above) && amount(l.input) && amount(l.output) && optional(l.cachedInput)));
+  const tools =
+    t === undefined ||
+    t === null ||
+    (typeof t === 'object' &&
+      Object.entries(t).every(([k, v]) => (HOSTED_TOOLS as readonly string[]).includes(k) && amount(v)));
+  return (
+    tools &&
+    amount(p.input) &&
+    amount(p.output) &&
+    optional(p.cachedInput) &&
+    MODAL_PRICES.every((m) => optional(p[m])) &&
+    (l === undefined ||
+      l === null ||
+      (amount(l.above) && amount(l.input) && amount(l.output) && optional(l.cachedInput)))
+  );
 }
 
 /** The modalities a price may name besides text (ModelPrice). */
@@ -163,7 +189,11 @@ export const MODAL_PRICES = ['audioInput', 'audioOutput', 'imageOutput'] as cons
 export type Modality = (typeof MODAL_PRICES)[number];
 
 /** The modality prices of a price that names them (absent ones left out). */
-export function modalPrices(p: { readonly audioInput?: number | null; readonly audioOutput?: number | null; readonly imageOutput?: number | null }): Partial<Record<Modality, number>> {
+export function modalPrices(p: {
+  readonly audioInput?: number | null;
+  readonly audioOutput?: number | null;
+  readonly imageOutput?: number | null;
+}): Partial<Record<Modality, number>> {
   const out: Partial<Record<Modality, number>> = {};
   for (const k of MODAL_PRICES) {
     const v = p[k];
@@ -220,7 +250,10 @@ export interface KeyRecord {
   readonly modelBudgets?: Readonly<Record<string, Budget>> | null;
 }
 
-/** Whose spend in a window (MeterStore.spentIn): a key's (`keyId`), a key's on one model (`keyId` and `model`), or a group's. */
+/**
+ * Whose spend in a window (MeterStore.spentIn): a key's (`keyId`), a key's on one model (`keyId` and `model`), or a
+ * group's.
+ */
 export interface SpentQuery {
   readonly keyId?: string;
   readonly model?: string;
@@ -264,7 +297,15 @@ export interface Store {
  * deadline (provisional: its maximum cost); `unknown_modality` the provider's counts, with tokens of
  * a modality the meter cannot name debited at the model's highest price of their direction.
  */
-export const ESTIMATE_REASONS = ['stream_without_usage', 'no_usage', 'incomplete', 'undecodable', 'implausible', 'no_report', 'unknown_modality'] as const;
+export const ESTIMATE_REASONS = [
+  'stream_without_usage',
+  'no_usage',
+  'incomplete',
+  'undecodable',
+  'implausible',
+  'no_report',
+  'unknown_modality',
+] as const;
 export type EstimateReason = (typeof ESTIMATE_REASONS)[number];
 
 /** One metered response, as the ledger records it. */
@@ -308,7 +349,10 @@ export interface DebitRequest {
   readonly estimated?: EstimateReason | null;
   /** Calls of hosted tools debited besides the tokens (0 or absent: none). */
   readonly toolCalls?: number;
-  /** What they cost (toolsCost: calls x the price's per-call figure), added to the tokens' cost when the model is priced. */
+  /**
+   * What they cost (toolsCost: calls x the price's per-call figure), added to the tokens' cost when the model is
+   * priced.
+   */
   readonly toolCost?: number;
   /**
    * A settlement without a report (the request's maximum): replaced by the next settlement of the
@@ -372,7 +416,10 @@ export interface PendingRequest {
   readonly bodyBytes: number;
   readonly referencedInput: boolean;
   readonly stream: boolean;
-  /** The model may reason (meter.reasoningModels), the request asked it to, or a Gemini field mask hides the answer: an estimate of its output is its maximum. */
+  /**
+   * The model may reason (meter.reasoningModels), the request asked it to, or a Gemini field mask hides the answer: an
+   * estimate of its output is its maximum.
+   */
   readonly outputHidden?: boolean;
   /** Input tokens the provider adds to the request's own (Anthropic's tool prompts: request-shape.ts providerInput). */
   readonly inputExtra?: number;
@@ -411,7 +458,13 @@ export interface MeterStore {
    * says what the request is (its maximum in tokens): a reservation never settled becomes a
    * provisional debit of `amount` with those tokens when it expires.
    */
-  reserve(requestId: string, keyId: string, amount: number, ttlSeconds: number, held?: ReservedRequest): Promise<ReserveResult>;
+  reserve(
+    requestId: string,
+    keyId: string,
+    amount: number,
+    ttlSeconds: number,
+    held?: ReservedRequest,
+  ): Promise<ReserveResult>;
   /** Settles reservations past their time (provisionally, at what they hold); returns how many. */
   expireReservations?(): Promise<number>;
   /** Drops a request's reservation without a debit (an error, no usage). */
@@ -429,7 +482,13 @@ export interface MeterStore {
    * covers beyond `need` and never more than it covers; what a request of `replica` costs comes off
    * the lease with its debit. `granted` null: the key is unlimited.
    */
-  lease?(replica: string, keyId: string, want: number, need: number, ttlSeconds: number): Promise<{ granted: number | null; balance: number | null }>;
+  lease?(
+    replica: string,
+    keyId: string,
+    want: number,
+    need: number,
+    ttlSeconds: number,
+  ): Promise<{ granted: number | null; balance: number | null }>;
   /**
    * Settlements any replica made (a store shared by replicas): the replica that allowed a request
    * hears that it was settled elsewhere. Returns an unsubscribe function.

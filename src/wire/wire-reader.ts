@@ -28,7 +28,8 @@ export const WIRE = { VARINT, I64, LEN, SGROUP, EGROUP, I32 } as const;
 export const MAX_GROUP_DEPTH = 64;
 const MAX_DEPTH = MAX_GROUP_DEPTH;
 
-export type WireFault = 'truncated' | 'varint_too_long' | 'length_past_end' | 'field_number_0' | 'wire_type' | 'too_deep';
+export type WireFault =
+  'truncated' | 'varint_too_long' | 'length_past_end' | 'field_number_0' | 'wire_type' | 'too_deep';
 
 /** Bytes that are not a well-formed protobuf message; `fault` says which rule they broke. */
 export class WireError extends InternalError {
@@ -54,7 +55,8 @@ export const WIRE_FAULT = FAULT;
 const EMPTY = Buffer.alloc(0);
 
 /** Node's own UTF-8 slice (what buf.toString('utf8', s, e) ends in, without its argument handling). */
-const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string }).utf8Slice;
+const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string })
+  .utf8Slice;
 
 /**
  * A position in one message's bytes. `end` arguments bound the message being read (a sub-message's

@@ -23,7 +23,10 @@ beforeAll(async () => {
   await migrate(pool);
   await setGroup(pool, { name: 'basic', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }] });
   let out = '';
-  const code = await runCli(['admin-tokens', 'new', '--scope', 'admin', '--id', 'tok-admin', '--store', server.url, '--json'], { stdout: (s) => (out += s), stderr: () => {}, env: {} });
+  const code = await runCli(
+    ['admin-tokens', 'new', '--scope', 'admin', '--id', 'tok-admin', '--store', server.url, '--json'],
+    { stdout: (s) => (out += s), stderr: () => {}, env: {} },
+  );
   expect(code).toBe(0);
   token = JSON.parse(out).token;
   h = await startHarness({ configPath: tempConfig(`${readFileSync(DEMO_CONFIG, 'utf8')}\nstore: ${server.url}\n`) });
@@ -36,7 +39,11 @@ afterAll(async () => {
 
 const call = async (method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> => {
   const res = await fetch(`http://${h.service.httpAddress}${path}`, {
-    method, headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: res.status, text: await res.text() };

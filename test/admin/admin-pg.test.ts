@@ -24,8 +24,15 @@ let a: Harness;
 let b: Harness;
 let token = '';
 let billing = '';
-const api = (h: Harness, tok = token) => createClient<paths>({ baseUrl: `http://${h.service.httpAddress}`, headers: { authorization: `Bearer ${tok}` } });
-const chat = (h: Harness, key: string) => h.check({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${key}`]], body: '{"model":"gpt-4o-mini"}' });
+const api = (h: Harness, tok = token) =>
+  createClient<paths>({ baseUrl: `http://${h.service.httpAddress}`, headers: { authorization: `Bearer ${tok}` } });
+const chat = (h: Harness, key: string) =>
+  h.check({
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: [['authorization', `Bearer ${key}`]],
+    body: '{"model":"gpt-4o-mini"}',
+  });
 
 /** Waits (a notification crossing replicas) until `h`'s Check answers `reason` for `key`. */
 async function until(h: Harness, key: string, reason: string): Promise<void> {
@@ -50,8 +57,21 @@ beforeAll(async () => {
   pool = openPool(server.url);
   await migrate(pool);
   await setGroup(pool, { name: 'basic', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }] });
-  for (const [scope, set] of [['admin', (s: string) => (token = s)], ['billing', (s: string) => (billing = s)]] as const) {
-    const r = await cli(['admin-tokens', 'new', '--scope', scope, '--id', `tok-${scope}`, '--store', server.url, '--json']);
+  for (const [scope, set] of [
+    ['admin', (s: string) => (token = s)],
+    ['billing', (s: string) => (billing = s)],
+  ] as const) {
+    const r = await cli([
+      'admin-tokens',
+      'new',
+      '--scope',
+      scope,
+      '--id',
+      `tok-${scope}`,
+      '--store',
+      server.url,
+      '--json',
+    ]);
     expect(r.code, r.err).toBe(0);
     set(JSON.parse(r.out).token);
   }
@@ -78,29 +98,47 @@ describe('the admin API on PostgreSQL, two replicas', () => {
   });
 
   it('a key created on one replica is served by the other', async () => {
-    const r = await api(a).POST('/admin/v1/keys', { body: { id: 'pg-team', group: 'basic', balance: 10, metadata: { team: 'x' } } });
+    const r = await api(a).POST('/admin/v1/keys', {
+      body: { id: 'pg-team', group: 'basic', balance: 10, metadata: { team: 'x' } },
+    });
     expect(r.response.status).toBe(201);
     id = r.data!.key.id;
     secret = r.data!.secret;
     expect(r.data!.key).toMatchObject({ source: 'store', balance: 10, metadata: { team: 'x' } });
     await until(b, secret, 'allowed');
-    expect((await api(b).GET('/admin/v1/keys/{id}', { params: { path: { id } } })).data?.metadata).toEqual({ team: 'x' });
+    expect((await api(b).GET('/admin/v1/keys/{id}', { params: { path: { id } } })).data?.metadata).toEqual({
+      team: 'x',
+    });
   });
 
   it('a credit repeated on either replica with one idempotency key credits once', async () => {
     const body = { amount: 1.25, idempotencyKey: 'invoice-77' };
-    const results = await Promise.all([a, b, a, b].map((h) => api(h, billing).POST('/admin/v1/keys/{id}/credits', { params: { path: { id } }, body })));
+    const results = await Promise.all(
+      [a, b, a, b].map((h) => api(h, billing).POST('/admin/v1/keys/{id}/credits', { params: { path: { id } }, body })),
+    );
     expect(results.map((r) => r.response.status)).toEqual([200, 200, 200, 200]);
     expect(results.filter((r) => r.data!.replayed === false)).toHaveLength(1);
     expect(new Set(results.map((r) => r.data!.id)).size).toBe(1);
-    const { rows } = await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id]);
+    const { rows } = await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [
+      id,
+    ]);
     expect(rows[0].b).toBe('11.25');
-    expect((await api(b, billing).POST('/admin/v1/keys/{id}/credits', { params: { path: { id } }, body: { amount: 2, idempotencyKey: 'invoice-77' } })).response.status).toBe(409);
+    expect(
+      (
+        await api(b, billing).POST('/admin/v1/keys/{id}/credits', {
+          params: { path: { id } },
+          body: { amount: 2, idempotencyKey: 'invoice-77' },
+        })
+      ).response.status,
+    ).toBe(409);
   });
 
   it('rotation with a 5 s grace: the old secret works on both replicas for the grace only, then 401', async () => {
     for (const h of [a, b]) expect(reasonOf(await chat(h, secret))).toBe('allowed');
-    const r = await api(a).POST('/admin/v1/keys/{id}/rotate', { params: { path: { id } }, body: { gracePeriodSeconds: 5 } });
+    const r = await api(a).POST('/admin/v1/keys/{id}/rotate', {
+      params: { path: { id } },
+      body: { gracePeriodSeconds: 5 },
+    });
     expect(r.data!.key.id).toBe(id);
     const fresh = r.data!.secret;
     for (const h of [a, b]) await until(h, fresh, 'allowed');
@@ -136,13 +174,29 @@ describe('the admin API on PostgreSQL, two replicas', () => {
   });
 
   it('a group made unavailable on one replica refuses its keys on the other (group_unavailable), and back', async () => {
-    expect((await api(a, billing).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { available: false } })).response.status).toBe(403);
-    const off = await api(a).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { available: false, limits: { rpm: 100 } } });
+    expect(
+      (
+        await api(a, billing).PATCH('/admin/v1/groups/{name}', {
+          params: { path: { name: 'basic' } },
+          body: { available: false },
+        })
+      ).response.status,
+    ).toBe(403);
+    const off = await api(a).PATCH('/admin/v1/groups/{name}', {
+      params: { path: { name: 'basic' } },
+      body: { available: false, limits: { rpm: 100 } },
+    });
     expect(off.data).toMatchObject({ name: 'basic', available: false, limits: { rpm: 100 } });
     await until(b, secret, 'group_unavailable');
-    await api(b).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'basic' } }, body: { available: true, limits: null } });
+    await api(b).PATCH('/admin/v1/groups/{name}', {
+      params: { path: { name: 'basic' } },
+      body: { available: true, limits: null },
+    });
     await until(a, secret, 'allowed');
-    expect((await api(a).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'nope' } }, body: { available: true } })).response.status).toBe(404);
+    expect(
+      (await api(a).PATCH('/admin/v1/groups/{name}', { params: { path: { name: 'nope' } }, body: { available: true } }))
+        .response.status,
+    ).toBe(404);
   });
 
   it('DELETE on one replica: the other answers key_unknown', async () => {
@@ -152,7 +206,9 @@ describe('the admin API on PostgreSQL, two replicas', () => {
 
   it('a token revoked on one replica is refused by the other at its next request', async () => {
     expect((await api(b, billing).GET('/admin/v1/keys')).response.status).toBe(200);
-    expect((await api(a).DELETE('/admin/v1/tokens/{id}', { params: { path: { id: 'tok-billing' } } })).response.status).toBe(200);
+    expect(
+      (await api(a).DELETE('/admin/v1/tokens/{id}', { params: { path: { id: 'tok-billing' } } })).response.status,
+    ).toBe(200);
     expect((await api(b, billing).GET('/admin/v1/keys')).response.status).toBe(401);
     expect((await api(b).GET('/admin/v1/tokens')).data!.tokens.map((x) => x.id)).toEqual(['demo-admin', 'tok-admin']);
   });
@@ -160,13 +216,29 @@ describe('the admin API on PostgreSQL, two replicas', () => {
   it('every write is in the shared audit log, with actor, address and request id, never a secret', async () => {
     const entries = (await api(b).GET('/admin/v1/audit')).data!.entries;
     expect(entries.map((e) => `${e.action} ${e.actor}`).reverse()).toEqual([
-      'token.create cli', 'token.create cli', 'key.create tok-admin', 'key.credit tok-billing', 'key.rotate tok-admin', 'key.rotate tok-admin', 'key.rotate cli', 'group.update tok-admin', 'group.update tok-admin', 'key.delete tok-admin', 'token.delete tok-admin',
+      'token.create cli',
+      'token.create cli',
+      'key.create tok-admin',
+      'key.credit tok-billing',
+      'key.rotate tok-admin',
+      'key.rotate tok-admin',
+      'key.rotate cli',
+      'group.update tok-admin',
+      'group.update tok-admin',
+      'key.delete tok-admin',
+      'token.delete tok-admin',
     ]);
-    for (const e of entries.filter((x) => (x.action.startsWith('key.') || x.action.startsWith('group.')) && x.actor !== 'cli')) {
+    for (const e of entries.filter(
+      (x) => (x.action.startsWith('key.') || x.action.startsWith('group.')) && x.actor !== 'cli',
+    )) {
       expect(e.address).toMatch(/127\.0\.0\.1/);
       expect(e.requestId).toBeTruthy();
     }
-    expect(entries.find((e) => e.actor === 'cli' && e.action === 'key.rotate')).toMatchObject({ address: null, requestId: null, target: id });
+    expect(entries.find((e) => e.actor === 'cli' && e.action === 'key.rotate')).toMatchObject({
+      address: null,
+      requestId: null,
+      target: id,
+    });
     const page = (await api(a).GET('/admin/v1/audit', { params: { query: { limit: 4 } } })).data!;
     const rest = (await api(a).GET('/admin/v1/audit', { params: { query: { cursor: page.nextCursor! } } })).data!;
     expect([...page.entries, ...rest.entries].map((e) => e.id)).toEqual(entries.map((e) => e.id));

@@ -34,12 +34,33 @@ const describeSt = 'missing' in st ? describe.skip : describe;
 
 /** One schemathesis run; resolves with its exit code and output. */
 function runSchemathesis(h: Harness, token: string): Promise<{ code: number | null; output: string }> {
-  const args = ['run', `http://${h.service.httpAddress}/admin/v1/openapi.json`, '--url', `http://${h.service.httpAddress}`,
-    '-H', `Authorization: Bearer ${token}`, '--checks', 'all', '--exclude-checks', 'positive_data_acceptance,use_after_free,ensure_resource_availability',
-    '--max-examples', '25', '--workers', '1', '--phases', 'examples,coverage,fuzzing', '--seed', '40', '--no-color'];
+  const args = [
+    'run',
+    `http://${h.service.httpAddress}/admin/v1/openapi.json`,
+    '--url',
+    `http://${h.service.httpAddress}`,
+    '-H',
+    `Authorization: Bearer ${token}`,
+    '--checks',
+    'all',
+    '--exclude-checks',
+    'positive_data_acceptance,use_after_free,ensure_resource_availability',
+    '--max-examples',
+    '25',
+    '--workers',
+    '1',
+    '--phases',
+    'examples,coverage,fuzzing',
+    '--seed',
+    '40',
+    '--no-color',
+  ];
   return new Promise((resolve) => {
     // In a directory of its own: schemathesis keeps its example database (.schemathesis/) in the working directory.
-    const child = spawn((st as { path: string }).path, args, { cwd: mkdtempSync(join(tmpdir(), 'modelgate-st-')), env: { ...process.env, SCHEMATHESIS_TELEMETRY: 'false' } });
+    const child = spawn((st as { path: string }).path, args, {
+      cwd: mkdtempSync(join(tmpdir(), 'modelgate-st-')),
+      env: { ...process.env, SCHEMATHESIS_TELEMETRY: 'false' },
+    });
     let output = '';
     child.stdout.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr.on('data', (c: Buffer) => (output += c.toString()));
@@ -60,11 +81,21 @@ describeSt('schemathesis against the served admin API document', () => {
   it('on the file store: no 5xx, answers conform, no answer without a valid token but 401', async () => {
     const configPath = tempConfig();
     const token = generateToken();
-    addTokenToFile(adminStatePath(configPath), { id: 'schemathesis-run-token', sha256: hashToken(token), scope: 'admin', createdAt: Date.now() }, { tokenId: 'cli', address: null, requestId: null });
+    addTokenToFile(
+      adminStatePath(configPath),
+      { id: 'schemathesis-run-token', sha256: hashToken(token), scope: 'admin', createdAt: Date.now() },
+      { tokenId: 'cli', address: null, requestId: null },
+    );
     const h = await startHarness({ configPath, adminFailureLimit: LIMIT });
     harnesses.push(h);
     const r = await runSchemathesis(h, token);
-    expect(r.code, `${r.output}\n${h.logs.raw.filter((l) => l.includes('"level":50')).slice(0, 5).join('\n')}`).toBe(0);
+    expect(
+      r.code,
+      `${r.output}\n${h.logs.raw
+        .filter((l) => l.includes('"level":50'))
+        .slice(0, 5)
+        .join('\n')}`,
+    ).toBe(0);
     expect(h.logs.raw.filter((l) => l.includes('"level":50'))).toEqual([]);
   }, 300_000);
 
@@ -74,12 +105,23 @@ describeSt('schemathesis against the served admin API document', () => {
     await migrate(pool);
     await setGroup(pool, { name: 'basic', models: [{ name: 'gpt-4o-mini', protocols: null, available: true }] });
     const token = generateToken();
-    await new PgAdminBackend(pool).createToken({ id: 'schemathesis-run-token', sha256: hashToken(token), scope: 'admin', createdAt: Date.now() }, { tokenId: 'cli', address: null, requestId: null });
+    await new PgAdminBackend(pool).createToken(
+      { id: 'schemathesis-run-token', sha256: hashToken(token), scope: 'admin', createdAt: Date.now() },
+      { tokenId: 'cli', address: null, requestId: null },
+    );
     await pool.end();
-    const h = await startHarness({ configPath: tempConfig(`${readFileSync(DEMO_CONFIG, 'utf8')}\nstore: ${pgServer.url}\n`), adminFailureLimit: LIMIT });
+    const h = await startHarness({
+      configPath: tempConfig(`${readFileSync(DEMO_CONFIG, 'utf8')}\nstore: ${pgServer.url}\n`),
+      adminFailureLimit: LIMIT,
+    });
     harnesses.push(h);
     const r = await runSchemathesis(h, token);
-    expect(r.code, `${r.output}\n${h.logs.raw.filter((l) => l.includes('"level":50')).slice(0, 5).join('\n')}`).toBe(0);
+    expect(
+      r.code,
+      `${r.output}\n${h.logs.raw
+        .filter((l) => l.includes('"level":50'))
+        .slice(0, 5)
+        .join('\n')}`,
+    ).toBe(0);
   }, 300_000);
 });
-

@@ -62,7 +62,8 @@ describe('the stand-in upstream', () => {
   });
 
   it('answers pipelined requests in order: a chunked generative request, then a streamed chat', async () => {
-    const gen = 'POST /v1beta/models/gemini-2.5-flash:generateContent HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"con\r\n7\r\ntents":\r\n3\r\n[]}\r\n0\r\n\r\n';
+    const gen =
+      'POST /v1beta/models/gemini-2.5-flash:generateContent HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"con\r\n7\r\ntents":\r\n3\r\n[]}\r\n0\r\n\r\n';
     const body = '{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true}}';
     const chat = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
     const out = await exchange(up.port, [gen + chat], 2);
@@ -79,7 +80,13 @@ describe("the peers' data", () => {
   it('has every key of the config by SHA-256, with its group, balance, state and expiry (ns)', () => {
     const d = peerData(demo).modelgate;
     expect(Object.keys(d.keys).length).toBe(demo.keys.length);
-    expect(d.keys[hashKey(DEMO_KEYS.alice)]).toEqual({ id: 'alice', group: 'basic', balance: 12.5, disabled: false, expires_at_ns: null });
+    expect(d.keys[hashKey(DEMO_KEYS.alice)]).toEqual({
+      id: 'alice',
+      group: 'basic',
+      balance: 12.5,
+      disabled: false,
+      expires_at_ns: null,
+    });
     expect(d.keys[hashKey(DEMO_KEYS.erin)].expires_at_ns).toBe(Date.parse('2025-01-01T00:00:00Z') * 1e6);
     expect(d.keys[hashKey(DEMO_KEYS.dave)].disabled).toBe(true);
   });
@@ -94,7 +101,7 @@ describe("the peers' data", () => {
   });
 });
 
-describe("LiteLLM with its budget (setup litellm-budget)", () => {
+describe('LiteLLM with its budget (setup litellm-budget)', () => {
   it("is the litellm setup's config with LiteLLM's own cost callback registered, and nothing else changed", () => {
     const base = readFileSync('bench/peers/litellm/config.yaml', 'utf8');
     const budget = parseYaml(litellmBudgetConfig(base));
@@ -103,35 +110,75 @@ describe("LiteLLM with its budget (setup litellm-budget)", () => {
     delete budget.litellm_settings.callbacks;
     expect(budget).toEqual(plain);
     // The callback is LiteLLM's own class, only instantiated; custom auth turns the balance into max_budget.
-    expect(readFileSync('bench/peers/litellm/spend_tracking.py', 'utf8')).toMatch(/^from litellm\.proxy\.hooks\.proxy_track_cost_callback import ProxyDBLogger\n\nproxy_db_logger = ProxyDBLogger\(\)$/m);
+    expect(readFileSync('bench/peers/litellm/spend_tracking.py', 'utf8')).toMatch(
+      /^from litellm\.proxy\.hooks\.proxy_track_cost_callback import ProxyDBLogger\n\nproxy_db_logger = ProxyDBLogger\(\)$/m,
+    );
     expect(readFileSync('bench/peers/litellm/custom_auth.py', 'utf8')).toContain('"max_budget": float(balance)');
   });
 });
 
 describe('the bundle of each setup', () => {
   type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-  const hcm = (yaml: string): Obj => parseYaml(yaml).static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
-  const clusters = (yaml: string): Obj => Object.fromEntries((parseYaml(yaml).static_resources.clusters as Obj[]).map((c) => [c.name, c]));
+  const hcm = (yaml: string): Obj =>
+    parseYaml(yaml).static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+  const clusters = (yaml: string): Obj =>
+    Object.fromEntries((parseYaml(yaml).static_resources.clusters as Obj[]).map((c) => [c.name, c]));
 
   it("modelgate's is the generated one, pointed at the setup's ports", () => {
-    const { yaml, changes } = renderBundle(demo, { authz: { port: 4001, healthCheck: true, packAsBytes: true }, httpPort: 4002, upstreamPort: 4003, meter: false });
+    const { yaml, changes } = renderBundle(demo, {
+      authz: { port: 4001, healthCheck: true, packAsBytes: true },
+      httpPort: 4002,
+      upstreamPort: 4003,
+      meter: false,
+    });
     expect(changes).toHaveLength(1);
-    expect(hcm(yaml).http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.request', 'modelgate.request_metadata', 'envoy.filters.http.ext_authz', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    expect(hcm(yaml).http_filters.map((f: Obj) => f.name)).toEqual([
+      'modelgate.request',
+      'modelgate.request_metadata',
+      'envoy.filters.http.ext_authz',
+      'modelgate.drop_request_trailers',
+      'envoy.filters.http.router',
+    ]);
     const c = clusters(yaml);
     expect(c.modelgate_authz.health_checks).toHaveLength(1);
-    expect(c.modelgate_authz.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(4001);
+    expect(
+      c.modelgate_authz.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value,
+    ).toBe(4001);
     for (const u of ['upstream_chat', 'upstream_generative', 'upstream_messages', 'upstream_alt']) {
       expect(c[u].load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(4003);
     }
   });
 
   it('the floor has no ext_authz; OPA has pack_as_bytes false and no health check; the meter rows have the meter', () => {
-    expect(hcm(renderBundle(demo, { httpPort: 1, upstreamPort: 2, meter: false }).yaml).http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.drop_request_trailers', 'envoy.filters.http.router']);
-    const opa = renderBundle(demo, { authz: { port: 3, healthCheck: false, packAsBytes: false }, httpPort: 1, upstreamPort: 2, meter: false });
-    expect(hcm(opa.yaml).http_filters.find((f: Obj) => f.name === 'envoy.filters.http.ext_authz').typed_config.with_request_body.pack_as_bytes).toBe(false);
+    expect(
+      hcm(renderBundle(demo, { httpPort: 1, upstreamPort: 2, meter: false }).yaml).http_filters.map((f: Obj) => f.name),
+    ).toEqual(['modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    const opa = renderBundle(demo, {
+      authz: { port: 3, healthCheck: false, packAsBytes: false },
+      httpPort: 1,
+      upstreamPort: 2,
+      meter: false,
+    });
+    expect(
+      hcm(opa.yaml).http_filters.find((f: Obj) => f.name === 'envoy.filters.http.ext_authz').typed_config
+        .with_request_body.pack_as_bytes,
+    ).toBe(false);
     expect(clusters(opa.yaml).modelgate_authz.health_checks).toBeUndefined();
-    const metered = renderBundle(demo, { authz: { port: 3, healthCheck: true, packAsBytes: true }, httpPort: 1, upstreamPort: 2, meter: true });
-    expect(hcm(metered.yaml).http_filters.map((f: Obj) => f.name)).toEqual(['modelgate.request', 'modelgate.request_metadata', 'envoy.filters.http.ext_authz', 'modelgate.meter', 'envoy.filters.http.decompressor', 'modelgate.drop_request_trailers', 'envoy.filters.http.router']);
+    const metered = renderBundle(demo, {
+      authz: { port: 3, healthCheck: true, packAsBytes: true },
+      httpPort: 1,
+      upstreamPort: 2,
+      meter: true,
+    });
+    expect(hcm(metered.yaml).http_filters.map((f: Obj) => f.name)).toEqual([
+      'modelgate.request',
+      'modelgate.request_metadata',
+      'envoy.filters.http.ext_authz',
+      'modelgate.meter',
+      'envoy.filters.http.decompressor',
+      'modelgate.drop_request_trailers',
+      'envoy.filters.http.router',
+    ]);
     expect(clusters(metered.yaml).modelgate_meter).toBeDefined();
   });
 });

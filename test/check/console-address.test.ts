@@ -15,18 +15,38 @@ import { DEMO_KEYS } from '../support/demo-keys';
 
 const DEMO = readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8');
 const PLAIN = parseConfig(DEMO);
-const PUBLIC = parseConfig(DEMO.replace('# publicBaseUrl: https://llm.example.com', 'publicBaseUrl: https://llm.example.com'));
+const PUBLIC = parseConfig(
+  DEMO.replace('# publicBaseUrl: https://llm.example.com', 'publicBaseUrl: https://llm.example.com'),
+);
 
 function lookups(config: Config): Lookups {
   const store = new FileStore(config.groups, config.keys);
   return {
-    keys: { get: async (h) => { const v = await store.findKey(h); return v ? { status: 'found', value: v, stale: false } : { status: 'not_found', stale: false }; } },
-    groups: { get: async (n) => { const v = await store.findGroup(n); return v ? { status: 'found', value: v, stale: false } : { status: 'not_found', stale: false }; } },
+    keys: {
+      get: async (h) => {
+        const v = await store.findKey(h);
+        return v ? { status: 'found', value: v, stale: false } : { status: 'not_found', stale: false };
+      },
+    },
+    groups: {
+      get: async (n) => {
+        const v = await store.findGroup(n);
+        return v ? { status: 'found', value: v, stale: false } : { status: 'not_found', stale: false };
+      },
+    },
   };
 }
 
 function chat(key: string): RequestView {
-  return { method: 'POST', path: '/v1/chat/completions', query: '', headers: { authorization: `Bearer ${key}` }, body: Buffer.from('{"model":"gpt-4o-mini"}'), partialBody: false, requestId: '' };
+  return {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    query: '',
+    headers: { authorization: `Bearer ${key}` },
+    body: Buffer.from('{"model":"gpt-4o-mini"}'),
+    partialBody: false,
+    requestId: '',
+  };
 }
 
 test.each([
@@ -35,7 +55,9 @@ test.each([
 ])('with %s, key_unknown and group_unavailable name %s', async (_name, config, address) => {
   const unknown = await decide(chat(generateKey()), config, lookups(config), Date.now());
   expect(unknown.reason).toBe('key_unknown');
-  expect(unknown.hint).toBe(`no key matches: check that the whole key was copied from the console (${address}), and that it is a key for this gateway`);
+  expect(unknown.hint).toBe(
+    `no key matches: check that the whole key was copied from the console (${address}), and that it is a key for this gateway`,
+  );
   const paused = await decide(chat(DEMO_KEYS.frank), config, lookups(config), Date.now());
   expect(paused.reason).toBe('group_unavailable');
   expect(paused.hint).toBe(`the key's group "paused" is marked unavailable in the console (${address})`);

@@ -25,21 +25,69 @@ const def = authorizationService().Check;
 function corpus(keyHeader: string, vendorHeader: string): HttpRequestLine[] {
   const k = DEMO_KEYS.alice;
   const chat = JSON.stringify({ model: 'gpt-4o-mini', messages: [] });
-  const paths = ['/v1/chat/completions', '/v1/responses', '/v1/embeddings', '/v1/messages', '/v1/messages/count_tokens',
-    '/v1beta/models/gemini-2.5-flash:generateContent', '/v1/models', '/v1/models/gpt-4o-mini', '/v1beta/models',
-    '/alt/v1/chat/completions', '/alt/v1beta/models/gemini-2.5-flash:streamGenerateContent', '/v1/v1/chat/completions', '/nope', '/v2/chat/completions'];
-  const headerSets: [string, string][][] = [
-    [], [[keyHeader, keyHeader === 'authorization' ? `Bearer ${k}` : k]], [[vendorHeader, k]], [['authorization', `Bearer ${k}`], [vendorHeader, DEMO_KEYS.bob]],
-    [['authorization', 'Basic abc']], [['authorization', `Bearer ${k.slice(0, 20)}`]], [['x-api-key', k], ['anthropic-version', '2023-06-01']],
-    [['authorization', `Bearer ${k}`], ['content-encoding', 'gzip']], [['authorization', `Bearer ${DEMO_KEYS.dave}`]], [['authorization', `Bearer ${DEMO_KEYS.frank}`]],
-    [['authorization', `Bearer ${DEMO_KEYS.carol}`]], [['user-agent', 'sdk'], ['x-modelgate-group', 'pro'], ['authorization', `Bearer ${k}`]],
+  const paths = [
+    '/v1/chat/completions',
+    '/v1/responses',
+    '/v1/embeddings',
+    '/v1/messages',
+    '/v1/messages/count_tokens',
+    '/v1beta/models/gemini-2.5-flash:generateContent',
+    '/v1/models',
+    '/v1/models/gpt-4o-mini',
+    '/v1beta/models',
+    '/alt/v1/chat/completions',
+    '/alt/v1beta/models/gemini-2.5-flash:streamGenerateContent',
+    '/v1/v1/chat/completions',
+    '/nope',
+    '/v2/chat/completions',
   ];
-  const bodies = [chat, '', '{', '{"messages":[]}', JSON.stringify({ model: 'gpt-4.1' }), JSON.stringify({ model: DEMO_KEYS.bob }), JSON.stringify({ model: 'claude-3-5-haiku-latest' })];
+  const headerSets: [string, string][][] = [
+    [],
+    [[keyHeader, keyHeader === 'authorization' ? `Bearer ${k}` : k]],
+    [[vendorHeader, k]],
+    [
+      ['authorization', `Bearer ${k}`],
+      [vendorHeader, DEMO_KEYS.bob],
+    ],
+    [['authorization', 'Basic abc']],
+    [['authorization', `Bearer ${k.slice(0, 20)}`]],
+    [
+      ['x-api-key', k],
+      ['anthropic-version', '2023-06-01'],
+    ],
+    [
+      ['authorization', `Bearer ${k}`],
+      ['content-encoding', 'gzip'],
+    ],
+    [['authorization', `Bearer ${DEMO_KEYS.dave}`]],
+    [['authorization', `Bearer ${DEMO_KEYS.frank}`]],
+    [['authorization', `Bearer ${DEMO_KEYS.carol}`]],
+    [
+      ['user-agent', 'sdk'],
+      ['x-modelgate-group', 'pro'],
+      ['authorization', `Bearer ${k}`],
+    ],
+  ];
+  const bodies = [
+    chat,
+    '',
+    '{',
+    '{"messages":[]}',
+    JSON.stringify({ model: 'gpt-4.1' }),
+    JSON.stringify({ model: DEMO_KEYS.bob }),
+    JSON.stringify({ model: 'claude-3-5-haiku-latest' }),
+  ];
   const out: HttpRequestLine[] = [];
   for (const path of paths) {
     for (const headers of headerSets) {
       for (const body of bodies) {
-        out.push({ method: path.includes('models') && !path.includes(':') ? 'GET' : 'POST', path, headers, body, maxRequestBytes: body === chat ? 10 : undefined });
+        out.push({
+          method: path.includes('models') && !path.includes(':') ? 'GET' : 'POST',
+          path,
+          headers,
+          body,
+          maxRequestBytes: body === chat ? 10 : undefined,
+        });
         out.push({ method: 'POST', path, headers, body });
       }
     }
@@ -53,15 +101,23 @@ async function readNames(config: Config, lines: HttpRequestLine[]): Promise<Set<
   const cache = new StoreCache(new FileStore(config.groups, config.keys), config.cache);
   const read = new Set<string>();
   for (const line of lines) {
-    const full = readCheckRequest(def.requestDeserialize(def.requestSerialize(buildCheckRequest(line)) as Buffer) as CheckRequest__Output);
-    const headers = new Proxy({ ...full.headers }, {
-      get: (t, name) => (typeof name === 'string' && read.add(name), Reflect.get(t, name)),
-      has: (t, name) => (typeof name === 'string' && read.add(name), Reflect.has(t, name)),
-      getOwnPropertyDescriptor: (t, name) => (typeof name === 'string' && read.add(name), Reflect.getOwnPropertyDescriptor(t, name)),
-      ownKeys: () => {
-        throw new Error('a decision enumerated the headers: it must read them by name');
+    const full = readCheckRequest(
+      def.requestDeserialize(def.requestSerialize(buildCheckRequest(line)) as Buffer) as CheckRequest__Output,
+    );
+    const headers = new Proxy(
+      { ...full.headers },
+      {
+        get: (t, name) => (typeof name === 'string' && read.add(name), Reflect.get(t, name)),
+        has: (t, name) => (typeof name === 'string' && read.add(name), Reflect.has(t, name)),
+        getOwnPropertyDescriptor: (t, name) => (
+          typeof name === 'string' && read.add(name),
+          Reflect.getOwnPropertyDescriptor(t, name)
+        ),
+        ownKeys: () => {
+          throw new Error('a decision enumerated the headers: it must read them by name');
+        },
       },
-    });
+    );
     const view: RequestView = { ...full, headers };
     await decide(view, config, cache, Date.parse('2026-06-01T00:00:00Z'));
   }
@@ -76,7 +132,8 @@ describe('decisions read only decisionHeaders()', () => {
     const allowed = new Set(decisionHeaders(config.routes));
     expect([...read].filter((n) => !allowed.has(n))).toEqual([]);
     // The corpus does reach the reads that matter.
-    for (const n of ['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version', 'content-encoding']) expect(read.has(n), n).toBe(true);
+    for (const n of ['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version', 'content-encoding'])
+      expect(read.has(n), n).toBe(true);
   });
 
   test('custom key headers', async () => {

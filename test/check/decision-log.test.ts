@@ -6,22 +6,94 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, test } from 'vitest';
 import type { RequestView } from '../../src/check/request-view';
-import { clientAddress, formatDecisionLine, loggedClient, loggedUserAgent, type DecisionLine } from '../../src/check/decision-log';
+import {
+  clientAddress,
+  formatDecisionLine,
+  loggedClient,
+  loggedUserAgent,
+  type DecisionLine,
+} from '../../src/check/decision-log';
 
 function pinoLine(line: DecisionLine): string {
   let out = '';
-  const sink = new Writable({ write(chunk, _e, done) { out += chunk.toString(); done(); } });
+  const sink = new Writable({
+    write(chunk, _e, done) {
+      out += chunk.toString();
+      done();
+    },
+  });
   const logger = pino({ base: { svc: 'modelgate' }, timestamp: () => ',"time":1700000000000' }, sink);
   logger.info(line, 'decision');
   return out;
 }
 
 const lines: DecisionLine[] = [
-  { decision: 'allow', status: 200, reason: 'allowed', style: 'chat', method: 'POST', path: '/v1/chat/completions', keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', requestId: 'r-1', durUs: 12 },
-  { decision: 'deny', status: 403, reason: 'model_not_in_group', style: 'generative', method: 'POST', path: '/v1beta/models/x:generateContent', keyId: 'a"b', group: 'g\\h', model: 'quote " back \\ slash', hint: 'the key\'s group has no model "x": did you mean "y"?', stale: true, requestId: '', durUs: 0 },
-  { decision: 'deny', status: 401, reason: 'key_missing', style: 'unknown', method: 'GET', path: '/[20 chars]', hint: 'no key', requestId: 'x'.repeat(128), durUs: 123456 },
-  { decision: 'deny', status: 401, reason: 'key_unknown', style: 'chat', method: 'POST', path: '/v1/chat/completions', hint: 'unknown', client: '2001:db8::1', userAgent: 'claude-cli/2.0.31 (external, "cli")', requestId: 'r-2', durUs: 7 },
-  { decision: 'allow', status: 200, reason: 'allowed', style: 'chat', method: 'POST', path: '/v1/chat/completions', keyId: 'bob', group: 'pro', model: 'gpt-4o', userAgent: 'curl/8.5.0', requestId: 'r-3', durUs: 9 },
+  {
+    decision: 'allow',
+    status: 200,
+    reason: 'allowed',
+    style: 'chat',
+    method: 'POST',
+    path: '/v1/chat/completions',
+    keyId: 'alice',
+    group: 'basic',
+    model: 'gpt-4o-mini',
+    requestId: 'r-1',
+    durUs: 12,
+  },
+  {
+    decision: 'deny',
+    status: 403,
+    reason: 'model_not_in_group',
+    style: 'generative',
+    method: 'POST',
+    path: '/v1beta/models/x:generateContent',
+    keyId: 'a"b',
+    group: 'g\\h',
+    model: 'quote " back \\ slash',
+    hint: 'the key\'s group has no model "x": did you mean "y"?',
+    stale: true,
+    requestId: '',
+    durUs: 0,
+  },
+  {
+    decision: 'deny',
+    status: 401,
+    reason: 'key_missing',
+    style: 'unknown',
+    method: 'GET',
+    path: '/[20 chars]',
+    hint: 'no key',
+    requestId: 'x'.repeat(128),
+    durUs: 123456,
+  },
+  {
+    decision: 'deny',
+    status: 401,
+    reason: 'key_unknown',
+    style: 'chat',
+    method: 'POST',
+    path: '/v1/chat/completions',
+    hint: 'unknown',
+    client: '2001:db8::1',
+    userAgent: 'claude-cli/2.0.31 (external, "cli")',
+    requestId: 'r-2',
+    durUs: 7,
+  },
+  {
+    decision: 'allow',
+    status: 200,
+    reason: 'allowed',
+    style: 'chat',
+    method: 'POST',
+    path: '/v1/chat/completions',
+    keyId: 'bob',
+    group: 'pro',
+    model: 'gpt-4o',
+    userAgent: 'curl/8.5.0',
+    requestId: 'r-3',
+    durUs: 9,
+  },
 ];
 
 test.each(lines.map((l) => [l.reason, l] as const))('a %s line is exactly what pino writes', (_r, line) => {
@@ -31,7 +103,16 @@ test.each(lines.map((l) => [l.reason, l] as const))('a %s line is exactly what p
 });
 
 describe('the client address of a decision line', () => {
-  const view = (xff: string | undefined, client = '10.0.0.9'): RequestView => ({ method: 'POST', path: '/', query: '', headers: xff === undefined ? {} : { 'x-forwarded-for': xff }, body: undefined, partialBody: false, requestId: '', client });
+  const view = (xff: string | undefined, client = '10.0.0.9'): RequestView => ({
+    method: 'POST',
+    path: '/',
+    query: '',
+    headers: xff === undefined ? {} : { 'x-forwarded-for': xff },
+    body: undefined,
+    partialBody: false,
+    requestId: '',
+    client,
+  });
   test.each<[string | undefined, number, string | undefined]>([
     [undefined, 0, '10.0.0.9'], // no x-forwarded-for: the source address
     ['198.51.100.1, 192.0.2.2', 0, '10.0.0.9'], // no trusted hops: the peer (Envoy appends its local address for a loopback peer), never a client's entry

@@ -52,45 +52,129 @@ const no = (problem: ExtractProblem) => ({ problem });
 const CASES: Case[] = [
   // Where the model is, and how it is written.
   { name: 'finds model as the first field', body: '{"model":"gpt-4o","messages":[]}', expected: ok('gpt-4o') },
-  { name: 'finds model as the last field', body: '{"messages":[{"role":"user","content":"hi"}],"model":"gpt-4o"}', expected: ok('gpt-4o') },
-  { name: 'finds model between other fields', body: '{"a":1,"model":"gpt-4o","b":[true,false,null]}', expected: ok('gpt-4o') },
-  { name: 'accepts whitespace everywhere', body: ' \t\r\n{ \n"model" \t:\r\n "gpt-4o" \n, "x" : [ 1 , { } , [ ] ] }\n\t ', expected: ok('gpt-4o') },
+  {
+    name: 'finds model as the last field',
+    body: '{"messages":[{"role":"user","content":"hi"}],"model":"gpt-4o"}',
+    expected: ok('gpt-4o'),
+  },
+  {
+    name: 'finds model between other fields',
+    body: '{"a":1,"model":"gpt-4o","b":[true,false,null]}',
+    expected: ok('gpt-4o'),
+  },
+  {
+    name: 'accepts whitespace everywhere',
+    body: ' \t\r\n{ \n"model" \t:\r\n "gpt-4o" \n, "x" : [ 1 , { } , [ ] ] }\n\t ',
+    expected: ok('gpt-4o'),
+  },
   { name: 'accepts an empty model (the caller decides)', body: '{"model":""}', expected: ok('') },
   { name: 'compares an escaped key decoded', body: '{"mod\\u0065l":"gpt-4o"}', expected: ok('gpt-4o') },
-  { name: 'compares a fully escaped key decoded, in any hex case', body: '{"\\u006D\\u006f\\u0064\\u0065\\u006C":"a"}', expected: ok('a') },
+  {
+    name: 'compares a fully escaped key decoded, in any hex case',
+    body: '{"\\u006D\\u006f\\u0064\\u0065\\u006C":"a"}',
+    expected: ok('a'),
+  },
   { name: 'decodes an escaped value', body: '{"model":"gpt\\u002d4o"}', expected: ok('gpt-4o') },
   { name: 'decodes short escapes in the value', body: '{"model":"a\\"b\\\\c\\/d\\n"}', expected: ok('a"b\\c/d\n') },
   { name: 'decodes a surrogate pair in the value', body: '{"model":"\\ud83d\\ude80"}', expected: ok('🚀') },
   { name: 'keeps a lone surrogate like JSON.parse does', body: '{"model":"x\\ud800"}', expected: ok('x\ud800') },
   { name: 'decodes raw UTF-8 in the value', body: '{"model":"модель-🚀"}', expected: ok('модель-🚀') },
-  { name: 'finds model after a string ending in an escaped backslash', body: '{"a":"a\\\\","model":"m"}', expected: ok('m') },
-  { name: 'finds model after a string ending in two escaped backslashes', body: '{"a":"a\\\\\\\\","model":"m"}', expected: ok('m') },
-  { name: 'finds model after an escaped backslash then an escaped quote', body: '{"a":"\\\\\\"","model":"m"}', expected: ok('m') },
-  { name: 'accepts every kind of number', body: '{"n":[0,-0,1,-12,0.5,-0.5e10,1E+2,3e-4,10.25E-07],"model":"m"}', expected: ok('m') },
+  {
+    name: 'finds model after a string ending in an escaped backslash',
+    body: '{"a":"a\\\\","model":"m"}',
+    expected: ok('m'),
+  },
+  {
+    name: 'finds model after a string ending in two escaped backslashes',
+    body: '{"a":"a\\\\\\\\","model":"m"}',
+    expected: ok('m'),
+  },
+  {
+    name: 'finds model after an escaped backslash then an escaped quote',
+    body: '{"a":"\\\\\\"","model":"m"}',
+    expected: ok('m'),
+  },
+  {
+    name: 'accepts every kind of number',
+    body: '{"n":[0,-0,1,-12,0.5,-0.5e10,1E+2,3e-4,10.25E-07],"model":"m"}',
+    expected: ok('m'),
+  },
 
   // Only the top-level object counts.
-  { name: 'ignores model keys inside messages', body: '{"messages":[{"role":"user","model":"evil"}],"model":"good"}', expected: ok('good') },
-  { name: 'ignores model keys inside metadata objects', body: '{"model":"good","metadata":{"model":"evil","x":{"model":"worse"}}}', expected: ok('good') },
-  { name: 'ignores model keys inside arrays', body: '{"a":[["model"],{"model":1},[{"model":"evil"}]],"model":"good"}', expected: ok('good') },
-  { name: 'ignores "model" as a value', body: '{"name":"model","tags":["model"],"model":"good"}', expected: ok('good') },
-  { name: 'reports model absent when only nested objects have it', body: '{"metadata":{"model":"x"},"messages":[{"model":"y"}]}', expected: no('model_absent') },
+  {
+    name: 'ignores model keys inside messages',
+    body: '{"messages":[{"role":"user","model":"evil"}],"model":"good"}',
+    expected: ok('good'),
+  },
+  {
+    name: 'ignores model keys inside metadata objects',
+    body: '{"model":"good","metadata":{"model":"evil","x":{"model":"worse"}}}',
+    expected: ok('good'),
+  },
+  {
+    name: 'ignores model keys inside arrays',
+    body: '{"a":[["model"],{"model":1},[{"model":"evil"}]],"model":"good"}',
+    expected: ok('good'),
+  },
+  {
+    name: 'ignores "model" as a value',
+    body: '{"name":"model","tags":["model"],"model":"good"}',
+    expected: ok('good'),
+  },
+  {
+    name: 'reports model absent when only nested objects have it',
+    body: '{"metadata":{"model":"x"},"messages":[{"model":"y"}]}',
+    expected: no('model_absent'),
+  },
   { name: 'reports model absent for an empty object', body: '{}', expected: no('model_absent') },
   // Go's encoding/json (and Jackson with case-insensitive properties) bind "MODEL" to a field named
   // Model: the model it reads is not the one checked. Refused, beside "model" or alone.
   { name: 'refuses "model" in another case beside it', body: '{"model":"a","MODEL":"b"}', expected: no('model_case') },
-  { name: 'refuses "model" in another case after it with the same value', body: '{"model":"a","Model":"a"}', expected: no('model_case') },
+  {
+    name: 'refuses "model" in another case after it with the same value',
+    body: '{"model":"a","Model":"a"}',
+    expected: no('model_case'),
+  },
   { name: 'refuses "model" in another case alone', body: '{"Model":"a","MODEL":"b"}', expected: no('model_case') },
-  { name: 'refuses "model" in another case spelled with escapes', body: '{"model":"a","\\u004DODEL":"b"}', expected: no('model_case') },
+  {
+    name: 'refuses "model" in another case spelled with escapes',
+    body: '{"model":"a","\\u004DODEL":"b"}',
+    expected: no('model_case'),
+  },
   { name: 'ignores "MODEL" in nested objects', body: '{"model":"a","x":{"MODEL":"b"}}', expected: ok('a') },
   { name: 'does not trim keys', body: '{"model ":"a"," model":"b"}', expected: no('model_absent') },
-  { name: 'does not take a key with an escaped NUL for model', body: '{"model\\u0000":"a"}', expected: no('model_absent') },
+  {
+    name: 'does not take a key with an escaped NUL for model',
+    body: '{"model\\u0000":"a"}',
+    expected: no('model_absent'),
+  },
 
   // Duplicates.
-  { name: 'accepts duplicate model keys with equal values', body: '{"model":"a","x":1,"model":"a"}', expected: ok('a') },
-  { name: 'accepts duplicate model keys equal after decoding', body: '{"model":"a-b","mod\\u0065l":"a\\u002db"}', expected: ok('a-b') },
-  { name: 'refuses duplicate model keys with different values', body: '{"model":"allowed","model":"expensive"}', expected: no('duplicate_model') },
-  { name: 'refuses a string model duplicated by null', body: '{"model":"a","model":null}', expected: no('duplicate_model') },
-  { name: 'refuses null duplicated by a string model', body: '{"model":null,"model":"a"}', expected: no('duplicate_model') },
+  {
+    name: 'accepts duplicate model keys with equal values',
+    body: '{"model":"a","x":1,"model":"a"}',
+    expected: ok('a'),
+  },
+  {
+    name: 'accepts duplicate model keys equal after decoding',
+    body: '{"model":"a-b","mod\\u0065l":"a\\u002db"}',
+    expected: ok('a-b'),
+  },
+  {
+    name: 'refuses duplicate model keys with different values',
+    body: '{"model":"allowed","model":"expensive"}',
+    expected: no('duplicate_model'),
+  },
+  {
+    name: 'refuses a string model duplicated by null',
+    body: '{"model":"a","model":null}',
+    expected: no('duplicate_model'),
+  },
+  {
+    name: 'refuses null duplicated by a string model',
+    body: '{"model":null,"model":"a"}',
+    expected: no('duplicate_model'),
+  },
   { name: 'refuses two equal non-string models', body: '{"model":1,"model":1}', expected: no('duplicate_model') },
 
   // A model that is not a string.
@@ -108,7 +192,11 @@ const CASES: Case[] = [
   { name: 'reports a top-level string', body: '"model"', expected: no('not_object') },
   { name: 'reports a top-level number', body: ' 12 ', expected: no('not_object') },
   { name: 'reports a top-level null', body: 'null', expected: no('not_object') },
-  { name: 'refuses an invalid top-level array as invalid, not as not-an-object', body: '[1,]', expected: no('invalid_json') },
+  {
+    name: 'refuses an invalid top-level array as invalid, not as not-an-object',
+    body: '[1,]',
+    expected: no('invalid_json'),
+  },
 
   // Invalid JSON.
   { name: 'refuses trailing garbage', body: '{"model":"a"}x', expected: no('invalid_json') },
@@ -136,8 +224,16 @@ const CASES: Case[] = [
   { name: 'refuses a literal cut at the end', body: '{"model":"a","b":nul', expected: no('invalid_json') },
   { name: 'refuses an unknown escape', body: '{"model":"a","b":"\\x41"}', expected: no('invalid_json') },
   { name: 'refuses a short \\u escape', body: '{"model":"a","b":"\\u12"}', expected: no('invalid_json') },
-  { name: 'refuses a \\u escape with a non-hex digit', body: '{"model":"a","b":"\\u12G4"}', expected: no('invalid_json') },
-  { name: 'refuses a control byte among \\u digits (0x12 | 0x20 would be "2")', body: '{"model":"a","b":"\\u0\u00125d"}', expected: no('invalid_json') },
+  {
+    name: 'refuses a \\u escape with a non-hex digit',
+    body: '{"model":"a","b":"\\u12G4"}',
+    expected: no('invalid_json'),
+  },
+  {
+    name: 'refuses a control byte among \\u digits (0x12 | 0x20 would be "2")',
+    body: '{"model":"a","b":"\\u0\u00125d"}',
+    expected: no('invalid_json'),
+  },
   { name: 'refuses an uppercase \\U escape', body: '{"model":"a","b":"\\U0041"}', expected: no('invalid_json') },
   { name: 'refuses a bad escape in a key', body: '{"mod\\el":"a"}', expected: no('invalid_json') },
   { name: 'refuses a bad escape in the model', body: '{"model":"gpt\\-4o"}', expected: no('invalid_json') },
@@ -147,20 +243,60 @@ const CASES: Case[] = [
   { name: 'refuses a body ending inside a \\u escape', body: '{"model":"a\\u00', expected: no('invalid_json') },
 
   // Raw control characters: the documented leniency, and where it stops.
-  { name: 'accepts a raw control character inside another string (documented leniency)', body: '{"content":"a\u0001b\nc\td","model":"m"}', expected: ok('m') },
-  { name: 'refuses a raw control character inside the model', body: '{"model":"gpt-4o\n"}', expected: no('invalid_json') },
-  { name: 'refuses a raw control character inside an escaped model', body: '{"model":"gpt\\u002d4o\u0000"}', expected: no('invalid_json') },
-  { name: 'refuses a raw control character outside strings', body: '{\u0001"model":"a"}', expected: no('invalid_json') },
-  { name: 'does not take a key with a raw control character for model', body: '{"mo\u0001del":"a"}', expected: no('model_absent') },
-  { name: 'refuses form feed and vertical tab as whitespace', body: '{\f"model":"a"\u000b}', expected: no('invalid_json') },
+  {
+    name: 'accepts a raw control character inside another string (documented leniency)',
+    body: '{"content":"a\u0001b\nc\td","model":"m"}',
+    expected: ok('m'),
+  },
+  {
+    name: 'refuses a raw control character inside the model',
+    body: '{"model":"gpt-4o\n"}',
+    expected: no('invalid_json'),
+  },
+  {
+    name: 'refuses a raw control character inside an escaped model',
+    body: '{"model":"gpt\\u002d4o\u0000"}',
+    expected: no('invalid_json'),
+  },
+  {
+    name: 'refuses a raw control character outside strings',
+    body: '{\u0001"model":"a"}',
+    expected: no('invalid_json'),
+  },
+  {
+    name: 'does not take a key with a raw control character for model',
+    body: '{"mo\u0001del":"a"}',
+    expected: no('model_absent'),
+  },
+  {
+    name: 'refuses form feed and vertical tab as whitespace',
+    body: '{\f"model":"a"\u000b}',
+    expected: no('invalid_json'),
+  },
   { name: 'refuses a non-breaking space as whitespace', body: '{\u00a0"model":"a"}', expected: no('invalid_json') },
 
   // Invalid UTF-8, anywhere.
   { name: 'refuses an overlong encoding', body: bytes('{"model":"', [0xc0, 0xaf], '"}'), expected: no('not_utf8') },
-  { name: 'refuses a lone continuation byte', body: bytes('{"content":"', [0x80], '","model":"a"}'), expected: no('not_utf8') },
-  { name: 'refuses a truncated sequence', body: bytes('{"model":"a","x":"', [0xe2, 0x82], '"}'), expected: no('not_utf8') },
-  { name: 'refuses a surrogate encoded in UTF-8', body: bytes('{"model":"', [0xed, 0xa0, 0x80], '"}'), expected: no('not_utf8') },
-  { name: 'refuses a code point above U+10FFFF', body: bytes('{"model":"', [0xf4, 0x90, 0x80, 0x80], '"}'), expected: no('not_utf8') },
+  {
+    name: 'refuses a lone continuation byte',
+    body: bytes('{"content":"', [0x80], '","model":"a"}'),
+    expected: no('not_utf8'),
+  },
+  {
+    name: 'refuses a truncated sequence',
+    body: bytes('{"model":"a","x":"', [0xe2, 0x82], '"}'),
+    expected: no('not_utf8'),
+  },
+  {
+    name: 'refuses a surrogate encoded in UTF-8',
+    body: bytes('{"model":"', [0xed, 0xa0, 0x80], '"}'),
+    expected: no('not_utf8'),
+  },
+  {
+    name: 'refuses a code point above U+10FFFF',
+    body: bytes('{"model":"', [0xf4, 0x90, 0x80, 0x80], '"}'),
+    expected: no('not_utf8'),
+  },
   { name: 'refuses invalid UTF-8 outside strings', body: bytes('{"model":"a"}', [0xff]), expected: no('not_utf8') },
 ];
 
@@ -191,7 +327,13 @@ describe('extractModel', () => {
 
   it('never puts bytes of the body in a detail', () => {
     const secret = 'sk-SECRET0123456789';
-    for (const body of [`{"${secret}`, `{"model":"a","k":${secret}}`, `{"model":"${secret}"}x`, `["${secret}"]`, `{"model":"${secret}\n"}`]) {
+    for (const body of [
+      `{"${secret}`,
+      `{"model":"a","k":${secret}}`,
+      `{"model":"${secret}"}x`,
+      `["${secret}"]`,
+      `{"model":"${secret}\n"}`,
+    ]) {
       const r = check(Buffer.from(body));
       expect(r.ok).toBe(false);
       if (!r.ok) expect(r.detail).not.toContain('SECRET');
@@ -199,7 +341,10 @@ describe('extractModel', () => {
   });
 
   it('refuses 10,000 levels of nesting as too deep without throwing', () => {
-    for (const [open, close] of [['[', ']'], ['{"a":', '}']]) {
+    for (const [open, close] of [
+      ['[', ']'],
+      ['{"a":', '}'],
+    ]) {
       const body = Buffer.from(`{"model":"m","x":${open.repeat(10_000)}1${close.repeat(10_000)}}`);
       expect(check(body)).toEqual({ ok: false, problem: 'too_deep', detail: 'JSON nested deeper than 256 levels' });
     }
@@ -241,7 +386,11 @@ describe('extractModel', () => {
 
   it('finds an error at the very end of a 1 MiB body', () => {
     const body = chatBody(1 << 20, ',"model":"gpt-4o-mini"');
-    expect(check(body)).toEqual({ ok: false, problem: 'invalid_json', detail: `invalid JSON at byte ${body.length}: expected ',' or '}'` });
+    expect(check(body)).toEqual({
+      ok: false,
+      problem: 'invalid_json',
+      detail: `invalid JSON at byte ${body.length}: expected ',' or '}'`,
+    });
   });
 
   it('finds an unterminated string after long strings with escapes', () => {
@@ -261,7 +410,15 @@ function chatBody(size: number, tail: string): Buffer {
   ];
   const messages: string[] = [];
   for (let used = 0, i = 0; used < size; i++) {
-    const message = JSON.stringify({ role: i % 2 ? 'assistant' : 'user', model: 'nested', content: sentences.slice(i % 4).concat(sentences).join(' ').repeat(1 + (i % 7)) });
+    const message = JSON.stringify({
+      role: i % 2 ? 'assistant' : 'user',
+      model: 'nested',
+      content: sentences
+        .slice(i % 4)
+        .concat(sentences)
+        .join(' ')
+        .repeat(1 + (i % 7)),
+    });
     messages.push(message);
     used += Buffer.byteLength(message) + 1;
   }
@@ -282,7 +439,32 @@ function prng(seed: number): () => number {
 }
 
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'claude-3', '', 'модель', '🚀', 'a"b\\c', '\ud800', 'model'];
-const CHARS = ['a', 'b', 'z', ' ', 'model', '"', '\\', '/', '\n', '\t', '\u0001', '\u001f', 'é', '中', '😀', '\ud800', '\udc00', '\u2028', '{', '}', '[', ']', ',', ':'];
+const CHARS = [
+  'a',
+  'b',
+  'z',
+  ' ',
+  'model',
+  '"',
+  '\\',
+  '/',
+  '\n',
+  '\t',
+  '\u0001',
+  '\u001f',
+  'é',
+  '中',
+  '😀',
+  '\ud800',
+  '\udc00',
+  '\u2028',
+  '{',
+  '}',
+  '[',
+  ']',
+  ',',
+  ':',
+];
 
 class JsonGenerator {
   constructor(private readonly random: () => number) {}
@@ -312,8 +494,12 @@ class JsonGenerator {
       const mustEscape = ch === '"' || ch === '\\' || code < 0x20 || (code >= 0xd800 && code <= 0xdfff);
       if (!mustEscape && !this.chance(escapeRate)) out += ch;
       else if (ch === '"' || ch === '\\') out += this.chance(0.7) ? '\\' + ch : this.unicodeEscape(code);
-      else if ('\n\t\b\f\r/'.includes(ch) && this.chance(0.7)) out += JSON.stringify(ch).slice(1, -1).replace('/', '\\/');
-      else if (code > 0xffff) out += this.unicodeEscape(0xd800 + ((code - 0x10000) >> 10)) + this.unicodeEscape(0xdc00 + ((code - 0x10000) & 0x3ff));
+      else if ('\n\t\b\f\r/'.includes(ch) && this.chance(0.7))
+        out += JSON.stringify(ch).slice(1, -1).replace('/', '\\/');
+      else if (code > 0xffff)
+        out +=
+          this.unicodeEscape(0xd800 + ((code - 0x10000) >> 10)) +
+          this.unicodeEscape(0xdc00 + ((code - 0x10000) & 0x3ff));
       else out += this.unicodeEscape(code);
     }
     return out + '"';
@@ -490,14 +676,25 @@ describe('extractModel against JSON.parse', () => {
       for (let m = 0; m < 6; m++) {
         const at = Math.floor(random() * (original.length + 1));
         const kind = pick(['insert', 'delete', 'replace']);
-        const byte = random() < 0.15 ? Math.floor(random() * 0x20) : random() < 0.1 ? 0x80 + Math.floor(random() * 0x80) : pick(MUTATION_BYTES);
+        const byte =
+          random() < 0.15
+            ? Math.floor(random() * 0x20)
+            : random() < 0.1
+              ? 0x80 + Math.floor(random() * 0x80)
+              : pick(MUTATION_BYTES);
         const mutated =
           kind === 'insert'
             ? Buffer.concat([original.subarray(0, at), Buffer.from([byte]), original.subarray(at)])
-            : Buffer.concat([original.subarray(0, at), kind === 'replace' ? Buffer.from([byte]) : Buffer.alloc(0), original.subarray(at + 1)]);
+            : Buffer.concat([
+                original.subarray(0, at),
+                kind === 'replace' ? Buffer.from([byte]) : Buffer.alloc(0),
+                original.subarray(at + 1),
+              ]);
         const actual = check(mutated);
         if (!actual.ok && actual.detail.endsWith('control character in the model string')) continue; // strict on purpose
-        expect(summary(actual), `${kind} ${byte} at ${at} of ${JSON.stringify(original.toString())}`).toEqual(reference(mutated, true));
+        expect(summary(actual), `${kind} ${byte} at ${at} of ${JSON.stringify(original.toString())}`).toEqual(
+          reference(mutated, true),
+        );
         if (actual.ok) {
           accepted++;
           // Accepted, and JSON.parse agrees; or it refuses only a raw control byte in a string,

@@ -11,7 +11,9 @@ let h: Harness;
 beforeAll(async () => {
   h = await startHarness();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 const ALICE = DEMO_KEYS.alice;
 const BOB = DEMO_KEYS.bob;
@@ -26,7 +28,12 @@ describe('a key pasted as the model never comes back', () => {
     ['with a slash inside', `${BOB.slice(0, 9)}/${BOB.slice(9)}`],
     ['cut, without its prefix', BOB.slice(6, 30)],
   ])('%s', async (_why, model) => {
-    const res = await h.check({ method: 'POST', path: '/v1/chat/completions', headers: [BEARER], body: JSON.stringify({ model }) });
+    const res = await h.check({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: [BEARER],
+      body: JSON.stringify({ model }),
+    });
     expect(reasonOf(res)).toBe('model_not_in_group');
     const hint = deniedHeader(res, 'x-modelgate-hint')!;
     const body = JSON.stringify(res.denied_response);

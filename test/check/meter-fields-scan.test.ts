@@ -14,23 +14,46 @@ import { parseConfig, type Config } from '../../src/config/load';
 import type { KeyRecord } from '../../src/store/store';
 
 const demo = readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8');
-const withMeter = (on: boolean): Config => parseConfig(demo.replace(/^meter:\n {2}enabled: \w+/m, `meter:\n  enabled: ${on}`));
+const withMeter = (on: boolean): Config =>
+  parseConfig(demo.replace(/^meter:\n {2}enabled: \w+/m, `meter:\n  enabled: ${on}`));
 const key = generateKey();
-const record: KeyRecord = { id: 'k', sha256: hashKey(key), group: 'basic', balance: 10, disabled: false, expiresAt: null };
+const record: KeyRecord = {
+  id: 'k',
+  sha256: hashKey(key),
+  group: 'basic',
+  balance: 10,
+  disabled: false,
+  expiresAt: null,
+};
 
 function decideOn(config: Config, body: object): Decision {
   const lookups: Lookups = {
-    keys: { get: (sha) => (sha === record.sha256 ? { status: 'found', value: record, stale: false } : { status: 'not_found', stale: false }) },
+    keys: {
+      get: (sha) =>
+        sha === record.sha256
+          ? { status: 'found', value: record, stale: false }
+          : { status: 'not_found', stale: false },
+    },
     groups: { get: (name) => ({ status: 'found', value: config.groups.get(name)!, stale: false }) },
   };
   const view: RequestView = {
-    method: 'POST', path: '/v1/chat/completions', query: '', headers: { authorization: `Bearer ${key}` },
-    body: Buffer.from(JSON.stringify(body)), partialBody: false, requestId: 'r',
+    method: 'POST',
+    path: '/v1/chat/completions',
+    query: '',
+    headers: { authorization: `Bearer ${key}` },
+    body: Buffer.from(JSON.stringify(body)),
+    partialBody: false,
+    requestId: 'r',
   };
   return decide(view, config, lookups, Date.now()) as Decision;
 }
 
-const BODY = { model: 'gpt-4o-mini', stream: true, max_tokens: 50, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }] };
+const BODY = {
+  model: 'gpt-4o-mini',
+  stream: true,
+  max_tokens: 50,
+  messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }],
+};
 
 it('reads the watched fields and marks with the meter on, and not with it off', () => {
   const on = withMeter(true);

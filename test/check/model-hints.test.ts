@@ -9,10 +9,21 @@ import type { GroupRecord, ModelRecord } from '../../src/store/store';
 import { DEMO_KEYS } from '../support/demo-keys';
 
 function group(name: string, models: string[]): GroupRecord {
-  return { name, available: true, models: new Map(models.map((m): [string, ModelRecord] => [m, { name: m, protocols: null, available: true }])) };
+  return {
+    name,
+    available: true,
+    models: new Map(models.map((m): [string, ModelRecord] => [m, { name: m, protocols: null, available: true }])),
+  };
 }
 
-const BASIC = group('basic', ['gpt-4o-mini', 'text-embedding-3-small', 'claude-3-5-haiku-latest', 'gemini-2.5-flash', 'o3', 'Llama-3.1-8B-Instruct']);
+const BASIC = group('basic', [
+  'gpt-4o-mini',
+  'text-embedding-3-small',
+  'claude-3-5-haiku-latest',
+  'gemini-2.5-flash',
+  'o3',
+  'Llama-3.1-8B-Instruct',
+]);
 const SECRET = group('secret', ['gpt-5-internal', 'gpt-4o-mini-secret', 'claude-opus-internal']);
 const LIST = '/v1/models';
 
@@ -33,7 +44,11 @@ describe('modelNotInGroupHint', () => {
     ['a trailing tab and newline', 'gpt-4o-mini\t\n', /leading or trailing spaces: use "gpt-4o-mini"/],
     ['a trailing no-break space', 'gpt-4o-mini\u00a0', /leading or trailing spaces: use "gpt-4o-mini"/],
     ['a different case', 'GPT-4o-mini', /case-sensitive: did you mean "gpt-4o-mini" instead of "GPT-4o-mini"\?/],
-    ['an all-lowercase name of a mixed-case model', 'llama-3.1-8b-instruct', /case-sensitive: did you mean "Llama-3.1-8B-Instruct"/],
+    [
+      'an all-lowercase name of a mixed-case model',
+      'llama-3.1-8b-instruct',
+      /case-sensitive: did you mean "Llama-3.1-8B-Instruct"/,
+    ],
     ['a different case and a trailing space', 'O3 ', /case-sensitive: did you mean "o3"/],
     ['a dropped letter (gpt-4o-mni)', 'gpt-4o-mni', /has no model "gpt-4o-mni": did you mean "gpt-4o-mini"\?/],
     ['swapped letters (gtp-4o-mini)', 'gtp-4o-mini', /did you mean "gpt-4o-mini"\?/],
@@ -55,7 +70,9 @@ describe('modelNotInGroupHint', () => {
     ['an empty-looking name of spaces', '   '],
   ])('falls back to the group and the list endpoint for %s', (_name, model) => {
     const hint = modelNotInGroupHint(model, BASIC, LIST);
-    expect(hint).toMatch(/^the key's group "basic" does not include model ".*": check that the key is bound to the right group and the model name is exact; list the group's models with GET \/v1\/models$/);
+    expect(hint).toMatch(
+      /^the key's group "basic" does not include model ".*": check that the key is bound to the right group and the model name is exact; list the group's models with GET \/v1\/models$/,
+    );
     expectSafe(hint);
   });
 
@@ -66,9 +83,9 @@ describe('modelNotInGroupHint', () => {
   test.each([
     ['the exact name of a model in another group only', 'gpt-5-internal'],
     ['a typo of a model in another group only', 'gpt-5-internl'],
-    ['another group\'s model with a trailing space', 'gpt-5-internal '],
-    ['another group\'s model in another case', 'GPT-5-INTERNAL'],
-    ['a typo closer to another group\'s model than to its own', 'gpt-4o-mini-secre'],
+    ["another group's model with a trailing space", 'gpt-5-internal '],
+    ["another group's model in another case", 'GPT-5-INTERNAL'],
+    ["a typo closer to another group's model than to its own", 'gpt-4o-mini-secre'],
   ])('never suggests a model of another group for %s', (_name, model) => {
     const hint = modelNotInGroupHint(model, BASIC, LIST);
     // The client's own string is echoed; nothing else from the other group may appear.
@@ -77,7 +94,7 @@ describe('modelNotInGroupHint', () => {
     expect(hint).toMatch(/^the key's group "basic"|did you mean "gpt-4o-mini"\?/);
   });
 
-  test('suggests from the key\'s group when another group has the closer name', () => {
+  test("suggests from the key's group when another group has the closer name", () => {
     const other = group('other', ['gpt-4o-mini']);
     const own = group('own', ['gpt-4o-mini-tts']);
     expect(modelNotInGroupHint('gpt-4o-mini-t', own, LIST)).toMatch(/did you mean "gpt-4o-mini-tts"/);
@@ -98,7 +115,11 @@ describe('modelNotInGroupHint', () => {
   });
 
   test.each([
-    ['a NUL', 'gpt-4o-mini\u0000', /did you mean "gpt-4o-mini"\? .*"gpt-4o-mini\?"|"gpt-4o-mini\?": did you mean "gpt-4o-mini"/],
+    [
+      'a NUL',
+      'gpt-4o-mini\u0000',
+      /did you mean "gpt-4o-mini"\? .*"gpt-4o-mini\?"|"gpt-4o-mini\?": did you mean "gpt-4o-mini"/,
+    ],
     ['an escape sequence', '\u001b[31mgpt-4o-mini', /"\?\[31mgpt-4o-mini"/],
     ['a Cyrillic letter', 'gpt-4\u043e-mini', /has no model "gpt-4\?-mini": did you mean "gpt-4o-mini"\?/],
     ['an emoji', 'gpt-4o-mini-\u{1f680}', /"gpt-4o-mini-\?\?"/],
@@ -117,7 +138,10 @@ describe('modelNotInGroupHint', () => {
     ['a key in quotes', `"${DEMO_KEYS.dave}"`],
     ['a key after a long prefix', `${'m'.repeat(70)}${DEMO_KEYS.erin}`],
     ['a key cut short', DEMO_KEYS.frank.slice(0, 30)],
-    ['a key with one character mistyped as non-ASCII', `${DEMO_KEYS.alice.slice(0, 20)}\u00e9${DEMO_KEYS.alice.slice(21)}`],
+    [
+      'a key with one character mistyped as non-ASCII',
+      `${DEMO_KEYS.alice.slice(0, 20)}\u00e9${DEMO_KEYS.alice.slice(21)}`,
+    ],
     ['a key with a stray dot inside', `${DEMO_KEYS.bob.slice(0, 15)}.${DEMO_KEYS.bob.slice(15)}`],
     ['a key with a control character inside', `${DEMO_KEYS.carol.slice(0, 10)}\u0000${DEMO_KEYS.carol.slice(10)}`],
   ])('redacts %s', (_name, model) => {
@@ -127,6 +151,8 @@ describe('modelNotInGroupHint', () => {
   });
 
   test('gives the generic hint for a group without models', () => {
-    expect(modelNotInGroupHint('gpt-4o-mini', group('empty', []), LIST)).toMatch(/^the key's group "empty" does not include model "gpt-4o-mini"/);
+    expect(modelNotInGroupHint('gpt-4o-mini', group('empty', []), LIST)).toMatch(
+      /^the key's group "empty" does not include model "gpt-4o-mini"/,
+    );
   });
 });

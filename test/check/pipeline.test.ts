@@ -32,12 +32,22 @@ test('while shutting down, a Check is denied authz_unavailable (503) without a l
     encoder: new ResponseEncoder((r) => def.responseSerialize(r)),
     draining: () => draining,
   });
-  const request = def.requestSerialize(buildCheckRequest({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]], body: '{"model":"gpt-4o-mini"}' }));
-  const answer = async (): Promise<CheckResponse__Output> => def.responseDeserialize(await pipeline.check(request)) as CheckResponse__Output;
+  const request = def.requestSerialize(
+    buildCheckRequest({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]],
+      body: '{"model":"gpt-4o-mini"}',
+    }),
+  );
+  const answer = async (): Promise<CheckResponse__Output> =>
+    def.responseDeserialize(await pipeline.check(request)) as CheckResponse__Output;
 
   // Not draining: decided as usual (an unknown key here).
   const before = await answer();
-  expect(before.denied_response?.headers?.find((h) => h.header?.key === 'x-modelgate-reason')?.header?.value).toBe('key_unknown');
+  expect(before.denied_response?.headers?.find((h) => h.header?.key === 'x-modelgate-reason')?.header?.value).toBe(
+    'key_unknown',
+  );
   expect(lookedUp).toHaveLength(1);
 
   draining = true;
@@ -49,5 +59,7 @@ test('while shutting down, a Check is denied authz_unavailable (503) without a l
   expect(header('x-modelgate-reason')).toBe('authz_unavailable');
   expect(header('x-modelgate-hint')).toBe(HINTS.authz_unavailable.shuttingDown);
   expect(lookedUp).toEqual([]);
-  expect(errors).toEqual([{ decision: 'deny', status: 503, reason: 'authz_unavailable', hint: HINTS.authz_unavailable.shuttingDown }]);
+  expect(errors).toEqual([
+    { decision: 'deny', status: 503, reason: 'authz_unavailable', hint: HINTS.authz_unavailable.shuttingDown },
+  ]);
 });

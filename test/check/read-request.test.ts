@@ -26,17 +26,30 @@ const filter = requestHeaderFilter(DEFAULT_ROUTES);
 const wanted = new Set(decisionHeaders(DEFAULT_ROUTES));
 const decode = (bytes: Buffer): RequestView | undefined => decodeCheckRequest(bytes, filter);
 /** What protobufjs + the plain reading make of the same bytes. */
-const reference = (bytes: Buffer): RequestView => readCheckRequest(def.requestDeserialize(bytes) as CheckRequest__Output, (h) => wanted.has(h));
-const plain = (v: RequestView | undefined) => v && { ...v, headers: { ...v.headers }, body: v.body && Buffer.from(v.body).toString('latin1') };
+const reference = (bytes: Buffer): RequestView =>
+  readCheckRequest(def.requestDeserialize(bytes) as CheckRequest__Output, (h) => wanted.has(h));
+const plain = (v: RequestView | undefined) =>
+  v && { ...v, headers: { ...v.headers }, body: v.body && Buffer.from(v.body).toString('latin1') };
 
 describe('decodeCheckRequest', () => {
   test('reads method, path, query, the decision headers, body and request id from the headers map', () => {
-    const v = decode(encode(buildCheckRequest({
-      method: 'POST',
-      path: '/v1/chat/completions?alt=sse&key=',
-      headers: [['Authorization', 'Bearer k'], ['X-Request-Id', 'req-1'], ['X-Api-Key', 'a'], ['x-api-key', 'b'], ['User-Agent', 'sdk/1.0'], ['anthropic-version', '2023-06-01']],
-      body: '{"model":"m"}',
-    })))!;
+    const v = decode(
+      encode(
+        buildCheckRequest({
+          method: 'POST',
+          path: '/v1/chat/completions?alt=sse&key=',
+          headers: [
+            ['Authorization', 'Bearer k'],
+            ['X-Request-Id', 'req-1'],
+            ['X-Api-Key', 'a'],
+            ['x-api-key', 'b'],
+            ['User-Agent', 'sdk/1.0'],
+            ['anthropic-version', '2023-06-01'],
+          ],
+          body: '{"model":"m"}',
+        }),
+      ),
+    )!;
     expect(v.method).toBe('POST');
     expect(v.path).toBe('/v1/chat/completions');
     expect(v.query).toBe('alt=sse&key=');
@@ -48,45 +61,93 @@ describe('decodeCheckRequest', () => {
     expect(v.partialBody).toBe(false);
     expect(v.headers['user-agent']).toBe('sdk/1.0'); // for the decision line
     // Headers no decision (or its log line) reads are skipped, not decoded.
-    expect(Object.keys(v.headers).sort()).toEqual([':method', ':path', 'anthropic-version', 'authorization', 'user-agent', 'x-api-key', 'x-envoy-auth-partial-body', 'x-request-id']);
+    expect(Object.keys(v.headers).sort()).toEqual([
+      ':method',
+      ':path',
+      'anthropic-version',
+      'authorization',
+      'user-agent',
+      'x-api-key',
+      'x-envoy-auth-partial-body',
+      'x-request-id',
+    ]);
   });
 
   test('keeps the key headers the config names, and only those', () => {
-    const bytes = encode(buildCheckRequest({ method: 'POST', path: '/v1/chat/completions', headers: [['x-corp-key', 'k1'], ['x-goog-api-key', 'k2']] }));
+    const bytes = encode(
+      buildCheckRequest({
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: [
+          ['x-corp-key', 'k1'],
+          ['x-goog-api-key', 'k2'],
+        ],
+      }),
+    );
     const custom = headerFilter([':path', ':method', 'x-corp-key']);
-    expect(decodeCheckRequest(bytes, custom)!.headers).toEqual({ ':path': '/v1/chat/completions', ':method': 'POST', 'x-corp-key': 'k1' });
+    expect(decodeCheckRequest(bytes, custom)!.headers).toEqual({
+      ':path': '/v1/chat/completions',
+      ':method': 'POST',
+      'x-corp-key': 'k1',
+    });
   });
 
   test('flags a body Envoy cut at max_request_bytes', () => {
-    const v = decode(encode(buildCheckRequest({ method: 'POST', path: '/v1/messages', body: 'x'.repeat(100), maxRequestBytes: 10 })))!;
+    const v = decode(
+      encode(buildCheckRequest({ method: 'POST', path: '/v1/messages', body: 'x'.repeat(100), maxRequestBytes: 10 })),
+    )!;
     expect(v.partialBody).toBe(true);
     expect(v.body!.length).toBe(10);
   });
 
   test('reads header_map (encode_raw_headers), lowercasing names and joining repeats with "," as Envoy does', () => {
-    const v = decode(encode({
-      attributes: { request: { http: { header_map: { headers: [
-        { key: ':method', raw_value: Buffer.from('POST') },
-        { key: ':path', raw_value: Buffer.from('/v1beta/models/m:generateContent?alt=sse') },
-        { key: 'X-Goog-Api-Key', raw_value: Buffer.from('k1') },
-        { key: 'x-goog-api-key', value: 'k2' },
-        { key: 'accept', value: 'skipped' },
-        { key: '', value: 'ignored' },
-      ] } } } },
-    }))!;
+    const v = decode(
+      encode({
+        attributes: {
+          request: {
+            http: {
+              header_map: {
+                headers: [
+                  { key: ':method', raw_value: Buffer.from('POST') },
+                  { key: ':path', raw_value: Buffer.from('/v1beta/models/m:generateContent?alt=sse') },
+                  { key: 'X-Goog-Api-Key', raw_value: Buffer.from('k1') },
+                  { key: 'x-goog-api-key', value: 'k2' },
+                  { key: 'accept', value: 'skipped' },
+                  { key: '', value: 'ignored' },
+                ],
+              },
+            },
+          },
+        },
+      }),
+    )!;
     expect(v.method).toBe('POST');
     expect(v.path).toBe('/v1beta/models/m:generateContent');
     expect(v.query).toBe('alt=sse');
-    expect(v.headers).toEqual({ ':method': 'POST', ':path': '/v1beta/models/m:generateContent?alt=sse', 'x-goog-api-key': 'k1,k2' });
+    expect(v.headers).toEqual({
+      ':method': 'POST',
+      ':path': '/v1beta/models/m:generateContent?alt=sse',
+      'x-goog-api-key': 'k1,k2',
+    });
   });
 
   test('takes the body field when raw_body is absent, as the bytes that came', () => {
-    const v = decode(encode({ attributes: { request: { http: { method: 'POST', path: '/v1/embeddings', body: '{"model":"\u00e9"}' } } } }))!;
+    const v = decode(
+      encode({
+        attributes: { request: { http: { method: 'POST', path: '/v1/embeddings', body: '{"model":"\u00e9"}' } } },
+      }),
+    )!;
     expect(Buffer.from(v.body!).toString('utf8')).toBe('{"model":"\u00e9"}');
   });
 
   test('falls back to the http path and method fields when pseudo-headers are absent', () => {
-    const v = decode(encode({ attributes: { request: { http: { method: 'GET', path: '/v1/models?x=1', headers: { authorization: 'Bearer k' } } } } }))!;
+    const v = decode(
+      encode({
+        attributes: {
+          request: { http: { method: 'GET', path: '/v1/models?x=1', headers: { authorization: 'Bearer k' } } },
+        },
+      }),
+    )!;
     expect(v).toMatchObject({ method: 'GET', path: '/v1/models', query: 'x=1' });
   });
 
@@ -94,27 +155,73 @@ describe('decodeCheckRequest', () => {
     ['an empty request', {}],
     ['no http attributes', { attributes: { request: {} } }],
   ])('reads %s as an empty view', (_name, req) => {
-    expect(decode(encode(req))).toEqual({ method: '', path: '', query: '', headers: {}, body: undefined, partialBody: false, requestId: '' });
+    expect(decode(encode(req))).toEqual({
+      method: '',
+      path: '',
+      query: '',
+      headers: {},
+      body: undefined,
+      partialBody: false,
+      requestId: '',
+    });
   });
 
-  test('reads the client\'s address (attributes.source, as Envoy determined it) and nothing else of the peers and context', () => {
-    const req = { attributes: { source: { address: { socket_address: { address: '2001:db8::7', port_value: 1 } } }, destination: { address: { socket_address: { address: '10.0.0.2', port_value: 2 } } }, context_extensions: { a: 'b' } } };
+  test("reads the client's address (attributes.source, as Envoy determined it) and nothing else of the peers and context", () => {
+    const req = {
+      attributes: {
+        source: { address: { socket_address: { address: '2001:db8::7', port_value: 1 } } },
+        destination: { address: { socket_address: { address: '10.0.0.2', port_value: 2 } } },
+        context_extensions: { a: 'b' },
+      },
+    };
     const v = decode(encode(req))!;
-    expect(v).toEqual({ method: '', path: '', query: '', headers: {}, body: undefined, partialBody: false, requestId: '', client: '2001:db8::7' });
+    expect(v).toEqual({
+      method: '',
+      path: '',
+      query: '',
+      headers: {},
+      body: undefined,
+      partialBody: false,
+      requestId: '',
+      client: '2001:db8::7',
+    });
     expect(v.client).toBe('2001:db8::7');
   });
 
   test('merges a repeated embedded message as the protobuf spec says (as if the two were concatenated)', () => {
-    const a = encode({ attributes: { request: { http: { headers: { ':path': '/v1/chat/completions', authorization: 'Bearer a', 'x-request-id': 'r1' }, raw_body: Buffer.from('{"model":"a"}') } } } });
-    const b = encode({ attributes: { request: { http: { headers: { authorization: 'Bearer b', ':method': 'POST' } } } } });
+    const a = encode({
+      attributes: {
+        request: {
+          http: {
+            headers: { ':path': '/v1/chat/completions', authorization: 'Bearer a', 'x-request-id': 'r1' },
+            raw_body: Buffer.from('{"model":"a"}'),
+          },
+        },
+      },
+    });
+    const b = encode({
+      attributes: { request: { http: { headers: { authorization: 'Bearer b', ':method': 'POST' } } } },
+    });
     const v = decode(Buffer.concat([a, b]))!;
-    expect(v.headers).toEqual({ ':path': '/v1/chat/completions', authorization: 'Bearer b', 'x-request-id': 'r1', ':method': 'POST' });
+    expect(v.headers).toEqual({
+      ':path': '/v1/chat/completions',
+      authorization: 'Bearer b',
+      'x-request-id': 'r1',
+      ':method': 'POST',
+    });
     expect(Buffer.from(v.body!).toString()).toBe('{"model":"a"}');
   });
 });
 
 describe('decodeCheckRequest refuses what is not a well-formed message', () => {
-  const valid = encode(buildCheckRequest({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', 'Bearer k']], body: '{"model":"m"}' }));
+  const valid = encode(
+    buildCheckRequest({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: [['authorization', 'Bearer k']],
+      body: '{"model":"m"}',
+    }),
+  );
 
   test.each<[string, number[]]>([
     ['wire type 6', [0x0e]],
@@ -133,12 +240,43 @@ describe('decodeCheckRequest refuses what is not a well-formed message', () => {
   });
 
   test('skips unknown fields of every wire type, and groups nested 64 deep', () => {
-    const unknown = Buffer.from([0x10, 0x96, 0x01, 0x19, 1, 2, 3, 4, 5, 6, 7, 8, 0x25, 1, 2, 3, 4, 0x2a, 0x01, 0x00, ...Array(64).fill(0x33), ...Array(64).fill(0x34)]);
+    const unknown = Buffer.from([
+      0x10,
+      0x96,
+      0x01,
+      0x19,
+      1,
+      2,
+      3,
+      4,
+      5,
+      6,
+      7,
+      8,
+      0x25,
+      1,
+      2,
+      3,
+      4,
+      0x2a,
+      0x01,
+      0x00,
+      ...Array(64).fill(0x33),
+      ...Array(64).fill(0x34),
+    ]);
     expect(plain(decode(Buffer.concat([unknown, valid])))).toEqual(plain(decode(valid)));
   });
 
   test('every truncation of a valid request is refused (its one top-level field spans it all)', () => {
-    expect(decode(valid.subarray(0, 0))).toEqual({ method: '', path: '', query: '', headers: {}, body: undefined, partialBody: false, requestId: '' });
+    expect(decode(valid.subarray(0, 0))).toEqual({
+      method: '',
+      path: '',
+      query: '',
+      headers: {},
+      body: undefined,
+      partialBody: false,
+      requestId: '',
+    });
     for (let n = 1; n < valid.length; n++) expect(decode(valid.subarray(0, n)), `first ${n} bytes`).toBeUndefined();
   });
 
@@ -151,8 +289,14 @@ describe('decodeCheckRequest refuses what is not a well-formed message', () => {
       const v = decode(m);
       if (v === undefined) continue;
       views++;
-      expect(typeof v.method === 'string' && typeof v.path === 'string' && typeof v.query === 'string' && typeof v.requestId === 'string').toBe(true);
-      for (const [name, value] of Object.entries(v.headers)) expect(wanted.has(name) && typeof value === 'string').toBe(true);
+      expect(
+        typeof v.method === 'string' &&
+          typeof v.path === 'string' &&
+          typeof v.query === 'string' &&
+          typeof v.requestId === 'string',
+      ).toBe(true);
+      for (const [name, value] of Object.entries(v.headers))
+        expect(wanted.has(name) && typeof value === 'string').toBe(true);
     }
     expect(views).toBeGreaterThan(1_000);
   });
@@ -169,7 +313,9 @@ describe('decodeCheckRequest refuses what is not a well-formed message', () => {
       const m = Buffer.from(valid);
       for (let k = 1 + Math.floor(rnd() * 4); k > 0; k--) {
         const [from, to] = ranges[Math.floor(rnd() * ranges.length)];
-        if (to > from) m[from + Math.floor(rnd() * (to - from))] = rnd() < 0.5 ? bytes[Math.floor(rnd() * bytes.length)] : Math.floor(rnd() * 256);
+        if (to > from)
+          m[from + Math.floor(rnd() * (to - from))] =
+            rnd() < 0.5 ? bytes[Math.floor(rnd() * bytes.length)] : Math.floor(rnd() * 256);
       }
       expect(plain(decode(m)), `mutation ${i}`).toEqual(plain(reference(m)));
     }
@@ -183,24 +329,57 @@ describe('decodeCheckRequest refuses what is not a well-formed message', () => {
     const entry = (...parts: Buffer[]): Buffer => str(3, Buffer.concat(parts)); // HttpRequest.headers
     const wrap = (http: Buffer): Buffer => str(1, str(4, str(2, http))); // attributes.request.http
     const longName = `x-${'a'.repeat(200)}`;
-    const v = decodeCheckRequest(wrap(Buffer.concat([
-      entry(str(2, '/v1/chat/completions'), str(1, ':path')), // value before key
-      entry(str(1, ':method')), // no value: ""
-      entry(str(2, 'orphan')), // no key: the header ""
-      entry(str(1, 'authorization'), str(2, 'Bearer first'), str(2, 'Bearer last')), // the last value wins
-      entry(str(1, 'x-x'), str(1, 'x-request-id'), Buffer.from([0x18, 0x05]), str(2, 'r-1')), // repeated key, an unknown varint field
-      entry(str(1, longName), str(2, 'v'.repeat(300))), // lengths over 127: multi-byte varints
-    ])), headerFilter([':path', ':method', 'authorization', 'x-request-id', longName]))!;
-    expect({ ...v.headers }).toEqual({ ':path': '/v1/chat/completions', ':method': '', authorization: 'Bearer last', 'x-request-id': 'r-1', [longName]: 'v'.repeat(300) });
+    const v = decodeCheckRequest(
+      wrap(
+        Buffer.concat([
+          entry(str(2, '/v1/chat/completions'), str(1, ':path')), // value before key
+          entry(str(1, ':method')), // no value: ""
+          entry(str(2, 'orphan')), // no key: the header ""
+          entry(str(1, 'authorization'), str(2, 'Bearer first'), str(2, 'Bearer last')), // the last value wins
+          entry(str(1, 'x-x'), str(1, 'x-request-id'), Buffer.from([0x18, 0x05]), str(2, 'r-1')), // repeated key, an unknown varint field
+          entry(str(1, longName), str(2, 'v'.repeat(300))), // lengths over 127: multi-byte varints
+        ]),
+      ),
+      headerFilter([':path', ':method', 'authorization', 'x-request-id', longName]),
+    )!;
+    expect({ ...v.headers }).toEqual({
+      ':path': '/v1/chat/completions',
+      ':method': '',
+      authorization: 'Bearer last',
+      'x-request-id': 'r-1',
+      [longName]: 'v'.repeat(300),
+    });
   });
 
   test('headers named like Object.prototype members are plain names', () => {
     const filter = headerFilter([':path', 'constructor', '__proto__', 'tostring']);
-    const viaMap = decodeCheckRequest(encode({ attributes: { request: { http: { headers: { ':path': '/p', constructor: 'c', __proto__: 'p' } as Record<string, string> } } } }), filter)!;
+    const viaMap = decodeCheckRequest(
+      encode({
+        attributes: {
+          request: { http: { headers: { ':path': '/p', constructor: 'c', __proto__: 'p' } as Record<string, string> } },
+        },
+      }),
+      filter,
+    )!;
     expect(viaMap.headers.constructor).toBe('c');
-    const viaHeaderMap = decodeCheckRequest(encode({ attributes: { request: { http: { header_map: { headers: [
-      { key: 'Constructor', value: 'c' }, { key: '__proto__', value: 'p' }, { key: 'toString', value: 't' },
-    ] } } } } }), filter)!;
+    const viaHeaderMap = decodeCheckRequest(
+      encode({
+        attributes: {
+          request: {
+            http: {
+              header_map: {
+                headers: [
+                  { key: 'Constructor', value: 'c' },
+                  { key: '__proto__', value: 'p' },
+                  { key: 'toString', value: 't' },
+                ],
+              },
+            },
+          },
+        },
+      }),
+      filter,
+    )!;
     expect(viaHeaderMap.headers.constructor).toBe('c');
     expect(Object.getOwnPropertyDescriptor(viaHeaderMap.headers, '__proto__')?.value).toBe('p');
     expect(viaHeaderMap.headers.tostring).toBe('t');
@@ -224,7 +403,13 @@ describe('decodeCheckRequest agrees with protobufjs', () => {
 function stringContents(bytes: Uint8Array): [number, number][] {
   const out: [number, number][] = [];
   const walkLevel = (r: Reader, end: number, level: 'check' | 'attributes' | 'request' | 'http' | 'entry'): void => {
-    const descend: Record<string, Record<number, 'attributes' | 'request' | 'http' | 'entry'>> = { check: { 1: 'attributes' }, attributes: { 4: 'request' }, request: { 2: 'http' }, http: { 3: 'entry' }, entry: {} };
+    const descend: Record<string, Record<number, 'attributes' | 'request' | 'http' | 'entry'>> = {
+      check: { 1: 'attributes' },
+      attributes: { 4: 'request' },
+      request: { 2: 'http' },
+      http: { 3: 'entry' },
+      entry: {},
+    };
     while (r.pos < end) {
       const tag = r.uint32();
       if ((tag & 7) !== 2) {
@@ -264,14 +449,51 @@ function mulberry32(seed: number): () => number {
   };
 }
 
-const NAMES = [...wanted, 'user-agent', 'accept', 'content-type', 'content-length', 'x-stainless-os', 'x-forwarded-for', 'host', ':authority', ':scheme', 'x-api-keys', 'authorizatio', 'x-modelgate-group', ''];
-const CHARS = ['a', 'Z', '0', ' ', ',', '/', ':', '?', '=', '&', '"', '\u00e9', '\u4e2d', '\u{1f600}', 'sk-mg-', 'Bearer '];
+const NAMES = [
+  ...wanted,
+  'user-agent',
+  'accept',
+  'content-type',
+  'content-length',
+  'x-stainless-os',
+  'x-forwarded-for',
+  'host',
+  ':authority',
+  ':scheme',
+  'x-api-keys',
+  'authorizatio',
+  'x-modelgate-group',
+  '',
+];
+const CHARS = [
+  'a',
+  'Z',
+  '0',
+  ' ',
+  ',',
+  '/',
+  ':',
+  '?',
+  '=',
+  '&',
+  '"',
+  '\u00e9',
+  '\u4e2d',
+  '\u{1f600}',
+  'sk-mg-',
+  'Bearer ',
+];
 
 function randomRequest(rnd: () => number): CheckRequest {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)];
   const text = (max: number): string => Array.from({ length: Math.floor(rnd() * max) }, () => pick(CHARS)).join('');
   const name = (): string => (rnd() < 0.8 ? pick(NAMES) : text(6).toLowerCase());
-  const http: Record<string, unknown> = { id: String(Math.floor(rnd() * 1e9)), size: String(Math.floor(rnd() * 1e6)), protocol: 'HTTP/1.1', host: text(5) };
+  const http: Record<string, unknown> = {
+    id: String(Math.floor(rnd() * 1e9)),
+    size: String(Math.floor(rnd() * 1e6)),
+    protocol: 'HTTP/1.1',
+    host: text(5),
+  };
   if (rnd() < 0.7) http.method = pick(['GET', 'POST', 'PUT', '']);
   if (rnd() < 0.7) http.path = `/${text(8)}${rnd() < 0.3 ? `?${text(5)}` : ''}`;
   if (rnd() < 0.6) {
@@ -293,10 +515,14 @@ function randomRequest(rnd: () => number): CheckRequest {
   if (rnd() < 0.4) http.raw_body = Buffer.from(text(20), 'utf8');
   return {
     attributes: {
-      source: { address: { socket_address: { address: '127.0.0.1', port_value: Math.floor(rnd() * 65535) } }, principal: text(4) },
+      source: {
+        address: { socket_address: { address: '127.0.0.1', port_value: Math.floor(rnd() * 65535) } },
+        principal: text(4),
+      },
       destination: { address: { pipe: { path: text(4) } } },
       context_extensions: rnd() < 0.5 ? { [text(3)]: text(3) } : {},
-      metadata_context: rnd() < 0.3 ? { filter_metadata: { f: { fields: { a: { stringValue: text(4) } } } } } : undefined,
+      metadata_context:
+        rnd() < 0.3 ? { filter_metadata: { f: { fields: { a: { stringValue: text(4) } } } } } : undefined,
       request: { time: { seconds: String(Math.floor(rnd() * 2e9)), nanos: Math.floor(rnd() * 1e9) }, http },
     },
   };

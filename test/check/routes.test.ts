@@ -26,22 +26,62 @@ interface Endpoint {
 
 const ENDPOINTS: Endpoint[] = [
   { method: 'GET', path: '/v1/models', route: { kind: 'models', style: 'models', family: 'openai' } },
-  { method: 'GET', path: '/v1/models', anthropicVersion: true, route: { kind: 'models', style: 'models', family: 'anthropic' } },
+  {
+    method: 'GET',
+    path: '/v1/models',
+    anthropicVersion: true,
+    route: { kind: 'models', style: 'models', family: 'anthropic' },
+  },
   { method: 'GET', path: '/v1beta/models', v1beta: true, route: { kind: 'models', style: 'models', family: 'gemini' } },
   { method: 'POST', path: '/v1/chat/completions', route: { kind: 'protocol', style: 'chat', family: 'openai' } },
-  { method: 'POST', path: '/v1/chat/completions', anthropicVersion: true, route: { kind: 'protocol', style: 'chat', family: 'anthropic' } },
+  {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    anthropicVersion: true,
+    route: { kind: 'protocol', style: 'chat', family: 'anthropic' },
+  },
   { method: 'POST', path: '/v1/responses', route: { kind: 'protocol', style: 'responses', family: 'openai' } },
   { method: 'POST', path: '/v1/embeddings', route: { kind: 'protocol', style: 'embeddings', family: 'openai' } },
   { method: 'POST', path: '/v1/messages', route: { kind: 'protocol', style: 'messages', family: 'anthropic' } },
-  { method: 'POST', path: '/v1/messages/count_tokens', route: { kind: 'protocol', style: 'messages', family: 'anthropic' } },
-  // The coding agents' paths: their Base URL is {base_url} itself (docs/spec.md §4.1 row 1; Codex CLI sends POST /responses).
+  {
+    method: 'POST',
+    path: '/v1/messages/count_tokens',
+    route: { kind: 'protocol', style: 'messages', family: 'anthropic' },
+  },
+  // The coding agents' paths: their Base URL is {base_url} itself (docs/spec.md §4.1 row 1; Codex CLI sends POST
+  // /responses).
   { method: 'POST', path: '/responses', route: { kind: 'protocol', style: 'responses', family: 'openai' } },
   { method: 'POST', path: '/chat/completions', route: { kind: 'protocol', style: 'chat', family: 'openai' } },
-  ...[...GENERATIVE_METHODS].map((m): Endpoint => ({ method: 'POST', path: `/v1beta/models/gemini-2.5-flash:${m}`, v1beta: true, route: { kind: 'protocol', style: 'generative', family: 'gemini', model: 'gemini-2.5-flash' } })),
-  { method: 'POST', path: '/v1beta/models/gemini-2.5-flash:generateContent', v1beta: true, anthropicVersion: true, route: { kind: 'protocol', style: 'generative', family: 'gemini', model: 'gemini-2.5-flash' } },
-  { method: 'GET', path: '/v1/models/gpt-4o-mini', route: { kind: 'models', style: 'models', family: 'openai', model: 'gpt-4o-mini' } },
-  { method: 'GET', path: '/v1/models/claude-sonnet-4-5', anthropicVersion: true, route: { kind: 'models', style: 'models', family: 'anthropic', model: 'claude-sonnet-4-5' } },
-  { method: 'GET', path: '/v1beta/models/gemini-2.5-pro', v1beta: true, route: { kind: 'models', style: 'models', family: 'gemini', model: 'gemini-2.5-pro' } },
+  ...[...GENERATIVE_METHODS].map((m): Endpoint => ({
+    method: 'POST',
+    path: `/v1beta/models/gemini-2.5-flash:${m}`,
+    v1beta: true,
+    route: { kind: 'protocol', style: 'generative', family: 'gemini', model: 'gemini-2.5-flash' },
+  })),
+  {
+    method: 'POST',
+    path: '/v1beta/models/gemini-2.5-flash:generateContent',
+    v1beta: true,
+    anthropicVersion: true,
+    route: { kind: 'protocol', style: 'generative', family: 'gemini', model: 'gemini-2.5-flash' },
+  },
+  {
+    method: 'GET',
+    path: '/v1/models/gpt-4o-mini',
+    route: { kind: 'models', style: 'models', family: 'openai', model: 'gpt-4o-mini' },
+  },
+  {
+    method: 'GET',
+    path: '/v1/models/claude-sonnet-4-5',
+    anthropicVersion: true,
+    route: { kind: 'models', style: 'models', family: 'anthropic', model: 'claude-sonnet-4-5' },
+  },
+  {
+    method: 'GET',
+    path: '/v1beta/models/gemini-2.5-pro',
+    v1beta: true,
+    route: { kind: 'models', style: 'models', family: 'gemini', model: 'gemini-2.5-pro' },
+  },
 ];
 
 function expectedKeys(e: Endpoint, alt: boolean): Route['keys'] {
@@ -49,18 +89,32 @@ function expectedKeys(e: Endpoint, alt: boolean): Route['keys'] {
 }
 
 describe('classify known endpoints', () => {
-  const rows = PREFIXES.flatMap((p) => ENDPOINTS.map((e) => ({ ...e, under: p.name, fullPath: p.prefix + e.path, altPrefix: p.altPrefix, alt: p.alt })));
+  const rows = PREFIXES.flatMap((p) =>
+    ENDPOINTS.map((e) => ({ ...e, under: p.name, fullPath: p.prefix + e.path, altPrefix: p.altPrefix, alt: p.alt })),
+  );
 
   test.each(rows)('classifies $method $fullPath ($under, anthropic-version: $anthropicVersion)', (row) => {
     const route = classify(row.method, row.fullPath, row.altPrefix, row.anthropicVersion === true);
     // A fixed endpoint's route also carries its number (fixedId: the response cache keys by it).
-    expect({ ...route, fixedId: undefined }).toEqual({ model: undefined, ...row.route, alt: row.alt, keys: expectedKeys(row, row.alt) });
-    if ((route.kind === 'protocol' || route.kind === 'models') && route.model === undefined) expect(route.fixedId).toEqual(expect.any(Number));
+    expect({ ...route, fixedId: undefined }).toEqual({
+      model: undefined,
+      ...row.route,
+      alt: row.alt,
+      keys: expectedKeys(row, row.alt),
+    });
+    if ((route.kind === 'protocol' || route.kind === 'models') && route.model === undefined)
+      expect(route.fixedId).toEqual(expect.any(Number));
     if (row.route.model === undefined) expect(route).not.toHaveProperty('model');
   });
 
   test('knows every generative method the spec family uses', () => {
-    expect([...GENERATIVE_METHODS].sort()).toEqual(['batchEmbedContents', 'countTokens', 'embedContent', 'generateContent', 'streamGenerateContent']);
+    expect([...GENERATIVE_METHODS].sort()).toEqual([
+      'batchEmbedContents',
+      'countTokens',
+      'embedContent',
+      'generateContent',
+      'streamGenerateContent',
+    ]);
   });
 });
 
@@ -81,7 +135,9 @@ describe('classify wrong methods', () => {
     ['post', '/v1/chat/completions', 'POST'],
     ['', '/v1/models', 'GET'],
   ];
-  const all = PREFIXES.flatMap((p) => rows.map(([method, path, allow]) => ({ method, path: p.prefix + path, allow, altPrefix: p.altPrefix, alt: p.alt })));
+  const all = PREFIXES.flatMap((p) =>
+    rows.map(([method, path, allow]) => ({ method, path: p.prefix + path, allow, altPrefix: p.altPrefix, alt: p.alt })),
+  );
 
   test.each(all)('answers $method $path with wrong_method, allow $allow', (row) => {
     const route = classify(row.method, row.path, row.altPrefix, false);
@@ -89,8 +145,22 @@ describe('classify wrong methods', () => {
   });
 
   test('keeps the family and key source of the endpoint on a wrong method', () => {
-    expect(classify('GET', '/alt/v1beta/models/m:generateContent', '/alt', false)).toEqual({ kind: 'wrong_method', style: 'unknown', allow: 'POST', family: 'gemini', keys: 'both', alt: true });
-    expect(classify('GET', '/v1/messages', '/alt', false)).toEqual({ kind: 'wrong_method', style: 'unknown', allow: 'POST', family: 'anthropic', keys: 'bearer', alt: false });
+    expect(classify('GET', '/alt/v1beta/models/m:generateContent', '/alt', false)).toEqual({
+      kind: 'wrong_method',
+      style: 'unknown',
+      allow: 'POST',
+      family: 'gemini',
+      keys: 'both',
+      alt: true,
+    });
+    expect(classify('GET', '/v1/messages', '/alt', false)).toEqual({
+      kind: 'wrong_method',
+      style: 'unknown',
+      allow: 'POST',
+      family: 'anthropic',
+      keys: 'bearer',
+      alt: false,
+    });
   });
 });
 
@@ -101,7 +171,11 @@ describe('classify models in the path', () => {
     ['a percent-encoded slash', '/v1beta/models/tunedModels%2Fmine:generateContent', 'tunedModels/mine'],
     ['a percent-encoded colon', '/v1beta/models/a%3Ab:generateContent', 'a:b'],
     ['a percent-encoded non-ASCII name', '/v1beta/models/mod%C3%A8le:countTokens', 'mod\u00e8le'],
-    ['a dotted name', '/v1beta/models/gemini-2.5-flash-preview-05.20:generateContent', 'gemini-2.5-flash-preview-05.20'],
+    [
+      'a dotted name',
+      '/v1beta/models/gemini-2.5-flash-preview-05.20:generateContent',
+      'gemini-2.5-flash-preview-05.20',
+    ],
   ])('decodes %s', (_name, path, model) => {
     expect(classify('POST', path, '/alt', false)).toMatchObject({ kind: 'protocol', style: 'generative', model });
   });
@@ -116,7 +190,11 @@ describe('classify models in the path', () => {
     ['invalid UTF-8', '/v1beta/models/%C3%28:generateContent', 'POST'],
     ['a lone % in a model lookup', '/v1/models/gpt%', 'GET'],
   ])('denies %s as unknown with a detail', (_name, path, method) => {
-    expect(classify(method, path, '/alt', false)).toMatchObject({ kind: 'unknown', style: 'unknown', detail: 'the model name in the path is not valid percent-encoding' });
+    expect(classify(method, path, '/alt', false)).toMatchObject({
+      kind: 'unknown',
+      style: 'unknown',
+      detail: 'the model name in the path is not valid percent-encoding',
+    });
   });
 });
 

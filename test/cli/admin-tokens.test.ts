@@ -27,7 +27,9 @@ it('prints a token once and keeps only its hash beside the config, audited as th
   expect(stateText).not.toContain(token);
   const state = readAdminState(adminStatePath(config));
   expect(state.tokens).toMatchObject([{ id: 'finance', scope: 'billing', sha256: hashToken(token) }]);
-  expect(state.audit).toMatchObject([{ actor: 'cli', action: 'token.create', target: 'finance', after: { id: 'finance', scope: 'billing' } }]);
+  expect(state.audit).toMatchObject([
+    { actor: 'cli', action: 'token.create', target: 'finance', after: { id: 'finance', scope: 'billing' } },
+  ]);
   expect(readFileSync(config, 'utf8')).toBe(before);
   const again = await cli(['admin-tokens', 'new', '--scope', 'read', '--id', 'finance', '--config', config]);
   expect(again).toMatchObject({ code: 1, err: 'modelgate: a token with id "finance" already exists\n' });

@@ -51,7 +51,9 @@ describe('modelgate adopt', () => {
 
   test('exits 1 when a route of the team still reaches a provider cluster without modelgate, naming it', async () => {
     const team = parseYaml(readFileSync(TEAM, 'utf8'));
-    team.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes.push({ name: 'old_openai', match: { prefix: '/openai/' }, route: { cluster: 'openai' } });
+    team.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes.push(
+      { name: 'old_openai', match: { prefix: '/openai/' }, route: { cluster: 'openai' } },
+    );
     const file = join(dir, 'bypass.yaml');
     writeFileSync(file, JSON.stringify(team));
     const r = await run(['adopt', '--envoy', file, '--config', CONFIG, '--out', join(dir, 'bypass-merged.yaml')]);
@@ -64,7 +66,11 @@ describe('modelgate adopt', () => {
 
   test('answers a wrong use in one line', async () => {
     expect((await run(['adopt', '--config', CONFIG])).stderr).toContain('adopt needs --envoy FILE');
-    expect((await run(['adopt', '--envoy', join(dir, 'missing.yaml'), '--config', CONFIG])).stderr).toContain('cannot read');
-    expect((await run(['adopt', '--envoy', TEAM, '--config', CONFIG, '--upstreams', 'chat,bogus'])).stderr).toContain('--upstreams: bogus is not one of');
+    expect((await run(['adopt', '--envoy', join(dir, 'missing.yaml'), '--config', CONFIG])).stderr).toContain(
+      'cannot read',
+    );
+    expect((await run(['adopt', '--envoy', TEAM, '--config', CONFIG, '--upstreams', 'chat,bogus'])).stderr).toContain(
+      '--upstreams: bogus is not one of',
+    );
   });
 });

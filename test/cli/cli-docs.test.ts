@@ -22,16 +22,28 @@ async function output(args: string[]): Promise<string> {
 }
 
 test('the docs hold the CLI blocks, with modelgate --help in docs/cli.md', () => {
-  expect(CLI_PAGE).toContain('<!-- cli:start -->\n```text\n$ npx modelgate --help\nUsage: modelgate [options] [command]\n');
+  expect(CLI_PAGE).toContain(
+    '<!-- cli:start -->\n```text\n$ npx modelgate --help\nUsage: modelgate [options] [command]\n',
+  );
   const blocks = DOCS.reduce((n, d) => n + (d.text.match(/<!-- cli:start/g)?.length ?? 0), 0);
   expect(blocks).toBeGreaterThanOrEqual(4);
 });
 
-test.each(DOCS.map((d) => [d.name, d.text]))("every CLI block in %s is the command's real output (npm run docs:cli)", async (_name, text) => {
-  expect(await renderCliBlocks(text, output)).toBe(text);
-});
+test.each(DOCS.map((d) => [d.name, d.text]))(
+  "every CLI block in %s is the command's real output (npm run docs:cli)",
+  async (_name, text) => {
+    expect(await renderCliBlocks(text, output)).toBe(text);
+  },
+);
 
-test.each(DOCS.map((d) => [d.name, d.text]))('every command example in %s runs the command as npx modelgate', (_name, text) => {
-  const bare = text.split('\n').filter((line) => /^\$ modelgate |^modelgate (serve|explain|envoy-check|keys|groups|balance|migrate)\b/.test(line));
-  expect(bare).toEqual([]);
-});
+test.each(DOCS.map((d) => [d.name, d.text]))(
+  'every command example in %s runs the command as npx modelgate',
+  (_name, text) => {
+    const bare = text
+      .split('\n')
+      .filter((line) =>
+        /^\$ modelgate |^modelgate (serve|explain|envoy-check|keys|groups|balance|migrate)\b/.test(line),
+      );
+    expect(bare).toEqual([]);
+  },
+);

@@ -11,7 +11,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { portOfConfig } from '../../src/cli/explain';
 import { runCli } from '../../src/cli/main';
 import { usageSource } from '../../src/cli/usage';
-import { configSetsGrpcAuth, ensureInstallSecret, installSecretPath, readInstallSecret } from '../../src/config/grpc-auth';
+import {
+  configSetsGrpcAuth,
+  ensureInstallSecret,
+  installSecretPath,
+  readInstallSecret,
+} from '../../src/config/grpc-auth';
 import { parseConfig } from '../../src/config/load';
 import { GRPC_SECRET } from '../../src/config/schema';
 import { FileMeter } from '../../src/store/file-meter';
@@ -30,7 +35,10 @@ function configFile(yaml: string): { dir: string; path: string } {
   return { dir, path };
 }
 
-async function cli(argv: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cli(
+  argv: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
   const code = await runCli(argv, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env });
@@ -72,13 +80,19 @@ describe("the install's gRPC secret (modelgate up)", () => {
 describe('explain --config', () => {
   it("reaches the config's gRPC address (server.grpc, or gateway.authz) with its secret, else the install secret", () => {
     const a = configFile('server:\n  grpc: 127.0.0.1:45123\n');
-    expect(portOfConfig(a.path, {})).toEqual({ address: '127.0.0.1:45123', auth: { secret: undefined, tls: undefined } });
+    expect(portOfConfig(a.path, {})).toEqual({
+      address: '127.0.0.1:45123',
+      auth: { secret: undefined, tls: undefined },
+    });
     const secret = ensureInstallSecret(a.path);
     expect(portOfConfig(a.path, {}).auth.secret).toBe(secret);
     const b = configFile('server:\n  grpc: 0.0.0.0:45124\ngrpc:\n  secret: { env: MG_TEST_SECRET }\n');
     ensureInstallSecret(b.path);
     const own = 'x'.repeat(40);
-    expect(portOfConfig(b.path, { MG_TEST_SECRET: own })).toEqual({ address: '127.0.0.1:45124', auth: { secret: own, tls: undefined } });
+    expect(portOfConfig(b.path, { MG_TEST_SECRET: own })).toEqual({
+      address: '127.0.0.1:45124',
+      auth: { secret: own, tls: undefined },
+    });
     const c = configFile('server:\n  grpc: 0.0.0.0:45125\ngateway:\n  authz: 10.1.2.3:45126\n');
     expect(portOfConfig(c.path, {}).address).toBe('10.1.2.3:45126');
     expect(portOfConfig(undefined, {})).toEqual({ auth: {} });
@@ -89,9 +103,15 @@ describe('explain --config', () => {
     const r = await cli(['explain', '--config', path, 'GET', '/v1/models']);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^modelgate: 127\.0\.0\.1:1: Check failed/);
-    expect((await cli(['explain', 'GET', '/v1/models'], { MODELGATE_CONFIG: path })).stderr).toMatch(/^modelgate: 127\.0\.0\.1:1: /);
-    expect((await cli(['explain', '--config', path, '--addr', '127.0.0.1:2', 'GET', '/v1/models'])).stderr).toMatch(/^modelgate: 127\.0\.0\.1:2: /);
-    expect((await cli(['explain', '--config', path, 'GET', '/v1/models'], { MODELGATE_GRPC_ADDR: '127.0.0.1:3' })).stderr).toMatch(/^modelgate: 127\.0\.0\.1:3: /);
+    expect((await cli(['explain', 'GET', '/v1/models'], { MODELGATE_CONFIG: path })).stderr).toMatch(
+      /^modelgate: 127\.0\.0\.1:1: /,
+    );
+    expect((await cli(['explain', '--config', path, '--addr', '127.0.0.1:2', 'GET', '/v1/models'])).stderr).toMatch(
+      /^modelgate: 127\.0\.0\.1:2: /,
+    );
+    expect(
+      (await cli(['explain', '--config', path, 'GET', '/v1/models'], { MODELGATE_GRPC_ADDR: '127.0.0.1:3' })).stderr,
+    ).toMatch(/^modelgate: 127\.0\.0\.1:3: /);
   });
 });
 
@@ -105,7 +125,11 @@ describe('usage --config', () => {
 
   it("reads the config's postgres store: after --store, MODELGATE_STORE and DATABASE_URL", () => {
     const { path } = configFile('store: postgres://u:pw@127.0.0.1:1/db\n');
-    expect(usageSource(path, {}).store).toEqual({ mode: 'postgres', url: 'postgres://u:pw@127.0.0.1:1/db', source: `store: in ${path}` });
+    expect(usageSource(path, {}).store).toEqual({
+      mode: 'postgres',
+      url: 'postgres://u:pw@127.0.0.1:1/db',
+      source: `store: in ${path}`,
+    });
   });
 
   it('shows the rows of the state file the config names, and refuses a config that does not load', async () => {
@@ -113,7 +137,17 @@ describe('usage --config', () => {
     expect(await cli(['usage', '--config', path])).toEqual({ code: 0, stdout: 'No usage.\n', stderr: '' });
     // What the file meter writes there, through the file meter itself.
     const meter = new FileMeter(() => null, { path: join(dir, 'elsewhere.json'), onSpent: () => {} });
-    meter.debitNow({ requestId: 'r1', keyId: 'alice', group: 'basic', model: 'gpt-4o-mini', protocol: 'chat', inputTokens: 10, outputTokens: 5, cachedInputTokens: 0, price: null });
+    meter.debitNow({
+      requestId: 'r1',
+      keyId: 'alice',
+      group: 'basic',
+      model: 'gpt-4o-mini',
+      protocol: 'chat',
+      inputTokens: 10,
+      outputTokens: 5,
+      cachedInputTokens: 0,
+      price: null,
+    });
     await meter.flush();
     // Beside the config, where `usage` used to look, there is nothing.
     expect(() => statSync(join(dir, 'gw.state.json'))).toThrow();

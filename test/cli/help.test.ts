@@ -23,11 +23,13 @@ async function run(...argv: string[]): Promise<Run> {
   return { code, stdout, stderr };
 }
 
-const VERSION = (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+const VERSION = (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string })
+  .version;
 /** Every command's words after `modelgate` ('' is the program itself). */
 const COMMANDS = commandsOf(cliProgram({ stdout: () => {}, stderr: () => {}, env: {}, exitCode: 0 })).map(commandPath);
 const words = (path: string): string[] => (path === '' ? [] : path.split(' '));
-const USAGE_LINE = (path: string, message: string): string => `modelgate: ${message} (see 'modelgate ${path === '' ? '' : `${path} `}--help')\n`;
+const USAGE_LINE = (path: string, message: string): string =>
+  `modelgate: ${message} (see 'modelgate ${path === '' ? '' : `${path} `}--help')\n`;
 
 test('the walk covers every command group and subcommand', () => {
   expect(COMMANDS).toEqual([
@@ -80,13 +82,20 @@ describe.each(COMMANDS)('modelgate %s', (path) => {
   });
 
   test('an unknown option is one line on stderr and exit code 2', async () => {
-    expect(await run(...words(path), '--no-such-option')).toEqual({ code: 2, stdout: '', stderr: USAGE_LINE(path, "unknown option '--no-such-option'") });
+    expect(await run(...words(path), '--no-such-option')).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: USAGE_LINE(path, "unknown option '--no-such-option'"),
+    });
   });
 });
 
-test.each(COMMANDS.filter((p) => p !== '' && !p.includes(' ')))('modelgate help %s prints the same as --help', async (path) => {
-  expect(await run('help', path)).toEqual(await run(path, '--help'));
-});
+test.each(COMMANDS.filter((p) => p !== '' && !p.includes(' ')))(
+  'modelgate help %s prints the same as --help',
+  async (path) => {
+    expect(await run('help', path)).toEqual(await run(path, '--help'));
+  },
+);
 
 test('modelgate --version and -V print the package version', async () => {
   expect(await run('--version')).toEqual({ code: 0, stdout: `${VERSION}\n`, stderr: '' });
@@ -107,15 +116,31 @@ describe('usage errors: one line saying what was wrong and where to get help, ex
     [['serve', '--workers', 'two'], 'serve', '--workers must be an integer from 1 to 64'],
     [['serve', '--workers'], 'serve', "option '--workers <n>' argument missing"],
     [['serve', '--grpc', 'a:1', '--grpc', 'b:2'], 'serve', 'option --grpc is given twice'],
-    [['serve', '--store', 'mysql://u:pw@h/db'], 'serve', '--store (mysql://u:***@h/db) is neither "file" nor a postgres:// URL'],
+    [
+      ['serve', '--store', 'mysql://u:pw@h/db'],
+      'serve',
+      '--store (mysql://u:***@h/db) is neither "file" nor a postgres:// URL',
+    ],
     [['explain'], 'explain', "missing required argument 'method'"],
-    [['explain', 'GET', '/v1/models', '{}', 'extra'], 'explain', "too many arguments for 'explain'. Expected 3 arguments but got 4"],
+    [
+      ['explain', 'GET', '/v1/models', '{}', 'extra'],
+      'explain',
+      "too many arguments for 'explain'. Expected 3 arguments but got 4",
+    ],
     [['explain', '-H', 'no colon', 'GET', '/v1/models'], 'explain', `-H wants 'Name: value', got "no colon"`],
-    [['envoy-check', 'a.yaml', 'b.yaml'], 'envoy-check', "too many arguments for 'envoy-check'. Expected 1 argument but got 2"],
+    [
+      ['envoy-check', 'a.yaml', 'b.yaml'],
+      'envoy-check',
+      "too many arguments for 'envoy-check'. Expected 1 argument but got 2",
+    ],
     [['balance', 'add', 'alice', 'ten', '--store', dead], 'balance add', 'amount "ten" is not a decimal number'],
     [['balance', 'add', 'alice'], 'balance add', "missing required argument 'amount'"],
     [['keys', 'new'], 'keys new', 'keys new needs --group G'],
-    [['keys', 'list'], 'keys list', '`keys list` needs a PostgreSQL store: pass --store postgres://... or set DATABASE_URL'],
+    [
+      ['keys', 'list'],
+      'keys list',
+      '`keys list` needs a PostgreSQL store: pass --store postgres://... or set DATABASE_URL',
+    ],
   ])('modelgate %j', async (argv, path, message) => {
     expect(await run(...argv)).toEqual({ code: 2, stdout: '', stderr: USAGE_LINE(path, message) });
   });
@@ -124,7 +149,9 @@ describe('usage errors: one line saying what was wrong and where to get help, ex
 test('a negative amount is an argument, not an option (it reaches the store)', async () => {
   const r = await run('balance', 'add', 'alice', '-0.25', '--store', 'postgres://nobody@127.0.0.1:1/modelgate');
   expect(r.code).toBe(1);
-  expect(r.stderr).toMatch(/^modelgate: cannot reach PostgreSQL at postgres:\/\/nobody@127\.0\.0\.1:1\/modelgate \(from --store\): .*\n$/);
+  expect(r.stderr).toMatch(
+    /^modelgate: cannot reach PostgreSQL at postgres:\/\/nobody@127\.0\.0\.1:1\/modelgate \(from --store\): .*\n$/,
+  );
 });
 
 test('a failed operation is one line without the help hint, exit code 1', async () => {

@@ -21,7 +21,16 @@ let stdout = '';
 
 beforeAll(async () => {
   if (!existsSync(CLI)) throw new Error('dist/src/cli/main.js is missing: run `npm run build` (npm test does it)');
-  proc = spawn(process.execPath, [CLI, 'serve', '--config', tempConfig(), '--grpc', '127.0.0.1:0', '--http', '127.0.0.1:0']);
+  proc = spawn(process.execPath, [
+    CLI,
+    'serve',
+    '--config',
+    tempConfig(),
+    '--grpc',
+    '127.0.0.1:0',
+    '--http',
+    '127.0.0.1:0',
+  ]);
   await new Promise<void>((resolve, reject) => {
     proc.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
@@ -39,34 +48,74 @@ afterAll(() => {
 });
 
 test('explain prints the decision for a hand-built request, and never the key', () => {
-  const r = spawnSync(process.execPath, [CLI, 'explain', '--addr', grpcAddress, '-H', `Authorization: Bearer ${DEMO_KEYS.alice}`, 'POST', '/v1/chat/completions', '{"messages":[],"model":"gpt-4o"}'], { encoding: 'utf8' });
+  const r = spawnSync(
+    process.execPath,
+    [
+      CLI,
+      'explain',
+      '--addr',
+      grpcAddress,
+      '-H',
+      `Authorization: Bearer ${DEMO_KEYS.alice}`,
+      'POST',
+      '/v1/chat/completions',
+      '{"messages":[],"model":"gpt-4o"}',
+    ],
+    { encoding: 'utf8' },
+  );
   expect(r.status).toBe(0);
   expect(r.stdout).toContain('DENY 403 model_not_in_group');
   expect(r.stdout).toContain('hint: the key\'s group "basic" does not include model "gpt-4o"');
   expect(r.stdout + r.stderr).not.toContain(DEMO_KEYS.alice);
-  const ok = spawnSync(process.execPath, [CLI, 'explain', '--addr', grpcAddress, '-H', `x-goog-api-key: ${DEMO_KEYS.alice}`, 'POST', '/v1beta/models/gemini-2.5-flash:generateContent', '{}'], { encoding: 'utf8' });
+  const ok = spawnSync(
+    process.execPath,
+    [
+      CLI,
+      'explain',
+      '--addr',
+      grpcAddress,
+      '-H',
+      `x-goog-api-key: ${DEMO_KEYS.alice}`,
+      'POST',
+      '/v1beta/models/gemini-2.5-flash:generateContent',
+      '{}',
+    ],
+    { encoding: 'utf8' },
+  );
   expect(ok.stdout).toContain('-> ALLOW');
   expect(ok.stdout).toContain('x-modelgate-model: gemini-2.5-flash');
 });
 
 test('explain says clearly when nothing listens', () => {
-  const r = spawnSync(process.execPath, [CLI, 'explain', '--addr', '127.0.0.1:1', 'GET', '/v1/models'], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [CLI, 'explain', '--addr', '127.0.0.1:1', 'GET', '/v1/models'], {
+    encoding: 'utf8',
+  });
   expect(r.status).toBe(1);
   expect(r.stderr).toMatch(/^modelgate: 127\.0\.0\.1:1: Check failed/);
 });
 
 test('envoy-check accepts the bundled Envoy config with the pinned Envoy and names a misspelled enum', () => {
-  const ok = spawnSync(process.execPath, [CLI, 'envoy-check', join(__dirname, '..', '..', 'envoy', 'envoy.yaml')], { encoding: 'utf8' });
+  const ok = spawnSync(process.execPath, [CLI, 'envoy-check', join(__dirname, '..', '..', 'envoy', 'envoy.yaml')], {
+    encoding: 'utf8',
+  });
   expect(ok.status, ok.stderr).toBe(0);
   expect(ok.stdout).toContain(`valid for Envoy ${PINNED_ENVOY} (envoy --mode validate)`);
-  const broken = tempConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'envoy.yaml'), 'utf8').replace('transport_api_version: V3', 'transport_api_version: V4'));
+  const broken = tempConfig(
+    readFileSync(join(__dirname, '..', '..', 'envoy', 'envoy.yaml'), 'utf8').replace(
+      'transport_api_version: V3',
+      'transport_api_version: V4',
+    ),
+  );
   const bad = spawnSync(process.execPath, [CLI, 'envoy-check', broken], { encoding: 'utf8' });
   expect(bad.status).toBe(1);
   expect(bad.stderr).toMatch(/refuses it: .*unknown enum value: 'V4'/);
 });
 
 test('keys new --yaml without a store prints the key once and the YAML stanza with its hash', () => {
-  const r = spawnSync(process.execPath, [CLI, 'keys', 'new', '--group', 'basic', '--id', 'zoe', '--yaml'], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '', MODELGATE_STORE: '' } });
+  const r = spawnSync(process.execPath, [CLI, 'keys', 'new', '--group', 'basic', '--id', 'zoe', '--yaml'], {
+    encoding: 'utf8',
+    env: { ...process.env, DATABASE_URL: '', MODELGATE_STORE: '' },
+  });
   expect(r.status).toBe(0);
   const key = /sk-mg-[A-Za-z0-9]{40}/.exec(r.stdout)![0];
   expect(r.stdout.split(key).length).toBe(2);
@@ -75,8 +124,14 @@ test('keys new --yaml without a store prints the key once and the YAML stanza wi
 });
 
 test('bin/modelgate.js (npx modelgate) answers --version and --help, and ends a usage error with exit code 2', () => {
-  const { version } = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string };
-  expect(spawnSync(process.execPath, [BIN, '--version'], { encoding: 'utf8' })).toMatchObject({ status: 0, stdout: `${version}\n`, stderr: '' });
+  const { version } = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  expect(spawnSync(process.execPath, [BIN, '--version'], { encoding: 'utf8' })).toMatchObject({
+    status: 0,
+    stdout: `${version}\n`,
+    stderr: '',
+  });
   const help = spawnSync(process.execPath, [BIN, 'envoy-check', '--help'], { encoding: 'utf8' });
   expect(help).toMatchObject({ status: 0, stderr: '' });
   expect(help.stdout).toMatch(/^Usage: modelgate envoy-check \[options\] \[file\]\n/);
@@ -86,9 +141,24 @@ test('bin/modelgate.js (npx modelgate) answers --version and --help, and ends a 
     stderr: "modelgate: --workers must be an integer from 1 to 64 (see 'modelgate serve --help')\n",
   });
   // The demo config meters on the file store: balances in one process's memory, so no workers.
-  const workers = spawnSync(process.execPath, [BIN, 'serve', '--workers', '2', '--config', join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), '--store', 'file'], { encoding: 'utf8', timeout: 30_000 });
+  const workers = spawnSync(
+    process.execPath,
+    [
+      BIN,
+      'serve',
+      '--workers',
+      '2',
+      '--config',
+      join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'),
+      '--store',
+      'file',
+    ],
+    { encoding: 'utf8', timeout: 30_000 },
+  );
   expect(workers).toMatchObject({ status: 2, stdout: '' });
-  expect(workers.stderr).toMatch(/^modelgate: --workers 2 with the meter on the file store: each worker would keep its own balances, so a key could spend 2 times its balance; run one process \(no --workers\), or keep balances on PostgreSQL/);
+  expect(workers.stderr).toMatch(
+    /^modelgate: --workers 2 with the meter on the file store: each worker would keep its own balances, so a key could spend 2 times its balance; run one process \(no --workers\), or keep balances on PostgreSQL/,
+  );
 });
 
 test('SIGTERM stops the process cleanly: exit code 0 and a final log line', async () => {

@@ -40,7 +40,8 @@ describe('envoy-config', () => {
     const r = await run(['envoy-config', '--config', tempConfig(withSecret)], { MG_SECRET: SECRET });
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
-    // ext_authz, the meter's access log, the health check and the two rate limit filters (the embedded engine answers on the port).
+    // ext_authz, the meter's access log, the health check and the two rate limit filters (the embedded engine answers
+    // on the port).
     expect(r.stdout.split(`Bearer ${SECRET}`).length - 1).toBe(5);
   });
 
@@ -52,14 +53,22 @@ describe('envoy-config', () => {
   });
 
   test('warns about an admin address beyond loopback', async () => {
-    const r = await run(['envoy-config', '--config', tempConfig(DEMO.replace('admin: 127.0.0.1:9901', 'admin: 0.0.0.0:9901'))]);
+    const r = await run([
+      'envoy-config',
+      '--config',
+      tempConfig(DEMO.replace('admin: 127.0.0.1:9901', 'admin: 0.0.0.0:9901')),
+    ]);
     expect(r.code).toBe(0);
-    expect(r.stderr).toMatch(/^warning: gateway\.admin 0\.0\.0\.0:9901 is beyond loopback: Envoy's admin interface has no authentication/m);
+    expect(r.stderr).toMatch(
+      /^warning: gateway\.admin 0\.0\.0\.0:9901 is beyond loopback: Envoy's admin interface has no authentication/m,
+    );
   });
 
   test('warns about a gRPC port beyond loopback without authentication, and not with it', async () => {
     const remote = DEMO.replace('grpc: 127.0.0.1:9191', 'grpc: 10.0.0.5:9191');
-    expect((await run(['envoy-config', '--config', tempConfig(remote)])).stderr).toMatch(/^warning: Envoy reaches modelgate's gRPC port at 10\.0\.0\.5:9191, beyond loopback, without grpc\.secret or grpc\.tls/m);
+    expect((await run(['envoy-config', '--config', tempConfig(remote)])).stderr).toMatch(
+      /^warning: Envoy reaches modelgate's gRPC port at 10\.0\.0\.5:9191, beyond loopback, without grpc\.secret or grpc\.tls/m,
+    );
     const authed = remote.replace(/^grpc:\n/m, 'grpc:\n  secret: { env: MG_SECRET }\n');
     expect((await run(['envoy-config', '--config', tempConfig(authed)], { MG_SECRET: SECRET })).stderr).toBe('');
   });
@@ -73,7 +82,9 @@ describe("up's banner", () => {
     expect(text).toContain("alice's balance in the config: 12.5");
     expect(text).not.toContain('0.1,');
     const changed = parseConfig(DEMO.replace(/(- id: trial[\s\S]*?balance: )0\.00006/, '$10.25'));
-    expect(banner(changed, DEMO_CONFIG, '1.40.0', { url: 'http://127.0.0.1:9300' })).toContain('$TRIAL starts with a balance of 0.25');
+    expect(banner(changed, DEMO_CONFIG, '1.40.0', { url: 'http://127.0.0.1:9300' })).toContain(
+      '$TRIAL starts with a balance of 0.25',
+    );
   });
 });
 
@@ -82,11 +93,27 @@ describe('explain against an authenticated port', () => {
   let configPath: string;
   beforeAll(async () => {
     configPath = tempConfig(withSecret);
-    service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: new LogSink(), watch: false, env: { MG_SECRET: SECRET } });
+    service = await startService({
+      configPath,
+      grpcAddress: '127.0.0.1:0',
+      httpAddress: '127.0.0.1:0',
+      logDestination: new LogSink(),
+      watch: false,
+      env: { MG_SECRET: SECRET },
+    });
   });
   afterAll(async () => service?.close(1000, 0));
 
-  const args = () => ['explain', '--addr', service.grpcAddress, '-H', `Authorization: Bearer ${DEMO_KEYS.alice}`, 'POST', '/v1/chat/completions', '{"messages":[],"model":"gpt-4o-mini"}'];
+  const args = () => [
+    'explain',
+    '--addr',
+    service.grpcAddress,
+    '-H',
+    `Authorization: Bearer ${DEMO_KEYS.alice}`,
+    'POST',
+    '/v1/chat/completions',
+    '{"messages":[],"model":"gpt-4o-mini"}',
+  ];
 
   test('authenticates with the config given, as Envoy does', async () => {
     const r = await run([...args(), '--config', configPath], { MG_SECRET: SECRET });

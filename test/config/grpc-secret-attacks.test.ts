@@ -3,7 +3,17 @@
  * planted where the file goes, a FIFO, a directory. Each is replaced by a private file of this
  * user's with a new secret (or refused), never read through.
  */
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,11 +33,11 @@ function configFile(): string {
   return path;
 }
 
-describe('the install secret\'s path', () => {
+describe("the install secret's path", () => {
   // Before: the path was stat()ed and read following symlinks, so a link to any private file of
   // this user's holding a secret-shaped value was taken as the secret (and the check and the read
   // could see two different files).
-  it('a symlink to a private file of this user\'s holding a valid secret is not read through: replaced', () => {
+  it("a symlink to a private file of this user's holding a valid secret is not read through: replaced", () => {
     const path = configFile();
     const known = join(tmpdir(), `modelgate-known-${process.pid}-${Date.now()}`);
     dirs.push(known);

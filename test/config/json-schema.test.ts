@@ -39,24 +39,45 @@ describe('the published schema, as an editor applies it', () => {
     ['an empty file', ''],
     ['sections given with no value', 'routes:\nlog:\ncache:\ngrpc:\nupstream:\nstore:\ngroups:\nkeys:\n'],
     ['a PostgreSQL store', 'store: postgres://u:p@db/modelgate\npostgres: { poolSize: 4 }\n'],
-    ['an upstream credential', 'gateway:\n  upstreams:\n    chat: { url: "https://api.openai.com", credential: { header: Authorization, prefix: "Bearer ", env: UP } }\n'],
+    [
+      'an upstream credential',
+      'gateway:\n  upstreams:\n    chat: { url: "https://api.openai.com", credential: { header: Authorization, prefix: "Bearer ", env: UP } }\n',
+    ],
   ])('accepts %s', (_name, yaml) => {
     expect(errorsOf(yaml)).toEqual([]);
   });
 
   test.each([
     ['an unknown top-level field', 'surprise: 1\n', '', /must NOT have additional properties/],
-    ['an unknown protocol', 'groups:\n  g:\n    models: [{ name: m, protocols: [chat, smoke] }]\n', '/groups/g/models/0/protocols/1', /allowed values/],
+    [
+      'an unknown protocol',
+      'groups:\n  g:\n    models: [{ name: m, protocols: [chat, smoke] }]\n',
+      '/groups/g/models/0/protocols/1',
+      /allowed values/,
+    ],
     ['a short sha256', 'keys: [{ id: k, sha256: abc, group: g }]\n', '/keys/0/sha256', /pattern/],
-    ['a key without its group', `keys: [{ id: k, sha256: ${'a'.repeat(64)} }]\n`, '/keys/0', /required property 'group'/],
+    [
+      'a key without its group',
+      `keys: [{ id: k, sha256: ${'a'.repeat(64)} }]\n`,
+      '/keys/0',
+      /required property 'group'/,
+    ],
     ['a fractional cache size', 'cache: { maxEntries: 1.5 }\n', '/cache/maxEntries', /integer/],
     ['a log level that does not exist', 'log: { level: loud }\n', '/log/level', /allowed values/],
     ['a group name with a space', 'groups:\n  "my group": { models: [m] }\n', '/groups', /property name/],
     ['a store that is not a URL', 'store: mysql://db\n', '/store', /pattern/],
-    ['a per-style credential (removed)', 'upstream:\n  credentials:\n    chat: { header: authorization, env: UP }\n', '/upstream/credentials', /must NOT have more than 0 properties/],
+    [
+      'a per-style credential (removed)',
+      'upstream:\n  credentials:\n    chat: { header: authorization, env: UP }\n',
+      '/upstream/credentials',
+      /must NOT have more than 0 properties/,
+    ],
   ])('rejects %s, naming where', (_name, yaml, path, message) => {
     const errors = errorsOf(yaml);
-    expect(errors.some((e) => e.startsWith(`${path} `) && message.test(e)), errors.join('\n')).toBe(true);
+    expect(
+      errors.some((e) => e.startsWith(`${path} `) && message.test(e)),
+      errors.join('\n'),
+    ).toBe(true);
   });
 
   test('rejects the broken file the validator is tested with', () => {

@@ -62,7 +62,11 @@ describe('reloadConfig', () => {
     expect(errors[0].msg).toMatch(/rejected; the previous config keeps serving/);
     expect(errors[0].file).toBe(path);
     const problems = errors[0].problems as string[];
-    for (const [p] of EXPECTED) expect(problems.some((line) => line.startsWith(`${p}: `)), p).toBe(true);
+    for (const [p] of EXPECTED)
+      expect(
+        problems.some((line) => line.startsWith(`${p}: `)),
+        p,
+      ).toBe(true);
     expect(lines.raw.join('\n')).not.toContain(SECRET);
   });
 
@@ -91,12 +95,22 @@ describe('reloadConfig', () => {
     writeFileSync(path, text);
     expect(reload()).toBe(true);
     const warnings = lines.lines.filter((l) => l.level === 40);
-    expect(warnings).toEqual([expect.objectContaining({ msg: 'config reload: these sections take effect only after a restart', sections: [section] })]);
+    expect(warnings).toEqual([
+      expect.objectContaining({
+        msg: 'config reload: these sections take effect only after a restart',
+        sections: [section],
+      }),
+    ]);
     expect(applied).toHaveLength(1);
   });
 
   test('does not warn when only groups, keys, routes or log change', () => {
-    writeFileSync(path, DEMO.replace('level: info', 'level: debug').replace('maxJsonDepth: 256', 'maxJsonDepth: 64').replace('balance: 12.5', 'balance: 1'));
+    writeFileSync(
+      path,
+      DEMO.replace('level: info', 'level: debug')
+        .replace('maxJsonDepth: 256', 'maxJsonDepth: 64')
+        .replace('balance: 12.5', 'balance: 1'),
+    );
     expect(reload()).toBe(true);
     expect(lines.lines.filter((l) => l.level === 40)).toEqual([]);
     expect(current.log.level).toBe('debug');

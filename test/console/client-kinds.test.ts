@@ -32,7 +32,7 @@ const SPEC_ROWS: Array<[string, string]> = [
   ['Alternate route, generative HTTP or editor provider', '{base_url}/alt/v1beta'],
 ];
 
-test('every row of the spec\'s Base URL table is a client kind with the spec\'s Base URL', () => {
+test("every row of the spec's Base URL table is a client kind with the spec's Base URL", () => {
   for (const [spec, baseUrl] of SPEC_ROWS) {
     const kinds = CLIENT_KINDS.filter((k) => k.spec === spec);
     expect(kinds.length, spec).toBeGreaterThan(0);
@@ -51,8 +51,14 @@ describe.each(CLIENT_KINDS.map((k) => [k.id, k] as const))('%s', (_id, kind) => 
     expect(s.path).toBe(path);
   });
 
-  test('and Envoy\'s route table sends it to the right cluster', () => {
-    const cluster = kind.alt ? 'upstream_alt' : kind.style === 'messages' ? 'upstream_messages' : kind.style === 'generative' ? 'upstream_generative' : 'upstream_chat';
+  test("and Envoy's route table sends it to the right cluster", () => {
+    const cluster = kind.alt
+      ? 'upstream_alt'
+      : kind.style === 'messages'
+        ? 'upstream_messages'
+        : kind.style === 'generative'
+          ? 'upstream_generative'
+          : 'upstream_chat';
     expect(gatewayAnswer('POST', path, CONFIG.routes.altPrefix).cluster).toBe(cluster);
   });
 
@@ -63,7 +69,9 @@ describe.each(CLIENT_KINDS.map((k) => [k.id, k] as const))('%s', (_id, kind) => 
   });
 
   test('its header is the one the spec names (docs/spec.md §5.2, §5.3)', () => {
-    expect(s.header).toBe(kind.style === 'generative' && !kind.alt ? 'x-vendor-api-key: <API_KEY>' : 'Authorization: Bearer <API_KEY>');
+    expect(s.header).toBe(
+      kind.style === 'generative' && !kind.alt ? 'x-vendor-api-key: <API_KEY>' : 'Authorization: Bearer <API_KEY>',
+    );
   });
 
   test('its snippets hold the Base URL and <API_KEY>, never a real key', () => {
@@ -97,15 +105,32 @@ test('a model name with quotes cannot break a snippet out of its string', () => 
   expect(snippets.find((x) => x.id === 'openai-py')!.code).toContain(JSON.stringify(model));
 });
 
-test('the gateway\'s answers follow Envoy\'s path normalisation and first-match order', () => {
+test("the gateway's answers follow Envoy's path normalisation and first-match order", () => {
   expect(normalizedPath('//v1//chat/completions')).toBe('/v1/chat/completions');
   expect(normalizedPath('/v1/./models')).toBe('/v1/models');
-  expect(gatewayAnswer('POST', '/v1/v1/responses', '/alt')).toMatchObject({ status: 404, reason: 'path_repeated', route: 'repeated_v1' });
+  expect(gatewayAnswer('POST', '/v1/v1/responses', '/alt')).toMatchObject({
+    status: 404,
+    reason: 'path_repeated',
+    route: 'repeated_v1',
+  });
   expect(gatewayAnswer('POST', '/embeddings', '/alt')).toMatchObject({ status: 404, reason: 'prefix_wrong' });
   // A coding agent's own path at the root address (docs/spec.md §4.1 row 1): the endpoint, checked.
-  expect(gatewayAnswer('POST', '/chat/completions', '/alt')).toMatchObject({ route: 'agent_chat_completions', cluster: 'upstream_chat' });
+  expect(gatewayAnswer('POST', '/chat/completions', '/alt')).toMatchObject({
+    route: 'agent_chat_completions',
+    cluster: 'upstream_chat',
+  });
   expect(gatewayAnswer('GET', '/responses', '/alt')).toMatchObject({ status: 405, reason: 'method_not_allowed' });
-  expect(gatewayAnswer('GET', '/v1/chat/completions', '/alt')).toMatchObject({ status: 405, reason: 'method_not_allowed' });
-  expect(gatewayAnswer('GET', '/console/api/info', '/alt')).toMatchObject({ route: 'console', cluster: 'modelgate_http' });
-  expect(gatewayAnswer('GET', '/nothing', '/alt')).toMatchObject({ status: 404, reason: 'path_unknown', route: 'unknown' });
+  expect(gatewayAnswer('GET', '/v1/chat/completions', '/alt')).toMatchObject({
+    status: 405,
+    reason: 'method_not_allowed',
+  });
+  expect(gatewayAnswer('GET', '/console/api/info', '/alt')).toMatchObject({
+    route: 'console',
+    cluster: 'modelgate_http',
+  });
+  expect(gatewayAnswer('GET', '/nothing', '/alt')).toMatchObject({
+    status: 404,
+    reason: 'path_unknown',
+    route: 'unknown',
+  });
 });

@@ -38,51 +38,294 @@ interface Row {
 
 const ROWS: Row[] = [
   // §4.1 rule 1
-  { name: 'an empty Base URL', input: { baseUrl: '', clientKind: 'chat-sdk' }, fails: 'base-url', detail: /empty/, change: /set the Base URL to http:\/\/gw\.test:10000\/v1$/ },
-  { name: 'spaces around the Base URL', input: { baseUrl: ` ${GW}/v1`, clientKind: 'chat-sdk' }, fails: 'base-url', detail: /spaces/ },
-  { name: 'no scheme', input: { baseUrl: 'gw.test:10000/v1', clientKind: 'chat-sdk' }, fails: 'base-url', detail: /not an http/ },
-  { name: 'a user and password in it', input: { baseUrl: 'http://me:secret@gw.test:10000/v1', clientKind: 'chat-sdk' }, fails: 'base-url', detail: /user name or password/ },
-  { name: 'a key in its query', input: { baseUrl: `${GW}/v1?key=${DEMO_KEYS.alice}`, clientKind: 'chat-sdk' }, fails: 'base-url', detail: /query string with a key/ },
-  { name: 'a full endpoint path as Base URL', input: { baseUrl: `${GW}/v1/chat/completions`, clientKind: 'chat-sdk' }, fails: 'base-url', detail: /holds an endpoint path, "\/chat\/completions"/, answers: 'path_repeated' },
-  { name: '/models in a generative Base URL', input: { baseUrl: `${GW}/v1beta/models`, clientKind: 'generative-http' }, fails: 'base-url', detail: /"\/models"/, answers: 'path_repeated' },
-  { name: 'a trailing / on a messages-style client', input: { baseUrl: `${GW}/`, clientKind: 'messages-client' }, fails: 'base-url', detail: /trailing/ },
+  {
+    name: 'an empty Base URL',
+    input: { baseUrl: '', clientKind: 'chat-sdk' },
+    fails: 'base-url',
+    detail: /empty/,
+    change: /set the Base URL to http:\/\/gw\.test:10000\/v1$/,
+  },
+  {
+    name: 'spaces around the Base URL',
+    input: { baseUrl: ` ${GW}/v1`, clientKind: 'chat-sdk' },
+    fails: 'base-url',
+    detail: /spaces/,
+  },
+  {
+    name: 'no scheme',
+    input: { baseUrl: 'gw.test:10000/v1', clientKind: 'chat-sdk' },
+    fails: 'base-url',
+    detail: /not an http/,
+  },
+  {
+    name: 'a user and password in it',
+    input: { baseUrl: 'http://me:secret@gw.test:10000/v1', clientKind: 'chat-sdk' },
+    fails: 'base-url',
+    detail: /user name or password/,
+  },
+  {
+    name: 'a key in its query',
+    input: { baseUrl: `${GW}/v1?key=${DEMO_KEYS.alice}`, clientKind: 'chat-sdk' },
+    fails: 'base-url',
+    detail: /query string with a key/,
+  },
+  {
+    name: 'a full endpoint path as Base URL',
+    input: { baseUrl: `${GW}/v1/chat/completions`, clientKind: 'chat-sdk' },
+    fails: 'base-url',
+    detail: /holds an endpoint path, "\/chat\/completions"/,
+    answers: 'path_repeated',
+  },
+  {
+    name: '/models in a generative Base URL',
+    input: { baseUrl: `${GW}/v1beta/models`, clientKind: 'generative-http' },
+    fails: 'base-url',
+    detail: /"\/models"/,
+    answers: 'path_repeated',
+  },
+  {
+    name: 'a trailing / on a messages-style client',
+    input: { baseUrl: `${GW}/`, clientKind: 'messages-client' },
+    fails: 'base-url',
+    detail: /trailing/,
+  },
   // §5 rule 4 and §4.1 rule 2: a failing request URL
-  { name: 'a key in the request URL', input: { baseUrl: GW, clientKind: 'generative-cli', failingUrl: `${GW}/v1beta/models/gemini-2.5-flash:generateContent?key=${DEMO_KEYS.alice}` }, fails: 'url-key', detail: /key is in the URL/ },
-  { name: 'a segment missing from the request URL', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: `${GW}/v1/completions` }, fails: 'endpoint-url', detail: /segment is missing.*\/v1\/chat\/completions/ },
-  { name: 'a segment added to the request URL', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: `${GW}/v1/v1/chat/completions`, status: 404 }, fails: 'endpoint-url', detail: /added or repeated/, answers: 'path_repeated' },
-  { name: 'a request URL that is not a URL', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: 'chat/completions' }, fails: 'endpoint-url', detail: /not an http/ },
+  {
+    name: 'a key in the request URL',
+    input: {
+      baseUrl: GW,
+      clientKind: 'generative-cli',
+      failingUrl: `${GW}/v1beta/models/gemini-2.5-flash:generateContent?key=${DEMO_KEYS.alice}`,
+    },
+    fails: 'url-key',
+    detail: /key is in the URL/,
+  },
+  {
+    name: 'a segment missing from the request URL',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: `${GW}/v1/completions` },
+    fails: 'endpoint-url',
+    detail: /segment is missing.*\/v1\/chat\/completions/,
+  },
+  {
+    name: 'a segment added to the request URL',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: `${GW}/v1/v1/chat/completions`, status: 404 },
+    fails: 'endpoint-url',
+    detail: /added or repeated/,
+    answers: 'path_repeated',
+  },
+  {
+    name: 'a request URL that is not a URL',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', failingUrl: 'chat/completions' },
+    fails: 'endpoint-url',
+    detail: /not an http/,
+  },
   // §4.1 rule 4, §7 404
-  { name: 'a messages client with /v1 (path appended twice)', input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/messages/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
-  { name: 'a coding agent with /v1/v1 (path appended twice)', input: { baseUrl: `${GW}/v1/v1`, clientKind: 'coding-agent' }, fails: 'path', detail: /path repeated.*\/v1\/v1\/responses.*No \/v1 suffix/, change: /to http:\/\/gw\.test:10000$/, answers: 'path_repeated' },
-  { name: 'a messages client with /v1', input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' }, fails: 'path', detail: /path repeated/, answers: 'path_repeated' },
+  {
+    name: 'a messages client with /v1 (path appended twice)',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' },
+    fails: 'path',
+    detail: /path repeated.*\/v1\/v1\/messages/,
+    change: /to http:\/\/gw\.test:10000$/,
+    answers: 'path_repeated',
+  },
+  {
+    name: 'a coding agent with /v1/v1 (path appended twice)',
+    input: { baseUrl: `${GW}/v1/v1`, clientKind: 'coding-agent' },
+    fails: 'path',
+    detail: /path repeated.*\/v1\/v1\/responses.*No \/v1 suffix/,
+    change: /to http:\/\/gw\.test:10000$/,
+    answers: 'path_repeated',
+  },
+  {
+    name: 'a messages client with /v1',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'messages-client' },
+    fails: 'path',
+    detail: /path repeated/,
+    answers: 'path_repeated',
+  },
   // (A chat SDK at the root address sends POST /chat/completions, which the coding agents' row serves.)
-  { name: 'an embeddings SDK without /v1 (wrong prefix)', input: { baseUrl: GW, clientKind: 'embeddings' }, fails: 'path', detail: /wrong prefix.*\/embeddings.*ends in \/v1/, change: /\/v1$/, answers: 'prefix_wrong' },
-  { name: 'a generative command-line client with /v1beta', input: { baseUrl: `${GW}/v1beta`, clientKind: 'generative-cli' }, fails: 'path', detail: /must use the root address, not \/v1beta/, answers: 'path_repeated' },
-  { name: 'an editor generative provider at the root', input: { baseUrl: GW, clientKind: 'generative-http' }, fails: 'path', detail: /must use http:\/\/gw\.test:10000\/v1beta/, change: /\/v1beta$/, answers: 'prefix_wrong' },
-  { name: 'an alternate-route client without the prefix', input: { baseUrl: `${GW}/v1`, clientKind: 'alt-chat' }, fails: 'path', detail: /reaches the root route, not the alternate route/, change: /\/alt\/v1$/ },
-  { name: 'a root-route client under the alternate prefix', input: { baseUrl: `${GW}/alt/v1`, clientKind: 'chat-sdk' }, fails: 'path', detail: /reaches the alternate route, not the root route/ },
-  { name: 'the alternate prefix twice', input: { baseUrl: `${GW}/alt/alt`, clientKind: 'alt-messages' }, fails: 'path', detail: /path repeated/, answers: 'path_repeated' },
-  { name: 'an unknown path segment', input: { baseUrl: `${GW}/api/v1`, clientKind: 'chat-sdk' }, fails: 'path', detail: /wrong prefix/, answers: 'path_unknown' },
-  { name: 'a path outside the configured root', input: { baseUrl: 'https://llm.example.com/v1', clientKind: 'chat-sdk' }, ctx: { gatewayBase: 'https://llm.example.com/gw', baseConfigured: true }, fails: 'path', detail: /does not start with "\/gw"/, change: /https:\/\/llm\.example\.com\/gw\/v1$/ },
+  {
+    name: 'an embeddings SDK without /v1 (wrong prefix)',
+    input: { baseUrl: GW, clientKind: 'embeddings' },
+    fails: 'path',
+    detail: /wrong prefix.*\/embeddings.*ends in \/v1/,
+    change: /\/v1$/,
+    answers: 'prefix_wrong',
+  },
+  {
+    name: 'a generative command-line client with /v1beta',
+    input: { baseUrl: `${GW}/v1beta`, clientKind: 'generative-cli' },
+    fails: 'path',
+    detail: /must use the root address, not \/v1beta/,
+    answers: 'path_repeated',
+  },
+  {
+    name: 'an editor generative provider at the root',
+    input: { baseUrl: GW, clientKind: 'generative-http' },
+    fails: 'path',
+    detail: /must use http:\/\/gw\.test:10000\/v1beta/,
+    change: /\/v1beta$/,
+    answers: 'prefix_wrong',
+  },
+  {
+    name: 'an alternate-route client without the prefix',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'alt-chat' },
+    fails: 'path',
+    detail: /reaches the root route, not the alternate route/,
+    change: /\/alt\/v1$/,
+  },
+  {
+    name: 'a root-route client under the alternate prefix',
+    input: { baseUrl: `${GW}/alt/v1`, clientKind: 'chat-sdk' },
+    fails: 'path',
+    detail: /reaches the alternate route, not the root route/,
+  },
+  {
+    name: 'the alternate prefix twice',
+    input: { baseUrl: `${GW}/alt/alt`, clientKind: 'alt-messages' },
+    fails: 'path',
+    detail: /path repeated/,
+    answers: 'path_repeated',
+  },
+  {
+    name: 'an unknown path segment',
+    input: { baseUrl: `${GW}/api/v1`, clientKind: 'chat-sdk' },
+    fails: 'path',
+    detail: /wrong prefix/,
+    answers: 'path_unknown',
+  },
+  {
+    name: 'a path outside the configured root',
+    input: { baseUrl: 'https://llm.example.com/v1', clientKind: 'chat-sdk' },
+    ctx: { gatewayBase: 'https://llm.example.com/gw', baseConfigured: true },
+    fails: 'path',
+    detail: /does not start with "\/gw"/,
+    change: /https:\/\/llm\.example\.com\/gw\/v1$/,
+  },
   // §7 401: the address, then the key, then the headers
-  { name: 'another host than the configured public address', input: { baseUrl: 'https://other.example.com/v1', clientKind: 'chat-sdk' }, ctx: { gatewayBase: 'https://llm.example.com', baseConfigured: true }, fails: 'address', detail: /points at https:\/\/other\.example\.com/ },
-  { name: 'nothing answering at the address', input: { baseUrl: 'http://nowhere.test/v1', clientKind: 'chat-sdk' }, ctx: { gatewayBase: 'http://nowhere.test', reachable: false }, fails: 'address', detail: /no modelgate gateway answered/ },
-  { name: 'a cut key', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' }, ctx: { key: { ok: false, reason: 'key_incomplete', hint: 'the key you pasted has 38 characters; a sk-mg- key has 46: it was cut when copied' } }, fails: 'key', detail: /incomplete.*38 characters/, change: /whole key/ },
-  { name: 'an unknown key', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' }, ctx: { key: { ok: false, reason: 'key_unknown', hint: 'no key matches' } }, fails: 'key', detail: /not valid \(key_unknown\)/, change: /current key/ },
-  { name: 'a 401 with a valid key (another key or header in the client)', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', status: 401 }, fails: 'headers', detail: /got 401.*Authorization: Bearer <API_KEY>/, change: /API Key box/ },
-  { name: 'a 401 on /v1beta names the vendor header', input: { baseUrl: `${GW}/v1beta`, clientKind: 'generative-http', status: 401 }, fails: 'headers', detail: /x-vendor-api-key: <API_KEY>/ },
+  {
+    name: 'another host than the configured public address',
+    input: { baseUrl: 'https://other.example.com/v1', clientKind: 'chat-sdk' },
+    ctx: { gatewayBase: 'https://llm.example.com', baseConfigured: true },
+    fails: 'address',
+    detail: /points at https:\/\/other\.example\.com/,
+  },
+  {
+    name: 'nothing answering at the address',
+    input: { baseUrl: 'http://nowhere.test/v1', clientKind: 'chat-sdk' },
+    ctx: { gatewayBase: 'http://nowhere.test', reachable: false },
+    fails: 'address',
+    detail: /no modelgate gateway answered/,
+  },
+  {
+    name: 'a cut key',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' },
+    ctx: {
+      key: {
+        ok: false,
+        reason: 'key_incomplete',
+        hint: 'the key you pasted has 38 characters; a sk-mg- key has 46: it was cut when copied',
+      },
+    },
+    fails: 'key',
+    detail: /incomplete.*38 characters/,
+    change: /whole key/,
+  },
+  {
+    name: 'an unknown key',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' },
+    ctx: { key: { ok: false, reason: 'key_unknown', hint: 'no key matches' } },
+    fails: 'key',
+    detail: /not valid \(key_unknown\)/,
+    change: /current key/,
+  },
+  {
+    name: 'a 401 with a valid key (another key or header in the client)',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', status: 401 },
+    fails: 'headers',
+    detail: /got 401.*Authorization: Bearer <API_KEY>/,
+    change: /API Key box/,
+  },
+  {
+    name: 'a 401 on /v1beta names the vendor header',
+    input: { baseUrl: `${GW}/v1beta`, clientKind: 'generative-http', status: 401 },
+    fails: 'headers',
+    detail: /x-vendor-api-key: <API_KEY>/,
+  },
   // §7 model-not-found checks 1-5, and the balance
-  { name: 'a key bound to a group that no longer exists', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' }, ctx: { key: ORPHAN }, fails: 'model-group', detail: /no longer exists/ },
-  { name: 'a model the group does not contain', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'o3' }, fails: 'model-in-group', detail: /does not include "o3"; its models: gpt-4o-mini/, change: /check 1/ },
-  { name: 'an API key in the model field', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'whatever' }, ctx: { modelIsKey: true }, fails: 'model-in-group', detail: /holds an API key/ },
-  { name: 'a misspelled model', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'gpt-4o-mni' }, fails: 'model-name', detail: /misspelled: did you mean "gpt-4o-mini"/, change: /"gpt-4o-mini"/ },
-  { name: 'a model name with a space', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'gpt-4o-mini ' }, fails: 'model-name', detail: /leading or trailing spaces/ },
-  { name: 'a model name in another case', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'GPT-4o-mini' }, fails: 'model-name', detail: /case-sensitive/ },
-  { name: 'a messages model on a chat client', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'claude-3-5-haiku-latest' }, fails: 'model-protocol', detail: /served on messages, not on chat.*POST \/v1\/messages/ },
-  { name: 'a generative model on the alternate chat route', input: { baseUrl: `${GW}/alt/v1`, clientKind: 'alt-chat', model: 'gemini-2.5-flash' }, fails: 'model-protocol', detail: /POST \/alt\/v1beta\/models\/gemini-2\.5-flash:generateContent/ },
-  { name: 'a model whose channel is down', input: { baseUrl: GW, clientKind: 'generative-cli', model: 'gemini-2.0-flash' }, fails: 'available', detail: /shows "gemini-2\.0-flash" as unavailable/ },
-  { name: 'a group marked unavailable', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' }, ctx: { key: FRANK }, fails: 'available', detail: /group "paused" as unavailable/ },
-  { name: 'a balance of 0', input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'gpt-4o-mini' }, ctx: { key: CAROL }, fails: 'balance', detail: /balance is 0/, change: /top up/ },
+  {
+    name: 'a key bound to a group that no longer exists',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' },
+    ctx: { key: ORPHAN },
+    fails: 'model-group',
+    detail: /no longer exists/,
+  },
+  {
+    name: 'a model the group does not contain',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'o3' },
+    fails: 'model-in-group',
+    detail: /does not include "o3"; its models: gpt-4o-mini/,
+    change: /check 1/,
+  },
+  {
+    name: 'an API key in the model field',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'whatever' },
+    ctx: { modelIsKey: true },
+    fails: 'model-in-group',
+    detail: /holds an API key/,
+  },
+  {
+    name: 'a misspelled model',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'gpt-4o-mni' },
+    fails: 'model-name',
+    detail: /misspelled: did you mean "gpt-4o-mini"/,
+    change: /"gpt-4o-mini"/,
+  },
+  {
+    name: 'a model name with a space',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'gpt-4o-mini ' },
+    fails: 'model-name',
+    detail: /leading or trailing spaces/,
+  },
+  {
+    name: 'a model name in another case',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'GPT-4o-mini' },
+    fails: 'model-name',
+    detail: /case-sensitive/,
+  },
+  {
+    name: 'a messages model on a chat client',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'claude-3-5-haiku-latest' },
+    fails: 'model-protocol',
+    detail: /served on messages, not on chat.*POST \/v1\/messages/,
+  },
+  {
+    name: 'a generative model on the alternate chat route',
+    input: { baseUrl: `${GW}/alt/v1`, clientKind: 'alt-chat', model: 'gemini-2.5-flash' },
+    fails: 'model-protocol',
+    detail: /POST \/alt\/v1beta\/models\/gemini-2\.5-flash:generateContent/,
+  },
+  {
+    name: 'a model whose channel is down',
+    input: { baseUrl: GW, clientKind: 'generative-cli', model: 'gemini-2.0-flash' },
+    fails: 'available',
+    detail: /shows "gemini-2\.0-flash" as unavailable/,
+  },
+  {
+    name: 'a group marked unavailable',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' },
+    ctx: { key: FRANK },
+    fails: 'available',
+    detail: /group "paused" as unavailable/,
+  },
+  {
+    name: 'a balance of 0',
+    input: { baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'gpt-4o-mini' },
+    ctx: { key: CAROL },
+    fails: 'balance',
+    detail: /balance is 0/,
+    change: /top up/,
+  },
 ];
 
 describe('runDoctor names the first failing rule and the one setting to change', () => {
@@ -134,14 +377,20 @@ describe('runDoctor on a setup that is right', () => {
   });
 
   test('another host is only a note when the address is not configured (the page may be reached another way)', () => {
-    const report = runDoctor({ baseUrl: 'http://localhost:10000/v1', clientKind: 'chat-sdk' }, ctx({ gatewayBase: 'http://127.0.0.1:10000' }));
+    const report = runDoctor(
+      { baseUrl: 'http://localhost:10000/v1', clientKind: 'chat-sdk' },
+      ctx({ gatewayBase: 'http://127.0.0.1:10000' }),
+    );
     expect(report.failing).toBeNull();
     expect(report.steps.find((s) => s.id === 'address')!.outcome).toBe('note');
   });
 
   test('without a model the model checks wait for one, and the group and balance are still checked', () => {
     const report = runDoctor({ baseUrl: `${GW}/v1`, clientKind: 'chat-sdk' }, ctx());
-    expect(report.steps.find((s) => s.id === 'model-in-group')).toMatchObject({ outcome: 'skip', detail: expect.stringMatching(/enter the model/) });
+    expect(report.steps.find((s) => s.id === 'model-in-group')).toMatchObject({
+      outcome: 'skip',
+      detail: expect.stringMatching(/enter the model/),
+    });
     expect(report.steps.find((s) => s.id === 'available')!.outcome).toBe('pass');
     expect(report.steps.find((s) => s.id === 'balance')!.outcome).toBe('pass');
   });
@@ -159,12 +408,14 @@ describe('what the doctor never says', () => {
       { baseUrl: k, clientKind: 'chat-sdk' },
     ]) {
       const text = JSON.stringify(runDoctor(input, ctx()));
-      for (let i = 0; i + 12 <= k.length; i += 4) expect(text, `${input.baseUrl}: a piece at ${i}`).not.toContain(k.slice(i, i + 12));
+      for (let i = 0; i + 12 <= k.length; i += 4)
+        expect(text, `${input.baseUrl}: a piece at ${i}`).not.toContain(k.slice(i, i + 12));
     }
   });
 
-  test('never another group\'s models: only the key\'s own group is named', () => {
+  test("never another group's models: only the key's own group is named", () => {
     const text = JSON.stringify(runDoctor({ baseUrl: `${GW}/v1`, clientKind: 'chat-sdk', model: 'gpt-4o' }, ctx()));
-    for (const proOnly of ['o3', 'claude-sonnet-4-5', 'gemini-2.5-pro', 'text-embedding-3-large']) expect(text).not.toContain(proOnly);
+    for (const proOnly of ['o3', 'claude-sonnet-4-5', 'gemini-2.5-pro', 'text-embedding-3-large'])
+      expect(text).not.toContain(proOnly);
   });
 });

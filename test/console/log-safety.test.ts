@@ -15,28 +15,41 @@ const IMPORTED = 'legacyKey0123456789abcdefXYZ';
 let h: Harness;
 
 beforeAll(async () => {
-  const yaml = readFileSync(DEMO_CONFIG, 'utf8') + `  - id: imported-1\n    sha256: ${hashKey(IMPORTED)}\n    group: basic\n`;
+  const yaml =
+    readFileSync(DEMO_CONFIG, 'utf8') + `  - id: imported-1\n    sha256: ${hashKey(IMPORTED)}\n    group: basic\n`;
   h = await startHarness({ configPath: tempConfig(yaml) });
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 test('no key string reaches any console log line, whatever is pasted where', async () => {
   const keys = [...Object.values(DEMO_KEYS), generateKey(), IMPORTED];
   const base = `http://${h.service.httpAddress}`;
-  const post = (api: string, key: string | undefined, body?: unknown, extra: Record<string, string> = {}) => fetch(`${base}/console/api/${api}`, {
-    method: 'POST',
-    headers: { ...(key === undefined ? {} : { [HEADER.consoleKey]: encodeURIComponent(key) }), ...extra },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  }).then(async (r) => {
-    bodies.push(await r.text());
-    return r.status;
-  });
+  const post = (api: string, key: string | undefined, body?: unknown, extra: Record<string, string> = {}) =>
+    fetch(`${base}/console/api/${api}`, {
+      method: 'POST',
+      headers: { ...(key === undefined ? {} : { [HEADER.consoleKey]: encodeURIComponent(key) }), ...extra },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }).then(async (r) => {
+      bodies.push(await r.text());
+      return r.status;
+    });
   const statuses = new Set<number>();
   const bodies: string[] = [];
   for (const k of keys) {
-    for (const pasted of [k, `"${k}"`, `Bearer ${k}`, k.slice(0, -3), ` ${k} `, `${k}\u201d`]) statuses.add(await post('access', pasted));
+    for (const pasted of [k, `"${k}"`, `Bearer ${k}`, k.slice(0, -3), ` ${k} `, `${k}\u201d`])
+      statuses.add(await post('access', pasted));
     statuses.add(await post('setup', k));
-    statuses.add(await post('doctor', DEMO_KEYS.alice, { baseUrl: `${base}/v1?key=${k}`, clientKind: 'chat-sdk', model: k, failingUrl: `${base}/v1/${k}?api_key=${k}`, status: 401 }));
+    statuses.add(
+      await post('doctor', DEMO_KEYS.alice, {
+        baseUrl: `${base}/v1?key=${k}`,
+        clientKind: 'chat-sdk',
+        model: k,
+        failingUrl: `${base}/v1/${k}?api_key=${k}`,
+        status: 401,
+      }),
+    );
     statuses.add(await post('doctor', k, { baseUrl: k, clientKind: k }));
     statuses.add(await post(`nope-${k}`, k));
     statuses.add(await fetch(`${base}/console/${k}`).then((r) => r.status));
@@ -48,13 +61,19 @@ test('no key string reaches any console log line, whatever is pasted where', asy
   const lines = h.logs.raw.filter((l) => l.includes('"msg":"console'));
   expect(lines.length).toBeGreaterThanOrEqual(keys.length * 10);
   const all = h.logs.raw.join('\n');
-  for (const k of keys) for (let i = 0; i + 12 <= k.length; i += 3) {
-    const bad = h.logs.raw.find((l) => l.includes(k.slice(i, i + 12)));
-    expect(bad, `a piece of a key at ${i}`).toBeUndefined();
-  }
+  for (const k of keys)
+    for (let i = 0; i + 12 <= k.length; i += 3) {
+      const bad = h.logs.raw.find((l) => l.includes(k.slice(i, i + 12)));
+      expect(bad, `a piece of a key at ${i}`).toBeUndefined();
+    }
   expect(all).not.toContain('sk-mg-');
   // Nor in any answer: hints and the doctor's report echo nothing that could be a key.
-  for (const k of keys) for (let i = 0; i + 12 <= k.length; i += 3) expect(bodies.find((b) => b.includes(k.slice(i, i + 12))), `answer with a piece at ${i}`).toBeUndefined();
+  for (const k of keys)
+    for (let i = 0; i + 12 <= k.length; i += 3)
+      expect(
+        bodies.find((b) => b.includes(k.slice(i, i + 12))),
+        `answer with a piece at ${i}`,
+      ).toBeUndefined();
   // Ops still see who and what: ids and reasons, never keys.
   const parsed = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
   expect(parsed.some((l) => l.keyId === 'imported-1' && l.api === 'access' && l.status === 200)).toBe(true);

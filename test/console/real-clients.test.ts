@@ -20,15 +20,32 @@ test('docs/clients.md holds exactly the table of the code', () => {
   expect(m![1]).toBe(realClientsMarkdown('/alt'));
 });
 
-test.each(REAL_CLIENTS.flatMap((c) => c.sends.map((line) => [c.name, c.kind, line] as const)))('%s (%s): %s is an endpoint of the gateway', (_name, kind, line) => {
-  expect(clientKind(kind)).toBeDefined();
-  const [method, path] = line.split(' ');
-  const p = path.replace('{model}', 'gemini-2.5-flash');
-  expect(gatewayAnswer(method, p, '/alt').cluster).toMatch(/^(upstream_|modelgate_http$)/);
-  expect(['protocol', 'models']).toContain(classify(method, p, '/alt', false).kind);
-});
+test.each(REAL_CLIENTS.flatMap((c) => c.sends.map((line) => [c.name, c.kind, line] as const)))(
+  '%s (%s): %s is an endpoint of the gateway',
+  (_name, kind, line) => {
+    expect(clientKind(kind)).toBeDefined();
+    const [method, path] = line.split(' ');
+    const p = path.replace('{model}', 'gemini-2.5-flash');
+    expect(gatewayAnswer(method, p, '/alt').cluster).toMatch(/^(upstream_|modelgate_http$)/);
+    expect(['protocol', 'models']).toContain(classify(method, p, '/alt', false).kind);
+  },
+);
 
 test('every row of the Base URL table has a real client in the tests', () => {
   const kinds = new Set(REAL_CLIENTS.map((c) => c.kind));
-  for (const k of ['coding-agent', 'chat-app', 'chat-sdk', 'responses-sdk', 'embeddings', 'messages-client', 'generative-cli', 'generative-http', 'alt-messages', 'alt-generative-cli', 'alt-chat', 'alt-generative-http']) expect(kinds.has(k), k).toBe(true);
+  for (const k of [
+    'coding-agent',
+    'chat-app',
+    'chat-sdk',
+    'responses-sdk',
+    'embeddings',
+    'messages-client',
+    'generative-cli',
+    'generative-http',
+    'alt-messages',
+    'alt-generative-cli',
+    'alt-chat',
+    'alt-generative-http',
+  ])
+    expect(kinds.has(k), k).toBe(true);
 });

@@ -59,20 +59,23 @@ describe('isCompleteKey', () => {
     expect(isCompleteKey(key)).toBe(true);
   });
 
-  test.each([...Object.entries(DEMO_KEYS), ['a fresh key', GENERATED[0]]])('rejects every single-character substitution of %s', (_id, key) => {
-    const accepted: string[] = [];
-    let tried = 0;
-    for (let i = 0; i < key.length; i++) {
-      for (const ch of ALPHABET) {
-        if (ch === key[i]) continue;
-        const changed = key.slice(0, i) + ch + key.slice(i + 1);
-        tried++;
-        if (isCompleteKey(changed)) accepted.push(`${i}:${ch}`);
+  test.each([...Object.entries(DEMO_KEYS), ['a fresh key', GENERATED[0]]])(
+    'rejects every single-character substitution of %s',
+    (_id, key) => {
+      const accepted: string[] = [];
+      let tried = 0;
+      for (let i = 0; i < key.length; i++) {
+        for (const ch of ALPHABET) {
+          if (ch === key[i]) continue;
+          const changed = key.slice(0, i) + ch + key.slice(i + 1);
+          tried++;
+          if (isCompleteKey(changed)) accepted.push(`${i}:${ch}`);
+        }
       }
-    }
-    expect(tried).toBeGreaterThan(46 * 60);
-    expect(accepted).toEqual([]);
-  });
+      expect(tried).toBeGreaterThan(46 * 60);
+      expect(accepted).toEqual([]);
+    },
+  );
 
   test.each(Object.entries(DEMO_KEYS))('rejects every truncation and every extension of %s', (_id, key) => {
     for (let n = 0; n < key.length; n++) {
@@ -96,16 +99,20 @@ describe('isCompleteKey', () => {
 
   test('rejects a key of the right length with another prefix', () => {
     const key = DEMO_KEYS.bob;
-    for (const prefix of ['sk-mG-', 'SK-MG-', 'sk_mg_', 'xx-mg-', 'sk-mg_']) expect(isCompleteKey(prefix + key.slice(6))).toBe(false);
+    for (const prefix of ['sk-mG-', 'SK-MG-', 'sk_mg_', 'xx-mg-', 'sk-mg_'])
+      expect(isCompleteKey(prefix + key.slice(6))).toBe(false);
   });
 });
 
 describe('hashKey', () => {
-  test.each([...Object.values(DEMO_KEYS), GENERATED[0], 'imported-key', '', '\u00e9\u{1f511}'])('is the lowercase hex SHA-256 of %j', (key) => {
-    const h = hashKey(key);
-    expect(h).toMatch(/^[0-9a-f]{64}$/);
-    expect(h).toBe(createHash('sha256').update(Buffer.from(key, 'utf8')).digest('hex'));
-  });
+  test.each([...Object.values(DEMO_KEYS), GENERATED[0], 'imported-key', '', '\u00e9\u{1f511}'])(
+    'is the lowercase hex SHA-256 of %j',
+    (key) => {
+      const h = hashKey(key);
+      expect(h).toMatch(/^[0-9a-f]{64}$/);
+      expect(h).toBe(createHash('sha256').update(Buffer.from(key, 'utf8')).digest('hex'));
+    },
+  );
 
   test('matches the sha256 of every demo key in envoy/modelgate.yaml', () => {
     const config = parseConfig(readFileSync(join(__dirname, '..', '..', 'envoy', 'modelgate.yaml'), 'utf8'));

@@ -7,18 +7,24 @@ import { expect, test } from 'vitest';
 import { REASONS } from '../../src/contract/reasons';
 import { retryable, retryHeaders, SHOULD_RETRY_HEADER } from '../../src/contract/retry-advice';
 
-test.each(Object.entries(REASONS).filter(([r]) => r !== 'allowed'))('%s (%o): the advice its status implies', (_reason, { status }) => {
-  const headers = Object.fromEntries(retryHeaders(status));
-  if ([429, 503, 504].includes(status)) {
-    expect(headers).toEqual({ [SHOULD_RETRY_HEADER]: 'true', 'retry-after': '1' });
-  } else {
-    expect(status).toBeGreaterThanOrEqual(400);
-    expect(status).toBeLessThan(500);
-    expect(headers).toEqual({ [SHOULD_RETRY_HEADER]: 'false' });
-  }
-});
+test.each(Object.entries(REASONS).filter(([r]) => r !== 'allowed'))(
+  '%s (%o): the advice its status implies',
+  (_reason, { status }) => {
+    const headers = Object.fromEntries(retryHeaders(status));
+    if ([429, 503, 504].includes(status)) {
+      expect(headers).toEqual({ [SHOULD_RETRY_HEADER]: 'true', 'retry-after': '1' });
+    } else {
+      expect(status).toBeGreaterThanOrEqual(400);
+      expect(status).toBeLessThan(500);
+      expect(headers).toEqual({ [SHOULD_RETRY_HEADER]: 'false' });
+    }
+  },
+);
 
 test('a denial may name its own wait, in whole seconds', () => {
-  expect(retryHeaders(429, 12.2)).toEqual([['x-should-retry', 'true'], ['retry-after', '13']]);
+  expect(retryHeaders(429, 12.2)).toEqual([
+    ['x-should-retry', 'true'],
+    ['retry-after', '13'],
+  ]);
   expect(retryable(400)).toBe(false);
 });

@@ -20,7 +20,12 @@ describe('printable', () => {
     ['a key redacted', K, 80, 'sk-mg-[redacted]'],
     ['a key inside text redacted', `model=${K} please`, 80, 'model=sk-mg-[redacted] please'],
     ['a key with a stray dot redacted whole', `${K.slice(0, 20)}.${K.slice(20)}`, 80, 'sk-mg-[redacted]'],
-    ['a key with a non-ASCII character redacted whole', `${K.slice(0, 20)}\u00e9${K.slice(21)}`, 80, 'sk-mg-[redacted]'],
+    [
+      'a key with a non-ASCII character redacted whole',
+      `${K.slice(0, 20)}\u00e9${K.slice(21)}`,
+      80,
+      'sk-mg-[redacted]',
+    ],
     ['a key in a path up to the next slash', `/v1/${K}/chat`, 80, '/v1/sk-mg-[redacted]/chat'],
     ['a key in quotes', `"${K}"`, 80, '"sk-mg-[redacted]"'],
     ['two keys', `${K} ${DEMO_KEYS.bob}`, 200, 'sk-mg-[redacted] sk-mg-[redacted]'],
@@ -33,8 +38,18 @@ describe('printable', () => {
     ['a key without its prefix as its length', K.slice(6), 80, '[40 chars]'],
     ['an imported key as its length', 'legacyKey0123456789abcdefXYZ', 80, '[28 chars]'],
     ['pieces of a key as their lengths', `${K.slice(6, 20)}/${K.slice(20, 46)}`, 80, '[14 chars]/[26 chars]'],
-    ['model names with dates and words unchanged', 'claude-3-5-sonnet-20241022 text-embedding-3-small Qwen2.5-72B-Instruct', 80, 'claude-3-5-sonnet-20241022 text-embedding-3-small Qwen2.5-72B-Instruct'],
-    ['camelCase path words unchanged', '/v1beta/models/gemini-2.5-flash:streamGenerateContent', 80, '/v1beta/models/gemini-2.5-flash:streamGenerateContent'],
+    [
+      'model names with dates and words unchanged',
+      'claude-3-5-sonnet-20241022 text-embedding-3-small Qwen2.5-72B-Instruct',
+      80,
+      'claude-3-5-sonnet-20241022 text-embedding-3-small Qwen2.5-72B-Instruct',
+    ],
+    [
+      'camelCase path words unchanged',
+      '/v1beta/models/gemini-2.5-flash:streamGenerateContent',
+      80,
+      '/v1beta/models/gemini-2.5-flash:streamGenerateContent',
+    ],
     ['a run mixing letters and digits as its length', 'mixtral8x7b', 80, '[11 chars]'],
   ])('renders %s', (_name, input, max, expected) => {
     expect(printable(input, max)).toBe(expected);
@@ -45,11 +60,24 @@ describe('printable', () => {
   });
 
   test('never returns 8 characters in a row of any demo key, wherever it is pasted and however it is split', () => {
-    const wraps = [(k: string) => k, (k: string) => ` ${k} `, (k: string) => `Bearer ${k}`, (k: string) => `${k}\n`, (k: string) => `a=${k}&b=1`, (k: string) => k.slice(6), (k: string) => `x${k.slice(6)}y`];
+    const wraps = [
+      (k: string) => k,
+      (k: string) => ` ${k} `,
+      (k: string) => `Bearer ${k}`,
+      (k: string) => `${k}\n`,
+      (k: string) => `a=${k}&b=1`,
+      (k: string) => k.slice(6),
+      (k: string) => `x${k.slice(6)}y`,
+    ];
     for (const key of Object.values(DEMO_KEYS)) {
       const variants = wraps.map((w) => w(key));
       // Split by one stray character anywhere, with and without the prefix.
-      for (let at = 1; at < key.length; at++) for (const c of ['/', ' ', '"', '.', '-', '%']) variants.push(`${key.slice(0, at)}${c}${key.slice(at)}`, `${key.slice(6, at)}${c}${key.slice(Math.max(at, 6))}`);
+      for (let at = 1; at < key.length; at++)
+        for (const c of ['/', ' ', '"', '.', '-', '%'])
+          variants.push(
+            `${key.slice(0, at)}${c}${key.slice(at)}`,
+            `${key.slice(6, at)}${c}${key.slice(Math.max(at, 6))}`,
+          );
       for (const v of variants) {
         const out = printable(v, 256);
         for (let i = 6; i + 8 <= key.length; i++) expect(out, v).not.toContain(key.slice(i, i + 8));
@@ -60,16 +88,17 @@ describe('printable', () => {
   test('lets about 0.4% of random 8-character pieces of base62 through as words, and about 0.04% of 12-character ones', () => {
     const B62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
     let seed = 1;
-    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const piece = (n: number) => Array.from({ length: n }, () => B62[Math.floor(rnd() * 62)]).join('');
-    const through = (n: number) => Array.from({ length: 20_000 }, () => piece(n)).filter((p) => printable(p) === p).length / 20_000;
+    const through = (n: number) =>
+      Array.from({ length: 20_000 }, () => piece(n)).filter((p) => printable(p) === p).length / 20_000;
     expect(through(8)).toBeLessThan(0.008);
     expect(through(12)).toBeLessThan(0.001);
   });
 });
 
 describe('printableRequestId', () => {
-  test('keeps Envoy\'s UUIDs and treats anything else as client text', () => {
+  test("keeps Envoy's UUIDs and treats anything else as client text", () => {
     expect(printableRequestId('70d444a5-e43b-467c-8b8a-8b6bef1de255')).toBe('70d444a5-e43b-467c-8b8a-8b6bef1de255');
     expect(printableRequestId(K)).toBe('sk-mg-[redacted]');
     expect(printableRequestId('req-123')).toBe('req-123');

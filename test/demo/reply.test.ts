@@ -10,7 +10,14 @@ const TEXT = 'Hello from the demo upstream.';
 
 describe('sampleFromSchema', () => {
   test("fits gemini-cli's router schema (Gemini's upper-case types)", () => {
-    const schema = { type: 'OBJECT', properties: { complexity_reasoning: { type: 'STRING' }, complexity_score: { type: 'INTEGER', description: '1-100' } }, required: ['complexity_reasoning', 'complexity_score'] };
+    const schema = {
+      type: 'OBJECT',
+      properties: {
+        complexity_reasoning: { type: 'STRING' },
+        complexity_score: { type: 'INTEGER', description: '1-100' },
+      },
+      required: ['complexity_reasoning', 'complexity_score'],
+    };
     expect(sampleFromSchema(schema, TEXT)).toEqual({ complexity_reasoning: TEXT, complexity_score: 1 });
   });
 
@@ -37,11 +44,41 @@ describe('demoContent', () => {
 
   test.each([
     ['OpenAI response_format json_object', { response_format: { type: 'json_object' } }, { reply: TEXT }],
-    ['OpenAI response_format json_schema', { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { ok: { type: 'boolean' } } } } } }, { ok: true }],
-    ['Responses text.format', { text: { format: { type: 'json_schema', schema: { type: 'object', properties: { n: { type: 'number' } } } } } }, { n: 1 }],
-    ['Anthropic output_format', { output_format: { type: 'json_schema', schema: { type: 'object', properties: { s: { type: 'string' } } } } }, { s: TEXT }],
-    ['Gemini responseMimeType without a schema', { generationConfig: { responseMimeType: 'application/json' } }, { reply: TEXT }],
-    ['Gemini responseSchema', { generationConfig: { responseMimeType: 'application/json', responseSchema: { type: 'OBJECT', properties: { a: { type: 'STRING' } } } } }, { a: TEXT }],
+    [
+      'OpenAI response_format json_schema',
+      {
+        response_format: {
+          type: 'json_schema',
+          json_schema: { name: 'x', schema: { type: 'object', properties: { ok: { type: 'boolean' } } } },
+        },
+      },
+      { ok: true },
+    ],
+    [
+      'Responses text.format',
+      { text: { format: { type: 'json_schema', schema: { type: 'object', properties: { n: { type: 'number' } } } } } },
+      { n: 1 },
+    ],
+    [
+      'Anthropic output_format',
+      { output_format: { type: 'json_schema', schema: { type: 'object', properties: { s: { type: 'string' } } } } },
+      { s: TEXT },
+    ],
+    [
+      'Gemini responseMimeType without a schema',
+      { generationConfig: { responseMimeType: 'application/json' } },
+      { reply: TEXT },
+    ],
+    [
+      'Gemini responseSchema',
+      {
+        generationConfig: {
+          responseMimeType: 'application/json',
+          responseSchema: { type: 'OBJECT', properties: { a: { type: 'STRING' } } },
+        },
+      },
+      { a: TEXT },
+    ],
   ])('answers JSON in %s', (_name, body, want) => {
     const c = demoContent(body, TEXT);
     expect(c.kind).toBe('text');
@@ -50,24 +87,83 @@ describe('demoContent', () => {
 
   const params = { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] };
   test.each([
-    ['chat completions, tool_choice "required"', { tools: [{ type: 'function', function: { name: 'read', parameters: params } }], tool_choice: 'required' }],
-    ['chat completions, a named function', { tools: [{ type: 'function', function: { name: 'other' } }, { type: 'function', function: { name: 'read', parameters: params } }], tool_choice: { type: 'function', function: { name: 'read' } } }],
-    ['responses, a named function', { tools: [{ type: 'function', name: 'read', parameters: params }], tool_choice: { type: 'function', name: 'read' } }],
-    ['messages, tool_choice tool', { tools: [{ name: 'read', input_schema: params }], tool_choice: { type: 'tool', name: 'read' } }],
+    [
+      'chat completions, tool_choice "required"',
+      { tools: [{ type: 'function', function: { name: 'read', parameters: params } }], tool_choice: 'required' },
+    ],
+    [
+      'chat completions, a named function',
+      {
+        tools: [
+          { type: 'function', function: { name: 'other' } },
+          { type: 'function', function: { name: 'read', parameters: params } },
+        ],
+        tool_choice: { type: 'function', function: { name: 'read' } },
+      },
+    ],
+    [
+      'responses, a named function',
+      {
+        tools: [{ type: 'function', name: 'read', parameters: params }],
+        tool_choice: { type: 'function', name: 'read' },
+      },
+    ],
+    [
+      'messages, tool_choice tool',
+      { tools: [{ name: 'read', input_schema: params }], tool_choice: { type: 'tool', name: 'read' } },
+    ],
     ['messages, tool_choice any', { tools: [{ name: 'read', input_schema: params }], tool_choice: { type: 'any' } }],
-    ['generative, mode ANY', { tools: [{ functionDeclarations: [{ name: 'read', parametersJsonSchema: params }] }], toolConfig: { functionCallingConfig: { mode: 'ANY' } } }],
+    [
+      'generative, mode ANY',
+      {
+        tools: [{ functionDeclarations: [{ name: 'read', parametersJsonSchema: params }] }],
+        toolConfig: { functionCallingConfig: { mode: 'ANY' } },
+      },
+    ],
   ])('calls the forced tool in %s, with arguments that fit its parameters', (_name, body) => {
     expect(demoContent(body, TEXT)).toEqual({ kind: 'tool', name: 'read', args: { path: TEXT } });
   });
 
   test('answers in text once the last turn is a tool result, so an agent loop ends', () => {
     const tools = [{ type: 'function', function: { name: 'read', parameters: params } }];
-    expect(demoContent({ tools, tool_choice: 'required', messages: [{ role: 'user', content: 'hi' }, { role: 'tool', tool_call_id: 'c', content: 'x' }] }, TEXT).kind).toBe('text');
-    expect(demoContent({ tools: [{ name: 'read' }], tool_choice: { type: 'any' }, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'x' }] }] }, TEXT).kind).toBe('text');
-    expect(demoContent({ tools: [{ functionDeclarations: [{ name: 'read' }] }], toolConfig: { functionCallingConfig: { mode: 'ANY' } }, contents: [{ role: 'user', parts: [{ functionResponse: { name: 'read', response: {} } }] }] }, TEXT).kind).toBe('text');
+    expect(
+      demoContent(
+        {
+          tools,
+          tool_choice: 'required',
+          messages: [
+            { role: 'user', content: 'hi' },
+            { role: 'tool', tool_call_id: 'c', content: 'x' },
+          ],
+        },
+        TEXT,
+      ).kind,
+    ).toBe('text');
+    expect(
+      demoContent(
+        {
+          tools: [{ name: 'read' }],
+          tool_choice: { type: 'any' },
+          messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'x' }] }],
+        },
+        TEXT,
+      ).kind,
+    ).toBe('text');
+    expect(
+      demoContent(
+        {
+          tools: [{ functionDeclarations: [{ name: 'read' }] }],
+          toolConfig: { functionCallingConfig: { mode: 'ANY' } },
+          contents: [{ role: 'user', parts: [{ functionResponse: { name: 'read', response: {} } }] }],
+        },
+        TEXT,
+      ).kind,
+    ).toBe('text');
   });
 
   test('does not call a tool when none is forced ("auto")', () => {
-    expect(demoContent({ tools: [{ type: 'function', function: { name: 'read' } }], tool_choice: 'auto' }, TEXT)).toEqual({ kind: 'text', text: TEXT });
+    expect(
+      demoContent({ tools: [{ type: 'function', function: { name: 'read' } }], tool_choice: 'auto' }, TEXT),
+    ).toEqual({ kind: 'text', text: TEXT });
   });
 });

@@ -32,7 +32,15 @@ const describeImage = why ? describe.skip : describe;
 if (why) console.log(`skipping the image test: ${why}`);
 
 interface ImageConfig {
-  config: { User: string; Entrypoint: string[]; Cmd: string[]; Env: string[]; StopSignal?: string; Volumes?: Record<string, object>; ExposedPorts?: Record<string, object> };
+  config: {
+    User: string;
+    Entrypoint: string[];
+    Cmd: string[];
+    Env: string[];
+    StopSignal?: string;
+    Volumes?: Record<string, object>;
+    ExposedPorts?: Record<string, object>;
+  };
 }
 
 describeImage('the OCI image built from Debian packages, run by runc', () => {
@@ -47,12 +55,22 @@ describeImage('the OCI image built from Debian packages, run by runc', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'modelgate-image-'));
     layout = join(dir, 'layout');
-    execFileSync(join(ROOT, 'scripts', 'build-image'), ['--from-dist', layout], { cwd: ROOT, stdio: 'pipe', timeout: 1_500_000 });
+    execFileSync(join(ROOT, 'scripts', 'build-image'), ['--from-dist', layout], {
+      cwd: ROOT,
+      stdio: 'pipe',
+      timeout: 1_500_000,
+    });
     const bundle = join(dir, 'bundle');
     execFileSync('umoci', ['unpack', '--image', `${layout}:${VERSION}`, bundle], { stdio: 'pipe' });
     // The demo config with a short meter drain (the allowed Check below has no report to wait for).
     const configFile = join(dir, 'modelgate.yaml');
-    writeFileSync(configFile, readFileSync(join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8').replace(/^  drainSeconds: 25 /m, '  drainSeconds: 1 '));
+    writeFileSync(
+      configFile,
+      readFileSync(join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8').replace(
+        /^  drainSeconds: 25 /m,
+        '  drainSeconds: 1 ',
+      ),
+    );
     const state = join(dir, 'state');
     mkdirSync(state);
     chownSync(state, 1000, 1000);
@@ -65,9 +83,18 @@ describeImage('the OCI image built from Debian packages, run by runc', () => {
     };
     spec.root.readonly = true;
     spec.process.terminal = false;
-    spec.process.env = [...spec.process.env.filter((e) => !/^MODELGATE_(GRPC|HTTP)_ADDR=/.test(e)), 'MODELGATE_GRPC_ADDR=127.0.0.1:0', 'MODELGATE_HTTP_ADDR=127.0.0.1:0'];
+    spec.process.env = [
+      ...spec.process.env.filter((e) => !/^MODELGATE_(GRPC|HTTP)_ADDR=/.test(e)),
+      'MODELGATE_GRPC_ADDR=127.0.0.1:0',
+      'MODELGATE_HTTP_ADDR=127.0.0.1:0',
+    ];
     spec.linux.namespaces = spec.linux.namespaces.filter((n) => n.type !== 'network');
-    spec.mounts.push({ destination: '/etc/modelgate/modelgate.yaml', type: 'bind', source: configFile, options: ['rbind', 'ro'] });
+    spec.mounts.push({
+      destination: '/etc/modelgate/modelgate.yaml',
+      type: 'bind',
+      source: configFile,
+      options: ['rbind', 'ro'],
+    });
     spec.mounts.push({ destination: '/var/lib/modelgate', type: 'bind', source: state, options: ['rbind', 'rw'] });
     writeFileSync(specFile, JSON.stringify(spec));
     container = `modelgate-test-${process.pid}`;
@@ -92,7 +119,9 @@ describeImage('the OCI image built from Debian packages, run by runc', () => {
   });
 
   test("the image's config is the Dockerfile's: uid 1000, node as PID 1 running modelgate serve, SIGTERM, the state volume", () => {
-    const index = JSON.parse(readFileSync(join(layout, 'index.json'), 'utf8')) as { manifests: { digest: string; annotations: Record<string, string> }[] };
+    const index = JSON.parse(readFileSync(join(layout, 'index.json'), 'utf8')) as {
+      manifests: { digest: string; annotations: Record<string, string> }[];
+    };
     expect(index.manifests.map((m) => m.annotations['org.opencontainers.image.ref.name'])).toEqual([VERSION]);
     const blob = (digest: string): string => readFileSync(join(layout, 'blobs', ...digest.split(':')), 'utf8');
     const manifest = JSON.parse(blob(index.manifests[0].digest)) as { config: { digest: string }; layers: unknown[] };
@@ -112,10 +141,23 @@ describeImage('the OCI image built from Debian packages, run by runc', () => {
     expect((await fetch(`http://${httpAddress}/readyz`)).status).toBe(200);
     const creds = grpc.credentials.createInsecure();
     expect(await health(grpcAddress, creds)).toBe('SERVING');
-    const headers: [string, string][] = [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json']];
-    const allowed = await check(grpcAddress, creds, { method: 'POST', path: '/v1/chat/completions', headers, body: '{"model":"gpt-4o-mini","messages":[]}' });
+    const headers: [string, string][] = [
+      ['authorization', `Bearer ${DEMO_KEYS.alice}`],
+      ['content-type', 'application/json'],
+    ];
+    const allowed = await check(grpcAddress, creds, {
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers,
+      body: '{"model":"gpt-4o-mini","messages":[]}',
+    });
     expect(allowed.status?.code ?? 0).toBe(0);
-    const denied = await check(grpcAddress, creds, { method: 'POST', path: '/v1/chat/completions', headers, body: '{"model":"gpt-4o","messages":[]}' });
+    const denied = await check(grpcAddress, creds, {
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers,
+      body: '{"model":"gpt-4o","messages":[]}',
+    });
     expect(denied.denied_response?.headers?.map((h) => h.header?.value)).toContain('model_not_in_group');
     const exec = (...args: string[]) => spawnSync('runc', ['exec', container, ...args], { encoding: 'utf8' });
     expect(exec('id', '-u').stdout.trim()).toBe('1000');

@@ -10,7 +10,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { paths } from '../support/admin-api';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 
-const ADMIN_TOKEN = /^export ADMIN_TOKEN=(\S+)/m.exec(readFileSync(join(__dirname, '..', '..', 'envoy', 'demo-keys.env'), 'utf8'))![1];
+const ADMIN_TOKEN = /^export ADMIN_TOKEN=(\S+)/m.exec(
+  readFileSync(join(__dirname, '..', '..', 'envoy', 'demo-keys.env'), 'utf8'),
+)![1];
 
 describeE2E('the admin API with a real Envoy', () => {
   let gw: Gateway;
@@ -18,13 +20,20 @@ describeE2E('the admin API with a real Envoy', () => {
     gw = await startGateway();
   });
   afterAll(async () => gw?.close());
-  const api = () => createClient<paths>({ baseUrl: `http://${gw.modelgate.httpAddress}`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const api = () =>
+    createClient<paths>({
+      baseUrl: `http://${gw.modelgate.httpAddress}`,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
 
   it('a key created by the API serves a chat through Envoy, and its usage appears', async () => {
     const made = await api().POST('/admin/v1/keys', { body: { id: 'portal-1', group: 'basic', balance: 3 } });
     expect(made.response.status).toBe(201);
     const r = await gw.send('POST', '/v1/chat/completions', {
-      headers: [['authorization', `Bearer ${made.data!.secret}`], ['content-type', 'application/json']],
+      headers: [
+        ['authorization', `Bearer ${made.data!.secret}`],
+        ['content-type', 'application/json'],
+      ],
       body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }] }),
     });
     expect(r.status, r.text).toBe(200);
@@ -42,11 +51,16 @@ describeE2E('the admin API with a real Envoy', () => {
     expect(key.balance).toBeCloseTo(3 - entries[0].cost, 12);
   });
 
-  it('GET /v1/me through Envoy answers the key holder\'s own view, the key sent as each protocol sends it', async () => {
-    const made = await api().POST('/admin/v1/keys', { body: { id: 'me-1', group: 'basic', balance: 2, limits: { rpm: 50 } } });
+  it("GET /v1/me through Envoy answers the key holder's own view, the key sent as each protocol sends it", async () => {
+    const made = await api().POST('/admin/v1/keys', {
+      body: { id: 'me-1', group: 'basic', balance: 2, limits: { rpm: 50 } },
+    });
     const key = made.data!.secret;
     const chat = await gw.send('POST', '/v1/chat/completions', {
-      headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']],
+      headers: [
+        ['authorization', `Bearer ${key}`],
+        ['content-type', 'application/json'],
+      ],
       body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
     });
     expect(chat.status).toBe(200);
@@ -58,14 +72,25 @@ describeE2E('the admin API with a real Envoy', () => {
     }
     expect(me.status, me.text).toBe(200);
     const body = me.json();
-    expect(body).toMatchObject({ object: 'key', key: { id: 'me-1', disabled: false, expiresAt: null }, group: { name: 'basic', available: true }, limits: { rpm: 50 } });
+    expect(body).toMatchObject({
+      object: 'key',
+      key: { id: 'me-1', disabled: false, expiresAt: null },
+      group: { name: 'basic', available: true },
+      limits: { rpm: 50 },
+    });
     expect(body.models.map((m: { name: string }) => m.name)).toContain('gpt-4o-mini');
     expect(body.recentSpend.requests).toBe(1);
     expect(body.recentSpend.entries[0].model).toBe('gpt-4o-mini');
     expect(body.balance).toBeCloseTo(2 - body.recentSpend.cost, 12);
     expect(me.text).not.toContain(key);
     for (const [path, headers] of [
-      ['/v1/me', [['x-api-key', key], ['anthropic-version', '2023-06-01']]],
+      [
+        '/v1/me',
+        [
+          ['x-api-key', key],
+          ['anthropic-version', '2023-06-01'],
+        ],
+      ],
       ['/v1beta/me', [['x-goog-api-key', key]]],
       ['/alt/v1/me', [['authorization', `Bearer ${key}`]]],
     ] as Array<[string, Array<[string, string]>]>) {
@@ -80,7 +105,7 @@ describeE2E('the admin API with a real Envoy', () => {
     expect(token.status).toBe(401);
   });
 
-  it('Envoy\'s public listener does not serve the admin API, with or without the token', async () => {
+  it("Envoy's public listener does not serve the admin API, with or without the token", async () => {
     for (const headers of [[], [['authorization', `Bearer ${ADMIN_TOKEN}`]]] as Array<Array<[string, string]>>) {
       const r = await gw.send('GET', '/admin/v1/keys', { headers });
       expect(r.status).not.toBe(200);

@@ -54,10 +54,13 @@ const endpointOf = (b: Obj, name: string): { host: string; port: number } => {
 };
 const setEndpoint = (b: Obj, name: string, port: number): void => {
   const c = (b.static_resources.clusters as Obj[]).find((x) => x.name === name)!;
-  c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address = { address: '127.0.0.1', port_value: port };
+  c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address = {
+    address: '127.0.0.1',
+    port_value: port,
+  };
 };
 
-describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through the real Envoy', () => {
+describeE2E("modelgate adopt: a team's own Envoy with modelgate added, through the real Envoy", () => {
   let gw: Gateway;
   let team: http.Server;
   let store: FileStore;
@@ -65,7 +68,11 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
   let adopted = '';
   const alice = DEMO_KEYS.alice;
   const ledger = () => store.meter!.usage({ limit: 10_000 });
-  const decisions = (): Obj[] => gw.modelgate.logLines().filter((l) => l.includes('"msg":"decision"')).map((l) => JSON.parse(l) as Obj);
+  const decisions = (): Obj[] =>
+    gw.modelgate
+      .logLines()
+      .filter((l) => l.includes('"msg":"decision"'))
+      .map((l) => JSON.parse(l) as Obj);
 
   beforeAll(async () => {
     genai = await import('@google/genai');
@@ -90,8 +97,12 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
           ...config,
           gateway: {
             ...config.gateway,
-            authz: endpointOf(bundle, 'modelgate_authz'), http: endpointOf(bundle, 'modelgate_http'),
-            upstreams: { ...config.gateway.upstreams, alt: { ...config.gateway.upstreams.alt, tls: false, host: alt.host, port: alt.port } },
+            authz: endpointOf(bundle, 'modelgate_authz'),
+            http: endpointOf(bundle, 'modelgate_http'),
+            upstreams: {
+              ...config.gateway.upstreams,
+              alt: { ...config.gateway.upstreams.alt, tls: false, host: alt.host, port: alt.port },
+            },
           },
         };
         adopted = toYaml(adopt(t, input).bootstrap, ' adopted');
@@ -106,25 +117,36 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
     team?.close();
   });
 
-  it('runs the adopted config: the team\'s listener, its clusters for the three providers', () => {
+  it("runs the adopted config: the team's listener, its clusters for the three providers", () => {
     const b = parseYaml(adopted) as Obj;
     expect(b.static_resources.listeners[0].name).toBe('ingress');
-    const routes = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes as Obj[];
+    const routes = b.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config
+      .virtual_hosts[0].routes as Obj[];
     expect(routes.find((r) => r.name === 'modelgate.chat_completions')?.route.cluster).toBe('openai');
   });
 
   it("serves each protocol's stock SDK (openai, @anthropic-ai/sdk, @google/genai) through the team's clusters", async () => {
     const before = gw.received.length;
-    const c = await new OpenAI({ apiKey: alice, baseURL: `${gw.baseUrl}/v1` }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    const c = await new OpenAI({ apiKey: alice, baseURL: `${gw.baseUrl}/v1` }).chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(c.choices[0]?.message.content).toBeTruthy();
-    const m = await new Anthropic({ apiKey: alice, baseURL: gw.baseUrl }).messages.create({ model: 'claude-3-5-haiku-latest', max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] });
+    const m = await new Anthropic({ apiKey: alice, baseURL: gw.baseUrl }).messages.create({
+      model: 'claude-3-5-haiku-latest',
+      max_tokens: 20,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(m.content.length).toBeGreaterThan(0);
-    const g = await new genai.GoogleGenAI({ apiKey: alice, httpOptions: { baseUrl: gw.baseUrl, apiVersion: 'v1beta' } }).models.generateContent({ model: 'gemini-2.5-flash', contents: 'hi' });
+    const g = await new genai.GoogleGenAI({
+      apiKey: alice,
+      httpOptions: { baseUrl: gw.baseUrl, apiVersion: 'v1beta' },
+    }).models.generateContent({ model: 'gemini-2.5-flash', contents: 'hi' });
     expect(g.text).toBeTruthy();
     expect(gw.received.slice(before).map((r) => r.family)).toEqual(['chat', 'messages', 'generative']);
   });
 
-  it('refuses a request without a key on every provider route (the team\'s Envoy defaults change nothing)', async () => {
+  it("refuses a request without a key on every provider route (the team's Envoy defaults change nothing)", async () => {
     const before = gw.received.length;
     const paths = ENDPOINTS.filter((e) => e.style !== 'models').flatMap((e) => {
       const p = e.modelMethods ? `${e.path.replace(MODEL, 'gemini-2.5-flash')}:${e.modelMethods[0]}` : e.path;
@@ -132,7 +154,10 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
     });
     expect(paths.length).toBe(18);
     for (const p of paths) {
-      const r = await gw.send('POST', p, { headers: [['content-type', 'application/json']], body: '{"model":"gpt-4o-mini","messages":[]}' });
+      const r = await gw.send('POST', p, {
+        headers: [['content-type', 'application/json']],
+        body: '{"model":"gpt-4o-mini","messages":[]}',
+      });
       expect(r.status, p).toBe(401);
       expect(r.headers['x-modelgate-reason'], p).toBe('key_missing');
     }
@@ -144,11 +169,20 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
     const rows = (await ledger()).length;
     const sent = gw.received.length;
     for (let i = 0; i < 3; i++) {
-      const r = await gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${alice}`], ['content-type', 'application/json'], ['x-request-id', 'chosen-by-the-client']], body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `reuse ${i}` }] }) });
+      const r = await gw.send('POST', '/v1/chat/completions', {
+        headers: [
+          ['authorization', `Bearer ${alice}`],
+          ['content-type', 'application/json'],
+          ['x-request-id', 'chosen-by-the-client'],
+        ],
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `reuse ${i}` }] }),
+      });
       expect(r.status).toBe(200);
     }
     // The team's connection manager keeps a client's x-request-id (Envoy's defaults): the provider got it three times.
-    expect(gw.received.slice(sent).map((r) => r.headers['x-request-id'])).toEqual(Array(3).fill('chosen-by-the-client'));
+    expect(gw.received.slice(sent).map((r) => r.headers['x-request-id'])).toEqual(
+      Array(3).fill('chosen-by-the-client'),
+    );
     await waitFor('three debits', async () => (await ledger()).length === rows + 3);
     const three = (await ledger()).slice(0, 3);
     expect(new Set(three.map((e) => e.requestId)).size).toBe(3);
@@ -158,8 +192,18 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
   it("never lets the client's key (in any key header) or its x-modelgate-* headers reach the provider", async () => {
     const before = gw.received.length;
     const r = await gw.send('POST', '/v1/chat/completions', {
-      headers: [['authorization', `Bearer ${alice}`], ['cookie', `session=${alice}`], ['proxy-authorization', `Bearer ${alice}`], ['api-key', alice], ['x-api-key', alice], ['x-goog-api-key', alice],
-        ['x-modelgate-balance', '999'], ['x-modelgate-request', 'forged'], ['x-modelgate-key-id', 'bob'], ['content-type', 'application/json']],
+      headers: [
+        ['authorization', `Bearer ${alice}`],
+        ['cookie', `session=${alice}`],
+        ['proxy-authorization', `Bearer ${alice}`],
+        ['api-key', alice],
+        ['x-api-key', alice],
+        ['x-goog-api-key', alice],
+        ['x-modelgate-balance', '999'],
+        ['x-modelgate-request', 'forged'],
+        ['x-modelgate-key-id', 'bob'],
+        ['content-type', 'application/json'],
+      ],
       body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'keys' }] }),
     });
     expect(r.status).toBe(200);
@@ -168,7 +212,16 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
     const raw = got[0].rawHeaders.join('\n');
     expect(raw).not.toContain(alice);
     const names = got[0].rawHeaders.filter((_, i) => i % 2 === 0).map((h) => h.toLowerCase());
-    for (const h of ['cookie', 'proxy-authorization', 'api-key', 'x-api-key', 'x-goog-api-key', 'x-modelgate-balance', 'x-modelgate-request']) expect(names, h).not.toContain(h);
+    for (const h of [
+      'cookie',
+      'proxy-authorization',
+      'api-key',
+      'x-api-key',
+      'x-goog-api-key',
+      'x-modelgate-balance',
+      'x-modelgate-request',
+    ])
+      expect(names, h).not.toContain(h);
     // modelgate's own identity headers replace the client's.
     expect(got[0].headers['x-modelgate-key-id']).toBe('alice');
   });
@@ -193,7 +246,11 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
     expect(lost.json()).toMatchObject({ team_error: 'no such page' });
     // The team's JSON access log still writes its lines.
     const log = await gw.accessLogWhen((lines) => lines.some((l) => l.path === '/nowhere'));
-    expect(log.find((l) => l.path === '/internal/health/fail')).toMatchObject({ team_log: true, status: 503, route: 'health' });
+    expect(log.find((l) => l.path === '/internal/health/fail')).toMatchObject({
+      team_log: true,
+      status: 503,
+      route: 'health',
+    });
     expect(decisions().length).toBe(checks);
     await new Promise((r) => setTimeout(r, 200)); // a report, if any were sent, would have landed
     expect((await ledger()).length).toBe(rows);
@@ -202,7 +259,13 @@ describeE2E('modelgate adopt: a team\'s own Envoy with modelgate added, through 
 
   it("answers 503 on the provider routes with modelgate stopped, while the team's route still works", async () => {
     await gw.modelgate.service!.close(1000, 0);
-    const r = await gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${alice}`], ['content-type', 'application/json']], body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }) });
+    const r = await gw.send('POST', '/v1/chat/completions', {
+      headers: [
+        ['authorization', `Bearer ${alice}`],
+        ['content-type', 'application/json'],
+      ],
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }),
+    });
     expect(r.status).toBe(503);
     expect(r.headers['x-modelgate-reason']).toBe('authz_unavailable');
     const ok = await gw.send('GET', '/internal/health');

@@ -49,9 +49,13 @@ describeClients('Claude Code through a real Envoy, set up as the console says', 
     const { run, decisions } = await claude(alice, 'claude-opus-5-5');
     expect(run.timedOut).toBe(false);
     expect(run.code, run.output).toBe(0);
-    expect(run.stdout).toContain('Hello from the demo upstream. You asked claude-opus-5-5 as key alice; no client key header reached me.');
+    expect(run.stdout).toContain(
+      'Hello from the demo upstream. You asked claude-opus-5-5 as key alice; no client key header reached me.',
+    );
     expect(decisions.every((d) => d.reason === 'allowed')).toBe(true);
-    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Claude Code 2.1.332', 'messages-client').sends));
+    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(
+      new Set(realClient('Claude Code 2.1.332', 'messages-client').sends),
+    );
     expect(gw.received.at(-1)).toMatchObject({ method: 'POST', url: '/v1/messages?beta=true', family: 'messages' });
   });
 
@@ -59,7 +63,9 @@ describeClients('Claude Code through a real Envoy, set up as the console says', 
     const { run, decisions } = await claude(alice, 'claude-opus-5-5', 'alt-messages');
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked claude-opus-5-5 as key alice');
-    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Claude Code 2.1.332', 'alt-messages').sends));
+    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(
+      new Set(realClient('Claude Code 2.1.332', 'alt-messages').sends),
+    );
   });
 
   /** A denial: one request (x-should-retry: false), a non-zero exit and modelgate's hint. */
@@ -74,9 +80,15 @@ describeClients('Claude Code through a real Envoy, set up as the console says', 
   }
 
   it("shows modelgate's hint for a model outside the key's group, after one request; Envoy's access log names the model", async () => {
-    await denied(alice, 'claude-sonnet-4-5', 'model_not_in_group', `the key's group "basic" does not include model "claude-sonnet-4-5"`);
+    await denied(
+      alice,
+      'claude-sonnet-4-5',
+      'model_not_in_group',
+      `the key's group "basic" does not include model "claude-sonnet-4-5"`,
+    );
     const denial = () => gw.accessLog().find((l) => l.reason === 'model_not_in_group');
-    for (const until = Date.now() + 10_000; !denial() && Date.now() < until;) await new Promise((r) => setTimeout(r, 20));
+    for (const until = Date.now() + 10_000; !denial() && Date.now() < until;)
+      await new Promise((r) => setTimeout(r, 20));
     expect(denial()).toMatchObject({ decision: 'deny', model: 'claude-sonnet-4-5', key_id: 'alice', status: 403 });
   });
 
@@ -85,6 +97,11 @@ describeClients('Claude Code through a real Envoy, set up as the console says', 
   });
 
   it("shows modelgate's hint for a wrong key after one request (no retries), naming the console at the address it used", async () => {
-    await denied(generateKey(), 'claude-opus-5-5', 'key_unknown', `check that the whole key was copied from the console (${gw.baseUrl}/console/)`);
+    await denied(
+      generateKey(),
+      'claude-opus-5-5',
+      'key_unknown',
+      `check that the whole key was copied from the console (${gw.baseUrl}/console/)`,
+    );
   });
 });

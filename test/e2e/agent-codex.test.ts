@@ -23,7 +23,17 @@ import { parseConfig } from '../../src/config/load';
 import { clientKind, setupFor } from '../../src/console/client-kinds';
 import { realClient, requestLine } from '../../src/console/real-clients';
 import { snippetsFor } from '../../src/console/snippets';
-import { agentCommand, CODEX_QUIET_TOML, CODEX_QUIET_TOP, decisionsFrom, describeClients, freshHome, runClient, snippetEnv, type ClientRun } from '../support/clients';
+import {
+  agentCommand,
+  CODEX_QUIET_TOML,
+  CODEX_QUIET_TOP,
+  decisionsFrom,
+  describeClients,
+  freshHome,
+  runClient,
+  snippetEnv,
+  type ClientRun,
+} from '../support/clients';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { startGateway, type Gateway } from '../support/gateway';
 import { waitFor } from '../support/meter-cases';
@@ -35,11 +45,13 @@ const SEARCH_FEE = 0.01;
  * tools replaced: `', tools: { web_search: 0.01 }'` as the demo has it, `''` for none. A demo without
  * that price line fails here rather than testing something else.
  */
-const withCodexModel = (tools: string) => (demo: string): string => {
-  const line = /(- name: gpt-5\.5\b[^\n]*\n\s*protocols: \[chat, responses\]\n\s*)price: \{[^\n]*\}\n/;
-  if (!line.test(demo)) throw new Error("the demo config has no priced gpt-5.5 in its basic group");
-  return demo.replace(line, (_m, head: string) => `${head}price: { input: 1.25, output: 10${tools} }\n`);
-};
+const withCodexModel =
+  (tools: string) =>
+  (demo: string): string => {
+    const line = /(- name: gpt-5\.5\b[^\n]*\n\s*protocols: \[chat, responses\]\n\s*)price: \{[^\n]*\}\n/;
+    if (!line.test(demo)) throw new Error('the demo config has no priced gpt-5.5 in its basic group');
+    return demo.replace(line, (_m, head: string) => `${head}price: { input: 1.25, output: 10${tools} }\n`);
+  };
 
 const { alice, carol } = DEMO_KEYS;
 
@@ -56,13 +68,30 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
 
   /**
    * Runs `codex exec` with the console's snippets for this gateway; returns the run and the decisions it caused.
-   * @param base `alt`: the snippet of the alternate prefix; else a path appended to the snippet's base_url (`/v1`, `/alt/v1`)
+   * @param base `alt`: the snippet of the alternate prefix; else a path appended to the snippet's base_url (`/v1`,
+   * `/alt/v1`)
    * @param top settings put above the snippet (Codex's own switch)
    */
-  async function codex(key: string, model: string, base: 'alt' | '' | '/v1' | '/alt/v1' = '', on: Gateway = gw, top = '', ownModel = false) {
+  async function codex(
+    key: string,
+    model: string,
+    base: 'alt' | '' | '/v1' | '/alt/v1' = '',
+    on: Gateway = gw,
+    top = '',
+    ownModel = false,
+  ) {
     const config = parseConfig(readFileSync(on.configPath, 'utf8'));
-    const setup = setupFor(clientKind('coding-agent')!, base === 'alt' ? `${on.baseUrl}${config.routes.altPrefix}` : on.baseUrl, config.routes, model);
-    const snippets = snippetsFor(setup, model).map((s) => (s.id === 'codex-config' && base !== 'alt' && base !== '' ? { ...s, code: s.code.replace(`base_url = "${on.baseUrl}"`, `base_url = "${on.baseUrl}${base}"`) } : s));
+    const setup = setupFor(
+      clientKind('coding-agent')!,
+      base === 'alt' ? `${on.baseUrl}${config.routes.altPrefix}` : on.baseUrl,
+      config.routes,
+      model,
+    );
+    const snippets = snippetsFor(setup, model).map((s) =>
+      s.id === 'codex-config' && base !== 'alt' && base !== ''
+        ? { ...s, code: s.code.replace(`base_url = "${on.baseUrl}"`, `base_url = "${on.baseUrl}${base}"`) }
+        : s,
+    );
     const h = freshHome('codex');
     homes.push(h.remove);
     mkdirSync(join(h.home, '.codex'));
@@ -71,10 +100,17 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     // ownModel: the snippet without its model line, so Codex asks for its own default.
     if (ownModel) code = code.replace(/^model = .*\n/m, '');
     writeFileSync(join(h.home, '.codex', 'config.toml'), `${CODEX_QUIET_TOP}${top}${code}\n\n${CODEX_QUIET_TOML}`);
-    const env = { ...h.env, CODEX_HOME: join(h.home, '.codex'), ...snippetEnv(snippets.find((s) => s.id === 'codex-env')!.code, key) };
+    const env = {
+      ...h.env,
+      CODEX_HOME: join(h.home, '.codex'),
+      ...snippetEnv(snippets.find((s) => s.id === 'codex-env')!.code, key),
+    };
     const { command, args } = agentCommand('codex');
     const before = on.modelgate.logLines().length;
-    const run: ClientRun = await runClient(command, [...args, 'exec', '--skip-git-repo-check', 'say hi'], { env, cwd: h.work });
+    const run: ClientRun = await runClient(command, [...args, 'exec', '--skip-git-repo-check', 'say hi'], {
+      env,
+      cwd: h.work,
+    });
     return { run, decisions: decisionsFrom(on.modelgate.logLines(), before) };
   }
 
@@ -110,10 +146,14 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     const { run, decisions } = await codex(alice, 'gpt-6.1-sol');
     expect(run.timedOut).toBe(false);
     expect(run.code, run.output).toBe(0);
-    expect(run.stdout).toContain('Hello from the demo upstream. You asked gpt-6.1-sol as key alice; no client key header reached me.');
+    expect(run.stdout).toContain(
+      'Hello from the demo upstream. You asked gpt-6.1-sol as key alice; no client key header reached me.',
+    );
     expect(decisions.map((d) => `${String(d.decision)} ${String(d.reason)}`)).toEqual(['allow allowed']);
     // What it sent is the docs' table row (docs/clients.md), and the provider got its own path.
-    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(new Set(realClient('Codex CLI 0.171', 'coding-agent').sends));
+    expect(new Set(decisions.map((d) => requestLine(String(d.method), String(d.path))))).toEqual(
+      new Set(realClient('Codex CLI 0.171', 'coding-agent').sends),
+    );
     expect(gw.received.at(-1)).toMatchObject({ method: 'POST', url: '/v1/responses', family: 'chat' });
     expect(gw.received.at(-1)!.headers['x-modelgate-model']).toBe('gpt-6.1-sol');
   });
@@ -123,14 +163,18 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     expect(run.timedOut).toBe(false);
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked gpt-6.2-sol as key alice');
-    expect(decisions.map((d) => `${String(d.decision)} ${String(d.reason)} ${String(d.model)}`)).toEqual(['allow allowed gpt-6.2-sol']);
+    expect(decisions.map((d) => `${String(d.decision)} ${String(d.reason)} ${String(d.model)}`)).toEqual([
+      'allow allowed gpt-6.2-sol',
+    ]);
   });
 
   it('completes a short task with web_search declared at {base_url} (POST /responses), its web search debited per call', async () => {
     const { run, decisions } = await codex(alice, 'gpt-5.5');
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked gpt-5.5 as key alice');
-    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual(['POST /responses allowed']);
+    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual([
+      'POST /responses allowed',
+    ]);
     declaredWebSearch();
     await debitedOneSearchEach(decisions);
   });
@@ -139,7 +183,9 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     const { run, decisions } = await codex(alice, 'gpt-5.5', '/v1');
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked gpt-5.5 as key alice');
-    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual(['POST /v1/responses allowed']);
+    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual([
+      'POST /v1/responses allowed',
+    ]);
     declaredWebSearch();
     await debitedOneSearchEach(decisions);
   });
@@ -148,13 +194,15 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     const { run, decisions } = await codex(alice, 'gpt-5.5', '/alt/v1');
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked gpt-5.5 as key alice');
-    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual(['POST /alt/v1/responses allowed']);
+    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual([
+      'POST /alt/v1/responses allowed',
+    ]);
     expect(gw.received.at(-1)).toMatchObject({ url: '/alt/v1/responses', family: 'alt' });
     declaredWebSearch();
     await debitedOneSearchEach(decisions);
   });
 
-  it('is refused where web_search is unpriced, the hint naming Codex\'s own setting, and served once that setting is applied', async () => {
+  it("is refused where web_search is unpriced, the hint naming Codex's own setting, and served once that setting is applied", async () => {
     const unpriced = await startGateway({ config: withCodexModel('') });
     try {
       const { run, decisions } = await codex(alice, 'gpt-5.5', '', unpriced);
@@ -179,7 +227,9 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
     const { run, decisions } = await codex(alice, 'gpt-6.1-sol', 'alt');
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked gpt-6.1-sol as key alice');
-    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual(['POST /alt/responses allowed']);
+    expect(decisions.map((d) => `${String(d.method)} ${String(d.path)} ${String(d.reason)}`)).toEqual([
+      'POST /alt/responses allowed',
+    ]);
     expect(gw.received.at(-1)).toMatchObject({ url: '/alt/v1/responses', family: 'alt' });
   });
 
@@ -207,6 +257,11 @@ describeClients('Codex CLI through a real Envoy, set up as the console says', { 
   });
 
   it("shows modelgate's hint for a wrong key, naming the console at the address Codex used", async () => {
-    await denied(generateKey(), 'gpt-6.1-sol', 'key_unknown', `check that the whole key was copied from the console (${gw.baseUrl}/console/)`);
+    await denied(
+      generateKey(),
+      'gpt-6.1-sol',
+      'key_unknown',
+      `check that the whole key was copied from the console (${gw.baseUrl}/console/)`,
+    );
   });
 });

@@ -20,7 +20,15 @@ import { parseConfig } from '../../src/config/load';
 import { clientKind, setupFor } from '../../src/console/client-kinds';
 import { realClient, requestLine } from '../../src/console/real-clients';
 import { snippetsFor } from '../../src/console/snippets';
-import { agentCommand, decisionsFrom, describeClients, freshHome, GEMINI_QUIET_SETTINGS, runClient, snippetEnv } from '../support/clients';
+import {
+  agentCommand,
+  decisionsFrom,
+  describeClients,
+  freshHome,
+  GEMINI_QUIET_SETTINGS,
+  runClient,
+  snippetEnv,
+} from '../support/clients';
 import { DEMO_KEYS } from '../support/demo-keys';
 import { startGateway, type Gateway } from '../support/gateway';
 
@@ -38,15 +46,29 @@ describeClients('gemini-cli through a real Envoy, set up as the console says', {
   });
 
   /** `model` undefined: the environment names none (GEMINI_MODEL unset), as gemini-cli's own default "auto". */
-  async function gemini(key: string, model: string | undefined, kind: 'generative-cli' | 'alt-generative-cli' = 'generative-cli') {
+  async function gemini(
+    key: string,
+    model: string | undefined,
+    kind: 'generative-cli' | 'alt-generative-cli' = 'generative-cli',
+  ) {
     const config = parseConfig(readFileSync(gw.configPath, 'utf8'));
-    const snippets = snippetsFor(setupFor(clientKind(kind)!, gw.baseUrl, config.routes, model ?? 'gemini-3.8-flash'), model ?? 'gemini-3.8-flash');
+    const snippets = snippetsFor(
+      setupFor(clientKind(kind)!, gw.baseUrl, config.routes, model ?? 'gemini-3.8-flash'),
+      model ?? 'gemini-3.8-flash',
+    );
     const h = freshHome('gemini');
     homes.push(h.remove);
     mkdirSync(join(h.home, '.gemini'));
     const settings = JSON.parse(snippets.find((s) => s.id === 'gemini-settings')!.code) as Record<string, unknown>;
-    writeFileSync(join(h.home, '.gemini', 'settings.json'), JSON.stringify({ ...GEMINI_QUIET_SETTINGS, ...settings }, null, 2));
-    const env: Record<string, string> = { ...h.env, ...snippetEnv(snippets.find((s) => s.id === 'cli-env')!.code, key), GEMINI_CLI_TRUST_WORKSPACE: 'true' };
+    writeFileSync(
+      join(h.home, '.gemini', 'settings.json'),
+      JSON.stringify({ ...GEMINI_QUIET_SETTINGS, ...settings }, null, 2),
+    );
+    const env: Record<string, string> = {
+      ...h.env,
+      ...snippetEnv(snippets.find((s) => s.id === 'cli-env')!.code, key),
+      GEMINI_CLI_TRUST_WORKSPACE: 'true',
+    };
     if (model === undefined) delete env.GEMINI_MODEL;
     const { command, args } = agentCommand('gemini');
     const before = gw.modelgate.logLines().length;
@@ -54,20 +76,25 @@ describeClients('gemini-cli through a real Envoy, set up as the console says', {
     return { run, decisions: decisionsFrom(gw.modelgate.logLines(), before) };
   }
 
-  const lines = (decisions: Array<Record<string, unknown>>) => new Set(decisions.map((d) => requestLine(String(d.method), String(d.path), String(d.model))));
+  const lines = (decisions: Array<Record<string, unknown>>) =>
+    new Set(decisions.map((d) => requestLine(String(d.method), String(d.path), String(d.model))));
 
   it('completes a short task with its default model setting: a JSON verdict from its router, then the task, each asked once', async () => {
     const { run, decisions } = await gemini(alice, undefined);
     expect(run.timedOut).toBe(false);
     expect(run.code, run.output).toBe(0);
-    expect(run.stdout).toMatch(/Hello from the demo upstream\. You asked gemini-3\.\d-[a-z-]+ as key alice; no client key header reached me\./);
+    expect(run.stdout).toMatch(
+      /Hello from the demo upstream\. You asked gemini-3\.\d-[a-z-]+ as key alice; no client key header reached me\./,
+    );
     expect(run.output).not.toContain('Retry');
     expect(decisions.map((d) => `${String(d.path)} ${String(d.reason)}`)).toEqual([
       '/v1beta/models/gemini-3.5-flash-lite:generateContent allowed',
       expect.stringMatching(/^\/v1beta\/models\/gemini-3\.(8-flash|1-pro-preview):streamGenerateContent allowed$/),
     ]);
     expect(lines(decisions)).toEqual(new Set(realClient('gemini-cli 0.61.0', 'generative-cli').sends));
-    const router = JSON.parse(gw.received.find((r) => r.url.includes('gemini-3.5-flash-lite'))!.body.toString('utf8')) as { generationConfig: Record<string, unknown> };
+    const router = JSON.parse(
+      gw.received.find((r) => r.url.includes('gemini-3.5-flash-lite'))!.body.toString('utf8'),
+    ) as { generationConfig: Record<string, unknown> };
     expect(router.generationConfig.responseMimeType).toBe('application/json');
   });
 
@@ -76,7 +103,10 @@ describeClients('gemini-cli through a real Envoy, set up as the console says', {
     expect(run.code, run.output).toBe(0);
     expect(run.stdout).toContain('You asked gemini-3.1-pro-preview as key alice');
     expect(lines(decisions)).toEqual(new Set(realClient('gemini-cli 0.61.0', 'alt-generative-cli').sends));
-    expect(gw.received.at(-1)).toMatchObject({ url: '/alt/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse', family: 'alt' });
+    expect(gw.received.at(-1)).toMatchObject({
+      url: '/alt/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse',
+      family: 'alt',
+    });
   });
 
   /** A denial: gemini-cli does not retry a 4xx; it exits non-zero printing the error body with the hint. */
@@ -92,7 +122,12 @@ describeClients('gemini-cli through a real Envoy, set up as the console says', {
 
   it("shows modelgate's hint for a model outside the key's group, after one request", async () => {
     // gemini-cli prints the error body as JSON, so the hint's quotes appear escaped.
-    await denied(alice, 'gemini-2.5-pro', 'model_not_in_group', `the key's group \\"basic\\" does not include model \\"gemini-2.5-pro\\"`);
+    await denied(
+      alice,
+      'gemini-2.5-pro',
+      'model_not_in_group',
+      `the key's group \\"basic\\" does not include model \\"gemini-2.5-pro\\"`,
+    );
   });
 
   it("shows modelgate's hint for a balance at zero, after one request", async () => {
@@ -100,6 +135,11 @@ describeClients('gemini-cli through a real Envoy, set up as the console says', {
   });
 
   it("shows modelgate's hint for a wrong key after one request, naming the console at the address it used", async () => {
-    await denied(generateKey(), 'gemini-3.8-flash', 'key_unknown', `check that the whole key was copied from the console (${gw.baseUrl}/console/)`);
+    await denied(
+      generateKey(),
+      'gemini-3.8-flash',
+      'key_unknown',
+      `check that the whole key was copied from the console (${gw.baseUrl}/console/)`,
+    );
   });
 });

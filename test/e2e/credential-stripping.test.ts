@@ -25,31 +25,59 @@ function everything(r: Received): string {
 describeE2E('headers and trailers nobody reads never reach an upstream', () => {
   let gw: Gateway;
   beforeAll(async () => {
-    gw = await startGateway({ config: (demo) => withUpstreamCredentials(demo, { chat: { header: 'authorization', prefix: 'Bearer ', env: 'UPSTREAM_OPENAI_KEY', secret: 'sk-upstream-secret' } }), env: { UPSTREAM_OPENAI_KEY: 'sk-upstream-secret' } });
+    gw = await startGateway({
+      config: (demo) =>
+        withUpstreamCredentials(demo, {
+          chat: {
+            header: 'authorization',
+            prefix: 'Bearer ',
+            env: 'UPSTREAM_OPENAI_KEY',
+            secret: 'sk-upstream-secret',
+          },
+        }),
+      env: { UPSTREAM_OPENAI_KEY: 'sk-upstream-secret' },
+    });
   });
   afterAll(async () => gw?.close());
 
   const unread: Array<[string, string]> = [
-    ['api-key', BOB], ['proxy-authorization', `Bearer ${BOB}`], ['cookie', `session=${BOB}`], ['x_api_key', BOB], ['X-Api_Key', BOB],
-    ['anthropic-api-key', BOB], ['x-goog-api-key', BOB], ['x-vendor-api-key', BOB], ['x-amz-security-token', BOB],
+    ['api-key', BOB],
+    ['proxy-authorization', `Bearer ${BOB}`],
+    ['cookie', `session=${BOB}`],
+    ['x_api_key', BOB],
+    ['X-Api_Key', BOB],
+    ['anthropic-api-key', BOB],
+    ['x-goog-api-key', BOB],
+    ['x-vendor-api-key', BOB],
+    ['x-amz-security-token', BOB],
   ];
 
-  it.each([false, true])('strips every credential header of an allowed request (HTTP/2: %s), and the upstream credential modelgate sets arrives', async (h2) => {
-    const before = gw.received.length;
-    const r = await gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${ALICE}`], JSON_TYPE, ...unread], body: CHAT, http2: h2 });
-    expect(r.status).toBe(200);
-    const got = gw.received.slice(before);
-    expect(got).toHaveLength(1);
-    for (const [name] of unread) expect(got[0].headers[name.toLowerCase()], name).toBeUndefined();
-    expect(got[0].rawHeaders.some((h) => h.includes('_'))).toBe(false);
-    expect(everything(got[0])).not.toContain(BOB.slice(6));
-    expect(everything(got[0])).not.toContain(ALICE.slice(6));
-    expect(got[0].headers.authorization).toBe('Bearer sk-upstream-secret');
-    expect(got[0].headers['x-modelgate-key-id']).toBe('alice');
-  });
+  it.each([false, true])(
+    'strips every credential header of an allowed request (HTTP/2: %s), and the upstream credential modelgate sets arrives',
+    async (h2) => {
+      const before = gw.received.length;
+      const r = await gw.send('POST', '/v1/chat/completions', {
+        headers: [['authorization', `Bearer ${ALICE}`], JSON_TYPE, ...unread],
+        body: CHAT,
+        http2: h2,
+      });
+      expect(r.status).toBe(200);
+      const got = gw.received.slice(before);
+      expect(got).toHaveLength(1);
+      for (const [name] of unread) expect(got[0].headers[name.toLowerCase()], name).toBeUndefined();
+      expect(got[0].rawHeaders.some((h) => h.includes('_'))).toBe(false);
+      expect(everything(got[0])).not.toContain(BOB.slice(6));
+      expect(everything(got[0])).not.toContain(ALICE.slice(6));
+      expect(got[0].headers.authorization).toBe('Bearer sk-upstream-secret');
+      expect(got[0].headers['x-modelgate-key-id']).toBe('alice');
+    },
+  );
 
   it('answers a key sent only in x_api_key with key_missing: the underscore header is dropped, not read', async () => {
-    const r = await gw.send('POST', '/v1/messages', { headers: [['x_api_key', ALICE], JSON_TYPE], body: JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 5, messages: [] }) });
+    const r = await gw.send('POST', '/v1/messages', {
+      headers: [['x_api_key', ALICE], JSON_TYPE],
+      body: JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 5, messages: [] }),
+    });
     expect(r.status).toBe(401);
     expect(r.headers['x-modelgate-reason']).toBe('key_missing');
   });
@@ -58,7 +86,11 @@ describeE2E('headers and trailers nobody reads never reach an upstream', () => {
 describeE2E('HTTP/2 request trailers never reach an HTTP/2 upstream', () => {
   let gw: Gateway;
   let upstream: http2.Http2Server;
-  const got: Array<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders | undefined; body: string }> = [];
+  const got: Array<{
+    headers: http2.IncomingHttpHeaders;
+    trailers: http2.IncomingHttpHeaders | undefined;
+    body: string;
+  }> = [];
   beforeAll(async () => {
     // A provider behind TLS negotiates h2; plain HTTP/1.1 upstreams (the demo) never get trailers.
     upstream = http2.createServer();
@@ -79,7 +111,9 @@ describeE2E('HTTP/2 request trailers never reach an HTTP/2 upstream', () => {
       editEnvoy: (b) => {
         const chat = b.static_resources.clusters.find((c: { name: string }) => c.name === 'upstream_chat');
         chat.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = port;
-        chat.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config = { http2_protocol_options: {} };
+        chat.typed_extension_protocol_options[
+          'envoy.extensions.upstreams.http.v3.HttpProtocolOptions'
+        ].explicit_http_config = { http2_protocol_options: {} };
       },
     });
   });
@@ -91,8 +125,18 @@ describeE2E('HTTP/2 request trailers never reach an HTTP/2 upstream', () => {
   it('drops every trailer of an allowed request, whatever its name', async () => {
     const session = http2.connect(gw.baseUrl);
     const status = await new Promise<number>((resolve, reject) => {
-      const req = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', authorization: `Bearer ${ALICE}`, 'content-type': 'application/json' }, { waitForTrailers: true });
-      req.on('wantTrailers', () => req.sendTrailers({ authorization: `Bearer ${BOB}`, 'x-api-key': BOB, 'x-anything': BOB }));
+      const req = session.request(
+        {
+          ':method': 'POST',
+          ':path': '/v1/chat/completions',
+          authorization: `Bearer ${ALICE}`,
+          'content-type': 'application/json',
+        },
+        { waitForTrailers: true },
+      );
+      req.on('wantTrailers', () =>
+        req.sendTrailers({ authorization: `Bearer ${BOB}`, 'x-api-key': BOB, 'x-anything': BOB }),
+      );
       let code = 0;
       req.on('response', (h) => (code = Number(h[':status'])));
       req.on('data', () => {});

@@ -23,7 +23,8 @@ async function doctor(args: string[], key: string | null = DEMO_KEYS.alice): Pro
   let err = '';
   const env: NodeJS.ProcessEnv = key === null ? {} : { MODELGATE_API_KEY: key };
   const code = await runCli(['doctor', ...args], { stdout: (s) => (out += s), stderr: (s) => (err += s), env });
-  for (const k of [...Object.values(DEMO_KEYS), key ?? '']) if (k.length > 20) expect(out + err).not.toContain(k.slice(6, 20));
+  for (const k of [...Object.values(DEMO_KEYS), key ?? ''])
+    if (k.length > 20) expect(out + err).not.toContain(k.slice(6, 20));
   return { code, out, err };
 }
 
@@ -34,7 +35,9 @@ describeE2E('modelgate doctor through the real gateway', () => {
     gw = await startGateway();
     b = gw.baseUrl;
   });
-  afterAll(async () => { await gw?.close(); });
+  afterAll(async () => {
+    await gw?.close();
+  });
 
   test('a right setup: nothing to change, and the short request (the model list) gets 200', async () => {
     const r = await doctor(['--base-url', `${b}/v1`, '--client', 'chat-sdk']);
@@ -82,7 +85,9 @@ describeE2E('modelgate doctor through the real gateway', () => {
   test("a chat SDK at the root address reaches the coding agents' endpoint: a note, and the one short request works", async () => {
     const r = await doctor(['--base-url', b, '--client', 'chat-sdk', '--model', 'gpt-4o-mini']);
     expect(r.out).toMatch(/note +§4\.1 rule 4/i);
-    expect(r.out).toContain('the client requests /chat/completions, an endpoint of this gateway for chat requests, so it works');
+    expect(r.out).toContain(
+      'the client requests /chat/completions, an endpoint of this gateway for chat requests, so it works',
+    );
     expect(r.out).toContain(`POST ${b}/chat/completions -> 200`);
   });
 
@@ -112,7 +117,10 @@ describeE2E('modelgate doctor through the real gateway', () => {
   });
 
   test('a balance of 0 (carol): §7 403 (balance)', async () => {
-    const r = await doctor(['--base-url', `${b}/v1`, '--client', 'chat-sdk', '--model', 'gpt-4o-mini'], DEMO_KEYS.carol);
+    const r = await doctor(
+      ['--base-url', `${b}/v1`, '--client', 'chat-sdk', '--model', 'gpt-4o-mini'],
+      DEMO_KEYS.carol,
+    );
     expect(r.out).toMatch(/CHANGE {2}§7 403 \(balance\)/);
     expect(r.out).toContain('-> 403 balance_insufficient');
     expect(r.code).toBe(1);
@@ -164,14 +172,19 @@ describeE2E('modelgate doctor through the real gateway', () => {
     expect(other.status).toBe(404);
     expect(other.headers['x-modelgate-reason']).toBe('path_unknown');
     // (The access log shows no path modelgate was not asked about: console lines are found by route.)
-    const lines = (await gw.accessLogWhen((log) => log.filter((l) => l.route === 'console').length >= 3)).filter((l) => l.route === 'console');
+    const lines = (await gw.accessLogWhen((log) => log.filter((l) => l.route === 'console').length >= 3)).filter(
+      (l) => l.route === 'console',
+    );
     expect(lines.length).toBeGreaterThanOrEqual(3);
     for (const l of lines) expect([l.decision ?? null, l.path ?? null]).toEqual([null, null]);
   });
 
   test('modelgate logged the sign-ins, never the key', async () => {
     const logs = gw.modelgate.logLines().join('\n');
-    for (const k of Object.values(DEMO_KEYS)) for (let i = 0; i + 12 <= k.length; i += 4) expect(logs).not.toContain(k.slice(i, i + 12));
-    expect(gw.modelgate.logLines().some((l) => l.includes('"msg":"console"') && l.includes('"keyId":"alice"'))).toBe(true);
+    for (const k of Object.values(DEMO_KEYS))
+      for (let i = 0; i + 12 <= k.length; i += 4) expect(logs).not.toContain(k.slice(i, i + 12));
+    expect(gw.modelgate.logLines().some((l) => l.includes('"msg":"console"') && l.includes('"keyId":"alice"'))).toBe(
+      true,
+    );
   });
 });

@@ -14,7 +14,11 @@ import { describeE2E, startGateway, type Gateway, type Reply } from '../support/
 
 const { alice, bob, carol } = DEMO_KEYS;
 const CHAT = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
-const MESSAGES = JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] });
+const MESSAGES = JSON.stringify({
+  model: 'claude-3-5-haiku-latest',
+  max_tokens: 8,
+  messages: [{ role: 'user', content: 'hi' }],
+});
 const GEN = '{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}';
 
 /** One request per protocol family: [path, headers, body, error shape]. */
@@ -30,12 +34,22 @@ describeE2E('fail closed, through a real Envoy', () => {
   let gw: Gateway;
   let envoyPid: number;
   beforeAll(async () => {
-    gw = await startGateway({ modelgate: 'process', config: (demo) => demo.replace('authzTimeoutMs: 1000', 'authzTimeoutMs: 400') });
+    gw = await startGateway({
+      modelgate: 'process',
+      config: (demo) => demo.replace('authzTimeoutMs: 1000', 'authzTimeoutMs: 400'),
+    });
     envoyPid = gw.envoy.pid;
   });
   afterAll(async () => gw?.close());
 
-  const chat = (key = alice): Promise<Reply> => gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']], body: CHAT });
+  const chat = (key = alice): Promise<Reply> =>
+    gw.send('POST', '/v1/chat/completions', {
+      headers: [
+        ['authorization', `Bearer ${key}`],
+        ['content-type', 'application/json'],
+      ],
+      body: CHAT,
+    });
 
   async function expectAuthzUnavailable(): Promise<void> {
     const before = gw.received.length;
@@ -110,7 +124,11 @@ describeE2E('fail closed, through a real Envoy', () => {
       write(n % 2 === 1 ? 5 : 0, n);
       // Wait for modelgate to apply it (it polls the file every 500 ms), then check carol's answer.
       const until = Date.now() + 10_000;
-      while (gw.modelgate.logLines().filter((l) => l.includes('"config reloaded"')).length < reloadsBefore + n && Date.now() < until) await sleep(50);
+      while (
+        gw.modelgate.logLines().filter((l) => l.includes('"config reloaded"')).length < reloadsBefore + n &&
+        Date.now() < until
+      )
+        await sleep(50);
       expect((await chat(carol)).status).toBe(n % 2 === 1 ? 200 : 403);
     }
     stop = true;

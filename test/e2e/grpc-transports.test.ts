@@ -10,7 +10,10 @@ import { DEMO_KEYS } from '../support/demo-keys';
 import { describeE2E, send, startGateway, type Gateway } from '../support/gateway';
 
 const chat = (key: string, model: string) => ({
-  headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']] as [string, string][],
+  headers: [
+    ['authorization', `Bearer ${key}`],
+    ['content-type', 'application/json'],
+  ] as [string, string][],
   body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
 });
 
@@ -30,26 +33,44 @@ for (const transport of ['builtin', 'node'] as const) {
     beforeAll(async () => {
       // What is tested is which answer each request gets, not how fast: a burst of 600 on a busy
       // machine may keep a Check waiting past the demo's 1 s authzTimeoutMs (503 authz_unavailable).
-      gw = await startGateway({ config: (demo) => demo.replace('transport: builtin', `transport: ${transport}`).replace(/authzTimeoutMs: \d+/, 'authzTimeoutMs: 30000') });
+      gw = await startGateway({
+        config: (demo) =>
+          demo
+            .replace('transport: builtin', `transport: ${transport}`)
+            .replace(/authzTimeoutMs: \d+/, 'authzTimeoutMs: 30000'),
+      });
     });
     afterAll(() => gw?.close());
 
     it('gives each of 600 concurrent requests over HTTP/1.1 and HTTP/2 its own decision', async () => {
       const jobs = Array.from({ length: 600 }, (_, i) => CASES[(i * 7) % CASES.length]);
-      const replies = await Promise.all(jobs.map((c, i) => send(gw.baseUrl, 'POST', '/v1/chat/completions', { ...chat(c.key, c.model), http2: i % 2 === 0 })));
+      const replies = await Promise.all(
+        jobs.map((c, i) =>
+          send(gw.baseUrl, 'POST', '/v1/chat/completions', { ...chat(c.key, c.model), http2: i % 2 === 0 }),
+        ),
+      );
       replies.forEach((r, i) => {
-        expect(r.status, `request ${i}: ${r.headers['x-modelgate-reason']}: ${r.headers['x-modelgate-hint']}`).toBe(jobs[i].status);
+        expect(r.status, `request ${i}: ${r.headers['x-modelgate-reason']}: ${r.headers['x-modelgate-hint']}`).toBe(
+          jobs[i].status,
+        );
         expect(r.headers['x-modelgate-reason'], `request ${i}`).toBe(jobs[i].reason);
       });
       // What reached the upstream: exactly the allowed requests, each with its own key's identity.
-      const count = (xs: string[]): Record<string, number> => xs.reduce<Record<string, number>>((m, k) => ((m[k] = (m[k] ?? 0) + 1), m), {});
-      const sent = count(jobs.filter((j) => j.status === 200).map((j) => (j.key === DEMO_KEYS.alice ? 'alice' : 'bob')));
-      const got = count(gw.received.filter((r) => r.url === '/v1/chat/completions').map((r) => String(r.headers['x-modelgate-key-id'])));
+      const count = (xs: string[]): Record<string, number> =>
+        xs.reduce<Record<string, number>>((m, k) => ((m[k] = (m[k] ?? 0) + 1), m), {});
+      const sent = count(
+        jobs.filter((j) => j.status === 200).map((j) => (j.key === DEMO_KEYS.alice ? 'alice' : 'bob')),
+      );
+      const got = count(
+        gw.received.filter((r) => r.url === '/v1/chat/completions').map((r) => String(r.headers['x-modelgate-key-id'])),
+      );
       expect(got).toEqual(sent);
     });
 
     it("is healthy to Envoy's gRPC health check", async () => {
-      const stats = await (await fetch(`${gw.envoy.adminUrl}/stats?filter=cluster.modelgate_authz.health_check`)).text();
+      const stats = await (
+        await fetch(`${gw.envoy.adminUrl}/stats?filter=cluster.modelgate_authz.health_check`)
+      ).text();
       expect(stats).toMatch(/cluster\.modelgate_authz\.health_check\.success: [1-9]/);
       expect(stats).toMatch(/cluster\.modelgate_authz\.health_check\.failure: 0/);
     });

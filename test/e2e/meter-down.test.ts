@@ -12,7 +12,8 @@ import { describeE2E, startGateway, type Gateway } from '../support/gateway';
 import { PROTOCOL_CASES, sendProtocol, waitFor } from '../support/meter-cases';
 import { REFUSED_PORT } from '../support/refused-port';
 
-const metricsOf = async (gw: Gateway): Promise<string> => (await fetch(`http://${gw.modelgate.httpAddress}/metrics`)).text();
+const metricsOf = async (gw: Gateway): Promise<string> =>
+  (await fetch(`http://${gw.modelgate.httpAddress}/metrics`)).text();
 
 describeE2E('the meter switched off at run time', () => {
   let gw: Gateway;
@@ -31,9 +32,13 @@ describeE2E('the meter switched off at run time', () => {
       const reply = await sendProtocol(gw, c, DEMO_KEYS.alice);
       expect(reply.status, c.name).toBe(200);
     }
-    await waitFor('the counts', async () => new RegExp(`reason="meter_disabled"\\} ${PROTOCOL_CASES.length}\\b`).test(await metricsOf(gw)));
+    await waitFor('the counts', async () =>
+      new RegExp(`reason="meter_disabled"\\} ${PROTOCOL_CASES.length}\\b`).test(await metricsOf(gw)),
+    );
     expect((await store.meter!.usage({ limit: 1000 })).length).toBe(before);
-    expect(gw.modelgate.logLines().filter((l) => l.includes('"reason":"meter_disabled"'))).toHaveLength(PROTOCOL_CASES.length);
+    expect(gw.modelgate.logLines().filter((l) => l.includes('"reason":"meter_disabled"'))).toHaveLength(
+      PROTOCOL_CASES.length,
+    );
   });
 });
 
@@ -51,9 +56,25 @@ describeE2E('a meter that cannot be reached', () => {
         const als = hcm.access_log.find((l: { name: string }) => l.name === 'envoy.access_loggers.http_grpc');
         als.typed_config.common_config.grpc_service.envoy_grpc.cluster_name = 'dead_meter';
         b.static_resources.clusters.push({
-          name: 'dead_meter', type: 'STATIC', connect_timeout: '0.25s',
-          typed_extension_protocol_options: { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': { '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions', explicit_http_config: { http2_protocol_options: {} } } },
-          load_assignment: { cluster_name: 'dead_meter', endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: '127.0.0.1', port_value: port } } } }] }] },
+          name: 'dead_meter',
+          type: 'STATIC',
+          connect_timeout: '0.25s',
+          typed_extension_protocol_options: {
+            'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+              '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+              explicit_http_config: { http2_protocol_options: {} },
+            },
+          },
+          load_assignment: {
+            cluster_name: 'dead_meter',
+            endpoints: [
+              {
+                lb_endpoints: [
+                  { endpoint: { address: { socket_address: { address: '127.0.0.1', port_value: port } } } },
+                ],
+              },
+            ],
+          },
         });
         return stringify(b);
       },
@@ -68,10 +89,18 @@ describeE2E('a meter that cannot be reached', () => {
       expect(reply.status, c.name).toBe(200);
       expect(reply.text, c.name).toMatch(/Hello from the demo upstream|usage|embedding/);
     }
-    await waitFor('the provisional settlements', async () => (await store.meter!.usage({ limit: 100 })).length === PROTOCOL_CASES.length, 15_000);
+    await waitFor(
+      'the provisional settlements',
+      async () => (await store.meter!.usage({ limit: 100 })).length === PROTOCOL_CASES.length,
+      15_000,
+    );
     const rows = await store.meter!.usage({ limit: 100 });
     // Never free: each at its maximum, provisionally (a report arriving later would replace it).
     expect(rows.every((r) => r.estimated === 'no_report' && r.provisional === true && r.cost > 0)).toBe(true);
-    expect(await metricsOf(gw)).toMatch(new RegExp(`modelgate_meter_responses_total\\{result="provisional",reason="no_report"\\} ${PROTOCOL_CASES.length}\\b`));
+    expect(await metricsOf(gw)).toMatch(
+      new RegExp(
+        `modelgate_meter_responses_total\\{result="provisional",reason="no_report"\\} ${PROTOCOL_CASES.length}\\b`,
+      ),
+    );
   });
 });

@@ -27,17 +27,26 @@ const PRICES: Record<string, [number, number]> = {
 
 async function seed(pool: AdminDb): Promise<void> {
   await migrate(pool);
-  await setGroup(pool, { name: 'basic', models: Object.keys(PRICES).map((name) => ({ name, protocols: null, available: true })) });
-  for (const [model, [input, output]] of Object.entries(PRICES)) await setPrice(pool, 'basic', model, { price: { input, output, cachedInput: null } });
+  await setGroup(pool, {
+    name: 'basic',
+    models: Object.keys(PRICES).map((name) => ({ name, protocols: null, available: true })),
+  });
+  for (const [model, [input, output]] of Object.entries(PRICES))
+    await setPrice(pool, 'basic', model, { price: { input, output, cachedInput: null } });
 }
 
 async function newKey(pool: AdminDb, id: string, balance: number | string | null): Promise<string> {
   return (await issueKey(pool, { group: 'basic', id, balance: balance === null ? null : String(balance) })).key;
 }
 
-const withStore = (url: string, strict = false) => (demo: string): string => `${strict ? demo.replace('  mode: soft ', '  mode: strict ') : demo}\nstore: ${url}\n`;
-const balanceOf = async (pool: AdminDb, id: string): Promise<string> => (await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b;
-const rows = async (pool: AdminDb, id: string): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', [id])).rows[0].n;
+const withStore =
+  (url: string, strict = false) =>
+  (demo: string): string =>
+    `${strict ? demo.replace('  mode: soft ', '  mode: strict ') : demo}\nstore: ${url}\n`;
+const balanceOf = async (pool: AdminDb, id: string): Promise<string> =>
+  (await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b;
+const rows = async (pool: AdminDb, id: string): Promise<number> =>
+  (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', [id])).rows[0].n;
 
 describeE2E('metering on PostgreSQL through Envoy', () => {
   let server: PgServer;
@@ -66,12 +75,22 @@ describeE2E('metering on PostgreSQL through Envoy', () => {
       expected += u.input * pin + u.output * pout;
       const n = PROTOCOL_CASES.indexOf(c) + 1;
       await waitFor(`the debit of ${c.name}`, async () => (await rows(pool, 'every')) === n);
-      const { rows: [row] } = await pool.query('SELECT input_tokens::int AS i, output_tokens::int AS o, cost::text AS cost, protocol, model FROM modelgate.usage WHERE key_id = $1 ORDER BY time DESC LIMIT 1', ['every']);
+      const {
+        rows: [row],
+      } = await pool.query(
+        'SELECT input_tokens::int AS i, output_tokens::int AS o, cost::text AS cost, protocol, model FROM modelgate.usage WHERE key_id = $1 ORDER BY time DESC LIMIT 1',
+        ['every'],
+      );
       expect(row, c.name).toMatchObject({ i: u.input, o: u.output, protocol: c.protocol, model: c.model });
       expect(Number(row.cost), c.name).toBeCloseTo((u.input * pin + u.output * pout) / 1e6, 12);
     }
     // numeric arithmetic: the balance is exactly 100 - sum(tokens x price) / 1e6.
-    const { rows: [exact] } = await pool.query<{ ok: boolean }>(`SELECT balance = 100 - $1::numeric / 1000000 AS ok FROM modelgate.keys WHERE id = 'every'`, [String(expected)]);
+    const {
+      rows: [exact],
+    } = await pool.query<{ ok: boolean }>(
+      `SELECT balance = 100 - $1::numeric / 1000000 AS ok FROM modelgate.keys WHERE id = 'every'`,
+      [String(expected)],
+    );
     expect(exact.ok).toBe(true);
   });
 
@@ -81,8 +100,11 @@ describeE2E('metering on PostgreSQL through Envoy', () => {
     const replies = await Promise.all(Array.from({ length: 100 }, () => sendProtocol(gw, PROTOCOL_CASES[0], key)));
     expect(replies.filter((r) => r.status !== 200).map((r) => r.text)).toEqual([]);
     await waitFor('100 debits', async () => (await rows(pool, 'busy')) === 100, 30_000);
-    const { rows: [r] } = await pool.query<{ ok: boolean; n: number }>(
-      "SELECT k.balance = 100000 - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'busy') AS ok, (SELECT count(DISTINCT request_id)::int FROM modelgate.usage WHERE key_id = 'busy') AS n FROM modelgate.keys k WHERE id = 'busy'");
+    const {
+      rows: [r],
+    } = await pool.query<{ ok: boolean; n: number }>(
+      "SELECT k.balance = 100000 - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'busy') AS ok, (SELECT count(DISTINCT request_id)::int FROM modelgate.usage WHERE key_id = 'busy') AS n FROM modelgate.keys k WHERE id = 'busy'",
+    );
     expect(r).toEqual({ ok: true, n: 100 });
     expect(Number(await balanceOf(pool, 'busy'))).toBeLessThan(100_000);
   });
@@ -123,7 +145,16 @@ describeE2E('strict metering on PostgreSQL through Envoy', () => {
   });
 
   it('lets at most 10 of 100 concurrent requests through when the balance covers 10, and settles them to the real usage', async () => {
-    const c: ProtocolCase = { ...PROTOCOL_CASES[1], body: { model: 'gpt-4o-mini', max_tokens: 50, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'strict' }] } };
+    const c: ProtocolCase = {
+      ...PROTOCOL_CASES[1],
+      body: {
+        model: 'gpt-4o-mini',
+        max_tokens: 50,
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: 'strict' }],
+      },
+    };
     const bodyBytes = Buffer.byteLength(JSON.stringify(c.body));
     const maxCost = (bodyBytes * 2000 + 50 * 8000) / 1e6;
     // Exactly ten times what modelgate reserves per request (the same decimal text it sends).
@@ -139,25 +170,56 @@ describeE2E('strict metering on PostgreSQL through Envoy', () => {
     expect(String(denied[0].headers['x-modelgate-hint'])).toMatch(/requests in flight/);
     await waitFor('every settlement', async () => (await rows(pool, 'tight')) === ok.length, 30_000);
     // Settled to the real usage: no reservation left, the leases given back once idle, the balance never below zero.
-    expect((await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'tight'")).rows[0].n).toBe(0);
-    await waitFor('the lease to be given back', async () => (await pool.query("SELECT count(*)::int AS n FROM modelgate.leases WHERE key_id = 'tight' AND amount > 0")).rows[0].n === 0, 15_000);
-    const { rows: [r] } = await pool.query<{ ok: boolean }>(`SELECT balance = $1::numeric - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'tight') AND balance >= 0 AS ok FROM modelgate.keys WHERE id = 'tight'`, [initial]);
+    expect(
+      (await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'tight'")).rows[0].n,
+    ).toBe(0);
+    await waitFor(
+      'the lease to be given back',
+      async () =>
+        (await pool.query("SELECT count(*)::int AS n FROM modelgate.leases WHERE key_id = 'tight' AND amount > 0"))
+          .rows[0].n === 0,
+      15_000,
+    );
+    const {
+      rows: [r],
+    } = await pool.query<{ ok: boolean }>(
+      `SELECT balance = $1::numeric - (SELECT sum(cost) FROM modelgate.usage WHERE key_id = 'tight') AND balance >= 0 AS ok FROM modelgate.keys WHERE id = 'tight'`,
+      [initial],
+    );
     expect(r.ok).toBe(true);
   });
 
   it('settles a response that reports no usage with an estimate, leaving no reservation', async () => {
     const key = await newKey(pool, 'nousage', 10);
     const reply = await gw.send('POST', '/v1/chat/completions', {
-      headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']],
-      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, max_tokens: 10, messages: [{ role: 'user', content: 'x' }] }),
+      headers: [
+        ['authorization', `Bearer ${key}`],
+        ['content-type', 'application/json'],
+      ],
+      body: JSON.stringify({
+        model: 'gpt-4o-mini',
+        stream: true,
+        max_tokens: 10,
+        messages: [{ role: 'user', content: 'x' }],
+      }),
     });
     expect(reply.status).toBe(200);
     await waitFor('the settlement', async () => (await rows(pool, 'nousage')) === 1);
-    expect((await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'nousage'")).rows[0].n).toBe(0);
-    const { rows: [row] } = await pool.query("SELECT estimated, cost::float8 AS cost, provisional FROM modelgate.usage WHERE key_id = 'nousage'");
+    expect(
+      (await pool.query("SELECT count(*)::int AS n FROM modelgate.reservations WHERE key_id = 'nousage'")).rows[0].n,
+    ).toBe(0);
+    const {
+      rows: [row],
+    } = await pool.query(
+      "SELECT estimated, cost::float8 AS cost, provisional FROM modelgate.usage WHERE key_id = 'nousage'",
+    );
     expect(row).toMatchObject({ estimated: 'stream_without_usage', provisional: false });
     expect(row.cost).toBeGreaterThan(0);
-    const { rows: [b] } = await pool.query<{ ok: boolean }>("SELECT balance = 10 - (SELECT cost FROM modelgate.usage WHERE key_id = 'nousage') AS ok FROM modelgate.keys WHERE id = 'nousage'");
+    const {
+      rows: [b],
+    } = await pool.query<{ ok: boolean }>(
+      "SELECT balance = 10 - (SELECT cost FROM modelgate.usage WHERE key_id = 'nousage') AS ok FROM modelgate.keys WHERE id = 'nousage'",
+    );
     expect(b.ok).toBe(true);
   });
 });
@@ -171,7 +233,10 @@ describeE2E('two replicas on one PostgreSQL', () => {
     server = await startPgServer();
     pool = openPool(server.url);
     await seed(pool);
-    [a, b] = await Promise.all([startGateway({ config: withStore(server.url) }), startGateway({ config: withStore(server.url) })]);
+    [a, b] = await Promise.all([
+      startGateway({ config: withStore(server.url) }),
+      startGateway({ config: withStore(server.url) }),
+    ]);
   }, 90_000);
   afterAll(async () => {
     await a?.close();
@@ -193,7 +258,10 @@ describeE2E('two replicas on one PostgreSQL', () => {
     const spentAt = Date.now();
     const deniedAt: Record<string, number> = {};
     while (Object.keys(deniedAt).length < 2 && Date.now() - spentAt < 5000) {
-      for (const [name, g] of [['a', a], ['b', b]] as const) {
+      for (const [name, g] of [
+        ['a', a],
+        ['b', b],
+      ] as const) {
         if (deniedAt[name]) continue;
         const r = await sendProtocol(g, PROTOCOL_CASES[0], key);
         if (r.status === 403 && r.headers['x-modelgate-reason'] === 'balance_insufficient') deniedAt[name] = Date.now();
@@ -226,7 +294,13 @@ describeE2E('a replica settling the requests another one allowed', () => {
     const dir = mkdtempSync(join(tmpdir(), 'modelgate-settler-'));
     const configPath = join(dir, 'modelgate.yaml');
     writeFileSync(configPath, withStore(server.url, strict)(readFileSync(DEMO_CONFIG, 'utf8')));
-    settler ??= await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: new LogSink(), watch: false });
+    settler ??= await startService({
+      configPath,
+      grpcAddress: '127.0.0.1:0',
+      httpAddress: '127.0.0.1:0',
+      logDestination: new LogSink(),
+      watch: false,
+    });
     const port = Number(settler.grpcAddress.split(':').pop());
     const gw = await startGateway({
       config: withStore(server.url, strict),
@@ -256,22 +330,38 @@ describeE2E('a replica settling the requests another one allowed', () => {
     }
   }, 60_000);
 
-  it('strict mode with leases: never past the balance, and the lease follows the other replica\'s debits', async () => {
+  it("strict mode with leases: never past the balance, and the lease follows the other replica's debits", async () => {
     const gw = await split(true);
-    const c: ProtocolCase = { ...PROTOCOL_CASES[0], body: { model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'strict, split' }] } };
+    const c: ProtocolCase = {
+      ...PROTOCOL_CASES[0],
+      body: { model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'strict, split' }] },
+    };
     const maxCost = (Buffer.byteLength(JSON.stringify(c.body)) * 2000 + 50 * 8000) / 1e6;
     const key = await newKey(pool, 'split-strict', null);
-    await pool.query("UPDATE modelgate.keys SET balance = 6 * $1::numeric WHERE id = 'split-strict'", [String(maxCost)]);
+    await pool.query("UPDATE modelgate.keys SET balance = 6 * $1::numeric WHERE id = 'split-strict'", [
+      String(maxCost),
+    ]);
     let served = 0;
     for (let round = 0; round < 5; round++) {
       const replies = await Promise.all(Array.from({ length: 20 }, () => sendProtocol(gw, c, key)));
       served += replies.filter((r) => r.status === 200).length;
-      expect(replies.every((r) => r.status === 200 || r.headers['x-modelgate-reason'] === 'balance_insufficient')).toBe(true);
-      await waitFor('the round\'s settlements', async () => (await rows(pool, 'split-strict')) === served);
+      expect(replies.every((r) => r.status === 200 || r.headers['x-modelgate-reason'] === 'balance_insufficient')).toBe(
+        true,
+      );
+      await waitFor("the round's settlements", async () => (await rows(pool, 'split-strict')) === served);
     }
     expect(served).toBeGreaterThanOrEqual(6);
     expect(Number(await balanceOf(pool, 'split-strict'))).toBeGreaterThanOrEqual(0);
-    await waitFor('nothing held, the lease given back', async () => gw.modelgate.service!.meter.deps.inFlight.size === 0
-      && (await pool.query("SELECT count(*)::int AS n FROM modelgate.leases WHERE key_id = 'split-strict' AND amount > 0")).rows[0].n === 0, 15_000);
+    await waitFor(
+      'nothing held, the lease given back',
+      async () =>
+        gw.modelgate.service!.meter.deps.inFlight.size === 0 &&
+        (
+          await pool.query(
+            "SELECT count(*)::int AS n FROM modelgate.leases WHERE key_id = 'split-strict' AND amount > 0",
+          )
+        ).rows[0].n === 0,
+      15_000,
+    );
   });
 });

@@ -15,7 +15,9 @@ const CONCURRENCY = 25;
 
 async function stats(gw: Gateway, prefix: string): Promise<Record<string, number>> {
   const text = await (await fetch(`${gw.envoy.adminUrl}/stats?filter=^${prefix.replace(/\./g, '\\.')}`)).text();
-  return Object.fromEntries([...text.matchAll(/^(\S+): (\d+)$/gm)].map((m) => [m[1].slice(prefix.length), Number(m[2])]));
+  return Object.fromEntries(
+    [...text.matchAll(/^(\S+): (\d+)$/gm)].map((m) => [m[1].slice(prefix.length), Number(m[2])]),
+  );
 }
 
 describeE2E('metering thousands of requests on one Envoy', () => {
@@ -32,7 +34,12 @@ describeE2E('metering thousands of requests on one Envoy', () => {
     let next = 0;
     const one = (): Promise<void> =>
       new Promise((resolve, reject) => {
-        const req = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', 'authorization': `Bearer ${DEMO_KEYS.bob}`, 'content-type': 'application/json' });
+        const req = session.request({
+          ':method': 'POST',
+          ':path': '/v1/chat/completions',
+          authorization: `Bearer ${DEMO_KEYS.bob}`,
+          'content-type': 'application/json',
+        });
         req.on('response', (h) => statuses.set(Number(h[':status']), (statuses.get(Number(h[':status'])) ?? 0) + 1));
         req.on('data', () => {});
         req.on('end', () => resolve());
@@ -58,7 +65,12 @@ describeE2E('metering thousands of requests on one Envoy', () => {
     expect(meter.upstream_cx_close_notify ?? 0).toBe(0);
     expect(meter.upstream_rq_total).toBeLessThanOrEqual(4);
     // Each settled once: the meter's count, and the ledger's newest rows (the file store keeps 2,000) all distinct.
-    const metered = async (): Promise<number> => Number(/modelgate_meter_responses_total\{result="metered",reason=""\} (\d+)/.exec(await (await fetch(`http://${gw.modelgate.httpAddress}/metrics`)).text())?.[1] ?? 0);
+    const metered = async (): Promise<number> =>
+      Number(
+        /modelgate_meter_responses_total\{result="metered",reason=""\} (\d+)/.exec(
+          await (await fetch(`http://${gw.modelgate.httpAddress}/metrics`)).text(),
+        )?.[1] ?? 0,
+      );
     await waitFor('every settlement', async () => (await metered()) >= REQUESTS, 30_000);
     expect(await metered()).toBe(REQUESTS);
     const rows = await gw.modelgate.service!.store.meter!.usage({ keyId: 'bob', limit: 2000 });

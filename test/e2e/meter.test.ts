@@ -2,7 +2,8 @@
  * Balances that move (docs/metering.md), through a real Envoy, modelgate and the demo upstream, on the
  * file store (the demo): every protocol's answer and stream debits exactly tokens x price; a key
  * driven to zero is denied; a chat stream without usage, or cut short, is debited an estimate; the
- * state file keeps what was spent. (Every money attack: money.test.ts.) (PostgreSQL, concurrency, strict mode and replicas: meter-pg.test.ts.)
+ * state file keeps what was spent. (Every money attack: money.test.ts.) (PostgreSQL, concurrency, strict mode and
+ * replicas: meter-pg.test.ts.)
  */
 import { existsSync, readFileSync } from 'node:fs';
 import * as http from 'node:http';
@@ -36,7 +37,15 @@ describeE2E('metering through Envoy (file store)', () => {
       expect(usage.input).toBeGreaterThan(0);
       await waitFor('the debit', async () => (await ledger()).length === entries + 1);
       const [entry] = await ledger();
-      expect(entry).toMatchObject({ keyId: 'alice', group: 'basic', model: c.model, protocol: c.protocol, inputTokens: usage.input, outputTokens: usage.output, priced: true });
+      expect(entry).toMatchObject({
+        keyId: 'alice',
+        group: 'basic',
+        model: c.model,
+        protocol: c.protocol,
+        inputTokens: usage.input,
+        outputTokens: usage.output,
+        priced: true,
+      });
       const price = priceOf(gw.modelgate.service!.config(), 'basic', c.model);
       const cost = (usage.input * price.input + usage.output * price.output) / 1e6;
       expect(entry.cost).toBeCloseTo(cost, 10);
@@ -46,10 +55,15 @@ describeE2E('metering through Envoy (file store)', () => {
 
   it('debits twice for two requests that carry the same client x-request-id (Envoy makes its own)', async () => {
     const before = (await ledger()).length;
-    const send = () => gw.send('POST', '/v1/chat/completions', {
-      headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json'], ['x-request-id', 'chosen-by-the-client']],
-      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'same id twice' }] }),
-    });
+    const send = () =>
+      gw.send('POST', '/v1/chat/completions', {
+        headers: [
+          ['authorization', `Bearer ${DEMO_KEYS.alice}`],
+          ['content-type', 'application/json'],
+          ['x-request-id', 'chosen-by-the-client'],
+        ],
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'same id twice' }] }),
+      });
     expect((await send()).status).toBe(200);
     expect((await send()).status).toBe(200);
     await waitFor('two debits', async () => (await ledger()).length === before + 2);
@@ -62,34 +76,74 @@ describeE2E('metering through Envoy (file store)', () => {
     const before = await balance(DEMO_KEYS.alice);
     const entries = (await ledger()).length;
     const reply = await gw.send('POST', '/v1/chat/completions', {
-      headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json']],
-      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'no usage please' }] }),
+      headers: [
+        ['authorization', `Bearer ${DEMO_KEYS.alice}`],
+        ['content-type', 'application/json'],
+      ],
+      body: JSON.stringify({
+        model: 'gpt-4o-mini',
+        stream: true,
+        messages: [{ role: 'user', content: 'no usage please' }],
+      }),
     });
     expect(reply.status).toBe(200);
     await waitFor('the estimated debit', async () => (await ledger()).length === entries + 1);
     const [entry] = await ledger();
-    expect(entry).toMatchObject({ keyId: 'alice', model: 'gpt-4o-mini', estimated: 'stream_without_usage', priced: true });
+    expect(entry).toMatchObject({
+      keyId: 'alice',
+      model: 'gpt-4o-mini',
+      estimated: 'stream_without_usage',
+      priced: true,
+    });
     expect(entry.inputTokens).toBeGreaterThan(0);
     expect(entry.outputTokens).toBeGreaterThan(0);
     expect(await balance(DEMO_KEYS.alice)).toBeCloseTo(before - entry.cost, 10);
-    const line = JSON.parse(gw.modelgate.logLines().find((l) => l.includes('"estimated":"stream_without_usage"'))!) as Record<string, unknown>;
-    expect(line).toMatchObject({ msg: 'usage', keyId: 'alice', model: 'gpt-4o-mini', protocol: 'chat', hint: expect.stringContaining('include_usage') });
+    const line = JSON.parse(
+      gw.modelgate.logLines().find((l) => l.includes('"estimated":"stream_without_usage"'))!,
+    ) as Record<string, unknown>;
+    expect(line).toMatchObject({
+      msg: 'usage',
+      keyId: 'alice',
+      model: 'gpt-4o-mini',
+      protocol: 'chat',
+      hint: expect.stringContaining('include_usage'),
+    });
     const metrics = await (await fetch(`http://${gw.modelgate.httpAddress}/metrics`)).text();
-    expect(metrics).toMatch(/modelgate_meter_responses_total\{result="estimated",reason="stream_without_usage"\} [1-9]/);
+    expect(metrics).toMatch(
+      /modelgate_meter_responses_total\{result="estimated",reason="stream_without_usage"\} [1-9]/,
+    );
   });
 
   it('debits an estimate for a stream the client walked away from (incomplete), never nothing', async () => {
     const before = await balance(DEMO_KEYS.alice);
     const entries = (await ledger()).length;
-    const body = JSON.stringify({ model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'I will hang up' }] });
+    const body = JSON.stringify({
+      model: 'gpt-4o-mini',
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'I will hang up' }],
+    });
     await new Promise<void>((resolve, reject) => {
       const url = new URL(gw.baseUrl);
-      const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${DEMO_KEYS.alice}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        res.once('data', () => {
-          req.destroy();
-          resolve();
-        });
-      });
+      const req = http.request(
+        {
+          host: url.hostname,
+          port: url.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          headers: {
+            authorization: `Bearer ${DEMO_KEYS.alice}`,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          });
+        },
+      );
       req.on('error', () => {});
       req.on('close', () => resolve());
       req.once('error', reject);
@@ -113,7 +167,10 @@ describeE2E('metering through Envoy (file store)', () => {
       expect(reply.status).toBe(200);
       served++;
       // Soft mode: the next request is decided on the balance after this response's debit.
-      await waitFor('the debit', async () => (await store.meter!.usage({ keyId: 'trial', limit: 100 })).length === served);
+      await waitFor(
+        'the debit',
+        async () => (await store.meter!.usage({ keyId: 'trial', limit: 100 })).length === served,
+      );
     }
     expect(served).toBeGreaterThan(1);
     expect(served).toBeLessThan(50);
@@ -125,17 +182,29 @@ describeE2E('metering through Envoy (file store)', () => {
 
   it('serves unpriced models, metered in tokens at no cost, and does not meter model lists or token counts', async () => {
     const reply = await gw.send('POST', '/v1/chat/completions', {
-      headers: [['authorization', `Bearer ${DEMO_KEYS.bob}`], ['content-type', 'application/json']],
+      headers: [
+        ['authorization', `Bearer ${DEMO_KEYS.bob}`],
+        ['content-type', 'application/json'],
+      ],
       body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'free model' }] }),
     });
     expect(reply.status).toBe(200);
     await waitFor('the ledger row', async () => (await store.meter!.usage({ keyId: 'bob', limit: 5 })).length === 1);
-    expect((await store.meter!.usage({ keyId: 'bob', limit: 5 }))[0]).toMatchObject({ model: 'gpt-4o', cost: 0, priced: false, inputTokens: reply.json().usage.prompt_tokens });
+    expect((await store.meter!.usage({ keyId: 'bob', limit: 5 }))[0]).toMatchObject({
+      model: 'gpt-4o',
+      cost: 0,
+      priced: false,
+      inputTokens: reply.json().usage.prompt_tokens,
+    });
     const rows = (await ledger()).length;
     const list = await gw.send('GET', '/v1/models', { headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]] });
     expect(list.status).toBe(200);
     const count = await gw.send('POST', '/v1/messages/count_tokens', {
-      headers: [['x-api-key', DEMO_KEYS.alice], ['content-type', 'application/json'], ['anthropic-version', '2023-06-01']],
+      headers: [
+        ['x-api-key', DEMO_KEYS.alice],
+        ['content-type', 'application/json'],
+        ['anthropic-version', '2023-06-01'],
+      ],
       body: JSON.stringify({ model: 'claude-3-5-haiku-latest', messages: [{ role: 'user', content: 'count me' }] }),
     });
     expect(count.status).toBe(200);
@@ -147,7 +216,11 @@ describeE2E('metering through Envoy (file store)', () => {
     const path = meterStatePath(gw.configPath, null);
     await store.meter!.flush();
     expect(existsSync(path)).toBe(true);
-    const state = JSON.parse(readFileSync(path, 'utf8')) as { version: number; spent: Record<string, number>; usage: unknown[] };
+    const state = JSON.parse(readFileSync(path, 'utf8')) as {
+      version: number;
+      spent: Record<string, number>;
+      usage: unknown[];
+    };
     expect(state.version).toBe(1);
     expect(state.spent.alice).toBeGreaterThan(0);
     expect(state.spent.trial).toBeGreaterThanOrEqual(0.00006);

@@ -13,11 +13,21 @@ const { alice, bob, carol, dave, frank } = DEMO_KEYS;
 
 // The demo config (envoy/modelgate.yaml): basic = alice, carol; pro = bob. Unavailable models
 // (gemini-2.0-flash, gpt-4.1-nano) are never listed; a model without protocols is listed everywhere.
-// Both groups carry the coding agents' default models too (gpt-6.1-sol, Codex 0.171's gpt-6.2-sol, claude-opus-5-5, gemini-3.x; basic also gpt-5.5).
+// Both groups carry the coding agents' default models too (gpt-6.1-sol, Codex 0.171's gpt-6.2-sol, claude-opus-5-5,
+// gemini-3.x; basic also gpt-5.5).
 const AGENT_GEMINI = ['gemini-3.1-pro-preview', 'gemini-3.8-flash', 'gemini-3.5-flash-lite'];
-const OPENAI = { alice: ['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol', 'gpt-6.2-sol', 'gpt-5.5'], bob: ['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large', 'gpt-6.1-sol', 'gpt-6.2-sol'] };
-const ANTHROPIC = { alice: ['gpt-4o-mini', 'claude-3-5-haiku-latest', 'claude-opus-5-5'], bob: ['gpt-4o', 'gpt-4o-mini', 'claude-sonnet-4-5', 'claude-opus-5-5'] };
-const GEMINI = { alice: ['gpt-4o-mini', 'gemini-2.5-flash', ...AGENT_GEMINI], bob: ['gpt-4o', 'gpt-4o-mini', 'gemini-2.5-pro', 'gemini-2.5-flash', ...AGENT_GEMINI] };
+const OPENAI = {
+  alice: ['gpt-4o-mini', 'text-embedding-3-small', 'gpt-6.1-sol', 'gpt-6.2-sol', 'gpt-5.5'],
+  bob: ['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-large', 'gpt-6.1-sol', 'gpt-6.2-sol'],
+};
+const ANTHROPIC = {
+  alice: ['gpt-4o-mini', 'claude-3-5-haiku-latest', 'claude-opus-5-5'],
+  bob: ['gpt-4o', 'gpt-4o-mini', 'claude-sonnet-4-5', 'claude-opus-5-5'],
+};
+const GEMINI = {
+  alice: ['gpt-4o-mini', 'gemini-2.5-flash', ...AGENT_GEMINI],
+  bob: ['gpt-4o', 'gpt-4o-mini', 'gemini-2.5-pro', 'gemini-2.5-flash', ...AGENT_GEMINI],
+};
 
 describeE2E('model lists through a real Envoy', () => {
   let gw: Gateway;
@@ -39,21 +49,31 @@ describeE2E('model lists through a real Envoy', () => {
         const r = await get(`${p}/v1/models`, [['authorization', `Bearer ${key}`]]);
         expect(r.status).toBe(200);
         expect(r.headers['content-type']).toBe('application/json');
-        expect(r.json()).toEqual({ object: 'list', data: OPENAI[who].map((id) => ({ id, object: 'model', created: 0, owned_by: 'modelgate' })) });
+        expect(r.json()).toEqual({
+          object: 'list',
+          data: OPENAI[who].map((id) => ({ id, object: 'model', created: 0, owned_by: 'modelgate' })),
+        });
       });
       it(`${p}/v1/models with anthropic-version and ${who}'s x-api-key: Anthropic's list shape`, async () => {
-        const r = await get(`${p}/v1/models`, [['x-api-key', key], ['anthropic-version', '2023-06-01']]);
+        const r = await get(`${p}/v1/models`, [
+          ['x-api-key', key],
+          ['anthropic-version', '2023-06-01'],
+        ]);
         expect(r.status).toBe(200);
         const ids = ANTHROPIC[who];
         expect(r.json()).toEqual({
           data: ids.map((id) => ({ type: 'model', id, display_name: id, created_at: '1970-01-01T00:00:00Z' })),
-          has_more: false, first_id: ids[0], last_id: ids.at(-1),
+          has_more: false,
+          first_id: ids[0],
+          last_id: ids.at(-1),
         });
       });
       it(`${p}/v1beta/models with ${who}'s key: Gemini's list shape`, async () => {
         const r = await get(`${p}/v1beta/models`, [p ? ['authorization', `Bearer ${key}`] : ['x-goog-api-key', key]]);
         expect(r.status).toBe(200);
-        const models = (r.json() as { models: Array<{ name: string; displayName: string; supportedGenerationMethods: string[] }> }).models;
+        const models = (
+          r.json() as { models: Array<{ name: string; displayName: string; supportedGenerationMethods: string[] }> }
+        ).models;
         expect(models.map((m) => m.name)).toEqual(GEMINI[who].map((id) => `models/${id}`));
         for (const m of models) expect(m.supportedGenerationMethods).toContain('generateContent');
       });
@@ -63,9 +83,19 @@ describeE2E('model lists through a real Envoy', () => {
       const r = await get(`${p}/v1/models/gpt-4o-mini`, [['authorization', `Bearer ${alice}`]]);
       expect(r.status).toBe(200);
       expect(r.json()).toEqual({ id: 'gpt-4o-mini', object: 'model', created: 0, owned_by: 'modelgate' });
-      const a = await get(`${p}/v1/models/claude-3-5-haiku-latest`, [['x-api-key', alice], ['anthropic-version', '2023-06-01']]);
-      expect(a.json()).toEqual({ type: 'model', id: 'claude-3-5-haiku-latest', display_name: 'claude-3-5-haiku-latest', created_at: '1970-01-01T00:00:00Z' });
-      const g = await get(`${p}/v1beta/models/gemini-2.5-flash`, [p ? ['authorization', `Bearer ${alice}`] : ['x-goog-api-key', alice]]);
+      const a = await get(`${p}/v1/models/claude-3-5-haiku-latest`, [
+        ['x-api-key', alice],
+        ['anthropic-version', '2023-06-01'],
+      ]);
+      expect(a.json()).toEqual({
+        type: 'model',
+        id: 'claude-3-5-haiku-latest',
+        display_name: 'claude-3-5-haiku-latest',
+        created_at: '1970-01-01T00:00:00Z',
+      });
+      const g = await get(`${p}/v1beta/models/gemini-2.5-flash`, [
+        p ? ['authorization', `Bearer ${alice}`] : ['x-goog-api-key', alice],
+      ]);
       expect(g.json()).toMatchObject({ name: 'models/gemini-2.5-flash', displayName: 'gemini-2.5-flash' });
     });
 
@@ -77,7 +107,9 @@ describeE2E('model lists through a real Envoy', () => {
       const wrong = await get(`${p}/v1/models/claude-3-5-haiku-latest`, [['authorization', `Bearer ${alice}`]]);
       expect(wrong.status).toBe(403);
       expect(wrong.headers['x-modelgate-reason']).toBe('model_wrong_protocol');
-      expect(wrong.text).toBe(errorBody('openai', 403, 'model_wrong_protocol', String(wrong.headers['x-modelgate-hint'])));
+      expect(wrong.text).toBe(
+        errorBody('openai', 403, 'model_wrong_protocol', String(wrong.headers['x-modelgate-hint'])),
+      );
     });
 
     it(`${p}: a key with balance 0 may still list its models (the balance is not checked for lists)`, async () => {
@@ -90,7 +122,16 @@ describeE2E('model lists through a real Envoy', () => {
       ['no key', [], 401, 'key_missing', 'openai'],
       ['a disabled key', [['authorization', `Bearer ${dave}`]], 401, 'key_disabled', 'openai'],
       ['a key of an unavailable group', [['authorization', `Bearer ${frank}`]], 403, 'group_unavailable', 'openai'],
-      ['a disabled key, Anthropic client', [['x-api-key', dave], ['anthropic-version', '2023-06-01']], 401, 'key_disabled', 'anthropic'],
+      [
+        'a disabled key, Anthropic client',
+        [
+          ['x-api-key', dave],
+          ['anthropic-version', '2023-06-01'],
+        ],
+        401,
+        'key_disabled',
+        'anthropic',
+      ],
       ['a Gemini list without a key', [], 401, 'key_missing', 'gemini'],
     ] as Array<[string, Array<[string, string]>, number, string, 'openai' | 'anthropic' | 'gemini']>) {
       it(`${p}: a list asked with ${why} is ${status} ${reason} in the client's shape`, async () => {

@@ -18,10 +18,30 @@ import { waitFor } from '../support/meter-cases';
 import { balanceOfKey, request, withMoneyGateway, withMoneyKeys, type Sent } from '../support/money-client';
 import type { MoneyUpstream } from '../support/money-upstream';
 
-const KEYS = ['enumTool', 'keysTool', 'sol', 'solAsked', 'solLong', 'proLong', 'enumUsage', 'escaped', 'methods'] as const;
+const KEYS = [
+  'enumTool',
+  'keysTool',
+  'sol',
+  'solAsked',
+  'solLong',
+  'proLong',
+  'enumUsage',
+  'escaped',
+  'methods',
+] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
-const BALANCES: Record<KeyName, number> = { enumTool: 0.0001, keysTool: 10, sol: 0.005, solAsked: 10, solLong: 0.0001, proLong: 0.0001, enumUsage: 10, escaped: 0.0001, methods: 10 };
+const BALANCES: Record<KeyName, number> = {
+  enumTool: 0.0001,
+  keysTool: 10,
+  sol: 0.005,
+  solAsked: 10,
+  solLong: 0.0001,
+  proLong: 0.0001,
+  enumUsage: 10,
+  escaped: 0.0001,
+  methods: 10,
+};
 const PREFIX = 'rt10';
 
 /** The demo config's prices, per million tokens, and output caps (each its provider's own). */
@@ -31,11 +51,16 @@ const PRICE = {
   'gemini-3.1-pro-preview': { input: 2, output: 12, cap: 65536 },
 } as const;
 type Model = keyof typeof PRICE;
-const cost = (model: Model, input: number, output: number): number => (input * PRICE[model].input + output * PRICE[model].output) / 1e6;
+const cost = (model: Model, input: number, output: number): number =>
+  (input * PRICE[model].input + output * PRICE[model].output) / 1e6;
 /** M (docs/metering.md, "Overspend"): a single-answer request's body bytes as input plus the model's output cap. */
-const bigM = (model: Model, body: unknown): number => cost(model, Buffer.byteLength(JSON.stringify(body)), PRICE[model].cap);
+const bigM = (model: Model, body: unknown): number =>
+  cost(model, Buffer.byteLength(JSON.stringify(body)), PRICE[model].cap);
 
-const bearer = (k: KeyName, extra: Record<string, string> = {}): Record<string, string> => ({ authorization: `Bearer ${keys[k]}`, ...extra });
+const bearer = (k: KeyName, extra: Record<string, string> = {}): Record<string, string> => ({
+  authorization: `Bearer ${keys[k]}`,
+  ...extra,
+});
 
 async function rowsOf(store: FileStore, k: KeyName): Promise<UsageEntry[]> {
   return (await store.meter!.usage({ limit: 100_000 })).filter((e) => e.keyId === `${PREFIX}-${k}`);
@@ -45,7 +70,14 @@ async function rowsOf(store: FileStore, k: KeyName): Promise<UsageEntry[]> {
  * Sends `body` one request at a time, each once the previous one's row is in the ledger, until the
  * key is refused (or `limit` were served): a key holder spending its balance down as the meter allows.
  */
-async function spendDown(gw: Gateway, store: FileStore, k: KeyName, body: unknown, headers: Record<string, string>, limit: number): Promise<{ served: number; last: Sent }> {
+async function spendDown(
+  gw: Gateway,
+  store: FileStore,
+  k: KeyName,
+  body: unknown,
+  headers: Record<string, string>,
+  limit: number,
+): Promise<{ served: number; last: Sent }> {
   let served = 0;
   let last: Sent = { status: 0, text: '' };
   while (served < limit) {
@@ -61,9 +93,19 @@ async function spendDown(gw: Gateway, store: FileStore, k: KeyName, body: unknow
  * A chat request whose prompt is mostly a function tool's parameter schema, kept under the 4 KiB the
  * Check samples for an input estimate: `fill` adds to the schema until the body is about 4,000 bytes.
  */
-function toolBody(fill: (properties: Record<string, unknown>, i: number) => void, extra: Record<string, unknown> = {}): Record<string, unknown> {
+function toolBody(
+  fill: (properties: Record<string, unknown>, i: number) => void,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   const properties: Record<string, unknown> = {};
-  const body = { model: 'gpt-4o-mini', stream: true, max_tokens: 1, ...extra, messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties } } }] };
+  const body = {
+    model: 'gpt-4o-mini',
+    stream: true,
+    max_tokens: 1,
+    ...extra,
+    messages: [{ role: 'user', content: 'hi' }],
+    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties } } }],
+  };
   for (let i = 0; Buffer.byteLength(JSON.stringify(body)) < 3990; i++) fill(properties, i);
   return body;
 }
@@ -72,12 +114,15 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
   let up: MoneyUpstream;
   let gw: Gateway;
   let store: FileStore;
-  withMoneyGateway(withMoneyKeys(keys, (k) => BALANCES[k as KeyName], PREFIX), (started) => ({ up, gw, store } = started));
+  withMoneyGateway(
+    withMoneyKeys(keys, (k) => BALANCES[k as KeyName], PREFIX),
+    (started) => ({ up, gw, store } = started),
+  );
 
   // The input estimate of a body kept whole (<= 4 KiB) counts its whole JSON text (estimate.ts
   // jsonInputText), numbers included: a tool schema that is an enum of the integers 0..N is about 2,000
   // tokens in o200k_base (OpenAI bills more: it renders the enum as `0 | 1 | 2 | ...`).
-  it('a chat stream without include_usage whose prompt is a tool enum of integers (3,990 bytes, 2,000 billed input tokens) is debited its JSON text\'s count, within balance + M', async () => {
+  it("a chat stream without include_usage whose prompt is a tool enum of integers (3,990 bytes, 2,000 billed input tokens) is debited its JSON text's count, within balance + M", async () => {
     const body = toolBody((p, i) => {
       const x = (p.x ??= { type: 'integer', enum: [] as number[] }) as { enum: number[] };
       x.enum.push(i);
@@ -102,27 +147,42 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
 
   // JSON keys count too: a tool schema names its parameters there (OpenAI renders each property name into the
   // prompt).
-  it('a chat stream without include_usage whose tool schema has 60 long property names is debited its whole JSON text\'s count, keys included', async () => {
-    const body = toolBody((p, i) => {
-      p[`the_quarterly_revenue_of_the_region_numbered_${i}_in_thousands`] = {};
-    }, { max_tokens: 5 });
+  it("a chat stream without include_usage whose tool schema has 60 long property names is debited its whole JSON text's count, keys included", async () => {
+    const body = toolBody(
+      (p, i) => {
+        p[`the_quarterly_revenue_of_the_region_numbered_${i}_in_thousands`] = {};
+      },
+      { max_tokens: 5 },
+    );
     const billedInput = countTokens(JSON.stringify(body));
     const sent = await request(gw, '/v1/chat/completions', bearer('keysTool'), body);
     expect(sent.status, sent.text.slice(0, 300)).toBe(200);
     await waitFor('the row of keysTool', async () => (await rowsOf(store, 'keysTool')).length === 1);
     const [row] = await rowsOf(store, 'keysTool');
     expect(row.estimated).toBe('stream_without_usage');
-    expect(row.inputTokens, `debited ${row.inputTokens} input tokens; o200k_base counts ${billedInput} in the body`).toBeGreaterThanOrEqual(billedInput);
+    expect(
+      row.inputTokens,
+      `debited ${row.inputTokens} input tokens; o200k_base counts ${billedInput} in the body`,
+    ).toBeGreaterThanOrEqual(billedInput);
   });
 
   it('defended: the same enum body with include_usage is debited what the provider reported (the usage path is exact; only the estimate misses)', async () => {
-    const body = toolBody((p, i) => {
-      const x = (p.x ??= { type: 'integer', enum: [] as number[] }) as { enum: number[] };
-      x.enum.push(i);
-    }, { stream_options: { include_usage: true } });
+    const body = toolBody(
+      (p, i) => {
+        const x = (p.x ??= { type: 'integer', enum: [] as number[] }) as { enum: number[] };
+        x.enum.push(i);
+      },
+      { stream_options: { include_usage: true } },
+    );
     const sent = await request(gw, '/v1/chat/completions', bearer('enumUsage'), body);
     expect(sent.status, sent.text.slice(0, 300)).toBe(200);
-    const usage = JSON.parse(sent.text.split('\n\n').filter((e) => e.includes('"usage"')).pop()!.slice('data: '.length)).usage as { prompt_tokens: number; completion_tokens: number };
+    const usage = JSON.parse(
+      sent.text
+        .split('\n\n')
+        .filter((e) => e.includes('"usage"'))
+        .pop()!
+        .slice('data: '.length),
+    ).usage as { prompt_tokens: number; completion_tokens: number };
     await waitFor('the row of enumUsage', async () => (await rowsOf(store, 'enumUsage')).length === 1);
     const [row] = await rowsOf(store, 'enumUsage');
     expect(row.estimated ?? null).toBeNull();
@@ -132,11 +192,18 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
   // gpt-6* is in meter.reasoningModels' defaults: the demo's gpt-6.1-sol (Codex CLI's default model) reasons
   // at its default effort without reasoning_effort, so a chat stream without include_usage is debited its
   // maximum output, not the text it showed.
-  it('gpt-6.1-sol (the demo\'s coding-agent model, in meter.reasoningModels): chat streams without usage are debited their maximum, not their visible text, within the bound', async () => {
+  it("gpt-6.1-sol (the demo's coding-agent model, in meter.reasoningModels): chat streams without usage are debited their maximum, not their visible text, within the bound", async () => {
     const REASONING = 10_000;
     const body = { model: 'gpt-6.1-sol', stream: true, messages: [{ role: 'user', content: 'refactor this' }] };
     const before = await balanceOfKey(store, keys.sol);
-    const { served, last } = await spendDown(gw, store, 'sol', body, { 'x-stand-in-reasoning': String(REASONING) }, 100);
+    const { served, last } = await spendDown(
+      gw,
+      store,
+      'sol',
+      body,
+      { 'x-stand-in-reasoning': String(REASONING) },
+      100,
+    );
     expect(last.status, last.text.slice(0, 300)).toBe(403);
     const rows = await rowsOf(store, 'sol');
     const debited = before - (await balanceOfKey(store, keys.sol));
@@ -156,7 +223,12 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
     const OUT = 128_000;
     const body = { model: 'gpt-6.1-sol', messages: [{ role: 'user', content: 'write the whole module' }] };
     const before = await balanceOfKey(store, keys.solLong);
-    const sent = await request(gw, '/v1/chat/completions', bearer('solLong', { 'x-stand-in-tokens': String(OUT) }), body);
+    const sent = await request(
+      gw,
+      '/v1/chat/completions',
+      bearer('solLong', { 'x-stand-in-tokens': String(OUT) }),
+      body,
+    );
     expect(sent.status, sent.text.slice(0, 300)).toBe(200);
     await waitFor('the row of solLong', async () => (await rowsOf(store, 'solLong')).length === 1);
     const [row] = await rowsOf(store, 'solLong');
@@ -174,7 +246,12 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
     const OUT = 65_536;
     const body = { contents: [{ role: 'user', parts: [{ text: 'write the whole module' }] }] };
     const before = await balanceOfKey(store, keys.proLong);
-    const sent = await request(gw, '/v1beta/models/gemini-3.1-pro-preview:generateContent', { 'x-goog-api-key': keys.proLong, 'x-stand-in-tokens': String(OUT) }, body);
+    const sent = await request(
+      gw,
+      '/v1beta/models/gemini-3.1-pro-preview:generateContent',
+      { 'x-goog-api-key': keys.proLong, 'x-stand-in-tokens': String(OUT) },
+      body,
+    );
     expect(sent.status, sent.text.slice(0, 300)).toBe(200);
     await waitFor('the row of proLong', async () => (await rowsOf(store, 'proLong')).length === 1);
     const [row] = await rowsOf(store, 'proLong');
@@ -186,7 +263,13 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
   }, 60_000);
 
   it('defended: gpt-6.1-sol asked for reasoning (reasoning_effort, as Codex sends reasoning) in a chat stream without usage is debited its maximum output', async () => {
-    const body = { model: 'gpt-6.1-sol', stream: true, max_tokens: 500, reasoning_effort: 'low', messages: [{ role: 'user', content: 'refactor this' }] };
+    const body = {
+      model: 'gpt-6.1-sol',
+      stream: true,
+      max_tokens: 500,
+      reasoning_effort: 'low',
+      messages: [{ role: 'user', content: 'refactor this' }],
+    };
     const sent = await request(gw, '/v1/chat/completions', bearer('solAsked', { 'x-stand-in-reasoning': '400' }), body);
     expect(sent.status, sent.text.slice(0, 300)).toBe(200);
     await waitFor('the row of solAsked', async () => (await rowsOf(store, 'solAsked')).length === 1);
@@ -196,18 +279,39 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
 
   it('defended: "n" and "candidateCount" written with escapes ("\\u006e", "candidate\\u0043ount") are read as the provider reads them: alone, many answers on a small balance are refused; beside a plain one, body_invalid', async () => {
     const upBefore = up.received.length;
-    const raw = async (path: string, json: string, headers: Record<string, string>): Promise<{ status: number; reason: string }> => {
-      const reply = await gw.send('POST', path, { headers: Object.entries({ 'content-type': 'application/json', ...headers }), body: json });
+    const raw = async (
+      path: string,
+      json: string,
+      headers: Record<string, string>,
+    ): Promise<{ status: number; reason: string }> => {
+      const reply = await gw.send('POST', path, {
+        headers: Object.entries({ 'content-type': 'application/json', ...headers }),
+        body: json,
+      });
       return { status: reply.status, reason: String(reply.headers['x-modelgate-reason'] ?? '') };
     };
     const msgs = '"messages":[{"role":"user","content":"hi"}]';
-    expect(await raw('/v1/chat/completions', `{"model":"gpt-4o-mini","\\u006e":8,${msgs}}`, bearer('escaped'))).toEqual({ status: 403, reason: 'balance_insufficient' });
-    expect(await raw('/v1/chat/completions', `{"model":"gpt-4o-mini","n":1,"\\u006e":8,${msgs}}`, bearer('escaped'))).toEqual({ status: 400, reason: 'body_invalid' });
+    expect(await raw('/v1/chat/completions', `{"model":"gpt-4o-mini","\\u006e":8,${msgs}}`, bearer('escaped'))).toEqual(
+      { status: 403, reason: 'balance_insufficient' },
+    );
+    expect(
+      await raw('/v1/chat/completions', `{"model":"gpt-4o-mini","n":1,"\\u006e":8,${msgs}}`, bearer('escaped')),
+    ).toEqual({ status: 400, reason: 'body_invalid' });
     const gem = '"contents":[{"role":"user","parts":[{"text":"hi"}]}]';
-    expect(await raw('/v1beta/models/gemini-2.5-flash:generateContent', `{${gem},"generationConfig":{"candidate\\u0043ount":8,"maxOutputTokens":40}}`, { 'x-goog-api-key': keys.escaped }))
-      .toEqual({ status: 403, reason: 'balance_insufficient' });
-    expect(await raw('/v1beta/models/gemini-2.5-flash:generateContent', `{${gem},"generationConfig":{"candidateCount":1,"candidate\\u0043ount":8}}`, { 'x-goog-api-key': keys.escaped }))
-      .toEqual({ status: 400, reason: 'body_invalid' });
+    expect(
+      await raw(
+        '/v1beta/models/gemini-2.5-flash:generateContent',
+        `{${gem},"generationConfig":{"candidate\\u0043ount":8,"maxOutputTokens":40}}`,
+        { 'x-goog-api-key': keys.escaped },
+      ),
+    ).toEqual({ status: 403, reason: 'balance_insufficient' });
+    expect(
+      await raw(
+        '/v1beta/models/gemini-2.5-flash:generateContent',
+        `{${gem},"generationConfig":{"candidateCount":1,"candidate\\u0043ount":8}}`,
+        { 'x-goog-api-key': keys.escaped },
+      ),
+    ).toEqual({ status: 400, reason: 'body_invalid' });
     expect(up.received.length).toBe(upBefore);
   });
 
@@ -216,35 +320,65 @@ describeE2E('money, estimates and methods: the demo gateway (soft, file store, o
     const seen: string[] = [];
     const upBefore = up.received.length;
     for (const method of ['PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD']) {
-      for (const path of ['/v1/chat/completions', '/v1/messages', '/v1beta/models/gemini-2.5-flash:generateContent', '/alt/v1/responses']) {
-        const reply = await gw.send(method, path, { headers: Object.entries({ 'content-type': 'application/json', ...bearer('methods'), 'x-goog-api-key': keys.methods }), body: chat });
+      for (const path of [
+        '/v1/chat/completions',
+        '/v1/messages',
+        '/v1beta/models/gemini-2.5-flash:generateContent',
+        '/alt/v1/responses',
+      ]) {
+        const reply = await gw.send(method, path, {
+          headers: Object.entries({
+            'content-type': 'application/json',
+            ...bearer('methods'),
+            'x-goog-api-key': keys.methods,
+          }),
+          body: chat,
+        });
         seen.push(`${method} ${path} -> ${reply.status}`);
       }
     }
     // HTTP/1.0 (with a content-length) and an HTTP/1.1 h2c upgrade, written by hand.
     const url = new URL(gw.baseUrl);
-    const rawRequest = (head: string): Promise<string> => new Promise((resolve, reject) => {
-      const s = net.connect(Number(url.port), url.hostname, () => s.write(`${head}content-type: application/json\r\nauthorization: Bearer ${keys.methods}\r\ncontent-length: ${Buffer.byteLength(chat)}\r\n\r\n${chat}`));
-      let got = '';
-      s.setEncoding('utf8');
-      s.on('data', (c: string) => {
-        got += c;
-        // One answer is all this needs (its head and any body): the connection may stay open.
-        if (/\r\n\r\n/.test(got)) s.destroy();
+    const rawRequest = (head: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const s = net.connect(Number(url.port), url.hostname, () =>
+          s.write(
+            `${head}content-type: application/json\r\nauthorization: Bearer ${keys.methods}\r\ncontent-length: ${Buffer.byteLength(chat)}\r\n\r\n${chat}`,
+          ),
+        );
+        let got = '';
+        s.setEncoding('utf8');
+        s.on('data', (c: string) => {
+          got += c;
+          // One answer is all this needs (its head and any body): the connection may stay open.
+          if (/\r\n\r\n/.test(got)) s.destroy();
+        });
+        s.on('end', () => resolve(got));
+        s.on('close', () => resolve(got));
+        s.on('error', reject);
       });
-      s.on('end', () => resolve(got));
-      s.on('close', () => resolve(got));
-      s.on('error', reject);
-    });
-    seen.push(`HTTP/1.0 -> ${(await rawRequest('POST /v1/chat/completions HTTP/1.0\r\nhost: x\r\n')).split('\r\n')[0]}`);
-    seen.push(`h2c -> ${(await rawRequest('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAAP__\r\n')).split('\r\n')[0]}`);
+    seen.push(
+      `HTTP/1.0 -> ${(await rawRequest('POST /v1/chat/completions HTTP/1.0\r\nhost: x\r\n')).split('\r\n')[0]}`,
+    );
+    seen.push(
+      `h2c -> ${(await rawRequest('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAAP__\r\n')).split('\r\n')[0]}`,
+    );
     const reached = up.received.length - upBefore;
     // Every other method is 405, HTTP/1.0 426 Upgrade Required; the h2c upgrade header is ignored and
     // the request served as HTTP/1.1: it is the one request upstream, and it has its row.
-    expect(seen.filter((l) => /^[A-Z]+ \//.test(l)).every((l) => l.endsWith('-> 405')), seen.join('\n')).toBe(true);
-    expect(seen.find((l) => l.startsWith('HTTP/1.0')), seen.join('\n')).toMatch(/ 426 /);
+    expect(
+      seen.filter((l) => /^[A-Z]+ \//.test(l)).every((l) => l.endsWith('-> 405')),
+      seen.join('\n'),
+    ).toBe(true);
+    expect(
+      seen.find((l) => l.startsWith('HTTP/1.0')),
+      seen.join('\n'),
+    ).toMatch(/ 426 /);
     expect(reached, seen.join('\n')).toBeLessThanOrEqual(1);
-    await waitFor('a row for every request that reached the provider', async () => (await rowsOf(store, 'methods')).length >= reached);
+    await waitFor(
+      'a row for every request that reached the provider',
+      async () => (await rowsOf(store, 'methods')).length >= reached,
+    );
     const rows = await rowsOf(store, 'methods');
     expect(rows.length, seen.join('\n')).toBe(reached);
     for (const r of rows) expect(r.estimated ?? null, seen.join('\n')).toBeNull();

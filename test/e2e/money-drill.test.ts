@@ -47,15 +47,22 @@ interface DrillRow {
 
 const rows: DrillRow[] = [];
 const fmt = (n: number): string => n.toFixed(6).replace(/0+$/, '').replace(/\.$/, '');
-const TABLE_HEADER = '| mode | attack (rounds until one is served nothing) | sent | served | ledger rows | spent (balance 0.001) | overspend | bound |\n| --- | --- | --- | --- | --- | --- | --- | --- |';
-const tableRow = (r: DrillRow): string => `| ${r.mode} | ${TITLES[r.row]} | ${r.sent} | ${r.served} | ${r.ledger} | ${fmt(r.spent)} | ${fmt(Math.max(0, r.spent - BALANCE))} | ${fmt(r.bound)} |`;
+const TABLE_HEADER =
+  '| mode | attack (rounds until one is served nothing) | sent | served | ledger rows | spent (balance 0.001) | overspend | bound |\n| --- | --- | --- | --- | --- | --- | --- | --- |';
+const tableRow = (r: DrillRow): string =>
+  `| ${r.mode} | ${TITLES[r.row]} | ${r.sent} | ${r.served} | ${r.ledger} | ${fmt(r.spent)} | ${fmt(Math.max(0, r.spent - BALANCE))} | ${fmt(r.bound)} |`;
 
 /**
  * An attacker who wants to spend as much as it can names a small max_tokens: each request's maximum
  * then fits the balance many times over, and strict mode lets many run at once.
  */
 const MAX_TOKENS = 40;
-const body = JSON.stringify({ model: 'gpt-4o-mini', stream: true, max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: 'spend it all' }] });
+const body = JSON.stringify({
+  model: 'gpt-4o-mini',
+  stream: true,
+  max_tokens: MAX_TOKENS,
+  messages: [{ role: 'user', content: 'spend it all' }],
+});
 /** The most one of these requests can cost: its body as input tokens and its max_tokens as output. */
 const ONE_MAX = (Buffer.byteLength(body) * PRICE.input + Math.min(MAX_TOKENS, CAP) * PRICE.output) / 1e6;
 /** Rounds of N requests at once, until a round is served nothing (the balance is gone). */
@@ -65,18 +72,33 @@ function send(gw: Gateway, key: string, extra: Record<string, string>, cutAfter?
   const url = new URL(gw.baseUrl);
   return new Promise((resolve) => {
     let got = 0;
-    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', agent: false,
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-stand-in-delay-ms': '5', ...extra } }, (res) => {
-      res.on('data', (c: Buffer) => {
-        got += c.length;
-        if (cutAfter !== undefined && got >= cutAfter) {
-          req.destroy();
-          resolve(res.statusCode ?? 0);
-        }
-      });
-      res.on('end', () => resolve(res.statusCode ?? 0));
-      res.on('error', () => resolve(res.statusCode ?? 0));
-    });
+    const req = http.request(
+      {
+        host: url.hostname,
+        port: url.port,
+        method: 'POST',
+        path: '/v1/chat/completions',
+        agent: false,
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          'x-stand-in-delay-ms': '5',
+          ...extra,
+        },
+      },
+      (res) => {
+        res.on('data', (c: Buffer) => {
+          got += c.length;
+          if (cutAfter !== undefined && got >= cutAfter) {
+            req.destroy();
+            resolve(res.statusCode ?? 0);
+          }
+        });
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', () => resolve(0));
     req.end(body);
   });
@@ -84,15 +106,27 @@ function send(gw: Gateway, key: string, extra: Record<string, string>, cutAfter?
 
 function sendOnOneConnection(gw: Gateway, key: string, n: number): Promise<number[]> {
   const session = http2.connect(gw.baseUrl);
-  return Promise.all(Array.from({ length: n }, () => new Promise<number>((resolve) => {
-    const req = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-stand-in-delay-ms': '5' });
-    let status = 0;
-    req.on('response', (h) => (status = Number(h[':status'])));
-    req.on('data', () => {});
-    req.on('end', () => resolve(status));
-    req.on('error', () => resolve(status));
-    req.end(body);
-  }))).finally(() => session.close());
+  return Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<number>((resolve) => {
+          const req = session.request({
+            ':method': 'POST',
+            ':path': '/v1/chat/completions',
+            authorization: `Bearer ${key}`,
+            'content-type': 'application/json',
+            'x-stand-in-delay-ms': '5',
+          });
+          let status = 0;
+          req.on('response', (h) => (status = Number(h[':status'])));
+          req.on('data', () => {});
+          req.on('end', () => resolve(status));
+          req.on('error', () => resolve(status));
+          req.end(body);
+        }),
+    ),
+  ).finally(() => session.close());
 }
 
 for (const mode of ['soft', 'strict'] as const) {
@@ -103,10 +137,15 @@ for (const mode of ['soft', 'strict'] as const) {
     beforeAll(async () => {
       up = await startMoneyUpstream();
       const at = { host: '127.0.0.1', port: up.port };
-      const stanzas = ROWS.map((r) => `  - id: drill-${r}\n    sha256: ${createHash('sha256').update(keys[r]).digest('hex')}\n    group: basic\n    balance: ${BALANCE}\n`).join('');
+      const stanzas = ROWS.map(
+        (r) =>
+          `  - id: drill-${r}\n    sha256: ${createHash('sha256').update(keys[r]).digest('hex')}\n    group: basic\n    balance: ${BALANCE}\n`,
+      ).join('');
       gw = await startGateway({
-        modelgate: 'process', keepLogLines: 2000,
-        config: (demo) => `${demo.replace('  mode: soft ', `  mode: ${mode} `).replace('  drainSeconds: 25 ', '  drainSeconds: 10 ')}${stanzas}`,
+        modelgate: 'process',
+        keepLogLines: 2000,
+        config: (demo) =>
+          `${demo.replace('  mode: soft ', `  mode: ${mode} `).replace('  drainSeconds: 25 ', '  drainSeconds: 10 ')}${stanzas}`,
         upstreamTargets: { chat: at, messages: at, generative: at, alt: at },
         // No stdout access log: thousands of lines a drill would keep in memory.
         editEnvoy: (b) => {
@@ -121,7 +160,8 @@ for (const mode of ['soft', 'strict'] as const) {
       if (mode === 'strict') {
         const table = `${TABLE_HEADER}\n${rows.map(tableRow).join('\n')}\n`;
         process.stdout.write(`\n[money drill] ${FULL ? 'full' : 'short'}:\n${table}`);
-        if (process.env.DRILL_REPORT) appendFileSync(process.env.DRILL_REPORT, `\nMoney drill (${FULL ? 'full' : 'short'}):\n\n${table}`);
+        if (process.env.DRILL_REPORT)
+          appendFileSync(process.env.DRILL_REPORT, `\nMoney drill (${FULL ? 'full' : 'short'}):\n\n${table}`);
       }
     });
 
@@ -136,13 +176,25 @@ for (const mode of ['soft', 'strict'] as const) {
     async function settle(row: Row, served: number, sent: number): Promise<void> {
       const id = `drill-${row}`;
       // Every request served has its ledger row, and nothing is left in flight (the state file's pending list).
-      await waitFor('every settlement', () => {
-        const s = state();
-        return s.usage.filter((u) => u.keyId === id).length >= served && (s.pending ?? []).length === 0;
-      }, 60_000);
+      await waitFor(
+        'every settlement',
+        () => {
+          const s = state();
+          return s.usage.filter((u) => u.keyId === id).length >= served && (s.pending ?? []).length === 0;
+        },
+        60_000,
+      );
       await new Promise((r) => setTimeout(r, 600));
       const s = state();
-      const r: DrillRow = { mode, row, sent, served, ledger: s.usage.filter((u) => u.keyId === id).length, spent: s.spent[id] ?? 0, bound: mode === 'soft' ? ONE_MAX : 0 };
+      const r: DrillRow = {
+        mode,
+        row,
+        sent,
+        served,
+        ledger: s.usage.filter((u) => u.keyId === id).length,
+        spent: s.spent[id] ?? 0,
+        bound: mode === 'soft' ? ONE_MAX : 0,
+      };
       rows.push(r);
       process.stdout.write(`[money drill] ${tableRow(r)}\n`);
       expect(r.served, 'served').toBeGreaterThanOrEqual(1);
@@ -169,7 +221,10 @@ for (const mode of ['soft', 'strict'] as const) {
       }
       return { sent, served };
     }
-    const burst = (key: string, extra: Record<string, string> = {}, cutAfter?: number) => () => Promise.all(Array.from({ length: N }, () => send(gw, key, extra, cutAfter)));
+    const burst =
+      (key: string, extra: Record<string, string> = {}, cutAfter?: number) =>
+      () =>
+        Promise.all(Array.from({ length: N }, () => send(gw, key, extra, cutAfter)));
 
     it(`concurrent: ${TITLES.concurrent}`, async () => {
       const r = await rounds(burst(keys.concurrent));
@@ -195,11 +250,17 @@ for (const mode of ['soft', 'strict'] as const) {
       const n = Math.min(N, 200);
       // Slow streams (30 tokens 40 ms apart), sent in waves while modelgate stops and starts.
       const all: Promise<number>[] = [];
-      for (let i = 0; i < n / 2; i++) all.push(send(gw, keys.restart, { 'x-stand-in-delay-ms': '40', 'x-drill': 'restart' }));
+      for (let i = 0; i < n / 2; i++)
+        all.push(send(gw, keys.restart, { 'x-stand-in-delay-ms': '40', 'x-drill': 'restart' }));
       await waitFor('the first streams to start', () => up.received.some((r) => r.headers['x-drill'] === 'restart'));
       gw.modelgate.kill('SIGTERM');
-      for (let i = 0; i < n / 2; i++) all.push(send(gw, keys.restart, { 'x-stand-in-delay-ms': '40', 'x-drill': 'restart' }));
-      await waitFor('modelgate to stop', () => gw.modelgate.logLines().some((l) => l.includes('"modelgate stopped"')), 30_000);
+      for (let i = 0; i < n / 2; i++)
+        all.push(send(gw, keys.restart, { 'x-stand-in-delay-ms': '40', 'x-drill': 'restart' }));
+      await waitFor(
+        'modelgate to stop',
+        () => gw.modelgate.logLines().some((l) => l.includes('"modelgate stopped"')),
+        30_000,
+      );
       await gw.modelgate.restart();
       const statuses = await Promise.all(all);
       await settle('restart', statuses.filter((s) => s === 200).length, n);

@@ -32,16 +32,27 @@ describeE2E('hosted tools attacked: calls an answer hides or a body never declar
   });
 
   async function rowOf(key: KeyName, n = 1): Promise<UsageEntry> {
-    await waitFor('the ledger row', async () => (await store.meter!.usage({ keyId: `hta-${key}`, limit: 10 })).length >= n, 15_000);
+    await waitFor(
+      'the ledger row',
+      async () => (await store.meter!.usage({ keyId: `hta-${key}`, limit: 10 })).length >= n,
+      15_000,
+    );
     return (await store.meter!.usage({ keyId: `hta-${key}`, limit: 1 }))[0];
   }
-  const body = { contents: [{ role: 'user', parts: [{ text: 'news today' }] }], tools: [{ googleSearch: {} }], generationConfig: { maxOutputTokens: 20 } };
+  const body = {
+    contents: [{ role: 'user', parts: [{ text: 'news today' }] }],
+    tools: [{ googleSearch: {} }],
+    generationConfig: { maxOutputTokens: 20 },
+  };
 
   // Before: `?fields=usageMetadata` kept the usage and dropped the candidates with their
   // groundingMetadata: the usage was trusted, the filter counted no grounding, and the grounded
   // prompt Google bills (0.035 here) was debited nothing.
   it('?fields=usageMetadata (generateContent, and an SSE stream): one google_search call debited', async () => {
-    for (const [path, n] of [['/v1beta/models/gemini-2.5-flash:generateContent?fields=usageMetadata', 1], ['/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&fields=usageMetadata', 2]] as const) {
+    for (const [path, n] of [
+      ['/v1beta/models/gemini-2.5-flash:generateContent?fields=usageMetadata', 1],
+      ['/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&fields=usageMetadata', 2],
+    ] as const) {
       const sent = await request(gw, path, { 'x-goog-api-key': keys.mask }, body);
       expect(sent.status, sent.text).toBe(200);
       expect(sent.text).not.toContain('groundingMetadata');
@@ -53,7 +64,12 @@ describeE2E('hosted tools attacked: calls an answer hides or a body never declar
   });
 
   it('x-goog-fieldmask: usageMetadata: one google_search call debited', async () => {
-    const sent = await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', { 'x-goog-api-key': keys.header, 'x-goog-fieldmask': 'usageMetadata' }, body);
+    const sent = await request(
+      gw,
+      '/v1beta/models/gemini-2.5-flash:generateContent',
+      { 'x-goog-api-key': keys.header, 'x-goog-fieldmask': 'usageMetadata' },
+      body,
+    );
     expect(sent.status, sent.text).toBe(200);
     expect(sent.text).not.toContain('groundingMetadata');
     const row = await rowOf('header');
@@ -64,8 +80,13 @@ describeE2E('hosted tools attacked: calls an answer hides or a body never declar
   // Before: a Responses request whose stored prompt (`prompt.id`) holds web_search declares no tool
   // in its body: the provider searched, the answer's web_search_call item was counted by the filter,
   // and no call was debited (the request had no declared tools to settle).
-  it('a web_search_call the answer reports of a tool the body never declared (a stored prompt\'s) is debited at its price', async () => {
-    const body2 = { model: 'gpt-4o-mini', max_output_tokens: 20, prompt: { id: 'pmpt_search_news' }, input: 'news today' };
+  it("a web_search_call the answer reports of a tool the body never declared (a stored prompt's) is debited at its price", async () => {
+    const body2 = {
+      model: 'gpt-4o-mini',
+      max_output_tokens: 20,
+      prompt: { id: 'pmpt_search_news' },
+      input: 'news today',
+    };
     const sent = await request(gw, '/v1/responses', { authorization: `Bearer ${keys.prompt}` }, body2);
     expect(sent.status, sent.text).toBe(200);
     expect(sent.text).toContain('web_search_call');
@@ -73,7 +94,12 @@ describeE2E('hosted tools attacked: calls an answer hides or a body never declar
     expect(row.estimated ?? undefined).toBeUndefined();
     expect(row.toolCalls).toBe(1);
     expect(row.cost).toBeGreaterThanOrEqual(0.01);
-    const streamed = await request(gw, '/v1/responses', { authorization: `Bearer ${keys.promptSse}`, 'x-stand-in-delay-ms': '0' }, { ...body2, stream: true });
+    const streamed = await request(
+      gw,
+      '/v1/responses',
+      { authorization: `Bearer ${keys.promptSse}`, 'x-stand-in-delay-ms': '0' },
+      { ...body2, stream: true },
+    );
     expect(streamed.status, streamed.text.slice(0, 300)).toBe(200);
     const row2 = await rowOf('promptSse');
     expect(row2.toolCalls).toBe(1);
@@ -81,9 +107,21 @@ describeE2E('hosted tools attacked: calls an answer hides or a body never declar
   });
 
   it('held: without a mask, the grounded answer is debited one call and an ungrounded one none', async () => {
-    expect((await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', { 'x-goog-api-key': keys.plain }, body)).status).toBe(200);
+    expect(
+      (await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', { 'x-goog-api-key': keys.plain }, body))
+        .status,
+    ).toBe(200);
     expect((await rowOf('plain')).toolCalls).toBe(1);
-    expect((await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent', { 'x-goog-api-key': keys.plain }, { ...body, tools: [] })).status).toBe(200);
+    expect(
+      (
+        await request(
+          gw,
+          '/v1beta/models/gemini-2.5-flash:generateContent',
+          { 'x-goog-api-key': keys.plain },
+          { ...body, tools: [] },
+        )
+      ).status,
+    ).toBe(200);
     expect((await rowOf('plain', 2)).toolCalls ?? 0).toBe(0);
   });
 });

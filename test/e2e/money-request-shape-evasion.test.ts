@@ -23,22 +23,56 @@ import { startMoneyUpstream, VIDEO_TOKENS, type MoneyUpstream } from '../support
 import { issueKey } from '../support/pg-keys';
 import { openPool, startPgServer, type PgServer } from '../support/pg-server';
 
-const KEYS = ['gzipSoft', 'gzipStrict', 'priority', 'betaSoft', 'duplicateN', 'retryHeaders', 'reasoningStream', 'reasoningCut', 'geminiMask', 'plainStream', 'tierFlex'] as const;
+const KEYS = [
+  'gzipSoft',
+  'gzipStrict',
+  'priority',
+  'betaSoft',
+  'duplicateN',
+  'retryHeaders',
+  'reasoningStream',
+  'reasoningCut',
+  'geminiMask',
+  'plainStream',
+  'tierFlex',
+] as const;
 type KeyName = (typeof KEYS)[number];
 const keys = Object.fromEntries(KEYS.map((k) => [k, generateKey()])) as Record<KeyName, string>;
-/** 0.001 for the bound cases; the strict gzip case can pay for one plain request (0.164) but not for a video; the others pay what they send. */
-const BALANCES: Record<KeyName, number> = { gzipSoft: 0.001, gzipStrict: 0.2, priority: 10, betaSoft: 0.001, duplicateN: 0.001, retryHeaders: 10, reasoningStream: 10, reasoningCut: 10, geminiMask: 10, plainStream: 10, tierFlex: 10 };
+/**
+ * 0.001 for the bound cases; the strict gzip case can pay for one plain request (0.164) but not for a video; the others
+ * pay what they send.
+ */
+const BALANCES: Record<KeyName, number> = {
+  gzipSoft: 0.001,
+  gzipStrict: 0.2,
+  priority: 10,
+  betaSoft: 0.001,
+  duplicateN: 0.001,
+  retryHeaders: 10,
+  reasoningStream: 10,
+  reasoningCut: 10,
+  geminiMask: 10,
+  plainStream: 10,
+  tierFlex: 10,
+};
 const withKeys = withMoneyKeys(keys, (k) => BALANCES[k as KeyName], 'rt3');
 
 const bearer = (key: KeyName): Record<string, string> => ({ authorization: `Bearer ${keys[key]}` });
-const claude = (key: KeyName): Record<string, string> => ({ 'x-api-key': keys[key], 'anthropic-version': '2023-06-01' });
+const claude = (key: KeyName): Record<string, string> => ({
+  'x-api-key': keys[key],
+  'anthropic-version': '2023-06-01',
+});
 
 /** The demo's prices (envoy/modelgate.yaml, group basic), per million tokens. */
 const GEMINI_FLASH = { input: 0.3, output: 2.5, cap: 65536 };
 const HAIKU = { input: 0.8, output: 4, cap: 8192 };
 
 async function rowOf(store: FileStore, key: KeyName): Promise<UsageEntry> {
-  await waitFor('the ledger row', async () => (await store.meter!.usage({ keyId: `rt3-${key}`, limit: 10 })).length > 0, 30_000);
+  await waitFor(
+    'the ledger row',
+    async () => (await store.meter!.usage({ keyId: `rt3-${key}`, limit: 10 })).length > 0,
+    30_000,
+  );
   return (await store.meter!.usage({ keyId: `rt3-${key}`, limit: 1 }))[0];
 }
 
@@ -49,13 +83,22 @@ const balanceOf = (store: FileStore, key: KeyName): Promise<number> => balanceOf
  * body gzip-compressed (`content-encoding: gzip`, which Google's API front end decompresses).
  */
 const GEMINI_VIDEO = {
-  contents: [{ role: 'user', parts: [{ fileData: { fileUri: 'https://www.youtube.com/watch?v=9hE5-98ZeCg' } }, { text: 'summarize' }] }],
+  contents: [
+    {
+      role: 'user',
+      parts: [{ fileData: { fileUri: 'https://www.youtube.com/watch?v=9hE5-98ZeCg' } }, { text: 'summarize' }],
+    },
+  ],
   generationConfig: { candidateCount: 8, maxOutputTokens: 5 },
 };
 function sendGzippedGemini(gw: Gateway, key: KeyName): Promise<Reply> {
   return gw.send('POST', '/v1beta/models/gemini-2.5-flash:generateContent', {
     body: zlib.gzipSync(JSON.stringify(GEMINI_VIDEO)),
-    headers: [['x-goog-api-key', keys[key]], ['content-type', 'application/json'], ['content-encoding', 'gzip']],
+    headers: [
+      ['x-goog-api-key', keys[key]],
+      ['content-type', 'application/json'],
+      ['content-encoding', 'gzip'],
+    ],
   });
 }
 
@@ -80,17 +123,27 @@ describeE2E('money, request shapes: soft mode', () => {
     if (sent.status === 200) await rowOf(store, 'gzipSoft');
     const spent = BALANCES.gzipSoft - (await balanceOf(store, 'gzipSoft'));
     // M: the body's bytes as input plus the model's output cap, for a request with no input from elsewhere.
-    const m = (zlib.gzipSync(JSON.stringify(GEMINI_VIDEO)).length * GEMINI_FLASH.input + GEMINI_FLASH.cap * GEMINI_FLASH.output) / 1e6;
+    const m =
+      (zlib.gzipSync(JSON.stringify(GEMINI_VIDEO)).length * GEMINI_FLASH.input +
+        GEMINI_FLASH.cap * GEMINI_FLASH.output) /
+      1e6;
     expect(spent, `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeLessThanOrEqual(BALANCES.gzipSoft + m);
   });
 
-  it('anthropic: with any anthropic-beta header the lone request\'s output is the client\'s max_tokens, past the model\'s cap the bound M counts', async () => {
+  it("anthropic: with any anthropic-beta header the lone request's output is the client's max_tokens, past the model's cap the bound M counts", async () => {
     // admission.ts lifts the configured cap for a request with an anthropic-beta header (a beta can
     // raise the provider's cap: output-128k-...), and soft mode still lets it through as the lone
     // request a balance need not cover. docs/metering.md's bound counts the model's cap (8,192 here).
-    const sent = await request(gw, '/v1/messages', { ...claude('betaSoft'), 'anthropic-beta': 'output-128k-2025-02-19' }, {
-      model: 'claude-3-5-haiku-latest', max_tokens: 64_000, messages: [{ role: 'user', content: 'write a long story' }],
-    });
+    const sent = await request(
+      gw,
+      '/v1/messages',
+      { ...claude('betaSoft'), 'anthropic-beta': 'output-128k-2025-02-19' },
+      {
+        model: 'claude-3-5-haiku-latest',
+        max_tokens: 64_000,
+        messages: [{ role: 'user', content: 'write a long story' }],
+      },
+    );
     if (sent.status === 200) await rowOf(store, 'betaSoft');
     const spent = BALANCES.betaSoft - (await balanceOf(store, 'betaSoft'));
     const m = (1000 * HAIKU.input + HAIKU.cap * HAIKU.output) / 1e6;
@@ -103,7 +156,13 @@ describeE2E('money, request shapes: soft mode', () => {
     // which relays use to peek at fields). A first-wins upstream produces eight answers of 2,000
     // tokens (0.0096) for a request held as one (0.0012), which soft mode lets through alone.
     const body = `{"model":"gpt-4o-mini","n":8,"max_tokens":2000,"messages":[{"role":"user","content":"write"}],"n":1}`;
-    const sent = await gw.send('POST', '/v1/chat/completions', { body, headers: [['authorization', `Bearer ${keys.duplicateN}`], ['content-type', 'application/json']] });
+    const sent = await gw.send('POST', '/v1/chat/completions', {
+      body,
+      headers: [
+        ['authorization', `Bearer ${keys.duplicateN}`],
+        ['content-type', 'application/json'],
+      ],
+    });
     expect(sent.status, sent.text.slice(0, 300)).toBe(400);
     expect(sent.headers['x-modelgate-reason']).toBe('body_invalid');
   });
@@ -113,7 +172,10 @@ describeE2E('money, request shapes: soft mode', () => {
     // 4.25/17 against 2.50/10 per million, gpt-4.1 3.50/14 against 2/8), and the answer names it
     // (`"service_tier": "priority"`). Anthropic's `speed: "fast"` and `inference_geo` do the same.
     const sent = await request(gw, '/v1/chat/completions', bearer('priority'), {
-      model: 'gpt-4o-mini', service_tier: 'priority', max_tokens: 1000, messages: [{ role: 'user', content: 'write' }],
+      model: 'gpt-4o-mini',
+      service_tier: 'priority',
+      max_tokens: 1000,
+      messages: [{ role: 'user', content: 'write' }],
     });
     expect(sent.status, sent.text.slice(0, 300)).toBe(400);
     expect(sent.text).toContain('service_tier_unpriced');
@@ -129,9 +191,17 @@ describeE2E('money, request shapes: soft mode', () => {
   const reasons = { 'x-stand-in-reasoning': String(REASONING), 'x-stand-in-tokens': '5' };
 
   it('chat: a stream without include_usage from a reasoning model is debited its reasoning tokens, not only the text it showed', async () => {
-    const sent = await request(gw, '/v1/chat/completions', { ...bearer('reasoningStream'), ...reasons }, {
-      model: 'gpt-4o-mini', stream: true, reasoning_effort: 'high', messages: [{ role: 'user', content: 'prove it' }],
-    });
+    const sent = await request(
+      gw,
+      '/v1/chat/completions',
+      { ...bearer('reasoningStream'), ...reasons },
+      {
+        model: 'gpt-4o-mini',
+        stream: true,
+        reasoning_effort: 'high',
+        messages: [{ role: 'user', content: 'prove it' }],
+      },
+    );
     expect(sent.status).toBe(200);
     const row = await rowOf(store, 'reasoningStream');
     expect(row.estimated).toBe('stream_without_usage');
@@ -139,9 +209,16 @@ describeE2E('money, request shapes: soft mode', () => {
   });
 
   it('chat: a stream without include_usage on a model that does not reason, asking for no reasoning, is debited an estimate of its text, not its maximum', async () => {
-    const sent = await request(gw, '/v1/chat/completions', { ...bearer('plainStream'), 'x-stand-in-tokens': '5' }, {
-      model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hello' }],
-    });
+    const sent = await request(
+      gw,
+      '/v1/chat/completions',
+      { ...bearer('plainStream'), 'x-stand-in-tokens': '5' },
+      {
+        model: 'gpt-4o-mini',
+        stream: true,
+        messages: [{ role: 'user', content: 'hello' }],
+      },
+    );
     expect(sent.status).toBe(200);
     const row = await rowOf(store, 'plainStream');
     expect(row.estimated).toBe('stream_without_usage');
@@ -151,15 +228,29 @@ describeE2E('money, request shapes: soft mode', () => {
 
   it('chat: service_tier "flex" and "auto" (billed at or below the standard price) are served', async () => {
     for (const tier of ['flex', 'auto']) {
-      const sent = await request(gw, '/v1/chat/completions', bearer('tierFlex'), { model: 'gpt-4o-mini', max_tokens: 10, service_tier: tier, messages: [{ role: 'user', content: 'hi' }] });
+      const sent = await request(gw, '/v1/chat/completions', bearer('tierFlex'), {
+        model: 'gpt-4o-mini',
+        max_tokens: 10,
+        service_tier: tier,
+        messages: [{ role: 'user', content: 'hi' }],
+      });
       expect(sent.status, sent.text.slice(0, 200)).toBe(200);
     }
   });
 
   it('responses: a stream cut after its text (before response.completed) is debited the reasoning the provider billed', async () => {
-    const sent = await request(gw, '/v1/responses', { ...bearer('reasoningCut'), ...reasons, 'x-stand-in-delay-ms': '200' }, {
-      model: 'gpt-4o-mini', stream: true, reasoning: { effort: 'high' }, input: 'prove it',
-    }, (received) => received.includes('response.output_text.done'));
+    const sent = await request(
+      gw,
+      '/v1/responses',
+      { ...bearer('reasoningCut'), ...reasons, 'x-stand-in-delay-ms': '200' },
+      {
+        model: 'gpt-4o-mini',
+        stream: true,
+        reasoning: { effort: 'high' },
+        input: 'prove it',
+      },
+      (received) => received.includes('response.output_text.done'),
+    );
     expect(sent.status).toBe(200);
     const row = await rowOf(store, 'reasoningCut');
     expect(row.estimated).toBe('incomplete');
@@ -169,9 +260,15 @@ describeE2E('money, request shapes: soft mode', () => {
   it('gemini: a field mask (?fields=candidates) that drops usageMetadata leaves the thinking tokens to be paid', async () => {
     // Google's system parameter `fields` (or the x-goog-fieldmask header) trims the answer: without
     // usageMetadata the meter estimates from the text, which holds no thoughts.
-    const sent = await request(gw, '/v1beta/models/gemini-2.5-flash:generateContent?fields=candidates', { 'x-goog-api-key': keys.geminiMask, ...reasons }, {
-      contents: [{ role: 'user', parts: [{ text: 'prove it' }] }], generationConfig: { thinkingConfig: { thinkingBudget: 24576 } },
-    });
+    const sent = await request(
+      gw,
+      '/v1beta/models/gemini-2.5-flash:generateContent?fields=candidates',
+      { 'x-goog-api-key': keys.geminiMask, ...reasons },
+      {
+        contents: [{ role: 'user', parts: [{ text: 'prove it' }] }],
+        generationConfig: { thinkingConfig: { thinkingBudget: 24576 } },
+      },
+    );
     expect(sent.status, sent.text.slice(0, 200)).toBe(200);
     expect(sent.text).not.toContain('usageMetadata');
     const row = await rowOf(store, 'geminiMask');
@@ -182,10 +279,19 @@ describeE2E('money, request shapes: soft mode', () => {
     // A retry on a 200 would have the provider produce and bill every attempt, the meter seeing one.
     // use_remote_address: true makes every client external, so Envoy drops its x-envoy-* headers.
     const before = up.received.length;
-    const sent = await request(gw, '/v1/chat/completions', {
-      ...bearer('retryHeaders'), 'x-envoy-retry-on': 'retriable-status-codes,5xx,reset', 'x-envoy-retriable-status-codes': '200', 'x-envoy-max-retries': '5',
-      'x-envoy-upstream-rq-per-try-timeout-ms': '1', 'x-envoy-hedge-on-per-try-timeout': 'true',
-    }, { model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
+    const sent = await request(
+      gw,
+      '/v1/chat/completions',
+      {
+        ...bearer('retryHeaders'),
+        'x-envoy-retry-on': 'retriable-status-codes,5xx,reset',
+        'x-envoy-retriable-status-codes': '200',
+        'x-envoy-max-retries': '5',
+        'x-envoy-upstream-rq-per-try-timeout-ms': '1',
+        'x-envoy-hedge-on-per-try-timeout': 'true',
+      },
+      { model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] },
+    );
     expect(sent.status).toBe(200);
     const row = await rowOf(store, 'retryHeaders');
     expect(up.received.length - before).toBe(1);
@@ -212,7 +318,10 @@ describeE2E('money, request shapes: strict mode (file store)', () => {
       const row = await rowOf(store, 'gzipStrict');
       expect(row.inputTokens).toBeGreaterThanOrEqual(VIDEO_TOKENS);
     }
-    expect(await balanceOf(store, 'gzipStrict'), `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeGreaterThanOrEqual(0);
+    expect(
+      await balanceOf(store, 'gzipStrict'),
+      `status ${sent.status}: ${sent.text.slice(0, 200)}`,
+    ).toBeGreaterThanOrEqual(0);
   });
 });
 
@@ -226,12 +335,21 @@ describeE2E('money, request shapes: strict mode on PostgreSQL (leases)', () => {
     server = await startPgServer();
     pool = openPool(server.url);
     await migrate(pool);
-    await setGroup(pool, { name: 'basic', models: [{ name: 'gemini-2.5-flash', protocols: ['generative'], available: true }] });
-    await setPrice(pool, 'basic', 'gemini-2.5-flash', { price: { input: GEMINI_FLASH.input, output: GEMINI_FLASH.output, cachedInput: null }, maxOutputTokens: GEMINI_FLASH.cap });
+    await setGroup(pool, {
+      name: 'basic',
+      models: [{ name: 'gemini-2.5-flash', protocols: ['generative'], available: true }],
+    });
+    await setPrice(pool, 'basic', 'gemini-2.5-flash', {
+      price: { input: GEMINI_FLASH.input, output: GEMINI_FLASH.output, cachedInput: null },
+      maxOutputTokens: GEMINI_FLASH.cap,
+    });
     key = (await issueKey(pool, { group: 'basic', id: 'rt3-pg-gzip', balance: String(BALANCES.gzipStrict) })).key;
     up = await startMoneyUpstream();
     const at = { host: '127.0.0.1', port: up.port };
-    gw = await startGateway({ config: (demo) => `${demo.replace('  mode: soft ', '  mode: strict ')}\nstore: ${server.url}\n`, upstreamTargets: { generative: at, alt: at } });
+    gw = await startGateway({
+      config: (demo) => `${demo.replace('  mode: soft ', '  mode: strict ')}\nstore: ${server.url}\n`,
+      upstreamTargets: { generative: at, alt: at },
+    });
   }, 120_000);
   afterAll(async () => {
     await gw?.close();
@@ -243,11 +361,22 @@ describeE2E('money, request shapes: strict mode on PostgreSQL (leases)', () => {
   it('gemini: a gzip-compressed body (eight answers, a video) may not spend past the balance', async () => {
     const sent = await gw.send('POST', '/v1beta/models/gemini-2.5-flash:generateContent', {
       body: zlib.gzipSync(JSON.stringify(GEMINI_VIDEO)),
-      headers: [['x-goog-api-key', key], ['content-type', 'application/json'], ['content-encoding', 'gzip']],
+      headers: [
+        ['x-goog-api-key', key],
+        ['content-type', 'application/json'],
+        ['content-encoding', 'gzip'],
+      ],
     });
-    const rows = async (): Promise<number> => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', ['rt3-pg-gzip'])).rows[0].n;
+    const rows = async (): Promise<number> =>
+      (
+        await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1', [
+          'rt3-pg-gzip',
+        ])
+      ).rows[0].n;
     if (sent.status === 200) await waitFor('the ledger row', async () => (await rows()) > 0, 30_000);
-    const { rows: [k] } = await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', ['rt3-pg-gzip']);
+    const {
+      rows: [k],
+    } = await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', ['rt3-pg-gzip']);
     expect(Number(k.b), `status ${sent.status}: ${sent.text.slice(0, 200)}`).toBeGreaterThanOrEqual(0);
   });
 });

@@ -31,7 +31,8 @@ const MINI = { input: 0.15, output: 0.6, cap: 16384 };
 const PER = 0.05;
 
 type Counts = Record<string, number>;
-const statuses = (sent: Sent[]): Counts => sent.reduce<Counts>((c, s) => ({ ...c, [s.status]: (c[s.status] ?? 0) + 1 }), {});
+const statuses = (sent: Sent[]): Counts =>
+  sent.reduce<Counts>((c, s) => ({ ...c, [s.status]: (c[s.status] ?? 0) + 1 }), {});
 const complete = (s: Sent): boolean => s.status === 200 && s.text.includes('[DONE]');
 
 describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
@@ -52,32 +53,82 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
   const balanceOf = (id: string): Promise<number> => rig.balanceOf(id);
   const finalRows = (id: string): Promise<number> => rig.finalRows(id);
   const ledger = async (id: string): Promise<Array<{ cost: number; output: number; estimated: string | null }>> =>
-    (await pool.query<{ cost: number; output: number; estimated: string | null }>('SELECT cost::float8 AS cost, output_tokens::int AS output, estimated FROM modelgate.usage WHERE key_id = $1', [id])).rows;
+    (
+      await pool.query<{ cost: number; output: number; estimated: string | null }>(
+        'SELECT cost::float8 AS cost, output_tokens::int AS output, estimated FROM modelgate.usage WHERE key_id = $1',
+        [id],
+      )
+    ).rows;
   /** The balance is exactly what it was less the ledger's sum (numeric). */
   const balanceIsLedger = async (id: string, initial: string): Promise<boolean> =>
-    (await pool.query<{ ok: boolean }>('SELECT k.balance = $2::numeric - coalesce((SELECT sum(cost) FROM modelgate.usage WHERE key_id = $1), 0) AS ok FROM modelgate.keys k WHERE id = $1', [id, initial])).rows[0].ok;
+    (
+      await pool.query<{ ok: boolean }>(
+        'SELECT k.balance = $2::numeric - coalesce((SELECT sum(cost) FROM modelgate.usage WHERE key_id = $1), 0) AS ok FROM modelgate.keys k WHERE id = $1',
+        [id, initial],
+      )
+    ).rows[0].ok;
   const leasesOf = async (id: string): Promise<Array<{ replica: string; amount: number }>> =>
-    (await pool.query<{ replica: string; amount: number }>('SELECT replica, amount::float8 AS amount FROM modelgate.leases WHERE key_id = $1', [id])).rows;
+    (
+      await pool.query<{ replica: string; amount: number }>(
+        'SELECT replica, amount::float8 AS amount FROM modelgate.leases WHERE key_id = $1',
+        [id],
+      )
+    ).rows;
 
   // --- the attacker's requests --------------------------------------------------------------
-  /** An rt6-flat chat stream of `max` tokens (usage asked for), `delayMs` between events; `tag` marks it at the provider. */
-  const flat = (gw: Gateway, key: string, tag: string, o: { max?: number; delayMs?: number; cutAfter?: number } = {}): Promise<Sent> =>
-    request(gw, '/v1/chat/completions', { authorization: `Bearer ${key}`, 'x-stand-in-delay-ms': String(o.delayMs ?? 20) },
-      { model: FLAT, max_tokens: o.max ?? 50, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: tag }] },
-      o.cutAfter === undefined ? undefined : (t) => (t.match(/"content":/g)?.length ?? 0) >= o.cutAfter!);
+  /**
+   * An rt6-flat chat stream of `max` tokens (usage asked for), `delayMs` between events; `tag` marks it at the
+   * provider.
+   */
+  const flat = (
+    gw: Gateway,
+    key: string,
+    tag: string,
+    o: { max?: number; delayMs?: number; cutAfter?: number } = {},
+  ): Promise<Sent> =>
+    request(
+      gw,
+      '/v1/chat/completions',
+      { authorization: `Bearer ${key}`, 'x-stand-in-delay-ms': String(o.delayMs ?? 20) },
+      {
+        model: FLAT,
+        max_tokens: o.max ?? 50,
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: tag }],
+      },
+      o.cutAfter === undefined ? undefined : (t) => (t.match(/"content":/g)?.length ?? 0) >= o.cutAfter!,
+    );
   /** `n` requests at once, the first `onA` through `gwA`, the rest through `gwB`. */
-  const burst = (n: number, onA: number, gwA: Gateway, gwB: Gateway, send: (gw: Gateway, i: number) => Promise<Sent>): Promise<Sent[]> =>
-    Promise.all(Array.from({ length: n }, (_, i) => send(i < onA ? gwA : gwB, i)));
+  const burst = (
+    n: number,
+    onA: number,
+    gwA: Gateway,
+    gwB: Gateway,
+    send: (gw: Gateway, i: number) => Promise<Sent>,
+  ): Promise<Sent[]> => Promise.all(Array.from({ length: n }, (_, i) => send(i < onA ? gwA : gwB, i)));
   const upstreamWith = (tag: string): number => up.received.filter((r) => r.body.includes(tag)).length;
 
   /** Strict, leases, two replicas: `n` concurrent requests on a balance that pays for exactly ten at their maximum. */
-  async function strictBurst(id: string, onA: number, cutAfter?: number): Promise<{ sent: Sent[]; served: number; after: number; rows: Awaited<ReturnType<typeof ledger>> }> {
+  async function strictBurst(
+    id: string,
+    onA: number,
+    cutAfter?: number,
+  ): Promise<{ sent: Sent[]; served: number; after: number; rows: Awaited<ReturnType<typeof ledger>> }> {
     const initial = String(10 * PER);
     const key = await newKey(id, initial);
     const sent = await burst(100, onA, a, b, (gw, i) => flat(gw, key, `${id} ${i}`, { cutAfter }));
     const served = sent.filter((s) => s.status === 200).length;
-    await waitFor(`a ledger row for each of the ${served} served`, async () => (await finalRows(id)) === served, 60_000);
-    await waitFor('both replicas to let go of every request', () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll, 30_000);
+    await waitFor(
+      `a ledger row for each of the ${served} served`,
+      async () => (await finalRows(id)) === served,
+      60_000,
+    );
+    await waitFor(
+      'both replicas to let go of every request',
+      () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll,
+      30_000,
+    );
     expect(await balanceIsLedger(id, initial)).toBe(true);
     const after = await balanceOf(id);
     console.log(`rt6 ${id}: statuses ${JSON.stringify(statuses(sent))}; balance after ${after} on ${initial}`);
@@ -94,7 +145,10 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
     expect(sent.filter((s) => s.status === 200).every(complete)).toBe(true);
     expect(rows.map((r) => `${r.estimated ?? 'exact'} ${r.output}`)).toEqual(Array(served).fill('exact 50'));
     expect(rows.reduce((s, r) => s + r.cost, 0)).toBeCloseTo(served * PER, 12);
-    expect(sent.filter((s) => s.status !== 200).every((s) => s.status === 403 && s.text.includes('balance_insufficient')), why).toBe(true);
+    expect(
+      sent.filter((s) => s.status !== 200).every((s) => s.status === 403 && s.text.includes('balance_insufficient')),
+      why,
+    ).toBe(true);
   }, 120_000);
 
   it('defended: strict with leases, the same skewed 90/10 over the replicas: at most 10 served, balance >= 0, the ledger is what the provider billed', async () => {
@@ -119,7 +173,9 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
     }
   }, 120_000);
 
-  /** One Envoy whose Checks go to its own modelgate and whose reports go to replica `to` (as meter-pg.test.ts sets up). */
+  /**
+   * One Envoy whose Checks go to its own modelgate and whose reports go to replica `to` (as meter-pg.test.ts sets up).
+   */
   const reportingTo = (to: Gateway): Promise<Gateway> => rig.replica({ reportsTo: to });
   let crossing: Gateway | undefined;
 
@@ -134,8 +190,12 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
       const sent = await burst(100, 50, crossing, b, (gw, i) => flat(gw, key, `${id} ${round} ${i}`));
       seen.push(statuses(sent));
       served += sent.filter((s) => s.status === 200).length;
-      await waitFor('the round\'s settlements', async () => (await finalRows(id)) === served, 60_000);
-      await waitFor('both replicas to let go of every request', () => crossing!.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll, 30_000);
+      await waitFor("the round's settlements", async () => (await finalRows(id)) === served, 60_000);
+      await waitFor(
+        'both replicas to let go of every request',
+        () => crossing!.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll,
+        30_000,
+      );
       if (served >= 10) break;
     }
     const after = await balanceOf(id);
@@ -155,9 +215,28 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
    */
   async function leaveBeforeAnswer(gw: Gateway, key: string, tag: string): Promise<void> {
     const url = new URL(gw.baseUrl);
-    const data = Buffer.from(JSON.stringify({ model: FLAT, max_tokens: 50, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: tag }] }));
-    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', agent: false,
-      headers: { 'content-type': 'application/json', 'content-length': data.length, authorization: `Bearer ${key}`, 'x-stand-in-hold-ms': '3000' } });
+    const data = Buffer.from(
+      JSON.stringify({
+        model: FLAT,
+        max_tokens: 50,
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: tag }],
+      }),
+    );
+    const req = http.request({
+      host: url.hostname,
+      port: url.port,
+      method: 'POST',
+      path: '/v1/chat/completions',
+      agent: false,
+      headers: {
+        'content-type': 'application/json',
+        'content-length': data.length,
+        authorization: `Bearer ${key}`,
+        'x-stand-in-hold-ms': '3000',
+      },
+    });
     req.on('error', () => {});
     req.end(data);
     await waitFor('the request at the provider', () => upstreamWith(tag) === 1, 30_000);
@@ -197,16 +276,26 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
     // one, and the kill, while the live replica's burst is still being decided.
     const stream = (gw: Gateway, tag: string): Promise<Sent> => flat(gw, key, `${id} ${tag} `, { delayMs: 40 });
     let early = false;
-    const doomed = Promise.all(Array.from({ length: 30 }, (_, i) => stream(killed, `k${i}`))).finally(() => { early = true; });
-    await waitFor('two streams the doomed replica allowed to be running', () => {
-      if (early) throw new Error('the doomed replica answered every request before two ran');
-      return upstreamWith(`${id} k`) >= 2;
-    }, 60_000);
+    const doomed = Promise.all(Array.from({ length: 30 }, (_, i) => stream(killed, `k${i}`))).finally(() => {
+      early = true;
+    });
+    await waitFor(
+      'two streams the doomed replica allowed to be running',
+      () => {
+        if (early) throw new Error('the doomed replica answered every request before two ran');
+        return upstreamWith(`${id} k`) >= 2;
+      },
+      60_000,
+    );
     const living = Promise.all(Array.from({ length: 30 }, (_, i) => stream(b, `b${i}`)));
     killed.modelgate.kill('SIGKILL');
     const viaKilled = (await doomed).filter((s) => s.status === 200);
     const viaB = (await living).filter((s) => s.status === 200);
-    await waitFor('the ledger rows of the requests the live replica served', async () => (await finalRows(id)) >= viaB.length, 60_000);
+    await waitFor(
+      'the ledger rows of the requests the live replica served',
+      async () => (await finalRows(id)) >= viaB.length,
+      60_000,
+    );
     await waitFor('the live replica to let go of every request', () => b.modelgate.service!.meter.settledAll, 30_000);
     const billed = [...viaKilled, ...viaB].filter(complete).length * PER;
     const paid = (await ledger(id)).reduce((s, r) => s + r.cost, 0);
@@ -230,21 +319,33 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
     const leases = await leasesOf(id);
     // The billing job leaves the key exactly what the streams in flight reserved: nothing for another request.
     const lowered = 8 * PER;
-    const heard = [a, b].map((g) => new Promise<void>((resolve) => {
-      const stop = g.modelgate.service!.store.onInvalidate((e: InvalidationEvent) => {
-        if (e.kind === 'key' && e.balance !== undefined && e.balance !== null && Math.abs(e.balance - lowered) < 1e-12) {
-          stop();
-          resolve();
-        }
-      });
-    }));
+    const heard = [a, b].map(
+      (g) =>
+        new Promise<void>((resolve) => {
+          const stop = g.modelgate.service!.store.onInvalidate((e: InvalidationEvent) => {
+            if (
+              e.kind === 'key' &&
+              e.balance !== undefined &&
+              e.balance !== null &&
+              Math.abs(e.balance - lowered) < 1e-12
+            ) {
+              stop();
+              resolve();
+            }
+          });
+        }),
+    );
     await setBalance(pool, id, String(lowered));
     await Promise.all(heard);
     const flood = await burst(100, 50, a, b, (gw, i) => flat(gw, key, `${id} flood ${i} `, { delayMs: 2 }));
     const slowSent = await slow;
     const served = [...slowSent, ...flood].filter((s) => s.status === 200).length;
     await waitFor('every row', async () => (await finalRows(id)) === served, 60_000);
-    await waitFor('both replicas to let go of every request', () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll, 30_000);
+    await waitFor(
+      'both replicas to let go of every request',
+      () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll,
+      30_000,
+    );
     const after = await balanceOf(id);
     const overspend = Math.max(0, -after);
     const why = `leases before ${JSON.stringify(leases)}; flood served ${flood.filter((s) => s.status === 200).length} of 100; balance after ${after} on a new balance of ${lowered}`;
@@ -258,23 +359,37 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
     for (const g of [a, b]) {
       writeFileSync(g.configPath, readFileSync(g.configPath, 'utf8').replace('  mode: strict ', '  mode: soft '));
     }
-    await waitFor('both replicas in soft mode', () => a.modelgate.service!.config().meter.mode === 'soft' && b.modelgate.service!.config().meter.mode === 'soft', 30_000);
+    await waitFor(
+      'both replicas in soft mode',
+      () => a.modelgate.service!.config().meter.mode === 'soft' && b.modelgate.service!.config().meter.mode === 'soft',
+      30_000,
+    );
   }
 
-  it('defended: soft, two replicas, balance 0.0001: 100 requests at once over both, each asking the model\'s cap: spent <= balance + 2 x M, every served request has its row', async () => {
+  it("defended: soft, two replicas, balance 0.0001: 100 requests at once over both, each asking the model's cap: spent <= balance + 2 x M, every served request has its row", async () => {
     await soft();
     const id = 'rt6-soft-tiny';
     const initial = '0.0001';
     const key = await newKey(id, initial);
-    const body = (i: number) => ({ model: 'gpt-4o-mini', max_tokens: MINI.cap, messages: [{ role: 'user', content: `${id} ${i}` }] });
-    const sent = await burst(100, 50, a, b, (gw, i) => request(gw, '/v1/chat/completions', { authorization: `Bearer ${key}` }, body(i)));
+    const body = (i: number) => ({
+      model: 'gpt-4o-mini',
+      max_tokens: MINI.cap,
+      messages: [{ role: 'user', content: `${id} ${i}` }],
+    });
+    const sent = await burst(100, 50, a, b, (gw, i) =>
+      request(gw, '/v1/chat/completions', { authorization: `Bearer ${key}` }, body(i)),
+    );
     const served = sent.filter((s) => s.status === 200).length;
     await waitFor('a row for each served', async () => (await finalRows(id)) === served, 60_000);
-    await waitFor('both replicas to let go of every request', () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll, 30_000);
+    await waitFor(
+      'both replicas to let go of every request',
+      () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll,
+      30_000,
+    );
     // M: the largest single-answer request's maximum: its body's bytes as input plus the model's cap.
     const bytes = Math.max(...Array.from({ length: 100 }, (_, i) => Buffer.byteLength(JSON.stringify(body(i)))));
     const M = (bytes * MINI.input + MINI.cap * MINI.output) / 1e6;
-    const spent = Number(initial) - await balanceOf(id);
+    const spent = Number(initial) - (await balanceOf(id));
     const why = `statuses ${JSON.stringify(statuses(sent))}; spent ${spent} on ${initial}; bound ${Number(initial) + 2 * M}`;
     console.log(`rt6 soft tiny: ${why}`);
     expect(served, why).toBeGreaterThan(0);
@@ -286,15 +401,19 @@ describeE2E('money, two replicas: two replicas on one PostgreSQL', () => {
     await soft();
     const id = 'rt6-soft-wide';
     // M for rt6-flat: its cap (100 tokens) at 0.001, no input price: 0.1. The balance pays for five and a half.
-    const M = FLAT_PRICE.cap * FLAT_PRICE.output / 1e6;
+    const M = (FLAT_PRICE.cap * FLAT_PRICE.output) / 1e6;
     const initial = '0.55';
     const key = await newKey(id, initial);
     // Streams of about 2 s, each asking the cap (billed exactly M).
     const sent = await burst(100, 50, a, b, (gw, i) => flat(gw, key, `${id} ${i}`, { max: FLAT_PRICE.cap }));
     const served = sent.filter((s) => s.status === 200).length;
     await waitFor('a row for each served', async () => (await finalRows(id)) === served, 60_000);
-    await waitFor('both replicas to let go of every request', () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll, 30_000);
-    const spent = Number(initial) - await balanceOf(id);
+    await waitFor(
+      'both replicas to let go of every request',
+      () => a.modelgate.service!.meter.settledAll && b.modelgate.service!.meter.settledAll,
+      30_000,
+    );
+    const spent = Number(initial) - (await balanceOf(id));
     const why = `statuses ${JSON.stringify(statuses(sent))}; served ${served} (each billed ${M}); spent ${spent} on a balance of ${initial}; bound ${Number(initial) + 2 * M}`;
     console.log(`rt6 soft wide: ${why}`);
     expect(await balanceIsLedger(id, initial)).toBe(true);

@@ -30,9 +30,13 @@ import { DEMO_CONFIG, LogSink, startHarness } from '../support/service-harness';
 
 /** Envoy's wait for a Check in these gateways. */
 const AUTHZ_TIMEOUT_MS = 200;
-const fastTimeout = (demo: string): string => demo.replace(/authzTimeoutMs: \d+/, `authzTimeoutMs: ${AUTHZ_TIMEOUT_MS}`);
+const fastTimeout = (demo: string): string =>
+  demo.replace(/authzTimeoutMs: \d+/, `authzTimeoutMs: ${AUTHZ_TIMEOUT_MS}`);
 
-/** The client, in a child process: sends one chat request, writes the marker once it is sent, optionally leaves after `ABORT_MS`. */
+/**
+ * The client, in a child process: sends one chat request, writes the marker once it is sent, optionally leaves after
+ * `ABORT_MS`.
+ */
 const CLIENT = `
 const http = require('node:http');
 const fs = require('node:fs');
@@ -59,16 +63,23 @@ req.end(body, () => {
  */
 async function whileBusy(baseUrl: string, key: string, abortMs = 0): Promise<Record<string, unknown>> {
   const marker = join(mkdtempSync(join(tmpdir(), 'modelgate-late-')), 'sent');
-  const child = spawn(process.execPath, ['-e', CLIENT], { env: { ...process.env, BASE_URL: baseUrl, KEY: key, MARKER: marker, ABORT_MS: String(abortMs) }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['-e', CLIENT], {
+    env: { ...process.env, BASE_URL: baseUrl, KEY: key, MARKER: marker, ABORT_MS: String(abortMs) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   // Busy on purpose: nothing of this process runs (modelgate's Check included) until the request
   // has been sent and Envoy has stopped waiting for its Check.
   const give = Date.now() + 30_000;
-  while (!existsSync(marker) && Date.now() < give) { /* the child is starting and sending */ }
+  while (!existsSync(marker) && Date.now() < give) {
+    /* the child is starting and sending */
+  }
   const until = Date.now() + AUTHZ_TIMEOUT_MS * 5;
-  while (Date.now() < until) { /* Envoy times the Check out (or the client leaves) meanwhile */ }
+  while (Date.now() < until) {
+    /* Envoy times the Check out (or the client leaves) meanwhile */
+  }
   await exited;
   return JSON.parse(out || '{}') as Record<string, unknown>;
 }
@@ -103,7 +114,13 @@ describeE2E('money: a request whose Check answered too late costs nothing and ho
     expect(await rows()).toBe(ledger);
     expect(await balance()).toBe(before);
     // And the key is served as before.
-    const r = await gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json']], body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'after' }] }) });
+    const r = await gw.send('POST', '/v1/chat/completions', {
+      headers: [
+        ['authorization', `Bearer ${DEMO_KEYS.alice}`],
+        ['content-type', 'application/json'],
+      ],
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'after' }] }),
+    });
     expect(r.status).toBe(200);
     await waitFor('its settlement', async () => (await rows()) === ledger + 1 && held() === 0);
   });
@@ -119,14 +136,29 @@ describeE2E('money: a request whose Check answered too late costs nothing and ho
   });
 });
 
-describeE2E('money: the report of a request without its Check\'s answer, however it arrives', () => {
+describeE2E("money: the report of a request without its Check's answer, however it arrives", () => {
   const report = (requestId: string, upstreamSent: boolean): MeterReport => ({
-    requestId, path: '/v1/chat/completions', authz: {}, status: 503, requestBodyBytes: 60, responseBodyBytes: 0,
-    contentType: 'application/json', contentEncoding: '', tail: undefined, ended: true, upstreamSent, upstreamAnswered: false,
+    requestId,
+    path: '/v1/chat/completions',
+    authz: {},
+    status: 503,
+    requestBodyBytes: 60,
+    responseBodyBytes: 0,
+    contentType: 'application/json',
+    contentEncoding: '',
+    tail: undefined,
+    ended: true,
+    upstreamSent,
+    upstreamAnswered: false,
   });
   const line = (requestId: string) => ({
-    method: 'POST', path: '/v1/chat/completions',
-    headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json'], ['x-request-id', requestId]] as [string, string][],
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: [
+      ['authorization', `Bearer ${DEMO_KEYS.alice}`],
+      ['content-type', 'application/json'],
+      ['x-request-id', requestId],
+    ] as [string, string][],
     body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
   });
 
@@ -155,7 +187,7 @@ describeE2E('money: the report of a request without its Check\'s answer, however
   });
 });
 
-describeE2E('money: on PostgreSQL, a late Check\'s report that reaches another replica', () => {
+describeE2E("money: on PostgreSQL, a late Check's report that reaches another replica", () => {
   let server: PgServer;
   let pool: AdminDb;
   let gw: Gateway;
@@ -172,7 +204,13 @@ describeE2E('money: on PostgreSQL, a late Check\'s report that reaches another r
     const dir = mkdtempSync(join(tmpdir(), 'modelgate-late-settler-'));
     const configPath = join(dir, 'modelgate.yaml');
     writeFileSync(configPath, withStore(readFileSync(DEMO_CONFIG, 'utf8')));
-    settler = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: new LogSink(), watch: false });
+    settler = await startService({
+      configPath,
+      grpcAddress: '127.0.0.1:0',
+      httpAddress: '127.0.0.1:0',
+      logDestination: new LogSink(),
+      watch: false,
+    });
     const port = Number(settler.grpcAddress.split(':').pop());
     // Checks go to the gateway's own modelgate; every report goes to `settler`.
     gw = await startGateway({
@@ -193,8 +231,13 @@ describeE2E('money: on PostgreSQL, a late Check\'s report that reaches another r
   it('is announced to the replica that allowed it, which holds nothing; nothing debited', async () => {
     const seen = await whileBusy(gw.baseUrl, key);
     expect(seen).toMatchObject({ status: 503, reason: 'authz_unavailable' });
-    await staysTrue('nothing held by the replica that allowed it', () => gw.modelgate.service!.meter.deps.inFlight.count('late') === 0);
-    expect((await pool.query("SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = 'late'")).rows[0].n).toBe(0);
+    await staysTrue(
+      'nothing held by the replica that allowed it',
+      () => gw.modelgate.service!.meter.deps.inFlight.count('late') === 0,
+    );
+    expect((await pool.query("SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = 'late'")).rows[0].n).toBe(
+      0,
+    );
     expect((await pool.query("SELECT balance::text AS b FROM modelgate.keys WHERE id = 'late'")).rows[0].b).toBe('5');
   });
 });

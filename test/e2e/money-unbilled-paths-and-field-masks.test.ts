@@ -28,10 +28,11 @@ const withKeys = withMoneyKeys(keys, (k) => BALANCES[k as KeyName], 'rt4');
  * cap 8,192), made available and priced in the demo's group basic.
  */
 const FLASH_2 = { input: 0.1, output: 0.4, cap: 8192 };
-const withFlash2 = (demo: string): string => demo.replace(
-  /      - name: gemini-2\.0-flash\n        protocols: \[generative\]\n        available: false[^\n]*\n/,
-  `      - name: gemini-2.0-flash\n        protocols: [generative]\n        price: { input: ${FLASH_2.input}, output: ${FLASH_2.output} }\n        maxOutputTokens: ${FLASH_2.cap}\n`,
-);
+const withFlash2 = (demo: string): string =>
+  demo.replace(
+    /      - name: gemini-2\.0-flash\n        protocols: \[generative\]\n        available: false[^\n]*\n/,
+    `      - name: gemini-2.0-flash\n        protocols: [generative]\n        price: { input: ${FLASH_2.input}, output: ${FLASH_2.output} }\n        maxOutputTokens: ${FLASH_2.cap}\n`,
+  );
 
 async function rows(store: FileStore, key: KeyName): Promise<UsageEntry[]> {
   return store.meter!.usage({ keyId: `rt4-${key}`, limit: 1000 });
@@ -47,7 +48,11 @@ const CHAT = { model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', 
 const CLAUDE = { model: 'claude-3-5-haiku-latest', max_tokens: 50, messages: [{ role: 'user', content: 'write' }] };
 const GEMINI = { contents: [{ role: 'user', parts: [{ text: 'write' }] }], generationConfig: { maxOutputTokens: 50 } };
 function credentials(family: Family, key: string): [string, string][] {
-  if (family === 'anthropic') return [['x-api-key', key], ['anthropic-version', '2023-06-01']];
+  if (family === 'anthropic')
+    return [
+      ['x-api-key', key],
+      ['anthropic-version', '2023-06-01'],
+    ];
   if (family === 'gemini') return [['x-goog-api-key', key]];
   return [['authorization', `Bearer ${key}`]];
 }
@@ -146,8 +151,14 @@ async function unmetered(up: MoneyUpstream, store: FileStore, key: KeyName): Pro
   const generating = up.received.filter((r) => r.headers['x-rt4-key'] === key && !counts(r.path));
   // Each one's report settles it; a missing row after a generous wait is a request served unmetered.
   try {
-    await waitFor('a ledger row for every generating request', async () => (await rows(store, key)).length >= generating.length, 30_000);
-  } catch { /* reported below */ }
+    await waitFor(
+      'a ledger row for every generating request',
+      async () => (await rows(store, key)).length >= generating.length,
+      30_000,
+    );
+  } catch {
+    /* reported below */
+  }
   return generating.slice((await rows(store, key)).length).map((r) => r.path);
 }
 
@@ -191,7 +202,9 @@ describeE2E('money, unbilled paths and field masks: soft mode', () => {
           headers: [...credentials(family, keys.probe), ['content-type', 'application/json'], ['x-rt4-key', 'probe']],
           ...(method === 'POST' ? { body: JSON.stringify(BODY[family]) } : {}),
         });
-        seen.push(`${http2 ? 'h2' : 'h1'} ${method} ${path} -> ${reply.status} ${String(reply.headers['x-modelgate-reason'] ?? '')}`);
+        seen.push(
+          `${http2 ? 'h2' : 'h1'} ${method} ${path} -> ${reply.status} ${String(reply.headers['x-modelgate-reason'] ?? '')}`,
+        );
       }
     }
     // Every look-alike is Envoy's 404/405 (path_unknown, prefix_wrong), 400 for an escaped slash, or 403
@@ -201,35 +214,57 @@ describeE2E('money, unbilled paths and field masks: soft mode', () => {
     const missing = await unmetered(up, store, 'probe');
     expect(missing, `served unmetered:\n${missing.join('\n')}\n\nall probes:\n${seen.join('\n')}`).toEqual([]);
     // What reached a provider at all: the paths the route table serves, normalised.
-    for (const r of served) expect(r.path, seen.join('\n')).toMatch(/^(?:\/alt)?(?:\/v1\/chat\/completions|\/v1\/messages(?:\/count_tokens(?:\?beta=true)?)?|\/v1beta\/models\/gemini-2\.5-flash:(?:generateContent|countTokens(?:\?alt=sse)?))$/);
+    for (const r of served)
+      expect(r.path, seen.join('\n')).toMatch(
+        /^(?:\/alt)?(?:\/v1\/chat\/completions|\/v1\/messages(?:\/count_tokens(?:\?beta=true)?)?|\/v1beta\/models\/gemini-2\.5-flash:(?:generateContent|countTokens(?:\?alt=sse)?))$/,
+      );
   }, 240_000);
 
   it('defended: a websocket upgrade (Responses API websocket mode, /v1/realtime) never reaches a provider', async () => {
-    const headers = (path: string, method: string, extra = ''): string => `${method} ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${keys.upgrade}\r\nx-rt4-key: upgrade\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n${extra}\r\n`;
+    const headers = (path: string, method: string, extra = ''): string =>
+      `${method} ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${keys.upgrade}\r\nx-rt4-key: upgrade\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n${extra}\r\n`;
     const body = JSON.stringify(CHAT);
     const answers = [
       await rawExchange(gw, headers('/v1/responses', 'GET')),
       await rawExchange(gw, headers('/v1/realtime?model=gpt-4o-mini', 'GET')),
-      await rawExchange(gw, headers('/v1/chat/completions', 'POST', `content-type: application/json\r\ncontent-length: ${body.length}\r\n`) + body),
+      await rawExchange(
+        gw,
+        headers(
+          '/v1/chat/completions',
+          'POST',
+          `content-type: application/json\r\ncontent-length: ${body.length}\r\n`,
+        ) + body,
+      ),
     ];
     // Envoy answers each 403 itself (no upgrade is configured on the listener).
     for (const a of answers) expect(a).not.toMatch(/ 101 /);
     const upgraded = up.received.filter((r) => r.headers['x-rt4-key'] === 'upgrade' && r.headers.upgrade !== undefined);
-    expect(upgraded.map((r) => r.path), answers.join('\n')).toEqual([]);
+    expect(
+      upgraded.map((r) => r.path),
+      answers.join('\n'),
+    ).toEqual([]);
     expect(await unmetered(up, store, 'upgrade')).toEqual([]);
   }, 60_000);
 
-  it('gemini: a field mask that drops the answer\'s usage and text (?fields=modelVersion, x-goog-fieldmask) on a model outside meter.reasoningModels spends within balance + M: a balance of 0.0001 buys no unbounded output', async () => {
+  it("gemini: a field mask that drops the answer's usage and text (?fields=modelVersion, x-goog-fieldmask) on a model outside meter.reasoningModels spends within balance + M: a balance of 0.0001 buys no unbounded output", async () => {
     // Google's system parameter `fields` (or the x-goog-fieldmask header) trims the answer, usage and text
     // included; the provider still generates, and bills, every output token, so a masked request is debited
     // its maximum output. Each request here asks for the model's cap (8,192 tokens).
-    const body = { contents: [{ role: 'user', parts: [{ text: 'write a long story' }] }], generationConfig: { maxOutputTokens: FLASH_2.cap } };
+    const body = {
+      contents: [{ role: 'user', parts: [{ text: 'write a long story' }] }],
+      generationConfig: { maxOutputTokens: FLASH_2.cap },
+    };
     const billed: number[] = [];
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
       const viaHeader = i % 2 === 1;
       const path = `/v1beta/models/gemini-2.0-flash:generateContent${viaHeader ? '' : '?fields=modelVersion'}`;
-      const sent = await request(gw, path, { 'x-goog-api-key': keys.maskSoft, ...(viaHeader ? { 'x-goog-fieldmask': 'modelVersion' } : {}) }, body);
+      const sent = await request(
+        gw,
+        path,
+        { 'x-goog-api-key': keys.maskSoft, ...(viaHeader ? { 'x-goog-fieldmask': 'modelVersion' } : {}) },
+        body,
+      );
       statuses.push(sent.status);
       if (sent.status !== 200) break;
       // What the provider billed: the prompt's words and the cap's output tokens.
@@ -237,9 +272,16 @@ describeE2E('money, unbilled paths and field masks: soft mode', () => {
       await waitFor('its ledger row', async () => (await rows(store, 'maskSoft')).length === billed.length, 30_000);
     }
     const spentByProvider = billed.reduce((a, b) => a + b, 0);
-    const bound = BALANCES.maskSoft + (Buffer.byteLength(JSON.stringify(body)) * FLASH_2.input + FLASH_2.cap * FLASH_2.output) / 1e6;
-    const ledger = (await rows(store, 'maskSoft')).map((e) => `${e.outputTokens} out, ${e.estimated ?? 'exact'}, cost ${e.cost}`);
-    expect(spentByProvider, `statuses ${statuses.join(',')}; balance now ${await balanceOf(store, 'maskSoft')}; ledger:\n${ledger.join('\n')}`).toBeLessThanOrEqual(bound);
+    const bound =
+      BALANCES.maskSoft +
+      (Buffer.byteLength(JSON.stringify(body)) * FLASH_2.input + FLASH_2.cap * FLASH_2.output) / 1e6;
+    const ledger = (await rows(store, 'maskSoft')).map(
+      (e) => `${e.outputTokens} out, ${e.estimated ?? 'exact'}, cost ${e.cost}`,
+    );
+    expect(
+      spentByProvider,
+      `statuses ${statuses.join(',')}; balance now ${await balanceOf(store, 'maskSoft')}; ledger:\n${ledger.join('\n')}`,
+    ).toBeLessThanOrEqual(bound);
   }, 120_000);
 });
 
@@ -255,18 +297,29 @@ describeE2E('money, unbilled paths and field masks: strict mode', () => {
     await up?.close();
   });
 
-  it('gemini: strict mode\'s bound of zero holds under a field mask (?fields=modelVersion) on a model outside meter.reasoningModels', async () => {
+  it("gemini: strict mode's bound of zero holds under a field mask (?fields=modelVersion) on a model outside meter.reasoningModels", async () => {
     // The balance covers one request's reservation (0.0033); the provider honours the maximum.
-    const body = { contents: [{ role: 'user', parts: [{ text: 'write a long story' }] }], generationConfig: { maxOutputTokens: FLASH_2.cap } };
+    const body = {
+      contents: [{ role: 'user', parts: [{ text: 'write a long story' }] }],
+      generationConfig: { maxOutputTokens: FLASH_2.cap },
+    };
     let billed = 0;
     const statuses: number[] = [];
     for (let i = 0; i < 4; i++) {
-      const sent = await request(gw, '/v1beta/models/gemini-2.0-flash:generateContent?fields=modelVersion', { 'x-goog-api-key': keys.maskStrict }, body);
+      const sent = await request(
+        gw,
+        '/v1beta/models/gemini-2.0-flash:generateContent?fields=modelVersion',
+        { 'x-goog-api-key': keys.maskStrict },
+        body,
+      );
       statuses.push(sent.status);
       if (sent.status !== 200) break;
       billed += (4 * FLASH_2.input + FLASH_2.cap * FLASH_2.output) / 1e6;
       await waitFor('its ledger row', async () => (await rows(store, 'maskStrict')).length === statuses.length, 30_000);
     }
-    expect(billed, `statuses ${statuses.join(',')}; balance now ${await balanceOf(store, 'maskStrict')}`).toBeLessThanOrEqual(BALANCES.maskStrict);
+    expect(
+      billed,
+      `statuses ${statuses.join(',')}; balance now ${await balanceOf(store, 'maskStrict')}`,
+    ).toBeLessThanOrEqual(BALANCES.maskStrict);
   }, 120_000);
 });

@@ -10,7 +10,11 @@ import { DEMO_KEYS } from '../support/demo-keys';
 import { limitedKey, roomInMinute, sendAs, until, withKeys } from '../support/rate-limit-cases';
 
 const rpm = limitedKey('rl-rpm', { rpm: 5 });
-const shapes = { openai: limitedKey('rl-openai', { rpm: 1 }), anthropic: limitedKey('rl-anthropic', { rpm: 1 }), gemini: limitedKey('rl-gemini', { rpm: 1 }) };
+const shapes = {
+  openai: limitedKey('rl-openai', { rpm: 1 }),
+  anthropic: limitedKey('rl-anthropic', { rpm: 1 }),
+  gemini: limitedKey('rl-gemini', { rpm: 1 }),
+};
 const tokens = limitedKey('rl-tpm', { tpm: 30 });
 const inFlight = limitedKey('rl-inflight', { inFlight: 3 });
 
@@ -32,7 +36,7 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     expect(gw.received.filter((r) => r.headers['x-modelgate-key-id'] === 'rl-rpm')).toHaveLength(5);
   });
 
-  it('answers a 429 in the OpenAI shape with x-should-retry: true, retry-after (the window\'s reset) and x-ratelimit-*-requests', async () => {
+  it("answers a 429 in the OpenAI shape with x-should-retry: true, retry-after (the window's reset) and x-ratelimit-*-requests", async () => {
     await roomInMinute(10);
     expect((await sendAs(gw, 'openai', shapes.openai.key)).status).toBe(200);
     const r = await sendAs(gw, 'openai', shapes.openai.key);
@@ -40,8 +44,21 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     const retry = Number(r.headers['retry-after']);
     expect(retry).toBeGreaterThan(0);
     expect(retry).toBeLessThanOrEqual(60);
-    expect(r.headers).toMatchObject({ 'x-should-retry': 'true', 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': `${retry}s`, 'content-type': 'application/json' });
-    expect(r.json()).toEqual({ error: { message: expect.stringContaining('1 requests per minute'), type: 'rate_limit_error', param: null, code: 'rate_limited' } });
+    expect(r.headers).toMatchObject({
+      'x-should-retry': 'true',
+      'x-ratelimit-limit-requests': '1',
+      'x-ratelimit-remaining-requests': '0',
+      'x-ratelimit-reset-requests': `${retry}s`,
+      'content-type': 'application/json',
+    });
+    expect(r.json()).toEqual({
+      error: {
+        message: expect.stringContaining('1 requests per minute'),
+        type: 'rate_limit_error',
+        param: null,
+        code: 'rate_limited',
+      },
+    });
     expect(r.headers['x-modelgate-hint']).toContain(`resets in ${retry} s`);
   });
 
@@ -50,9 +67,15 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     expect((await sendAs(gw, 'anthropic', shapes.anthropic.key)).status).toBe(200);
     const r = await sendAs(gw, 'anthropic', shapes.anthropic.key);
     expect(r.status).toBe(429);
-    expect(r.headers).toMatchObject({ 'anthropic-ratelimit-requests-limit': '1', 'anthropic-ratelimit-requests-remaining': '0' });
+    expect(r.headers).toMatchObject({
+      'anthropic-ratelimit-requests-limit': '1',
+      'anthropic-ratelimit-requests-remaining': '0',
+    });
     expect(Date.parse(String(r.headers['anthropic-ratelimit-requests-reset']))).toBeGreaterThan(Date.now() - 1000);
-    expect(r.json()).toEqual({ type: 'error', error: { type: 'rate_limit_error', message: expect.stringContaining('[modelgate: rate_limited]') } });
+    expect(r.json()).toEqual({
+      type: 'error',
+      error: { type: 'rate_limit_error', message: expect.stringContaining('[modelgate: rate_limited]') },
+    });
   });
 
   it('answers a 429 in the Gemini shape: RESOURCE_EXHAUSTED with a RetryInfo', async () => {
@@ -61,8 +84,14 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     const r = await sendAs(gw, 'gemini', shapes.gemini.key);
     expect(r.status).toBe(429);
     const body = r.json();
-    expect(body.error).toMatchObject({ code: 429, status: 'RESOURCE_EXHAUSTED', message: expect.stringContaining('[modelgate: rate_limited]') });
-    expect(body.error.details).toEqual([{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${r.headers['retry-after']}s` }]);
+    expect(body.error).toMatchObject({
+      code: 429,
+      status: 'RESOURCE_EXHAUSTED',
+      message: expect.stringContaining('[modelgate: rate_limited]'),
+    });
+    expect(body.error.details).toEqual([
+      { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${r.headers['retry-after']}s` },
+    ]);
   });
 
   it('charges the real tokens after each response and refuses the next request once they reach the limit', async () => {
@@ -83,7 +112,11 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
     const refused = await sendAs(gw, 'openai', tokens.key);
     expect(refused.status).toBe(429);
     expect(refused.headers['x-modelgate-reason']).toBe('tokens_rate_limited');
-    expect(refused.headers).toMatchObject({ 'x-should-retry': 'true', 'x-ratelimit-limit-tokens': '30', 'x-ratelimit-remaining-tokens': '0' });
+    expect(refused.headers).toMatchObject({
+      'x-should-retry': 'true',
+      'x-ratelimit-limit-tokens': '30',
+      'x-ratelimit-remaining-tokens': '0',
+    });
     const wait = Number(refused.headers['retry-after']);
     expect(wait).toBeGreaterThan(0);
     expect(wait).toBeLessThanOrEqual(60);
@@ -92,8 +125,21 @@ describeE2E('rate limits, embedded engine (no Redis)', () => {
   });
 
   it('holds a key to its requests in flight under 200 parallel streams, 429 concurrency_limited with x-should-retry: true and retry-after 1, and frees a slot when a response ends', async () => {
-    const body = JSON.stringify({ model: 'gpt-4o', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'a long story, please, in many many words' }] });
-    const send = () => gw.send('POST', '/v1/chat/completions', { headers: [['authorization', `Bearer ${inFlight.key}`], ['content-type', 'application/json']], body, http2: true });
+    const body = JSON.stringify({
+      model: 'gpt-4o',
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'a long story, please, in many many words' }],
+    });
+    const send = () =>
+      gw.send('POST', '/v1/chat/completions', {
+        headers: [
+          ['authorization', `Bearer ${inFlight.key}`],
+          ['content-type', 'application/json'],
+        ],
+        body,
+        http2: true,
+      });
     const table = gw.modelgate.service!.inFlight;
     let most = 0;
     const sampler = setInterval(() => (most = Math.max(most, table.inFlight('rl-inflight'))), 1);

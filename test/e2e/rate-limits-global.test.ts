@@ -18,14 +18,26 @@ async function seed(pool: AdminDb): Promise<void> {
   await migrate(pool);
   await pool.query("INSERT INTO modelgate.groups (name) VALUES ('pro')");
   let position = 0;
-  for (const [model, protocols] of [['gpt-4o', null], ['claude-sonnet-4-5', ['messages']], ['gemini-2.5-pro', ['generative']]] as const) {
-    await pool.query('INSERT INTO modelgate.group_models (group_name, name, protocols, position) VALUES ($1, $2, $3, $4)', ['pro', model, protocols, position++]);
+  for (const [model, protocols] of [
+    ['gpt-4o', null],
+    ['claude-sonnet-4-5', ['messages']],
+    ['gemini-2.5-pro', ['generative']],
+  ] as const) {
+    await pool.query(
+      'INSERT INTO modelgate.group_models (group_name, name, protocols, position) VALUES ($1, $2, $3, $4)',
+      ['pro', model, protocols, position++],
+    );
   }
 }
 
 async function newKey(pool: AdminDb, id: string, limits: object | null): Promise<string> {
   const key = generateKey();
-  await pool.query('INSERT INTO modelgate.keys (id, sha256, group_name, limits) VALUES ($1, $2, $3, $4)', [id, createHash('sha256').update(key).digest('hex'), 'pro', limits === null ? null : JSON.stringify(limits)]);
+  await pool.query('INSERT INTO modelgate.keys (id, sha256, group_name, limits) VALUES ($1, $2, $3, $4)', [
+    id,
+    createHash('sha256').update(key).digest('hex'),
+    'pro',
+    limits === null ? null : JSON.stringify(limits),
+  ]);
   return key;
 }
 
@@ -40,7 +52,8 @@ describeGlobal('rate limits across two Envoys and two replicas (Redis, envoyprox
     pool = openPool(server.url);
     await seed(pool);
     engine = await startGlobalEngine();
-    const config = (demo: string): string => `${demo.replace(/\nrateLimits:\n(  .*\n)+/, '\n')}\nstore: ${server.url}\n${engine.configYaml()}`;
+    const config = (demo: string): string =>
+      `${demo.replace(/\nrateLimits:\n(  .*\n)+/, '\n')}\nstore: ${server.url}\n${engine.configYaml()}`;
     [a, b] = await Promise.all([startGateway({ config }), startGateway({ config })]);
   }, 120_000);
   afterAll(async () => {
@@ -56,7 +69,9 @@ describeGlobal('rate limits across two Envoys and two replicas (Redis, envoyprox
     await roomInMinute(20);
     const replies = await Promise.all(Array.from({ length: 60 }, (_, i) => sendAs(i % 2 === 0 ? a : b, 'openai', key)));
     expect(replies.filter((r) => r.status === 200)).toHaveLength(17);
-    expect(replies.filter((r) => r.status === 429 && r.headers['x-modelgate-reason'] === 'rate_limited')).toHaveLength(43);
+    expect(replies.filter((r) => r.status === 429 && r.headers['x-modelgate-reason'] === 'rate_limited')).toHaveLength(
+      43,
+    );
     const upstream = [...a.received, ...b.received].filter((r) => r.headers['x-modelgate-key-id'] === 'rpm-across');
     expect(upstream).toHaveLength(17);
     // Both gateways refused some: each counted against the one shared window, not its own.
@@ -83,8 +98,14 @@ describeGlobal('rate limits across two Envoys and two replicas (Redis, envoyprox
       const r = await sendAs(gw, 'anthropic', key, 'claude-sonnet-4-5');
       expect(r.status).toBe(429);
       expect(r.headers['x-modelgate-reason']).toBe('tokens_rate_limited');
-      expect(r.headers).toMatchObject({ 'anthropic-ratelimit-tokens-limit': '40', 'anthropic-ratelimit-tokens-remaining': '0' });
-      expect(r.json()).toEqual({ type: 'error', error: { type: 'rate_limit_error', message: expect.stringContaining('40 tokens per minute') } });
+      expect(r.headers).toMatchObject({
+        'anthropic-ratelimit-tokens-limit': '40',
+        'anthropic-ratelimit-tokens-remaining': '0',
+      });
+      expect(r.json()).toEqual({
+        type: 'error',
+        error: { type: 'rate_limit_error', message: expect.stringContaining('40 tokens per minute') },
+      });
     }
   });
 
@@ -93,22 +114,32 @@ describeGlobal('rate limits across two Envoys and two replicas (Redis, envoyprox
     await roomInMinute(20);
     expect((await sendAs(a, 'openai', key)).status).toBe(200);
     expect((await sendAs(b, 'openai', key)).status).toBe(200);
-    const heard = [a, b].map((gw) => new Promise<void>((resolve) => {
-      const off = gw.modelgate.service!.store.onInvalidate((e) => {
-        if (e.kind === 'key') {
-          off();
-          resolve();
-        }
-      });
-    }));
+    const heard = [a, b].map(
+      (gw) =>
+        new Promise<void>((resolve) => {
+          const off = gw.modelgate.service!.store.onInvalidate((e) => {
+            if (e.kind === 'key') {
+              off();
+              resolve();
+            }
+          });
+        }),
+    );
     await pool.query("UPDATE modelgate.keys SET limits = '{\"rpm\": 2}' WHERE id = 'changed'");
     await Promise.all(heard);
     // Two were served this minute: the new limit of 2 refuses the next one at once, on either gateway.
     for (const gw of [a, b]) {
       const r = await sendAs(gw, 'gemini', key, 'gemini-2.5-pro');
       expect(r.status).toBe(429);
-      expect(r.json().error).toMatchObject({ code: 429, status: 'RESOURCE_EXHAUSTED', message: expect.stringContaining('2 requests per minute') });
-      expect(r.json().error.details[0]).toMatchObject({ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${r.headers['retry-after']}s` });
+      expect(r.json().error).toMatchObject({
+        code: 429,
+        status: 'RESOURCE_EXHAUSTED',
+        message: expect.stringContaining('2 requests per minute'),
+      });
+      expect(r.json().error.details[0]).toMatchObject({
+        '@type': 'type.googleapis.com/google.rpc.RetryInfo',
+        retryDelay: `${r.headers['retry-after']}s`,
+      });
     }
     await pool.query("UPDATE modelgate.keys SET limits = NULL WHERE id = 'changed'");
   });
@@ -116,12 +147,16 @@ describeGlobal('rate limits across two Envoys and two replicas (Redis, envoyprox
   it('counts per model of a group, on top of the key-wide limit', async () => {
     const key = await newKey(pool, 'per-model', { rpm: 100 });
     const heard = [a, b].map((gw) => heardGroup(gw, 'pro'));
-    await pool.query(`UPDATE modelgate.group_models SET limits = '{"rpm": 2}' WHERE group_name = 'pro' AND name = 'claude-sonnet-4-5'`);
+    await pool.query(
+      `UPDATE modelgate.group_models SET limits = '{"rpm": 2}' WHERE group_name = 'pro' AND name = 'claude-sonnet-4-5'`,
+    );
     await Promise.all(heard);
     await roomInMinute(20);
     const claude = await Promise.all([a, b, a, b].map((gw) => sendAs(gw, 'anthropic', key, 'claude-sonnet-4-5')));
     expect(claude.filter((r) => r.status === 200)).toHaveLength(2);
-    expect(claude.filter((r) => r.status === 429)[0].json().error.message).toContain('2 requests per minute on claude-sonnet-4-5');
+    expect(claude.filter((r) => r.status === 429)[0].json().error.message).toContain(
+      '2 requests per minute on claude-sonnet-4-5',
+    );
     expect((await sendAs(b, 'openai', key)).status).toBe(200);
     await pool.query(`UPDATE modelgate.group_models SET limits = NULL WHERE group_name = 'pro'`);
   });

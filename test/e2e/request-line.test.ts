@@ -40,10 +40,24 @@ describeE2E('the request line: what Envoy refuses, and the query as sent', () =>
 
   it('keeps the query as sent when nothing must be removed, and removes only an empty key parameter', async () => {
     let before = gw.received.length;
-    expect((await gw.send('POST', '/v1/chat/completions?flag&b=2&a=1', { headers: [['authorization', `Bearer ${ALICE}`], JSON_TYPE], body: CHAT })).status).toBe(200);
+    expect(
+      (
+        await gw.send('POST', '/v1/chat/completions?flag&b=2&a=1', {
+          headers: [['authorization', `Bearer ${ALICE}`], JSON_TYPE],
+          body: CHAT,
+        })
+      ).status,
+    ).toBe(200);
     expect(gw.received[before].url).toBe('/v1/chat/completions?flag&b=2&a=1');
     before = gw.received.length;
-    expect((await gw.send('POST', '/v1/chat/completions?b=2&key=&a=1', { headers: [['authorization', `Bearer ${ALICE}`], JSON_TYPE], body: CHAT })).status).toBe(200);
+    expect(
+      (
+        await gw.send('POST', '/v1/chat/completions?b=2&key=&a=1', {
+          headers: [['authorization', `Bearer ${ALICE}`], JSON_TYPE],
+          body: CHAT,
+        })
+      ).status,
+    ).toBe(200);
     expect(gw.received[before].url).not.toMatch(/key/);
   });
 
@@ -53,15 +67,19 @@ describeE2E('the request line: what Envoy refuses, and the query as sent', () =>
     ['/v1beta/models/a%5Cb:generateContent', 'gemini'],
     ['/v1/chat%2Fcompletions', 'openai'],
     ['/v1/messages%2F', 'anthropic'],
-  ])('refuses the escaped slash in %s with 400 request_invalid in the client\'s error shape', async (path, family) => {
+  ])("refuses the escaped slash in %s with 400 request_invalid in the client's error shape", async (path, family) => {
     const before = gw.received.length;
-    const r = await gw.send('POST', path, { headers: [['authorization', `Bearer ${ALICE}`], ['x-goog-api-key', ALICE], JSON_TYPE], body: CHAT });
+    const r = await gw.send('POST', path, {
+      headers: [['authorization', `Bearer ${ALICE}`], ['x-goog-api-key', ALICE], JSON_TYPE],
+      body: CHAT,
+    });
     expect(r.status).toBe(400);
     expect(r.headers['x-modelgate-reason']).toBe('request_invalid');
     expect(r.headers['x-modelgate-hint']).toMatch(/%2F/);
     const body = r.json();
     if (family === 'gemini') expect(body.error).toMatchObject({ code: 400, status: 'INVALID_ARGUMENT' });
-    else if (family === 'anthropic') expect(body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    else if (family === 'anthropic')
+      expect(body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
     else expect(body.error).toMatchObject({ code: 'request_invalid', type: 'invalid_request_error' });
     expect(gw.received.length).toBe(before);
   });
@@ -70,11 +88,18 @@ describeE2E('the request line: what Envoy refuses, and the query as sent', () =>
     const noHost = await rawRequest(gw.baseUrl, 'GET /v1/models HTTP/1.1\r\n\r\n');
     expect(noHost).toMatch(/^HTTP\/1.1 400/);
     expect(noHost).toMatch(/x-modelgate-reason: request_invalid/i);
-    const nul = await gw.send('POST', '/v1beta/models/a%00b:generateContent', { headers: [['x-goog-api-key', ALICE]], body: '{}' });
+    const nul = await gw.send('POST', '/v1beta/models/a%00b:generateContent', {
+      headers: [['x-goog-api-key', ALICE]],
+      body: '{}',
+    });
     expect(nul.status).toBe(400);
     expect(nul.headers['x-modelgate-reason']).toBe('request_invalid');
-    // Envoy's own 501 for a transfer coding it does not know, and its 400 for an unknown method (the fuzzer found both bare).
-    const te = await rawRequest(gw.baseUrl, `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ntransfer-encoding: gzip, chunked\r\n\r\n0\r\n\r\n`);
+    // Envoy's own 501 for a transfer coding it does not know, and its 400 for an unknown method (the fuzzer found both
+    // bare).
+    const te = await rawRequest(
+      gw.baseUrl,
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ntransfer-encoding: gzip, chunked\r\n\r\n0\r\n\r\n`,
+    );
     expect(te).toMatch(/^HTTP\/1.1 400/);
     expect(te).toMatch(/x-modelgate-reason: request_invalid/i);
     const method = await rawRequest(gw.baseUrl, `CONNECTX /v1/chat/completions HTTP/1.1\r\nhost: x\r\n\r\n`);

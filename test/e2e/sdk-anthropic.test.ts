@@ -32,8 +32,13 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
   });
 
   /** The client exactly as a user configures it (docs/spec.md §4.1: messages-style clients → {base_url}). */
-  const client = (prefix: '' | '/alt', apiKey = alice, baseSuffix = ''): Anthropic => new Anthropic({ apiKey, baseURL: `${gw.baseUrl}${prefix}${baseSuffix}` });
-  const ask = { model: 'claude-3-5-haiku-latest', max_tokens: 64, messages: [{ role: 'user' as const, content: 'hi' }] };
+  const client = (prefix: '' | '/alt', apiKey = alice, baseSuffix = ''): Anthropic =>
+    new Anthropic({ apiKey, baseURL: `${gw.baseUrl}${prefix}${baseSuffix}` });
+  const ask = {
+    model: 'claude-3-5-haiku-latest',
+    max_tokens: 64,
+    messages: [{ role: 'user' as const, content: 'hi' }],
+  };
 
   for (const prefix of ['', '/alt'] as const) {
     const family = prefix ? 'alt' : 'messages';
@@ -41,7 +46,12 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
 
     it(`messages.create with baseURL ${where}`, async () => {
       const m = await client(prefix).messages.create(ask);
-      expect(m.content).toEqual([{ type: 'text', text: 'Hello from the demo upstream. You asked claude-3-5-haiku-latest as key alice; no client key header reached me.' }]);
+      expect(m.content).toEqual([
+        {
+          type: 'text',
+          text: 'Hello from the demo upstream. You asked claude-3-5-haiku-latest as key alice; no client key header reached me.',
+        },
+      ]);
       expect(m.usage.output_tokens).toBeGreaterThan(0);
       expect(gw.received.at(-1)).toMatchObject({ family, url: `${prefix}/v1/messages` });
       const sent = fetches.sent.at(-1)!;
@@ -55,7 +65,9 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
 
     it(`messages.stream with baseURL ${where}: text deltas, then the final message`, async () => {
       const deltas: string[] = [];
-      const stream = client(prefix).messages.stream(ask).on('text', (t) => deltas.push(t));
+      const stream = client(prefix)
+        .messages.stream(ask)
+        .on('text', (t) => deltas.push(t));
       const final = await stream.finalMessage();
       expect(deltas.length).toBeGreaterThan(5);
       expect(deltas.join('')).toBe((final.content[0] as { text: string }).text);
@@ -63,7 +75,10 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
     });
 
     it(`messages.countTokens with baseURL ${where}`, async () => {
-      const t = await client(prefix).messages.countTokens({ model: 'claude-3-5-haiku-latest', messages: [{ role: 'user', content: 'hello there' }] });
+      const t = await client(prefix).messages.countTokens({
+        model: 'claude-3-5-haiku-latest',
+        messages: [{ role: 'user', content: 'hello there' }],
+      });
       expect(t.input_tokens).toBeGreaterThan(0);
       expect(gw.received.at(-1)).toMatchObject({ family, url: `${prefix}/v1/messages/count_tokens` });
     });
@@ -74,17 +89,35 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
       expect(ids).toEqual(['gpt-4o-mini', 'claude-3-5-haiku-latest', 'claude-opus-5-5']);
       expect(fetches.sent.at(-1)).toMatchObject({ method: 'GET' });
       expect(fetches.sent.at(-1)!.url.split('?')[0]).toBe(`${gw.baseUrl}${prefix}/v1/models`);
-      expect((await client(prefix).models.retrieve('claude-3-5-haiku-latest')).display_name).toBe('claude-3-5-haiku-latest');
+      expect((await client(prefix).models.retrieve('claude-3-5-haiku-latest')).display_name).toBe(
+        'claude-3-5-haiku-latest',
+      );
     });
 
     for (const [why, key, model, cls, status, reason] of [
-      ['a key with balance 0', carol, 'claude-3-5-haiku-latest', Anthropic.PermissionDeniedError, 403, 'balance_insufficient'],
-      ['a model of another protocol', alice, 'gemini-2.5-flash', Anthropic.PermissionDeniedError, 403, 'model_wrong_protocol'],
+      [
+        'a key with balance 0',
+        carol,
+        'claude-3-5-haiku-latest',
+        Anthropic.PermissionDeniedError,
+        403,
+        'balance_insufficient',
+      ],
+      [
+        'a model of another protocol',
+        alice,
+        'gemini-2.5-flash',
+        Anthropic.PermissionDeniedError,
+        403,
+        'model_wrong_protocol',
+      ],
       ['a disabled key', dave, 'claude-3-5-haiku-latest', Anthropic.AuthenticationError, 401, 'key_disabled'],
       ['an expired key', erin, 'claude-3-5-haiku-latest', Anthropic.AuthenticationError, 401, 'key_expired'],
     ] as const) {
       it(`raises ${cls.name} with the hint for ${why}, with baseURL ${where}`, async () => {
-        const err = await client(prefix, key).messages.create({ ...ask, model }).catch((e: unknown) => e);
+        const err = await client(prefix, key)
+          .messages.create({ ...ask, model })
+          .catch((e: unknown) => e);
         expect(err).toBeInstanceOf(cls);
         const e = err as InstanceType<typeof Anthropic.APIError> & { apiMessage?: string | null };
         expect(e.status).toBe(status);
@@ -97,10 +130,14 @@ describeE2E('the stock @anthropic-ai/sdk through a real Envoy', () => {
     }
 
     it(`raises NotFoundError with the hint when the Base URL ends in /v1 (${where}/v1)`, async () => {
-      const err = await client(prefix, alice, '/v1').messages.create(ask).catch((e: unknown) => e);
+      const err = await client(prefix, alice, '/v1')
+        .messages.create(ask)
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(Anthropic.NotFoundError);
       // The hint names the address the client used (no publicBaseUrl in the demo config).
-      expect((err as Error).message).toContain(`path repeated: /v1 appears twice. Coding agents and messages-style clients use the root address ${gw.baseUrl} `);
+      expect((err as Error).message).toContain(
+        `path repeated: /v1 appears twice. Coding agents and messages-style clients use the root address ${gw.baseUrl} `,
+      );
     });
   }
 

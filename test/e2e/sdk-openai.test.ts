@@ -29,7 +29,8 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
   });
 
   /** The client exactly as a user configures it (docs/spec.md §4.1: chat-completion SDK → {base_url}/v1). */
-  const client = (prefix: '' | '/alt', apiKey = alice, baseSuffix = '/v1'): OpenAI => new OpenAI({ apiKey, baseURL: `${gw.baseUrl}${prefix}${baseSuffix}` });
+  const client = (prefix: '' | '/alt', apiKey = alice, baseSuffix = '/v1'): OpenAI =>
+    new OpenAI({ apiKey, baseURL: `${gw.baseUrl}${prefix}${baseSuffix}` });
 
   /** The family and path the upstream received for the SDK's last request. */
   const lastUpstream = () => gw.received.at(-1)!;
@@ -39,8 +40,13 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
     const where = prefix ? '{base_url}/alt/v1' : '{base_url}/v1';
 
     it(`chat.completions.create with baseURL ${where}`, async () => {
-      const c = await client(prefix).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
-      expect(c.choices[0].message.content).toBe('Hello from the demo upstream. You asked gpt-4o-mini as key alice; no client key header reached me.');
+      const c = await client(prefix).chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: 'hi' }],
+      });
+      expect(c.choices[0].message.content).toBe(
+        'Hello from the demo upstream. You asked gpt-4o-mini as key alice; no client key header reached me.',
+      );
       expect(c.usage?.total_tokens).toBeGreaterThan(0);
       expect(lastUpstream()).toMatchObject({ family, url: `${prefix}/v1/chat/completions` });
       const sent = fetches.sent.at(-1)!;
@@ -50,7 +56,12 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
     });
 
     it(`chat.completions.create with stream: true, with baseURL ${where}`, async () => {
-      const stream = await client(prefix).chat.completions.create({ model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] });
+      const stream = await client(prefix).chat.completions.create({
+        model: 'gpt-4o-mini',
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: 'hi' }],
+      });
       let text = '';
       let chunks = 0;
       let usage: OpenAI.CompletionUsage | null | undefined;
@@ -69,7 +80,8 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
       expect(r.output_text).toContain('as key alice');
       expect(lastUpstream()).toMatchObject({ family, url: `${prefix}/v1/responses` });
       const events: string[] = [];
-      for await (const e of await client(prefix).responses.create({ model: 'gpt-4o-mini', input: 'hi', stream: true })) events.push(e.type);
+      for await (const e of await client(prefix).responses.create({ model: 'gpt-4o-mini', input: 'hi', stream: true }))
+        events.push(e.type);
       expect(events[0]).toBe('response.created');
       expect(events.at(-1)).toBe('response.completed');
     });
@@ -92,13 +104,19 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
 
     // Denials: the SDK's own error class, with the hint in its message.
     it(`raises PermissionDeniedError with the hint for a model typo, with baseURL ${where}`, async () => {
-      const err = await client(prefix).chat.completions.create({ model: 'gpt-4o-mni', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+      const err = await client(prefix)
+        .chat.completions.create({ model: 'gpt-4o-mni', messages: [{ role: 'user', content: 'hi' }] })
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(OpenAI.PermissionDeniedError);
       const e = err as InstanceType<typeof OpenAI.PermissionDeniedError>;
       expect(e.status).toBe(403);
       expect(e.code).toBe('model_not_in_group');
-      expect(e.message).toBe(`403 the key's group has no model "gpt-4o-mni": did you mean "gpt-4o-mini"? [modelgate: model_not_in_group]`);
-      expect(e.headers.get('x-modelgate-hint')).toBe(`the key's group has no model "gpt-4o-mni": did you mean "gpt-4o-mini"?`);
+      expect(e.message).toBe(
+        `403 the key's group has no model "gpt-4o-mni": did you mean "gpt-4o-mini"? [modelgate: model_not_in_group]`,
+      );
+      expect(e.headers.get('x-modelgate-hint')).toBe(
+        `the key's group has no model "gpt-4o-mni": did you mean "gpt-4o-mini"?`,
+      );
     });
 
     for (const [why, key, cls, status, reason, hint] of [
@@ -106,10 +124,19 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
       ['a key cut short', alice.slice(0, -2), OpenAI.AuthenticationError, 401, 'key_incomplete', /./],
       ['a key in quotes', `"${alice}"`, OpenAI.AuthenticationError, 401, 'key_malformed', /quote/],
       ['a key with balance 0', carol, OpenAI.PermissionDeniedError, 403, 'balance_insufficient', /balance is 0/],
-      ['a key of an unavailable group', frank, OpenAI.PermissionDeniedError, 403, 'group_unavailable', /marked unavailable/],
+      [
+        'a key of an unavailable group',
+        frank,
+        OpenAI.PermissionDeniedError,
+        403,
+        'group_unavailable',
+        /marked unavailable/,
+      ],
     ] as const) {
       it(`raises ${cls.name} with the hint for ${why}, with baseURL ${where}`, async () => {
-        const err = await client(prefix, key).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+        const err = await client(prefix, key)
+          .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
+          .catch((e: unknown) => e);
         expect(err).toBeInstanceOf(cls);
         const e = err as InstanceType<typeof OpenAI.APIError>;
         expect(e.status).toBe(status);
@@ -122,14 +149,23 @@ describeE2E('the stock openai SDK through a real Envoy', () => {
     }
 
     it(`raises NotFoundError with the hint when the Base URL lacks /v1 (${prefix ? `{base_url}${prefix}` : '{base_url}'} instead of ${where}), with x-should-retry: false`, async () => {
-      const err = await client(prefix, alice, '').embeddings.create({ model: 'text-embedding-3-small', input: 'hi' }).catch((e: unknown) => e);
+      const err = await client(prefix, alice, '')
+        .embeddings.create({ model: 'text-embedding-3-small', input: 'hi' })
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-      expect((err as Error).message).toMatch(new RegExp(`^404 wrong prefix: /v1 is missing\\. Chat-completion, responses and embeddings clients use the Base URL ${gw.baseUrl.replace(/[.]/g, '\\.')}/v1 `));
+      expect((err as Error).message).toMatch(
+        new RegExp(
+          `^404 wrong prefix: /v1 is missing\\. Chat-completion, responses and embeddings clients use the Base URL ${gw.baseUrl.replace(/[.]/g, '\\.')}/v1 `,
+        ),
+      );
       expect((err as InstanceType<typeof OpenAI.NotFoundError>).headers.get('x-should-retry')).toBe('false');
     });
 
     it(`answers chat completions and responses at ${prefix ? `{base_url}${prefix}` : '{base_url}'} itself: the coding agents' row of the Base URL table`, async () => {
-      const c = await client(prefix, alice, '').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+      const c = await client(prefix, alice, '').chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: 'hi' }],
+      });
       expect(c.choices[0].message.content).toContain('as key alice');
       // Upstream, the path is the provider's own.
       expect(lastUpstream()).toMatchObject({ family, url: `${prefix}/v1/chat/completions` });

@@ -32,7 +32,8 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-const pids = (args: string[]): number[] => spawnSync('pgrep', args, { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+const pids = (args: string[]): number[] =>
+  spawnSync('pgrep', args, { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
 
 /** `modelgate up` processes of this run (their command line holds its config directory), and their children (Envoy). */
 function processesWith(marker: string): number[] {
@@ -50,15 +51,28 @@ function alive(pid: number): boolean {
   }
 }
 
-
 /** The demo config on free ports, in a directory of its own (its path marks this run's processes). */
-async function demoOnFreePorts(): Promise<{ dir: string; config: string; listen: number; upstream: number; grpc: number }> {
+async function demoOnFreePorts(): Promise<{
+  dir: string;
+  config: string;
+  listen: number;
+  upstream: number;
+  grpc: number;
+}> {
   const dir = mkdtempSync(join(tmpdir(), 'modelgate-up-'));
   dirs.push(dir);
-  const [listen, admin, grpc, http, upstream] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const [listen, admin, grpc, http, upstream] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
   const text = readFileSync(join(ROOT, 'envoy', 'modelgate.yaml'), 'utf8')
-    .replace('0.0.0.0:10000', `127.0.0.1:${listen}`).replace('127.0.0.1:9901', `127.0.0.1:${admin}`)
-    .replace('127.0.0.1:9191', `127.0.0.1:${grpc}`).replace('127.0.0.1:9192', `127.0.0.1:${http}`)
+    .replace('0.0.0.0:10000', `127.0.0.1:${listen}`)
+    .replace('127.0.0.1:9901', `127.0.0.1:${admin}`)
+    .replace('127.0.0.1:9191', `127.0.0.1:${grpc}`)
+    .replace('127.0.0.1:9192', `127.0.0.1:${http}`)
     .replaceAll('http://127.0.0.1:9300', `http://127.0.0.1:${upstream}`)
     .replace(/stateFile: [^\n]*/, '');
   const config = join(dir, 'modelgate.yaml');
@@ -79,7 +93,11 @@ describeE2E('modelgate up, as npm start runs it', () => {
   it('stops Envoy and the demo upstream when its parent dies without passing a signal on (SIGKILL)', async () => {
     const { dir, config, listen, upstream } = await demoOnFreePorts();
     // A parent that forks `up` (`; true` keeps sh from exec-ing it), as npm's shell did.
-    const parent: ChildProcess = spawn('sh', ['-c', `"${process.execPath}" "${CLI}" up --config "${config}" --demo-upstream 127.0.0.1:${upstream}; true`], { cwd: ROOT, stdio: 'ignore' });
+    const parent: ChildProcess = spawn(
+      'sh',
+      ['-c', `"${process.execPath}" "${CLI}" up --config "${config}" --demo-upstream 127.0.0.1:${upstream}; true`],
+      { cwd: ROOT, stdio: 'ignore' },
+    );
     try {
       await waitFor('the gateway to answer', () => answering(listen), 60_000);
       const running = processesWith(dir);
@@ -92,9 +110,12 @@ describeE2E('modelgate up, as npm start runs it', () => {
     }
   }, 120_000);
 
-  it('stops all three on SIGTERM (npm start runs it with exec, so npm\'s SIGTERM reaches it)', async () => {
+  it("stops all three on SIGTERM (npm start runs it with exec, so npm's SIGTERM reaches it)", async () => {
     const { dir, config, listen, upstream } = await demoOnFreePorts();
-    const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], { cwd: ROOT, stdio: 'ignore' });
+    const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], {
+      cwd: ROOT,
+      stdio: 'ignore',
+    });
     try {
       await waitFor('the gateway to answer', () => answering(listen), 60_000);
       const running = processesWith(dir);
@@ -106,12 +127,17 @@ describeE2E('modelgate up, as npm start runs it', () => {
     } finally {
       for (const pid of processesWith(dir)) process.kill(pid, 'SIGKILL');
     }
-    expect(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start).toMatch(/&& exec node dist\/src\/cli\/main\.js up /);
+    expect(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start).toMatch(
+      /&& exec node dist\/src\/cli\/main\.js up /,
+    );
   }, 120_000);
 
   it('stops all three on a SIGTERM that comes while it starts (as soon as Envoy is spawned): exit 0, no Envoy left', async () => {
     const { dir, config, upstream } = await demoOnFreePorts();
-    const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], { cwd: ROOT, stdio: 'ignore' });
+    const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], {
+      cwd: ROOT,
+      stdio: 'ignore',
+    });
     const exited = new Promise<number | null>((resolve) => up.once('exit', (code) => resolve(code)));
     let envoy: number[] = [];
     try {
@@ -127,7 +153,10 @@ describeE2E('modelgate up, as npm start runs it', () => {
   it("refuses a forged meter stream and Check without the install's secret on up's port; the demo works, and explain/usage --config find port, secret and state", async () => {
     const { dir, config, listen, upstream, grpc: grpcPort } = await demoOnFreePorts();
     let out = '';
-    const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const up = spawn(process.execPath, [CLI, 'up', '--config', config, '--demo-upstream', `127.0.0.1:${upstream}`], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     up.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     up.stderr!.on('data', (c: Buffer) => (out += c.toString()));
     try {
@@ -138,29 +167,66 @@ describeE2E('modelgate up, as npm start runs it', () => {
       const secret = readFileSync(secretFile, 'utf8').trim();
       expect(secret).toMatch(GRPC_SECRET);
       const port = `127.0.0.1:${grpcPort}`;
-      const CHAT = { method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`], ['content-type', 'application/json']] as [string, string][], body: '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}' };
+      const CHAT = {
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: [
+          ['authorization', `Bearer ${DEMO_KEYS.alice}`],
+          ['content-type', 'application/json'],
+        ] as [string, string][],
+        body: '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}',
+      };
       // Another local process, without the secret or with a wrong one: no stream, no decision.
       expect((await forgedMeterStream(port, metadata(), 'forged-up-1')).code).toBe(grpc.status.UNAUTHENTICATED);
-      expect((await forgedMeterStream(port, metadata('Bearer not-the-secret-of-this-install-0123456789'), 'forged-up-2')).code).toBe(grpc.status.UNAUTHENTICATED);
+      expect(
+        (await forgedMeterStream(port, metadata('Bearer not-the-secret-of-this-install-0123456789'), 'forged-up-2'))
+          .code,
+      ).toBe(grpc.status.UNAUTHENTICATED);
       const forgedCheck = await check(port, grpc.credentials.createInsecure(), CHAT);
-      expect(forgedCheck.denied_response?.headers?.find((h) => h.header?.key === 'x-modelgate-reason')?.header?.value).toBe('authz_unauthenticated');
+      expect(
+        forgedCheck.denied_response?.headers?.find((h) => h.header?.key === 'x-modelgate-reason')?.header?.value,
+      ).toBe('authz_unauthenticated');
       // The demo through Envoy, which sends the secret: served and metered.
-      const res = await fetch(`http://127.0.0.1:${listen}/v1/chat/completions`, { method: 'POST', headers: Object.fromEntries(CHAT.headers), body: CHAT.body });
+      const res = await fetch(`http://127.0.0.1:${listen}/v1/chat/completions`, {
+        method: 'POST',
+        headers: Object.fromEntries(CHAT.headers),
+        body: CHAT.body,
+      });
       expect(res.status).toBe(200);
       // explain --config: the config's gRPC address (not 127.0.0.1:9191) and the install's secret.
       let stdout = '';
       let stderr = '';
       const io = { stdout: (t: string) => void (stdout += t), stderr: (t: string) => void (stderr += t), env: {} };
-      expect(await runCli(['explain', '--config', config, '-H', `Authorization: Bearer ${DEMO_KEYS.alice}`, '-H', 'content-type: application/json', 'POST', '/v1/chat/completions', CHAT.body], io)).toBe(0);
+      expect(
+        await runCli(
+          [
+            'explain',
+            '--config',
+            config,
+            '-H',
+            `Authorization: Bearer ${DEMO_KEYS.alice}`,
+            '-H',
+            'content-type: application/json',
+            'POST',
+            '/v1/chat/completions',
+            CHAT.body,
+          ],
+          io,
+        ),
+      ).toBe(0);
       expect(stdout).toContain('POST /v1/chat/completions -> ALLOW');
       // usage --config: the config's meter.stateFile (spent/ledger.json), written by the meter.
-      await waitFor('the ledger to be written', () => {
-        try {
-          return readFileSync(join(dir, 'spent', 'ledger.json'), 'utf8').includes('alice');
-        } catch {
-          return false;
-        }
-      }, 30_000);
+      await waitFor(
+        'the ledger to be written',
+        () => {
+          try {
+            return readFileSync(join(dir, 'spent', 'ledger.json'), 'utf8').includes('alice');
+          } catch {
+            return false;
+          }
+        },
+        30_000,
+      );
       stdout = '';
       expect(await runCli(['usage', '--config', config, '--key', 'alice'], io)).toBe(0);
       expect(stdout).toMatch(/alice\s+\S+\s+gpt-4o-mini\s+chat/);

@@ -14,9 +14,14 @@ const SCRIPT = join(__dirname, '..', '..', 'scripts', 'verify.sh');
 /** Runs the script without blocking this process (modelgate runs in it). */
 function verify(...args: string[]): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    execFile('bash', [SCRIPT, ...args], { encoding: 'utf8', env: { ...process.env, MODELGATE_BASE_URL: '' } }, (err, stdout) => {
-      resolve({ code: err ? Number(err.code) : 0, out: stdout });
-    });
+    execFile(
+      'bash',
+      [SCRIPT, ...args],
+      { encoding: 'utf8', env: { ...process.env, MODELGATE_BASE_URL: '' } },
+      (err, stdout) => {
+        resolve({ code: err ? Number(err.code) : 0, out: stdout });
+      },
+    );
   });
 }
 
@@ -38,7 +43,8 @@ describeE2E('scripts/verify.sh through a real Envoy', () => {
     expect(code).toBe(0);
     // Every demo key was sent, on every protocol family and the alternate route.
     for (const who of ['alice', 'bob', 'carol', 'dave', 'erin', 'frank']) {
-      for (const what of ['chat', 'messages', 'generative', 'alternate chat']) expect(out).toContain(`ok   ${who} ${what}: `);
+      for (const what of ['chat', 'messages', 'generative', 'alternate chat'])
+        expect(out).toContain(`ok   ${who} ${what}: `);
     }
     expect(out).toContain('ok   carol chat: POST /v1/chat/completions -> 403 balance_insufficient');
   });
@@ -52,10 +58,13 @@ describeE2E('scripts/verify.sh through a real Envoy', () => {
     renameSync(`${gw.configPath}.tmp`, gw.configPath);
     try {
       const until = Date.now() + 10_000;
-      while (!gw.modelgate.logLines().some((l) => l.includes('"config reloaded"')) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      while (!gw.modelgate.logLines().some((l) => l.includes('"config reloaded"')) && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 20));
       const { code, out } = await verify(gw.baseUrl);
       expect(code).toBe(1);
-      expect(out).toContain('FAIL carol chat: POST /v1/chat/completions: expected 403 balance_insufficient, got 200 allowed');
+      expect(out).toContain(
+        'FAIL carol chat: POST /v1/chat/completions: expected 403 balance_insufficient, got 200 allowed',
+      );
       expect(out.trim().split('\n').at(-1)).toBe('verify: 33 checks, 4 failed');
     } finally {
       writeFileSync(gw.configPath, original);
@@ -65,7 +74,9 @@ describeE2E('scripts/verify.sh through a real Envoy', () => {
   it('says it cannot reach the gateway, and exits 1, when nothing listens there', async () => {
     const { code, out } = await verify('http://127.0.0.1:1');
     expect(code).toBe(1);
-    expect(out).toMatch(/^FAIL alice chat: POST \/v1\/chat\/completions: cannot reach the gateway at http:\/\/127\.0\.0\.1:1 \(.*\); is it running \(npm start\)\?$/m);
+    expect(out).toMatch(
+      /^FAIL alice chat: POST \/v1\/chat\/completions: cannot reach the gateway at http:\/\/127\.0\.0\.1:1 \(.*\); is it running \(npm start\)\?$/m,
+    );
     expect(out.trim().split('\n')).toHaveLength(3);
     expect(out.trim().split('\n').at(-1)).toBe('verify: stopped, nothing answers at http://127.0.0.1:1');
   });

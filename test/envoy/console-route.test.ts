@@ -8,8 +8,12 @@ import { renderRoutes } from '../../src/envoy/render-routes';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-test('routes /console to modelgate_http with none of modelgate\'s filters on (each is off by default: ext_authz, the mark, the meter)', () => {
-  const routes = renderRoutes({ altPrefix: '/alt', publicBaseUrl: null, perRoute: { upstream: { 'envoy.filters.http.example': {} }, models: {}, direct: {} } }) as Obj[];
+test("routes /console to modelgate_http with none of modelgate's filters on (each is off by default: ext_authz, the mark, the meter)", () => {
+  const routes = renderRoutes({
+    altPrefix: '/alt',
+    publicBaseUrl: null,
+    perRoute: { upstream: { 'envoy.filters.http.example': {} }, models: {}, direct: {} },
+  }) as Obj[];
   const i = routes.findIndex((r) => r.name === 'console');
   expect(i).toBeGreaterThan(-1);
   const r = routes[i];

@@ -19,20 +19,33 @@ afterEach(() => {
 it('refuses an ENVOY_BIN that does not run, in one line, never falling back to another Envoy', () => {
   process.env.ENVOY_BIN = '/bin/false';
   expect(() => ensureEnvoy({ install: false })).toThrow(EnvoyUnavailable);
-  expect(() => ensureEnvoy({ install: false })).toThrow(/^ENVOY_BIN \/bin\/false does not run \(`\/bin\/false --version` failed\)$/);
+  expect(() => ensureEnvoy({ install: false })).toThrow(
+    /^ENVOY_BIN \/bin\/false does not run \(`\/bin\/false --version` failed\)$/,
+  );
 });
 
 it('makes `modelgate up` exit 1 with one line when Envoy is broken', () => {
-  const r = spawnSync(process.execPath, [CLI, 'up'], { encoding: 'utf8', env: { ...process.env, ENVOY_BIN: '/nonexistent/envoy' } });
+  const r = spawnSync(process.execPath, [CLI, 'up'], {
+    encoding: 'utf8',
+    env: { ...process.env, ENVOY_BIN: '/nonexistent/envoy' },
+  });
   expect(r.status).toBe(1);
-  expect(r.stderr).toBe('modelgate: ENVOY_BIN /nonexistent/envoy does not run (`/nonexistent/envoy --version` failed)\n');
+  expect(r.stderr).toBe(
+    'modelgate: ENVOY_BIN /nonexistent/envoy does not run (`/nonexistent/envoy --version` failed)\n',
+  );
   expect(r.stdout).toBe('');
 });
 
 describeE2E('a real Envoy that refuses its config', () => {
   it('rejects at once with one line quoting Envoy', async () => {
-    const err = await startEnvoy({ binary: envoyBinary(), config: 'static_resources: { listeners: [ { name: x, nonsense_field: 1 } ] }\n' }).then(
-      (e) => { void e.stop(); throw new Error('Envoy started'); },
+    const err = await startEnvoy({
+      binary: envoyBinary(),
+      config: 'static_resources: { listeners: [ { name: x, nonsense_field: 1 } ] }\n',
+    }).then(
+      (e) => {
+        void e.stop();
+        throw new Error('Envoy started');
+      },
       (e: Error) => e,
     );
     expect(err.message).toMatch(/^Envoy exited at start: .*nonsense_field/);

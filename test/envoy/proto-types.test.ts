@@ -13,7 +13,11 @@ const root = join(__dirname, '..', '..');
 
 function tree(dir: string): Map<string, string> {
   const out = new Map<string, string>();
-  for (const f of readdirSync(dir, { recursive: true }).map(String).filter((f) => f.endsWith('.ts')).sort()) out.set(f, readFileSync(join(dir, f), 'utf8'));
+  for (const f of readdirSync(dir, { recursive: true })
+    .map(String)
+    .filter((f) => f.endsWith('.ts'))
+    .sort())
+    out.set(f, readFileSync(join(dir, f), 'utf8'));
   return out;
 }
 

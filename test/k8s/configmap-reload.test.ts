@@ -6,7 +6,20 @@
  * `..data_tmp` over `..data` (atomic) and removes the old folder. The path modelgate watches never
  * changes and never goes missing; only what it reaches does.
  */
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, unwatchFile, utimesSync, watchFile, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  unwatchFile,
+  utimesSync,
+  watchFile,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -78,11 +91,18 @@ function watchUntil(path: string, count: number, logs: LogSink): Promise<Config[
   const applied: Config[] = [];
   return new Promise((resolve) => {
     stops.push(
-      watchConfig(path, {}, pino({ level: 'info' }, logs), (next) => {
-        current = next;
-        applied.push(next);
-        if (applied.length === count) resolve(applied);
-      }, () => current, 10),
+      watchConfig(
+        path,
+        {},
+        pino({ level: 'info' }, logs),
+        (next) => {
+          current = next;
+          applied.push(next);
+          if (applied.length === count) resolve(applied);
+        },
+        () => current,
+        10,
+      ),
     );
   });
 }
@@ -128,10 +148,22 @@ test('a ConfigMap update with an invalid config keeps the previous one serving a
   const logs = new LogSink();
   const rejected = new Promise<void>((resolve) => {
     let current = parseConfig(DEMO);
-    stops.push(watchConfig(volume.path, {}, pino({ level: 'info' }, logs), (next) => void (current = next), () => current, 10, resolve));
+    stops.push(
+      watchConfig(
+        volume.path,
+        {},
+        pino({ level: 'info' }, logs),
+        (next) => void (current = next),
+        () => current,
+        10,
+        resolve,
+      ),
+    );
   });
   await watcherStarted(volume.path);
   volume.update(DEMO.replace('  paused:\n', '  paused:\n    bogus: 1\n'));
   await rejected;
-  expect(logs.lines).toContainEqual(expect.objectContaining({ msg: 'config reload rejected; the previous config keeps serving' }));
+  expect(logs.lines).toContainEqual(
+    expect.objectContaining({ msg: 'config reload rejected; the previous config keeps serving' }),
+  );
 });

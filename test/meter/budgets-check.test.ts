@@ -14,7 +14,14 @@ import { addTokenToFile, adminStatePath } from '../../src/admin/file-backend';
 import { generateToken, hashToken } from '../../src/admin/tokens';
 import { tokensCost } from '../../src/meter/policy/hold';
 import { DEMO_KEYS } from '../support/demo-keys';
-import { DEMO_CONFIG, deniedHeader, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
+import {
+  DEMO_CONFIG,
+  deniedHeader,
+  reasonOf,
+  startHarness,
+  tempConfig,
+  type Harness,
+} from '../support/service-harness';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -24,8 +31,12 @@ afterEach(async () => {
 
 const demo = readFileSync(DEMO_CONFIG, 'utf8');
 const chat = (key: string, body: unknown) => ({
-  method: 'POST', path: '/v1/chat/completions',
-  headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']] as [string, string][],
+  method: 'POST',
+  path: '/v1/chat/completions',
+  headers: [
+    ['authorization', `Bearer ${key}`],
+    ['content-type', 'application/json'],
+  ] as [string, string][],
   body: JSON.stringify(body),
 });
 const PRICE = { input: 0.15, output: 0.6, cachedInput: null };
@@ -33,25 +44,32 @@ const body = { model: 'gpt-4o-mini', max_tokens: 100, messages: [{ role: 'user',
 const each = tokensCost(Buffer.byteLength(JSON.stringify(body)), 100, PRICE);
 
 function withKeyBudget(yaml: string, amount: number): string {
-  const out = yaml.replace(/(  - id: alice[^\n]*\n(?:    [^\n]*\n)*?    balance: 12\.5\n)/, `$1    budget: { amount: ${amount}, period: day, timeZone: America/New_York }\n`);
+  const out = yaml.replace(
+    /(  - id: alice[^\n]*\n(?:    [^\n]*\n)*?    balance: 12\.5\n)/,
+    `$1    budget: { amount: ${amount}, period: day, timeZone: America/New_York }\n`,
+  );
   expect(out).not.toEqual(yaml);
   return out;
 }
 
 describe('budgets per window at Check time', () => {
-  it('strict: admits what the day\'s budget covers at once, refuses the rest naming the reset, and starts afresh the next day', async () => {
+  it("strict: admits what the day's budget covers at once, refuses the rest naming the reset, and starts afresh the next day", async () => {
     let now = Date.parse('2026-11-28T12:00:00Z');
     const fits = Math.floor(0.01 / each);
     expect(fits).toBeGreaterThan(2);
     const configPath = tempConfig(withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), 0.01));
     h = await startHarness({ configPath, now: () => now });
-    const reasons = (await Promise.all(Array.from({ length: fits + 5 }, () => h!.check(chat(DEMO_KEYS.alice, body))))).map(reasonOf);
+    const reasons = (
+      await Promise.all(Array.from({ length: fits + 5 }, () => h!.check(chat(DEMO_KEYS.alice, body))))
+    ).map(reasonOf);
     expect(reasons.filter((r) => r === 'allowed')).toHaveLength(fits);
     expect(reasons.filter((r) => r === 'budget_exhausted')).toHaveLength(5);
     const denied = await h.check(chat(DEMO_KEYS.alice, body));
     expect(reasonOf(denied)).toBe('budget_exhausted');
     // New York's 28 November ends at 05:00 UTC on the 29th.
-    expect(deniedHeader(denied, 'x-modelgate-hint')).toMatch(/^the key's daily budget \(0\.01\) has spent 0 in this window and its requests in flight hold [0-9.]+, so it cannot cover this request's maximum cost \([0-9.]+\): it resets at 2026-11-29T05:00:00\.000Z/);
+    expect(deniedHeader(denied, 'x-modelgate-hint')).toMatch(
+      /^the key's daily budget \(0\.01\) has spent 0 in this window and its requests in flight hold [0-9.]+, so it cannot cover this request's maximum cost \([0-9.]+\): it resets at 2026-11-29T05:00:00\.000Z/,
+    );
     // Other keys are not held to alice's budget.
     expect(reasonOf(await h.check(chat(DEMO_KEYS.bob, body)))).toBe('allowed');
 
@@ -61,7 +79,9 @@ describe('budgets per window at Check time', () => {
     await h.service.meter.idle();
     const after = await h.check(chat(DEMO_KEYS.alice, body));
     expect(reasonOf(after)).toBe('budget_exhausted');
-    expect(deniedHeader(after, 'x-modelgate-hint')).toMatch(/has spent 0\.00\d+ in this window and its requests in flight hold 0,/);
+    expect(deniedHeader(after, 'x-modelgate-hint')).toMatch(
+      /has spent 0\.00\d+ in this window and its requests in flight hold 0,/,
+    );
 
     // A restart reads the window's spend from the state file.
     await h.close();
@@ -78,7 +98,9 @@ describe('budgets per window at Check time', () => {
   it('soft: one lone request may run past the budget, a second at once may not, and a spent window refuses', async () => {
     const now = Date.parse('2026-03-08T12:00:00Z');
     h = await startHarness({ configPath: tempConfig(withKeyBudget(demo, each / 2)), now: () => now });
-    const reasons = (await Promise.all(Array.from({ length: 10 }, () => h!.check(chat(DEMO_KEYS.alice, body))))).map(reasonOf);
+    const reasons = (await Promise.all(Array.from({ length: 10 }, () => h!.check(chat(DEMO_KEYS.alice, body))))).map(
+      reasonOf,
+    );
     expect(reasons.filter((r) => r === 'allowed')).toHaveLength(1);
     expect(reasons.filter((r) => r === 'budget_exhausted')).toHaveLength(9);
     const id = h.logs.decisions().find((d) => d.reason === 'allowed')!.requestId as string;
@@ -88,40 +110,76 @@ describe('budgets per window at Check time', () => {
     expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, body)))).toBe('budget_exhausted');
   });
 
-  it('holds a group\'s keys together to the group\'s budget, beside each key\'s balance', async () => {
+  it("holds a group's keys together to the group's budget, beside each key's balance", async () => {
     const now = Date.parse('2028-02-29T12:00:00Z');
-    const yaml = demo.replace(/(\n  basic:\n    available: true\n)/, `$1    budget: { amount: ${each * 2.5}, period: month, timeZone: Europe/Berlin }\n`).replace('  mode: soft ', '  mode: strict ');
+    const yaml = demo
+      .replace(
+        /(\n  basic:\n    available: true\n)/,
+        `$1    budget: { amount: ${each * 2.5}, period: month, timeZone: Europe/Berlin }\n`,
+      )
+      .replace('  mode: soft ', '  mode: strict ');
     expect(yaml).not.toEqual(demo);
     h = await startHarness({ configPath: tempConfig(yaml), now: () => now });
     const reasons = [];
-    for (const key of [DEMO_KEYS.alice, DEMO_KEYS.alice, DEMO_KEYS.trial]) reasons.push(reasonOf(await h.check(chat(key, body))));
+    for (const key of [DEMO_KEYS.alice, DEMO_KEYS.alice, DEMO_KEYS.trial])
+      reasons.push(reasonOf(await h.check(chat(key, body))));
     // trial's own balance (0.00006) might refuse it too: here the group's budget is the tighter.
     expect(reasons).toEqual(['allowed', 'allowed', 'budget_exhausted']);
     const denied = await h.check(chat(DEMO_KEYS.alice, body));
     // Berlin's March 2028 begins at 23:00 UTC on the leap day.
-    expect(deniedHeader(denied, 'x-modelgate-hint')).toMatch(/^the group "basic"'s monthly budget .* it resets at 2028-02-29T23:00:00\.000Z/);
+    expect(deniedHeader(denied, 'x-modelgate-hint')).toMatch(
+      /^the group "basic"'s monthly budget .* it resets at 2028-02-29T23:00:00\.000Z/,
+    );
   });
 
   it("shows the key holder's budget windows with their reset times on /v1/me", async () => {
     let now = Date.parse('2026-11-01T05:30:00Z'); // 01:30 EDT, the day New York's clocks go back
-    const yaml = withKeyBudget(demo, 0.01).replace(/(\n  basic:\n    available: true\n)/, '$1    budget: { amount: 5, period: week, timeZone: Europe/Berlin }\n');
+    const yaml = withKeyBudget(demo, 0.01).replace(
+      /(\n  basic:\n    available: true\n)/,
+      '$1    budget: { amount: 5, period: week, timeZone: Europe/Berlin }\n',
+    );
     h = await startHarness({ configPath: tempConfig(yaml), now: () => now });
     expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, body)))).toBe('allowed');
-    const res = await fetch(`http://${h.service.httpAddress}/v1/me`, { headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } });
+    const res = await fetch(`http://${h.service.httpAddress}/v1/me`, {
+      headers: { authorization: `Bearer ${DEMO_KEYS.alice}` },
+    });
     expect(res.status).toBe(200);
-    const me = await res.json() as { balance: number; budgets: unknown[] };
+    const me = (await res.json()) as { balance: number; budgets: unknown[] };
     expect(me.balance).toBeGreaterThan(0);
     expect(me.budgets).toEqual([
-      { of: 'key', amount: 0.01, period: 'day', timeZone: 'America/New_York', windowStart: '2026-11-01T04:00:00.000Z', resetsAt: '2026-11-02T05:00:00.000Z', spent: 0, held: each, remaining: 0.01 - each },
-      // 2026-11-01 is a Sunday: Berlin's week began on Monday 26 October, the day after its clocks went back (CET, +01:00).
-      { of: 'group', amount: 5, period: 'week', timeZone: 'Europe/Berlin', windowStart: '2026-10-25T23:00:00.000Z', resetsAt: '2026-11-01T23:00:00.000Z', spent: 0, held: each, remaining: 5 - each },
+      {
+        of: 'key',
+        amount: 0.01,
+        period: 'day',
+        timeZone: 'America/New_York',
+        windowStart: '2026-11-01T04:00:00.000Z',
+        resetsAt: '2026-11-02T05:00:00.000Z',
+        spent: 0,
+        held: each,
+        remaining: 0.01 - each,
+      },
+      // 2026-11-01 is a Sunday: Berlin's week began on Monday 26 October, the day after its clocks went back (CET,
+      // +01:00).
+      {
+        of: 'group',
+        amount: 5,
+        period: 'week',
+        timeZone: 'Europe/Berlin',
+        windowStart: '2026-10-25T23:00:00.000Z',
+        resetsAt: '2026-11-01T23:00:00.000Z',
+        spent: 0,
+        held: each,
+        remaining: 5 - each,
+      },
     ]);
     now = Date.parse('2026-11-02T05:00:00Z');
-    const next = await (await fetch(`http://${h.service.httpAddress}/v1/me`, { headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } })).json() as { budgets: { resetsAt: string }[] };
+    const next = (await (
+      await fetch(`http://${h.service.httpAddress}/v1/me`, { headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } })
+    ).json()) as { budgets: { resetsAt: string }[] };
     expect(next.budgets.map((b) => b.resetsAt)).toEqual(['2026-11-03T05:00:00.000Z', '2026-11-08T23:00:00.000Z']);
   });
 
-  it('sends the budget\'s threshold alerts to the configured webhook, signed, once each', async () => {
+  it("sends the budget's threshold alerts to the configured webhook, signed, once each", async () => {
     const got: { threshold: number; verified: boolean; id: string }[] = [];
     const server = http.createServer((req, res) => {
       let body = '';
@@ -129,7 +187,11 @@ describe('budgets per window at Check time', () => {
       req.on('end', () => {
         const [t, v1] = String(req.headers['x-modelgate-signature']).replace('t=', '').split(',v1=');
         const verified = createHmac('sha256', 'hook-secret').update(`${t}.${body}`).digest('hex') === v1;
-        got.push({ threshold: (JSON.parse(body) as { threshold: number }).threshold, verified, id: String(req.headers['x-modelgate-event-id']) });
+        got.push({
+          threshold: (JSON.parse(body) as { threshold: number }).threshold,
+          verified,
+          id: String(req.headers['x-modelgate-event-id']),
+        });
         res.writeHead(204).end();
       });
     });
@@ -137,11 +199,18 @@ describe('budgets per window at Check time', () => {
     try {
       let now = Date.parse('2026-11-28T12:00:00Z');
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-      const yaml = withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), each * 4).replace(/\nmeter:\n/, `\nmeter:\n  budgetAlerts: { url: "${url}", secretEnv: HOOK_SECRET }\n`);
+      const yaml = withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), each * 4).replace(
+        /\nmeter:\n/,
+        `\nmeter:\n  budgetAlerts: { url: "${url}", secretEnv: HOOK_SECRET }\n`,
+      );
       expect(yaml).toContain('budgetAlerts');
       const configPath = tempConfig(yaml);
       const token = generateToken();
-      addTokenToFile(adminStatePath(configPath), { id: 'tok-read', sha256: hashToken(token), scope: 'read', createdAt: now }, { tokenId: 'cli', address: null, requestId: null });
+      addTokenToFile(
+        adminStatePath(configPath),
+        { id: 'tok-read', sha256: hashToken(token), scope: 'read', createdAt: now },
+        { tokenId: 'cli', address: null, requestId: null },
+      );
       h = await startHarness({ configPath, now: () => now, env: { ...process.env, HOOK_SECRET: 'hook-secret' } });
       for (let i = 0; i < 4; i++) expect(reasonOf(await h.check(chat(DEMO_KEYS.alice, body)))).toBe('allowed');
       // Settled at their maximum (their deadline passed): 100 % of the budget.
@@ -155,13 +224,31 @@ describe('budgets per window at Check time', () => {
       expect(got.every((g) => g.verified)).toBe(true);
       expect(h.logs.raw.join('\n')).toContain('budget alert delivered');
       // Their delivery status through the admin API, kept in modelgate's own state file.
-      const seen = async (): Promise<{ deliveries: { eventId: string; status: string; attempts: number; threshold: number; subject: string; lastError: string | null }[] }> =>
-        (await fetch(`http://${h!.service.httpAddress}/admin/v1/webhooks/deliveries`, { headers: { authorization: `Bearer ${token}` } })).json() as never;
+      const seen = async (): Promise<{
+        deliveries: {
+          eventId: string;
+          status: string;
+          attempts: number;
+          threshold: number;
+          subject: string;
+          lastError: string | null;
+        }[];
+      }> =>
+        (
+          await fetch(`http://${h!.service.httpAddress}/admin/v1/webhooks/deliveries`, {
+            headers: { authorization: `Bearer ${token}` },
+          })
+        ).json() as never;
       const stop = Date.now() + 5000;
-      while ((await seen()).deliveries.some((d) => d.status !== 'delivered') && Date.now() < stop) await new Promise((r) => setTimeout(r, 10));
+      while ((await seen()).deliveries.some((d) => d.status !== 'delivered') && Date.now() < stop)
+        await new Promise((r) => setTimeout(r, 10));
       const { deliveries } = await seen();
       expect(deliveries.map((d) => d.threshold).sort((a, b) => a - b)).toEqual([50, 80, 95, 100]);
-      expect(deliveries.every((d) => d.status === 'delivered' && d.attempts === 1 && d.lastError === null && d.subject === 'key:alice')).toBe(true);
+      expect(
+        deliveries.every(
+          (d) => d.status === 'delivered' && d.attempts === 1 && d.lastError === null && d.subject === 'key:alice',
+        ),
+      ).toBe(true);
       expect(new Set(deliveries.map((d) => d.eventId))).toEqual(new Set(got.map((g) => g.id)));
       expect(readFileSync(adminStatePath(configPath), 'utf8')).toContain(got[0].id);
       expect(JSON.stringify(deliveries)).not.toContain(url);
@@ -172,9 +259,22 @@ describe('budgets per window at Check time', () => {
 
   it('gives back the budget hold of a request that ended before its answer, and of one whose id came twice', async () => {
     const now = Date.parse('2026-11-28T12:00:00Z');
-    h = await startHarness({ configPath: tempConfig(withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), 1)), now: () => now });
-    const me = async (): Promise<{ held: number }> => ((await (await fetch(`http://${h!.service.httpAddress}/v1/me`, { headers: { authorization: `Bearer ${DEMO_KEYS.alice}` } })).json()) as { budgets: { held: number }[] }).budgets[0];
-    const withId = (id: string) => ({ ...chat(DEMO_KEYS.alice, body), headers: [...chat(DEMO_KEYS.alice, body).headers, ['x-request-id', id]] as [string, string][] });
+    h = await startHarness({
+      configPath: tempConfig(withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), 1)),
+      now: () => now,
+    });
+    const me = async (): Promise<{ held: number }> =>
+      (
+        (await (
+          await fetch(`http://${h!.service.httpAddress}/v1/me`, {
+            headers: { authorization: `Bearer ${DEMO_KEYS.alice}` },
+          })
+        ).json()) as { budgets: { held: number }[] }
+      ).budgets[0];
+    const withId = (id: string) => ({
+      ...chat(DEMO_KEYS.alice, body),
+      headers: [...chat(DEMO_KEYS.alice, body).headers, ['x-request-id', id]] as [string, string][],
+    });
     h.service.meter.deps.inFlight.gone('ended-early');
     expect(reasonOf(await h.check(withId('ended-early')))).toBe('allowed');
     expect((await me()).held).toBe(0);

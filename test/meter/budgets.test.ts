@@ -17,7 +17,9 @@ function ledger() {
   const loads: { subject: string; since: number; until: number }[] = [];
   const load = async (s: BudgetSubject, since: number, until: number): Promise<number> => {
     loads.push({ subject: `${s.kind}:${s.name}`, since, until });
-    return debits.filter((d) => d.subject === `${s.kind}:${s.name}` && d.time >= since && d.time < until).reduce((a, d) => a + d.cost, 0);
+    return debits
+      .filter((d) => d.subject === `${s.kind}:${s.name}` && d.time >= since && d.time < until)
+      .reduce((a, d) => a + d.cost, 0);
   };
   return { debits, loads, load };
 }
@@ -48,7 +50,10 @@ describe('budgetAllows', () => {
 describe('BudgetBook', () => {
   it('asks the ledger once per window, then counts settlements itself', async () => {
     const l = ledger();
-    l.debits.push({ subject: 'key:team-a', time: at('2026-11-28T01:00:00Z'), cost: 4 }, { subject: 'key:team-a', time: at('2026-11-27T23:00:00Z'), cost: 100 });
+    l.debits.push(
+      { subject: 'key:team-a', time: at('2026-11-28T01:00:00Z'), cost: 4 },
+      { subject: 'key:team-a', time: at('2026-11-27T23:00:00Z'), cost: 100 },
+    );
     let now = at('2026-11-28T10:00:00Z');
     const book = new BudgetBook({ load: l.load, now: () => now });
     const a = await book.admit([{ subject: key, budget: daily }], 3, 'strict');
@@ -58,8 +63,14 @@ describe('BudgetBook', () => {
     const b = await book.admit([{ subject: key, budget: daily }], 3.5, 'strict'); // 4 + 2.5 + 3.5 = 10: fits
     expect(b.ok).toBe(true);
     const c = await book.admit([{ subject: key, budget: daily }], 0.01, 'strict');
-    expect(c).toMatchObject({ ok: false, why: 'exhausted', status: { spent: 6.5, held: 3.5, remaining: 0, window: { resetsAt: at('2026-11-29T00:00:00Z') } } });
-    expect(l.loads).toEqual([{ subject: 'key:team-a', since: at('2026-11-28T00:00:00Z'), until: at('2026-11-29T00:00:00Z') }]);
+    expect(c).toMatchObject({
+      ok: false,
+      why: 'exhausted',
+      status: { spent: 6.5, held: 3.5, remaining: 0, window: { resetsAt: at('2026-11-29T00:00:00Z') } },
+    });
+    expect(l.loads).toEqual([
+      { subject: 'key:team-a', since: at('2026-11-28T00:00:00Z'), until: at('2026-11-29T00:00:00Z') },
+    ]);
     // The next day: a new window, loaded once, with nothing spent in it; what is in flight still holds.
     now = at('2026-11-29T00:00:00Z');
     const d = await book.admit([{ subject: key, budget: daily }], 6.5, 'strict');
@@ -71,7 +82,14 @@ describe('BudgetBook', () => {
   it('strict mode never lets a window spend more than its amount, however requests interleave', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ cost: fc.integer({ min: 1, max: 400 }), actual: fc.double({ min: 0, max: 1, noNaN: true }), settleNow: fc.boolean() }), { minLength: 1, maxLength: 60 }),
+        fc.array(
+          fc.record({
+            cost: fc.integer({ min: 1, max: 400 }),
+            actual: fc.double({ min: 0, max: 1, noNaN: true }),
+            settleNow: fc.boolean(),
+          }),
+          { minLength: 1, maxLength: 60 },
+        ),
         async (requests) => {
           const l = ledger();
           const now = at('2026-02-28T12:00:00Z');
@@ -80,7 +98,9 @@ describe('BudgetBook', () => {
           const open: { hold: Parameters<BudgetBook['release']>[0]; cost: number }[] = [];
           let spent = 0;
           // Every admission starts before any settles (concurrent requests), then settlements interleave.
-          const verdicts = await Promise.all(requests.map((r) => book.admit([{ subject: key, budget }], r.cost, 'strict')));
+          const verdicts = await Promise.all(
+            requests.map((r) => book.admit([{ subject: key, budget }], r.cost, 'strict')),
+          );
           verdicts.forEach((v, i) => {
             if (v.ok) open.push({ hold: v.hold, cost: Math.floor(requests[i].cost * requests[i].actual) });
           });
@@ -108,19 +128,38 @@ describe('BudgetBook', () => {
       fc.asyncProperty(
         fc.integer({ min: 1, max: 4 }),
         fc.integer({ min: 0, max: 500 }),
-        fc.array(fc.record({ replica: fc.nat(), cost: fc.integer({ min: 1, max: 300 }), actual: fc.double({ min: 0, max: 1, noNaN: true }), settleAt: fc.nat() }), { minLength: 1, maxLength: 80 }),
+        fc.array(
+          fc.record({
+            replica: fc.nat(),
+            cost: fc.integer({ min: 1, max: 300 }),
+            actual: fc.double({ min: 0, max: 1, noNaN: true }),
+            settleAt: fc.nat(),
+          }),
+          { minLength: 1, maxLength: 80 },
+        ),
         async (replicas, before, steps) => {
           // The shared ledger: what was spent before the replicas started, then every settlement.
-          const debits: { subject: string; time: number; cost: number }[] = [{ subject: 'key:team-a', time: at('2026-02-28T01:00:00Z'), cost: before }];
-          const load = async (s: BudgetSubject, since: number, until: number): Promise<number> => debits.filter((d) => d.subject === `${s.kind}:${s.name}` && d.time >= since && d.time < until).reduce((a, d) => a + d.cost, 0);
+          const debits: { subject: string; time: number; cost: number }[] = [
+            { subject: 'key:team-a', time: at('2026-02-28T01:00:00Z'), cost: before },
+          ];
+          const load = async (s: BudgetSubject, since: number, until: number): Promise<number> =>
+            debits
+              .filter((d) => d.subject === `${s.kind}:${s.name}` && d.time >= since && d.time < until)
+              .reduce((a, d) => a + d.cost, 0);
           const now = at('2026-02-28T12:00:00Z');
           const books = Array.from({ length: replicas }, () => new BudgetBook({ load, now: () => now }));
           const budget: Budget = { amount: 1000, period: 'day', timeZone: 'UTC' };
-          const open: { book: BudgetBook; hold: Parameters<BudgetBook['release']>[0]; cost: number; settleAt: number }[] = [];
+          const open: {
+            book: BudgetBook;
+            hold: Parameters<BudgetBook['release']>[0];
+            cost: number;
+            settleAt: number;
+          }[] = [];
           for (const [i, st] of steps.entries()) {
             const book = books[st.replica % replicas];
             const v = await book.admit([{ subject: key, budget }], st.cost, 'strict', replicas);
-            if (v.ok) open.push({ book, hold: v.hold, cost: Math.ceil(st.cost * st.actual), settleAt: i + (st.settleAt % 5) });
+            if (v.ok)
+              open.push({ book, hold: v.hold, cost: Math.ceil(st.cost * st.actual), settleAt: i + (st.settleAt % 5) });
             // Settle what is due: into the ledger, and into the admitting replica's book only.
             for (const o of open.filter((x) => x.settleAt <= i)) {
               debits.push({ subject: 'key:team-a', time: now, cost: o.cost });
@@ -152,18 +191,44 @@ describe('BudgetBook', () => {
     expect(lone.ok).toBe(true);
     if (!lone.ok) return;
     book.settle(lone.hold, 5, now);
-    expect(await book.admit([{ subject: key, budget: daily }], 0.001, 'soft')).toMatchObject({ ok: false, why: 'exhausted', status: { spent: 14 } });
+    expect(await book.admit([{ subject: key, budget: daily }], 0.001, 'soft')).toMatchObject({
+      ok: false,
+      why: 'exhausted',
+      status: { spent: 14 },
+    });
   });
 
-  it('holds a key by both its own budget and its group\'s: the tighter refuses and names whose', async () => {
+  it("holds a key by both its own budget and its group's: the tighter refuses and names whose", async () => {
     const l = ledger();
     l.debits.push({ subject: 'group:staff', time: at('2026-11-02T12:00:00Z'), cost: 95 });
     const now = at('2026-11-20T12:00:00Z');
     const book = new BudgetBook({ load: l.load, now: () => now });
     const monthly: Budget = { amount: 100, period: 'month', timeZone: 'America/New_York' };
-    const v = await book.admit([{ subject: key, budget: daily }, { subject: group, budget: monthly }], 6, 'strict');
-    expect(v).toMatchObject({ ok: false, why: 'exhausted', status: { subject: group, spent: 95, window: { start: at('2026-11-01T04:00:00Z'), resetsAt: at('2026-12-01T05:00:00Z') } } });
-    const w = await book.admit([{ subject: key, budget: daily }, { subject: group, budget: monthly }], 5, 'strict');
+    const v = await book.admit(
+      [
+        { subject: key, budget: daily },
+        { subject: group, budget: monthly },
+      ],
+      6,
+      'strict',
+    );
+    expect(v).toMatchObject({
+      ok: false,
+      why: 'exhausted',
+      status: {
+        subject: group,
+        spent: 95,
+        window: { start: at('2026-11-01T04:00:00Z'), resetsAt: at('2026-12-01T05:00:00Z') },
+      },
+    });
+    const w = await book.admit(
+      [
+        { subject: key, budget: daily },
+        { subject: group, budget: monthly },
+      ],
+      5,
+      'strict',
+    );
     expect(w.ok).toBe(true);
     expect(await book.status(key, daily)).toMatchObject({ held: 5 });
     expect(await book.status(group, monthly)).toMatchObject({ held: 5, remaining: 0 });
@@ -171,7 +236,13 @@ describe('BudgetBook', () => {
 
   it('counts a settlement heard while the window loads (at worst twice, never not at all)', async () => {
     let release: (n: number) => void = () => {};
-    const book = new BudgetBook({ load: () => new Promise<number>((r) => { release = r; }), now: () => at('2026-11-28T10:00:00Z') });
+    const book = new BudgetBook({
+      load: () =>
+        new Promise<number>((r) => {
+          release = r;
+        }),
+      now: () => at('2026-11-28T10:00:00Z'),
+    });
     const pending = book.admit([{ subject: key, budget: daily }], 1, 'strict');
     book.record(key, 3, at('2026-11-28T09:00:00Z'));
     book.record(key, 50, at('2026-11-27T09:00:00Z')); // another window's
@@ -182,28 +253,61 @@ describe('BudgetBook', () => {
 
   it('refuses as unavailable when the ledger cannot answer, and asks again next time', async () => {
     let fail = true;
-    const book = new BudgetBook({ load: async () => { if (fail) throw new Error('down'); return 0; }, now: () => at('2026-11-28T10:00:00Z') });
-    expect(await book.admit([{ subject: key, budget: daily }], 1, 'soft')).toEqual({ ok: false, why: 'unavailable', subject: key });
+    const book = new BudgetBook({
+      load: async () => {
+        if (fail) throw new Error('down');
+        return 0;
+      },
+      now: () => at('2026-11-28T10:00:00Z'),
+    });
+    expect(await book.admit([{ subject: key, budget: daily }], 1, 'soft')).toEqual({
+      ok: false,
+      why: 'unavailable',
+      subject: key,
+    });
     const nan = new BudgetBook({ load: async () => Number.NaN, now: () => at('2026-11-28T10:00:00Z') });
-    expect(await nan.admit([{ subject: key, budget: daily }], 1, 'soft')).toMatchObject({ ok: false, why: 'unavailable' });
+    expect(await nan.admit([{ subject: key, budget: daily }], 1, 'soft')).toMatchObject({
+      ok: false,
+      why: 'unavailable',
+    });
     fail = false;
     expect(await book.admit([{ subject: key, budget: daily }], 1, 'soft')).toMatchObject({ ok: true });
   });
 });
 
 describe('budgets of a key on one model', () => {
-  it('keeps a window per (key, model), apart from the key\'s own and from another model\'s, loading each with its model, and names the model when it refuses', async () => {
+  it("keeps a window per (key, model), apart from the key's own and from another model's, loading each with its model, and names the model when it refuses", async () => {
     const loads: { subject: BudgetSubject; since: number }[] = [];
     let now = at('2026-11-28T12:00:00Z');
-    const book = new BudgetBook({ load: async (s, since) => { loads.push({ subject: s, since }); return 0; }, now: () => now });
+    const book = new BudgetBook({
+      load: async (s, since) => {
+        loads.push({ subject: s, since });
+        return 0;
+      },
+      now: () => now,
+    });
     const onModel: BudgetSubject = { kind: 'model', name: 'team-a', model: 'gpt-4o' };
     const otherModel: BudgetSubject = { kind: 'model', name: 'team-a', model: 'gpt-4o-mini' };
     // A model whose name looks like another subject's key must not share its entry.
     const tricky: BudgetSubject = { kind: 'model', name: 'team-a:gpt-4o', model: '' };
     const small: Budget = { amount: 1, period: 'day', timeZone: 'Asia/Tokyo' };
-    const first = await book.admit([{ subject: key, budget: daily }, { subject: onModel, budget: small }], 0.8, 'strict');
+    const first = await book.admit(
+      [
+        { subject: key, budget: daily },
+        { subject: onModel, budget: small },
+      ],
+      0.8,
+      'strict',
+    );
     expect(first.ok).toBe(true);
-    const second = await book.admit([{ subject: key, budget: daily }, { subject: onModel, budget: small }], 0.8, 'strict');
+    const second = await book.admit(
+      [
+        { subject: key, budget: daily },
+        { subject: onModel, budget: small },
+      ],
+      0.8,
+      'strict',
+    );
     expect(second).toMatchObject({ ok: false, why: 'exhausted', status: { subject: onModel, spent: 0, held: 0.8 } });
     // The key's own budget and the other model's hold nothing of it.
     expect((await book.admit([{ subject: otherModel, budget: small }], 0.8, 'strict')).ok).toBe(true);

@@ -10,9 +10,24 @@ import { describe, expect, it } from 'vitest';
 import { FileStore } from '../../src/store/file-store';
 import type { DebitRequest, KeyRecord } from '../../src/store/store';
 
-const key = (balance: number | null): KeyRecord => ({ id: 'k', sha256: 'a'.repeat(64), group: 'g', balance, disabled: false, expiresAt: null });
+const key = (balance: number | null): KeyRecord => ({
+  id: 'k',
+  sha256: 'a'.repeat(64),
+  group: 'g',
+  balance,
+  disabled: false,
+  expiresAt: null,
+});
 const debit = (requestId: string, outputTokens = 1000): DebitRequest => ({
-  requestId, keyId: 'k', group: 'g', model: 'm', protocol: 'chat', inputTokens: 500, outputTokens, cachedInputTokens: 100, price: { input: 2, output: 8, cachedInput: 1 },
+  requestId,
+  keyId: 'k',
+  group: 'g',
+  model: 'm',
+  protocol: 'chat',
+  inputTokens: 500,
+  outputTokens,
+  cachedInputTokens: 100,
+  price: { input: 2, output: 8, cachedInput: 1 },
 });
 
 describe('FileStore with a meter', () => {
@@ -67,7 +82,10 @@ describe('FileStore with a meter', () => {
     await second;
     // The second write came after the first (it waited for it), so the file holds both debits.
     await first;
-    expect(JSON.parse(readFileSync(path, 'utf8')).usage.map((e: { requestId: string }) => e.requestId)).toEqual(['r1', 'r2']);
+    expect(JSON.parse(readFileSync(path, 'utf8')).usage.map((e: { requestId: string }) => e.requestId)).toEqual([
+      'r1',
+      'r2',
+    ]);
     // A write that fails (the directory is gone) is reported and kept: the next write carries it.
     rmSync(dir, { recursive: true });
     await m.debit(debit('r3'));
@@ -86,7 +104,9 @@ describe('FileStore with a meter', () => {
   ])('refuses to start on a state file that is %s, saying how to fix it', (_what, text) => {
     const path = join(mkdtempSync(join(tmpdir(), 'modelgate-meter-')), 'modelgate.state.json');
     writeFileSync(path, text);
-    expect(() => new FileStore(new Map(), [key(1)], { path })).toThrow(/the meter state file .* is not usable .*delete it to forget what keys spent/);
+    expect(() => new FileStore(new Map(), [key(1)], { path })).toThrow(
+      /the meter state file .* is not usable .*delete it to forget what keys spent/,
+    );
   });
 
   it('reserves while the balance minus open reservations covers the amount, and expires reservations', async () => {
@@ -104,11 +124,15 @@ describe('FileStore with a meter', () => {
     expect(await store.meter!.reserve('d', 'nobody', 1, 60)).toEqual({ ok: false, available: null });
   });
 
-  it('replaces a provisional settlement with the request\'s final one, debiting the difference, once', async () => {
+  it("replaces a provisional settlement with the request's final one, debiting the difference, once", async () => {
     const store = new FileStore(new Map(), [key(1)], { meter: true });
     const m = store.meter!;
     // Settled at its maximum without a report: 0.0089.
-    expect(await m.debit({ ...debit('r1'), estimated: 'no_report', provisional: true })).toMatchObject({ applied: true, cost: 0.0089, balance: 0.9911 });
+    expect(await m.debit({ ...debit('r1'), estimated: 'no_report', provisional: true })).toMatchObject({
+      applied: true,
+      cost: 0.0089,
+      balance: 0.9911,
+    });
     // Another provisional settlement of it changes nothing.
     expect((await m.debit({ ...debit('r1', 5000), estimated: 'no_report', provisional: true })).applied).toBe(false);
     // The report: 100 output tokens, (400 x 2 + 100 + 100 x 8) / 1e6 = 0.0017.
@@ -125,7 +149,13 @@ describe('FileStore with a meter', () => {
     const store = new FileStore(new Map(), [key(1)], { path });
     await store.meter!.debit({ ...debit('r1'), estimated: 'incomplete' });
     expect((await store.meter!.usage({}))[0].estimated).toBe('incomplete');
-    await expect(store.meter!.debit({ ...debit('r2'), outputTokens: 1e308, price: { input: 1e12, output: 1e12, cachedInput: null } })).rejects.toThrow(/finite/);
+    await expect(
+      store.meter!.debit({
+        ...debit('r2'),
+        outputTokens: 1e308,
+        price: { input: 1e12, output: 1e12, cachedInput: null },
+      }),
+    ).rejects.toThrow(/finite/);
     await store.close();
     const state = JSON.parse(readFileSync(path, 'utf8'));
     expect(Number.isFinite(state.spent.k)).toBe(true);
@@ -136,15 +166,23 @@ describe('FileStore with a meter', () => {
 
   it('debits a cost under 1e-12 as 1e-12, never nothing (rounded to the nearest it was 0: a price of 1e-14 a token served free)', async () => {
     const store = new FileStore(new Map(), [key(1e-9)], { meter: true });
-    const tiny = { ...debit('r1'), inputTokens: 3, outputTokens: 2, cachedInputTokens: 0, price: { input: 0.00000001, output: 0.00000001, cachedInput: null } };
+    const tiny = {
+      ...debit('r1'),
+      inputTokens: 3,
+      outputTokens: 2,
+      cachedInputTokens: 0,
+      price: { input: 0.00000001, output: 0.00000001, cachedInput: null },
+    };
     expect(await store.meter!.debit(tiny)).toEqual({ applied: true, cost: 1e-12, balance: 9.99e-10 });
-    // A cost on the grid is not rounded up by its float error: (400 x 2 + 100 x 1 + 1000 x 8) / 1e6 is 0.0089, not 0.008900000001.
+    // A cost on the grid is not rounded up by its float error: (400 x 2 + 100 x 1 + 1000 x 8) / 1e6 is 0.0089, not
+    // 0.008900000001.
     expect((await store.meter!.debit(debit('r2'))).cost).toBe(0.0089);
   });
 
   it('defended: 10,000 debits at list prices add up to the exact decimal total (no float drift)', async () => {
     const store = new FileStore(new Map(), [key(1000)], { meter: true });
-    // gpt-4o-mini: 0.15 input, 0.075 cached, 0.6 output per million; in units of 1e-12 a token costs 150,000, 75,000, 600,000.
+    // gpt-4o-mini: 0.15 input, 0.075 cached, 0.6 output per million; in units of 1e-12 a token costs 150,000, 75,000,
+    // 600,000.
     let exact = 0n;
     let seed = 7;
     const next = (n: number): number => (seed = (seed * 48271) % 2147483647) % n;
@@ -153,7 +191,13 @@ describe('FileStore with a meter', () => {
       const cached = next(input);
       const output = next(2000);
       exact += BigInt(input - cached) * 150_000n + BigInt(cached) * 75_000n + BigInt(output) * 600_000n;
-      await store.meter!.debit({ ...debit(`r${i}`), inputTokens: input, cachedInputTokens: cached, outputTokens: output, price: { input: 0.15, output: 0.6, cachedInput: 0.075 } });
+      await store.meter!.debit({
+        ...debit(`r${i}`),
+        inputTokens: input,
+        cachedInputTokens: cached,
+        outputTokens: output,
+        price: { input: 0.15, output: 0.6, cachedInput: 0.075 },
+      });
     }
     expect(BigInt(Math.round(store.meter!.spent('k') * 1e12))).toBe(exact);
   });
@@ -176,7 +220,22 @@ describe('FileStore with a meter', () => {
   it('keeps the requests in flight across a restart, once', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'modelgate-meter-')), 'modelgate.state.json');
     const first = new FileStore(new Map(), [key(1)], { path });
-    const pending = { requestId: 'r9', keyId: 'k', group: 'g', model: 'm', protocol: 'chat' as const, limited: true, maxInputTokens: 10, maxOutputTokens: 20, maxCost: 0.001, bodyBytes: 10, referencedInput: false, stream: true, since: 1, deadline: 2 };
+    const pending = {
+      requestId: 'r9',
+      keyId: 'k',
+      group: 'g',
+      model: 'm',
+      protocol: 'chat' as const,
+      limited: true,
+      maxInputTokens: 10,
+      maxOutputTokens: 20,
+      maxCost: 0.001,
+      bodyBytes: 10,
+      referencedInput: false,
+      stream: true,
+      since: 1,
+      deadline: 2,
+    };
     first.meter!.checkpointPending!([pending]);
     await first.close();
     const second = new FileStore(new Map(), [key(1)], { path });

@@ -6,12 +6,25 @@ import { describe, expect, it } from 'vitest';
 import { InFlight, type InFlightRequest } from '../../src/meter/in-flight';
 
 const req = (requestId: string, keyId: string, maxCost: number, since = 0, ttl = 1000): InFlightRequest => ({
-  requestId, keyId, group: 'g', model: 'm', protocol: 'chat', limited: true, maxInputTokens: 1, maxOutputTokens: 1, maxCost,
-  bodyBytes: 1, referencedInput: false, stream: false, since, deadline: since + ttl, reserved: false,
+  requestId,
+  keyId,
+  group: 'g',
+  model: 'm',
+  protocol: 'chat',
+  limited: true,
+  maxInputTokens: 1,
+  maxOutputTokens: 1,
+  maxCost,
+  bodyBytes: 1,
+  referencedInput: false,
+  stream: false,
+  since,
+  deadline: since + ttl,
+  reserved: false,
 });
 
 describe('InFlight', () => {
-  it('holds each key\'s requests at their maximum until taken', () => {
+  it("holds each key's requests at their maximum until taken", () => {
     const f = new InFlight();
     f.add(req('a', 'k', 0.5));
     f.add(req('b', 'k', 0.25));

@@ -48,11 +48,16 @@ describe('LeaseBook', () => {
   it('cuts a grant that lands after a lower balance was notified (the lease call and the notification race on different connections)', async () => {
     const store = fakeStore(100);
     let land: () => void = () => {};
-    const slow = { ...store, async lease(replica: string, key: string, want: number, need: number) {
-      const r = await store.lease(replica, key, want, need);
-      await new Promise<void>((resolve) => { land = resolve; });
-      return r;
-    } };
+    const slow = {
+      ...store,
+      async lease(replica: string, key: string, want: number, need: number) {
+        const r = await store.lease(replica, key, want, need);
+        await new Promise<void>((resolve) => {
+          land = resolve;
+        });
+        return r;
+      },
+    };
     const book = new LeaseBook(slow, 'a');
     const first = book.reserve('k', 1, 'sha-k');
     await new Promise((r) => setTimeout(r, 20));
@@ -74,11 +79,17 @@ describe('LeaseBook', () => {
     const store = fakeStore(10);
     let land: () => void = () => {};
     let hold = false;
-    const slow = { ...store, async lease(replica: string, key: string, want: number, need: number) {
-      const r = await store.lease(replica, key, want, need);
-      if (hold) await new Promise<void>((resolve) => { land = resolve; });
-      return r;
-    } };
+    const slow = {
+      ...store,
+      async lease(replica: string, key: string, want: number, need: number) {
+        const r = await store.lease(replica, key, want, need);
+        if (hold)
+          await new Promise<void>((resolve) => {
+            land = resolve;
+          });
+        return r;
+      },
+    };
     const a = new LeaseBook(slow, 'a');
     expect((await a.reserve('k', 4, 'sha-k')).ok).toBe(true);
     // A second request does not fit: a lease call; the store grants 6 of the balance of 10 and its answer is held back.
@@ -86,7 +97,8 @@ describe('LeaseBook', () => {
     const second = a.reserve('k', 2, 'sha-k');
     await new Promise((r) => setTimeout(r, 20));
     hold = false;
-    // Meanwhile the first request's debit commits (4 off the balance and off a's lease in the store: 2 left) and settles here.
+    // Meanwhile the first request's debit commits (4 off the balance and off a's lease in the store: 2 left) and
+    // settles here.
     store.spend('a', 4);
     a.settle('k', 4, 4);
     land();
@@ -133,7 +145,7 @@ describe('LeaseBook', () => {
     expect((await b.reserve('k', 1)).ok).toBe(true);
   });
 
-  it('gives an idle key\'s lease back, and renews one in use', async () => {
+  it("gives an idle key's lease back, and renews one in use", async () => {
     let now = 1000;
     const store = fakeStore(10);
     const book = new LeaseBook(store, 'a', () => now);

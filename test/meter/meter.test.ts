@@ -39,7 +39,10 @@ function harness() {
     store,
     inFlight,
     // As estimate.ts: text it could not read counts one token a byte.
-    estimator: { input: async () => 77, output: async (_p, text, _textBytes, bodyBytes) => (text === undefined ? bodyBytes : 33) },
+    estimator: {
+      input: async () => 77,
+      output: async (_p, text, _textBytes, bodyBytes) => (text === undefined ? bodyBytes : 33),
+    },
     logger: { info() {}, warn() {}, error() {} },
     now: () => now,
     retryDelaysMs: [],
@@ -47,31 +50,76 @@ function harness() {
   meter.onSettled = (s) => settled.push(s);
   const hold = (requestId: string, over: Partial<InFlightRequest> = {}): void => {
     inFlight.add({
-      requestId, keyId: 'k1', group: 'basic', model: 'gpt-4o-mini', protocol: 'chat', limited: true, maxInputTokens: MAX_IN, maxOutputTokens: MAX_OUT,
-      maxCost: 1, bodyBytes: 120, referencedInput: false, stream: false, price: PRICE, reserved: false, since: now, deadline: now + 60_000, ...over,
+      requestId,
+      keyId: 'k1',
+      group: 'basic',
+      model: 'gpt-4o-mini',
+      protocol: 'chat',
+      limited: true,
+      maxInputTokens: MAX_IN,
+      maxOutputTokens: MAX_OUT,
+      maxCost: 1,
+      bodyBytes: 120,
+      referencedInput: false,
+      stream: false,
+      price: PRICE,
+      reserved: false,
+      since: now,
+      deadline: now + 60_000,
+      ...over,
     });
   };
   return { meter, debits, released, settled, hold, inFlight, advance: (ms: number) => (now += ms) };
 }
 
-const JSON_ANSWER = Buffer.from('{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}');
-const JSON_NO_USAGE = Buffer.from('{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}]}');
+const JSON_ANSWER = Buffer.from(
+  '{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}',
+);
+const JSON_NO_USAGE = Buffer.from(
+  '{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}]}',
+);
 
 function report(requestId: string, over: Partial<MeterReport> = {}): MeterReport {
   return {
-    requestId, path: '/v1/chat/completions', authz: { metered: true, keyId: 'k1', group: 'basic', model: 'gpt-4o-mini', style: 'chat' },
-    status: 200, requestBodyBytes: 120, responseBodyBytes: JSON_ANSWER.length, contentType: 'application/json', contentEncoding: '',
-    tail: JSON_ANSWER, ended: true, upstreamSent: true, upstreamAnswered: true, ...over,
+    requestId,
+    path: '/v1/chat/completions',
+    authz: { metered: true, keyId: 'k1', group: 'basic', model: 'gpt-4o-mini', style: 'chat' },
+    status: 200,
+    requestBodyBytes: 120,
+    responseBodyBytes: JSON_ANSWER.length,
+    contentType: 'application/json',
+    contentEncoding: '',
+    tail: JSON_ANSWER,
+    ended: true,
+    upstreamSent: true,
+    upstreamAnswered: true,
+    ...over,
   };
 }
 
 describe('Meter.report', () => {
   it.each([
     ['a complete JSON answer with usage: its usage, exact', {}, { estimated: null, inputTokens: 12, outputTokens: 5 }],
-    ['a complete JSON answer without usage: an estimate (no_usage)', { tail: JSON_NO_USAGE, responseBodyBytes: JSON_NO_USAGE.length }, { estimated: 'no_usage', inputTokens: 77, outputTokens: 33 }],
-    ['a non-streaming answer cut after its headers: its maximum output (incomplete)', { ended: false, tail: undefined, responseBodyBytes: 0 }, { estimated: 'incomplete', inputTokens: 77, outputTokens: MAX_OUT }],
-    ['Envoy\'s 504 after the request went upstream, no answer back: its maximum output (incomplete)', { status: 504, upstreamAnswered: false, tail: undefined, responseBodyBytes: 0 }, { estimated: 'incomplete', inputTokens: 77, outputTokens: MAX_OUT }],
-    ['an answer in an encoding the meter cannot read: one token a byte, within the maximum (undecodable)', { contentEncoding: 'x-unknown', responseBodyBytes: 5000 }, { estimated: 'undecodable', inputTokens: 77, outputTokens: MAX_OUT }],
+    [
+      'a complete JSON answer without usage: an estimate (no_usage)',
+      { tail: JSON_NO_USAGE, responseBodyBytes: JSON_NO_USAGE.length },
+      { estimated: 'no_usage', inputTokens: 77, outputTokens: 33 },
+    ],
+    [
+      'a non-streaming answer cut after its headers: its maximum output (incomplete)',
+      { ended: false, tail: undefined, responseBodyBytes: 0 },
+      { estimated: 'incomplete', inputTokens: 77, outputTokens: MAX_OUT },
+    ],
+    [
+      "Envoy's 504 after the request went upstream, no answer back: its maximum output (incomplete)",
+      { status: 504, upstreamAnswered: false, tail: undefined, responseBodyBytes: 0 },
+      { estimated: 'incomplete', inputTokens: 77, outputTokens: MAX_OUT },
+    ],
+    [
+      'an answer in an encoding the meter cannot read: one token a byte, within the maximum (undecodable)',
+      { contentEncoding: 'x-unknown', responseBodyBytes: 5000 },
+      { estimated: 'undecodable', inputTokens: 77, outputTokens: MAX_OUT },
+    ],
   ] as const)('%s', async (_name, over, want) => {
     const h = harness();
     h.hold('r1');
@@ -83,7 +131,7 @@ describe('Meter.report', () => {
     expect(h.inFlight.size).toBe(0);
   });
 
-  it('releases the provider\'s own error: no debit, nothing left in flight', async () => {
+  it("releases the provider's own error: no debit, nothing left in flight", async () => {
     const h = harness();
     h.hold('r1');
     h.meter.report(report('r1', { status: 429 }));
@@ -102,16 +150,33 @@ describe('Meter.report', () => {
     h.advance(60_001);
     h.meter.expire();
     await h.meter.idle();
-    expect(h.debits).toMatchObject([{ requestId: 'r1', inputTokens: MAX_IN, outputTokens: MAX_OUT, estimated: 'no_report', provisional: true }]);
+    expect(h.debits).toMatchObject([
+      { requestId: 'r1', inputTokens: MAX_IN, outputTokens: MAX_OUT, estimated: 'no_report', provisional: true },
+    ]);
   });
 
-  it('bounds a report that finds no entry by the Check\'s metadata, at the price it was admitted at', async () => {
+  it("bounds a report that finds no entry by the Check's metadata, at the price it was admitted at", async () => {
     const h = harness();
-    h.meter.report(report('late', {
-      ended: false, tail: undefined, responseBodyBytes: 0,
-      authz: { metered: true, keyId: 'k1', group: 'basic', model: 'gpt-4o-mini', style: 'chat', maxInput: 50, maxOutput: 64, price: JSON.stringify(PRICE) },
-    }));
+    h.meter.report(
+      report('late', {
+        ended: false,
+        tail: undefined,
+        responseBodyBytes: 0,
+        authz: {
+          metered: true,
+          keyId: 'k1',
+          group: 'basic',
+          model: 'gpt-4o-mini',
+          style: 'chat',
+          maxInput: 50,
+          maxOutput: 64,
+          price: JSON.stringify(PRICE),
+        },
+      }),
+    );
     await h.meter.idle();
-    expect(h.debits).toMatchObject([{ requestId: 'late', estimated: 'incomplete', inputTokens: 50, outputTokens: 64, price: PRICE }]);
+    expect(h.debits).toMatchObject([
+      { requestId: 'late', estimated: 'incomplete', inputTokens: 50, outputTokens: 64, price: PRICE },
+    ]);
   });
 });

@@ -14,8 +14,12 @@ const DIR = join(__dirname, '..', '..', 'deploy', 'prometheus');
 const RULES = join(DIR, 'modelgate-rules.yaml');
 const TESTS = join(DIR, 'modelgate-rules.test.yaml');
 
-interface RuleFile { groups: Array<{ rules: Array<{ alert?: string; record?: string; annotations?: Record<string, string> }> }> }
-const alerts = (parse(readFileSync(RULES, 'utf8')) as RuleFile).groups.flatMap((g) => g.rules).filter((r) => r.alert !== undefined);
+interface RuleFile {
+  groups: Array<{ rules: Array<{ alert?: string; record?: string; annotations?: Record<string, string> }> }>;
+}
+const alerts = (parse(readFileSync(RULES, 'utf8')) as RuleFile).groups
+  .flatMap((g) => g.rules)
+  .filter((r) => r.alert !== undefined);
 
 describePromtool('the alert rules (promtool)', () => {
   it('passes promtool check rules', () => {
@@ -31,11 +35,21 @@ describePromtool('the alert rules (promtool)', () => {
   }, 120_000);
 
   it('has a unit test that fires each alert and one that keeps it quiet', () => {
-    const tests = (parse(readFileSync(TESTS, 'utf8')) as { tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }> }).tests;
+    const tests = (
+      parse(readFileSync(TESTS, 'utf8')) as {
+        tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }>;
+      }
+    ).tests;
     const cases = tests.flatMap((t) => t.alert_rule_test);
     for (const name of new Set(alerts.map((a) => a.alert!))) {
-      expect(cases.some((c) => c.alertname === name && c.exp_alerts.length > 0), `${name} fires in a test`).toBe(true);
-      expect(cases.some((c) => c.alertname === name && c.exp_alerts.length === 0), `${name} stays quiet in a test`).toBe(true);
+      expect(
+        cases.some((c) => c.alertname === name && c.exp_alerts.length > 0),
+        `${name} fires in a test`,
+      ).toBe(true);
+      expect(
+        cases.some((c) => c.alertname === name && c.exp_alerts.length === 0),
+        `${name} stays quiet in a test`,
+      ).toBe(true);
     }
   });
 });

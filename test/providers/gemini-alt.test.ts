@@ -4,7 +4,18 @@ import { unreadableAlt } from '../../src/providers/gemini-generative';
 
 describe('unreadableAlt', () => {
   it('accepts json and sse, with or without enum-encoding=int, as alt or $alt, encoded or not', () => {
-    for (const q of ['', 'alt=sse', 'alt=json', 'ALT=SSE', '$alt=json;enum-encoding=int', '%24alt=json%3Benum-encoding%3Dint', '$alt=sse;enum-encoding=int', 'alt=sse&$alt=json;enum-encoding=int', 'fields=candidates', 'key=&alt=sse']) {
+    for (const q of [
+      '',
+      'alt=sse',
+      'alt=json',
+      'ALT=SSE',
+      '$alt=json;enum-encoding=int',
+      '%24alt=json%3Benum-encoding%3Dint',
+      '$alt=sse;enum-encoding=int',
+      'alt=sse&$alt=json;enum-encoding=int',
+      'fields=candidates',
+      'key=&alt=sse',
+    ]) {
       expect(unreadableAlt(q), q).toBeUndefined();
     }
   });

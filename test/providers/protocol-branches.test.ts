@@ -3,7 +3,8 @@
  * one interface"): outside that folder no code branches on a protocol's name. Counted as
  * `=== 'chat'`, `'chat' !==`, `case 'chat':` for the five protocol names, the same count as
  *
- *   grep -rnE --include='*.ts' "((===|!==)[[:space:]]*$P|$P[[:space:]]*(===|!==)|case[[:space:]]+$P)" src | grep -v '^src/providers/'
+ *   grep -rnE --include='*.ts' "((===|!==)[[:space:]]*$P|$P[[:space:]]*(===|!==)|case[[:space:]]+$P)" src | grep -v
+ * '^src/providers/'
  *
  * with P="'(chat|responses|embeddings|messages|generative)'". The allowlist names each match that
  * remains and why; a new branch fails here and belongs in a protocol module.
@@ -48,7 +49,8 @@ function branchesOutsideProviders(): Map<string, number> {
 
 describe('protocol-name branches outside src/providers/', () => {
   it('counts each spelling of a branch it looks for, and no mere mention', () => {
-    const sample = "if (p === 'chat') x; if ('messages' !== p) y; switch (p) { case 'generative': }\nconst kinds = ['chat', 'embeddings'];";
+    const sample =
+      "if (p === 'chat') x; if ('messages' !== p) y; switch (p) { case 'generative': }\nconst kinds = ['chat', 'embeddings'];";
     expect(sample.match(BRANCH)).toHaveLength(3);
   });
 

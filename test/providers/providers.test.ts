@@ -39,7 +39,13 @@ describe('PROVIDERS', () => {
   });
 
   it('derives a table by protocol from the modules', () => {
-    expect(byProtocol((m) => m.family)).toEqual({ chat: 'openai', responses: 'openai', embeddings: 'openai', messages: 'anthropic', generative: 'gemini' });
+    expect(byProtocol((m) => m.family)).toEqual({
+      chat: 'openai',
+      responses: 'openai',
+      embeddings: 'openai',
+      messages: 'anthropic',
+      generative: 'gemini',
+    });
   });
 });
 
@@ -56,6 +62,7 @@ describe('shape rules that read the path', () => {
 
   it('holds every embeddings request as one and no other protocol path', () => {
     expect(PROVIDERS.embeddings.shape.embeds('/v1/embeddings')).toBe(true);
-    for (const p of ['chat', 'responses', 'messages'] as const) expect(PROVIDERS[p].shape.embeds(PROVIDERS[p].endpoints[0].path)).toBe(false);
+    for (const p of ['chat', 'responses', 'messages'] as const)
+      expect(PROVIDERS[p].shape.embeds(PROVIDERS[p].endpoints[0].path)).toBe(false);
   });
 });

@@ -4,7 +4,12 @@ import { sseData, sseEvents } from '../../src/providers/sse';
 
 describe('sseEvents', () => {
   it('splits at a blank line whatever the line ends (LF, CRLF, CR)', () => {
-    expect(sseEvents('data: a\n\ndata: b\r\n\r\ndata: c\r\rdata: d')).toEqual(['data: a', 'data: b', 'data: c', 'data: d']);
+    expect(sseEvents('data: a\n\ndata: b\r\n\r\ndata: c\r\rdata: d')).toEqual([
+      'data: a',
+      'data: b',
+      'data: c',
+      'data: d',
+    ]);
   });
 
   it('leaves a last piece that did not end with a blank line (an event cut short)', () => {

@@ -18,10 +18,16 @@ const SECRET = 'whsec-test-0123456789';
 const key: BudgetSubject = { kind: 'key', name: 'team-a' };
 const budget: Budget = { amount: 100, period: 'day', timeZone: 'Europe/Berlin' };
 
-interface Received { id: string; event: BudgetAlertEvent; verified: boolean }
+interface Received {
+  id: string;
+  event: BudgetAlertEvent;
+  verified: boolean;
+}
 
 /** A receiver that verifies each delivery's signature, and fails the first `failFirst` attempts. */
-async function receiver(failFirst = 0): Promise<{ url: string; got: Received[]; attempts: number; close(): Promise<void> }> {
+async function receiver(
+  failFirst = 0,
+): Promise<{ url: string; got: Received[]; attempts: number; close(): Promise<void> }> {
   const state = { got: [] as Received[], attempts: 0 };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -33,15 +39,23 @@ async function receiver(failFirst = 0): Promise<{ url: string; got: Received[]; 
       const expected = m ? createHmac('sha256', SECRET).update(`${m[1]}.${body}`).digest() : Buffer.alloc(32);
       const verified = m !== null && timingSafeEqual(expected, Buffer.from(m[2], 'hex'));
       if (state.attempts <= failFirst) return void res.writeHead(503).end();
-      state.got.push({ id: String(req.headers[EVENT_ID_HEADER]), event: JSON.parse(body) as BudgetAlertEvent, verified });
+      state.got.push({
+        id: String(req.headers[EVENT_ID_HEADER]),
+        event: JSON.parse(body) as BudgetAlertEvent,
+        verified,
+      });
       res.writeHead(verified ? 204 : 401).end();
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/budget`,
-    get got() { return state.got; },
-    get attempts() { return state.attempts; },
+    get got() {
+      return state.got;
+    },
+    get attempts() {
+      return state.attempts;
+    },
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }
@@ -67,9 +81,18 @@ describe('budget alerts by webhook', () => {
     close = r.close;
     let now = Date.parse('2026-10-25T10:00:00Z'); // Berlin's 25-hour day
     const hook = new BudgetWebhook({ url: r.url, secret: SECRET, now: () => now, log: () => {} });
-    const alerts = new BudgetAlerts((e) => hook.send(e), undefined, () => now);
-    const book = new BudgetBook({ load: async () => 0, now: () => now, onSpent: (s, b, w, before, after) => alerts.spent(s, b, w, before, after) });
-    for (const cost of [30, 30, 5, 20, 10, 10]) { // 30, 60, 65, 85, 95, 105
+    const alerts = new BudgetAlerts(
+      (e) => hook.send(e),
+      undefined,
+      () => now,
+    );
+    const book = new BudgetBook({
+      load: async () => 0,
+      now: () => now,
+      onSpent: (s, b, w, before, after) => alerts.spent(s, b, w, before, after),
+    });
+    for (const cost of [30, 30, 5, 20, 10, 10]) {
+      // 30, 60, 65, 85, 95, 105
       const v = await book.admit([{ subject: key, budget }], 1, 'soft');
       expect(v.ok).toBe(true);
       if (v.ok) book.settle(v.hold, cost, now);
@@ -79,7 +102,13 @@ describe('budget alerts by webhook', () => {
     expect(r.got.every((g) => g.verified)).toBe(true);
     expect(new Set(r.got.map((g) => g.id)).size).toBe(4);
     expect(r.got.every((g) => g.id === g.event.id)).toBe(true);
-    expect(r.got[0].event).toMatchObject({ type: 'budget.threshold', subject: key, spent: 60, windowStart: '2026-10-24T22:00:00.000Z', resetsAt: '2026-10-25T23:00:00.000Z' });
+    expect(r.got[0].event).toMatchObject({
+      type: 'budget.threshold',
+      subject: key,
+      spent: 60,
+      windowStart: '2026-10-24T22:00:00.000Z',
+      resetsAt: '2026-10-25T23:00:00.000Z',
+    });
     expect(hook.status(r.got[0].id)).toBe('delivered');
 
     // The next day: a new window, the thresholds fire again with other ids.
@@ -97,7 +126,14 @@ describe('budget alerts by webhook', () => {
     close = r.close;
     const delays: number[] = [];
     const logged: { attempt: number; delivered: boolean; status?: number }[] = [];
-    const hook = new BudgetWebhook({ url: r.url, secret: SECRET, delay: async (ms) => { delays.push(ms); }, log: (o) => logged.push(o) });
+    const hook = new BudgetWebhook({
+      url: r.url,
+      secret: SECRET,
+      delay: async (ms) => {
+        delays.push(ms);
+      },
+      log: (o) => logged.push(o),
+    });
     const alerts = new BudgetAlerts((e) => hook.send(e));
     alerts.spent(key, budget, { start: 0, resetsAt: 86_400_000 }, 0, 80);
     await hook.idle();
@@ -118,7 +154,13 @@ describe('budget alerts by webhook', () => {
     expect(r.got).toHaveLength(0);
     expect(hook.status(alertId(key, { start: 0, resetsAt: 86_400_000 }, 100))).toBe('failed');
     const wrong = await receiver();
-    const other = new BudgetWebhook({ url: wrong.url, secret: 'another-secret', attempts: 1, delay: async () => {}, log: () => {} });
+    const other = new BudgetWebhook({
+      url: wrong.url,
+      secret: 'another-secret',
+      attempts: 1,
+      delay: async () => {},
+      log: () => {},
+    });
     new BudgetAlerts((e) => other.send(e), [100]).spent(key, budget, { start: 0, resetsAt: 86_400_000 }, 0, 100);
     await other.idle();
     expect(wrong.got.map((g) => g.verified)).toEqual([false]);
@@ -129,24 +171,49 @@ describe('budget alerts by webhook', () => {
     const r = await receiver(2);
     close = r.close;
     const states: WebhookDelivery[] = [];
-    const hook = new BudgetWebhook({ url: r.url, secret: SECRET, delay: async () => {}, log: () => {}, record: (d) => states.push(d) });
+    const hook = new BudgetWebhook({
+      url: r.url,
+      secret: SECRET,
+      delay: async () => {},
+      log: () => {},
+      record: (d) => states.push(d),
+    });
     const model: BudgetSubject = { kind: 'model', name: 'team-a', model: 'gpt-4o' };
     new BudgetAlerts((e) => hook.send(e), [100]).spent(model, budget, { start: 0, resetsAt: 86_400_000 }, 0, 100);
     await hook.idle();
     expect(states.map((d) => [d.status, d.attempts, d.lastStatus, d.lastError])).toEqual([
-      ['pending', 0, null, null], ['pending', 1, 503, 'http_503'], ['pending', 2, 503, 'http_503'], ['delivered', 3, 204, null],
+      ['pending', 0, null, null],
+      ['pending', 1, 503, 'http_503'],
+      ['pending', 2, 503, 'http_503'],
+      ['delivered', 3, 204, null],
     ]);
-    expect(states[3]).toMatchObject({ eventId: alertId(model, { start: 0, resetsAt: 86_400_000 }, 100), subject: 'model:team-a:gpt-4o', threshold: 100, type: 'budget.threshold' });
+    expect(states[3]).toMatchObject({
+      eventId: alertId(model, { start: 0, resetsAt: 86_400_000 }, 100),
+      subject: 'model:team-a:gpt-4o',
+      threshold: 100,
+      type: 'budget.threshold',
+    });
 
     // A URL holding a secret (as many webhook URLs do) on a port nobody listens on any more.
     const gone = await receiver();
     await gone.close();
     const secretUrl = `${gone.url}/T0KEN-IN-THE-PATH`;
     const down: WebhookDelivery[] = [];
-    const lost = new BudgetWebhook({ url: secretUrl, secret: SECRET, attempts: 2, delay: async () => {}, log: () => {}, record: (d) => down.push(d) });
+    const lost = new BudgetWebhook({
+      url: secretUrl,
+      secret: SECRET,
+      attempts: 2,
+      delay: async () => {},
+      log: () => {},
+      record: (d) => down.push(d),
+    });
     new BudgetAlerts((e) => lost.send(e), [100]).spent(key, budget, { start: 0, resetsAt: 86_400_000 }, 0, 100);
     await lost.idle();
-    expect(down.map((d) => [d.status, d.attempts, d.lastError])).toEqual([['pending', 0, null], ['pending', 1, 'ECONNREFUSED'], ['failed', 2, 'ECONNREFUSED']]);
+    expect(down.map((d) => [d.status, d.attempts, d.lastError])).toEqual([
+      ['pending', 0, null],
+      ['pending', 1, 'ECONNREFUSED'],
+      ['failed', 2, 'ECONNREFUSED'],
+    ]);
     expect(JSON.stringify(down)).not.toContain('T0KEN');
   });
 });

@@ -7,26 +7,40 @@ import { DEMO_KEYS } from '../support/demo-keys';
 import { startHarness, type Harness } from '../support/service-harness';
 
 let h: Harness;
-beforeAll(async () => { h = await startHarness(); });
-afterAll(async () => { await h?.close(); });
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
 
 async function get(path: string, headers: Record<string, string>) {
   const res = await fetch(`http://${h.service.httpAddress}${path}`, { headers });
   return { status: res.status, headers: res.headers, body: (await res.json()) as any };
 }
 
-test('lists the group\'s available chat-side models in the OpenAI shape on /v1/models', async () => {
+test("lists the group's available chat-side models in the OpenAI shape on /v1/models", async () => {
   const r = await get('/v1/models', { authorization: `Bearer ${DEMO_KEYS.alice}` });
   expect(r.status).toBe(200);
   expect(r.body.object).toBe('list');
-  expect(r.body.data.map((m: any) => m.id).sort()).toEqual(['gpt-4o-mini', 'gpt-5.5', 'gpt-6.1-sol', 'gpt-6.2-sol', 'text-embedding-3-small']);
+  expect(r.body.data.map((m: any) => m.id).sort()).toEqual([
+    'gpt-4o-mini',
+    'gpt-5.5',
+    'gpt-6.1-sol',
+    'gpt-6.2-sol',
+    'text-embedding-3-small',
+  ]);
   for (const m of r.body.data) expect(m).toMatchObject({ object: 'model', owned_by: 'modelgate' });
 });
 
 test('uses the Anthropic shape when the request carries anthropic-version', async () => {
   const r = await get('/v1/models', { 'x-api-key': DEMO_KEYS.alice, 'anthropic-version': '2023-06-01' });
   expect(r.status).toBe(200);
-  expect(r.body.data.map((m: any) => m.id).sort()).toEqual(['claude-3-5-haiku-latest', 'claude-opus-5-5', 'gpt-4o-mini']);
+  expect(r.body.data.map((m: any) => m.id).sort()).toEqual([
+    'claude-3-5-haiku-latest',
+    'claude-opus-5-5',
+    'gpt-4o-mini',
+  ]);
   expect(r.body.data[0]).toMatchObject({ type: 'model' });
   expect(r.body).toMatchObject({ has_more: false });
   expect(r.body.first_id).toBe(r.body.data[0].id);
@@ -36,11 +50,17 @@ test('lists generative models in the Gemini shape on /v1beta/models, hiding unav
   const r = await get('/v1beta/models', { 'x-goog-api-key': DEMO_KEYS.alice });
   expect(r.status).toBe(200);
   const names = r.body.models.map((m: any) => m.name).sort();
-  expect(names).toEqual(['models/gemini-2.5-flash', 'models/gemini-3.1-pro-preview', 'models/gemini-3.5-flash-lite', 'models/gemini-3.8-flash', 'models/gpt-4o-mini']);
+  expect(names).toEqual([
+    'models/gemini-2.5-flash',
+    'models/gemini-3.1-pro-preview',
+    'models/gemini-3.5-flash-lite',
+    'models/gemini-3.8-flash',
+    'models/gpt-4o-mini',
+  ]);
   expect(names).not.toContain('models/gemini-2.0-flash');
 });
 
-test('serves the alternate prefix and another group\'s models for another key', async () => {
+test("serves the alternate prefix and another group's models for another key", async () => {
   const r = await get('/alt/v1/models', { authorization: `Bearer ${DEMO_KEYS.bob}` });
   expect(r.status).toBe(200);
   expect(r.body.data.map((m: any) => m.id)).toEqual(expect.arrayContaining(['gpt-4o', 'o3', 'text-embedding-3-large']));
@@ -74,7 +94,12 @@ test('denies a disabled key with the same reason and hint as the Check path', as
 test('serves /healthz, /readyz and Prometheus /metrics with decision counts', async () => {
   expect((await fetch(`http://${h.service.httpAddress}/healthz`)).status).toBe(200);
   expect((await fetch(`http://${h.service.httpAddress}/readyz`)).status).toBe(200);
-  await h.check({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]], body: '{"model":"gpt-4o-mini"}' });
+  await h.check({
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]],
+    body: '{"model":"gpt-4o-mini"}',
+  });
   const text = await (await fetch(`http://${h.service.httpAddress}/metrics`)).text();
   expect(text).toMatch(/modelgate_decisions_total\{status="200",reason="allowed"\} [1-9]/);
   expect(text).toContain('modelgate_check_duration_seconds_bucket');

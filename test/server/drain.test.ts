@@ -19,7 +19,9 @@ test('a drain answers the check in flight and turns health NOT_SERVING first', a
   const h = await startHarness({ configPath: tempConfig(), store });
   const address = h.service.grpcAddress;
 
-  const pkg = grpc.loadPackageDefinition(loadSync(require.resolve('grpc-health-check/proto/health/v1/health.proto'), { enums: String })) as any;
+  const pkg = grpc.loadPackageDefinition(
+    loadSync(require.resolve('grpc-health-check/proto/health/v1/health.proto'), { enums: String }),
+  ) as any;
   const health = new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure());
   const statuses: string[] = [];
   const watch = health.Watch({ service: 'envoy.service.auth.v3.Authorization' });
@@ -31,7 +33,15 @@ test('a drain answers the check in flight and turns health NOT_SERVING first', a
   store.gate = new Promise<void>((r) => (release = r));
   const client = new (authorizationClient())(address, grpc.credentials.createInsecure());
   const inflight = new Promise<number>((resolve, reject) =>
-    client.Check(buildCheckRequest({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]], body: '{"model":"gpt-4o-mini"}' }), (err, res) => (err ? reject(err) : resolve(res!.status?.code ?? 0))),
+    client.Check(
+      buildCheckRequest({
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: [['authorization', `Bearer ${DEMO_KEYS.alice}`]],
+        body: '{"model":"gpt-4o-mini"}',
+      }),
+      (err, res) => (err ? reject(err) : resolve(res!.status?.code ?? 0)),
+    ),
   );
   await vi.waitFor(() => expect(store.keyLookups).toBe(1));
 

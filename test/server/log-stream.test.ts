@@ -70,7 +70,12 @@ describe('BatchedLogStream', () => {
     const file = tempFile();
     const dropped: number[] = [];
     // One line per chunk; the file is not open yet (that needs the event loop), so the writer holds them all.
-    const s = new BatchedLogStream(file, { maxBytes: 100, onDrop: (n) => dropped.push(n), flushMs: 60_000, chunkBytes: 40 });
+    const s = new BatchedLogStream(file, {
+      maxBytes: 100,
+      onDrop: (n) => dropped.push(n),
+      flushMs: 60_000,
+      chunkBytes: 40,
+    });
     const line = `${'d'.repeat(39)}\n`;
     for (let i = 0; i < 3; i++) s.write(line);
     expect(dropped).toEqual([40]);

@@ -14,7 +14,12 @@ import { DEMO_CONFIG, reasonOf, startHarness, tempConfig, type Harness } from '.
 let h: Harness;
 let store: FakeStore;
 let now = Date.parse('2026-06-01T00:00:00Z');
-const chat = (key: string) => ({ method: 'POST', path: '/v1/chat/completions', headers: [['authorization', `Bearer ${key}`]] as [string, string][], body: '{"model":"gpt-4o-mini"}' });
+const chat = (key: string) => ({
+  method: 'POST',
+  path: '/v1/chat/completions',
+  headers: [['authorization', `Bearer ${key}`]] as [string, string][],
+  body: '{"model":"gpt-4o-mini"}',
+});
 
 beforeAll(async () => {
   // ttl 5 s, stale window 300 s (the demo's cache settings).
@@ -22,7 +27,9 @@ beforeAll(async () => {
   store = new FakeStore(new Map(config.keys.map((k) => [k.sha256, k])), new Map(config.groups));
   h = await startHarness({ configPath: tempConfig(), store, now: () => now });
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 test('keeps answering a recently seen key from cache while the store is down, within the stale window', async () => {
   store.mode = 'ok';
@@ -78,7 +85,13 @@ test('/readyz stays ready while the store is down (the cache answers), and /heal
   expect(down.status).toBe(200);
   expect(await down.text()).toMatch(/^ready \(the store cannot answer/);
   expect((await fetch(`http://${h.service.httpAddress}/healthz/store`)).status).toBe(503);
-  await vi.waitFor(async () => expect(await (await fetch(`http://${h.service.httpAddress}/metrics`)).text()).toMatch(/^modelgate_store_ready 0$/m), { timeout: 5000, interval: 100 });
+  await vi.waitFor(
+    async () =>
+      expect(await (await fetch(`http://${h.service.httpAddress}/metrics`)).text()).toMatch(
+        /^modelgate_store_ready 0$/m,
+      ),
+    { timeout: 5000, interval: 100 },
+  );
   store.mode = 'ok';
   const up = await fetch(`http://${h.service.httpAddress}/readyz`);
   expect(up.status).toBe(200);

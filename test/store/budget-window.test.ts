@@ -17,26 +17,53 @@ const HOUR = 3_600_000;
 
 describe('budgetWindow', () => {
   it('gives the UTC day, ISO week and calendar month across a month end', () => {
-    expect(windowIso('day', 'UTC', '2026-01-31T23:59:59.999Z')).toEqual(['2026-01-31T00:00:00.000Z', '2026-02-01T00:00:00.000Z']);
-    expect(windowIso('day', 'UTC', '2026-02-01T00:00:00.000Z')).toEqual(['2026-02-01T00:00:00.000Z', '2026-02-02T00:00:00.000Z']);
-    expect(windowIso('month', 'UTC', '2026-01-31T23:59:59.999Z')).toEqual(['2026-01-01T00:00:00.000Z', '2026-02-01T00:00:00.000Z']);
-    expect(windowIso('month', 'UTC', '2026-02-14T12:00:00Z')).toEqual(['2026-02-01T00:00:00.000Z', '2026-03-01T00:00:00.000Z']);
-    expect(windowIso('month', 'UTC', '2026-12-31T12:00:00Z')).toEqual(['2026-12-01T00:00:00.000Z', '2027-01-01T00:00:00.000Z']);
+    expect(windowIso('day', 'UTC', '2026-01-31T23:59:59.999Z')).toEqual([
+      '2026-01-31T00:00:00.000Z',
+      '2026-02-01T00:00:00.000Z',
+    ]);
+    expect(windowIso('day', 'UTC', '2026-02-01T00:00:00.000Z')).toEqual([
+      '2026-02-01T00:00:00.000Z',
+      '2026-02-02T00:00:00.000Z',
+    ]);
+    expect(windowIso('month', 'UTC', '2026-01-31T23:59:59.999Z')).toEqual([
+      '2026-01-01T00:00:00.000Z',
+      '2026-02-01T00:00:00.000Z',
+    ]);
+    expect(windowIso('month', 'UTC', '2026-02-14T12:00:00Z')).toEqual([
+      '2026-02-01T00:00:00.000Z',
+      '2026-03-01T00:00:00.000Z',
+    ]);
+    expect(windowIso('month', 'UTC', '2026-12-31T12:00:00Z')).toEqual([
+      '2026-12-01T00:00:00.000Z',
+      '2027-01-01T00:00:00.000Z',
+    ]);
     // 2026-01-29 is a Thursday: its ISO week runs Monday 26 January to Monday 2 February.
-    expect(windowIso('week', 'UTC', '2026-01-29T08:00:00Z')).toEqual(['2026-01-26T00:00:00.000Z', '2026-02-02T00:00:00.000Z']);
+    expect(windowIso('week', 'UTC', '2026-01-29T08:00:00Z')).toEqual([
+      '2026-01-26T00:00:00.000Z',
+      '2026-02-02T00:00:00.000Z',
+    ]);
     // A Sunday late at night still belongs to the week that began on the Monday before it.
-    expect(windowIso('week', 'UTC', '2026-02-01T23:30:00Z')).toEqual(['2026-01-26T00:00:00.000Z', '2026-02-02T00:00:00.000Z']);
+    expect(windowIso('week', 'UTC', '2026-02-01T23:30:00Z')).toEqual([
+      '2026-01-26T00:00:00.000Z',
+      '2026-02-02T00:00:00.000Z',
+    ]);
   });
 
   it('counts a leap day: February 2028 has 29 days', () => {
-    expect(windowIso('day', 'UTC', '2028-02-29T10:00:00Z')).toEqual(['2028-02-29T00:00:00.000Z', '2028-03-01T00:00:00.000Z']);
+    expect(windowIso('day', 'UTC', '2028-02-29T10:00:00Z')).toEqual([
+      '2028-02-29T00:00:00.000Z',
+      '2028-03-01T00:00:00.000Z',
+    ]);
     const feb = budgetWindow('month', 'UTC', at('2028-02-29T10:00:00Z'));
     expect([iso(feb.start), iso(feb.resetsAt)]).toEqual(['2028-02-01T00:00:00.000Z', '2028-03-01T00:00:00.000Z']);
     expect((feb.resetsAt - feb.start) / (24 * HOUR)).toBe(29);
     const feb2027 = budgetWindow('month', 'UTC', at('2027-02-10T00:00:00Z'));
     expect((feb2027.resetsAt - feb2027.start) / (24 * HOUR)).toBe(28);
     // Tokyo (UTC+9): the leap day begins at 15:00 UTC on the 28th.
-    expect(windowIso('day', 'Asia/Tokyo', '2028-02-28T15:00:00Z')).toEqual(['2028-02-28T15:00:00.000Z', '2028-02-29T15:00:00.000Z']);
+    expect(windowIso('day', 'Asia/Tokyo', '2028-02-28T15:00:00Z')).toEqual([
+      '2028-02-28T15:00:00.000Z',
+      '2028-02-29T15:00:00.000Z',
+    ]);
   });
 
   it('makes a New York day 23 hours long when clocks go forward and 25 when they go back', () => {
@@ -55,15 +82,27 @@ describe('budgetWindow', () => {
   });
 
   it('follows Berlin across its changes on 2026-03-29 and 2026-10-25', () => {
-    expect(windowIso('day', 'Europe/Berlin', '2026-03-29T10:00:00Z')).toEqual(['2026-03-28T23:00:00.000Z', '2026-03-29T22:00:00.000Z']);
-    expect(windowIso('day', 'Europe/Berlin', '2026-10-25T10:00:00Z')).toEqual(['2026-10-24T22:00:00.000Z', '2026-10-25T23:00:00.000Z']);
+    expect(windowIso('day', 'Europe/Berlin', '2026-03-29T10:00:00Z')).toEqual([
+      '2026-03-28T23:00:00.000Z',
+      '2026-03-29T22:00:00.000Z',
+    ]);
+    expect(windowIso('day', 'Europe/Berlin', '2026-10-25T10:00:00Z')).toEqual([
+      '2026-10-24T22:00:00.000Z',
+      '2026-10-25T23:00:00.000Z',
+    ]);
     // The ISO week holding the spring change: 168 hours less one.
     const week = budgetWindow('week', 'Europe/Berlin', at('2026-03-26T12:00:00Z'));
     expect([iso(week.start), iso(week.resetsAt)]).toEqual(['2026-03-22T23:00:00.000Z', '2026-03-29T22:00:00.000Z']);
     expect(week.resetsAt - week.start).toBe(167 * HOUR);
     // Just before midnight local time on the last day of a month is still that month.
-    expect(windowIso('month', 'Europe/Berlin', '2026-01-31T22:59:59.999Z')).toEqual(['2025-12-31T23:00:00.000Z', '2026-01-31T23:00:00.000Z']);
-    expect(windowIso('month', 'Europe/Berlin', '2026-01-31T23:00:00.000Z')).toEqual(['2026-01-31T23:00:00.000Z', '2026-02-28T23:00:00.000Z']);
+    expect(windowIso('month', 'Europe/Berlin', '2026-01-31T22:59:59.999Z')).toEqual([
+      '2025-12-31T23:00:00.000Z',
+      '2026-01-31T23:00:00.000Z',
+    ]);
+    expect(windowIso('month', 'Europe/Berlin', '2026-01-31T23:00:00.000Z')).toEqual([
+      '2026-01-31T23:00:00.000Z',
+      '2026-02-28T23:00:00.000Z',
+    ]);
   });
 
   it('handles a half-hour change (Lord Howe Island) and a zone whose midnight is skipped (Santiago)', () => {
@@ -86,7 +125,17 @@ describe('budgetWindow', () => {
 });
 
 describe('budgetWindow properties', () => {
-  const zones = ['UTC', 'America/New_York', 'Europe/Berlin', 'Australia/Lord_Howe', 'Asia/Kolkata', 'Pacific/Chatham', 'America/Santiago', 'Pacific/Kiritimati', 'Pacific/Pago_Pago'];
+  const zones = [
+    'UTC',
+    'America/New_York',
+    'Europe/Berlin',
+    'Australia/Lord_Howe',
+    'Asia/Kolkata',
+    'Pacific/Chatham',
+    'America/Santiago',
+    'Pacific/Kiritimati',
+    'Pacific/Pago_Pago',
+  ];
   const instant = fc.integer({ min: at('2020-01-01T00:00:00Z'), max: at('2040-01-01T00:00:00Z') });
   const period = fc.constantFrom<BudgetPeriod>('day', 'week', 'month');
   const zone = fc.constantFrom(...zones);
@@ -98,7 +147,8 @@ describe('budgetWindow properties', () => {
         expect(w.start).toBeLessThanOrEqual(t);
         expect(w.resetsAt).toBeGreaterThan(t);
         const days = (w.resetsAt - w.start) / (24 * HOUR);
-        const [lo, hi] = p === 'day' ? [22 / 24, 26 / 24] : p === 'week' ? [7 - 2 / 24, 7 + 2 / 24] : [28 - 2 / 24, 31 + 2 / 24];
+        const [lo, hi] =
+          p === 'day' ? [22 / 24, 26 / 24] : p === 'week' ? [7 - 2 / 24, 7 + 2 / 24] : [28 - 2 / 24, 31 + 2 / 24];
         expect(days).toBeGreaterThanOrEqual(lo);
         expect(days).toBeLessThanOrEqual(hi);
       }),

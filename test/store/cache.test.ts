@@ -38,12 +38,16 @@ class FakeStore implements Store {
   /** The answer is read when the call is made (like a query's snapshot), then delivered per mode. */
   #answer<T>(name: string, value: T): Promise<T> {
     switch (this.mode) {
-      case 'ok': return Promise.resolve(value);
-      case 'fail': return Promise.reject(new Error('store down'));
-      case 'throw': throw new Error('store threw synchronously');
-      case 'hang': return new Promise<T>((resolve, reject) => {
-        this.held.push({ name, release: () => resolve(value), fail: () => reject(new Error('store timed out')) });
-      });
+      case 'ok':
+        return Promise.resolve(value);
+      case 'fail':
+        return Promise.reject(new Error('store down'));
+      case 'throw':
+        throw new Error('store threw synchronously');
+      case 'hang':
+        return new Promise<T>((resolve, reject) => {
+          this.held.push({ name, release: () => resolve(value), fail: () => reject(new Error('store timed out')) });
+        });
     }
   }
 
@@ -79,7 +83,14 @@ let events: string[];
 let cache: StoreCache;
 
 function makeCache(opts: Partial<CacheOptions> = {}): StoreCache {
-  return new StoreCache(store, { maxEntries: 1000, ttlMs: TTL, staleMs: STALE, now: () => clock, onEvent: (e, kind) => events.push(`${kind}:${e}`), ...opts });
+  return new StoreCache(store, {
+    maxEntries: 1000,
+    ttlMs: TTL,
+    staleMs: STALE,
+    now: () => clock,
+    onEvent: (e, kind) => events.push(`${kind}:${e}`),
+    ...opts,
+  });
 }
 
 beforeEach(() => {
@@ -328,7 +339,7 @@ describe('StoreCache invalidation', () => {
     expect(store.calls).toEqual(refetched);
   });
 
-  test('takes a new balance from the event, with no lookup, and keeps the entry\'s age', async () => {
+  test("takes a new balance from the event, with no lookup, and keeps the entry's age", async () => {
     await warm();
     store.emit({ kind: 'key', sha256: 'sha-alice', balance: 0.5 });
     store.emit({ kind: 'key', sha256: 'sha-bob', balance: null });

@@ -24,7 +24,10 @@ const NPM = join(CLIENTS_DIR, 'npm', 'node_modules');
 
 export type Agent = 'codex' | 'claude' | 'gemini';
 
-/** The platform packages Claude Code ships its binary in (its install script would copy one into place; npm here runs none). */
+/**
+ * The platform packages Claude Code ships its binary in (its install script would copy one into place; npm here runs
+ * none).
+ */
 function claudeBinary(): string | undefined {
   const arch = process.arch === 'arm64' ? 'arm64' : 'x64';
   for (const p of [`linux-${arch}`, `linux-${arch}-musl`, `darwin-${arch}`]) {
@@ -37,9 +40,12 @@ function claudeBinary(): string | undefined {
 /** The command line that starts an agent. */
 export function agentCommand(agent: Agent): { command: string; args: string[] } {
   switch (agent) {
-    case 'codex': return { command: process.execPath, args: [join(NPM, '@openai', 'codex', 'bin', 'codex.js')] };
-    case 'gemini': return { command: process.execPath, args: [join(NPM, '@google', 'gemini-cli', 'bundle', 'gemini.js')] };
-    case 'claude': return { command: claudeBinary() ?? join(NPM, '@anthropic-ai', 'claude-code-linux-x64', 'claude'), args: [] };
+    case 'codex':
+      return { command: process.execPath, args: [join(NPM, '@openai', 'codex', 'bin', 'codex.js')] };
+    case 'gemini':
+      return { command: process.execPath, args: [join(NPM, '@google', 'gemini-cli', 'bundle', 'gemini.js')] };
+    case 'claude':
+      return { command: claudeBinary() ?? join(NPM, '@anthropic-ai', 'claude-code-linux-x64', 'claude'), args: [] };
   }
 }
 
@@ -50,9 +56,18 @@ export function venvBin(venv: 'sdk' | 'aider', program: string): string {
 
 /** Why the clients cannot run, or undefined. */
 export function clientsMissing(): string | undefined {
-  const need = [agentCommand('codex').args[0], agentCommand('gemini').args[0], agentCommand('claude').command, venvBin('sdk', 'python'), venvBin('sdk', 'llm'), venvBin('aider', 'aider')];
+  const need = [
+    agentCommand('codex').args[0],
+    agentCommand('gemini').args[0],
+    agentCommand('claude').command,
+    venvBin('sdk', 'python'),
+    venvBin('sdk', 'llm'),
+    venvBin('aider', 'aider'),
+  ];
   const missing = need.filter((p) => !existsSync(p));
-  return missing.length === 0 ? undefined : `the real clients are not installed (${missing.length} missing, e.g. ${missing[0]}): run scripts/ensure-clients`;
+  return missing.length === 0
+    ? undefined
+    : `the real clients are not installed (${missing.length} missing, e.g. ${missing[0]}): run scripts/ensure-clients`;
 }
 
 let said = false;
@@ -80,12 +95,19 @@ export function describeClients(name: string, options: { timeout: number }, body
  */
 export const QUIET_ENV: Readonly<Record<string, string>> = {
   // Claude Code
-  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1', DISABLE_AUTOUPDATER: '1',
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+  DISABLE_TELEMETRY: '1',
+  DISABLE_ERROR_REPORTING: '1',
+  DISABLE_AUTOUPDATER: '1',
   // gemini-cli (settings.json says the same: quietSettings)
-  GEMINI_TELEMETRY_ENABLED: 'false', GEMINI_CLI_NO_RELAUNCH: 'true',
+  GEMINI_TELEMETRY_ENABLED: 'false',
+  GEMINI_CLI_NO_RELAUNCH: 'true',
   // aider's litellm: the model price map from the package, not fetched
   LITELLM_LOCAL_MODEL_COST_MAP: 'True',
-  NO_UPDATE_NOTIFIER: '1', NO_COLOR: '1', TERM: 'dumb', PYTHONUNBUFFERED: '1',
+  NO_UPDATE_NOTIFIER: '1',
+  NO_COLOR: '1',
+  TERM: 'dumb',
+  PYTHONUNBUFFERED: '1',
 };
 
 /** gemini-cli's settings.json besides the auth choice: no telemetry, usage statistics or update checks. */
@@ -104,10 +126,18 @@ export const CODEX_QUIET_TOP = 'check_for_update_on_startup = false\n';
 export function freshHome(prefix: string): { home: string; work: string; env: Record<string, string>; remove(): void } {
   const home = mkdtempSync(join(tmpdir(), `modelgate-${prefix}-`));
   const work = join(home, 'work');
-  for (const d of [work, join(home, '.config'), join(home, '.cache'), join(home, '.local', 'share'), join(home, 'tmp')]) mkdirSync(d, { recursive: true });
+  for (const d of [work, join(home, '.config'), join(home, '.cache'), join(home, '.local', 'share'), join(home, 'tmp')])
+    mkdirSync(d, { recursive: true });
   return {
-    home, work,
-    env: { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), XDG_CACHE_HOME: join(home, '.cache'), XDG_DATA_HOME: join(home, '.local', 'share'), TMPDIR: join(home, 'tmp') },
+    home,
+    work,
+    env: {
+      HOME: home,
+      XDG_CONFIG_HOME: join(home, '.config'),
+      XDG_CACHE_HOME: join(home, '.cache'),
+      XDG_DATA_HOME: join(home, '.local', 'share'),
+      TMPDIR: join(home, 'tmp'),
+    },
     remove: () => rmSync(home, { recursive: true, force: true }),
   };
 }
@@ -135,26 +165,45 @@ export function runClient(command: string, args: readonly string[], o: RunOption
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
-      cwd: o.cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: o.cwd,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8', ...QUIET_ENV, ...o.env },
     });
     let stdout = '';
     let stderr = '';
     let output = '';
-    child.stdout!.on('data', (c: Buffer) => { stdout += c.toString('utf8'); output += c.toString('utf8'); });
-    child.stderr!.on('data', (c: Buffer) => { stderr += c.toString('utf8'); output += c.toString('utf8'); });
+    child.stdout!.on('data', (c: Buffer) => {
+      stdout += c.toString('utf8');
+      output += c.toString('utf8');
+    });
+    child.stderr!.on('data', (c: Buffer) => {
+      stderr += c.toString('utf8');
+      output += c.toString('utf8');
+    });
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* already gone */ }
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
     }, o.timeoutMs ?? 120_000);
-    child.once('error', (err) => { clearTimeout(timer); reject(err); });
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
     let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
     // When the client exits, whatever it left behind in its group (helpers, sandboxes, daemons that
     // hold its stdout open) goes with it; the run ends when the pipes close.
     child.once('exit', (code, signal) => {
       exit = { code, signal };
-      try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* none left */ }
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* none left */
+      }
     });
     child.once('close', (code, signal) => {
       clearTimeout(timer);
@@ -176,11 +225,15 @@ export function npmVersion(pkg: string): string {
 /** The `export NAME='value'` lines of a shell snippet, with `<API_KEY>` replaced by the key. */
 export function snippetEnv(code: string, key: string): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const m of code.matchAll(/^export ([A-Z_]+)='((?:[^']|'\\'')*)'$/gm)) env[m[1]] = m[2].split(`'\\''`).join("'").split('<API_KEY>').join(key);
+  for (const m of code.matchAll(/^export ([A-Z_]+)='((?:[^']|'\\'')*)'$/gm))
+    env[m[1]] = m[2].split(`'\\''`).join("'").split('<API_KEY>').join(key);
   return env;
 }
 
 /** modelgate's decision lines (parsed) from the n-th on. */
 export function decisionsFrom(lines: string[], n: number): Array<Record<string, unknown>> {
-  return lines.slice(n).filter((l) => l.includes('"msg":"decision"')).map((l) => JSON.parse(l) as Record<string, unknown>);
+  return lines
+    .slice(n)
+    .filter((l) => l.includes('"msg":"decision"'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }

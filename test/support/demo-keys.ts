@@ -19,7 +19,8 @@ const DEMO_KEYS_ENV = demoKeysFile();
 
 function read(): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const m of readFileSync(DEMO_KEYS_ENV, 'utf8').matchAll(/^export ([A-Z]+)=(\S+)/gm)) out[m[1].toLowerCase()] = m[2];
+  for (const m of readFileSync(DEMO_KEYS_ENV, 'utf8').matchAll(/^export ([A-Z]+)=(\S+)/gm))
+    out[m[1].toLowerCase()] = m[2];
   return out;
 }
 
@@ -44,4 +45,5 @@ export const DEMO_KEYS = {
   grace: keys.grace,
 } as const;
 
-for (const [id, key] of Object.entries(DEMO_KEYS)) if (!/^sk-mg-[A-Za-z0-9]{40}$/.test(key ?? '')) throw new Error(`envoy/demo-keys.env: no demo key for ${id}`);
+for (const [id, key] of Object.entries(DEMO_KEYS))
+  if (!/^sk-mg-[A-Za-z0-9]{40}$/.test(key ?? '')) throw new Error(`envoy/demo-keys.env: no demo key for ${id}`);

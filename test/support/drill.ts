@@ -44,7 +44,10 @@ export interface DrillResult {
   readonly valid: number;
   readonly allowedWithoutDecision: number;
   readonly failed: number;
-  /** Valid keys the cache never saw, answered 503 during a store outage (store_unavailable, or authz_unavailable past Envoy's timeout). */
+  /**
+   * Valid keys the cache never saw, answered 503 during a store outage (store_unavailable, or authz_unavailable past
+   * Envoy's timeout).
+   */
   readonly expectedUnavailable: number;
   readonly longestGapMs: number;
   /** null: nothing failed, nothing to recover from. */
@@ -61,7 +64,11 @@ export class Traffic {
   #seq = 0;
   #inflight = 0;
 
-  constructor(readonly baseUrl: string, readonly keys: readonly DrillKey[], readonly rate: number) {}
+  constructor(
+    readonly baseUrl: string,
+    readonly keys: readonly DrillKey[],
+    readonly rate: number,
+  ) {}
 
   #connect(): http2.ClientHttp2Session {
     if (!this.#session || this.#session.closed || this.#session.destroyed) {
@@ -88,9 +95,16 @@ export class Traffic {
       };
       try {
         const req = this.#connect().request({
-          ':method': 'POST', ':path': '/v1/chat/completions', authorization: `Bearer ${k.key}`, 'content-type': 'application/json', 'x-drill-seq': String(seq),
+          ':method': 'POST',
+          ':path': '/v1/chat/completions',
+          authorization: `Bearer ${k.key}`,
+          'content-type': 'application/json',
+          'x-drill-seq': String(seq),
         });
-        req.setTimeout(15_000, () => { req.close(); done(0, 'client timeout'); });
+        req.setTimeout(15_000, () => {
+          req.close();
+          done(0, 'client timeout');
+        });
         let status = 0;
         let reason = '';
         req.on('response', (h) => {
@@ -136,7 +150,9 @@ export function rssMb(pid: number): number {
   for (const p of pids) {
     try {
       kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0);
-    } catch { /* gone */ }
+    } catch {
+      /* gone */
+    }
   }
   return Math.round(kb / 102.4) / 10;
 }
@@ -149,7 +165,9 @@ export function childrenOf(pid: number): number[] {
     try {
       const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
       if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(d));
-    } catch { /* gone */ }
+    } catch {
+      /* gone */
+    }
   }
   return out;
 }
@@ -175,7 +193,10 @@ function percentile(sorted: readonly number[], p: number): number {
 
 /** Latency percentiles (ms) of the successful valid requests sent in [from, to). */
 export function latency(sent: readonly Sent[], from: number, to: number): { p50: number; p99: number; n: number } {
-  const ms = sent.filter((s) => s.k.id !== null && s.status === 200 && s.t0 >= from && s.t0 < to).map((s) => s.t1 - s.t0).sort((a, b) => a - b);
+  const ms = sent
+    .filter((s) => s.k.id !== null && s.status === 200 && s.t0 >= from && s.t0 < to)
+    .map((s) => s.t1 - s.t0)
+    .sort((a, b) => a - b);
   return { p50: percentile(ms, 50), p99: percentile(ms, 99), n: ms.length };
 }
 
@@ -183,11 +204,21 @@ export function latency(sent: readonly Sent[], from: number, to: number): { p50:
  * Runs one drill: traffic for `warmupMs`, then `fault()` (which resolves when the fault is over,
  * returning the time it ended), then traffic for `settleMs`. Returns the figures.
  */
-export async function runDrill(name: string, gw: Gateway, keys: readonly DrillKey[], opts: {
-  rate: number; warmupMs: number; settleMs: number;
-  fault: (t: Traffic) => Promise<number>;
-  notes?: (t: Traffic, window: { start: number; faultStart: number; faultEnd: number; end: number }) => string[] | Promise<string[]>;
-}): Promise<DrillResult> {
+export async function runDrill(
+  name: string,
+  gw: Gateway,
+  keys: readonly DrillKey[],
+  opts: {
+    rate: number;
+    warmupMs: number;
+    settleMs: number;
+    fault: (t: Traffic) => Promise<number>;
+    notes?: (
+      t: Traffic,
+      window: { start: number; faultStart: number; faultEnd: number; end: number },
+    ) => string[] | Promise<string[]>;
+  },
+): Promise<DrillResult> {
   const received = gw.received;
   const before = received.length;
   const traffic = new Traffic(gw.baseUrl, keys, opts.rate);
@@ -214,7 +245,10 @@ export async function runDrill(name: string, gw: Gateway, keys: readonly DrillKe
   const valid = traffic.sent.filter((s) => s.k.id !== null);
   const expected = valid.filter((s) => s.k.uncached && s.status === 503);
   const failures = valid.filter((s) => s.status !== 200 && !expected.includes(s));
-  const okTimes = valid.filter((s) => s.status === 200).map((s) => s.t1).sort((a, b) => a - b);
+  const okTimes = valid
+    .filter((s) => s.status === 200)
+    .map((s) => s.t1)
+    .sort((a, b) => a - b);
   let longestGapMs = 0;
   let prev = start;
   for (const t of [...okTimes, end]) {
@@ -233,23 +267,43 @@ export async function runDrill(name: string, gw: Gateway, keys: readonly DrillKe
     answers[k] = (answers[k] ?? 0) + 1;
   }
   const notes = opts.notes ? await opts.notes(traffic, { start, faultStart, faultEnd, end }) : [];
-  return { name, sent: traffic.sent.length, valid: valid.length, allowedWithoutDecision, failed: failures.length, expectedUnavailable: expected.length, longestGapMs, recoveryMs, notes, answers };
+  return {
+    name,
+    sent: traffic.sent.length,
+    valid: valid.length,
+    allowedWithoutDecision,
+    failed: failures.length,
+    expectedUnavailable: expected.length,
+    longestGapMs,
+    recoveryMs,
+    notes,
+    answers,
+  };
 }
 
 /** Keys for file-store drills: alice and bob (valid), dave (disabled), erin (expired), and unknown ones. */
 export function demoDrillKeys(demo: Readonly<Record<string, string>>): DrillKey[] {
   return [
-    { key: demo.alice, id: 'alice' }, { key: demo.bob, id: 'bob' }, { key: demo.alice, id: 'alice' },
-    { key: demo.bob, id: 'bob' }, { key: demo.dave, id: null }, { key: demo.erin, id: null },
-    { key: generateKey(), id: null }, { key: demo.alice, id: 'alice' }, { key: demo.bob, id: 'bob' }, { key: generateKey(), id: null },
+    { key: demo.alice, id: 'alice' },
+    { key: demo.bob, id: 'bob' },
+    { key: demo.alice, id: 'alice' },
+    { key: demo.bob, id: 'bob' },
+    { key: demo.dave, id: null },
+    { key: demo.erin, id: null },
+    { key: generateKey(), id: null },
+    { key: demo.alice, id: 'alice' },
+    { key: demo.bob, id: 'bob' },
+    { key: generateKey(), id: null },
   ];
 }
 
 /** The figures as one row of docs/security.md's drill table. */
 export function tableRow(r: DrillResult): string {
-  const ms = (n: number): string => (n === Infinity ? 'never' : n < 1000 ? `${Math.round(n)} ms` : `${(n / 1000).toFixed(1)} s`);
+  const ms = (n: number): string =>
+    n === Infinity ? 'never' : n < 1000 ? `${Math.round(n)} ms` : `${(n / 1000).toFixed(1)} s`;
   const failed = `${r.failed} of ${r.valid}${r.expectedUnavailable > 0 ? ` (+${r.expectedUnavailable} uncached keys 503, expected)` : ''}`;
   return `| ${r.name} | ${r.allowedWithoutDecision} | ${failed} | ${ms(r.longestGapMs)} | ${r.recoveryMs === null ? 'nothing failed' : ms(r.recoveryMs)} | ${r.notes.join('; ')} |`;
 }
 
-export const TABLE_HEADER = '| drill | allowed without a valid decision | valid requests failed | longest gap without a success | time to recover | notes |\n| --- | --- | --- | --- | --- | --- |';
+export const TABLE_HEADER =
+  '| drill | allowed without a valid decision | valid requests failed | longest gap without a success | time to recover | notes |\n| --- | --- | --- | --- | --- | --- |';

@@ -26,19 +26,30 @@ function untyped(resource: Any): Any {
 
 /** Wraps one gateway's dump (`out.xds["<ns>/<gateway>"]`). */
 export function xdsDump(raw: { configs: Any[] }): XdsDump {
-  const of = (type: string): Any => raw.configs.find((c) => c['@type'] === `type.googleapis.com/envoy.admin.v3.${type}`) ?? {};
-  const assignments = (): Any[] => (of('EndpointsConfigDump').dynamicEndpointConfigs ?? []).map((e: Any) => untyped(e.endpointConfig));
-  const clusters = (): Any[] => [...(of('ClustersConfigDump').staticClusters ?? []), ...(of('ClustersConfigDump').dynamicActiveClusters ?? [])].map((c: Any) => untyped(c.cluster));
+  const of = (type: string): Any =>
+    raw.configs.find((c) => c['@type'] === `type.googleapis.com/envoy.admin.v3.${type}`) ?? {};
+  const assignments = (): Any[] =>
+    (of('EndpointsConfigDump').dynamicEndpointConfigs ?? []).map((e: Any) => untyped(e.endpointConfig));
+  const clusters = (): Any[] =>
+    [...(of('ClustersConfigDump').staticClusters ?? []), ...(of('ClustersConfigDump').dynamicActiveClusters ?? [])].map(
+      (c: Any) => untyped(c.cluster),
+    );
   return {
     raw,
-    listeners: () => (of('ListenersConfigDump').dynamicListeners ?? []).map((l: Any) => untyped(l.activeState.listener)),
+    listeners: () =>
+      (of('ListenersConfigDump').dynamicListeners ?? []).map((l: Any) => untyped(l.activeState.listener)),
     clusters,
     routes: () => (of('RoutesConfigDump').dynamicRouteConfigs ?? []).map((r: Any) => untyped(r.routeConfig)),
     loadAssignment: (cluster) => assignments().find((a) => a.clusterName === cluster),
     sdsNames: () => {
       const text = JSON.stringify(clusters());
-      const names = (key: string): string[] => [...new Set([...text.matchAll(new RegExp(`"${key}":\\[?\\{"name":"([^"]+)"`, 'g'))].map((m) => m[1]))];
-      return { certificates: names('tlsCertificateSdsSecretConfigs'), validationContexts: names('validationContextSdsSecretConfig') };
+      const names = (key: string): string[] => [
+        ...new Set([...text.matchAll(new RegExp(`"${key}":\\[?\\{"name":"([^"]+)"`, 'g'))].map((m) => m[1])),
+      ];
+      return {
+        certificates: names('tlsCertificateSdsSecretConfigs'),
+        validationContexts: names('validationContextSdsSecretConfig'),
+      };
     },
   };
 }
@@ -47,7 +58,11 @@ export function xdsDump(raw: { configs: Any[] }): XdsDump {
 function staticSecrets(node: Any): Any {
   if (Array.isArray(node)) return node.map(staticSecrets);
   if (node === null || typeof node !== 'object') return node;
-  return Object.fromEntries(Object.entries(node).filter(([k]) => k !== 'sdsConfig' && k !== 'sds_config').map(([k, v]) => [k, staticSecrets(v)]));
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(([k]) => k !== 'sdsConfig' && k !== 'sds_config')
+      .map(([k, v]) => [k, staticSecrets(v)]),
+  );
 }
 
 export interface BootstrapOptions {

@@ -37,7 +37,9 @@ export function httpConnectionManager(bootstrap: Obj): Obj {
 
 /** The ext_authz HTTP filter's typed_config. */
 export function extAuthzConfig(config: Obj): Obj {
-  const f = (httpConnectionManager(config).http_filters as Obj[]).find((x) => x.name === 'envoy.filters.http.ext_authz');
+  const f = (httpConnectionManager(config).http_filters as Obj[]).find(
+    (x) => x.name === 'envoy.filters.http.ext_authz',
+  );
   if (!f) throw new Error('no ext_authz filter');
   return f.typed_config;
 }

@@ -12,7 +12,10 @@ export class FakeStore implements Store {
   gate: Promise<void> | undefined;
   readonly #listeners = new Set<(e: InvalidationEvent) => void>();
 
-  constructor(readonly keys: Map<string, KeyRecord>, readonly groups: Map<string, GroupRecord>) {}
+  constructor(
+    readonly keys: Map<string, KeyRecord>,
+    readonly groups: Map<string, GroupRecord>,
+  ) {}
 
   async findKey(sha256: string): Promise<KeyRecord | null> {
     this.keyLookups++;

@@ -53,9 +53,19 @@ export interface Outcome {
 const GEN_METHODS = 'generateContent|streamGenerateContent|countTokens|embedContent|batchEmbedContents';
 const GENERATIVE = new RegExp(`^(/alt)?/v1beta/models/([^/]+):(${GEN_METHODS})$`);
 const BODY_ROUTES: Readonly<Record<string, Protocol>> = {
-  '/v1/chat/completions': 'chat', '/v1/responses': 'responses', '/v1/embeddings': 'embeddings', '/v1/messages': 'messages', '/v1/messages/count_tokens': 'messages',
+  '/v1/chat/completions': 'chat',
+  '/v1/responses': 'responses',
+  '/v1/embeddings': 'embeddings',
+  '/v1/messages': 'messages',
+  '/v1/messages/count_tokens': 'messages',
 };
-const FAMILY_OF: Readonly<Record<Protocol, string>> = { chat: 'chat', responses: 'chat', embeddings: 'chat', messages: 'messages', generative: 'generative' };
+const FAMILY_OF: Readonly<Record<Protocol, string>> = {
+  chat: 'chat',
+  responses: 'chat',
+  embeddings: 'chat',
+  messages: 'messages',
+  generative: 'generative',
+};
 
 /** The x-modelgate-* headers modelgate sets on an allowed request; any other of its own never leaves. */
 const IDENTITY_HEADERS = ['x-modelgate-key-id', 'x-modelgate-group', 'x-modelgate-model'];
@@ -65,7 +75,8 @@ const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex
 /** Percent-decoding as a lenient server does it (each valid escape; invalid ones kept). */
 function decodeLeniently(s: string): string {
   let out = s;
-  for (let i = 0; i < 4 && /%[0-9a-f]{2}/i.test(out); i++) out = out.replace(/(?:%[0-9a-f]{2})+/gi, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'));
+  for (let i = 0; i < 4 && /%[0-9a-f]{2}/i.test(out); i++)
+    out = out.replace(/(?:%[0-9a-f]{2})+/gi, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'));
   return out;
 }
 
@@ -75,7 +86,10 @@ function decodeLeniently(s: string): string {
  */
 function envoyPath(path: string): string {
   const out: string[] = [];
-  for (const seg of path.replace(/\/{2,}/g, '/').split('/').slice(1)) {
+  for (const seg of path
+    .replace(/\/{2,}/g, '/')
+    .split('/')
+    .slice(1)) {
     const dots = seg.replace(/%2e/gi, '.');
     if (dots === '..' || /^\.\.;/.test(seg)) out.pop();
     else if (dots !== '.' && !/^\.;/.test(seg)) out.push(seg);
@@ -191,7 +205,8 @@ export interface World {
 
 function header(rec: UpstreamRecord, name: string): string[] {
   const out: string[] = [];
-  for (let i = 0; i < rec.rawHeaders.length; i += 2) if (rec.rawHeaders[i].toLowerCase() === name) out.push(rec.rawHeaders[i + 1]);
+  for (let i = 0; i < rec.rawHeaders.length; i += 2)
+    if (rec.rawHeaders[i].toLowerCase() === name) out.push(rec.rawHeaders[i + 1]);
   return out;
 }
 
@@ -210,7 +225,8 @@ export function violations(c: FuzzCase, o: Outcome, world: World): string[] {
 function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[]): void {
   // No key material anywhere but the body.
   const where: Array<[string, string]> = [['request line', `${u.method} ${u.url}`]];
-  for (let i = 0; i < u.rawHeaders.length; i += 2) where.push([`header ${u.rawHeaders[i]}`, `${u.rawHeaders[i]}: ${u.rawHeaders[i + 1]}`]);
+  for (let i = 0; i < u.rawHeaders.length; i += 2)
+    where.push([`header ${u.rawHeaders[i]}`, `${u.rawHeaders[i]}: ${u.rawHeaders[i + 1]}`]);
   for (const [n, t] of Object.entries(u.trailers)) where.push([`trailer ${n}`, `${n}: ${t}`]);
   for (const [what, text] of where) {
     const k = keyMaterialIn(text);
@@ -221,7 +237,10 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
   for (const [family, cred] of Object.entries(FUZZ_CREDENTIALS)) {
     if (family === u.family) {
       const got = header(u, cred.header);
-      if (got.length !== 1 || got[0] !== `${cred.prefix ?? ''}${cred.secret}`) v.push(`the ${family} upstream got ${cred.header} ${JSON.stringify(got.map((x) => x.slice(0, 24)))}, not its own credential once`);
+      if (got.length !== 1 || got[0] !== `${cred.prefix ?? ''}${cred.secret}`)
+        v.push(
+          `the ${family} upstream got ${cred.header} ${JSON.stringify(got.map((x) => x.slice(0, 24)))}, not its own credential once`,
+        );
       continue;
     }
     const at = where.find(([, text]) => text.includes(cred.secret));
@@ -230,7 +249,8 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
   // modelgate's own headers: only the identity it sets leaves the gateway.
   for (let i = 0; i < u.rawHeaders.length; i += 2) {
     const name = u.rawHeaders[i].toLowerCase();
-    if (name.startsWith('x-modelgate-') && !IDENTITY_HEADERS.includes(name)) v.push(`modelgate's own header ${name} reached the upstream`);
+    if (name.startsWith('x-modelgate-') && !IDENTITY_HEADERS.includes(name))
+      v.push(`modelgate's own header ${name} reached the upstream`);
   }
 
   // Which endpoint the upstream reads, decoding after routing and before it.
@@ -242,7 +262,8 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
   let style: Protocol | undefined = BODY_ROUTES[unprefixed];
   let pathModel: string | undefined;
   if (style) {
-    if (decodedFirst !== path) v.push(`the upstream path ${JSON.stringify(path)} reads as ${JSON.stringify(decodedFirst)} once decoded`);
+    if (decodedFirst !== path)
+      v.push(`the upstream path ${JSON.stringify(path)} reads as ${JSON.stringify(decodedFirst)} once decoded`);
   } else {
     const g = GENERATIVE.exec(path);
     if (!g) {
@@ -257,7 +278,10 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
       return;
     }
     const g2 = GENERATIVE.exec(decodedFirst);
-    if (!g2 || g2[2] !== pathModel || g2[3] !== g[3]) v.push(`a server that decodes before routing reads ${JSON.stringify(decodedFirst)}, not model ${JSON.stringify(pathModel)}`);
+    if (!g2 || g2[2] !== pathModel || g2[3] !== g[3])
+      v.push(
+        `a server that decodes before routing reads ${JSON.stringify(decodedFirst)}, not model ${JSON.stringify(pathModel)}`,
+      );
   }
   const wantFamily = path.startsWith('/alt/') ? 'alt' : FAMILY_OF[style];
   if (u.family !== wantFamily) v.push(`a ${style} request went to the ${u.family} upstream`);
@@ -265,8 +289,11 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
   // The query as sent, unless a key parameter had to go.
   const sentQuery = c.path.includes('?') ? c.path.slice(c.path.indexOf('?') + 1) : '';
   const keyParams = world.config.routes.queryKeyParams;
-  const hadKeyParam = sentQuery.split('&').some((p) => keyParams.includes(decodeLeniently(p.split('=')[0].replace(/\+/g, ' ')).toLowerCase()));
-  if (!hadKeyParam && query !== sentQuery) v.push(`the query changed on the way: ${JSON.stringify(sentQuery)} -> ${JSON.stringify(query)}`);
+  const hadKeyParam = sentQuery
+    .split('&')
+    .some((p) => keyParams.includes(decodeLeniently(p.split('=')[0].replace(/\+/g, ' ')).toLowerCase()));
+  if (!hadKeyParam && query !== sentQuery)
+    v.push(`the query changed on the way: ${JSON.stringify(sentQuery)} -> ${JSON.stringify(query)}`);
 
   // The key: the one presented, valid now.
   const ids = header(u, 'x-modelgate-key-id');
@@ -280,10 +307,12 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
     return;
   }
   const groups = header(u, 'x-modelgate-group');
-  if (groups.length !== 1 || groups[0] !== record.group) v.push(`x-modelgate-group is ${JSON.stringify(groups)}, key ${record.id}'s group is ${record.group}`);
+  if (groups.length !== 1 || groups[0] !== record.group)
+    v.push(`x-modelgate-group is ${JSON.stringify(groups)}, key ${record.id}'s group is ${record.group}`);
   const presented = presentedKey(c, path);
   if ('why' in presented) v.push(`allowed as ${record.id} but ${presented.why}`);
-  else if (sha256(presented.key) !== record.sha256) v.push(`allowed as ${record.id} but the client presented another key`);
+  else if (sha256(presented.key) !== record.sha256)
+    v.push(`allowed as ${record.id} but the client presented another key`);
   if (record.disabled) v.push(`key ${record.id} is disabled`);
   if (record.expiresAt !== null && record.expiresAt <= world.now) v.push(`key ${record.id} expired`);
   if (record.balance !== null && !(record.balance > 0)) v.push(`key ${record.id} has balance ${record.balance}`);
@@ -310,7 +339,8 @@ function checkForwarded(c: FuzzCase, u: UpstreamRecord, world: World, v: string[
     if (m.protocols !== null && !m.protocols.includes(style)) v.push(`model ${m.name} is not declared for ${style}`);
   }
   const named = header(u, 'x-modelgate-model');
-  if (named.length !== 1 || named[0] !== model) v.push(`x-modelgate-model is ${JSON.stringify(named)}, the upstream reads ${JSON.stringify(model)}`);
+  if (named.length !== 1 || named[0] !== model)
+    v.push(`x-modelgate-model is ${JSON.stringify(named)}, the upstream reads ${JSON.stringify(model)}`);
 }
 
 /** The body's model as every reader sees it; they must agree. */
@@ -320,12 +350,21 @@ function bodyModel(u: UpstreamRecord): { model: string } | { why: string } {
   if (encoding !== '' && encoding !== 'identity') {
     try {
       body = encoding === 'gzip' ? gunzipSync(body) : body;
-    } catch { /* read as sent */ }
-    return { why: `a body with content-encoding ${JSON.stringify(encoding)} was forwarded: its model was never read as the provider reads it` };
+    } catch {
+      /* read as sent */
+    }
+    return {
+      why: `a body with content-encoding ${JSON.stringify(encoding)} was forwarded: its model was never read as the provider reads it`,
+    };
   }
   const type = header(u, 'content-type');
-  if (type.length > 1 || (type.length === 1 && !/^\s*application\/json\s*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i.test(type[0]))) {
-    return { why: `a body of content type ${JSON.stringify(type.join(', '))} was forwarded: a provider may decode it otherwise` };
+  if (
+    type.length > 1 ||
+    (type.length === 1 && !/^\s*application\/json\s*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i.test(type[0]))
+  ) {
+    return {
+      why: `a body of content type ${JSON.stringify(type.join(', '))} was forwarded: a provider may decode it otherwise`,
+    };
   }
   if (!isUtf8(body)) return { why: 'a body that is not UTF-8 was forwarded' };
   const text = body.toString('utf8');
@@ -335,14 +374,17 @@ function bodyModel(u: UpstreamRecord): { model: string } | { why: string } {
   } catch {
     return { why: 'a body that JSON.parse refuses was forwarded' };
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { why: 'a body that is no JSON object was forwarded' };
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    return { why: 'a body that is no JSON object was forwarded' };
   const last = (parsed as { model?: unknown }).model;
   const members = topLevelMembers(text);
   const first = members.find(([k]) => k === 'model')?.[1];
   const folded = members.filter(([k]) => k.toLowerCase() === 'model').pop()?.[1];
   if (typeof last !== 'string') return { why: `the body's model is ${JSON.stringify(last)}, not a string` };
   if (first !== last || folded !== last) {
-    return { why: `readers disagree on the body's model: first ${JSON.stringify(first)}, last ${JSON.stringify(last)}, case-insensitive ${JSON.stringify(folded)}` };
+    return {
+      why: `readers disagree on the body's model: first ${JSON.stringify(first)}, last ${JSON.stringify(last)}, case-insensitive ${JSON.stringify(folded)}`,
+    };
   }
   return { model: last };
 }
@@ -357,24 +399,34 @@ function checkAnswered(c: FuzzCase, o: Outcome, world: World, v: string[]): void
   if (o.status >= 200 && o.status < 300) {
     // Only modelgate's own model lists answer 2xx without an upstream, and only to a valid key.
     const path = envoyPath(c.path.split('?')[0]);
-    if (c.method !== 'GET' || !/^(\/alt)?\/v1(beta)?\/models(\/[^/:]+)?$/.test(path)) v.push(`status ${o.status} without an upstream for ${c.method} ${path}, which is no model list`);
+    if (c.method !== 'GET' || !/^(\/alt)?\/v1(beta)?\/models(\/[^/:]+)?$/.test(path))
+      v.push(`status ${o.status} without an upstream for ${c.method} ${path}, which is no model list`);
     const presented = presentedKey(c, path);
     if ('why' in presented) v.push(`the catalog answered ${o.status} but ${presented.why}`);
     else {
       const record = world.config.keys.find((k) => k.sha256 === sha256(presented.key));
-      if (!record || record.disabled || (record.expiresAt !== null && record.expiresAt <= world.now) || !world.config.groups.get(record.group)?.available) {
+      if (
+        !record ||
+        record.disabled ||
+        (record.expiresAt !== null && record.expiresAt <= world.now) ||
+        !world.config.groups.get(record.group)?.available
+      ) {
         v.push(`the catalog answered ${o.status} to a key that is not valid (${record?.id ?? 'unknown'})`);
       }
     }
   } else {
-    if (typeof reason !== 'string' || !(reason in REASONS)) v.push(`status ${o.status} without a reason from the catalogue (${JSON.stringify(reason)})`);
+    if (typeof reason !== 'string' || !(reason in REASONS))
+      v.push(`status ${o.status} without a reason from the catalogue (${JSON.stringify(reason)})`);
     if (typeof hint !== 'string' || hint.length < 10) v.push(`status ${o.status} without a hint`);
     if (c.method !== 'HEAD') {
       try {
         const body = JSON.parse(o.body.toString('utf8')) as { error?: unknown };
-        if (typeof body !== 'object' || body === null || !('error' in body)) v.push(`status ${o.status} with a body that is no error object`);
+        if (typeof body !== 'object' || body === null || !('error' in body))
+          v.push(`status ${o.status} with a body that is no error object`);
       } catch {
-        v.push(`status ${o.status} with a body that is not JSON: ${JSON.stringify(o.body.toString('utf8').slice(0, 60))}`);
+        v.push(
+          `status ${o.status} with a body that is not JSON: ${JSON.stringify(o.body.toString('utf8').slice(0, 60))}`,
+        );
       }
     }
   }
@@ -382,5 +434,6 @@ function checkAnswered(c: FuzzCase, o: Outcome, world: World, v: string[]): void
   const answer = `${JSON.stringify(o.headers)}\n${o.body.toString('utf8')}`;
   const k = keyMaterialIn(answer);
   if (k) v.push(`key material of ${k} came back in the answer`);
-  for (const [family, cred] of Object.entries(FUZZ_CREDENTIALS)) if (answer.includes(cred.secret)) v.push(`the ${family} upstream's credential came back in the answer`);
+  for (const [family, cred] of Object.entries(FUZZ_CREDENTIALS))
+    if (answer.includes(cred.secret)) v.push(`the ${family} upstream's credential came back in the answer`);
 }

@@ -15,7 +15,12 @@ import { describe, inject } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { readGrpcSecret } from '../../src/config/grpc-auth';
 import { parseConfig, UPSTREAM_FAMILIES, type UpstreamFamily } from '../../src/config/load';
-import { startDemoUpstream, type DemoUpstream, type DemoUpstreamOptions, type ReceivedRequest } from '../../src/demo/upstream';
+import {
+  startDemoUpstream,
+  type DemoUpstream,
+  type DemoUpstreamOptions,
+  type ReceivedRequest,
+} from '../../src/demo/upstream';
 import { startEnvoy, type EnvoyProcess } from '../../src/envoy/process';
 import { renderEnvoyYaml } from '../../src/envoy/render';
 import { startService, type Service } from '../../src/server/service';
@@ -39,7 +44,9 @@ export function envoyVersion(): string {
  * `describe` for an end-to-end file: runs it when the global setup found Envoy; otherwise (never in
  * CI, where a missing Envoy fails the run) skips it, the setup having said why in one line.
  */
-export const describeE2E: typeof describe = ('missing' in inject('envoy') ? describe.skip : describe) as typeof describe;
+export const describeE2E: typeof describe = (
+  'missing' in inject('envoy') ? describe.skip : describe
+) as typeof describe;
 
 /** What an upstream received, and which upstream cluster (protocol family) it came through. */
 export interface Received extends ReceivedRequest {
@@ -125,7 +132,10 @@ export interface Gateway {
    * The access log once `ok` holds for it: Envoy writes it every 20 ms here, later on a busy
    * machine, so a test waits for the lines it expects instead of sleeping (generous timeout).
    */
-  accessLogWhen(ok: (log: Array<Record<string, unknown>>) => boolean, timeoutMs?: number): Promise<Array<Record<string, unknown>>>;
+  accessLogWhen(
+    ok: (log: Array<Record<string, unknown>>) => boolean,
+    timeoutMs?: number,
+  ): Promise<Array<Record<string, unknown>>>;
   /** Envoy's raw stdout and stderr text. */
   envoyOutput(): string;
   /** The Envoy bundle this gateway runs (as `modelgate envoy-config` renders it for these ports). */
@@ -146,17 +156,40 @@ const waitFor = async (what: string, ok: () => boolean, timeoutMs = 15_000): Pro
   }
 };
 
-async function startModelgateProcess(configPath: string, env: NodeJS.ProcessEnv, workers: number, ports?: { grpc: string; http: string }, storeUrl?: string, keepLogLines = Infinity): Promise<ModelgateHandle> {
+async function startModelgateProcess(
+  configPath: string,
+  env: NodeJS.ProcessEnv,
+  workers: number,
+  ports?: { grpc: string; http: string },
+  storeUrl?: string,
+  keepLogLines = Infinity,
+): Promise<ModelgateHandle> {
   const lines: string[] = [];
   let grpcAddress = ports?.grpc ?? '';
   let httpAddress = ports?.http ?? '';
   let child: ChildProcess;
   let listening = 0;
   const launch = async (): Promise<void> => {
-    child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--config', configPath,
-      '--grpc', grpcAddress || '127.0.0.1:0', '--http', httpAddress || '127.0.0.1:0', '--workers', String(workers), ...(storeUrl ? ['--store', storeUrl] : [])], {
-      env: { ...process.env, ...env, MODELGATE_STORE: 'file' }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    child = spawn(
+      process.execPath,
+      [
+        join(ROOT, 'dist', 'src', 'cli', 'main.js'),
+        'serve',
+        '--config',
+        configPath,
+        '--grpc',
+        grpcAddress || '127.0.0.1:0',
+        '--http',
+        httpAddress || '127.0.0.1:0',
+        '--workers',
+        String(workers),
+        ...(storeUrl ? ['--store', storeUrl] : []),
+      ],
+      {
+        env: { ...process.env, ...env, MODELGATE_STORE: 'file' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let buf = '';
     child.stdout!.on('data', (c: Buffer) => {
       buf += c.toString('utf8');
@@ -180,9 +213,15 @@ async function startModelgateProcess(configPath: string, env: NodeJS.ProcessEnv,
   };
   await launch();
   return {
-    get grpcAddress() { return grpcAddress; },
-    get httpAddress() { return httpAddress; },
-    get pid() { return child.pid; },
+    get grpcAddress() {
+      return grpcAddress;
+    },
+    get httpAddress() {
+      return httpAddress;
+    },
+    get pid() {
+      return child.pid;
+    },
     logLines: () => lines,
     kill: (signal) => child.kill(signal),
     restart: launch,
@@ -203,10 +242,14 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const received: Received[] = [];
   const upstreams = {} as Record<UpstreamFamily, DemoUpstream>;
   for (const family of UPSTREAM_FAMILIES) {
-    upstreams[family] = await startDemoUpstream({ chunkDelayMs: 5, ...opts.upstream, onRequest: (r) => received.push({ ...r, family }) });
+    upstreams[family] = await startDemoUpstream({
+      chunkDelayMs: 5,
+      ...opts.upstream,
+      onRequest: (r) => received.push({ ...r, family }),
+    });
   }
   const demo = readFileSync(DEMO_CONFIG, 'utf8');
-  const yamlText = typeof opts.config === 'function' ? opts.config(demo) : opts.config ?? demo;
+  const yamlText = typeof opts.config === 'function' ? opts.config(demo) : (opts.config ?? demo);
   const dir = mkdtempSync(join(tmpdir(), 'modelgate-e2e-'));
   const configPath = join(dir, 'modelgate.yaml');
   writeFileSync(configPath, yamlText);
@@ -215,14 +258,33 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   let modelgate: ModelgateHandle;
   if (opts.modelgate === 'process' || (opts.workers ?? 1) > 1) {
     // Needs the build (npm test builds first).
-    modelgate = await startModelgateProcess(configPath, env, opts.workers ?? 1, undefined, opts.storeUrl, opts.keepLogLines);
+    modelgate = await startModelgateProcess(
+      configPath,
+      env,
+      opts.workers ?? 1,
+      undefined,
+      opts.storeUrl,
+      opts.keepLogLines,
+    );
   } else {
     const logs = new LogSink();
-    const service = await startService({ configPath, grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, env, watchIntervalMs: 50, store: opts.store });
+    const service = await startService({
+      configPath,
+      grpcAddress: '127.0.0.1:0',
+      httpAddress: '127.0.0.1:0',
+      logDestination: logs,
+      env,
+      watchIntervalMs: 50,
+      store: opts.store,
+    });
     modelgate = {
-      grpcAddress: service.grpcAddress, httpAddress: service.httpAddress, service,
+      grpcAddress: service.grpcAddress,
+      httpAddress: service.httpAddress,
+      service,
       logLines: () => logs.raw,
-      kill: () => { throw new Error('an in-process modelgate cannot be signalled; use modelgate: "process"'); },
+      kill: () => {
+        throw new Error('an in-process modelgate cannot be signalled; use modelgate: "process"');
+      },
       restart: () => Promise.reject(new Error('in-process modelgate cannot restart')),
       // Envoy is stopped first: no report can come any more.
       close: () => service.close(1000, 0),
@@ -233,7 +295,14 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const config = parseConfig(yamlText, { ...process.env, ...env });
   const [gh, gp] = hostPort(modelgate.grpcAddress);
   const [hh, hp] = hostPort(modelgate.httpAddress);
-  const target = (f: UpstreamFamily) => ({ tls: false, host: '127.0.0.1', port: upstreams[f].port, caFile: '', cluster: null, ...opts.upstreamTargets?.[f] });
+  const target = (f: UpstreamFamily) => ({
+    tls: false,
+    host: '127.0.0.1',
+    port: upstreams[f].port,
+    caFile: '',
+    cluster: null,
+    ...opts.upstreamTargets?.[f],
+  });
   let envoyYaml = renderEnvoyYaml({
     ...config,
     grpcSecret: readGrpcSecret(config, { env: { ...process.env, ...env }, configPath }),
@@ -243,7 +312,12 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       admin: { host: '127.0.0.1', port: 0 },
       authz: { host: gh, port: gp },
       http: { host: hh, port: hp },
-      upstreams: { chat: target('chat'), messages: target('messages'), generative: target('generative'), alt: target('alt') },
+      upstreams: {
+        chat: target('chat'),
+        messages: target('messages'),
+        generative: target('generative'),
+        alt: target('alt'),
+      },
     },
   });
   if (opts.envoyConfig) envoyYaml = opts.envoyConfig(envoyYaml);
@@ -254,22 +328,39 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   }
   let out = '';
   const envoy = await startEnvoy({
-    binary: envoyBinary(), config: envoyYaml, concurrency: opts.concurrency ?? 1,
+    binary: envoyBinary(),
+    config: envoyYaml,
+    concurrency: opts.concurrency ?? 1,
     // The access log is read by tests: flushed every 20 ms instead of Envoy's default 10 s.
     extraArgs: ['--file-flush-interval-msec', '20'],
-    onStdout: (c) => (out += c.toString('utf8')), onStderr: (c) => (out += c.toString('utf8')),
+    onStdout: (c) => (out += c.toString('utf8')),
+    onStderr: (c) => (out += c.toString('utf8')),
   });
   const baseUrl = envoy.listenerUrl;
 
   return {
-    baseUrl, envoy, modelgate, upstreams, received, configPath, envoyYaml,
+    baseUrl,
+    envoy,
+    modelgate,
+    upstreams,
+    received,
+    configPath,
+    envoyYaml,
     routeNames: () => {
       const hcm = (parseYaml(envoyYaml) as any).static_resources.listeners[0].filter_chains[0].filters[0].typed_config; // eslint-disable-line @typescript-eslint/no-explicit-any
       return (hcm.route_config.virtual_hosts[0].routes as Array<{ name: string }>).map((r) => r.name);
     },
-    accessLog: () => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>),
+    accessLog: () =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
     async accessLogWhen(ok, timeoutMs = 30_000) {
-      const read = () => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      const read = () =>
+        out
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => JSON.parse(l) as Record<string, unknown>);
       const until = Date.now() + timeoutMs;
       while (!ok(read()) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
       return read();
@@ -294,7 +385,9 @@ async function recordRequestCount(adminUrl: string): Promise<void> {
     const stats = await (await fetch(`${adminUrl}/stats?filter=^http\\.modelgate\\.downstream_rq_total$`)).text();
     const m = /downstream_rq_total: (\d+)/.exec(stats);
     if (m) appendFileSync(inject('e2eTally'), `${m[1]}\n`);
-  } catch { /* Envoy already gone: nothing to count */ }
+  } catch {
+    /* Envoy already gone: nothing to count */
+  }
 }
 
 function hostPort(addr: string): [string, number] {
@@ -342,13 +435,20 @@ export function send(baseUrl: string, method: string, path: string, o: SendOptio
     // With raw headers node adds no Host: send one unless the test gave its own (or wants none: '').
     if (!(o.headers ?? []).some(([k]) => k.toLowerCase() === 'host')) raw.push('host', url.host);
     for (const [k, v] of o.headers ?? []) if (!(k.toLowerCase() === 'host' && v === '')) raw.push(k, v);
-    if (body !== undefined && !(o.headers ?? []).some(([k]) => k.toLowerCase() === 'content-length' || k.toLowerCase() === 'transfer-encoding')) raw.push('content-length', String(body.length));
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers: raw, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve(reply(res.statusCode ?? 0, res.headers, Buffer.concat(chunks))));
-      res.on('error', reject);
-    });
+    if (
+      body !== undefined &&
+      !(o.headers ?? []).some(([k]) => k.toLowerCase() === 'content-length' || k.toLowerCase() === 'transfer-encoding')
+    )
+      raw.push('content-length', String(body.length));
+    const req = http.request(
+      { host: url.hostname, port: url.port, method, path, headers: raw, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve(reply(res.statusCode ?? 0, res.headers, Buffer.concat(chunks))));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });

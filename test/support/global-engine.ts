@@ -6,7 +6,13 @@
  */
 import { describe } from 'vitest';
 import { freePort } from '../../src/server/free-port';
-import { ratelimitBinary, redisBinary, startRatelimit, startRedis, type EngineProcess } from '../../src/server/global-engine';
+import {
+  ratelimitBinary,
+  redisBinary,
+  startRatelimit,
+  startRedis,
+  type EngineProcess,
+} from '../../src/server/global-engine';
 import { describeE2E } from './gateway';
 
 function missing(): string | undefined {
@@ -45,17 +51,28 @@ export async function startGlobalEngine(domain = 'modelgate'): Promise<GlobalEng
   const redisPort = await freePort();
   const grpcPort = await freePort();
   let redis = await startRedis({ host: '127.0.0.1', port: redisPort });
-  const start = () => startRatelimit({ grpc: { host: '127.0.0.1', port: grpcPort }, redis: { host: '127.0.0.1', port: redisPort }, domain });
+  const start = () =>
+    startRatelimit({
+      grpc: { host: '127.0.0.1', port: grpcPort },
+      redis: { host: '127.0.0.1', port: redisPort },
+      domain,
+    });
   // A service that cannot start must not leave its Redis behind.
   let ratelimit = await start().catch(async (err: unknown) => {
     await redis.stop();
     throw err;
   });
   return {
-    get redis() { return redis; },
-    get ratelimit() { return ratelimit; },
-    redisPort, grpcPort,
-    configYaml: (failureMode = 'allow') => `rateLimits:\n  engine: global\n  service: 127.0.0.1:${grpcPort}\n  redis: 127.0.0.1:${redisPort}\n  failureMode: ${failureMode}\n  timeoutMs: 200\n`,
+    get redis() {
+      return redis;
+    },
+    get ratelimit() {
+      return ratelimit;
+    },
+    redisPort,
+    grpcPort,
+    configYaml: (failureMode = 'allow') =>
+      `rateLimits:\n  engine: global\n  service: 127.0.0.1:${grpcPort}\n  redis: 127.0.0.1:${redisPort}\n  failureMode: ${failureMode}\n  timeoutMs: 200\n`,
     async restartRatelimit() {
       await ratelimit.stop();
       ratelimit = await start();

@@ -44,7 +44,9 @@ export default function setup(project: TestProject): () => void {
     rmSync(dir, { recursive: true, force: true });
     if (version) {
       const total = counts.reduce((a, b) => a + b, 0);
-      process.stderr.write(`end-to-end tests: ${total.toLocaleString('en-US')} requests sent through Envoy ${version} by ${counts.length} gateway${counts.length === 1 ? '' : 's'}\n`);
+      process.stderr.write(
+        `end-to-end tests: ${total.toLocaleString('en-US')} requests sent through Envoy ${version} by ${counts.length} gateway${counts.length === 1 ? '' : 's'}\n`,
+      );
     }
   };
 }

@@ -20,16 +20,96 @@ const messages = [{ role: 'user', content: 'Meter me, please: how many tokens is
 const contents = [{ role: 'user', parts: [{ text: 'Meter me, please: how many tokens is this?' }] }];
 
 export const PROTOCOL_CASES: readonly ProtocolCase[] = [
-  { name: 'chat completions', protocol: 'chat', model: 'gpt-4o-mini', path: '/v1/chat/completions', body: { model: 'gpt-4o-mini', messages }, keyHeader: 'bearer', stream: false },
-  { name: 'a chat completions stream (include_usage)', protocol: 'chat', model: 'gpt-4o-mini', path: '/v1/chat/completions', body: { model: 'gpt-4o-mini', messages, stream: true, stream_options: { include_usage: true } }, keyHeader: 'bearer', stream: true },
-  { name: 'responses', protocol: 'responses', model: 'gpt-4o-mini', path: '/v1/responses', body: { model: 'gpt-4o-mini', input: 'Meter me, please.' }, keyHeader: 'bearer', stream: false },
-  { name: 'a responses stream', protocol: 'responses', model: 'gpt-4o-mini', path: '/v1/responses', body: { model: 'gpt-4o-mini', input: 'Meter me, please.', stream: true }, keyHeader: 'bearer', stream: true },
-  { name: 'embeddings', protocol: 'embeddings', model: 'text-embedding-3-small', path: '/v1/embeddings', body: { model: 'text-embedding-3-small', input: ['meter me', 'and me'] }, keyHeader: 'bearer', stream: false },
-  { name: 'messages', protocol: 'messages', model: 'claude-3-5-haiku-latest', path: '/v1/messages', body: { model: 'claude-3-5-haiku-latest', max_tokens: 100, messages }, keyHeader: 'x-api-key', stream: false },
-  { name: 'a messages stream', protocol: 'messages', model: 'claude-3-5-haiku-latest', path: '/v1/messages', body: { model: 'claude-3-5-haiku-latest', max_tokens: 100, messages, stream: true }, keyHeader: 'x-api-key', stream: true },
-  { name: 'generateContent', protocol: 'generative', model: 'gemini-2.5-flash', path: '/v1beta/models/gemini-2.5-flash:generateContent', body: { contents }, keyHeader: 'x-goog-api-key', stream: false },
-  { name: 'a streamGenerateContent SSE stream', protocol: 'generative', model: 'gemini-2.5-flash', path: '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse', body: { contents }, keyHeader: 'x-goog-api-key', stream: true },
-  { name: 'a streamGenerateContent JSON-array stream', protocol: 'generative', model: 'gemini-2.5-flash', path: '/v1beta/models/gemini-2.5-flash:streamGenerateContent', body: { contents }, keyHeader: 'x-goog-api-key', stream: true },
+  {
+    name: 'chat completions',
+    protocol: 'chat',
+    model: 'gpt-4o-mini',
+    path: '/v1/chat/completions',
+    body: { model: 'gpt-4o-mini', messages },
+    keyHeader: 'bearer',
+    stream: false,
+  },
+  {
+    name: 'a chat completions stream (include_usage)',
+    protocol: 'chat',
+    model: 'gpt-4o-mini',
+    path: '/v1/chat/completions',
+    body: { model: 'gpt-4o-mini', messages, stream: true, stream_options: { include_usage: true } },
+    keyHeader: 'bearer',
+    stream: true,
+  },
+  {
+    name: 'responses',
+    protocol: 'responses',
+    model: 'gpt-4o-mini',
+    path: '/v1/responses',
+    body: { model: 'gpt-4o-mini', input: 'Meter me, please.' },
+    keyHeader: 'bearer',
+    stream: false,
+  },
+  {
+    name: 'a responses stream',
+    protocol: 'responses',
+    model: 'gpt-4o-mini',
+    path: '/v1/responses',
+    body: { model: 'gpt-4o-mini', input: 'Meter me, please.', stream: true },
+    keyHeader: 'bearer',
+    stream: true,
+  },
+  {
+    name: 'embeddings',
+    protocol: 'embeddings',
+    model: 'text-embedding-3-small',
+    path: '/v1/embeddings',
+    body: { model: 'text-embedding-3-small', input: ['meter me', 'and me'] },
+    keyHeader: 'bearer',
+    stream: false,
+  },
+  {
+    name: 'messages',
+    protocol: 'messages',
+    model: 'claude-3-5-haiku-latest',
+    path: '/v1/messages',
+    body: { model: 'claude-3-5-haiku-latest', max_tokens: 100, messages },
+    keyHeader: 'x-api-key',
+    stream: false,
+  },
+  {
+    name: 'a messages stream',
+    protocol: 'messages',
+    model: 'claude-3-5-haiku-latest',
+    path: '/v1/messages',
+    body: { model: 'claude-3-5-haiku-latest', max_tokens: 100, messages, stream: true },
+    keyHeader: 'x-api-key',
+    stream: true,
+  },
+  {
+    name: 'generateContent',
+    protocol: 'generative',
+    model: 'gemini-2.5-flash',
+    path: '/v1beta/models/gemini-2.5-flash:generateContent',
+    body: { contents },
+    keyHeader: 'x-goog-api-key',
+    stream: false,
+  },
+  {
+    name: 'a streamGenerateContent SSE stream',
+    protocol: 'generative',
+    model: 'gemini-2.5-flash',
+    path: '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse',
+    body: { contents },
+    keyHeader: 'x-goog-api-key',
+    stream: true,
+  },
+  {
+    name: 'a streamGenerateContent JSON-array stream',
+    protocol: 'generative',
+    model: 'gemini-2.5-flash',
+    path: '/v1beta/models/gemini-2.5-flash:streamGenerateContent',
+    body: { contents },
+    keyHeader: 'x-goog-api-key',
+    stream: true,
+  },
 ];
 
 export function keyHeaders(c: ProtocolCase, key: string): Array<[string, string]> {
@@ -45,11 +125,16 @@ export function sendProtocol(gw: Pick<Gateway, 'send'>, c: ProtocolCase, key: st
 }
 
 /** The JSON documents of an answer: the body, each SSE event's data, or each element of a JSON array. */
-function documents(reply: Reply): any[] { // eslint-disable-line @typescript-eslint/no-explicit-any
+function documents(reply: Reply): any[] {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
   const text = reply.text.trim();
   if (String(reply.headers['content-type']).startsWith('text/event-stream')) {
     return text.split(/\r?\n\r?\n/).flatMap((ev) => {
-      const data = ev.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+      const data = ev
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).trim())
+        .join('\n');
       return data && data !== '[DONE]' ? [JSON.parse(data)] : [];
     });
   }
@@ -64,8 +149,10 @@ export function expectedUsage(c: ProtocolCase, reply: Reply): { input: number; o
   for (const d of documents(reply)) {
     const u = d.usage ?? d.response?.usage ?? d.message?.usage ?? d.usageMetadata;
     if (!u) continue;
-    if (c.protocol === 'generative') [input, output] = [u.promptTokenCount ?? input, (u.candidatesTokenCount ?? 0) + (u.thoughtsTokenCount ?? 0)];
-    else if (c.protocol === 'chat' || c.protocol === 'embeddings') [input, output] = [u.prompt_tokens, u.completion_tokens ?? 0];
+    if (c.protocol === 'generative')
+      [input, output] = [u.promptTokenCount ?? input, (u.candidatesTokenCount ?? 0) + (u.thoughtsTokenCount ?? 0)];
+    else if (c.protocol === 'chat' || c.protocol === 'embeddings')
+      [input, output] = [u.prompt_tokens, u.completion_tokens ?? 0];
     else [input, output] = [u.input_tokens ?? input, u.output_tokens ?? output];
   }
   return { input, output };

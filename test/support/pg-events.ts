@@ -42,7 +42,11 @@ export function recordEvents(store: Store): EventLog {
         };
         const timer = setTimeout(() => {
           waiters.delete(waiter);
-          reject(new Error(`no matching invalidation within ${timeoutMs} ms; got ${JSON.stringify(arrivals.map((a) => a.event))}`));
+          reject(
+            new Error(
+              `no matching invalidation within ${timeoutMs} ms; got ${JSON.stringify(arrivals.map((a) => a.event))}`,
+            ),
+          );
         }, timeoutMs);
         waiters.add(waiter);
       });
@@ -52,5 +56,11 @@ export function recordEvents(store: Store): EventLog {
 }
 
 export const isAll = (e: InvalidationEvent): boolean => e.kind === 'all';
-export const isKey = (sha256: string) => (e: InvalidationEvent): boolean => e.kind === 'key' && e.sha256 === sha256;
-export const isGroup = (name: string) => (e: InvalidationEvent): boolean => e.kind === 'group' && e.name === name;
+export const isKey =
+  (sha256: string) =>
+  (e: InvalidationEvent): boolean =>
+    e.kind === 'key' && e.sha256 === sha256;
+export const isGroup =
+  (name: string) =>
+  (e: InvalidationEvent): boolean =>
+    e.kind === 'group' && e.name === name;

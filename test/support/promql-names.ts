@@ -4,7 +4,24 @@
  * to check the alert rules and the dashboard against a live scrape; promtool parses the same
  * expressions (a query this lexer misreads would fail there or here, never pass silently).
  */
-const KEYWORDS = new Set(['and', 'or', 'unless', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'offset', 'bool', 'inf', 'nan', 'atan2', 'start', 'end']);
+const KEYWORDS = new Set([
+  'and',
+  'or',
+  'unless',
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'offset',
+  'bool',
+  'inf',
+  'nan',
+  'atan2',
+  'start',
+  'end',
+]);
 
 export function metricNames(expr: string): string[] {
   let s = expr.replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`/g, '""'); // strings

@@ -19,10 +19,15 @@ export function limitedKey(id: string, limits?: Limits, group = 'pro'): LimitedK
 }
 
 /** The demo config with these keys added (and, optionally, other changes to the parsed document). */
-export function withKeys(keys: readonly LimitedKey[], edit?: (doc: Record<string, any>) => void): (demo: string) => string { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function withKeys(
+  keys: readonly LimitedKey[],
+  edit?: (doc: Record<string, any>) => void,
+): (demo: string) => string {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
   return (demo) => {
     const doc = parse(demo) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-    for (const k of keys) doc.keys.push({ id: k.id, sha256: hashKey(k.key), group: k.group, ...(k.limits ? { limits: k.limits } : {}) });
+    for (const k of keys)
+      doc.keys.push({ id: k.id, sha256: hashKey(k.key), group: k.group, ...(k.limits ? { limits: k.limits } : {}) });
     edit?.(doc);
     return stringify(doc);
   };
@@ -35,17 +40,31 @@ export function sendAs(gw: Pick<Gateway, 'send'>, family: Family, key: string, m
   switch (family) {
     case 'anthropic':
       return gw.send('POST', '/v1/messages', {
-        headers: [['x-api-key', key], ['anthropic-version', '2023-06-01'], ['content-type', 'application/json']],
-        body: JSON.stringify({ model: model ?? 'claude-sonnet-4-5', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] }),
+        headers: [
+          ['x-api-key', key],
+          ['anthropic-version', '2023-06-01'],
+          ['content-type', 'application/json'],
+        ],
+        body: JSON.stringify({
+          model: model ?? 'claude-sonnet-4-5',
+          max_tokens: 50,
+          messages: [{ role: 'user', content: 'hi' }],
+        }),
       });
     case 'gemini':
       return gw.send('POST', `/v1beta/models/${model ?? 'gemini-2.5-pro'}:generateContent`, {
-        headers: [['x-goog-api-key', key], ['content-type', 'application/json']],
+        headers: [
+          ['x-goog-api-key', key],
+          ['content-type', 'application/json'],
+        ],
         body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
       });
     default:
       return gw.send('POST', '/v1/chat/completions', {
-        headers: [['authorization', `Bearer ${key}`], ['content-type', 'application/json']],
+        headers: [
+          ['authorization', `Bearer ${key}`],
+          ['content-type', 'application/json'],
+        ],
         body: JSON.stringify({ model: model ?? 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }),
       });
   }

@@ -11,15 +11,20 @@ import type { RequestView } from '../../src/check/request-view';
 const EMPTY: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Reads the parts of a decoded CheckRequest that modelgate decides on; `keep` filters the headers. */
-export function readCheckRequest(req: CheckRequest__Output | null | undefined, keep: (name: string) => boolean = () => true): RequestView {
+export function readCheckRequest(
+  req: CheckRequest__Output | null | undefined,
+  keep: (name: string) => boolean = () => true,
+): RequestView {
   const http = req?.attributes?.request?.http;
-  const all = http?.headers && typeof http.headers === 'object' ? http.headers : fromHeaderMap(http?.header_map?.headers);
+  const all =
+    http?.headers && typeof http.headers === 'object' ? http.headers : fromHeaderMap(http?.header_map?.headers);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(all)) if (keep(name)) headers[name] = value;
   const fullPath = str(headers[':path']) || str(http?.path);
   const q = fullPath.indexOf('?');
   const rawBody = http?.raw_body;
-  const body = rawBody && rawBody.length > 0 ? rawBody : http?.body ? Buffer.from(String(http.body), 'utf8') : undefined;
+  const body =
+    rawBody && rawBody.length > 0 ? rawBody : http?.body ? Buffer.from(String(http.body), 'utf8') : undefined;
   return {
     method: str(headers[':method']) || str(http?.method),
     path: q === -1 ? fullPath : fullPath.slice(0, q),
@@ -28,7 +33,10 @@ export function readCheckRequest(req: CheckRequest__Output | null | undefined, k
     body,
     partialBody: headers['x-envoy-auth-partial-body'] === 'true',
     // Envoy's minted identity on modelgate's routes (envoy/request-mark.ts), else the x-request-id.
-    requestId: typeof headers['x-modelgate-request'] === 'string' ? headers['x-modelgate-request'] : str(headers['x-request-id']),
+    requestId:
+      typeof headers['x-modelgate-request'] === 'string'
+        ? headers['x-modelgate-request']
+        : str(headers['x-request-id']),
     client: str(req?.attributes?.source?.address?.socket_address?.address) || undefined,
   };
 }
@@ -38,7 +46,9 @@ function str(v: unknown): string {
 }
 
 /** `encode_raw_headers: true` sends `header_map` instead of `headers` (Envoy 1.30+): join repeats like Envoy does. */
-function fromHeaderMap(list: readonly { key?: string; value?: string; raw_value?: Buffer }[] | undefined): Readonly<Record<string, string>> {
+function fromHeaderMap(
+  list: readonly { key?: string; value?: string; raw_value?: Buffer }[] | undefined,
+): Readonly<Record<string, string>> {
   if (!Array.isArray(list) || list.length === 0) return EMPTY;
   const out: Record<string, string> = Object.create(null);
   for (const h of list) {

@@ -50,16 +50,24 @@ export function tempConfig(yamlText?: string): string {
 export async function startHarness(opts: Partial<ServiceOptions> = {}): Promise<Harness> {
   const logs = new LogSink();
   const configPath = opts.configPath ?? tempConfig();
-  const service = await startService({ grpcAddress: '127.0.0.1:0', httpAddress: '127.0.0.1:0', logDestination: logs, watch: false, ...opts, configPath });
+  const service = await startService({
+    grpcAddress: '127.0.0.1:0',
+    httpAddress: '127.0.0.1:0',
+    logDestination: logs,
+    watch: false,
+    ...opts,
+    configPath,
+  });
   const Client = authorizationClient();
   const client = new Client(service.grpcAddress, grpc.credentials.createInsecure());
   return {
     service,
     logs,
     configPath,
-    check: (line) => new Promise((resolve, reject) => {
-      client.Check(buildCheckRequest(line), (err, res) => (err ? reject(err) : resolve(res!)));
-    }),
+    check: (line) =>
+      new Promise((resolve, reject) => {
+        client.Check(buildCheckRequest(line), (err, res) => (err ? reject(err) : resolve(res!)));
+      }),
     async close(meterDrainMs = 0) {
       client.close();
       await service.close(1000, meterDrainMs);
@@ -70,7 +78,10 @@ export async function startHarness(opts: Partial<ServiceOptions> = {}): Promise<
 /** The denial's reason header, or 'allowed'. */
 export function reasonOf(res: CheckResponse__Output): string {
   if (!res.status?.code) return 'allowed';
-  return res.denied_response?.headers?.find((h) => h.header?.key === 'x-modelgate-reason')?.header?.value ?? '(no reason header)';
+  return (
+    res.denied_response?.headers?.find((h) => h.header?.key === 'x-modelgate-reason')?.header?.value ??
+    '(no reason header)'
+  );
 }
 
 export function deniedHeader(res: CheckResponse__Output, name: string): string | undefined {

@@ -32,14 +32,62 @@ function openssl(dir: string, args: string[]): void {
 }
 
 function ca(dir: string, name: string): void {
-  openssl(dir, ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', `/CN=${name}`,
-    '-keyout', `${name}.key`, '-out', `${name}.crt`, '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign']);
+  openssl(dir, [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name}`,
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.crt`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign',
+  ]);
 }
 
 function leaf(dir: string, name: string, caName: string, ext: string): void {
-  openssl(dir, ['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', `/CN=${name}`, '-keyout', `${name}.key`, '-out', `${name}.csr`]);
+  openssl(dir, [
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-subj',
+    `/CN=${name}`,
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.csr`,
+  ]);
   writeFileSync(join(dir, `${name}.ext`), ext);
-  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', `${caName}.crt`, '-CAkey', `${caName}.key`, '-CAcreateserial', '-days', '2', '-out', `${name}.crt`, '-extfile', `${name}.ext`]);
+  openssl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    `${caName}.crt`,
+    '-CAkey',
+    `${caName}.key`,
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-out',
+    `${name}.crt`,
+    '-extfile',
+    `${name}.ext`,
+  ]);
 }
 
 /** Makes a new set; needs `openssl` on PATH (a missing one fails the test, never skips it). */
@@ -53,9 +101,15 @@ export function makeTestCerts(): TestCerts {
   leaf(dir, 'stranger', 'stranger-ca', 'extendedKeyUsage=clientAuth\n');
   const f = (n: string): string => join(dir, n);
   return {
-    dir, serverCert: f('server.crt'), serverKey: f('server.key'), serverCa: f('server-ca.crt'),
-    clientCert: f('client.crt'), clientKey: f('client.key'), clientCa: f('client-ca.crt'),
-    strangerCert: f('stranger.crt'), strangerKey: f('stranger.key'),
+    dir,
+    serverCert: f('server.crt'),
+    serverKey: f('server.key'),
+    serverCa: f('server-ca.crt'),
+    clientCert: f('client.crt'),
+    clientKey: f('client.key'),
+    clientCa: f('client-ca.crt'),
+    strangerCert: f('stranger.crt'),
+    strangerKey: f('stranger.key'),
   };
 }
 
@@ -65,7 +119,19 @@ export function makeTestCerts(): TestCerts {
  */
 export function tlsOptions(c: TestCerts): { server: tls.TlsOptions; client: tls.ConnectionOptions } {
   return {
-    server: { cert: readFileSync(c.serverCert), key: readFileSync(c.serverKey), ca: readFileSync(c.clientCa), requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'] },
-    client: { ca: readFileSync(c.serverCa), cert: readFileSync(c.clientCert), key: readFileSync(c.clientKey), servername: SERVER_NAME },
+    server: {
+      cert: readFileSync(c.serverCert),
+      key: readFileSync(c.serverKey),
+      ca: readFileSync(c.clientCa),
+      requestCert: true,
+      rejectUnauthorized: true,
+      ALPNProtocols: ['h2'],
+    },
+    client: {
+      ca: readFileSync(c.serverCa),
+      cert: readFileSync(c.clientCert),
+      key: readFileSync(c.clientKey),
+      servername: SERVER_NAME,
+    },
   };
 }

@@ -13,12 +13,21 @@ export interface TestCredential {
 }
 
 /** The demo config's upstream lines, replaced with {url, credential} for the families given. */
-export function withUpstreamCredentials(demo: string, credentials: Partial<Record<UpstreamFamily, TestCredential>>): string {
+export function withUpstreamCredentials(
+  demo: string,
+  credentials: Partial<Record<UpstreamFamily, TestCredential>>,
+): string {
   let out = demo;
   for (const [family, c] of Object.entries(credentials) as Array<[UpstreamFamily, TestCredential]>) {
     const line = new RegExp(`^    ${family}: (http://127\\.0\\.0\\.1:9300)$`, 'm');
-    if (!line.test(out)) throw new Error(`the demo config has no "    ${family}: http://127.0.0.1:9300" line: withUpstreamCredentials must be updated`);
-    out = out.replace(line, `    ${family}: { url: "$1", credential: { header: ${c.header}, prefix: ${JSON.stringify(c.prefix ?? '')}, env: ${c.env} } }`);
+    if (!line.test(out))
+      throw new Error(
+        `the demo config has no "    ${family}: http://127.0.0.1:9300" line: withUpstreamCredentials must be updated`,
+      );
+    out = out.replace(
+      line,
+      `    ${family}: { url: "$1", credential: { header: ${c.header}, prefix: ${JSON.stringify(c.prefix ?? '')}, env: ${c.env} } }`,
+    );
   }
   return out;
 }

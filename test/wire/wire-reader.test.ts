@@ -21,12 +21,24 @@ type Field =
 
 function write(w: protobuf.Writer, f: Field): void {
   switch (f.kind) {
-    case 'uint32': w.uint32((f.num << 3) | WIRE.VARINT).uint32(f.value); return;
-    case 'uint64': w.uint32((f.num << 3) | WIRE.VARINT).uint64(Number(f.value)); return;
-    case 'string': w.uint32((f.num << 3) | WIRE.LEN).string(f.value); return;
-    case 'bytes': w.uint32((f.num << 3) | WIRE.LEN).bytes(f.value); return;
-    case 'double': w.uint32((f.num << 3) | WIRE.I64).double(f.value); return;
-    case 'fixed32': w.uint32((f.num << 3) | WIRE.I32).fixed32(f.value); return;
+    case 'uint32':
+      w.uint32((f.num << 3) | WIRE.VARINT).uint32(f.value);
+      return;
+    case 'uint64':
+      w.uint32((f.num << 3) | WIRE.VARINT).uint64(Number(f.value));
+      return;
+    case 'string':
+      w.uint32((f.num << 3) | WIRE.LEN).string(f.value);
+      return;
+    case 'bytes':
+      w.uint32((f.num << 3) | WIRE.LEN).bytes(f.value);
+      return;
+    case 'double':
+      w.uint32((f.num << 3) | WIRE.I64).double(f.value);
+      return;
+    case 'fixed32':
+      w.uint32((f.num << 3) | WIRE.I32).fixed32(f.value);
+      return;
     case 'group':
       w.uint32((f.num << 3) | WIRE.SGROUP);
       for (const g of f.value) write(w, g);
@@ -43,15 +55,30 @@ const encode = (fields: readonly Field[]): Buffer => {
 const fieldNumber = fc.integer({ min: 1, max: 2 ** 29 - 1 });
 const leaf: fc.Arbitrary<Field> = fc.oneof(
   fc.record({ kind: fc.constant('uint32' as const), num: fieldNumber, value: fc.nat({ max: 2 ** 32 - 1 }) }),
-  fc.record({ kind: fc.constant('uint64' as const), num: fieldNumber, value: fc.bigInt({ min: 0n, max: 2n ** 53n - 1n }) }),
-  fc.record({ kind: fc.constant('string' as const), num: fieldNumber, value: fc.string({ unit: 'grapheme', maxLength: 40 }) }),
+  fc.record({
+    kind: fc.constant('uint64' as const),
+    num: fieldNumber,
+    value: fc.bigInt({ min: 0n, max: 2n ** 53n - 1n }),
+  }),
+  fc.record({
+    kind: fc.constant('string' as const),
+    num: fieldNumber,
+    value: fc.string({ unit: 'grapheme', maxLength: 40 }),
+  }),
   fc.record({ kind: fc.constant('bytes' as const), num: fieldNumber, value: fc.uint8Array({ maxLength: 300 }) }),
   fc.record({ kind: fc.constant('double' as const), num: fieldNumber, value: fc.double({ noNaN: true }) }),
   fc.record({ kind: fc.constant('fixed32' as const), num: fieldNumber, value: fc.nat({ max: 2 ** 32 - 1 }) }),
 );
 const field: fc.Arbitrary<Field> = fc.oneof(
   { weight: 6, arbitrary: leaf },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('group' as const), num: fieldNumber, value: fc.array(leaf, { maxLength: 4 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('group' as const),
+      num: fieldNumber,
+      value: fc.array(leaf, { maxLength: 4 }),
+    }),
+  },
 );
 const message = fc.array(field, { maxLength: 12 });
 
@@ -113,49 +140,67 @@ function skipAll(r: WireReader, end: number): number {
 
 describe('WireReader on what protobufjs writes', () => {
   it('reads every field back as written (varints up to 2^53, strings, bytes, doubles, fixed32, groups)', () => {
-    fc.assert(fc.property(message, (fields) => {
-      const bytes = encode(fields);
-      readBack(new WireReader(bytes), bytes.length, fields);
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(message, (fields) => {
+        const bytes = encode(fields);
+        readBack(new WireReader(bytes), bytes.length, fields);
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('skips every field to its end, whatever its wire type', () => {
-    fc.assert(fc.property(message, (fields) => {
-      const bytes = encode(fields);
-      const r = new WireReader(bytes);
-      expect(skipAll(r, bytes.length)).toBe(fields.length);
-      expect(r.pos).toBe(bytes.length);
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(message, (fields) => {
+        const bytes = encode(fields);
+        const r = new WireReader(bytes);
+        expect(skipAll(r, bytes.length)).toBe(fields.length);
+        expect(r.pos).toBe(bytes.length);
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('reads an embedded message within its length, never past it', () => {
-    fc.assert(fc.property(message, message, (inner, after) => {
-      const w = protobuf.Writer.create();
-      w.uint32((1 << 3) | WIRE.LEN).bytes(encode(inner));
-      for (const f of after) write(w, f);
-      const bytes = Buffer.from(w.finish());
-      const r = new WireReader(bytes);
-      r.tag(bytes.length);
-      const innerEnd = r.lengthEnd(bytes.length);
-      readBack(r, innerEnd, inner);
-      readBack(r, bytes.length, after);
-    }), { numRuns: 1000 });
+    fc.assert(
+      fc.property(message, message, (inner, after) => {
+        const w = protobuf.Writer.create();
+        w.uint32((1 << 3) | WIRE.LEN).bytes(encode(inner));
+        for (const f of after) write(w, f);
+        const bytes = Buffer.from(w.finish());
+        const r = new WireReader(bytes);
+        r.tag(bytes.length);
+        const innerEnd = r.lengthEnd(bytes.length);
+        readBack(r, innerEnd, inner);
+        readBack(r, bytes.length, after);
+      }),
+      { numRuns: 1000 },
+    );
   });
 
   it('on any cut or changed byte of a message, either reads on or throws a WireError, never anything else', () => {
-    fc.assert(fc.property(message.filter((m) => m.length > 0), fc.nat(), fc.nat({ max: 255 }), fc.boolean(), (fields, at, byte, cut) => {
-      const bytes = encode(fields);
-      const i = at % bytes.length;
-      const mutated = cut ? bytes.subarray(0, i) : Buffer.from(bytes);
-      if (!cut) mutated[i] = byte;
-      const r = new WireReader(mutated);
-      try {
-        skipAll(r, mutated.length);
-        expect(r.pos).toBe(mutated.length);
-      } catch (err) {
-        expect(err).toBeInstanceOf(WireError);
-      }
-    }), { numRuns: 5000 });
+    fc.assert(
+      fc.property(
+        message.filter((m) => m.length > 0),
+        fc.nat(),
+        fc.nat({ max: 255 }),
+        fc.boolean(),
+        (fields, at, byte, cut) => {
+          const bytes = encode(fields);
+          const i = at % bytes.length;
+          const mutated = cut ? bytes.subarray(0, i) : Buffer.from(bytes);
+          if (!cut) mutated[i] = byte;
+          const r = new WireReader(mutated);
+          try {
+            skipAll(r, mutated.length);
+            expect(r.pos).toBe(mutated.length);
+          } catch (err) {
+            expect(err).toBeInstanceOf(WireError);
+          }
+        },
+      ),
+      { numRuns: 5000 },
+    );
   });
 });
 
@@ -173,7 +218,12 @@ describe('WireReader on malformed bytes', () => {
     ['a length of 2^32 - 1', [0xff, 0xff, 0xff, 0xff, 0x0f], (r, e) => r.lengthEnd(e), 'length_past_end'],
     ['a varint of 11 bytes', [...Array(10).fill(0x80), 0x01], (r, e) => r.varint(e), 'varint_too_long'],
     ['a varint cut short', [0x80, 0x80], (r, e) => r.varint(e), 'truncated'],
-    ['a skipped varint of 11 bytes', [0x08, ...Array(10).fill(0x80), 0x01], (r, e) => r.skip(r.tag(e) & 7, e), 'varint_too_long'],
+    [
+      'a skipped varint of 11 bytes',
+      [0x08, ...Array(10).fill(0x80), 0x01],
+      (r, e) => r.skip(r.tag(e) & 7, e),
+      'varint_too_long',
+    ],
     ['a fixed64 cut short', [0x09, 1, 2, 3, 4, 5, 6, 7], (r, e) => r.skip(r.tag(e) & 7, e), 'truncated'],
     ['a double cut short', [1, 2, 3], (r, e) => r.double(e), 'truncated'],
     ['a fixed32 cut short', [0x0d, 1, 2, 3], (r, e) => r.skip(r.tag(e) & 7, e), 'truncated'],
@@ -181,7 +231,12 @@ describe('WireReader on malformed bytes', () => {
     ['wire type 7', [0x0f], (r, e) => r.skip(r.tag(e) & 7, e), 'wire_type'],
     ['an end-group without its start', [0x0c], (r, e) => r.skip(r.tag(e) & 7, e), 'wire_type'],
     ['a group never ended', [0x0b, 0x08, 0x01], (r, e) => r.skip(r.tag(e) & 7, e), 'truncated'],
-    [`groups nested ${MAX_GROUP_DEPTH + 1} deep`, [...Array(MAX_GROUP_DEPTH + 1).fill(0x0b), ...Array(MAX_GROUP_DEPTH + 1).fill(0x0c)], (r, e) => r.skip(r.tag(e) & 7, e), 'too_deep'],
+    [
+      `groups nested ${MAX_GROUP_DEPTH + 1} deep`,
+      [...Array(MAX_GROUP_DEPTH + 1).fill(0x0b), ...Array(MAX_GROUP_DEPTH + 1).fill(0x0c)],
+      (r, e) => r.skip(r.tag(e) & 7, e),
+      'too_deep',
+    ],
   ];
 
   it.each(cases)('%s throws the WireError %4$s', (_what, bytes, read, fault) => {

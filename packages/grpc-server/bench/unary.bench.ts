@@ -32,7 +32,14 @@ export interface UnaryBench {
 const PATH = '/bench.Echo/Call';
 const BATCH = 64;
 const MESSAGE = frameMessage(Buffer.alloc(100, 0x61));
-const HEADERS = Buffer.concat([literalField(2, 'POST'), literalField(6, 'http'), literalField(4, PATH), literalField(1, 'bench'), literalField(31, 'application/grpc'), literalField('te', 'trailers')]);
+const HEADERS = Buffer.concat([
+  literalField(2, 'POST'),
+  literalField(6, 'http'),
+  literalField(4, PATH),
+  literalField(1, 'bench'),
+  literalField(31, 'application/grpc'),
+  literalField('te', 'trailers'),
+]);
 
 /** One batch of requests on streams first, first + 2, ...: one buffer, one write. */
 function batch(first: number): Buffer {
@@ -60,7 +67,13 @@ class Client {
     const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon));
     await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
     // A large window for every stream and for the connection: the answers never wait for one.
-    socket.write(Buffer.concat([PREFACE, frame(FRAME.SETTINGS, 0, 0, Buffer.concat([Buffer.from([0, SETTING.INITIAL_WINDOW_SIZE]), words(2 ** 30)])), frame(FRAME.WINDOW_UPDATE, 0, 0, words(2 ** 30))]));
+    socket.write(
+      Buffer.concat([
+        PREFACE,
+        frame(FRAME.SETTINGS, 0, 0, Buffer.concat([Buffer.from([0, SETTING.INITIAL_WINDOW_SIZE]), words(2 ** 30)])),
+        frame(FRAME.WINDOW_UPDATE, 0, 0, words(2 ** 30)),
+      ]),
+    );
     return new Client(socket);
   }
 
@@ -70,7 +83,8 @@ class Client {
     while (this.#buf.length - at >= HEADER_BYTES) {
       const length = this.#buf.readUIntBE(at, 3);
       if (this.#buf.length - at < HEADER_BYTES + length) break;
-      const type = this.#buf[at + 3], flags = this.#buf[at + 4];
+      const type = this.#buf[at + 3],
+        flags = this.#buf[at + 4];
       if (type === FRAME.SETTINGS && (flags & FLAG.ACK) === 0) this.socket.write(frame(FRAME.SETTINGS, FLAG.ACK, 0));
       if (type === FRAME.HEADERS && (flags & FLAG.END_STREAM) !== 0 && --this.#pending === 0) this.#done?.();
       at += HEADER_BYTES + length;
@@ -105,10 +119,19 @@ function median(xs: number[]): number {
  * Each server build's median µs per call, measured in alternating rounds (one connection per
  * build and transport, warmed up first).
  */
-export async function benchUnary(builds: ReadonlyMap<string, StartServer>, transport: GrpcTransport, rounds = 15, callsPerRound = 64 * 60): Promise<Map<string, UnaryBench>> {
+export async function benchUnary(
+  builds: ReadonlyMap<string, StartServer>,
+  transport: GrpcTransport,
+  rounds = 15,
+  callsPerRound = 64 * 60,
+): Promise<Map<string, UnaryBench>> {
   const running = [];
   for (const [name, start] of builds) {
-    const server = await start('127.0.0.1:0', new Map([[PATH, { kind: 'unary', handle: (request: Buffer) => request }]]), { maxReceiveMessageBytes: 4 << 20, transport });
+    const server = await start(
+      '127.0.0.1:0',
+      new Map([[PATH, { kind: 'unary', handle: (request: Buffer) => request }]]),
+      { maxReceiveMessageBytes: 4 << 20, transport },
+    );
     const client = await Client.connect(server.address);
     await client.run(callsPerRound); // warm-up
     running.push({ name, server, client, times: [] as number[], cpu: [] as number[] });
@@ -128,7 +151,13 @@ export async function benchUnary(builds: ReadonlyMap<string, StartServer>, trans
   for (const b of running) {
     b.client.close();
     await b.server.drain(1_000);
-    out.set(b.name, { transport, callsPerRound, rounds, medianUsPerCall: median(b.times), medianCpuUsPerCall: median(b.cpu) });
+    out.set(b.name, {
+      transport,
+      callsPerRound,
+      rounds,
+      medianUsPerCall: median(b.times),
+      medianCpuUsPerCall: median(b.cpu),
+    });
   }
   return out;
 }
@@ -140,7 +169,9 @@ async function main(): Promise<void> {
   if (before) builds.set('before', (require(before) as { startH2GrpcServer: StartServer }).startH2GrpcServer);
   for (const transport of ['builtin', 'node'] as const) {
     for (const [name, r] of await benchUnary(builds, transport, rounds)) {
-      console.log(`grpc-server ${transport} unary (${name}): ${r.medianCpuUsPerCall.toFixed(2)} µs CPU, ${r.medianUsPerCall.toFixed(2)} µs wall per call (median of ${r.rounds} rounds of ${r.callsPerRound})`);
+      console.log(
+        `grpc-server ${transport} unary (${name}): ${r.medianCpuUsPerCall.toFixed(2)} µs CPU, ${r.medianUsPerCall.toFixed(2)} µs wall per call (median of ${r.rounds} rounds of ${r.callsPerRound})`,
+      );
     }
   }
 }

@@ -12,7 +12,9 @@ export type RequestProblem = FramingProblem | 'no_message' | 'extra_message';
 /** A call with one request message and one response message. */
 export interface UnaryMethod {
   readonly kind: 'unary';
-  /** The response to a request: at once, or a promise. A GrpcError (thrown or rejected) ends the call with its status. */
+  /**
+   * The response to a request: at once, or a promise. A GrpcError (thrown or rejected) ends the call with its status.
+   */
   handle(request: Buffer): Buffer | Promise<Buffer>;
   /**
    * The answer to a request that is not exactly one acceptable message. Without it, the call fails
@@ -88,7 +90,8 @@ function statusOfError(err: unknown): [GrpcStatusCode, string] {
 
 export function problemStatus(problem: RequestProblem, limit: number): [GrpcStatusCode, string] {
   if (problem === 'too_large') return [GrpcStatus.RESOURCE_EXHAUSTED, `received a message larger than max (${limit})`];
-  if (problem === 'compressed') return [GrpcStatus.INTERNAL, 'compressed message received but no grpc-encoding is accepted'];
+  if (problem === 'compressed')
+    return [GrpcStatus.INTERNAL, 'compressed message received but no grpc-encoding is accepted'];
   return [GrpcStatus.INTERNAL, `request is not one message (${problem})`];
 }
 
@@ -118,7 +121,11 @@ class UnaryCall implements RequestEvents {
   #settled = false;
   readonly #reader: MessageReader;
 
-  constructor(readonly method: UnaryMethod, readonly res: ResponseStream, readonly ctx: CallContext) {
+  constructor(
+    readonly method: UnaryMethod,
+    readonly res: ResponseStream,
+    readonly ctx: CallContext,
+  ) {
     this.#reader = new MessageReader(ctx.limit, this.#onMessage);
   }
 
@@ -138,11 +145,13 @@ class UnaryCall implements RequestEvents {
     if (this.#settled) return;
     const reader = this.#reader;
     reader.end();
-    const problem = reader.problem ?? (this.#count === 0 ? 'no_message' : this.#count > 1 ? 'extra_message' : undefined);
+    const problem =
+      reader.problem ?? (this.#count === 0 ? 'no_message' : this.#count > 1 ? 'extra_message' : undefined);
     // A client's reset can look like an end first (node:http2 emits 'end' before 'aborted'): a
     // request cut that way is nobody's to answer, nor a decision to log, so a refusal waits a
     // turn to see which it was.
-    if (problem !== undefined) return void setImmediate(() => this.#guard(() => (this.res.writable ? this.#refuse(problem) : this.#settle())));
+    if (problem !== undefined)
+      return void setImmediate(() => this.#guard(() => (this.res.writable ? this.#refuse(problem) : this.#settle())));
     let response: Buffer | Promise<Buffer>;
     try {
       response = this.method.handle(this.#request!);
@@ -150,7 +159,10 @@ class UnaryCall implements RequestEvents {
       return this.#fail(statusOfError(err));
     }
     if (response instanceof Promise) {
-      response.then((r) => this.#guard(() => this.#answer(r)), (err: unknown) => this.#guard(() => this.#fail(statusOfError(err))));
+      response.then(
+        (r) => this.#guard(() => this.#answer(r)),
+        (err: unknown) => this.#guard(() => this.#fail(statusOfError(err))),
+      );
     } else {
       this.#answer(response);
     }
@@ -262,5 +274,7 @@ function openStream(method: StreamMethod, res: ResponseStream, ctx: CallContext)
 export const OK_TRAILERS = { 'grpc-status': '0' };
 
 export function statusTrailers(code: GrpcStatusCode, message: string): Record<string, string> {
-  return code === GrpcStatus.OK && message === '' ? OK_TRAILERS : { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(message) };
+  return code === GrpcStatus.OK && message === ''
+    ? OK_TRAILERS
+    : { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(message) };
 }

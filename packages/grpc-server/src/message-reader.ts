@@ -55,7 +55,9 @@ export class MessageReader {
       if (this.#body !== undefined) {
         const n = Math.min(this.#bodyLength - this.#bodyFill, chunk.length - at);
         if (this.#bodyFill + n > this.#body.length) {
-          const grown = Buffer.allocUnsafe(Math.min(this.#bodyLength, Math.max(2 * this.#body.length, this.#bodyFill + n)));
+          const grown = Buffer.allocUnsafe(
+            Math.min(this.#bodyLength, Math.max(2 * this.#body.length, this.#bodyFill + n)),
+          );
           this.#body.copy(grown, 0, 0, this.#bodyFill);
           this.#body = grown;
         }

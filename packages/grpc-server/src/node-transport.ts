@@ -130,8 +130,12 @@ export function sweepSession(session: http2.Http2Session, sweepsPerTimeout: numb
  * TLS (ALPN h2) with a client certificate required. The same limits either way.
  */
 export function nodeHttp2Server(open: OpenStream, tls?: tls.TlsOptions): http2.Http2Server | http2.Http2SecureServer {
-  const server: http2.Http2Server | http2.Http2SecureServer = tls ? http2.createSecureServer({ ...NODE_OPTIONS, ...tls }) : http2.createServer(NODE_OPTIONS);
-  server.on('session', (session) => sessionStates.set(session, { open: 0, opened: 0, openedAtSweep: 0, idleSweeps: 0 }));
+  const server: http2.Http2Server | http2.Http2SecureServer = tls
+    ? http2.createSecureServer({ ...NODE_OPTIONS, ...tls })
+    : http2.createServer(NODE_OPTIONS);
+  server.on('session', (session) =>
+    sessionStates.set(session, { open: 0, opened: 0, openedAtSweep: 0, idleSweeps: 0 }),
+  );
   server.on('stream', (stream, headers) => {
     // A client's reset is an error event on the stream: routine, and seen by the call as 'close'.
     stream.on('error', ignore);
@@ -148,7 +152,12 @@ export function nodeHttp2Server(open: OpenStream, tls?: tls.TlsOptions): http2.H
     }
     const contentType = headers['content-type'];
     const authorization = headers.authorization;
-    const events: RequestEvents = open(headers[':path'] ?? '', typeof contentType === 'string' ? contentType : undefined, new NodeResponse(stream), typeof authorization === 'string' ? authorization : undefined);
+    const events: RequestEvents = open(
+      headers[':path'] ?? '',
+      typeof contentType === 'string' ? contentType : undefined,
+      new NodeResponse(stream),
+      typeof authorization === 'string' ? authorization : undefined,
+    );
     stream.on('data', (chunk: Buffer) => events.data(chunk));
     stream.on('end', () => events.end());
     stream.on('close', () => {

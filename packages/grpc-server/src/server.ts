@@ -29,7 +29,9 @@ export type { Method, RequestProblem, StreamCall, StreamMethod, UnaryMethod } fr
 
 export type GrpcTransport = 'builtin' | 'node';
 
-/** TLS for the port (PEM): the server's certificate chain and key, and the CA a client's certificate must be signed by. */
+/**
+ * TLS for the port (PEM): the server's certificate chain and key, and the CA a client's certificate must be signed by.
+ */
 export interface TlsSettings {
   readonly cert: Buffer;
   readonly key: Buffer;
@@ -42,7 +44,9 @@ export interface GrpcServerOptions {
   readonly transport?: GrpcTransport;
   /** Connection-level problems (a peer breaking HTTP/2, socket errors, failed TLS handshakes), for the log. */
   readonly onError?: (err: unknown) => void;
-  /** Connections open at once, TLS handshakes in progress included; past it a new one is closed at once (default 1,024). */
+  /**
+   * Connections open at once, TLS handshakes in progress included; past it a new one is closed at once (default 1,024).
+   */
   readonly maxConnections?: number;
   /** A connection with no stream open for this long is drained and closed (default 60 s). */
   readonly idleTimeoutMs?: number;
@@ -89,19 +93,29 @@ export interface GrpcH2Server {
 const NO_EVENTS: RequestEvents = { data() {}, end() {}, closed() {} };
 const ignore = (): void => {};
 
-export async function startH2GrpcServer(address: string, methods: ReadonlyMap<string, Method>, opts: GrpcServerOptions): Promise<GrpcH2Server> {
+export async function startH2GrpcServer(
+  address: string,
+  methods: ReadonlyMap<string, Method>,
+  opts: GrpcServerOptions,
+): Promise<GrpcH2Server> {
   const onError = opts.onError ?? ignore;
   const tracker = new CallTracker();
   const ctx = { limit: opts.maxReceiveMessageBytes, tracker, onError };
   const authorize = opts.authorize;
-  const open = (path: string, contentType: string | undefined, res: ResponseStream, authorization: string | undefined): RequestEvents => {
+  const open = (
+    path: string,
+    contentType: string | undefined,
+    res: ResponseStream,
+    authorization: string | undefined,
+  ): RequestEvents => {
     if (contentType === undefined || !contentType.startsWith('application/grpc')) {
       res.refuse(415, 'gRPC requests need content-type: application/grpc\n');
       return NO_EVENTS;
     }
     if (authorize !== undefined && !authorize(authorization)) {
       const answer = opts.unauthenticated?.get(path);
-      if (answer === undefined) res.end(GrpcStatus.UNAUTHENTICATED, 'this port needs the gateway\'s gRPC secret (authorization metadata)');
+      if (answer === undefined)
+        res.end(GrpcStatus.UNAUTHENTICATED, "this port needs the gateway's gRPC secret (authorization metadata)");
       else res.sendUnary(answer());
       return NO_EVENTS;
     }
@@ -121,8 +135,13 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
   const maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
   const idleTimeoutMs = opts.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
   const tlsOptions: tls.TlsOptions | undefined = opts.tls && {
-    cert: opts.tls.cert, key: opts.tls.key, ca: opts.tls.clientCa,
-    requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'], handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
+    cert: opts.tls.cert,
+    key: opts.tls.key,
+    ca: opts.tls.clientCa,
+    requestCert: true,
+    rejectUnauthorized: true,
+    ALPNProtocols: ['h2'],
+    handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
   };
   if (opts.transport === 'node') {
     const h2 = nodeHttp2Server(open, tlsOptions);
@@ -156,7 +175,11 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
     const now = Date.now();
     if (now - refusalLoggedAt < REFUSAL_LOG_MS) return;
     refusalLoggedAt = now;
-    onError(new Error(`a connection refused: ${maxConnections} are open, the most this server accepts (further refusals are not logged for ${REFUSAL_LOG_MS / 1000} s)`));
+    onError(
+      new Error(
+        `a connection refused: ${maxConnections} are open, the most this server accepts (further refusals are not logged for ${REFUSAL_LOG_MS / 1000} s)`,
+      ),
+    );
   });
 
   const colon = address.lastIndexOf(':');
@@ -171,7 +194,8 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
   server.on('error', onError);
   const sweeper = setInterval(sweepAll, idleTimeoutMs / SWEEPS_PER_IDLE_TIMEOUT);
   sweeper.unref();
-  if (tlsOptions) server.on('tlsClientError', (err: Error) => onError(new Error(`TLS handshake refused: ${err.message}`)));
+  if (tlsOptions)
+    server.on('tlsClientError', (err: Error) => onError(new Error(`TLS handshake refused: ${err.message}`)));
   const port = (server.address() as AddressInfo).port;
 
   return {
@@ -199,10 +223,14 @@ export async function startH2GrpcServer(address: string, methods: ReadonlyMap<st
           server.close(finish);
           goAwayAll();
           tracker.onUnaryIdle = () => {
-            setTimeout(() => {
-              if (tracker.unaryInFlight > 0) return;
-              for (const call of [...tracker.streams]) call.finish(GrpcStatus.UNAVAILABLE, 'the server is shutting down');
-            }, streamsDone ? 0 : 250).unref();
+            setTimeout(
+              () => {
+                if (tracker.unaryInFlight > 0) return;
+                for (const call of [...tracker.streams])
+                  call.finish(GrpcStatus.UNAVAILABLE, 'the server is shutting down');
+              },
+              streamsDone ? 0 : 250,
+            ).unref();
           };
           if (tracker.unaryInFlight === 0) tracker.onUnaryIdle();
         });

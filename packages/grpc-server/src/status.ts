@@ -19,7 +19,10 @@ export type GrpcStatusCode = (typeof GrpcStatus)[keyof typeof GrpcStatus];
 
 /** A handler's way to end a call with a status other than OK. */
 export class GrpcError extends Error {
-  constructor(readonly code: GrpcStatusCode, message: string) {
+  constructor(
+    readonly code: GrpcStatusCode,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -31,7 +34,10 @@ export class GrpcError extends Error {
 export function encodeGrpcMessage(message: string): string {
   let out = '';
   for (const byte of Buffer.from(message, 'utf8')) {
-    out += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+    out +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
   }
   return out;
 }

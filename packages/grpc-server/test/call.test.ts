@@ -19,7 +19,11 @@ function recorder(): ResponseStream & { log: string[]; writable: boolean } {
   return r;
 }
 
-const ctx = (errors: unknown[] = []) => ({ limit: 1024, tracker: new CallTracker(), onError: (e: unknown) => void errors.push(e) });
+const ctx = (errors: unknown[] = []) => ({
+  limit: 1024,
+  tracker: new CallTracker(),
+  onError: (e: unknown) => void errors.push(e),
+});
 
 describe('a streaming call', () => {
   test('hears no message after it finished itself, and close comes last, once', () => {
@@ -47,13 +51,21 @@ describe('a streaming call', () => {
 describe('a unary call', () => {
   test("whose method's own answer to unreadable bytes throws fails alone with the framing problem's status, reported, not thrown into the transport", () => {
     const errors: unknown[] = [];
-    const method: Method = { kind: 'unary', handle: (r) => r, unreadable: () => { throw new Error('boom'); } };
+    const method: Method = {
+      kind: 'unary',
+      handle: (r) => r,
+      unreadable: () => {
+        throw new Error('boom');
+      },
+    };
     const res = recorder();
     const events = openCall(method, res, ctx(errors));
     const compressed = frameMessage(Buffer.from('x'));
     compressed[0] = 1;
     expect(() => events.data(compressed)).not.toThrow();
-    expect(res.log).toEqual([`end ${GrpcStatus.INTERNAL} compressed message received but no grpc-encoding is accepted`]);
+    expect(res.log).toEqual([
+      `end ${GrpcStatus.INTERNAL} compressed message received but no grpc-encoding is accepted`,
+    ]);
     expect(errors).toHaveLength(1);
   });
 
@@ -61,7 +73,9 @@ describe('a unary call', () => {
     const errors: unknown[] = [];
     const method: Method = { kind: 'unary', handle: async (r) => r };
     const res = recorder();
-    res.sendUnary = () => { throw new Error('stream closed under us'); };
+    res.sendUnary = () => {
+      throw new Error('stream closed under us');
+    };
     const tracker = new CallTracker();
     const events = openCall(method, res, { ...ctx(errors), tracker });
     events.data(frameMessage(Buffer.from('x')));

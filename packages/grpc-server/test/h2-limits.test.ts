@@ -20,12 +20,18 @@ import { makeTestCerts, tlsOptions } from '../../../test/support/test-certs';
 
 const echo: Method = { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) };
 const slow: Method = { kind: 'unary', handle: () => new Promise<Buffer>(() => {}) };
-const methods = new Map([['/test.Echo/Unary', echo], ['/test.Echo/Slow', slow]]);
+const methods = new Map([
+  ['/test.Echo/Unary', echo],
+  ['/test.Echo/Slow', slow],
+]);
 const errors: Error[] = [];
 let server: GrpcH2Server;
 
 beforeAll(async () => {
-  server = await startH2GrpcServer('127.0.0.1:0', methods, { maxReceiveMessageBytes: 1 << 20, onError: (e) => errors.push(e as Error) });
+  server = await startH2GrpcServer('127.0.0.1:0', methods, {
+    maxReceiveMessageBytes: 1 << 20,
+    onError: (e) => errors.push(e as Error),
+  });
 });
 afterAll(() => server.drain(500));
 
@@ -38,11 +44,21 @@ function windows(size: number): Buffer {
 }
 
 /** `n` calls on streams first, first+2, ...: HEADERS and DATA, then what `after` adds per stream. */
-function calls(first: number, n: number, path: string, message: Buffer, after: (id: number) => Buffer[] = () => []): Buffer {
+function calls(
+  first: number,
+  n: number,
+  path: string,
+  message: Buffer,
+  after: (id: number) => Buffer[] = () => [],
+): Buffer {
   const body = frameMessage(message);
   const out: Buffer[] = [];
   for (let i = 0, id = first; i < n; i++, id += 2) {
-    out.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders(path)), frame(FRAME.DATA, FLAG.END_STREAM, id, body), ...after(id));
+    out.push(
+      frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders(path)),
+      frame(FRAME.DATA, FLAG.END_STREAM, id, body),
+      ...after(id),
+    );
   }
   return Buffer.concat(out);
 }
@@ -50,13 +66,19 @@ function calls(first: number, n: number, path: string, message: Buffer, after: (
 describe('rapid reset (CVE-2023-44487): streams reset before their answer, or refused', () => {
   test('990 of them are within the budget; 1,100 in a row get GOAWAY ENHANCE_YOUR_CALM, the drain in two steps, and the socket closed', async () => {
     const ok = await RawClient.connect(server.address);
-    ok.send(calls(1, 990, '/test.Echo/Slow', Buffer.from('x'), (id) => [frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL))]));
+    ok.send(
+      calls(1, 990, '/test.Echo/Slow', Buffer.from('x'), (id) => [frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL))]),
+    );
     await pingPong(ok);
     expect(ok.goAway()).toBeUndefined();
     ok.close();
 
     const c = await RawClient.connect(server.address);
-    c.send(calls(1, 1100, '/test.Echo/Slow', Buffer.from('x'), (id) => [frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL))]));
+    c.send(
+      calls(1, 1100, '/test.Echo/Slow', Buffer.from('x'), (id) => [
+        frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL)),
+      ]),
+    );
     await c.until(() => c.goAway() !== undefined, 20_000);
     expect(c.goAway()).toEqual({ lastStreamId: 2 ** 31 - 1, code: ERROR.ENHANCE_YOUR_CALM });
     const ping = c.frames.find((f) => f.type === FRAME.PING && f.flags === 0)!;
@@ -70,7 +92,8 @@ describe('rapid reset (CVE-2023-44487): streams reset before their answer, or re
   test('streams opened past the 2,048 announced take from the same budget: 1,100 refused, then GOAWAY ENHANCE_YOUR_CALM', async () => {
     const c = await RawClient.connect(server.address);
     const opens: Buffer[] = [];
-    for (let i = 0, id = 1; i < 2048 + 1100; i++, id += 2) opens.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders('/test.Echo/Slow')));
+    for (let i = 0, id = 1; i < 2048 + 1100; i++, id += 2)
+      opens.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders('/test.Echo/Slow')));
     c.send(Buffer.concat(opens));
     await c.until(() => c.goAway() !== undefined, 20_000);
     expect(c.goAway()!.code).toBe(ERROR.ENHANCE_YOUR_CALM);
@@ -83,7 +106,11 @@ describe('rapid reset (CVE-2023-44487): streams reset before their answer, or re
 
   test('streams reset after their answer (Envoy cancelling a Check that was just answered) do not count: 3,000 of them', async () => {
     const c = await RawClient.connect(server.address);
-    c.send(calls(1, 3000, '/test.Echo/Unary', Buffer.from('x'), (id) => [frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL))]));
+    c.send(
+      calls(1, 3000, '/test.Echo/Unary', Buffer.from('x'), (id) => [
+        frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL)),
+      ]),
+    );
     await c.until(() => c.answer(5999).ended, 20_000);
     await pingPong(c);
     expect(c.goAway()).toBeUndefined();
@@ -95,7 +122,11 @@ describe('rapid reset (CVE-2023-44487): streams reset before their answer, or re
     // A compressed message is refused at once and the stream reset with NO_ERROR; the client's reset crosses it.
     const frames: Buffer[] = [];
     for (let i = 0, id = 1; i < 1500; i++, id += 2) {
-      frames.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders()), frame(FRAME.DATA, 0, id, Buffer.from([1, 0, 0, 0, 1, 0])), frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL)));
+      frames.push(
+        frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders()),
+        frame(FRAME.DATA, 0, id, Buffer.from([1, 0, 0, 0, 1, 0])),
+        frame(FRAME.RST_STREAM, 0, id, words(ERROR.CANCEL)),
+      );
     }
     c.send(Buffer.concat(frames));
     await c.until(() => c.answer(2999).ended, 20_000);
@@ -121,42 +152,48 @@ describe('a client that does not read', () => {
     expect(acks).toBeLessThan(2_000_000);
   });
 
-  test.each([['TCP', false], ['TLS', true]])('Checks whose answers it does not read, over %s: the server stops reading once 1 MiB is unread, and reads again when it drains', async (_over, secure) => {
-    // A bare connection on a socket this test can see; every stream is answered 2 KiB at once.
-    // Over TLS, the TLS socket's backlog is what the connection sees: the same limits must hold.
-    let answered = 0;
-    const sockets: net.Socket[] = [];
-    const certs = secure ? tlsOptions(makeTestCerts()) : undefined;
-    const accept = (socket: net.Socket): void => {
-      sockets.push(socket);
-      new Connection(socket, {
-        open: (_path, _type, res) => {
-          answered++;
-          res.sendUnary(Buffer.alloc(2048, 0x61));
-          return { data() {}, end() {}, closed() {} };
-        },
-        onError: () => {},
-        onClose: () => {},
-      });
-    };
-    const bare = certs ? tls.createServer(certs.server, accept) : net.createServer(accept);
-    await new Promise<void>((r) => bare.listen(0, '127.0.0.1', r));
-    const c = await RawClient.connect(`127.0.0.1:${(bare.address() as net.AddressInfo).port}`, true, certs?.client);
-    c.send(windows(2 ** 31 - 1));
-    await pingPong(c);
-    c.socket.pause();
-    const n = 20_000; // 40 MB of answers: far more than the kernel holds
-    for (let i = 0; i < n; i += 1000) c.send(calls(1 + 2 * i, 1000, '/test.Echo/Unary', Buffer.from('x')));
-    await c.until(() => sockets[0].isPaused(), 20_000);
-    expect(answered).toBeLessThan(n);
-    c.socket.resume();
-    await c.until(() => c.answer(1 + 2 * (n - 1)).ended, 60_000);
-    expect(answered).toBe(n);
-    expect(sockets[0].isPaused()).toBe(false);
-    expect(c.goAway()).toBeUndefined();
-    c.close();
-    bare.close();
-  });
+  test.each([
+    ['TCP', false],
+    ['TLS', true],
+  ])(
+    'Checks whose answers it does not read, over %s: the server stops reading once 1 MiB is unread, and reads again when it drains',
+    async (_over, secure) => {
+      // A bare connection on a socket this test can see; every stream is answered 2 KiB at once.
+      // Over TLS, the TLS socket's backlog is what the connection sees: the same limits must hold.
+      let answered = 0;
+      const sockets: net.Socket[] = [];
+      const certs = secure ? tlsOptions(makeTestCerts()) : undefined;
+      const accept = (socket: net.Socket): void => {
+        sockets.push(socket);
+        new Connection(socket, {
+          open: (_path, _type, res) => {
+            answered++;
+            res.sendUnary(Buffer.alloc(2048, 0x61));
+            return { data() {}, end() {}, closed() {} };
+          },
+          onError: () => {},
+          onClose: () => {},
+        });
+      };
+      const bare = certs ? tls.createServer(certs.server, accept) : net.createServer(accept);
+      await new Promise<void>((r) => bare.listen(0, '127.0.0.1', r));
+      const c = await RawClient.connect(`127.0.0.1:${(bare.address() as net.AddressInfo).port}`, true, certs?.client);
+      c.send(windows(2 ** 31 - 1));
+      await pingPong(c);
+      c.socket.pause();
+      const n = 20_000; // 40 MB of answers: far more than the kernel holds
+      for (let i = 0; i < n; i += 1000) c.send(calls(1 + 2 * i, 1000, '/test.Echo/Unary', Buffer.from('x')));
+      await c.until(() => sockets[0].isPaused(), 20_000);
+      expect(answered).toBeLessThan(n);
+      c.socket.resume();
+      await c.until(() => c.answer(1 + 2 * (n - 1)).ended, 60_000);
+      expect(answered).toBe(n);
+      expect(sockets[0].isPaused()).toBe(false);
+      expect(c.goAway()).toBeUndefined();
+      c.close();
+      bare.close();
+    },
+  );
 
   test('SETTINGS_INITIAL_WINDOW_SIZE=0: answers wait for window up to 4 MiB, then new streams are refused; all are sent once the window opens', async () => {
     const c = await RawClient.connect(server.address);
@@ -167,7 +204,8 @@ describe('a client that does not read', () => {
     c.send(calls(1, 400, '/test.Echo/Unary', message));
     // Each stream gets its response headers (its answer then waits for window) or is refused.
     const ids = Array.from({ length: 400 }, (_, i) => 1 + 2 * i);
-    const seen = (id: number): boolean => c.frames.some((f) => f.id === id && (f.type === FRAME.HEADERS || f.type === FRAME.RST_STREAM));
+    const seen = (id: number): boolean =>
+      c.frames.some((f) => f.id === id && (f.type === FRAME.HEADERS || f.type === FRAME.RST_STREAM));
     await c.until(() => ids.every(seen), 20_000);
     const refused = c.frames.filter((f) => f.type === FRAME.RST_STREAM);
     expect(refused.every((f) => f.payload.readUInt32BE(0) === ERROR.REFUSED_STREAM)).toBe(true);
@@ -199,11 +237,13 @@ describe('connections: a cap, an idle timeout, a stall timeout', () => {
 
   test('a connection past the cap is closed at once; those within it are served', async () => {
     const held = await Promise.all([1, 2, 3].map(() => RawClient.connect(small.address)));
-    await Promise.all(held.map(async (c) => {
-      // An open stream keeps each from the idle timeout.
-      c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')));
-      await pingPong(c);
-    }));
+    await Promise.all(
+      held.map(async (c) => {
+        // An open stream keeps each from the idle timeout.
+        c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')));
+        await pingPong(c);
+      }),
+    );
     const extra = await RawClient.connect(small.address);
     await extra.until(() => extra.closed);
     expect(extra.frames).toEqual([]);
@@ -217,8 +257,13 @@ describe('connections: a cap, an idle timeout, a stall timeout', () => {
     const busy = await RawClient.connect(timed.address);
     busy.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')));
     await idle.until(() => idle.closed, 20_000);
-    const goAways = idle.frames.filter((f) => f.type === FRAME.GOAWAY).map((f) => [f.payload.readUInt32BE(0), f.payload.readUInt32BE(4)]);
-    expect(goAways).toEqual([[2 ** 31 - 1, ERROR.NO_ERROR], [0, ERROR.NO_ERROR]]);
+    const goAways = idle.frames
+      .filter((f) => f.type === FRAME.GOAWAY)
+      .map((f) => [f.payload.readUInt32BE(0), f.payload.readUInt32BE(4)]);
+    expect(goAways).toEqual([
+      [2 ** 31 - 1, ERROR.NO_ERROR],
+      [0, ERROR.NO_ERROR],
+    ]);
     expect(busy.goAway()).toBeUndefined();
     await pingPong(busy);
     busy.close();
@@ -237,8 +282,16 @@ describe('the node transport', () => {
   let nodeServer: GrpcH2Server;
   let capped: GrpcH2Server;
   beforeAll(async () => {
-    nodeServer = await startH2GrpcServer('127.0.0.1:0', methods, { maxReceiveMessageBytes: 1 << 20, transport: 'node', idleTimeoutMs: 400 });
-    capped = await startH2GrpcServer('127.0.0.1:0', methods, { maxReceiveMessageBytes: 1 << 20, transport: 'node', maxConnections: 2 });
+    nodeServer = await startH2GrpcServer('127.0.0.1:0', methods, {
+      maxReceiveMessageBytes: 1 << 20,
+      transport: 'node',
+      idleTimeoutMs: 400,
+    });
+    capped = await startH2GrpcServer('127.0.0.1:0', methods, {
+      maxReceiveMessageBytes: 1 << 20,
+      transport: 'node',
+      maxConnections: 2,
+    });
   });
   afterAll(() => Promise.all([nodeServer.drain(500), capped.drain(500)]));
 
@@ -247,11 +300,13 @@ describe('the node transport', () => {
     await c.until(() => c.frames.some((f) => f.type === FRAME.SETTINGS && f.flags === 0));
     const settings = c.frames.find((f) => f.type === FRAME.SETTINGS && f.flags === 0)!.payload;
     const values = new Map<number, number>();
-    for (let at = 0; at < settings.length; at += 6) values.set(settings.readUInt16BE(at), settings.readUInt32BE(at + 2));
+    for (let at = 0; at < settings.length; at += 6)
+      values.set(settings.readUInt16BE(at), settings.readUInt32BE(at + 2));
     expect(values.get(SETTING.MAX_CONCURRENT_STREAMS)).toBe(2048);
     expect(values.get(SETTING.MAX_HEADER_LIST_SIZE)).toBe(65_536);
     const opens: Buffer[] = [];
-    for (let i = 0, id = 1; i <= 2048; i++, id += 2) opens.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders('/test.Echo/Slow')));
+    for (let i = 0, id = 1; i <= 2048; i++, id += 2)
+      opens.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, requestHeaders('/test.Echo/Slow')));
     c.send(Buffer.concat(opens));
     await c.until(() => c.frames.some((f) => f.type === FRAME.RST_STREAM || f.type === FRAME.GOAWAY), 20_000);
     const rst = c.frames.find((f) => f.type === FRAME.RST_STREAM);
@@ -269,7 +324,10 @@ describe('the node transport', () => {
     const held = await Promise.all([1, 2].map(() => RawClient.connect(capped.address)));
     held.forEach((c) => c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow'))));
     await Promise.all(held.map((c) => c.until(() => c.frames.length > 0)));
-    const [host, port] = [capped.address.slice(0, capped.address.lastIndexOf(':')), Number(capped.address.slice(capped.address.lastIndexOf(':') + 1))];
+    const [host, port] = [
+      capped.address.slice(0, capped.address.lastIndexOf(':')),
+      Number(capped.address.slice(capped.address.lastIndexOf(':') + 1)),
+    ];
     const extra = net.connect(port, host);
     extra.on('error', () => {});
     await new Promise((r) => extra.once('close', r));

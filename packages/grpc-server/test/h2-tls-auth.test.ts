@@ -17,13 +17,23 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ERROR, FLAG, frame, FRAME } from '../src/h2/frames';
 import { literalField } from '../src/h2/hpack';
 import { frameMessage } from '../src/message-reader';
-import { startH2GrpcServer, type GrpcH2Server, type GrpcServerOptions, type Method, type TlsSettings } from '../src/server';
+import {
+  startH2GrpcServer,
+  type GrpcH2Server,
+  type GrpcServerOptions,
+  type Method,
+  type TlsSettings,
+} from '../src/server';
 import { pingPong, RawClient, requestHeaders } from './support/raw-h2';
 import { makeTestCerts, tlsOptions } from '../../../test/support/test-certs';
 
 const echo: Method = { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) };
 const slow: Method = { kind: 'unary', handle: () => new Promise<Buffer>(() => {}) };
-const methods = new Map([['/test.Echo/Unary', echo], ['/test.Echo/Slow', slow], ['/test.Echo/Check', echo]]);
+const methods = new Map([
+  ['/test.Echo/Unary', echo],
+  ['/test.Echo/Slow', slow],
+  ['/test.Echo/Check', echo],
+]);
 const SECRET = 'Bearer h2-tls-auth-secret-0123456789abcdef';
 
 let serverTls: TlsSettings;
@@ -33,7 +43,11 @@ const servers: GrpcH2Server[] = [];
 
 beforeAll(() => {
   const certs = makeTestCerts();
-  serverTls = { cert: readFileSync(certs.serverCert), key: readFileSync(certs.serverKey), clientCa: readFileSync(certs.clientCa) };
+  serverTls = {
+    cert: readFileSync(certs.serverCert),
+    key: readFileSync(certs.serverKey),
+    clientCa: readFileSync(certs.clientCa),
+  };
   client = tlsOptions(certs).client;
 });
 afterAll(() => Promise.all(servers.map((s) => s.drain(500))));
@@ -44,7 +58,10 @@ async function start(opts: Omit<GrpcServerOptions, 'maxReceiveMessageBytes'>): P
   return s;
 }
 
-const hostPort = (address: string): [string, number] => [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+const hostPort = (address: string): [string, number] => [
+  address.slice(0, address.lastIndexOf(':')),
+  Number(address.slice(address.lastIndexOf(':') + 1)),
+];
 
 /** A TCP connection that never starts its TLS handshake (the handshake timeout is 10 s). */
 async function silent(address: string): Promise<net.Socket> {
@@ -58,7 +75,10 @@ async function silent(address: string): Promise<net.Socket> {
 /** A call on stream `id`: its header block (`authorization` fields after the usual ones), then its message. */
 function call(id: number, authorizations: string[], path = '/test.Echo/Unary', message = 'hi'): Buffer {
   const block = Buffer.concat([requestHeaders(path), ...authorizations.map((a) => literalField('authorization', a))]);
-  return Buffer.concat([frame(FRAME.HEADERS, FLAG.END_HEADERS, id, block), frame(FRAME.DATA, FLAG.END_STREAM, id, frameMessage(Buffer.from(message)))]);
+  return Buffer.concat([
+    frame(FRAME.HEADERS, FLAG.END_HEADERS, id, block),
+    frame(FRAME.DATA, FLAG.END_STREAM, id, frameMessage(Buffer.from(message))),
+  ]);
 }
 
 async function answered(c: RawClient, id: number): Promise<{ status: string | undefined; text: string }> {
@@ -71,7 +91,12 @@ for (const transport of ['builtin', 'node'] as const) {
   describe(`over TLS on the ${transport} transport`, () => {
     test('the connection cap counts handshakes in progress: past it a TLS client gets no connection, and one is served once they go', async () => {
       const errors: Error[] = [];
-      const server = await start({ transport, tls: serverTls, maxConnections: 2, onError: (e) => errors.push(e as Error) });
+      const server = await start({
+        transport,
+        tls: serverTls,
+        maxConnections: 2,
+        onError: (e) => errors.push(e as Error),
+      });
       const held = await Promise.all([silent(server.address), silent(server.address)]);
       await expect(RawClient.connect(server.address, true, client)).rejects.toThrow();
       expect(errors.map((e) => e.message)).toContainEqual(expect.stringMatching(/^a connection refused: 2 are open/));
@@ -79,7 +104,8 @@ for (const transport of ['builtin', 'node'] as const) {
       // The server sees them close in its own time: a client is served once it has.
       let c: RawClient | undefined;
       const end = Date.now() + 20_000;
-      while (c === undefined && Date.now() < end) c = await RawClient.connect(server.address, true, client).catch(() => undefined);
+      while (c === undefined && Date.now() < end)
+        c = await RawClient.connect(server.address, true, client).catch(() => undefined);
       expect(c).toBeDefined();
       c!.send(call(1, []));
       expect(await answered(c!, 1)).toEqual({ status: '0', text: 'echo:hi' });
@@ -110,10 +136,14 @@ for (const transport of ['builtin', 'node'] as const) {
   });
 }
 
-describe('the port\'s secret through the builtin transport\'s request validation', () => {
+describe("the port's secret through the builtin transport's request validation", () => {
   let server: GrpcH2Server;
   beforeAll(async () => {
-    server = await start({ tls: serverTls, authorize: (a) => a === SECRET, unauthenticated: new Map([['/test.Echo/Check', () => Buffer.from('denied')]]) });
+    server = await start({
+      tls: serverTls,
+      authorize: (a) => a === SECRET,
+      unauthenticated: new Map([['/test.Echo/Check', () => Buffer.from('denied')]]),
+    });
   });
 
   test('a call with the secret is served, the same header block again too; the same place with another value is refused', async () => {
@@ -129,10 +159,17 @@ describe('the port\'s secret through the builtin transport\'s request validation
     c.close();
   });
 
-  test('a call without it is answered before any of its body is sent: UNAUTHENTICATED, or the path\'s own denial', async () => {
+  test("a call without it is answered before any of its body is sent: UNAUTHENTICATED, or the path's own denial", async () => {
     const c = await RawClient.connect(server.address, true, client);
     c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Unary')));
-    c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 3, Buffer.concat([requestHeaders('/test.Echo/Check'), literalField('authorization', 'Bearer wrong')])));
+    c.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS,
+        3,
+        Buffer.concat([requestHeaders('/test.Echo/Check'), literalField('authorization', 'Bearer wrong')]),
+      ),
+    );
     const refused = await answered(c, 1);
     expect(refused.status).toBe('16');
     expect(c.answer(1).fields['grpc-message']).toMatch(/gRPC secret/);
@@ -143,10 +180,27 @@ describe('the port\'s secret through the builtin transport\'s request validation
   test('a malformed header block is a malformed request whatever its authorization: its stream reset, never a call', async () => {
     const c = await RawClient.connect(server.address, true, client);
     // Upper case in the name; a trailing space in the value (the secret with one appended).
-    c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 1, Buffer.concat([requestHeaders(), literalField('Authorization', SECRET)])));
-    c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 3, Buffer.concat([requestHeaders(), literalField('authorization', `${SECRET} `)])));
+    c.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS | FLAG.END_STREAM,
+        1,
+        Buffer.concat([requestHeaders(), literalField('Authorization', SECRET)]),
+      ),
+    );
+    c.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS | FLAG.END_STREAM,
+        3,
+        Buffer.concat([requestHeaders(), literalField('authorization', `${SECRET} `)]),
+      ),
+    );
     await c.until(() => c.frames.filter((f) => f.type === FRAME.RST_STREAM).length === 2, 20_000);
-    for (const id of [1, 3]) expect(c.frames.find((f) => f.type === FRAME.RST_STREAM && f.id === id)?.payload.readUInt32BE(0)).toBe(ERROR.PROTOCOL_ERROR);
+    for (const id of [1, 3])
+      expect(c.frames.find((f) => f.type === FRAME.RST_STREAM && f.id === id)?.payload.readUInt32BE(0)).toBe(
+        ERROR.PROTOCOL_ERROR,
+      );
     expect(c.frames.some((f) => f.type === FRAME.HEADERS)).toBe(false);
     c.send(call(5, [SECRET]));
     expect(await answered(c, 5)).toEqual({ status: '0', text: 'echo:hi' });

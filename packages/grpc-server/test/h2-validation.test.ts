@@ -17,7 +17,14 @@ const slow: Method = { kind: 'unary', handle: () => new Promise<Buffer>(() => {}
 let server: GrpcH2Server;
 
 beforeAll(async () => {
-  server = await startH2GrpcServer('127.0.0.1:0', new Map([['/test.Echo/Unary', echo], ['/test.Echo/Slow', slow]]), { maxReceiveMessageBytes: 1 << 20 });
+  server = await startH2GrpcServer(
+    '127.0.0.1:0',
+    new Map([
+      ['/test.Echo/Unary', echo],
+      ['/test.Echo/Slow', slow],
+    ]),
+    { maxReceiveMessageBytes: 1 << 20 },
+  );
 });
 afterAll(() => server.drain(500));
 
@@ -32,7 +39,12 @@ const PATH = 4;
 const AUTHORITY = 1;
 const CONTENT_TYPE = 31;
 const grpcRequest = (...extra: [string | number, string][]): [string | number, string][] => [
-  [METHOD, 'POST'], [SCHEME, 'http'], [PATH, '/test.Echo/Unary'], [AUTHORITY, 'x'], [CONTENT_TYPE, 'application/grpc'], ...extra,
+  [METHOD, 'POST'],
+  [SCHEME, 'http'],
+  [PATH, '/test.Echo/Unary'],
+  [AUTHORITY, 'x'],
+  [CONTENT_TYPE, 'application/grpc'],
+  ...extra,
 ];
 
 function rstCode(c: RawClient, id: number): number | undefined {
@@ -59,21 +71,92 @@ describe('a malformed request (RFC 9113 §8.1.1) resets its stream with PROTOCOL
     ['a value with a leading space', grpcRequest(['x-v', ' a'])],
     ['an unknown pseudo-header field', grpcRequest([':foo', 'bar'])],
     ['a response pseudo-header field (:status)', [[':status', '200'], ...grpcRequest()]],
-    ['a pseudo-header field after a regular one', [[METHOD, 'POST'], [SCHEME, 'http'], [CONTENT_TYPE, 'application/grpc'], [PATH, '/test.Echo/Unary']]],
+    [
+      'a pseudo-header field after a regular one',
+      [
+        [METHOD, 'POST'],
+        [SCHEME, 'http'],
+        [CONTENT_TYPE, 'application/grpc'],
+        [PATH, '/test.Echo/Unary'],
+      ],
+    ],
     ['connection: keep-alive', grpcRequest(['connection', 'keep-alive'])],
     ['keep-alive', grpcRequest(['keep-alive', '5'])],
     ['proxy-connection', grpcRequest(['proxy-connection', 'close'])],
     ['transfer-encoding: chunked', grpcRequest(['transfer-encoding', 'chunked'])],
     ['upgrade', grpcRequest(['upgrade', 'h2c'])],
     ['te: gzip', grpcRequest(['te', 'gzip'])],
-    ['an empty :path', [[METHOD, 'POST'], [SCHEME, 'http'], [PATH, ''], [CONTENT_TYPE, 'application/grpc']]],
-    ['no :method', [[SCHEME, 'http'], [PATH, '/test.Echo/Unary'], [CONTENT_TYPE, 'application/grpc']]],
-    ['no :scheme', [[METHOD, 'POST'], [PATH, '/test.Echo/Unary'], [CONTENT_TYPE, 'application/grpc']]],
-    ['no :path', [[METHOD, 'POST'], [SCHEME, 'http'], [CONTENT_TYPE, 'application/grpc']]],
-    ['two :path fields', [[METHOD, 'POST'], [SCHEME, 'http'], [PATH, '/test.Echo/Slow'], [PATH, '/test.Echo/Unary'], [CONTENT_TYPE, 'application/grpc']]],
-    ['two :method fields', [[METHOD, 'POST'], [METHOD, 'GET'], [SCHEME, 'http'], [PATH, '/test.Echo/Unary'], [CONTENT_TYPE, 'application/grpc']]],
-    ['two :scheme fields', [[METHOD, 'POST'], [SCHEME, 'http'], [SCHEME, 'https'], [PATH, '/test.Echo/Unary'], [CONTENT_TYPE, 'application/grpc']]],
-    ['a CONNECT with :path', [[METHOD, 'CONNECT'], [AUTHORITY, 'x:1'], [PATH, '/']]],
+    [
+      'an empty :path',
+      [
+        [METHOD, 'POST'],
+        [SCHEME, 'http'],
+        [PATH, ''],
+        [CONTENT_TYPE, 'application/grpc'],
+      ],
+    ],
+    [
+      'no :method',
+      [
+        [SCHEME, 'http'],
+        [PATH, '/test.Echo/Unary'],
+        [CONTENT_TYPE, 'application/grpc'],
+      ],
+    ],
+    [
+      'no :scheme',
+      [
+        [METHOD, 'POST'],
+        [PATH, '/test.Echo/Unary'],
+        [CONTENT_TYPE, 'application/grpc'],
+      ],
+    ],
+    [
+      'no :path',
+      [
+        [METHOD, 'POST'],
+        [SCHEME, 'http'],
+        [CONTENT_TYPE, 'application/grpc'],
+      ],
+    ],
+    [
+      'two :path fields',
+      [
+        [METHOD, 'POST'],
+        [SCHEME, 'http'],
+        [PATH, '/test.Echo/Slow'],
+        [PATH, '/test.Echo/Unary'],
+        [CONTENT_TYPE, 'application/grpc'],
+      ],
+    ],
+    [
+      'two :method fields',
+      [
+        [METHOD, 'POST'],
+        [METHOD, 'GET'],
+        [SCHEME, 'http'],
+        [PATH, '/test.Echo/Unary'],
+        [CONTENT_TYPE, 'application/grpc'],
+      ],
+    ],
+    [
+      'two :scheme fields',
+      [
+        [METHOD, 'POST'],
+        [SCHEME, 'http'],
+        [SCHEME, 'https'],
+        [PATH, '/test.Echo/Unary'],
+        [CONTENT_TYPE, 'application/grpc'],
+      ],
+    ],
+    [
+      'a CONNECT with :path',
+      [
+        [METHOD, 'CONNECT'],
+        [AUTHORITY, 'x:1'],
+        [PATH, '/'],
+      ],
+    ],
     ['a content-length that is not a number', grpcRequest(['content-length', '1e3'])],
   ])('%s', async (_what, fields) => {
     const c = await RawClient.connect(server.address);
@@ -88,7 +171,13 @@ describe('a malformed request (RFC 9113 §8.1.1) resets its stream with PROTOCOL
 
   test('a field checked once is remembered only as it was: the same place with another value is checked again', async () => {
     const c = await RawClient.connect(server.address);
-    for (const [id, value, ok] of [[1, 'fine', true], [3, 'fine', true], [5, 'not\r\nfine', false], [7, 'fine', true], [9, ' fine', false]] as const) {
+    for (const [id, value, ok] of [
+      [1, 'fine', true],
+      [3, 'fine', true],
+      [5, 'not\r\nfine', false],
+      [7, 'fine', true],
+      [9, ' fine', false],
+    ] as const) {
       c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, block(...grpcRequest(['x-v', value]))));
       c.send(frame(FRAME.DATA, FLAG.END_STREAM, id, frameMessage(Buffer.from(`s${id}`))));
       await c.until(() => c.answer(id).ended || rstCode(c, id) !== undefined);
@@ -101,7 +190,14 @@ describe('a malformed request (RFC 9113 §8.1.1) resets its stream with PROTOCOL
   test('a well-formed request with te: trailers and a matching content-length is answered', async () => {
     const c = await RawClient.connect(server.address);
     const body = frameMessage(Buffer.from('counted'));
-    c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, block(...grpcRequest(['te', 'trailers'], ['content-length', String(body.length)]))));
+    c.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS,
+        1,
+        block(...grpcRequest(['te', 'trailers'], ['content-length', String(body.length)])),
+      ),
+    );
     c.send(frame(FRAME.DATA, 0, 1, body.subarray(0, 4)));
     c.send(frame(FRAME.DATA, FLAG.END_STREAM, 1, body.subarray(4)));
     await c.until(() => c.answer(1).ended);
@@ -110,9 +206,15 @@ describe('a malformed request (RFC 9113 §8.1.1) resets its stream with PROTOCOL
   });
 
   test.each<[string, (body: Buffer) => Buffer[]]>([
-    ['DATA beyond the content-length', (body) => [frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.concat([body, Buffer.from('more')]))]],
+    [
+      'DATA beyond the content-length',
+      (body) => [frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.concat([body, Buffer.from('more')]))],
+    ],
     ['DATA short of the content-length', (body) => [frame(FRAME.DATA, FLAG.END_STREAM, 1, body.subarray(1))]],
-    ['DATA over the content-length in its second frame', (body) => [frame(FRAME.DATA, 0, 1, body), frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from('x'))]],
+    [
+      'DATA over the content-length in its second frame',
+      (body) => [frame(FRAME.DATA, 0, 1, body), frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from('x'))],
+    ],
   ])('%s', async (_what, data) => {
     const c = await RawClient.connect(server.address);
     const body = frameMessage(Buffer.from('counted'));
@@ -137,7 +239,14 @@ describe('a malformed request (RFC 9113 §8.1.1) resets its stream with PROTOCOL
 
   test('HEADERS whose priority makes the stream depend on itself (RFC 7540 §5.3.1)', async () => {
     const c = await RawClient.connect(server.address);
-    c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM | FLAG.PRIORITY, 1, Buffer.concat([words(1), Buffer.from([15]), requestHeaders()])));
+    c.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS | FLAG.END_STREAM | FLAG.PRIORITY,
+        1,
+        Buffer.concat([words(1), Buffer.from([15]), requestHeaders()]),
+      ),
+    );
     await c.until(() => rstCode(c, 1) !== undefined);
     expect(rstCode(c, 1)).toBe(ERROR.PROTOCOL_ERROR);
     await stillAnswers(c, 3);
@@ -166,24 +275,49 @@ describe('frames on closed or reused streams (RFC 9113 §5.1)', () => {
   }
 
   test.each<[string, () => Promise<RawClient>, () => Buffer, number]>([
-    ['DATA on a stream both ends closed: STREAM_CLOSED', closedStream, () => frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from('late')), ERROR.STREAM_CLOSED],
-    ['HEADERS on a stream both ends closed: STREAM_CLOSED', closedStream, () => frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 1, requestHeaders()), ERROR.STREAM_CLOSED],
-    ['DATA on a stream the client reset: STREAM_CLOSED', async () => {
-      const c = await RawClient.connect(server.address);
-      c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')));
-      c.send(frame(FRAME.RST_STREAM, 0, 1, words(ERROR.CANCEL)));
-      return c;
-    }, () => frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from('late')), ERROR.STREAM_CLOSED],
-    ['HEADERS on a lower stream id never opened: PROTOCOL_ERROR (§5.1.1)', async () => {
-      const c = await RawClient.connect(server.address);
-      c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 5, requestHeaders('/test.Echo/Slow')));
-      return c;
-    }, () => frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 3, requestHeaders()), ERROR.PROTOCOL_ERROR],
-    ['a second HEADERS without END_STREAM (§8.1): PROTOCOL_ERROR', async () => {
-      const c = await RawClient.connect(server.address);
-      c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')));
-      return c;
-    }, () => frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders()), ERROR.PROTOCOL_ERROR],
+    [
+      'DATA on a stream both ends closed: STREAM_CLOSED',
+      closedStream,
+      () => frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from('late')),
+      ERROR.STREAM_CLOSED,
+    ],
+    [
+      'HEADERS on a stream both ends closed: STREAM_CLOSED',
+      closedStream,
+      () => frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 1, requestHeaders()),
+      ERROR.STREAM_CLOSED,
+    ],
+    [
+      'DATA on a stream the client reset: STREAM_CLOSED',
+      async () => {
+        const c = await RawClient.connect(server.address);
+        c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')));
+        c.send(frame(FRAME.RST_STREAM, 0, 1, words(ERROR.CANCEL)));
+        return c;
+      },
+      () => frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from('late')),
+      ERROR.STREAM_CLOSED,
+    ],
+    [
+      'HEADERS on a lower stream id never opened: PROTOCOL_ERROR (§5.1.1)',
+      async () => {
+        const c = await RawClient.connect(server.address);
+        c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 5, requestHeaders('/test.Echo/Slow')));
+        return c;
+      },
+      () => frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 3, requestHeaders()),
+      ERROR.PROTOCOL_ERROR,
+    ],
+    [
+      'a second HEADERS without END_STREAM (§8.1): PROTOCOL_ERROR',
+      async () => {
+        const c = await RawClient.connect(server.address);
+        c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Slow')));
+        return c;
+      },
+      () => frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders()),
+      ERROR.PROTOCOL_ERROR,
+    ],
   ])('%s', async (_what, setUp, bytes, code) => {
     const c = await setUp();
     c.send(bytes());
@@ -217,7 +351,14 @@ describe('a request that is not gRPC', () => {
   test('gets its 415 body as flow control allows, END_STREAM on the last DATA, and the rest of the request is read to its end', async () => {
     const c = await RawClient.connect(server.address, false);
     c.send(Buffer.concat([PREFACE, frame(FRAME.SETTINGS, 0, 0, Buffer.from([0, 4, 0, 0, 0, 10]))]));
-    c.send(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, block([METHOD, 'POST'], [SCHEME, 'http'], [PATH, '/'], ['content-type', 'text/plain'])));
+    c.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS,
+        1,
+        block([METHOD, 'POST'], [SCHEME, 'http'], [PATH, '/'], ['content-type', 'text/plain']),
+      ),
+    );
     await c.until(() => c.answer(1).data.length === 10);
     expect(c.answer(1)).toMatchObject({ ended: false, fields: { ':status': '415' } });
     let got = 10;

@@ -30,13 +30,17 @@ function findH2spec(): { path: string } | { missing: string } {
 
 /** The cases node:http2 fails, by h2spec id, and why none of them is a missing limit. */
 const NODE_FAILS: Record<string, string> = {
-  'http2/5.1/8': 'nghttp2 drops DATA on a stream the client reset, where the RFC asks for STREAM_CLOSED (no answer: the case times out)',
+  'http2/5.1/8':
+    'nghttp2 drops DATA on a stream the client reset, where the RFC asks for STREAM_CLOSED (no answer: the case times out)',
   'http2/5.1/9': 'the same, for HEADERS',
-  'http2/5.1/11': 'nghttp2 drops DATA on a stream closed by both ends\' END_STREAM, where the RFC asks for STREAM_CLOSED',
+  'http2/5.1/11':
+    "nghttp2 drops DATA on a stream closed by both ends' END_STREAM, where the RFC asks for STREAM_CLOSED",
   'http2/5.1/12': 'the same, for HEADERS',
-  'http2/5.1.1/2': 'nghttp2 ignores HEADERS on a stream id lower than the last one opened (a comment in its source calls the check too hard to do safely)',
+  'http2/5.1.1/2':
+    'nghttp2 ignores HEADERS on a stream id lower than the last one opened (a comment in its source calls the check too hard to do safely)',
   'http2/6.7/2': 'node ends a session that receives a PING ACK it did not ask for; RFC 9113 §6.7 says to ignore it',
-  'http2/6.9.1/2': 'node ends the connection with GOAWAY INTERNAL_ERROR, not FLOW_CONTROL_ERROR, when the connection window overflows',
+  'http2/6.9.1/2':
+    'node ends the connection with GOAWAY INTERNAL_ERROR, not FLOW_CONTROL_ERROR, when the connection window overflows',
 };
 
 /**
@@ -52,9 +56,16 @@ const NODE_RACES: Record<string, string> = {
   'http2/6.1/2': 'DATA again (6.1 repeats 5.1/5)',
 };
 
-interface CaseResult { readonly id: string; readonly title: string; readonly outcome: 'passed' | 'failed' | 'skipped'; readonly detail: string }
+interface CaseResult {
+  readonly id: string;
+  readonly title: string;
+  readonly outcome: 'passed' | 'failed' | 'skipped';
+  readonly detail: string;
+}
 
-/** Every case of h2spec's JUnit report, with its id (`http2/6.7/2`: the suite's package and the case's 1-based index). */
+/**
+ * Every case of h2spec's JUnit report, with its id (`http2/6.7/2`: the suite's package and the case's 1-based index).
+ */
 function readJunit(xml: string): CaseResult[] {
   const out: CaseResult[] = [];
   for (const suite of xml.matchAll(/<testsuite [^>]*package="([^"]+)"[^>]*>([\s\S]*?)<\/testsuite>/g)) {
@@ -63,7 +74,15 @@ function readJunit(xml: string): CaseResult[] {
       i++;
       const body = c[2] ?? '';
       const outcome = /<(error|failure)/.test(body) ? 'failed' : /<skipped/.test(body) ? 'skipped' : 'passed';
-      out.push({ id: `${suite[1]}/${i}`, title: c[1], outcome, detail: body.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').trim() });
+      out.push({
+        id: `${suite[1]}/${i}`,
+        title: c[1],
+        outcome,
+        detail: body
+          .replace(/<[^>]+>/g, ' ')
+          .replace(/\s+/g, ' ')
+          .trim(),
+      });
     }
   }
   return out;
@@ -75,7 +94,9 @@ function runH2spec(bin: string, address: string): Promise<{ results: CaseResult[
   const report = join(dir, 'junit.xml');
   const colon = address.lastIndexOf(':');
   // -o: seconds h2spec waits for a frame; the cases that pass never wait for it, so a generous one costs nothing.
-  const child = spawn(bin, ['-h', address.slice(0, colon), '-p', address.slice(colon + 1), '-o', '5', '-j', report], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(bin, ['-h', address.slice(0, colon), '-p', address.slice(colon + 1), '-o', '5', '-j', report], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString('utf8')));
   child.stderr.on('data', (d: Buffer) => (output += d.toString('utf8')));
@@ -101,20 +122,31 @@ for (const transport of ['builtin', 'node'] as const) {
   describeH2spec(`h2spec 2.2.1 against the gRPC server on the ${transport} transport`, () => {
     let server: GrpcH2Server;
     beforeAll(async () => {
-      server = await startH2GrpcServer('127.0.0.1:0', new Map([['/test.Echo/Call', ECHO]]), { maxReceiveMessageBytes: 40 * 1024 * 1024, transport });
+      server = await startH2GrpcServer('127.0.0.1:0', new Map([['/test.Echo/Call', ECHO]]), {
+        maxReceiveMessageBytes: 40 * 1024 * 1024,
+        transport,
+      });
     });
     afterAll(() => server?.drain(1_000));
 
-    test(transport === 'builtin' ? 'passes all 145 cases' : `passes all 145 cases but the ${Object.keys(NODE_FAILS).length} nghttp2 and node fail by design`, async () => {
-      const { results, output } = await runH2spec((h2spec as { path: string }).path, server.address);
-      expect(results.length, output.slice(-3000)).toBe(145);
-      const expected = transport === 'builtin' ? {} : NODE_FAILS;
-      const racy = transport === 'builtin' ? {} : NODE_RACES;
-      const unexpected = results.filter((r) => r.outcome !== 'passed' && !(r.id in expected) && !(r.id in racy)).map((r) => `${r.id} ${r.title} (${r.outcome}): ${r.detail}`);
-      expect(unexpected, 'cases that did not pass').toEqual([]);
-      // A case expected to fail that passes is news: the list is then out of date.
-      const nowPassing = results.filter((r) => r.outcome === 'passed' && r.id in expected).map((r) => r.id);
-      expect(nowPassing, 'cases listed as failing that pass').toEqual([]);
-    }, 180_000);
+    test(
+      transport === 'builtin'
+        ? 'passes all 145 cases'
+        : `passes all 145 cases but the ${Object.keys(NODE_FAILS).length} nghttp2 and node fail by design`,
+      async () => {
+        const { results, output } = await runH2spec((h2spec as { path: string }).path, server.address);
+        expect(results.length, output.slice(-3000)).toBe(145);
+        const expected = transport === 'builtin' ? {} : NODE_FAILS;
+        const racy = transport === 'builtin' ? {} : NODE_RACES;
+        const unexpected = results
+          .filter((r) => r.outcome !== 'passed' && !(r.id in expected) && !(r.id in racy))
+          .map((r) => `${r.id} ${r.title} (${r.outcome}): ${r.detail}`);
+        expect(unexpected, 'cases that did not pass').toEqual([]);
+        // A case expected to fail that passes is news: the list is then out of date.
+        const nowPassing = results.filter((r) => r.outcome === 'passed' && r.id in expected).map((r) => r.id);
+        expect(nowPassing, 'cases listed as failing that pass').toEqual([]);
+      },
+      180_000,
+    );
   });
 }

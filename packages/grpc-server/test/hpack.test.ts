@@ -19,23 +19,48 @@ function decodeAll(decoder: HpackDecoder, block: Buffer): [string, string][] {
 
 describe('RFC 7541 Appendix C', () => {
   test('C.2: one field of each representation', () => {
-    expect(decodeAll(new HpackDecoder(), hex('400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572'))).toEqual([['custom-key', 'custom-header']]);
-    expect(decodeAll(new HpackDecoder(), hex('040c 2f73 616d 706c 652f 7061 7468'))).toEqual([[':path', '/sample/path']]);
-    expect(decodeAll(new HpackDecoder(), hex('1008 7061 7373 776f 7264 0673 6563 7265 74'))).toEqual([['password', 'secret']]);
+    expect(
+      decodeAll(new HpackDecoder(), hex('400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572')),
+    ).toEqual([['custom-key', 'custom-header']]);
+    expect(decodeAll(new HpackDecoder(), hex('040c 2f73 616d 706c 652f 7061 7468'))).toEqual([
+      [':path', '/sample/path'],
+    ]);
+    expect(decodeAll(new HpackDecoder(), hex('1008 7061 7373 776f 7264 0673 6563 7265 74'))).toEqual([
+      ['password', 'secret'],
+    ]);
     expect(decodeAll(new HpackDecoder(), hex('82'))).toEqual([[':method', 'GET']]);
   });
 
   const requests: [string, string][][] = [
-    [[':method', 'GET'], [':scheme', 'http'], [':path', '/'], [':authority', 'www.example.com']],
-    [[':method', 'GET'], [':scheme', 'http'], [':path', '/'], [':authority', 'www.example.com'], ['cache-control', 'no-cache']],
-    [[':method', 'GET'], [':scheme', 'https'], [':path', '/index.html'], [':authority', 'www.example.com'], ['custom-key', 'custom-value']],
+    [
+      [':method', 'GET'],
+      [':scheme', 'http'],
+      [':path', '/'],
+      [':authority', 'www.example.com'],
+    ],
+    [
+      [':method', 'GET'],
+      [':scheme', 'http'],
+      [':path', '/'],
+      [':authority', 'www.example.com'],
+      ['cache-control', 'no-cache'],
+    ],
+    [
+      [':method', 'GET'],
+      [':scheme', 'https'],
+      [':path', '/index.html'],
+      [':authority', 'www.example.com'],
+      ['custom-key', 'custom-value'],
+    ],
   ];
 
   test('C.3: three requests on one connection, raw strings, the dynamic table growing', () => {
     const d = new HpackDecoder();
     expect(decodeAll(d, hex('8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d'))).toEqual(requests[0]);
     expect(decodeAll(d, hex('8286 84be 5808 6e6f 2d63 6163 6865'))).toEqual(requests[1]);
-    expect(decodeAll(d, hex('8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65'))).toEqual(requests[2]);
+    expect(decodeAll(d, hex('8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65'))).toEqual(
+      requests[2],
+    );
   });
 
   test('C.4: the same requests with Huffman strings', () => {
@@ -46,28 +71,64 @@ describe('RFC 7541 Appendix C', () => {
   });
 
   const responses: [string, string][][] = [
-    [[':status', '302'], ['cache-control', 'private'], ['date', 'Mon, 21 Oct 2013 20:13:21 GMT'], ['location', 'https://www.example.com']],
-    [[':status', '307'], ['cache-control', 'private'], ['date', 'Mon, 21 Oct 2013 20:13:21 GMT'], ['location', 'https://www.example.com']],
-    [[':status', '200'], ['cache-control', 'private'], ['date', 'Mon, 21 Oct 2013 20:13:22 GMT'], ['location', 'https://www.example.com'], ['content-encoding', 'gzip'],
-      ['set-cookie', 'foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1']],
+    [
+      [':status', '302'],
+      ['cache-control', 'private'],
+      ['date', 'Mon, 21 Oct 2013 20:13:21 GMT'],
+      ['location', 'https://www.example.com'],
+    ],
+    [
+      [':status', '307'],
+      ['cache-control', 'private'],
+      ['date', 'Mon, 21 Oct 2013 20:13:21 GMT'],
+      ['location', 'https://www.example.com'],
+    ],
+    [
+      [':status', '200'],
+      ['cache-control', 'private'],
+      ['date', 'Mon, 21 Oct 2013 20:13:22 GMT'],
+      ['location', 'https://www.example.com'],
+      ['content-encoding', 'gzip'],
+      ['set-cookie', 'foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1'],
+    ],
   ];
 
   test('C.5: three responses in a 256-octet table, entries evicted', () => {
     const d = new HpackDecoder(256);
-    expect(decodeAll(d, hex(`4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3120 474d
-      546e 1768 7474 7073 3a2f 2f77 7777 2e65 7861 6d70 6c65 2e63 6f6d`))).toEqual(responses[0]);
+    expect(
+      decodeAll(
+        d,
+        hex(`4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3120 474d
+      546e 1768 7474 7073 3a2f 2f77 7777 2e65 7861 6d70 6c65 2e63 6f6d`),
+      ),
+    ).toEqual(responses[0]);
     expect(decodeAll(d, hex('4803 3330 37c1 c0bf'))).toEqual(responses[1]);
-    expect(decodeAll(d, hex(`88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220 474d 54c0 5a04 677a 6970 7738 666f
-      6f3d 4153 444a 4b48 514b 425a 584f 5157 454f 5049 5541 5851 5745 4f49 553b 206d 6178 2d61 6765 3d33 3630 303b 2076 6572 7369 6f6e 3d31`))).toEqual(responses[2]);
+    expect(
+      decodeAll(
+        d,
+        hex(`88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220 474d 54c0 5a04 677a 6970 7738 666f
+      6f3d 4153 444a 4b48 514b 425a 584f 5157 454f 5049 5541 5851 5745 4f49 553b 206d 6178 2d61 6765 3d33 3630 303b 2076 6572 7369 6f6e 3d31`),
+      ),
+    ).toEqual(responses[2]);
   });
 
   test('C.6: the same responses with Huffman strings', () => {
     const d = new HpackDecoder(256);
-    expect(decodeAll(d, hex(`4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e 919d 29ad 1718 63c7
-      8f0b 97c8 e9ae 82ae 43d3`))).toEqual(responses[0]);
+    expect(
+      decodeAll(
+        d,
+        hex(`4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e 919d 29ad 1718 63c7
+      8f0b 97c8 e9ae 82ae 43d3`),
+      ),
+    ).toEqual(responses[0]);
     expect(decodeAll(d, hex('4883 640e ff c1 c0 bf'))).toEqual(responses[1]);
-    expect(decodeAll(d, hex(`88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf
-      cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07`))).toEqual(responses[2]);
+    expect(
+      decodeAll(
+        d,
+        hex(`88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf
+      cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07`),
+      ),
+    ).toEqual(responses[2]);
   });
 });
 
@@ -79,7 +140,10 @@ describe('malformed blocks are HpackErrors (a connection error), never a throw o
     ['a table size update over the limit', '3f e2 1f'],
     ['a truncated integer', 'ff'],
     ['an integer too large', '0f ff ff ff ff 0f'],
-    ['an integer of zero continuation octets until its scale overflows (0 × Infinity = NaN)', `3f ${'80 '.repeat(147)}00`],
+    [
+      'an integer of zero continuation octets until its scale overflows (0 × Infinity = NaN)',
+      `3f ${'80 '.repeat(147)}00`,
+    ],
     ['a string length of zero continuation octets', `40 7f ${'80 '.repeat(147)}00`],
     ['a truncated string', '40 05 61 62'],
     ['a missing string', '40'],
@@ -106,7 +170,11 @@ describe('malformed blocks are HpackErrors (a connection error), never a throw o
 });
 
 describe('the Huffman table', () => {
-  const codes = Array.from({ length: 257 }, (_, sym) => ({ sym, code: HUFFMAN_CODE[2 * sym], bits: HUFFMAN_CODE[2 * sym + 1] }));
+  const codes = Array.from({ length: 257 }, (_, sym) => ({
+    sym,
+    code: HUFFMAN_CODE[2 * sym],
+    bits: HUFFMAN_CODE[2 * sym + 1],
+  }));
 
   test('is a complete prefix code: its Kraft sum is exactly 1', () => {
     expect(codes.reduce((sum, c) => sum + 2 ** -c.bits, 0)).toBe(1);
@@ -126,14 +194,19 @@ describe('the Huffman table', () => {
     for (const { sym, code, bits } of codes.slice(0, 256)) {
       const total = Math.ceil(bits / 8) * 8;
       const value = code * 2 ** (total - bits) + (2 ** (total - bits) - 1);
-      const bytes = Buffer.from(Array.from({ length: total / 8 }, (_, i) => Math.floor(value / 2 ** (total - 8 * (i + 1))) % 256));
+      const bytes = Buffer.from(
+        Array.from({ length: total / 8 }, (_, i) => Math.floor(value / 2 ** (total - 8 * (i + 1))) % 256),
+      );
       expect(huffmanDecode(bytes, 0, bytes.length)).toBe(String.fromCharCode(sym));
     }
   });
 });
 
 /** The header blocks node:http2's client (nghttp2's encoder) sends for these requests, in order. */
-async function headerBlocks(requests: http2.OutgoingHttpHeaders[], clientSettings: http2.Settings = {}): Promise<Buffer[]> {
+async function headerBlocks(
+  requests: http2.OutgoingHttpHeaders[],
+  clientSettings: http2.Settings = {},
+): Promise<Buffer[]> {
   const blocks: Buffer[] = [];
   const server = net.createServer((socket) => {
     let buf = Buffer.alloc(0);
@@ -168,7 +241,9 @@ async function headerBlocks(requests: http2.OutgoingHttpHeaders[], clientSetting
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const client = http2.connect(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, { settings: clientSettings });
+  const client = http2.connect(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, {
+    settings: clientSettings,
+  });
   client.on('error', () => {});
   for (const h of requests) {
     const req = client.request(h, { endStream: true });
@@ -184,7 +259,10 @@ async function headerBlocks(requests: http2.OutgoingHttpHeaders[], clientSetting
 describe('against nghttp2 (node:http2 client) encoding real requests', () => {
   test('every byte 0x20-0xff (and tab) inside a value, Huffman-coded where shorter, decodes to what was sent', async () => {
     const symbols = [9, ...Array.from({ length: 0x100 - 0x20 }, (_, i) => 0x20 + i)].filter((s) => s !== 0x7f);
-    const requests = symbols.map((s) => ({ ':path': `/p${s}`, 'x-probe': `aaaaaaaaaaaaaaaaaaaa${String.fromCharCode(s)}aaaaaaaaaaaaaaaaaaaa` }));
+    const requests = symbols.map((s) => ({
+      ':path': `/p${s}`,
+      'x-probe': `aaaaaaaaaaaaaaaaaaaa${String.fromCharCode(s)}aaaaaaaaaaaaaaaaaaaa`,
+    }));
     const blocks = await headerBlocks(requests);
     expect(blocks).toHaveLength(requests.length);
     const d = new HpackDecoder();
@@ -197,7 +275,12 @@ describe('against nghttp2 (node:http2 client) encoding real requests', () => {
 
   test('300 requests whose headers fill and evict the dynamic table decode in order', async () => {
     const requests = Array.from({ length: 300 }, (_, i) => {
-      const h: http2.OutgoingHttpHeaders = { ':method': 'POST', ':path': `/svc/${i % 7}`, 'content-type': 'application/grpc', te: 'trailers' };
+      const h: http2.OutgoingHttpHeaders = {
+        ':method': 'POST',
+        ':path': `/svc/${i % 7}`,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      };
       for (let j = 0; j < 6; j++) h[`x-h${(i + j) % 23}`] = `value-${(i * 31 + j) % 97}-${'z'.repeat((i + j) % 60)}`;
       return h;
     });
@@ -210,7 +293,11 @@ describe('against nghttp2 (node:http2 client) encoding real requests', () => {
   });
 
   test('never-indexed (sensitive) fields decode too', async () => {
-    const requests = [1, 2, 3].map((i) => ({ ':path': '/x', authorization: `secret-${i}`, [http2.sensitiveHeaders]: ['authorization'] }));
+    const requests = [1, 2, 3].map((i) => ({
+      ':path': '/x',
+      authorization: `secret-${i}`,
+      [http2.sensitiveHeaders]: ['authorization'],
+    }));
     const blocks = await headerBlocks(requests as http2.OutgoingHttpHeaders[]);
     const d = new HpackDecoder();
     blocks.forEach((b, i) => expect(Object.fromEntries(decodeAll(d, b)).authorization).toBe(`secret-${i + 1}`));
@@ -228,7 +315,15 @@ describe('what this server writes', () => {
 
   test('literal fields decode back, by static name index and by name', () => {
     const d = new HpackDecoder();
-    const block = Buffer.concat([literalField(31, 'application/grpc'), literalField('grpc-status', '13'), literalField('grpc-message', 'bad%20thing')]);
-    expect(decodeAll(d, block)).toEqual([['content-type', 'application/grpc'], ['grpc-status', '13'], ['grpc-message', 'bad%20thing']]);
+    const block = Buffer.concat([
+      literalField(31, 'application/grpc'),
+      literalField('grpc-status', '13'),
+      literalField('grpc-message', 'bad%20thing'),
+    ]);
+    expect(decodeAll(d, block)).toEqual([
+      ['content-type', 'application/grpc'],
+      ['grpc-status', '13'],
+      ['grpc-message', 'bad%20thing'],
+    ]);
   });
 });

@@ -13,7 +13,9 @@ function readAll(chunks: Buffer[], limit = 1 << 20): { messages: string[]; probl
   return { messages, problem: reader.problem };
 }
 
-const run = Buffer.concat(['first', '', 'a third, longer message', 'x'.repeat(300)].map((s) => frameMessage(Buffer.from(s))));
+const run = Buffer.concat(
+  ['first', '', 'a third, longer message', 'x'.repeat(300)].map((s) => frameMessage(Buffer.from(s))),
+);
 const expected = ['first', '', 'a third, longer message', 'x'.repeat(300)];
 
 describe('MessageReader', () => {
@@ -71,6 +73,8 @@ describe('MessageReader', () => {
   test('ignores whatever follows a problem', () => {
     const bad = frameMessage(Buffer.from('q'));
     bad[0] = 1;
-    expect(readAll([Buffer.concat([frameMessage(Buffer.from('ok')), bad, frameMessage(Buffer.from('later'))])])).toEqual({ messages: ['ok'], problem: 'compressed' });
+    expect(
+      readAll([Buffer.concat([frameMessage(Buffer.from('ok')), bad, frameMessage(Buffer.from('later'))])]),
+    ).toEqual({ messages: ['ok'], problem: 'compressed' });
   });
 });

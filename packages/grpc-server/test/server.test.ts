@@ -16,19 +16,31 @@ import { RawClient, requestHeaders } from './support/raw-h2';
 
 const identity = { serialize: (b: Buffer) => b, deserialize: (b: Buffer) => b };
 const def = (path: string, requestStream = false, responseStream = false) => ({
-  path, requestStream, responseStream, requestSerialize: identity.serialize, requestDeserialize: identity.deserialize,
-  responseSerialize: identity.serialize, responseDeserialize: identity.deserialize,
+  path,
+  requestStream,
+  responseStream,
+  requestSerialize: identity.serialize,
+  requestDeserialize: identity.deserialize,
+  responseSerialize: identity.serialize,
+  responseDeserialize: identity.deserialize,
 });
-const Client = grpc.makeGenericClientConstructor({
-  Unary: def('/test.Echo/Unary'),
-  Slow: def('/test.Echo/Slow'),
-  Fail: def('/test.Echo/Fail'),
-  Big: def('/test.Echo/Big'),
-  Unreadable: def('/test.Echo/Unreadable'),
-  Missing: def('/test.Echo/Missing'),
-  Bidi: def('/test.Echo/Bidi', true, true),
-  Watch: def('/test.Echo/Watch', false, true),
-}, 'Echo') as unknown as new (address: string, creds: grpc.ChannelCredentials, opts?: object) => Record<string, (...args: unknown[]) => unknown> & grpc.Client;
+const Client = grpc.makeGenericClientConstructor(
+  {
+    Unary: def('/test.Echo/Unary'),
+    Slow: def('/test.Echo/Slow'),
+    Fail: def('/test.Echo/Fail'),
+    Big: def('/test.Echo/Big'),
+    Unreadable: def('/test.Echo/Unreadable'),
+    Missing: def('/test.Echo/Missing'),
+    Bidi: def('/test.Echo/Bidi', true, true),
+    Watch: def('/test.Echo/Watch', false, true),
+  },
+  'Echo',
+) as unknown as new (
+  address: string,
+  creds: grpc.ChannelCredentials,
+  opts?: object,
+) => Record<string, (...args: unknown[]) => unknown> & grpc.Client;
 
 const LIMIT = 512 * 1024;
 const BIG = randomBytes(1024 * 1024 + 17);
@@ -36,18 +48,53 @@ const BIG = randomBytes(1024 * 1024 + 17);
 function methods(slowCalls: Set<() => void>): Map<string, Method> {
   return new Map<string, Method>([
     ['/test.Echo/Unary', { kind: 'unary', handle: (req) => Buffer.concat([Buffer.from('echo:'), req]) }],
-    ['/test.Echo/Slow', { kind: 'unary', handle: (req) => new Promise<Buffer>((resolve) => slowCalls.add(() => resolve(req))) }],
-    ['/test.Echo/Fail', { kind: 'unary', handle: () => { throw new GrpcError(GrpcStatus.NOT_FOUND, 'nothing here, 100%'); } }],
+    [
+      '/test.Echo/Slow',
+      { kind: 'unary', handle: (req) => new Promise<Buffer>((resolve) => slowCalls.add(() => resolve(req))) },
+    ],
+    [
+      '/test.Echo/Fail',
+      {
+        kind: 'unary',
+        handle: () => {
+          throw new GrpcError(GrpcStatus.NOT_FOUND, 'nothing here, 100%');
+        },
+      },
+    ],
     ['/test.Echo/Big', { kind: 'unary', handle: () => BIG }],
-    ['/test.Echo/Unreadable', { kind: 'unary', handle: (req) => req, unreadable: (problem) => Buffer.from(`unreadable:${problem}`) }],
-    ['/test.Echo/Bidi', { kind: 'stream', open: (call) => ({ message: (m) => call.send(m), end: () => call.finish(), close: () => {} }) }],
-    ['/test.Echo/Watch', { kind: 'stream', open: (call) => ({ message: () => call.send(Buffer.from('hello')), end: () => {}, close: () => {} }) }],
+    [
+      '/test.Echo/Unreadable',
+      { kind: 'unary', handle: (req) => req, unreadable: (problem) => Buffer.from(`unreadable:${problem}`) },
+    ],
+    [
+      '/test.Echo/Bidi',
+      { kind: 'stream', open: (call) => ({ message: (m) => call.send(m), end: () => call.finish(), close: () => {} }) },
+    ],
+    [
+      '/test.Echo/Watch',
+      {
+        kind: 'stream',
+        open: (call) => ({ message: () => call.send(Buffer.from('hello')), end: () => {}, close: () => {} }),
+      },
+    ],
   ]);
 }
 
-function unary(client: InstanceType<typeof Client>, method: string, req: Buffer, opts: grpc.CallOptions = {}): Promise<Buffer> {
+function unary(
+  client: InstanceType<typeof Client>,
+  method: string,
+  req: Buffer,
+  opts: grpc.CallOptions = {},
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    (client[method] as (r: Buffer, m: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Buffer) => void) => void)(req, new grpc.Metadata(), opts, (err, res) => (err ? reject(err) : resolve(res!)));
+    (
+      client[method] as (
+        r: Buffer,
+        m: grpc.Metadata,
+        o: grpc.CallOptions,
+        cb: (e: grpc.ServiceError | null, r?: Buffer) => void,
+      ) => void
+    )(req, new grpc.Metadata(), opts, (err, res) => (err ? reject(err) : resolve(res!)));
   });
 }
 
@@ -58,7 +105,11 @@ describe.each<GrpcTransport>(['builtin', 'node'])('the %s transport', (transport
   const errors: unknown[] = [];
 
   beforeAll(async () => {
-    server = await startH2GrpcServer('127.0.0.1:0', methods(slow), { maxReceiveMessageBytes: LIMIT, transport, onError: (e) => errors.push(e) });
+    server = await startH2GrpcServer('127.0.0.1:0', methods(slow), {
+      maxReceiveMessageBytes: LIMIT,
+      transport,
+      onError: (e) => errors.push(e),
+    });
     client = new Client(server.address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': -1 });
   });
   afterAll(async () => {
@@ -67,9 +118,13 @@ describe.each<GrpcTransport>(['builtin', 'node'])('the %s transport', (transport
   });
 
   test('answers 500 concurrent calls of random sizes on one connection, each with its own bytes', async () => {
-    const requests = Array.from({ length: 500 }, (_, i) => randomBytes(i % 5 === 0 ? (i * 977) % (LIMIT - 10) : i % 300));
+    const requests = Array.from({ length: 500 }, (_, i) =>
+      randomBytes(i % 5 === 0 ? (i * 977) % (LIMIT - 10) : i % 300),
+    );
     const answers = await Promise.all(requests.map((r) => unary(client, 'Unary', r)));
-    answers.forEach((a, i) => expect(a.equals(Buffer.concat([Buffer.from('echo:'), requests[i]])), `call ${i}`).toBe(true));
+    answers.forEach((a, i) =>
+      expect(a.equals(Buffer.concat([Buffer.from('echo:'), requests[i]])), `call ${i}`).toBe(true),
+    );
   });
 
   test('answers an unknown method UNIMPLEMENTED', async () => {
@@ -77,14 +132,17 @@ describe.each<GrpcTransport>(['builtin', 'node'])('the %s transport', (transport
   });
 
   test("ends a call with a handler's GrpcError, its message intact", async () => {
-    await expect(unary(client, 'Fail', Buffer.from('x'))).rejects.toMatchObject({ code: grpc.status.NOT_FOUND, details: 'nothing here, 100%' });
+    await expect(unary(client, 'Fail', Buffer.from('x'))).rejects.toMatchObject({
+      code: grpc.status.NOT_FOUND,
+      details: 'nothing here, 100%',
+    });
   });
 
-  test('sends a 1 MiB answer through the client\'s 64 KiB flow-control window', async () => {
+  test("sends a 1 MiB answer through the client's 64 KiB flow-control window", async () => {
     expect((await unary(client, 'Big', Buffer.alloc(0))).equals(BIG)).toBe(true);
   });
 
-  test('refuses a message over the limit RESOURCE_EXHAUSTED, or with the method\'s own answer', async () => {
+  test("refuses a message over the limit RESOURCE_EXHAUSTED, or with the method's own answer", async () => {
     const big = Buffer.alloc(LIMIT + 1);
     await expect(unary(client, 'Unary', big)).rejects.toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
     expect((await unary(client, 'Unreadable', big)).toString()).toBe('unreadable:too_large');
@@ -120,18 +178,29 @@ describe.each<GrpcTransport>(['builtin', 'node'])('the %s transport', (transport
       req.end('hello');
     });
     expect(status).toBe(415);
-    const rtt = await new Promise<number>((resolve, reject) => session.ping((err, ms) => (err ? reject(err) : resolve(ms))));
+    const rtt = await new Promise<number>((resolve, reject) =>
+      session.ping((err, ms) => (err ? reject(err) : resolve(ms))),
+    );
     expect(rtt).toBeGreaterThanOrEqual(0);
     session.close();
   });
 
   test('answers a client whose HPACK table size is 0 and whose window is 100 octets', async () => {
-    const session = http2.connect(`http://${server.address}`, { settings: { headerTableSize: 0, initialWindowSize: 100 } });
+    const session = http2.connect(`http://${server.address}`, {
+      settings: { headerTableSize: 0, initialWindowSize: 100 },
+    });
     const body = await new Promise<Buffer>((resolve, reject) => {
-      const req = session.request({ ':method': 'POST', ':path': '/test.Echo/Big', 'content-type': 'application/grpc', te: 'trailers' });
+      const req = session.request({
+        ':method': 'POST',
+        ':path': '/test.Echo/Big',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('trailers', (t) => (t['grpc-status'] === '0' ? resolve(Buffer.concat(chunks)) : reject(new Error(String(t['grpc-status'])))));
+      req.on('trailers', (t) =>
+        t['grpc-status'] === '0' ? resolve(Buffer.concat(chunks)) : reject(new Error(String(t['grpc-status']))),
+      );
       req.on('error', reject);
       req.end(Buffer.from([0, 0, 0, 0, 0]));
     });
@@ -163,14 +232,30 @@ describe.each<GrpcTransport>(['builtin', 'node'])('the %s transport', (transport
 
   test('a request and its reset in one read (Envoy timing out, a client going away) is dropped, and the server goes on', async () => {
     const c = await RawClient.connect(server.address);
-    const text = Buffer.concat([literalField(2, 'POST'), literalField(6, 'http'), literalField(4, '/test.Echo/Unary'), literalField(1, 'x'), literalField(31, 'text/plain')]);
-    c.send(Buffer.concat([
-      frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Unary')), frame(FRAME.DATA, FLAG.END_STREAM, 1, frameMessage(Buffer.from('x'))), frame(FRAME.RST_STREAM, 0, 1, words(ERROR.NO_ERROR)),
-      frame(FRAME.HEADERS, FLAG.END_HEADERS, 3, requestHeaders('/test.Echo/Missing')), frame(FRAME.RST_STREAM, 0, 3, words(ERROR.CANCEL)),
-      frame(FRAME.HEADERS, FLAG.END_HEADERS, 5, requestHeaders('/test.Echo/Slow')), frame(FRAME.DATA, FLAG.END_STREAM, 5, frameMessage(Buffer.from('y'))), frame(FRAME.RST_STREAM, 0, 5, words(ERROR.NO_ERROR)),
-      frame(FRAME.HEADERS, FLAG.END_HEADERS, 7, text), frame(FRAME.RST_STREAM, 0, 7, words(ERROR.NO_ERROR)),
-      frame(FRAME.HEADERS, FLAG.END_HEADERS, 9, requestHeaders('/test.Echo/Unary')), frame(FRAME.DATA, 0, 9, frameMessage(Buffer.from('z')).subarray(0, 3)), frame(FRAME.RST_STREAM, 0, 9, words(ERROR.CANCEL)),
-    ]));
+    const text = Buffer.concat([
+      literalField(2, 'POST'),
+      literalField(6, 'http'),
+      literalField(4, '/test.Echo/Unary'),
+      literalField(1, 'x'),
+      literalField(31, 'text/plain'),
+    ]);
+    c.send(
+      Buffer.concat([
+        frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, requestHeaders('/test.Echo/Unary')),
+        frame(FRAME.DATA, FLAG.END_STREAM, 1, frameMessage(Buffer.from('x'))),
+        frame(FRAME.RST_STREAM, 0, 1, words(ERROR.NO_ERROR)),
+        frame(FRAME.HEADERS, FLAG.END_HEADERS, 3, requestHeaders('/test.Echo/Missing')),
+        frame(FRAME.RST_STREAM, 0, 3, words(ERROR.CANCEL)),
+        frame(FRAME.HEADERS, FLAG.END_HEADERS, 5, requestHeaders('/test.Echo/Slow')),
+        frame(FRAME.DATA, FLAG.END_STREAM, 5, frameMessage(Buffer.from('y'))),
+        frame(FRAME.RST_STREAM, 0, 5, words(ERROR.NO_ERROR)),
+        frame(FRAME.HEADERS, FLAG.END_HEADERS, 7, text),
+        frame(FRAME.RST_STREAM, 0, 7, words(ERROR.NO_ERROR)),
+        frame(FRAME.HEADERS, FLAG.END_HEADERS, 9, requestHeaders('/test.Echo/Unary')),
+        frame(FRAME.DATA, 0, 9, frameMessage(Buffer.from('z')).subarray(0, 3)),
+        frame(FRAME.RST_STREAM, 0, 9, words(ERROR.CANCEL)),
+      ]),
+    );
     await new Promise((r) => setTimeout(r, 100));
     for (const answer of slow) answer();
     slow.clear();

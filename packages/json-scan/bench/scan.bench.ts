@@ -22,7 +22,13 @@ const SENTENCES = [
 export function chatBody(size: number): Buffer {
   const messages: string[] = [];
   for (let used = 0, i = 0; used < size; i++) {
-    const message = JSON.stringify({ role: i % 2 ? 'assistant' : 'user', content: SENTENCES.slice(i % 4).concat(SENTENCES).join(' ').repeat(1 + (i % 7)) });
+    const message = JSON.stringify({
+      role: i % 2 ? 'assistant' : 'user',
+      content: SENTENCES.slice(i % 4)
+        .concat(SENTENCES)
+        .join(' ')
+        .repeat(1 + (i % 7)),
+    });
     messages.push(message);
     used += Buffer.byteLength(message) + 1;
   }
@@ -65,7 +71,10 @@ function main(): void {
     ['JSON.parse(buf.toString())', (b) => JSON.parse(b.toString()) as unknown],
   ]);
   if (before) fns.set('scanJson (before)', (require(before) as { scanJson: Scan }).scanJson);
-  for (const [name, us] of benchScan(fns, body, rounds)) console.log(`json-scan ${(body.length / 1024 / 1024).toFixed(2)} MiB chat body, ${name}: ${us.toFixed(0)} µs CPU per call (median of ${rounds})`);
+  for (const [name, us] of benchScan(fns, body, rounds))
+    console.log(
+      `json-scan ${(body.length / 1024 / 1024).toFixed(2)} MiB chat body, ${name}: ${us.toFixed(0)} µs CPU per call (median of ${rounds})`,
+    );
 }
 
 if (require.main === module) main();

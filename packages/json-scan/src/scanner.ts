@@ -28,15 +28,33 @@ export type ScanResult =
   | { readonly ok: true; readonly object: boolean }
   | { readonly ok: false; readonly problem: ScanProblem; readonly at: number; readonly why: string };
 
-const TAB = 0x09, LF = 0x0a, CR = 0x0d, QUOTE = 0x22, PLUS = 0x2b, COMMA = 0x2c;
-const MINUS = 0x2d, DOT = 0x2e, ZERO = 0x30, NINE = 0x39, COLON = 0x3a, LBRACKET = 0x5b;
-const BACKSLASH = 0x5c, RBRACKET = 0x5d, LBRACE = 0x7b, RBRACE = 0x7d, SPACE = 0x20;
-const TRUE = Buffer.from('true'), FALSE = Buffer.from('false'), NULL = Buffer.from('null');
+const TAB = 0x09,
+  LF = 0x0a,
+  CR = 0x0d,
+  QUOTE = 0x22,
+  PLUS = 0x2b,
+  COMMA = 0x2c;
+const MINUS = 0x2d,
+  DOT = 0x2e,
+  ZERO = 0x30,
+  NINE = 0x39,
+  COLON = 0x3a,
+  LBRACKET = 0x5b;
+const BACKSLASH = 0x5c,
+  RBRACKET = 0x5d,
+  LBRACE = 0x7b,
+  RBRACE = 0x7d,
+  SPACE = 0x20;
+const TRUE = Buffer.from('true'),
+  FALSE = Buffer.from('false'),
+  NULL = Buffer.from('null');
 /** 1 for the bytes after a backslash that make a whole escape: " \ / b f n r t (not u). */
 const SHORT_ESCAPE = new Uint8Array(256);
 for (const c of '"\\/bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
 /** Bytes of a string read by a JS loop before asking memchr: at its start, in escape clusters. */
-const SHORT_RUN = 16, CLUSTER_RUN = 12, CLUSTER_GAP = 4;
+const SHORT_RUN = 16,
+  CLUSTER_RUN = 12,
+  CLUSTER_GAP = 4;
 
 const OBJECT: ScanResult = { ok: true, object: true };
 const NOT_OBJECT: ScanResult = { ok: true, object: false };
@@ -86,7 +104,7 @@ export class JsonScanner {
    * `topLevel`: a member of the top-level object.
    */
   protected onMember(keyStart: number, keyEnd: number, valueStart: number, topLevel: boolean): void {
-    void keyStart, keyEnd, valueStart, topLevel;
+    (void keyStart, keyEnd, valueStart, topLevel);
   }
 
   /**
@@ -100,11 +118,12 @@ export class JsonScanner {
 
   /** The value of a top-level member that started at `topLevelValueAt` ends before `end`. */
   protected onTopLevelValueEnd(start: number, end: number): void {
-    void start, end;
+    (void start, end);
   }
 
   run(maxDepth: number): ScanResult {
-    const b = this.buf, n = b.length;
+    const b = this.buf,
+      n = b.length;
     let i = this.space(0);
     if (i === n) return { ok: false, problem: 'empty', at: 0, why: 'empty or only whitespace' };
     const topIsObject = b[i] === LBRACE;
@@ -115,7 +134,8 @@ export class JsonScanner {
       // i is at the first byte of a value.
       const c = b[i];
       if (c === LBRACE || c === LBRACKET) {
-        if (depth === maxDepth) return { ok: false, problem: 'too_deep', at: i, why: `nested deeper than ${maxDepth} levels` };
+        if (depth === maxDepth)
+          return { ok: false, problem: 'too_deep', at: i, why: `nested deeper than ${maxDepth} levels` };
         objects[depth++] = c === LBRACE;
         i = this.space(i + 1);
         if (b[i] === (c === LBRACE ? RBRACE : RBRACKET)) {
@@ -179,7 +199,8 @@ export class JsonScanner {
 
   /** Reads a string from its opening quote at i; escapes are checked, control bytes are not. */
   private string(i: number): number {
-    const b = this.buf, n = b.length;
+    const b = this.buf,
+      n = b.length;
     let p = i + 1;
     // Where the last escape ended: escapes come in clusters (`\"a\"`, JSON inside a string).
     let afterEscape = -n;
@@ -256,7 +277,8 @@ export class JsonScanner {
   }
 
   private space(i: number): number {
-    const b = this.buf, n = b.length;
+    const b = this.buf,
+      n = b.length;
     while (i < n) {
       const c = b[i];
       if (c !== SPACE && c !== LF && c !== CR && c !== TAB) break;

@@ -14,7 +14,8 @@ function outcome(r: ScanResult): Outcome {
 }
 
 /** The messages `why` can hold: expectations, never bytes of the body. */
-const WHY = /^(expected a value|expected a string key|expected ':'|expected ',' or '\}'|expected ',' or '\]'|expected a digit|invalid number|invalid escape|invalid \\u escape|unterminated string|unexpected data after the JSON value|empty or only whitespace|not valid UTF-8|nested deeper than \d+ levels)$/;
+const WHY =
+  /^(expected a value|expected a string key|expected ':'|expected ',' or '\}'|expected ',' or '\]'|expected a digit|invalid number|invalid escape|invalid \\u escape|unterminated string|unexpected data after the JSON value|empty or only whitespace|not valid UTF-8|nested deeper than \d+ levels)$/;
 
 function scan(body: string | Buffer, maxDepth?: number): Outcome {
   const r = scanJson(typeof body === 'string' ? Buffer.from(body) : body, maxDepth);
@@ -90,8 +91,18 @@ describe('scanJson', () => {
   });
 
   it('gives the byte position and the expectation of a syntax error', () => {
-    expect(scanJson(Buffer.from('{"a":1 "b":2}'))).toEqual({ ok: false, problem: 'invalid_json', at: 7, why: "expected ',' or '}'" });
-    expect(scanJson(Buffer.from('{"a":[1,2'))).toEqual({ ok: false, problem: 'invalid_json', at: 9, why: "expected ',' or ']'" });
+    expect(scanJson(Buffer.from('{"a":1 "b":2}'))).toEqual({
+      ok: false,
+      problem: 'invalid_json',
+      at: 7,
+      why: "expected ',' or '}'",
+    });
+    expect(scanJson(Buffer.from('{"a":[1,2'))).toEqual({
+      ok: false,
+      problem: 'invalid_json',
+      at: 9,
+      why: "expected ',' or ']'",
+    });
   });
 
   it('refuses 10,000 levels of nesting as too deep without throwing, and accepts them with the limit raised', () => {
@@ -148,7 +159,9 @@ const MUTATION_BYTES = [...'{}[]:,"\\ \t\n\r0123456789-+.eEtrufalsn/gx'].map((c)
 
 describe('scanJson against JSON.parse (fast-check)', () => {
   // Any JSON value, serialised with and without indentation, strings with any code points.
-  const json = fc.tuple(fc.jsonValue({ maxDepth: 6 }), fc.constantFrom(undefined, 1, '\t')).map(([v, indent]) => Buffer.from(JSON.stringify(v, null, indent)));
+  const json = fc
+    .tuple(fc.jsonValue({ maxDepth: 6 }), fc.constantFrom(undefined, 1, '\t'))
+    .map(([v, indent]) => Buffer.from(JSON.stringify(v, null, indent)));
 
   it('accepts every document JSON.stringify writes, as an object or not', () => {
     fc.assert(
@@ -160,13 +173,25 @@ describe('scanJson against JSON.parse (fast-check)', () => {
   });
 
   it('agrees on one-byte insertions, deletions and replacements in those documents', () => {
-    const mutation = fc.tuple(json, fc.nat(), fc.constantFrom('insert', 'delete', 'replace'), fc.oneof(fc.constantFrom(...MUTATION_BYTES), fc.integer({ min: 0, max: 0x1f }), fc.integer({ min: 0x80, max: 0xff })));
+    const mutation = fc.tuple(
+      json,
+      fc.nat(),
+      fc.constantFrom('insert', 'delete', 'replace'),
+      fc.oneof(
+        fc.constantFrom(...MUTATION_BYTES),
+        fc.integer({ min: 0, max: 0x1f }),
+        fc.integer({ min: 0x80, max: 0xff }),
+      ),
+    );
     let invalid = 0;
     fc.assert(
       fc.property(mutation, ([doc, where, kind, byte]) => {
         const at = where % (doc.length + 1);
         const b = Buffer.from([byte]);
-        const body = kind === 'insert' ? Buffer.concat([doc.subarray(0, at), b, doc.subarray(at)]) : Buffer.concat([doc.subarray(0, at), kind === 'replace' ? b : Buffer.alloc(0), doc.subarray(at + 1)]);
+        const body =
+          kind === 'insert'
+            ? Buffer.concat([doc.subarray(0, at), b, doc.subarray(at)])
+            : Buffer.concat([doc.subarray(0, at), kind === 'replace' ? b : Buffer.alloc(0), doc.subarray(at + 1)]);
         const expected = reference(body);
         if (expected === 'invalid_json') invalid++;
         expect(scan(body)).toBe(expected);
@@ -213,8 +238,14 @@ describe('the hooks', () => {
       fc.property(object, fc.constantFrom(undefined, 2), (o, indent) => {
         const scanner = new Members(Buffer.from(JSON.stringify(o, null, indent)));
         expect(scanner.run(256)).toEqual({ ok: true, object: true });
-        expect(Object.fromEntries(scanner.members.map(([k, v]) => [k, JSON.parse(v) as unknown]))).toEqual(JSON.parse(JSON.stringify(o)));
-        expect(scanner.strings).toEqual(Object.values(o).filter((v) => typeof v === 'string').map((v) => JSON.stringify(v)));
+        expect(Object.fromEntries(scanner.members.map(([k, v]) => [k, JSON.parse(v) as unknown]))).toEqual(
+          JSON.parse(JSON.stringify(o)),
+        );
+        expect(scanner.strings).toEqual(
+          Object.values(o)
+            .filter((v) => typeof v === 'string')
+            .map((v) => JSON.stringify(v)),
+        );
       }),
       { numRuns: 1000 },
     );
@@ -229,7 +260,12 @@ describe('the hooks', () => {
         return this.buf.includes('x', start) && this.buf.indexOf('x', start) < end ? this.fail(start, 'no x') : end;
       }
     }
-    expect(new NoX(Buffer.from('{"a":"b","c":{"d":"xyz"}}')).run(8)).toEqual({ ok: false, problem: 'invalid_json', at: 18, why: 'no x' });
+    expect(new NoX(Buffer.from('{"a":"b","c":{"d":"xyz"}}')).run(8)).toEqual({
+      ok: false,
+      problem: 'invalid_json',
+      at: 18,
+      why: 'no x',
+    });
     expect(new NoX(Buffer.from('{"a":"b","c":{"d":"yz"}}')).run(8)).toEqual({ ok: true, object: true });
   });
 });

@@ -92,7 +92,8 @@
     setStatus('');
     if (r.status !== 200) {
       key = null;
-      hint.textContent = r.status === 0 ? 'the console cannot be reached: check the connection and retry' : problemText(r);
+      hint.textContent =
+        r.status === 0 ? 'the console cannot be reached: check the connection and retry' : problemText(r);
       input.setAttribute('aria-invalid', 'true');
       input.focus();
       return;
@@ -119,7 +120,8 @@
     showView('signin');
   });
 
-  for (const b of document.querySelectorAll('#views button')) b.addEventListener('click', () => showView(b.dataset.view));
+  for (const b of document.querySelectorAll('#views button'))
+    b.addEventListener('click', () => showView(b.dataset.view));
 
   // ---- my access
 
@@ -129,15 +131,31 @@
 
   // Rate limits (docs/rate-limits.md): {rpm, tpm, rpd, tpd, inFlight} as words.
   function limitsText(l) {
-    const names = { rpm: 'requests per minute', tpm: 'tokens per minute', rpd: 'requests per day', tpd: 'tokens per day', inFlight: 'requests in flight (per gateway replica)' };
-    const parts = Object.keys(names).filter((k) => l && typeof l[k] === 'number').map((k) => `${l[k].toLocaleString('en-US')} ${names[k]}`);
+    const names = {
+      rpm: 'requests per minute',
+      tpm: 'tokens per minute',
+      rpd: 'requests per day',
+      tpd: 'tokens per day',
+      inFlight: 'requests in flight (per gateway replica)',
+    };
+    const parts = Object.keys(names)
+      .filter((k) => l && typeof l[k] === 'number')
+      .map((k) => `${l[k].toLocaleString('en-US')} ${names[k]}`);
     return parts.length === 0 ? 'none' : parts.join(', ');
   }
 
   // What is left of each key-wide window, as the rate limit engine counts it now.
   function leftText(left) {
-    const names = { rpm: 'requests this minute', tpm: 'tokens this minute', rpd: 'requests today (UTC)', tpd: 'tokens today (UTC)' };
-    return Object.keys(names).filter((k) => typeof left[k] === 'number').map((k) => `${left[k].toLocaleString('en-US')} ${names[k]}`).join(', ');
+    const names = {
+      rpm: 'requests this minute',
+      tpm: 'tokens this minute',
+      rpd: 'requests today (UTC)',
+      tpd: 'tokens today (UTC)',
+    };
+    return Object.keys(names)
+      .filter((k) => typeof left[k] === 'number')
+      .map((k) => `${left[k].toLocaleString('en-US')} ${names[k]}`)
+      .join(', ');
   }
 
   function renderAccess() {
@@ -145,27 +163,70 @@
     const facts = $('key-facts');
     const balance = a.key.balance === null ? 'unlimited' : String(a.key.balance);
     facts.replaceChildren(
-      el('dt', {}, 'Key id'), el('dd', {}, el('code', {}, a.key.id)),
-      el('dt', {}, 'Group'), el('dd', {}, el('code', {}, a.group.name), badge(a.group.available, 'available', a.group.exists ? 'unavailable' : 'no longer exists')),
-      el('dt', {}, 'Balance'), el('dd', {}, balance, a.key.balance !== null && a.key.balance <= 0 ? badge(false, '', 'insufficient') : null),
-      el('dt', {}, 'Expires'), el('dd', {}, a.key.expiresAt === null ? 'never' : a.key.expiresAt),
-      el('dt', {}, 'Rate limits'), el('dd', {}, limitsText(a.key.limits)),
+      el('dt', {}, 'Key id'),
+      el('dd', {}, el('code', {}, a.key.id)),
+      el('dt', {}, 'Group'),
+      el(
+        'dd',
+        {},
+        el('code', {}, a.group.name),
+        badge(a.group.available, 'available', a.group.exists ? 'unavailable' : 'no longer exists'),
+      ),
+      el('dt', {}, 'Balance'),
+      el('dd', {}, balance, a.key.balance !== null && a.key.balance <= 0 ? badge(false, '', 'insufficient') : null),
+      el('dt', {}, 'Expires'),
+      el('dd', {}, a.key.expiresAt === null ? 'never' : a.key.expiresAt),
+      el('dt', {}, 'Rate limits'),
+      el('dd', {}, limitsText(a.key.limits)),
       ...(a.key.left ? [el('dt', {}, 'Left now'), el('dd', {}, leftText(a.key.left))] : []),
     );
     const warnings = [];
-    if (!a.group.available) warnings.push(`Group ${a.group.name} is marked unavailable: every request with this key is refused (403 group_unavailable) until it is available again.`);
-    if (a.key.balance !== null && a.key.balance <= 0) warnings.push(`The balance is ${a.key.balance}: model requests are refused (403 balance_insufficient) until it is topped up.`);
+    if (!a.group.available)
+      warnings.push(
+        `Group ${a.group.name} is marked unavailable: every request with this key is refused (403 group_unavailable) until it is available again.`,
+      );
+    if (a.key.balance !== null && a.key.balance <= 0)
+      warnings.push(
+        `The balance is ${a.key.balance}: model requests are refused (403 balance_insufficient) until it is topped up.`,
+      );
     $('access-warning').textContent = warnings.join(' ');
     $('access-warning').hidden = warnings.length === 0;
     $('models-title').textContent = `Models of group ${a.group.name}`;
     $('models-base').textContent = a.baseUrl;
-    const rows = a.models.map((m) => el('tr', {},
-      el('th', { scope: 'row' }, el('code', {}, m.name), m.limits ? el('div', { class: 'limits' }, `limits: ${limitsText(m.limits)}`) : null),
-      el('td', {}, m.protocols === null ? 'any' : m.protocols.join(', ')),
-      el('td', {}, m.available ? badge(true, 'yes', '') : badge(false, '', 'no: channel down')),
-      el('td', {}, el('ul', {}, m.endpoints.map((e) => el('li', {}, el('code', {}, e))))),
-      el('td', {}, m.listedOn.length ? el('ul', {}, m.listedOn.map((l) => el('li', {}, el('code', {}, l)))) : 'not listed (unavailable)'),
-    ));
+    const rows = a.models.map((m) =>
+      el(
+        'tr',
+        {},
+        el(
+          'th',
+          { scope: 'row' },
+          el('code', {}, m.name),
+          m.limits ? el('div', { class: 'limits' }, `limits: ${limitsText(m.limits)}`) : null,
+        ),
+        el('td', {}, m.protocols === null ? 'any' : m.protocols.join(', ')),
+        el('td', {}, m.available ? badge(true, 'yes', '') : badge(false, '', 'no: channel down')),
+        el(
+          'td',
+          {},
+          el(
+            'ul',
+            {},
+            m.endpoints.map((e) => el('li', {}, el('code', {}, e))),
+          ),
+        ),
+        el(
+          'td',
+          {},
+          m.listedOn.length
+            ? el(
+                'ul',
+                {},
+                m.listedOn.map((l) => el('li', {}, el('code', {}, l))),
+              )
+            : 'not listed (unavailable)',
+        ),
+      ),
+    );
     if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 5 }, 'This group has no models.')));
     $('models').tBodies[0].replaceChildren(...rows);
     renderUsage(a);
@@ -183,17 +244,27 @@
     const empty = $('usage-empty');
     const table = $('usage-table');
     if (a.usage === null || a.usage.length === 0) {
-      empty.textContent = a.usage === null ? 'Recent usage cannot be shown right now.' : 'No requests with this key yet.';
+      empty.textContent =
+        a.usage === null ? 'Recent usage cannot be shown right now.' : 'No requests with this key yet.';
       empty.hidden = false;
       table.hidden = true;
       return;
     }
     empty.hidden = true;
     table.hidden = false;
-    table.tBodies[0].replaceChildren(...a.usage.map((u) => el('tr', {},
-      el('td', {}, u.time), el('td', {}, el('code', {}, u.model)), el('td', {}, String(u.inputTokens)), el('td', {}, String(u.outputTokens)),
-      el('td', {}, u.cost === null ? 'unknown' : String(u.cost)),
-    )));
+    table.tBodies[0].replaceChildren(
+      ...a.usage.map((u) =>
+        el(
+          'tr',
+          {},
+          el('td', {}, u.time),
+          el('td', {}, el('code', {}, u.model)),
+          el('td', {}, String(u.inputTokens)),
+          el('td', {}, String(u.outputTokens)),
+          el('td', {}, u.cost === null ? 'unknown' : String(u.cost)),
+        ),
+      ),
+    );
   }
 
   // ---- set up a client
@@ -209,12 +280,18 @@
     setup = r.data;
     $('setup-base').textContent = setup.baseUrl;
     $('setup-alt').textContent = setup.altPrefix;
-    $('setup-table').tBodies[0].replaceChildren(...setup.rows.map((row) => el('tr', { 'data-kind': row.id },
-      el('th', { scope: 'row' }, row.label, el('span', { class: 'help' }, row.note)),
-      el('td', {}, el('code', {}, row.baseUrl)),
-      el('td', {}, el('code', {}, row.endpoint)),
-      el('td', {}, el('code', {}, row.header)),
-    )));
+    $('setup-table').tBodies[0].replaceChildren(
+      ...setup.rows.map((row) =>
+        el(
+          'tr',
+          { 'data-kind': row.id },
+          el('th', { scope: 'row' }, row.label, el('span', { class: 'help' }, row.note)),
+          el('td', {}, el('code', {}, row.baseUrl)),
+          el('td', {}, el('code', {}, row.endpoint)),
+          el('td', {}, el('code', {}, row.header)),
+        ),
+      ),
+    );
     const select = $('snippet-kind');
     select.replaceChildren(...setup.rows.map((row) => el('option', { value: row.id }, row.label)));
     renderSnippets();
@@ -227,22 +304,26 @@
   function renderSnippets() {
     if (!setup) return;
     const row = setup.rows.find((r) => r.id === $('snippet-kind').value) || setup.rows[0];
-    $('snippets').replaceChildren(...row.snippets.map((s) => {
-      const id = `snippet-${s.id}`;
-      const copy = el('button', { type: 'button', class: 'copy', 'aria-describedby': `${id}-title` }, 'Copy');
-      copy.addEventListener('click', async () => {
-        try {
-          await navigator.clipboard.writeText(shown(s.code));
-          setStatus(`Copied: ${s.label}`);
-        } catch {
-          setStatus('Copying is not allowed here: select the text and copy it.');
-        }
-      });
-      return el('section', { class: 'snippet', 'aria-labelledby': `${id}-title` },
-        el('div', { class: 'snippet-head' }, el('h3', { id: `${id}-title` }, s.label), copy),
-        el('pre', {}, el('code', { id, 'data-language': s.language }, shown(s.code))),
-      );
-    }));
+    $('snippets').replaceChildren(
+      ...row.snippets.map((s) => {
+        const id = `snippet-${s.id}`;
+        const copy = el('button', { type: 'button', class: 'copy', 'aria-describedby': `${id}-title` }, 'Copy');
+        copy.addEventListener('click', async () => {
+          try {
+            await navigator.clipboard.writeText(shown(s.code));
+            setStatus(`Copied: ${s.label}`);
+          } catch {
+            setStatus('Copying is not allowed here: select the text and copy it.');
+          }
+        });
+        return el(
+          'section',
+          { class: 'snippet', 'aria-labelledby': `${id}-title` },
+          el('div', { class: 'snippet-head' }, el('h3', { id: `${id}-title` }, s.label), copy),
+          el('pre', {}, el('code', { id, 'data-language': s.language }, shown(s.code))),
+        );
+      }),
+    );
   }
 
   $('snippet-kind').addEventListener('change', renderSnippets);
@@ -277,18 +358,29 @@
     $('report').hidden = false;
     $('report-title').textContent = rep.failing ? `One thing to change: ${rep.failing.ref}` : 'Nothing to change';
     $('report-change').textContent = rep.failing ? `Change: ${rep.failing.change}` : '';
-    $('report-steps').replaceChildren(...rep.steps.map((s) => el('li', { class: s.outcome, 'data-rule': s.id },
-      el('span', { class: `outcome ${s.outcome}` }, OUTCOME[s.outcome]),
-      el('span', { class: 'ref' }, s.ref),
-      el('strong', {}, s.title),
-      el('p', {}, s.detail),
-      s.change ? el('p', {}, el('strong', {}, 'Change: '), s.change) : null,
-      s.gatewayAnswers ? el('p', {}, `The gateway answers this with ${s.gatewayAnswers.status} ${s.gatewayAnswers.reason}.`) : null,
-    )));
+    $('report-steps').replaceChildren(
+      ...rep.steps.map((s) =>
+        el(
+          'li',
+          { class: s.outcome, 'data-rule': s.id },
+          el('span', { class: `outcome ${s.outcome}` }, OUTCOME[s.outcome]),
+          el('span', { class: 'ref' }, s.ref),
+          el('strong', {}, s.title),
+          el('p', {}, s.detail),
+          s.change ? el('p', {}, el('strong', {}, 'Change: '), s.change) : null,
+          s.gatewayAnswers
+            ? el('p', {}, `The gateway answers this with ${s.gatewayAnswers.status} ${s.gatewayAnswers.reason}.`)
+            : null,
+        ),
+      ),
+    );
     $('report-expected').replaceChildren(
-      el('dt', {}, 'Base URL'), el('dd', {}, el('code', {}, rep.expected.baseUrl)),
-      el('dt', {}, 'Full endpoint'), el('dd', {}, el('code', {}, rep.expected.endpoint)),
-      el('dt', {}, 'Header'), el('dd', {}, el('code', {}, rep.expected.header)),
+      el('dt', {}, 'Base URL'),
+      el('dd', {}, el('code', {}, rep.expected.baseUrl)),
+      el('dt', {}, 'Full endpoint'),
+      el('dd', {}, el('code', {}, rep.expected.endpoint)),
+      el('dt', {}, 'Header'),
+      el('dd', {}, el('code', {}, rep.expected.header)),
     );
     $('report-next').textContent = rep.next;
     $('report-title').focus();

@@ -5,7 +5,15 @@
  * admission.ts runs them with the store, the requests in flight and the clock.
  */
 import type { Config } from '../../config/load';
-import { costUp, MODAL_PRICES, type DeclaredTools, type HostedTool, type Modality, type ModelPrice, type Protocol } from '../../store/store';
+import {
+  costUp,
+  MODAL_PRICES,
+  type DeclaredTools,
+  type HostedTool,
+  type Modality,
+  type ModelPrice,
+  type Protocol,
+} from '../../store/store';
 import { highestPrice, pricesModalities } from '../modal-cost';
 import { mayReason, maxOutputTokens, type RequestShape } from '../request-shape';
 
@@ -16,7 +24,8 @@ import { mayReason, maxOutputTokens, type RequestShape } from '../request-shape'
  * token of such a request at the long-context price; it may yet come out under the threshold).
  */
 export function tokensCost(input: number, output: number, price: ModelPrice): number {
-  const at = (p: Pick<ModelPrice, 'input' | 'output' | 'cachedInput'>): number => costUp((input * Math.max(p.input, p.cachedInput ?? 0) + output * p.output) / 1e6);
+  const at = (p: Pick<ModelPrice, 'input' | 'output' | 'cachedInput'>): number =>
+    costUp((input * Math.max(p.input, p.cachedInput ?? 0) + output * p.output) / 1e6);
   const long = price.longContext;
   return long && input > long.above ? Math.max(at(price), at(long)) : at(price);
 }
@@ -42,7 +51,10 @@ export function maximumCost(input: number, output: number, price: ModelPrice): n
   // With a text output price of 0 an output premium is written as input tokens, which count too.
   const counted = price.output === 0 ? input + output : input;
   if (!(counted * r > long.above)) return base;
-  return Math.max(base, costUp(((input + output) * (1 + r) * Math.max(long.input, long.output, long.cachedInput ?? 0)) / 1e6 + slack));
+  return Math.max(
+    base,
+    costUp(((input + output) * (1 + r) * Math.max(long.input, long.output, long.cachedInput ?? 0)) / 1e6 + slack),
+  );
 }
 
 /**
@@ -81,7 +93,10 @@ export interface HoldRequest {
   readonly capRaised: boolean;
 }
 
-export type HoldMeter = Pick<Config['meter'], 'modalities' | 'hostedTools' | 'maxHostedToolCalls' | 'referencedInputTokens' | 'maxOutputTokens' | 'reasoningModels'>;
+export type HoldMeter = Pick<
+  Config['meter'],
+  'modalities' | 'hostedTools' | 'maxHostedToolCalls' | 'referencedInputTokens' | 'maxOutputTokens' | 'reasoningModels'
+>;
 
 /** A request held: its maxima and what an estimate of it counts. */
 export interface Hold {
@@ -105,7 +120,12 @@ export interface Hold {
 export type HoldWord =
   | Hold
   /** Audio or image the model's price does not name (meter.modalities: deny). */
-  | { readonly kind: 'refuse'; readonly reason: 'modality_unpriced'; readonly modality: Modality; readonly spelled: string }
+  | {
+      readonly kind: 'refuse';
+      readonly reason: 'modality_unpriced';
+      readonly modality: Modality;
+      readonly spelled: string;
+    }
   /** A hosted tool the model's price does not name (meter.hostedTools: deny). */
   | { readonly kind: 'refuse'; readonly reason: 'hosted_tool_unpriced'; readonly tool: HostedTool };
 
@@ -122,27 +142,57 @@ export function holdFor(q: HoldRequest, m: HoldMeter): HoldWord {
   }
   const pricedTools = shape.hostedTools.filter((t) => typeof price?.tools?.[t] === 'number');
   if (pricedTools.length < shape.hostedTools.length && m.hostedTools === 'deny') {
-    return { kind: 'refuse', reason: 'hosted_tool_unpriced', tool: shape.hostedTools.find((t) => !pricedTools.includes(t)) as HostedTool };
+    return {
+      kind: 'refuse',
+      reason: 'hosted_tool_unpriced',
+      tool: shape.hostedTools.find((t) => !pricedTools.includes(t)) as HostedTool,
+    };
   }
-  const tools: DeclaredTools | undefined = pricedTools.length > 0
-    ? { names: pricedTools, maxCalls: shape.maxToolCalls ?? m.maxHostedToolCalls, ...(q.masked ? { unreported: true as const } : {}) }
-    : undefined;
-  const maxInputTokens = Math.ceil((q.bodyBytes + shape.referencedCount * m.referencedInputTokens + shape.providerInput) * shape.inputFactor);
+  const tools: DeclaredTools | undefined =
+    pricedTools.length > 0
+      ? {
+          names: pricedTools,
+          maxCalls: shape.maxToolCalls ?? m.maxHostedToolCalls,
+          ...(q.masked ? { unreported: true as const } : {}),
+        }
+      : undefined;
+  const maxInputTokens = Math.ceil(
+    (q.bodyBytes + shape.referencedCount * m.referencedInputTokens + shape.providerInput) * shape.inputFactor,
+  );
   // With its cap raised, the request's own maximum is not held to the configured cap.
-  const maxOutput = maxOutputTokens(shape, q.capRaised && shape.maxOutput !== undefined ? null : q.modelCap, m.maxOutputTokens);
+  const maxOutput = maxOutputTokens(
+    shape,
+    q.capRaised && shape.maxOutput !== undefined ? null : q.modelCap,
+    m.maxOutputTokens,
+  );
   const usualCap = q.modelCap ?? m.maxOutputTokens;
   // A Gemini thinking budget counts on top, up to the cap: a larger one must fit too.
-  const beyondCap = shape.maxOutput !== undefined && shape.maxOutput > usualCap && (q.capRaised || q.modelCap == null)
-    ? shape.maxOutput
-    : shape.extraOutput > usualCap
-      ? shape.extraOutput
-      : undefined;
+  const beyondCap =
+    shape.maxOutput !== undefined && shape.maxOutput > usualCap && (q.capRaised || q.modelCap == null)
+      ? shape.maxOutput
+      : shape.extraOutput > usualCap
+        ? shape.extraOutput
+        : undefined;
   const maxCost = price ? maximumCost(maxInputTokens, maxOutput, price) + maximumToolsCost(tools, price) : 0;
   const hidden = shape.reasoning || mayReason(m.reasoningModels, q.model) || q.masked;
-  const inputMarks = shape.providerInput > 0 || shape.inputFactor !== 1
-    ? { ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}), ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}) }
-    : undefined;
-  return { kind: 'hold', tools, maxInputTokens, maxOutputTokens: maxOutput, usualCap, beyondCap, maxCost, hidden, inputMarks };
+  const inputMarks =
+    shape.providerInput > 0 || shape.inputFactor !== 1
+      ? {
+          ...(shape.providerInput > 0 ? { inputExtra: shape.providerInput } : {}),
+          ...(shape.inputFactor !== 1 ? { inputFactor: shape.inputFactor } : {}),
+        }
+      : undefined;
+  return {
+    kind: 'hold',
+    tools,
+    maxInputTokens,
+    maxOutputTokens: maxOutput,
+    usualCap,
+    beyondCap,
+    maxCost,
+    hidden,
+    inputMarks,
+  };
 }
 
 /** What soft mode's word reads: the key's balance and what it holds in flight on this replica. */
@@ -171,15 +221,15 @@ export type SoftRefusal = 'in_flight' | 'many_answers' | 'beyond_cap' | 'many_to
 export type SoftWord =
   | { readonly kind: 'allow' }
   | {
-    readonly kind: 'refuse';
-    readonly why: SoftRefusal;
-    /** The replicas the share was counted over (>= 1). */
-    readonly replicas: number;
-    /** This replica's share of the balance. */
-    readonly share: number;
-    /** Not counted by the others: it holds none of the balance (a refusal the store connection causes). */
-    readonly blind: boolean;
-  };
+      readonly kind: 'refuse';
+      readonly why: SoftRefusal;
+      /** The replicas the share was counted over (>= 1). */
+      readonly replicas: number;
+      /** This replica's share of the balance. */
+      readonly share: number;
+      /** Not counted by the others: it holds none of the balance (a refusal the store connection causes). */
+      readonly blind: boolean;
+    };
 
 /**
  * Soft mode: each of R replicas holds a key's requests to its share of the balance, counted at their
@@ -196,7 +246,8 @@ export function softWord(f: SoftFacts): SoftWord {
   if (f.inFlight > 0 && left < f.maxCost) return refuse('in_flight');
   if (left < f.maxCost && f.answers > 1) return refuse('many_answers');
   if (left < f.maxCost && f.beyondCap !== undefined) return refuse('beyond_cap');
-  if (left < f.maxCost && f.toolCalls !== undefined && f.toolCalls > f.maxHostedToolCalls) return refuse('many_tool_calls');
+  if (left < f.maxCost && f.toolCalls !== undefined && f.toolCalls > f.maxHostedToolCalls)
+    return refuse('many_tool_calls');
   if (left < f.maxCost && f.referencedCount > 0) return refuse('referenced');
   return { kind: 'allow' };
 }

@@ -34,12 +34,12 @@ export interface ReportEnd {
 export type ReportRoute =
   | { readonly kind: 'release'; readonly reason: 'meter_disabled' | 'upstream_error' }
   | {
-    readonly kind: 'settle';
-    /** It went upstream and no byte of an answer came back: the provider may have produced and billed it all. */
-    readonly unanswered: boolean;
-    /** An answer came whose captured bytes may hold usage. */
-    readonly readAnswer: boolean;
-  };
+      readonly kind: 'settle';
+      /** It went upstream and no byte of an answer came back: the provider may have produced and billed it all. */
+      readonly unanswered: boolean;
+      /** An answer came whose captured bytes may hold usage. */
+      readonly readAnswer: boolean;
+    };
 
 /**
  * Whether a report costs anything. The provider's own error (4xx/5xx), or a request that ended with
@@ -49,7 +49,8 @@ export type ReportRoute =
 export function routeReport(meterEnabled: boolean, r: ReportEnd): ReportRoute {
   if (!meterEnabled) return { kind: 'release', reason: 'meter_disabled' };
   const unanswered = r.upstreamSent && !r.upstreamAnswered;
-  if (!unanswered && (r.status >= 400 || (r.status === 0 && r.ended))) return { kind: 'release', reason: 'upstream_error' };
+  if (!unanswered && (r.status >= 400 || (r.status === 0 && r.ended)))
+    return { kind: 'release', reason: 'upstream_error' };
   return { kind: 'settle', unanswered, readAnswer: r.status !== 0 && !unanswered };
 }
 
@@ -57,7 +58,11 @@ export function routeReport(meterEnabled: boolean, r: ReportEnd): ReportRoute {
 export function plausible(u: Usage | undefined, ceiling: Config['meter']['usageCeiling']): u is Usage {
   if (!u || u.implausible) return false;
   const ok = (n: number, max: number): boolean => Number.isSafeInteger(n) && n >= 0 && n <= max;
-  return ok(u.inputTokens, ceiling.inputTokens) && ok(u.outputTokens, ceiling.outputTokens) && ok(u.cachedInputTokens, ceiling.inputTokens);
+  return (
+    ok(u.inputTokens, ceiling.inputTokens) &&
+    ok(u.outputTokens, ceiling.outputTokens) &&
+    ok(u.cachedInputTokens, ceiling.inputTokens)
+  );
 }
 
 export interface ClassifyFacts {
@@ -80,7 +85,11 @@ export type Classification =
   | { readonly kind: 'estimate'; readonly reason: EstimateReason; readonly trusted: Usage | undefined };
 
 /** Exact when the answer is complete, read and its usage plausible; else the reason it is estimated. */
-export function classifyReport(f: ClassifyFacts, read: ReadUsage, ceiling: Config['meter']['usageCeiling']): Classification {
+export function classifyReport(
+  f: ClassifyFacts,
+  read: ReadUsage,
+  ceiling: Config['meter']['usageCeiling'],
+): Classification {
   const provider = read.usage;
   const trusted = plausible(provider, ceiling) ? provider : undefined;
   if (f.ended && f.status !== 0 && trusted && !read.undecodable) return { kind: 'exact', usage: trusted };
@@ -97,7 +106,8 @@ export function classifyReport(f: ClassifyFacts, read: ReadUsage, ceiling: Confi
 }
 
 /** A token count from the Check's metadata: a finite number >= 0, else undefined. */
-export const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+export const tokenCount = (v: unknown): number | undefined =>
+  typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
 
 /** What an estimate of a request is bounded by and counts beyond its body. */
 export interface ReportBounds {
@@ -118,7 +128,9 @@ export interface ReportBounds {
  * deadline, after a restart or at another replica), else the model's name for hidden output.
  */
 export function reportBounds(
-  entry: Pick<PendingRequest, 'maxInputTokens' | 'maxOutputTokens' | 'outputHidden' | 'inputExtra' | 'inputFactor'> | undefined,
+  entry:
+    | Pick<PendingRequest, 'maxInputTokens' | 'maxOutputTokens' | 'outputHidden' | 'inputExtra' | 'inputFactor'>
+    | undefined,
   authz: Readonly<Record<string, unknown>>,
   reasoningModels: readonly string[],
   model: string,
@@ -126,10 +138,10 @@ export function reportBounds(
   const hiddenMax = tokenCount(authz.hiddenOutput);
   return {
     maxInput: entry ? entry.maxInputTokens : tokenCount(authz.maxInput),
-    maxOutput: entry ? entry.maxOutputTokens : tokenCount(authz.maxOutput) ?? hiddenMax,
+    maxOutput: entry ? entry.maxOutputTokens : (tokenCount(authz.maxOutput) ?? hiddenMax),
     hidden: entry ? entry.outputHidden === true : hiddenMax !== undefined || mayReason(reasoningModels, model),
-    inputExtra: entry ? entry.inputExtra ?? 0 : tokenCount(authz.inputExtra) ?? 0,
-    inputFactor: Math.max(1, entry ? entry.inputFactor ?? 1 : tokenCount(authz.inputFactor) ?? 1),
+    inputExtra: entry ? (entry.inputExtra ?? 0) : (tokenCount(authz.inputExtra) ?? 0),
+    inputFactor: Math.max(1, entry ? (entry.inputFactor ?? 1) : (tokenCount(authz.inputFactor) ?? 1)),
   };
 }
 
@@ -179,7 +191,19 @@ export function boundEstimate(
   trusted: Usage | undefined,
   ceiling: Config['meter']['usageCeiling'],
 ): Usage {
-  const input = trusted && trusted.inputTokens > 0 ? trusted.inputTokens : bounds.maxInput !== undefined ? Math.min(estimated.input, bounds.maxInput) : estimated.input;
-  const output = Math.max(bounds.maxOutput !== undefined ? Math.min(estimated.output, bounds.maxOutput) : estimated.output, trusted ? trusted.outputTokens : 0);
-  return { inputTokens: input, outputTokens: Math.min(output, ceiling.outputTokens), cachedInputTokens: trusted ? Math.min(trusted.cachedInputTokens, input) : 0 };
+  const input =
+    trusted && trusted.inputTokens > 0
+      ? trusted.inputTokens
+      : bounds.maxInput !== undefined
+        ? Math.min(estimated.input, bounds.maxInput)
+        : estimated.input;
+  const output = Math.max(
+    bounds.maxOutput !== undefined ? Math.min(estimated.output, bounds.maxOutput) : estimated.output,
+    trusted ? trusted.outputTokens : 0,
+  );
+  return {
+    inputTokens: input,
+    outputTokens: Math.min(output, ceiling.outputTokens),
+    cachedInputTokens: trusted ? Math.min(trusted.cachedInputTokens, input) : 0,
+  };
 }

@@ -22,7 +22,10 @@ const notFound = (id: string): StoreRefusal => new StoreRefusal({ code: 'key_not
 
 /** The balance of key `id`. */
 export async function showBalance(db: pg.Pool, id: string): Promise<BalanceInfo> {
-  const { rows } = await db.query<BalanceInfo>('SELECT id, balance::float8 AS balance FROM modelgate.keys WHERE id = $1', [id]);
+  const { rows } = await db.query<BalanceInfo>(
+    'SELECT id, balance::float8 AS balance FROM modelgate.keys WHERE id = $1',
+    [id],
+  );
   if (rows.length === 0) throw notFound(id);
   return rows[0];
 }

@@ -53,7 +53,8 @@ export async function listGroups(db: pg.Pool | pg.ClientBase, name?: string): Pr
   const { rows } = await db.query<GroupInfo>(LIST_SQL, [name ?? null]);
   // A price without a long-context one has no such field (as before there was one; as the config reads it).
   for (const g of rows) {
-    for (const m of g.models) if (m.price && m.price.longContext === null) delete (m.price as { longContext?: unknown }).longContext;
+    for (const m of g.models)
+      if (m.price && m.price.longContext === null) delete (m.price as { longContext?: unknown }).longContext;
   }
   return rows;
 }
@@ -75,11 +76,27 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
       [name, change.available ?? null],
     );
     if (change.models) {
-      const { rows: kept } = await client.query<{ name: string; i: string | null; o: string | null; c: string | null; t: number | null; la: string | null; li: string | null; lo: string | null; lc: string | null; ai: string | null; ao: string | null; io: string | null; tp: unknown }>(
+      const { rows: kept } = await client.query<{
+        name: string;
+        i: string | null;
+        o: string | null;
+        c: string | null;
+        t: number | null;
+        la: string | null;
+        li: string | null;
+        lo: string | null;
+        lc: string | null;
+        ai: string | null;
+        ao: string | null;
+        io: string | null;
+        tp: unknown;
+      }>(
         `SELECT name, input_price::text AS i, output_price::text AS o, cached_input_price::text AS c, max_output_tokens AS t,
            long_context_above::text AS la, long_context_input_price::text AS li, long_context_output_price::text AS lo, long_context_cached_input_price::text AS lc,
            audio_input_price::text AS ai, audio_output_price::text AS ao, image_output_price::text AS io, tool_prices AS tp
-         FROM modelgate.group_models WHERE group_name = $1`, [name]);
+         FROM modelgate.group_models WHERE group_name = $1`,
+        [name],
+      );
       const prices = new Map(kept.map((k) => [k.name, k]));
       await client.query('DELETE FROM modelgate.group_models WHERE group_name = $1', [name]);
       for (const [position, m] of change.models.entries()) {
@@ -88,7 +105,25 @@ export async function setGroup(db: pg.Pool, change: GroupChange): Promise<{ crea
           `INSERT INTO modelgate.group_models (group_name, name, protocols, available, position, input_price, output_price, cached_input_price, max_output_tokens,
              long_context_above, long_context_input_price, long_context_output_price, long_context_cached_input_price, audio_input_price, audio_output_price, image_output_price, tool_prices)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb)`,
-          [name, m.name, m.protocols, m.available, position, p?.i ?? null, p?.o ?? null, p?.c ?? null, p?.t ?? null, p?.la ?? null, p?.li ?? null, p?.lo ?? null, p?.lc ?? null, p?.ai ?? null, p?.ao ?? null, p?.io ?? null, p?.tp == null ? null : JSON.stringify(p.tp)],
+          [
+            name,
+            m.name,
+            m.protocols,
+            m.available,
+            position,
+            p?.i ?? null,
+            p?.o ?? null,
+            p?.c ?? null,
+            p?.t ?? null,
+            p?.la ?? null,
+            p?.li ?? null,
+            p?.lo ?? null,
+            p?.lc ?? null,
+            p?.ai ?? null,
+            p?.ao ?? null,
+            p?.io ?? null,
+            p?.tp == null ? null : JSON.stringify(p.tp),
+          ],
         );
       }
     }
@@ -109,8 +144,16 @@ export interface PriceChange {
   readonly maxOutputTokens?: number | null;
 }
 
-/** Sets (or removes) one model's price, its long-context price included (absent: none); the group's trigger tells every replica. */
-export async function setPrice(db: pg.Pool | pg.ClientBase, group: string, model: string, change: PriceChange): Promise<GroupInfo> {
+/**
+ * Sets (or removes) one model's price, its long-context price included (absent: none); the group's trigger tells every
+ * replica.
+ */
+export async function setPrice(
+  db: pg.Pool | pg.ClientBase,
+  group: string,
+  model: string,
+  change: PriceChange,
+): Promise<GroupInfo> {
   const p = change.price;
   const long = p?.longContext ?? null;
   const { rowCount } = await db.query(
@@ -119,10 +162,23 @@ export async function setPrice(db: pg.Pool | pg.ClientBase, group: string, model
        long_context_above = $8, long_context_input_price = $9, long_context_output_price = $10, long_context_cached_input_price = $11,
        audio_input_price = $12, audio_output_price = $13, image_output_price = $14, tool_prices = $15::jsonb
      WHERE group_name = $1 AND name = $2`,
-    [group, model, p ? String(p.input) : null, p ? String(p.output) : null, p?.cachedInput != null ? String(p.cachedInput) : null, change.maxOutputTokens !== undefined, change.maxOutputTokens ?? null,
-      long ? String(long.above) : null, long ? String(long.input) : null, long ? String(long.output) : null, long?.cachedInput != null ? String(long.cachedInput) : null,
-      p?.audioInput != null ? String(p.audioInput) : null, p?.audioOutput != null ? String(p.audioOutput) : null, p?.imageOutput != null ? String(p.imageOutput) : null,
-      p?.tools && Object.keys(p.tools).length > 0 ? JSON.stringify(p.tools) : null],
+    [
+      group,
+      model,
+      p ? String(p.input) : null,
+      p ? String(p.output) : null,
+      p?.cachedInput != null ? String(p.cachedInput) : null,
+      change.maxOutputTokens !== undefined,
+      change.maxOutputTokens ?? null,
+      long ? String(long.above) : null,
+      long ? String(long.input) : null,
+      long ? String(long.output) : null,
+      long?.cachedInput != null ? String(long.cachedInput) : null,
+      p?.audioInput != null ? String(p.audioInput) : null,
+      p?.audioOutput != null ? String(p.audioOutput) : null,
+      p?.imageOutput != null ? String(p.imageOutput) : null,
+      p?.tools && Object.keys(p.tools).length > 0 ? JSON.stringify(p.tools) : null,
+    ],
   );
   const [info] = await listGroups(db, group);
   if (info === undefined) throw new StoreRefusal({ code: 'group_not_found', group });
@@ -132,7 +188,10 @@ export async function setPrice(db: pg.Pool | pg.ClientBase, group: string, model
 
 /** Removes a group and its models; refuses while keys still belong to it. */
 export async function removeGroup(db: pg.Pool, name: string): Promise<void> {
-  const { rows } = await db.query<{ id: string }>('SELECT id FROM modelgate.keys WHERE group_name = $1 ORDER BY id LIMIT 6', [name]);
+  const { rows } = await db.query<{ id: string }>(
+    'SELECT id FROM modelgate.keys WHERE group_name = $1 ORDER BY id LIMIT 6',
+    [name],
+  );
   if (rows.length > 0) throw new StoreRefusal({ code: 'group_has_keys', group: name, ids: rows.map((r) => r.id) });
   try {
     const deleted = await db.query('DELETE FROM modelgate.groups WHERE name = $1', [name]);

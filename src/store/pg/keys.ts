@@ -81,7 +81,10 @@ export async function listKeys(db: pg.Pool, group?: string): Promise<KeyInfo[]> 
 
 /** Disables (or re-enables) key `id`; a disabled key is refused with 401 key_disabled. */
 export async function setKeyDisabled(db: pg.Pool, id: string, disabled: boolean): Promise<KeyInfo> {
-  const { rows } = await db.query<KeyRow>(`UPDATE modelgate.keys SET disabled = $2 WHERE id = $1 RETURNING ${COLUMNS}`, [id, disabled]);
+  const { rows } = await db.query<KeyRow>(
+    `UPDATE modelgate.keys SET disabled = $2 WHERE id = $1 RETURNING ${COLUMNS}`,
+    [id, disabled],
+  );
   if (rows.length === 0) throw notFound(id);
   return toInfo(rows[0]);
 }
@@ -91,7 +94,10 @@ export async function setKeyDisabled(db: pg.Pool, id: string, disabled: boolean)
  * hash is overwritten in the same statement, so the old key stops working everywhere at once.
  */
 export async function replaceKeyHash(db: pg.Pool, id: string, sha256: string): Promise<KeyInfo> {
-  const { rows } = await db.query<KeyRow>(`UPDATE modelgate.keys SET sha256 = $2 WHERE id = $1 RETURNING ${COLUMNS}`, [id, sha256]);
+  const { rows } = await db.query<KeyRow>(`UPDATE modelgate.keys SET sha256 = $2 WHERE id = $1 RETURNING ${COLUMNS}`, [
+    id,
+    sha256,
+  ]);
   if (rows.length === 0) throw notFound(id);
   return toInfo(rows[0]);
 }

@@ -117,7 +117,8 @@ export class PgListener {
           else if (msg.channel === this.options.settledChannel) this.options.onSettled?.(msg.payload);
         });
         await client.query(`LISTEN ${client.escapeIdentifier(this.options.channel)}`);
-        if (this.options.settledChannel) await client.query(`LISTEN ${client.escapeIdentifier(this.options.settledChannel)}`);
+        if (this.options.settledChannel)
+          await client.query(`LISTEN ${client.escapeIdentifier(this.options.settledChannel)}`);
       } catch (err) {
         client.end().catch(() => {});
         if (this.closed) break;

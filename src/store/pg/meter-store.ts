@@ -12,7 +12,19 @@
  */
 import type pg from 'pg';
 import { SCHEMA, SETTLED_CHANNEL } from './schema';
-import { priceAt, type DebitRequest, type DebitResult, type MeterStore, type ModelPrice, type ReservedRequest, type ReserveResult, type SettledRequest, type SpentQuery, type UsageEntry, type UsageQuery } from '../store';
+import {
+  priceAt,
+  type DebitRequest,
+  type DebitResult,
+  type MeterStore,
+  type ModelPrice,
+  type ReservedRequest,
+  type ReserveResult,
+  type SettledRequest,
+  type SpentQuery,
+  type UsageEntry,
+  type UsageQuery,
+} from '../store';
 
 /** The store's bounded query (store.ts): rejects with a one-line reason. */
 export type PgQuery = <R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]) => Promise<R[]>;
@@ -133,17 +145,35 @@ export class PgMeterStore implements MeterStore {
       return true;
     });
     try {
-      const json = JSON.stringify(unique.map(({ r }) => {
-        const cached = Math.min(r.cachedInputTokens, r.inputTokens);
-        const [pi, po, pc] = priceArgs(r.price, r.inputTokens);
-        return {
-          request_id: r.requestId, key_id: r.keyId, group_name: r.group, model: r.model, protocol: r.protocol,
-          input_tokens: tokens(r.inputTokens), output_tokens: tokens(r.outputTokens), cached_input_tokens: tokens(cached),
-          price_in: pi, price_out: po, price_cached: pc, estimated: r.estimated ?? null, provisional: r.provisional === true, replica: r.replica ?? null,
-          tool_calls: toolCalls(r), tool_cost: numeric(toolCost(r)),
-        };
-      }));
-      rows = await this.query('debit', `SELECT request_id, applied, conflict, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit_many($1::jsonb)`, [json]);
+      const json = JSON.stringify(
+        unique.map(({ r }) => {
+          const cached = Math.min(r.cachedInputTokens, r.inputTokens);
+          const [pi, po, pc] = priceArgs(r.price, r.inputTokens);
+          return {
+            request_id: r.requestId,
+            key_id: r.keyId,
+            group_name: r.group,
+            model: r.model,
+            protocol: r.protocol,
+            input_tokens: tokens(r.inputTokens),
+            output_tokens: tokens(r.outputTokens),
+            cached_input_tokens: tokens(cached),
+            price_in: pi,
+            price_out: po,
+            price_cached: pc,
+            estimated: r.estimated ?? null,
+            provisional: r.provisional === true,
+            replica: r.replica ?? null,
+            tool_calls: toolCalls(r),
+            tool_cost: numeric(toolCost(r)),
+          };
+        }),
+      );
+      rows = await this.query(
+        'debit',
+        `SELECT request_id, applied, conflict, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit_many($1::jsonb)`,
+        [json],
+      );
     } catch (err) {
       for (const w of batch) w.reject(err);
       return;
@@ -165,26 +195,67 @@ export class PgMeterStore implements MeterStore {
 
   async #debitOne(r: DebitRequest): Promise<DebitResult> {
     const cached = Math.min(r.cachedInputTokens, r.inputTokens);
-    const rows = await this.query<{ applied: boolean; cost: number; balance: number | null }>('debit',
+    const rows = await this.query<{ applied: boolean; cost: number; balance: number | null }>(
+      'debit',
       `SELECT applied, cost::float8 AS cost, balance::float8 AS balance FROM ${SCHEMA}.debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-      [r.requestId, r.keyId, r.group, r.model, r.protocol, tokens(r.inputTokens), tokens(r.outputTokens), tokens(cached), ...priceArgs(r.price, r.inputTokens), r.estimated ?? null, r.provisional === true, r.replica ?? null,
-        toolCalls(r), numeric(toolCost(r))]);
+      [
+        r.requestId,
+        r.keyId,
+        r.group,
+        r.model,
+        r.protocol,
+        tokens(r.inputTokens),
+        tokens(r.outputTokens),
+        tokens(cached),
+        ...priceArgs(r.price, r.inputTokens),
+        r.estimated ?? null,
+        r.provisional === true,
+        r.replica ?? null,
+        toolCalls(r),
+        numeric(toolCost(r)),
+      ],
+    );
     const row = rows[0];
     return { applied: row.applied, cost: row.cost, balance: row.balance };
   }
 
-  async reserve(requestId: string, keyId: string, amount: number, ttlSeconds: number, held?: ReservedRequest): Promise<ReserveResult> {
-    const rows = await this.query<{ ok: boolean; available: number | null }>('reserve',
+  async reserve(
+    requestId: string,
+    keyId: string,
+    amount: number,
+    ttlSeconds: number,
+    held?: ReservedRequest,
+  ): Promise<ReserveResult> {
+    const rows = await this.query<{ ok: boolean; available: number | null }>(
+      'reserve',
       `SELECT ok, available::float8 AS available FROM ${SCHEMA}.reserve($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [requestId, keyId, numeric(amount), Math.max(1, Math.ceil(ttlSeconds)), held?.group ?? null, held?.model ?? null, held?.protocol ?? null,
-        held ? tokens(held.inputTokens) : null, held ? tokens(held.outputTokens) : null]);
+      [
+        requestId,
+        keyId,
+        numeric(amount),
+        Math.max(1, Math.ceil(ttlSeconds)),
+        held?.group ?? null,
+        held?.model ?? null,
+        held?.protocol ?? null,
+        held ? tokens(held.inputTokens) : null,
+        held ? tokens(held.outputTokens) : null,
+      ],
+    );
     return { ok: rows[0].ok, available: rows[0].available };
   }
 
-  async lease(replica: string, keyId: string, want: number, need: number, ttlSeconds: number): Promise<{ granted: number | null; balance: number | null }> {
-    const rows = await this.query<{ granted: number | null; balance: number | null }>('lease',
+  async lease(
+    replica: string,
+    keyId: string,
+    want: number,
+    need: number,
+    ttlSeconds: number,
+  ): Promise<{ granted: number | null; balance: number | null }> {
+    const rows = await this.query<{ granted: number | null; balance: number | null }>(
+      'lease',
       `SELECT granted::float8 AS granted, balance::float8 AS balance FROM ${SCHEMA}.lease($1, $2, $3, $4, $5)`,
-      [replica, keyId, numeric(Math.max(0, want)), numeric(Math.max(0, need)), Math.max(1, Math.ceil(ttlSeconds))]);
+      [replica, keyId, numeric(Math.max(0, want)), numeric(Math.max(0, need)), Math.max(1, Math.ceil(ttlSeconds))],
+    );
     return rows[0] ?? { granted: 0, balance: null };
   }
 
@@ -194,12 +265,19 @@ export class PgMeterStore implements MeterStore {
     try {
       const v = JSON.parse(payload ?? '') as { s?: unknown; r?: unknown };
       if (Array.isArray(v.s)) {
-        parsed = v.s.flatMap((e): SettledRequest[] => (Array.isArray(e) && typeof e[0] === 'string'
-          ? [{ requestId: e[0], replica: typeof e[1] === 'string' ? e[1] : null, cost: Number(e[2]) || 0 }] : []));
+        parsed = v.s.flatMap((e): SettledRequest[] =>
+          Array.isArray(e) && typeof e[0] === 'string'
+            ? [{ requestId: e[0], replica: typeof e[1] === 'string' ? e[1] : null, cost: Number(e[2]) || 0 }]
+            : [],
+        );
       } else if (Array.isArray(v.r)) {
-        parsed = v.r.flatMap((id): SettledRequest[] => (typeof id === 'string' ? [{ requestId: id, replica: null, cost: 0, released: true }] : []));
+        parsed = v.r.flatMap((id): SettledRequest[] =>
+          typeof id === 'string' ? [{ requestId: id, replica: null, cost: 0, released: true }] : [],
+        );
       }
-    } catch { /* nothing to hand on */ }
+    } catch {
+      /* nothing to hand on */
+    }
     if (parsed.length === 0) return;
     for (const l of this.#settledListeners) l(parsed);
   }
@@ -234,9 +312,15 @@ export class PgMeterStore implements MeterStore {
       this.#released.delete(id);
     }
     try {
-      await this.query('announce released', `WITH d AS (DELETE FROM ${SCHEMA}.reservations WHERE request_id = ANY($1::text[]))
-        SELECT pg_notify('${SETTLED_CHANNEL}', json_build_object('r', $1::text[])::text)`, [ids]);
-    } catch { /* not announced: those requests settle at their deadline, provisionally */ }
+      await this.query(
+        'announce released',
+        `WITH d AS (DELETE FROM ${SCHEMA}.reservations WHERE request_id = ANY($1::text[]))
+        SELECT pg_notify('${SETTLED_CHANNEL}', json_build_object('r', $1::text[])::text)`,
+        [ids],
+      );
+    } catch {
+      /* not announced: those requests settle at their deadline, provisionally */
+    }
     this.#announcing = undefined;
     if (this.#released.size > 0) {
       this.#announcing = setTimeout(() => void this.#announce(), ANNOUNCE_MS);
@@ -249,7 +333,11 @@ export class PgMeterStore implements MeterStore {
   }
 
   async expireReservations(): Promise<number> {
-    const rows = await this.query<{ n: number }>('expire reservations', `SELECT ${SCHEMA}.expire_reservations(1000) AS n`, []);
+    const rows = await this.query<{ n: number }>(
+      'expire reservations',
+      `SELECT ${SCHEMA}.expire_reservations(1000) AS n`,
+      [],
+    );
     return rows[0].n;
   }
 
@@ -260,26 +348,42 @@ export class PgMeterStore implements MeterStore {
   async spentIn(q: SpentQuery): Promise<number> {
     const column = q.keyId !== undefined ? 'key_id' : 'group_name';
     const byModel = q.keyId !== undefined && q.model !== undefined;
-    const rows = await this.query<{ spent: string | null }>(byModel ? 'spent_in_model' : 'spent_in',
+    const rows = await this.query<{ spent: string | null }>(
+      byModel ? 'spent_in_model' : 'spent_in',
       `SELECT sum(cost)::text AS spent FROM ${SCHEMA}.usage WHERE ${column} = $1 AND time >= $2 AND time < $3${byModel ? ' AND model = $4' : ''}`,
-      byModel ? [q.keyId, new Date(q.since), new Date(q.until), q.model] : [q.keyId ?? q.group ?? '', new Date(q.since), new Date(q.until)]);
+      byModel
+        ? [q.keyId, new Date(q.since), new Date(q.until), q.model]
+        : [q.keyId ?? q.group ?? '', new Date(q.since), new Date(q.until)],
+    );
     const spent = rows[0]?.spent == null ? 0 : Number(rows[0].spent);
-    if (!Number.isFinite(spent)) throw new Error('the usage table\'s sum is not a finite number');
+    if (!Number.isFinite(spent)) throw new Error("the usage table's sum is not a finite number");
     return Math.max(0, spent);
   }
 
   async usage(q: UsageQuery): Promise<UsageEntry[]> {
-    const rows = await this.query<UsageRow>('usage',
+    const rows = await this.query<UsageRow>(
+      'usage',
       `SELECT time, request_id, key_id, group_name, model, protocol, input_tokens, output_tokens, cached_input_tokens,
           cost::float8 AS cost, priced, estimated, provisional, tool_calls
         FROM ${SCHEMA}.usage
         WHERE ($1::text IS NULL OR key_id = $1) AND ($2::text IS NULL OR group_name = $2) AND ($3::timestamptz IS NULL OR time >= $3)
         ORDER BY time DESC, request_id LIMIT $4`,
-      [q.keyId ?? null, q.group ?? null, q.since === undefined ? null : new Date(q.since), q.limit ?? 100]);
+      [q.keyId ?? null, q.group ?? null, q.since === undefined ? null : new Date(q.since), q.limit ?? 100],
+    );
     return rows.map((r) => ({
-      time: r.time.getTime(), requestId: r.request_id, keyId: r.key_id, group: r.group_name, model: r.model, protocol: r.protocol,
-      inputTokens: Number(r.input_tokens), outputTokens: Number(r.output_tokens), cachedInputTokens: Number(r.cached_input_tokens),
-      cost: r.cost, priced: r.priced, ...(r.estimated ? { estimated: r.estimated as UsageEntry['estimated'] } : {}), ...(r.provisional ? { provisional: true } : {}),
+      time: r.time.getTime(),
+      requestId: r.request_id,
+      keyId: r.key_id,
+      group: r.group_name,
+      model: r.model,
+      protocol: r.protocol,
+      inputTokens: Number(r.input_tokens),
+      outputTokens: Number(r.output_tokens),
+      cachedInputTokens: Number(r.cached_input_tokens),
+      cost: r.cost,
+      priced: r.priced,
+      ...(r.estimated ? { estimated: r.estimated as UsageEntry['estimated'] } : {}),
+      ...(r.provisional ? { provisional: true } : {}),
       ...(r.tool_calls > 0 ? { toolCalls: r.tool_calls } : {}),
     }));
   }

@@ -10,7 +10,11 @@ export type Refusal =
   | { readonly code: 'group_not_found'; readonly group: string }
   /** A key for a group that does not exist. */
   | { readonly code: 'key_group_not_found'; readonly group: string }
-  | { readonly code: 'group_has_keys'; readonly group: string; /** Up to six of them, by id ([] when not known). */ readonly ids: readonly string[] }
+  | {
+      readonly code: 'group_has_keys';
+      readonly group: string;
+      /** Up to six of them, by id ([] when not known). */ readonly ids: readonly string[];
+    }
   | { readonly code: 'model_not_in_group'; readonly group: string; readonly model: string };
 
 export class StoreRefusal extends InternalError {

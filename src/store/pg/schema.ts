@@ -22,7 +22,8 @@ export const INVALIDATION_CHANNEL = 'modelgate_invalidate';
  * Settlements (migration 5): `{"s":[[request id, replica or null, cost], ...]}` after each batch of
  * debits, so the replica that allowed a request (and holds it in flight, or leased its balance) hears
  * that another replica settled it; and `{"r":[request id, ...]}` for requests released because they
- * ended before a Check's answer reached them (meter-store.ts announceReleased). A channel of its own: a replica of an older build, which reads
+ * ended before a Check's answer reached them (meter-store.ts announceReleased). A channel of its own: a replica of an
+ * older build, which reads
  * anything unknown on the invalidation channel as "forget everything", never sees these.
  */
 export const SETTLED_CHANNEL = 'modelgate_settled';
@@ -875,10 +876,13 @@ export interface MigrateOptions {
 export class ForeignDatabaseError extends InternalError {
   constructor(readonly tables: readonly string[]) {
     const shown = tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, ... (${tables.length} in all)` : '');
-    super('foreign_database', `the database already holds tables of another application (${shown}) and no modelgate schema: ` +
-      'modelgate will not create its tables there implicitly. If this database is meant for modelgate, run ' +
-      '`modelgate migrate --allow-foreign-tables` once (everything modelgate creates goes into the schema "modelgate"); ' +
-      "otherwise point modelgate at its own database");
+    super(
+      'foreign_database',
+      `the database already holds tables of another application (${shown}) and no modelgate schema: ` +
+        'modelgate will not create its tables there implicitly. If this database is meant for modelgate, run ' +
+        '`modelgate migrate --allow-foreign-tables` once (everything modelgate creates goes into the schema "modelgate"); ' +
+        'otherwise point modelgate at its own database',
+    );
   }
 }
 
@@ -894,12 +898,15 @@ async function withClient<T>(db: pg.Pool | pg.ClientBase, fn: (c: pg.ClientBase)
 
 /** Tables and views outside the system schemas and modelgate's own (legacy public.modelgate_* included). */
 async function foreignTables(client: pg.ClientBase): Promise<string[]> {
-  const { rows } = await client.query<{ name: string }>(`SELECT n.nspname || '.' || c.relname AS name
+  const { rows } = await client.query<{ name: string }>(
+    `SELECT n.nspname || '.' || c.relname AS name
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
       AND n.nspname NOT IN ('pg_catalog', 'information_schema', $1) AND n.nspname NOT LIKE 'pg\\_%'
       AND NOT (c.relname LIKE 'modelgate\\_%')
-    ORDER BY 1 LIMIT 50`, [SCHEMA]);
+    ORDER BY 1 LIMIT 50`,
+    [SCHEMA],
+  );
   return rows.map((r) => r.name);
 }
 
@@ -963,7 +970,10 @@ export async function migrate(db: pg.Pool | pg.ClientBase, options: MigrateOptio
         for (const m of MIGRATIONS) {
           if (m.version <= from) continue;
           await client.query(m.sql);
-          await client.query(`INSERT INTO ${SCHEMA}.schema_version (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+          await client.query(`INSERT INTO ${SCHEMA}.schema_version (version, name) VALUES ($1, $2)`, [
+            m.version,
+            m.name,
+          ]);
           applied.push(m.version);
         }
       }

@@ -12,7 +12,16 @@ import { PgMeterStore } from './meter-store';
 import { INVALIDATION_CHANNEL, SCHEMA, SCHEMA_VERSION, SETTLED_CHANNEL, migrate, schemaVersion } from './schema';
 import { modalPrices, PROTOCOLS, toLimits, toolPrices } from '../store';
 import type { Budget } from '../budget-window';
-import type { GroupRecord, InvalidationEvent, KeyRecord, Limits, ModelPrice, ModelRecord, Protocol, Store } from '../store';
+import type {
+  GroupRecord,
+  InvalidationEvent,
+  KeyRecord,
+  Limits,
+  ModelPrice,
+  ModelRecord,
+  Protocol,
+  Store,
+} from '../store';
 
 export interface PgStoreOptions {
   /** Bound on one lookup, enforced by the server (statement_timeout) and the client. */
@@ -68,7 +77,8 @@ export interface PgStoreStats {
   readonly reconnects: number;
 }
 
-const KEY_COLUMNS = 'id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, model_budgets';
+const KEY_COLUMNS =
+  'id, sha256, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, model_budgets';
 // A rotated key's previous secret (migration 10) matches too, as the same key expiring when its grace ends.
 const KEY_SQL = `SELECT ${KEY_COLUMNS} FROM ${SCHEMA}.keys WHERE sha256 = $1
   UNION ALL SELECT id, previous_sha256, group_name, balance::float8, disabled,
@@ -130,15 +140,28 @@ interface GroupRow {
   long_context_cached_input_price: number | null;
 }
 
-/** A limits column as read: only positive integers of the known names (the CHECK admits nothing else; a newer schema's extra names are dropped). */
+/**
+ * A limits column as read: only positive integers of the known names (the CHECK admits nothing else; a newer schema's
+ * extra names are dropped).
+ */
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 function toModel(row: GroupRow & { model: string }): ModelRecord {
   // The table's CHECK allows only known protocols; filtering keeps an unknown one (written by a
   // newer version) from matching anything, which fails closed.
-  const protocols = row.protocols === null ? null : row.protocols.filter((p): p is Protocol => (PROTOCOLS as readonly string[]).includes(p));
+  const protocols =
+    row.protocols === null
+      ? null
+      : row.protocols.filter((p): p is Protocol => (PROTOCOLS as readonly string[]).includes(p));
   const limits = toLimits(row.model_limits);
-  return { name: row.model, protocols, available: row.model_available ?? false, price: toPrice(row), maxOutputTokens: row.max_output_tokens, ...(limits ? { limits } : {}) };
+  return {
+    name: row.model,
+    protocols,
+    available: row.model_available ?? false,
+    price: toPrice(row),
+    maxOutputTokens: row.max_output_tokens,
+    ...(limits ? { limits } : {}),
+  };
 }
 
 /**
@@ -151,18 +174,37 @@ function toPrice(row: GroupRow): ModelPrice | null {
   // A modality price that is not one is refused at admission as if absent (fail closed), never read as 0.
   const modal = (n: number | null | undefined): number | null => (n !== undefined && ok(n) ? n : null);
   const price = {
-    input: row.input_price, output: row.output_price, cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null,
-    ...modalPrices({ audioInput: modal(row.audio_input_price), audioOutput: modal(row.audio_output_price), imageOutput: modal(row.image_output_price) }),
+    input: row.input_price,
+    output: row.output_price,
+    cachedInput: ok(row.cached_input_price) ? row.cached_input_price : null,
+    ...modalPrices({
+      audioInput: modal(row.audio_input_price),
+      audioOutput: modal(row.audio_output_price),
+      imageOutput: modal(row.image_output_price),
+    }),
     // A tool price that is not a number >= 0 is left out: a request declaring that tool is refused (fail closed).
     ...(row.tool_prices && typeof row.tool_prices === 'object' ? { tools: toolPrices(row.tool_prices) } : {}),
   };
-  if (row.long_context_above === null && row.long_context_input_price === null && row.long_context_output_price === null) return price;
+  if (
+    row.long_context_above === null &&
+    row.long_context_input_price === null &&
+    row.long_context_output_price === null
+  )
+    return price;
   // A long-context price that is not whole (a newer schema's row; the CHECK admits none): not guessed
   // as no tier at all; its NaNs make the meter refuse it (`price_invalid`, logged with every figure).
   const above = ok(row.long_context_above) ? row.long_context_above : Number.NaN;
   const input = ok(row.long_context_input_price) ? row.long_context_input_price : Number.NaN;
   const output = ok(row.long_context_output_price) ? row.long_context_output_price : Number.NaN;
-  return { ...price, longContext: { above, input, output, cachedInput: ok(row.long_context_cached_input_price) ? row.long_context_cached_input_price : null } };
+  return {
+    ...price,
+    longContext: {
+      above,
+      input,
+      output,
+      cachedInput: ok(row.long_context_cached_input_price) ? row.long_context_cached_input_price : null,
+    },
+  };
 }
 
 function toKey(r: KeyRow): KeyRecord {
@@ -177,7 +219,9 @@ function toKey(r: KeyRow): KeyRecord {
     ...(limits ? { limits } : {}),
     // Its shape is the column's CHECK; a zone this runtime does not know refuses at the Check (meter/budgets.ts).
     ...(r.budget ? { budget: r.budget } : {}),
-    ...(r.model_budgets && Object.keys(r.model_budgets).length > 0 ? { modelBudgets: modelBudgetsOf(r.model_budgets) } : {}),
+    ...(r.model_budgets && Object.keys(r.model_budgets).length > 0
+      ? { modelBudgets: modelBudgetsOf(r.model_budgets) }
+      : {}),
   };
 }
 
@@ -204,7 +248,8 @@ export const REPLICA_GRACE_MS = 3 * REPLICA_COUNT_MS;
  * share as if it had been.
  */
 export const REPLICA_COUNT_STALE_MS = REPLICA_GRACE_MS - REPLICA_COUNT_MS;
-const REPLICAS_SQL = 'SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1';
+const REPLICAS_SQL =
+  'SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1';
 
 /** Store over PostgreSQL; build it with openPgStore(). */
 export class PgStore implements Store {
@@ -293,7 +338,9 @@ export class PgStore implements Store {
     try {
       const version = this.options.migrate ? (await migrate(client)).to : await schemaVersion(client);
       if (version < SCHEMA_VERSION) {
-        throw new Error(`PostgreSQL schema is at version ${version}, modelgate needs ${SCHEMA_VERSION}: run \`modelgate migrate\``);
+        throw new Error(
+          `PostgreSQL schema is at version ${version}, modelgate needs ${SCHEMA_VERSION}: run \`modelgate migrate\``,
+        );
       }
     } catch (err) {
       if (err instanceof Error && /^(cannot reach|PostgreSQL schema)/.test(err.message)) throw err;
@@ -324,15 +371,24 @@ export class PgStore implements Store {
    */
   replicas(): number {
     if (!this.counted) return 0;
-    if (this.countFailingSince !== 0 && this.listener.connected && Date.now() - this.countFailingSince >= REPLICA_COUNT_STALE_MS) return 0;
+    if (
+      this.countFailingSince !== 0 &&
+      this.listener.connected &&
+      Date.now() - this.countFailingSince >= REPLICA_COUNT_STALE_MS
+    )
+      return 0;
     // The common case on every soft Check: one replica, its counts succeeding (no clock read).
     if (this.peakCount <= 1) return this.peakCount;
     const now = Date.now();
-    if (this.listener.connected && now - this.connectedAt >= REPLICA_GRACE_MS) this.countedUntil = now + this.#memoryMs() - REPLICA_GRACE_MS;
+    if (this.listener.connected && now - this.connectedAt >= REPLICA_GRACE_MS)
+      this.countedUntil = now + this.#memoryMs() - REPLICA_GRACE_MS;
     return now < this.countedUntil ? this.peakCount : 0;
   }
 
-  /** replicaMemoryMs, at least two graces (what replicas() relies on: others remember a count longer than it takes to be counted). */
+  /**
+   * replicaMemoryMs, at least two graces (what replicas() relies on: others remember a count longer than it takes to be
+   * counted).
+   */
   #memoryMs(): number {
     return Math.max(this.options.replicaMemoryMs, 2 * REPLICA_GRACE_MS);
   }
@@ -342,7 +398,9 @@ export class PgStore implements Store {
     if (this.closed) return;
     const sentAt = Date.now();
     try {
-      const rows = await this.query<{ n: string }>('countReplicas', REPLICAS_SQL, [`${this.options.applicationName}-listen`]);
+      const rows = await this.query<{ n: string }>('countReplicas', REPLICAS_SQL, [
+        `${this.options.applicationName}-listen`,
+      ]);
       const n = Number(rows[0]?.n ?? 0);
       // This one's own LISTEN connection may have dropped since: it counts anyway.
       const counted = Math.max(1, (Number.isFinite(n) ? n : 0) + (this.listener.connected ? 0 : 1));
@@ -360,7 +418,6 @@ export class PgStore implements Store {
       if (this.countFailingSince === 0) this.countFailingSince = sentAt;
     }
   }
-
 
   /** The URL without its password, and where it came from. */
   private where(): string {
@@ -390,7 +447,13 @@ export class PgStore implements Store {
     }
     const limits = toLimits(rows[0].group_limits);
     const budget = rows[0].group_budget;
-    return { name: rows[0].name, available: rows[0].available, models, ...(limits ? { limits } : {}), ...(budget ? { budget } : {}) };
+    return {
+      name: rows[0].name,
+      available: rows[0].available,
+      models,
+      ...(limits ? { limits } : {}),
+      ...(budget ? { budget } : {}),
+    };
   }
 
   onInvalidate(listener: (event: InvalidationEvent) => void): () => void {
@@ -414,7 +477,10 @@ export class PgStore implements Store {
     try {
       await new Promise<void>((resolve, reject) => {
         this.listeningWaiters.push(resolve);
-        timer = setTimeout(() => reject(new Error(`PostgreSQL LISTEN connection not open after ${timeoutMs} ms`)), timeoutMs);
+        timer = setTimeout(
+          () => reject(new Error(`PostgreSQL LISTEN connection not open after ${timeoutMs} ms`)),
+          timeoutMs,
+        );
       });
     } finally {
       clearTimeout(timer);

@@ -76,7 +76,9 @@ describe('invalidation events', () => {
 
   it('tells every replica about a debit made by a billing job with plain SQL, within one second', async () => {
     const { key } = await issueKey(admin, { group: 'basic', id: 'billed', balance: '10' });
-    const ms = await latencyOf(isKey(hashKey(key)), () => admin.query("UPDATE modelgate.keys SET balance = balance - 0.02 WHERE id = 'billed'"));
+    const ms = await latencyOf(isKey(hashKey(key)), () =>
+      admin.query("UPDATE modelgate.keys SET balance = balance - 0.02 WHERE id = 'billed'"),
+    );
     expect(ms).toBeLessThan(1000);
   });
 
@@ -126,12 +128,15 @@ describe('invalidation events', () => {
   });
 
   it('tells every replica about a group made unavailable, within one second', async () => {
-    expect(await latencyOf(isGroup('basic'), () => setGroup(admin, { name: 'basic', available: false }))).toBeLessThan(1000);
+    expect(await latencyOf(isGroup('basic'), () => setGroup(admin, { name: 'basic', available: false }))).toBeLessThan(
+      1000,
+    );
     await setGroup(admin, { name: 'basic', available: true });
   });
 
   it('tells every replica about a changed model list, also when written with plain SQL', async () => {
-    const viaAdmin = () => setGroup(admin, { name: 'basic', models: [{ name: 'gpt-4o', protocols: ['chat'], available: true }] });
+    const viaAdmin = () =>
+      setGroup(admin, { name: 'basic', models: [{ name: 'gpt-4o', protocols: ['chat'], available: true }] });
     expect(await latencyOf(isGroup('basic'), viaAdmin)).toBeLessThan(1000);
     const viaSql = () => admin.query("UPDATE modelgate.group_models SET available = false WHERE group_name = 'basic'");
     expect(await latencyOf(isGroup('basic'), viaSql)).toBeLessThan(1000);
@@ -171,7 +176,9 @@ describe('the LISTEN connection', () => {
     expect(reconnected.at).toBeGreaterThan(eventsA.arrivals[start].at);
 
     const { key } = await issueKey(admin, { group: 'basic', id: 'after-reconnect' });
-    expect(await latencyOf(isKey(hashKey(key)), () => setKeyDisabled(admin, 'after-reconnect', true))).toBeLessThan(1000);
+    expect(await latencyOf(isKey(hashKey(key)), () => setKeyDisabled(admin, 'after-reconnect', true))).toBeLessThan(
+      1000,
+    );
   });
 
   it('leaves the other replica undisturbed when one listener is killed', async () => {

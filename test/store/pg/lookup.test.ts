@@ -82,7 +82,14 @@ describe('PgStore lookups', () => {
       ],
     });
     await setGroup(pool, { name: 'paused', available: false });
-    aliceKey = (await issueKey(pool, { group: 'basic', id: 'alice', balance: '12.5', expiresAt: new Date('2031-02-03T04:05:06Z') })).key;
+    aliceKey = (
+      await issueKey(pool, {
+        group: 'basic',
+        id: 'alice',
+        balance: '12.5',
+        expiresAt: new Date('2031-02-03T04:05:06Z'),
+      })
+    ).key;
     await issueKey(pool, { group: 'basic', id: 'bob' });
     await setKeyDisabled(pool, 'bob', true);
     store = await openPgStore(server.url);
@@ -105,7 +112,12 @@ describe('PgStore lookups', () => {
 
   it('reads an unlimited balance as null, a disabled key as disabled and no expiry as null', async () => {
     const { rows } = await pool.query("SELECT sha256 FROM modelgate.keys WHERE id = 'bob'");
-    expect(await store.findKey(rows[0].sha256)).toMatchObject({ id: 'bob', balance: null, disabled: true, expiresAt: null });
+    expect(await store.findKey(rows[0].sha256)).toMatchObject({
+      id: 'bob',
+      balance: null,
+      disabled: true,
+      expiresAt: null,
+    });
   });
 
   it('reads exact decimal and negative balances', async () => {
@@ -156,22 +168,27 @@ describe('PgStore lookups', () => {
   });
 
   // Roles are cluster-wide and need CREATEROLE: only on a server of our own.
-  it.skipIf(Boolean(process.env.MODELGATE_TEST_DATABASE_URL))('opens with a role that may only read the tables, once the schema is up to date', async () => {
-    await pool.query("CREATE ROLE modelgate_reader LOGIN PASSWORD 'reader'");
-    await pool.query('GRANT USAGE ON SCHEMA modelgate TO modelgate_reader');
-    await pool.query('GRANT SELECT ON modelgate.schema_version, modelgate.keys, modelgate.groups, modelgate.group_models TO modelgate_reader');
-    await pool.query('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
-    const url = new URL(server.url);
-    url.username = 'modelgate_reader';
-    url.password = 'reader';
-    const reader = await openPgStore(url.toString());
-    try {
-      expect(reader.ready()).toBe(true);
-      expect(await reader.findKey(hashKey(aliceKey))).toMatchObject({ id: 'alice' });
-    } finally {
-      await reader.close();
-    }
-  });
+  it.skipIf(Boolean(process.env.MODELGATE_TEST_DATABASE_URL))(
+    'opens with a role that may only read the tables, once the schema is up to date',
+    async () => {
+      await pool.query("CREATE ROLE modelgate_reader LOGIN PASSWORD 'reader'");
+      await pool.query('GRANT USAGE ON SCHEMA modelgate TO modelgate_reader');
+      await pool.query(
+        'GRANT SELECT ON modelgate.schema_version, modelgate.keys, modelgate.groups, modelgate.group_models TO modelgate_reader',
+      );
+      await pool.query('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
+      const url = new URL(server.url);
+      url.username = 'modelgate_reader';
+      url.password = 'reader';
+      const reader = await openPgStore(url.toString());
+      try {
+        expect(reader.ready()).toBe(true);
+        expect(await reader.findKey(hashKey(aliceKey))).toMatchObject({ id: 'alice' });
+      } finally {
+        await reader.close();
+      }
+    },
+  );
 
   it('refuses to open on a database whose schema is missing when told not to migrate', async () => {
     const url = await server.createDatabase();

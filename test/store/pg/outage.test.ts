@@ -39,7 +39,10 @@ async function withAdmin<T>(fn: (pool: AdminDb) => Promise<T>): Promise<T> {
 /** How long `promise` took to settle, and whether it rejected. */
 async function timed(promise: Promise<unknown>): Promise<{ ms: number; error: Error | undefined }> {
   const start = performance.now();
-  const error = await promise.then(() => undefined, (err: Error) => err);
+  const error = await promise.then(
+    () => undefined,
+    (err: Error) => err,
+  );
   return { ms: performance.now() - start, error };
 }
 
@@ -76,7 +79,10 @@ describe('a slow or exhausted database', () => {
         await locker.query('LOCK TABLE modelgate.keys IN ACCESS EXCLUSIVE MODE');
         // The first lookup holds the pool's only connection while it waits for the lock; the
         // second waits for that connection: both must give up in bounded time.
-        const [blocked, queued] = await Promise.all([timed(store.findKey(hashKey(key))), timed(store.findKey(hashKey(key)))]);
+        const [blocked, queued] = await Promise.all([
+          timed(store.findKey(hashKey(key))),
+          timed(store.findKey(hashKey(key))),
+        ]);
         expect(blocked.error?.message).toMatch(/findKey failed: .*(statement timeout|Query read timeout)/);
         expect(blocked.ms).toBeLessThan(QUERY_TIMEOUT + 500);
         expect(queued.error?.message).toMatch(/findKey failed: .*timeout/);

@@ -64,7 +64,8 @@ test('counts the replicas whatever application_name their URL sets (the URL over
 function failCounts(store: PgStore): () => void {
   const s = store as unknown as { query(what: string, text: string, values: unknown[]): Promise<unknown[]> };
   const query = s.query.bind(store);
-  s.query = (what, text, values) => (what === 'countReplicas' ? Promise.reject(new Error('count refused (test)')) : query(what, text, values));
+  s.query = (what, text, values) =>
+    what === 'countReplicas' ? Promise.reject(new Error('count refused (test)')) : query(what, text, values);
   return () => {
     s.query = query;
   };

@@ -32,26 +32,32 @@ function fakeBin(files: Record<string, string | null>): string {
  */
 async function failedStart(binDir: string): Promise<{ message: string }> {
   const err = await startPgServer({ runtime: { binDir, workBase: tmpdir() } }).then(
-    (s) => { void s.close(); throw new Error('the server started'); },
+    (s) => {
+      void s.close();
+      throw new Error('the server started');
+    },
     (e: Error) => e,
   );
   return { message: err.message };
 }
 
 describe('the test PostgreSQL', () => {
-  it.runIf(process.getuid?.() === 0)('as root, runs from binaries every folder above which the postgres user can enter, owned by root and writable only by it', () => {
-    const rt = pgRuntime();
-    expect(rt.runAs?.uid).toBeGreaterThan(0);
-    expect(reachableByOthers(rt.binDir)).toBe(true);
-    expect(reachableByOthers(rt.workBase)).toBe(true);
-    for (const name of ['initdb', 'postgres']) {
-      const st = statSync(path.join(rt.binDir, name));
-      expect(st.uid).toBe(0);
-      expect(st.mode & 0o777).toBe(0o755);
-    }
-    const cache = path.dirname(path.dirname(rt.binDir));
-    expect(lstatSync(cache).mode & 0o777).toBe(0o755);
-  });
+  it.runIf(process.getuid?.() === 0)(
+    'as root, runs from binaries every folder above which the postgres user can enter, owned by root and writable only by it',
+    () => {
+      const rt = pgRuntime();
+      expect(rt.runAs?.uid).toBeGreaterThan(0);
+      expect(reachableByOthers(rt.binDir)).toBe(true);
+      expect(reachableByOthers(rt.workBase)).toBe(true);
+      for (const name of ['initdb', 'postgres']) {
+        const st = statSync(path.join(rt.binDir, name));
+        expect(st.uid).toBe(0);
+        expect(st.mode & 0o777).toBe(0o755);
+      }
+      const cache = path.dirname(path.dirname(rt.binDir));
+      expect(lstatSync(cache).mode & 0o777).toBe(0o755);
+    },
+  );
 
   it('tells a folder closed to other users from an open one', () => {
     const closed = mkdtempSync(path.join(tmpdir(), 'modelgate-closed-'));
@@ -65,21 +71,35 @@ describe('the test PostgreSQL', () => {
 
   it('fails at once with one line when initdb cannot be run', async () => {
     const { message } = await failedStart(fakeBin({ initdb: null, postgres: null }));
-    expect(message).toMatch(/^PostgreSQL for the tests cannot start: initdb \(.*initdb\) failed to run: EACCES: .*; set MODELGATE_TEST_DATABASE_URL/);
+    expect(message).toMatch(
+      /^PostgreSQL for the tests cannot start: initdb \(.*initdb\) failed to run: EACCES: .*; set MODELGATE_TEST_DATABASE_URL/,
+    );
     expect(message).not.toContain('\n');
   });
 
   it('fails at once with one line quoting the server when it exits before accepting connections', async () => {
-    const { message } = await failedStart(fakeBin({
-      initdb: 'exit 0',
-      postgres: 'echo "2026-01-01 00:00:00.000 UTC [42] FATAL:  could not create lock file: Permission denied" >&2; exit 1',
-    }));
-    expect(message).toMatch(/^PostgreSQL for the tests cannot start: the server exited with 1 before accepting connections: FATAL: {2}could not create lock file: Permission denied; set MODELGATE_TEST_DATABASE_URL/);
+    const { message } = await failedStart(
+      fakeBin({
+        initdb: 'exit 0',
+        postgres:
+          'echo "2026-01-01 00:00:00.000 UTC [42] FATAL:  could not create lock file: Permission denied" >&2; exit 1',
+      }),
+    );
+    expect(message).toMatch(
+      /^PostgreSQL for the tests cannot start: the server exited with 1 before accepting connections: FATAL: {2}could not create lock file: Permission denied; set MODELGATE_TEST_DATABASE_URL/,
+    );
     expect(message).not.toContain('\n');
   });
 
   it('fails at once with one line quoting initdb when it fails', async () => {
-    const { message } = await failedStart(fakeBin({ initdb: 'echo "initdb: error: could not access directory: Permission denied" >&2; exit 1', postgres: 'exit 1' }));
-    expect(message).toMatch(/^PostgreSQL for the tests cannot start: initdb exited with 1: initdb: error: could not access directory: Permission denied; /);
+    const { message } = await failedStart(
+      fakeBin({
+        initdb: 'echo "initdb: error: could not access directory: Permission denied" >&2; exit 1',
+        postgres: 'exit 1',
+      }),
+    );
+    expect(message).toMatch(
+      /^PostgreSQL for the tests cannot start: initdb exited with 1: initdb: error: could not access directory: Permission denied; /,
+    );
   });
 });

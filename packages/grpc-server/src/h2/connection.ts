@@ -32,7 +32,17 @@ import type { Socket } from 'node:net';
 import type { RequestEvents, ResponseStream } from '../call';
 import { CLOSED, ClosedStreams, type ClosedHow } from './closed-streams';
 import {
-  DEFAULT_MAX_FRAME, DEFAULT_WINDOW, ERROR, FLAG, frame, FRAME, HEADER_BYTES, MAX_WINDOW, PREFACE, SETTING, words,
+  DEFAULT_MAX_FRAME,
+  DEFAULT_WINDOW,
+  ERROR,
+  FLAG,
+  frame,
+  FRAME,
+  HEADER_BYTES,
+  MAX_WINDOW,
+  PREFACE,
+  SETTING,
+  words,
 } from './frames';
 import { HpackDecoder, HpackError, tableSizeUpdate } from './hpack';
 import { RequestHead } from './request-head';
@@ -43,7 +53,12 @@ import { Stream, type StreamOwner } from './stream';
  * Opens the call of a new stream (its path, content-type and `authorization` metadata read: the
  * port's shared secret, server.ts), answering through `res`.
  */
-export type OpenStream = (path: string, contentType: string | undefined, res: ResponseStream, authorization: string | undefined) => RequestEvents;
+export type OpenStream = (
+  path: string,
+  contentType: string | undefined,
+  res: ResponseStream,
+  authorization: string | undefined,
+) => RequestEvents;
 
 export interface ConnectionOptions {
   readonly open: OpenStream;
@@ -100,12 +115,17 @@ const MAX_QUEUED_OUTPUT = 4 * 1024 * 1024;
  */
 export const SWEEPS_PER_IDLE_TIMEOUT = 4;
 const SERVER_PREFACE = Buffer.concat([
-  frame(FRAME.SETTINGS, 0, 0, settingsPayload([
-    [SETTING.MAX_CONCURRENT_STREAMS, MAX_CONCURRENT_STREAMS],
-    [SETTING.INITIAL_WINDOW_SIZE, STREAM_WINDOW],
-    [SETTING.MAX_HEADER_LIST_SIZE, MAX_HEADER_BLOCK],
-    [SETTING.ENABLE_PUSH, 0],
-  ])),
+  frame(
+    FRAME.SETTINGS,
+    0,
+    0,
+    settingsPayload([
+      [SETTING.MAX_CONCURRENT_STREAMS, MAX_CONCURRENT_STREAMS],
+      [SETTING.INITIAL_WINDOW_SIZE, STREAM_WINDOW],
+      [SETTING.MAX_HEADER_LIST_SIZE, MAX_HEADER_BLOCK],
+      [SETTING.ENABLE_PUSH, 0],
+    ]),
+  ),
   frame(FRAME.WINDOW_UPDATE, 0, 0, words(CONNECTION_WINDOW - DEFAULT_WINDOW)),
 ]);
 
@@ -120,7 +140,10 @@ function settingsPayload(pairs: [number, number][]): Buffer {
 
 /** A connection error: GOAWAY with this code, then the socket is closed. */
 class ConnectionError extends Error {
-  constructor(readonly code: number, message: string) {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -138,7 +161,8 @@ export class Connection implements StreamOwner {
   #pending: Buffer | undefined;
   #prefaceSeen = false;
   #lastStreamId = 0;
-  #continuation: { id: number; endStream: boolean; dependency: number; parts: Buffer[]; size: number; frames: number } | undefined;
+  #continuation:
+    { id: number; endStream: boolean; dependency: number; parts: Buffer[]; size: number; frames: number } | undefined;
   #recvUnacked = 0;
   /** The DATA frame being read: its stream (undefined: dropped), flags, length, what is left of it. */
   #dataStream: Stream | undefined;
@@ -265,7 +289,11 @@ export class Connection implements StreamOwner {
 
   /** A frame written in answer to one of the client's: bounded while the client does not read. */
   #answer(bytes: Buffer): void {
-    if (++this.#reactive > MAX_REACTIVE) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, `over ${MAX_REACTIVE} control frames to answer while the peer reads nothing`);
+    if (++this.#reactive > MAX_REACTIVE)
+      throw new ConnectionError(
+        ERROR.ENHANCE_YOUR_CALM,
+        `over ${MAX_REACTIVE} control frames to answer while the peer reads nothing`,
+      );
     this.write(bytes);
   }
 
@@ -314,7 +342,9 @@ export class Connection implements StreamOwner {
     this.flushStream(s);
   }
 
-  /** Sends what flow control allows of a stream's queued DATA, then its trailers (or the END_STREAM on its last DATA). */
+  /**
+   * Sends what flow control allows of a stream's queued DATA, then its trailers (or the END_STREAM on its last DATA).
+   */
   flushStream(s: Stream): void {
     while (s.queued.length > 0) {
       const data = s.queued[0];
@@ -415,7 +445,8 @@ export class Connection implements StreamOwner {
         if (used < pending.length || used === head.length) {
           // Still incomplete (the whole chunk is in `head`), or all of `head` was read.
           if (used < head.length) this.#pending = head.subarray(used);
-          if (used === head.length && head.length - pending.length < chunk.length) buf = chunk.subarray(head.length - pending.length);
+          if (used === head.length && head.length - pending.length < chunk.length)
+            buf = chunk.subarray(head.length - pending.length);
           else return this.#ackReceived();
         } else {
           buf = chunk.subarray(used - pending.length);
@@ -487,7 +518,8 @@ export class Connection implements StreamOwner {
     this.#dataLength = length;
     this.#dataLeft = length;
     this.#dataPadByte = (flags & FLAG.PADDED) !== 0;
-    if (this.#dataPadByte && length === 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'padding longer than the frame');
+    if (this.#dataPadByte && length === 0)
+      throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'padding longer than the frame');
     this.#dataContent = this.#dataPadByte ? 0 : length;
     if (length === 0) this.#dataEnd();
   }
@@ -500,9 +532,15 @@ export class Connection implements StreamOwner {
    */
   #onClosedStream(id: number, what: string): void {
     const how = this.#closedStreams.lookup(id);
-    if (how === CLOSED.ENDED) throw new ConnectionError(ERROR.STREAM_CLOSED, `${what} on a stream after its END_STREAM`);
-    if (how === CLOSED.PEER_RESET) throw new ConnectionError(ERROR.STREAM_CLOSED, `${what} on a stream the client reset`);
-    if (how === CLOSED.NEVER_OPENED) throw new ConnectionError(ERROR.PROTOCOL_ERROR, `${what} on stream ${id}, below the last stream opened and never opened`);
+    if (how === CLOSED.ENDED)
+      throw new ConnectionError(ERROR.STREAM_CLOSED, `${what} on a stream after its END_STREAM`);
+    if (how === CLOSED.PEER_RESET)
+      throw new ConnectionError(ERROR.STREAM_CLOSED, `${what} on a stream the client reset`);
+    if (how === CLOSED.NEVER_OPENED)
+      throw new ConnectionError(
+        ERROR.PROTOCOL_ERROR,
+        `${what} on stream ${id}, below the last stream opened and never opened`,
+      );
   }
 
   /** Reads what `buf` holds of the current DATA payload from `at`; returns where it stopped. */
@@ -551,12 +589,17 @@ export class Connection implements StreamOwner {
   }
 
   #frame(type: number, flags: number, id: number, payload: Buffer): void {
-    if (this.#continuation !== undefined && type !== FRAME.CONTINUATION) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a header block interrupted');
+    if (this.#continuation !== undefined && type !== FRAME.CONTINUATION)
+      throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a header block interrupted');
     switch (type) {
-      case FRAME.HEADERS: return this.#headers(flags, id, payload);
-      case FRAME.CONTINUATION: return this.#continue(flags, id, payload);
-      case FRAME.RST_STREAM: return this.#rstStream(id, payload);
-      case FRAME.SETTINGS: return this.#settings(flags, id, payload);
+      case FRAME.HEADERS:
+        return this.#headers(flags, id, payload);
+      case FRAME.CONTINUATION:
+        return this.#continue(flags, id, payload);
+      case FRAME.RST_STREAM:
+        return this.#rstStream(id, payload);
+      case FRAME.SETTINGS:
+        return this.#settings(flags, id, payload);
       case FRAME.PING: {
         if (id !== 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'PING on a stream');
         if (payload.length !== 8) throw new ConnectionError(ERROR.FRAME_SIZE_ERROR, 'a PING not of 8 octets');
@@ -564,7 +607,8 @@ export class Connection implements StreamOwner {
         else if (this.#drainPhase === 1 && payload.equals(DRAIN_PING)) this.#lastGoAway();
         return;
       }
-      case FRAME.WINDOW_UPDATE: return this.#windowUpdate(id, payload);
+      case FRAME.WINDOW_UPDATE:
+        return this.#windowUpdate(id, payload);
       case FRAME.GOAWAY: {
         if (id !== 0 || payload.length < 8) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a malformed GOAWAY');
         return; // the client stops opening streams; those open are answered
@@ -577,8 +621,10 @@ export class Connection implements StreamOwner {
         if (s === undefined) throw new ConnectionError(ERROR.PROTOCOL_ERROR, `stream ${id} made to depend on itself`);
         return this.#streamError(s, ERROR.PROTOCOL_ERROR);
       }
-      case FRAME.PUSH_PROMISE: throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a client sent PUSH_PROMISE');
-      default: return; // unknown frame types are ignored (§4.1)
+      case FRAME.PUSH_PROMISE:
+        throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a client sent PUSH_PROMISE');
+      default:
+        return; // unknown frame types are ignored (§4.1)
     }
   }
 
@@ -600,7 +646,11 @@ export class Connection implements StreamOwner {
    * GOAWAY is refused), and the socket is cut if it is still open a few seconds later.
    */
   #calm(): void {
-    this.#opts.onError(new Error(`HTTP/2 connection error (${ERROR.ENHANCE_YOUR_CALM}): over ${RESET_BURST} streams reset before their answer or refused (rapid reset); GOAWAY`));
+    this.#opts.onError(
+      new Error(
+        `HTTP/2 connection error (${ERROR.ENHANCE_YOUR_CALM}): over ${RESET_BURST} streams reset before their answer or refused (rapid reset); GOAWAY`,
+      ),
+    );
     this.goAway(ERROR.ENHANCE_YOUR_CALM);
     setTimeout(() => this.#socket.destroy(), CALM_GRACE_MS).unref();
   }
@@ -623,14 +673,19 @@ export class Connection implements StreamOwner {
     }
     const endStream = (flags & FLAG.END_STREAM) !== 0;
     if (flags & FLAG.END_HEADERS) return this.#headerBlock(id, endStream, dependency, block);
-    if (block.length > MAX_HEADER_BLOCK) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, 'a header block over 64 KiB');
+    if (block.length > MAX_HEADER_BLOCK)
+      throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, 'a header block over 64 KiB');
     this.#continuation = { id, endStream, dependency, parts: [block], size: block.length, frames: 0 };
   }
 
   #continue(flags: number, id: number, payload: Buffer): void {
     const c = this.#continuation;
     if (c === undefined || c.id !== id) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'an unexpected CONTINUATION');
-    if (++c.frames > MAX_CONTINUATIONS) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, `a header block in over ${MAX_CONTINUATIONS} CONTINUATION frames`);
+    if (++c.frames > MAX_CONTINUATIONS)
+      throw new ConnectionError(
+        ERROR.ENHANCE_YOUR_CALM,
+        `a header block in over ${MAX_CONTINUATIONS} CONTINUATION frames`,
+      );
     if (payload.length > 0) c.parts.push(payload);
     c.size += payload.length;
     if (c.size > MAX_HEADER_BLOCK) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, 'a header block over 64 KiB');
@@ -648,7 +703,8 @@ export class Connection implements StreamOwner {
     head.start(!opens);
     // Every block is decoded, whatever becomes of its stream: HPACK's table is the connection's.
     this.#decoder.decode(block, head.field);
-    if (head.listBytes > MAX_HEADER_BLOCK) throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, 'a header list over 64 KiB');
+    if (head.listBytes > MAX_HEADER_BLOCK)
+      throw new ConnectionError(ERROR.ENHANCE_YOUR_CALM, 'a header list over 64 KiB');
     if (!opens) {
       // Trailers, which end the request (RFC 9113 §8.1), or a frame on a closed stream.
       if (existing === undefined) this.#onClosedStream(id, 'HEADERS');
@@ -665,7 +721,11 @@ export class Connection implements StreamOwner {
       this.#answer(frame(FRAME.RST_STREAM, 0, id, words(ERROR.PROTOCOL_ERROR)));
       return this.#closedStreams.add(id, CLOSED.WE_RESET);
     }
-    if (this.#drainPhase === 2 || this.#streams.size >= MAX_CONCURRENT_STREAMS || this.#queuedBytes > MAX_QUEUED_OUTPUT) {
+    if (
+      this.#drainPhase === 2 ||
+      this.#streams.size >= MAX_CONCURRENT_STREAMS ||
+      this.#queuedBytes > MAX_QUEUED_OUTPUT
+    ) {
       this.#answer(frame(FRAME.RST_STREAM, 0, id, words(ERROR.REFUSED_STREAM)));
       this.#closedStreams.add(id, CLOSED.WE_RESET);
       // Past the limit we announced (or the answers it has not let us send): the same budget as
@@ -702,15 +762,18 @@ export class Connection implements StreamOwner {
       const key = payload.readUInt16BE(at);
       const value = payload.readUInt32BE(at + 2);
       if (key === SETTING.INITIAL_WINDOW_SIZE) {
-        if (value > MAX_WINDOW) throw new ConnectionError(ERROR.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1');
+        if (value > MAX_WINDOW)
+          throw new ConnectionError(ERROR.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1');
         const delta = value - this.peerInitialWindow;
         this.peerInitialWindow = value;
         for (const s of this.#streams.values()) {
           s.sendWindow += delta;
-          if (s.sendWindow > MAX_WINDOW) throw new ConnectionError(ERROR.FLOW_CONTROL_ERROR, 'a stream window over 2^31-1');
+          if (s.sendWindow > MAX_WINDOW)
+            throw new ConnectionError(ERROR.FLOW_CONTROL_ERROR, 'a stream window over 2^31-1');
         }
       } else if (key === SETTING.MAX_FRAME_SIZE) {
-        if (value < DEFAULT_MAX_FRAME || value > 16_777_215) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
+        if (value < DEFAULT_MAX_FRAME || value > 16_777_215)
+          throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
         this.peerMaxFrame = value;
       } else if (key === SETTING.HEADER_TABLE_SIZE) {
         // Our blocks never add to the peer's table; a smaller limit still has to be acknowledged
@@ -734,7 +797,8 @@ export class Connection implements StreamOwner {
     if (id === 0) {
       if (increment === 0) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'a WINDOW_UPDATE of 0');
       this.sendWindow += increment;
-      if (this.sendWindow > MAX_WINDOW) throw new ConnectionError(ERROR.FLOW_CONTROL_ERROR, 'the connection window over 2^31-1');
+      if (this.sendWindow > MAX_WINDOW)
+        throw new ConnectionError(ERROR.FLOW_CONTROL_ERROR, 'the connection window over 2^31-1');
       for (const s of [...this.#blocked]) this.flushStream(s);
       return;
     }
@@ -754,8 +818,11 @@ export class Connection implements StreamOwner {
   #notHttp2(buf: Buffer): void {
     this.#closed = true;
     if (/^[A-Z]{3,7} \S+ HTTP\/1\.[01]\r?\n/.test(buf.toString('latin1', 0, 64))) {
-      const text = 'This port speaks gRPC (HTTP/2 with prior knowledge): point Envoy\'s ext_authz grpc_service at it, not an HTTP client.\n';
-      this.#socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: ${text.length}\r\nconnection: close\r\n\r\n${text}`);
+      const text =
+        "This port speaks gRPC (HTTP/2 with prior knowledge): point Envoy's ext_authz grpc_service at it, not an HTTP client.\n";
+      this.#socket.end(
+        `HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: ${text.length}\r\nconnection: close\r\n\r\n${text}`,
+      );
       setTimeout(() => this.#socket.destroy(), END_GRACE_MS).unref();
     } else {
       this.#socket.destroy();
@@ -765,7 +832,9 @@ export class Connection implements StreamOwner {
   #fail(code: number, reason: string): void {
     if (this.#closed) return;
     this.#opts.onError(new Error(`HTTP/2 connection error (${code}): ${reason}`));
-    this.write(frame(FRAME.GOAWAY, 0, 0, Buffer.concat([words(this.#lastStreamId, code), Buffer.from(reason, 'latin1')])));
+    this.write(
+      frame(FRAME.GOAWAY, 0, 0, Buffer.concat([words(this.#lastStreamId, code), Buffer.from(reason, 'latin1')])),
+    );
     this.#flush();
     this.#closed = true;
     // Nothing more is read (it would be dropped); the peer gets a second to read the GOAWAY.
@@ -791,6 +860,7 @@ export class Connection implements StreamOwner {
 /** A DATA or HEADERS payload without its padding (§6.1). */
 function unpad(flags: number, payload: Buffer): Buffer {
   if ((flags & FLAG.PADDED) === 0) return payload;
-  if (payload.length < 1 || payload[0] >= payload.length) throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'padding longer than the frame');
+  if (payload.length < 1 || payload[0] >= payload.length)
+    throw new ConnectionError(ERROR.PROTOCOL_ERROR, 'padding longer than the frame');
   return payload.subarray(1, payload.length - payload[0]);
 }

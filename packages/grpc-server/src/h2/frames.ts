@@ -55,7 +55,14 @@ export const DEFAULT_WINDOW = 65_535;
 export const MAX_WINDOW = 2 ** 31 - 1;
 
 /** Writes a frame header at `at`; returns the offset after it. */
-export function writeFrameHeader(out: Buffer, at: number, length: number, type: number, flags: number, streamId: number): number {
+export function writeFrameHeader(
+  out: Buffer,
+  at: number,
+  length: number,
+  type: number,
+  flags: number,
+  streamId: number,
+): number {
   out[at] = length >>> 16;
   out[at + 1] = (length >>> 8) & 0xff;
   out[at + 2] = length & 0xff;

@@ -10,19 +10,67 @@ export class HpackError extends Error {}
 
 /** RFC 7541 Appendix A. */
 const STATIC: readonly (readonly [string, string])[] = [
-  [':authority', ''], [':method', 'GET'], [':method', 'POST'], [':path', '/'], [':path', '/index.html'],
-  [':scheme', 'http'], [':scheme', 'https'], [':status', '200'], [':status', '204'], [':status', '206'],
-  [':status', '304'], [':status', '400'], [':status', '404'], [':status', '500'], ['accept-charset', ''],
-  ['accept-encoding', 'gzip, deflate'], ['accept-language', ''], ['accept-ranges', ''], ['accept', ''],
-  ['access-control-allow-origin', ''], ['age', ''], ['allow', ''], ['authorization', ''], ['cache-control', ''],
-  ['content-disposition', ''], ['content-encoding', ''], ['content-language', ''], ['content-length', ''],
-  ['content-location', ''], ['content-range', ''], ['content-type', ''], ['cookie', ''], ['date', ''],
-  ['etag', ''], ['expect', ''], ['expires', ''], ['from', ''], ['host', ''], ['if-match', ''],
-  ['if-modified-since', ''], ['if-none-match', ''], ['if-range', ''], ['if-unmodified-since', ''],
-  ['last-modified', ''], ['link', ''], ['location', ''], ['max-forwards', ''], ['proxy-authenticate', ''],
-  ['proxy-authorization', ''], ['range', ''], ['referer', ''], ['refresh', ''], ['retry-after', ''],
-  ['server', ''], ['set-cookie', ''], ['strict-transport-security', ''], ['transfer-encoding', ''],
-  ['user-agent', ''], ['vary', ''], ['via', ''], ['www-authenticate', ''],
+  [':authority', ''],
+  [':method', 'GET'],
+  [':method', 'POST'],
+  [':path', '/'],
+  [':path', '/index.html'],
+  [':scheme', 'http'],
+  [':scheme', 'https'],
+  [':status', '200'],
+  [':status', '204'],
+  [':status', '206'],
+  [':status', '304'],
+  [':status', '400'],
+  [':status', '404'],
+  [':status', '500'],
+  ['accept-charset', ''],
+  ['accept-encoding', 'gzip, deflate'],
+  ['accept-language', ''],
+  ['accept-ranges', ''],
+  ['accept', ''],
+  ['access-control-allow-origin', ''],
+  ['age', ''],
+  ['allow', ''],
+  ['authorization', ''],
+  ['cache-control', ''],
+  ['content-disposition', ''],
+  ['content-encoding', ''],
+  ['content-language', ''],
+  ['content-length', ''],
+  ['content-location', ''],
+  ['content-range', ''],
+  ['content-type', ''],
+  ['cookie', ''],
+  ['date', ''],
+  ['etag', ''],
+  ['expect', ''],
+  ['expires', ''],
+  ['from', ''],
+  ['host', ''],
+  ['if-match', ''],
+  ['if-modified-since', ''],
+  ['if-none-match', ''],
+  ['if-range', ''],
+  ['if-unmodified-since', ''],
+  ['last-modified', ''],
+  ['link', ''],
+  ['location', ''],
+  ['max-forwards', ''],
+  ['proxy-authenticate', ''],
+  ['proxy-authorization', ''],
+  ['range', ''],
+  ['referer', ''],
+  ['refresh', ''],
+  ['retry-after', ''],
+  ['server', ''],
+  ['set-cookie', ''],
+  ['strict-transport-security', ''],
+  ['transfer-encoding', ''],
+  ['user-agent', ''],
+  ['vary', ''],
+  ['via', ''],
+  ['www-authenticate', ''],
 ];
 
 /** No integer this server accepts (an index, a length, a table size) is anywhere near this. */
@@ -113,10 +161,12 @@ export class HpackDecoder {
     this.#pos = end;
     if (!huffman) return buf.toString('latin1', start, end);
     // Envoy sends `:path` as a literal it never indexes: the same Huffman bytes on every Check.
-    for (const m of this.#recent) if (m.bytes.length === length && buf.compare(m.bytes, 0, length, start, end) === 0) return m.text;
+    for (const m of this.#recent)
+      if (m.bytes.length === length && buf.compare(m.bytes, 0, length, start, end) === 0) return m.text;
     const text = huffmanDecode(buf, start, end);
     if (text === undefined) throw new HpackError('an invalid Huffman string');
-    if (length <= RECENT_MAX_BYTES) this.#recent[this.#recentNext++ % RECENT] = { bytes: Buffer.from(buf.subarray(start, end)), text };
+    if (length <= RECENT_MAX_BYTES)
+      this.#recent[this.#recentNext++ % RECENT] = { bytes: Buffer.from(buf.subarray(start, end)), text };
     return text;
   }
 

@@ -87,7 +87,8 @@ export class RequestHead {
       this.#regular = true;
       if (kind === CONTENT_TYPE) this.contentType = value;
       else if (kind === AUTHORIZATION) this.authorization ??= value;
-      else if (kind === CONTENT_LENGTH && (this.contentLength >= 0 || (this.contentLength = decimal(value)) < 0)) this.#malformed('an invalid content-length');
+      else if (kind === CONTENT_LENGTH && (this.contentLength >= 0 || (this.contentLength = decimal(value)) < 0))
+        this.#malformed('an invalid content-length');
       return;
     }
     if (this.#trailers) return void this.#malformed('a pseudo-header field in trailers');
@@ -103,8 +104,10 @@ export class RequestHead {
     if (this.problem !== undefined || this.#trailers) return;
     if ((this.#pseudo & METHOD) === 0) return void this.#malformed('no :method');
     if (this.method === 'CONNECT') {
-      // RFC 9113 §8.5: :authority only. This server serves no CONNECT; a well-formed one is answered as any other request.
-      if ((this.#pseudo & (SCHEME | PATH)) !== 0 || (this.#pseudo & AUTHORITY) === 0) this.#malformed('a malformed CONNECT');
+      // RFC 9113 §8.5: :authority only. This server serves no CONNECT; a well-formed one is answered as any other
+      // request.
+      if ((this.#pseudo & (SCHEME | PATH)) !== 0 || (this.#pseudo & AUTHORITY) === 0)
+        this.#malformed('a malformed CONNECT');
       return;
     }
     if ((this.#pseudo & SCHEME) === 0) return void this.#malformed('no :scheme');
@@ -116,27 +119,37 @@ export class RequestHead {
     if (!validValue(value)) return this.#malformed('a field value with NUL, CR, LF or surrounding whitespace');
     if (name.charCodeAt(0) === 0x3a) {
       switch (name) {
-        case ':method': return METHOD;
-        case ':scheme': return SCHEME;
-        case ':authority': return AUTHORITY;
-        case ':path': return value === '' ? this.#malformed('an empty :path') : PATH;
+        case ':method':
+          return METHOD;
+        case ':scheme':
+          return SCHEME;
+        case ':authority':
+          return AUTHORITY;
+        case ':path':
+          return value === '' ? this.#malformed('an empty :path') : PATH;
         // :status (a response's), :protocol (extended CONNECT is not enabled) and any other.
-        default: return this.#malformed('a pseudo-header field a request cannot have');
+        default:
+          return this.#malformed('a pseudo-header field a request cannot have');
       }
     }
     if (!validName(name)) return this.#malformed('a field name that is not lower-case token characters');
     switch (name) {
-      case 'content-type': return CONTENT_TYPE;
-      case 'content-length': return CONTENT_LENGTH;
-      case 'authorization': return AUTHORIZATION;
-      case 'te': return value === 'trailers' ? OTHER : this.#malformed('te other than "trailers"');
+      case 'content-type':
+        return CONTENT_TYPE;
+      case 'content-length':
+        return CONTENT_LENGTH;
+      case 'authorization':
+        return AUTHORIZATION;
+      case 'te':
+        return value === 'trailers' ? OTHER : this.#malformed('te other than "trailers"');
       case 'connection':
       case 'keep-alive':
       case 'proxy-connection':
       case 'transfer-encoding':
       case 'upgrade':
         return this.#malformed('a connection-specific field');
-      default: return OTHER;
+      default:
+        return OTHER;
     }
   }
 

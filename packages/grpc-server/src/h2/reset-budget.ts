@@ -9,7 +9,11 @@ export class ResetBudget {
   #tokens: number;
   #at: number;
 
-  constructor(readonly burst: number, readonly perSecond: number, now: number) {
+  constructor(
+    readonly burst: number,
+    readonly perSecond: number,
+    now: number,
+  ) {
     this.#tokens = burst;
     this.#at = now;
   }

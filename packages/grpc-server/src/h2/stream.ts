@@ -29,7 +29,10 @@ export interface StreamOwner {
 /** grpc-message is cut to this many characters (a header frame stays far below 16 KiB). */
 const MAX_STATUS_MESSAGE = 1024;
 
-const RESPONSE_HEADERS = Buffer.concat([Buffer.from([0x80 | STATIC_INDEX.status200]), literalField(STATIC_INDEX.contentType, 'application/grpc')]);
+const RESPONSE_HEADERS = Buffer.concat([
+  Buffer.from([0x80 | STATIC_INDEX.status200]),
+  literalField(STATIC_INDEX.contentType, 'application/grpc'),
+]);
 const OK_TRAILERS = literalField('grpc-status', '0');
 const EMPTY = Buffer.alloc(0);
 const NO_EVENTS: RequestEvents = { data() {}, end() {}, closed() {} };
@@ -58,7 +61,10 @@ export class Stream implements ResponseStream {
   contentLength = -1;
   received = 0;
 
-  constructor(readonly id: number, readonly conn: StreamOwner) {
+  constructor(
+    readonly id: number,
+    readonly conn: StreamOwner,
+  ) {
     this.sendWindow = conn.peerInitialWindow;
   }
 
@@ -70,7 +76,12 @@ export class Stream implements ResponseStream {
     if (!this.writable) return;
     const conn = this.conn;
     const dataLength = 5 + message.length;
-    if (this.headersSent || dataLength > conn.peerMaxFrame || dataLength > this.sendWindow || dataLength > conn.sendWindow) {
+    if (
+      this.headersSent ||
+      dataLength > conn.peerMaxFrame ||
+      dataLength > this.sendWindow ||
+      dataLength > conn.sendWindow
+    ) {
       this.send(message);
       return this.end(GrpcStatus.OK, '');
     }
@@ -106,11 +117,19 @@ export class Stream implements ResponseStream {
     if (!this.writable) return;
     const conn = this.conn;
     const status = literalField('grpc-status', String(code));
-    const text = message === '' ? EMPTY : literalField('grpc-message', encodeGrpcMessage(message.slice(0, MAX_STATUS_MESSAGE)));
+    const text =
+      message === '' ? EMPTY : literalField('grpc-message', encodeGrpcMessage(message.slice(0, MAX_STATUS_MESSAGE)));
     if (!this.headersSent) {
       // Trailers-Only: one HEADERS frame with the status (PROTOCOL-HTTP2.md).
       this.headersSent = true;
-      conn.write(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, this.id, conn.headerBlock(Buffer.concat([RESPONSE_HEADERS, status, text]))));
+      conn.write(
+        frame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS | FLAG.END_STREAM,
+          this.id,
+          conn.headerBlock(Buffer.concat([RESPONSE_HEADERS, status, text])),
+        ),
+      );
       return conn.localEnd(this);
     }
     // Framed when it is written (flushStream): an owed table size update must go in the first block written.
@@ -129,8 +148,19 @@ export class Stream implements ResponseStream {
     this.headersSent = true;
     this.localEnded = true;
     this.plainHttp = true;
-    conn.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, this.id,
-      conn.headerBlock(Buffer.concat([literalField(STATIC_INDEX.status, String(httpStatus)), literalField(STATIC_INDEX.contentType, 'text/plain')]))));
+    conn.write(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS,
+        this.id,
+        conn.headerBlock(
+          Buffer.concat([
+            literalField(STATIC_INDEX.status, String(httpStatus)),
+            literalField(STATIC_INDEX.contentType, 'text/plain'),
+          ]),
+        ),
+      ),
+    );
     conn.enqueue(this, Buffer.from(text, 'latin1'));
   }
 
@@ -140,4 +170,3 @@ export class Stream implements ResponseStream {
     this.conn.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, this.id, this.conn.headerBlock(RESPONSE_HEADERS)));
   }
 }
-

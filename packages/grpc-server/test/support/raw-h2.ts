@@ -8,7 +8,12 @@ import * as tls from 'node:tls';
 import { FLAG, frame, FRAME, PREFACE } from '../../src/h2/frames';
 import { HpackDecoder, literalField } from '../../src/h2/hpack';
 
-export interface Frame { type: number; flags: number; id: number; payload: Buffer }
+export interface Frame {
+  type: number;
+  flags: number;
+  id: number;
+  payload: Buffer;
+}
 
 /** A hand-driven HTTP/2 client: sends what it is told, parses every frame it gets. */
 export class RawClient {
@@ -24,7 +29,12 @@ export class RawClient {
       while (this.#buf.length >= 9) {
         const len = this.#buf.readUIntBE(0, 3);
         if (this.#buf.length < 9 + len) break;
-        this.frames.push({ type: this.#buf[3], flags: this.#buf[4], id: this.#buf.readUInt32BE(5) & 0x7fffffff, payload: this.#buf.subarray(9, 9 + len) });
+        this.frames.push({
+          type: this.#buf[3],
+          flags: this.#buf[4],
+          id: this.#buf.readUInt32BE(5) & 0x7fffffff,
+          payload: this.#buf.subarray(9, 9 + len),
+        });
         this.#buf = this.#buf.subarray(9 + len);
       }
     });
@@ -34,7 +44,10 @@ export class RawClient {
 
   /** With `secure`, over TLS (ALPN h2) once the handshake is done; a refused handshake rejects. */
   static async connect(address: string, preface = true, secure?: tls.ConnectionOptions): Promise<RawClient> {
-    const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+    const [host, port] = [
+      address.slice(0, address.lastIndexOf(':')),
+      Number(address.slice(address.lastIndexOf(':') + 1)),
+    ];
     const socket = secure ? tls.connect({ ...secure, port, host, ALPNProtocols: ['h2'] }) : net.connect(port, host);
     await new Promise((resolve, reject) => {
       socket.once(secure ? 'secureConnect' : 'connect', resolve);
@@ -90,6 +103,12 @@ export async function pingPong(c: RawClient): Promise<void> {
 }
 
 export function requestHeaders(path = '/test.Echo/Unary'): Buffer {
-  return Buffer.concat([literalField(2, 'POST'), literalField(6, 'http'), literalField(4, path), literalField(1, 'x'), literalField(31, 'application/grpc'), literalField('te', 'trailers')]);
+  return Buffer.concat([
+    literalField(2, 'POST'),
+    literalField(6, 'http'),
+    literalField(4, path),
+    literalField(1, 'x'),
+    literalField(31, 'application/grpc'),
+    literalField('te', 'trailers'),
+  ]);
 }
-
