@@ -31,7 +31,7 @@
  */
 import type { Config } from '../config/load';
 import { amountText, type MaybePromise } from '../check/decide';
-import { namesModel, type AllowedDecision, type AllowedWithModel, type Decision } from '../check/decision';
+import { denyAllowed as deny, namesModel, type AllowedDecision, type AllowedWithModel, type Decision } from '../check/decision';
 import { isTokenCount } from '../providers/endpoints';
 import { PROVIDERS } from '../providers/providers';
 import { extractFields } from '../check/extract-model';
@@ -65,20 +65,6 @@ export interface AdmissionDeps {
   readonly now?: () => number;
   /** Budgets per window of keys and groups (budgets.ts); absent: budgets are not enforced. */
   readonly budgets?: BudgetBook;
-}
-
-function deny(d: Decision, reason: DenyReason, hint: string): Decision {
-  return {
-    allowed: false,
-    reason,
-    hint,
-    route: d.route,
-    keyId: d.keyId,
-    group: d.group,
-    model: d.model,
-    modelKnown: d.modelKnown,
-    stale: d.stale,
-  };
 }
 
 /**
