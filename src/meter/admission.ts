@@ -31,7 +31,13 @@
  */
 import type { Config } from '../config/load';
 import { amountText, type MaybePromise } from '../check/decide';
-import { denyAllowed as deny, namesModel, type AllowedDecision, type AllowedWithModel, type Decision } from '../check/decision';
+import {
+  denyAllowed as deny,
+  namesModel,
+  type AllowedDecision,
+  type AllowedWithModel,
+  type Decision,
+} from '../check/decision';
 import { isTokenCount } from '../providers/endpoints';
 import { PROVIDERS } from '../providers/providers';
 import { extractFields } from '../check/extract-model';
