@@ -22,6 +22,8 @@
  *   modelgate-before    (--setups and --before=DIR only) modelgate built from another checkout DIR (its
  *                       dist/, demo config and node_modules), in the same bundle: before and after a
  *                       change, measured in one run
+ *   modelgate-meter-before (--setups and --before=DIR only) the same with the meter on (soft), beside
+ *                       modelgate-meter
  *   modelgate-secret    (--setups only) modelgate with grpc.secret            } the gRPC port
  *   modelgate-mtls      (--setups only) modelgate with mTLS (grpc.tls)        } authenticated
  *   modelgate-secret-mtls (--setups only) both                                } (docs/security.md)
@@ -65,6 +67,7 @@ export const SETUP_IDS = [
 /** Not in the default run; `--setups=` names them (OPA with modelgate's pack_as_bytes: true). */
 export const EXTRA_SETUP_IDS = [
   'modelgate-before',
+  'modelgate-meter-before',
   'opa-bytes',
   'noop-node',
   'modelgate-secret',
@@ -82,6 +85,7 @@ export const SETUP_TITLES: Record<SetupId, string> = {
   'noop-go': 'Envoy + no-op ext_authz (grpc-go)',
   modelgate: 'Envoy + modelgate (1 worker, file store)',
   'modelgate-before': 'Envoy + modelgate before the change (--before=DIR, 1 worker, file store)',
+  'modelgate-meter-before': 'modelgate + meter, soft (file store), before the change (--before=DIR)',
   'modelgate-w2': 'Envoy + modelgate --workers 2 (file store)',
   'modelgate-pg': 'Envoy + modelgate (PostgreSQL, warm cache)',
   opa: 'Envoy + OPA-Envoy',
@@ -419,6 +423,7 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
     }
     case 'modelgate':
     case 'modelgate-before':
+    case 'modelgate-meter-before':
     case 'modelgate-w2':
     case 'modelgate-pg':
     case 'modelgate-meter':
@@ -462,13 +467,12 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         storePids = () => ctx.pg!.pids();
       }
       const configPath = path.join(ctx.outDir, `${id}.yaml`);
-      if (id === 'modelgate-before' && !ctx.beforeRoot)
-        throw new Error('modelgate-before needs --before=DIR (a built checkout)');
+      const before = id === 'modelgate-before' || id === 'modelgate-meter-before';
+      if (before && !ctx.beforeRoot) throw new Error(`${id} needs --before=DIR (a built checkout)`);
       // The earlier checkout reads its own demo config (its schema may differ); the bundle is this one's.
-      const demoText =
-        id === 'modelgate-before'
-          ? readFileSync(path.join(ctx.beforeRoot!, 'envoy', 'modelgate.yaml'), 'utf8')
-          : ctx.demoConfig;
+      const demoText = before
+        ? readFileSync(path.join(ctx.beforeRoot!, 'envoy', 'modelgate.yaml'), 'utf8')
+        : ctx.demoConfig;
       writeFileSync(configPath, modelgateConfig(demoText, meter, storeUrl, {}, rateLimits));
       rmSync(configPath.replace(/\.yaml$/, '.state.json'), { force: true });
       const m = await startModelgateProc(
@@ -476,9 +480,9 @@ export async function startSetup(ctx: BenchContext, id: SetupId): Promise<Runnin
         id,
         configPath,
         id === 'modelgate-w2' ? 2 : 1,
-        id === 'modelgate-before' ? ctx.beforeRoot : ctx.root,
+        before ? ctx.beforeRoot : ctx.root,
       );
-      if (id === 'modelgate-before') notes.push(`modelgate from ${ctx.beforeRoot}${gitHead(ctx.beforeRoot!)}`);
+      if (before) notes.push(`modelgate from ${ctx.beforeRoot}${gitHead(ctx.beforeRoot!)}`);
       authz = m.proc;
       modelgateHttp = m.http;
       bundle = renderBundle(parseConfig(readFileSync(configPath, 'utf8')), {
