@@ -261,7 +261,7 @@ describe('estimates with the o200k_base tokenizer (in a worker thread)', () => {
     );
     expect(embedding).toBe(countTokens(body));
     expect(embedding).toBeGreaterThanOrEqual(901);
-    // Seen in red team 10: an enum of integers and long property names were 12 and 11 tokens (their string values).
+    // An enum of integers and long property names count as their string values (12 and 11 tokens).
     const tools = JSON.stringify({
       model: 'gpt-4o-mini',
       messages: [{ role: 'user', content: 'hi' }],

@@ -98,7 +98,7 @@ describe('modalities a request sends or asks for', () => {
     expect(gemini({ contents: [], generation_config: { speech_config: {} } })).toEqual(['audioOutput']);
   });
 
-  it('gemini: only parts are read (red team 13): a tool parameter named file_data, a call argument mimeType audio/mpeg are no audio; a part key or mimeType sent twice is (fail closed); a parts array of 300,000 is walked', () => {
+  it('gemini: only parts are read: a tool parameter named file_data, a call argument mimeType audio/mpeg are no audio; a part key or mimeType sent twice is (fail closed); a parts array of 300,000 is walked', () => {
     const tool = {
       name: 'upload',
       parametersJsonSchema: {

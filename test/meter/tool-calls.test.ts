@@ -128,7 +128,7 @@ describe("the Lua filter's counters", () => {
   });
 });
 
-describe('red team 14', () => {
+describe('calls the answer reports against what the request declared', () => {
   it('an answer a field mask trims (unreported) is debited its most calls, not the grounding it no longer shows', () => {
     const grounding = { names: ['google_search'] as const, maxCalls: 1 };
     expect(
@@ -170,7 +170,7 @@ describe('red team 14', () => {
   });
 });
 
-describe('calls of a priced tool the request never declared (red team 14)', () => {
+describe('calls of a priced tool the request never declared', () => {
   it("are debited from the answer: Responses items and stream events, Anthropic's reported searches; not for an unpriced tool", () => {
     expect(reportedCalls(NO_TOOLS, PRICE, 'responses', `${2 * ws + 1}=3`, false, USAGE)).toEqual({ web_search: 3 });
     expect(reportedCalls(NO_TOOLS, PRICE, 'responses', `${2 * ws + 1}=3,${2 * ws + 2}=1`, true, USAGE)).toEqual({

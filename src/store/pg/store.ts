@@ -245,7 +245,7 @@ export const REPLICA_GRACE_MS = 3 * REPLICA_COUNT_MS;
 /**
  * Counts failing for this long while the LISTEN connection is up make a replica blind (replicas()):
  * one that joined meanwhile would wait REPLICA_GRACE_MS for this one to count it, and then hold its
- * share as if it had been.
+ * share as if counted.
  */
 export const REPLICA_COUNT_STALE_MS = REPLICA_GRACE_MS - REPLICA_COUNT_MS;
 const REPLICAS_SQL =

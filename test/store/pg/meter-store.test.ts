@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL meter store's debits on a real PostgreSQL (money red team 11b): batched debits
+ * The PostgreSQL meter store's debits on a real PostgreSQL: batched debits
  * (debit_many) keep the ledger and the balance in step, whatever a batch holds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
