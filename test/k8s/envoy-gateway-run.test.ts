@@ -24,7 +24,7 @@ import { ensureEnvoy } from '../../src/envoy/ensure';
 import { startEnvoy, type EnvoyProcess } from '../../src/envoy/process';
 import { startService, type Service } from '../../src/server/service';
 import { DEMO_KEYS } from '../support/demo-keys';
-import { translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootstrap';
+import { gatewayObjects, translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootstrap';
 import { goTool, inNamespace } from '../support/go-tools';
 import { DEMO_CONFIG, LogSink } from '../support/service-harness';
 import { makeTestCerts, SERVER_NAME, type TestCerts } from '../support/test-certs';
@@ -79,30 +79,7 @@ function translate(): XdsDump {
   expect(chart.status, chart.stderr).toBe(0);
   const b64 = (f: string): string => readFileSync(f).toString('base64');
   const cluster = [
-    {
-      apiVersion: 'gateway.networking.k8s.io/v1',
-      kind: 'GatewayClass',
-      metadata: { name: 'eg' },
-      spec: { controllerName: 'gateway.envoyproxy.io/gatewayclass-controller' },
-    },
-    {
-      apiVersion: 'gateway.networking.k8s.io/v1',
-      kind: 'Gateway',
-      metadata: { name: 'eg', namespace: 'ai' },
-      spec: {
-        gatewayClassName: 'eg',
-        infrastructure: {
-          parametersRef: { group: 'gateway.envoyproxy.io', kind: 'EnvoyProxy', name: 'modelgate-proxy' },
-        },
-        listeners: [{ name: 'http', protocol: 'HTTP', port: 10080 }],
-      },
-    },
-    {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name: 'mg-modelgate-ca', namespace: 'ai' },
-      data: { 'ca.crt': readFileSync(certs.serverCa, 'utf8') },
-    },
+    ...gatewayObjects(readFileSync(certs.serverCa, 'utf8')),
     {
       apiVersion: 'v1',
       kind: 'Secret',

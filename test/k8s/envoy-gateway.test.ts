@@ -20,7 +20,7 @@ import { chartRoutes } from '../../src/envoy/chart-contract';
 import { METER_LUA } from '../../src/envoy/meter-filters';
 import { goTool, inNamespace } from '../support/go-tools';
 import { makeTestCerts, SERVER_NAME } from '../support/test-certs';
-import { translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootstrap';
+import { gatewayObjects, translatedBootstrap, xdsDump, type XdsDump } from '../support/eg-bootstrap';
 import { ensureEnvoy } from '../../src/envoy/ensure';
 
 const ROOT = join(__dirname, '..', '..');
@@ -41,30 +41,7 @@ const b64 = (file: string): string => readFileSync(file).toString('base64');
 function clusterObjects(): string {
   const certs = makeTestCerts();
   return [
-    {
-      apiVersion: 'gateway.networking.k8s.io/v1',
-      kind: 'GatewayClass',
-      metadata: { name: 'eg' },
-      spec: { controllerName: 'gateway.envoyproxy.io/gatewayclass-controller' },
-    },
-    {
-      apiVersion: 'gateway.networking.k8s.io/v1',
-      kind: 'Gateway',
-      metadata: { name: 'eg', namespace: 'ai' },
-      spec: {
-        gatewayClassName: 'eg',
-        infrastructure: {
-          parametersRef: { group: 'gateway.envoyproxy.io', kind: 'EnvoyProxy', name: 'modelgate-proxy' },
-        },
-        listeners: [{ name: 'http', protocol: 'HTTP', port: 10080 }],
-      },
-    },
-    {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name: 'mg-modelgate-ca', namespace: 'ai' },
-      data: { 'ca.crt': readFileSync(certs.serverCa, 'utf8') },
-    },
+    ...gatewayObjects(readFileSync(certs.serverCa, 'utf8')),
     // A team's route on the same Gateway: none of modelgate's filters may run on it.
     {
       apiVersion: 'gateway.envoyproxy.io/v1alpha1',

@@ -106,3 +106,37 @@ export function translatedBootstrap(xds: XdsDump, opts: BootstrapOptions): Any {
     staticResources: { listeners, clusters, secrets: opts.secrets ?? [] },
   });
 }
+
+/**
+ * What a cluster holds beside the chart for `egctl x translate`: the GatewayClass, the Gateway `eg`
+ * in namespace `ai` (listener 10080, the chart's EnvoyProxy as its parameters) and the CA ConfigMap
+ * by which the gateway trusts modelgate's certificate.
+ */
+export function gatewayObjects(serverCaPem: string): object[] {
+  return [
+    {
+      apiVersion: 'gateway.networking.k8s.io/v1',
+      kind: 'GatewayClass',
+      metadata: { name: 'eg' },
+      spec: { controllerName: 'gateway.envoyproxy.io/gatewayclass-controller' },
+    },
+    {
+      apiVersion: 'gateway.networking.k8s.io/v1',
+      kind: 'Gateway',
+      metadata: { name: 'eg', namespace: 'ai' },
+      spec: {
+        gatewayClassName: 'eg',
+        infrastructure: {
+          parametersRef: { group: 'gateway.envoyproxy.io', kind: 'EnvoyProxy', name: 'modelgate-proxy' },
+        },
+        listeners: [{ name: 'http', protocol: 'HTTP', port: 10080 }],
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'mg-modelgate-ca', namespace: 'ai' },
+      data: { 'ca.crt': serverCaPem },
+    },
+  ];
+}
