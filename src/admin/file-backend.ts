@@ -30,7 +30,9 @@ import type {
   WebhookDelivery,
 } from './backend';
 import {
+  deliveryCursor,
   DELIVERIES_MAX,
+  parseDeliveryCursor,
   laterDelivery,
   isoTime,
   mergeModelBudgets,
@@ -40,8 +42,9 @@ import {
   type TokenView,
   type UsageTotals,
 } from './backend';
-import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
+import { AdminRefusal, groupNotFound, keyNotFound, webhookExists, webhookNotFound } from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
+import { changedWebhook, CONFIG_WEBHOOK_ID, webhookView, type WebhookChange, type WebhookRecord } from './webhooks';
 
 /** Audit entries kept in the state file (the oldest are dropped past it). */
 const AUDIT_MAX = 10_000;
@@ -72,8 +75,10 @@ interface AdminState {
   keys: StoredKey[];
   credits: Record<string, CreditView>;
   audit: AuditView[];
-  /** Budget alert deliveries, oldest first (absent in a state written before them). */
+  /** Budget alert deliveries, oldest first (absent in a state written before them; webhookId absent: config). */
   deliveries?: WebhookDelivery[];
+  /** Webhooks created through the API, their secrets included (absent in a state written before them). */
+  webhooks?: WebhookRecord[];
 }
 
 const empty = (): AdminState => ({ version: 1, tokens: [], keys: [], credits: {}, audit: [] });
@@ -120,6 +125,24 @@ export function readAdminState(path: string): AdminState {
     )
   )
     throw bad('deliveries is not a list of deliveries');
+  if (
+    d.webhooks !== undefined &&
+    !(
+      Array.isArray(d.webhooks) &&
+      d.webhooks.every(
+        (w) =>
+          typeof w?.id === 'string' &&
+          typeof w.url === 'string' &&
+          typeof w.secret === 'string' &&
+          Array.isArray(w.thresholds) &&
+          w.thresholds.every((t) => typeof t === 'number' && Number.isFinite(t)) &&
+          (w.subjects === null || (Array.isArray(w.subjects) && w.subjects.every((x) => typeof x === 'string'))) &&
+          typeof w.enabled === 'boolean',
+      )
+    )
+  )
+    throw bad('webhooks is not a list of webhooks');
+  for (const x of d.deliveries ?? []) (x as { webhookId?: string }).webhookId ??= CONFIG_WEBHOOK_ID;
   for (const t of d.tokens)
     if (!(SCOPES as readonly string[]).includes(t.scope) || !/^[0-9a-f]{64}$/.test(t.sha256))
       throw bad(`token ${JSON.stringify(t.id)} is not usable`);
@@ -562,17 +585,82 @@ export class FileAdminBackend implements AdminBackend {
   async recordDelivery(d: WebhookDelivery): Promise<void> {
     const s = this.#fresh();
     const list = (s.deliveries ??= []);
-    const at = list.findIndex((x) => x.eventId === d.eventId);
+    const at = list.findIndex((x) => x.eventId === d.eventId && x.webhookId === d.webhookId);
     if (at >= 0) list[at] = laterDelivery(list[at], d);
     else list.push(d);
     if (list.length > DELIVERIES_MAX) list.splice(0, list.length - DELIVERIES_MAX);
     this.#save();
   }
 
-  async listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]> {
-    const list = [...(this.#fresh().deliveries ?? [])].sort(newerDelivery);
-    const from = before === undefined ? 0 : list.findIndex((x) => x.eventId === before) + 1;
-    return from <= 0 && before !== undefined ? [] : list.slice(from, from + limit);
+  async listDeliveries(limit: number, before?: string, webhookId?: string): Promise<WebhookDelivery[]> {
+    const list = (this.#fresh().deliveries ?? [])
+      .filter((x) => webhookId === undefined || x.webhookId === webhookId)
+      .sort(newerDelivery);
+    if (before === undefined) return list.slice(0, limit);
+    const c = parseDeliveryCursor(before);
+    const from = list.findIndex((x) => deliveryCursor(x) === deliveryCursor(c)) + 1;
+    return from <= 0 ? [] : list.slice(from, from + limit);
+  }
+
+  #webhookInConfig(id: string): AdminRefusal {
+    return new AdminRefusal(
+      409,
+      'webhook_in_config',
+      `webhook ${JSON.stringify(id)} is meter.budgetAlerts of ${this.opts.configPath}`,
+      `change it in ${this.opts.configPath} (read at start); or create a webhook through the API`,
+    );
+  }
+
+  #webhook(id: string): WebhookRecord {
+    if (id === CONFIG_WEBHOOK_ID) throw this.#webhookInConfig(id);
+    const w = (this.#fresh().webhooks ?? []).find((x) => x.id === id);
+    if (!w) throw webhookNotFound(id);
+    return w;
+  }
+
+  #replaceWebhook(id: string, w: WebhookRecord | null): void {
+    const s = this.#state;
+    s.webhooks = (s.webhooks ?? []).flatMap((x) => (x.id !== id ? [x] : w ? [w] : []));
+  }
+
+  async listWebhooks(): Promise<WebhookRecord[]> {
+    return [...(this.#fresh().webhooks ?? [])].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  async createWebhook(w: WebhookRecord, actor: Actor): Promise<WebhookRecord> {
+    const s = this.#fresh();
+    if (w.id === CONFIG_WEBHOOK_ID) throw this.#webhookInConfig(w.id);
+    if ((s.webhooks ?? []).some((x) => x.id === w.id)) throw webhookExists(w.id);
+    (s.webhooks ??= []).push(w);
+    this.#audit(actor, 'webhook.create', w.id, null, webhookView(w));
+    this.#save();
+    return w;
+  }
+
+  async updateWebhook(id: string, c: WebhookChange, actor: Actor): Promise<WebhookRecord> {
+    const w = this.#webhook(id);
+    const after = changedWebhook(w, c);
+    this.#replaceWebhook(id, after);
+    this.#audit(actor, 'webhook.update', id, webhookView(w), webhookView(after));
+    this.#save();
+    return after;
+  }
+
+  async deleteWebhook(id: string, actor: Actor): Promise<WebhookRecord> {
+    const w = this.#webhook(id);
+    this.#replaceWebhook(id, null);
+    this.#audit(actor, 'webhook.delete', id, webhookView(w), null);
+    this.#save();
+    return w;
+  }
+
+  async rotateWebhookSecret(id: string, secret: string, actor: Actor): Promise<WebhookRecord> {
+    const w = this.#webhook(id);
+    const after: WebhookRecord = { ...w, secret, secretRotatedAt: this.#now() };
+    this.#replaceWebhook(id, after);
+    this.#audit(actor, 'webhook.rotate-secret', id, webhookView(w), webhookView(after));
+    this.#save();
+    return after;
   }
 
   async updateGroup(name: string): Promise<GroupView> {
@@ -591,17 +679,10 @@ export class FileAdminBackend implements AdminBackend {
   }
 }
 
-/** Newest first: by creation time, then by event id, both descending. */
+/** Newest first: by creation time, then by event id, then by webhook id, all descending. */
 export function newerDelivery(a: WebhookDelivery, b: WebhookDelivery): number {
-  return a.createdAt < b.createdAt
-    ? 1
-    : a.createdAt > b.createdAt
-      ? -1
-      : a.eventId < b.eventId
-        ? 1
-        : a.eventId > b.eventId
-          ? -1
-          : 0;
+  const desc = (x: string, y: string): number => (x < y ? 1 : x > y ? -1 : 0);
+  return desc(a.createdAt, b.createdAt) || desc(a.eventId, b.eventId) || desc(a.webhookId, b.webhookId);
 }
 
 /** The totals of some usage entries. */

@@ -29,6 +29,11 @@ import {
   TokenList,
   Usage,
   UsageEntry,
+  IssuedWebhook,
+  Webhook,
+  WebhookCreate,
+  WebhookList,
+  WebhookPatch,
 } from './schemas';
 
 const REF = (id: string): string => `#/components/schemas/${id}`;
@@ -38,7 +43,16 @@ type Json = Record<string, unknown>;
 /** The component schemas: request bodies as zod reads them (input), answers as they are written (output). */
 function components(): Record<string, Json> {
   const requests = z.registry<{ id: string }>();
-  for (const [id, s] of Object.entries({ KeyCreate, KeyPatch, Rotate, CreditCreate, GroupPatch, TokenCreate }))
+  for (const [id, s] of Object.entries({
+    KeyCreate,
+    KeyPatch,
+    Rotate,
+    CreditCreate,
+    GroupPatch,
+    TokenCreate,
+    WebhookCreate,
+    WebhookPatch,
+  }))
     requests.add(s, { id });
   const answers = z.registry<{ id: string }>();
   for (const [id, s] of Object.entries({
@@ -58,6 +72,9 @@ function components(): Record<string, Json> {
     IssuedToken,
     Delivery,
     DeliveryList,
+    Webhook,
+    WebhookList,
+    IssuedWebhook,
     Error: ApiError,
   }))
     answers.add(s, { id });
@@ -86,7 +103,7 @@ const REASON_TEXT: Record<number, string> = {
   401: 'No management token, or not a valid one (a model key is not one)',
   403: "The token's scope does not allow this",
   404: 'Not found',
-  409: 'Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit)',
+  409: 'Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys)',
   415: 'Not application/json',
   422: 'A field or parameter is not valid',
   429: 'Too many failed attempts from this address',
@@ -113,6 +130,11 @@ function operation(op: Operation): Json {
     Token,
     TokenList,
     DeliveryList,
+    WebhookCreate,
+    WebhookPatch,
+    Webhook,
+    WebhookList,
+    IssuedWebhook,
   };
   const pathParam = /\{(\w+)\}/.exec(op.path)?.[1];
   const parameters = [

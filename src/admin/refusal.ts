@@ -24,3 +24,12 @@ export const groupNotFound = (group: string): AdminRefusal =>
     `no group named ${JSON.stringify(group)}`,
     'GET /admin/v1/groups lists the groups',
   );
+export const webhookNotFound = (id: string): AdminRefusal =>
+  new AdminRefusal(
+    404,
+    'webhook_not_found',
+    `no webhook with id ${JSON.stringify(id)}`,
+    'GET /admin/v1/webhooks lists them',
+  );
+export const webhookExists = (id: string): AdminRefusal =>
+  new AdminRefusal(409, 'webhook_exists', `a webhook with id ${JSON.stringify(id)} already exists`);

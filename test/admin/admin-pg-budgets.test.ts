@@ -197,7 +197,13 @@ describe('budgets on PostgreSQL', () => {
 
   it('keeps budget alert deliveries in webhook_deliveries (migration 13): a delivered event stays delivered, pages newest first', async () => {
     const backend = new PgAdminBackend(pool);
-    const base = { type: 'budget.threshold', subject: 'model:pg-model:gpt-5.5', lastStatus: null, lastError: null };
+    const base = {
+      webhookId: 'config',
+      type: 'budget.threshold',
+      subject: 'model:pg-model:gpt-5.5',
+      lastStatus: null,
+      lastError: null,
+    };
     await backend.recordDelivery({
       ...base,
       eventId: 'ev-1',

@@ -144,12 +144,84 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Budget alert deliveries to the webhook, newest first: status, attempts, last error
+         * Budget alert deliveries to the webhooks, newest first: status, attempts, last error
          * @description Scope: read (every scope).
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Webhooks of budget alerts (never their secrets or query strings), the config file's included
+         * @description Scope: read (every scope).
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Create a webhook of budget alerts; its signing secret is in this answer only
+         * @description Scope: admin.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A webhook
+         * @description Scope: read (every scope).
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a webhook: nothing more is sent to it, retries included
+         * @description Scope: admin.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook (URL, thresholds, budgets watched, enabled): every replica sends by it at once
+         * @description Scope: admin.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/admin/v1/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A new signing secret for a webhook, in this answer only; the previous one signs nothing more
+         * @description Scope: admin.
+         */
+        post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
         head?: never;
@@ -262,7 +334,7 @@ export interface components {
             /** @description The source address of the request. */
             address: string | null;
             requestId: string | null;
-            /** @description key.create, key.update, key.delete, key.rotate, key.credit, token.create */
+            /** @description key.create, key.update, key.delete, key.rotate, key.credit, token.create, token.delete, group.create, group.update, group.delete, webhook.create, webhook.update, webhook.delete, webhook.rotate-secret */
             action: string;
             target: string;
             before: unknown | null;
@@ -289,6 +361,8 @@ export interface components {
             reason?: string;
         };
         Delivery: {
+            /** @description The webhook it went to (`config`: the config file's meter.budgetAlerts). */
+            webhookId: string;
             /** @description The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold. */
             eventId: string;
             /** @description budget.threshold */
@@ -449,6 +523,11 @@ export interface components {
         IssuedToken: {
             token: components["schemas"]["Token"];
             /** @description The management token itself: shown this once, stored only as its SHA-256. */
+            secret: string;
+        };
+        IssuedWebhook: {
+            webhook: components["schemas"]["Webhook"];
+            /** @description The signing secret (x-modelgate-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">): shown this once. */
             secret: string;
         };
         Key: {
@@ -655,6 +734,51 @@ export interface components {
             estimated: string | null;
             provisional: boolean;
         };
+        Webhook: {
+            id: string;
+            /** @description Scheme, host, port and path: never the query string. */
+            url: string;
+            /** @description true: the URL has a query string (kept for delivery, never shown). */
+            urlHasQuery: boolean;
+            thresholds: number[];
+            subjects: string[] | null;
+            enabled: boolean;
+            description: string | null;
+            /**
+             * @description api: created through this API; config: meter.budgetAlerts of the config file (read only here).
+             * @enum {string}
+             */
+            source: "api" | "config";
+            createdAt: string | null;
+            secretRotatedAt: string | null;
+        };
+        WebhookCreate: {
+            /** @description Default: wh- and 8 random hex digits. */
+            id?: string;
+            /** @description Where alerts are POSTed: http:// or https://, no user or password, no fragment. A query string is kept for delivery but never answered, audited or logged. */
+            url: string;
+            /** @description Percentages of a budget's amount at which an alert fires, each once per window (default 50, 80, 95, 100). */
+            thresholds?: number[];
+            /** @description The budgets it watches: key:<id> (the key's budget and its budgets per model) or group:<name>; null or absent: every budget. */
+            subjects?: string[] | null;
+            /** @description false: kept, but sent nothing (default true). */
+            enabled?: boolean;
+            description?: string | null;
+        };
+        WebhookList: {
+            webhooks: components["schemas"]["Webhook"][];
+        };
+        /** @description Fields to change; the secret changes only through rotate-secret. */
+        WebhookPatch: {
+            /** @description Where alerts are POSTed: http:// or https://, no user or password, no fragment. A query string is kept for delivery but never answered, audited or logged. */
+            url?: string;
+            /** @description Percentages of a budget's amount at which an alert fires, each once per window (default 50, 80, 95, 100). */
+            thresholds?: number[];
+            /** @description The budgets it watches: key:<id> (the key's budget and its budgets per model) or group:<name>; null or absent: every budget. */
+            subjects?: string[] | null;
+            enabled?: boolean;
+            description?: string | null;
+        };
     };
     responses: never;
     parameters: never;
@@ -781,7 +905,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -951,7 +1075,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1049,7 +1173,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1156,7 +1280,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1266,7 +1390,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1466,6 +1590,8 @@ export interface operations {
     listWebhookDeliveries: {
         parameters: {
             query?: {
+                /** @description Only the deliveries to this webhook. */
+                webhookId?: string;
                 /** @description At most this many deliveries (1-1000, default 100). */
                 limit?: number;
                 /** @description The nextCursor of the page before. */
@@ -1477,7 +1603,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Budget alert deliveries to the webhook, newest first: status, attempts, last error */
+            /** @description Budget alert deliveries to the webhooks, newest first: status, attempts, last error */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1497,6 +1623,520 @@ export interface operations {
             };
             /** @description The token's scope does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Webhooks of budget alerts (never their secrets or query strings), the config file's included */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreate"];
+            };
+        };
+        responses: {
+            /** @description Create a webhook of budget alerts; its signing secret is in this answer only */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IssuedWebhook"];
+                };
+            };
+            /** @description Not JSON, or the body is too large */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A webhook */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Remove a webhook: nothing more is sent to it, retries included */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookPatch"];
+            };
+        };
+        responses: {
+            /** @description Change a webhook (URL, thresholds, budgets watched, enabled): every replica sends by it at once */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description Not JSON, or the body is too large */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A new signing secret for a webhook, in this answer only; the previous one signs nothing more */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IssuedWebhook"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1734,7 +2374,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1895,7 +2535,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1989,7 +2629,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
