@@ -265,6 +265,12 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
             : {}),
         })
       : undefined;
+  // A webhook changed on another replica (PostgreSQL's notification): its thresholds hold here at once.
+  const unwatchWebhooks = webhooks
+    ? store.onInvalidate((e) => {
+        if (e.kind === 'webhooks' || e.kind === 'all') void webhooks.refresh();
+      })
+    : undefined;
   const alerts = webhooks
     ? new BudgetAlerts(
         (e) => {
@@ -603,6 +609,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       unwatchBalances?.();
       await charges?.flushAll();
       remote?.close();
+      unwatchWebhooks?.();
       webhooks?.close();
       await adminBackend?.close();
       await store.close();

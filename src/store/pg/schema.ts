@@ -852,8 +852,9 @@ CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at DESC, 
     version: 14,
     name: 'webhooks of budget alerts as an admin API resource',
     // The signing secret is kept in the clear (signing needs it); the admin API never answers it after
-    // create and rotate-secret. Each replica's sender reads this table when an alert fires, so a new,
-    // changed or removed webhook holds at once everywhere. A delivery is one per event and webhook.
+    // create and rotate-secret. Each replica's sender reads this table when an alert fires and before
+    // each retry, and re-reads the thresholds it fires at when the trigger notifies a change. A
+    // delivery is one per event and webhook.
     sql: `
 CREATE TABLE webhooks (
   id text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND 128),
@@ -871,6 +872,14 @@ ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_pkey;
 ALTER TABLE webhook_deliveries ADD PRIMARY KEY (event_id, webhook_id);
 DROP INDEX webhook_deliveries_created;
 CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at DESC, event_id DESC, webhook_id DESC);
+
+CREATE FUNCTION modelgate_notify_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('${INVALIDATION_CHANNEL}', '{"kind":"webhooks"}');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER webhooks_notify AFTER INSERT OR UPDATE OR DELETE ON webhooks
+  FOR EACH STATEMENT EXECUTE FUNCTION modelgate_notify_webhooks();
 `,
   },
 ];
