@@ -130,7 +130,10 @@ export function createAdminHandler(
         return refuse(auth.refusal, { 'www-authenticate': 'Bearer realm="modelgate-admin"' });
       }
       const token = auth.token;
-      const matches = routes.filter((r) => r.pattern.test(url.pathname));
+      // A literal path wins over a template (/webhooks/deliveries is not the webhook `deliveries`).
+      const all = routes.filter((r) => r.pattern.test(url.pathname));
+      const literal = all.filter((r) => !r.op.path.includes('{'));
+      const matches = literal.length > 0 ? literal : all;
       if (matches.length === 0)
         return refuse(
           new AdminRefusal(
