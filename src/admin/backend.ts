@@ -5,7 +5,7 @@
  */
 import type { z } from 'zod';
 import type { Budget } from '../store/budget-window';
-import type { Limits, ModelPrice, Protocol, UsageEntry } from '../store/store';
+import type { GroupRecord, Limits, ModelPrice, Protocol, UsageEntry } from '../store/store';
 import type { AuditEntry, Credit, Group, Key, Token } from './schemas';
 import type { TokenRecord } from './tokens';
 import type { WebhookChange, WebhookRecord } from './webhooks';
@@ -187,6 +187,10 @@ export interface AdminBackend {
   /** A new signing secret; the previous one signs nothing more (a retry under way signs with the new one). */
   rotateWebhookSecret(id: string, secret: string, actor: Actor): Promise<WebhookRecord>;
   updateGroup(name: string, change: GroupChange, actor: Actor): Promise<GroupView>;
+  /** A new group with its models (409 group_exists, or group_in_config on the file store). */
+  createGroup(group: GroupRecord, actor: Actor): Promise<GroupView>;
+  /** Removes a group; 409 group_has_keys while keys belong to it. */
+  deleteGroup(name: string, actor: Actor): Promise<GroupView>;
   close(): Promise<void>;
 }
 

@@ -16,12 +16,20 @@ import { randomUUID } from 'node:crypto';
 import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { isBudget, type Budget } from '../store/budget-window';
 import type { FileStore, ManagedKeyRecord } from '../store/file-store';
-import { toLimits, type Limits, type UsageEntry } from '../store/store';
+import {
+  toLimits,
+  type GroupRecord,
+  type Limits,
+  type ModelPrice,
+  type Protocol,
+  type UsageEntry,
+} from '../store/store';
 import type {
   Actor,
   AdminBackend,
   AuditView,
   CreditView,
+  GroupChange,
   GroupView,
   KeyChange,
   KeyView,
@@ -42,7 +50,15 @@ import {
   type TokenView,
   type UsageTotals,
 } from './backend';
-import { AdminRefusal, groupNotFound, keyNotFound, webhookExists, webhookNotFound } from './refusal';
+import {
+  AdminRefusal,
+  groupExists,
+  groupHasKeys,
+  groupNotFound,
+  keyNotFound,
+  webhookExists,
+  webhookNotFound,
+} from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
 import { changedWebhook, CONFIG_WEBHOOK_ID, webhookView, type WebhookChange, type WebhookRecord } from './webhooks';
 
@@ -79,6 +95,52 @@ interface AdminState {
   deliveries?: WebhookDelivery[];
   /** Webhooks created through the API, their secrets included (absent in a state written before them). */
   webhooks?: WebhookRecord[];
+  /** Groups created through the API (absent in a state written before them). */
+  groups?: StoredGroup[];
+}
+
+interface StoredModel {
+  name: string;
+  protocols: Protocol[] | null;
+  available: boolean;
+  price: ModelPrice | null;
+  maxOutputTokens: number | null;
+}
+
+interface StoredGroup {
+  name: string;
+  available: boolean;
+  models: StoredModel[];
+  limits: Limits | null;
+  budget: Budget | null;
+  createdAt: number;
+}
+
+function groupRecord(g: StoredGroup): GroupRecord {
+  return {
+    name: g.name,
+    available: g.available,
+    models: new Map(g.models.map((m) => [m.name, { ...m }])),
+    limits: toLimits(g.limits),
+    budget: g.budget,
+  };
+}
+
+function storedGroup(g: GroupRecord, createdAt: number): StoredGroup {
+  return {
+    name: g.name,
+    available: g.available,
+    models: [...g.models.values()].map((m) => ({
+      name: m.name,
+      protocols: m.protocols === null ? null : [...m.protocols],
+      available: m.available,
+      price: m.price ?? null,
+      maxOutputTokens: m.maxOutputTokens ?? null,
+    })),
+    limits: g.limits ?? null,
+    budget: g.budget ?? null,
+    createdAt,
+  };
 }
 
 const empty = (): AdminState => ({ version: 1, tokens: [], keys: [], credits: {}, audit: [] });
@@ -142,6 +204,21 @@ export function readAdminState(path: string): AdminState {
     )
   )
     throw bad('webhooks is not a list of webhooks');
+  if (
+    d.groups !== undefined &&
+    !(
+      Array.isArray(d.groups) &&
+      d.groups.every(
+        (g) =>
+          typeof g?.name === 'string' &&
+          typeof g.available === 'boolean' &&
+          Array.isArray(g.models) &&
+          g.models.every((m) => typeof m?.name === 'string' && typeof m.available === 'boolean') &&
+          (g.budget == null || isBudget(g.budget)),
+      )
+    )
+  )
+    throw bad('groups is not a list of groups');
   for (const x of d.deliveries ?? []) (x as { webhookId?: string }).webhookId ??= CONFIG_WEBHOOK_ID;
   for (const t of d.tokens)
     if (!(SCOPES as readonly string[]).includes(t.scope) || !/^[0-9a-f]{64}$/.test(t.sha256))
@@ -276,6 +353,7 @@ export class FileAdminBackend implements AdminBackend {
 
   /** Hands the keys to the FileStore (the Check sees them at once). */
   #publish(): void {
+    this.store.setManagedGroups(new Map((this.#state.groups ?? []).map((g) => [g.name, groupRecord(g)])));
     this.store.setManaged(
       this.#state.keys.map((k): ManagedKeyRecord => {
         const limits = toLimits(k.limits);
@@ -663,15 +741,81 @@ export class FileAdminBackend implements AdminBackend {
     return after;
   }
 
-  async updateGroup(name: string): Promise<GroupView> {
-    if (!this.store.groups().has(name))
-      throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
-    throw new AdminRefusal(
+  #groupInConfig(name: string): AdminRefusal {
+    return new AdminRefusal(
       409,
       'group_in_config',
       `group ${JSON.stringify(name)} is defined in ${this.opts.configPath}`,
       `change it in ${this.opts.configPath}; the service reloads the file`,
     );
+  }
+
+  #group(name: string): StoredGroup {
+    if (this.store.configGroupNames().has(name)) throw this.#groupInConfig(name);
+    const g = (this.#fresh().groups ?? []).find((x) => x.name === name);
+    if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+    return g;
+  }
+
+  async updateGroup(name: string, c: GroupChange, actor: Actor): Promise<GroupView> {
+    const g = this.#group(name);
+    const before = groupView(groupRecord(g));
+    if (c.available !== undefined) g.available = c.available;
+    if (c.limits !== undefined) g.limits = c.limits;
+    if (c.budget !== undefined) g.budget = c.budget;
+    for (const m of c.models ?? []) {
+      const at = g.models.findIndex((x) => x.name === m.name);
+      if (m.remove) {
+        if (at < 0) {
+          this.#state = readAdminState(this.opts.path);
+          throw new AdminRefusal(
+            422,
+            'model_not_in_group',
+            `group ${JSON.stringify(name)} has no model ${JSON.stringify(m.name)} to remove`,
+          );
+        }
+        g.models.splice(at, 1);
+        continue;
+      }
+      const old = at >= 0 ? g.models[at] : undefined;
+      const next: StoredModel = {
+        name: m.name,
+        protocols:
+          m.protocols !== undefined ? (m.protocols === null ? null : [...m.protocols]) : (old?.protocols ?? null),
+        available: m.available ?? old?.available ?? true,
+        price: m.price !== undefined ? m.price : (old?.price ?? null),
+        maxOutputTokens: m.maxOutputTokens !== undefined ? m.maxOutputTokens : (old?.maxOutputTokens ?? null),
+      };
+      if (at >= 0) g.models[at] = next;
+      else g.models.push(next);
+    }
+    const after = groupView(groupRecord(g));
+    this.#audit(actor, 'group.update', name, before, after);
+    this.#save();
+    return after;
+  }
+
+  async createGroup(group: GroupRecord, actor: Actor): Promise<GroupView> {
+    const s = this.#fresh();
+    if (this.store.configGroupNames().has(group.name)) throw this.#groupInConfig(group.name);
+    if ((s.groups ?? []).some((g) => g.name === group.name)) throw groupExists(group.name);
+    const stored = storedGroup(group, this.#now());
+    (s.groups ??= []).push(stored);
+    const view = groupView(groupRecord(stored));
+    this.#audit(actor, 'group.create', group.name, null, view);
+    this.#save();
+    return view;
+  }
+
+  async deleteGroup(name: string, actor: Actor): Promise<GroupView> {
+    const g = this.#group(name);
+    const ids = this.#state.keys.filter((k) => k.group === name).map((k) => k.id);
+    if (ids.length > 0) throw groupHasKeys(name, ids.sort());
+    const before = groupView(groupRecord(g));
+    this.#state.groups = (this.#state.groups ?? []).filter((x) => x !== g);
+    this.#audit(actor, 'group.delete', name, before, null);
+    this.#save();
+    return before;
   }
 
   async close(): Promise<void> {

@@ -18,6 +18,7 @@ import { OPERATIONS, type Operation } from './operations';
 import { AdminRefusal, keyNotFound, webhookNotFound } from './refusal';
 import {
   CreditCreate,
+  GroupCreate,
   GroupPatch,
   KeyCreate,
   KeyPatch,
@@ -627,6 +628,32 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
         c.actor,
       );
     }
+    case 'createGroup': {
+      const v = parse(GroupCreate, c.body);
+      return b.createGroup(
+        {
+          name: v.name,
+          available: v.available ?? true,
+          models: new Map(
+            v.models.map((m) => [
+              m.name,
+              {
+                name: m.name,
+                protocols: m.protocols ?? null,
+                available: m.available ?? true,
+                price: m.price ? toModelPrice(m.price) : null,
+                maxOutputTokens: m.maxOutputTokens ?? null,
+              },
+            ]),
+          ),
+          limits: v.limits ?? null,
+          budget: v.budget ?? null,
+        },
+        c.actor,
+      );
+    }
+    case 'deleteGroup':
+      return b.deleteGroup(c.param, c.actor);
     case 'getGroup': {
       const g = (await b.listGroups()).find((x) => x.name === c.param);
       if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(c.param)}`);

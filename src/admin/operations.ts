@@ -10,6 +10,7 @@ import {
   CreditCreate,
   DeliveryList,
   Group,
+  GroupCreate,
   GroupList,
   GroupPatch,
   IssuedKey,
@@ -53,7 +54,9 @@ export type OperationId =
   | 'getWebhook'
   | 'updateWebhook'
   | 'deleteWebhook'
-  | 'rotateWebhookSecret';
+  | 'rotateWebhookSecret'
+  | 'createGroup'
+  | 'deleteGroup';
 
 export interface QueryParam {
   readonly name: string;
@@ -274,6 +277,17 @@ export const OPERATIONS: readonly Operation[] = [
     refusals: [],
   },
   {
+    id: 'createGroup',
+    method: 'POST',
+    path: '/admin/v1/groups',
+    scope: 'admin',
+    summary: 'Create a group with its models, prices, availability, limits and budget (every replica at once)',
+    body: GroupCreate,
+    status: 201,
+    answer: Group,
+    refusals: [409, 422],
+  },
+  {
     id: 'getGroup',
     method: 'GET',
     path: '/admin/v1/groups/{name}',
@@ -291,6 +305,16 @@ export const OPERATIONS: readonly Operation[] = [
     summary:
       "Change a group's availability, default limits, budget, and its models and their prices (every replica at once)",
     body: GroupPatch,
+    status: 200,
+    answer: Group,
+    refusals: [404, 409],
+  },
+  {
+    id: 'deleteGroup',
+    method: 'DELETE',
+    path: '/admin/v1/groups/{name}',
+    scope: 'admin',
+    summary: 'Remove a group; refused (409 group_has_keys) while keys belong to it',
     status: 200,
     answer: Group,
     refusals: [404, 409],

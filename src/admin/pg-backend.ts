@@ -9,7 +9,7 @@ import { groupView } from './file-backend';
 import { listGroups, setPrice } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
 import type { Budget } from '../store/budget-window';
-import { toLimits, type UsageEntry } from '../store/store';
+import { toLimits, type GroupRecord, type UsageEntry } from '../store/store';
 import type {
   Actor,
   AdminBackend,
@@ -34,7 +34,15 @@ import {
   type TokenView,
   type UsageTotals,
 } from './backend';
-import { AdminRefusal, groupNotFound, keyNotFound, webhookExists, webhookNotFound } from './refusal';
+import {
+  AdminRefusal,
+  groupExists,
+  groupHasKeys,
+  groupNotFound,
+  keyNotFound,
+  webhookExists,
+  webhookNotFound,
+} from './refusal';
 import { CONFIG_WEBHOOK_ID, webhookView, type WebhookChange, type WebhookRecord } from './webhooks';
 import type { Scope, TokenRecord } from './tokens';
 
@@ -748,6 +756,78 @@ export class PgAdminBackend implements AdminBackend {
       };
     });
     return view();
+  }
+
+  async createGroup(g: GroupRecord, actor: Actor): Promise<GroupView> {
+    await this.#write(actor, 'group.create', g.name, async (c) => {
+      try {
+        await c.query(
+          'INSERT INTO modelgate.groups (name, available, limits, budget) VALUES ($1, $2, $3::jsonb, $4::jsonb)',
+          [
+            g.name,
+            g.available,
+            g.limits ? JSON.stringify(toLimits(g.limits)) : null,
+            g.budget ? JSON.stringify(g.budget) : null,
+          ],
+        );
+      } catch (err) {
+        if (sqlState(err) === '23505') throw groupExists(g.name);
+        throw err;
+      }
+      for (const m of g.models.values())
+        await changeModel(c, g.name, {
+          name: m.name,
+          protocols: m.protocols,
+          available: m.available,
+          ...(m.price || m.maxOutputTokens != null
+            ? { price: m.price ?? null, maxOutputTokens: m.maxOutputTokens ?? null }
+            : {}),
+        });
+      const [info] = await listGroups(c, g.name);
+      const after = groupView({
+        name: g.name,
+        available: g.available,
+        limits: toLimits(g.limits),
+        budget: g.budget ?? null,
+        models: new Map(
+          info.models.map((m) => [
+            m.name,
+            { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null },
+          ]),
+        ),
+      });
+      return { result: undefined, before: null, after };
+    });
+    const view = (await this.listGroups()).find((x) => x.name === g.name);
+    if (!view) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(g.name)}`);
+    return view;
+  }
+
+  async deleteGroup(name: string, actor: Actor): Promise<GroupView> {
+    const before = (await this.listGroups()).find((x) => x.name === name);
+    if (!before) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+    return this.#write(actor, 'group.delete', name, async (c) => {
+      const locked = await c.query('SELECT 1 FROM modelgate.groups WHERE name = $1 FOR UPDATE', [name]);
+      if (locked.rowCount === 0)
+        throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+      const { rows } = await c.query<{ id: string }>(
+        'SELECT id FROM modelgate.keys WHERE group_name = $1 ORDER BY id LIMIT 6',
+        [name],
+      );
+      if (rows.length > 0)
+        throw groupHasKeys(
+          name,
+          rows.map((r) => r.id),
+        );
+      try {
+        await c.query('DELETE FROM modelgate.groups WHERE name = $1', [name]);
+      } catch (err) {
+        // A key created meanwhile on another replica: the foreign key refuses.
+        if (sqlState(err) === '23503') throw groupHasKeys(name, []);
+        throw err;
+      }
+      return { result: before, before, after: null };
+    });
   }
 
   async listWebhooks(): Promise<WebhookRecord[]> {

@@ -33,3 +33,12 @@ export const webhookNotFound = (id: string): AdminRefusal =>
   );
 export const webhookExists = (id: string): AdminRefusal =>
   new AdminRefusal(409, 'webhook_exists', `a webhook with id ${JSON.stringify(id)} already exists`);
+export const groupExists = (name: string): AdminRefusal =>
+  new AdminRefusal(409, 'group_exists', `a group named ${JSON.stringify(name)} already exists`, 'PATCH it instead');
+export const groupHasKeys = (name: string, ids: readonly string[]): AdminRefusal =>
+  new AdminRefusal(
+    409,
+    'group_has_keys',
+    `group ${JSON.stringify(name)} still has keys${ids.length > 0 ? ` (${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''})` : ''}`,
+    `move them to another group (PATCH /admin/v1/keys/{id} {"group": ...}) or delete them first; GET /admin/v1/keys?group=${encodeURIComponent(name)} lists them`,
+  );

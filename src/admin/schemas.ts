@@ -4,7 +4,15 @@
  * rule are the config's own (config/schema.ts).
  */
 import { z } from 'zod';
-import { budget, KEY_ID, keyLimits, modelBudgets, modelName as configModelName, price } from '../config/schema';
+import {
+  budget,
+  GROUP_NAME,
+  KEY_ID,
+  keyLimits,
+  modelBudgets,
+  modelName as configModelName,
+  price,
+} from '../config/schema';
 import { PROTOCOLS } from '../store/store';
 import { SCOPES } from './tokens';
 import { RESERVED_WEBHOOK_IDS, webhookUrlProblem } from './webhooks';
@@ -239,6 +247,49 @@ export const GroupModelChange = z
     error: 'remove takes no other field',
   });
 
+/** A model of a group created through the API: its name and, optionally, the rest (the defaults of a new model). */
+export const GroupModelCreate = z.strictObject({
+  name: configModelName.describe('The model name clients send (exact: case and spaces matter).'),
+  protocols: z
+    .array(z.enum(PROTOCOLS))
+    .min(1)
+    .nullable()
+    .optional()
+    .describe('The protocol styles it is served on; null or absent: any.'),
+  available: z.boolean().optional().describe('false: in the group, but its channel is down (default true).'),
+  price: price
+    .nullable()
+    .optional()
+    .describe("Its price per million tokens (the config's schema); null or absent: none (metered, costs nothing)."),
+  maxOutputTokens: z
+    .number()
+    .int()
+    .min(1)
+    .max(100_000_000)
+    .nullable()
+    .optional()
+    .describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
+});
+
+export const GroupCreate = z
+  .strictObject({
+    name: z
+      .string()
+      .regex(GROUP_NAME, { error: 'must be 1-128 characters from A-Z a-z 0-9 . _ @ : -' })
+      .refine((n) => !['__proto__', 'constructor', 'prototype'].includes(n), {
+        error: 'JavaScript reserves this name; choose another',
+      }),
+    available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
+    models: z
+      .array(GroupModelCreate)
+      .max(1000)
+      .refine((ms) => new Set(ms.map((m) => m.name)).size === ms.length, { error: 'a model named twice' })
+      .describe('Its models, in order.'),
+    limits: keyLimits.nullable().optional().describe('The default limits of each key of the group; null: none.'),
+    budget: budgetInput,
+  })
+  .describe("A new group (PostgreSQL; on the file store, kept in modelgate's own state beside the config).");
+
 export const GroupPatch = z
   .strictObject({
     available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
@@ -253,7 +304,9 @@ export const GroupPatch = z
     limits: keyLimits.nullable().optional().describe('The default limits of each key of the group; null: none.'),
     budget: budgetInput,
   })
-  .describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
+  .describe(
+    "Fields to change (PostgreSQL, or a group created through the API on the file store; the config file's groups change there).",
+  );
 
 export const Delivery = z.object({
   webhookId: z.string().describe("The webhook it went to (`config`: the config file's meter.budgetAlerts)."),
