@@ -8,8 +8,9 @@
  *
  * Keys created through the admin API live in modelgate's own state (admin/file-backend.ts), never
  * in the operator's YAML: setManaged() serves them beside the config's (a config key wins an id
- * both hold), and setManagedGroups() its groups beside the config's (a config group wins a name). A rotated key's previous secret is served until its grace ends, as a record of the
- * same id that expires then (so a cached answer cannot outlive the grace either).
+ * both hold), and setManagedGroups() its groups beside the config's (a config group wins a name).
+ * A rotated key's previous secret is served until its grace ends, as a record of the same id that
+ * expires then (so a cached answer cannot outlive the grace either).
  */
 import { FileMeter, type FileMeterOptions } from './file-meter';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from './store';
@@ -62,7 +63,7 @@ export class FileStore implements Store {
     this.#rebuild();
   }
 
-  /** Swaps in the groups of modelgate's own state (created through the admin API) and invalidates every cached entry. */
+  /** Swaps in the groups of modelgate's own state (the admin API's) and invalidates every cached entry. */
   setManagedGroups(groups: ReadonlyMap<string, GroupRecord>): void {
     this.#managedGroups = groups;
     this.#mergeGroups();
