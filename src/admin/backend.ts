@@ -5,9 +5,10 @@
  */
 import type { z } from 'zod';
 import type { Budget } from '../store/budget-window';
-import type { Limits, ModelPrice, Protocol, UsageEntry } from '../store/store';
+import type { GroupRecord, Limits, ModelPrice, Protocol, UsageEntry } from '../store/store';
 import type { AuditEntry, Credit, Group, Key, Token } from './schemas';
 import type { TokenRecord } from './tokens';
+import type { WebhookChange, WebhookRecord } from './webhooks';
 
 export type KeyView = z.infer<typeof Key>;
 export type CreditView = z.infer<typeof Credit>;
@@ -126,6 +127,8 @@ export interface UsageTotals {
  * never the webhook's URL or secret (an error is a code such as `http_500`, `timeout`, `ECONNREFUSED`).
  */
 export interface WebhookDelivery {
+  /** The webhook it went to (`config`: meter.budgetAlerts of the config file). */
+  readonly webhookId: string;
   readonly eventId: string;
   readonly type: string;
   /** Whose budget: `key:<id>`, `group:<name>` or `model:<key id>:<model>`. */
@@ -166,17 +169,44 @@ export interface AdminBackend {
   /** Newest first; `before`: the entries older than the entry of that id. */
   audit(limit: number, before?: string): Promise<AuditView[]>;
   listGroups(): Promise<GroupView[]>;
-  /** Keeps a delivery's latest state (a delivered one stays delivered: another replica may send the same event). */
+  /**
+   * Keeps a delivery's latest state, one per event and webhook (a delivered one stays delivered: another replica may
+   * send the same event).
+   */
   recordDelivery(d: WebhookDelivery): Promise<void>;
-  /** Newest first (created, then event id); `before`: the deliveries older than the one of that event id. */
-  listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]>;
+  /**
+   * Newest first (created, then event id, then webhook id); `before`: the deliveries older than the one of that
+   * cursor (deliveryCursor); `webhookId`: only those to that webhook.
+   */
+  listDeliveries(limit: number, before?: string, webhookId?: string): Promise<WebhookDelivery[]>;
+  /** The webhooks the store keeps (not the config's), their secrets included (for the sender only), by id. */
+  listWebhooks(): Promise<WebhookRecord[]>;
+  createWebhook(w: WebhookRecord, actor: Actor): Promise<WebhookRecord>;
+  updateWebhook(id: string, change: WebhookChange, actor: Actor): Promise<WebhookRecord>;
+  deleteWebhook(id: string, actor: Actor): Promise<WebhookRecord>;
+  /** A new signing secret; the previous one signs nothing more (a retry under way signs with the new one). */
+  rotateWebhookSecret(id: string, secret: string, actor: Actor): Promise<WebhookRecord>;
   updateGroup(name: string, change: GroupChange, actor: Actor): Promise<GroupView>;
+  /** A new group with its models (409 group_exists, or group_in_config on the file store). */
+  createGroup(group: GroupRecord, actor: Actor): Promise<GroupView>;
+  /** Removes a group; 409 group_has_keys while keys belong to it. */
+  deleteGroup(name: string, actor: Actor): Promise<GroupView>;
   close(): Promise<void>;
 }
 
 /** Deliveries kept (the file store: the latest; PostgreSQL: those of the last DELIVERIES_DAYS days). */
 export const DELIVERIES_MAX = 1000;
 export const DELIVERIES_DAYS = 30;
+
+/** A delivery's place in the list, as a page cursor: `<event id>:<webhook id>` (an event id alone: `config`). */
+export function deliveryCursor(d: Pick<WebhookDelivery, 'eventId' | 'webhookId'>): string {
+  return `${d.eventId}:${d.webhookId}`;
+}
+
+export function parseDeliveryCursor(c: string): { eventId: string; webhookId: string } {
+  const at = c.indexOf(':');
+  return at < 0 ? { eventId: c, webhookId: 'config' } : { eventId: c.slice(0, at), webhookId: c.slice(at + 1) };
+}
 
 /** `a` replaced by `b`, the same event's later state: delivered stays delivered. */
 export function laterDelivery(a: WebhookDelivery | undefined, b: WebhookDelivery): WebhookDelivery {

@@ -16,12 +16,20 @@ import { randomUUID } from 'node:crypto';
 import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { isBudget, type Budget } from '../store/budget-window';
 import type { FileStore, ManagedKeyRecord } from '../store/file-store';
-import { toLimits, type Limits, type UsageEntry } from '../store/store';
+import {
+  toLimits,
+  type GroupRecord,
+  type Limits,
+  type ModelPrice,
+  type Protocol,
+  type UsageEntry,
+} from '../store/store';
 import type {
   Actor,
   AdminBackend,
   AuditView,
   CreditView,
+  GroupChange,
   GroupView,
   KeyChange,
   KeyView,
@@ -30,7 +38,9 @@ import type {
   WebhookDelivery,
 } from './backend';
 import {
+  deliveryCursor,
   DELIVERIES_MAX,
+  parseDeliveryCursor,
   laterDelivery,
   isoTime,
   mergeModelBudgets,
@@ -40,8 +50,17 @@ import {
   type TokenView,
   type UsageTotals,
 } from './backend';
-import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
+import {
+  AdminRefusal,
+  groupExists,
+  groupHasKeys,
+  groupNotFound,
+  keyNotFound,
+  webhookExists,
+  webhookNotFound,
+} from './refusal';
 import { SCOPES, type TokenRecord } from './tokens';
+import { changedWebhook, CONFIG_WEBHOOK_ID, webhookView, type WebhookChange, type WebhookRecord } from './webhooks';
 
 /** Audit entries kept in the state file (the oldest are dropped past it). */
 const AUDIT_MAX = 10_000;
@@ -72,8 +91,56 @@ interface AdminState {
   keys: StoredKey[];
   credits: Record<string, CreditView>;
   audit: AuditView[];
-  /** Budget alert deliveries, oldest first (absent in a state written before them). */
+  /** Budget alert deliveries, oldest first (absent in a state written before them; webhookId absent: config). */
   deliveries?: WebhookDelivery[];
+  /** Webhooks created through the API, their secrets included (absent in a state written before them). */
+  webhooks?: WebhookRecord[];
+  /** Groups created through the API (absent in a state written before them). */
+  groups?: StoredGroup[];
+}
+
+interface StoredModel {
+  name: string;
+  protocols: Protocol[] | null;
+  available: boolean;
+  price: ModelPrice | null;
+  maxOutputTokens: number | null;
+}
+
+interface StoredGroup {
+  name: string;
+  available: boolean;
+  models: StoredModel[];
+  limits: Limits | null;
+  budget: Budget | null;
+  createdAt: number;
+}
+
+function groupRecord(g: StoredGroup): GroupRecord {
+  return {
+    name: g.name,
+    available: g.available,
+    models: new Map(g.models.map((m) => [m.name, { ...m }])),
+    limits: toLimits(g.limits),
+    budget: g.budget,
+  };
+}
+
+function storedGroup(g: GroupRecord, createdAt: number): StoredGroup {
+  return {
+    name: g.name,
+    available: g.available,
+    models: [...g.models.values()].map((m) => ({
+      name: m.name,
+      protocols: m.protocols === null ? null : [...m.protocols],
+      available: m.available,
+      price: m.price ?? null,
+      maxOutputTokens: m.maxOutputTokens ?? null,
+    })),
+    limits: g.limits ?? null,
+    budget: g.budget ?? null,
+    createdAt,
+  };
 }
 
 const empty = (): AdminState => ({ version: 1, tokens: [], keys: [], credits: {}, audit: [] });
@@ -120,6 +187,39 @@ export function readAdminState(path: string): AdminState {
     )
   )
     throw bad('deliveries is not a list of deliveries');
+  if (
+    d.webhooks !== undefined &&
+    !(
+      Array.isArray(d.webhooks) &&
+      d.webhooks.every(
+        (w) =>
+          typeof w?.id === 'string' &&
+          typeof w.url === 'string' &&
+          typeof w.secret === 'string' &&
+          Array.isArray(w.thresholds) &&
+          w.thresholds.every((t) => typeof t === 'number' && Number.isFinite(t)) &&
+          (w.subjects === null || (Array.isArray(w.subjects) && w.subjects.every((x) => typeof x === 'string'))) &&
+          typeof w.enabled === 'boolean',
+      )
+    )
+  )
+    throw bad('webhooks is not a list of webhooks');
+  if (
+    d.groups !== undefined &&
+    !(
+      Array.isArray(d.groups) &&
+      d.groups.every(
+        (g) =>
+          typeof g?.name === 'string' &&
+          typeof g.available === 'boolean' &&
+          Array.isArray(g.models) &&
+          g.models.every((m) => typeof m?.name === 'string' && typeof m.available === 'boolean') &&
+          (g.budget == null || isBudget(g.budget)),
+      )
+    )
+  )
+    throw bad('groups is not a list of groups');
+  for (const x of d.deliveries ?? []) (x as { webhookId?: string }).webhookId ??= CONFIG_WEBHOOK_ID;
   for (const t of d.tokens)
     if (!(SCOPES as readonly string[]).includes(t.scope) || !/^[0-9a-f]{64}$/.test(t.sha256))
       throw bad(`token ${JSON.stringify(t.id)} is not usable`);
@@ -253,6 +353,7 @@ export class FileAdminBackend implements AdminBackend {
 
   /** Hands the keys to the FileStore (the Check sees them at once). */
   #publish(): void {
+    this.store.setManagedGroups(new Map((this.#state.groups ?? []).map((g) => [g.name, groupRecord(g)])));
     this.store.setManaged(
       this.#state.keys.map((k): ManagedKeyRecord => {
         const limits = toLimits(k.limits);
@@ -562,23 +663,86 @@ export class FileAdminBackend implements AdminBackend {
   async recordDelivery(d: WebhookDelivery): Promise<void> {
     const s = this.#fresh();
     const list = (s.deliveries ??= []);
-    const at = list.findIndex((x) => x.eventId === d.eventId);
+    const at = list.findIndex((x) => x.eventId === d.eventId && x.webhookId === d.webhookId);
     if (at >= 0) list[at] = laterDelivery(list[at], d);
     else list.push(d);
     if (list.length > DELIVERIES_MAX) list.splice(0, list.length - DELIVERIES_MAX);
     this.#save();
   }
 
-  async listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]> {
-    const list = [...(this.#fresh().deliveries ?? [])].sort(newerDelivery);
-    const from = before === undefined ? 0 : list.findIndex((x) => x.eventId === before) + 1;
-    return from <= 0 && before !== undefined ? [] : list.slice(from, from + limit);
+  async listDeliveries(limit: number, before?: string, webhookId?: string): Promise<WebhookDelivery[]> {
+    const list = (this.#fresh().deliveries ?? [])
+      .filter((x) => webhookId === undefined || x.webhookId === webhookId)
+      .sort(newerDelivery);
+    if (before === undefined) return list.slice(0, limit);
+    const c = parseDeliveryCursor(before);
+    const from = list.findIndex((x) => deliveryCursor(x) === deliveryCursor(c)) + 1;
+    return from <= 0 ? [] : list.slice(from, from + limit);
   }
 
-  async updateGroup(name: string): Promise<GroupView> {
-    if (!this.store.groups().has(name))
-      throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
-    throw new AdminRefusal(
+  #webhookInConfig(id: string): AdminRefusal {
+    return new AdminRefusal(
+      409,
+      'webhook_in_config',
+      `webhook ${JSON.stringify(id)} is meter.budgetAlerts of ${this.opts.configPath}`,
+      `change it in ${this.opts.configPath} (read at start); or create a webhook through the API`,
+    );
+  }
+
+  #webhook(id: string): WebhookRecord {
+    if (id === CONFIG_WEBHOOK_ID) throw this.#webhookInConfig(id);
+    const w = (this.#fresh().webhooks ?? []).find((x) => x.id === id);
+    if (!w) throw webhookNotFound(id);
+    return w;
+  }
+
+  #replaceWebhook(id: string, w: WebhookRecord | null): void {
+    const s = this.#state;
+    s.webhooks = (s.webhooks ?? []).flatMap((x) => (x.id !== id ? [x] : w ? [w] : []));
+  }
+
+  async listWebhooks(): Promise<WebhookRecord[]> {
+    return [...(this.#fresh().webhooks ?? [])].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  async createWebhook(w: WebhookRecord, actor: Actor): Promise<WebhookRecord> {
+    const s = this.#fresh();
+    if (w.id === CONFIG_WEBHOOK_ID) throw this.#webhookInConfig(w.id);
+    if ((s.webhooks ?? []).some((x) => x.id === w.id)) throw webhookExists(w.id);
+    (s.webhooks ??= []).push(w);
+    this.#audit(actor, 'webhook.create', w.id, null, webhookView(w));
+    this.#save();
+    return w;
+  }
+
+  async updateWebhook(id: string, c: WebhookChange, actor: Actor): Promise<WebhookRecord> {
+    const w = this.#webhook(id);
+    const after = changedWebhook(w, c);
+    this.#replaceWebhook(id, after);
+    this.#audit(actor, 'webhook.update', id, webhookView(w), webhookView(after));
+    this.#save();
+    return after;
+  }
+
+  async deleteWebhook(id: string, actor: Actor): Promise<WebhookRecord> {
+    const w = this.#webhook(id);
+    this.#replaceWebhook(id, null);
+    this.#audit(actor, 'webhook.delete', id, webhookView(w), null);
+    this.#save();
+    return w;
+  }
+
+  async rotateWebhookSecret(id: string, secret: string, actor: Actor): Promise<WebhookRecord> {
+    const w = this.#webhook(id);
+    const after: WebhookRecord = { ...w, secret, secretRotatedAt: this.#now() };
+    this.#replaceWebhook(id, after);
+    this.#audit(actor, 'webhook.rotate-secret', id, webhookView(w), webhookView(after));
+    this.#save();
+    return after;
+  }
+
+  #groupInConfig(name: string): AdminRefusal {
+    return new AdminRefusal(
       409,
       'group_in_config',
       `group ${JSON.stringify(name)} is defined in ${this.opts.configPath}`,
@@ -586,22 +750,83 @@ export class FileAdminBackend implements AdminBackend {
     );
   }
 
+  #group(name: string): StoredGroup {
+    if (this.store.configGroupNames().has(name)) throw this.#groupInConfig(name);
+    const g = (this.#fresh().groups ?? []).find((x) => x.name === name);
+    if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+    return g;
+  }
+
+  async updateGroup(name: string, c: GroupChange, actor: Actor): Promise<GroupView> {
+    const g = this.#group(name);
+    const before = groupView(groupRecord(g));
+    if (c.available !== undefined) g.available = c.available;
+    if (c.limits !== undefined) g.limits = c.limits;
+    if (c.budget !== undefined) g.budget = c.budget;
+    for (const m of c.models ?? []) {
+      const at = g.models.findIndex((x) => x.name === m.name);
+      if (m.remove) {
+        if (at < 0) {
+          this.#state = readAdminState(this.opts.path);
+          throw new AdminRefusal(
+            422,
+            'model_not_in_group',
+            `group ${JSON.stringify(name)} has no model ${JSON.stringify(m.name)} to remove`,
+          );
+        }
+        g.models.splice(at, 1);
+        continue;
+      }
+      const old = at >= 0 ? g.models[at] : undefined;
+      const next: StoredModel = {
+        name: m.name,
+        protocols:
+          m.protocols !== undefined ? (m.protocols === null ? null : [...m.protocols]) : (old?.protocols ?? null),
+        available: m.available ?? old?.available ?? true,
+        price: m.price !== undefined ? m.price : (old?.price ?? null),
+        maxOutputTokens: m.maxOutputTokens !== undefined ? m.maxOutputTokens : (old?.maxOutputTokens ?? null),
+      };
+      if (at >= 0) g.models[at] = next;
+      else g.models.push(next);
+    }
+    const after = groupView(groupRecord(g));
+    this.#audit(actor, 'group.update', name, before, after);
+    this.#save();
+    return after;
+  }
+
+  async createGroup(group: GroupRecord, actor: Actor): Promise<GroupView> {
+    const s = this.#fresh();
+    if (this.store.configGroupNames().has(group.name)) throw this.#groupInConfig(group.name);
+    if ((s.groups ?? []).some((g) => g.name === group.name)) throw groupExists(group.name);
+    const stored = storedGroup(group, this.#now());
+    (s.groups ??= []).push(stored);
+    const view = groupView(groupRecord(stored));
+    this.#audit(actor, 'group.create', group.name, null, view);
+    this.#save();
+    return view;
+  }
+
+  async deleteGroup(name: string, actor: Actor): Promise<GroupView> {
+    const g = this.#group(name);
+    const ids = this.#state.keys.filter((k) => k.group === name).map((k) => k.id);
+    if (ids.length > 0) throw groupHasKeys(name, ids.sort());
+    const before = groupView(groupRecord(g));
+    this.#state.groups = (this.#state.groups ?? []).filter((x) => x !== g);
+    this.#audit(actor, 'group.delete', name, before, null);
+    this.#save();
+    return before;
+  }
+
   async close(): Promise<void> {
     clearInterval(this.#timer);
   }
 }
 
-/** Newest first: by creation time, then by event id, both descending. */
+/** Newest first: by creation time, then by event id, then by webhook id, all descending. */
 export function newerDelivery(a: WebhookDelivery, b: WebhookDelivery): number {
-  return a.createdAt < b.createdAt
-    ? 1
-    : a.createdAt > b.createdAt
-      ? -1
-      : a.eventId < b.eventId
-        ? 1
-        : a.eventId > b.eventId
-          ? -1
-          : 0;
+  const desc = (x: string, y: string): number => (x < y ? 1 : x > y ? -1 : 0);
+  return desc(a.createdAt, b.createdAt) || desc(a.eventId, b.eventId) || desc(a.webhookId, b.webhookId);
 }
 
 /** The totals of some usage entries. */

@@ -10,13 +10,32 @@ import { z } from 'zod';
 import { generateKey, hashKey, KEY_PREFIX } from '../contract/key-format';
 import type { UsageEntry } from '../store/store';
 import type { Actor, AdminBackend, KeyChange } from './backend';
-import { isoTime, mergeModelBudgets, tokenView } from './backend';
+import { deliveryCursor, isoTime, mergeModelBudgets, tokenView } from './backend';
 import { toModelPrice } from '../config/load';
 import { FailureLimit } from './failures';
 import { openApiText } from './openapi';
 import { OPERATIONS, type Operation } from './operations';
-import { AdminRefusal, keyNotFound } from './refusal';
-import { CreditCreate, GroupPatch, KeyCreate, KeyPatch, Rotate, TokenCreate } from './schemas';
+import { AdminRefusal, keyNotFound, webhookNotFound } from './refusal';
+import {
+  CreditCreate,
+  GroupCreate,
+  GroupPatch,
+  KeyCreate,
+  KeyPatch,
+  Rotate,
+  TokenCreate,
+  WebhookCreate,
+  WebhookPatch,
+} from './schemas';
+import {
+  CONFIG_WEBHOOK_ID,
+  configWebhookView,
+  DEFAULT_WEBHOOK_THRESHOLDS,
+  defaultWebhookId,
+  generateWebhookSecret,
+  webhookView,
+  type WebhookView,
+} from './webhooks';
 import {
   defaultTokenId,
   generateToken,
@@ -43,6 +62,12 @@ export interface AdminApiOptions {
   readonly now?: () => number;
   /** Tokens defined in the config file (`adminTokens`), read at each request so a reload applies. */
   readonly configTokens?: () => readonly { readonly id: string; readonly sha256: string; readonly scope: Scope }[];
+  /** The config file's webhook (meter.budgetAlerts), shown read only as the webhook `config`. */
+  readonly configWebhook?: () => { readonly url: string; readonly thresholds: readonly number[] } | null;
+  /** The config file, named in the hint of a refused write to its webhook. */
+  readonly configFile?: string;
+  /** Called after a webhook is created, changed or removed here (the sender re-reads its thresholds at once). */
+  readonly onWebhooksChanged?: () => void;
   /** Failed authentications an address may make per window (default 20 per minute). */
   readonly failures?: { readonly max: number; readonly windowMs: number };
 }
@@ -106,7 +131,10 @@ export function createAdminHandler(
         return refuse(auth.refusal, { 'www-authenticate': 'Bearer realm="modelgate-admin"' });
       }
       const token = auth.token;
-      const matches = routes.filter((r) => r.pattern.test(url.pathname));
+      // A literal path wins over a template (/webhooks/deliveries is not the webhook `deliveries`).
+      const all = routes.filter((r) => r.pattern.test(url.pathname));
+      const literal = all.filter((r) => !r.op.path.includes('{'));
+      const matches = literal.length > 0 ? literal : all;
       if (matches.length === 0)
         return refuse(
           new AdminRefusal(
@@ -149,8 +177,11 @@ export function createAdminHandler(
         actor,
         now,
         configTokens,
+        configWebhook: o.configWebhook?.() ?? null,
+        configFile: o.configFile ?? 'the config file',
         header: (n) => header(req, n),
       });
+      if (op.method !== 'GET' && /Webhook/.test(op.id)) o.onWebhooksChanged?.();
       if (op.method !== 'GET')
         o.logger.info(
           { tokenId: token.id, operation: op.id, target: param || undefined, requestId, address },
@@ -342,7 +373,32 @@ interface Ctx {
   readonly actor: Actor;
   readonly now: () => number;
   readonly configTokens: readonly { readonly id: string; readonly scope: Scope }[];
+  readonly configWebhook: { readonly url: string; readonly thresholds: readonly number[] } | null;
+  readonly configFile: string;
   header(name: string): string | undefined;
+}
+
+const webhookInConfig = (id: string, file: string): AdminRefusal =>
+  new AdminRefusal(
+    409,
+    'webhook_in_config',
+    `webhook ${JSON.stringify(id)} is meter.budgetAlerts of ${file}`,
+    `change meter.budgetAlerts in ${file} (read at start); or create a webhook through the API`,
+  );
+
+async function findWebhook(c: Ctx): Promise<WebhookView> {
+  if (c.param === CONFIG_WEBHOOK_ID && c.configWebhook) return configWebhookView(c.configWebhook);
+  const w = (await c.backend.listWebhooks()).find((x) => x.id === c.param);
+  if (!w) throw webhookNotFound(c.param);
+  return webhookView(w);
+}
+
+/** A write to the config's webhook is refused before the store is asked. */
+function writableWebhook(c: Ctx): void {
+  if (c.param === CONFIG_WEBHOOK_ID) {
+    if (c.configWebhook) throw webhookInConfig(c.param, c.configFile);
+    throw webhookNotFound(c.param);
+  }
 }
 
 const usageView = (e: UsageEntry) => ({
@@ -467,8 +523,48 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
     case 'listWebhookDeliveries': {
       const cursor = c.query.get('cursor') ?? undefined;
       const limit = limitParam(c.query);
-      const deliveries = await b.listDeliveries(limit, cursor);
-      return { deliveries, nextCursor: deliveries.length === limit ? deliveries.at(-1)!.eventId : null };
+      const deliveries = await b.listDeliveries(limit, cursor, c.query.get('webhookId') ?? undefined);
+      return { deliveries, nextCursor: deliveries.length === limit ? deliveryCursor(deliveries.at(-1)!) : null };
+    }
+    case 'listWebhooks': {
+      const fromConfig = c.configWebhook ? [configWebhookView(c.configWebhook)] : [];
+      return { webhooks: [...fromConfig, ...(await b.listWebhooks()).map(webhookView)] };
+    }
+    case 'getWebhook':
+      return findWebhook(c);
+    case 'createWebhook': {
+      const v = parse(WebhookCreate, c.body);
+      const id = v.id ?? defaultWebhookId();
+      const secret = generateWebhookSecret();
+      const at = c.now();
+      const made = await b.createWebhook(
+        {
+          id,
+          url: v.url,
+          secret,
+          thresholds: v.thresholds ?? [...DEFAULT_WEBHOOK_THRESHOLDS],
+          subjects: v.subjects ?? null,
+          enabled: v.enabled ?? true,
+          description: v.description ?? null,
+          createdAt: at,
+          secretRotatedAt: at,
+        },
+        c.actor,
+      );
+      return { webhook: webhookView(made), secret };
+    }
+    case 'updateWebhook': {
+      writableWebhook(c);
+      const v = parse(WebhookPatch, c.body);
+      return webhookView(await b.updateWebhook(c.param, v, c.actor));
+    }
+    case 'deleteWebhook':
+      writableWebhook(c);
+      return webhookView(await b.deleteWebhook(c.param, c.actor));
+    case 'rotateWebhookSecret': {
+      writableWebhook(c);
+      const secret = generateWebhookSecret();
+      return { webhook: webhookView(await b.rotateWebhookSecret(c.param, secret, c.actor)), secret };
     }
     case 'listTokens': {
       const fromConfig = c.configTokens.map((t) => ({
@@ -532,6 +628,32 @@ async function run(op: Operation, c: Ctx): Promise<unknown> {
         c.actor,
       );
     }
+    case 'createGroup': {
+      const v = parse(GroupCreate, c.body);
+      return b.createGroup(
+        {
+          name: v.name,
+          available: v.available ?? true,
+          models: new Map(
+            v.models.map((m) => [
+              m.name,
+              {
+                name: m.name,
+                protocols: m.protocols ?? null,
+                available: m.available ?? true,
+                price: m.price ? toModelPrice(m.price) : null,
+                maxOutputTokens: m.maxOutputTokens ?? null,
+              },
+            ]),
+          ),
+          limits: v.limits ?? null,
+          budget: v.budget ?? null,
+        },
+        c.actor,
+      );
+    }
+    case 'deleteGroup':
+      return b.deleteGroup(c.param, c.actor);
     case 'getGroup': {
       const g = (await b.listGroups()).find((x) => x.name === c.param);
       if (!g) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(c.param)}`);

@@ -14,6 +14,7 @@ import {
   Delivery,
   DeliveryList,
   Group,
+  GroupCreate,
   GroupList,
   GroupModel,
   GroupPatch,
@@ -29,6 +30,11 @@ import {
   TokenList,
   Usage,
   UsageEntry,
+  IssuedWebhook,
+  Webhook,
+  WebhookCreate,
+  WebhookList,
+  WebhookPatch,
 } from './schemas';
 
 const REF = (id: string): string => `#/components/schemas/${id}`;
@@ -38,7 +44,17 @@ type Json = Record<string, unknown>;
 /** The component schemas: request bodies as zod reads them (input), answers as they are written (output). */
 function components(): Record<string, Json> {
   const requests = z.registry<{ id: string }>();
-  for (const [id, s] of Object.entries({ KeyCreate, KeyPatch, Rotate, CreditCreate, GroupPatch, TokenCreate }))
+  for (const [id, s] of Object.entries({
+    KeyCreate,
+    KeyPatch,
+    Rotate,
+    CreditCreate,
+    GroupPatch,
+    GroupCreate,
+    TokenCreate,
+    WebhookCreate,
+    WebhookPatch,
+  }))
     requests.add(s, { id });
   const answers = z.registry<{ id: string }>();
   for (const [id, s] of Object.entries({
@@ -58,6 +74,9 @@ function components(): Record<string, Json> {
     IssuedToken,
     Delivery,
     DeliveryList,
+    Webhook,
+    WebhookList,
+    IssuedWebhook,
     Error: ApiError,
   }))
     answers.add(s, { id });
@@ -86,7 +105,7 @@ const REASON_TEXT: Record<number, string> = {
   401: 'No management token, or not a valid one (a model key is not one)',
   403: "The token's scope does not allow this",
   404: 'Not found',
-  409: 'Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit)',
+  409: 'Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys)',
   415: 'Not application/json',
   422: 'A field or parameter is not valid',
   429: 'Too many failed attempts from this address',
@@ -100,6 +119,7 @@ function operation(op: Operation): Json {
     Rotate,
     CreditCreate,
     GroupPatch,
+    GroupCreate,
     TokenCreate,
     IssuedToken,
     Key,
@@ -113,6 +133,11 @@ function operation(op: Operation): Json {
     Token,
     TokenList,
     DeliveryList,
+    WebhookCreate,
+    WebhookPatch,
+    Webhook,
+    WebhookList,
+    IssuedWebhook,
   };
   const pathParam = /\{(\w+)\}/.exec(op.path)?.[1];
   const parameters = [

@@ -10,6 +10,7 @@ import {
   CreditCreate,
   DeliveryList,
   Group,
+  GroupCreate,
   GroupList,
   GroupPatch,
   IssuedKey,
@@ -23,6 +24,11 @@ import {
   TokenCreate,
   TokenList,
   Usage,
+  IssuedWebhook,
+  Webhook,
+  WebhookCreate,
+  WebhookList,
+  WebhookPatch,
 } from './schemas';
 import type { Scope } from './tokens';
 
@@ -42,7 +48,15 @@ export type OperationId =
   | 'createToken'
   | 'deleteToken'
   | 'updateGroup'
-  | 'listWebhookDeliveries';
+  | 'listWebhookDeliveries'
+  | 'listWebhooks'
+  | 'createWebhook'
+  | 'getWebhook'
+  | 'updateWebhook'
+  | 'deleteWebhook'
+  | 'rotateWebhookSecret'
+  | 'createGroup'
+  | 'deleteGroup';
 
 export interface QueryParam {
   readonly name: string;
@@ -180,14 +194,77 @@ export const OPERATIONS: readonly Operation[] = [
     method: 'GET',
     path: '/admin/v1/webhooks/deliveries',
     scope: 'read',
-    summary: 'Budget alert deliveries to the webhook, newest first: status, attempts, last error',
+    summary: 'Budget alert deliveries to the webhooks, newest first: status, attempts, last error',
     query: [
+      { name: 'webhookId', description: 'Only the deliveries to this webhook.', type: 'string' },
       { name: 'limit', description: 'At most this many deliveries (1-1000, default 100).', type: 'integer' },
       { name: 'cursor', description: 'The nextCursor of the page before.', type: 'string' },
     ],
     status: 200,
     answer: DeliveryList,
     refusals: [422],
+  },
+  {
+    id: 'listWebhooks',
+    method: 'GET',
+    path: '/admin/v1/webhooks',
+    scope: 'read',
+    summary: "Webhooks of budget alerts (never their secrets or query strings), the config file's included",
+    status: 200,
+    answer: WebhookList,
+    refusals: [],
+  },
+  {
+    id: 'createWebhook',
+    method: 'POST',
+    path: '/admin/v1/webhooks',
+    scope: 'admin',
+    summary: 'Create a webhook of budget alerts; its signing secret is in this answer only',
+    body: WebhookCreate,
+    status: 201,
+    answer: IssuedWebhook,
+    refusals: [409],
+  },
+  {
+    id: 'getWebhook',
+    method: 'GET',
+    path: '/admin/v1/webhooks/{id}',
+    scope: 'read',
+    summary: 'A webhook',
+    status: 200,
+    answer: Webhook,
+    refusals: [404],
+  },
+  {
+    id: 'updateWebhook',
+    method: 'PATCH',
+    path: '/admin/v1/webhooks/{id}',
+    scope: 'admin',
+    summary: 'Change a webhook (URL, thresholds, budgets watched, enabled): every replica sends by it at once',
+    body: WebhookPatch,
+    status: 200,
+    answer: Webhook,
+    refusals: [404, 409],
+  },
+  {
+    id: 'deleteWebhook',
+    method: 'DELETE',
+    path: '/admin/v1/webhooks/{id}',
+    scope: 'admin',
+    summary: 'Remove a webhook: nothing more is sent to it, retries included',
+    status: 200,
+    answer: Webhook,
+    refusals: [404, 409],
+  },
+  {
+    id: 'rotateWebhookSecret',
+    method: 'POST',
+    path: '/admin/v1/webhooks/{id}/rotate-secret',
+    scope: 'admin',
+    summary: 'A new signing secret for a webhook, in this answer only; the previous one signs nothing more',
+    status: 200,
+    answer: IssuedWebhook,
+    refusals: [404, 409],
   },
   {
     id: 'listGroups',
@@ -198,6 +275,17 @@ export const OPERATIONS: readonly Operation[] = [
     status: 200,
     answer: GroupList,
     refusals: [],
+  },
+  {
+    id: 'createGroup',
+    method: 'POST',
+    path: '/admin/v1/groups',
+    scope: 'admin',
+    summary: 'Create a group with its models, prices, availability, limits and budget (every replica at once)',
+    body: GroupCreate,
+    status: 201,
+    answer: Group,
+    refusals: [409, 422],
   },
   {
     id: 'getGroup',
@@ -217,6 +305,16 @@ export const OPERATIONS: readonly Operation[] = [
     summary:
       "Change a group's availability, default limits, budget, and its models and their prices (every replica at once)",
     body: GroupPatch,
+    status: 200,
+    answer: Group,
+    refusals: [404, 409],
+  },
+  {
+    id: 'deleteGroup',
+    method: 'DELETE',
+    path: '/admin/v1/groups/{name}',
+    scope: 'admin',
+    summary: 'Remove a group; refused (409 group_has_keys) while keys belong to it',
     status: 200,
     answer: Group,
     refusals: [404, 409],

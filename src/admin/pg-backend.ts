@@ -9,7 +9,7 @@ import { groupView } from './file-backend';
 import { listGroups, setPrice } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
 import type { Budget } from '../store/budget-window';
-import { toLimits, type UsageEntry } from '../store/store';
+import { toLimits, type GroupRecord, type UsageEntry } from '../store/store';
 import type {
   Actor,
   AdminBackend,
@@ -26,6 +26,7 @@ import type {
 } from './backend';
 import {
   DELIVERIES_DAYS,
+  parseDeliveryCursor,
   isoTime,
   mergeModelBudgets,
   modelBudgetsView,
@@ -33,8 +34,51 @@ import {
   type TokenView,
   type UsageTotals,
 } from './backend';
-import { AdminRefusal, groupNotFound, keyNotFound } from './refusal';
+import {
+  AdminRefusal,
+  groupExists,
+  groupHasKeys,
+  groupNotFound,
+  keyNotFound,
+  webhookExists,
+  webhookNotFound,
+} from './refusal';
+import { CONFIG_WEBHOOK_ID, webhookView, type WebhookChange, type WebhookRecord } from './webhooks';
 import type { Scope, TokenRecord } from './tokens';
+
+const WEBHOOK_COLUMNS = 'id, url, secret, thresholds, subjects, enabled, description, created_at, secret_rotated_at';
+
+interface WebhookRow {
+  id: string;
+  url: string;
+  secret: string;
+  thresholds: number[];
+  subjects: string[] | null;
+  enabled: boolean;
+  description: string | null;
+  created_at: Date;
+  secret_rotated_at: Date;
+}
+
+const webhookRecord = (r: WebhookRow): WebhookRecord => ({
+  id: r.id,
+  url: r.url,
+  secret: r.secret,
+  thresholds: r.thresholds,
+  subjects: r.subjects,
+  enabled: r.enabled,
+  description: r.description,
+  createdAt: r.created_at.getTime(),
+  secretRotatedAt: r.secret_rotated_at.getTime(),
+});
+
+const webhookInConfig = (id: string): AdminRefusal =>
+  new AdminRefusal(
+    409,
+    'webhook_in_config',
+    `webhook ${JSON.stringify(id)} is meter.budgetAlerts of the config file`,
+    'change it in the config file (read at start); or create a webhook through the API',
+  );
 
 const KEY_COLUMNS = `id, group_name, balance::float8 AS balance, disabled, expires_at, limits, budget, model_budgets, metadata, created_at, previous_until`;
 
@@ -593,9 +637,9 @@ export class PgAdminBackend implements AdminBackend {
   async recordDelivery(d: WebhookDelivery): Promise<void> {
     // A delivered event stays delivered (another replica may send the same event id); the first creation time is kept.
     await this.#query(
-      `INSERT INTO modelgate.webhook_deliveries AS w (event_id, type, subject, threshold, status, attempts, last_status, last_error, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-       ON CONFLICT (event_id) DO UPDATE SET
+      `INSERT INTO modelgate.webhook_deliveries AS w (event_id, type, subject, threshold, status, attempts, last_status, last_error, created_at, updated_at, webhook_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+       ON CONFLICT (event_id, webhook_id) DO UPDATE SET
          status = CASE WHEN w.status = 'delivered' THEN w.status ELSE EXCLUDED.status END,
          attempts = CASE WHEN w.status = 'delivered' THEN w.attempts ELSE EXCLUDED.attempts END,
          last_status = CASE WHEN w.status = 'delivered' THEN w.last_status ELSE EXCLUDED.last_status END,
@@ -612,6 +656,7 @@ export class PgAdminBackend implements AdminBackend {
         d.lastError,
         new Date(d.createdAt),
         new Date(d.updatedAt),
+        d.webhookId,
       ],
     );
     if (d.attempts === 0)
@@ -620,8 +665,10 @@ export class PgAdminBackend implements AdminBackend {
       );
   }
 
-  async listDeliveries(limit: number, before?: string): Promise<WebhookDelivery[]> {
+  async listDeliveries(limit: number, before?: string, webhookId?: string): Promise<WebhookDelivery[]> {
+    const c = before === undefined ? null : parseDeliveryCursor(before);
     const { rows } = await this.#query<{
+      webhook_id: string;
       event_id: string;
       type: string;
       subject: string;
@@ -633,12 +680,15 @@ export class PgAdminBackend implements AdminBackend {
       created_at: Date;
       updated_at: Date;
     }>(
-      `SELECT event_id, type, subject, threshold::float8 AS threshold, status, attempts, last_status, last_error, created_at, updated_at FROM modelgate.webhook_deliveries
-       WHERE $1::text IS NULL OR (created_at, event_id) < (SELECT created_at, event_id FROM modelgate.webhook_deliveries WHERE event_id = $1)
-       ORDER BY created_at DESC, event_id DESC LIMIT $2`,
-      [before ?? null, limit],
+      `SELECT webhook_id, event_id, type, subject, threshold::float8 AS threshold, status, attempts, last_status, last_error, created_at, updated_at
+       FROM modelgate.webhook_deliveries d
+       WHERE ($3::text IS NULL OR d.webhook_id = $3) AND ($1::text IS NULL OR (created_at, event_id, webhook_id) <
+         (SELECT created_at, event_id, webhook_id FROM modelgate.webhook_deliveries WHERE event_id = $1 AND webhook_id = $4))
+       ORDER BY created_at DESC, event_id DESC, webhook_id DESC LIMIT $2`,
+      [c?.eventId ?? null, limit, webhookId ?? null, c?.webhookId ?? null],
     );
     return rows.map((r) => ({
+      webhookId: r.webhook_id,
       eventId: r.event_id,
       type: r.type,
       subject: r.subject,
@@ -706,6 +756,167 @@ export class PgAdminBackend implements AdminBackend {
       };
     });
     return view();
+  }
+
+  async createGroup(g: GroupRecord, actor: Actor): Promise<GroupView> {
+    await this.#write(actor, 'group.create', g.name, async (c) => {
+      try {
+        await c.query(
+          'INSERT INTO modelgate.groups (name, available, limits, budget) VALUES ($1, $2, $3::jsonb, $4::jsonb)',
+          [
+            g.name,
+            g.available,
+            g.limits ? JSON.stringify(toLimits(g.limits)) : null,
+            g.budget ? JSON.stringify(g.budget) : null,
+          ],
+        );
+      } catch (err) {
+        if (sqlState(err) === '23505') throw groupExists(g.name);
+        throw err;
+      }
+      for (const m of g.models.values())
+        await changeModel(c, g.name, {
+          name: m.name,
+          protocols: m.protocols,
+          available: m.available,
+          ...(m.price || m.maxOutputTokens != null
+            ? { price: m.price ?? null, maxOutputTokens: m.maxOutputTokens ?? null }
+            : {}),
+        });
+      const [info] = await listGroups(c, g.name);
+      const after = groupView({
+        name: g.name,
+        available: g.available,
+        limits: toLimits(g.limits),
+        budget: g.budget ?? null,
+        models: new Map(
+          info.models.map((m) => [
+            m.name,
+            { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null },
+          ]),
+        ),
+      });
+      return { result: undefined, before: null, after };
+    });
+    const view = (await this.listGroups()).find((x) => x.name === g.name);
+    if (!view) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(g.name)}`);
+    return view;
+  }
+
+  async deleteGroup(name: string, actor: Actor): Promise<GroupView> {
+    const before = (await this.listGroups()).find((x) => x.name === name);
+    if (!before) throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+    return this.#write(actor, 'group.delete', name, async (c) => {
+      const locked = await c.query('SELECT 1 FROM modelgate.groups WHERE name = $1 FOR UPDATE', [name]);
+      if (locked.rowCount === 0)
+        throw new AdminRefusal(404, 'group_not_found', `no group named ${JSON.stringify(name)}`);
+      const { rows } = await c.query<{ id: string }>(
+        'SELECT id FROM modelgate.keys WHERE group_name = $1 ORDER BY id LIMIT 6',
+        [name],
+      );
+      if (rows.length > 0)
+        throw groupHasKeys(
+          name,
+          rows.map((r) => r.id),
+        );
+      try {
+        await c.query('DELETE FROM modelgate.groups WHERE name = $1', [name]);
+      } catch (err) {
+        // A key created meanwhile on another replica: the foreign key refuses.
+        if (sqlState(err) === '23503') throw groupHasKeys(name, []);
+        throw err;
+      }
+      return { result: before, before, after: null };
+    });
+  }
+
+  async listWebhooks(): Promise<WebhookRecord[]> {
+    const { rows } = await this.#query<WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM modelgate.webhooks ORDER BY id`);
+    return rows.map(webhookRecord);
+  }
+
+  async createWebhook(w: WebhookRecord, actor: Actor): Promise<WebhookRecord> {
+    if (w.id === CONFIG_WEBHOOK_ID) throw webhookInConfig(w.id);
+    return this.#write(actor, 'webhook.create', w.id, async (c) => {
+      try {
+        const { rows } = await c.query<WebhookRow>(
+          `INSERT INTO modelgate.webhooks (id, url, secret, thresholds, subjects, enabled, description, created_at, secret_rotated_at)
+           VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $7, $8, $8) RETURNING ${WEBHOOK_COLUMNS}`,
+          [
+            w.id,
+            w.url,
+            w.secret,
+            JSON.stringify(w.thresholds),
+            w.subjects === null ? null : JSON.stringify(w.subjects),
+            w.enabled,
+            w.description,
+            new Date(w.createdAt),
+          ],
+        );
+        const made = webhookRecord(rows[0]);
+        return { result: made, before: null, after: webhookView(made) };
+      } catch (err) {
+        if (sqlState(err) === '23505') throw webhookExists(w.id);
+        throw err;
+      }
+    });
+  }
+
+  async #webhookRow(c: pg.ClientBase, id: string): Promise<WebhookRecord> {
+    if (id === CONFIG_WEBHOOK_ID) throw webhookInConfig(id);
+    const { rows } = await c.query<WebhookRow>(
+      `SELECT ${WEBHOOK_COLUMNS} FROM modelgate.webhooks WHERE id = $1 FOR UPDATE`,
+      [id],
+    );
+    if (rows.length === 0) throw webhookNotFound(id);
+    return webhookRecord(rows[0]);
+  }
+
+  async updateWebhook(id: string, ch: WebhookChange, actor: Actor): Promise<WebhookRecord> {
+    return this.#write(actor, 'webhook.update', id, async (c) => {
+      const before = await this.#webhookRow(c, id);
+      const { rows } = await c.query<WebhookRow>(
+        `UPDATE modelgate.webhooks SET
+           url = coalesce($2, url),
+           thresholds = coalesce($3::jsonb, thresholds),
+           subjects = CASE WHEN $4 THEN $5::jsonb ELSE subjects END,
+           enabled = coalesce($6, enabled),
+           description = CASE WHEN $7 THEN $8 ELSE description END
+         WHERE id = $1 RETURNING ${WEBHOOK_COLUMNS}`,
+        [
+          id,
+          ch.url ?? null,
+          ch.thresholds === undefined ? null : JSON.stringify(ch.thresholds),
+          ch.subjects !== undefined,
+          ch.subjects ? JSON.stringify(ch.subjects) : null,
+          ch.enabled ?? null,
+          ch.description !== undefined,
+          ch.description ?? null,
+        ],
+      );
+      const after = webhookRecord(rows[0]);
+      return { result: after, before: webhookView(before), after: webhookView(after) };
+    });
+  }
+
+  async deleteWebhook(id: string, actor: Actor): Promise<WebhookRecord> {
+    return this.#write(actor, 'webhook.delete', id, async (c) => {
+      const before = await this.#webhookRow(c, id);
+      await c.query('DELETE FROM modelgate.webhooks WHERE id = $1', [id]);
+      return { result: before, before: webhookView(before), after: null };
+    });
+  }
+
+  async rotateWebhookSecret(id: string, secret: string, actor: Actor): Promise<WebhookRecord> {
+    return this.#write(actor, 'webhook.rotate-secret', id, async (c) => {
+      const before = await this.#webhookRow(c, id);
+      const { rows } = await c.query<WebhookRow>(
+        `UPDATE modelgate.webhooks SET secret = $2, secret_rotated_at = $3 WHERE id = $1 RETURNING ${WEBHOOK_COLUMNS}`,
+        [id, secret, new Date(this.now())],
+      );
+      const after = webhookRecord(rows[0]);
+      return { result: after, before: webhookView(before), after: webhookView(after) };
+    });
   }
 
   async close(): Promise<void> {

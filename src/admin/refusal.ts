@@ -24,3 +24,21 @@ export const groupNotFound = (group: string): AdminRefusal =>
     `no group named ${JSON.stringify(group)}`,
     'GET /admin/v1/groups lists the groups',
   );
+export const webhookNotFound = (id: string): AdminRefusal =>
+  new AdminRefusal(
+    404,
+    'webhook_not_found',
+    `no webhook with id ${JSON.stringify(id)}`,
+    'GET /admin/v1/webhooks lists them',
+  );
+export const webhookExists = (id: string): AdminRefusal =>
+  new AdminRefusal(409, 'webhook_exists', `a webhook with id ${JSON.stringify(id)} already exists`);
+export const groupExists = (name: string): AdminRefusal =>
+  new AdminRefusal(409, 'group_exists', `a group named ${JSON.stringify(name)} already exists`, 'PATCH it instead');
+export const groupHasKeys = (name: string, ids: readonly string[]): AdminRefusal =>
+  new AdminRefusal(
+    409,
+    'group_has_keys',
+    `group ${JSON.stringify(name)} still has keys${ids.length > 0 ? ` (${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''})` : ''}`,
+    `move them to another group (PATCH /admin/v1/keys/{id} {"group": ...}) or delete them first; GET /admin/v1/keys?group=${encodeURIComponent(name)} lists them`,
+  );

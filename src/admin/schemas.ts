@@ -4,9 +4,18 @@
  * rule are the config's own (config/schema.ts).
  */
 import { z } from 'zod';
-import { budget, KEY_ID, keyLimits, modelBudgets, modelName as configModelName, price } from '../config/schema';
+import {
+  budget,
+  GROUP_NAME,
+  KEY_ID,
+  keyLimits,
+  modelBudgets,
+  modelName as configModelName,
+  price,
+} from '../config/schema';
 import { PROTOCOLS } from '../store/store';
 import { SCOPES } from './tokens';
+import { RESERVED_WEBHOOK_IDS, webhookUrlProblem } from './webhooks';
 
 const amount = z.number().refine(Number.isFinite, { error: 'must be a finite number' });
 const time = z.string().describe('ISO 8601 date-time (UTC).');
@@ -171,7 +180,11 @@ export const AuditEntry = z.object({
   actor: z.string().describe('The id of the management token (or `cli`) that made the change.'),
   address: z.string().nullable().describe('The source address of the request.'),
   requestId: z.string().nullable(),
-  action: z.string().describe('key.create, key.update, key.delete, key.rotate, key.credit, token.create'),
+  action: z
+    .string()
+    .describe(
+      'key.create, key.update, key.delete, key.rotate, key.credit, token.create, token.delete, group.create, group.update, group.delete, webhook.create, webhook.update, webhook.delete, webhook.rotate-secret',
+    ),
   target: z.string(),
   before: z.unknown().nullable(),
   after: z.unknown().nullable(),
@@ -234,6 +247,49 @@ export const GroupModelChange = z
     error: 'remove takes no other field',
   });
 
+/** A model of a group created through the API: its name and, optionally, the rest (the defaults of a new model). */
+export const GroupModelCreate = z.strictObject({
+  name: configModelName.describe('The model name clients send (exact: case and spaces matter).'),
+  protocols: z
+    .array(z.enum(PROTOCOLS))
+    .min(1)
+    .nullable()
+    .optional()
+    .describe('The protocol styles it is served on; null or absent: any.'),
+  available: z.boolean().optional().describe('false: in the group, but its channel is down (default true).'),
+  price: price
+    .nullable()
+    .optional()
+    .describe("Its price per million tokens (the config's schema); null or absent: none (metered, costs nothing)."),
+  maxOutputTokens: z
+    .number()
+    .int()
+    .min(1)
+    .max(100_000_000)
+    .nullable()
+    .optional()
+    .describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
+});
+
+export const GroupCreate = z
+  .strictObject({
+    name: z
+      .string()
+      .regex(GROUP_NAME, { error: 'must be 1-128 characters from A-Z a-z 0-9 . _ @ : -' })
+      .refine((n) => !['__proto__', 'constructor', 'prototype'].includes(n), {
+        error: 'JavaScript reserves this name; choose another',
+      }),
+    available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
+    models: z
+      .array(GroupModelCreate)
+      .max(1000)
+      .refine((ms) => new Set(ms.map((m) => m.name)).size === ms.length, { error: 'a model named twice' })
+      .describe('Its models, in order.'),
+    limits: keyLimits.nullable().optional().describe('The default limits of each key of the group; null: none.'),
+    budget: budgetInput,
+  })
+  .describe("A new group (PostgreSQL; on the file store, kept in modelgate's own state beside the config).");
+
 export const GroupPatch = z
   .strictObject({
     available: z.boolean().optional().describe('false: every key of the group gets 403 group_unavailable.'),
@@ -248,9 +304,12 @@ export const GroupPatch = z
     limits: keyLimits.nullable().optional().describe('The default limits of each key of the group; null: none.'),
     budget: budgetInput,
   })
-  .describe('Fields to change (PostgreSQL; on the file store the groups live in the config file).');
+  .describe(
+    "Fields to change (PostgreSQL, or a group created through the API on the file store; the config file's groups change there).",
+  );
 
 export const Delivery = z.object({
+  webhookId: z.string().describe("The webhook it went to (`config`: the config file's meter.budgetAlerts)."),
   eventId: z
     .string()
     .describe("The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold."),
@@ -273,6 +332,82 @@ export const Delivery = z.object({
 export const DeliveryList = z.object({
   deliveries: z.array(Delivery),
   nextCursor: z.string().nullable().describe('The next page: pass it as `cursor`; null: this was the last.'),
+});
+
+const webhookUrl = z
+  .string()
+  .min(1)
+  .max(2048)
+  .superRefine((v, ctx) => {
+    const why = webhookUrlProblem(v);
+    if (why) ctx.addIssue({ code: 'custom', message: why });
+  })
+  .describe(
+    'Where alerts are POSTed: http:// or https://, no user or password, no fragment. A query string is kept for delivery but never answered, audited or logged.',
+  );
+
+const thresholds = z
+  .array(z.number().gt(0).max(1000))
+  .min(1)
+  .max(20)
+  .describe(
+    "Percentages of a budget's amount at which an alert fires, each once per window (default 50, 80, 95, 100).",
+  );
+
+const subjects = z
+  .array(z.string().regex(/^(key|group):[^\u0000]{1,256}$/, { error: 'must be key:<key id> or group:<group name>' }))
+  .min(1)
+  .max(100)
+  .nullable()
+  .describe(
+    "The budgets it watches: key:<id> (the key's budget and its budgets per model) or group:<name>; null or absent: every budget.",
+  );
+
+export const WebhookCreate = z.strictObject({
+  id: KeyId.refine((v) => !RESERVED_WEBHOOK_IDS.includes(v), { error: 'config and deliveries are reserved ids' })
+    .optional()
+    .describe('Default: wh- and 8 random hex digits.'),
+  url: webhookUrl,
+  thresholds: thresholds.optional(),
+  subjects: subjects.optional(),
+  enabled: z.boolean().optional().describe('false: kept, but sent nothing (default true).'),
+  description: z.string().max(500).nullable().optional(),
+});
+
+export const WebhookPatch = z
+  .strictObject({
+    url: webhookUrl.optional(),
+    thresholds: thresholds.optional(),
+    subjects: subjects.optional(),
+    enabled: z.boolean().optional(),
+    description: z.string().max(500).nullable().optional(),
+  })
+  .describe('Fields to change; the secret changes only through rotate-secret.');
+
+export const Webhook = z.object({
+  id: z.string(),
+  url: z.string().describe('Scheme, host, port and path: never the query string.'),
+  urlHasQuery: z.boolean().describe('true: the URL has a query string (kept for delivery, never shown).'),
+  thresholds: z.array(z.number()),
+  subjects: z.array(z.string()).nullable(),
+  enabled: z.boolean(),
+  description: z.string().nullable(),
+  source: z
+    .enum(['api', 'config'])
+    .describe('api: created through this API; config: meter.budgetAlerts of the config file (read only here).'),
+  createdAt: time.nullable(),
+  secretRotatedAt: time.nullable(),
+});
+
+export const WebhookList = z.object({ webhooks: z.array(Webhook) });
+
+export const IssuedWebhook = z.object({
+  webhook: Webhook,
+  secret: z
+    .string()
+    .describe(
+      'The signing secret (x-modelgate-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">): shown this once.',
+    ),
 });
 
 export const KeyList = z.object({ keys: z.array(Key) });

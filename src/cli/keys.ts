@@ -19,12 +19,9 @@ import { checkName, CliError, once, usageError } from './errors';
 import { fileKey, type FileKey } from './file-key';
 import type { CliRun } from './io';
 import { keyLimitsCommand } from './limits';
-import { configPathOf, readConfig } from './envoy';
-import { adminStatePath, FileAdminBackend } from '../admin/file-backend';
+import { configPathOf } from './envoy';
 import type { KeyView } from '../admin/backend';
-import { FileStore } from '../store/file-store';
-import { spentInStateFile } from '../store/file-meter';
-import { meterStatePath } from '../server/service';
+import { openFileAdmin } from './file-admin';
 import { modelBudgetCommand } from './model-budgets';
 import { storeCommand, withStore, type StoreOptions } from './store-admin';
 import { balanceText, table } from './text';
@@ -187,16 +184,7 @@ export async function createFileStoreKey(
   env: NodeJS.ProcessEnv,
   input: { id: string; group: string; balance: string | null; expiresAt: Date | null },
 ): Promise<{ key: string; view: KeyView; where: string }> {
-  const config = readConfig(configPath, env);
-  const store = new FileStore(config.groups, config.keys);
-  const statePath = meterStatePath(configPath, config.meter.stateFile);
-  const where = adminStatePath(configPath);
-  const backend = new FileAdminBackend(store, {
-    path: where,
-    configPath,
-    pollMs: 0,
-    spent: (id) => spentInStateFile(statePath, id),
-  });
+  const { backend, where, close } = openFileAdmin(configPath, env);
   try {
     const key = generateKey();
     const view = await backend.createKey(
@@ -219,8 +207,7 @@ export async function createFileStoreKey(
     if (err instanceof AdminRefusal) throw new CliError(err.hint ? `${err.message}; ${err.hint}` : err.message);
     throw err;
   } finally {
-    await backend.close();
-    await store.close();
+    await close();
   }
 }
 

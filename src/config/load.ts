@@ -197,9 +197,36 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv = NO_ENV): Conf
 
 /** Validates the data of a parsed file (YAML's plain values) and builds the frozen Config. */
 export function configFromData(data: unknown, env: NodeJS.ProcessEnv = NO_ENV): Config {
+  const reserved = reservedNames(data);
   const result = configSchemaFor(env).safeParse(data);
-  if (!result.success) throw new ConfigError([...new Set(problemLines(result.error.issues))]);
+  if (!result.success || reserved.length > 0)
+    throw new ConfigError([...new Set([...reserved, ...(result.success ? [] : problemLines(result.error.issues))])]);
   return deepFreeze(runtimeConfig(result.data, env));
+}
+
+/** Names JavaScript gives a meaning on every object: zod drops `__proto__` from a record without a word. */
+const RESERVED_NAMES = ['__proto__', 'constructor', 'prototype'];
+
+/**
+ * Each record of the file keyed by a group or model name (`groups`, a key's `modelBudgets`) that
+ * holds a reserved name, as a problem line: refused at load rather than silently dropped.
+ */
+function reservedNames(data: unknown): string[] {
+  const own = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const out: string[] = [];
+  const check = (record: unknown, path: string, what: string): void => {
+    if (!own(record)) return;
+    for (const name of RESERVED_NAMES)
+      if (Object.hasOwn(record, name))
+        out.push(`${path}: a ${what} cannot be named ${name} (JavaScript reserves the name); rename it`);
+  };
+  if (!own(data)) return out;
+  check(data.groups, 'groups', 'group');
+  if (Array.isArray(data.keys))
+    data.keys.forEach((k, i) => {
+      if (own(k)) check(k.modelBudgets, `keys[${i}].modelBudgets`, 'model');
+    });
+  return out;
 }
 
 /** `routes.bearerHeaders[1]`, `groups.basic.models[0].name`; the root is `$`. */

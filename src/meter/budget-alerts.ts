@@ -57,13 +57,16 @@ export class BudgetAlerts {
 
   constructor(
     private readonly sink: (e: BudgetAlertEvent) => void,
-    private readonly thresholds: readonly number[] = DEFAULT_THRESHOLDS,
+    /** A list, or a function read at each settlement (the webhooks of the admin API change while running). */
+    private readonly thresholds: readonly number[] | (() => readonly number[]) = DEFAULT_THRESHOLDS,
     private readonly now: () => number = Date.now,
   ) {}
 
   /** A window's spend moved from `before` to `after`: an event for each threshold crossed the first time. */
   spent(subject: BudgetSubject, budget: Budget, window: BudgetWindow, before: number, after: number): void {
-    const crossed = thresholdsCrossed(before, after, budget.amount, this.thresholds);
+    const thresholds = typeof this.thresholds === 'function' ? this.thresholds() : this.thresholds;
+    if (thresholds.length === 0) return;
+    const crossed = thresholdsCrossed(before, after, budget.amount, thresholds);
     if (crossed.length === 0) return;
     const key = `${subjectKey(subject)}:${window.start}`;
     let fired = this.#fired.get(key);

@@ -19,8 +19,15 @@ export function signature(secret: string, timestamp: number, body: string): stri
 }
 
 export interface WebhookDeps {
+  /** The webhook's id in deliveries (default `config`: meter.budgetAlerts). */
+  readonly webhookId?: string;
   readonly url: string;
   readonly secret: string;
+  /**
+   * The webhook as it is now, read before each attempt (a webhook of the admin API may change or go):
+   * null stops the delivery (recorded as failed, `webhook_removed`).
+   */
+  readonly current?: () => Promise<{ readonly url: string; readonly secret: string } | null>;
   readonly now?: () => number;
   /** Waits before a retry (tests: resolves at once and records the delay). */
   readonly delay?: (ms: number) => Promise<void>;
@@ -88,6 +95,7 @@ export class BudgetWebhook {
       lastError: string | null,
     ): void => {
       this.deps.record?.({
+        webhookId: this.deps.webhookId ?? 'config',
         eventId: e.id,
         type: e.type,
         subject: deliverySubject(e),
@@ -104,15 +112,27 @@ export class BudgetWebhook {
     const delay = this.deps.delay ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()));
     for (let attempt = 1; attempt <= attempts; attempt++) {
       const timestamp = Math.floor((this.deps.now ?? Date.now)() / 1000);
+      let target: { readonly url: string; readonly secret: string } | null = this.deps;
       try {
-        const res = await fetch(this.deps.url, {
+        if (this.deps.current) target = await this.deps.current();
+      } catch {
+        // The store cannot say now: the last known webhook is used (a removal is seen at the next attempt).
+      }
+      if (target === null) {
+        this.deps.log({ id: e.id, attempt, delivered: false, error: 'webhook_removed' });
+        record('failed', attempt - 1, null, 'webhook_removed');
+        this.#status.set(e.id, 'failed');
+        return;
+      }
+      try {
+        const res = await fetch(target.url, {
           method: 'POST',
           body,
           redirect: 'error',
           signal: AbortSignal.timeout(this.deps.timeoutMs ?? 10_000),
           headers: {
             'content-type': 'application/json',
-            [SIGNATURE_HEADER]: signature(this.deps.secret, timestamp, body),
+            [SIGNATURE_HEADER]: signature(target.secret, timestamp, body),
             [EVENT_ID_HEADER]: e.id,
           },
         });
@@ -130,7 +150,8 @@ export class BudgetWebhook {
           return;
         }
       } catch (err) {
-        this.deps.log({ id: e.id, attempt, delivered: false, error: err instanceof Error ? err.message : String(err) });
+        // The code only: fetch's message may carry the URL, whose query string may hold a credential.
+        this.deps.log({ id: e.id, attempt, delivered: false, error: deliveryError(err) });
         record(attempt < attempts ? 'pending' : 'failed', attempt, null, deliveryError(err));
       }
       if (attempt < attempts) await delay(1000 * 2 ** (attempt - 1));

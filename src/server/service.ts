@@ -39,7 +39,7 @@ import type { MeterStore, Store } from '../store/store';
 import { createAdmission, uncappedPricedModels } from '../meter/admission';
 import { BudgetAlerts } from '../meter/budget-alerts';
 import { BudgetBook } from '../meter/budgets';
-import { BudgetWebhook } from './budget-webhook';
+import { BudgetWebhooks } from './budget-webhooks';
 import { Meter, type MeterMetrics } from '../meter/meter';
 import { InFlight } from '../meter/in-flight';
 import { LeaseBook } from '../meter/leases';
@@ -240,49 +240,57 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   // Budgets per window (meter/budgets.ts): each window's spend read from the ledger once, then counted here.
   // Alerts at a budget's thresholds (meter.budgetAlerts), by webhook; read at start.
   const alertsConfig = config.budgetAlerts;
-  const webhook = alertsConfig
-    ? new BudgetWebhook({
-        url: alertsConfig.url,
-        secret: alertsConfig.secret,
-        now: opts.now,
-        log: (o) =>
-          o.delivered
-            ? logger.info(o, 'budget alert delivered')
-            : logger.warn(o, 'budget alert not delivered (retried with backoff)'),
-        // Shown by the admin API (GET /admin/v1/webhooks/deliveries); a failed write is logged, the delivery goes on.
-        ...(adminBackend
-          ? {
-              record: (d: WebhookDelivery) =>
-                void adminBackend
-                  .recordDelivery(d)
-                  .catch((err: Error) =>
-                    logger.warn({ id: d.eventId, err: err.message }, 'budget alert delivery status not stored'),
-                  ),
-            }
-          : {}),
+  // The config's webhook and the admin API's (GET /admin/v1/webhooks), each alert sent to each that takes it.
+  const webhooks =
+    alertsConfig || adminBackend
+      ? new BudgetWebhooks({
+          config: alertsConfig,
+          ...(adminBackend ? { load: () => adminBackend.listWebhooks() } : {}),
+          now: opts.now,
+          log: (o) =>
+            o.delivered
+              ? logger.info(o, 'budget alert delivered')
+              : logger.warn(o, 'budget alert not delivered (retried with backoff)'),
+          onLoadError: (err) => logger.warn({ err: err.message }, 'webhooks of budget alerts not read from the store'),
+          // Shown by the admin API (GET /admin/v1/webhooks/deliveries); a failed write is logged, the delivery goes on.
+          ...(adminBackend
+            ? {
+                record: (d: WebhookDelivery) =>
+                  void adminBackend
+                    .recordDelivery(d)
+                    .catch((err: Error) =>
+                      logger.warn({ id: d.eventId, err: err.message }, 'budget alert delivery status not stored'),
+                    ),
+              }
+            : {}),
+        })
+      : undefined;
+  // A webhook changed on another replica (PostgreSQL's notification): its thresholds hold here at once.
+  const unwatchWebhooks = webhooks
+    ? store.onInvalidate((e) => {
+        if (e.kind === 'webhooks' || e.kind === 'all') void webhooks.refresh();
       })
     : undefined;
-  const alerts =
-    webhook && alertsConfig
-      ? new BudgetAlerts(
-          (e) => {
-            logger.info(
-              {
-                id: e.id,
-                subject: `${e.subject.kind}:${e.subject.name}`,
-                ...(e.subject.kind === 'model' ? { model: e.subject.model } : {}),
-                threshold: e.threshold,
-                spent: e.spent,
-                resetsAt: e.resetsAt,
-              },
-              'budget threshold reached',
-            );
-            webhook.send(e);
-          },
-          alertsConfig.thresholds,
-          opts.now,
-        )
-      : undefined;
+  const alerts = webhooks
+    ? new BudgetAlerts(
+        (e) => {
+          logger.info(
+            {
+              id: e.id,
+              subject: `${e.subject.kind}:${e.subject.name}`,
+              ...(e.subject.kind === 'model' ? { model: e.subject.model } : {}),
+              threshold: e.threshold,
+              spent: e.spent,
+              resetsAt: e.resetsAt,
+            },
+            'budget threshold reached',
+          );
+          webhooks.send(e);
+        },
+        () => webhooks.thresholds(),
+        opts.now,
+      )
+    : undefined;
   const budgets = meterStore?.spentIn
     ? new BudgetBook({
         load: (s, since, until) =>
@@ -486,6 +494,9 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
         logger,
         now: opts.now,
         configTokens: () => config.adminTokens,
+        configWebhook: () => alertsConfig,
+        configFile: opts.configPath,
+        onWebhooksChanged: () => void webhooks?.refresh(),
         failures: opts.adminFailureLimit,
       })
     : undefined;
@@ -598,6 +609,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       unwatchBalances?.();
       await charges?.flushAll();
       remote?.close();
+      unwatchWebhooks?.();
+      webhooks?.close();
       await adminBackend?.close();
       await store.close();
       // The last GenAI counts go to the collector; one that does not answer does not hold the exit.

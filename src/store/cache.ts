@@ -247,6 +247,7 @@ export class StoreCache {
       this.keys.patch(e.sha256, (k) => ({ ...k, balance }));
     } else if (e.kind === 'key') this.keys.invalidate(e.sha256);
     else if (e.kind === 'group') this.groups.invalidate(e.name);
+    else if (e.kind === 'webhooks') return;
     else {
       this.keys.expireAll();
       this.groups.expireAll();

@@ -8,8 +8,9 @@
  *
  * Keys created through the admin API live in modelgate's own state (admin/file-backend.ts), never
  * in the operator's YAML: setManaged() serves them beside the config's (a config key wins an id
- * both hold). A rotated key's previous secret is served until its grace ends, as a record of the
- * same id that expires then (so a cached answer cannot outlive the grace either).
+ * both hold), and setManagedGroups() its groups beside the config's (a config group wins a name).
+ * A rotated key's previous secret is served until its grace ends, as a record of the same id that
+ * expires then (so a cached answer cannot outlive the grace either).
  */
 import { FileMeter, type FileMeterOptions } from './file-meter';
 import type { GroupRecord, InvalidationEvent, KeyRecord, Store } from './store';
@@ -32,7 +33,10 @@ export class FileStore implements Store {
   #configured = new Map<string, KeyRecord>();
   /** By id: the previous secrets of rotated keys, as served until their grace ends. */
   #previous = new Map<string, KeyRecord>();
+  /** The config's groups, then those of modelgate's own state (a config group wins a name both hold). */
   #groups: ReadonlyMap<string, GroupRecord> = new Map();
+  #configGroups: ReadonlyMap<string, GroupRecord> = new Map();
+  #managedGroups: ReadonlyMap<string, GroupRecord> = new Map();
   #fromConfig: readonly KeyRecord[] = [];
   #managed: readonly ManagedKeyRecord[] = [];
   readonly #listeners = new Set<(e: InvalidationEvent) => void>();
@@ -54,8 +58,27 @@ export class FileStore implements Store {
   /** Swaps in a new snapshot (a validated reload) and invalidates every cached entry. */
   replace(groups: ReadonlyMap<string, GroupRecord>, keys: readonly KeyRecord[]): void {
     this.#fromConfig = keys;
-    this.#groups = groups;
+    this.#configGroups = groups;
+    this.#mergeGroups();
     this.#rebuild();
+  }
+
+  /** Swaps in the groups of modelgate's own state (the admin API's) and invalidates every cached entry. */
+  setManagedGroups(groups: ReadonlyMap<string, GroupRecord>): void {
+    this.#managedGroups = groups;
+    this.#mergeGroups();
+    this.#rebuild();
+  }
+
+  #mergeGroups(): void {
+    const all = new Map(this.#managedGroups);
+    for (const [name, g] of this.#configGroups) all.set(name, g);
+    this.#groups = all;
+  }
+
+  /** The names of the groups defined in the config file (the admin API refuses to change them). */
+  configGroupNames(): ReadonlySet<string> {
+    return new Set(this.#configGroups.keys());
   }
 
   /** Swaps in the keys of modelgate's own state (the admin API's) and invalidates every cached entry. */
@@ -69,7 +92,7 @@ export class FileStore implements Store {
     return new Set(this.#fromConfig.map((k) => k.id));
   }
 
-  /** The groups as configured. */
+  /** The groups served: the config's and those of modelgate's own state. */
   groups(): ReadonlyMap<string, GroupRecord> {
     return this.#groups;
   }

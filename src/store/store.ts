@@ -516,4 +516,6 @@ export interface MeterStore {
 export type InvalidationEvent =
   | { readonly kind: 'key'; readonly sha256: string; readonly balance?: number | null }
   | { readonly kind: 'group'; readonly name: string }
+  /** The admin API's webhooks of budget alerts changed (nothing cached about keys or groups moves). */
+  | { readonly kind: 'webhooks' }
   | { readonly kind: 'all' };

@@ -197,7 +197,13 @@ describe('budgets on PostgreSQL', () => {
 
   it('keeps budget alert deliveries in webhook_deliveries (migration 13): a delivered event stays delivered, pages newest first', async () => {
     const backend = new PgAdminBackend(pool);
-    const base = { type: 'budget.threshold', subject: 'model:pg-model:gpt-5.5', lastStatus: null, lastError: null };
+    const base = {
+      webhookId: 'config',
+      type: 'budget.threshold',
+      subject: 'model:pg-model:gpt-5.5',
+      lastStatus: null,
+      lastError: null,
+    };
     await backend.recordDelivery({
       ...base,
       eventId: 'ev-1',
@@ -372,6 +378,62 @@ describe('budgets on PostgreSQL', () => {
       after: { models: [{ name: 'gpt-4o-mini' }, { name: 'gpt-5.5' }] },
     });
     expect(audit.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it('POST /admin/v1/groups creates a group served by the Check at once; DELETE is refused while it has keys, then removes it; audited', async () => {
+    const made = await api().POST('/admin/v1/groups', {
+      body: {
+        name: 'pg-new',
+        models: [
+          { name: 'gpt-4o-mini', price: { input: 0.15, output: 0.6 } as never, maxOutputTokens: 4096 },
+          { name: 'o9-mini', available: false, protocols: ['chat'] },
+        ],
+        budget: { amount: 3, period: 'week', timeZone: 'UTC' },
+      },
+    });
+    expect(made.response.status, JSON.stringify(made.error)).toBe(201);
+    expect(made.data).toEqual({
+      name: 'pg-new',
+      available: true,
+      limits: null,
+      budget: { amount: 3, period: 'week', timeZone: 'UTC' },
+      models: [
+        {
+          name: 'gpt-4o-mini',
+          protocols: null,
+          available: true,
+          price: { input: 0.15, output: 0.6, cachedInput: null },
+        },
+        { name: 'o9-mini', protocols: ['chat'], available: false, price: null },
+      ],
+    });
+    const { rows } = await pool.query<{ t: number }>(
+      "SELECT max_output_tokens AS t FROM modelgate.group_models WHERE group_name = 'pg-new' AND name = 'gpt-4o-mini'",
+    );
+    expect(rows[0].t).toBe(4096);
+    const again = await api().POST('/admin/v1/groups', { body: { name: 'pg-new', models: [] } });
+    expect(again.error).toMatchObject({ error: { code: 'group_exists' } });
+
+    const key = await api().POST('/admin/v1/keys', { body: { id: 'pg-new-1', group: 'pg-new', balance: 1 } });
+    expect(key.response.status).toBe(201);
+    await until(key.data!.secret, 'allowed');
+    const busy = await api().DELETE('/admin/v1/groups/{name}', { params: { path: { name: 'pg-new' } } });
+    expect(busy.response.status).toBe(409);
+    expect(busy.error).toMatchObject({
+      error: { code: 'group_has_keys', message: expect.stringContaining('pg-new-1') },
+    });
+    await api().DELETE('/admin/v1/keys/{id}', { params: { path: { id: 'pg-new-1' } } });
+    const removed = await api().DELETE('/admin/v1/groups/{name}', { params: { path: { name: 'pg-new' } } });
+    expect(removed.response.status).toBe(200);
+    expect((await pool.query("SELECT 1 FROM modelgate.group_models WHERE group_name = 'pg-new'")).rowCount).toBe(0);
+    expect(
+      (await api().DELETE('/admin/v1/groups/{name}', { params: { path: { name: 'pg-new' } } })).response.status,
+    ).toBe(404);
+    const audit = (await api().GET('/admin/v1/audit', { params: { query: { limit: 20 } } })).data!.entries.filter(
+      (e) => e.target === 'pg-new',
+    );
+    expect(audit.map((e) => e.action)).toEqual(['group.delete', 'group.create']);
+    expect(audit[1].after).toMatchObject({ name: 'pg-new', models: [{ name: 'gpt-4o-mini' }, { name: 'o9-mini' }] });
   });
 
   it('the column refuses malformed budgets per model written by hand', async () => {

@@ -146,6 +146,90 @@ describe('without a store (file mode)', () => {
     }
   });
 
+  it("keys model-budget on the file store sets, shows and removes a budget per model through the admin API's backend: held by a running modelgate, audited as cli", async () => {
+    const configPath = tempConfig(readFileSync(DEMO_CONFIG, 'utf8').replace('  mode: soft ', '  mode: strict '));
+    const h = await startHarness({ configPath });
+    try {
+      const made = await run(
+        ['keys', 'new', '--group', 'basic', '--id', 'mb', '--balance', '3', '--config', configPath, '--json'],
+        {},
+      );
+      expect(made.code, made.stderr).toBe(0);
+      const key = (JSON.parse(made.stdout) as { key: string }).key;
+      const chat = async () =>
+        reasonOf(
+          await h.check({
+            method: 'POST',
+            path: '/v1/chat/completions',
+            headers: [['authorization', `Bearer ${key}`]],
+            body: '{"model":"gpt-4o-mini","max_tokens":100}',
+          }),
+        );
+      const until = async (reason: string) => {
+        const end = Date.now() + 5000;
+        while ((await chat()) !== reason && Date.now() < end) await new Promise((res) => setTimeout(res, 50));
+        expect(await chat()).toBe(reason);
+      };
+      await until('allowed');
+      const set = await run(
+        [
+          'keys',
+          'model-budget',
+          'mb',
+          'gpt-4o-mini',
+          '--amount',
+          '0.00001',
+          '--period',
+          'day',
+          '--config',
+          configPath,
+          '--json',
+        ],
+        {},
+      );
+      expect(set.code, set.stderr).toBe(0);
+      expect(JSON.parse(set.stdout)).toEqual({
+        id: 'mb',
+        modelBudgets: { 'gpt-4o-mini': { amount: 0.00001, period: 'day', timeZone: 'UTC' } },
+        where: adminStatePath(configPath),
+      });
+      // The running service reads the state file within a second.
+      await until('model_budget_exhausted');
+      const shown = await run(['keys', 'model-budget', 'mb', '--config', configPath], {});
+      expect(shown.stdout).toBe('Budgets per model of key mb:\n  gpt-4o-mini: 0.00001 per day (UTC)\n');
+      const removed = await run(['keys', 'model-budget', 'mb', 'gpt-4o-mini', '--remove', '--config', configPath], {});
+      expect(removed).toMatchObject({ code: 0, stdout: 'Key mb has no budgets per model.\n' });
+      await until('allowed');
+      const state = JSON.parse(readFileSync(adminStatePath(configPath), 'utf8')) as {
+        audit: { actor: string; action: string; target: string }[];
+      };
+      expect(state.audit.slice(-2).map((a) => [a.actor, a.action, a.target])).toEqual([
+        ['cli', 'key.update', 'mb'],
+        ['cli', 'key.update', 'mb'],
+      ]);
+      expect(readFileSync(configPath, 'utf8')).not.toContain('model_budgets');
+      // A key of the YAML, a model its group lacks, an unknown key: refused, naming why.
+      expect(
+        await run(
+          ['keys', 'model-budget', 'alice', 'gpt-4o-mini', '--amount', '1', '--period', 'day', '--config', configPath],
+          {},
+        ),
+      ).toMatchObject({ code: 1, stderr: expect.stringContaining(`key "alice" is defined in ${configPath}`) });
+      expect(
+        await run(
+          ['keys', 'model-budget', 'mb', 'no-such-model', '--amount', '1', '--period', 'day', '--config', configPath],
+          {},
+        ),
+      ).toMatchObject({ code: 1, stderr: expect.stringContaining('has no model "no-such-model"') });
+      expect(await run(['keys', 'model-budget', 'nobody', '--config', configPath], {})).toMatchObject({
+        code: 1,
+        stderr: expect.stringContaining('no key with id "nobody"'),
+      });
+    } finally {
+      await h.close();
+    }
+  });
+
   it('refuses commands that need a database with a usage error', async () => {
     expect(await run(['keys', 'list'], {})).toMatchObject({
       code: 2,

@@ -538,3 +538,36 @@ describe('prices and the meter', () => {
     expect(() => parseConfig('meter: { reasoningModels: [1] }')).toThrow(/meter\.reasoningModels/);
   });
 });
+
+describe('parseConfig on names JavaScript reserves', () => {
+  test.each(['__proto__', 'constructor', 'prototype'])(
+    "refuses a key's modelBudgets naming %s, with its path, instead of dropping it",
+    (name) => {
+      const text = DEMO.replace(
+        '    group: basic\n    balance: 12.5\n',
+        `    group: basic\n    balance: 12.5\n    modelBudgets:\n      ${name}: { amount: 1, period: day }\n      gpt-4o-mini: { amount: 2, period: day }\n`,
+      );
+      expect(text).toContain(`      ${name}: { amount: 1`);
+      expect(problemsOf(text)).toEqual([
+        `keys[0].modelBudgets: a model cannot be named ${name} (JavaScript reserves the name); rename it`,
+      ]);
+    },
+  );
+
+  test.each(['__proto__', 'constructor', 'prototype'])('refuses a group named %s', (name) => {
+    const text = DEMO.replace(/\ngroups:\n/, `\ngroups:\n  ${name}:\n    models: [gpt-4o-mini]\n`);
+    expect(problemsOf(text)).toContain(
+      `groups: a group cannot be named ${name} (JavaScript reserves the name); rename it`,
+    );
+  });
+
+  test('the same budgets under other model names load', () => {
+    const text = DEMO.replace(
+      '    group: basic\n    balance: 12.5\n',
+      '    group: basic\n    balance: 12.5\n    modelBudgets:\n      gpt-4o-mini: { amount: 2, period: day }\n',
+    );
+    expect(parseConfig(text).keys[0].modelBudgets).toEqual({
+      'gpt-4o-mini': { amount: 2, period: 'day', timeZone: 'UTC' },
+    });
+  });
+});

@@ -1,9 +1,13 @@
 /**
  * The admin API with the whole gateway (demo config, file store, a real Envoy): a key created
  * through the typed client serves a chat through Envoy, and its usage then appears through the API;
- * Envoy's public listener does not serve the admin API.
+ * a webhook created through the API gets the signed alert of a metered chat, and nothing once
+ * removed; Envoy's public listener does not serve the admin API.
  */
+import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import createClient from 'openapi-fetch';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -103,6 +107,75 @@ describeE2E('the admin API with a real Envoy', () => {
     expect(none.headers['x-modelgate-reason']).toMatch(/^key_/);
     const token = await gw.send('GET', '/v1/me', { headers: [['authorization', `Bearer ${ADMIN_TOKEN}`]] });
     expect(token.status).toBe(401);
+  });
+
+  it('a webhook created by the API gets the signed budget alert of a metered chat through Envoy; removed, nothing more', async () => {
+    const got: { path: string; subject: string; signature: string; body: string }[] = [];
+    const receiver = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+      req.on('end', () => {
+        const e = JSON.parse(body) as { subject: { kind: string; name: string } };
+        got.push({
+          path: req.url ?? '',
+          subject: `${e.subject.kind}:${e.subject.name}`,
+          signature: String(req.headers['x-modelgate-signature']),
+          body,
+        });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+    try {
+      const hook = await api().POST('/admin/v1/webhooks', {
+        body: { id: 'e2e-hook', url: `${base}/hook?token=receiver-credential`, thresholds: [100] },
+      });
+      expect(hook.response.status).toBe(201);
+      const watch = await api().POST('/admin/v1/webhooks', {
+        body: { id: 'e2e-watch', url: `${base}/watch`, thresholds: [100], subjects: ['key:e2e-2'] },
+      });
+      expect(watch.response.status).toBe(201);
+      const chatWith = async (id: string): Promise<void> => {
+        const made = await api().POST('/admin/v1/keys', {
+          body: { id, group: 'basic', balance: 1, budget: { amount: 0.000001, period: 'day', timeZone: 'UTC' } },
+        });
+        const r = await gw.send('POST', '/v1/chat/completions', {
+          headers: [
+            ['authorization', `Bearer ${made.data!.secret}`],
+            ['content-type', 'application/json'],
+          ],
+          body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }] }),
+        });
+        expect(r.status, r.text).toBe(200);
+      };
+      const arrived = async (n: number): Promise<void> => {
+        const end = Date.now() + 15_000;
+        while (got.length < n && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+        expect(got.length).toBe(n);
+      };
+
+      await chatWith('e2e-1');
+      await arrived(1);
+      expect(got[0]).toMatchObject({ path: '/hook?token=receiver-credential', subject: 'key:e2e-1' });
+      const [t, v1] = got[0].signature.replace('t=', '').split(',v1=');
+      expect(createHmac('sha256', hook.data!.secret).update(`${t}.${got[0].body}`).digest('hex')).toBe(v1);
+
+      expect(
+        (await api().DELETE('/admin/v1/webhooks/{id}', { params: { path: { id: 'e2e-hook' } } })).response.status,
+      ).toBe(200);
+      // The alert of the next chat fires (the watching webhook gets it); the removed one gets nothing.
+      await chatWith('e2e-2');
+      await arrived(2);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(got.map((g) => [g.path, g.subject])).toEqual([
+        ['/hook?token=receiver-credential', 'key:e2e-1'],
+        ['/watch', 'key:e2e-2'],
+      ]);
+      expect(gw.modelgate.logLines().join('\n')).not.toContain('receiver-credential');
+    } finally {
+      await new Promise<void>((r) => receiver.close(() => r()));
+    }
   });
 
   it("Envoy's public listener does not serve the admin API, with or without the token", async () => {

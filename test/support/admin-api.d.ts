@@ -144,12 +144,84 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Budget alert deliveries to the webhook, newest first: status, attempts, last error
+         * Budget alert deliveries to the webhooks, newest first: status, attempts, last error
          * @description Scope: read (every scope).
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Webhooks of budget alerts (never their secrets or query strings), the config file's included
+         * @description Scope: read (every scope).
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Create a webhook of budget alerts; its signing secret is in this answer only
+         * @description Scope: admin.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A webhook
+         * @description Scope: read (every scope).
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a webhook: nothing more is sent to it, retries included
+         * @description Scope: admin.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook (URL, thresholds, budgets watched, enabled): every replica sends by it at once
+         * @description Scope: admin.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/admin/v1/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A new signing secret for a webhook, in this answer only; the previous one signs nothing more
+         * @description Scope: admin.
+         */
+        post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
         head?: never;
@@ -169,7 +241,11 @@ export interface paths {
          */
         get: operations["listGroups"];
         put?: never;
-        post?: never;
+        /**
+         * Create a group with its models, prices, availability, limits and budget (every replica at once)
+         * @description Scope: admin.
+         */
+        post: operations["createGroup"];
         delete?: never;
         options?: never;
         head?: never;
@@ -190,7 +266,11 @@ export interface paths {
         get: operations["getGroup"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Remove a group; refused (409 group_has_keys) while keys belong to it
+         * @description Scope: admin.
+         */
+        delete: operations["deleteGroup"];
         options?: never;
         head?: never;
         /**
@@ -262,7 +342,7 @@ export interface components {
             /** @description The source address of the request. */
             address: string | null;
             requestId: string | null;
-            /** @description key.create, key.update, key.delete, key.rotate, key.credit, token.create */
+            /** @description key.create, key.update, key.delete, key.rotate, key.credit, token.create, token.delete, group.create, group.update, group.delete, webhook.create, webhook.update, webhook.delete, webhook.rotate-secret */
             action: string;
             target: string;
             before: unknown | null;
@@ -289,6 +369,8 @@ export interface components {
             reason?: string;
         };
         Delivery: {
+            /** @description The webhook it went to (`config`: the config file's meter.budgetAlerts). */
+            webhookId: string;
             /** @description The alert's id (also the x-modelgate-event-id header): stable per budget, window and threshold. */
             eventId: string;
             /** @description budget.threshold */
@@ -339,6 +421,91 @@ export interface components {
                 timeZone: string;
             } | null;
         };
+        /** @description A new group (PostgreSQL; on the file store, kept in modelgate's own state beside the config). */
+        GroupCreate: {
+            name: string;
+            /** @description false: every key of the group gets 403 group_unavailable. */
+            available?: boolean;
+            /** @description Its models, in order. */
+            models: {
+                /** @description The model name clients send (exact: case and spaces matter). */
+                name: string;
+                /** @description The protocol styles it is served on; null or absent: any. */
+                protocols?: ("chat" | "responses" | "embeddings" | "messages" | "generative")[] | null;
+                /** @description false: in the group, but its channel is down (default true). */
+                available?: boolean;
+                /** @description Its price per million tokens (the config's schema); null or absent: none (metered, costs nothing). */
+                price?: {
+                    /** @description Price of one million input tokens, in the balance's unit. */
+                    input: number;
+                    /** @description Price of one million output tokens. */
+                    output: number;
+                    cachedInput?: number | null;
+                    /** @description The price of a request whose input is over `above` tokens, for every token of it (the provider's long-context price: Gemini 2.5/3 Pro, Claude Sonnet 4/4.5 with the 1M window); absent: one price at any length. */
+                    longContext?: {
+                        /** @description Input tokens (cached ones included, as the provider counts them): a request with more is charged this price for every token, input, cached and output. */
+                        above: number;
+                        /** @description Price of one million input tokens of such a request. */
+                        input: number;
+                        /** @description Price of one million output tokens of such a request. */
+                        output: number;
+                        cachedInput?: number | null;
+                    } | null;
+                    audioInput?: number | null;
+                    audioOutput?: number | null;
+                    imageOutput?: number | null;
+                    /** @description Prices per call of the hosted tools the provider runs and bills besides tokens, in the balance's unit (OpenAI and Anthropic list web search at 10 per 1,000 calls: web_search: 0.01 in dollars); a tool absent: a request declaring it is refused (400 hosted_tool_unpriced) unless meter.hostedTools is allow. */
+                    tools?: {
+                        /** @description One web search: OpenAI's web_search tool (a web_search_call output item) and chat search models (per request with web_search_options), Anthropic's web_search server tool (usage.server_tool_use.web_search_requests). */
+                        web_search?: number;
+                        /** @description One call of OpenAI's file_search tool (a file_search_call output item); Gemini's fileSearch tool, counted at the request's maximum. */
+                        file_search?: number;
+                        /** @description One call of OpenAI's code_interpreter tool (a code_interpreter_call output item; OpenAI bills per container). */
+                        code_interpreter?: number;
+                        /** @description Anthropic's code execution tool (billed by container time), counted at the request's maximum of calls. */
+                        code_execution?: number;
+                        /** @description One call of OpenAI's image_generation tool (an image_generation_call output item). */
+                        image_generation?: number;
+                        /** @description One grounded prompt with Google Search (googleSearch, googleSearchRetrieval): a response with groundingMetadata. */
+                        google_search?: number;
+                        /** @description One grounded prompt with Google Maps (googleMaps): a response with groundingMetadata. */
+                        google_maps?: number;
+                        /** @description One grounded prompt with Web Grounding for Enterprise (enterpriseWebSearch): a response with groundingMetadata. */
+                        enterprise_web_search?: number;
+                    } | null;
+                } | null;
+                /** @description The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens. */
+                maxOutputTokens?: number | null;
+            }[];
+            /** @description The default limits of each key of the group; null: none. */
+            limits?: {
+                /** @description Requests per minute (a fixed window, counted across every replica by the rate limit engine); over it: 429 rate_limited. */
+                rpm?: number | null;
+                /** @description Tokens per minute: each response is charged its real token count when it ends; once the tokens used in the window reach it, 429 tokens_rate_limited until the window resets. */
+                tpm?: number | null;
+                /** @description Requests per day (UTC); over it: 429 rate_limited. */
+                rpd?: number | null;
+                /** @description Tokens per day (UTC); once reached: 429 tokens_rate_limited. */
+                tpd?: number | null;
+                /** @description Requests in flight at once, per modelgate replica (released when the response ends); over it: 429 concurrency_limited. With R replicas a key can have up to R x inFlight. */
+                inFlight?: number | null;
+            } | null;
+            /** @description A budget per window {amount, period: day|week|month, timeZone (IANA, default UTC)}; null: none. */
+            budget?: {
+                /** @description What the window may spend, in the balance's unit: over it, 403 budget_exhausted (beside the balance: the tighter refuses). */
+                amount: number;
+                /**
+                 * @description day, week (ISO: Monday to Monday) or month (calendar month: 28 to 31 days).
+                 * @enum {string}
+                 */
+                period: "day" | "week" | "month";
+                /**
+                 * @description The IANA time zone whose midnight starts a window (a day across a daylight saving change lasts 23 or 25 hours); default UTC.
+                 * @default UTC
+                 */
+                timeZone: string;
+            } | null;
+        };
         GroupList: {
             groups: components["schemas"]["Group"][];
         };
@@ -352,7 +519,7 @@ export interface components {
                 cachedInput: number | null;
             } | null;
         };
-        /** @description Fields to change (PostgreSQL; on the file store the groups live in the config file). */
+        /** @description Fields to change (PostgreSQL, or a group created through the API on the file store; the config file's groups change there). */
         GroupPatch: {
             /** @description false: every key of the group gets 403 group_unavailable. */
             available?: boolean;
@@ -449,6 +616,11 @@ export interface components {
         IssuedToken: {
             token: components["schemas"]["Token"];
             /** @description The management token itself: shown this once, stored only as its SHA-256. */
+            secret: string;
+        };
+        IssuedWebhook: {
+            webhook: components["schemas"]["Webhook"];
+            /** @description The signing secret (x-modelgate-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">): shown this once. */
             secret: string;
         };
         Key: {
@@ -655,6 +827,51 @@ export interface components {
             estimated: string | null;
             provisional: boolean;
         };
+        Webhook: {
+            id: string;
+            /** @description Scheme, host, port and path: never the query string. */
+            url: string;
+            /** @description true: the URL has a query string (kept for delivery, never shown). */
+            urlHasQuery: boolean;
+            thresholds: number[];
+            subjects: string[] | null;
+            enabled: boolean;
+            description: string | null;
+            /**
+             * @description api: created through this API; config: meter.budgetAlerts of the config file (read only here).
+             * @enum {string}
+             */
+            source: "api" | "config";
+            createdAt: string | null;
+            secretRotatedAt: string | null;
+        };
+        WebhookCreate: {
+            /** @description Default: wh- and 8 random hex digits. */
+            id?: string;
+            /** @description Where alerts are POSTed: http:// or https://, no user or password, no fragment. A query string is kept for delivery but never answered, audited or logged. */
+            url: string;
+            /** @description Percentages of a budget's amount at which an alert fires, each once per window (default 50, 80, 95, 100). */
+            thresholds?: number[];
+            /** @description The budgets it watches: key:<id> (the key's budget and its budgets per model) or group:<name>; null or absent: every budget. */
+            subjects?: string[] | null;
+            /** @description false: kept, but sent nothing (default true). */
+            enabled?: boolean;
+            description?: string | null;
+        };
+        WebhookList: {
+            webhooks: components["schemas"]["Webhook"][];
+        };
+        /** @description Fields to change; the secret changes only through rotate-secret. */
+        WebhookPatch: {
+            /** @description Where alerts are POSTed: http:// or https://, no user or password, no fragment. A query string is kept for delivery but never answered, audited or logged. */
+            url?: string;
+            /** @description Percentages of a budget's amount at which an alert fires, each once per window (default 50, 80, 95, 100). */
+            thresholds?: number[];
+            /** @description The budgets it watches: key:<id> (the key's budget and its budgets per model) or group:<name>; null or absent: every budget. */
+            subjects?: string[] | null;
+            enabled?: boolean;
+            description?: string | null;
+        };
     };
     responses: never;
     parameters: never;
@@ -781,7 +998,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -951,7 +1168,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1049,7 +1266,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1156,7 +1373,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1266,7 +1483,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1466,6 +1683,8 @@ export interface operations {
     listWebhookDeliveries: {
         parameters: {
             query?: {
+                /** @description Only the deliveries to this webhook. */
+                webhookId?: string;
                 /** @description At most this many deliveries (1-1000, default 100). */
                 limit?: number;
                 /** @description The nextCursor of the page before. */
@@ -1477,7 +1696,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Budget alert deliveries to the webhook, newest first: status, attempts, last error */
+            /** @description Budget alert deliveries to the webhooks, newest first: status, attempts, last error */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1497,6 +1716,520 @@ export interface operations {
             };
             /** @description The token's scope does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Webhooks of budget alerts (never their secrets or query strings), the config file's included */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreate"];
+            };
+        };
+        responses: {
+            /** @description Create a webhook of budget alerts; its signing secret is in this answer only */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IssuedWebhook"];
+                };
+            };
+            /** @description Not JSON, or the body is too large */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A webhook */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Remove a webhook: nothing more is sent to it, retries included */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookPatch"];
+            };
+        };
+        responses: {
+            /** @description Change a webhook (URL, thresholds, budgets watched, enabled): every replica sends by it at once */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description Not JSON, or the body is too large */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A new signing secret for a webhook, in this answer only; the previous one signs nothing more */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IssuedWebhook"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1562,6 +2295,102 @@ export interface operations {
             };
             /** @description The token's scope does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupCreate"];
+            };
+        };
+        responses: {
+            /** @description Create a group with its models, prices, availability, limits and budget (every replica at once) */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Group"];
+                };
+            };
+            /** @description Not JSON, or the body is too large */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1674,6 +2503,91 @@ export interface operations {
             };
         };
     };
+    deleteGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Remove a group; refused (409 group_has_keys) while keys belong to it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Group"];
+                };
+            };
+            /** @description No management token, or not a valid one (a model key is not one) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token's scope does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A field or parameter is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many failed attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store could not complete the request */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     updateGroup: {
         parameters: {
             query?: never;
@@ -1734,7 +2648,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1895,7 +2809,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1989,7 +2903,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a key defined in the config file, an id taken, an idempotency key used for another credit) */
+            /** @description Conflicts with the current state (a key, group or webhook defined in the config file, an id taken, an idempotency key used for another credit, a group that still has keys) */
             409: {
                 headers: {
                     [name: string]: unknown;

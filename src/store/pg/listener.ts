@@ -51,6 +51,7 @@ export function parseInvalidation(payload: string | undefined): InvalidationEven
       return Number.isFinite(balance) ? { kind: 'key', sha256: v.sha256, balance } : { kind: 'key', sha256: v.sha256 };
     }
     if (v.kind === 'group' && typeof v.name === 'string') return { kind: 'group', name: v.name };
+    if (v.kind === 'webhooks') return { kind: 'webhooks' };
   } catch {
     // not JSON: forget everything (below)
   }

@@ -848,6 +848,40 @@ CREATE TABLE webhook_deliveries (
 CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at DESC, event_id DESC);
 `,
   },
+  {
+    version: 14,
+    name: 'webhooks of budget alerts as an admin API resource',
+    // The signing secret is kept in the clear (signing needs it); the admin API never answers it after
+    // create and rotate-secret. Each replica's sender reads this table when an alert fires and before
+    // each retry, and re-reads the thresholds it fires at when the trigger notifies a change. A
+    // delivery is one per event and webhook.
+    sql: `
+CREATE TABLE webhooks (
+  id text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND 128),
+  url text NOT NULL CHECK (url ~ '^https?://' AND length(url) <= 2048),
+  secret text NOT NULL CHECK (length(secret) BETWEEN 16 AND 256),
+  thresholds jsonb NOT NULL CHECK (jsonb_typeof(thresholds) = 'array' AND jsonb_array_length(thresholds) BETWEEN 1 AND 20),
+  subjects jsonb CHECK (subjects IS NULL OR jsonb_typeof(subjects) = 'array'),
+  enabled boolean NOT NULL DEFAULT true,
+  description text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  secret_rotated_at timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE webhook_deliveries ADD COLUMN webhook_id text NOT NULL DEFAULT 'config';
+ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_pkey;
+ALTER TABLE webhook_deliveries ADD PRIMARY KEY (event_id, webhook_id);
+DROP INDEX webhook_deliveries_created;
+CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at DESC, event_id DESC, webhook_id DESC);
+
+CREATE FUNCTION modelgate_notify_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('${INVALIDATION_CHANNEL}', '{"kind":"webhooks"}');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER webhooks_notify AFTER INSERT OR UPDATE OR DELETE ON webhooks
+  FOR EACH STATEMENT EXECUTE FUNCTION modelgate_notify_webhooks();
+`,
+  },
 ];
 
 /** The schema version this build of modelgate needs. */
