@@ -233,7 +233,18 @@ export class BudgetBook {
   record(subject: BudgetSubject, cost: number, time: number): void {
     if (!(Number.isFinite(cost) && cost > 0)) return;
     const e = this.#entries.get(subjectKey(subject));
-    if (!e || time < e.window.start || time >= e.window.resetsAt) return;
+    if (!e || time < e.window.start) return;
+    if (time >= e.window.resetsAt) {
+      // Admitted in a window and settled in the next: the next window is loaded from the ledger, which
+      // already holds this debit (a settlement is recorded after its debit), so it is not counted
+      // again, and the thresholds it took the window past are reported from there.
+      const next = this.#entry(subject, e.budget, time);
+      void next.loading?.then(() => {
+        if (!next.failed)
+          this.#onSpent?.(subject, next.budget, next.window, Math.max(0, next.loaded - cost), next.loaded);
+      });
+      return;
+    }
     const before = e.loaded + e.own;
     e.own += cost;
     // While loading, the load's end reports what was recorded meanwhile.

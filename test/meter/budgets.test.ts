@@ -275,6 +275,32 @@ describe('BudgetBook', () => {
   });
 });
 
+describe('a request admitted in one window and settled in the next', () => {
+  it('reports the thresholds its debit took the next window past, from that window loaded with the debit, counted once', async () => {
+    const l = ledger();
+    let now = at('2026-11-28T23:59:00Z');
+    const moves: { start: number; before: number; after: number }[] = [];
+    const book = new BudgetBook({
+      load: l.load,
+      now: () => now,
+      onSpent: (_s, _b, w, before, after) => moves.push({ start: w.start, before, after }),
+    });
+    const a = await book.admit([{ subject: key, budget: daily }], 9, 'strict');
+    expect(a.ok).toBe(true);
+    if (!a.ok) return;
+    // It ends after midnight: the ledger holds its debit in the new day before the settlement is recorded.
+    now = at('2026-11-29T00:01:00Z');
+    l.debits.push({ subject: 'key:team-a', time: now, cost: 8.5 });
+    book.settle(a.hold, 8.5, now);
+    await new Promise((r) => setImmediate(r));
+    expect(moves).toEqual([{ start: at('2026-11-29T00:00:00Z'), before: 0, after: 8.5 }]);
+    // Counted once: 8.5 of 10 spent, nothing held.
+    expect(await book.status(key, daily)).toMatchObject({ spent: 8.5, held: 0, remaining: 1.5 });
+    expect((await book.admit([{ subject: key, budget: daily }], 1.5, 'strict')).ok).toBe(true);
+    expect((await book.admit([{ subject: key, budget: daily }], 0.01, 'strict')).ok).toBe(false);
+  });
+});
+
 describe('budgets of a key on one model', () => {
   it("keeps a window per (key, model), apart from the key's own and from another model's, loading each with its model, and names the model when it refuses", async () => {
     const loads: { subject: BudgetSubject; since: number }[] = [];
