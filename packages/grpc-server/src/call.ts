@@ -18,9 +18,10 @@ export interface UnaryMethod {
    */
   handle(request: Buffer): Buffer | Promise<Buffer>;
   /**
-   * The handler keeps no view of `request` once its answer (or the promise of it) settles: what
-   * must live on is copied. Its requests cut across reads are then assembled in the server's
-   * BufferPool and their bytes reused for later calls once the answer settles.
+   * The handler keeps no view of `request` once its answer (or the promise of it) settles, and its
+   * answer is no view of it either (a transport may write it later): what must live on is copied.
+   * Its requests cut across reads are then assembled in the server's BufferPool and their bytes
+   * reused for later calls once the answer settles.
    */
   readonly borrowsRequest?: boolean;
   /**
@@ -189,8 +190,8 @@ class UnaryCall implements RequestEvents {
       // The handler reads the request until its promise settles, whether or not the client still waits.
       response.then(
         (r) => {
-          this.#giveBack();
           this.#guard(() => this.#answer(r));
+          this.#giveBack();
         },
         (err: unknown) => {
           this.#giveBack();
@@ -198,8 +199,8 @@ class UnaryCall implements RequestEvents {
         },
       );
     } else {
-      this.#giveBack();
       this.#answer(response);
+      this.#giveBack();
     }
   }
 
