@@ -5,11 +5,12 @@
  * builds, so both see the same machine. Figures: bench/README.md, "The packages".
  *
  *   - @modelgate/grpc-server: unary calls on one connection, each transport (packages/grpc-server/bench);
+ *     and 256 KiB calls to a method that borrows its request and to one that does not (this build);
  *   - @modelgate/json-scan: scanJson on a 1 MiB chat body beside JSON.parse (packages/json-scan/bench),
  *     and modelgate's extractModel (the scanner with the model policy) on the same body.
  */
 import { join } from 'node:path';
-import { benchUnary, type StartServer } from '../packages/grpc-server/bench/unary.bench';
+import { benchLarge, benchUnary, type StartServer } from '../packages/grpc-server/bench/unary.bench';
 import { startH2GrpcServer } from '@modelgate/grpc-server';
 import { benchScan, chatBody, type Scan } from '../packages/json-scan/bench/scan.bench';
 import { scanJson } from '@modelgate/json-scan';
@@ -34,6 +35,11 @@ async function main(): Promise<void> {
     for (const [name, r] of await benchUnary(servers, transport, quick ? 3 : 15)) {
       console.log(
         `grpc-server, ${transport} transport, unary calls on one connection (${name}): ${r.medianCpuUsPerCall.toFixed(2)} µs CPU (${r.medianUsPerCall.toFixed(2)} µs wall) per call, median of ${r.rounds} rounds of ${r.callsPerRound}`,
+      );
+    }
+    for (const [name, r] of await benchLarge(transport, quick ? 3 : 15)) {
+      console.log(
+        `grpc-server, ${transport} transport, 256 KiB unary calls (${name}): ${r.medianCpuUsPerCall.toFixed(1)} µs CPU (${r.medianUsPerCall.toFixed(1)} µs wall) per call, median of ${r.rounds} rounds of ${r.callsPerRound}`,
       );
     }
   }

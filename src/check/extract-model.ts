@@ -241,6 +241,7 @@ class ModelScanner extends JsonScanner {
           ? JSON.parse(this.buf.toString('utf8', start, end))
           : this.buf.toString('utf8', start + 1, end - 1);
       } catch {
+        // The scan validated the string but for raw control characters: with one it names no media type.
         return;
       }
       if (typeof s === 'string') s = s.trim().toLowerCase();
@@ -334,7 +335,7 @@ class ModelScanner extends JsonScanner {
       try {
         key = JSON.parse(this.buf.toString('utf8', start, end));
       } catch {
-        return undefined;
+        return undefined; // a raw control character (the scan validated the rest): no watched key has one
       }
     }
     if (typeof key !== 'string') return undefined;

@@ -109,10 +109,12 @@ class Collected {
  * The decode in progress: the wire reader (src/wire/), what it collects and the header filter. A
  * decode runs synchronously to its end, so no two ever interleave and this is module state: the
  * reader stays one class of object for the wire module (the meter's reader is the same class).
- * Between decodes it holds the last request's bytes (one message, until the next decode).
+ * Between decodes it holds no request's bytes.
  */
 const c = new WireReader();
-let out = new Collected();
+/** What `out` is between decodes: it holds nothing of a request. */
+const IDLE = new Collected();
+let out = IDLE;
 let filter: HeaderFilter = { byLength: [] };
 type Cursor = WireReader;
 // Module constants (an imported name is a property load at each use in CommonJS).
@@ -331,6 +333,10 @@ export function decodeCheckRequest(bytes: Buffer, wanted: HeaderFilter): Request
   } catch (err) {
     if (err instanceof WireError) return undefined;
     throw err;
+  } finally {
+    // Nothing here keeps the request's bytes once read: the gRPC server reuses them (check/README.md).
+    c.reset();
+    out = IDLE;
   }
 }
 

@@ -92,13 +92,13 @@ export function uncappedPricedModels(groups: ReadonlyMap<string, GroupRecord>): 
 }
 
 /**
- * The request body's first bytes, for an input estimate. A small body is kept as it is (a view of
- * the message it came in, no copy); of a larger one a copy of its start, so a request in flight
- * never holds megabytes.
+ * A copy of the request body's first bytes, for an input estimate: never a view, since the
+ * request's bytes are reused once the Check answers (server/grpc-server.ts checkMethod), and a view
+ * would also keep the whole socket read it came in alive while the request is in flight.
  */
 function sampleOf(body: Uint8Array | undefined): Uint8Array | undefined {
   if (!body) return undefined;
-  return body.length <= INPUT_SAMPLE_BYTES ? body : Uint8Array.prototype.slice.call(body, 0, INPUT_SAMPLE_BYTES);
+  return Uint8Array.prototype.slice.call(body, 0, Math.min(body.length, INPUT_SAMPLE_BYTES));
 }
 
 /** Six significant digits, written as a decimal (the same form as the Check's balance hints). */

@@ -34,7 +34,8 @@ export type CheckAnswer = Buffer;
 export interface CheckHandlers {
   /**
    * Answers the bytes of one CheckRequest (undecodable ones too: a denial): the answer itself when
-   * it is ready at once (a cached key), else a promise.
+   * it is ready at once (a cached key), else a promise. Keeps no view of `request` once its answer
+   * is ready: its bytes are reused for later calls (checkMethod).
    */
   check(request: Buffer): CheckAnswer | Promise<CheckAnswer>;
   /** An unexpected failure of `check` (it should never throw or reject): deny. */
@@ -57,10 +58,16 @@ type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const problemsMatch: Same<RequestProblem, UnreadableRequest> = true;
 void problemsMatch;
 
-/** The Check method: bytes in, bytes out, and never a failed call. */
+/**
+ * The Check method: bytes in, bytes out, and never a failed call. It borrows its request: nothing
+ * of the Check (decision, log line, caches, the meter's hold) keeps a view of the request's bytes
+ * once its answer is ready (check/README.md, "The request's bytes"), so a large one is assembled
+ * in a reused buffer.
+ */
 export function checkMethod(handlers: CheckHandlers): Method {
   return {
     kind: 'unary',
+    borrowsRequest: true,
     handle(request) {
       let answer: CheckAnswer | Promise<CheckAnswer>;
       try {

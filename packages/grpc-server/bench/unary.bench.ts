@@ -41,12 +41,19 @@ const HEADERS = Buffer.concat([
   literalField('te', 'trailers'),
 ]);
 
-/** One batch of requests on streams first, first + 2, ...: one buffer, one write. */
-function batch(first: number): Buffer {
+/** DATA frames stay within the default SETTINGS_MAX_FRAME_SIZE. */
+const MAX_FRAME = 16_384;
+
+/** One batch of `size` requests carrying `message` on streams first, first + 2, ...: one buffer, one write. */
+function batch(first: number, message = MESSAGE, size = BATCH): Buffer {
   const parts: Buffer[] = [];
-  for (let k = 0; k < BATCH; k++) {
+  for (let k = 0; k < size; k++) {
     const id = first + 2 * k;
-    parts.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, HEADERS), frame(FRAME.DATA, FLAG.END_STREAM, id, MESSAGE));
+    parts.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, HEADERS));
+    for (let at = 0; at < message.length; at += MAX_FRAME) {
+      const last = at + MAX_FRAME >= message.length;
+      parts.push(frame(FRAME.DATA, last ? FLAG.END_STREAM : 0, id, message.subarray(at, at + MAX_FRAME)));
+    }
   }
   return Buffer.concat(parts);
 }
@@ -57,12 +64,16 @@ class Client {
   #pending = 0;
   #done: (() => void) | undefined;
   #next = 1;
-  private constructor(private readonly socket: net.Socket) {
+  private constructor(
+    private readonly socket: net.Socket,
+    private readonly message: Buffer,
+    private readonly batchSize: number,
+  ) {
     socket.setNoDelay(true);
     socket.on('data', (d: Buffer) => this.#read(d));
   }
 
-  static async connect(address: string): Promise<Client> {
+  static async connect(address: string, message = MESSAGE, batchSize = BATCH): Promise<Client> {
     const colon = address.lastIndexOf(':');
     const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon));
     await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
@@ -74,7 +85,7 @@ class Client {
         frame(FRAME.WINDOW_UPDATE, 0, 0, words(2 ** 30)),
       ]),
     );
-    return new Client(socket);
+    return new Client(socket, message, batchSize);
   }
 
   #read(d: Buffer): void {
@@ -94,10 +105,10 @@ class Client {
 
   /** Sends `calls` calls (a multiple of the batch size), a batch at a time. */
   async run(calls: number): Promise<void> {
-    for (let sent = 0; sent < calls; sent += BATCH) {
-      const bytes = batch(this.#next);
-      this.#next += 2 * BATCH;
-      this.#pending = BATCH;
+    for (let sent = 0; sent < calls; sent += this.batchSize) {
+      const bytes = batch(this.#next, this.message, this.batchSize);
+      this.#next += 2 * this.batchSize;
+      this.#pending = this.batchSize;
       await new Promise<void>((resolve) => {
         this.#done = resolve;
         this.socket.write(bytes);
@@ -162,6 +173,70 @@ export async function benchUnary(
   return out;
 }
 
+/** A 256 KiB message (a Check with a 256 KiB body), 8 calls a batch. */
+const LARGE = frameMessage(Buffer.alloc(256 * 1024, 0x61));
+const LARGE_BATCH = 8;
+
+/**
+ * Unary calls of 256 KiB on one connection, with a method that borrows its request (assembled in
+ * the server's BufferPool, src/buffer-pool.ts) and with one that does not (a new buffer per call),
+ * in alternating rounds on this build. Neither echoes: each answers 2 bytes after reading the
+ * request's last byte, as a Check reads its body to the end.
+ */
+export async function benchLarge(
+  transport: GrpcTransport,
+  rounds = 15,
+  callsPerRound = LARGE_BATCH * 40,
+): Promise<Map<string, UnaryBench>> {
+  const answer = Buffer.from('ok');
+  let wrong = 0;
+  const running = [];
+  for (const borrows of [true, false]) {
+    const handle = (request: Buffer): Buffer => {
+      if (request.length !== LARGE.length - 5 || request[request.length - 1] !== 0x61) wrong++;
+      return answer;
+    };
+    const server = await startH2GrpcServer(
+      '127.0.0.1:0',
+      new Map([[PATH, { kind: 'unary', borrowsRequest: borrows, handle }]]),
+      { maxReceiveMessageBytes: 4 << 20, transport },
+    );
+    const client = await Client.connect(server.address, LARGE, LARGE_BATCH);
+    await client.run(callsPerRound); // warm-up
+    running.push({
+      name: borrows ? 'borrowed' : 'not borrowed',
+      server,
+      client,
+      times: [] as number[],
+      cpu: [] as number[],
+    });
+  }
+  for (let r = 0; r < rounds; r++) {
+    for (const b of r % 2 ? [...running].reverse() : running) {
+      const t = process.hrtime.bigint();
+      const c = process.cpuUsage();
+      await b.client.run(callsPerRound);
+      const used = process.cpuUsage(c);
+      b.times.push(Number(process.hrtime.bigint() - t) / 1000 / callsPerRound);
+      b.cpu.push((used.user + used.system) / callsPerRound);
+    }
+  }
+  const out = new Map<string, UnaryBench>();
+  for (const b of running) {
+    b.client.close();
+    await b.server.drain(1_000);
+    out.set(b.name, {
+      transport,
+      callsPerRound,
+      rounds,
+      medianUsPerCall: median(b.times),
+      medianCpuUsPerCall: median(b.cpu),
+    });
+  }
+  if (wrong > 0) throw new Error(`${wrong} requests reached the method with other bytes than were sent`);
+  return out;
+}
+
 async function main(): Promise<void> {
   const before = process.argv.find((a) => a.startsWith('--before='))?.slice(9);
   const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? 15);
@@ -171,6 +246,11 @@ async function main(): Promise<void> {
     for (const [name, r] of await benchUnary(builds, transport, rounds)) {
       console.log(
         `grpc-server ${transport} unary (${name}): ${r.medianCpuUsPerCall.toFixed(2)} µs CPU, ${r.medianUsPerCall.toFixed(2)} µs wall per call (median of ${r.rounds} rounds of ${r.callsPerRound})`,
+      );
+    }
+    for (const [name, r] of await benchLarge(transport, rounds)) {
+      console.log(
+        `grpc-server ${transport} unary, 256 KiB (${name}): ${r.medianCpuUsPerCall.toFixed(1)} µs CPU, ${r.medianUsPerCall.toFixed(1)} µs wall per call (median of ${r.rounds} rounds of ${r.callsPerRound})`,
       );
     }
   }

@@ -3,6 +3,7 @@
  * the answer written. A transport (h2/connection.ts, node-transport.ts) gives each call a
  * ResponseStream and feeds it RequestEvents.
  */
+import type { BufferPool } from './buffer-pool';
 import { MessageReader, type FramingProblem } from './message-reader';
 import { encodeGrpcMessage, GrpcError, GrpcStatus, type GrpcStatusCode } from './status';
 
@@ -16,6 +17,13 @@ export interface UnaryMethod {
    * The response to a request: at once, or a promise. A GrpcError (thrown or rejected) ends the call with its status.
    */
   handle(request: Buffer): Buffer | Promise<Buffer>;
+  /**
+   * The handler keeps no view of `request` once its answer (or the promise of it) settles, and its
+   * answer is no view of it either (a transport may write it later): what must live on is copied.
+   * Its requests cut across reads are then assembled in the server's BufferPool and their bytes
+   * reused for later calls once the answer settles.
+   */
+  readonly borrowsRequest?: boolean;
   /**
    * The answer to a request that is not exactly one acceptable message. Without it, the call fails
    * (RESOURCE_EXHAUSTED for `too_large`, INTERNAL otherwise), as grpc-js's server answers.
@@ -97,6 +105,8 @@ export function problemStatus(problem: RequestProblem, limit: number): [GrpcStat
 
 export interface CallContext {
   readonly limit: number;
+  /** Where the requests of methods that borrow them are assembled (UnaryMethod.borrowsRequest). */
+  readonly pool?: BufferPool;
   readonly tracker: CallTracker;
   readonly onError: (err: unknown) => void;
 }
@@ -119,6 +129,10 @@ class UnaryCall implements RequestEvents {
   #request: Buffer | undefined;
   #count = 0;
   #settled = false;
+  /** Whether the handler was given the request (it then holds #loans until its answer settles). */
+  #handed = false;
+  /** The pool's buffers the request's messages are in, given back once nothing reads them. */
+  #loans: Buffer[] | undefined;
   readonly #reader: MessageReader;
 
   constructor(
@@ -126,13 +140,23 @@ class UnaryCall implements RequestEvents {
     readonly res: ResponseStream,
     readonly ctx: CallContext,
   ) {
-    this.#reader = new MessageReader(ctx.limit, this.#onMessage);
+    this.#reader = new MessageReader(ctx.limit, this.#onMessage, method.borrowsRequest ? ctx.pool : undefined);
   }
 
-  readonly #onMessage = (message: Buffer): void => {
+  readonly #onMessage = (message: Buffer, loan?: Buffer): void => {
     this.#count++;
     this.#request = message;
+    if (loan !== undefined) (this.#loans ??= []).push(loan);
   };
+
+  /** Nothing reads the request's messages any more: their buffers go back to the pool. */
+  #giveBack(): void {
+    const loans = this.#loans;
+    if (loans === undefined) return;
+    this.#loans = undefined;
+    this.#request = undefined;
+    for (const b of loans) this.ctx.pool!.give(b);
+  }
 
   data(chunk: Buffer): void {
     if (this.#settled) return;
@@ -150,21 +174,33 @@ class UnaryCall implements RequestEvents {
     // A client's reset can look like an end first (node:http2 emits 'end' before 'aborted'): a
     // request cut that way is nobody's to answer, nor a decision to log, so a refusal waits a
     // turn to see which it was.
-    if (problem !== undefined)
+    if (problem !== undefined) {
+      this.#giveBack();
       return void setImmediate(() => this.#guard(() => (this.res.writable ? this.#refuse(problem) : this.#settle())));
+    }
     let response: Buffer | Promise<Buffer>;
+    this.#handed = true;
     try {
       response = this.method.handle(this.#request!);
     } catch (err) {
+      this.#giveBack();
       return this.#fail(statusOfError(err));
     }
     if (response instanceof Promise) {
+      // The handler reads the request until its promise settles, whether or not the client still waits.
       response.then(
-        (r) => this.#guard(() => this.#answer(r)),
-        (err: unknown) => this.#guard(() => this.#fail(statusOfError(err))),
+        (r) => {
+          this.#guard(() => this.#answer(r));
+          this.#giveBack();
+        },
+        (err: unknown) => {
+          this.#giveBack();
+          this.#guard(() => this.#fail(statusOfError(err)));
+        },
       );
     } else {
       this.#answer(response);
+      this.#giveBack();
     }
   }
 
@@ -187,6 +223,9 @@ class UnaryCall implements RequestEvents {
 
   /** Reset by the client (Envoy's timeout) or the connection lost: nothing to answer. */
   closed(): void {
+    this.#reader.discard();
+    // A handler still at work keeps its request until its answer settles.
+    if (!this.#handed) this.#giveBack();
     this.#settle();
   }
 
@@ -206,6 +245,7 @@ class UnaryCall implements RequestEvents {
   }
 
   #refuse(problem: RequestProblem): void {
+    this.#giveBack();
     let answer: Buffer | undefined;
     try {
       answer = this.method.unreadable?.(problem);

@@ -5,8 +5,11 @@
  * copy: the common case, a CheckRequest in one DATA frame); one cut across chunks is copied into a
  * buffer as it comes. Its announced size is checked against the limit first, and the buffer is
  * reserved for at most INITIAL_BYTES of it, then grows (doubling) with the bytes that arrive: a
- * 5-byte prefix that announces 40 MiB does not reserve 40 MiB.
+ * 5-byte prefix that announces 40 MiB does not reserve 40 MiB. With a BufferPool that buffer is
+ * taken from the pool, and the message handed on with it as its loan, for the caller to give back
+ * once nothing reads the message.
  */
+import type { BufferPool } from './buffer-pool';
 
 /** A message up to this size (a 1 MiB body and its CheckRequest) is copied once, into a buffer of its size. */
 const INITIAL_BYTES = 1024 * 1024 + 64 * 1024;
@@ -24,7 +27,8 @@ const PREFIX = 5;
 
 export class MessageReader {
   readonly #maxBytes: number;
-  readonly #onMessage: (message: Buffer) => void;
+  readonly #onMessage: (message: Buffer, loan?: Buffer) => void;
+  readonly #pool: BufferPool | undefined;
   /** The prefix being read, when a chunk ended inside it. */
   #prefix: Buffer | undefined;
   #prefixFill = 0;
@@ -36,11 +40,14 @@ export class MessageReader {
 
   /**
    * @param maxBytes the largest Message-Length accepted
-   * @param onMessage called with each whole message, in order
+   * @param onMessage called with each whole message, in order; `loan` is the pool's buffer it is
+   *   in (the caller gives it back when nothing reads the message any more), absent for a view of a chunk
+   * @param pool where a message cut across chunks is assembled (default: a new buffer each)
    */
-  constructor(maxBytes: number, onMessage: (message: Buffer) => void) {
+  constructor(maxBytes: number, onMessage: (message: Buffer, loan?: Buffer) => void, pool?: BufferPool) {
     this.#maxBytes = maxBytes;
     this.#onMessage = onMessage;
+    this.#pool = pool;
   }
 
   /** The first problem met; once set, further bytes are ignored. */
@@ -55,19 +62,20 @@ export class MessageReader {
       if (this.#body !== undefined) {
         const n = Math.min(this.#bodyLength - this.#bodyFill, chunk.length - at);
         if (this.#bodyFill + n > this.#body.length) {
-          const grown = Buffer.allocUnsafe(
-            Math.min(this.#bodyLength, Math.max(2 * this.#body.length, this.#bodyFill + n)),
-          );
+          const size = Math.min(this.#bodyLength, Math.max(2 * this.#body.length, this.#bodyFill + n));
+          const grown = this.#pool ? this.#pool.take(size) : Buffer.allocUnsafe(size);
           this.#body.copy(grown, 0, 0, this.#bodyFill);
+          this.#pool?.give(this.#body);
           this.#body = grown;
         }
         chunk.copy(this.#body, this.#bodyFill, at, at + n);
         this.#bodyFill += n;
         at += n;
         if (this.#bodyFill === this.#bodyLength) {
-          const message = this.#body;
+          const body = this.#body;
           this.#body = undefined;
-          this.#onMessage(message);
+          if (this.#pool) this.#onMessage(body.subarray(0, this.#bodyLength), body);
+          else this.#onMessage(body);
         }
         continue;
       }
@@ -101,7 +109,8 @@ export class MessageReader {
         at += length;
       } else {
         this.#bodyLength = length;
-        this.#body = Buffer.allocUnsafe(Math.min(length, INITIAL_BYTES));
+        const size = Math.min(length, INITIAL_BYTES);
+        this.#body = this.#pool ? this.#pool.take(size) : Buffer.allocUnsafe(size);
         this.#bodyFill = 0;
       }
     }
@@ -110,6 +119,12 @@ export class MessageReader {
   /** The stream ended: a message or prefix left unfinished is a problem. */
   end(): void {
     if (this.#problem === undefined && (this.#body !== undefined || this.#prefixFill > 0)) this.#problem = 'truncated';
+    this.discard();
+  }
+
+  /** Gives back the message being read, if any (the stream ended or is gone: nothing will read it). */
+  discard(): void {
+    if (this.#body !== undefined) this.#pool?.give(this.#body);
     this.#body = undefined;
   }
 }

@@ -20,6 +20,7 @@
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
+import { BufferPool } from './buffer-pool';
 import { CallTracker, openCall, type Method, type RequestEvents, type ResponseStream } from './call';
 import { Connection, SWEEPS_PER_IDLE_TIMEOUT } from './h2/connection';
 import { nodeHttp2Server, sweepSession } from './node-transport';
@@ -100,7 +101,8 @@ export async function startH2GrpcServer(
 ): Promise<GrpcH2Server> {
   const onError = opts.onError ?? ignore;
   const tracker = new CallTracker();
-  const ctx = { limit: opts.maxReceiveMessageBytes, tracker, onError };
+  // Requests of borrowing methods cut across reads (a Check with a large body) are assembled in reused buffers.
+  const ctx = { limit: opts.maxReceiveMessageBytes, tracker, onError, pool: new BufferPool() };
   const authorize = opts.authorize;
   const open = (
     path: string,
