@@ -19,7 +19,7 @@
  * when the machine has two or more.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as protobuf from 'protobufjs';
@@ -143,6 +143,31 @@ function patched(template: Buffer, first: number, n: number): Buffer[] {
   return out;
 }
 
+/** CPU seconds of each thread of this process by name (/proc/self/task: `node` the main thread, libuv's pool). */
+function threadCpu(): Map<string, number> {
+  const out = new Map<string, number>();
+  let tasks: string[];
+  try {
+    tasks = readdirSync('/proc/self/task');
+  } catch {
+    return out; // not Linux: no split by thread
+  }
+  const tick = 100; // USER_HZ
+  for (const t of tasks) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
+      const close = stat.lastIndexOf(')');
+      const name = stat.slice(stat.indexOf('(') + 1, close);
+      const f = stat.slice(close + 2).split(' ');
+      // Fields 14 and 15 of stat (utime, stime), counted from the state field (3) after the name.
+      out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / tick);
+    } catch {
+      // the thread ended between the listing and the read: its time is gone from both readings
+    }
+  }
+  return out;
+}
+
 interface ChildResult {
   readonly label: string;
   /** CPU µs per request (user + system of the whole process), one figure per batch. */
@@ -151,6 +176,8 @@ interface ChildResult {
   readonly checkUs: number[];
   readonly reportUs: number[];
   readonly settled: number;
+  /** CPU µs per request by thread name over the counted batches. */
+  readonly threads: Record<string, number>;
 }
 
 /** One build's run: starts its service on a soft-metered copy of its demo config, times batches of requests. */
@@ -185,7 +212,8 @@ async function child(srcDir: string, label: string, requests: number, batches: n
   const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
   const nowUs = (): number => Number(process.hrtime.bigint()) / 1000;
   let next = 1;
-  const result: ChildResult = { label, cpuUs: [], checkUs: [], reportUs: [], settled: 0 };
+  const result: ChildResult = { label, cpuUs: [], checkUs: [], reportUs: [], settled: 0, threads: {} };
+  const threadSum = new Map<string, number>();
   // The first batch warms the JIT, the key cache and the meter's state; it is not counted.
   for (let b = 0; b <= batches; b++) {
     const checks = patched(checkTemplate, next, requests);
@@ -194,6 +222,7 @@ async function child(srcDir: string, label: string, requests: number, batches: n
     let lastAnswer: Buffer | undefined;
     let checkUs = 0;
     let reportUs = 0;
+    const threads0 = threadCpu();
     const cpu0 = process.cpuUsage();
     for (let i = 0; i < requests; i++) {
       const t0 = nowUs();
@@ -213,6 +242,9 @@ async function child(srcDir: string, label: string, requests: number, batches: n
     await service.meter.idle();
     await yieldToLoop();
     const cpu = process.cpuUsage(cpu0);
+    if (b > 0)
+      for (const [name, sec] of threadCpu())
+        threadSum.set(name, (threadSum.get(name) ?? 0) + sec - (threads0.get(name) ?? 0));
     if (decodeCheckResponse(lastAnswer!).status?.code !== 0) throw new Error(`${label}: a Check was refused`);
     // Every request was held and settled: nothing is left in flight.
     if (!service.meter.settledAll) throw new Error(`${label}: requests left unsettled`);
@@ -221,6 +253,7 @@ async function child(srcDir: string, label: string, requests: number, batches: n
     result.checkUs.push(checkUs / requests);
     result.reportUs.push(reportUs / requests);
   }
+  for (const [name, sec] of threadSum) result.threads[name] = (sec * 1e6) / (requests * batches);
   await service.close(1000, 0);
   rmSync(dir, { recursive: true, force: true });
   process.stdout.write(JSON.stringify({ ...result, settled: settledCount }) + '\n');
@@ -271,6 +304,7 @@ function main(): void {
       `load average ${os.loadavg()[0].toFixed(2)}`,
   );
   const perBuild = new Map<string, number[]>();
+  const fastest = new Map<string, number[]>();
   const ratios: number[] = [];
   for (let round = 0; round < rounds; round++) {
     const order = round % 2 === 0 ? builds : [...builds].reverse();
@@ -280,17 +314,28 @@ function main(): void {
       const r = got.get(label)!;
       const m = median(r.cpuUs);
       perBuild.set(label, [...(perBuild.get(label) ?? []), m]);
+      fastest.set(label, [...(fastest.get(label) ?? []), ...r.cpuUs]);
       console.log(
         `round ${round + 1} ${label.padEnd(6)}: CPU ${m.toFixed(1)} µs per request (batches ${fmt(r.cpuUs)}); ` +
-          `main thread: Check ${median(r.checkUs).toFixed(1)}, report ${median(r.reportUs).toFixed(1)} µs`,
+          `main thread: Check ${median(r.checkUs).toFixed(1)}, report ${median(r.reportUs).toFixed(1)} µs; by thread ` +
+          Object.entries(r.threads)
+            .filter(([, us]) => us >= 0.05)
+            .map(([name, us]) => `${name} ${us.toFixed(1)}`)
+            .join(', '),
       );
     }
     if (before) ratios.push(median(got.get('after')!.cpuUs) / median(got.get('before')!.cpuUs));
   }
-  for (const [label, ms] of perBuild) console.log(`${label}: median ${median(ms).toFixed(1)} µs (${fmt(ms)})`);
+  // Other processes on the core only ever add time: the fastest batches are the least disturbed.
+  for (const [label, ms] of perBuild)
+    console.log(
+      `${label}: median ${median(ms).toFixed(1)} µs (${fmt(ms)}); ` +
+        `fastest batch ${Math.min(...fastest.get(label)!).toFixed(1)} µs`,
+    );
   if (before)
     console.log(
-      `after / before: median ${median(ratios).toFixed(3)} (rounds: ${ratios.map((x) => x.toFixed(3)).join(' ')})`,
+      `after / before: median ${median(ratios).toFixed(3)} (rounds: ${ratios.map((x) => x.toFixed(3)).join(' ')}); ` +
+        `fastest batches ${(Math.min(...fastest.get('after')!) / Math.min(...fastest.get('before')!)).toFixed(3)}`,
     );
   console.log(`load average ${os.loadavg()[0].toFixed(2)}`);
 }
