@@ -461,6 +461,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     }
     if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available ?? 0, amount));
     const tracked = track('store');
+    // A reservation the store fails to release lapses at its expiry: the balance is held until then, never debited.
     if (!tracked.allowed) await deps.store.release(view.requestId).catch(() => {});
     return tracked;
   }
