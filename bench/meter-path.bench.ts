@@ -145,7 +145,10 @@ function patched(template: Buffer, first: number, n: number): Buffer[] {
   return out;
 }
 
-/** CPU seconds of each thread of this process by name (/proc/self/task: `node` the main thread, libuv's pool). */
+/**
+ * CPU seconds of this process's main thread and of its other threads (V8's GC and compiler helpers, libuv's pool, the
+ * tokenizer's worker), from /proc/self/task: the other threads' work is not in a `--cpu-prof` profile.
+ */
 function threadCpu(): Map<string, number> {
   const out = new Map<string, number>();
   let tasks: string[];
@@ -158,10 +161,9 @@ function threadCpu(): Map<string, number> {
   for (const t of tasks) {
     try {
       const stat = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
-      const close = stat.lastIndexOf(')');
-      const name = stat.slice(stat.indexOf('(') + 1, close);
-      const f = stat.slice(close + 2).split(' ');
-      // Fields 14 and 15 of stat (utime, stime), counted from the state field (3) after the name.
+      // utime and stime: fields 14 and 15 of stat, the 12th and 13th after the name's closing parenthesis.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const name = Number(t) === process.pid ? 'main' : 'other threads';
       out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / tick);
     } catch {
       // the thread ended between the listing and the read: its time is gone from both readings
@@ -174,7 +176,7 @@ interface ChildResult {
   readonly label: string;
   /** CPU µs per request (user + system of the whole process), one figure per batch. */
   readonly cpuUs: number[];
-  /** Of which the Checks, and the reports' reading and settling (CPU µs per request; the yields between are neither). */
+  /** Of which the Checks, and the reports read and settled (CPU µs per request; the yields between are neither). */
   readonly checkUs: number[];
   readonly reportUs: number[];
   readonly settled: number;
