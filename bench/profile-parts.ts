@@ -24,8 +24,11 @@ const PARTS: ReadonlyArray<readonly [RegExp, string]> = [
     /\/src\/meter\/|\/src\/server\/meter-service|\/src\/store\/(file-meter|pg-meter)/,
     'meter: settle (usage, debit, ledger)',
   ],
-  [/\/src\/(check|wire|providers|contract)\/|\/packages\/json-scan\//, 'Check: read, decide, write'],
-  [/\/packages\/grpc-server\/|\/src\/server\/grpc-server/, 'gRPC transport (HTTP/2)'],
+  [/\/src\/check\/|\/packages\/json-scan\/|@modelgate\/json-scan/, 'Check: read, decide, write'],
+  [
+    /\/src\/grpc\/|\/src\/server\/grpc-server|\/packages\/grpc-server\/|@modelgate\/grpc-server/,
+    'gRPC transport (HTTP/2)',
+  ],
   [/prom-client/, 'metrics'],
   [/pino|sonic-boom|\/src\/server\/log-stream/, 'logging'],
   [/\/src\/store\//, 'store (cache)'],
@@ -41,6 +44,12 @@ function read(file: string): { p: Profile; byId: Map<number, ProfileNode>; paren
   return { p, byId, parent };
 }
 
+/**
+ * Folders read on behalf of a caller (the protocol modules, the wire reader, the shared vocabulary): their frames count
+ * for the part of the frame that called them, so a build with them and one from before them compare part by part.
+ */
+const ON_BEHALF = /\/src\/(providers|wire|contract|errors)\//;
+
 function partOf(prof: ReturnType<typeof read>, id: number): string | undefined {
   const fn = prof.byId.get(id)!.callFrame.functionName;
   if (fn === '(idle)') return undefined;
@@ -48,6 +57,7 @@ function partOf(prof: ReturnType<typeof read>, id: number): string | undefined {
   if (fn === '(program)') return 'V8: (program)';
   for (let x: number | undefined = id; x !== undefined; x = prof.parent.get(x)) {
     const url = prof.byId.get(x)!.callFrame.url;
+    if (ON_BEHALF.test(url)) continue;
     for (const [re, part] of PARTS) if (re.test(url)) return part;
   }
   return 'node internals (event loop, sockets)';

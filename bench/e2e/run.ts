@@ -11,6 +11,7 @@
  *   --setups=envoy,noop,modelgate  --mixes=small_chat  --phases=closed,paced,tail,litellm
  *   --repeats=N --warmup=S --duration=S --node-flags="--max-semi-space-size=32" --out=FILE
  *   --before=DIR --setups=noop-go,modelgate,modelgate-before   another built checkout beside this one
+ *   --profile-dir=DIR   every modelgate setup under node --cpu-prof, its profiles in DIR/<setup>/ (profile-parts.ts)
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -128,6 +129,8 @@ async function main(): Promise<void> {
   const goNoopBin = process.env.GO_NOOP_BIN ?? path.join(ROOT, '.peers', 'grpc-go-noop', 'bin', 'grpc-go-noop');
   const before = arg('before');
   const beforeRoot = before ? path.resolve(before) : undefined;
+  const profileArg = arg('profile-dir');
+  const profileDir = profileArg ? path.resolve(profileArg) : undefined;
   const started = new Date();
   const load1 = os.loadavg()[0];
 
@@ -168,6 +171,7 @@ async function main(): Promise<void> {
     litellmBin,
     goNoopBin,
     beforeRoot,
+    profileDir,
   };
   const settings: LoadSettings = {
     outDir: OUT,
@@ -216,7 +220,7 @@ async function main(): Promise<void> {
   const runner = benchRunner({
     name: 'bench:e2e',
     argv: process.argv.slice(2),
-    partialFlags: ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags', 'before'],
+    partialFlags: ['setups', 'mixes', 'phases', 'repeats', 'duration', 'warmup', 'node-flags', 'before', 'profile-dir'],
     committedFile: path.join(ROOT, 'bench', 'RESULTS-e2e.md'),
     outFile: path.join(OUT, 'RESULTS-e2e.md'),
     jsonFile: path.join(OUT, 'results.json'),

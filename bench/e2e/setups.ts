@@ -127,6 +127,8 @@ export interface BenchContext {
   readonly goNoopBin: string;
   /** Another checkout of modelgate, built (`--before=DIR`): the `modelgate-before` setup runs it. */
   readonly beforeRoot?: string;
+  /** `--profile-dir=DIR`: each modelgate setup runs under `node --cpu-prof`, its profiles in DIR/<setup>/. */
+  readonly profileDir?: string;
 }
 
 export interface RunningSetup {
@@ -299,8 +301,10 @@ async function startModelgateProc(
   const grpcPort = await freePort();
   const httpPort = await freePort();
   const http = `127.0.0.1:${httpPort}`;
+  const profile = ctx.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(ctx.profileDir, id)}`] : [];
   const args = [
     ...ctx.nodeFlags,
+    ...profile,
     path.join(root, 'dist/src/cli/main.js'),
     'serve',
     '--config',

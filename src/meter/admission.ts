@@ -434,6 +434,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     try {
       r = await leases.reserve(d.keyId, amount, d.keySha256);
     } catch {
+      // The store failed: refused (fail closed), its reason counted and logged on the decision line.
       return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     }
     if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available, amount));
@@ -455,10 +456,12 @@ export function createAdmission(deps: AdmissionDeps): Admission {
     try {
       r = await deps.store.reserve(view.requestId, d.keyId, amount, config.meter.reservationSeconds, held);
     } catch {
+      // The store failed: refused (fail closed), its reason counted and logged on the decision line.
       return deny(d, 'store_unavailable', HINTS.store_unavailable.balanceStore);
     }
     if (!r.ok) return deny(d, 'balance_insufficient', insufficient(r.available ?? 0, amount));
     const tracked = track('store');
+    // A reservation the store fails to release lapses at its expiry: the balance is held until then, never debited.
     if (!tracked.allowed) await deps.store.release(view.requestId).catch(() => {});
     return tracked;
   }

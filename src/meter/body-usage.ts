@@ -45,6 +45,7 @@ export function bodyUsage(protocol: Protocol, body: Uint8Array, sse: boolean, ho
     try {
       usageObjects(targets, JSON.parse(text), found);
     } catch {
+      // A cut or malformed answer holds no usage to read: the caller estimates it.
       return undefined;
     }
   } else {

@@ -189,6 +189,7 @@ export class LeaseBook {
   async releaseAll(): Promise<void> {
     const keys = [...this.#keys.keys()];
     this.#keys.clear();
+    // A lease the store does not take back lapses after LEASE_SECONDS: its amount is held until then, never spent.
     await Promise.all(keys.map((id) => this.store.lease(this.replica, id, 0, 0, LEASE_SECONDS).catch(() => undefined)));
   }
 

@@ -610,6 +610,7 @@ export class Meter {
         { ...request, reason },
         'released: no answer of its Check reached the request (it timed out at Envoy, or the client left while it ran), so nothing went upstream',
       );
+    // A reservation the store fails to release lapses at its expiry: the balance is held until then, never debited.
     if ((entry ? entry.reserved === 'store' : this.deps.config().meter.mode === 'strict') && this.deps.store)
       await this.deps.store.release(request.requestId).catch(() => {});
     return { result: 'released', request, reason };

@@ -101,6 +101,7 @@ function parseJson(s: string): unknown {
   try {
     return JSON.parse(s);
   } catch {
+    // A cut or streamed body: the caller reads the complete objects of it instead.
     return undefined;
   }
 }

@@ -106,6 +106,7 @@ export function lastObjectFor(text: string, keys: readonly string[]): unknown {
     try {
       return JSON.parse(text.slice(open, found.end));
     } catch {
+      // The last usage object is malformed: no usage read, so the answer is estimated rather than an earlier one taken.
       return undefined;
     }
   }

@@ -131,6 +131,7 @@ export function geminiSound(input: Pick<ShapeInput, 'body' | 'fields'>, audioMar
   try {
     doc = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
   } catch {
+    // A body this reader cannot parse may hide a sound part: counted as one (fail closed).
     return inPart;
   }
   let partKeys = 0;

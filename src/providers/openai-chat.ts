@@ -18,6 +18,7 @@ function messageAudio(body: Uint8Array): boolean {
     const messages = doc?.messages;
     return Array.isArray(messages) && messages.some((m) => asObject(m)?.audio != null);
   } catch {
+    // A body this reader cannot parse may hide an audio message: counted as one (fail closed).
     return true;
   }
 }
