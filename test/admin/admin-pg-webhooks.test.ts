@@ -4,9 +4,6 @@
  * the webhooks when the alert fires); after DELETE on A, B sends it nothing more. Deliveries are kept
  * per event and webhook, and the secret is a column the API never answers after create.
  */
-import { createHmac } from 'node:crypto';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import createClient from 'openapi-fetch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +13,7 @@ import { setGroup, setPrice } from '../../src/store/pg/groups';
 import { migrate } from '../../src/store/pg/schema';
 import type { paths } from '../support/admin-api';
 import { openPool, startPgServer, type PgServer } from '../support/pg-server';
+import { signedWith, startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver';
 import {
   DEMO_CONFIG,
   deniedHeader,
@@ -31,9 +29,8 @@ let pool: AdminDb;
 let a: Harness;
 let b: Harness;
 let token = '';
-let receiver: http.Server;
+let receiver: WebhookReceiver;
 let base = '';
-const got: { path: string; subject: string; signature: string; body: string }[] = [];
 const api = (h: Harness) =>
   createClient<paths>({ baseUrl: `http://${h.service.httpAddress}`, headers: { authorization: `Bearer ${token}` } });
 
@@ -65,22 +62,8 @@ async function crossHalfOnB(id: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  receiver = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-    req.on('end', () => {
-      const e = JSON.parse(body) as { subject: { kind: string; name: string } };
-      got.push({
-        path: req.url ?? '',
-        subject: `${e.subject.kind}:${e.subject.name}`,
-        signature: String(req.headers['x-modelgate-signature']),
-        body,
-      });
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  receiver = await startWebhookReceiver();
+  base = receiver.base;
   server = await startPgServer();
   pool = openPool(server.url);
   await migrate(pool);
@@ -106,7 +89,7 @@ afterAll(async () => {
   await b?.close();
   await pool?.end();
   await server?.close();
-  await new Promise<void>((r) => receiver?.close(() => r()));
+  await receiver?.close();
 });
 
 describe('webhooks on PostgreSQL, two replicas', () => {
@@ -125,12 +108,12 @@ describe('webhooks on PostgreSQL, two replicas', () => {
     ]);
     expect(rows[0].secret).toBe(secret);
 
+    const got = receiver.got;
     await crossHalfOnB('pg-a');
     const end = Date.now() + 5000;
     while (got.length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
     expect(got.map((g) => [g.path, g.subject])).toEqual([['/hook?sig=receiver-credential', 'key:pg-a']]);
-    const [t, v1] = got[0].signature.replace('t=', '').split(',v1=');
-    expect(createHmac('sha256', secret).update(`${t}.${got[0].body}`).digest('hex')).toBe(v1);
+    expect(signedWith(secret, got[0])).toBe(true);
 
     // The delivery B recorded, seen through A.
     const stop = Date.now() + 5000;

@@ -5,41 +5,26 @@
  * DELETE stops deliveries while the config file's webhook keeps getting them. Its URL's query string
  * and its secret are never answered, audited or logged; the config's webhook answers 409 naming the file.
  */
-import { createHmac } from 'node:crypto';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readFileSync, statSync } from 'node:fs';
 import createClient from 'openapi-fetch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addTokenToFile, adminStatePath } from '../../src/admin/file-backend';
 import { generateToken, hashToken } from '../../src/admin/tokens';
 import type { paths } from '../support/admin-api';
+import { signedWith, startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver';
 import { DEMO_CONFIG, reasonOf, startHarness, tempConfig, type Harness } from '../support/service-harness';
-
-interface Got {
-  path: string;
-  threshold: number;
-  subject: string;
-  signature: string;
-  body: string;
-}
 
 let now = Date.parse('2026-11-28T12:00:00Z');
 let h: Harness;
 let configPath = '';
-let receiver: http.Server;
+let receiver: WebhookReceiver;
 let base = '';
-const got: Got[] = [];
 const admin = generateToken();
 const keysToken = generateToken();
 const api = (token = admin) =>
   createClient<paths>({ baseUrl: `http://${h.service.httpAddress}`, headers: { authorization: `Bearer ${token}` } });
 
-/** Whether `signature` (t=..,v1=..) is HMAC-SHA256 of "<t>.<body>" under `secret`. */
-function signedWith(secret: string, g: Got): boolean {
-  const [t, v1] = g.signature.replace('t=', '').split(',v1=');
-  return createHmac('sha256', secret).update(`${t}.${g.body}`).digest('hex') === v1;
-}
+const got = () => receiver.got;
 
 /** A key of its own with a day's budget of 0.0001, then one chat settled at its maximum (60 % of the budget). */
 async function crossHalf(id: string): Promise<void> {
@@ -62,29 +47,14 @@ async function crossHalf(id: string): Promise<void> {
 /** Waits (real deliveries over HTTP) until the config's webhook got the alert of `key`. */
 async function configGot(key: string): Promise<void> {
   const end = Date.now() + 5000;
-  while (!got.some((g) => g.path === '/config' && g.subject === key) && Date.now() < end)
+  while (!got().some((g) => g.path === '/config' && g.subject === key) && Date.now() < end)
     await new Promise((r) => setTimeout(r, 10));
-  expect(got.some((g) => g.path === '/config' && g.subject === key)).toBe(true);
+  expect(got().some((g) => g.path === '/config' && g.subject === key)).toBe(true);
 }
 
 beforeAll(async () => {
-  receiver = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-    req.on('end', () => {
-      const e = JSON.parse(body) as { threshold: number; subject: { kind: string; name: string } };
-      got.push({
-        path: req.url ?? '',
-        threshold: e.threshold,
-        subject: `${e.subject.kind}:${e.subject.name}`,
-        signature: String(req.headers['x-modelgate-signature']),
-        body,
-      });
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  receiver = await startWebhookReceiver();
+  base = receiver.base;
   const yaml = readFileSync(DEMO_CONFIG, 'utf8')
     .replace('  mode: soft ', '  mode: strict ')
     .replace(/\nmeter:\n/, `\nmeter:\n  budgetAlerts: { url: "${base}/config", secretEnv: HOOK_SECRET }\n`);
@@ -104,7 +74,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await h?.close();
-  await new Promise<void>((r) => receiver?.close(() => r()));
+  await receiver?.close();
 });
 
 describe('webhooks through the admin API (file store)', () => {
@@ -140,9 +110,9 @@ describe('webhooks through the admin API (file store)', () => {
     await crossHalf('wh-a');
     await configGot('key:wh-a');
     const end = Date.now() + 5000;
-    while (!got.some((g) => g.path.startsWith('/hook')) && Date.now() < end)
+    while (!got().some((g) => g.path.startsWith('/hook')) && Date.now() < end)
       await new Promise((r) => setTimeout(r, 10));
-    const first = got.filter((g) => g.path.startsWith('/hook'));
+    const first = got().filter((g) => g.path.startsWith('/hook'));
     expect(first.map((g) => [g.path, g.subject, g.threshold])).toEqual([
       ['/hook?token=receiver-credential', 'key:wh-a', 50],
     ]);
@@ -150,7 +120,7 @@ describe('webhooks through the admin API (file store)', () => {
     expect(
       signedWith(
         'config-secret',
-        got.find((g) => g.path === '/config' && g.subject === 'key:wh-a')!,
+        got().find((g) => g.path === '/config' && g.subject === 'key:wh-a')!,
       ),
     ).toBe(true);
 
@@ -169,7 +139,7 @@ describe('webhooks through the admin API (file store)', () => {
     await crossHalf('wh-b');
     await configGot('key:wh-b');
     const end2 = Date.now() + 5000;
-    const toHook = () => got.filter((g) => g.path.startsWith('/hook'));
+    const toHook = () => got().filter((g) => g.path.startsWith('/hook'));
     while (toHook().length < 2 && Date.now() < end2) await new Promise((r) => setTimeout(r, 10));
     expect(toHook().map((g) => g.subject)).toEqual(['key:wh-a', 'key:wh-b']);
     expect(signedWith(secret2, toHook()[1])).toBe(true);

@@ -4,15 +4,13 @@
  * a webhook created through the API gets the signed alert of a metered chat, and nothing once
  * removed; Envoy's public listener does not serve the admin API.
  */
-import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import createClient from 'openapi-fetch';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { paths } from '../support/admin-api';
 import { describeE2E, startGateway, type Gateway } from '../support/gateway';
+import { signedWith, startWebhookReceiver } from '../support/webhook-receiver';
 
 const ADMIN_TOKEN = /^export ADMIN_TOKEN=(\S+)/m.exec(
   readFileSync(join(__dirname, '..', '..', 'envoy', 'demo-keys.env'), 'utf8'),
@@ -110,23 +108,8 @@ describeE2E('the admin API with a real Envoy', () => {
   });
 
   it('a webhook created by the API gets the signed budget alert of a metered chat through Envoy; removed, nothing more', async () => {
-    const got: { path: string; subject: string; signature: string; body: string }[] = [];
-    const receiver = http.createServer((req, res) => {
-      let body = '';
-      req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-      req.on('end', () => {
-        const e = JSON.parse(body) as { subject: { kind: string; name: string } };
-        got.push({
-          path: req.url ?? '',
-          subject: `${e.subject.kind}:${e.subject.name}`,
-          signature: String(req.headers['x-modelgate-signature']),
-          body,
-        });
-        res.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-    const base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+    const receiver = await startWebhookReceiver();
+    const { base, got } = receiver;
     try {
       const hook = await api().POST('/admin/v1/webhooks', {
         body: { id: 'e2e-hook', url: `${base}/hook?token=receiver-credential`, thresholds: [100] },
@@ -158,8 +141,7 @@ describeE2E('the admin API with a real Envoy', () => {
       await chatWith('e2e-1');
       await arrived(1);
       expect(got[0]).toMatchObject({ path: '/hook?token=receiver-credential', subject: 'key:e2e-1' });
-      const [t, v1] = got[0].signature.replace('t=', '').split(',v1=');
-      expect(createHmac('sha256', hook.data!.secret).update(`${t}.${got[0].body}`).digest('hex')).toBe(v1);
+      expect(signedWith(hook.data!.secret, got[0])).toBe(true);
 
       expect(
         (await api().DELETE('/admin/v1/webhooks/{id}', { params: { path: { id: 'e2e-hook' } } })).response.status,
@@ -174,7 +156,7 @@ describeE2E('the admin API with a real Envoy', () => {
       ]);
       expect(gw.modelgate.logLines().join('\n')).not.toContain('receiver-credential');
     } finally {
-      await new Promise<void>((r) => receiver.close(() => r()));
+      await receiver.close();
     }
   });
 

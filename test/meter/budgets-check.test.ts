@@ -5,15 +5,13 @@
  * a restart, from the state file), the next day starts afresh, and a group's budget holds all its
  * keys together beside each one's balance.
  */
-import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addTokenToFile, adminStatePath } from '../../src/admin/file-backend';
 import { generateToken, hashToken } from '../../src/admin/tokens';
 import { tokensCost } from '../../src/meter/policy/hold';
 import { DEMO_KEYS } from '../support/demo-keys';
+import { signedWith, startWebhookReceiver } from '../support/webhook-receiver';
 import {
   DEMO_CONFIG,
   deniedHeader,
@@ -180,25 +178,11 @@ describe('budgets per window at Check time', () => {
   });
 
   it("sends the budget's threshold alerts to the configured webhook, signed, once each", async () => {
-    const got: { threshold: number; verified: boolean; id: string }[] = [];
-    const server = http.createServer((req, res) => {
-      let body = '';
-      req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-      req.on('end', () => {
-        const [t, v1] = String(req.headers['x-modelgate-signature']).replace('t=', '').split(',v1=');
-        const verified = createHmac('sha256', 'hook-secret').update(`${t}.${body}`).digest('hex') === v1;
-        got.push({
-          threshold: (JSON.parse(body) as { threshold: number }).threshold,
-          verified,
-          id: String(req.headers['x-modelgate-event-id']),
-        });
-        res.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const receiver = await startWebhookReceiver();
+    const { got } = receiver;
     try {
       let now = Date.parse('2026-11-28T12:00:00Z');
-      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+      const url = `${receiver.base}/hook`;
       const yaml = withKeyBudget(demo.replace('  mode: soft ', '  mode: strict '), each * 4).replace(
         /\nmeter:\n/,
         `\nmeter:\n  budgetAlerts: { url: "${url}", secretEnv: HOOK_SECRET }\n`,
@@ -220,8 +204,8 @@ describe('budgets per window at Check time', () => {
       const end = Date.now() + 5000;
       while (got.length < 4 && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
       expect(got.map((g) => g.threshold).sort((a, b) => a - b)).toEqual([50, 80, 95, 100]);
-      expect(new Set(got.map((g) => g.id)).size).toBe(4);
-      expect(got.every((g) => g.verified)).toBe(true);
+      expect(new Set(got.map((g) => g.eventId)).size).toBe(4);
+      expect(got.every((g) => signedWith('hook-secret', g))).toBe(true);
       expect(h.logs.raw.join('\n')).toContain('budget alert delivered');
       // Their delivery status through the admin API, kept in modelgate's own state file.
       const seen = async (): Promise<{
@@ -249,11 +233,11 @@ describe('budgets per window at Check time', () => {
           (d) => d.status === 'delivered' && d.attempts === 1 && d.lastError === null && d.subject === 'key:alice',
         ),
       ).toBe(true);
-      expect(new Set(deliveries.map((d) => d.eventId))).toEqual(new Set(got.map((g) => g.id)));
-      expect(readFileSync(adminStatePath(configPath), 'utf8')).toContain(got[0].id);
+      expect(new Set(deliveries.map((d) => d.eventId))).toEqual(new Set(got.map((g) => g.eventId)));
+      expect(readFileSync(adminStatePath(configPath), 'utf8')).toContain(got[0].eventId);
       expect(JSON.stringify(deliveries)).not.toContain(url);
     } finally {
-      await new Promise<void>((r) => server.close(() => r()));
+      await receiver.close();
     }
   });
 

@@ -5,49 +5,24 @@
  * removed between two attempts gets no more, and one whose secret was rotated gets the next attempt
  * signed with the new secret. No real waits: the retry delay is a function the test drives.
  */
-import { createHmac } from 'node:crypto';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WebhookDelivery } from '../../src/admin/backend';
 import type { WebhookRecord } from '../../src/admin/webhooks';
 import type { BudgetAlertEvent } from '../../src/meter/budget-alerts';
 import { BudgetWebhooks } from '../../src/server/budget-webhooks';
-
-interface Got {
-  path: string;
-  signature: string;
-  body: string;
-}
+import { signedWith, startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of closers.splice(0)) await c();
 });
 
-/** A receiver answering `status(path, n)` to the n-th request of each path. */
-async function receiver(
-  status: (path: string, n: number) => number = () => 204,
-): Promise<{ base: string; got: Got[] }> {
-  const got: Got[] = [];
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-    req.on('end', () => {
-      const path = req.url ?? '';
-      got.push({ path, signature: String(req.headers['x-modelgate-signature']), body });
-      res.writeHead(status(path, got.filter((g) => g.path === path).length)).end();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  closers.push(() => new Promise<void>((r) => server.close(() => r())));
-  return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, got };
+/** A receiver answering `status(path, n)` to the n-th request of each path, closed after the test. */
+async function receiver(status?: (path: string, n: number) => number): Promise<WebhookReceiver> {
+  const r = await startWebhookReceiver(status);
+  closers.push(r.close);
+  return r;
 }
-
-const signedWith = (secret: string, g: Got): boolean => {
-  const [t, v1] = g.signature.replace('t=', '').split(',v1=');
-  return createHmac('sha256', secret).update(`${t}.${g.body}`).digest('hex') === v1;
-};
 
 const hook = (id: string, url: string, over: Partial<WebhookRecord> = {}): WebhookRecord => ({
   id,
