@@ -210,6 +210,16 @@ export const Group = z.object({
   budget: BudgetView.nullable().describe("What all the group's keys together may spend per window."),
 });
 
+/** A model's output cap in a group, as the API writes it. */
+const maxOutputTokens = z
+  .number()
+  .int()
+  .min(1)
+  .max(100_000_000)
+  .nullable()
+  .optional()
+  .describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens.");
+
 /** One model's change in a group (by name): added when new, changed field by field, or removed. */
 export const GroupModelChange = z
   .strictObject({
@@ -234,14 +244,7 @@ export const GroupModelChange = z
       .describe(
         "Its price per million tokens (the config's schema: input, output, cachedInput, longContext, audioInput, audioOutput, imageOutput, tools); null: none (metered, costs nothing).",
       ),
-    maxOutputTokens: z
-      .number()
-      .int()
-      .min(1)
-      .max(100_000_000)
-      .nullable()
-      .optional()
-      .describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
+    maxOutputTokens,
   })
   .refine((m) => !m.remove || Object.keys(m).every((k) => k === 'name' || k === 'remove'), {
     error: 'remove takes no other field',
@@ -261,14 +264,7 @@ export const GroupModelCreate = z.strictObject({
     .nullable()
     .optional()
     .describe("Its price per million tokens (the config's schema); null or absent: none (metered, costs nothing)."),
-  maxOutputTokens: z
-    .number()
-    .int()
-    .min(1)
-    .max(100_000_000)
-    .nullable()
-    .optional()
-    .describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
+  maxOutputTokens,
 });
 
 export const GroupCreate = z
