@@ -282,6 +282,8 @@ export interface FileBackendOptions {
   readonly pollMs?: number;
   /** A state file changed elsewhere that cannot be read (the last good state stays in use). */
   readonly onError?: (err: Error) => void;
+  /** The groups of modelgate's own state were handed to the store (at start and after each change). */
+  readonly onGroups?: () => void;
   /**
    * What a key id has spent, for a process without the store's meter (the command line); default: the store's meter.
    */
@@ -354,6 +356,7 @@ export class FileAdminBackend implements AdminBackend {
   /** Hands the keys to the FileStore (the Check sees them at once). */
   #publish(): void {
     this.store.setManagedGroups(new Map((this.#state.groups ?? []).map((g) => [g.name, groupRecord(g)])));
+    this.opts.onGroups?.();
     this.store.setManaged(
       this.#state.keys.map((k): ManagedKeyRecord => {
         const limits = toLimits(k.limits);

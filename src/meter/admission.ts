@@ -77,7 +77,7 @@ export interface AdmissionDeps {
  * Priced models with no output cap of their own (`maxOutputTokens`), as `group/model`: a request to
  * one that names no maximum is held at meter.maxOutputTokens, and a provider whose own cap is higher
  * may write past it, beyond soft mode's stated bound (docs/metering.md, "Overspend"). Logged at
- * start and on reload for the groups of the config file.
+ * start, on reload, and when the admin API's groups on the file store change the list.
  */
 export function uncappedPricedModels(groups: ReadonlyMap<string, GroupRecord>): string[] {
   const out: string[] = [];

@@ -179,6 +179,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     onEvent: (event, kind) => metrics.countCache(event, kind),
   });
 
+  // Set once the warnings below exist: the admin backend hands its groups to the store from its constructor on.
+  let onManagedGroups = (): void => {};
   // The admin API (docs/admin-api.md): on the file store, its keys and tokens live beside the config,
   // loaded before the first Check so that the keys it created are served from the start.
   const adminBackend: AdminBackend | undefined =
@@ -194,6 +196,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
                 { err: err.message },
                 'admin state file changed and cannot be read (the last good state stays in use)',
               ),
+            onGroups: () => onManagedGroups(),
           })
         : undefined;
 
@@ -206,8 +209,14 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     write: (line: string) => destination.write(line),
     bindings: '"svc":"modelgate"',
   };
-  const warnUncapped = (c: Config): void => {
-    const models = c.meter.enabled && fileStore ? uncappedPricedModels(c.groups) : [];
+  // Every served group counts, the admin API's on the file store too; a change of those groups warns
+  // only when the list changed, a start or a reload always.
+  let uncappedWarned = '';
+  const warnUncapped = (c: Config, onlyIfChanged = false): void => {
+    const models = c.meter.enabled && fileStore ? uncappedPricedModels(fileStore.groups()) : [];
+    const listed = models.join('\n');
+    if (onlyIfChanged && listed === uncappedWarned) return;
+    uncappedWarned = listed;
     if (models.length > 0) {
       logger.warn(
         { models, assumed: c.meter.maxOutputTokens },
@@ -216,6 +225,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     }
   };
   warnUncapped(config);
+  onManagedGroups = () => warnUncapped(config, true);
   if (fileStore?.meter && cluster.isWorker) {
     logger.warn(
       { store: 'file' },
@@ -558,7 +568,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       grpcAddress: grpcServer.address,
       httpAddress: httpServer.address,
       store: store.kind,
-      groups: config.groups.size,
+      groups: (fileStore?.groups() ?? config.groups).size,
       grpcAuth: grpcAuthText(grpcAuth),
     },
     'modelgate listening',

@@ -71,10 +71,16 @@ describe('groups through the admin API (file store)', () => {
       made.data,
     );
     expect(readFileSync(configPath, 'utf8')).not.toContain('team-x');
+    // Its priced model has no output cap of its own: the warning the config's groups get at start names it too.
+    const uncapped = () => h.logs.raw.filter((l) => l.includes('priced models without maxOutputTokens'));
+    expect(uncapped().at(-1)).toContain('team-x/gpt-4o-mini');
+    const warnings = uncapped().length;
     expect(readFileSync(adminStatePath(configPath), 'utf8')).toContain('team-x');
 
     const key = await api().POST('/admin/v1/keys', { body: { id: 'x-1', group: 'team-x', balance: 1 } });
     expect(key.response.status).toBe(201);
+    // A change that leaves the list as it was does not warn again.
+    expect(uncapped()).toHaveLength(warnings);
     const secret = key.data!.secret;
     expect(reasonOf(await chat(secret, 'gpt-4o-mini'))).toBe('allowed');
     expect(reasonOf(await chat(secret, 'o9-mini'))).toBe('model_unavailable');
