@@ -147,8 +147,28 @@ export async function benchUnary(
     await client.run(callsPerRound); // warm-up
     running.push({ name, server, client, times: [] as number[], cpu: [] as number[] });
   }
+  return measureRounds(running, rounds, callsPerRound, transport);
+}
+
+interface Running {
+  readonly name: string;
+  readonly server: { drain(ms: number): Promise<unknown> };
+  readonly client: { run(calls: number): Promise<unknown>; close(): void };
+  readonly times: number[];
+  readonly cpu: number[];
+}
+
+/**
+ * Runs `rounds` rounds of `callsPerRound` calls on each server, each going first in every other round
+ * so that none gains from its place, then closes them: the median wall and CPU time per call of each.
+ */
+async function measureRounds(
+  running: readonly Running[],
+  rounds: number,
+  callsPerRound: number,
+  transport: GrpcTransport,
+): Promise<Map<string, UnaryBench>> {
   for (let r = 0; r < rounds; r++) {
-    // Each build goes first in every other round, so neither gains from its place in the round.
     for (const b of r % 2 ? [...running].reverse() : running) {
       const t = process.hrtime.bigint();
       const c = process.cpuUsage();
@@ -211,28 +231,7 @@ export async function benchLarge(
       cpu: [] as number[],
     });
   }
-  for (let r = 0; r < rounds; r++) {
-    for (const b of r % 2 ? [...running].reverse() : running) {
-      const t = process.hrtime.bigint();
-      const c = process.cpuUsage();
-      await b.client.run(callsPerRound);
-      const used = process.cpuUsage(c);
-      b.times.push(Number(process.hrtime.bigint() - t) / 1000 / callsPerRound);
-      b.cpu.push((used.user + used.system) / callsPerRound);
-    }
-  }
-  const out = new Map<string, UnaryBench>();
-  for (const b of running) {
-    b.client.close();
-    await b.server.drain(1_000);
-    out.set(b.name, {
-      transport,
-      callsPerRound,
-      rounds,
-      medianUsPerCall: median(b.times),
-      medianCpuUsPerCall: median(b.cpu),
-    });
-  }
+  const out = await measureRounds(running, rounds, callsPerRound, transport);
   if (wrong > 0) throw new Error(`${wrong} requests reached the method with other bytes than were sent`);
   return out;
 }
