@@ -856,6 +856,7 @@ export function groupView(g: import('../store/store').GroupRecord): GroupView {
       protocols: m.protocols === null ? null : [...m.protocols],
       available: m.available,
       price: m.price ? { input: m.price.input, output: m.price.output, cachedInput: m.price.cachedInput } : null,
+      maxOutputTokens: m.maxOutputTokens ?? null,
     })),
   };
 }

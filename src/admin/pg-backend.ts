@@ -6,10 +6,10 @@
  */
 import type pg from 'pg';
 import { groupView } from './file-backend';
-import { listGroups, setPrice } from '../store/pg/groups';
+import { listGroups, setPrice, type ModelSpec } from '../store/pg/groups';
 import { sqlState } from '../store/pg/refusal';
 import type { Budget } from '../store/budget-window';
-import { toLimits, type GroupRecord, type UsageEntry } from '../store/store';
+import { toLimits, type GroupRecord, type ModelRecord, type UsageEntry } from '../store/store';
 import type {
   Actor,
   AdminBackend,
@@ -124,6 +124,22 @@ function usageParams(f: UsageFilter): unknown[] {
     f.since === undefined ? null : new Date(f.since),
     f.until === undefined ? null : new Date(f.until),
   ];
+}
+
+/** The models of a group as listGroups reads them, keyed by name, as groupView takes them. */
+function modelRecords(models: readonly ModelSpec[]): Map<string, ModelRecord> {
+  return new Map(
+    models.map((m) => [
+      m.name,
+      {
+        name: m.name,
+        protocols: m.protocols,
+        available: m.available,
+        price: m.price ?? null,
+        maxOutputTokens: m.maxOutputTokens ?? null,
+      },
+    ]),
+  );
 }
 
 /**
@@ -624,12 +640,7 @@ export class PgAdminBackend implements AdminBackend {
         available: g.available,
         limits: limits.get(g.name) ?? null,
         budget: budgets.get(g.name) ?? null,
-        models: new Map(
-          g.models.map((m) => [
-            m.name,
-            { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null },
-          ]),
-        ),
+        models: modelRecords(g.models),
       }),
     );
   }
@@ -743,12 +754,7 @@ export class PgAdminBackend implements AdminBackend {
                 models: groupView({
                   name,
                   available: true,
-                  models: new Map(
-                    after.models.map((m) => [
-                      m.name,
-                      { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null },
-                    ]),
-                  ),
+                  models: modelRecords(after.models),
                 }).models,
               }
             : {}),
@@ -789,12 +795,7 @@ export class PgAdminBackend implements AdminBackend {
         available: g.available,
         limits: toLimits(g.limits),
         budget: g.budget ?? null,
-        models: new Map(
-          info.models.map((m) => [
-            m.name,
-            { name: m.name, protocols: m.protocols, available: m.available, price: m.price ?? null },
-          ]),
-        ),
+        models: modelRecords(info.models),
       });
       return { result: undefined, before: null, after };
     });

@@ -200,6 +200,10 @@ export const GroupModel = z.object({
   protocols: z.array(z.string()).nullable(),
   available: z.boolean(),
   price: z.object({ input: z.number(), output: z.number(), cachedInput: z.number().nullable() }).nullable(),
+  maxOutputTokens: z
+    .number()
+    .nullable()
+    .describe("The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens."),
 });
 
 export const Group = z.object({

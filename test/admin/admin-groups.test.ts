@@ -63,8 +63,9 @@ describe('groups through the admin API (file store)', () => {
           protocols: null,
           available: true,
           price: { input: 0.15, output: 0.6, cachedInput: null },
+          maxOutputTokens: null,
         },
-        { name: 'o9-mini', protocols: null, available: false, price: null },
+        { name: 'o9-mini', protocols: null, available: false, price: null, maxOutputTokens: null },
       ],
     });
     expect((await api().GET('/admin/v1/groups/{name}', { params: { path: { name: 'team-x' } } })).data).toEqual(

@@ -318,6 +318,7 @@ describe('budgets on PostgreSQL', () => {
       protocols: null,
       available: true,
       price: { input: 1, output: 4, cachedInput: null },
+      maxOutputTokens: 1000,
     });
     expect(added.data?.models.map((m) => m.name)).toEqual(['gpt-4o-mini', 'gpt-5.5', 'o9-mini']);
     await waitFor('o9-mini', 'allowed');
@@ -341,6 +342,8 @@ describe('budgets on PostgreSQL', () => {
       protocols: ['messages'],
       available: false,
       price: null,
+      // Not named in this change: kept.
+      maxOutputTokens: 1000,
     });
     const removed = await api().PATCH('/admin/v1/groups/{name}', {
       params: { path: { name: 'basic' } },
@@ -403,8 +406,9 @@ describe('budgets on PostgreSQL', () => {
           protocols: null,
           available: true,
           price: { input: 0.15, output: 0.6, cachedInput: null },
+          maxOutputTokens: 4096,
         },
-        { name: 'o9-mini', protocols: ['chat'], available: false, price: null },
+        { name: 'o9-mini', protocols: ['chat'], available: false, price: null, maxOutputTokens: null },
       ],
     });
     const { rows } = await pool.query<{ t: number }>(

@@ -518,6 +518,8 @@ export interface components {
                 output: number;
                 cachedInput: number | null;
             } | null;
+            /** @description The provider's output cap: a request naming no maximum is held at it; null: meter.maxOutputTokens. */
+            maxOutputTokens: number | null;
         };
         /** @description Fields to change (PostgreSQL, or a group created through the API on the file store; the config file's groups change there). */
         GroupPatch: {
