@@ -14,6 +14,7 @@ import type { FileStore } from '../../src/store/file-store';
 import { DEMO_KEYS } from '../support/demo-keys';
 import {
   DEMO_CONFIG,
+  jsonChat,
   deniedHeader,
   reasonOf,
   startHarness,
@@ -29,15 +30,7 @@ afterEach(async () => {
 
 const demo = readFileSync(DEMO_CONFIG, 'utf8');
 const strict = (): string => demo.replace('  mode: soft ', '  mode: strict ');
-const chat = (key: string, body: unknown) => ({
-  method: 'POST',
-  path: '/v1/chat/completions',
-  headers: [
-    ['authorization', `Bearer ${key}`],
-    ['content-type', 'application/json'],
-  ] as [string, string][],
-  body: JSON.stringify(body),
-});
+const chat = jsonChat;
 const PRICE = { input: 0.15, output: 0.6, cachedInput: null };
 
 describe('soft mode (the default)', () => {

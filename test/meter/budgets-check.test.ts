@@ -14,6 +14,7 @@ import { DEMO_KEYS } from '../support/demo-keys';
 import { signedWith, startWebhookReceiver } from '../support/webhook-receiver';
 import {
   DEMO_CONFIG,
+  jsonChat,
   deniedHeader,
   reasonOf,
   startHarness,
@@ -28,15 +29,7 @@ afterEach(async () => {
 });
 
 const demo = readFileSync(DEMO_CONFIG, 'utf8');
-const chat = (key: string, body: unknown) => ({
-  method: 'POST',
-  path: '/v1/chat/completions',
-  headers: [
-    ['authorization', `Bearer ${key}`],
-    ['content-type', 'application/json'],
-  ] as [string, string][],
-  body: JSON.stringify(body),
-});
+const chat = jsonChat;
 const PRICE = { input: 0.15, output: 0.6, cachedInput: null };
 const body = { model: 'gpt-4o-mini', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] };
 const each = tokensCost(Buffer.byteLength(JSON.stringify(body)), 100, PRICE);

@@ -12,6 +12,7 @@ import { tokensCost } from '../../src/meter/policy/hold';
 import { DEMO_KEYS } from '../support/demo-keys';
 import {
   DEMO_CONFIG,
+  jsonChat,
   deniedHeader,
   reasonOf,
   startHarness,
@@ -26,15 +27,7 @@ afterEach(async () => {
 });
 
 const demo = readFileSync(DEMO_CONFIG, 'utf8');
-const chat = (key: string, body: unknown) => ({
-  method: 'POST',
-  path: '/v1/chat/completions',
-  headers: [
-    ['authorization', `Bearer ${key}`],
-    ['content-type', 'application/json'],
-  ] as [string, string][],
-  body: JSON.stringify(body),
-});
+const chat = jsonChat;
 const body = { model: 'gpt-4o-mini', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] };
 const other = { ...body, model: 'gpt-5.5' };
 const each = tokensCost(Buffer.byteLength(JSON.stringify(body)), 100, { input: 0.15, output: 0.6, cachedInput: null });

@@ -38,6 +38,19 @@ export interface Harness {
   close(meterDrainMs?: number): Promise<void>;
 }
 
+/** A JSON chat completion with `key` as its bearer, as a client's SDK sends it. */
+export function jsonChat(key: string, body: unknown): HttpRequestLine & { headers: [string, string][] } {
+  return {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: [
+      ['authorization', `Bearer ${key}`],
+      ['content-type', 'application/json'],
+    ],
+    body: JSON.stringify(body),
+  };
+}
+
 /** A temp copy of a config (the demo by default, or the given YAML text). */
 export function tempConfig(yamlText?: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'modelgate-test-'));
